@@ -1,0 +1,312 @@
+//! The per-instance execution context and the instruction funnel.
+//!
+//! While a program instance runs, its thread holds an [`InstanceCtx`]: program id, launch mode,
+//! target, the instruction records, the capacity tracker and the affine_range frames. Every
+//! `nl`/`nisa` op goes through [`issue`], which executes it (unless the launch is estimate-only)
+//! and appends its [`Instr`] record (unless the launch is execute-only). Errors inside a kernel
+//! are raised with [`raise`], which unwinds to the launcher as a typed payload.
+
+use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::memory::MemoryTracker;
+use crate::record::Instr;
+use crate::target::Target;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How a launch runs the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+pub enum Mode {
+    /// Compute values only (fastest; no timeline).
+    #[default]
+    Execute,
+    /// Compute values and record instructions for the timing model.
+    Simulate,
+    /// Record instructions only: no arithmetic, inputs may be shape-only.
+    Estimate,
+}
+
+impl Mode {
+    /// True when ops compute values.
+    pub fn executes(self) -> bool {
+        self != Mode::Estimate
+    }
+    /// True when ops leave instruction records.
+    pub fn records(self) -> bool {
+        self != Mode::Execute
+    }
+}
+
+/// The payload a failing kernel unwinds with.
+pub(crate) struct KernelAbort(pub(crate) NkiError);
+
+/// The payload an instance unwinds with when another instance already failed.
+pub(crate) struct Cancelled;
+
+static NEXT_WRITER: AtomicU32 = AtomicU32::new(1);
+
+/// Who performed an HBM write: the program instance and its stack of affine_range frames
+/// `(loop activation, iteration)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Writer {
+    pub(crate) instance: u32,
+    pub(crate) frames: Vec<(u32, u32)>,
+}
+
+/// State shared by all instances of one launch.
+pub(crate) struct LaunchShared {
+    pub(crate) cancelled: AtomicBool,
+    /// First writer id of this launch: ids below are from earlier launches.
+    pub(crate) writer_base: u32,
+    writers: Mutex<(
+        HashMap<Writer, u32>,
+        HashMap<u32, (Writer, Vec<usize>, SourceLoc)>,
+    )>,
+}
+
+impl LaunchShared {
+    pub(crate) fn new() -> Arc<LaunchShared> {
+        Arc::new(LaunchShared {
+            cancelled: AtomicBool::new(false),
+            writer_base: NEXT_WRITER.load(Ordering::SeqCst),
+            writers: Mutex::new((HashMap::new(), HashMap::new())),
+        })
+    }
+
+    /// Interns a writer, remembering its program id and the first source line it stored from.
+    fn writer_id(&self, w: Writer, pid: &[usize], loc: SourceLoc) -> u32 {
+        let mut g = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&id) = g.0.get(&w) {
+            return id;
+        }
+        let id = NEXT_WRITER.fetch_add(1, Ordering::SeqCst);
+        g.0.insert(w.clone(), id);
+        g.1.insert(id, (w, pid.to_vec(), loc));
+        id
+    }
+
+    /// Describes writer `id`: its program id, affine iterations and source line.
+    pub(crate) fn describe_writer(&self, id: u32) -> String {
+        let g = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        match g.1.get(&id) {
+            Some((w, pid, loc)) => {
+                let mut s = format!("program id {pid:?}");
+                if !w.frames.is_empty() {
+                    let its: Vec<String> = w.frames.iter().map(|f| f.1.to_string()).collect();
+                    s.push_str(&format!(" in affine_range iteration ({})", its.join(", ")));
+                }
+                s.push_str(&format!(" at {loc}"));
+                s
+            }
+            None => format!("writer #{id}"),
+        }
+    }
+
+    /// True when writes by `old` and `new` to one location are an output-dependency error:
+    /// different instances, or the same instance in different iterations of one affine_range.
+    pub(crate) fn conflicts(&self, old: u32, new: u32) -> bool {
+        if old < self.writer_base || old == new {
+            return false;
+        }
+        let g = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        let (Some((a, _, _)), Some((b, _, _))) = (g.1.get(&old), g.1.get(&new)) else {
+            return false;
+        };
+        if a.instance != b.instance {
+            return true;
+        }
+        for (fa, fb) in a.frames.iter().zip(&b.frames) {
+            if fa.0 != fb.0 {
+                return false;
+            }
+            if fa.1 != fb.1 {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// Everything one running program instance needs.
+pub(crate) struct InstanceCtx {
+    pub(crate) program_id: Vec<usize>,
+    pub(crate) grid: Vec<usize>,
+    pub(crate) instance: u32,
+    pub(crate) nc: usize,
+    pub(crate) mode: Mode,
+    pub(crate) target: Target,
+    pub(crate) records: Vec<Instr>,
+    pub(crate) mem: MemoryTracker,
+    pub(crate) shared: Arc<LaunchShared>,
+    frames: Vec<(u32, u32)>,
+    next_activation: u32,
+    writer: Option<u32>,
+}
+
+thread_local! {
+    static CTX: RefCell<Option<InstanceCtx>> = const { RefCell::new(None) };
+}
+
+impl InstanceCtx {
+    pub(crate) fn new(
+        program_id: Vec<usize>,
+        grid: Vec<usize>,
+        instance: u32,
+        nc: usize,
+        mode: Mode,
+        target: Target,
+        shared: Arc<LaunchShared>,
+    ) -> Self {
+        InstanceCtx {
+            program_id,
+            grid,
+            instance,
+            nc,
+            mode,
+            target,
+            records: Vec::new(),
+            mem: MemoryTracker::new(target.spec()),
+            shared,
+            frames: Vec::new(),
+            next_activation: 0,
+            writer: None,
+        }
+    }
+
+    /// This instance's writer id for HBM stores at its current affine_range position.
+    pub(crate) fn writer_id(&mut self, loc: SourceLoc) -> u32 {
+        if let Some(w) = self.writer {
+            return w;
+        }
+        let w = Writer {
+            instance: self.instance,
+            frames: self.frames.clone(),
+        };
+        let id = self.shared.writer_id(w, &self.program_id, loc);
+        self.writer = Some(id);
+        id
+    }
+
+    /// Enters a new affine_range activation; returns its id.
+    pub(crate) fn push_affine(&mut self) -> u32 {
+        let id = self.next_activation;
+        self.next_activation += 1;
+        self.frames.push((id, 0));
+        self.writer = None;
+        id
+    }
+
+    /// Sets the iteration of the innermost affine frame with activation `id`.
+    pub(crate) fn set_affine_iter(&mut self, id: u32, iter: u32) {
+        if let Some(f) = self.frames.iter_mut().rev().find(|f| f.0 == id) {
+            f.1 = iter;
+            self.writer = None;
+        }
+    }
+
+    /// Leaves affine activation `id`.
+    pub(crate) fn pop_affine(&mut self, id: u32) {
+        if let Some(pos) = self.frames.iter().rposition(|f| f.0 == id) {
+            self.frames.truncate(pos);
+            self.writer = None;
+        }
+    }
+}
+
+/// Installs `ctx` on this thread (replacing none) and returns the previous one.
+pub(crate) fn install(ctx: InstanceCtx) -> Option<InstanceCtx> {
+    CTX.with(|c| c.borrow_mut().replace(ctx))
+}
+
+/// Removes and returns this thread's context.
+pub(crate) fn take() -> Option<InstanceCtx> {
+    CTX.with(|c| c.borrow_mut().take())
+}
+
+/// Runs `f` on this thread's context; raises [`ErrorKind::OutsideKernel`] when there is none.
+pub(crate) fn with_ctx<R>(
+    op: &'static str,
+    loc: SourceLoc,
+    f: impl FnOnce(&mut InstanceCtx) -> R,
+) -> R {
+    let r = CTX.with(|c| c.borrow_mut().as_mut().map(f));
+    match r {
+        Some(r) => r,
+        None => raise(
+            NkiError::new(
+                ErrorKind::OutsideKernel,
+                op,
+                format!("nki.{op} called outside of a kernel launch (err_nki_api_outside_of_nki_kernel)"),
+            ),
+            loc,
+        ),
+    }
+}
+
+/// Runs `f` on this thread's context if there is one.
+pub(crate) fn try_with_ctx<R>(f: impl FnOnce(&mut InstanceCtx) -> R) -> Option<R> {
+    CTX.try_with(|c| c.try_borrow_mut().ok().and_then(|mut g| g.as_mut().map(f)))
+        .ok()
+        .flatten()
+}
+
+/// Fails the running kernel instance with `e` (attaching its program id and `loc`). Outside a
+/// kernel this panics with the error's message.
+pub fn raise(e: NkiError, loc: SourceLoc) -> ! {
+    let e = e.with_loc(loc);
+    let e = match try_with_ctx(|c| c.program_id.clone()) {
+        Some(pid) => e.with_program_id(&pid),
+        None => panic!("{e}"),
+    };
+    std::panic::panic_any(KernelAbort(e))
+}
+
+/// Unwraps a result inside a kernel: an `Err` fails the instance (see [`raise`]).
+pub(crate) fn check<T>(r: crate::error::Result<T>, loc: SourceLoc) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => raise(e, loc),
+    }
+}
+
+/// Execution facts an op needs before doing its work.
+#[derive(Clone, Copy)]
+pub(crate) struct OpEnv {
+    /// True when values are computed.
+    pub(crate) executes: bool,
+    /// True when records are kept.
+    pub(crate) records: bool,
+    /// The launch target.
+    pub(crate) target: Target,
+}
+
+/// The entry of the funnel: checks for cancellation and returns the mode facts.
+pub(crate) fn env(op: &'static str, loc: SourceLoc) -> OpEnv {
+    let (env, cancelled) = with_ctx(op, loc, |c| {
+        (
+            OpEnv {
+                executes: c.mode.executes(),
+                records: c.mode.records(),
+                target: c.target,
+            },
+            c.shared.cancelled.load(Ordering::Relaxed),
+        )
+    });
+    if cancelled {
+        std::panic::panic_any(Cancelled);
+    }
+    env
+}
+
+/// THE funnel: executes the instruction (unless estimating) and records it (unless only
+/// executing). `record` is only called when a record is kept.
+pub(crate) fn issue(env: OpEnv, exec: impl FnOnce(), record: impl FnOnce() -> Instr) {
+    if env.executes {
+        exec();
+    }
+    if env.records {
+        let r = record();
+        try_with_ctx(|c| c.records.push(r));
+    }
+}

@@ -1,0 +1,376 @@
+//! Data types: the [`DType`] tag every tile and tensor carries, the [`Element`] trait that links a
+//! Rust type to its tag, rounding from the engines' f32 math to each dtype, and NKI's type
+//! promotion rules.
+//!
+//! All values are held as `f32` on the host: every NKI dtype up to 32 bits is exactly
+//! representable except `int32`/`uint32` magnitudes above 2^24, which the engines themselves
+//! only handle through fp32 arithmetic anyway (documented limit).
+
+use half::{bf16, f16};
+use std::fmt;
+
+/// An NKI data type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[allow(non_camel_case_types)]
+pub enum DType {
+    /// IEEE single precision.
+    F32,
+    /// bfloat16 (1 sign, 8 exponent, 7 mantissa bits).
+    BF16,
+    /// IEEE half precision.
+    F16,
+    /// fp8 e4m3 (NKI `float8_e4m3`: 1S 4E 3M, bias 7, max 240, with infinities).
+    F8E4M3,
+    /// fp8 e5m2 (NKI `float8_e5m2`: 1S 5E 2M, bias 15, max 57344).
+    F8E5M2,
+    /// Signed 8-bit integer.
+    I8,
+    /// Signed 16-bit integer.
+    I16,
+    /// Signed 32-bit integer.
+    I32,
+    /// Unsigned 8-bit integer.
+    U8,
+    /// Unsigned 16-bit integer.
+    U16,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// Boolean, stored as one byte (0 or 1).
+    Bool,
+}
+
+impl DType {
+    /// Size of one element in bytes.
+    pub const fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::BF16 | DType::F16 | DType::I16 | DType::U16 => 2,
+            DType::F8E4M3 | DType::F8E5M2 | DType::I8 | DType::U8 | DType::Bool => 1,
+        }
+    }
+
+    /// NKI's name for the type (`float32`, `bfloat16`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "float32",
+            DType::BF16 => "bfloat16",
+            DType::F16 => "float16",
+            DType::F8E4M3 => "float8_e4m3",
+            DType::F8E5M2 => "float8_e5m2",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::U8 => "uint8",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::Bool => "bool",
+        }
+    }
+
+    /// True for the floating-point types.
+    pub const fn is_float(self) -> bool {
+        matches!(
+            self,
+            DType::F32 | DType::BF16 | DType::F16 | DType::F8E4M3 | DType::F8E5M2
+        )
+    }
+
+    /// True for the integer types (bool excluded).
+    pub const fn is_int(self) -> bool {
+        matches!(
+            self,
+            DType::I8 | DType::I16 | DType::I32 | DType::U8 | DType::U16 | DType::U32
+        )
+    }
+
+    /// True for fp8 types.
+    pub const fn is_fp8(self) -> bool {
+        matches!(self, DType::F8E4M3 | DType::F8E5M2)
+    }
+
+    /// Rounds an f32 engine result to this dtype (round-to-nearest-even for floats, saturating
+    /// round-to-nearest-even for integers, non-zero -> 1 for bool) and returns it as f32.
+    #[inline]
+    pub fn round(self, x: f32) -> f32 {
+        match self {
+            DType::F32 => x,
+            DType::BF16 => bf16::from_f32(x).to_f32(),
+            DType::F16 => f16::from_f32(x).to_f32(),
+            DType::F8E4M3 => round_minifloat(x, 3, 7, 240.0, true),
+            DType::F8E5M2 => round_minifloat(x, 2, 15, 57344.0, true),
+            DType::I8 => round_int(x, i8::MIN as f32, i8::MAX as f32),
+            DType::I16 => round_int(x, i16::MIN as f32, i16::MAX as f32),
+            DType::I32 => round_int(x, i32::MIN as f32, i32::MAX as f32),
+            DType::U8 => round_int(x, 0.0, u8::MAX as f32),
+            DType::U16 => round_int(x, 0.0, u16::MAX as f32),
+            DType::U32 => round_int(x, 0.0, u32::MAX as f32),
+            DType::Bool => {
+                if x != 0.0 && !x.is_nan() {
+                    1.0
+                } else {
+                    0.0
+                }
+            }
+        }
+    }
+
+    /// Rounds every value of a slice in place (fast no-op for f32).
+    pub fn round_slice(self, xs: &mut [f32]) {
+        if self == DType::F32 {
+            return;
+        }
+        for x in xs {
+            *x = self.round(*x);
+        }
+    }
+
+    /// NKI's type promotion for a binary operation on two tiles (nki.api.shared "type promotion").
+    pub fn promote(a: DType, b: DType) -> DType {
+        use DType::*;
+        if a == b {
+            return a;
+        }
+        match (a.is_float(), b.is_float()) {
+            (true, false) => a,
+            (false, true) => b,
+            (true, true) => {
+                let pair = |x, y| (a == x && b == y) || (a == y && b == x);
+                if pair(F16, BF16) {
+                    F32
+                } else if pair(F8E4M3, F8E5M2) {
+                    BF16
+                } else if a.is_fp8() {
+                    b
+                } else if b.is_fp8() {
+                    a
+                } else if a.size() >= b.size() {
+                    a
+                } else {
+                    b
+                }
+            }
+            (false, false) => {
+                let a = if a == Bool { U8 } else { a };
+                let b = if b == Bool { U8 } else { b };
+                if a == b {
+                    return a;
+                }
+                let signed = |t: DType| matches!(t, I8 | I16 | I32);
+                if signed(a) == signed(b) {
+                    if a.size() >= b.size() {
+                        a
+                    } else {
+                        b
+                    }
+                } else {
+                    let (s, u) = if signed(a) { (a, b) } else { (b, a) };
+                    if s.size() > u.size() {
+                        s
+                    } else {
+                        match u.size() {
+                            1 => I16,
+                            2 => I32,
+                            _ => F32,
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Promotion of a tile dtype with a weak Python-style scalar (float -> fp32, int -> int32).
+    pub fn promote_scalar(a: DType, scalar_is_float: bool) -> DType {
+        if scalar_is_float {
+            if a.is_float() {
+                DType::promote(a, DType::F32)
+            } else {
+                DType::F32
+            }
+        } else {
+            DType::promote(a, DType::I32)
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+fn round_int(x: f32, lo: f32, hi: f32) -> f32 {
+    if x.is_nan() {
+        return 0.0;
+    }
+    x.round_ties_even().clamp(lo, hi)
+}
+
+/// Rounds to a small float format with `mant` mantissa bits and exponent `bias`, saturating at
+/// `max` (NKI's fp8 casts saturate), with subnormals, round-to-nearest-even.
+fn round_minifloat(x: f32, mant: i32, bias: i32, max: f32, saturate: bool) -> f32 {
+    if x.is_nan() || x == 0.0 {
+        return x;
+    }
+    let a = x.abs();
+    if a.is_infinite() {
+        return if saturate { max.copysign(x) } else { x };
+    }
+    let min_exp = 1 - bias; // exponent of the smallest normal
+    let e = (a.log2().floor() as i32).max(min_exp);
+    let quantum = 2f32.powi(e - mant);
+    let q = (a / quantum).round_ties_even() * quantum;
+    q.min(max).copysign(x)
+}
+
+/// A Rust element type with an NKI dtype. Implemented for f32, bf16, f16, [`F8E4M3`],
+/// [`F8E5M2`], i8, i16, i32, u8, u16, u32 and bool.
+pub trait Element: Copy + Send + Sync + 'static + fmt::Debug {
+    /// The dtype tag of this element type.
+    const DTYPE: DType;
+    /// Converts to the host f32 representation.
+    fn to_f32(self) -> f32;
+    /// Converts from an f32 value (rounding as the hardware does).
+    fn from_f32(x: f32) -> Self;
+}
+
+macro_rules! impl_element_prim {
+    ($($t:ty => $d:ident),*) => {$(
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+            #[inline]
+            fn to_f32(self) -> f32 { self as f32 }
+            #[inline]
+            fn from_f32(x: f32) -> Self { DType::$d.round(x) as $t }
+        }
+    )*};
+}
+impl_element_prim!(f32 => F32, i8 => I8, i16 => I16, i32 => I32, u8 => U8, u16 => U16, u32 => U32);
+
+impl Element for bf16 {
+    const DTYPE: DType = DType::BF16;
+    #[inline]
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+    #[inline]
+    fn from_f32(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+}
+
+impl Element for f16 {
+    const DTYPE: DType = DType::F16;
+    #[inline]
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+    #[inline]
+    fn from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+}
+
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+    #[inline]
+    fn to_f32(self) -> f32 {
+        if self {
+            1.0
+        } else {
+            0.0
+        }
+    }
+    #[inline]
+    fn from_f32(x: f32) -> Self {
+        x != 0.0 && !x.is_nan()
+    }
+}
+
+macro_rules! fp8_type {
+    ($name:ident, $d:ident, $doc:literal) => {
+        #[doc = $doc]
+        #[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Default)]
+        pub struct $name(f32);
+        impl $name {
+            /// Rounds an f32 to this format.
+            pub fn from_f32(x: f32) -> Self {
+                $name(DType::$d.round(x))
+            }
+            /// The value as f32 (exact).
+            pub fn to_f32(self) -> f32 {
+                self.0
+            }
+        }
+        impl Element for $name {
+            const DTYPE: DType = DType::$d;
+            #[inline]
+            fn to_f32(self) -> f32 {
+                self.0
+            }
+            #[inline]
+            fn from_f32(x: f32) -> Self {
+                $name(DType::$d.round(x))
+            }
+        }
+    };
+}
+fp8_type!(
+    F8E4M3,
+    F8E4M3,
+    "An fp8 e4m3 value (NKI `float8_e4m3`), held exactly as f32."
+);
+fp8_type!(
+    F8E5M2,
+    F8E5M2,
+    "An fp8 e5m2 value (NKI `float8_e5m2`), held exactly as f32."
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bf16_rounds_to_nearest_even() {
+        // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even -> 1.
+        assert_eq!(DType::BF16.round(1.0 + 2f32.powi(-8)), 1.0);
+        assert_eq!(
+            DType::BF16.round(1.0 + 3.0 * 2f32.powi(-8)),
+            1.0 + 2f32.powi(-6)
+        );
+    }
+
+    #[test]
+    fn fp8_e4m3_grid_and_saturation() {
+        assert_eq!(DType::F8E4M3.round(1.0625), 1.0); // tie -> even
+        assert_eq!(DType::F8E4M3.round(1.1), 1.125);
+        assert_eq!(DType::F8E4M3.round(1000.0), 240.0);
+        assert_eq!(DType::F8E4M3.round(-1000.0), -240.0);
+        // smallest subnormal 2^-9
+        assert_eq!(DType::F8E4M3.round(2f32.powi(-9)), 2f32.powi(-9));
+        assert_eq!(DType::F8E5M2.round(3.2), 3.0);
+        assert_eq!(DType::F8E5M2.round(1e6), 57344.0);
+    }
+
+    #[test]
+    fn ints_saturate_and_round_even() {
+        assert_eq!(DType::I8.round(300.0), 127.0);
+        assert_eq!(DType::U8.round(-3.0), 0.0);
+        assert_eq!(DType::I32.round(2.5), 2.0);
+        assert_eq!(DType::Bool.round(0.3), 1.0);
+    }
+
+    #[test]
+    fn promotion_follows_nki_table() {
+        use DType::*;
+        assert_eq!(DType::promote(F16, BF16), F32);
+        assert_eq!(DType::promote(F8E4M3, F8E5M2), BF16);
+        assert_eq!(DType::promote(F8E4M3, F16), F16);
+        assert_eq!(DType::promote(BF16, F8E5M2), BF16);
+        assert_eq!(DType::promote(I8, U8), I16);
+        assert_eq!(DType::promote(I8, U16), I32);
+        assert_eq!(DType::promote(I32, U32), F32);
+        assert_eq!(DType::promote(I16, F16), F16);
+        assert_eq!(DType::promote_scalar(I8, false), I32);
+        assert_eq!(DType::promote_scalar(F16, true), F32);
+    }
+}

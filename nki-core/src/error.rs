@@ -1,0 +1,170 @@
+//! The one error type of nki-core. Every user mistake becomes an [`NkiError`] with an
+//! [`ErrorKind`], an NKI-like message naming the operands and shapes, the op, the program id of
+//! the instance that made it, and the kernel source line.
+
+use std::fmt;
+use std::panic::Location;
+
+/// A kernel source location (captured with `#[track_caller]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct SourceLoc {
+    /// Source file.
+    pub file: &'static str,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+}
+
+impl SourceLoc {
+    /// The location of the caller of the current `#[track_caller]` function chain.
+    #[track_caller]
+    pub fn caller() -> Self {
+        let l = Location::caller();
+        SourceLoc {
+            file: l.file(),
+            line: l.line(),
+            column: l.column(),
+        }
+    }
+}
+
+impl fmt::Display for SourceLoc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// What kind of mistake (or failure) an [`NkiError`] reports.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// A tile's partition dimension exceeds 128 (`err_num_partition_exceed_arch_limit`).
+    PartitionLimit,
+    /// A PSUM tile does not fit one 2 KiB bank per partition.
+    PsumBankLimit,
+    /// A TensorE operand exceeds its limit (stationary free <= 128, moving free <= 512, K <= 128).
+    MatmulLimit,
+    /// Element-wise operands whose shapes do not agree (or broadcast).
+    ShapeMismatch,
+    /// Operands with different partition counts (`err_num_partition_mismatch`).
+    PartitionMismatch,
+    /// A matmul whose contraction dimensions differ.
+    ContractionMismatch,
+    /// An access outside a tensor or tile (`err_tensor_access_out_of_bound`).
+    OutOfBounds,
+    /// A tile access starting at a partition the hardware cannot address for that size.
+    PartitionOffset,
+    /// A reduction over the partition axis.
+    PartitionReduction,
+    /// An operand in the wrong memory (`err_unsupported_memory`).
+    WrongMemory,
+    /// A dtype an instruction does not accept.
+    DType,
+    /// A write into a kernel input (`err_cannot_update_immutable_parameter`).
+    ImmutableInput,
+    /// Two program instances, or two affine_range iterations, wrote the same HBM location
+    /// (`err_unexpected_output_dependencies`).
+    OutputDependency,
+    /// A tile or tensor read before anything wrote it.
+    UninitializedRead,
+    /// Live tiles exceed SBUF or PSUM capacity.
+    Capacity,
+    /// A malformed launch grid.
+    InvalidGrid,
+    /// An invalid argument (axis, range, value) to an op.
+    InvalidArgument,
+    /// An nl/nisa call made outside a kernel launch (`err_nki_api_outside_of_nki_kernel`).
+    OutsideKernel,
+    /// Values were requested from a shape-only tensor (estimate mode input).
+    NoData,
+    /// The kernel panicked for a reason that is not an NKI rule (e.g. a Rust index bug).
+    KernelPanic,
+    /// A file could not be written.
+    Io,
+}
+
+/// An error from nki-core.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NkiError {
+    kind: ErrorKind,
+    op: &'static str,
+    message: String,
+    program_id: Option<Vec<usize>>,
+    loc: Option<SourceLoc>,
+}
+
+impl NkiError {
+    /// A new error of `kind` raised by `op` with a specific message.
+    pub fn new(kind: ErrorKind, op: &'static str, message: impl Into<String>) -> Self {
+        NkiError {
+            kind,
+            op,
+            message: message.into(),
+            program_id: None,
+            loc: None,
+        }
+    }
+
+    /// Attaches the program id of the instance that raised it (kept if already set).
+    pub fn with_program_id(mut self, pid: &[usize]) -> Self {
+        if self.program_id.is_none() {
+            self.program_id = Some(pid.to_vec());
+        }
+        self
+    }
+
+    /// Attaches the kernel source location (kept if already set).
+    pub fn with_loc(mut self, loc: SourceLoc) -> Self {
+        if self.loc.is_none() {
+            self.loc = Some(loc);
+        }
+        self
+    }
+
+    /// The kind of mistake.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The op that raised it (`load`, `nc_matmul`, `launch`, ...).
+    pub fn op(&self) -> &'static str {
+        self.op
+    }
+
+    /// The specific message (without op, program id and location).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The program id of the failing instance, if the error came from inside a kernel.
+    pub fn program_id(&self) -> Option<&[usize]> {
+        self.program_id.as_deref()
+    }
+
+    /// The kernel source location, if known.
+    pub fn location(&self) -> Option<SourceLoc> {
+        self.loc
+    }
+}
+
+impl fmt::Display for NkiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.op, self.message)?;
+        if let Some(p) = &self.program_id {
+            write!(f, " (program id {p:?}")?;
+            if let Some(l) = &self.loc {
+                write!(f, ", at {l}")?;
+            }
+            write!(f, ")")?;
+        } else if let Some(l) = &self.loc {
+            write!(f, " (at {l})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NkiError {}
+
+/// Result alias used across nki-core.
+pub type Result<T, E = NkiError> = std::result::Result<T, E>;

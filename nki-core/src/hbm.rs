@@ -1,0 +1,414 @@
+//! Device tensors in HBM: [`Hbm`] (owned by the host, shared read-only by program instances),
+//! [`HbmOut`] (a kernel output: the exclusive borrow of an `Hbm` for one launch), and the views
+//! and slices of both that `nl::load` / `nl::store` / `nisa::dma_copy` take.
+//!
+//! Each tensor also tracks, per element, which writer (program instance and affine_range
+//! iteration) stored to it during the current launch, which is how overlapping writes are
+//! detected (NKI's "unexpected output dependencies").
+
+use crate::access::{Ap, IntoIndex, Shape};
+use crate::dtype::{DType, Element};
+use crate::error::{ErrorKind, NkiError, Result};
+use crate::record::{BufId, Region};
+use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+static NEXT_HBM_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The storage behind an HBM tensor and all its views.
+pub(crate) struct HbmStorage {
+    pub(crate) id: u64,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Shape,
+    pub(crate) name: String,
+    data: RwLock<HbmData>,
+}
+
+/// Values (absent for shape-only tensors) and the per-element writer tags of the current launch.
+pub(crate) struct HbmData {
+    pub(crate) values: Option<Vec<f32>>,
+    /// Writer id per element (0 = not written in this launch; ids are global and increasing,
+    /// so ids from earlier launches are recognised as stale).
+    pub(crate) writers: Vec<u32>,
+}
+
+impl HbmStorage {
+    fn new(dtype: DType, shape: Shape, values: Option<Vec<f32>>) -> Arc<HbmStorage> {
+        let id = NEXT_HBM_ID.fetch_add(1, Ordering::Relaxed);
+        Arc::new(HbmStorage {
+            id,
+            dtype,
+            shape,
+            name: format!("hbm{id}"),
+            data: RwLock::new(HbmData {
+                values,
+                writers: Vec::new(),
+            }),
+        })
+    }
+
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, HbmData> {
+        self.data.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, HbmData> {
+        self.data.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn has_data(&self) -> bool {
+        self.read().values.is_some()
+    }
+}
+
+fn shape_of<const N: usize>(dims: [usize; N]) -> Shape {
+    const {
+        assert!(
+            N >= 1 && N <= crate::access::MAX_DIMS,
+            "HBM tensors have 1 to 5 dimensions"
+        )
+    };
+    Shape::new(&dims).expect("rank checked at compile time")
+}
+
+/// A tensor in device HBM with elements of type `T`.
+///
+/// Inputs are passed to kernels as `&Hbm<T>` (read-only inside the kernel); outputs as
+/// `&mut Hbm<T>`, which the launcher turns into an [`HbmOut`] shared by all instances.
+pub struct Hbm<T: Element> {
+    pub(crate) st: Arc<HbmStorage>,
+    _t: PhantomData<T>,
+}
+
+impl<T: Element> Hbm<T> {
+    /// A zero-filled tensor.
+    pub fn zeros<const N: usize>(shape: [usize; N]) -> Self {
+        Self::full(shape, T::from_f32(0.0))
+    }
+
+    /// A tensor filled with `value`.
+    pub fn full<const N: usize>(shape: [usize; N], value: T) -> Self {
+        let s = shape_of(shape);
+        Self::wrap(HbmStorage::new(
+            T::DTYPE,
+            s,
+            Some(vec![value.to_f32(); s.numel()]),
+        ))
+    }
+
+    /// A tensor with a shape but no values: enough for estimate-mode launches (timeline only)
+    /// of shapes too large to hold. Reading its values is an [`ErrorKind::NoData`] error.
+    pub fn shape_only<const N: usize>(shape: [usize; N]) -> Self {
+        Self::wrap(HbmStorage::new(T::DTYPE, shape_of(shape), None))
+    }
+
+    /// A tensor holding a copy of an ndarray (any dimensionality from 1 to 5).
+    pub fn from_array<S: Data<Elem = T>, D: Dimension>(a: &ArrayBase<S, D>) -> Result<Self> {
+        let shape = Shape::new(a.shape())?;
+        let values: Vec<f32> = a.iter().map(|x| x.to_f32()).collect();
+        Ok(Self::wrap(HbmStorage::new(T::DTYPE, shape, Some(values))))
+    }
+
+    /// A tensor from row-major values.
+    pub fn from_vec(shape: &[usize], values: Vec<T>) -> Result<Self> {
+        let s = Shape::new(shape)?;
+        if s.numel() != values.len() {
+            return Err(NkiError::new(
+                ErrorKind::ShapeMismatch,
+                "Hbm::from_vec",
+                format!(
+                    "shape {s} holds {} elements but {} values were given",
+                    s.numel(),
+                    values.len()
+                ),
+            ));
+        }
+        let v = values.into_iter().map(|x| x.to_f32()).collect();
+        Ok(Self::wrap(HbmStorage::new(T::DTYPE, s, Some(v))))
+    }
+
+    fn wrap(st: Arc<HbmStorage>) -> Self {
+        Hbm {
+            st,
+            _t: PhantomData,
+        }
+    }
+
+    /// The values as an ndarray. [`ErrorKind::NoData`] for shape-only tensors.
+    pub fn to_array(&self) -> Result<ArrayD<T>> {
+        let g = self.st.read();
+        let vals = g
+            .values
+            .as_ref()
+            .ok_or_else(|| no_data(&self.st, "Hbm::to_array"))?;
+        let v: Vec<T> = vals.iter().map(|&x| T::from_f32(x)).collect();
+        Ok(ArrayD::from_shape_vec(IxDyn(self.st.shape.dims()), v).expect("shape matches"))
+    }
+
+    /// The values as f32 (exactly as stored), row-major.
+    pub fn to_f32_vec(&self) -> Result<Vec<f32>> {
+        let g = self.st.read();
+        g.values
+            .clone()
+            .ok_or_else(|| no_data(&self.st, "Hbm::to_f32_vec"))
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        self.st.shape.dims()
+    }
+
+    /// The dtype.
+    pub fn dtype(&self) -> DType {
+        self.st.dtype
+    }
+
+    /// True when the tensor holds values (false for [`Hbm::shape_only`]).
+    pub fn has_data(&self) -> bool {
+        self.st.has_data()
+    }
+
+    /// A read-only view of the whole tensor.
+    pub fn view(&self) -> HbmView {
+        HbmView::whole(&self.st)
+    }
+
+    /// A read-only slice, e.g. `a.slice((i..i + 128, j..j + 512))`. Inside a kernel a bad
+    /// index fails the launch with an out-of-bounds error naming the kernel line.
+    #[track_caller]
+    pub fn slice(&self, index: impl IntoIndex) -> HbmView {
+        self.view().slice(index)
+    }
+
+    /// Borrows the tensor as a kernel output for one launch.
+    pub fn as_output(&mut self) -> HbmOut<'_, T> {
+        HbmOut {
+            st: self.st.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T: Element> std::fmt::Debug for Hbm<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Hbm<{}>{}", self.st.dtype, self.st.shape)
+    }
+}
+
+/// A kernel output: the launch's exclusive borrow of an [`Hbm`] tensor, shared by all program
+/// instances. Only views of outputs can be stored to.
+pub struct HbmOut<'a, T: Element> {
+    st: Arc<HbmStorage>,
+    _t: PhantomData<&'a mut Hbm<T>>,
+}
+
+impl<T: Element> HbmOut<'_, T> {
+    /// A writable view of the whole tensor.
+    pub fn view(&self) -> HbmViewMut {
+        HbmViewMut(HbmView::whole(&self.st))
+    }
+
+    /// A writable slice, e.g. `c.slice((i..i + 128, ..))`.
+    #[track_caller]
+    pub fn slice(&self, index: impl IntoIndex) -> HbmViewMut {
+        HbmViewMut(HbmView::whole(&self.st).slice(index))
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        self.st.shape.dims()
+    }
+
+    /// The dtype.
+    pub fn dtype(&self) -> DType {
+        self.st.dtype
+    }
+}
+
+/// A read-only view (slice) of an HBM tensor.
+#[derive(Clone)]
+pub struct HbmView {
+    pub(crate) st: Arc<HbmStorage>,
+    pub(crate) ap: Ap,
+}
+
+impl HbmView {
+    fn whole(st: &Arc<HbmStorage>) -> HbmView {
+        HbmView {
+            st: st.clone(),
+            ap: Ap::contiguous(st.shape),
+        }
+    }
+
+    /// Slices the view further (integer indices drop their dimension, as in NKI on HBM).
+    #[track_caller]
+    pub fn slice(&self, index: impl IntoIndex) -> HbmView {
+        let loc = crate::error::SourceLoc::caller();
+        match self.try_slice(index) {
+            Ok(v) => v,
+            Err(e) => crate::context::raise(e, loc),
+        }
+    }
+
+    /// Slices the view, returning an error instead of failing the kernel.
+    pub fn try_slice(&self, index: impl IntoIndex) -> Result<HbmView> {
+        let ap = self.ap.slice(
+            &index.into_index(),
+            false,
+            &format!("tensor {}", self.st.name),
+        )?;
+        Ok(HbmView {
+            st: self.st.clone(),
+            ap,
+        })
+    }
+
+    /// The view's shape.
+    pub fn shape(&self) -> &[usize] {
+        self.ap.shape.dims()
+    }
+
+    /// The tensor's dtype.
+    pub fn dtype(&self) -> DType {
+        self.st.dtype
+    }
+
+    /// The shape of the whole tensor this view belongs to.
+    pub fn tensor_shape(&self) -> &[usize] {
+        self.st.shape.dims()
+    }
+
+    /// The byte region this view touches (bounding range), for instruction records.
+    pub(crate) fn region(&self) -> Region {
+        let (lo, hi) = self.ap.span();
+        let sz = self.st.dtype.size() as u64;
+        Region {
+            buf: BufId::Hbm(self.st.id),
+            p0: 0,
+            p1: 1,
+            lo: lo as u64 * sz,
+            hi: hi as u64 * sz,
+        }
+    }
+
+    /// Copies the view's values out in row-major order.
+    pub(crate) fn gather(&self, op: &'static str) -> Result<Vec<f32>> {
+        let g = self.st.read();
+        let vals = g.values.as_ref().ok_or_else(|| no_data(&self.st, op))?;
+        let mut out = vec![0.0; self.ap.shape.numel()];
+        self.ap.gather(vals, &mut out);
+        Ok(out)
+    }
+
+    /// Human-readable description for messages: `hbm3[0:128, 0:512]`.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "{}{} (view of {})",
+            self.st.name, self.ap.shape, self.st.shape
+        )
+    }
+}
+
+impl std::fmt::Debug for HbmView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+/// A writable view of a kernel output.
+#[derive(Clone, Debug)]
+pub struct HbmViewMut(pub(crate) HbmView);
+
+impl HbmViewMut {
+    /// Slices the view further.
+    #[track_caller]
+    pub fn slice(&self, index: impl IntoIndex) -> HbmViewMut {
+        HbmViewMut(self.0.slice(index))
+    }
+
+    /// The view's shape.
+    pub fn shape(&self) -> &[usize] {
+        self.0.shape()
+    }
+
+    /// A read-only view of the same elements.
+    pub fn as_read(&self) -> HbmView {
+        self.0.clone()
+    }
+}
+
+/// Something `nl::load` / `nisa::dma_copy` can read from HBM.
+pub trait HbmSource {
+    /// The view to read.
+    fn hbm_view(&self) -> HbmView;
+}
+impl HbmSource for HbmView {
+    fn hbm_view(&self) -> HbmView {
+        self.clone()
+    }
+}
+impl HbmSource for &HbmView {
+    fn hbm_view(&self) -> HbmView {
+        (*self).clone()
+    }
+}
+impl HbmSource for HbmViewMut {
+    fn hbm_view(&self) -> HbmView {
+        self.0.clone()
+    }
+}
+impl HbmSource for &HbmViewMut {
+    fn hbm_view(&self) -> HbmView {
+        self.0.clone()
+    }
+}
+impl<T: Element> HbmSource for &Hbm<T> {
+    fn hbm_view(&self) -> HbmView {
+        self.view()
+    }
+}
+impl<T: Element> HbmSource for &HbmOut<'_, T> {
+    fn hbm_view(&self) -> HbmView {
+        self.view().0
+    }
+}
+
+/// Something `nl::store` can write to: only views of kernel outputs. Kernel inputs
+/// (`&Hbm<T>` parameters) are immutable, so storing into one does not compile.
+#[diagnostic::on_unimplemented(
+    message = "cannot store into `{Self}`: kernel inputs are immutable (NKI err_cannot_update_immutable_parameter)",
+    label = "not a kernel output",
+    note = "declare the kernel parameter as `&mut Hbm<T>` to make it an output, then store into `param.slice(...)`"
+)]
+pub trait HbmDest {
+    /// The writable view.
+    fn hbm_dest(&self) -> HbmView;
+}
+impl HbmDest for HbmViewMut {
+    fn hbm_dest(&self) -> HbmView {
+        self.0.clone()
+    }
+}
+impl HbmDest for &HbmViewMut {
+    fn hbm_dest(&self) -> HbmView {
+        self.0.clone()
+    }
+}
+impl<T: Element> HbmDest for &HbmOut<'_, T> {
+    fn hbm_dest(&self) -> HbmView {
+        self.view().0
+    }
+}
+
+pub(crate) fn no_data(st: &HbmStorage, op: &'static str) -> NkiError {
+    NkiError::new(
+        ErrorKind::NoData,
+        op,
+        format!(
+            "tensor {} {} was created with Hbm::shape_only and has no values; \
+             use an estimate-mode launch or create it with values",
+            st.name, st.shape
+        ),
+    )
+}

@@ -1,0 +1,326 @@
+//! Tile creation and data movement: `ndarray`, `zeros`, `ones`, `full`, `load`, `store`,
+//! `copy`, `load_transpose2d`.
+
+use super::checks;
+use crate::access::Shape;
+use crate::context::{self, check, env, issue, raise};
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::hbm::{HbmDest, HbmSource, HbmView};
+use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
+use crate::tile::{Tile, TileRef};
+
+/// Builds a shape inside a kernel, raising on a bad rank.
+pub(crate) fn shape(op: &'static str, dims: &[usize], loc: SourceLoc) -> Shape {
+    match Shape::new(dims) {
+        Ok(s) => s,
+        Err(e) => raise(NkiError::new(e.kind(), op, e.message().to_string()), loc),
+    }
+}
+
+/// A new, uninitialised tile (NKI `nl.ndarray`). Reading it before writing it is an error.
+#[track_caller]
+pub fn ndarray(dims: &[usize], dtype: DType, mem: MemKind) -> Tile {
+    let loc = SourceLoc::caller();
+    let mem = on_chip("ndarray", mem, loc);
+    Tile::alloc(
+        "ndarray",
+        mem,
+        dtype,
+        shape("ndarray", dims, loc),
+        None,
+        loc,
+    )
+}
+
+/// A tile filled with `value` (NKI `nl.full`). Recorded as a memset.
+#[track_caller]
+pub fn full(dims: &[usize], value: f32, dtype: DType, mem: MemKind) -> Tile {
+    let loc = SourceLoc::caller();
+    let e = env("full", loc);
+    let mem = on_chip("full", mem, loc);
+    let t = Tile::alloc(
+        "full",
+        mem,
+        dtype,
+        shape("full", dims, loc),
+        Some(value),
+        loc,
+    );
+    issue(
+        e,
+        || {},
+        || {
+            let v = t.view();
+            Instr {
+                partitions: t.partitions() as u32,
+                free: t.free_size() as u32,
+                in_dtype: dtype,
+                out_dtype: dtype,
+                psum: mem == MemKind::Psum,
+                writes: vec![v.region()],
+                ..Instr::new(Engine::Vector, Opcode::Memset, "nl.full", loc)
+            }
+        },
+    );
+    t
+}
+
+/// A zero-filled tile (NKI `nl.zeros`).
+#[track_caller]
+pub fn zeros(dims: &[usize], dtype: DType, mem: MemKind) -> Tile {
+    full(dims, 0.0, dtype, mem)
+}
+
+/// A tile of ones (NKI `nl.ones`).
+#[track_caller]
+pub fn ones(dims: &[usize], dtype: DType, mem: MemKind) -> Tile {
+    full(dims, 1.0, dtype, mem)
+}
+
+fn on_chip(op: &'static str, mem: MemKind, loc: SourceLoc) -> MemKind {
+    if mem == MemKind::Hbm {
+        raise(
+            NkiError::new(
+                ErrorKind::WrongMemory,
+                op,
+                "on-chip tiles live in sbuf or psum; HBM tensors are created on the host with Hbm::zeros / Hbm::from_array (err_hbm_tensor_with_init_value_not_supported)",
+            ),
+            loc,
+        );
+    }
+    mem
+}
+
+/// The DMA facts of a transfer between an HBM view and a tile view.
+pub(crate) fn dma_dims(hbm: &HbmView, tile: &TileRef, to_chip: bool) -> DmaDims {
+    let bytes = (hbm.ap.shape.numel() * hbm.dtype().size()) as u64;
+    let (src, dst) = if to_chip {
+        (MemKind::Hbm, tile.mem())
+    } else {
+        (tile.mem(), MemKind::Hbm)
+    };
+    DmaDims {
+        src,
+        dst,
+        bytes,
+        partitions: tile.partitions() as u32,
+        start_partition: tile.start_partition() as u32,
+        chunk_bytes: (hbm.ap.contiguous_run().min(hbm.ap.shape.numel()) * hbm.dtype().size())
+            as u64,
+    }
+}
+
+/// Loads an HBM view into a new SBUF tile of the same shape (NKI `nl.load`); the first
+/// dimension becomes the partition dimension (at most 128). `dtype` casts on the way.
+#[track_caller]
+pub fn load(src: impl HbmSource) -> Tile {
+    load_impl(src.hbm_view(), None, SourceLoc::caller())
+}
+
+/// [`load`] with a cast to `dtype` (DMA casts go through fp32).
+#[track_caller]
+pub fn load_as(src: impl HbmSource, dtype: DType) -> Tile {
+    load_impl(src.hbm_view(), Some(dtype), SourceLoc::caller())
+}
+
+fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
+    let e = env("load", loc);
+    let mut dims = v.shape().to_vec();
+    if dims.len() == 1 {
+        dims.insert(0, 1);
+    }
+    let dtype = dtype.unwrap_or(v.dtype());
+    let t = Tile::alloc(
+        "load",
+        MemKind::Sbuf,
+        dtype,
+        shape("load", &dims, loc),
+        None,
+        loc,
+    );
+    let tv = t.view();
+    issue(
+        e,
+        || tv.scatter(check(v.gather("load"), loc)),
+        || Instr {
+            partitions: dims[0] as u32,
+            free: tv.free_size() as u32,
+            in_dtype: v.dtype(),
+            out_dtype: dtype,
+            dma: Some(dma_dims(&v, &tv, true)),
+            reads: vec![v.region()],
+            writes: vec![tv.region()],
+            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", loc)
+        },
+    );
+    if !e.executes {
+        tv.mark_written();
+    }
+    t
+}
+
+/// Stores a tile (or view) into an output HBM view of the same shape (NKI `nl.store`).
+/// Storing into a kernel input does not compile. Overlapping stores by different program
+/// instances or affine_range iterations are an output-dependency error.
+#[track_caller]
+pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
+    let loc = SourceLoc::caller();
+    let e = env("store", loc);
+    let dst = dst.hbm_dest();
+    let src: TileRef = value.into();
+    check(checks::operand("store", "value", &src), loc);
+    let mut ddims = dst.shape().to_vec();
+    if ddims.len() == 1 {
+        ddims.insert(0, 1);
+    }
+    if ddims != src.shape() && dst.ap.shape.numel() != src.ap.shape.numel() {
+        raise(
+            NkiError::new(
+                ErrorKind::ShapeMismatch,
+                "store",
+                format!(
+                    "destination {} and value {} of 'store' have different shapes",
+                    dst.describe(),
+                    src.describe()
+                ),
+            ),
+            loc,
+        );
+    }
+    let writer = if e.executes {
+        Some(context::with_ctx("store", loc, |c| {
+            (c.writer_id(loc), c.shared.clone())
+        }))
+    } else {
+        None
+    };
+    issue(
+        e,
+        || {
+            let vals = src.gather("store", loc);
+            let (wid, shared) = writer.expect("writer set when executing");
+            if let Err(err) = crate::hbm_write::write(&dst, vals, wid, &shared) {
+                raise(err.with_loc(loc), loc);
+            }
+        },
+        || Instr {
+            partitions: src.partitions() as u32,
+            free: src.free_size() as u32,
+            in_dtype: src.dtype(),
+            out_dtype: dst.dtype(),
+            psum: src.mem() == MemKind::Psum,
+            dma: Some(dma_dims(&dst, &src, false)),
+            reads: vec![src.region()],
+            writes: vec![dst.region()],
+            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.store", loc)
+        },
+    );
+}
+
+/// Copies a tile (or view) into a new SBUF tile, optionally casting (NKI `nl.copy`; VectorE
+/// tensor_copy).
+#[track_caller]
+pub fn copy<'a>(src: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
+    let loc = SourceLoc::caller();
+    let src: TileRef = src.into();
+    copy_to_impl(
+        "nl.copy",
+        src,
+        dtype.unwrap_or(src.dtype()),
+        MemKind::Sbuf,
+        loc,
+    )
+}
+
+pub(crate) fn copy_to_impl(
+    api: &'static str,
+    src: TileRef,
+    dtype: DType,
+    mem: MemKind,
+    loc: SourceLoc,
+) -> Tile {
+    let e = env("copy", loc);
+    check(checks::operand("copy", "src", &src), loc);
+    let t = Tile::alloc(
+        "copy",
+        mem,
+        dtype,
+        shape("copy", src.shape(), loc),
+        None,
+        loc,
+    );
+    let tv = t.view();
+    issue(
+        e,
+        || tv.scatter(src.gather("copy", loc)),
+        || Instr {
+            partitions: src.partitions() as u32,
+            free: src.free_size() as u32,
+            in_dtype: src.dtype(),
+            out_dtype: dtype,
+            psum: src.mem() == MemKind::Psum || mem == MemKind::Psum,
+            contiguous: src.ap.inner_stride() == 1,
+            reads: vec![src.region()],
+            writes: vec![tv.region()],
+            ..Instr::new(Engine::Vector, Opcode::TensorCopy, api, loc)
+        },
+    );
+    if !e.executes {
+        tv.mark_written();
+    }
+    t
+}
+
+/// Writes `value` into the tile view `dst` (NKI `dst[...] = value`; VectorE tensor_copy with
+/// broadcast of size-1 dims of the value).
+#[track_caller]
+pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>) {
+    let loc = SourceLoc::caller();
+    let e = env("assign", loc);
+    let dst: TileRef = dst.into();
+    let src: TileRef = value.into();
+    check(checks::operand("assign", "dst", &dst), loc);
+    let out = match crate::exec::broadcast_shape(dst.shape(), src.shape()) {
+        Some(o) if o == dst.shape() => o,
+        _ => raise(
+            NkiError::new(
+                ErrorKind::ShapeMismatch,
+                "assign",
+                format!(
+                    "illegal assignment destination shape: shape {:?} of {} is smaller than the value {}",
+                    dst.shape(),
+                    dst.describe(),
+                    src.describe()
+                ),
+            ),
+            loc,
+        ),
+    };
+    issue(
+        e,
+        || {
+            let v = src.gather("assign", loc);
+            let vals = if src.shape() == dst.shape() {
+                v
+            } else {
+                let zeros = vec![0.0; dst.ap.shape.numel()];
+                crate::exec::binary(&zeros, &out, &v, src.shape(), &out, |_, y| y)
+            };
+            dst.scatter(vals)
+        },
+        || Instr {
+            partitions: dst.partitions() as u32,
+            free: dst.free_size() as u32,
+            in_dtype: src.dtype(),
+            out_dtype: dst.dtype(),
+            psum: src.mem() == MemKind::Psum || dst.mem() == MemKind::Psum,
+            reads: vec![src.region()],
+            writes: vec![dst.region()],
+            ..Instr::new(Engine::Vector, Opcode::TensorCopy, "nl.assign", loc)
+        },
+    );
+    if !e.executes {
+        dst.mark_written();
+    }
+}

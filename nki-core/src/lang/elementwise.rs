@@ -1,0 +1,310 @@
+//! Element-wise ops: the shared binary/unary machinery (broadcasting, promotion, records) and
+//! the `nl` binary arithmetic ops. Activations and comparisons build on [`binary_op`] and
+//! [`unary_op`].
+
+use super::checks;
+use super::data::shape;
+use crate::context::{check, env, issue, raise};
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::exec;
+use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::tile::{Tile, TileRef};
+
+/// An element-wise operand: a tile view or a scalar.
+#[derive(Clone, Copy, Debug)]
+pub enum Operand<'a> {
+    /// A tile (or view).
+    Tile(TileRef<'a>),
+    /// A scalar; `float` tells NKI's weak-type promotion whether it was a float literal.
+    Scalar {
+        /// The value.
+        value: f32,
+        /// True for floats (promotes ints to fp32), false for ints.
+        float: bool,
+    },
+}
+
+impl From<f32> for Operand<'_> {
+    fn from(v: f32) -> Self {
+        Operand::Scalar {
+            value: v,
+            float: true,
+        }
+    }
+}
+impl From<f64> for Operand<'_> {
+    fn from(v: f64) -> Self {
+        Operand::Scalar {
+            value: v as f32,
+            float: true,
+        }
+    }
+}
+impl From<i32> for Operand<'_> {
+    fn from(v: i32) -> Self {
+        Operand::Scalar {
+            value: v as f32,
+            float: false,
+        }
+    }
+}
+impl<'a> From<&'a Tile> for Operand<'a> {
+    fn from(t: &'a Tile) -> Self {
+        Operand::Tile(t.view())
+    }
+}
+impl<'a> From<TileRef<'a>> for Operand<'a> {
+    fn from(t: TileRef<'a>) -> Self {
+        Operand::Tile(t)
+    }
+}
+impl<'a> From<&'a TileRef<'a>> for Operand<'a> {
+    fn from(t: &'a TileRef<'a>) -> Self {
+        Operand::Tile(*t)
+    }
+}
+
+/// How an element-wise op is lowered: engine, opcode and the NKI name.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Lowering {
+    pub(crate) engine: Engine,
+    pub(crate) opcode: Opcode,
+    pub(crate) api: &'static str,
+}
+
+/// Result dtype of a binary op under NKI promotion (or the explicit `dtype`).
+fn result_dtype(x: &Operand, y: &Operand, dtype: Option<DType>) -> DType {
+    if let Some(d) = dtype {
+        return d;
+    }
+    match (x, y) {
+        (Operand::Tile(a), Operand::Tile(b)) => DType::promote(a.dtype(), b.dtype()),
+        (Operand::Tile(a), Operand::Scalar { float, .. })
+        | (Operand::Scalar { float, .. }, Operand::Tile(a)) => {
+            DType::promote_scalar(a.dtype(), *float)
+        }
+        _ => DType::F32,
+    }
+}
+
+/// The shared binary element-wise op: checks operands (on-chip, partition rule, broadcast
+/// compatibility; `partition_broadcast` allows a 1-partition operand), computes in f32, rounds
+/// to the result dtype, writes a new SBUF tile and records one instruction.
+#[track_caller]
+pub(crate) fn binary_op(
+    low: Lowering,
+    x: Operand,
+    y: Operand,
+    dtype: Option<DType>,
+    partition_broadcast: bool,
+    f: impl Fn(f32, f32) -> f32,
+    loc: SourceLoc,
+) -> Tile {
+    let op = low.api;
+    let e = env(op, loc);
+    let out_dtype = result_dtype(&x, &y, dtype);
+    let tiles: Vec<(&str, TileRef)> = [("x", x), ("y", y)]
+        .into_iter()
+        .filter_map(|(n, o)| match o {
+            Operand::Tile(t) => Some((n, t)),
+            Operand::Scalar { .. } => None,
+        })
+        .collect();
+    for (n, t) in &tiles {
+        check(checks::operand(op, n, t), loc);
+    }
+    let out_dims: Vec<usize> = match (&x, &y) {
+        (Operand::Tile(a), Operand::Tile(b)) => {
+            if a.partitions() != b.partitions()
+                && !(partition_broadcast && (a.partitions() == 1 || b.partitions() == 1))
+            {
+                check(checks::same_partitions(op, ("x", a), ("y", b)), loc);
+            }
+            match exec::broadcast_shape(a.shape(), b.shape()) {
+                Some(s) => s,
+                None => raise(
+                    NkiError::new(
+                        ErrorKind::ShapeMismatch,
+                        op,
+                        format!(
+                            "operand shapes x{:?} and y{:?} of '{op}' do not match and cannot be broadcast",
+                            a.shape(),
+                            b.shape()
+                        ),
+                    ),
+                    loc,
+                ),
+            }
+        }
+        (Operand::Tile(a), _) | (_, Operand::Tile(a)) => a.shape().to_vec(),
+        _ => raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                op,
+                "at least one operand must be a tile",
+            ),
+            loc,
+        ),
+    };
+    let out = Tile::alloc(
+        op,
+        MemKind::Sbuf,
+        out_dtype,
+        shape(op, &out_dims, loc),
+        None,
+        loc,
+    );
+    let ov = out.view();
+    issue(
+        e,
+        || {
+            let vals = match (&x, &y) {
+                (Operand::Tile(a), Operand::Tile(b)) => {
+                    let (va, vb) = (a.gather(op, loc), b.gather(op, loc));
+                    exec::binary(&va, a.shape(), &vb, b.shape(), &out_dims, &f)
+                }
+                (Operand::Tile(a), Operand::Scalar { value, .. }) => a
+                    .gather(op, loc)
+                    .into_iter()
+                    .map(|v| f(v, *value))
+                    .collect(),
+                (Operand::Scalar { value, .. }, Operand::Tile(b)) => b
+                    .gather(op, loc)
+                    .into_iter()
+                    .map(|v| f(*value, v))
+                    .collect(),
+                _ => unreachable!("checked above"),
+            };
+            ov.scatter(vals);
+        },
+        || {
+            let first = tiles[0].1;
+            Instr {
+                partitions: out_dims[0] as u32,
+                free: ov.free_size() as u32,
+                inputs: tiles.len() as u8,
+                in_dtype: first.dtype(),
+                out_dtype,
+                psum: tiles.iter().any(|(_, t)| t.mem() == MemKind::Psum),
+                contiguous: tiles.iter().all(|(_, t)| t.ap.inner_stride() == 1),
+                reads: tiles.iter().map(|(_, t)| t.region()).collect(),
+                writes: vec![ov.region()],
+                ..Instr::new(low.engine, low.opcode, op, loc)
+            }
+        },
+    );
+    if !e.executes {
+        ov.mark_written();
+    }
+    out
+}
+
+/// The shared unary element-wise op (activations, math functions): a new SBUF tile of `x`'s
+/// shape holding `f(x)` rounded to `dtype` (default: x's dtype for floats, fp32 otherwise).
+#[track_caller]
+pub(crate) fn unary_op(
+    low: Lowering,
+    x: TileRef,
+    dtype: Option<DType>,
+    f: impl Fn(f32) -> f32,
+    loc: SourceLoc,
+) -> Tile {
+    let op = low.api;
+    let e = env(op, loc);
+    check(checks::operand(op, "x", &x), loc);
+    let out_dtype = dtype.unwrap_or(if x.dtype().is_float() {
+        x.dtype()
+    } else {
+        DType::F32
+    });
+    let out = Tile::alloc(
+        op,
+        MemKind::Sbuf,
+        out_dtype,
+        shape(op, x.shape(), loc),
+        None,
+        loc,
+    );
+    let ov = out.view();
+    issue(
+        e,
+        || ov.scatter(x.gather(op, loc).into_iter().map(&f).collect()),
+        || Instr {
+            partitions: x.partitions() as u32,
+            free: x.free_size() as u32,
+            in_dtype: x.dtype(),
+            out_dtype,
+            psum: x.mem() == MemKind::Psum,
+            contiguous: x.ap.inner_stride() == 1,
+            reads: vec![x.region()],
+            writes: vec![ov.region()],
+            ..Instr::new(low.engine, low.opcode, op, loc)
+        },
+    );
+    if !e.executes {
+        ov.mark_written();
+    }
+    out
+}
+
+fn vector(x: &Operand, y: &Operand, api: &'static str) -> Lowering {
+    let both = matches!((x, y), (Operand::Tile(_), Operand::Tile(_)));
+    Lowering {
+        engine: Engine::Vector,
+        opcode: if both {
+            Opcode::TensorTensor
+        } else {
+            Opcode::TensorScalar
+        },
+        api,
+    }
+}
+
+macro_rules! binary_fns {
+    ($($(#[$doc:meta])* $name:ident => $api:literal, $f:expr;)*) => {$(
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $name<'a>(x: impl Into<Operand<'a>>, y: impl Into<Operand<'a>>) -> Tile {
+            let (x, y) = (x.into(), y.into());
+            binary_op(vector(&x, &y, $api), x, y, None, true, $f, SourceLoc::caller())
+        }
+    )*};
+}
+
+binary_fns! {
+    /// Element-wise `x + y` with NKI broadcasting (NKI `nl.add`).
+    add => "nl.add", |a, b| a + b;
+    /// Element-wise `x - y` (NKI `nl.subtract`).
+    subtract => "nl.subtract", |a, b| a - b;
+    /// Element-wise `x * y` (NKI `nl.multiply`).
+    multiply => "nl.multiply", |a, b| a * b;
+    /// Element-wise `x / y` (NKI `nl.divide`).
+    divide => "nl.divide", |a, b| a / b;
+    /// Element-wise maximum (NKI `nl.maximum`).
+    maximum => "nl.maximum", f32::max;
+    /// Element-wise minimum (NKI `nl.minimum`).
+    minimum => "nl.minimum", f32::min;
+    /// Element-wise `x ** y` (NKI `nl.power`; GpSimd on hardware).
+    power => "nl.power", f32::powf;
+}
+
+/// Operator form of binary ops: same as the `nl` function but NKI's operators do not
+/// broadcast along partitions.
+#[track_caller]
+pub(crate) fn operator<'a>(
+    api: &'static str,
+    x: Operand<'a>,
+    y: Operand<'a>,
+    f: fn(f32, f32) -> f32,
+) -> Tile {
+    binary_op(
+        vector(&x, &y, api),
+        x,
+        y,
+        None,
+        false,
+        f,
+        SourceLoc::caller(),
+    )
+}

@@ -1,0 +1,139 @@
+//! Program ids and loop iterators: `program_id`, `num_programs`, `program_ndim`,
+//! `affine_range`, `sequential_range`, `static_range`.
+
+use crate::context::{self, raise, try_with_ctx, with_ctx};
+use crate::error::{ErrorKind, NkiError, SourceLoc};
+
+/// This instance's index along grid axis `axis` (NKI `nl.program_id`).
+#[track_caller]
+pub fn program_id(axis: usize) -> usize {
+    let loc = SourceLoc::caller();
+    let r = with_ctx("program_id", loc, |c| {
+        c.program_id.get(axis).copied().ok_or(c.program_id.len())
+    });
+    match r {
+        Ok(v) => v,
+        Err(nd) => raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                "program_id",
+                format!("axis {axis} is out of range for a {nd}-dimensional launch grid"),
+            ),
+            loc,
+        ),
+    }
+}
+
+/// Number of instances along grid axis `axis` (NKI `nl.num_programs(axes)`).
+#[track_caller]
+pub fn num_programs(axis: usize) -> usize {
+    let loc = SourceLoc::caller();
+    let r = with_ctx("num_programs", loc, |c| {
+        c.grid.get(axis).copied().ok_or(c.grid.len())
+    });
+    match r {
+        Ok(v) => v,
+        Err(nd) => raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                "num_programs",
+                format!("axis {axis} is out of range for a {nd}-dimensional launch grid"),
+            ),
+            loc,
+        ),
+    }
+}
+
+/// Total number of instances in the grid (NKI `nl.num_programs()` with no axes).
+#[track_caller]
+pub fn num_programs_total() -> usize {
+    with_ctx("num_programs", SourceLoc::caller(), |c| {
+        c.grid.iter().product()
+    })
+}
+
+/// Number of grid dimensions (NKI `nl.program_ndim`).
+#[track_caller]
+pub fn program_ndim() -> usize {
+    with_ctx("program_ndim", SourceLoc::caller(), |c| c.grid.len())
+}
+
+/// The logical NeuronCore this instance runs on (0 without `nc()` in the grid).
+#[track_caller]
+pub fn core_id() -> usize {
+    with_ctx("core_id", SourceLoc::caller(), |c| c.nc)
+}
+
+/// NKI `nl.affine_range`: a parallel loop whose iterations must not depend on each other.
+/// Two iterations writing the same HBM location is an output-dependency error.
+pub fn affine_range(n: usize) -> AffineRange {
+    affine_range_step(0, n, 1)
+}
+
+/// `affine_range(start, stop, step)`.
+pub fn affine_range_step(start: usize, stop: usize, step: usize) -> AffineRange {
+    AffineRange {
+        next: start,
+        stop,
+        step: step.max(1),
+        iter: 0,
+        activation: None,
+    }
+}
+
+/// Iterator of [`affine_range`].
+pub struct AffineRange {
+    next: usize,
+    stop: usize,
+    step: usize,
+    iter: u32,
+    activation: Option<u32>,
+}
+
+impl Iterator for AffineRange {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        if self.next >= self.stop {
+            self.leave();
+            return None;
+        }
+        let act = match self.activation {
+            Some(a) => a,
+            None => {
+                let a = try_with_ctx(|c| c.push_affine());
+                self.activation = a;
+                a.unwrap_or(u32::MAX)
+            }
+        };
+        let it = self.iter;
+        try_with_ctx(|c| c.set_affine_iter(act, it));
+        self.iter += 1;
+        let v = self.next;
+        self.next += self.step;
+        Some(v)
+    }
+}
+
+impl AffineRange {
+    fn leave(&mut self) {
+        if let Some(a) = self.activation.take() {
+            context::try_with_ctx(|c| c.pop_affine(a));
+        }
+    }
+}
+
+impl Drop for AffineRange {
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
+/// NKI `nl.sequential_range`: a loop whose iterations may depend on each other.
+pub fn sequential_range(n: usize) -> std::ops::Range<usize> {
+    0..n
+}
+
+/// NKI `nl.static_range`: a loop unrolled at trace time (same semantics on CPU).
+pub fn static_range(n: usize) -> std::ops::Range<usize> {
+    0..n
+}

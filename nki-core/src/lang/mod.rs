@@ -1,0 +1,42 @@
+//! `nl`: the NKI language — tile creation, load/store, element-wise math, reductions, matmul,
+//! transpose, program ids and loop iterators. Every call is one (or a few) engine instructions
+//! going through the funnel in [`crate::context`].
+
+pub(crate) mod checks;
+mod data;
+mod elementwise;
+mod grid;
+mod matmul;
+
+pub use crate::access::{ds, stepped, Ix};
+pub use crate::dtype::DType;
+pub use crate::record::MemKind;
+pub use data::{assign, copy, full, load, load_as, ndarray, ones, store, zeros};
+pub(crate) use data::{copy_to_impl, dma_dims, shape};
+pub use elementwise::{add, divide, maximum, minimum, multiply, power, subtract, Operand};
+pub(crate) use elementwise::{binary_op, operator, unary_op, Lowering};
+pub use grid::{
+    affine_range, affine_range_step, core_id, num_programs, num_programs_total, program_id,
+    program_ndim, sequential_range, static_range, AffineRange,
+};
+pub(crate) use matmul::{check_matmul, matmul_into, matmul_record, transpose_to};
+pub use matmul::{matmul, matmul_acc, transpose};
+
+/// NKI `nl.sbuf`.
+pub const SBUF: MemKind = MemKind::Sbuf;
+/// NKI `nl.psum`.
+pub const PSUM: MemKind = MemKind::Psum;
+
+/// NKI `nl.tile_size` constants.
+pub mod tile_size {
+    /// Maximum partitions of a tile.
+    pub const PMAX: usize = 128;
+    /// fp32 elements per partition in one PSUM bank.
+    pub const PSUM_FMAX: usize = 512;
+    /// Matmul stationary free-dim limit.
+    pub const GEMM_STATIONARY_FMAX: usize = 128;
+    /// Matmul moving free-dim limit.
+    pub const GEMM_MOVING_FMAX: usize = 512;
+    /// bn_stats free-dim limit.
+    pub const BN_STATS_FMAX: usize = 512;
+}

@@ -1,0 +1,182 @@
+//! On-chip capacity accounting for one program instance: live SBUF tiles against the target's
+//! usable bytes per partition, live PSUM tiles packed into 2 KiB banks, and the peaks of both.
+
+use crate::access::Shape;
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::record::MemKind;
+use crate::target::TargetSpec;
+use std::collections::BTreeMap;
+
+/// A live on-chip tile, as the tracker sees it.
+#[derive(Clone, Debug)]
+struct LiveTile {
+    mem: MemKind,
+    shape: Shape,
+    dtype: DType,
+    bytes: usize,
+    bank: usize,
+    loc: SourceLoc,
+}
+
+/// Peak on-chip usage of an instance (or a launch: the max over instances).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MemoryPeak {
+    /// Peak SBUF bytes per partition held by live tiles.
+    pub sbuf_bytes_per_partition: usize,
+    /// Peak PSUM bytes per partition held by live tiles.
+    pub psum_bytes_per_partition: usize,
+    /// Peak number of PSUM banks in use.
+    pub psum_banks: usize,
+}
+
+impl MemoryPeak {
+    /// Element-wise maximum of two peaks.
+    pub fn max(self, o: MemoryPeak) -> MemoryPeak {
+        MemoryPeak {
+            sbuf_bytes_per_partition: self
+                .sbuf_bytes_per_partition
+                .max(o.sbuf_bytes_per_partition),
+            psum_bytes_per_partition: self
+                .psum_bytes_per_partition
+                .max(o.psum_bytes_per_partition),
+            psum_banks: self.psum_banks.max(o.psum_banks),
+        }
+    }
+}
+
+/// Tracks live tiles of one instance.
+pub(crate) struct MemoryTracker {
+    sbuf_cap: usize,
+    bank_bytes: usize,
+    banks: Vec<usize>,
+    sbuf_used: usize,
+    live: BTreeMap<u64, LiveTile>,
+    pub(crate) peak: MemoryPeak,
+}
+
+impl MemoryTracker {
+    pub(crate) fn new(spec: &TargetSpec) -> Self {
+        MemoryTracker {
+            sbuf_cap: spec.sbuf_bytes_per_partition,
+            bank_bytes: spec.psum_bank_bytes,
+            banks: vec![0; spec.psum_banks],
+            sbuf_used: 0,
+            live: BTreeMap::new(),
+            peak: MemoryPeak::default(),
+        }
+    }
+
+    /// Registers a new tile; errors when it does not fit.
+    pub(crate) fn alloc(
+        &mut self,
+        id: u64,
+        mem: MemKind,
+        shape: Shape,
+        dtype: DType,
+        loc: SourceLoc,
+    ) -> Result<()> {
+        let bytes = shape.free() * dtype.size();
+        let mut bank = usize::MAX;
+        match mem {
+            MemKind::Sbuf => {
+                if self.sbuf_used + bytes > self.sbuf_cap {
+                    return Err(self.full_error("SBUF", bytes, shape, dtype, self.sbuf_cap));
+                }
+                self.sbuf_used += bytes;
+            }
+            MemKind::Psum => {
+                if bytes > self.bank_bytes {
+                    return Err(NkiError::new(
+                        ErrorKind::PsumBankLimit,
+                        "psum",
+                        format!(
+                            "PSUM tile {dtype}{shape} needs {bytes} bytes per partition; a PSUM \
+                             tile must fit one {}-byte bank (at most {} fp32 elements per partition)",
+                            self.bank_bytes,
+                            self.bank_bytes / 4
+                        ),
+                    ));
+                }
+                match self
+                    .banks
+                    .iter()
+                    .position(|&u| u + bytes <= self.bank_bytes)
+                {
+                    Some(b) => {
+                        self.banks[b] += bytes;
+                        bank = b;
+                    }
+                    None => {
+                        let cap = self.banks.len() * self.bank_bytes;
+                        return Err(self.full_error("PSUM", bytes, shape, dtype, cap));
+                    }
+                }
+            }
+            MemKind::Hbm => return Ok(()),
+        }
+        self.live.insert(
+            id,
+            LiveTile {
+                mem,
+                shape,
+                dtype,
+                bytes,
+                bank,
+                loc,
+            },
+        );
+        let psum_bytes: usize = self.banks.iter().sum();
+        let psum_banks = self.banks.iter().filter(|&&u| u > 0).count();
+        self.peak = self.peak.max(MemoryPeak {
+            sbuf_bytes_per_partition: self.sbuf_used,
+            psum_bytes_per_partition: psum_bytes,
+            psum_banks,
+        });
+        Ok(())
+    }
+
+    /// Releases a tile (no-op for unknown ids).
+    pub(crate) fn free(&mut self, id: u64) {
+        if let Some(t) = self.live.remove(&id) {
+            match t.mem {
+                MemKind::Sbuf => self.sbuf_used -= t.bytes,
+                MemKind::Psum => self.banks[t.bank] -= t.bytes,
+                MemKind::Hbm => {}
+            }
+        }
+    }
+
+    fn full_error(
+        &self,
+        what: &str,
+        bytes: usize,
+        shape: Shape,
+        dtype: DType,
+        cap: usize,
+    ) -> NkiError {
+        let mem = if what == "SBUF" {
+            MemKind::Sbuf
+        } else {
+            MemKind::Psum
+        };
+        let mut live: Vec<&LiveTile> = self.live.values().filter(|t| t.mem == mem).collect();
+        live.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        let used: usize = live.iter().map(|t| t.bytes).sum();
+        let mut msg = format!(
+            "{what} capacity exceeded: a new tile {dtype}{shape} needs {bytes} bytes per \
+             partition but {used} of {cap} are held by {} live tiles:",
+            live.len()
+        );
+        for t in live.iter().take(8) {
+            msg.push_str(&format!(
+                "\n  {}{} {} B/partition (allocated at {})",
+                t.dtype, t.shape, t.bytes, t.loc
+            ));
+        }
+        if live.len() > 8 {
+            msg.push_str(&format!("\n  ... and {} more", live.len() - 8));
+        }
+        NkiError::new(ErrorKind::Capacity, "allocate", msg)
+    }
+}

@@ -1,0 +1,269 @@
+//! The instruction record: what every `nl`/`nisa` call leaves behind in the funnel
+//! ([`crate::context::issue`]). The timing model and the profile read only these.
+
+use crate::dtype::DType;
+use crate::error::SourceLoc;
+
+/// The engine an instruction runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Engine {
+    /// TensorE (PE array): matmul and transpose.
+    Tensor,
+    /// VectorE.
+    Vector,
+    /// ScalarE (activation engine).
+    Scalar,
+    /// GpSimdE.
+    GpSimd,
+    /// Sync engine (sequencer only; triggers DMAs).
+    Sync,
+    /// The DMA engines of the NeuronCore.
+    Dma,
+}
+
+impl Engine {
+    /// All engines in display order.
+    pub const ALL: [Engine; 6] = [
+        Engine::Tensor,
+        Engine::Vector,
+        Engine::Scalar,
+        Engine::GpSimd,
+        Engine::Sync,
+        Engine::Dma,
+    ];
+
+    /// Profiler-style name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Tensor => "TensorE",
+            Engine::Vector => "VectorE",
+            Engine::Scalar => "ScalarE",
+            Engine::GpSimd => "GpSimdE",
+            Engine::Sync => "SyncE",
+            Engine::Dma => "DMA",
+        }
+    }
+}
+
+/// The instruction performed (one per `nisa` instruction kind; `nl` calls lower to these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Opcode {
+    /// DMA copy (load, store, dma_copy, HBM/SBUF moves).
+    DmaCopy,
+    /// DMA with a 2-D transpose (`load_transpose2d`, `dma_transpose`).
+    DmaTranspose,
+    /// TensorE matmul (LoadStationary + MultiplyMoving).
+    Matmul,
+    /// TensorE transpose (matmul against identity).
+    Transpose,
+    /// Element-wise op of two tiles.
+    TensorTensor,
+    /// Tile op with up to two scalar/vector operands.
+    TensorScalar,
+    /// `(data op0 operand0) op1 tile`.
+    ScalarTensorTensor,
+    /// ScalarE activation (`f(data*scale+bias)`), optionally with a reduce.
+    Activation,
+    /// Free-axis reduction.
+    TensorReduce,
+    /// Cross-partition reduction (GpSimd).
+    PartitionReduce,
+    /// Copy / cast.
+    TensorCopy,
+    /// Scan along the free axis.
+    TensorTensorScan,
+    /// Select between two tiles by a predicate (`where`).
+    Select,
+    /// High-precision reciprocal on VectorE.
+    Reciprocal,
+    /// Constant fill.
+    Memset,
+    /// Affine index generation.
+    Iota,
+    /// Affine-predicate select (causal masks).
+    AffineSelect,
+    /// Batch-norm statistics.
+    BnStats,
+    /// Batch-norm aggregation.
+    BnAggr,
+    /// VectorE 32x32-block transpose.
+    VectorTranspose,
+}
+
+impl Opcode {
+    /// Profiler-style upper-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Opcode::DmaCopy => "DMA_COPY",
+            Opcode::DmaTranspose => "DMA_TRANSPOSE",
+            Opcode::Matmul => "MATMUL",
+            Opcode::Transpose => "TRANSPOSE",
+            Opcode::TensorTensor => "TENSOR_TENSOR",
+            Opcode::TensorScalar => "TENSOR_SCALAR",
+            Opcode::ScalarTensorTensor => "SCALAR_TENSOR_TENSOR",
+            Opcode::Activation => "ACTIVATE",
+            Opcode::TensorReduce => "TENSOR_REDUCE",
+            Opcode::PartitionReduce => "PARTITION_REDUCE",
+            Opcode::TensorCopy => "TENSOR_COPY",
+            Opcode::TensorTensorScan => "TENSOR_TENSOR_SCAN",
+            Opcode::Select => "SELECT",
+            Opcode::Reciprocal => "RECIPROCAL",
+            Opcode::Memset => "MEMSET",
+            Opcode::Iota => "IOTA",
+            Opcode::AffineSelect => "AFFINE_SELECT",
+            Opcode::BnStats => "BN_STATS",
+            Opcode::BnAggr => "BN_AGGR",
+            Opcode::VectorTranspose => "VECTOR_TRANSPOSE",
+        }
+    }
+}
+
+/// Which memory a buffer lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum MemKind {
+    /// Device HBM.
+    Hbm,
+    /// State buffer (on chip).
+    Sbuf,
+    /// Partial-sum buffer (on chip).
+    Psum,
+}
+
+impl MemKind {
+    /// NKI's name for the address space.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemKind::Hbm => "hbm",
+            MemKind::Sbuf => "sbuf",
+            MemKind::Psum => "psum",
+        }
+    }
+}
+
+/// Identity of a buffer: an HBM tensor or an on-chip tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum BufId {
+    /// An HBM tensor (id unique in the process).
+    Hbm(u64),
+    /// An on-chip tile (id unique in the process).
+    Tile(u64),
+}
+
+/// The part of a buffer an instruction reads or writes: partitions `p0..p1` (tiles; `0..1` for
+/// HBM) and the byte range `lo..hi` (within each partition for tiles; flat for HBM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Region {
+    /// The buffer.
+    pub buf: BufId,
+    /// First partition.
+    pub p0: u32,
+    /// One past the last partition.
+    pub p1: u32,
+    /// First byte.
+    pub lo: u64,
+    /// One past the last byte.
+    pub hi: u64,
+}
+
+impl Region {
+    /// True when two regions of the same buffer can share a byte.
+    pub fn overlaps(&self, o: &Region) -> bool {
+        self.buf == o.buf && self.p0 < o.p1 && o.p0 < self.p1 && self.lo < o.hi && o.lo < self.hi
+    }
+}
+
+/// TensorE operand sizes of a matmul: `[K, M]` stationary, `[K, N]` moving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct MatmulDims {
+    /// Contraction (partition) size.
+    pub k: u32,
+    /// Stationary free size (output partitions).
+    pub m: u32,
+    /// Moving free size (output free size).
+    pub n: u32,
+    /// True when the inputs are fp32 (4x slower).
+    pub fp32: bool,
+}
+
+/// What a DMA moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DmaDims {
+    /// Source memory.
+    pub src: MemKind,
+    /// Destination memory.
+    pub dst: MemKind,
+    /// Total bytes moved.
+    pub bytes: u64,
+    /// Partitions of the on-chip side (the number of rows for HBM-to-HBM copies).
+    pub partitions: u32,
+    /// First partition of the on-chip side (decides which DMA engines serve it).
+    pub start_partition: u32,
+    /// Length of the contiguous runs (descriptor size) in bytes.
+    pub chunk_bytes: u64,
+}
+
+/// One executed (or, in estimate mode, traced) instruction.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Instr {
+    /// The engine it runs on.
+    pub engine: Engine,
+    /// What it does.
+    pub opcode: Opcode,
+    /// The NKI call that issued it (`nl.add`, `nisa.activation`, ...).
+    pub api: &'static str,
+    /// Partitions processed.
+    pub partitions: u32,
+    /// Free elements per partition processed (N of the cost formulas).
+    pub free: u32,
+    /// Number of tile inputs read by the engine (1 or 2 for the cost rules).
+    pub inputs: u8,
+    /// Dtype of the (first) input.
+    pub in_dtype: DType,
+    /// Dtype of the output.
+    pub out_dtype: DType,
+    /// True when an input or the output is in PSUM.
+    pub psum: bool,
+    /// True when all on-chip accesses have a unit innermost stride.
+    pub contiguous: bool,
+    /// TensorE sizes (matmul / transpose only).
+    pub matmul: Option<MatmulDims>,
+    /// DMA sizes (DMA only).
+    pub dma: Option<DmaDims>,
+    /// Regions read.
+    pub reads: Vec<Region>,
+    /// Regions written.
+    pub writes: Vec<Region>,
+    /// Kernel source line that issued it.
+    pub loc: SourceLoc,
+}
+
+impl Instr {
+    /// A record with the common fields; fill the rest with struct update syntax or setters.
+    pub fn new(engine: Engine, opcode: Opcode, api: &'static str, loc: SourceLoc) -> Instr {
+        Instr {
+            engine,
+            opcode,
+            api,
+            partitions: 0,
+            free: 0,
+            inputs: 1,
+            in_dtype: DType::F32,
+            out_dtype: DType::F32,
+            psum: false,
+            contiguous: true,
+            matmul: None,
+            dma: None,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            loc,
+        }
+    }
+
+    /// Hardware FLOPs (2 per MAC) of a TensorE instruction, 0 otherwise.
+    pub fn hw_flops(&self) -> u64 {
+        match self.matmul {
+            Some(m) => 2 * m.k as u64 * m.m as u64 * m.n as u64,
+            None => 0,
+        }
+    }
+}

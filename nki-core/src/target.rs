@@ -1,0 +1,215 @@
+//! Hardware targets: one table of constants per NeuronCore generation. Every constant the
+//! language checks or the timing model uses lives here, with its source beside it
+//! (keys refer to shared/reference/hardware.md: S1 = Trn/Inf2 arch guide, S2 = Trn2 arch guide,
+//! S3 = Trn3 arch guide, S5/S6 = DMA guides, S13 = ISA cost docstrings, S15 = profiler schema,
+//! KLR = `nl.tile_size` values).
+
+use std::fmt;
+
+/// A NeuronCore generation to check and model against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
+pub enum Target {
+    /// Trainium1 / Inferentia2: NeuronCore-v2.
+    Trn1,
+    /// Trainium2: NeuronCore-v3 (the default; LNC=2 puts two cores on one HBM stack).
+    #[default]
+    Trn2,
+    /// Trainium3: NeuronCore-v4.
+    Trn3,
+}
+
+/// The constants of one target. See [`Target::spec`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TargetSpec {
+    /// Short name ("trn1", ...).
+    pub name: &'static str,
+    /// TensorE clock in GHz [E S1/S2/S3].
+    pub tensor_ghz: f64,
+    /// VectorE clock in GHz [E S1/S2/S3].
+    pub vector_ghz: f64,
+    /// ScalarE clock in GHz [E S1/S2/S3].
+    pub scalar_ghz: f64,
+    /// GpSimdE clock in GHz [E S1/S2/S3].
+    pub gpsimd_ghz: f64,
+    /// Profiler "NeuronCore base clock" in GHz [E S15].
+    pub base_ghz: f64,
+    /// Processing-element rows x columns of the TensorE array [E S1].
+    pub pe_array: (u32, u32),
+    /// Maximum partitions of an on-chip tile (`tile_size.pmax`) [KLR].
+    pub pmax: usize,
+    /// Matmul stationary free-dim limit (`gemm_stationary_fmax`) [KLR].
+    pub gemm_stationary_fmax: usize,
+    /// Matmul moving free-dim limit (`gemm_moving_fmax`) [KLR].
+    pub gemm_moving_fmax: usize,
+    /// `bn_stats` free-dim limit [KLR].
+    pub bn_stats_fmax: usize,
+    /// Usable SBUF bytes per partition (`total_available_sbuf_size`) [KLR].
+    pub sbuf_bytes_per_partition: usize,
+    /// PSUM banks per partition [E S1].
+    pub psum_banks: usize,
+    /// Bytes per PSUM bank per partition [E S1].
+    pub psum_bank_bytes: usize,
+    /// NeuronCores per device [E S1/S2/S3].
+    pub ncs_per_device: usize,
+    /// DMA engines per NeuronCore [E S1, S6].
+    pub dma_engines: usize,
+    /// DMA queues per engine [E S6].
+    pub dma_queues_per_engine: usize,
+    /// Partitions each DMA engine serves in a 128-partition transfer (128 / 16) [E S6].
+    pub dma_partitions_per_engine: usize,
+    /// Practical DMA bandwidth of one engine in bytes/ns (table "BW/Engine") [E S5, S6].
+    pub dma_engine_bytes_per_ns: f64,
+    /// Minimum time a DMA transfer occupies its engine, in ns: the overhead floor that makes
+    /// small transfers inefficient. [D from the S6 efficiency chart: ~0.85 us on trn2.]
+    pub dma_min_transfer_ns: f64,
+    /// Latency from a DMA's trigger to its data being usable, beyond its transfer time, in ns
+    /// (descriptor setup and semaphore, pipelined) [A S5 ~1.3 us cross-engine].
+    pub dma_fixed_latency_ns: f64,
+    /// Sustained HBM bandwidth one NeuronCore's DMA traffic can draw, in bytes/ns.
+    pub hbm_bytes_per_ns: f64,
+    /// NeuronCores sharing one HBM stack (and its bandwidth): 2 on trn2 [E S12].
+    pub ncs_per_hbm_stack: usize,
+    /// Minimum initiation interval of Vector/Scalar instructions, cycles (`MIN_II`) [E S13].
+    pub min_ii: u64,
+    /// GpSimd instruction start overhead, cycles (`GPSIMD_START`) [E S13].
+    pub gpsimd_start: u64,
+    /// Minimum II of dynamic-offset copies, cycles (`MIN_II_DYNAMIC`) [E S13].
+    pub min_ii_dynamic: u64,
+    /// Extra cycles an instruction waits when it depends on an earlier instruction's result
+    /// (pipeline drain + semaphore). Fitted once: 264 - 64 = 200 ScalarE cycles from the trn1
+    /// back-to-back dependent activation measurement [E S4/S23].
+    pub dependency_latency_cycles: u64,
+    /// VectorE performance modes (2x/4x for bf16/fp16) exist [E S2].
+    pub vector_perf_modes: bool,
+}
+
+impl Target {
+    /// All targets.
+    pub const ALL: [Target; 3] = [Target::Trn1, Target::Trn2, Target::Trn3];
+
+    /// The constants of this target.
+    pub fn spec(self) -> &'static TargetSpec {
+        match self {
+            Target::Trn1 => &TRN1,
+            Target::Trn2 => &TRN2,
+            Target::Trn3 => &TRN3,
+        }
+    }
+
+    /// Short name ("trn1", "trn2", "trn3").
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// Parses "trn1" / "trn2" / "trn3" (case-insensitive; "inf2" = trn1).
+    pub fn parse(s: &str) -> Option<Target> {
+        match s.to_ascii_lowercase().as_str() {
+            "trn1" | "inf2" | "gen2" => Some(Target::Trn1),
+            "trn2" | "gen3" => Some(Target::Trn2),
+            "trn3" | "gen4" => Some(Target::Trn3),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Trainium1 / Inferentia2 (NeuronCore-v2).
+pub static TRN1: TargetSpec = TargetSpec {
+    name: "trn1",
+    tensor_ghz: 2.8,
+    vector_ghz: 1.12,
+    scalar_ghz: 1.4,
+    gpsimd_ghz: 1.4,
+    base_ghz: 1.4,
+    pe_array: (128, 128),
+    pmax: 128,
+    gemm_stationary_fmax: 128,
+    gemm_moving_fmax: 512,
+    bn_stats_fmax: 512,
+    sbuf_bytes_per_partition: 180_224,
+    psum_banks: 8,
+    psum_bank_bytes: 2048,
+    ncs_per_device: 2,
+    dma_engines: 16,
+    dma_queues_per_engine: 16,
+    dma_partitions_per_engine: 8,
+    dma_engine_bytes_per_ns: 17.0,
+    dma_min_transfer_ns: 850.0,
+    dma_fixed_latency_ns: 1300.0,
+    hbm_bytes_per_ns: 410.0,
+    ncs_per_hbm_stack: 1,
+    min_ii: 64,
+    gpsimd_start: 150,
+    min_ii_dynamic: 600,
+    dependency_latency_cycles: 200,
+    vector_perf_modes: false,
+};
+
+/// Trainium2 (NeuronCore-v3).
+pub static TRN2: TargetSpec = TargetSpec {
+    name: "trn2",
+    tensor_ghz: 2.4,
+    vector_ghz: 0.96,
+    scalar_ghz: 1.2,
+    gpsimd_ghz: 1.2,
+    base_ghz: 1.2,
+    pe_array: (128, 128),
+    pmax: 128,
+    gemm_stationary_fmax: 128,
+    gemm_moving_fmax: 512,
+    bn_stats_fmax: 512,
+    sbuf_bytes_per_partition: 212_984,
+    psum_banks: 8,
+    psum_bank_bytes: 2048,
+    ncs_per_device: 8,
+    dma_engines: 16,
+    dma_queues_per_engine: 16,
+    dma_partitions_per_engine: 8,
+    dma_engine_bytes_per_ns: 23.0,
+    dma_min_transfer_ns: 850.0,
+    dma_fixed_latency_ns: 1300.0,
+    hbm_bytes_per_ns: 725.0,
+    ncs_per_hbm_stack: 2,
+    min_ii: 64,
+    gpsimd_start: 150,
+    min_ii_dynamic: 600,
+    dependency_latency_cycles: 200,
+    vector_perf_modes: true,
+};
+
+/// Trainium3 (NeuronCore-v4).
+pub static TRN3: TargetSpec = TargetSpec {
+    name: "trn3",
+    tensor_ghz: 2.4,
+    vector_ghz: 1.2,
+    scalar_ghz: 1.2,
+    gpsimd_ghz: 1.2,
+    base_ghz: 1.2,
+    pe_array: (128, 128),
+    pmax: 128,
+    gemm_stationary_fmax: 128,
+    gemm_moving_fmax: 512,
+    bn_stats_fmax: 512,
+    sbuf_bytes_per_partition: 245_752,
+    psum_banks: 8,
+    psum_bank_bytes: 2048,
+    ncs_per_device: 8,
+    dma_engines: 16,
+    dma_queues_per_engine: 16,
+    dma_partitions_per_engine: 8,
+    dma_engine_bytes_per_ns: 33.0,
+    dma_min_transfer_ns: 850.0,
+    dma_fixed_latency_ns: 1300.0,
+    hbm_bytes_per_ns: 1225.0,
+    ncs_per_hbm_stack: 2,
+    min_ii: 64,
+    gpsimd_start: 150,
+    min_ii_dynamic: 600,
+    dependency_latency_cycles: 200,
+    vector_perf_modes: true,
+};

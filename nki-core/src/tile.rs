@@ -1,0 +1,340 @@
+//! On-chip tiles in SBUF and PSUM.
+//!
+//! [`Tile`] is the run-time-shaped tile every op works on; [`TileRef`] is a view (slice) of one.
+//! [`Sbuf`] and [`Psum`] are tiles whose 2-D shape is part of the type, so the partition limit,
+//! the PSUM bank limit, element-wise shape agreement and the matmul operand limits are checked
+//! by rustc (see [`crate::typed`]).
+
+use crate::access::{Ap, IntoIndex, Shape};
+use crate::context::{self, raise};
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::record::{BufId, MemKind, Region};
+use std::cell::{Cell, Ref, RefCell, RefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static NEXT_TILE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// An on-chip tile: dimension 0 is the partition dimension (at most 128), the rest are free
+/// dimensions. Values are held as f32 already rounded to the tile's dtype.
+pub struct Tile {
+    pub(crate) id: u64,
+    pub(crate) mem: MemKind,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Shape,
+    pub(crate) data: RefCell<Vec<f32>>,
+    pub(crate) init: Cell<bool>,
+    pub(crate) loc: SourceLoc,
+}
+
+impl Tile {
+    /// Allocates a tile in `mem` inside the running kernel instance: checks the partition limit,
+    /// PSUM bank limit and capacity, then registers it with the capacity tracker. `init` marks
+    /// it as written (zeros/full) or not (ndarray/empty).
+    pub(crate) fn alloc(
+        op: &'static str,
+        mem: MemKind,
+        dtype: DType,
+        shape: Shape,
+        fill: Option<f32>,
+        loc: SourceLoc,
+    ) -> Tile {
+        if let Err(e) = check_tile_shape(op, mem, shape) {
+            raise(e, loc);
+        }
+        let id = NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed);
+        let (executes, r) = context::with_ctx(op, loc, |c| {
+            (c.mode.executes(), c.mem.alloc(id, mem, shape, dtype, loc))
+        });
+        if let Err(e) = r {
+            raise(e, loc);
+        }
+        let data = if executes {
+            vec![fill.map(|v| dtype.round(v)).unwrap_or(f32::NAN); shape.numel()]
+        } else {
+            Vec::new()
+        };
+        Tile {
+            id,
+            mem,
+            dtype,
+            shape,
+            data: RefCell::new(data),
+            init: Cell::new(fill.is_some()),
+            loc,
+        }
+    }
+
+    /// The shape (partition dim first).
+    pub fn shape(&self) -> &[usize] {
+        self.shape.dims()
+    }
+
+    /// The dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The memory it lives in (SBUF or PSUM).
+    pub fn mem(&self) -> MemKind {
+        self.mem
+    }
+
+    /// Number of partitions.
+    pub fn partitions(&self) -> usize {
+        self.shape.partitions()
+    }
+
+    /// Elements per partition.
+    pub fn free_size(&self) -> usize {
+        self.shape.free()
+    }
+
+    /// A view of the whole tile.
+    pub fn view(&self) -> TileRef<'_> {
+        TileRef {
+            tile: self,
+            ap: Ap::contiguous(self.shape),
+        }
+    }
+
+    /// A view of part of the tile, e.g. `t.slice((0..64, 128..256))`. An integer on dimension 0
+    /// keeps a size-1 partition dimension; integers on free dimensions drop them.
+    #[track_caller]
+    pub fn slice(&self, index: impl IntoIndex) -> TileRef<'_> {
+        self.view().slice(index)
+    }
+
+    /// The tile's values as a row-major f32 vector (a debugging aid like `nl.device_print`).
+    /// Empty in estimate mode.
+    pub fn values(&self) -> Vec<f32> {
+        self.data.borrow().clone()
+    }
+
+    pub(crate) fn data(&self) -> Ref<'_, Vec<f32>> {
+        self.data.borrow()
+    }
+
+    pub(crate) fn data_mut(&self) -> RefMut<'_, Vec<f32>> {
+        self.data.borrow_mut()
+    }
+
+    /// Description for messages: `sbuf tile float32[128, 512]`.
+    pub(crate) fn describe(&self) -> String {
+        format!("{} tile {}{}", self.mem.name(), self.dtype, self.shape)
+    }
+}
+
+impl Drop for Tile {
+    fn drop(&mut self) {
+        let id = self.id;
+        context::try_with_ctx(|c| c.mem.free(id));
+    }
+}
+
+impl std::fmt::Debug for Tile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+/// Checks the partition-count limit (and PSUM bank size) of a new tile's shape.
+pub(crate) fn check_tile_shape(op: &'static str, mem: MemKind, shape: Shape) -> Result<()> {
+    if shape.ndim() < 2 {
+        return Err(NkiError::new(
+            ErrorKind::InvalidArgument,
+            op,
+            format!(
+                "insufficient rank: on-chip tiles need at least 2 dimensions (partition, free), got {shape}"
+            ),
+        ));
+    }
+    if shape.partitions() > 128 {
+        return Err(NkiError::new(
+            ErrorKind::PartitionLimit,
+            op,
+            format!(
+                "number of partitions {} of {} tile {shape} exceeds architecture limitation of 128 (tile_size.pmax)",
+                shape.partitions(),
+                mem.name()
+            ),
+        ));
+    }
+    if shape.numel() == 0 {
+        return Err(NkiError::new(
+            ErrorKind::InvalidArgument,
+            op,
+            format!("tile shape {shape} has no elements"),
+        ));
+    }
+    Ok(())
+}
+
+/// A view of (part of) a tile: what every op reads from or writes into.
+#[derive(Clone, Copy)]
+pub struct TileRef<'a> {
+    pub(crate) tile: &'a Tile,
+    pub(crate) ap: Ap,
+}
+
+impl<'a> TileRef<'a> {
+    /// Slices the view further (integer on dim 0 keeps it with size 1).
+    #[track_caller]
+    pub fn slice(&self, index: impl IntoIndex) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        match self
+            .ap
+            .slice(&index.into_index(), true, &self.tile.describe())
+        {
+            Ok(ap) => TileRef {
+                tile: self.tile,
+                ap,
+            },
+            Err(e) => raise(e, loc),
+        }
+    }
+
+    /// The view's shape.
+    pub fn shape(&self) -> &[usize] {
+        self.ap.shape.dims()
+    }
+
+    /// The tile's dtype.
+    pub fn dtype(&self) -> DType {
+        self.tile.dtype
+    }
+
+    /// The memory of the tile.
+    pub fn mem(&self) -> MemKind {
+        self.tile.mem
+    }
+
+    /// The tile this view belongs to.
+    pub fn tile(&self) -> &'a Tile {
+        self.tile
+    }
+
+    /// Partitions of the view.
+    pub fn partitions(&self) -> usize {
+        self.ap.shape.partitions()
+    }
+
+    /// Elements per partition of the view.
+    pub fn free_size(&self) -> usize {
+        self.ap.shape.free()
+    }
+
+    /// First partition of the view within its tile.
+    pub fn start_partition(&self) -> usize {
+        let row = self.tile.shape.free().max(1);
+        self.ap.offset / row
+    }
+
+    /// The view's region for instruction records.
+    pub(crate) fn region(&self) -> Region {
+        let row = self.tile.shape.free().max(1);
+        let p0 = self.ap.offset / row;
+        let (lo, hi) = self.ap.span();
+        let p1 = p0 + self.partitions();
+        let sz = self.tile.dtype.size() as u64;
+        // Free-byte range within one partition.
+        let (flo, fhi) = if self.partitions() == 1 || p1 - p0 == 1 {
+            ((lo % row) as u64, ((hi - 1) % row + 1) as u64)
+        } else {
+            let base = (self.ap.offset % row) as isize;
+            let mut lo_f = base;
+            let mut hi_f = base;
+            for d in 1..self.ap.shape.ndim() {
+                let ext = (self.ap.shape.dims()[d] as isize - 1) * self.ap.strides[d];
+                if ext < 0 {
+                    lo_f += ext
+                } else {
+                    hi_f += ext
+                }
+            }
+            (lo_f as u64, hi_f as u64 + 1)
+        };
+        Region {
+            buf: BufId::Tile(self.tile.id),
+            p0: p0 as u32,
+            p1: p1 as u32,
+            lo: flo * sz,
+            hi: fhi * sz,
+        }
+    }
+
+    /// Copies the view's values out (row-major); raises on a read of an unwritten tile.
+    pub(crate) fn gather(&self, op: &'static str, loc: SourceLoc) -> Vec<f32> {
+        self.check_init(op, loc);
+        let data = self.tile.data();
+        if self.ap.offset == 0 && self.ap.shape == self.tile.shape {
+            return data.clone();
+        }
+        let mut out = vec![0.0; self.ap.shape.numel()];
+        self.ap.gather(&data, &mut out);
+        out
+    }
+
+    /// Raises [`ErrorKind::UninitializedRead`] when nothing has written the tile yet.
+    pub(crate) fn check_init(&self, op: &'static str, loc: SourceLoc) {
+        if !self.tile.init.get() {
+            raise(
+                NkiError::new(
+                    ErrorKind::UninitializedRead,
+                    op,
+                    format!(
+                        "reads {} (allocated at {}) before anything wrote it",
+                        self.tile.describe(),
+                        self.tile.loc
+                    ),
+                ),
+                loc,
+            );
+        }
+    }
+
+    /// Writes row-major `vals` into the view, rounding to the tile's dtype.
+    pub(crate) fn scatter(&self, mut vals: Vec<f32>) {
+        self.tile.dtype.round_slice(&mut vals);
+        let mut data = self.tile.data_mut();
+        if self.ap.offset == 0 && self.ap.shape == self.tile.shape {
+            *data = vals;
+        } else {
+            self.ap.scatter(&mut data, &vals);
+        }
+        drop(data);
+        self.tile.init.set(true);
+    }
+
+    /// Marks the tile written without touching values (estimate mode).
+    pub(crate) fn mark_written(&self) {
+        self.tile.init.set(true);
+    }
+
+    /// Description for messages.
+    pub(crate) fn describe(&self) -> String {
+        if self.ap.shape == self.tile.shape {
+            self.tile.describe()
+        } else {
+            format!("{} (view {})", self.tile.describe(), self.ap.shape)
+        }
+    }
+}
+
+impl<'a> From<&'a Tile> for TileRef<'a> {
+    fn from(t: &'a Tile) -> Self {
+        t.view()
+    }
+}
+
+impl<'a> From<&'a TileRef<'a>> for TileRef<'a> {
+    fn from(t: &'a TileRef<'a>) -> Self {
+        *t
+    }
+}
+
+impl std::fmt::Debug for TileRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
