@@ -379,6 +379,28 @@ impl Ap {
         }
     }
 
+    /// The view as a 2-D matrix [dim 0, product of the other dims]: `(offset, row stride,
+    /// column stride)`, when the non-unit trailing dims flatten into one evenly strided run and
+    /// no stride is negative.
+    pub fn as_matrix(&self) -> Option<(usize, usize, usize)> {
+        let dims = self.shape.dims();
+        let mut col: Option<(isize, isize)> = None; // (stride, span of the flattened dims)
+        for d in (1..dims.len()).rev() {
+            if dims[d] == 1 {
+                continue;
+            }
+            let st = self.strides[d];
+            col = match col {
+                None => Some((st, st * dims[d] as isize)),
+                Some((cs, span)) if st == span => Some((cs, st * dims[d] as isize)),
+                Some(_) => return None,
+            };
+        }
+        let cs = col.map_or(1, |c| c.0);
+        let rs = if dims[0] == 1 { 0 } else { self.strides[0] };
+        (cs >= 0 && rs >= 0).then_some((self.offset, rs as usize, cs as usize))
+    }
+
     /// Stride of the last dimension.
     pub fn inner_stride(&self) -> isize {
         self.strides[self.shape.ndim() - 1]

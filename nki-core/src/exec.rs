@@ -1,6 +1,10 @@
 //! The arithmetic behind `nl`/`nisa`: broadcasting element-wise kernels and the TensorE GEMM
 //! (matrixmultiply's sgemm, f32 accumulation). Pure functions over f32 slices; no checks here.
 
+use crate::dtype::DType;
+use crate::error::SourceLoc;
+use crate::tile::TileRef;
+
 /// NumPy broadcasting of two shapes (right-aligned); `None` when they do not broadcast.
 pub(crate) fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
@@ -93,27 +97,197 @@ pub(crate) fn gemm_tn(
     c: &mut [f32],
     accumulate: bool,
 ) {
+    gemm_tn_strided(
+        k,
+        m,
+        n,
+        Strided::dense(a, m),
+        Strided::dense(b, n),
+        StridedMut {
+            data: c,
+            offset: 0,
+            rs: n,
+            cs: 1,
+        },
+        accumulate,
+    );
+}
+
+/// A read-only strided 2-D operand: element (i, j) is `data[offset + i * rs + j * cs]`.
+#[derive(Clone, Copy)]
+pub(crate) struct Strided<'a> {
+    pub(crate) data: &'a [f32],
+    pub(crate) offset: usize,
+    pub(crate) rs: usize,
+    pub(crate) cs: usize,
+}
+
+impl<'a> Strided<'a> {
+    /// A dense row-major matrix with `cols` columns.
+    pub(crate) fn dense(data: &'a [f32], cols: usize) -> Self {
+        Strided {
+            data,
+            offset: 0,
+            rs: cols,
+            cs: 1,
+        }
+    }
+
+    fn fits(&self, rows: usize, cols: usize) -> bool {
+        rows == 0
+            || cols == 0
+            || self.offset + (rows - 1) * self.rs + (cols - 1) * self.cs < self.data.len()
+    }
+}
+
+/// A writable strided 2-D operand (see [`Strided`]).
+pub(crate) struct StridedMut<'a> {
+    pub(crate) data: &'a mut [f32],
+    pub(crate) offset: usize,
+    pub(crate) rs: usize,
+    pub(crate) cs: usize,
+}
+
+/// `c[M, N] (+)= a^T @ b` for strided `a` = [K, M] and `b` = [K, N], f32 accumulation
+/// (matrixmultiply's sgemm reads the operands in place; no copies).
+pub(crate) fn gemm_tn_strided(
+    k: usize,
+    m: usize,
+    n: usize,
+    a: Strided,
+    b: Strided,
+    c: StridedMut,
+    accumulate: bool,
+) {
     let beta = if accumulate { 1.0 } else { 0.0 };
-    // SAFETY: the pointers cover k*m, k*n and m*n elements with the given strides (checked by
-    // the callers' shape checks, asserted here).
-    assert!(a.len() >= k * m && b.len() >= k * n && c.len() >= m * n);
+    let c_fits = m == 0
+        || n == 0
+        || c.offset + (m - 1) * c.rs + (n - 1) * c.cs < c.data.len();
+    assert!(a.fits(k, m) && b.fits(k, n) && c_fits, "gemm operands out of bounds");
+    // SAFETY: every element index reached, offset + i * rs + j * cs for i, j inside the
+    // operand's shape, is within its slice (asserted above; strides are non-negative), and `c`
+    // is an exclusive borrow distinct from `a` and `b`.
     unsafe {
         matrixmultiply::sgemm(
             m,
             k,
             n,
             1.0,
-            a.as_ptr(),
-            1,
-            m as isize,
-            b.as_ptr(),
-            n as isize,
-            1,
+            a.data.as_ptr().add(a.offset),
+            a.cs as isize,
+            a.rs as isize,
+            b.data.as_ptr().add(b.offset),
+            b.rs as isize,
+            b.cs as isize,
             beta,
-            c.as_mut_ptr(),
-            n as isize,
-            1,
+            c.data.as_mut_ptr().add(c.offset),
+            c.rs as isize,
+            c.cs as isize,
         );
+    }
+}
+
+/// One TensorE matmul on tile views: `out (+)= s^T @ m` for `s` [K, M], `m` [K, N] and the
+/// PSUM view `out` [M, N], reading the operands in place when they are plain strided matrices
+/// (copying them otherwise). Raises on reads of unwritten tiles.
+pub(crate) fn matmul_tiles(
+    api: &'static str,
+    loc: SourceLoc,
+    (k, mm, n): (usize, usize, usize),
+    (s, m, out): (&TileRef, &TileRef, &TileRef),
+    acc: bool,
+) {
+    let distinct = !std::ptr::eq(s.tile, out.tile) && !std::ptr::eq(m.tile, out.tile);
+    if let (true, DType::F32, Some(sa), Some(ma), Some(oa)) = (
+        distinct,
+        out.dtype(),
+        s.ap.as_matrix(),
+        m.ap.as_matrix(),
+        out.ap.as_matrix(),
+    ) {
+        s.check_init(api, loc);
+        m.check_init(api, loc);
+        if acc {
+            out.check_init(api, loc);
+        }
+        let (sd, md) = (s.tile.data(), m.tile.data());
+        let mut od = out.tile.data_mut();
+        gemm_tn_strided(
+            k,
+            mm,
+            n,
+            Strided {
+                data: &sd,
+                offset: sa.0,
+                rs: sa.1,
+                cs: sa.2,
+            },
+            Strided {
+                data: &md,
+                offset: ma.0,
+                rs: ma.1,
+                cs: ma.2,
+            },
+            StridedMut {
+                data: &mut od,
+                offset: oa.0,
+                rs: oa.1,
+                cs: oa.2,
+            },
+            acc,
+        );
+        drop(od);
+        out.mark_written();
+        return;
+    }
+    let (a, b) = (s.gather(api, loc), m.gather(api, loc));
+    let mut c = if acc {
+        out.gather(api, loc)
+    } else {
+        vec![0.0; mm * n]
+    };
+    gemm_tn(k, mm, n, &a, &b, &mut c, acc);
+    out.scatter(c);
+}
+
+/// bfloat16 round-to-nearest-even of an f32, returned as f32: the same result as
+/// `bf16::from_f32(x).to_f32()` (NaNs stay NaN, made quiet), written so loops vectorise.
+#[inline(always)]
+pub(crate) fn bf16_rne(x: f32) -> f32 {
+    let b = x.to_bits();
+    let rounded = b.wrapping_add(0x7fff + ((b >> 16) & 1)) & 0xffff_0000;
+    let nan = (b & 0x7fff_ffff) > 0x7f80_0000;
+    f32::from_bits(if nan {
+        (b & 0xffff_0000) | 0x0040_0000
+    } else {
+        rounded
+    })
+}
+
+/// Rounds `xs` in place to `dtype` (as [`DType::round`]); bf16 takes a vectorised bit-trick
+/// path, fp32 is a no-op.
+pub(crate) fn round_slice(dtype: DType, xs: &mut [f32]) {
+    match dtype {
+        DType::F32 => {}
+        DType::BF16 => xs.iter_mut().for_each(|x| *x = bf16_rne(*x)),
+        _ => dtype.round_slice(xs),
+    }
+}
+
+/// Copies `src` into `dst` rounding to `dtype` on the way (a plain copy when `exact`, i.e. the
+/// values are already representable in `dtype`).
+#[inline]
+pub(crate) fn copy_round(dtype: DType, exact: bool, dst: &mut [f32], src: &[f32]) {
+    if exact || dtype == DType::F32 {
+        dst.copy_from_slice(src);
+    } else if dtype == DType::BF16 {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = bf16_rne(s);
+        }
+    } else {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = dtype.round(s);
+        }
     }
 }
 
@@ -153,6 +327,40 @@ mod tests {
             binary(&a, &[2, 2], &b, &[1, 2], &[2, 2], |x, y| x + y),
             vec![11.0, 22.0, 13.0, 24.0]
         );
+    }
+
+    #[test]
+    fn fast_bf16_rounding_matches_half() {
+        let mut s = 0x1234_5678_9abc_def0u64;
+        let specials = [
+            0.0f32,
+            -0.0,
+            1.0 + 2f32.powi(-8),
+            1.0 + 3.0 * 2f32.powi(-8),
+            f32::MAX,
+            f32::MIN_POSITIVE,
+            1e-40,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        let randoms = (0..100_000).map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            f32::from_bits(s as u32)
+        });
+        for x in specials.into_iter().chain(randoms) {
+            let want = half::bf16::from_f32(x).to_f32();
+            let got = bf16_rne(x);
+            if want.is_nan() {
+                assert!(got.is_nan(), "{x:e}");
+            } else {
+                assert_eq!(got.to_bits(), want.to_bits(), "{x:e}");
+            }
+        }
+        let mut v = vec![1.0 + 2f32.powi(-8), 3.3];
+        round_slice(DType::BF16, &mut v);
+        assert_eq!(v, vec![1.0, DType::BF16.round(3.3)]);
     }
 
     #[test]

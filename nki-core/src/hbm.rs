@@ -294,11 +294,25 @@ impl HbmView {
 
     /// Copies the view's values out in row-major order.
     pub(crate) fn gather(&self, op: &'static str) -> Result<Vec<f32>> {
+        let mut out = crate::tile::take_buf(self.ap.shape.numel());
+        self.gather_into(op, &mut out)?;
+        Ok(out)
+    }
+
+    /// Appends the view's values (row-major) to `out`.
+    pub(crate) fn gather_into(&self, op: &'static str, out: &mut Vec<f32>) -> Result<()> {
         let g = self.st.read();
         let vals = g.values.as_ref().ok_or_else(|| no_data(&self.st, op))?;
-        let mut out = vec![0.0; self.ap.shape.numel()];
-        self.ap.gather(vals, &mut out);
-        Ok(out)
+        out.reserve(self.ap.shape.numel());
+        let s = self.ap.inner_stride();
+        self.ap.for_each_row(|off, n| {
+            if s == 1 {
+                out.extend_from_slice(&vals[off..off + n]);
+            } else {
+                out.extend((0..n).map(|j| vals[(off as isize + j as isize * s) as usize]));
+            }
+        });
+        Ok(())
     }
 
     /// Human-readable description for messages: `hbm3[0:128, 0:512]`.

@@ -1,5 +1,5 @@
-//! HBM stores with write tracking: values are written element by element while each element's
-//! writer tag is checked against the previous writer of this launch.
+//! HBM stores with write tracking: values are written while each element's writer tag is
+//! checked against the previous writer of this launch.
 
 use crate::access::Ap;
 use crate::context::LaunchShared;
@@ -11,12 +11,26 @@ use crate::hbm::{no_data, HbmView};
 /// output-dependency error naming both writers and the element.
 pub(crate) fn write(
     dst: &HbmView,
-    mut vals: Vec<f32>,
+    vals: Vec<f32>,
+    writer: u32,
+    shared: &LaunchShared,
+) -> Result<()> {
+    let r = write_slice(dst, &vals, false, writer, shared);
+    crate::tile::give_buf(vals);
+    r
+}
+
+/// [`write`] from a borrowed slice; `exact` says the values are already representable in the
+/// tensor's dtype (no rounding needed).
+pub(crate) fn write_slice(
+    dst: &HbmView,
+    vals: &[f32],
+    exact: bool,
     writer: u32,
     shared: &LaunchShared,
 ) -> Result<()> {
     let st = &dst.st;
-    st.dtype.round_slice(&mut vals);
+    let dtype = st.dtype;
     let mut g = st.write();
     let data = &mut *g;
     if data.values.is_none() {
@@ -27,19 +41,31 @@ pub(crate) fn write(
     }
     let values = data.values.as_mut().expect("checked above");
     let writers = &mut data.writers;
+    let base = shared.writer_base;
     let mut conflict: Option<(u32, usize)> = None;
     let mut ok_pair: Option<u32> = None;
     let s = dst.ap.inner_stride();
     let mut pos = 0;
     dst.ap.for_each_row(|off, n| {
-        for j in 0..n {
+        let src = &vals[pos..pos + n];
+        pos += n;
+        if s == 1 {
+            // Fast path: a contiguous run none of whose elements was written by another
+            // writer of this launch (checked without branches so it vectorises).
+            let tags = &mut writers[off..off + n];
+            if tags
+                .iter()
+                .fold(true, |ok, &old| ok & ((old == writer) | (old < base)))
+            {
+                tags.fill(writer);
+                crate::exec::copy_round(dtype, exact, &mut values[off..off + n], src);
+                return;
+            }
+        }
+        for (j, &v) in src.iter().enumerate() {
             let e = (off as isize + j as isize * s) as usize;
             let old = writers[e];
-            if old != writer
-                && old >= shared.writer_base
-                && conflict.is_none()
-                && ok_pair != Some(old)
-            {
+            if old != writer && old >= base && conflict.is_none() && ok_pair != Some(old) {
                 if shared.conflicts(old, writer) {
                     conflict = Some((old, e));
                 } else {
@@ -47,9 +73,8 @@ pub(crate) fn write(
                 }
             }
             writers[e] = writer;
-            values[e] = vals[pos + j];
+            values[e] = if exact { v } else { dtype.round(v) };
         }
-        pos += n;
     });
     if let Some((old, e)) = conflict {
         let idx = Ap::unravel(e, &st.shape);

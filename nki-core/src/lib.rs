@@ -16,13 +16,17 @@ pub mod hbm;
 mod hbm_write;
 pub mod isa;
 pub mod lang;
+pub mod math;
 pub mod memory;
+mod ops;
 pub mod profile;
 pub mod record;
 pub mod spmd;
 pub mod target;
 pub mod tile;
 pub mod timing;
+pub mod trace;
+pub mod typed;
 
 pub use nki_macros::nki_kernel;
 
@@ -42,6 +46,7 @@ pub mod prelude {
     pub use crate::spmd::{nc, spmd_dim, Grid, Launch, LaunchReport};
     pub use crate::target::Target;
     pub use crate::tile::{Tile, TileRef};
+    pub use crate::typed::{Psum, Sbuf};
     pub use crate::{launch, nki_kernel};
     pub use half::{bf16, f16};
 }

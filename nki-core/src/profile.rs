@@ -1,17 +1,360 @@
-//! Profiles: the summary of a modelled timeline. (Placeholder while the model is built.)
+//! Profiles: the summary of a modelled timeline, in the terms `neuron-profile` uses
+//! (shared/reference/hardware.md §4): latency, per-engine active time, HFU/MFU, DMA traffic,
+//! SBUF/PSUM peak, instruction counts and the source lines that cost the most time. A profile
+//! also keeps the timeline itself ([`Profile::spans`]) for [`Profile::write_chrome_trace`].
 
+use crate::dtype::DType;
+use crate::error::SourceLoc;
 use crate::memory::MemoryPeak;
+use crate::record::{Engine, Opcode};
 use crate::target::Target;
+use std::fmt;
+use std::path::Path;
 
-/// The summary of a modelled launch.
-#[derive(Clone, Debug)]
+/// Activity of one engine (summed over NeuronCores in [`Profile::engines`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct EngineStat {
+    /// Profiler-style engine name ("TensorE", "VectorE", ..., "DMA").
+    pub engine: String,
+    /// Instructions executed.
+    pub instructions: usize,
+    /// Time with at least one instruction of the engine in flight, in ns (summed over cores).
+    pub active_ns: f64,
+    /// `active_ns` over the latency (times the number of cores), in percent.
+    pub active_percent: f64,
+}
+
+/// DMA traffic of a launch.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct DmaStats {
+    /// DMA instructions.
+    pub count: usize,
+    /// Bytes moved by all DMAs.
+    pub bytes: u64,
+    /// Average bytes per DMA instruction.
+    pub average_bytes: f64,
+    /// Bytes read from HBM.
+    pub hbm_read_bytes: u64,
+    /// Bytes written to HBM.
+    pub hbm_write_bytes: u64,
+    /// Achieved HBM bandwidth: (read + write bytes) / latency, in GB/s.
+    pub hbm_gbps: f64,
+}
+
+/// Summary of one logical NeuronCore.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct CoreProfile {
+    /// NeuronCore index.
+    pub nc: usize,
+    /// Program instances run on it.
+    pub instances: usize,
+    /// Time its last instruction ends, in ns.
+    pub latency_ns: f64,
+    /// Per-engine activity on this core.
+    pub engines: Vec<EngineStat>,
+    /// Hardware FLOPs of its TensorE instructions.
+    pub hardware_flops: u64,
+    /// Hardware FLOPs utilisation of its TensorE over the launch latency, in percent.
+    pub hfu_percent: f64,
+    /// DMA bytes it moved.
+    pub dma_bytes: u64,
+}
+
+/// Time spent by one kernel source line on one engine.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LineStat {
+    /// `file:line:column` of the NKI call.
+    pub location: String,
+    /// The NKI call (`nl.load`, ...).
+    pub api: &'static str,
+    /// Engine it runs on.
+    pub engine: &'static str,
+    /// Instructions it issued.
+    pub instructions: usize,
+    /// Summed instruction durations, in ns (DMAs: trigger-ready to completion of the transfer).
+    pub time_ns: f64,
+    /// `time_ns` over the latency, in percent (can exceed 100 for overlapping DMAs).
+    pub percent: f64,
+}
+
+/// What a traced instruction was (one per record; spans point here).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct OpInfo {
+    /// Engine.
+    pub engine: Engine,
+    /// Opcode.
+    pub opcode: Opcode,
+    /// NKI call.
+    pub api: &'static str,
+    /// Partitions processed.
+    pub partitions: u32,
+    /// Free elements per partition.
+    pub free: u32,
+    /// Input dtype.
+    pub in_dtype: DType,
+    /// Output dtype.
+    pub out_dtype: DType,
+    /// Bytes moved (DMA) or 0.
+    pub bytes: u64,
+    /// TensorE `[K, M, N]` (matmul / transpose).
+    pub kmn: Option<[u32; 3]>,
+    /// Kernel source line.
+    pub loc: SourceLoc,
+    /// NeuronCore.
+    pub nc: u16,
+    /// Index into [`Profile::program_ids`].
+    pub instance: u32,
+}
+
+/// A timeline track of one NeuronCore.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum Track {
+    /// TensorE LoadStationary (profiler row "TensorE").
+    LoadStationary,
+    /// TensorE MultiplyMoving (profiler row "TensorMatrixE").
+    MultiplyMoving,
+    /// VectorE.
+    Vector,
+    /// ScalarE.
+    Scalar,
+    /// GpSimdE.
+    GpSimd,
+    /// Sync engine.
+    Sync,
+    /// DMA instructions in flight (lanes assigned so that spans on one lane never overlap).
+    DmaQueue(u16),
+    /// One DMA engine's share of transfers.
+    DmaEngine(u8),
+}
+
+impl Track {
+    /// Display name of the track.
+    pub fn name(self) -> String {
+        match self {
+            Track::LoadStationary => "TensorE (LoadStationary)".into(),
+            Track::MultiplyMoving => "TensorMatrixE (MultiplyMoving)".into(),
+            Track::Vector => "VectorE".into(),
+            Track::Scalar => "ScalarE".into(),
+            Track::GpSimd => "GpSimdE".into(),
+            Track::Sync => "SyncE".into(),
+            Track::DmaQueue(q) => format!("DMA queue {q}"),
+            Track::DmaEngine(e) => format!("DMA engine {e}"),
+        }
+    }
+}
+
+/// One interval of the timeline.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Span {
+    /// Index into [`Profile::ops`].
+    pub op: u32,
+    /// NeuronCore.
+    pub nc: u16,
+    /// Track on that core.
+    pub track: Track,
+    /// Start in ns.
+    pub start_ns: f64,
+    /// Duration in ns.
+    pub dur_ns: f64,
+}
+
+/// The summary of a modelled launch. `{:?}` prints the summary fields and only the sizes of
+/// the timeline (`ops`, `spans`); `{}` prints a readable report.
+#[derive(Clone, serde::Serialize)]
 pub struct Profile {
     /// Target modelled.
     pub target: Target,
-    /// Modelled latency in ns.
+    /// Modelled latency (end of the last instruction on any core) in ns.
     pub latency_ns: f64,
     /// Instructions recorded.
     pub instructions: usize,
-    /// Peak on-chip usage.
+    /// Instructions per engine (TensorE, VectorE, ScalarE, GpSimdE, SyncE, DMA).
+    pub instruction_counts: Vec<(String, usize)>,
+    /// Activity per engine, summed over cores.
+    pub engines: Vec<EngineStat>,
+    /// Per-NeuronCore summaries.
+    pub cores: Vec<CoreProfile>,
+    /// Hardware FLOPs: `sum 2 * K * M * N` over TensorE instructions (transposes included).
+    pub hardware_flops: u64,
+    /// FLOPs of TensorE transposes.
+    pub transpose_flops: u64,
+    /// Hardware FLOPs utilisation in percent:
+    /// `hardware_flops / (2 * 128 * 128 * tensor clock * latency * cores)` [S15].
+    pub hfu_percent: f64,
+    /// Model FLOPs utilisation in percent: as HFU with `hardware_flops - transpose_flops`
+    /// (`mfu_inst_estimated_percent` of the profiler) [S15].
+    pub mfu_percent: f64,
+    /// DMA traffic.
+    pub dma: DmaStats,
+    /// Peak on-chip usage (SBUF bytes per partition, PSUM bytes and banks).
     pub memory: MemoryPeak,
+    /// Source lines that took the most engine time, most first (at most 10).
+    pub top_lines: Vec<LineStat>,
+    /// Program id of each instance, per core: `program_ids[nc][i]`.
+    #[serde(skip)]
+    pub program_ids: Vec<Vec<Vec<usize>>>,
+    /// Every instruction, in global record order (core 0's stream first).
+    #[serde(skip)]
+    pub ops: Vec<OpInfo>,
+    /// The timeline: every interval of every track.
+    #[serde(skip)]
+    pub spans: Vec<Span>,
+}
+
+impl Profile {
+    /// The summary as pretty-printed JSON (the timeline itself is left out; see
+    /// [`Profile::write_chrome_trace`]).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
+    /// Latency in µs.
+    pub fn latency_us(&self) -> f64 {
+        self.latency_ns / 1e3
+    }
+
+    /// Latency in ms.
+    pub fn latency_ms(&self) -> f64 {
+        self.latency_ns / 1e6
+    }
+
+    /// Activity of engine `name` ("TensorE", "VectorE", "ScalarE", "GpSimdE", "SyncE", "DMA").
+    pub fn engine(&self, name: &str) -> Option<&EngineStat> {
+        self.engines.iter().find(|e| e.engine == name)
+    }
+
+    /// Writes the timeline as Chrome-trace JSON (loadable in Perfetto / chrome://tracing): one
+    /// process per NeuronCore, one thread per engine, DMA queue lane and DMA engine, one
+    /// complete event per instruction with opcode, api, shapes and source line in its args.
+    pub fn write_chrome_trace(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
+        let f = std::fs::File::create(path)?;
+        let mut w = std::io::BufWriter::new(f);
+        crate::trace::write_chrome_trace(self, &mut w)?;
+        std::io::Write::flush(&mut w)
+    }
+}
+
+impl fmt::Debug for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Profile")
+            .field("target", &self.target)
+            .field("latency_ns", &self.latency_ns)
+            .field("instructions", &self.instructions)
+            .field("instruction_counts", &self.instruction_counts)
+            .field("engines", &self.engines)
+            .field("cores", &self.cores)
+            .field("hardware_flops", &self.hardware_flops)
+            .field("transpose_flops", &self.transpose_flops)
+            .field("hfu_percent", &self.hfu_percent)
+            .field("mfu_percent", &self.mfu_percent)
+            .field("dma", &self.dma)
+            .field("memory", &self.memory)
+            .field("top_lines", &self.top_lines)
+            .field("ops", &format_args!("[{} ops]", self.ops.len()))
+            .field("spans", &format_args!("[{} spans]", self.spans.len()))
+            .finish()
+    }
+}
+
+fn human_bytes(b: f64) -> String {
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} KB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+fn human_ns(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.2} us", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "modelled on {} ({} NeuronCore{}): latency {}",
+            self.target,
+            self.cores.len(),
+            if self.cores.len() == 1 { "" } else { "s" },
+            human_ns(self.latency_ns)
+        )?;
+        writeln!(
+            f,
+            "  HFU {:.2}%  MFU {:.2}%  ({:.3} GFLOP on TensorE, {:.3} GFLOP transposes)",
+            self.hfu_percent,
+            self.mfu_percent,
+            self.hardware_flops as f64 / 1e9,
+            self.transpose_flops as f64 / 1e9
+        )?;
+        writeln!(f, "  engine            instrs      active   active%")?;
+        for e in &self.engines {
+            writeln!(
+                f,
+                "  {:<14} {:>9} {:>11} {:>8.1}%",
+                e.engine,
+                e.instructions,
+                human_ns(e.active_ns),
+                e.active_percent
+            )?;
+        }
+        writeln!(
+            f,
+            "  DMA: {} transfers, {} ({} avg), HBM read {} write {}, achieved {:.1} GB/s",
+            self.dma.count,
+            human_bytes(self.dma.bytes as f64),
+            human_bytes(self.dma.average_bytes),
+            human_bytes(self.dma.hbm_read_bytes as f64),
+            human_bytes(self.dma.hbm_write_bytes as f64),
+            self.dma.hbm_gbps
+        )?;
+        let spec = self.target.spec();
+        writeln!(
+            f,
+            "  SBUF peak {} of {} B/partition, PSUM peak {} B/partition ({} of {} banks)",
+            self.memory.sbuf_bytes_per_partition,
+            spec.sbuf_bytes_per_partition,
+            self.memory.psum_bytes_per_partition,
+            self.memory.psum_banks,
+            spec.psum_banks
+        )?;
+        if self.cores.len() > 1 {
+            for c in &self.cores {
+                writeln!(
+                    f,
+                    "  nc{}: {} instances, latency {}, HFU {:.2}%, DMA {}",
+                    c.nc,
+                    c.instances,
+                    human_ns(c.latency_ns),
+                    c.hfu_percent,
+                    human_bytes(c.dma_bytes as f64)
+                )?;
+            }
+        }
+        if !self.top_lines.is_empty() {
+            writeln!(f, "  top source lines by time:")?;
+            for l in &self.top_lines {
+                writeln!(
+                    f,
+                    "    {:>11} {:>6.1}%  {:>7}x {:<16} {:<8} {}",
+                    human_ns(l.time_ns),
+                    l.percent,
+                    l.instructions,
+                    l.api,
+                    l.engine,
+                    l.location
+                )?;
+            }
+        }
+        Ok(())
+    }
 }

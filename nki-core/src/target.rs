@@ -59,16 +59,52 @@ pub struct TargetSpec {
     pub dma_partitions_per_engine: usize,
     /// Practical DMA bandwidth of one engine in bytes/ns (table "BW/Engine") [E S5, S6].
     pub dma_engine_bytes_per_ns: f64,
-    /// Minimum time a DMA transfer occupies its engine, in ns: the overhead floor that makes
-    /// small transfers inefficient. [D from the S6 efficiency chart: ~0.85 us on trn2.]
+    /// Shortest duration of one DMA, in ns: a single transfer takes
+    /// `max(dma_min_transfer_ns, bytes_per_engine / dma_engine_bytes_per_ns)`. It is a latency,
+    /// not an occupancy: DMAs queued behind each other pipeline it, so many small DMAs still
+    /// reach the engines' bandwidth. [D from the S6 efficiency chart: 8 partitions x 2 KiB at
+    /// 23 B/ns is 81 % efficient, 8 x 1 KiB 42 % => ~850 ns on trn2; no trn1/trn3 figure, same
+    /// value assumed.]
     pub dma_min_transfer_ns: f64,
-    /// Latency from a DMA's trigger to its data being usable, beyond its transfer time, in ns
-    /// (descriptor setup and semaphore, pipelined) [A S5 ~1.3 us cross-engine].
+    /// Delay from the moment a DMA's inputs are ready to its first byte moving, in ns
+    /// (descriptor generation, queue trigger and semaphore). Pure latency, pipelined across
+    /// queued DMAs. [A S5 "~1300 ns cross-engine".]
     pub dma_fixed_latency_ns: f64,
-    /// Sustained HBM bandwidth one NeuronCore's DMA traffic can draw, in bytes/ns.
+    /// Sustained DMA throughput of one NeuronCore for many outstanding DMAs, in bytes/ns
+    /// (all 16 engines together, HBM traffic and on-chip copies alike).
+    /// trn1: FITTED once on calibration §1 (the four matmul tutorial stages move 5.44 / 4.43 /
+    /// 2.28 / 0.74 GB in 51.80 / 42.96 / 22.07 / 6.97 ms: 105 / 103 / 103 / 106 GB/s).
+    /// trn2/trn3: no public sustained figure; the S6 chart and the 1416 ns single-engine
+    /// measurement imply a 128-partition DMA runs all 16 engines at full speed, so this is
+    /// 16 x the per-engine bandwidth [D].
+    pub dma_sustained_bytes_per_ns: f64,
+    /// Bandwidth of one HBM stack in bytes/ns, shared by the `ncs_per_hbm_stack` NeuronCores on
+    /// it. trn1: 820 GB/s / 2 stacks [E S1]; trn2: 2.9 TB/s / 4 stacks [E S10, D];
+    /// trn3: 4.9 TB/s / 4 stacks [E S11, D].
     pub hbm_bytes_per_ns: f64,
+    /// Fraction of DMA throughput a transposing DMA reaches. trn2/trn3: "up to 90 %" HBM->SBUF
+    /// [E S2]; trn1: "much lower DMA bandwidth" [E S4] with no figure, 25 % assumed [A].
+    pub dma_transpose_efficiency: f64,
     /// NeuronCores sharing one HBM stack (and its bandwidth): 2 on trn2 [E S12].
     pub ncs_per_hbm_stack: usize,
+    /// TensorE MultiplyMoving floor, cycles (`MM_INIT_LATENCY`): MM = max(min(64, N_stat), N_mov)
+    /// [E S1, S13].
+    pub mm_init_cycles: u64,
+    /// TensorE slowdown for fp32 matmul inputs (4 passes) [E S1, S13].
+    pub fp32_matmul_factor: u64,
+    /// TensorE slowdown for fp32 transposes: 4 on NC-v2 (a plain fp32 matmul), 2 on NC-v3+
+    /// ("transpose mode ... 2x faster for FP32") [E S2].
+    pub fp32_transpose_factor: u64,
+    /// LoadStationary speed-up over a MultiplyMoving of the same free size: LS = N_stat / 4
+    /// cycles [E S1 "up to 4x", S4].
+    pub ls_speedup: u64,
+    /// TensorE utilisation limit when it starts from idle (throttling, dI/dt protection):
+    /// 50 % on trn2/trn3, ramping to 100 % over `pe_throttle_ramp_ns` [E S16]; 1.0 = none
+    /// (trn1: not documented for NC-v2).
+    pub pe_throttle_start: f64,
+    /// Time over which the TensorE limit ramps to 100 %, and the window in which falling
+    /// below 50 % utilisation re-engages it ("~3 us") [A S16].
+    pub pe_throttle_ramp_ns: f64,
     /// Minimum initiation interval of Vector/Scalar instructions, cycles (`MIN_II`) [E S13].
     pub min_ii: u64,
     /// GpSimd instruction start overhead, cycles (`GPSIMD_START`) [E S13].
@@ -141,8 +177,17 @@ pub static TRN1: TargetSpec = TargetSpec {
     dma_engine_bytes_per_ns: 17.0,
     dma_min_transfer_ns: 850.0,
     dma_fixed_latency_ns: 1300.0,
+    // FITTED once on calibration §1 (matmul tutorial, trn1); see the field's doc.
+    dma_sustained_bytes_per_ns: 105.0,
     hbm_bytes_per_ns: 410.0,
+    dma_transpose_efficiency: 0.25,
     ncs_per_hbm_stack: 1,
+    mm_init_cycles: 64,
+    fp32_matmul_factor: 4,
+    fp32_transpose_factor: 4,
+    ls_speedup: 4,
+    pe_throttle_start: 1.0,
+    pe_throttle_ramp_ns: 3000.0,
     min_ii: 64,
     gpsimd_start: 150,
     min_ii_dynamic: 600,
@@ -173,8 +218,17 @@ pub static TRN2: TargetSpec = TargetSpec {
     dma_engine_bytes_per_ns: 23.0,
     dma_min_transfer_ns: 850.0,
     dma_fixed_latency_ns: 1300.0,
+    // 16 engines x 23 B/ns [D S5/S6].
+    dma_sustained_bytes_per_ns: 368.0,
     hbm_bytes_per_ns: 725.0,
+    dma_transpose_efficiency: 0.9,
     ncs_per_hbm_stack: 2,
+    mm_init_cycles: 64,
+    fp32_matmul_factor: 4,
+    fp32_transpose_factor: 2,
+    ls_speedup: 4,
+    pe_throttle_start: 0.5,
+    pe_throttle_ramp_ns: 3000.0,
     min_ii: 64,
     gpsimd_start: 150,
     min_ii_dynamic: 600,
@@ -205,8 +259,17 @@ pub static TRN3: TargetSpec = TargetSpec {
     dma_engine_bytes_per_ns: 33.0,
     dma_min_transfer_ns: 850.0,
     dma_fixed_latency_ns: 1300.0,
+    // 16 engines x 33 B/ns [D S5/S6].
+    dma_sustained_bytes_per_ns: 528.0,
     hbm_bytes_per_ns: 1225.0,
+    dma_transpose_efficiency: 0.9,
     ncs_per_hbm_stack: 2,
+    mm_init_cycles: 64,
+    fp32_matmul_factor: 4,
+    fp32_transpose_factor: 2,
+    ls_speedup: 4,
+    pe_throttle_start: 0.5,
+    pe_throttle_ramp_ns: 3000.0,
     min_ii: 64,
     gpsimd_start: 150,
     min_ii_dynamic: 600,

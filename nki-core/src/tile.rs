@@ -1,9 +1,9 @@
 //! On-chip tiles in SBUF and PSUM.
 //!
 //! [`Tile`] is the run-time-shaped tile every op works on; [`TileRef`] is a view (slice) of one.
-//! [`Sbuf`] and [`Psum`] are tiles whose 2-D shape is part of the type, so the partition limit,
-//! the PSUM bank limit, element-wise shape agreement and the matmul operand limits are checked
-//! by rustc (see [`crate::typed`]).
+//! [`Sbuf`](crate::typed::Sbuf) and [`Psum`](crate::typed::Psum) are tiles whose 2-D shape is
+//! part of the type, so the partition limit, the PSUM bank limit, element-wise shape agreement
+//! and the matmul operand limits are checked by rustc (see [`crate::typed`]).
 
 use crate::access::{Ap, IntoIndex, Shape};
 use crate::context::{self, raise};
@@ -23,6 +23,9 @@ pub struct Tile {
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
     pub(crate) data: RefCell<Vec<f32>>,
+    /// True while `data` is an empty pooled buffer standing for an all-NaN (unwritten) tile:
+    /// filled on first access, skipped when an op overwrites the whole tile.
+    fill_pending: Cell<bool>,
     pub(crate) init: Cell<bool>,
     pub(crate) loc: SourceLoc,
 }
@@ -47,12 +50,18 @@ impl Tile {
             (c.mode.executes(), c.mem.alloc(id, mem, shape, dtype, loc))
         });
         if let Err(e) = r {
-            raise(e, loc);
+            // Name the op that allocated (the tracker does not know it).
+            raise(NkiError::new(e.kind(), op, e.message().to_string()), loc);
         }
-        let data = if executes {
-            vec![fill.map(|v| dtype.round(v)).unwrap_or(f32::NAN); shape.numel()]
-        } else {
-            Vec::new()
+        let n = shape.numel();
+        let (data, fill_pending) = match (executes, fill) {
+            (false, _) => (Vec::new(), false),
+            (true, Some(v)) => {
+                let mut d = take_buf(n);
+                d.resize(n, dtype.round(v));
+                (d, false)
+            }
+            (true, None) => (take_buf(n), true),
         };
         Tile {
             id,
@@ -60,6 +69,7 @@ impl Tile {
             dtype,
             shape,
             data: RefCell::new(data),
+            fill_pending: Cell::new(fill_pending),
             init: Cell::new(fill.is_some()),
             loc,
         }
@@ -108,15 +118,26 @@ impl Tile {
     /// The tile's values as a row-major f32 vector (a debugging aid like `nl.device_print`).
     /// Empty in estimate mode.
     pub fn values(&self) -> Vec<f32> {
-        self.data.borrow().clone()
+        self.data().clone()
     }
 
+    /// The values (row-major, f32).
     pub(crate) fn data(&self) -> Ref<'_, Vec<f32>> {
+        self.materialize();
         self.data.borrow()
     }
 
+    /// The values, mutably.
     pub(crate) fn data_mut(&self) -> RefMut<'_, Vec<f32>> {
+        self.materialize();
         self.data.borrow_mut()
+    }
+
+    /// Fills a pending (never written) tile with NaN, the garbage an unwritten tile reads as.
+    fn materialize(&self) {
+        if self.fill_pending.replace(false) {
+            self.data.borrow_mut().resize(self.shape.numel(), f32::NAN);
+        }
     }
 
     /// Description for messages: `sbuf tile float32[128, 512]`.
@@ -129,6 +150,7 @@ impl Drop for Tile {
     fn drop(&mut self) {
         let id = self.id;
         context::try_with_ctx(|c| c.mem.free(id));
+        give_buf(std::mem::take(self.data.get_mut()));
     }
 }
 
@@ -263,16 +285,84 @@ impl<'a> TileRef<'a> {
         }
     }
 
+    /// True when the view is the whole tile.
+    pub(crate) fn is_whole(&self) -> bool {
+        self.ap.offset == 0 && self.ap.shape == self.tile.shape
+    }
+
+    /// The flat index range of the view when it is one contiguous block of the tile.
+    fn contiguous_range(&self) -> Option<std::ops::Range<usize>> {
+        self.ap
+            .is_contiguous()
+            .then(|| self.ap.offset..self.ap.offset + self.ap.shape.numel())
+    }
+
     /// Copies the view's values out (row-major); raises on a read of an unwritten tile.
     pub(crate) fn gather(&self, op: &'static str, loc: SourceLoc) -> Vec<f32> {
+        self.with_values(op, loc, |v| {
+            let mut out = take_buf(v.len());
+            out.extend_from_slice(v);
+            out
+        })
+    }
+
+    /// Calls `f` with the view's values (row-major) without copying them when the view is
+    /// contiguous; raises on a read of an unwritten tile.
+    pub(crate) fn with_values<R>(
+        &self,
+        op: &'static str,
+        loc: SourceLoc,
+        f: impl FnOnce(&[f32]) -> R,
+    ) -> R {
         self.check_init(op, loc);
         let data = self.tile.data();
-        if self.ap.offset == 0 && self.ap.shape == self.tile.shape {
-            return data.clone();
+        if let Some(r) = self.contiguous_range() {
+            return f(&data[r]);
         }
-        let mut out = vec![0.0; self.ap.shape.numel()];
-        self.ap.gather(&data, &mut out);
-        out
+        let mut tmp = take_buf(self.ap.shape.numel());
+        tmp.resize(self.ap.shape.numel(), 0.0);
+        self.ap.gather(&data, &mut tmp);
+        drop(data);
+        let r = f(&tmp);
+        give_buf(tmp);
+        r
+    }
+
+    /// Writes the view from `fill`, which must push exactly the view's element count of
+    /// row-major values onto the (empty) vector it is given; the values are then rounded to
+    /// the tile's dtype unless `exact` (already representable in it). An unwritten tile
+    /// overwritten whole is filled in place, without a copy.
+    pub(crate) fn write_with(&self, exact: bool, fill: impl FnOnce(&mut Vec<f32>)) {
+        let n = self.ap.shape.numel();
+        let dtype = self.tile.dtype;
+        if self.is_whole() && !self.tile.init.get() {
+            // Nothing can be reading this tile (it is unwritten), so take its buffer out, fill
+            // it, and put it back.
+            self.tile.fill_pending.set(false);
+            let mut buf = std::mem::take(&mut *self.tile.data.borrow_mut());
+            buf.clear();
+            fill(&mut buf);
+            assert_eq!(buf.len(), n, "an op produced the wrong number of values");
+            if !exact {
+                crate::exec::round_slice(dtype, &mut buf);
+            }
+            *self.tile.data.borrow_mut() = buf;
+        } else {
+            let mut tmp = take_buf(n);
+            fill(&mut tmp);
+            assert_eq!(tmp.len(), n, "an op produced the wrong number of values");
+            if !exact {
+                crate::exec::round_slice(dtype, &mut tmp);
+            }
+            let mut data = self.tile.data_mut();
+            match self.contiguous_range() {
+                Some(r) => data[r].copy_from_slice(&tmp),
+                None => self.ap.scatter(&mut data, &tmp),
+            }
+            drop(data);
+            give_buf(tmp);
+        }
+        self.tile.init.set(true);
     }
 
     /// Raises [`ErrorKind::UninitializedRead`] when nothing has written the tile yet.
@@ -295,14 +385,20 @@ impl<'a> TileRef<'a> {
 
     /// Writes row-major `vals` into the view, rounding to the tile's dtype.
     pub(crate) fn scatter(&self, mut vals: Vec<f32>) {
-        self.tile.dtype.round_slice(&mut vals);
-        let mut data = self.tile.data_mut();
-        if self.ap.offset == 0 && self.ap.shape == self.tile.shape {
-            *data = vals;
+        crate::exec::round_slice(self.tile.dtype, &mut vals);
+        if self.is_whole() {
+            self.tile.fill_pending.set(false);
+            let old = std::mem::replace(&mut *self.tile.data.borrow_mut(), vals);
+            give_buf(old);
         } else {
-            self.ap.scatter(&mut data, &vals);
+            let mut data = self.tile.data_mut();
+            match self.contiguous_range() {
+                Some(r) => data[r].copy_from_slice(&vals),
+                None => self.ap.scatter(&mut data, &vals),
+            }
+            drop(data);
+            give_buf(vals);
         }
-        drop(data);
         self.tile.init.set(true);
     }
 
@@ -337,4 +433,53 @@ impl std::fmt::Debug for TileRef<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.describe())
     }
+}
+
+/// Most buffers the per-thread pool keeps.
+const POOL_MAX_BUFFERS: usize = 32;
+/// Most f32 elements the per-thread pool keeps in all (64 MiB).
+const POOL_MAX_ELEMS: usize = 16 << 20;
+
+thread_local! {
+    /// Recycled tile buffers of this thread (one thread runs one NeuronCore's instances), so a
+    /// kernel's tiles reuse memory instead of going through the allocator for every op.
+    static POOL: RefCell<(Vec<Vec<f32>>, usize)> = const { RefCell::new((Vec::new(), 0)) };
+}
+
+/// An empty vector with capacity for at least `n` values, recycled when possible.
+pub(crate) fn take_buf(n: usize) -> Vec<f32> {
+    POOL.try_with(|p| {
+        let mut p = p.try_borrow_mut().ok()?;
+        let (bufs, total) = &mut *p;
+        let best = bufs
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.capacity() >= n && b.capacity() <= 4 * n.max(1024))
+            .min_by_key(|(_, b)| b.capacity())
+            .map(|(i, _)| i)?;
+        let mut b = bufs.swap_remove(best);
+        *total -= b.capacity();
+        b.clear();
+        Some(b)
+    })
+    .ok()
+    .flatten()
+    .unwrap_or_else(|| Vec::with_capacity(n))
+}
+
+/// Returns a buffer to this thread's pool (dropped when the pool is full).
+pub(crate) fn give_buf(b: Vec<f32>) {
+    let cap = b.capacity();
+    if cap == 0 {
+        return;
+    }
+    let _ = POOL.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            let (bufs, total) = &mut *p;
+            if bufs.len() < POOL_MAX_BUFFERS && *total + cap <= POOL_MAX_ELEMS {
+                *total += cap;
+                bufs.push(b);
+            }
+        }
+    });
 }

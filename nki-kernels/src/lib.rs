@@ -1,1 +1,15 @@
-pub fn x() {}
+//! # nki-kernels
+//!
+//! A kernel library for nki-core: the NKI tutorials' kernels written in Rust, each beside its
+//! tests (in `tests/`) against an independent reference.
+//!
+//! - [`tensor_add`](mod@tensor_add): a streaming element-wise addition with a tunable free-dimension chunk.
+//! - [`matmul`]: the four matrix-multiplication kernels of the NKI matmul tutorial, from the
+//!   plainly tiled one to the fully blocked one.
+
+#![warn(missing_docs)]
+
+pub mod matmul;
+pub mod tensor_add;
+
+pub use tensor_add::{tensor_add, tensor_add_stream};

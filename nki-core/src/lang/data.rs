@@ -142,7 +142,10 @@ fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
     let tv = t.view();
     issue(
         e,
-        || tv.scatter(check(v.gather("load"), loc)),
+        || {
+            let exact = v.dtype() == dtype;
+            tv.write_with(exact, |out| check(v.gather_into("load", out), loc))
+        },
         || Instr {
             partitions: dims[0] as u32,
             free: tv.free_size() as u32,
@@ -198,9 +201,12 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
     issue(
         e,
         || {
-            let vals = src.gather("store", loc);
             let (wid, shared) = writer.expect("writer set when executing");
-            if let Err(err) = crate::hbm_write::write(&dst, vals, wid, &shared) {
+            let exact = src.dtype() == dst.dtype();
+            let r = src.with_values("store", loc, |vals| {
+                crate::hbm_write::write_slice(&dst, vals, exact, wid, &shared)
+            });
+            if let Err(err) = r {
                 raise(err.with_loc(loc), loc);
             }
         },
@@ -253,7 +259,12 @@ pub(crate) fn copy_to_impl(
     let tv = t.view();
     issue(
         e,
-        || tv.scatter(src.gather("copy", loc)),
+        || {
+            let exact = src.dtype() == dtype;
+            src.with_values("copy", loc, |v| {
+                tv.write_with(exact, |out| out.extend_from_slice(v))
+            })
+        },
         || Instr {
             partitions: src.partitions() as u32,
             free: src.free_size() as u32,

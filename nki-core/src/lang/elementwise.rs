@@ -1,6 +1,6 @@
-//! Element-wise ops: the shared binary/unary machinery (broadcasting, promotion, records) and
-//! the `nl` binary arithmetic ops. Activations and comparisons build on [`binary_op`] and
-//! [`unary_op`].
+//! Element-wise ops: the shared binary machinery (broadcasting, promotion, engine choice,
+//! records) and the `nl` binary arithmetic ops. Comparisons, logical and bitwise ops build on
+//! [`alu_binary`]; unary math lives in `unary.rs`.
 
 use super::checks;
 use super::data::shape;
@@ -8,6 +8,7 @@ use crate::context::{check, env, issue, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::exec;
+use crate::math::AluOp;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
@@ -74,7 +75,7 @@ pub(crate) struct Lowering {
 }
 
 /// Result dtype of a binary op under NKI promotion (or the explicit `dtype`).
-fn result_dtype(x: &Operand, y: &Operand, dtype: Option<DType>) -> DType {
+pub(crate) fn result_dtype(x: &Operand, y: &Operand, dtype: Option<DType>) -> DType {
     if let Some(d) = dtype {
         return d;
     }
@@ -159,24 +160,30 @@ pub(crate) fn binary_op(
     issue(
         e,
         || {
-            let vals = match (&x, &y) {
+            // Inputs are read in place; the output tile is fresh, so results go straight
+            // into it.
+            match (&x, &y) {
+                (Operand::Tile(a), Operand::Tile(b)) if a.shape() == b.shape() => {
+                    a.with_values(op, loc, |va| {
+                        b.with_values(op, loc, |vb| {
+                            ov.write_with(false, |o| {
+                                o.extend(va.iter().zip(vb).map(|(&p, &q)| f(p, q)))
+                            })
+                        })
+                    })
+                }
                 (Operand::Tile(a), Operand::Tile(b)) => {
                     let (va, vb) = (a.gather(op, loc), b.gather(op, loc));
-                    exec::binary(&va, a.shape(), &vb, b.shape(), &out_dims, &f)
+                    ov.scatter(exec::binary(&va, a.shape(), &vb, b.shape(), &out_dims, &f))
                 }
-                (Operand::Tile(a), Operand::Scalar { value, .. }) => a
-                    .gather(op, loc)
-                    .into_iter()
-                    .map(|v| f(v, *value))
-                    .collect(),
-                (Operand::Scalar { value, .. }, Operand::Tile(b)) => b
-                    .gather(op, loc)
-                    .into_iter()
-                    .map(|v| f(*value, v))
-                    .collect(),
+                (Operand::Tile(a), Operand::Scalar { value, .. }) => a.with_values(op, loc, |va| {
+                    ov.write_with(false, |o| o.extend(va.iter().map(|&v| f(v, *value))))
+                }),
+                (Operand::Scalar { value, .. }, Operand::Tile(b)) => b.with_values(op, loc, |vb| {
+                    ov.write_with(false, |o| o.extend(vb.iter().map(|&v| f(*value, v))))
+                }),
                 _ => unreachable!("checked above"),
-            };
-            ov.scatter(vals);
+            }
         },
         || {
             let first = tiles[0].1;
@@ -200,54 +207,6 @@ pub(crate) fn binary_op(
     out
 }
 
-/// The shared unary element-wise op (activations, math functions): a new SBUF tile of `x`'s
-/// shape holding `f(x)` rounded to `dtype` (default: x's dtype for floats, fp32 otherwise).
-#[track_caller]
-pub(crate) fn unary_op(
-    low: Lowering,
-    x: TileRef,
-    dtype: Option<DType>,
-    f: impl Fn(f32) -> f32,
-    loc: SourceLoc,
-) -> Tile {
-    let op = low.api;
-    let e = env(op, loc);
-    check(checks::operand(op, "x", &x), loc);
-    let out_dtype = dtype.unwrap_or(if x.dtype().is_float() {
-        x.dtype()
-    } else {
-        DType::F32
-    });
-    let out = Tile::alloc(
-        op,
-        MemKind::Sbuf,
-        out_dtype,
-        shape(op, x.shape(), loc),
-        None,
-        loc,
-    );
-    let ov = out.view();
-    issue(
-        e,
-        || ov.scatter(x.gather(op, loc).into_iter().map(&f).collect()),
-        || Instr {
-            partitions: x.partitions() as u32,
-            free: x.free_size() as u32,
-            in_dtype: x.dtype(),
-            out_dtype,
-            psum: x.mem() == MemKind::Psum,
-            contiguous: x.ap.inner_stride() == 1,
-            reads: vec![x.region()],
-            writes: vec![ov.region()],
-            ..Instr::new(low.engine, low.opcode, op, loc)
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
-    out
-}
-
 fn vector(x: &Operand, y: &Operand, api: &'static str) -> Lowering {
     let both = matches!((x, y), (Operand::Tile(_), Operand::Tile(_)));
     Lowering {
@@ -261,32 +220,88 @@ fn vector(x: &Operand, y: &Operand, api: &'static str) -> Lowering {
     }
 }
 
+/// The engine NKI's classic engine table picks for ALU operator `op` on operands `x`, `y`
+/// producing `out` (nki.api.shared "supported math operators"): `power` and 32-bit integer
+/// add/subtract/multiply run on GpSimdE, everything else on VectorE. GpSimdE cannot read
+/// PSUM, so a PSUM operand keeps the op on VectorE.
+pub(crate) fn alu_lowering(
+    op: AluOp,
+    x: &Operand,
+    y: &Operand,
+    out: DType,
+    api: &'static str,
+) -> Lowering {
+    let mut low = vector(x, y, api);
+    let in_psum = [x, y]
+        .iter()
+        .any(|o| matches!(o, Operand::Tile(t) if t.mem() == MemKind::Psum));
+    let int32 = matches!(out, DType::I32 | DType::U32)
+        && matches!(op, AluOp::Add | AluOp::Subtract | AluOp::Multiply);
+    if (op == AluOp::Power || int32) && !in_psum {
+        low.engine = Engine::GpSimd;
+    }
+    low
+}
+
+/// An `nl` binary ALU op with NKI broadcasting (partition broadcast allowed): promotion (or
+/// `dtype`), engine choice ([`alu_lowering`]), bitvec ops at the operand width.
+#[track_caller]
+pub(crate) fn alu_binary(
+    op: AluOp,
+    api: &'static str,
+    x: Operand,
+    y: Operand,
+    dtype: Option<DType>,
+    partition_broadcast: bool,
+    loc: SourceLoc,
+) -> Tile {
+    let promoted = result_dtype(&x, &y, None);
+    let out = dtype.unwrap_or(promoted);
+    let low = alu_lowering(op, &x, &y, out, api);
+    // The common arithmetic ops get their own monomorphic loop (it vectorises); the rest go
+    // through the generic evaluator.
+    let pb = partition_broadcast;
+    match op {
+        AluOp::Add => binary_op(low, x, y, Some(out), pb, |a, b| a + b, loc),
+        AluOp::Subtract => binary_op(low, x, y, Some(out), pb, |a, b| a - b, loc),
+        AluOp::Multiply => binary_op(low, x, y, Some(out), pb, |a, b| a * b, loc),
+        _ => binary_op(
+            low,
+            x,
+            y,
+            Some(out),
+            pb,
+            move |a, b| op.eval_typed(a, b, promoted),
+            loc,
+        ),
+    }
+}
+
 macro_rules! binary_fns {
-    ($($(#[$doc:meta])* $name:ident => $api:literal, $f:expr;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident => $api:literal, $op:expr;)*) => {$(
         $(#[$doc])*
         #[track_caller]
         pub fn $name<'a>(x: impl Into<Operand<'a>>, y: impl Into<Operand<'a>>) -> Tile {
-            let (x, y) = (x.into(), y.into());
-            binary_op(vector(&x, &y, $api), x, y, None, true, $f, SourceLoc::caller())
+            alu_binary($op, $api, x.into(), y.into(), None, true, SourceLoc::caller())
         }
     )*};
 }
 
 binary_fns! {
     /// Element-wise `x + y` with NKI broadcasting (NKI `nl.add`).
-    add => "nl.add", |a, b| a + b;
+    add => "nl.add", AluOp::Add;
     /// Element-wise `x - y` (NKI `nl.subtract`).
-    subtract => "nl.subtract", |a, b| a - b;
+    subtract => "nl.subtract", AluOp::Subtract;
     /// Element-wise `x * y` (NKI `nl.multiply`).
-    multiply => "nl.multiply", |a, b| a * b;
+    multiply => "nl.multiply", AluOp::Multiply;
     /// Element-wise `x / y` (NKI `nl.divide`).
-    divide => "nl.divide", |a, b| a / b;
-    /// Element-wise maximum (NKI `nl.maximum`).
-    maximum => "nl.maximum", f32::max;
-    /// Element-wise minimum (NKI `nl.minimum`).
-    minimum => "nl.minimum", f32::min;
+    divide => "nl.divide", AluOp::Divide;
+    /// Element-wise maximum; NaN propagates (NKI `nl.maximum`).
+    maximum => "nl.maximum", AluOp::Maximum;
+    /// Element-wise minimum; NaN propagates (NKI `nl.minimum`).
+    minimum => "nl.minimum", AluOp::Minimum;
     /// Element-wise `x ** y` (NKI `nl.power`; GpSimd on hardware).
-    power => "nl.power", f32::powf;
+    power => "nl.power", AluOp::Power;
 }
 
 /// Operator form of binary ops: same as the `nl` function but NKI's operators do not

@@ -140,16 +140,7 @@ pub(crate) fn matmul_into(
     }
     issue(
         e,
-        || {
-            let (a, b) = (s.gather(api, loc), m.gather(api, loc));
-            let mut c = if acc {
-                out.gather(api, loc)
-            } else {
-                vec![0.0; mm * n]
-            };
-            exec::gemm_tn(k, mm, n, &a, &b, &mut c, acc);
-            out.scatter(c);
-        },
+        || exec::matmul_tiles(api, loc, (k, mm, n), (&s, &m, &out), acc),
         || matmul_record(api, &s, &m, &out, acc, loc),
     );
     if !e.executes {

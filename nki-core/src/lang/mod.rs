@@ -6,7 +6,11 @@ pub(crate) mod checks;
 mod data;
 mod elementwise;
 mod grid;
+mod layout;
+mod logic;
 mod matmul;
+mod reduce;
+mod unary;
 
 pub use crate::access::{ds, stepped, Ix};
 pub use crate::dtype::DType;
@@ -14,7 +18,23 @@ pub use crate::record::MemKind;
 pub use data::{assign, copy, full, load, load_as, ndarray, ones, store, zeros};
 pub(crate) use data::{copy_to_impl, dma_dims, shape};
 pub use elementwise::{add, divide, maximum, minimum, multiply, power, subtract, Operand};
-pub(crate) use elementwise::{binary_op, operator, unary_op, Lowering};
+pub(crate) use elementwise::{alu_binary, operator};
+pub use layout::{arange, broadcast_to, expand_dims, iota, load_transpose2d};
+pub use logic::{
+    binary, bitwise_and, bitwise_or, bitwise_xor, equal, fmod, greater, greater_equal, invert,
+    left_shift, less, less_equal, logical_and, logical_not, logical_or, logical_xor, mod_,
+    not_equal, right_shift, where_,
+};
+pub use reduce::{all, max, mean, min, prod, reduce, sum, var};
+pub use unary::{
+    abs, arctan, ceil, cos, erf, erf_dx, exp, floor, gelu, gelu_apprx_sigmoid,
+    gelu_apprx_sigmoid_dx, gelu_apprx_tanh, gelu_dx, log, mish, negative, reciprocal, relu,
+    rms_norm, rsqrt, sigmoid, sign, silu, silu_dx, sin, softmax, softplus, sqrt, square, tan,
+    tanh, trunc, unary,
+};
+pub(crate) use unary::{map_impl, ActExtras};
+pub use crate::math::{ActFn, AluOp};
+pub use crate::ops::TileArith;
 pub use grid::{
     affine_range, affine_range_step, core_id, num_programs, num_programs_total, program_id,
     program_ndim, sequential_range, static_range, AffineRange,

@@ -1,23 +1,320 @@
-//! The timing model: per-engine instruction costs and a dependency-aware scheduler that turns
-//! the instruction records of a launch into a modelled NeuronCore timeline.
-//! (Placeholder while the model is built: sums nothing.)
+//! The timing model of a NeuronCore: per-engine instruction costs ([`cost`]) and a
+//! dependency-aware scheduler ([`schedule`](self#the-scheduler)) that turn the instruction
+//! records of a launch into a modelled timeline, summarised as a [`Profile`].
+//!
+//! # The scheduler
+//! Each engine runs its records in program order; records wait for the records whose regions
+//! they depend on (RAW, WAR, WAW); engines overlap otherwise. Instances on one NeuronCore run
+//! one after another (their streams are concatenated), NeuronCores side by side, sharing an
+//! HBM stack where the target says so. See `schedule.rs` for the details and
+//! /work/notes/timing_model.md (README "Timing model") for sources and fitted parameters.
+
+pub mod cost;
+mod schedule;
 
 use crate::memory::MemoryPeak;
-use crate::profile::Profile;
+use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Span, Track};
+use crate::record::{Engine, MemKind, Opcode};
 use crate::spmd::CoreStream;
 use crate::target::Target;
+use std::collections::{BinaryHeap, HashMap};
+
+/// Engines in profile order (index = slot).
+const ENGINE_NAMES: [&str; 6] = ["TensorE", "VectorE", "ScalarE", "GpSimdE", "SyncE", "DMA"];
+
+fn slot(e: Engine) -> usize {
+    match e {
+        Engine::Tensor => 0,
+        Engine::Vector => 1,
+        Engine::Scalar => 2,
+        Engine::GpSimd => 3,
+        Engine::Sync => 4,
+        Engine::Dma => 5,
+    }
+}
+
+/// Length of the union of intervals (sorted here).
+fn union_len(v: &mut [(f64, f64)]) -> f64 {
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut total = 0.0;
+    let mut cur: Option<(f64, f64)> = None;
+    for &(s, e) in v.iter() {
+        match cur {
+            Some((cs, ce)) if s <= ce => cur = Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                cur = Some((s, e));
+            }
+            None => cur = Some((s, e)),
+        }
+    }
+    if let Some((cs, ce)) = cur {
+        total += ce - cs;
+    }
+    total
+}
 
 /// Models the launch's record streams on `target` and summarises the timeline.
 pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Profile {
-    let n: usize = streams
+    let spec = target.spec();
+    let sch = schedule::schedule(streams, spec);
+    let n = sch.recs.len();
+    let ncores = streams.len().max(1);
+    let latency = sch.end.iter().copied().fold(0.0f64, f64::max);
+    let peak_flops_per_ns = 2.0 * spec.pe_array.0 as f64 * spec.pe_array.1 as f64 * spec.tensor_ghz;
+
+    let mut ops = Vec::with_capacity(n);
+    let mut spans: Vec<Span> = Vec::with_capacity(n + sch.pieces.len());
+    let mut counts = [0usize; 6];
+    // Per core, per engine slot: intervals for the active-time union.
+    let mut intervals: Vec<[Vec<(f64, f64)>; 6]> =
+        (0..ncores).map(|_| Default::default()).collect();
+    let mut core_counts = vec![[0usize; 6]; ncores];
+    let mut core_latency = vec![0.0f64; ncores];
+    let mut core_flops = vec![0u64; ncores];
+    let mut core_dma = vec![0u64; ncores];
+    let (mut hw_flops, mut tr_flops) = (0u64, 0u64);
+    let mut dma = DmaStats::default();
+    let mut lines: HashMap<(crate::error::SourceLoc, &'static str), (Engine, usize, f64)> =
+        HashMap::new();
+    let mut dma_spans: Vec<(f64, f64, u32, u16)> = Vec::new();
+
+    for i in 0..n {
+        let r = sch.recs[i];
+        let c = sch.core[i] as usize;
+        let (s, e) = (sch.start[i], sch.end[i]);
+        let k = slot(r.engine);
+        counts[k] += 1;
+        core_counts[c][k] += 1;
+        core_latency[c] = core_latency[c].max(e);
+        let bytes = r.dma.map(|d| d.bytes).unwrap_or(0);
+        ops.push(OpInfo {
+            engine: r.engine,
+            opcode: r.opcode,
+            api: r.api,
+            partitions: r.partitions,
+            free: r.free,
+            in_dtype: r.in_dtype,
+            out_dtype: r.out_dtype,
+            bytes,
+            kmn: r.matmul.map(|m| [m.k, m.m, m.n]),
+            loc: r.loc,
+            nc: streams.get(c).map(|s| s.nc as u16).unwrap_or(c as u16),
+            instance: sch.instance[i],
+        });
+        let nc = ops[i].nc;
+        let busy = match r.engine {
+            Engine::Tensor => {
+                let f = r.hw_flops();
+                hw_flops += f;
+                core_flops[c] += f;
+                if r.opcode == Opcode::Transpose {
+                    tr_flops += f;
+                }
+                intervals[c][k].push((s, sch.ls_end[i]));
+                intervals[c][k].push((sch.mm_start[i], e));
+                spans.push(Span {
+                    op: i as u32,
+                    nc,
+                    track: Track::LoadStationary,
+                    start_ns: s,
+                    dur_ns: sch.ls_end[i] - s,
+                });
+                spans.push(Span {
+                    op: i as u32,
+                    nc,
+                    track: Track::MultiplyMoving,
+                    start_ns: sch.mm_start[i],
+                    dur_ns: e - sch.mm_start[i],
+                });
+                e - sch.mm_start[i]
+            }
+            Engine::Dma => {
+                dma.count += 1;
+                dma.bytes += bytes;
+                core_dma[c] += bytes;
+                if let Some(d) = r.dma {
+                    if d.src == MemKind::Hbm {
+                        dma.hbm_read_bytes += d.bytes;
+                    }
+                    if d.dst == MemKind::Hbm {
+                        dma.hbm_write_bytes += d.bytes;
+                    }
+                }
+                intervals[c][k].push((s, e));
+                dma_spans.push((s, e, i as u32, nc));
+                e - s
+            }
+            eng => {
+                intervals[c][k].push((s, e));
+                let track = match eng {
+                    Engine::Vector => Track::Vector,
+                    Engine::Scalar => Track::Scalar,
+                    Engine::GpSimd => Track::GpSimd,
+                    _ => Track::Sync,
+                };
+                spans.push(Span {
+                    op: i as u32,
+                    nc,
+                    track,
+                    start_ns: s,
+                    dur_ns: e - s,
+                });
+                e - s
+            }
+        };
+        let ent = lines.entry((r.loc, r.api)).or_insert((r.engine, 0, 0.0));
+        ent.1 += 1;
+        ent.2 += busy;
+    }
+
+    // DMA queue lanes: greedy interval colouring per core (no two spans of a lane overlap).
+    dma_spans.sort_by(|a, b| a.3.cmp(&b.3).then(a.0.total_cmp(&b.0)));
+    let mut lanes: BinaryHeap<std::cmp::Reverse<(OrdF64, u16)>> = BinaryHeap::new();
+    let mut nlanes = 0u16;
+    let mut cur_core = u16::MAX;
+    for &(s, e, op, nc) in &dma_spans {
+        if nc != cur_core {
+            lanes.clear();
+            nlanes = 0;
+            cur_core = nc;
+        }
+        let lane = match lanes.peek() {
+            Some(std::cmp::Reverse((OrdF64(end), l))) if *end <= s => {
+                let l = *l;
+                lanes.pop();
+                l
+            }
+            _ => {
+                nlanes = nlanes.saturating_add(1);
+                nlanes - 1
+            }
+        };
+        lanes.push(std::cmp::Reverse((OrdF64(e), lane)));
+        spans.push(Span {
+            op,
+            nc,
+            track: Track::DmaQueue(lane),
+            start_ns: s,
+            dur_ns: e - s,
+        });
+    }
+    for p in &sch.pieces {
+        spans.push(Span {
+            op: p.rec,
+            nc: ops[p.rec as usize].nc,
+            track: Track::DmaEngine(p.engine),
+            start_ns: p.start,
+            dur_ns: p.end - p.start,
+        });
+    }
+
+    let pct = |x: f64, den: f64| if den > 0.0 { 100.0 * x / den } else { 0.0 };
+    let mut engines: Vec<EngineStat> = ENGINE_NAMES
         .iter()
-        .flat_map(|s| s.instances.iter())
-        .map(|(_, r)| r.len())
-        .sum();
+        .map(|name| EngineStat {
+            engine: name.to_string(),
+            instructions: 0,
+            active_ns: 0.0,
+            active_percent: 0.0,
+        })
+        .collect();
+    let mut cores = Vec::with_capacity(ncores);
+    for (c, iv) in intervals.iter_mut().enumerate() {
+        let mut ce = Vec::new();
+        for (k, name) in ENGINE_NAMES.iter().enumerate() {
+            let active = union_len(&mut iv[k]);
+            engines[k].active_ns += active;
+            engines[k].instructions += core_counts[c][k];
+            ce.push(EngineStat {
+                engine: name.to_string(),
+                instructions: core_counts[c][k],
+                active_ns: active,
+                active_percent: pct(active, latency),
+            });
+        }
+        cores.push(CoreProfile {
+            nc: streams.get(c).map(|s| s.nc).unwrap_or(c),
+            instances: streams.get(c).map(|s| s.instances.len()).unwrap_or(0),
+            latency_ns: core_latency[c],
+            engines: ce,
+            hardware_flops: core_flops[c],
+            hfu_percent: pct(core_flops[c] as f64, peak_flops_per_ns * latency),
+            dma_bytes: core_dma[c],
+        });
+    }
+    for e in &mut engines {
+        e.active_percent = pct(e.active_ns, latency * ncores as f64);
+    }
+    dma.average_bytes = if dma.count > 0 {
+        dma.bytes as f64 / dma.count as f64
+    } else {
+        0.0
+    };
+    dma.hbm_gbps = if latency > 0.0 {
+        (dma.hbm_read_bytes + dma.hbm_write_bytes) as f64 / latency
+    } else {
+        0.0
+    };
+    let mut top: Vec<LineStat> = lines
+        .into_iter()
+        .map(|((loc, api), (eng, cnt, t))| LineStat {
+            location: loc.to_string(),
+            api,
+            engine: ENGINE_NAMES[slot(eng)],
+            instructions: cnt,
+            time_ns: t,
+            percent: pct(t, latency),
+        })
+        .collect();
+    top.sort_by(|a, b| {
+        b.time_ns
+            .total_cmp(&a.time_ns)
+            .then(a.location.cmp(&b.location))
+    });
+    top.truncate(10);
+    let peak_total = peak_flops_per_ns * latency * ncores as f64;
     Profile {
         target,
-        latency_ns: 0.0,
+        latency_ns: latency,
         instructions: n,
+        instruction_counts: ENGINE_NAMES
+            .iter()
+            .zip(counts)
+            .map(|(n, c)| (n.to_string(), c))
+            .collect(),
+        engines,
+        cores,
+        hardware_flops: hw_flops,
+        transpose_flops: tr_flops,
+        hfu_percent: pct(hw_flops as f64, peak_total),
+        mfu_percent: pct((hw_flops - tr_flops) as f64, peak_total),
+        dma,
         memory,
+        top_lines: top,
+        program_ids: streams
+            .iter()
+            .map(|s| s.instances.iter().map(|(p, _)| p.clone()).collect())
+            .collect(),
+        ops,
+        spans,
+    }
+}
+
+/// Totally ordered f64 (finite times).
+#[derive(Clone, Copy, PartialEq, Debug)]
+struct OrdF64(f64);
+
+impl Eq for OrdF64 {}
+
+impl PartialOrd for OrdF64 {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for OrdF64 {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0)
     }
 }

@@ -1,0 +1,249 @@
+//! Tile-size sweeps on modelled device time.
+//!
+//! These criterion benches do not time the host: their measurement, [`ModelledTime`], is the
+//! latency the timing model gives a kernel on a NeuronCore (estimate mode, so nothing is
+//! computed and the tensors are shape-only). Each benchmark point is one tile or block size, so
+//! criterion's report reads as "modelled latency per tile size":
+//!
+//! - `tensor_add_stream/<target>/<FREE_DIM>`: the streaming vector add on a [4096, 8192] bf16
+//!   tensor, chunked along the free dimension in FREE_DIM elements per partition (128..8192),
+//!   with the modelled HBM traffic as throughput.
+//! - `matmul_block_free_dimension/<target>/<M>x<N>` and
+//!   `matmul_fully_optimized/<target>/<M>x<N>x<K>`: the blocked matmuls of the tutorial at its
+//!   benchmark shape (lhsT [8192, 4096] x rhs [8192, 8192] bf16) for several TILES_IN_BLOCK
+//!   choices. Blockings whose tiles do not fit SBUF are reported and skipped.
+//!
+//! The model is deterministic, so every sample of a point is the same value; plots are off
+//! (criterion 0.5's density plots cannot draw a zero-width distribution). Run with
+//! `cargo bench --bench sweeps` (a few minutes on two cores); filter with e.g.
+//! `cargo bench --bench sweeps -- tensor_add_stream/trn2`.
+
+use criterion::measurement::{Measurement, ValueFormatter};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use nki_core::prelude::*;
+use nki_kernels::matmul::{Blocking, MatmulKernel, TUTORIAL_BENCHMARK_KMN};
+use nki_kernels::tensor_add::tensor_add_stream;
+use std::time::Duration;
+
+/// A criterion measurement whose values are modelled device nanoseconds, supplied by the
+/// benchmark through `Bencher::iter_custom` (it has no clock of its own: `start`/`end` measure
+/// nothing, so `iter`-style benchmarks read zero).
+pub struct ModelledTime;
+
+impl Measurement for ModelledTime {
+    type Intermediate = ();
+    type Value = f64;
+
+    fn start(&self) -> Self::Intermediate {}
+
+    fn end(&self, _i: Self::Intermediate) -> Self::Value {
+        0.0
+    }
+
+    fn add(&self, v1: &Self::Value, v2: &Self::Value) -> Self::Value {
+        v1 + v2
+    }
+
+    fn zero(&self) -> Self::Value {
+        0.0
+    }
+
+    fn to_f64(&self, value: &Self::Value) -> f64 {
+        *value
+    }
+
+    fn formatter(&self) -> &dyn ValueFormatter {
+        &ModelledTimeFormatter
+    }
+}
+
+/// Formats modelled nanoseconds as ns / µs / ms / s, and throughputs per modelled second.
+pub struct ModelledTimeFormatter;
+
+impl ModelledTimeFormatter {
+    /// The divisor and unit for a typical value in ns.
+    fn time_unit(typical_ns: f64) -> (f64, &'static str) {
+        if typical_ns < 1e3 {
+            (1.0, "ns")
+        } else if typical_ns < 1e6 {
+            (1e3, "µs")
+        } else if typical_ns < 1e9 {
+            (1e6, "ms")
+        } else {
+            (1e9, "s")
+        }
+    }
+
+    /// Converts per-iteration times in ns to `amount` per second, scaled to a unit.
+    fn rate(
+        amount: f64,
+        typical_ns: f64,
+        values: &mut [f64],
+        units: [&'static str; 4],
+    ) -> &'static str {
+        let per_s = amount * 1e9 / typical_ns;
+        let (div, unit) = if per_s < 1e3 {
+            (1.0, units[0])
+        } else if per_s < 1e6 {
+            (1e3, units[1])
+        } else if per_s < 1e9 {
+            (1e6, units[2])
+        } else {
+            (1e9, units[3])
+        };
+        for v in values {
+            *v = amount * 1e9 / *v / div;
+        }
+        unit
+    }
+}
+
+impl ValueFormatter for ModelledTimeFormatter {
+    fn scale_values(&self, typical_value: f64, values: &mut [f64]) -> &'static str {
+        let (div, unit) = Self::time_unit(typical_value);
+        for v in values {
+            *v /= div;
+        }
+        unit
+    }
+
+    fn scale_throughputs(
+        &self,
+        typical_value: f64,
+        throughput: &Throughput,
+        values: &mut [f64],
+    ) -> &'static str {
+        match *throughput {
+            Throughput::Bytes(b) | Throughput::BytesDecimal(b) => Self::rate(
+                b as f64,
+                typical_value,
+                values,
+                ["B/s", "KB/s", "MB/s", "GB/s"],
+            ),
+            Throughput::Elements(e) => Self::rate(
+                e as f64,
+                typical_value,
+                values,
+                ["elem/s", "Kelem/s", "Melem/s", "Gelem/s"],
+            ),
+        }
+    }
+
+    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
+        "ns"
+    }
+}
+
+/// The criterion configuration of the sweeps: short, since every sample is the same. Each
+/// sample runs one estimate whatever its iteration count, so the measurement time only sets
+/// the iteration counts (and keeps criterion from warning that samples take too long).
+fn config() -> Criterion<ModelledTime> {
+    Criterion::default()
+        .with_measurement(ModelledTime)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(3))
+        .nresamples(1000)
+        .without_plots()
+        .configure_from_args()
+}
+
+/// Tensor shape of the streaming add sweep.
+const ADD_SHAPE: [usize; 2] = [4096, 8192];
+
+/// FREE_DIM values swept for the streaming add.
+const FREE_DIMS: [usize; 7] = [128, 256, 512, 1024, 2048, 4096, 8192];
+
+fn sweep_tensor_add(c: &mut Criterion<ModelledTime>) {
+    let a = Hbm::<bf16>::shape_only(ADD_SHAPE);
+    let b = Hbm::<bf16>::shape_only(ADD_SHAPE);
+    let bytes = (ADD_SHAPE[0] * ADD_SHAPE[1] * 2) as u64;
+    for target in [Target::Trn1, Target::Trn2] {
+        let mut g = c.benchmark_group(format!("tensor_add_stream/{target}"));
+        // Two tensors read and one written per addition.
+        g.throughput(Throughput::Bytes(3 * bytes));
+        for free_dim in FREE_DIMS {
+            g.bench_with_input(
+                BenchmarkId::from_parameter(free_dim),
+                &free_dim,
+                |bch, &fd| {
+                    bch.iter_custom(|iters| {
+                        let mut out = Hbm::<bf16>::shape_only(ADD_SHAPE);
+                        let p = tensor_add_stream::estimate(1, target, &a, &b, &mut out, fd)
+                            .unwrap_or_else(|e| panic!("tensor_add_stream FREE_DIM {fd}: {e}"));
+                        p.latency_ns * iters as f64
+                    })
+                },
+            );
+        }
+        g.finish();
+    }
+}
+
+/// Block sizes (tiles in M, N) swept for the free-dimension blocked matmul; the tutorial's is
+/// (2, 2).
+const FREE_BLOCKINGS: [(usize, usize); 5] = [(1, 1), (2, 1), (1, 2), (2, 2), (4, 1)];
+
+/// Block sizes (tiles in M, N, K) swept for the fully blocked matmul; the tutorial's is
+/// (16, 2, 8).
+const FULL_BLOCKINGS: [(usize, usize, usize); 8] = [
+    (4, 2, 8),
+    (8, 2, 8),
+    (16, 2, 8),
+    (32, 2, 8),
+    (16, 1, 8),
+    (16, 4, 8),
+    (16, 2, 4),
+    (16, 2, 16),
+];
+
+/// Benchmarks `kernel` at the tutorial's shape on `target` as point `id` of group `g`, unless
+/// the blocking does not fit on chip (then says so and skips it).
+fn bench_matmul(
+    g: &mut criterion::BenchmarkGroup<'_, ModelledTime>,
+    kernel: MatmulKernel,
+    target: Target,
+    id: String,
+) {
+    let (k, m, n) = TUTORIAL_BENCHMARK_KMN;
+    let lhs_t = Hbm::<bf16>::shape_only([k, m]);
+    let rhs = Hbm::<bf16>::shape_only([k, n]);
+    let mut out = Hbm::<bf16>::shape_only([m, n]);
+    if let Err(e) = kernel.estimate(target, &lhs_t, &rhs, &mut out) {
+        let first_line = e.to_string().lines().next().unwrap_or_default().to_string();
+        eprintln!("skipping {kernel} {id} on {target}: {first_line}");
+        return;
+    }
+    g.bench_function(BenchmarkId::from_parameter(id), |bch| {
+        bch.iter_custom(|iters| {
+            let p = kernel
+                .estimate(target, &lhs_t, &rhs, &mut out)
+                .expect("estimated once above");
+            p.latency_ns * iters as f64
+        })
+    });
+}
+
+fn sweep_matmul(c: &mut Criterion<ModelledTime>) {
+    for target in [Target::Trn1, Target::Trn2] {
+        let mut g = c.benchmark_group(format!("matmul_block_free_dimension/{target}"));
+        for (bm, bn) in FREE_BLOCKINGS {
+            let kernel = MatmulKernel::BlockFreeDimension(Blocking::new(bm, bn, 1));
+            bench_matmul(&mut g, kernel, target, format!("{bm}x{bn}"));
+        }
+        g.finish();
+        let mut g = c.benchmark_group(format!("matmul_fully_optimized/{target}"));
+        for (bm, bn, bk) in FULL_BLOCKINGS {
+            let kernel = MatmulKernel::FullyOptimized(Blocking::new(bm, bn, bk));
+            bench_matmul(&mut g, kernel, target, format!("{bm}x{bn}x{bk}"));
+        }
+        g.finish();
+    }
+}
+
+criterion_group! {
+    name = sweeps;
+    config = config();
+    targets = sweep_tensor_add, sweep_matmul
+}
+criterion_main!(sweeps);

@@ -1,0 +1,101 @@
+//! Getting started with nki-rs: the "hello world" NKI kernel (NKI tutorial *Getting Started*).
+//!
+//! A kernel has three phases: load the inputs from device memory (HBM) into on-chip SBUF tiles,
+//! compute on the tiles, and store the result tile back to HBM. This one adds two
+//! [128, 512] bf16 tensors in a single tile, checks the result against ndarray with the NKI
+//! tutorials' tolerance, then runs the same launch in simulate mode to get the modelled
+//! NeuronCore profile.
+//!
+//! Run with `cargo run --example getting_started`.
+
+use ndarray::{Array2, ArrayD, Dimension};
+use nki_core::prelude::*;
+use std::process::ExitCode;
+
+/// `c_output = a_input + b_input` for tensors that fit in one tile (at most 128 rows).
+#[nki_kernel]
+fn nki_tensor_add_kernel(a_input: &Hbm<bf16>, b_input: &Hbm<bf16>, c_output: &mut Hbm<bf16>) {
+    // The kernel expects same-shaped inputs and output whose first (partition) dimension fits
+    // in one tile. A failed assertion fails the launch with an error naming this line.
+    assert_eq!(a_input.shape(), b_input.shape(), "inputs differ in shape");
+    assert_eq!(a_input.shape(), c_output.shape(), "output differs in shape");
+    assert!(a_input.shape()[0] <= nl::tile_size::PMAX, "too many rows");
+
+    // 1. Load the inputs from HBM into SBUF tiles.
+    let a_tile = nl::load(a_input);
+    let b_tile = nl::load(b_input);
+
+    // 2. Compute on the tiles (VectorE tensor_tensor add, rounded to bf16).
+    let c_tile = nl::add(&a_tile, &b_tile);
+
+    // 3. Store the result tile back to HBM.
+    nl::store(c_output, &c_tile);
+}
+
+/// Deterministic pseudo-random bf16 values in [0, 1) (xorshift; no extra dependencies).
+fn random_bf16(rows: usize, cols: usize, seed: u64) -> Array2<bf16> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    Array2::from_shape_fn((rows, cols), |_| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        bf16::from_f32((s >> 40) as f32 / (1u64 << 24) as f32)
+    })
+}
+
+/// NumPy's `allclose` (|got - want| <= atol + rtol * |want|); returns the worst offender.
+fn allclose(got: &ArrayD<bf16>, want: &ArrayD<f32>, atol: f32, rtol: f32) -> Result<(), String> {
+    if got.shape() != want.shape() {
+        return Err(format!("shape {:?} vs {:?}", got.shape(), want.shape()));
+    }
+    for ((idx, g), w) in got.indexed_iter().zip(want.iter()) {
+        let g = g.to_f32();
+        if (g - w).abs() > atol + rtol * w.abs() || g.is_nan() {
+            return Err(format!("element {:?}: nki {g} vs ndarray {w}", idx.slice()));
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let (a, b) = (random_bf16(128, 512, 1), random_bf16(128, 512, 2));
+    let a_input = Hbm::from_array(&a).expect("2-D array");
+    let b_input = Hbm::from_array(&b).expect("2-D array");
+    let mut c_output = Hbm::<bf16>::zeros([128, 512]);
+
+    // Run the kernel once (NKI's baremetal call): a grid of one instance.
+    if let Err(e) = launch!(nki_tensor_add_kernel[1](&a_input, &b_input, &mut c_output)) {
+        eprintln!("kernel failed: {e}");
+        return ExitCode::FAILURE;
+    }
+    let output_nki = c_output.to_array().expect("output has values");
+    let output_ref = (a.mapv(f32::from) + b.mapv(f32::from)).into_dyn();
+    println!("output_nki[0, 0..4] = {:?}", &output_nki.as_slice().expect("contiguous")[..4]);
+    println!("output_ref[0, 0..4] = {:?}", &output_ref.as_slice().expect("contiguous")[..4]);
+    let matched = allclose(&output_nki, &output_ref, 1e-4, 1e-2);
+    match &matched {
+        Ok(()) => println!("NKI and ndarray match"),
+        Err(m) => println!("NKI and ndarray differ: {m}"),
+    }
+
+    // The same launch in simulate mode: values plus the modelled NeuronCore timeline.
+    let launch = Launch::new(1)
+        .target(Target::Trn2)
+        .mode(Mode::Simulate);
+    match nki_tensor_add_kernel::run(launch, &a_input, &b_input, &mut c_output) {
+        Ok(report) => match &report.profile {
+            Some(profile) => println!("\nModelled on {}:\n{profile:#?}", report.target),
+            None => println!("\n(simulate mode returned no profile)"),
+        },
+        Err(e) => {
+            eprintln!("simulate failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+
+    if matched.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,238 @@
+//! The NKI matrix-multiplication tutorial, re-told in Rust.
+//!
+//! Four kernels compute `result[M, N] = lhsT[K, M]^T @ rhs[K, N]` (bf16 in, fp32 accumulation
+//! in PSUM, bf16 out), each reusing data better than the one before (see
+//! `nki_kernels::matmul`). This example
+//!
+//! 1. checks every kernel against a plain f32 reference at a small shape and prints "match";
+//! 2. models each kernel on one trn1 NeuronCore at the tutorial's benchmark shape, lhsT
+//!    [8192, 4096] x rhs [8192, 8192] (estimate mode: no values, nothing big allocated), and
+//!    prints the modelled latency and HFU beside the figures AWS published for real hardware.
+//!
+//! ```text
+//! cargo run --release --example matrix_multiplication [-- --json] [--target trn2] [--trace DIR]
+//! ```
+//!
+//! `--json` prints the comparison as a JSON array instead of a table; `--trace DIR` writes a
+//! Chrome trace (open in Perfetto) per kernel into DIR; `--target` models another NeuronCore
+//! generation (the published figures are for trn1).
+
+use half::bf16;
+use ndarray::Array2;
+use nki_core::prelude::*;
+use nki_kernels::matmul::{Blocking, MatmulKernel, PUBLISHED_TRN1, TUTORIAL_BENCHMARK_KMN};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Command-line options.
+struct Options {
+    json: bool,
+    trace: Option<PathBuf>,
+    target: Target,
+}
+
+fn parse_args() -> Result<Options, String> {
+    let mut o = Options {
+        json: false,
+        trace: None,
+        target: Target::Trn1,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--json" => o.json = true,
+            "--trace" => {
+                o.trace = Some(args.next().ok_or("--trace needs a directory")?.into());
+            }
+            "--target" => {
+                let t = args.next().ok_or("--target needs trn1, trn2 or trn3")?;
+                o.target = Target::parse(&t).ok_or(format!("unknown target '{t}'"))?;
+            }
+            "-h" | "--help" => {
+                return Err(
+                    "usage: matrix_multiplication [--json] [--target trn1|trn2|trn3] [--trace DIR]"
+                        .into(),
+                )
+            }
+            other => return Err(format!("unknown argument '{other}' (try --help)")),
+        }
+    }
+    Ok(o)
+}
+
+/// Deterministic bf16 values in [0, 1).
+fn random_bf16(rows: usize, cols: usize, seed: u64) -> Array2<bf16> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    Array2::from_shape_simple_fn((rows, cols), || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        bf16::from_f32((s >> 40) as f32 / (1u64 << 24) as f32)
+    })
+}
+
+/// Runs `kernel` on a small problem and compares with an f32 reference
+/// (atol 1e-4, rtol 1e-2, as the tutorial's test does).
+fn check_small(kernel: MatmulKernel) -> Result<bool, NkiError> {
+    // The fully blocked kernel needs whole blocks: 16 x 128 rows of M, 8 x 128 of K.
+    let (k, m, n) = match kernel {
+        MatmulKernel::FullyOptimized(b) => (128 * b.k, 128 * b.m, 512 * b.n),
+        _ => (512, 256, 1024),
+    };
+    let lhs_t = random_bf16(k, m, 1);
+    let rhs = random_bf16(k, n, 2);
+    let want = lhs_t.mapv(f32::from).t().dot(&rhs.mapv(f32::from));
+    let mut out = Hbm::<bf16>::zeros([m, n]);
+    kernel.launch(&Hbm::from_array(&lhs_t)?, &Hbm::from_array(&rhs)?, &mut out)?;
+    let got = out.to_array()?;
+    Ok(want
+        .iter()
+        .zip(got.iter())
+        .all(|(w, g)| (f32::from(*g) - w).abs() <= 1e-4 + 1e-2 * w.abs()))
+}
+
+/// One row of the comparison.
+struct Row {
+    kernel: MatmulKernel,
+    profile: Profile,
+    published_ms: f64,
+    published_hfu: f64,
+}
+
+impl Row {
+    fn error_percent(&self) -> f64 {
+        (self.profile.latency_ms() - self.published_ms) / self.published_ms * 100.0
+    }
+}
+
+fn run(o: &Options) -> Result<bool, NkiError> {
+    let mut all_match = true;
+    if !o.json {
+        println!("Correctness at small shapes (bf16, f32 reference, atol 1e-4, rtol 1e-2):");
+    }
+    for p in PUBLISHED_TRN1 {
+        let ok = check_small(p.kernel)?;
+        all_match &= ok;
+        if !o.json {
+            println!(
+                "  {:<28} {}",
+                p.kernel.name(),
+                if ok { "match" } else { "MISMATCH" }
+            );
+        }
+    }
+
+    let (k, m, n) = TUTORIAL_BENCHMARK_KMN;
+    let lhs_t = Hbm::<bf16>::shape_only([k, m]);
+    let rhs = Hbm::<bf16>::shape_only([k, n]);
+    let mut result = Hbm::<bf16>::shape_only([m, n]);
+    let mut rows = Vec::new();
+    for p in PUBLISHED_TRN1 {
+        let profile = p.kernel.estimate(o.target, &lhs_t, &rhs, &mut result)?;
+        if let Some(dir) = &o.trace {
+            let path = dir.join(format!("{}_{}.json", p.kernel.name(), o.target));
+            profile.write_chrome_trace(&path).map_err(|e| {
+                NkiError::new(
+                    ErrorKind::Io,
+                    "write_chrome_trace",
+                    format!("{}: {e}", path.display()),
+                )
+            })?;
+        }
+        rows.push(Row {
+            kernel: p.kernel,
+            profile,
+            published_ms: p.latency_ms,
+            published_hfu: p.hfu_percent,
+        });
+    }
+
+    if o.json {
+        let arr: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "kernel": r.kernel.name(),
+                    "blocking": blocking(r.kernel).map(|b| [b.m, b.n, b.k]),
+                    "target": o.target.name(),
+                    "lhs_t_shape": [k, m],
+                    "rhs_shape": [k, n],
+                    "latency_us": r.profile.latency_us(),
+                    "hfu_percent": r.profile.hfu_percent,
+                    "mfu_percent": r.profile.mfu_percent,
+                    "instructions": r.profile.instructions,
+                    "published_target": "trn1",
+                    "published_latency_us": r.published_ms * 1e3,
+                    "published_hfu_percent": r.published_hfu,
+                    "latency_error_percent": r.error_percent(),
+                    "correct_at_small_shape": all_match,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&arr).expect("JSON values serialise")
+        );
+    } else {
+        println!();
+        println!(
+            "Modelled on {} at lhsT [{k}, {m}] x rhs [{k}, {n}] bf16 ({:.1} GFLOP), published figures from trn1:",
+            o.target,
+            2.0 * (k * m * n) as f64 / 1e9
+        );
+        println!(
+            "  {:<28} {:>12} {:>8} {:>14} {:>10} {:>9}",
+            "kernel", "latency ms", "HFU %", "published ms", "pub HFU %", "error %"
+        );
+        for r in &rows {
+            println!(
+                "  {:<28} {:>12.2} {:>8.2} {:>14.2} {:>10.2} {:>+9.1}",
+                r.kernel.name(),
+                r.profile.latency_ms(),
+                r.profile.hfu_percent,
+                r.published_ms,
+                r.published_hfu,
+                r.error_percent()
+            );
+        }
+        if let Some(dir) = &o.trace {
+            println!("\nChrome traces written to {}", dir.display());
+        }
+    }
+    Ok(all_match)
+}
+
+/// The block sizes of a blocked stage.
+fn blocking(k: MatmulKernel) -> Option<Blocking> {
+    match k {
+        MatmulKernel::BlockFreeDimension(b) | MatmulKernel::FullyOptimized(b) => Some(b),
+        _ => None,
+    }
+}
+
+fn main() -> ExitCode {
+    let o = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(dir) = &o.trace {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!("cannot create {}: {e}", dir.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    match run(&o) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("a kernel's result did not match the reference");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

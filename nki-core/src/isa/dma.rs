@@ -1,0 +1,258 @@
+//! `dma_copy`: one DMA transfer between HBM and SBUF (any direction, including HBM->HBM and
+//! SBUF->SBUF), with a cast when the dtypes differ.
+
+use super::{fail, short};
+use crate::context::{self, check, env, issue, raise};
+use crate::dtype::Element;
+use crate::error::{ErrorKind, SourceLoc};
+use crate::hbm::{HbmDest, HbmSource, HbmView};
+use crate::lang;
+use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
+use crate::tile::{Tile, TileRef};
+use crate::typed::Sbuf;
+
+const API: &str = "nisa.dma_copy";
+
+/// One side of a DMA transfer: an HBM view or an on-chip tile view.
+#[derive(Clone, Debug)]
+pub enum DmaEndpoint<'a> {
+    /// A view of an HBM tensor.
+    Hbm(HbmView),
+    /// A view of an SBUF tile.
+    Tile(TileRef<'a>),
+}
+
+/// What [`dma_copy`] can read from: any HBM view (inputs and outputs) or a tile (`&Tile`,
+/// `TileRef`, `&Sbuf<..>`).
+pub trait DmaSource<'a> {
+    /// The endpoint to read.
+    fn dma_source(self) -> DmaEndpoint<'a>;
+}
+
+/// What [`dma_copy`] can write to: views of kernel outputs, or tiles (`&Tile`, `TileRef`,
+/// `&Sbuf<..>`).
+#[diagnostic::on_unimplemented(
+    message = "cannot dma_copy into `{Self}`: kernel inputs are immutable (NKI err_cannot_update_immutable_parameter)",
+    label = "not a kernel output or a tile",
+    note = "declare the kernel parameter as `&mut Hbm<T>` to make it an output, or copy into a tile"
+)]
+pub trait DmaTarget<'a> {
+    /// The endpoint to write.
+    fn dma_target(self) -> DmaEndpoint<'a>;
+}
+
+impl<'a, T: HbmSource> DmaSource<'a> for T {
+    fn dma_source(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Hbm(self.hbm_view())
+    }
+}
+impl<'a> DmaSource<'a> for &'a Tile {
+    fn dma_source(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Tile(self.view())
+    }
+}
+impl<'a> DmaSource<'a> for TileRef<'a> {
+    fn dma_source(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Tile(self)
+    }
+}
+impl<'a> DmaSource<'a> for &TileRef<'a> {
+    fn dma_source(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Tile(*self)
+    }
+}
+
+impl<'a, T: Element, const P: usize, const F: usize> DmaSource<'a> for &'a Sbuf<T, P, F> {
+    fn dma_source(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Tile(self.into())
+    }
+}
+
+impl<'a, T: HbmDest> DmaTarget<'a> for T {
+    fn dma_target(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Hbm(self.hbm_dest())
+    }
+}
+impl<'a> DmaTarget<'a> for &'a Tile {
+    fn dma_target(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Tile(self.view())
+    }
+}
+impl<'a> DmaTarget<'a> for TileRef<'a> {
+    fn dma_target(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Tile(self)
+    }
+}
+impl<'a> DmaTarget<'a> for &TileRef<'a> {
+    fn dma_target(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Tile(*self)
+    }
+}
+
+impl<'a, T: Element, const P: usize, const F: usize> DmaTarget<'a> for &'a Sbuf<T, P, F> {
+    fn dma_target(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Tile(self.into())
+    }
+}
+
+impl DmaEndpoint<'_> {
+    fn mem(&self) -> MemKind {
+        match self {
+            DmaEndpoint::Hbm(_) => MemKind::Hbm,
+            DmaEndpoint::Tile(t) => t.mem(),
+        }
+    }
+    fn shape(&self) -> &[usize] {
+        match self {
+            DmaEndpoint::Hbm(v) => v.shape(),
+            DmaEndpoint::Tile(t) => t.shape(),
+        }
+    }
+    fn numel(&self) -> usize {
+        self.shape().iter().product()
+    }
+    fn elem_size(&self) -> usize {
+        match self {
+            DmaEndpoint::Hbm(v) => v.dtype().size(),
+            DmaEndpoint::Tile(t) => t.dtype().size(),
+        }
+    }
+    fn dtype(&self) -> crate::dtype::DType {
+        match self {
+            DmaEndpoint::Hbm(v) => v.dtype(),
+            DmaEndpoint::Tile(t) => t.dtype(),
+        }
+    }
+    /// Length of the innermost contiguous run in elements.
+    fn run(&self) -> usize {
+        match self {
+            DmaEndpoint::Hbm(v) => v.ap.contiguous_run().min(v.ap.shape.numel()),
+            DmaEndpoint::Tile(t) => t.ap.contiguous_run().min(t.free_size().max(1)),
+        }
+    }
+    fn describe(&self) -> String {
+        match self {
+            DmaEndpoint::Hbm(v) => v.describe(),
+            DmaEndpoint::Tile(t) => t.describe(),
+        }
+    }
+    fn region(&self) -> crate::record::Region {
+        match self {
+            DmaEndpoint::Hbm(v) => v.region(),
+            DmaEndpoint::Tile(t) => t.region(),
+        }
+    }
+}
+
+/// Copies `src` into `dst` with one DMA transfer (NKI `nisa.dma_copy(dst=..., src=...)`).
+///
+/// Either side is an HBM view or an SBUF tile view; both must hold the same number of elements
+/// (they are matched in row-major order). A cast happens when the dtypes differ (DMA casts go
+/// through fp32). PSUM is not reachable by DMA. HBM writes are race-checked like `nl::store`:
+/// two program instances (or affine_range iterations) writing one element is an error.
+/// Writing into a kernel input does not compile.
+#[track_caller]
+pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
+    let loc = SourceLoc::caller();
+    let e = env(API, loc);
+    let (dst, src) = (dst.dma_target(), src.dma_source());
+    for (what, end) in [("dst", &dst), ("src", &src)] {
+        if end.mem() == MemKind::Psum {
+            fail(
+                ErrorKind::WrongMemory,
+                API,
+                format!(
+                    "expected operand '{what}' of 'dma_copy' to be in address space 'hbm|sbuf', but got a tile in 'psum' instead ({}): DMA engines cannot access psum",
+                    end.describe()
+                ),
+                loc,
+            );
+        }
+    }
+    if dst.numel() != src.numel() {
+        fail(
+            ErrorKind::ShapeMismatch,
+            API,
+            format!(
+                "dst {} and src {} of '{}' have different numbers of elements ({} vs {})",
+                dst.describe(),
+                src.describe(),
+                short(API),
+                dst.numel(),
+                src.numel()
+            ),
+            loc,
+        );
+    }
+    let writer = match (&dst, e.executes) {
+        (DmaEndpoint::Hbm(_), true) => Some(context::with_ctx(API, loc, |c| {
+            (c.writer_id(loc), c.shared.clone())
+        })),
+        _ => None,
+    };
+    issue(
+        e,
+        || {
+            let vals = match &src {
+                DmaEndpoint::Hbm(v) => check(v.gather(API), loc),
+                DmaEndpoint::Tile(t) => t.gather(API, loc),
+            };
+            match &dst {
+                DmaEndpoint::Tile(t) => t.scatter(vals),
+                DmaEndpoint::Hbm(v) => {
+                    let (wid, shared) = writer.as_ref().expect("writer set when executing");
+                    if let Err(err) = crate::hbm_write::write(v, vals, *wid, shared) {
+                        raise(err.with_loc(loc), loc);
+                    }
+                }
+            }
+        },
+        || dma_record(&dst, &src, loc),
+    );
+    if let (DmaEndpoint::Tile(t), false) = (&dst, e.executes) {
+        t.mark_written();
+    }
+}
+
+/// The DMA record: bytes moved (counted on the HBM side when there is one, else the source),
+/// the on-chip side's partitions, and the descriptor (contiguous run) size.
+fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, loc: SourceLoc) -> Instr {
+    let chip = match (dst, src) {
+        (DmaEndpoint::Tile(t), _) | (_, DmaEndpoint::Tile(t)) => Some(*t),
+        _ => None,
+    };
+    let (partitions, start, free) = match chip {
+        Some(t) => (t.partitions(), t.start_partition(), t.free_size()),
+        None => {
+            let last = src.shape().last().copied().unwrap_or(1).max(1);
+            (src.numel() / last, 0, last)
+        }
+    };
+    let run = src.run().min(dst.run()).max(1);
+    let dims = match (dst, src) {
+        (DmaEndpoint::Hbm(h), DmaEndpoint::Tile(t)) => lang::dma_dims(h, t, false),
+        (DmaEndpoint::Tile(t), DmaEndpoint::Hbm(h)) => lang::dma_dims(h, t, true),
+        _ => DmaDims {
+            src: src.mem(),
+            dst: dst.mem(),
+            bytes: (src.numel() * src.elem_size()) as u64,
+            partitions: partitions as u32,
+            start_partition: start as u32,
+            chunk_bytes: (run * src.elem_size()) as u64,
+        },
+    };
+    Instr {
+        partitions: partitions as u32,
+        free: free as u32,
+        in_dtype: src.dtype(),
+        out_dtype: dst.dtype(),
+        contiguous: [dst, src].iter().all(|end| match end {
+            DmaEndpoint::Tile(t) => t.free_size() <= 1 || t.ap.inner_stride() == 1,
+            DmaEndpoint::Hbm(_) => true,
+        }),
+        dma: Some(dims),
+        reads: vec![src.region()],
+        writes: vec![dst.region()],
+        ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, loc)
+    }
+}

@@ -1,0 +1,348 @@
+//! GpSimdE instructions: `iota`, `affine_select` (causal masks) and `tensor_partition_reduce`.
+//! GpSimd cannot access PSUM.
+
+use super::vector::{bitvec_needs_ints, fold};
+use super::{fail, gpsimd_sbuf, operand, out_tile, record, short, AluOp, Engine};
+use crate::access::MAX_DIMS;
+use crate::context::{env, issue};
+use crate::dtype::DType;
+use crate::error::{ErrorKind, SourceLoc};
+use crate::record::{MemKind, Opcode};
+use crate::tile::{Tile, TileRef};
+
+/// An affine index expression over a `[partitions, num_1, ..., num_k]` iteration space (NKI's
+/// `iota` pattern / `affine_select` predicate):
+/// `value[p, i_1, ..., i_k] = offset + p * channel_multiplier + sum_k step_k * i_k`,
+/// evaluated in int32 arithmetic.
+///
+/// ```ignore
+/// // 0, 1, ..., 511 on one partition
+/// let e = AffineExpr::new(1, 0).free(1, 512);
+/// // causal mask over [128 queries, 128 keys]: p - j (keep where >= 0)
+/// let m = AffineExpr::new(128, 1).free(-1, 128);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AffineExpr {
+    /// Number of partitions (dimension 0 of the generated tile).
+    pub partitions: usize,
+    /// Coefficient of the partition index.
+    pub channel_multiplier: i32,
+    /// Constant term.
+    pub offset: i32,
+    /// `(step, num)` of each free dimension, outermost first (at most 4).
+    pub pattern: Vec<(i32, usize)>,
+}
+
+impl AffineExpr {
+    /// `p * channel_multiplier` over `partitions` partitions, with no free dimension yet.
+    pub fn new(partitions: usize, channel_multiplier: i32) -> AffineExpr {
+        AffineExpr {
+            partitions,
+            channel_multiplier,
+            offset: 0,
+            pattern: Vec::new(),
+        }
+    }
+
+    /// Appends a free dimension of `num` indices with coefficient `step`.
+    pub fn free(mut self, step: i32, num: usize) -> AffineExpr {
+        self.pattern.push((step, num));
+        self
+    }
+
+    /// Sets the constant term.
+    pub fn offset(mut self, offset: i32) -> AffineExpr {
+        self.offset = offset;
+        self
+    }
+
+    /// The shape of the iteration space: `[partitions, num_1, ...]` (`[partitions, 1]` without
+    /// free dimensions).
+    pub fn shape(&self) -> Vec<usize> {
+        let mut s = vec![self.partitions];
+        s.extend(self.pattern.iter().map(|d| d.1));
+        if s.len() == 1 {
+            s.push(1);
+        }
+        s
+    }
+
+    /// The int32 values in row-major order over [`shape`](Self::shape).
+    pub fn values(&self) -> Vec<i32> {
+        let free: usize = self.pattern.iter().map(|d| d.1).product();
+        let mut out = Vec::with_capacity(self.partitions * free);
+        let mut idx = vec![0usize; self.pattern.len()];
+        for p in 0..self.partitions {
+            let base = self.offset as i64 + p as i64 * self.channel_multiplier as i64;
+            idx.iter_mut().for_each(|i| *i = 0);
+            for _ in 0..free {
+                let v = self
+                    .pattern
+                    .iter()
+                    .zip(&idx)
+                    .fold(base, |acc, (&(step, _), &i)| acc + step as i64 * i as i64);
+                out.push(v as i32);
+                for d in (0..idx.len()).rev() {
+                    idx[d] += 1;
+                    if idx[d] < self.pattern[d].1 {
+                        break;
+                    }
+                    idx[d] = 0;
+                }
+            }
+        }
+        out
+    }
+
+    fn validate(&self, api: &'static str, loc: SourceLoc) {
+        if self.pattern.len() > MAX_DIMS - 1 {
+            fail(
+                ErrorKind::InvalidArgument,
+                api,
+                format!(
+                    "affine pattern of '{}' has {} free dimensions; at most {} are supported",
+                    short(api),
+                    self.pattern.len(),
+                    MAX_DIMS - 1
+                ),
+                loc,
+            );
+        }
+        if self.partitions == 0 || self.pattern.iter().any(|d| d.1 == 0) {
+            fail(
+                ErrorKind::InvalidArgument,
+                api,
+                format!(
+                    "affine pattern of '{}' has an empty dimension (shape {:?})",
+                    short(api),
+                    self.shape()
+                ),
+                loc,
+            );
+        }
+    }
+}
+
+/// Generates `expr`'s int32 values into a new SBUF tile of shape `expr.shape()`, cast to
+/// `dtype` (NKI `nisa.iota`; GpSimdE).
+#[track_caller]
+pub fn iota(expr: &AffineExpr, dtype: DType) -> Tile {
+    const API: &str = "nisa.iota";
+    let loc = SourceLoc::caller();
+    let e = env(API, loc);
+    expr.validate(API, loc);
+    let out = out_tile(API, MemKind::Sbuf, dtype, &expr.shape(), loc);
+    let ov = out.view();
+    issue(
+        e,
+        || ov.scatter(expr.values().into_iter().map(|v| v as f32).collect()),
+        || {
+            record(
+                Engine::GpSimd,
+                Opcode::Iota,
+                API,
+                loc,
+                &[],
+                &[],
+                &[&ov],
+                dtype,
+            )
+        },
+    );
+    if !e.executes {
+        ov.mark_written();
+    }
+    out
+}
+
+fn compare(cmp: AluOp, v: i64) -> bool {
+    match cmp {
+        AluOp::Equal => v == 0,
+        AluOp::NotEqual => v != 0,
+        AluOp::Greater => v > 0,
+        AluOp::GreaterEqual => v >= 0,
+        AluOp::Less => v < 0,
+        AluOp::LessEqual => v <= 0,
+        _ => unreachable!("checked by affine_select"),
+    }
+}
+
+/// `out = cmp(pred, 0) ? on_true : on_false_value` element-wise, with the predicate's affine
+/// value computed on the fly (NKI `nisa.affine_select`; GpSimdE). `pred`'s iteration space must
+/// have `on_true`'s partitions and elements per partition; `cmp` is one of equal, not_equal,
+/// greater, greater_equal, less, less_equal. A causal mask:
+/// `affine_select(&AffineExpr::new(128, 1).free(-1, 128), AluOp::GreaterEqual, &scores, -9984.0, None)`.
+///
+/// Data and output dtypes are floats or 8/16-bit integers; `on_false_value` is fp32. The output
+/// (SBUF, `on_true`'s shape) has `dtype` or `on_true`'s dtype.
+#[track_caller]
+pub fn affine_select<'a>(
+    pred: &AffineExpr,
+    cmp: AluOp,
+    on_true: impl Into<TileRef<'a>>,
+    on_false_value: f32,
+    dtype: Option<DType>,
+) -> Tile {
+    const API: &str = "nisa.affine_select";
+    let loc = SourceLoc::caller();
+    let e = env(API, loc);
+    let x: TileRef = on_true.into();
+    operand(API, "on_true_tile", &x, loc);
+    gpsimd_sbuf(API, "on_true_tile", &x, loc);
+    pred.validate(API, loc);
+    if !matches!(
+        cmp,
+        AluOp::Equal
+            | AluOp::NotEqual
+            | AluOp::Greater
+            | AluOp::GreaterEqual
+            | AluOp::Less
+            | AluOp::LessEqual
+    ) {
+        fail(
+            ErrorKind::InvalidArgument,
+            API,
+            format!(
+                "'{cmp}' is not a comparison operator; 'affine_select' compares the affine value with 0 using equal, not_equal, greater, greater_equal, less or less_equal"
+            ),
+            loc,
+        );
+    }
+    let pshape = pred.shape();
+    if pred.partitions != x.partitions() {
+        fail(
+            ErrorKind::PartitionMismatch,
+            API,
+            format!(
+                "number of partitions (dimension 0 size of a tile) mismatch in parameters (pred{pshape:?}, on_true_tile{:?}) of 'affine_select'",
+                x.shape()
+            ),
+            loc,
+        );
+    }
+    let pfree: usize = pshape[1..].iter().product();
+    if pfree != x.free_size() {
+        fail(
+            ErrorKind::ShapeMismatch,
+            API,
+            format!(
+                "predicate pred{pshape:?} and on_true_tile{:?} of 'affine_select' must have the same number of elements per partition",
+                x.shape()
+            ),
+            loc,
+        );
+    }
+    let out_dtype = dtype.unwrap_or(x.dtype());
+    for (what, d) in [("on_true_tile", x.dtype()), ("output", out_dtype)] {
+        if matches!(d, DType::I32 | DType::U32) {
+            fail(
+                ErrorKind::DType,
+                API,
+                format!(
+                    "{what} dtype {d} of 'affine_select' is not supported: use a float or an 8/16-bit integer type"
+                ),
+                loc,
+            );
+        }
+    }
+    let out = out_tile(API, MemKind::Sbuf, out_dtype, x.shape(), loc);
+    let ov = out.view();
+    issue(
+        e,
+        || {
+            let v = x.gather(API, loc);
+            let r = v
+                .into_iter()
+                .zip(pred.values())
+                .map(|(t, a)| {
+                    if compare(cmp, a as i64) {
+                        t
+                    } else {
+                        on_false_value
+                    }
+                })
+                .collect();
+            ov.scatter(r);
+        },
+        || {
+            record(
+                Engine::GpSimd,
+                Opcode::AffineSelect,
+                API,
+                loc,
+                &[&x],
+                &[],
+                &[&ov],
+                out_dtype,
+            )
+        },
+    );
+    if !e.executes {
+        ov.mark_written();
+    }
+    out
+}
+
+/// Reduces `data[P, ...]` across its partitions into a new `[1, ...]` SBUF tile (NKI
+/// `nisa.tensor_partition_reduce`; GpSimdE). `op` is add, maximum, bitwise_or or bitwise_and.
+/// Output dtype: `dtype` or `data`'s.
+#[track_caller]
+pub fn tensor_partition_reduce<'a>(
+    op: AluOp,
+    data: impl Into<TileRef<'a>>,
+    dtype: Option<DType>,
+) -> Tile {
+    const API: &str = "nisa.tensor_partition_reduce";
+    let loc = SourceLoc::caller();
+    let e = env(API, loc);
+    let x: TileRef = data.into();
+    operand(API, "data", &x, loc);
+    gpsimd_sbuf(API, "data", &x, loc);
+    if !matches!(
+        op,
+        AluOp::Add | AluOp::Maximum | AluOp::BitwiseOr | AluOp::BitwiseAnd
+    ) {
+        fail(
+            ErrorKind::InvalidArgument,
+            API,
+            format!(
+                "'{op}' is not supported by 'tensor_partition_reduce'; use add, maximum, bitwise_or or bitwise_and"
+            ),
+            loc,
+        );
+    }
+    bitvec_needs_ints(API, op, &[("data", x.dtype())], loc);
+    let mut dims = x.shape().to_vec();
+    dims[0] = 1;
+    let out_dtype = dtype.unwrap_or(x.dtype());
+    let in_dtype = x.dtype();
+    let out = out_tile(API, MemKind::Sbuf, out_dtype, &dims, loc);
+    let ov = out.view();
+    issue(
+        e,
+        || {
+            let v = x.gather(API, loc);
+            let f = x.free_size();
+            let r = (0..f)
+                .map(|j| fold(op, v.iter().skip(j).step_by(f).copied(), in_dtype))
+                .collect();
+            ov.scatter(r);
+        },
+        || {
+            record(
+                Engine::GpSimd,
+                Opcode::PartitionReduce,
+                API,
+                loc,
+                &[&x],
+                &[],
+                &[&ov],
+                out_dtype,
+            )
+        },
+    );
+    if !e.executes {
+        ov.mark_written();
+    }
+    out
+}

@@ -1,0 +1,310 @@
+//! Layout and index-generation ops: `nl.load_transpose2d`, `nl.broadcast_to`, `nl.expand_dims`,
+//! index tiles (`iota`, `arange`) and `astype` casts.
+
+use super::checks;
+use super::{copy_to_impl, shape};
+use crate::access::{Ap, Shape, MAX_DIMS};
+use crate::context::{check, env, issue, raise};
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::exec;
+use crate::hbm::HbmSource;
+use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
+use crate::tile::{Tile, TileRef};
+
+/// Loads a 2-D HBM view `[F, P]` transposed into a new SBUF tile `[P, F]` (NKI
+/// `nl.load_transpose2d`): `P` (the source's last dimension) becomes the partition dimension
+/// and must be at most 128. Recorded as a DMA transpose, which moves one element per
+/// descriptor (much slower than a contiguous load on trn1).
+#[track_caller]
+pub fn load_transpose2d(src: impl HbmSource) -> Tile {
+    const API: &str = "nl.load_transpose2d";
+    let loc = SourceLoc::caller();
+    let e = env(API, loc);
+    let v = src.hbm_view();
+    let s = v.shape().to_vec();
+    if s.len() != 2 {
+        raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                API,
+                format!(
+                    "'load_transpose2d' takes a 2-D source, got {} of {} dimensions",
+                    v.describe(),
+                    s.len()
+                ),
+            ),
+            loc,
+        );
+    }
+    let (f, p) = (s[0], s[1]);
+    let dtype = v.dtype();
+    let t = Tile::alloc(API, MemKind::Sbuf, dtype, shape(API, &[p, f], loc), None, loc);
+    let tv = t.view();
+    issue(
+        e,
+        || {
+            let vals = check(v.gather(API), loc);
+            tv.scatter(exec::transpose2d(&vals, f, p));
+        },
+        || Instr {
+            partitions: p as u32,
+            free: f as u32,
+            in_dtype: dtype,
+            out_dtype: dtype,
+            dma: Some(DmaDims {
+                src: MemKind::Hbm,
+                dst: MemKind::Sbuf,
+                bytes: (p * f * dtype.size()) as u64,
+                partitions: p as u32,
+                start_partition: 0,
+                chunk_bytes: dtype.size() as u64,
+            }),
+            contiguous: false,
+            reads: vec![v.region()],
+            writes: vec![tv.region()],
+            ..Instr::new(Engine::Dma, Opcode::DmaTranspose, API, loc)
+        },
+    );
+    if !e.executes {
+        tv.mark_written();
+    }
+    t
+}
+
+/// Broadcasts `src` to `dims` into a new SBUF tile (NKI `nl.broadcast_to`): NumPy rules, every
+/// dimension of `src` equals the target's or is 1 (a 1-partition source is replicated across
+/// partitions). One VectorE copy.
+#[track_caller]
+pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
+    const API: &str = "nl.broadcast_to";
+    let loc = SourceLoc::caller();
+    let e = env(API, loc);
+    let src: TileRef = src.into();
+    check(checks::operand(API, "src", &src), loc);
+    if exec::broadcast_shape(src.shape(), dims).as_deref() != Some(dims) {
+        raise(
+            NkiError::new(
+                ErrorKind::ShapeMismatch,
+                API,
+                format!(
+                    "cannot broadcast src{:?} to shape {dims:?}: each dimension must match or be 1",
+                    src.shape()
+                ),
+            ),
+            loc,
+        );
+    }
+    let out = Tile::alloc(API, MemKind::Sbuf, src.dtype(), shape(API, dims, loc), None, loc);
+    let ov = out.view();
+    issue(
+        e,
+        || {
+            let v = src.gather(API, loc);
+            let zeros = vec![0.0; dims.iter().product()];
+            ov.scatter(exec::binary(&zeros, dims, &v, src.shape(), dims, |_, b| b));
+        },
+        || Instr {
+            partitions: dims[0] as u32,
+            free: ov.free_size() as u32,
+            in_dtype: src.dtype(),
+            out_dtype: src.dtype(),
+            psum: src.mem() == MemKind::Psum,
+            contiguous: src.ap.inner_stride() == 1,
+            reads: vec![src.region()],
+            writes: vec![ov.region()],
+            ..Instr::new(Engine::Vector, Opcode::TensorCopy, API, loc)
+        },
+    );
+    if !e.executes {
+        ov.mark_written();
+    }
+    out
+}
+
+/// A view of `x` with a new size-1 dimension at `axis` (NKI `nl.expand_dims`). The partition
+/// dimension stays first, so `axis` is 1..=ndim; no instruction is issued.
+#[track_caller]
+pub fn expand_dims<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> TileRef<'a> {
+    let loc = SourceLoc::caller();
+    let x: TileRef = x.into();
+    match expand_ap(&x.ap, axis) {
+        Ok(ap) => TileRef { tile: x.tile, ap },
+        Err(msg) => raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                "nl.expand_dims",
+                format!("cannot expand x{:?} at axis {axis}: {msg}", x.shape()),
+            ),
+            loc,
+        ),
+    }
+}
+
+fn expand_ap(ap: &Ap, axis: usize) -> Result<Ap, String> {
+    let nd = ap.shape.ndim();
+    if axis == 0 {
+        return Err("dimension 0 is the partition dimension".into());
+    }
+    if axis > nd {
+        return Err(format!("axis must be in 1..={nd}"));
+    }
+    if nd + 1 > MAX_DIMS {
+        return Err(format!("views have at most {MAX_DIMS} dimensions"));
+    }
+    let mut dims = ap.shape.dims().to_vec();
+    dims.insert(axis, 1);
+    let mut strides = [0isize; MAX_DIMS];
+    let mut j = 0;
+    for (d, s) in strides.iter_mut().enumerate().take(nd + 1) {
+        if d == axis {
+            *s = 1;
+        } else {
+            *s = ap.strides[j];
+            j += 1;
+        }
+    }
+    Ok(Ap {
+        offset: ap.offset,
+        shape: Shape::new(&dims).map_err(|e| e.message().to_string())?,
+        strides,
+    })
+}
+
+/// The shared index-tile generator (GpSimdE `Iota`): value = `f(index)`.
+fn iota_impl(
+    api: &'static str,
+    dims: &[usize],
+    dtype: DType,
+    value: impl Fn(&[usize]) -> i64,
+    loc: SourceLoc,
+) -> Tile {
+    let e = env(api, loc);
+    let out = Tile::alloc(api, MemKind::Sbuf, dtype, shape(api, dims, loc), None, loc);
+    let ov = out.view();
+    issue(
+        e,
+        || {
+            let n: usize = dims.iter().product();
+            let mut idx = vec![0usize; dims.len()];
+            let mut vals = Vec::with_capacity(n);
+            for _ in 0..n {
+                vals.push(value(&idx) as i32 as f32);
+                for d in (0..dims.len()).rev() {
+                    idx[d] += 1;
+                    if idx[d] < dims[d] {
+                        break;
+                    }
+                    idx[d] = 0;
+                }
+            }
+            ov.scatter(vals);
+        },
+        || Instr {
+            partitions: dims[0] as u32,
+            free: ov.free_size() as u32,
+            inputs: 0,
+            in_dtype: DType::I32,
+            out_dtype: dtype,
+            reads: vec![],
+            writes: vec![ov.region()],
+            ..Instr::new(Engine::GpSimd, Opcode::Iota, api, loc)
+        },
+    );
+    if !e.executes {
+        ov.mark_written();
+    }
+    out
+}
+
+/// An index tile of shape `dims` whose every element holds its own index along `axis`
+/// (axis 0: the partition index `i_p`; axis 1: the free index `i_f`, ...), cast to `dtype`.
+/// This materialises NKI's `nl.arange`/`nl.mgrid` index expressions (GpSimdE `iota`).
+#[track_caller]
+pub fn iota(dims: &[usize], axis: usize, dtype: DType) -> Tile {
+    let loc = SourceLoc::caller();
+    if axis >= dims.len() {
+        raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                "nl.iota",
+                format!("axis {axis} is out of range for shape {dims:?}"),
+            ),
+            loc,
+        );
+    }
+    iota_impl("nl.iota", dims, dtype, |i| i[axis] as i64, loc)
+}
+
+/// A `[1, len]` tile holding `start, start + step, ...` (`len` values) cast to `dtype`, like
+/// `nl.arange(start, stop)[None, :]` materialised with GpSimdE `iota`.
+#[track_caller]
+pub fn arange(start: i32, step: i32, len: usize, dtype: DType) -> Tile {
+    let loc = SourceLoc::caller();
+    iota_impl(
+        "nl.arange",
+        &[1, len],
+        dtype,
+        |i| start as i64 + step as i64 * i[1] as i64,
+        loc,
+    )
+}
+
+impl Tile {
+    /// A copy of the tile converted to `dtype` (NKI `tensor.astype`; VectorE tensor_copy with
+    /// round-to-nearest-even, integer conversions saturate).
+    #[track_caller]
+    pub fn astype(&self, dtype: DType) -> Tile {
+        copy_to_impl(
+            "nl.astype",
+            self.view(),
+            dtype,
+            MemKind::Sbuf,
+            SourceLoc::caller(),
+        )
+    }
+
+    /// The tile with a new size-1 dimension at `axis` (see [`expand_dims`]).
+    #[track_caller]
+    pub fn expand_dims(&self, axis: usize) -> TileRef<'_> {
+        expand_dims(self.view(), axis)
+    }
+}
+
+impl<'a> TileRef<'a> {
+    /// A copy of the view converted to `dtype` (NKI `tensor.astype`).
+    #[track_caller]
+    pub fn astype(&self, dtype: DType) -> Tile {
+        copy_to_impl("nl.astype", *self, dtype, MemKind::Sbuf, SourceLoc::caller())
+    }
+
+    /// The view with a new size-1 dimension at `axis` (see [`expand_dims`]).
+    #[track_caller]
+    pub fn expand_dims(&self, axis: usize) -> TileRef<'a> {
+        expand_dims(*self, axis)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expand_ap_inserts_unit_dims() {
+        let ap = Ap::contiguous(Shape::new(&[4, 6]).unwrap());
+        let e = expand_ap(&ap, 1).unwrap();
+        assert_eq!(e.shape.dims(), &[4, 1, 6]);
+        let e2 = expand_ap(&ap, 2).unwrap();
+        assert_eq!(e2.shape.dims(), &[4, 6, 1]);
+        // Same elements in the same order.
+        let src: Vec<f32> = (0..24).map(|v| v as f32).collect();
+        let mut a = vec![0.0; 24];
+        let mut b = vec![0.0; 24];
+        e.gather(&src, &mut a);
+        e2.gather(&src, &mut b);
+        assert_eq!(a, src);
+        assert_eq!(b, src);
+        assert!(expand_ap(&ap, 0).is_err());
+        assert!(expand_ap(&ap, 3).is_err());
+    }
+}

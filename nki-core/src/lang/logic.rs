@@ -1,0 +1,239 @@
+//! Comparisons, logical and bitwise ops, `fmod`/`mod`, `where`, and the general
+//! [`binary`] ALU op.
+//!
+//! Comparisons and logical ops produce 1/0 and default to a `bool` result; bitwise ops and
+//! shifts work on integer bit patterns and reject float operands (VectorE bitvec ops).
+
+use super::checks;
+use super::data::shape;
+use super::elementwise::{alu_binary, result_dtype, Operand};
+use crate::context::{check, env, issue, raise};
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::exec;
+use crate::math::AluOp;
+use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::tile::{Tile, TileRef};
+
+/// Raises a DType error when a bitvec op gets a float operand.
+fn ints_only(api: &'static str, op: AluOp, ops: &[(&str, &Operand)], loc: SourceLoc) {
+    for (name, o) in ops {
+        let bad = match o {
+            Operand::Tile(t) => t.dtype().is_float().then(|| t.dtype().to_string()),
+            Operand::Scalar { float: true, .. } => Some("float scalar".to_string()),
+            Operand::Scalar { .. } => None,
+        };
+        if let Some(d) = bad {
+            raise(
+                NkiError::new(
+                    ErrorKind::DType,
+                    api,
+                    format!(
+                        "'{op}' is a bitvec operator on integer bit patterns; operand '{name}' of '{}' is {d} (cast with astype or use an integer dtype)",
+                        api.strip_prefix("nl.").unwrap_or(api)
+                    ),
+                ),
+                loc,
+            );
+        }
+    }
+}
+
+/// Applies ALU operator `op` element-wise with NKI broadcasting (partition broadcast allowed)
+/// and type promotion; `dtype` overrides the result dtype (default: bool for comparisons and
+/// logical ops, the promoted dtype otherwise). Bitvec ops need integer operands.
+#[track_caller]
+pub fn binary<'a>(
+    op: AluOp,
+    x: impl Into<Operand<'a>>,
+    y: impl Into<Operand<'a>>,
+    dtype: Option<DType>,
+) -> Tile {
+    binary_at(op, "nl.binary", x.into(), y.into(), dtype, SourceLoc::caller())
+}
+
+fn binary_at(
+    op: AluOp,
+    api: &'static str,
+    x: Operand,
+    y: Operand,
+    dtype: Option<DType>,
+    loc: SourceLoc,
+) -> Tile {
+    if op.is_bitvec() {
+        ints_only(api, op, &[("x", &x), ("y", &y)], loc);
+    }
+    let dtype = dtype.or(op.is_predicate().then_some(DType::Bool));
+    alu_binary(op, api, x, y, dtype, true, loc)
+}
+
+macro_rules! alu_fns {
+    ($($(#[$doc:meta])* $name:ident => $api:literal, $op:expr;)*) => {$(
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $name<'a>(x: impl Into<Operand<'a>>, y: impl Into<Operand<'a>>) -> Tile {
+            binary_at($op, $api, x.into(), y.into(), None, SourceLoc::caller())
+        }
+    )*};
+}
+
+alu_fns! {
+    /// `x == y` element-wise, as a bool tile (NKI `nl.equal`).
+    equal => "nl.equal", AluOp::Equal;
+    /// `x != y` element-wise, as a bool tile (NKI `nl.not_equal`).
+    not_equal => "nl.not_equal", AluOp::NotEqual;
+    /// `x > y` element-wise, as a bool tile (NKI `nl.greater`).
+    greater => "nl.greater", AluOp::Greater;
+    /// `x >= y` element-wise, as a bool tile (NKI `nl.greater_equal`).
+    greater_equal => "nl.greater_equal", AluOp::GreaterEqual;
+    /// `x < y` element-wise, as a bool tile (NKI `nl.less`).
+    less => "nl.less", AluOp::Less;
+    /// `x <= y` element-wise, as a bool tile (NKI `nl.less_equal`).
+    less_equal => "nl.less_equal", AluOp::LessEqual;
+    /// Both non-zero, as a bool tile (NKI `nl.logical_and`).
+    logical_and => "nl.logical_and", AluOp::LogicalAnd;
+    /// Either non-zero, as a bool tile (NKI `nl.logical_or`).
+    logical_or => "nl.logical_or", AluOp::LogicalOr;
+    /// Exactly one non-zero, as a bool tile (NKI `nl.logical_xor`).
+    logical_xor => "nl.logical_xor", AluOp::LogicalXor;
+    /// Bitwise AND of integer tiles (NKI `nl.bitwise_and`).
+    bitwise_and => "nl.bitwise_and", AluOp::BitwiseAnd;
+    /// Bitwise OR of integer tiles (NKI `nl.bitwise_or`).
+    bitwise_or => "nl.bitwise_or", AluOp::BitwiseOr;
+    /// Bitwise XOR of integer tiles (NKI `nl.bitwise_xor`).
+    bitwise_xor => "nl.bitwise_xor", AluOp::BitwiseXor;
+    /// `x << y` on integer tiles, wrapping at the dtype's width (NKI `nl.left_shift`).
+    left_shift => "nl.left_shift", AluOp::LeftShift;
+    /// Logical `x >> y` on integer tiles (NKI `nl.right_shift`; no arithmetic shift exists).
+    right_shift => "nl.right_shift", AluOp::RightShift;
+    /// Truncated remainder, the sign of `x` (NKI `nl.fmod`).
+    fmod => "nl.fmod", AluOp::Fmod;
+    /// Floored remainder, the sign of `y` (NKI `nl.mod`, NumPy `mod`).
+    mod_ => "nl.mod", AluOp::Mod;
+}
+
+/// Logical NOT: 1 where `x` is zero (NKI `nl.logical_not`; bool result).
+#[track_caller]
+pub fn logical_not<'a>(x: impl Into<TileRef<'a>>) -> Tile {
+    let loc = SourceLoc::caller();
+    alu_binary(
+        AluOp::Equal,
+        "nl.logical_not",
+        Operand::Tile(x.into()),
+        Operand::Scalar {
+            value: 0.0,
+            float: false,
+        },
+        Some(DType::Bool),
+        true,
+        loc,
+    )
+}
+
+/// Bitwise NOT of an integer tile (NKI `nl.invert`): XOR with all ones at the dtype's width.
+#[track_caller]
+pub fn invert<'a>(x: impl Into<TileRef<'a>>) -> Tile {
+    let loc = SourceLoc::caller();
+    let x = Operand::Tile(x.into());
+    let ones = Operand::Scalar {
+        value: -1.0,
+        float: false,
+    };
+    ints_only("nl.invert", AluOp::BitwiseXor, &[("x", &x)], loc);
+    let dt = match x {
+        Operand::Tile(t) => t.dtype(),
+        Operand::Scalar { .. } => unreachable!("x is a tile"),
+    };
+    alu_binary(AluOp::BitwiseXor, "nl.invert", x, ones, Some(dt), true, loc)
+}
+
+/// Element-wise select: `x` where `cond` is non-zero, else `y` (NKI `nl.where`). `x` and `y`
+/// are tiles or scalars; all three broadcast (NumPy rules, partition broadcast allowed). The
+/// result dtype is the promotion of `x` and `y`. One VectorE `Select` instruction.
+#[track_caller]
+pub fn where_<'a, 'c>(
+    cond: impl Into<TileRef<'c>>,
+    x: impl Into<Operand<'a>>,
+    y: impl Into<Operand<'a>>,
+) -> Tile {
+    const API: &str = "nl.where";
+    let loc = SourceLoc::caller();
+    let e = env(API, loc);
+    let cond: TileRef = cond.into();
+    let (x, y) = (x.into(), y.into());
+    let out_dtype = result_dtype(&x, &y, None);
+    let mut tiles: Vec<(&str, TileRef)> = vec![("condition", cond)];
+    for (n, o) in [("x", &x), ("y", &y)] {
+        if let Operand::Tile(t) = o {
+            tiles.push((n, *t));
+        }
+    }
+    for (n, t) in &tiles {
+        check(checks::operand(API, n, t), loc);
+    }
+    let mut out_dims = cond.shape().to_vec();
+    for (n, t) in &tiles[1..] {
+        if t.partitions() != cond.partitions() && t.partitions() != 1 && cond.partitions() != 1 {
+            check(checks::same_partitions(API, ("condition", &cond), (n, t)), loc);
+        }
+        out_dims = match exec::broadcast_shape(&out_dims, t.shape()) {
+            Some(s) => s,
+            None => raise(
+                NkiError::new(
+                    ErrorKind::ShapeMismatch,
+                    API,
+                    format!(
+                        "operand shapes condition{:?} and {n}{:?} of 'where' do not match and cannot be broadcast",
+                        cond.shape(),
+                        t.shape()
+                    ),
+                ),
+                loc,
+            ),
+        };
+    }
+    let out = Tile::alloc(API, MemKind::Sbuf, out_dtype, shape(API, &out_dims, loc), None, loc);
+    let ov = out.view();
+    issue(
+        e,
+        || {
+            let expand = |t: &TileRef| {
+                let v = t.gather(API, loc);
+                if t.shape() == out_dims.as_slice() {
+                    v
+                } else {
+                    let zeros = vec![0.0; out_dims.iter().product()];
+                    exec::binary(&zeros, &out_dims, &v, t.shape(), &out_dims, |_, b| b)
+                }
+            };
+            let c = expand(&cond);
+            let pick = |o: &Operand| match o {
+                Operand::Tile(t) => expand(t),
+                Operand::Scalar { value, .. } => vec![*value; c.len()],
+            };
+            let (xv, yv) = (pick(&x), pick(&y));
+            let vals = c
+                .iter()
+                .zip(xv.iter().zip(&yv))
+                .map(|(&c, (&a, &b))| if c != 0.0 && !c.is_nan() { a } else { b })
+                .collect();
+            ov.scatter(vals);
+        },
+        || Instr {
+            partitions: out_dims[0] as u32,
+            free: ov.free_size() as u32,
+            inputs: tiles.len().min(2) as u8,
+            in_dtype: out_dtype,
+            out_dtype,
+            psum: tiles.iter().any(|(_, t)| t.mem() == MemKind::Psum),
+            contiguous: tiles.iter().all(|(_, t)| t.ap.inner_stride() == 1),
+            reads: tiles.iter().map(|(_, t)| t.region()).collect(),
+            writes: vec![ov.region()],
+            ..Instr::new(Engine::Vector, Opcode::Select, API, loc)
+        },
+    );
+    if !e.executes {
+        ov.mark_written();
+    }
+    out
+}

@@ -1,0 +1,284 @@
+//! Free-axis reductions: `nl.sum`, `nl.max`, `nl.min`, `nl.prod`, `nl.mean`, `nl.var`,
+//! `nl.all` (and the general [`reduce`]).
+//!
+//! NKI reduces along free axes only: the axes must be the last dimensions of the tile
+//! (`[1]`, `[1, 2]`, ...); reducing the partition axis 0 is an error (transpose first, or use
+//! a matmul against ones / `nisa.tensor_partition_reduce`). Each reduction is one VectorE
+//! `TensorReduce` instruction (`var`: two, mean then squared deviations). Sums and products
+//! accumulate in double precision and round once (the hardware's fp32 accumulator is within
+//! the public tolerances of that); `mean` and `var` use fp32 (or wider) intermediates.
+
+use super::checks;
+use super::data::shape;
+use crate::context::{check, env, issue, raise};
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::math::AluOp;
+use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::tile::{Tile, TileRef};
+
+/// What a reduction computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReduceKind {
+    /// A fold with a reducible ALU operator.
+    Alu(AluOp),
+    /// The arithmetic mean.
+    Mean,
+    /// The biased variance (divides by the element count).
+    Var,
+    /// 1 if every element is non-zero.
+    All,
+}
+
+/// Folds one row.
+fn fold(kind: ReduceKind, row: &[f32], dtype: DType) -> f32 {
+    match kind {
+        ReduceKind::Alu(AluOp::Add) => row.iter().map(|&v| v as f64).sum::<f64>() as f32,
+        ReduceKind::Alu(AluOp::Multiply) => row.iter().map(|&v| v as f64).product::<f64>() as f32,
+        ReduceKind::Alu(op) => {
+            let mut it = row.iter().copied();
+            let first = it.next().unwrap_or(op.reduce_identity().unwrap_or(0.0));
+            it.fold(first, |acc, v| op.eval_typed(acc, v, dtype))
+        }
+        ReduceKind::Mean => {
+            (row.iter().map(|&v| v as f64).sum::<f64>() / row.len().max(1) as f64) as f32
+        }
+        ReduceKind::Var => {
+            let n = row.len().max(1) as f64;
+            let mean = row.iter().map(|&v| v as f64).sum::<f64>() / n;
+            (row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n) as f32
+        }
+        ReduceKind::All => {
+            if row.iter().all(|&v| v != 0.0 && !v.is_nan()) {
+                1.0
+            } else {
+                0.0
+            }
+        }
+    }
+}
+
+/// Checks `axes` against NKI's rule (free axes only, the last dims in order) and returns the
+/// first reduced axis.
+fn check_axes(api: &'static str, x: &TileRef, axes: &[usize], loc: SourceLoc) -> usize {
+    let nd = x.shape().len();
+    let mut sorted = axes.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.first() == Some(&0) {
+        raise(
+            NkiError::new(
+                ErrorKind::PartitionReduction,
+                api,
+                format!(
+                    "reduction on partition axis is not supported: axis 0 of x{:?} in '{}' is the partition axis; \
+                     transpose first (nl.transpose / nc_transpose), multiply by a ones vector with nc_matmul, \
+                     or use nisa.tensor_partition_reduce",
+                    x.shape(),
+                    short(api)
+                ),
+            ),
+            loc,
+        );
+    }
+    let trailing = !sorted.is_empty()
+        && sorted.iter().all(|&a| a < nd)
+        && sorted.windows(2).all(|w| w[1] == w[0] + 1)
+        && sorted.last() == Some(&(nd - 1));
+    if !trailing {
+        raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                api,
+                format!(
+                    "invalid axis {axes:?} for x{:?} in '{}': reduction axes must be the last free dimensions \
+                     (e.g. [{}]{})",
+                    x.shape(),
+                    short(api),
+                    nd - 1,
+                    if nd > 2 {
+                        format!(" or [1..={}]", nd - 1)
+                    } else {
+                        String::new()
+                    }
+                ),
+            ),
+            loc,
+        );
+    }
+    sorted[0]
+}
+
+fn short(api: &'static str) -> &'static str {
+    api.strip_prefix("nl.").unwrap_or(api)
+}
+
+/// The reduction funnel: checks, allocates the result (`keepdims` keeps reduced axes as 1; a
+/// result with no free axis left is `[P, 1]`), computes per row, records one VectorE
+/// `TensorReduce` (two for `Var`). `negate` negates the result (fused, like the ISA's flag).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reduce_impl(
+    api: &'static str,
+    kind: ReduceKind,
+    x: TileRef,
+    axes: &[usize],
+    keepdims: bool,
+    dtype: Option<DType>,
+    negate: bool,
+    loc: SourceLoc,
+) -> Tile {
+    let e = env(api, loc);
+    check(checks::operand(api, "x", &x), loc);
+    if let ReduceKind::Alu(op) = kind {
+        if !op.is_reducible() {
+            raise(
+                NkiError::new(
+                    ErrorKind::InvalidArgument,
+                    api,
+                    format!("'{op}' is not a reduce operator"),
+                ),
+                loc,
+            );
+        }
+        if op.is_bitvec() && (x.dtype().is_float()) {
+            raise(
+                NkiError::new(
+                    ErrorKind::DType,
+                    api,
+                    format!(
+                        "'{op}' reduces integer bit patterns; x{:?} has float dtype {}",
+                        x.shape(),
+                        x.dtype()
+                    ),
+                ),
+                loc,
+            );
+        }
+    }
+    let first = check_axes(api, &x, axes, loc);
+    let nd = x.shape().len();
+    let mut dims: Vec<usize> = x.shape()[..first].to_vec();
+    if keepdims {
+        dims.extend(std::iter::repeat_n(1, nd - first));
+    } else if dims.len() == 1 {
+        dims.push(1);
+    }
+    let inner: usize = x.shape()[first..].iter().product();
+    let in_dtype = x.dtype();
+    let out_dtype = dtype.unwrap_or(match kind {
+        ReduceKind::All => DType::Bool,
+        ReduceKind::Mean | ReduceKind::Var if !in_dtype.is_float() => DType::F32,
+        _ => in_dtype,
+    });
+    let out = Tile::alloc(api, MemKind::Sbuf, out_dtype, shape(api, &dims, loc), None, loc);
+    let ov = out.view();
+    issue(
+        e,
+        || {
+            let v = x.gather(api, loc);
+            let r = v
+                .chunks(inner)
+                .map(|row| {
+                    let s = fold(kind, row, in_dtype);
+                    if negate {
+                        -s
+                    } else {
+                        s
+                    }
+                })
+                .collect();
+            ov.scatter(r);
+        },
+        || {
+            let rec = |reads| Instr {
+                partitions: x.partitions() as u32,
+                free: x.free_size() as u32,
+                inputs: 1,
+                in_dtype,
+                out_dtype,
+                psum: x.mem() == MemKind::Psum,
+                contiguous: x.ap.inner_stride() == 1,
+                reads,
+                writes: vec![ov.region()],
+                ..Instr::new(Engine::Vector, Opcode::TensorReduce, api, loc)
+            };
+            if kind == ReduceKind::Var {
+                // First pass: the mean (into the output), then the squared deviations.
+                let r = rec(vec![x.region()]);
+                crate::context::try_with_ctx(|c| c.records.push(r));
+                rec(vec![x.region(), ov.region()])
+            } else {
+                rec(vec![x.region()])
+            }
+        },
+    );
+    if !e.executes {
+        ov.mark_written();
+    }
+    out
+}
+
+/// Reduces `x` along free `axes` with a reducible ALU operator (add, subtract, multiply,
+/// maximum, minimum, logical and/or/xor, bitwise and/or/xor on integers), keeping the reduced
+/// axes as size 1 with `keepdims`. `dtype` overrides the output dtype (default: `x`'s).
+#[track_caller]
+pub fn reduce<'a>(
+    op: AluOp,
+    x: impl Into<TileRef<'a>>,
+    axes: &[usize],
+    keepdims: bool,
+    dtype: Option<DType>,
+) -> Tile {
+    reduce_impl(
+        "nl.reduce",
+        ReduceKind::Alu(op),
+        x.into(),
+        axes,
+        keepdims,
+        dtype,
+        false,
+        SourceLoc::caller(),
+    )
+}
+
+macro_rules! reduce_fns {
+    ($($(#[$doc:meta])* $name:ident => $api:literal, $kind:expr;)*) => {$(
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $name<'a>(x: impl Into<TileRef<'a>>, axes: &[usize], keepdims: bool) -> Tile {
+            reduce_impl($api, $kind, x.into(), axes, keepdims, None, false, SourceLoc::caller())
+        }
+    )*};
+}
+
+reduce_fns! {
+    /// Sum along free `axes` (NKI `nl.sum`); e.g. `nl::sum(&x, &[1], true)` gives `[P, 1]`.
+    sum => "nl.sum", ReduceKind::Alu(AluOp::Add);
+    /// Maximum along free `axes` (NKI `nl.max`).
+    max => "nl.max", ReduceKind::Alu(AluOp::Maximum);
+    /// Minimum along free `axes` (NKI `nl.min`).
+    min => "nl.min", ReduceKind::Alu(AluOp::Minimum);
+    /// Product along free `axes` (NKI `nl.prod`).
+    prod => "nl.prod", ReduceKind::Alu(AluOp::Multiply);
+    /// Arithmetic mean along free `axes` with fp32 intermediates (NKI `nl.mean`; the result
+    /// has `x`'s float dtype, fp32 for integer inputs).
+    mean => "nl.mean", ReduceKind::Mean;
+    /// 1 where every element along free `axes` is non-zero (NKI `nl.all`; bool result).
+    all => "nl.all", ReduceKind::All;
+}
+
+/// Biased variance (divides by the element count) along free `axes` (NKI `nl.var`). As in
+/// NKI, the result keeps the reduced axes as size 1.
+#[track_caller]
+pub fn var<'a>(x: impl Into<TileRef<'a>>, axes: &[usize]) -> Tile {
+    reduce_impl(
+        "nl.var",
+        ReduceKind::Var,
+        x.into(),
+        axes,
+        true,
+        None,
+        false,
+        SourceLoc::caller(),
+    )
+}

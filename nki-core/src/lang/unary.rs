@@ -1,0 +1,560 @@
+//! Unary math and activations (`nl.exp`, `nl.gelu`, `nl.abs`, ...) and the composite ops built
+//! on them (`nl.softmax`, `nl.rms_norm`).
+//!
+//! Lowering follows NKI's engine table: functions of ScalarE's activation table are one
+//! `Activation` instruction on ScalarE; `abs`, `negative`, `floor`, `ceil`, `trunc` are VectorE
+//! ALU instructions; `reciprocal` is VectorE's precise reciprocal; `sin`/`cos`/`tan` are a VectorE
+//! range reduction followed by a ScalarE activation. All math is fp32 (see [`crate::math`]), and
+//! the result is rounded once to the output dtype.
+
+use super::checks;
+use super::data::shape;
+use super::elementwise::{alu_binary, Operand};
+use super::reduce::{reduce_impl, ReduceKind};
+use crate::context::{check, env, issue, raise};
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::math::{ActFn, AluOp};
+use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::tile::{Tile, TileRef};
+
+/// How one unary function is lowered: the instruction sequence it records.
+fn lowering(f: ActFn) -> &'static [(Engine, Opcode)] {
+    const ACT: &[(Engine, Opcode)] = &[(Engine::Scalar, Opcode::Activation)];
+    const ALU: &[(Engine, Opcode)] = &[(Engine::Vector, Opcode::TensorScalar)];
+    const RECIP: &[(Engine, Opcode)] = &[(Engine::Vector, Opcode::Reciprocal)];
+    const TRIG: &[(Engine, Opcode)] = &[
+        (Engine::Vector, Opcode::TensorScalar),
+        (Engine::Scalar, Opcode::Activation),
+    ];
+    match f {
+        ActFn::Abs | ActFn::Negative | ActFn::Floor | ActFn::Ceil | ActFn::Trunc => ALU,
+        ActFn::Reciprocal => RECIP,
+        ActFn::Sin | ActFn::Cos | ActFn::Tan => TRIG,
+        _ => ACT,
+    }
+}
+
+/// Default output dtype of `f` on input dtype `d`: the input's dtype for floats; for integer
+/// inputs the sign/rounding/abs family keeps the integer type, everything else gives fp32.
+fn default_dtype(f: ActFn, d: DType) -> DType {
+    if d.is_float() {
+        return d;
+    }
+    match f {
+        ActFn::Copy
+        | ActFn::Abs
+        | ActFn::Negative
+        | ActFn::Sign
+        | ActFn::Floor
+        | ActFn::Ceil
+        | ActFn::Trunc
+        | ActFn::Relu
+        | ActFn::Square => {
+            if d == DType::Bool {
+                DType::U8
+            } else {
+                d
+            }
+        }
+        _ => DType::F32,
+    }
+}
+
+/// Optional ScalarE extras of an activation: `f(x * scale + bias)` with a per-partition
+/// `[P, 1]` bias, and a free-axis sum of the results into a `[P, 1]` fp32 accumulator.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct ActExtras<'a> {
+    pub(crate) bias: Option<TileRef<'a>>,
+    pub(crate) scale: Option<f32>,
+    pub(crate) accumulate: bool,
+}
+
+/// The unary funnel: checks `x`, allocates the output, computes `f(x*scale + bias)` (fp32)
+/// rounded to `dtype`, records the instruction sequence `steps` (the first reads `x` and the
+/// bias; later ones work in place on the output). Returns the output and, with
+/// `extras.accumulate`, the `[P, 1]` fp32 row sums of the (rounded) outputs.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn map_impl(
+    api: &'static str,
+    steps: &[(Engine, Opcode)],
+    f: impl Fn(f32) -> f32,
+    x: TileRef,
+    dtype: DType,
+    extras: ActExtras,
+    loc: SourceLoc,
+) -> (Tile, Option<Tile>) {
+    let e = env(api, loc);
+    check(checks::operand(api, "x", &x), loc);
+    if let Some(b) = &extras.bias {
+        check(checks::operand(api, "bias", b), loc);
+        if b.partitions() != x.partitions() || b.free_size() != 1 {
+            raise(
+                NkiError::new(
+                    ErrorKind::ShapeMismatch,
+                    api,
+                    format!(
+                        "bias shape {:?} of '{api}' must be [{}, 1] (one value per partition of x{:?})",
+                        b.shape(),
+                        x.partitions(),
+                        x.shape()
+                    ),
+                ),
+                loc,
+            );
+        }
+    }
+    let out = Tile::alloc(api, MemKind::Sbuf, dtype, shape(api, x.shape(), loc), None, loc);
+    let ov = out.view();
+    let acc = extras.accumulate.then(|| {
+        Tile::alloc(
+            api,
+            MemKind::Sbuf,
+            DType::F32,
+            shape(api, &[x.partitions(), 1], loc),
+            None,
+            loc,
+        )
+    });
+    issue(
+        e,
+        || {
+            let vals = x.gather(api, loc);
+            let bias = extras.bias.map(|b| b.gather(api, loc));
+            let scale = extras.scale.unwrap_or(1.0);
+            let free = x.free_size().max(1);
+            let mut res: Vec<f32> = vals
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let arg = match (&bias, extras.scale) {
+                        (None, None) => v,
+                        (b, _) => v * scale + b.as_ref().map_or(0.0, |b| b[i / free]),
+                    };
+                    f(arg)
+                })
+                .collect();
+            dtype.round_slice(&mut res);
+            if let Some(acc) = &acc {
+                let sums = res
+                    .chunks(free)
+                    .map(|c| c.iter().map(|&v| v as f64).sum::<f64>() as f32)
+                    .collect();
+                acc.view().scatter(sums);
+            }
+            ov.scatter(res);
+        },
+        || {
+            // Records of all but the last step are pushed here; the last is returned.
+            let n = steps.len();
+            let mut last = None;
+            for (i, &(engine, opcode)) in steps.iter().enumerate() {
+                let first = i == 0;
+                let mut reads = if first { vec![x.region()] } else { vec![ov.region()] };
+                if first {
+                    reads.extend(extras.bias.map(|b| b.region()));
+                }
+                let mut writes = vec![ov.region()];
+                if i + 1 == n {
+                    writes.extend(acc.as_ref().map(|a| a.view().region()));
+                }
+                let r = Instr {
+                    partitions: x.partitions() as u32,
+                    free: x.free_size() as u32,
+                    inputs: 1,
+                    in_dtype: if first { x.dtype() } else { dtype },
+                    out_dtype: dtype,
+                    psum: first && x.mem() == MemKind::Psum,
+                    contiguous: !first || x.ap.inner_stride() == 1,
+                    reads,
+                    writes,
+                    ..Instr::new(engine, opcode, api, loc)
+                };
+                if i + 1 == n {
+                    last = Some(r);
+                } else {
+                    crate::context::try_with_ctx(|c| c.records.push(r));
+                }
+            }
+            last.expect("at least one step")
+        },
+    );
+    if !e.executes {
+        ov.mark_written();
+        if let Some(a) = &acc {
+            a.view().mark_written();
+        }
+    }
+    (out, acc)
+}
+
+/// Applies activation / math function `f` element-wise to `x` (the general form of
+/// `nl.exp`, `nl.gelu`, ...). `dtype` overrides the output dtype (default: `x`'s float dtype;
+/// fp32 for integer inputs, except `abs`/`negative`/`sign`/rounding/`relu`/`square`/`copy`
+/// which keep integer types).
+#[track_caller]
+pub fn unary<'a>(f: ActFn, x: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
+    let loc = SourceLoc::caller();
+    let x: TileRef = x.into();
+    let dt = dtype.unwrap_or_else(|| default_dtype(f, x.dtype()));
+    map_impl(
+        api_name(f),
+        lowering(f),
+        move |v| f.eval(v),
+        x,
+        dt,
+        ActExtras::default(),
+        loc,
+    )
+    .0
+}
+
+fn api_name(f: ActFn) -> &'static str {
+    match f {
+        ActFn::Copy => "nl.copy",
+        ActFn::Exp => "nl.exp",
+        ActFn::Log => "nl.log",
+        ActFn::Sqrt => "nl.sqrt",
+        ActFn::Rsqrt => "nl.rsqrt",
+        ActFn::Reciprocal => "nl.reciprocal",
+        ActFn::Tanh => "nl.tanh",
+        ActFn::Sigmoid => "nl.sigmoid",
+        ActFn::Relu => "nl.relu",
+        ActFn::Gelu => "nl.gelu",
+        ActFn::GeluDx => "nl.gelu_dx",
+        ActFn::GeluApprxTanh => "nl.gelu_apprx_tanh",
+        ActFn::GeluApprxSigmoid => "nl.gelu_apprx_sigmoid",
+        ActFn::GeluApprxSigmoidDx => "nl.gelu_apprx_sigmoid_dx",
+        ActFn::Silu => "nl.silu",
+        ActFn::SiluDx => "nl.silu_dx",
+        ActFn::Erf => "nl.erf",
+        ActFn::ErfDx => "nl.erf_dx",
+        ActFn::Softplus => "nl.softplus",
+        ActFn::Mish => "nl.mish",
+        ActFn::Square => "nl.square",
+        ActFn::Abs => "nl.abs",
+        ActFn::Negative => "nl.negative",
+        ActFn::Sign => "nl.sign",
+        ActFn::Sin => "nl.sin",
+        ActFn::Cos => "nl.cos",
+        ActFn::Tan => "nl.tan",
+        ActFn::Arctan => "nl.arctan",
+        ActFn::Floor => "nl.floor",
+        ActFn::Ceil => "nl.ceil",
+        ActFn::Trunc => "nl.trunc",
+    }
+}
+
+macro_rules! unary_fns {
+    ($($(#[$doc:meta])* $name:ident => $f:expr;)*) => {$(
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $name<'a>(x: impl Into<TileRef<'a>>) -> Tile {
+            let loc = SourceLoc::caller();
+            let x: TileRef = x.into();
+            let f: ActFn = $f;
+            map_impl(
+                api_name(f),
+                lowering(f),
+                move |v| f.eval(v),
+                x,
+                default_dtype(f, x.dtype()),
+                ActExtras::default(),
+                loc,
+            )
+            .0
+        }
+    )*};
+}
+
+unary_fns! {
+    /// e^x element-wise (NKI `nl.exp`; ScalarE activation).
+    exp => ActFn::Exp;
+    /// Natural logarithm (NKI `nl.log`; ScalarE).
+    log => ActFn::Log;
+    /// Square root (NKI `nl.sqrt`; ScalarE).
+    sqrt => ActFn::Sqrt;
+    /// 1 / sqrt(x) (NKI `nl.rsqrt`; ScalarE).
+    rsqrt => ActFn::Rsqrt;
+    /// 1 / x (NKI `nl.reciprocal`; VectorE's precise reciprocal).
+    reciprocal => ActFn::Reciprocal;
+    /// Hyperbolic tangent (NKI `nl.tanh`; ScalarE).
+    tanh => ActFn::Tanh;
+    /// Logistic sigmoid (NKI `nl.sigmoid`; ScalarE).
+    sigmoid => ActFn::Sigmoid;
+    /// max(x, 0) (NKI `nl.relu`; ScalarE).
+    relu => ActFn::Relu;
+    /// Exact (erf) GELU (NKI `nl.gelu`; ScalarE).
+    gelu => ActFn::Gelu;
+    /// Derivative of the exact GELU (NKI `nl.gelu_dx`; ScalarE).
+    gelu_dx => ActFn::GeluDx;
+    /// tanh-approximated GELU (NKI `nl.gelu_apprx_tanh`; ScalarE).
+    gelu_apprx_tanh => ActFn::GeluApprxTanh;
+    /// sigmoid-approximated GELU, x * sigmoid(1.702 x) (NKI `nl.gelu_apprx_sigmoid`; ScalarE).
+    gelu_apprx_sigmoid => ActFn::GeluApprxSigmoid;
+    /// Derivative of the sigmoid-approximated GELU (NKI `gelu_apprx_sigmoid_dx`; ScalarE).
+    gelu_apprx_sigmoid_dx => ActFn::GeluApprxSigmoidDx;
+    /// x * sigmoid(x) (NKI `nl.silu`; ScalarE).
+    silu => ActFn::Silu;
+    /// Derivative of SiLU (NKI `nl.silu_dx`; ScalarE).
+    silu_dx => ActFn::SiluDx;
+    /// The error function (NKI `nl.erf`; ScalarE).
+    erf => ActFn::Erf;
+    /// Derivative of erf, 2/sqrt(pi) e^(-x^2) (NKI `nl.erf_dx`; ScalarE).
+    erf_dx => ActFn::ErfDx;
+    /// log(1 + e^x) (NKI `nl.softplus`; ScalarE).
+    softplus => ActFn::Softplus;
+    /// x * tanh(softplus(x)) (NKI `nl.mish`; ScalarE).
+    mish => ActFn::Mish;
+    /// x^2 (NKI `nl.square`; ScalarE).
+    square => ActFn::Square;
+    /// |x| (NKI `nl.abs`; VectorE).
+    abs => ActFn::Abs;
+    /// -x (NKI `nl.negative`; VectorE).
+    negative => ActFn::Negative;
+    /// -1, 0 or 1 (NKI `nl.sign`; ScalarE).
+    sign => ActFn::Sign;
+    /// Sine with range reduction (NKI `nl.sin`; VectorE range reduction + ScalarE).
+    sin => ActFn::Sin;
+    /// Cosine (NKI `nl.cos`; VectorE range reduction + ScalarE).
+    cos => ActFn::Cos;
+    /// Tangent (NKI `nl.tan`; VectorE range reduction + ScalarE).
+    tan => ActFn::Tan;
+    /// Arc tangent (NKI `nl.arctan`; ScalarE).
+    arctan => ActFn::Arctan;
+    /// Round toward -inf (NKI `nl.floor`; VectorE).
+    floor => ActFn::Floor;
+    /// Round toward +inf (NKI `nl.ceil`; VectorE).
+    ceil => ActFn::Ceil;
+    /// Round toward zero (NKI `nl.trunc`; VectorE).
+    trunc => ActFn::Trunc;
+}
+
+/// Checks that `axis` is the last dimension of `x` (the free axis the composite ops work on).
+fn last_axis(api: &'static str, x: &TileRef, axis: usize, loc: SourceLoc) {
+    let nd = x.shape().len();
+    if axis == 0 {
+        raise(
+            NkiError::new(
+                ErrorKind::PartitionReduction,
+                api,
+                format!(
+                    "reduction on partition axis is not supported: axis 0 of x{:?} in '{api}' is the partition axis; transpose first",
+                    x.shape()
+                ),
+            ),
+            loc,
+        );
+    }
+    if axis != nd - 1 {
+        raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                api,
+                format!(
+                    "invalid axis {axis} for x{:?} in '{api}': only the last free axis ({}) is supported",
+                    x.shape(),
+                    nd - 1
+                ),
+            ),
+            loc,
+        );
+    }
+}
+
+/// Softmax along free axis `axis` (NKI `nl.softmax`; `axis` must be the last dimension):
+/// `exp(x - max) / sum(exp(x - max))`, computed in fp32 and rounded to `x`'s dtype (fp32 for
+/// integer inputs).
+///
+/// Lowered like the hardware does it: a negated max reduce (VectorE), one exp activation with
+/// the negated max as bias and a running sum (ScalarE), a reciprocal of the sums (VectorE) and
+/// a multiply by it (VectorE).
+#[track_caller]
+pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
+    const API: &str = "nl.softmax";
+    let loc = SourceLoc::caller();
+    let x: TileRef = x.into();
+    check(checks::operand(API, "x", &x), loc);
+    last_axis(API, &x, axis, loc);
+    let out_dtype = if x.dtype().is_float() {
+        x.dtype()
+    } else {
+        DType::F32
+    };
+    let nd = x.shape().len();
+    let neg_max = reduce_impl(
+        API,
+        ReduceKind::Alu(AluOp::Maximum),
+        x,
+        &[nd - 1],
+        true,
+        Some(DType::F32),
+        true,
+        loc,
+    );
+    let (e, sums) = if nd == 2 {
+        map_impl(
+            API,
+            &[(Engine::Scalar, Opcode::Activation)],
+            |v| ActFn::Exp.eval(v),
+            x,
+            DType::F32,
+            ActExtras {
+                bias: Some(neg_max.view()),
+                scale: None,
+                accumulate: true,
+            },
+            loc,
+        )
+    } else {
+        // Several free dims: the accumulator sums a whole partition, so reduce per row instead.
+        let shifted = alu_binary(
+            AluOp::Add,
+            API,
+            Operand::Tile(x),
+            Operand::Tile(neg_max.view()),
+            Some(DType::F32),
+            false,
+            loc,
+        );
+        let ex = map_impl(
+            API,
+            &[(Engine::Scalar, Opcode::Activation)],
+            |v| ActFn::Exp.eval(v),
+            shifted.view(),
+            DType::F32,
+            ActExtras::default(),
+            loc,
+        )
+        .0;
+        let s = reduce_impl(
+            API,
+            ReduceKind::Alu(AluOp::Add),
+            ex.view(),
+            &[nd - 1],
+            true,
+            Some(DType::F32),
+            false,
+            loc,
+        );
+        (ex, Some(s))
+    };
+    let sums = sums.expect("softmax accumulates the sums");
+    let recip = map_impl(
+        API,
+        &[(Engine::Vector, Opcode::Reciprocal)],
+        |v| ActFn::Reciprocal.eval(v),
+        sums.view(),
+        DType::F32,
+        ActExtras::default(),
+        loc,
+    )
+    .0;
+    alu_binary(
+        AluOp::Multiply,
+        API,
+        Operand::Tile(e.view()),
+        Operand::Tile(recip.view()),
+        Some(out_dtype),
+        false,
+        loc,
+    )
+}
+
+/// RMS normalisation along free axis `axis` (NKI `nl.rms_norm`; `axis` must be the last
+/// dimension of a 2-D `x`): `x / sqrt(sum(x^2) / n + epsilon) * w`, where `w` is a `[1, F]` (or
+/// `[P, F]`) weight tile and `n` the element count of the normalised axis (usually `F`).
+/// Computed in fp32 and rounded to `x`'s dtype.
+///
+/// Lowered as a square activation with a running sum (ScalarE), `sum/n + eps` (VectorE), rsqrt
+/// (ScalarE), `x * rstd` (VectorE) and `* w` (VectorE).
+#[track_caller]
+pub fn rms_norm<'a, 'b>(
+    x: impl Into<TileRef<'a>>,
+    w: impl Into<TileRef<'b>>,
+    axis: usize,
+    n: usize,
+    epsilon: f32,
+) -> Tile {
+    const API: &str = "nl.rms_norm";
+    let loc = SourceLoc::caller();
+    let x: TileRef = x.into();
+    let w: TileRef = w.into();
+    check(checks::operand(API, "x", &x), loc);
+    check(checks::operand(API, "w", &w), loc);
+    last_axis(API, &x, axis, loc);
+    if x.shape().len() != 2 {
+        raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                API,
+                format!("'rms_norm' takes a 2-D tile [P, F], got x{:?}", x.shape()),
+            ),
+            loc,
+        );
+    }
+    if n == 0 {
+        raise(
+            NkiError::new(ErrorKind::InvalidArgument, API, "'rms_norm' needs n > 0"),
+            loc,
+        );
+    }
+    let out_dtype = if x.dtype().is_float() {
+        x.dtype()
+    } else {
+        DType::F32
+    };
+    let (_, sq) = map_impl(
+        API,
+        &[(Engine::Scalar, Opcode::Activation)],
+        |v| ActFn::Square.eval(v),
+        x,
+        DType::F32,
+        ActExtras {
+            bias: None,
+            scale: None,
+            accumulate: true,
+        },
+        loc,
+    );
+    let sq = sq.expect("accumulated");
+    let inv_n = 1.0 / n as f32;
+    let ms = map_impl(
+        API,
+        &[(Engine::Vector, Opcode::TensorScalar)],
+        move |v| v * inv_n + epsilon,
+        sq.view(),
+        DType::F32,
+        ActExtras::default(),
+        loc,
+    )
+    .0;
+    let rstd = map_impl(
+        API,
+        &[(Engine::Scalar, Opcode::Activation)],
+        |v| ActFn::Rsqrt.eval(v),
+        ms.view(),
+        DType::F32,
+        ActExtras::default(),
+        loc,
+    )
+    .0;
+    let xn = alu_binary(
+        AluOp::Multiply,
+        API,
+        Operand::Tile(x),
+        Operand::Tile(rstd.view()),
+        Some(DType::F32),
+        false,
+        loc,
+    );
+    alu_binary(
+        AluOp::Multiply,
+        API,
+        Operand::Tile(xn.view()),
+        Operand::Tile(w),
+        Some(out_dtype),
+        true,
+        loc,
+    )
+}

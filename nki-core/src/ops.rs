@@ -1,0 +1,173 @@
+//! Operator overloads on run-time-shaped tiles: `+ - * /` and unary `-` for [`Tile`] (owned or
+//! borrowed) and [`TileRef`] (owned or borrowed), with tiles or `f32`/`i32` scalars on either
+//! side (`&x + &y`, `&x * 2.0`, `1.0 - &x`, `-&x`).
+//!
+//! As in NKI, operators follow `nl.add` & co. (promotion, free-axis broadcasting of size-1
+//! dims) but do **not** broadcast along partitions: a `[1, F]` operand with a `[P, F]` one is a
+//! partition-mismatch error (use `nl::add`, which allows it, or `nl::broadcast_to`).
+
+use crate::error::SourceLoc;
+use crate::lang::{alu_binary, map_impl, ActExtras, Operand};
+use crate::math::{ActFn, AluOp};
+use crate::record::{Engine, Opcode};
+use crate::tile::{Tile, TileRef};
+use std::ops::{Add, Div, Mul, Neg, Sub};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Anything that can be an operand of a tile operator: tiles and views (owned or borrowed) and
+/// `f32` / `i32` scalars. Sealed; implemented by nki-core only.
+pub trait TileArith: sealed::Sealed + Sized {
+    /// Calls `f` with the value as an element-wise operand.
+    #[doc(hidden)]
+    fn with_operand<R>(self, f: impl FnOnce(Operand<'_>) -> R) -> R;
+}
+
+macro_rules! arith_tile {
+    ($([$($g:tt)*] $t:ty => |$s:ident| $e:expr;)*) => {$(
+        impl<$($g)*> sealed::Sealed for $t {}
+        impl<$($g)*> TileArith for $t {
+            fn with_operand<R>(self, f: impl FnOnce(Operand<'_>) -> R) -> R {
+                let $s = self;
+                f($e)
+            }
+        }
+    )*};
+}
+
+arith_tile! {
+    [] Tile => |t| Operand::Tile(t.view());
+    ['a] &'a Tile => |t| Operand::Tile(t.view());
+    ['a] TileRef<'a> => |t| Operand::Tile(t);
+    ['a, 'b] &'b TileRef<'a> => |t| Operand::Tile(*t);
+    [] f32 => |v| Operand::from(v);
+    [] i32 => |v| Operand::from(v);
+}
+
+#[track_caller]
+fn apply(op: AluOp, api: &'static str, x: impl TileArith, y: impl TileArith) -> Tile {
+    let loc = SourceLoc::caller();
+    x.with_operand(|a| y.with_operand(|b| alu_binary(op, api, a, b, None, false, loc)))
+}
+
+#[track_caller]
+fn negate(x: impl TileArith) -> Tile {
+    let loc = SourceLoc::caller();
+    x.with_operand(|a| match a {
+        Operand::Tile(t) => {
+            let f = ActFn::Negative;
+            let dt = if t.dtype() == crate::dtype::DType::Bool {
+                crate::dtype::DType::U8
+            } else {
+                t.dtype()
+            };
+            map_impl(
+                "nl.negative",
+                &[(Engine::Vector, Opcode::TensorScalar)],
+                move |v| f.eval(v),
+                t,
+                dt,
+                ActExtras::default(),
+                loc,
+            )
+            .0
+        }
+        Operand::Scalar { .. } => unreachable!("only tiles implement Neg"),
+    })
+}
+
+macro_rules! tile_lhs {
+    ($([$($g:tt)*] $t:ty;)*) => {$(
+        impl<$($g)* R: TileArith> Add<R> for $t {
+            type Output = Tile;
+            #[track_caller]
+            fn add(self, rhs: R) -> Tile {
+                apply(AluOp::Add, "nl.add", self, rhs)
+            }
+        }
+        impl<$($g)* R: TileArith> Sub<R> for $t {
+            type Output = Tile;
+            #[track_caller]
+            fn sub(self, rhs: R) -> Tile {
+                apply(AluOp::Subtract, "nl.subtract", self, rhs)
+            }
+        }
+        impl<$($g)* R: TileArith> Mul<R> for $t {
+            type Output = Tile;
+            #[track_caller]
+            fn mul(self, rhs: R) -> Tile {
+                apply(AluOp::Multiply, "nl.multiply", self, rhs)
+            }
+        }
+        impl<$($g)* R: TileArith> Div<R> for $t {
+            type Output = Tile;
+            #[track_caller]
+            fn div(self, rhs: R) -> Tile {
+                apply(AluOp::Divide, "nl.divide", self, rhs)
+            }
+        }
+        impl<$($g)*> Neg for $t {
+            type Output = Tile;
+            #[track_caller]
+            fn neg(self) -> Tile {
+                negate(self)
+            }
+        }
+    )*};
+}
+
+tile_lhs! {
+    [] Tile;
+    ['a,] &'a Tile;
+    ['a,] TileRef<'a>;
+    ['a, 'b,] &'b TileRef<'a>;
+}
+
+macro_rules! scalar_lhs {
+    ($s:ty: $([$($g:tt)*] $t:ty;)*) => {$(
+        impl<$($g)*> Add<$t> for $s {
+            type Output = Tile;
+            #[track_caller]
+            fn add(self, rhs: $t) -> Tile {
+                apply(AluOp::Add, "nl.add", self, rhs)
+            }
+        }
+        impl<$($g)*> Sub<$t> for $s {
+            type Output = Tile;
+            #[track_caller]
+            fn sub(self, rhs: $t) -> Tile {
+                apply(AluOp::Subtract, "nl.subtract", self, rhs)
+            }
+        }
+        impl<$($g)*> Mul<$t> for $s {
+            type Output = Tile;
+            #[track_caller]
+            fn mul(self, rhs: $t) -> Tile {
+                apply(AluOp::Multiply, "nl.multiply", self, rhs)
+            }
+        }
+        impl<$($g)*> Div<$t> for $s {
+            type Output = Tile;
+            #[track_caller]
+            fn div(self, rhs: $t) -> Tile {
+                apply(AluOp::Divide, "nl.divide", self, rhs)
+            }
+        }
+    )*};
+}
+
+scalar_lhs! { f32:
+    [] Tile;
+    ['a] &'a Tile;
+    ['a] TileRef<'a>;
+    ['a, 'b] &'b TileRef<'a>;
+}
+
+scalar_lhs! { i32:
+    [] Tile;
+    ['a] &'a Tile;
+    ['a] TileRef<'a>;
+    ['a, 'b] &'b TileRef<'a>;
+}

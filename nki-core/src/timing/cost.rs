@@ -1,0 +1,379 @@
+//! Per-instruction costs: how long one record occupies its engine, from the target's table
+//! (shared/reference/hardware.md §2). Costs are initiation intervals in cycles of the executing
+//! engine, converted to ns with that engine's clock; DMA costs are bytes over bandwidth.
+
+use crate::dtype::DType;
+use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::target::TargetSpec;
+
+/// Clock of `engine` in GHz (DMA and Sync use the profiler's base clock).
+pub fn engine_ghz(spec: &TargetSpec, engine: Engine) -> f64 {
+    match engine {
+        Engine::Tensor => spec.tensor_ghz,
+        Engine::Vector => spec.vector_ghz,
+        Engine::Scalar => spec.scalar_ghz,
+        Engine::GpSimd => spec.gpsimd_ghz,
+        Engine::Sync | Engine::Dma => spec.base_ghz,
+    }
+}
+
+/// The two TensorE phases of a matmul or transpose, in ns.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TensorCost {
+    /// LoadStationary: `N_stat / 4` cycles (x the fp32 factor); runs in the background of the
+    /// previous MultiplyMoving.
+    pub ls_ns: f64,
+    /// MultiplyMoving: `max(min(64, N_stat), N_mov)` cycles (x the fp32 factor).
+    pub mm_ns: f64,
+}
+
+/// TensorE cost of a matmul or transpose record. A transpose of a `[P, F]` tile is a matmul
+/// with the tile as stationary (`N_stat = F`) and the identity as moving (`N_mov = P`), so the
+/// same formula gives the documented `max(P, min(64, F))`.
+pub fn tensor_cost(spec: &TargetSpec, r: &Instr) -> TensorCost {
+    let (n_stat, n_mov, fp32) = match (r.opcode, r.matmul) {
+        (Opcode::Transpose, _) => (
+            r.free.max(1) as u64,
+            r.partitions.max(1) as u64,
+            r.in_dtype == DType::F32,
+        ),
+        (_, Some(m)) => (m.m.max(1) as u64, m.n.max(1) as u64, m.fp32),
+        (_, None) => (r.partitions.max(1) as u64, r.free.max(1) as u64, false),
+    };
+    let factor = if !fp32 {
+        1
+    } else if r.opcode == Opcode::Transpose {
+        spec.fp32_transpose_factor
+    } else {
+        spec.fp32_matmul_factor
+    };
+    let mm_cycles = n_stat.min(spec.mm_init_cycles).max(n_mov) * factor;
+    let ls_cycles = n_stat.div_ceil(spec.ls_speedup).max(1) * factor;
+    TensorCost {
+        ls_ns: ls_cycles as f64 / spec.tensor_ghz,
+        mm_ns: mm_cycles as f64 / spec.tensor_ghz,
+    }
+}
+
+fn is16(d: DType) -> bool {
+    matches!(d, DType::BF16 | DType::F16)
+}
+
+/// Cycles per free element (`k` of `k * N`, before performance modes) of a Vector/Scalar/GpSimd
+/// instruction (hardware.md §2.3 / §2.4 table, S13), and whether it is a `max(MIN_II, ..)`
+/// instruction.
+fn per_element(r: &Instr) -> f64 {
+    let all16 = is16(r.in_dtype) && is16(r.out_dtype);
+    match r.opcode {
+        Opcode::TensorTensor => {
+            // One PSUM + one SBUF input, or all-SBUF bf16 add/mul/sub contiguous: N; else 2N.
+            let fast_op = matches!(
+                r.api,
+                "nl.add" | "nl.multiply" | "nl.subtract" | "nisa.tensor_tensor"
+            );
+            if r.psum || (r.in_dtype == DType::BF16 && all16 && fast_op && r.contiguous) {
+                1.0
+            } else {
+                2.0
+            }
+        }
+        Opcode::ScalarTensorTensor if r.in_dtype == DType::BF16 && r.free & 1 == 0 => 1.0,
+        Opcode::ScalarTensorTensor => 2.0,
+        Opcode::TensorReduce if all16 => 0.5,
+        Opcode::TensorTensorScan => 2.0,
+        Opcode::Select if !r.psum => 2.0,
+        Opcode::Reciprocal if r.engine == Engine::Vector => 8.0,
+        Opcode::Memset if is16(r.out_dtype) => 0.5,
+        Opcode::BnAggr => 13.0 / 3.0,
+        _ => 1.0,
+    }
+}
+
+/// VectorE performance-mode speed-up on NC-v3+ [E S2]: 4x for tensor_copy / tensor_scalar with
+/// 16-bit SBUF input and output and contiguous data, 2x for those when one side is PSUM or the
+/// data is strided, 2x for tensor_tensor with both inputs in SBUF and all 16-bit.
+pub fn vector_perf_mode(spec: &TargetSpec, r: &Instr) -> f64 {
+    if !spec.vector_perf_modes || r.engine != Engine::Vector {
+        return 1.0;
+    }
+    let all16 = is16(r.in_dtype) && is16(r.out_dtype);
+    match r.opcode {
+        Opcode::TensorCopy | Opcode::TensorScalar => {
+            if all16 && !r.psum && r.contiguous {
+                4.0
+            } else if r.psum || all16 {
+                2.0
+            } else {
+                1.0
+            }
+        }
+        Opcode::TensorTensor if all16 && !r.psum => 2.0,
+        _ => 1.0,
+    }
+}
+
+/// Cycles of a Vector/Scalar/GpSimd/Sync record on its engine.
+pub fn compute_cycles(spec: &TargetSpec, r: &Instr) -> u64 {
+    let n = r.free.max(1) as f64;
+    let work = (per_element(r) * n / vector_perf_mode(spec, r)).ceil() as u64;
+    match r.engine {
+        Engine::GpSimd => spec.gpsimd_start + work,
+        Engine::Sync => spec.min_ii,
+        _ => {
+            let base = match r.opcode {
+                Opcode::Iota | Opcode::AffineSelect => spec.gpsimd_start + work,
+                _ => work.max(spec.min_ii),
+            };
+            // activation_reduce / tensor_scalar_reduce: + MIN_II for the accumulator [E S13].
+            if r.api.contains("reduce")
+                && matches!(r.opcode, Opcode::Activation | Opcode::TensorScalar)
+            {
+                base + spec.min_ii
+            } else {
+                base
+            }
+        }
+    }
+}
+
+/// ns a Vector/Scalar/GpSimd/Sync record occupies its engine.
+pub fn compute_ns(spec: &TargetSpec, r: &Instr) -> f64 {
+    compute_cycles(spec, r) as f64 / engine_ghz(spec, r.engine)
+}
+
+/// Extra wait, in ns, between a producer's end and a dependent consumer's start on `engine`
+/// (pipeline drain + semaphore): `dependency_latency_cycles` of the consumer's clock.
+pub fn dependency_latency_ns(spec: &TargetSpec, engine: Engine) -> f64 {
+    match engine {
+        Engine::Dma => 0.0,
+        e => spec.dependency_latency_cycles as f64 / engine_ghz(spec, e),
+    }
+}
+
+/// How one DMA record spreads over the 16 DMA engines of its NeuronCore.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DmaPlan {
+    /// First DMA engine used.
+    pub first_engine: usize,
+    /// Time, in ns, each engine from `first_engine` on is busy moving its share.
+    pub engine_ns: Vec<f64>,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Bytes read from or written to HBM (both for HBM-to-HBM copies).
+    pub hbm_bytes: u64,
+    /// Time, in ns, of the record on the NeuronCore's sustained DMA throughput.
+    pub sustained_ns: f64,
+    /// Time, in ns, of the record on its HBM stack.
+    pub hbm_ns: f64,
+    /// The shortest time the DMA can take (latency floor).
+    pub floor_ns: f64,
+}
+
+/// The DMA plan of a record: partition `p` is served by engine `p / 8`; HBM-to-HBM copies
+/// (no on-chip side) are spread evenly over all engines.
+pub fn dma_plan(spec: &TargetSpec, r: &Instr) -> DmaPlan {
+    let (bytes, src, dst, parts, p0) = match r.dma {
+        Some(d) => (
+            d.bytes,
+            d.src,
+            d.dst,
+            d.partitions.max(1) as usize,
+            d.start_partition as usize,
+        ),
+        None => (
+            r.partitions.max(1) as u64 * r.free as u64 * r.in_dtype.size() as u64,
+            MemKind::Hbm,
+            MemKind::Sbuf,
+            r.partitions.max(1) as usize,
+            0,
+        ),
+    };
+    let eff = if r.opcode == Opcode::DmaTranspose {
+        spec.dma_transpose_efficiency
+    } else {
+        1.0
+    };
+    let bw = spec.dma_engine_bytes_per_ns * eff;
+    let n_eng = spec.dma_engines.max(1);
+    let ppe = spec.dma_partitions_per_engine.max(1);
+    let (first_engine, engine_ns) = if src == MemKind::Hbm && dst == MemKind::Hbm {
+        let share = bytes as f64 / n_eng as f64;
+        (0, vec![share / bw; n_eng])
+    } else {
+        let p0 = p0.min(n_eng * ppe - 1);
+        let p_end = (p0 + parts).min(n_eng * ppe).max(p0 + 1);
+        let (e0, e1) = (p0 / ppe, (p_end - 1) / ppe);
+        let total = (p_end - p0) as f64;
+        let v = (e0..=e1)
+            .map(|e| {
+                let n = p_end.min((e + 1) * ppe) - p0.max(e * ppe);
+                bytes as f64 * n as f64 / total / bw
+            })
+            .collect();
+        (e0, v)
+    };
+    let hbm_bytes = match (src == MemKind::Hbm, dst == MemKind::Hbm) {
+        (true, true) => 2 * bytes,
+        (false, false) => 0,
+        _ => bytes,
+    };
+    DmaPlan {
+        first_engine,
+        engine_ns,
+        bytes,
+        hbm_bytes,
+        sustained_ns: bytes as f64 / (spec.dma_sustained_bytes_per_ns * eff),
+        hbm_ns: hbm_bytes as f64 / spec.hbm_bytes_per_ns,
+        floor_ns: spec.dma_min_transfer_ns,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::SourceLoc;
+    use crate::record::{DmaDims, MatmulDims};
+    use crate::target::Target;
+
+    fn loc() -> SourceLoc {
+        SourceLoc::caller()
+    }
+
+    fn mm(m: u32, n: u32, fp32: bool) -> Instr {
+        Instr {
+            partitions: 128,
+            free: n,
+            matmul: Some(MatmulDims { k: 128, m, n, fp32 }),
+            ..Instr::new(Engine::Tensor, Opcode::Matmul, "nisa.nc_matmul", loc())
+        }
+    }
+
+    fn vec_op(op: Opcode, engine: Engine, free: u32, dt: DType) -> Instr {
+        Instr {
+            partitions: 128,
+            free,
+            in_dtype: dt,
+            out_dtype: dt,
+            ..Instr::new(engine, op, "nl.exp", loc())
+        }
+    }
+
+    #[test]
+    fn matmul_costs_follow_the_formula() {
+        let s = Target::Trn1.spec();
+        let c = tensor_cost(s, &mm(128, 512, false));
+        assert!((c.mm_ns - 512.0 / 2.8).abs() < 1e-9);
+        assert!((c.ls_ns - 32.0 / 2.8).abs() < 1e-9);
+        // Short moving operand: the 64-cycle floor.
+        assert!((tensor_cost(s, &mm(128, 1, false)).mm_ns - 64.0 / 2.8).abs() < 1e-9);
+        // Short stationary: max(min(64, 8), 16) = 16 cycles.
+        assert!((tensor_cost(s, &mm(8, 16, false)).mm_ns - 16.0 / 2.8).abs() < 1e-9);
+        // fp32 is 4x.
+        assert!((tensor_cost(s, &mm(128, 512, true)).mm_ns - 4.0 * 512.0 / 2.8).abs() < 1e-9);
+        let s2 = Target::Trn2.spec();
+        assert!((tensor_cost(s2, &mm(128, 512, false)).mm_ns - 512.0 / 2.4).abs() < 1e-9);
+    }
+
+    #[test]
+    fn transpose_cost_is_max_p_min_64_f() {
+        let s = Target::Trn1.spec();
+        let t = |p: u32, f: u32| Instr {
+            partitions: p,
+            free: f,
+            in_dtype: DType::BF16,
+            ..Instr::new(Engine::Tensor, Opcode::Transpose, "nl.transpose", loc())
+        };
+        for (p, f) in [(128u32, 128u32), (32, 128), (32, 16), (8, 4)] {
+            let want = (p as u64).max((f as u64).min(64)) as f64 / 2.8;
+            assert!(
+                (tensor_cost(s, &t(p, f)).mm_ns - want).abs() < 1e-9,
+                "{p}x{f}"
+            );
+        }
+        let mut f32t = t(128, 128);
+        f32t.in_dtype = DType::F32;
+        let s2 = Target::Trn2.spec();
+        assert!((tensor_cost(s2, &f32t).mm_ns - 2.0 * 128.0 / 2.4).abs() < 1e-9);
+        assert!((tensor_cost(s, &f32t).mm_ns - 4.0 * 128.0 / 2.8).abs() < 1e-9);
+    }
+
+    #[test]
+    fn vector_scalar_costs() {
+        let s = Target::Trn1.spec();
+        // max(64, N)
+        let a = vec_op(Opcode::Activation, Engine::Scalar, 1, DType::F32);
+        assert_eq!(compute_cycles(s, &a), 64);
+        let a = vec_op(Opcode::Activation, Engine::Scalar, 1000, DType::F32);
+        assert_eq!(compute_cycles(s, &a), 1000);
+        assert!((compute_ns(s, &a) - 1000.0 / 1.4).abs() < 1e-9);
+        // tensor_tensor fp32 SBUF: 2N; one PSUM input: N.
+        let mut tt = vec_op(Opcode::TensorTensor, Engine::Vector, 512, DType::F32);
+        tt.inputs = 2;
+        assert_eq!(compute_cycles(s, &tt), 1024);
+        tt.psum = true;
+        assert_eq!(compute_cycles(s, &tt), 512);
+        // reciprocal on VectorE: 8N.
+        let r = vec_op(Opcode::Reciprocal, Engine::Vector, 100, DType::F32);
+        assert_eq!(compute_cycles(s, &r), 800);
+        // GpSimd iota: 150 + N.
+        let i = vec_op(Opcode::Iota, Engine::GpSimd, 300, DType::F32);
+        assert_eq!(compute_cycles(s, &i), 450);
+        // bf16 reduce: N/2.
+        let red = vec_op(Opcode::TensorReduce, Engine::Vector, 1024, DType::BF16);
+        assert_eq!(compute_cycles(s, &red), 512);
+    }
+
+    #[test]
+    fn trn2_vector_performance_modes() {
+        let s1 = Target::Trn1.spec();
+        let s2 = Target::Trn2.spec();
+        let c = vec_op(Opcode::TensorCopy, Engine::Vector, 2048, DType::BF16);
+        assert_eq!(compute_cycles(s1, &c), 2048);
+        assert_eq!(compute_cycles(s2, &c), 512);
+        let mut strided = c.clone();
+        strided.contiguous = false;
+        assert_eq!(compute_cycles(s2, &strided), 1024);
+        let f = vec_op(Opcode::TensorCopy, Engine::Vector, 2048, DType::F32);
+        assert_eq!(compute_cycles(s2, &f), 2048);
+        // The 64-cycle floor still holds.
+        let small = vec_op(Opcode::TensorScalar, Engine::Vector, 128, DType::BF16);
+        assert_eq!(compute_cycles(s2, &small), 64);
+        // ScalarE has no performance mode on trn2.
+        let sc = vec_op(Opcode::TensorCopy, Engine::Scalar, 2048, DType::BF16);
+        assert_eq!(compute_cycles(s2, &sc), 2048);
+    }
+
+    fn dma(parts: u32, start: u32, bytes: u64) -> Instr {
+        Instr {
+            partitions: parts,
+            dma: Some(DmaDims {
+                src: MemKind::Hbm,
+                dst: MemKind::Sbuf,
+                bytes,
+                partitions: parts,
+                start_partition: start,
+                chunk_bytes: bytes / parts as u64,
+            }),
+            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", loc())
+        }
+    }
+
+    #[test]
+    fn dma_spreads_partitions_over_engines() {
+        let s = Target::Trn2.spec();
+        let p = dma_plan(s, &dma(128, 0, 128 * 1024));
+        assert_eq!(p.first_engine, 0);
+        assert_eq!(p.engine_ns.len(), 16);
+        assert!((p.engine_ns[5] - 8.0 * 1024.0 / 23.0).abs() < 1e-9);
+        assert_eq!(p.hbm_bytes, 128 * 1024);
+        let p = dma_plan(s, &dma(4, 0, 32768));
+        assert_eq!(p.engine_ns.len(), 1);
+        assert!((p.engine_ns[0] - 32768.0 / 23.0).abs() < 1e-9);
+        // Partitions 60..76 touch engines 7, 8 and 9 with 4, 8 and 4 partitions.
+        let p = dma_plan(s, &dma(16, 60, 16 * 100));
+        assert_eq!(p.first_engine, 7);
+        assert_eq!(p.engine_ns.len(), 3);
+        assert!((p.engine_ns[1] - 2.0 * p.engine_ns[0]).abs() < 1e-9);
+        assert!((p.engine_ns[2] - p.engine_ns[0]).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,624 @@
+//! The scheduler: turns the record streams of a launch into start/end times.
+//!
+//! - Dependencies: a record waits for the earlier records (of its NeuronCore's concatenated
+//!   stream) whose regions it depends on: read-after-write (plus the consumer's dependency
+//!   latency), write-after-read and write-after-write. Two DMA writes to one HBM tensor are
+//!   only kept in order (the second starts no earlier than the first): HBM regions are bounding
+//!   byte ranges, so tiles of one output tensor look overlapping when they are not.
+//! - Compute engines (TensorE, VectorE, ScalarE, GpSimdE, Sync) run their records in program
+//!   order. TensorE runs LoadStationary then MultiplyMoving; the next LoadStationary overlaps
+//!   the current MultiplyMoving (background weight load).
+//! - DMAs start `dma_fixed_latency_ns` after their inputs are ready and are served in that
+//!   order (first come, first served) by the DMA engines they map to, by the NeuronCore's
+//!   sustained DMA throughput and by the HBM stack the core shares with its neighbours.
+//!   A single DMA takes at least `dma_min_transfer_ns` (latency, not occupancy).
+//! - TensorE throttling (trn2/trn3): after an idle period the MultiplyMoving rate starts at
+//!   `pe_throttle_start` of its maximum and ramps to full over `pe_throttle_ramp_ns`.
+//!
+//! The simulation is event-free: compute records are placed as soon as they are at the head of
+//! their engine and all their dependencies are placed; DMAs wait in a queue ordered by ready
+//! time and are placed when nothing else can be placed (every record not yet placed depends,
+//! directly or through its engine's order, on a queued DMA, so it cannot be ready earlier).
+
+use super::cost::{self, DmaPlan};
+use crate::record::{BufId, Engine, Instr, Region};
+use crate::spmd::CoreStream;
+use crate::target::TargetSpec;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+
+/// Most accesses remembered per buffer and kind (reads / writes). Older ones are forgotten
+/// (they are far back in program order and have long completed in any realistic schedule).
+const ACCESS_CAP: usize = 64;
+
+/// How a dependency constrains its successor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Read after write: after the producer ends, plus the consumer's dependency latency.
+    Raw,
+    /// Write after read / write after write: after the earlier record ends.
+    After,
+    /// Kept in order only: no earlier than the earlier record starts.
+    Order,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Edge {
+    succ: u32,
+    kind: Kind,
+    /// For TensorE successors: the constraint applies to the MultiplyMoving phase.
+    late: bool,
+}
+
+/// One DMA engine's share of a DMA record.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Piece {
+    /// Global record index.
+    pub rec: u32,
+    /// DMA engine.
+    pub engine: u8,
+    /// Start, ns.
+    pub start: f64,
+    /// End, ns.
+    pub end: f64,
+}
+
+/// The modelled times of every record of a launch, in global order (core 0's stream, then
+/// core 1's, ...).
+pub(crate) struct Schedule<'a> {
+    /// The records.
+    pub recs: Vec<&'a Instr>,
+    /// NeuronCore of each record.
+    pub core: Vec<u16>,
+    /// Index (into the core's `instances`) of the instance that issued each record.
+    pub instance: Vec<u32>,
+    /// Start (first activity) in ns.
+    pub start: Vec<f64>,
+    /// End (result available) in ns.
+    pub end: Vec<f64>,
+    /// TensorE only: end of LoadStationary and start of MultiplyMoving.
+    pub ls_end: Vec<f64>,
+    /// TensorE only: start of MultiplyMoving.
+    pub mm_start: Vec<f64>,
+    /// DMA engine shares.
+    pub pieces: Vec<Piece>,
+}
+
+#[derive(Default)]
+struct Accesses {
+    reads: Vec<(Region, u32)>,
+    writes: Vec<(Region, u32)>,
+}
+
+fn covers(a: &Region, b: &Region) -> bool {
+    a.buf == b.buf && a.p0 <= b.p0 && a.p1 >= b.p1 && a.lo <= b.lo && a.hi >= b.hi
+}
+
+fn push_capped(v: &mut Vec<(Region, u32)>, x: (Region, u32)) {
+    if v.len() >= ACCESS_CAP {
+        v.remove(0);
+    }
+    v.push(x);
+}
+
+/// Dependencies of the records `base..base + recs.len()` of one core, as (pred, edge) pairs.
+fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
+    let mut bufs: HashMap<BufId, Accesses> = HashMap::new();
+    let empty = Accesses::default();
+    for (off, r) in recs.iter().enumerate() {
+        let me = base + off as u32;
+        let tensor = r.engine == Engine::Tensor;
+        for (ri, reg) in r.reads.iter().enumerate() {
+            let late = tensor && ri > 0;
+            let acc = bufs.get(&reg.buf).unwrap_or(&empty);
+            for (w, j) in &acc.writes {
+                if *j != me && w.overlaps(reg) {
+                    out.push((
+                        *j,
+                        Edge {
+                            succ: me,
+                            kind: Kind::Raw,
+                            late,
+                        },
+                    ));
+                }
+            }
+        }
+        for reg in &r.writes {
+            let hbm = matches!(reg.buf, BufId::Hbm(_));
+            let acc = bufs.get(&reg.buf).unwrap_or(&empty);
+            for (w, j) in &acc.writes {
+                if *j != me && w.overlaps(reg) {
+                    let kind = if hbm
+                        && r.engine == Engine::Dma
+                        && recs[(*j - base) as usize].engine == Engine::Dma
+                    {
+                        Kind::Order
+                    } else {
+                        Kind::After
+                    };
+                    out.push((
+                        *j,
+                        Edge {
+                            succ: me,
+                            kind,
+                            late: tensor,
+                        },
+                    ));
+                }
+            }
+            for (rd, j) in &acc.reads {
+                if *j != me && rd.overlaps(reg) {
+                    out.push((
+                        *j,
+                        Edge {
+                            succ: me,
+                            kind: Kind::After,
+                            late: tensor,
+                        },
+                    ));
+                }
+            }
+        }
+        for reg in &r.reads {
+            let acc = bufs.entry(reg.buf).or_default();
+            push_capped(&mut acc.reads, (*reg, me));
+        }
+        for reg in &r.writes {
+            let acc = bufs.entry(reg.buf).or_default();
+            acc.writes.retain(|(w, _)| !covers(reg, w));
+            acc.reads.retain(|(rd, _)| !covers(reg, rd));
+            push_capped(&mut acc.writes, (*reg, me));
+        }
+    }
+}
+
+/// f64 ordered for the DMA queue (times are finite).
+#[derive(Clone, Copy, PartialEq)]
+struct Key(f64, u32);
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Reversed: BinaryHeap is a max-heap, we want the earliest (then lowest index) first.
+        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    }
+}
+
+const ENGINES: usize = 5;
+
+fn engine_slot(e: Engine) -> usize {
+    match e {
+        Engine::Tensor => 0,
+        Engine::Vector => 1,
+        Engine::Scalar => 2,
+        Engine::GpSimd => 3,
+        Engine::Sync | Engine::Dma => 4,
+    }
+}
+
+struct CoreState {
+    queues: [Vec<u32>; ENGINES],
+    heads: [usize; ENGINES],
+    free: [f64; ENGINES],
+    ls_free: f64,
+    prev_mm_start: f64,
+    /// Start of the current TensorE throttle ramp.
+    pe_warm: f64,
+    /// End of the last MultiplyMoving.
+    pe_last_end: f64,
+    dma_free: Vec<f64>,
+    pipe_free: f64,
+    stack: usize,
+}
+
+/// Schedules every record of `streams` on `spec`.
+pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Schedule<'a> {
+    let mut recs: Vec<&Instr> = Vec::new();
+    let mut core: Vec<u16> = Vec::new();
+    let mut instance: Vec<u32> = Vec::new();
+    let mut deps: Vec<(u32, Edge)> = Vec::new();
+    let mut cores: Vec<CoreState> = Vec::new();
+    let per_stack = spec.ncs_per_hbm_stack.max(1);
+    for (ci, s) in streams.iter().enumerate() {
+        let base = recs.len() as u32;
+        let mut mine: Vec<&Instr> = Vec::new();
+        for (ii, (_, rs)) in s.instances.iter().enumerate() {
+            for r in rs {
+                mine.push(r);
+                instance.push(ii as u32);
+            }
+        }
+        dependencies(&mine, base, &mut deps);
+        let mut st = CoreState {
+            queues: Default::default(),
+            heads: [0; ENGINES],
+            free: [0.0; ENGINES],
+            ls_free: 0.0,
+            prev_mm_start: 0.0,
+            pe_warm: 0.0,
+            pe_last_end: f64::NEG_INFINITY,
+            dma_free: vec![0.0; spec.dma_engines.max(1)],
+            pipe_free: 0.0,
+            stack: s.nc / per_stack,
+        };
+        for (off, r) in mine.iter().enumerate() {
+            if r.engine != Engine::Dma {
+                st.queues[engine_slot(r.engine)].push(base + off as u32);
+            }
+        }
+        core.resize(core.len() + mine.len(), ci as u16);
+        recs.extend(mine);
+        cores.push(st);
+    }
+    let n = recs.len();
+    // Successor lists (CSR).
+    let mut pending = vec![0u32; n];
+    let mut first = vec![0u32; n + 1];
+    for (p, e) in &deps {
+        first[*p as usize + 1] += 1;
+        pending[e.succ as usize] += 1;
+    }
+    for i in 0..n {
+        first[i + 1] += first[i];
+    }
+    let mut fill = first.clone();
+    let mut edges = vec![
+        Edge {
+            succ: 0,
+            kind: Kind::After,
+            late: false
+        };
+        deps.len()
+    ];
+    for (p, e) in deps {
+        edges[fill[p as usize] as usize] = e;
+        fill[p as usize] += 1;
+    }
+    let stacks = streams.iter().map(|s| s.nc / per_stack).max().unwrap_or(0) + 1;
+    let mut sim = Sim {
+        spec,
+        recs: &recs,
+        core: &core,
+        pending,
+        first,
+        edges,
+        ready: vec![0.0; n],
+        ready_late: vec![0.0; n],
+        released: vec![false; n],
+        start: vec![0.0; n],
+        end: vec![0.0; n],
+        ls_end: vec![0.0; n],
+        mm_start: vec![0.0; n],
+        pieces: Vec::new(),
+        cores,
+        hbm_free: vec![0.0; stacks],
+        work: Vec::new(),
+        dmas: BinaryHeap::new(),
+        lat: [
+            Engine::Tensor,
+            Engine::Vector,
+            Engine::Scalar,
+            Engine::GpSimd,
+            Engine::Sync,
+        ]
+        .map(|e| cost::dependency_latency_ns(spec, e)),
+    };
+    for i in 0..n {
+        if sim.pending[i] == 0 {
+            sim.work.push(i as u32);
+        }
+    }
+    loop {
+        while let Some(i) = sim.work.pop() {
+            sim.release(i);
+        }
+        match sim.dmas.pop() {
+            Some(Key(t, i)) => sim.place_dma(i, t),
+            None => break,
+        }
+    }
+    let Sim {
+        start,
+        end,
+        ls_end,
+        mm_start,
+        pieces,
+        ..
+    } = sim;
+    Schedule {
+        recs,
+        core,
+        instance,
+        start,
+        end,
+        ls_end,
+        mm_start,
+        pieces,
+    }
+}
+
+/// MultiplyMoving duration under the TensorE utilisation limit: the limit restarts at
+/// `pe_throttle_start` when the engine was idle for more than half the ramp window (utilisation
+/// below 50 % over the window) and ramps linearly to 1 over `pe_throttle_ramp_ns`.
+fn throttled(spec: &TargetSpec, st: &mut CoreState, mm_start: f64, mm_ns: f64) -> f64 {
+    if spec.pe_throttle_start >= 1.0 || spec.pe_throttle_ramp_ns <= 0.0 {
+        return mm_ns;
+    }
+    if mm_start - st.pe_last_end > spec.pe_throttle_ramp_ns / 2.0 {
+        st.pe_warm = mm_start;
+    }
+    let progress = ((mm_start - st.pe_warm) / spec.pe_throttle_ramp_ns).clamp(0.0, 1.0);
+    mm_ns / (spec.pe_throttle_start + (1.0 - spec.pe_throttle_start) * progress)
+}
+
+struct Sim<'s, 'a> {
+    spec: &'s TargetSpec,
+    recs: &'s [&'a Instr],
+    core: &'s [u16],
+    pending: Vec<u32>,
+    first: Vec<u32>,
+    edges: Vec<Edge>,
+    ready: Vec<f64>,
+    ready_late: Vec<f64>,
+    released: Vec<bool>,
+    start: Vec<f64>,
+    end: Vec<f64>,
+    ls_end: Vec<f64>,
+    mm_start: Vec<f64>,
+    pieces: Vec<Piece>,
+    cores: Vec<CoreState>,
+    hbm_free: Vec<f64>,
+    work: Vec<u32>,
+    dmas: BinaryHeap<Key>,
+    lat: [f64; ENGINES],
+}
+
+impl Sim<'_, '_> {
+    /// All of `i`'s dependencies are placed.
+    fn release(&mut self, i: u32) {
+        let r = self.recs[i as usize];
+        if r.engine == Engine::Dma {
+            let t = self.ready[i as usize].max(self.ready_late[i as usize])
+                + self.spec.dma_fixed_latency_ns;
+            self.dmas.push(Key(t, i));
+            return;
+        }
+        self.released[i as usize] = true;
+        let c = self.core[i as usize] as usize;
+        let slot = engine_slot(r.engine);
+        loop {
+            let st = &self.cores[c];
+            let Some(&head) = st.queues[slot].get(st.heads[slot]) else {
+                break;
+            };
+            if !self.released[head as usize] {
+                break;
+            }
+            self.cores[c].heads[slot] += 1;
+            self.place_compute(head, c, slot);
+        }
+    }
+
+    fn place_compute(&mut self, i: u32, c: usize, slot: usize) {
+        let iu = i as usize;
+        let r = self.recs[iu];
+        let st = &mut self.cores[c];
+        if r.engine == Engine::Tensor {
+            let tc = cost::tensor_cost(self.spec, r);
+            let ls_start = self.ready[iu].max(st.ls_free).max(st.prev_mm_start);
+            let ls_end = ls_start + tc.ls_ns;
+            let mm_start = ls_end.max(st.free[slot]).max(self.ready_late[iu]);
+            let mm_end = mm_start + throttled(self.spec, st, mm_start, tc.mm_ns);
+            st.pe_last_end = mm_end;
+            st.ls_free = ls_end;
+            st.prev_mm_start = mm_start;
+            st.free[slot] = mm_end;
+            self.start[iu] = ls_start;
+            self.ls_end[iu] = ls_end;
+            self.mm_start[iu] = mm_start;
+            self.end[iu] = mm_end;
+        } else {
+            let s = self.ready[iu].max(self.ready_late[iu]).max(st.free[slot]);
+            let e = s + cost::compute_ns(self.spec, r);
+            st.free[slot] = e;
+            self.start[iu] = s;
+            self.end[iu] = e;
+        }
+        self.propagate(i);
+    }
+
+    fn place_dma(&mut self, i: u32, t: f64) {
+        let iu = i as usize;
+        let r = self.recs[iu];
+        let plan: DmaPlan = cost::dma_plan(self.spec, r);
+        let c = self.core[iu] as usize;
+        let st = &mut self.cores[c];
+        let p_start = t.max(st.pipe_free);
+        let mut bound = p_start + plan.sustained_ns;
+        st.pipe_free = bound;
+        if plan.hbm_bytes > 0 {
+            let h = &mut self.hbm_free[st.stack];
+            let h_end = t.max(*h) + plan.hbm_ns;
+            *h = h_end;
+            bound = bound.max(h_end);
+        }
+        let mut first = f64::INFINITY;
+        let mut last: f64 = t;
+        for (k, d) in plan.engine_ns.iter().enumerate() {
+            let e = (plan.first_engine + k).min(st.dma_free.len() - 1);
+            let s = t.max(st.dma_free[e]);
+            let pe = (s + d).max(bound);
+            st.dma_free[e] = pe;
+            first = first.min(s);
+            last = last.max(pe);
+            self.pieces.push(Piece {
+                rec: i,
+                engine: e as u8,
+                start: s,
+                end: pe,
+            });
+        }
+        if !first.is_finite() {
+            first = t;
+        }
+        self.start[iu] = first;
+        self.end[iu] = last.max(first + plan.floor_ns);
+        self.propagate(i);
+    }
+
+    /// Releases the successors of placed record `i`.
+    fn propagate(&mut self, i: u32) {
+        let iu = i as usize;
+        let (a, b) = (self.first[iu] as usize, self.first[iu + 1] as usize);
+        let pe = self.recs[iu].engine;
+        for k in a..b {
+            let e = self.edges[k];
+            let s = e.succ as usize;
+            let se = self.recs[s].engine;
+            let c = match e.kind {
+                Kind::Raw => {
+                    let lat = if se == Engine::Dma || (se == Engine::Tensor && pe == Engine::Tensor)
+                    {
+                        0.0
+                    } else {
+                        self.lat[engine_slot(se)]
+                    };
+                    self.end[iu] + lat
+                }
+                Kind::After => self.end[iu],
+                Kind::Order => self.start[iu],
+            };
+            if e.late {
+                self.ready_late[s] = self.ready_late[s].max(c);
+            } else {
+                self.ready[s] = self.ready[s].max(c);
+            }
+            self.pending[s] -= 1;
+            if self.pending[s] == 0 {
+                self.work.push(e.succ);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::SourceLoc;
+
+    fn reg(buf: BufId, p0: u32, p1: u32, lo: u64, hi: u64) -> Region {
+        Region {
+            buf,
+            p0,
+            p1,
+            lo,
+            hi,
+        }
+    }
+
+    fn rec(engine: Engine, reads: Vec<Region>, writes: Vec<Region>) -> Instr {
+        Instr {
+            reads,
+            writes,
+            ..Instr::new(
+                engine,
+                crate::record::Opcode::TensorCopy,
+                "t",
+                SourceLoc::caller(),
+            )
+        }
+    }
+
+    fn deps_of(recs: &[Instr]) -> Vec<(u32, u32, Kind, bool)> {
+        let refs: Vec<&Instr> = recs.iter().collect();
+        let mut out = Vec::new();
+        dependencies(&refs, 0, &mut out);
+        let mut v: Vec<_> = out
+            .into_iter()
+            .map(|(p, e)| (p, e.succ, e.kind, e.late))
+            .collect();
+        v.sort_by_key(|x| (x.1, x.0));
+        v.dedup();
+        v
+    }
+
+    #[test]
+    fn raw_war_waw_edges() {
+        let t = BufId::Tile(1);
+        let u = BufId::Tile(2);
+        let recs = vec![
+            rec(Engine::Vector, vec![], vec![reg(t, 0, 128, 0, 64)]),
+            rec(
+                Engine::Scalar,
+                vec![reg(t, 0, 128, 0, 8)],
+                vec![reg(u, 0, 128, 0, 8)],
+            ),
+            rec(Engine::GpSimd, vec![], vec![reg(t, 0, 128, 32, 40)]),
+            rec(Engine::Vector, vec![], vec![reg(t, 0, 128, 100, 200)]),
+        ];
+        let d = deps_of(&recs);
+        assert_eq!(
+            d,
+            vec![
+                (0, 1, Kind::Raw, false),
+                (0, 2, Kind::After, false), // WAW
+            ]
+        );
+        // Record 1 read bytes 0..8; record 2 writes 32..40: no WAR. A write over 0..8 has one.
+        let mut recs = recs;
+        recs.push(rec(Engine::Vector, vec![], vec![reg(t, 0, 1, 4, 5)]));
+        let d = deps_of(&recs);
+        assert!(d.contains(&(1, 4, Kind::After, false)), "WAR: {d:?}");
+        assert!(d.contains(&(0, 4, Kind::After, false)), "WAW: {d:?}");
+    }
+
+    #[test]
+    fn covering_writes_prune_older_accesses() {
+        let t = BufId::Tile(1);
+        let w = |lo, hi| rec(Engine::Vector, vec![], vec![reg(t, 0, 128, lo, hi)]);
+        // 0 and 1 write halves, 2 covers both, 3 reads: only 2 is its producer.
+        let recs = vec![
+            w(0, 32),
+            w(32, 64),
+            w(0, 64),
+            rec(Engine::Scalar, vec![reg(t, 0, 128, 0, 64)], vec![]),
+        ];
+        let d = deps_of(&recs);
+        let preds_of_3: Vec<u32> = d.iter().filter(|x| x.1 == 3).map(|x| x.0).collect();
+        assert_eq!(preds_of_3, vec![2]);
+    }
+
+    #[test]
+    fn hbm_dma_writes_are_only_ordered_and_tensor_phases_split() {
+        let h = BufId::Hbm(9);
+        let dma = |lo, hi| rec(Engine::Dma, vec![], vec![reg(h, 0, 1, lo, hi)]);
+        let d = deps_of(&[dma(0, 100), dma(50, 150)]);
+        assert_eq!(d, vec![(0, 1, Kind::Order, false)]);
+        // TensorE: the stationary (first read) gates LoadStationary, the rest MultiplyMoving.
+        let (s, m, o) = (BufId::Tile(1), BufId::Tile(2), BufId::Tile(3));
+        let full = |b| reg(b, 0, 128, 0, 256);
+        let recs = vec![
+            rec(Engine::Dma, vec![], vec![full(s)]),
+            rec(Engine::Dma, vec![], vec![full(m)]),
+            rec(Engine::Tensor, vec![full(s), full(m)], vec![full(o)]),
+            rec(
+                Engine::Tensor,
+                vec![full(s), full(m), full(o)],
+                vec![full(o)],
+            ),
+        ];
+        let d = deps_of(&recs);
+        assert!(d.contains(&(0, 2, Kind::Raw, false)));
+        assert!(d.contains(&(1, 2, Kind::Raw, true)));
+        assert!(d.contains(&(2, 3, Kind::Raw, true)));
+        assert!(d.contains(&(2, 3, Kind::After, true)));
+    }
+}

@@ -1,0 +1,123 @@
+//! Chrome-trace JSON writer for a [`Profile`]'s timeline (loads in Perfetto and
+//! chrome://tracing): one process per NeuronCore, one thread per track (TensorE LoadStationary,
+//! TensorMatrixE MultiplyMoving, VectorE, ScalarE, GpSimdE, SyncE, each DMA engine and each DMA
+//! queue lane), one complete event (`"ph": "X"`, times in µs) per span, with the instruction's
+//! opcode, NKI call, shapes, dtypes, program id and source line in `args`.
+
+use crate::profile::{OpInfo, Profile, Track};
+use std::collections::BTreeSet;
+use std::io::{self, Write};
+
+/// Thread id of a track: engines first, then DMA engines, then DMA queue lanes.
+pub fn track_tid(t: Track) -> u32 {
+    match t {
+        Track::LoadStationary => 0,
+        Track::MultiplyMoving => 1,
+        Track::Vector => 2,
+        Track::Scalar => 3,
+        Track::GpSimd => 4,
+        Track::Sync => 5,
+        Track::DmaEngine(e) => 10 + e as u32,
+        Track::DmaQueue(q) => 100 + q as u32,
+    }
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"?\"".into())
+}
+
+/// Rounds ns to the µs value written (0.1 ns resolution), so that rounding never creates
+/// overlaps between spans that touch.
+fn us(ns: f64) -> f64 {
+    (ns * 10.0).round() / 1e4
+}
+
+fn args(p: &Profile, op: &OpInfo) -> String {
+    let mut a = format!(
+        "\"opcode\":{},\"api\":{},\"shape\":\"[{}, {}]\",\"dtype\":\"{}->{}\",\"source\":{}",
+        json_str(op.opcode.name()),
+        json_str(op.api),
+        op.partitions,
+        op.free,
+        op.in_dtype,
+        op.out_dtype,
+        json_str(&op.loc.to_string())
+    );
+    if let Some([k, m, n]) = op.kmn {
+        a.push_str(&format!(",\"kmn\":[{k},{m},{n}]"));
+    }
+    if op.bytes > 0 {
+        a.push_str(&format!(",\"bytes\":{}", op.bytes));
+    }
+    if let Some(pid) = p
+        .program_ids
+        .get(op.nc as usize)
+        .and_then(|v| v.get(op.instance as usize))
+    {
+        a.push_str(&format!(",\"program_id\":{pid:?}"));
+    }
+    a
+}
+
+/// Writes `p`'s timeline as Chrome-trace JSON to `w`.
+pub fn write_chrome_trace<W: Write>(p: &Profile, w: &mut W) -> io::Result<()> {
+    writeln!(w, "{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
+    let mut first = true;
+    let mut sep = |w: &mut W| -> io::Result<()> {
+        if !first {
+            writeln!(w, ",")?;
+        }
+        first = false;
+        Ok(())
+    };
+    let tracks: BTreeSet<(u16, Track)> = p.spans.iter().map(|s| (s.nc, s.track)).collect();
+    let cores: BTreeSet<u16> = tracks.iter().map(|t| t.0).collect();
+    for nc in &cores {
+        sep(w)?;
+        write!(
+            w,
+            "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{nc},\"args\":{{\"name\":\"NeuronCore {nc} ({})\"}}}}",
+            p.target
+        )?;
+        sep(w)?;
+        write!(
+            w,
+            "{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{nc},\"args\":{{\"sort_index\":{nc}}}}}"
+        )?;
+    }
+    for (nc, t) in &tracks {
+        let tid = track_tid(*t);
+        sep(w)?;
+        write!(
+            w,
+            "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{nc},\"tid\":{tid},\"args\":{{\"name\":{}}}}}",
+            json_str(&t.name())
+        )?;
+        sep(w)?;
+        write!(
+            w,
+            "{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":{nc},\"tid\":{tid},\"args\":{{\"sort_index\":{tid}}}}}"
+        )?;
+    }
+    for s in &p.spans {
+        let Some(op) = p.ops.get(s.op as usize) else {
+            continue;
+        };
+        let ts = us(s.start_ns);
+        let dur = (us(s.start_ns + s.dur_ns) - ts).max(0.0);
+        sep(w)?;
+        let name = match s.track {
+            Track::LoadStationary => "LoadStationary",
+            _ => op.opcode.name(),
+        };
+        write!(
+            w,
+            "{{\"name\":\"{name}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{ts:.4},\"dur\":{dur:.4},\"args\":{{{}}}}}",
+            op.engine.name(),
+            s.nc,
+            track_tid(s.track),
+            args(p, op)
+        )?;
+    }
+    writeln!(w, "\n]}}")
+}

@@ -1,0 +1,289 @@
+//! SPMD grids: NKI's exact mapping of program ids onto logical NeuronCores (`spmd_dim`, `nc`),
+//! `program_id` / `num_programs` / `program_ndim` inside kernels, in-order execution of the
+//! instances of one core, and cores running side by side on their own threads.
+
+use nki_core::prelude::*;
+use nki_core::spmd::GridDim;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// What one program instance saw of the grid.
+#[derive(Clone, Debug)]
+struct Seen {
+    pid: Vec<usize>,
+    core: usize,
+    thread: String,
+    num_programs: Vec<usize>,
+    ndim: usize,
+    total: usize,
+}
+
+#[nki_kernel]
+fn who(log: &Mutex<Vec<Seen>>) {
+    let ndim = nl::program_ndim();
+    let seen = Seen {
+        pid: (0..ndim).map(nl::program_id).collect(),
+        core: nl::core_id(),
+        thread: std::thread::current().name().unwrap_or("").to_string(),
+        num_programs: (0..ndim).map(nl::num_programs).collect(),
+        ndim,
+        total: nl::num_programs_total(),
+    };
+    log.lock().unwrap().push(seen);
+}
+
+fn run(grid: Grid) -> (LaunchReport, Vec<Seen>) {
+    let log = Mutex::new(Vec::new());
+    let report = who::launch(grid, &log).unwrap();
+    (report, log.into_inner().unwrap())
+}
+
+/// All program ids of a grid shape in row-major order (independent of the launcher).
+fn row_major(shape: &[usize]) -> Vec<Vec<usize>> {
+    let mut out = vec![vec![]];
+    for &n in shape {
+        out = out
+            .into_iter()
+            .flat_map(|p| {
+                (0..n).map(move |i| {
+                    let mut q = p.clone();
+                    q.push(i);
+                    q
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// The program ids each core ran, in the order it ran them.
+fn per_core(seen: &[Seen], cores: usize) -> Vec<Vec<Vec<usize>>> {
+    (0..cores)
+        .map(|c| {
+            seen.iter()
+                .filter(|s| s.core == c)
+                .map(|s| s.pid.clone())
+                .collect()
+        })
+        .collect()
+}
+
+/// Checks what every instance saw against the grid shape, and the report against the log.
+fn check_common(report: &LaunchReport, seen: &[Seen], shape: &[usize], cores: usize) {
+    let all = row_major(shape);
+    assert_eq!(seen.len(), all.len());
+    let visited: BTreeSet<Vec<usize>> = seen.iter().map(|s| s.pid.clone()).collect();
+    assert_eq!(
+        visited,
+        all.iter().cloned().collect(),
+        "each id exactly once"
+    );
+    for s in seen {
+        assert_eq!(s.ndim, shape.len());
+        assert_eq!(s.num_programs, shape);
+        assert_eq!(s.total, shape.iter().product::<usize>());
+        assert_eq!(s.thread, format!("nki-nc{}", s.core), "{s:?}");
+        let info = report
+            .instances
+            .iter()
+            .find(|i| i.program_id == s.pid)
+            .unwrap();
+        assert_eq!(info.nc, s.core, "{s:?}");
+    }
+    let listed: Vec<Vec<usize>> = report
+        .instances
+        .iter()
+        .map(|i| i.program_id.clone())
+        .collect();
+    assert_eq!(listed, all, "the report lists instances in grid order");
+    assert_eq!(report.grid.shape(), shape);
+    assert_eq!(report.grid.num_cores(), cores);
+    // Instances of one core run one after another, in row-major order of their ids, and the
+    // report's `order` agrees.
+    for (c, ran) in per_core(seen, cores).iter().enumerate() {
+        let mut sorted = ran.clone();
+        sorted.sort();
+        assert_eq!(ran, &sorted, "core {c} ran its instances out of order");
+        for (k, pid) in ran.iter().enumerate() {
+            let info = report
+                .instances
+                .iter()
+                .find(|i| &i.program_id == pid)
+                .unwrap();
+            assert_eq!(info.order, k);
+        }
+    }
+}
+
+#[test]
+fn one_two_and_three_dimensional_grids() {
+    for shape in [vec![5], vec![3, 4], vec![2, 3, 2]] {
+        let grid = Grid::from_dims(shape.iter().map(|&n| GridDim::from(n)).collect());
+        let (report, seen) = run(grid);
+        check_common(&report, &seen, &shape, 1);
+        // A single core runs the whole grid in row-major order.
+        let ran: Vec<Vec<usize>> = seen.iter().map(|s| s.pid.clone()).collect();
+        assert_eq!(ran, row_major(&shape));
+    }
+}
+
+#[test]
+fn spmd_dim_grid_nc2_puts_even_ids_on_core_0() {
+    // NKI tutorial: kernel[nl.spmd_dim(grid_x, nl.nc(2)), grid_y]: program_id(0) = j*2 + nc.
+    let (report, seen) = run(Grid::new([spmd_dim(4, nc(2))]));
+    check_common(&report, &seen, &[8], 2);
+    let cores = per_core(&seen, 2);
+    assert_eq!(cores[0], vec![vec![0], vec![2], vec![4], vec![6]]);
+    assert_eq!(cores[1], vec![vec![1], vec![3], vec![5], vec![7]]);
+
+    // The documented two-dimensional example: NC0 runs [0,*],[2,*]; NC1 runs [1,*],[3,*].
+    let (report, seen) = run(Grid::from_dims(vec![spmd_dim(2, nc(2)), 2.into()]));
+    check_common(&report, &seen, &[4, 2], 2);
+    let cores = per_core(&seen, 2);
+    let ids = |rows: [usize; 2]| -> Vec<Vec<usize>> {
+        rows.iter()
+            .flat_map(|&r| [vec![r, 0], vec![r, 1]])
+            .collect()
+    };
+    assert_eq!(cores[0], ids([0, 2]));
+    assert_eq!(cores[1], ids([1, 3]));
+}
+
+#[test]
+fn spmd_dim_nc2_k_puts_first_k_on_core_0() {
+    // kernel[nl.spmd_dim(nl.nc(2), 2), 2]: program_id(0) = nc*2 + j.
+    let (report, seen) = run(Grid::from_dims(vec![spmd_dim(nc(2), 2), 2.into()]));
+    check_common(&report, &seen, &[4, 2], 2);
+    let cores = per_core(&seen, 2);
+    let ids = |rows: [usize; 2]| -> Vec<Vec<usize>> {
+        rows.iter()
+            .flat_map(|&r| [vec![r, 0], vec![r, 1]])
+            .collect()
+    };
+    assert_eq!(cores[0], ids([0, 1]));
+    assert_eq!(cores[1], ids([2, 3]));
+
+    let k = 3;
+    let (report, seen) = run(Grid::new([spmd_dim(nc(2), k)]));
+    check_common(&report, &seen, &[2 * k], 2);
+    for s in &seen {
+        assert_eq!(s.core, s.pid[0] / k, "{s:?}");
+    }
+}
+
+#[test]
+fn nc2_by_2_grid() {
+    // kernel[nl.nc(2), 2]: NC0 runs [0,0],[0,1]; NC1 runs [1,0],[1,1].
+    let (report, seen) = run(Grid::from_dims(vec![nc(2).into(), 2.into()]));
+    check_common(&report, &seen, &[2, 2], 2);
+    let cores = per_core(&seen, 2);
+    assert_eq!(cores[0], vec![vec![0, 0], vec![0, 1]]);
+    assert_eq!(cores[1], vec![vec![1, 0], vec![1, 1]]);
+}
+
+#[test]
+fn nc_on_an_inner_grid_axis() {
+    // nc() may sit on any axis: [2, spmd_dim(3, nc(2))] puts odd ids of axis 1 on core 1.
+    let (report, seen) = run(Grid::from_dims(vec![2.into(), spmd_dim(3, nc(2))]));
+    check_common(&report, &seen, &[2, 6], 2);
+    for s in &seen {
+        assert_eq!(s.core, s.pid[1] % 2, "{s:?}");
+    }
+    assert_eq!(report.grid.to_string(), "[2, spmd_dim(3, nc(2))]");
+}
+
+#[test]
+fn launch_builder_and_macro_agree() {
+    let log = Mutex::new(Vec::new());
+    let r = launch!(who[spmd_dim(2, nc(2)), 3](&log)).unwrap();
+    let from_macro: Vec<(Vec<usize>, usize)> = r
+        .instances
+        .iter()
+        .map(|i| (i.program_id.clone(), i.nc))
+        .collect();
+    let log2 = Mutex::new(Vec::new());
+    let r2 = who::run(
+        Launch::new(Grid::from_dims(vec![spmd_dim(2, nc(2)), 3.into()]))
+            .target(Target::Trn1)
+            .mode(Mode::Simulate),
+        &log2,
+    )
+    .unwrap();
+    let from_builder: Vec<(Vec<usize>, usize)> = r2
+        .instances
+        .iter()
+        .map(|i| (i.program_id.clone(), i.nc))
+        .collect();
+    assert_eq!(from_macro, from_builder);
+    assert_eq!(r2.target, Target::Trn1);
+    assert_eq!(r2.mode, Mode::Simulate);
+    assert!(r2.profile.is_some());
+    assert_eq!(log.into_inner().unwrap().len(), 12);
+    assert_eq!(log2.into_inner().unwrap().len(), 12);
+}
+
+#[test]
+fn grid_instances_follow_the_documented_mapping() {
+    // Grid::instances is the launcher's plan: check it against the formulas of the NKI docs.
+    let g = Grid::from_dims(vec![spmd_dim(3, nc(2)), 2.into()]);
+    for (pid, core) in g.instances() {
+        assert_eq!(core, pid[0] % 2);
+    }
+    let g = Grid::from_dims(vec![spmd_dim(nc(2), 3), 2.into()]);
+    for (pid, core) in g.instances() {
+        assert_eq!(core, pid[0] / 3);
+    }
+    let plan: Vec<Vec<usize>> = g.instances().into_iter().map(|p| p.0).collect();
+    assert_eq!(plan, row_major(&[6, 2]));
+}
+
+/// Each core's first instance waits (bounded) for the other core's first instance: this only
+/// succeeds when the two cores run at the same time.
+#[nki_kernel]
+fn rendezvous(flags: &[AtomicBool; 2], met: &[AtomicBool; 2]) {
+    let me = nl::core_id();
+    if nl::program_id(0) < 2 {
+        flags[me].store(true, Ordering::SeqCst);
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            if flags[1 - me].load(Ordering::SeqCst) {
+                met[me].store(true, Ordering::SeqCst);
+                break;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+#[test]
+fn two_cores_run_side_by_side_on_distinct_threads() {
+    let flags = [AtomicBool::new(false), AtomicBool::new(false)];
+    let met = [AtomicBool::new(false), AtomicBool::new(false)];
+    launch!(rendezvous[spmd_dim(2, nc(2))](&flags, &met)).unwrap();
+    assert!(met[0].load(Ordering::SeqCst) && met[1].load(Ordering::SeqCst));
+
+    let (_, seen) = run(Grid::new([spmd_dim(2, nc(2))]));
+    let threads: BTreeSet<&str> = seen.iter().map(|s| s.thread.as_str()).collect();
+    assert_eq!(threads, BTreeSet::from(["nki-nc0", "nki-nc1"]));
+}
+
+#[nki_kernel]
+fn bad_axis(at: &Mutex<u32>) {
+    *at.lock().unwrap() = line!() + 1;
+    let _ = nl::program_id(2);
+}
+
+#[test]
+fn program_id_of_a_missing_axis_is_an_error() {
+    let at = Mutex::new(0);
+    let e = launch!(bad_axis[2, 2](&at)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(
+        e.message().contains("axis 2") && e.message().contains("2-dimensional"),
+        "{e}"
+    );
+    assert_eq!(e.program_id(), Some(&[0usize, 0][..]));
+    assert_eq!(e.location().unwrap().line, *at.lock().unwrap());
+}
