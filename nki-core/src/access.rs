@@ -364,10 +364,12 @@ impl Ap {
         let outer: usize = dims[..nd - 1].iter().product();
         let mut idx = [0usize; MAX_DIMS];
         for _ in 0..outer {
-            let mut off = self.offset as isize;
-            for d in 0..nd - 1 {
-                off += idx[d] as isize * self.strides[d];
-            }
+            let off = self.offset as isize
+                + idx[..nd - 1]
+                    .iter()
+                    .zip(&self.strides)
+                    .map(|(&i, &s)| i as isize * s)
+                    .sum::<isize>();
             f(off as usize, inner);
             for d in (0..nd.saturating_sub(1)).rev() {
                 idx[d] += 1;

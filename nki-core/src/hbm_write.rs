@@ -94,3 +94,50 @@ pub(crate) fn write_slice(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::prelude::*;
+
+    #[test]
+    fn interleaved_column_stores_are_not_races_but_overlaps_are() {
+        let a = Hbm::<f32>::from_vec(&[2, 8], (0..16).map(|i| i as f32).collect()).unwrap();
+        let mut c = Hbm::<f32>::zeros([2, 8]);
+        // Two instances store the even and the odd columns (strided views): no conflict.
+        for _ in 0..2 {
+            let out = c.as_output();
+            Launch::new(2)
+                .run(|| {
+                    let p = nl::program_id(0);
+                    let cols = stepped(p..8, 2);
+                    let t = nl::load(a.slice((.., cols)));
+                    nl::store(out.slice((.., cols)), &t);
+                })
+                .unwrap();
+        }
+        assert_eq!(c.to_array().unwrap(), a.to_array().unwrap());
+        // Both storing the same contiguous row is a race on the first element.
+        let out = c.as_output();
+        let e = Launch::new(2)
+            .run(|| {
+                let t = nl::load(a.slice((0..1, ..)));
+                nl::store(out.slice((0..1, ..)), &t);
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::OutputDependency);
+        assert!(e.message().contains("element [0, 0]"), "{e}");
+    }
+
+    #[test]
+    fn stores_round_to_the_tensor_dtype() {
+        let vals = [1.0 + 2f32.powi(-8), 1.0 + 3.0 * 2f32.powi(-8), -3.3, 1e-40];
+        let a = Hbm::<f32>::from_vec(&[1, 4], vals.to_vec()).unwrap();
+        let mut c = Hbm::<bf16>::zeros([1, 4]);
+        let out = c.as_output();
+        Launch::new(1)
+            .run(|| nl::store(&out, &nl::load(&a)))
+            .unwrap();
+        let want: Vec<f32> = vals.iter().map(|&v| bf16::from_f32(v).to_f32()).collect();
+        assert_eq!(c.to_f32_vec().unwrap(), want);
+    }
+}

@@ -1,6 +1,8 @@
 //! Operator overloads on run-time-shaped tiles: `+ - * /` and unary `-` for [`Tile`] (owned or
-//! borrowed) and [`TileRef`] (owned or borrowed), with tiles or `f32`/`i32` scalars on either
-//! side (`&x + &y`, `&x * 2.0`, `1.0 - &x`, `-&x`).
+//! borrowed) and [`TileRef`] (owned or borrowed), with tiles or scalars on either side
+//! (`&x + &y`, `&x * 2.0`, `1.0 - &x`, `-&x`): `f32`/`f64`/`i32` on the right, `f32`/`i32` on
+//! the left (so unsuffixed literals infer). Float scalars are fp32 and integer scalars int32
+//! under NKI's weak-scalar promotion.
 //!
 //! As in NKI, operators follow `nl.add` & co. (promotion, free-axis broadcasting of size-1
 //! dims) but do **not** broadcast along partitions: a `[1, F]` operand with a `[P, F]` one is a
@@ -18,7 +20,7 @@ mod sealed {
 }
 
 /// Anything that can be an operand of a tile operator: tiles and views (owned or borrowed) and
-/// `f32` / `i32` scalars. Sealed; implemented by nki-core only.
+/// `f32` / `f64` / `i32` scalars. Sealed; implemented by nki-core only.
 pub trait TileArith: sealed::Sealed + Sized {
     /// Calls `f` with the value as an element-wise operand.
     #[doc(hidden)]
@@ -43,6 +45,7 @@ arith_tile! {
     ['a] TileRef<'a> => |t| Operand::Tile(t);
     ['a, 'b] &'b TileRef<'a> => |t| Operand::Tile(*t);
     [] f32 => |v| Operand::from(v);
+    [] f64 => |v| Operand::from(v);
     [] i32 => |v| Operand::from(v);
 }
 

@@ -483,3 +483,83 @@ pub(crate) fn give_buf(b: Vec<f32>) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::prelude::*;
+
+    /// Row-major values 0, 1, 2, ... scaled by `k`.
+    fn ramp(n: usize, k: f32) -> Vec<f32> {
+        (0..n).map(|i| i as f32 * k).collect()
+    }
+
+    #[test]
+    fn partial_and_strided_views_read_and_write_like_loops() {
+        let a = Hbm::<f32>::from_vec(&[4, 6], ramp(24, 1.0)).unwrap();
+        let mut c = Hbm::<f32>::zeros([4, 3]);
+        let out = c.as_output();
+        Launch::new(1)
+            .run(|| {
+                // Every other column of a (a strided HBM view) into a fresh tile.
+                let t = nl::load(a.slice((.., stepped(0..6, 2))));
+                // Write columns 2..5 of a new tile from it (a partial view), leave the rest
+                // unwritten, then copy only the written part out.
+                let u = nl::ndarray(&[4, 6], DType::F32, nl::SBUF);
+                nl::assign(u.slice((.., 2..5)), &t);
+                let v = nl::copy(u.slice((.., 2..5)), None);
+                assert_eq!(v.values(), t.values());
+                // The unwritten columns read as NaN (garbage), the written ones as stored.
+                let all = u.values();
+                for (i, x) in all.iter().enumerate() {
+                    assert_eq!(x.is_nan(), !(2..5).contains(&(i % 6)), "element {i}");
+                }
+                nl::store(&out, &nl::add(&t, 0.5));
+            })
+            .unwrap();
+        let want: Vec<f32> = (0..4)
+            .flat_map(|r| (0..3).map(move |j| (r * 6 + 2 * j) as f32 + 0.5))
+            .collect();
+        assert_eq!(c.to_f32_vec().unwrap(), want);
+    }
+
+    #[test]
+    fn strided_stationary_matmul_accumulates_like_loops() {
+        let (k, m, n) = (8, 3, 5);
+        let lhs = ramp(k * 2 * m, 0.25); // [k, 2m]: the stationary is its odd columns
+        let rhs = ramp(k * n, -0.5);
+        let a = Hbm::<f32>::from_vec(&[k, 2 * m], lhs.clone()).unwrap();
+        let b = Hbm::<f32>::from_vec(&[k, n], rhs.clone()).unwrap();
+        let mut c = Hbm::<f32>::zeros([m, n]);
+        let out = c.as_output();
+        Launch::new(1)
+            .run(|| {
+                let s = nl::load(&a);
+                let mv = nl::load(&b);
+                let acc = nl::zeros(&[m, n], DType::F32, nl::PSUM);
+                let st = s.slice((.., stepped(1..2 * m, 2)));
+                nisa::nc_matmul_acc(&acc, st, &mv);
+                nisa::nc_matmul_acc(&acc, st, &mv);
+                nl::store(&out, &nl::copy(&acc, None));
+            })
+            .unwrap();
+        let got = c.to_f32_vec().unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let dot: f32 = (0..k)
+                    .map(|t| lhs[t * 2 * m + 2 * i + 1] * rhs[t * n + j])
+                    .sum();
+                assert!((got[i * n + j] - 2.0 * dot).abs() < 1e-3, "({i}, {j})");
+            }
+        }
+    }
+
+    #[test]
+    fn buffers_are_recycled_within_a_thread() {
+        let b = super::take_buf(1000);
+        let ptr = b.as_ptr();
+        super::give_buf(b);
+        let again = super::take_buf(900);
+        assert_eq!(again.as_ptr(), ptr);
+        assert!(again.is_empty() && again.capacity() >= 1000);
+    }
+}

@@ -273,7 +273,7 @@ pub struct TileShape<T, const P: usize, const F: usize>(PhantomData<T>);
 #[diagnostic::on_unimplemented(
     message = "element-wise operands must have the same tile shape and dtype: the left operand is a `{Key}`, the right operand `{Self}` is not",
     label = "a tile of a different shape or dtype",
-    note = "typed tiles combine only with tiles of the same type; slice or convert one operand (`nl::add` on the untyped tiles broadcasts at run time)"
+    note = "typed operators combine tiles of one type only; for broadcasting or a scalar operand use the untyped tile (`&*x + &*y`, `&*x * 2.0`, `nl::add(&x, &y)`), checked at run time"
 )]
 pub trait SameShape<Key> {
     /// The right-hand operand as a view.

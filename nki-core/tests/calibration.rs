@@ -1,53 +1,16 @@
 //! The timing model against the public calibration points (shared/reference/calibration.md):
-//! the matmul tutorial on trn1 (§1) and the micro-benchmarks (§2).
+//! the micro-benchmarks (§2). The matmul tutorial (§1) is checked in nki-kernels.
 
 use nki_core::prelude::*;
-use std::time::Instant;
+use nki_core::profile::Track;
 
-// The tutorial kernels are helper "matmul"'s nki-kernels/src/matmul.rs; nki-core cannot depend
-// on nki-kernels (it depends on us), so the file is compiled into this test.
-#[allow(dead_code)]
-#[path = "../../nki-kernels/src/matmul.rs"]
-mod matmul;
-
-use matmul::MatmulKernel;
-
-/// Published latencies (ms) of the four stages, trn1, [4096, 8192] @ [8192, 8192] bf16.
-const PUBLISHED_MS: [f64; 4] = [51.80, 42.96, 22.07, 6.97];
-
-#[test]
-fn matmul_tutorial_on_trn1_matches_published_latencies() {
-    let (m, k, n) = (4096, 8192, 8192);
-    let lhs_t = Hbm::<bf16>::shape_only([k, m]);
-    let rhs = Hbm::<bf16>::shape_only([k, n]);
-    let mut result = Hbm::<bf16>::shape_only([m, n]);
-    let mut got = Vec::new();
-    for (kern, want) in MatmulKernel::TUTORIAL.iter().zip(PUBLISHED_MS) {
-        let t0 = Instant::now();
-        let p = kern
-            .estimate(Target::Trn1, &lhs_t, &rhs, &mut result)
-            .unwrap();
-        let ms = p.latency_ms();
-        eprintln!(
-            "{kern}: modelled {ms:.2} ms, published {want} ms ({:+.1}%), HFU {:.2}%, {} instrs, host {:?}\n{p}",
-            100.0 * (ms / want - 1.0),
-            p.hfu_percent,
-            p.instructions,
-            t0.elapsed()
-        );
-        assert!(
-            (ms / want - 1.0).abs() <= 0.20,
-            "{kern}: modelled {ms:.2} ms vs published {want} ms"
-        );
-        got.push(ms);
-    }
-    for w in got.windows(2) {
-        assert!(w[0] > w[1], "stages out of the published order: {got:?}");
-    }
-}
+// Calibration §1 (the matmul tutorial on trn1, each stage within 20 % and in the published
+// order) is asserted beside the kernels, in nki-kernels/tests/calibration.rs: nki-core cannot
+// depend on nki-kernels. Modelled: 51.77 / 42.18 / 21.73 / 7.03 ms against the published
+// 51.80 / 42.96 / 22.07 / 6.97 ms.
 
 /// Durations (ns) of the spans of `track` in `p`, in start order.
-fn spans_on(p: &Profile, pick: impl Fn(nki_core::profile::Track) -> bool) -> Vec<(f64, f64)> {
+fn spans_on(p: &Profile, pick: impl Fn(Track) -> bool) -> Vec<(f64, f64)> {
     let mut v: Vec<(f64, f64)> = p
         .spans
         .iter()
@@ -78,7 +41,7 @@ fn dependent_scalar_activations_issue_every_189ns_on_trn1() {
     let a = Hbm::<f32>::shape_only([128, 1]);
     let mut out = Hbm::<f32>::shape_only([128, 1]);
     let p = activation_chain::estimate(Grid::new([1]), Target::Trn1, &a, &mut out, 16).unwrap();
-    let acts = spans_on(&p, |t| t == nki_core::profile::Track::Scalar);
+    let acts = spans_on(&p, |t| t == Track::Scalar);
     assert_eq!(acts.len(), 16);
     for w in acts.windows(2) {
         let ii = w[1].0 - w[0].0;
@@ -98,9 +61,7 @@ fn one_load(a: &Hbm<bf16>) {
 fn load_duration(p: usize, f: usize) -> f64 {
     let a = Hbm::<bf16>::shape_only([p, f]);
     let prof = one_load::estimate(Grid::new([1]), Target::Trn2, &a).unwrap();
-    let d = spans_on(&prof, |t| {
-        matches!(t, nki_core::profile::Track::DmaQueue(_))
-    });
+    let d = spans_on(&prof, |t| matches!(t, Track::DmaQueue(_)));
     assert_eq!(d.len(), 1);
     assert_eq!(prof.dma.count, 1);
     assert_eq!(prof.dma.bytes, (p * f * 2) as u64);

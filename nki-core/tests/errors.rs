@@ -828,12 +828,17 @@ fn repeated_failing_launches_report_their_own_error() {
     launch!(panicking[4](&mut c, &table)).unwrap();
 }
 
-// 24. A reduction over the partition axis.
+// 24. A reduction over the partition axis (nl.sum and nisa.tensor_reduce).
 #[nki_kernel]
-fn partition_reduce(a: &Hbm<f32>, c: &mut Hbm<f32>, at: &Line) {
+fn partition_reduce(a: &Hbm<f32>, c: &mut Hbm<f32>, at: &Line, isa: bool) {
     let x = nl::load(a.view());
-    at.next(line!());
-    let s = nisa::tensor_reduce(nisa::AluOp::Add, &x, &[0], false, false, None);
+    let s = if isa {
+        at.next(line!());
+        nisa::tensor_reduce(nisa::AluOp::Add, &x, &[0], false, false, None)
+    } else {
+        at.next(line!());
+        nl::sum(&x, &[0], true)
+    };
     nl::store(c.view(), &s);
 }
 
@@ -842,15 +847,17 @@ fn reduction_over_the_partition_axis() {
     let a = f32_input(128, 512);
     let mut c = Hbm::<f32>::zeros([1, 512]);
     let at = Line::default();
-    let e = launch!(partition_reduce[1](&a, &mut c, &at)).unwrap_err();
-    expect(
-        &e,
-        ErrorKind::PartitionReduction,
-        "tensor_reduce",
-        &["partition axis", "axis 0", "[128, 512]"],
-        &[0],
-        &at,
-    );
+    for (isa, op) in [(false, "nl.sum"), (true, "tensor_reduce")] {
+        let e = launch!(partition_reduce[1](&a, &mut c, &at, isa)).unwrap_err();
+        expect(
+            &e,
+            ErrorKind::PartitionReduction,
+            op,
+            &["partition axis", "axis 0", "[128, 512]"],
+            &[0],
+            &at,
+        );
+    }
 }
 
 // 25. Wrong memory: a TensorE transpose reading PSUM.

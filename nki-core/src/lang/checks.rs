@@ -14,7 +14,7 @@ pub(crate) fn partition_start(op: &'static str, what: &str, t: &TileRef) -> Resu
     } else if p > 32 {
         s == 0 || s == 64
     } else {
-        s % 32 == 0
+        s.is_multiple_of(32)
     };
     if ok {
         Ok(())

@@ -39,7 +39,14 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
     }
     let (f, p) = (s[0], s[1]);
     let dtype = v.dtype();
-    let t = Tile::alloc(API, MemKind::Sbuf, dtype, shape(API, &[p, f], loc), None, loc);
+    let t = Tile::alloc(
+        API,
+        MemKind::Sbuf,
+        dtype,
+        shape(API, &[p, f], loc),
+        None,
+        loc,
+    );
     let tv = t.view();
     issue(
         e,
@@ -95,7 +102,14 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
             loc,
         );
     }
-    let out = Tile::alloc(API, MemKind::Sbuf, src.dtype(), shape(API, dims, loc), None, loc);
+    let out = Tile::alloc(
+        API,
+        MemKind::Sbuf,
+        src.dtype(),
+        shape(API, dims, loc),
+        None,
+        loc,
+    );
     let ov = out.view();
     issue(
         e,
@@ -275,7 +289,13 @@ impl<'a> TileRef<'a> {
     /// A copy of the view converted to `dtype` (NKI `tensor.astype`).
     #[track_caller]
     pub fn astype(&self, dtype: DType) -> Tile {
-        copy_to_impl("nl.astype", *self, dtype, MemKind::Sbuf, SourceLoc::caller())
+        copy_to_impl(
+            "nl.astype",
+            *self,
+            dtype,
+            MemKind::Sbuf,
+            SourceLoc::caller(),
+        )
     }
 
     /// The view with a new size-1 dimension at `axis` (see [`expand_dims`]).

@@ -6,7 +6,7 @@
 
 use super::checks;
 use super::data::shape;
-use super::elementwise::{alu_binary, result_dtype, Operand};
+use super::elementwise::{alu_binary, alu_lowering, binary_op, result_dtype, Operand};
 use crate::context::{check, env, issue, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
@@ -49,7 +49,14 @@ pub fn binary<'a>(
     y: impl Into<Operand<'a>>,
     dtype: Option<DType>,
 ) -> Tile {
-    binary_at(op, "nl.binary", x.into(), y.into(), dtype, SourceLoc::caller())
+    binary_at(
+        op,
+        "nl.binary",
+        x.into(),
+        y.into(),
+        dtype,
+        SourceLoc::caller(),
+    )
 }
 
 fn binary_at(
@@ -144,7 +151,17 @@ pub fn invert<'a>(x: impl Into<TileRef<'a>>) -> Tile {
         Operand::Tile(t) => t.dtype(),
         Operand::Scalar { .. } => unreachable!("x is a tile"),
     };
-    alu_binary(AluOp::BitwiseXor, "nl.invert", x, ones, Some(dt), true, loc)
+    // XOR with all ones at x's own width (not the int32 a weak scalar would promote to).
+    let low = alu_lowering(AluOp::BitwiseXor, &x, &ones, dt, "nl.invert");
+    binary_op(
+        low,
+        x,
+        ones,
+        Some(dt),
+        true,
+        move |a, _| AluOp::BitwiseXor.eval_typed(a, -1.0, dt),
+        loc,
+    )
 }
 
 /// Element-wise select: `x` where `cond` is non-zero, else `y` (NKI `nl.where`). `x` and `y`
@@ -174,7 +191,10 @@ pub fn where_<'a, 'c>(
     let mut out_dims = cond.shape().to_vec();
     for (n, t) in &tiles[1..] {
         if t.partitions() != cond.partitions() && t.partitions() != 1 && cond.partitions() != 1 {
-            check(checks::same_partitions(API, ("condition", &cond), (n, t)), loc);
+            check(
+                checks::same_partitions(API, ("condition", &cond), (n, t)),
+                loc,
+            );
         }
         out_dims = match exec::broadcast_shape(&out_dims, t.shape()) {
             Some(s) => s,
@@ -192,7 +212,14 @@ pub fn where_<'a, 'c>(
             ),
         };
     }
-    let out = Tile::alloc(API, MemKind::Sbuf, out_dtype, shape(API, &out_dims, loc), None, loc);
+    let out = Tile::alloc(
+        API,
+        MemKind::Sbuf,
+        out_dtype,
+        shape(API, &out_dims, loc),
+        None,
+        loc,
+    );
     let ov = out.view();
     issue(
         e,

@@ -39,6 +39,7 @@ pub use grid::{
     affine_range, affine_range_step, core_id, num_programs, num_programs_total, program_id,
     program_ndim, sequential_range, static_range, AffineRange,
 };
+#[allow(unused_imports)]
 pub(crate) use matmul::{check_matmul, matmul_into, matmul_record, transpose_to};
 pub use matmul::{matmul, matmul_acc, transpose};
 

@@ -170,7 +170,14 @@ pub(crate) fn reduce_impl(
         ReduceKind::Mean | ReduceKind::Var if !in_dtype.is_float() => DType::F32,
         _ => in_dtype,
     });
-    let out = Tile::alloc(api, MemKind::Sbuf, out_dtype, shape(api, &dims, loc), None, loc);
+    let out = Tile::alloc(
+        api,
+        MemKind::Sbuf,
+        out_dtype,
+        shape(api, &dims, loc),
+        None,
+        loc,
+    );
     let ov = out.view();
     issue(
         e,

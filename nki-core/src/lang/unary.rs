@@ -104,7 +104,14 @@ pub(crate) fn map_impl(
             );
         }
     }
-    let out = Tile::alloc(api, MemKind::Sbuf, dtype, shape(api, x.shape(), loc), None, loc);
+    let out = Tile::alloc(
+        api,
+        MemKind::Sbuf,
+        dtype,
+        shape(api, x.shape(), loc),
+        None,
+        loc,
+    );
     let ov = out.view();
     let acc = extras.accumulate.then(|| {
         Tile::alloc(
@@ -150,7 +157,11 @@ pub(crate) fn map_impl(
             let mut last = None;
             for (i, &(engine, opcode)) in steps.iter().enumerate() {
                 let first = i == 0;
-                let mut reads = if first { vec![x.region()] } else { vec![ov.region()] };
+                let mut reads = if first {
+                    vec![x.region()]
+                } else {
+                    vec![ov.region()]
+                };
                 if first {
                     reads.extend(extras.bias.map(|b| b.region()));
                 }

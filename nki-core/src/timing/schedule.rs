@@ -310,6 +310,7 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
             Engine::Sync,
         ]
         .map(|e| cost::dependency_latency_ns(spec, e)),
+        placed: 0,
     };
     for i in 0..n {
         if sim.pending[i] == 0 {
@@ -325,6 +326,8 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
             None => break,
         }
     }
+    // Dependencies and engine order only point backwards, so everything gets placed.
+    debug_assert_eq!(sim.placed, n, "every record is placed");
     let Sim {
         start,
         end,
@@ -379,6 +382,7 @@ struct Sim<'s, 'a> {
     work: Vec<u32>,
     dmas: BinaryHeap<Key>,
     lat: [f64; ENGINES],
+    placed: usize,
 }
 
 impl Sim<'_, '_> {
@@ -477,6 +481,7 @@ impl Sim<'_, '_> {
     /// Releases the successors of placed record `i`.
     fn propagate(&mut self, i: u32) {
         let iu = i as usize;
+        self.placed += 1;
         let (a, b) = (self.first[iu] as usize, self.first[iu + 1] as usize);
         let pe = self.recs[iu].engine;
         for k in a..b {
