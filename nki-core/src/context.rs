@@ -59,11 +59,14 @@ pub(crate) struct LaunchShared {
     pub(crate) cancelled: AtomicBool,
     /// First writer id of this launch: ids below are from earlier launches.
     pub(crate) writer_base: u32,
-    writers: Mutex<(
-        HashMap<Writer, u32>,
-        HashMap<u32, (Writer, Vec<usize>, SourceLoc)>,
-    )>,
+    writers: Mutex<WriterTable>,
 }
+
+/// Interned writers of a launch: writer -> id, and id -> (writer, program id, first store line).
+type WriterTable = (
+    HashMap<Writer, u32>,
+    HashMap<u32, (Writer, Vec<usize>, SourceLoc)>,
+);
 
 impl LaunchShared {
     pub(crate) fn new() -> Arc<LaunchShared> {

@@ -141,9 +141,7 @@ impl DType {
                     BF16
                 } else if a.is_fp8() {
                     b
-                } else if b.is_fp8() {
-                    a
-                } else if a.size() >= b.size() {
+                } else if b.is_fp8() || a.size() >= b.size() {
                     a
                 } else {
                     b

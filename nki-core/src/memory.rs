@@ -161,7 +161,7 @@ impl MemoryTracker {
             MemKind::Psum
         };
         let mut live: Vec<&LiveTile> = self.live.values().filter(|t| t.mem == mem).collect();
-        live.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        live.sort_by_key(|t| std::cmp::Reverse(t.bytes));
         let used: usize = live.iter().map(|t| t.bytes).sum();
         let mut msg = format!(
             "{what} capacity exceeded: a new tile {dtype}{shape} needs {bytes} bytes per \

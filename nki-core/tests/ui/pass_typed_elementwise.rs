@@ -13,7 +13,7 @@ fn arith(a: &Hbm<f32>, b: &Hbm<f32>, sum: &mut Hbm<f32>, prod: &mut Hbm<f32>, qu
     nl::store(prod.slice((i..i + 128, ..)), &p);
     nl::store(quot.slice((i..i + 128, ..)), &(&p / &y));
     // Scalars go through the untyped tile (NKI operators, checked at run time).
-    let twice = &*x * 2.0;
+    let twice = &*s * 2.0;
     assert_eq!(twice.shape(), &[128, 512]);
     // The edges of the PSUM limit are legal: 512 fp32 or 1024 bf16 per partition.
     let _bank_f32: Psum<f32, 128, 512> = Psum::zeros();
