@@ -70,8 +70,14 @@ fn main() -> ExitCode {
     }
     let output_nki = c_output.to_array().expect("output has values");
     let output_ref = (a.mapv(f32::from) + b.mapv(f32::from)).into_dyn();
-    println!("output_nki[0, 0..4] = {:?}", &output_nki.as_slice().expect("contiguous")[..4]);
-    println!("output_ref[0, 0..4] = {:?}", &output_ref.as_slice().expect("contiguous")[..4]);
+    println!(
+        "output_nki[0, 0..4] = {:?}",
+        &output_nki.as_slice().expect("contiguous")[..4]
+    );
+    println!(
+        "output_ref[0, 0..4] = {:?}",
+        &output_ref.as_slice().expect("contiguous")[..4]
+    );
     let matched = allclose(&output_nki, &output_ref, 1e-4, 1e-2);
     match &matched {
         Ok(()) => println!("NKI and ndarray match"),
@@ -79,12 +85,10 @@ fn main() -> ExitCode {
     }
 
     // The same launch in simulate mode: values plus the modelled NeuronCore timeline.
-    let launch = Launch::new(1)
-        .target(Target::Trn2)
-        .mode(Mode::Simulate);
+    let launch = Launch::new(1).target(Target::Trn2).mode(Mode::Simulate);
     match nki_tensor_add_kernel::run(launch, &a_input, &b_input, &mut c_output) {
         Ok(report) => match &report.profile {
-            Some(profile) => println!("\nModelled on {}:\n{profile:#?}", report.target),
+            Some(profile) => print!("\nSimulate mode, {profile}"),
             None => println!("\n(simulate mode returned no profile)"),
         },
         Err(e) => {

@@ -10,7 +10,8 @@
 //! The example prints which core ran which tile, checks the result against ndarray, and models
 //! the launch on trn2 (one core vs two).
 //!
-//! Run with `cargo run --example spmd_multiple_nc_tensor_addition`.
+//! Run with `cargo run --example spmd_multiple_nc_tensor_addition` (add `-- --trace FILE` to
+//! write the modelled timeline as a Chrome trace for Perfetto).
 
 use ndarray::{Array2, ArrayD, Dimension};
 use nki_core::prelude::*;
@@ -76,7 +77,10 @@ fn print_placement(report: &LaunchReport, grid_x: usize, grid_y: usize) {
     }
     println!("   <- columns");
     for (x, row) in cell.iter().enumerate() {
-        print!("  rows {:>9} ", format!("{}..{}", x * TILE_P, (x + 1) * TILE_P));
+        print!(
+            "  rows {:>9} ",
+            format!("{}..{}", x * TILE_P, (x + 1) * TILE_P)
+        );
         for c in row {
             print!("  {c:>11}");
         }
@@ -95,15 +99,6 @@ fn print_placement(report: &LaunchReport, grid_x: usize, grid_y: usize) {
             ids.join(" ")
         );
     }
-}
-
-/// Prints the headline figures of a modelled launch.
-fn print_profile(label: &str, p: &Profile) {
-    println!(
-        "  {label:<22} {:>9.1} us modelled, {} instructions",
-        p.latency_ns / 1e3,
-        p.instructions
-    );
 }
 
 fn main() -> ExitCode {
@@ -147,18 +142,46 @@ fn main() -> ExitCode {
     }
 
     // The same kernel modelled on trn2: all tiles on one NeuronCore vs shared by two.
-    println!("\nModelled on trn2 (simulate mode):");
-    let one = Launch::new([grid_x * CORES, grid_y])
-        .target(Target::Trn2)
-        .mode(Mode::Simulate);
-    let two = Launch::new([spmd_dim(grid_x, nc(CORES)), spmd_dim(grid_y, 1)])
-        .target(Target::Trn2)
-        .mode(Mode::Simulate);
-    for (label, launch) in [("1 NeuronCore", one), ("2 NeuronCores (nc(2))", two)] {
-        match nki_tensor_add_kernel::run(launch, &a_input, &b_input, &mut c_output) {
-            Ok(r) => print_profile(label, r.profile.as_ref().expect("simulate profiles")),
+    let mut simulate = |grid: Grid| {
+        let launch = Launch::new(grid).target(Target::Trn2).mode(Mode::Simulate);
+        nki_tensor_add_kernel::run(launch, &a_input, &b_input, &mut c_output)
+            .map(|r| r.profile.expect("simulate mode returns a profile"))
+    };
+    let (one, two) = match (
+        simulate(Grid::new([grid_x * CORES, grid_y])),
+        simulate(Grid::new([
+            spmd_dim(grid_x, nc(CORES)),
+            spmd_dim(grid_y, 1),
+        ])),
+    ) {
+        (Ok(one), Ok(two)) => (one, two),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("simulate failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    print!("\nSimulate mode, grid [spmd_dim({grid_x}, nc({CORES})), {grid_y}]: {two}");
+    println!(
+        "The same {} tiles on one NeuronCore (grid [{}, {grid_y}]): {:.2} us, so nc({CORES}) is modelled {:.2}x faster.",
+        grid_x * CORES * grid_y,
+        grid_x * CORES,
+        one.latency_us(),
+        one.latency_ns / two.latency_ns
+    );
+
+    // `-- --trace FILE` writes the two-core timeline for Perfetto / chrome://tracing.
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--trace") {
+        let Some(path) = args.get(i + 1) else {
+            eprintln!(
+                "usage: cargo run --example spmd_multiple_nc_tensor_addition [-- --trace FILE]"
+            );
+            return ExitCode::from(2);
+        };
+        match two.write_chrome_trace(path) {
+            Ok(()) => println!("Wrote the timeline to {path} (open it in Perfetto)."),
             Err(e) => {
-                eprintln!("simulate failed: {e}");
+                eprintln!("could not write {path}: {e}");
                 return ExitCode::FAILURE;
             }
         }

@@ -74,7 +74,12 @@ fn main() -> ExitCode {
         "c = a + b on {rows}x{cols} bf16: {row_tiles} row tiles of {} partitions x {chunks} chunks of FREE_DIM = {free_dim}",
         nl::tile_size::PMAX
     );
-    if let Err(e) = launch!(tensor_add_stream[1](&a_input, &b_input, &mut c_output, free_dim)) {
+    if let Err(e) = launch!(tensor_add_stream[1](
+        &a_input,
+        &b_input,
+        &mut c_output,
+        free_dim
+    )) {
         eprintln!("kernel failed: {e}");
         return ExitCode::FAILURE;
     }
@@ -89,14 +94,23 @@ fn main() -> ExitCode {
     // Tuning FREE_DIM: the modelled trn2 latency of the same kernel for a few chunk sizes
     // (estimate mode: the timeline only, no arithmetic).
     println!("\nFREE_DIM sweep (modelled on trn2):");
-    for fd in [128, 256, 512, 1024] {
+    let mut sweep = vec![128, 256, 512, 1024];
+    if !sweep.contains(&free_dim) {
+        sweep.push(free_dim);
+        sweep.sort_unstable();
+    }
+    for fd in sweep {
+        let mark = if fd == free_dim { "  <- this run" } else { "" };
         let launch = Launch::new(1).target(Target::Trn2).mode(Mode::Estimate);
         match tensor_add_stream::run(launch, &a_input, &b_input, &mut c_output, fd) {
             Ok(report) => {
                 let p = report.profile.expect("estimate mode returns a profile");
                 println!(
-                    "  FREE_DIM = {fd:>4}: {:>6} instructions, {:>9.0} ns",
-                    p.instructions, p.latency_ns
+                    "  FREE_DIM = {fd:>4}: {:>3} instructions, {:>3} DMA transfers of {:>6.0} B avg, latency {:>6.2} us{mark}",
+                    p.instructions,
+                    p.dma.count,
+                    p.dma.average_bytes,
+                    p.latency_us()
                 );
             }
             Err(e) => println!("  FREE_DIM = {fd:>4}: {e}"),

@@ -65,7 +65,7 @@ pub(crate) fn binary(
     let nd = out.len();
     let inner = out[nd - 1];
     let (ia, ib) = (st_a[nd - 1], st_b[nd - 1]);
-    let mut res = Vec::with_capacity(n);
+    let mut res = crate::tile::take_buf(n);
     let mut idx = vec![0usize; nd];
     for _ in 0..n / inner.max(1) {
         let (mut oa, mut ob) = (0, 0);
@@ -73,8 +73,24 @@ pub(crate) fn binary(
             oa += idx[d] * st_a[d];
             ob += idx[d] * st_b[d];
         }
-        for j in 0..inner {
-            res.push(f(a[oa + j * ia], b[ob + j * ib]));
+        // The common rows (a row against a row, or against one broadcast value) as slice
+        // loops that vectorise; other stride mixes element by element.
+        match (ia, ib) {
+            (1, 1) => res.extend(
+                a[oa..oa + inner]
+                    .iter()
+                    .zip(&b[ob..ob + inner])
+                    .map(|(&x, &y)| f(x, y)),
+            ),
+            (1, 0) => {
+                let y = b[ob];
+                res.extend(a[oa..oa + inner].iter().map(|&x| f(x, y)));
+            }
+            (0, 1) => {
+                let x = a[oa];
+                res.extend(b[ob..ob + inner].iter().map(|&y| f(x, y)));
+            }
+            _ => res.extend((0..inner).map(|j| f(a[oa + j * ia], b[ob + j * ib]))),
         }
         for d in (0..nd.saturating_sub(1)).rev() {
             idx[d] += 1;
@@ -160,10 +176,11 @@ pub(crate) fn gemm_tn_strided(
     accumulate: bool,
 ) {
     let beta = if accumulate { 1.0 } else { 0.0 };
-    let c_fits = m == 0
-        || n == 0
-        || c.offset + (m - 1) * c.rs + (n - 1) * c.cs < c.data.len();
-    assert!(a.fits(k, m) && b.fits(k, n) && c_fits, "gemm operands out of bounds");
+    let c_fits = m == 0 || n == 0 || c.offset + (m - 1) * c.rs + (n - 1) * c.cs < c.data.len();
+    assert!(
+        a.fits(k, m) && b.fits(k, n) && c_fits,
+        "gemm operands out of bounds"
+    );
     // SAFETY: every element index reached, offset + i * rs + j * cs for i, j inside the
     // operand's shape, is within its slice (asserted above; strides are non-negative), and `c`
     // is an exclusive borrow distinct from `a` and `b`.
@@ -326,6 +343,15 @@ mod tests {
         assert_eq!(
             binary(&a, &[2, 2], &b, &[1, 2], &[2, 2], |x, y| x + y),
             vec![11.0, 22.0, 13.0, 24.0]
+        );
+        assert_eq!(
+            binary(&b, &[2, 1], &a, &[2, 2], &[2, 2], |x, y| x - y),
+            vec![9.0, 8.0, 17.0, 16.0]
+        );
+        // An outer product: [2, 1] x [1, 2] broadcasts both operands.
+        assert_eq!(
+            binary(&b, &[2, 1], &b, &[1, 2], &[2, 2], |x, y| x * y),
+            vec![100.0, 200.0, 200.0, 400.0]
         );
     }
 

@@ -2,9 +2,10 @@
 //! [`HbmOut`] (a kernel output: the exclusive borrow of an `Hbm` for one launch), and the views
 //! and slices of both that `nl::load` / `nl::store` / `nisa::dma_copy` take.
 //!
-//! Each tensor also tracks, per element, which writer (program instance and affine_range
-//! iteration) stored to it during the current launch, which is how overlapping writes are
-//! detected (NKI's "unexpected output dependencies").
+//! Each tensor also tracks, for every element, which writer (program instance and affine_range
+//! iteration) stored to it during the current launch (compactly, per block of elements where a
+//! store covers whole blocks), which is how overlapping writes are detected (NKI's "unexpected
+//! output dependencies").
 
 use crate::access::{Ap, IntoIndex, Shape};
 use crate::dtype::{DType, Element};
@@ -26,12 +27,19 @@ pub(crate) struct HbmStorage {
     data: RwLock<HbmData>,
 }
 
-/// Values (absent for shape-only tensors) and the per-element writer tags of the current launch.
+/// Values (absent for shape-only tensors) and the writer tags of the current launch.
+///
+/// Writer ids are global and increasing, so ids from earlier launches (and 0, "never
+/// written") are recognised as stale. Tags are kept per block of
+/// [`crate::hbm_write::BLOCK`] elements, and per element only for blocks that were written
+/// partially (marked [`crate::hbm_write::MIXED`]), so a store of whole blocks touches 1/16 of
+/// the tag memory.
 pub(crate) struct HbmData {
     pub(crate) values: Option<Vec<f32>>,
-    /// Writer id per element (0 = not written in this launch; ids are global and increasing,
-    /// so ids from earlier launches are recognised as stale).
-    pub(crate) writers: Vec<u32>,
+    /// Writer id per block of elements, or `MIXED`.
+    pub(crate) blocks: Vec<u32>,
+    /// Writer id per element, meaningful inside `MIXED` blocks (allocated on first need).
+    pub(crate) elems: Vec<u32>,
 }
 
 impl HbmStorage {
@@ -44,7 +52,8 @@ impl HbmStorage {
             name: format!("hbm{id}"),
             data: RwLock::new(HbmData {
                 values,
-                writers: Vec::new(),
+                blocks: Vec::new(),
+                elems: Vec::new(),
             }),
         })
     }

@@ -1,10 +1,18 @@
-//! HBM stores with write tracking: values are written while each element's writer tag is
-//! checked against the previous writer of this launch.
+//! HBM stores with write tracking: values are written while the writer tags of the elements
+//! are checked against the previous writers of this launch (NKI's "unexpected output
+//! dependencies"). Tags are kept per block of [`BLOCK`] elements, falling back to per-element
+//! tags only in blocks that are written partially, so the common store of whole rows costs a
+//! fraction of the value traffic.
 
 use crate::access::Ap;
 use crate::context::LaunchShared;
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::hbm::{no_data, HbmView};
+
+/// Elements per writer-tag block.
+pub(crate) const BLOCK: usize = 16;
+/// Block tag meaning "the elements of this block carry their own tags".
+pub(crate) const MIXED: u32 = u32::MAX;
 
 /// Writes row-major `vals` (rounded to the tensor dtype) into `dst`, tagging each element with
 /// `writer`. An element already written in this launch by a conflicting writer is an
@@ -36,47 +44,38 @@ pub(crate) fn write_slice(
     if data.values.is_none() {
         return Err(no_data(st, "store"));
     }
-    if data.writers.len() != st.shape.numel() {
-        data.writers = vec![0; st.shape.numel()];
+    let numel = st.shape.numel();
+    if data.blocks.len() != numel.div_ceil(BLOCK) {
+        data.blocks = vec![0; numel.div_ceil(BLOCK)];
     }
     let values = data.values.as_mut().expect("checked above");
-    let writers = &mut data.writers;
-    let base = shared.writer_base;
-    let mut conflict: Option<(u32, usize)> = None;
-    let mut ok_pair: Option<u32> = None;
+    let mut tags = Tags {
+        blocks: &mut data.blocks,
+        elems: &mut data.elems,
+        numel,
+        writer,
+        base: shared.writer_base,
+        shared,
+        conflict: None,
+        ok_pair: None,
+    };
     let s = dst.ap.inner_stride();
     let mut pos = 0;
     dst.ap.for_each_row(|off, n| {
         let src = &vals[pos..pos + n];
         pos += n;
         if s == 1 {
-            // Fast path: a contiguous run none of whose elements was written by another
-            // writer of this launch (checked without branches so it vectorises).
-            let tags = &mut writers[off..off + n];
-            if tags
-                .iter()
-                .fold(true, |ok, &old| ok & ((old == writer) | (old < base)))
-            {
-                tags.fill(writer);
-                crate::exec::copy_round(dtype, exact, &mut values[off..off + n], src);
-                return;
+            tags.run(off, n);
+            crate::exec::copy_round(dtype, exact, &mut values[off..off + n], src);
+        } else {
+            for (j, &v) in src.iter().enumerate() {
+                let e = (off as isize + j as isize * s) as usize;
+                tags.element(e);
+                values[e] = if exact { v } else { dtype.round(v) };
             }
-        }
-        for (j, &v) in src.iter().enumerate() {
-            let e = (off as isize + j as isize * s) as usize;
-            let old = writers[e];
-            if old != writer && old >= base && conflict.is_none() && ok_pair != Some(old) {
-                if shared.conflicts(old, writer) {
-                    conflict = Some((old, e));
-                } else {
-                    ok_pair = Some(old);
-                }
-            }
-            writers[e] = writer;
-            values[e] = if exact { v } else { dtype.round(v) };
         }
     });
-    if let Some((old, e)) = conflict {
+    if let Some((old, e)) = tags.conflict {
         let idx = Ap::unravel(e, &st.shape);
         return Err(NkiError::new(
             ErrorKind::OutputDependency,
@@ -93,6 +92,86 @@ pub(crate) fn write_slice(
         ));
     }
     Ok(())
+}
+
+/// The writer tags of one tensor during one store.
+struct Tags<'a> {
+    blocks: &'a mut Vec<u32>,
+    elems: &'a mut Vec<u32>,
+    numel: usize,
+    writer: u32,
+    base: u32,
+    shared: &'a LaunchShared,
+    /// The first conflicting (previous writer, element).
+    conflict: Option<(u32, usize)>,
+    /// A previous writer already found not to conflict.
+    ok_pair: Option<u32>,
+}
+
+impl Tags<'_> {
+    /// Checks the previous writer `old` of element `e` against this store's writer.
+    #[inline]
+    fn check(&mut self, old: u32, e: usize) {
+        if old != self.writer
+            && old >= self.base
+            && self.conflict.is_none()
+            && self.ok_pair != Some(old)
+        {
+            if self.shared.conflicts(old, self.writer) {
+                self.conflict = Some((old, e));
+            } else {
+                self.ok_pair = Some(old);
+            }
+        }
+    }
+
+    /// Tags element `e` on its own, splitting its block into per-element tags.
+    fn element(&mut self, e: usize) {
+        let b = e / BLOCK;
+        if self.blocks[b] != MIXED {
+            if self.elems.len() != self.numel {
+                *self.elems = vec![0; self.numel];
+            }
+            let (lo, hi) = (b * BLOCK, ((b + 1) * BLOCK).min(self.numel));
+            self.elems[lo..hi].fill(self.blocks[b]);
+            self.blocks[b] = MIXED;
+        }
+        let old = self.elems[e];
+        self.check(old, e);
+        self.elems[e] = self.writer;
+    }
+
+    /// Tags the contiguous run of elements `off..off + n`: whole blocks by their block tag,
+    /// the partial blocks at either end element by element.
+    fn run(&mut self, off: usize, n: usize) {
+        let end = off + n;
+        let (b0, b1) = (off.div_ceil(BLOCK), end / BLOCK);
+        if b0 >= b1 {
+            (off..end).for_each(|e| self.element(e));
+            return;
+        }
+        (off..b0 * BLOCK).for_each(|e| self.element(e));
+        let (w, base) = (self.writer, self.base);
+        // Branch-free scan (it vectorises): every block unwritten in this launch or ours.
+        let clean = self.blocks[b0..b1]
+            .iter()
+            .fold(true, |ok, &old| ok & ((old == w) | (old < base)));
+        if !clean {
+            for b in b0..b1 {
+                let old = self.blocks[b];
+                if old == MIXED {
+                    for e in b * BLOCK..(b + 1) * BLOCK {
+                        let o = self.elems[e];
+                        self.check(o, e);
+                    }
+                } else {
+                    self.check(old, b * BLOCK);
+                }
+            }
+        }
+        self.blocks[b0..b1].fill(w);
+        (b1 * BLOCK..end).for_each(|e| self.element(e));
+    }
 }
 
 #[cfg(test)]
@@ -126,6 +205,64 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::OutputDependency);
         assert!(e.message().contains("element [0, 0]"), "{e}");
+    }
+
+    #[test]
+    fn block_tags_detect_exactly_the_overlapping_stores() {
+        // Views (rows, first column, columns, column step) of a [3, 37] tensor: 37 is not a
+        // multiple of the tag block, so whole blocks, partial blocks and the short last block
+        // all occur, and the tensor is reused across launches (stale and mixed tags).
+        let (rows, cols) = (3usize, 37usize);
+        let a = Hbm::<f32>::full([rows, cols], 1.0);
+        let mut c = Hbm::<f32>::zeros([rows, cols]);
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % n as u64) as usize
+        };
+        // Block-aligned cases first (only whole-block and mixed-block tags meet), then random.
+        let mut cases = vec![
+            vec![(0..1, 0, 37, 1), (0..1, 16, 16, 1)],
+            vec![(0..3, 0, 32, 1), (1..2, 16, 16, 1)],
+            vec![(0..1, 0, 16, 2), (0..1, 16, 16, 1)],
+            vec![(0..1, 1, 16, 2), (0..1, 0, 16, 1)],
+            vec![(0..2, 0, 16, 1), (2..3, 0, 37, 1)],
+        ];
+        for _ in 0..300 {
+            let mut views = Vec::new();
+            for _ in 0..2 {
+                let r0 = next(rows);
+                let r1 = r0 + 1 + next(rows - r0);
+                let step = 1 + next(3) * next(2);
+                let c0 = next(cols);
+                let n = 1 + next((cols - c0).div_ceil(step));
+                views.push((r0..r1, c0, n, step));
+            }
+            cases.push(views);
+        }
+        let mut conflicts = 0;
+        for views in cases {
+            let cells = |v: &(std::ops::Range<usize>, usize, usize, usize)| {
+                let (rr, c0, n, st) = v.clone();
+                rr.flat_map(move |r| (0..n).map(move |j| (r, c0 + j * st)))
+                    .collect::<std::collections::HashSet<_>>()
+            };
+            let overlap = !cells(&views[0]).is_disjoint(&cells(&views[1]));
+            let out = c.as_output();
+            let r = Launch::new(2).run(|| {
+                let (rr, c0, n, st) = views[nl::program_id(0)].clone();
+                let cs = stepped(c0..c0 + (n - 1) * st + 1, st);
+                let t = nl::load(a.slice((rr.clone(), cs)));
+                nl::store(out.slice((rr.clone(), cs)), &t);
+                // Storing the same view again from the same instance is no conflict.
+                nl::store(out.slice((rr, cs)), &t);
+            });
+            assert_eq!(r.is_err(), overlap, "views {views:?}: {r:?}");
+            conflicts += overlap as usize;
+        }
+        assert!(conflicts > 20 && conflicts < 280, "{conflicts} conflicts");
     }
 
     #[test]

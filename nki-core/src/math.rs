@@ -332,7 +332,7 @@ impl std::fmt::Display for ActFn {
 /// Arithmetic operators work on the fp32 value; comparisons and logical operators return 1.0
 /// or 0.0; bitvec operators (`bitwise_*`, shifts) work on the integer value (see
 /// [`AluOp::eval_typed`] for width-exact results).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[non_exhaustive]
 pub enum AluOp {
     /// Passes the first operand through (NKI `bypass`).

@@ -229,6 +229,8 @@ pub struct Instr {
     pub matmul: Option<MatmulDims>,
     /// DMA sizes (DMA only).
     pub dma: Option<DmaDims>,
+    /// The ALU operator of an element-wise instruction, when it has one (costs depend on it).
+    pub alu: Option<crate::math::AluOp>,
     /// Regions read.
     pub reads: Vec<Region>,
     /// Regions written.
@@ -253,6 +255,7 @@ impl Instr {
             contiguous: true,
             matmul: None,
             dma: None,
+            alu: None,
             reads: Vec::new(),
             writes: Vec::new(),
             loc,

@@ -13,6 +13,9 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Once, OnceLock};
 
+/// Most physical NeuronCores `nc(k)` can spread a grid over: one logical core of LNC=2.
+pub const MAX_LOGICAL_CORES: usize = 2;
+
 /// A factor of a grid dimension: a plain count, or `nc(k)` (k logical NeuronCores).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Factor {
@@ -135,6 +138,12 @@ impl Grid {
             .count();
         if ncs > 1 {
             return bad(format!("grid {self} uses nc() more than once"));
+        }
+        let cores = self.num_cores();
+        if cores > MAX_LOGICAL_CORES {
+            return bad(format!(
+                "grid {self} asks for nc({cores}); a logical NeuronCore (LNC=2) has at most {MAX_LOGICAL_CORES} physical cores"
+            ));
         }
         Ok(())
     }

@@ -14,7 +14,7 @@ use super::{
 use crate::context::{env, issue};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, SourceLoc};
-use crate::record::{MemKind, Opcode};
+use crate::record::{Instr, MemKind, Opcode};
 use crate::target::Target;
 use crate::tile::{Tile, TileRef};
 
@@ -116,8 +116,9 @@ pub fn tensor_tensor<'a, 'b>(
                 .collect();
             ov.scatter(r);
         },
-        || {
-            record(
+        || Instr {
+            alu: Some(op),
+            ..record(
                 engine,
                 Opcode::TensorTensor,
                 API,

@@ -72,6 +72,7 @@ pub(crate) struct Lowering {
     pub(crate) engine: Engine,
     pub(crate) opcode: Opcode,
     pub(crate) api: &'static str,
+    pub(crate) alu: Option<AluOp>,
 }
 
 /// Result dtype of a binary op under NKI promotion (or the explicit `dtype`).
@@ -197,6 +198,7 @@ pub(crate) fn binary_op(
                 contiguous: tiles.iter().all(|(_, t)| t.ap.inner_stride() == 1),
                 reads: tiles.iter().map(|(_, t)| t.region()).collect(),
                 writes: vec![ov.region()],
+                alu: low.alu,
                 ..Instr::new(low.engine, low.opcode, op, loc)
             }
         },
@@ -217,6 +219,7 @@ fn vector(x: &Operand, y: &Operand, api: &'static str) -> Lowering {
             Opcode::TensorScalar
         },
         api,
+        alu: None,
     }
 }
 
@@ -232,6 +235,7 @@ pub(crate) fn alu_lowering(
     api: &'static str,
 ) -> Lowering {
     let mut low = vector(x, y, api);
+    low.alu = Some(op);
     let in_psum = [x, y]
         .iter()
         .any(|o| matches!(o, Operand::Tile(t) if t.mem() == MemKind::Psum));

@@ -209,6 +209,7 @@ pub fn transpose<'a>(x: impl Into<TileRef<'a>>) -> Tile {
 /// Transposes `x` [P, F] to a new [F, P] tile in `mem` (TensorE; recorded as one transpose).
 pub(crate) fn transpose_to(x: TileRef, mem: MemKind, api: &'static str, loc: SourceLoc) -> Tile {
     let e = env(api, loc);
+    check(checks::memory(api, "x", &x, &[MemKind::Sbuf]), loc);
     check(checks::operand(api, "x", &x), loc);
     let (p, f) = (x.partitions(), x.free_size());
     if x.shape().len() > 2 {

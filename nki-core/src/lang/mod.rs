@@ -14,34 +14,34 @@ mod unary;
 
 pub use crate::access::{ds, stepped, Ix};
 pub use crate::dtype::DType;
+pub use crate::math::{ActFn, AluOp};
+pub use crate::ops::TileArith;
 pub use crate::record::MemKind;
 pub use data::{assign, copy, full, load, load_as, ndarray, ones, store, zeros};
 pub(crate) use data::{copy_to_impl, dma_dims, shape};
 pub use elementwise::{add, divide, maximum, minimum, multiply, power, subtract, Operand};
 pub(crate) use elementwise::{alu_binary, operator};
+pub use grid::{
+    affine_range, affine_range_step, core_id, num_programs, num_programs_total, program_id,
+    program_ndim, sequential_range, static_range, AffineRange,
+};
 pub use layout::{arange, broadcast_to, expand_dims, iota, load_transpose2d};
 pub use logic::{
     binary, bitwise_and, bitwise_or, bitwise_xor, equal, fmod, greater, greater_equal, invert,
     left_shift, less, less_equal, logical_and, logical_not, logical_or, logical_xor, mod_,
     not_equal, right_shift, where_,
 };
+#[allow(unused_imports)]
+pub(crate) use matmul::{check_matmul, matmul_into, matmul_record, transpose_to};
+pub use matmul::{matmul, matmul_acc, transpose};
 pub use reduce::{all, max, mean, min, prod, reduce, sum, var};
 pub use unary::{
     abs, arctan, ceil, cos, erf, erf_dx, exp, floor, gelu, gelu_apprx_sigmoid,
     gelu_apprx_sigmoid_dx, gelu_apprx_tanh, gelu_dx, log, mish, negative, reciprocal, relu,
-    rms_norm, rsqrt, sigmoid, sign, silu, silu_dx, sin, softmax, softplus, sqrt, square, tan,
-    tanh, trunc, unary,
+    rms_norm, rsqrt, sigmoid, sign, silu, silu_dx, sin, softmax, softplus, sqrt, square, tan, tanh,
+    trunc, unary,
 };
 pub(crate) use unary::{map_impl, ActExtras};
-pub use crate::math::{ActFn, AluOp};
-pub use crate::ops::TileArith;
-pub use grid::{
-    affine_range, affine_range_step, core_id, num_programs, num_programs_total, program_id,
-    program_ndim, sequential_range, static_range, AffineRange,
-};
-#[allow(unused_imports)]
-pub(crate) use matmul::{check_matmul, matmul_into, matmul_record, transpose_to};
-pub use matmul::{matmul, matmul_acc, transpose};
 
 /// NKI `nl.sbuf`.
 pub const SBUF: MemKind = MemKind::Sbuf;

@@ -3,6 +3,7 @@
 //! engine, converted to ns with that engine's clock; DMA costs are bytes over bandwidth.
 
 use crate::dtype::DType;
+use crate::math::AluOp;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::target::TargetSpec;
 
@@ -67,10 +68,7 @@ fn per_element(r: &Instr) -> f64 {
     match r.opcode {
         Opcode::TensorTensor => {
             // One PSUM + one SBUF input, or all-SBUF bf16 add/mul/sub contiguous: N; else 2N.
-            let fast_op = matches!(
-                r.api,
-                "nl.add" | "nl.multiply" | "nl.subtract" | "nisa.tensor_tensor"
-            );
+            let fast_op = matches!(r.alu, Some(AluOp::Add | AluOp::Multiply | AluOp::Subtract));
             if r.psum || (r.in_dtype == DType::BF16 && all16 && fast_op && r.contiguous) {
                 1.0
             } else {
