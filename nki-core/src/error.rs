@@ -168,3 +168,9 @@ impl std::error::Error for NkiError {}
 
 /// Result alias used across nki-core.
 pub type Result<T, E = NkiError> = std::result::Result<T, E>;
+
+impl From<std::io::Error> for NkiError {
+    fn from(e: std::io::Error) -> Self {
+        NkiError::new(ErrorKind::Io, "io", e.to_string())
+    }
+}
