@@ -38,3 +38,26 @@ fn race_between_instances_is_reported() {
     assert_eq!(e.kind(), ErrorKind::OutputDependency);
     assert!(e.to_string().contains("program id [0]"), "{e}");
 }
+
+/// Partial last tiles (NKI's masks) by slicing with `nl::tile_range`: 250 rows = 128 + 122.
+#[nki_kernel]
+fn scale_rows(a: &Hbm<f32>, c: &mut Hbm<f32>) {
+    let rows = a.shape()[0];
+    for t in nl::affine_range(nl::num_tiles(rows, 128)) {
+        let r = nl::tile_range(t, 128, rows);
+        let x = nl::load(a.slice((r.clone(), ..)));
+        nl::store(c.slice((r, ..)), &nl::multiply(&x, 2.0f32));
+    }
+}
+
+#[test]
+fn partial_tiles_by_tile_range() {
+    let a = Hbm::<f32>::from_array(&ndarray::Array2::from_shape_fn((250, 64), |(i, j)| (i * 64 + j) as f32)).unwrap();
+    let mut c = Hbm::<f32>::zeros([250, 64]);
+    launch!(scale_rows[1](&a, &mut c)).unwrap();
+    let out = c.to_array().unwrap();
+    assert_eq!(out[[249, 63]], 2.0 * (249 * 64 + 63) as f32);
+    assert_eq!(out[[127, 0]], 2.0 * (127 * 64) as f32);
+    assert_eq!(nl::tile_range(1, 128, 250), 128..250);
+    assert_eq!(nl::tile_range(2, 128, 250), 250..250);
+}

@@ -137,3 +137,20 @@ pub fn sequential_range(n: usize) -> std::ops::Range<usize> {
 pub fn static_range(n: usize) -> std::ops::Range<usize> {
     0..n
 }
+
+/// The part of tile `index` (tiles of `tile` elements) that lies inside a dimension of `total`
+/// elements: `index * tile .. min((index + 1) * tile, total)`.
+///
+/// This is how a partial last tile is written here. NKI expresses it with a mask such as
+/// `mask=(i_p < n)`, which the compiler turns into a shrunken instruction over exactly this
+/// range; slicing both the HBM view and the tile with it does the same (and the timing model
+/// sees the smaller instruction). For tile indices past the end the range is empty.
+pub fn tile_range(index: usize, tile: usize, total: usize) -> std::ops::Range<usize> {
+    let start = (index * tile).min(total);
+    start..((index + 1) * tile).min(total)
+}
+
+/// Number of tiles of `tile` elements needed to cover `total` (the last may be partial).
+pub fn num_tiles(total: usize, tile: usize) -> usize {
+    total.div_ceil(tile.max(1))
+}

@@ -23,7 +23,7 @@ pub use elementwise::{add, divide, maximum, minimum, multiply, power, subtract, 
 pub(crate) use elementwise::{alu_binary, operator};
 pub use grid::{
     affine_range, affine_range_step, core_id, num_programs, num_programs_total, program_id,
-    program_ndim, sequential_range, static_range, AffineRange,
+    program_ndim, sequential_range, static_range, AffineRange, num_tiles, tile_range,
 };
 pub use layout::{arange, broadcast_to, expand_dims, iota, load_transpose2d};
 pub use logic::{
