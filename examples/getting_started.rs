@@ -8,8 +8,8 @@
 //!
 //! Run with `cargo run --example getting_started`.
 
-use ndarray::{Array2, ArrayD, Dimension};
 use nki_core::prelude::*;
+use nki_kernels::testing::{allclose, random_bf16};
 use std::process::ExitCode;
 
 /// `c_output = a_input + b_input` for tensors that fit in one tile (at most 128 rows).
@@ -30,31 +30,6 @@ fn nki_tensor_add_kernel(a_input: &Hbm<bf16>, b_input: &Hbm<bf16>, c_output: &mu
 
     // 3. Store the result tile back to HBM.
     nl::store(c_output, &c_tile);
-}
-
-/// Deterministic pseudo-random bf16 values in [0, 1) (xorshift; no extra dependencies).
-fn random_bf16(rows: usize, cols: usize, seed: u64) -> Array2<bf16> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    Array2::from_shape_fn((rows, cols), |_| {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        bf16::from_f32((s >> 40) as f32 / (1u64 << 24) as f32)
-    })
-}
-
-/// NumPy's `allclose` (|got - want| <= atol + rtol * |want|); returns the worst offender.
-fn allclose(got: &ArrayD<bf16>, want: &ArrayD<f32>, atol: f32, rtol: f32) -> Result<(), String> {
-    if got.shape() != want.shape() {
-        return Err(format!("shape {:?} vs {:?}", got.shape(), want.shape()));
-    }
-    for ((idx, g), w) in got.indexed_iter().zip(want.iter()) {
-        let g = g.to_f32();
-        if (g - w).abs() > atol + rtol * w.abs() || g.is_nan() {
-            return Err(format!("element {:?}: nki {g} vs ndarray {w}", idx.slice()));
-        }
-    }
-    Ok(())
 }
 
 fn main() -> ExitCode {

@@ -18,9 +18,9 @@
 //! generation (the published figures are for trn1).
 
 use half::bf16;
-use ndarray::Array2;
 use nki_core::prelude::*;
 use nki_kernels::matmul::{Blocking, MatmulKernel, PUBLISHED_TRN1, TUTORIAL_BENCHMARK_KMN};
+use nki_kernels::testing::{allclose, random_bf16};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -60,17 +60,6 @@ fn parse_args() -> Result<Options, String> {
     Ok(o)
 }
 
-/// Deterministic bf16 values in [0, 1).
-fn random_bf16(rows: usize, cols: usize, seed: u64) -> Array2<bf16> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    Array2::from_shape_simple_fn((rows, cols), || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        bf16::from_f32((s >> 40) as f32 / (1u64 << 24) as f32)
-    })
-}
-
 /// Runs `kernel` on a small problem and compares with an f32 reference
 /// (atol 1e-4, rtol 1e-2, as the tutorial's test does).
 fn check_small(kernel: MatmulKernel) -> Result<bool, NkiError> {
@@ -84,11 +73,7 @@ fn check_small(kernel: MatmulKernel) -> Result<bool, NkiError> {
     let want = lhs_t.mapv(f32::from).t().dot(&rhs.mapv(f32::from));
     let mut out = Hbm::<bf16>::zeros([m, n]);
     kernel.launch(&Hbm::from_array(&lhs_t)?, &Hbm::from_array(&rhs)?, &mut out)?;
-    let got = out.to_array()?;
-    Ok(want
-        .iter()
-        .zip(got.iter())
-        .all(|(w, g)| (f32::from(*g) - w).abs() <= 1e-4 + 1e-2 * w.abs()))
+    Ok(allclose(&out.to_array()?, &want, 1e-4, 1e-2).is_ok())
 }
 
 /// One row of the comparison.

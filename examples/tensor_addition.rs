@@ -10,38 +10,13 @@
 //!
 //! Run with `cargo run --example tensor_addition [-- FREE_DIM]` (default 512).
 
-use ndarray::{Array2, ArrayD, Dimension};
 use nki_core::prelude::*;
 use nki_kernels::tensor_add::{tensor_add_stream, DEFAULT_FREE_DIM};
+use nki_kernels::testing::{allclose, random_bf16};
 use std::process::ExitCode;
 
 /// The tutorial's tensor shape.
 const SHAPE: [usize; 2] = [256, 1024];
-
-/// Deterministic pseudo-random bf16 values in [0, 1) (xorshift; no extra dependencies).
-fn random_bf16(rows: usize, cols: usize, seed: u64) -> Array2<bf16> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    Array2::from_shape_fn((rows, cols), |_| {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        bf16::from_f32((s >> 40) as f32 / (1u64 << 24) as f32)
-    })
-}
-
-/// NumPy's `allclose` (|got - want| <= atol + rtol * |want|); returns the worst offender.
-fn allclose(got: &ArrayD<bf16>, want: &ArrayD<f32>, atol: f32, rtol: f32) -> Result<(), String> {
-    if got.shape() != want.shape() {
-        return Err(format!("shape {:?} vs {:?}", got.shape(), want.shape()));
-    }
-    for ((idx, g), w) in got.indexed_iter().zip(want.iter()) {
-        let g = g.to_f32();
-        if (g - w).abs() > atol + rtol * w.abs() || g.is_nan() {
-            return Err(format!("element {:?}: nki {g} vs ndarray {w}", idx.slice()));
-        }
-    }
-    Ok(())
-}
 
 /// `FREE_DIM` from the first command-line argument, or the default.
 fn free_dim_arg() -> Result<usize, String> {

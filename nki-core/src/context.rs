@@ -4,11 +4,15 @@
 //! target, the instruction records, the capacity tracker and the affine_range frames. Every
 //! `nl`/`nisa` op goes through [`issue`], which executes it (unless the launch is estimate-only)
 //! and appends its [`Instr`] record (unless the launch is execute-only). Errors inside a kernel
-//! are raised with [`raise`], which unwinds to the launcher as a typed payload.
+//! are raised with [`raise`], which unwinds to the launcher as a typed payload. In estimate
+//! mode the funnel also checks the records' tile reads against the tiles nothing has written
+//! yet, the uninitialised-read check the value path makes in the other modes.
 
+use crate::access::Shape;
+use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::memory::MemoryTracker;
-use crate::record::Instr;
+use crate::record::{BufId, Instr, MemKind};
 use crate::target::Target;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -131,6 +135,17 @@ impl LaunchShared {
     }
 }
 
+/// A tile allocated without a fill that nothing has written yet (tracked in estimate mode,
+/// where no values exist to carry the "written" state through the ops).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct UnwrittenTile {
+    pub(crate) mem: MemKind,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Shape,
+    /// Where the tile was allocated.
+    pub(crate) loc: SourceLoc,
+}
+
 /// Everything one running program instance needs.
 pub(crate) struct InstanceCtx {
     pub(crate) program_id: Vec<usize>,
@@ -142,6 +157,9 @@ pub(crate) struct InstanceCtx {
     pub(crate) records: Vec<Instr>,
     pub(crate) mem: MemoryTracker,
     pub(crate) shared: Arc<LaunchShared>,
+    /// Estimate mode: the live tiles allocated without a fill and not written yet, by tile id
+    /// (kept by `Tile::alloc`, the tile write paths and `Drop for Tile`; read by [`issue`]).
+    pub(crate) unwritten: HashMap<u64, UnwrittenTile>,
     frames: Vec<(u32, u32)>,
     next_activation: u32,
     writer: Option<u32>,
@@ -171,6 +189,7 @@ impl InstanceCtx {
             records: Vec::new(),
             mem: MemoryTracker::new(target.spec()),
             shared,
+            unwritten: HashMap::new(),
             frames: Vec::new(),
             next_activation: 0,
             writer: None,
@@ -304,12 +323,59 @@ pub(crate) fn env(op: &'static str, loc: SourceLoc) -> OpEnv {
 
 /// THE funnel: executes the instruction (unless estimating) and records it (unless only
 /// executing). `record` is only called when a record is kept.
+///
+/// In estimate mode, where no values flow, the funnel also performs the uninitialised-read
+/// check of the value path: a read region naming a tile that was allocated without a fill
+/// and not written yet raises [`ErrorKind::UninitializedRead`] at the op's line.
 pub(crate) fn issue(env: OpEnv, exec: impl FnOnce(), record: impl FnOnce() -> Instr) {
     if env.executes {
         exec();
-    }
-    if env.records {
+        if env.records {
+            let r = record();
+            try_with_ctx(|c| c.records.push(r));
+        }
+    } else if env.records {
+        // Multi-step ops push the records of their earlier steps from inside `record`.
+        let first = try_with_ctx(|c| c.records.len()).unwrap_or(0);
         let r = record();
+        if let Some(e) = try_with_ctx(|c| unwritten_read(c, first, &r)).flatten() {
+            raise(e, r.loc);
+        }
         try_with_ctx(|c| c.records.push(r));
     }
+}
+
+/// The uninitialised-read error of the op whose records are `c.records[first..]` then `last`
+/// (in program order), if one of them reads a tile nothing has written: the earlier steps'
+/// writes count as written for the later steps.
+fn unwritten_read(c: &InstanceCtx, first: usize, last: &Instr) -> Option<NkiError> {
+    if c.unwritten.is_empty() {
+        return None;
+    }
+    let steps = c.records.get(first..).unwrap_or(&[]);
+    let mut written: Vec<u64> = Vec::new();
+    for r in steps.iter().chain(std::iter::once(last)) {
+        for reg in &r.reads {
+            let BufId::Tile(id) = reg.buf else { continue };
+            if written.contains(&id) {
+                continue;
+            }
+            if let Some(u) = c.unwritten.get(&id) {
+                return Some(NkiError::new(
+                    ErrorKind::UninitializedRead,
+                    r.api,
+                    format!(
+                        "reads {} (allocated at {}) before anything wrote it",
+                        crate::tile::describe_tile(u.mem, u.dtype, u.shape),
+                        u.loc
+                    ),
+                ));
+            }
+        }
+        written.extend(r.writes.iter().filter_map(|w| match w.buf {
+            BufId::Tile(id) => Some(id),
+            BufId::Hbm(_) => None,
+        }));
+    }
+    None
 }

@@ -5,7 +5,8 @@
 //! Each tensor also tracks, for every element, which writer (program instance and affine_range
 //! iteration) stored to it during the current launch (compactly, per block of elements where a
 //! store covers whole blocks), which is how overlapping writes are detected (NKI's "unexpected
-//! output dependencies").
+//! output dependencies"). The tags are kept in every launch mode, so estimate-mode launches on
+//! [`Hbm::shape_only`] tensors detect races too; the tag arrays are allocated on first write.
 
 use crate::access::{Ap, IntoIndex, Shape};
 use crate::dtype::{DType, Element};

@@ -2,12 +2,13 @@
 //! are checked against the previous writers of this launch (NKI's "unexpected output
 //! dependencies"). Tags are kept per block of [`BLOCK`] elements, falling back to per-element
 //! tags only in blocks that are written partially, so the common store of whole rows costs a
-//! fraction of the value traffic.
+//! fraction of the value traffic. Estimate-mode launches, which carry no values, run the same
+//! tag bookkeeping through [`track`], so races are reported in every mode.
 
 use crate::access::Ap;
 use crate::context::LaunchShared;
 use crate::error::{ErrorKind, NkiError, Result};
-use crate::hbm::{no_data, HbmView};
+use crate::hbm::{no_data, HbmData, HbmView};
 
 /// Elements per writer-tag block.
 pub(crate) const BLOCK: usize = 16;
@@ -40,25 +41,15 @@ pub(crate) fn write_slice(
     let st = &dst.st;
     let dtype = st.dtype;
     let mut g = st.write();
-    let data = &mut *g;
-    if data.values.is_none() {
+    let HbmData {
+        values,
+        blocks,
+        elems,
+    } = &mut *g;
+    let Some(values) = values.as_mut() else {
         return Err(no_data(st, "store"));
-    }
-    let numel = st.shape.numel();
-    if data.blocks.len() != numel.div_ceil(BLOCK) {
-        data.blocks = vec![0; numel.div_ceil(BLOCK)];
-    }
-    let values = data.values.as_mut().expect("checked above");
-    let mut tags = Tags {
-        blocks: &mut data.blocks,
-        elems: &mut data.elems,
-        numel,
-        writer,
-        base: shared.writer_base,
-        shared,
-        conflict: None,
-        ok_pair: None,
     };
+    let mut tags = Tags::new(blocks, elems, st.shape.numel(), writer, shared);
     let s = dst.ap.inner_stride();
     let mut pos = 0;
     dst.ap.for_each_row(|off, n| {
@@ -75,23 +66,28 @@ pub(crate) fn write_slice(
             }
         }
     });
-    if let Some((old, e)) = tags.conflict {
-        let idx = Ap::unravel(e, &st.shape);
-        return Err(NkiError::new(
-            ErrorKind::OutputDependency,
-            "store",
-            format!(
-                "unexpected output dependencies: element {idx:?} of {} is written by {} and again by {} \
-                 (this store covers {}); each program instance and each affine_range iteration must \
-                 write distinct locations, or use sequential_range",
-                st.name,
-                shared.describe_writer(old),
-                shared.describe_writer(writer),
-                dst.describe()
-            ),
-        ));
-    }
-    Ok(())
+    tags.finish(dst)
+}
+
+/// The tracking half of [`write`] without values (estimate mode): tags the elements of `dst`
+/// with `writer` and reports a conflicting earlier writer exactly as a store would. Works on
+/// shape-only tensors; the tag arrays are allocated on the first tracked write.
+pub(crate) fn track(dst: &HbmView, writer: u32, shared: &LaunchShared) -> Result<()> {
+    let st = &dst.st;
+    let mut g = st.write();
+    let HbmData { blocks, elems, .. } = &mut *g;
+    let mut tags = Tags::new(blocks, elems, st.shape.numel(), writer, shared);
+    let s = dst.ap.inner_stride();
+    dst.ap.for_each_row(|off, n| {
+        if s == 1 {
+            tags.run(off, n);
+        } else {
+            for j in 0..n {
+                tags.element((off as isize + j as isize * s) as usize);
+            }
+        }
+    });
+    tags.finish(dst)
 }
 
 /// The writer tags of one tensor during one store.
@@ -108,7 +104,53 @@ struct Tags<'a> {
     ok_pair: Option<u32>,
 }
 
-impl Tags<'_> {
+impl<'a> Tags<'a> {
+    /// The tags of a tensor of `numel` elements for one store by `writer`, sizing the block
+    /// tags on the first write.
+    fn new(
+        blocks: &'a mut Vec<u32>,
+        elems: &'a mut Vec<u32>,
+        numel: usize,
+        writer: u32,
+        shared: &'a LaunchShared,
+    ) -> Self {
+        if blocks.len() != numel.div_ceil(BLOCK) {
+            *blocks = vec![0; numel.div_ceil(BLOCK)];
+        }
+        Tags {
+            blocks,
+            elems,
+            numel,
+            writer,
+            base: shared.writer_base,
+            shared,
+            conflict: None,
+            ok_pair: None,
+        }
+    }
+
+    /// The output-dependency error of the store into `dst`, if it met a conflicting writer.
+    fn finish(self, dst: &HbmView) -> Result<()> {
+        let Some((old, e)) = self.conflict else {
+            return Ok(());
+        };
+        let st = &dst.st;
+        let idx = Ap::unravel(e, &st.shape);
+        Err(NkiError::new(
+            ErrorKind::OutputDependency,
+            "store",
+            format!(
+                "unexpected output dependencies: element {idx:?} of {} is written by {} and again by {} \
+                 (this store covers {}); each program instance and each affine_range iteration must \
+                 write distinct locations, or use sequential_range",
+                st.name,
+                self.shared.describe_writer(old),
+                self.shared.describe_writer(self.writer),
+                dst.describe()
+            ),
+        ))
+    }
+
     /// Checks the previous writer `old` of element `e` against this store's writer.
     #[inline]
     fn check(&mut self, old: u32, e: usize) {

@@ -27,13 +27,17 @@ pub struct Tile {
     /// filled on first access, skipped when an op overwrites the whole tile.
     fill_pending: Cell<bool>,
     pub(crate) init: Cell<bool>,
+    /// True while the tile is listed in the instance's unwritten tiles (estimate mode, tiles
+    /// allocated without a fill, until the first write).
+    tracked: Cell<bool>,
     pub(crate) loc: SourceLoc,
 }
 
 impl Tile {
     /// Allocates a tile in `mem` inside the running kernel instance: checks the partition limit,
-    /// PSUM bank limit and capacity, then registers it with the capacity tracker. `init` marks
-    /// it as written (zeros/full) or not (ndarray/empty).
+    /// PSUM bank limit and capacity, then registers it with the capacity tracker. `fill` marks
+    /// it as written (zeros/full) or not (ndarray/empty); in estimate mode an unfilled tile is
+    /// also listed in the instance's unwritten tiles, which the funnel checks reads against.
     pub(crate) fn alloc(
         op: &'static str,
         mem: MemKind,
@@ -47,7 +51,18 @@ impl Tile {
         }
         let id = NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed);
         let (executes, r) = context::with_ctx(op, loc, |c| {
-            (c.mode.executes(), c.mem.alloc(id, mem, shape, dtype, loc))
+            let executes = c.mode.executes();
+            let r = c.mem.alloc(id, mem, shape, dtype, loc);
+            if !executes && fill.is_none() && r.is_ok() {
+                let u = context::UnwrittenTile {
+                    mem,
+                    dtype,
+                    shape,
+                    loc,
+                };
+                c.unwritten.insert(id, u);
+            }
+            (executes, r)
         });
         if let Err(e) = r {
             // Name the op that allocated (the tracker does not know it).
@@ -71,6 +86,7 @@ impl Tile {
             data: RefCell::new(data),
             fill_pending: Cell::new(fill_pending),
             init: Cell::new(fill.is_some()),
+            tracked: Cell::new(!executes && fill.is_none()),
             loc,
         }
     }
@@ -142,14 +158,34 @@ impl Tile {
 
     /// Description for messages: `sbuf tile float32[128, 512]`.
     pub(crate) fn describe(&self) -> String {
-        format!("{} tile {}{}", self.mem.name(), self.dtype, self.shape)
+        describe_tile(self.mem, self.dtype, self.shape)
     }
+
+    /// Marks the tile written (coarsely: any write marks all of it), taking it off the
+    /// instance's unwritten tiles when it was listed there.
+    #[inline]
+    fn set_written(&self) {
+        if !self.init.replace(true) && self.tracked.replace(false) {
+            let id = self.id;
+            context::try_with_ctx(|c| c.unwritten.remove(&id));
+        }
+    }
+}
+
+/// Description of a tile for messages: `sbuf tile float32[128, 512]`.
+pub(crate) fn describe_tile(mem: MemKind, dtype: DType, shape: Shape) -> String {
+    format!("{} tile {}{}", mem.name(), dtype, shape)
 }
 
 impl Drop for Tile {
     fn drop(&mut self) {
-        let id = self.id;
-        context::try_with_ctx(|c| c.mem.free(id));
+        let (id, tracked) = (self.id, self.tracked.get());
+        context::try_with_ctx(|c| {
+            c.mem.free(id);
+            if tracked {
+                c.unwritten.remove(&id);
+            }
+        });
         give_buf(std::mem::take(self.data.get_mut()));
     }
 }
@@ -362,7 +398,7 @@ impl<'a> TileRef<'a> {
             drop(data);
             give_buf(tmp);
         }
-        self.tile.init.set(true);
+        self.tile.set_written();
     }
 
     /// Raises [`ErrorKind::UninitializedRead`] when nothing has written the tile yet.
@@ -399,12 +435,12 @@ impl<'a> TileRef<'a> {
             drop(data);
             give_buf(vals);
         }
-        self.tile.init.set(true);
+        self.tile.set_written();
     }
 
     /// Marks the tile written without touching values (estimate mode).
     pub(crate) fn mark_written(&self) {
-        self.tile.init.set(true);
+        self.tile.set_written();
     }
 
     /// Description for messages.

@@ -948,3 +948,292 @@ fn output_dependency_tracking_has_no_false_positives() {
         &at,
     );
 }
+
+// 25. Estimate mode (timeline only, no values) still reports the value-level errors:
+// uninitialised reads (checked on the instruction records) and output races (writer tags kept
+// without values, shape-only tensors included).
+
+/// An estimate-mode launch of `grid` on the default target.
+fn estimating(grid: impl Into<Grid>) -> Launch {
+    Launch::new(grid).mode(Mode::Estimate)
+}
+
+#[test]
+fn uninitialised_read_is_reported_in_estimate_mode() {
+    let mut c = Hbm::<f32>::shape_only([128, 512]);
+    let at = Line::default();
+    let e = uninit_read::run(estimating(1), &mut c, &at).unwrap_err();
+    expect(
+        &e,
+        ErrorKind::UninitializedRead,
+        "add",
+        &[
+            "sbuf tile float32[128, 512]",
+            "before anything wrote it",
+            "allocated at",
+        ],
+        &[0],
+        &at,
+    );
+}
+
+/// Instance 0 writes its tile before reading it; the others read it unwritten, through the
+/// op chosen by `how` (0: activation, 1: matmul operand, 2: DMA to HBM, 3: store of a view).
+#[nki_kernel]
+fn uninit_on_some_instances(a: &Hbm<f32>, c: &mut Hbm<f32>, at: &Line, how: usize) {
+    let p = nl::program_id(0);
+    let t = nl::ndarray(&[128, 64], DType::F32, nl::SBUF);
+    if p == 0 {
+        // A partial write marks the whole tile written (coarse, as in execute mode).
+        nl::assign(t.slice((.., 0..32)), &nl::load(a.slice((.., 0..32))));
+    }
+    let rows = p * 128..(p + 1) * 128;
+    match how {
+        0 => {
+            at.next(line!());
+            let u = nl::exp(&t);
+            nl::store(c.slice((rows, ..)), &u);
+        }
+        1 => {
+            let x = nl::load(a.view());
+            at.next(line!());
+            let m = nisa::nc_matmul(&t, &x);
+            nl::store(c.slice((p * 128..p * 128 + 64, ..)), &nl::copy(&m, None));
+        }
+        2 => {
+            at.next(line!());
+            nisa::dma_copy(c.slice((rows, ..)), &t);
+        }
+        _ => {
+            at.next(line!());
+            nl::store(c.slice((rows, 0..32)), t.slice((.., 32..64)));
+        }
+    }
+}
+
+#[test]
+fn uninitialised_reads_name_the_instance_and_line_in_both_modes() {
+    let a = f32_input(128, 64);
+    for (how, op) in [(0, "exp"), (1, "matmul"), (2, "dma_copy"), (3, "store")] {
+        let at = Line::default();
+        let mut c = Hbm::<f32>::zeros([256, 64]);
+        let est = uninit_on_some_instances::run(estimating(2), &a, &mut c, &at, how).unwrap_err();
+        expect(
+            &est,
+            ErrorKind::UninitializedRead,
+            op,
+            &["float32[128, 64]", "before anything wrote it"],
+            &[1],
+            &at,
+        );
+        let exe = launch!(uninit_on_some_instances[2](&a, &mut c, &at, how)).unwrap_err();
+        assert_eq!(exe.kind(), est.kind(), "{exe}");
+        assert_eq!(exe.program_id(), est.program_id(), "{exe}");
+        assert_eq!(
+            exe.location().map(|l| l.line),
+            est.location().map(|l| l.line)
+        );
+        // Both name where the tile was allocated.
+        let alloc = format!("allocated at {}:", file!());
+        assert!(est.message().contains(&alloc), "{est}");
+        assert!(exe.message().contains(&alloc), "{exe}");
+    }
+}
+
+/// `acc += a_t[k]^T @ b[k]` over `k` into a PSUM accumulator from `nl::ndarray` (the first
+/// matmul opens the group, nothing reads the unwritten accumulator), then a tiled add of
+/// `bias`; `early_read` reads the accumulator before any matmul wrote it.
+#[nki_kernel]
+fn accumulate(
+    a_t: &Hbm<f32>,
+    b: &Hbm<f32>,
+    bias: &Hbm<f32>,
+    c: &mut Hbm<f32>,
+    at: &Line,
+    early_read: bool,
+) {
+    let p = nl::program_id(0);
+    let (m, n) = (64, 128);
+    let acc = nl::ndarray(&[m, n], DType::F32, nl::PSUM);
+    if early_read {
+        at.next(line!());
+        let _ = nl::copy(&acc, None);
+    }
+    for k in nl::affine_range(a_t.shape()[0] / 128) {
+        let x = nl::load(a_t.slice((k * 128..(k + 1) * 128, p * m..(p + 1) * m)));
+        let y = nl::load(b.slice((k * 128..(k + 1) * 128, ..)));
+        nisa::nc_matmul_acc(&acc, &x, &y);
+    }
+    let out = nl::ndarray(&[m, n], DType::F32, nl::SBUF);
+    for j in nl::affine_range(n / 32) {
+        let cols = j * 32..(j + 1) * 32;
+        let z = nl::load(bias.slice((p * m..(p + 1) * m, cols.clone())));
+        nl::assign(
+            out.slice((.., cols.clone())),
+            &nl::add(acc.slice((.., cols)), &z),
+        );
+    }
+    nl::store(c.slice((p * m..(p + 1) * m, ..)), &out);
+}
+
+#[test]
+fn correct_kernels_pass_in_estimate_mode_and_compute_in_execute_mode() {
+    let (kk, mm, n) = (256, 128, 128);
+    let (a_t, b, bias) = (f32_input(kk, mm), f32_input(kk, n), f32_input(mm, n));
+    let at = Line::default();
+    // Estimate mode on shape-only tensors: no error and a timeline.
+    let (sa, sb, sbias) = (
+        Hbm::<f32>::shape_only([kk, mm]),
+        Hbm::<f32>::shape_only([kk, n]),
+        Hbm::<f32>::shape_only([mm, n]),
+    );
+    let mut sc = Hbm::<f32>::shape_only([mm, n]);
+    let p = accumulate::estimate(2, Target::Trn2, &sa, &sb, &sbias, &mut sc, &at, false).unwrap();
+    assert!(p.instructions > 0);
+    // Estimate mode on real tensors leaves the output's values alone (tags only), twice
+    // (tags of the first launch are stale in the second).
+    let mut c = Hbm::<f32>::full([mm, n], 7.0);
+    for _ in 0..2 {
+        accumulate::run(estimating(2), &a_t, &b, &bias, &mut c, &at, false).unwrap();
+    }
+    assert!(c.to_f32_vec().unwrap().iter().all(|&v| v == 7.0));
+    // Execute mode computes c = a_t^T @ b + bias (plain-loop reference).
+    launch!(accumulate[2](&a_t, &b, &bias, &mut c, &at, false)).unwrap();
+    let (av, bv, zv) = (
+        a_t.to_f32_vec().unwrap(),
+        b.to_f32_vec().unwrap(),
+        bias.to_f32_vec().unwrap(),
+    );
+    let got = c.to_f32_vec().unwrap();
+    for i in 0..mm {
+        for j in 0..n {
+            let dot: f64 = (0..kk)
+                .map(|k| av[k * mm + i] as f64 * bv[k * n + j] as f64)
+                .sum();
+            let want = dot + zv[i * n + j] as f64;
+            assert!(
+                (got[i * n + j] as f64 - want).abs() <= 1e-3 * want.abs().max(1.0),
+                "({i}, {j})"
+            );
+        }
+    }
+    // Reading the accumulator before the first matmul is an error in both modes.
+    let e = accumulate::run(estimating(2), &sa, &sb, &sbias, &mut sc, &at, true).unwrap_err();
+    expect(
+        &e,
+        ErrorKind::UninitializedRead,
+        "copy",
+        &["psum tile float32[64, 128]"],
+        &[0],
+        &at,
+    );
+    let e = launch!(accumulate[2](&a_t, &b, &bias, &mut c, &at, true)).unwrap_err();
+    expect(
+        &e,
+        ErrorKind::UninitializedRead,
+        "copy",
+        &["psum tile float32[64, 128]"],
+        &[0],
+        &at,
+    );
+}
+
+#[test]
+fn output_races_are_reported_in_estimate_mode() {
+    // Between program instances, on shape-only tensors.
+    let a = Hbm::<f32>::shape_only([128, 64]);
+    let mut c = Hbm::<f32>::shape_only([128, 64]);
+    let at = Line::default();
+    let e = racy_instances::run(estimating(3), &a, &mut c, &at).unwrap_err();
+    let first = format!("program id [0] at {}:{}", file!(), at.get());
+    let second = format!("again by program id [1] at {}:{}", file!(), at.get());
+    expect(
+        &e,
+        ErrorKind::OutputDependency,
+        "store",
+        &[
+            "unexpected output dependencies",
+            "element [0, 0]",
+            &first,
+            &second,
+        ],
+        &[1],
+        &at,
+    );
+    // Between affine_range iterations, but not sequential_range ones.
+    let e = racy_loop::run(estimating(1), &a, &mut c, &at, true).unwrap_err();
+    expect(
+        &e,
+        ErrorKind::OutputDependency,
+        "store",
+        &["affine_range iteration (0)", "affine_range iteration (1)"],
+        &[0],
+        &at,
+    );
+    racy_loop::run(estimating(1), &a, &mut c, &at, false).unwrap();
+    // No false positives: interleaved strided stores, and repeated stores in sequential loops.
+    strided_columns::run(estimating(2), &a, &mut c).unwrap();
+    let a = Hbm::<f32>::shape_only([128, 64]);
+    let mut c = Hbm::<f32>::shape_only([128, 64]);
+    loops::run(estimating(1), &a, &mut c, &at, false).unwrap();
+    let e = loops::run(estimating(1), &a, &mut c, &at, true).unwrap_err();
+    expect(
+        &e,
+        ErrorKind::OutputDependency,
+        "store",
+        &[
+            "affine_range iteration (0, 0)",
+            "affine_range iteration (0, 1)",
+        ],
+        &[0],
+        &at,
+    );
+}
+
+/// Every instance DMAs its tile to `c` at row offset `p * step` (overlapping when step < 32).
+#[nki_kernel]
+fn dma_rows(a: &Hbm<f32>, c: &mut Hbm<f32>, at: &Line, step: usize) {
+    let p = nl::program_id(0);
+    let t = nl::load(a.slice((0..32, ..)));
+    at.next(line!());
+    nisa::dma_copy(c.slice((p * step..p * step + 32, ..)), &t);
+}
+
+#[test]
+fn dma_copy_races_are_reported_in_estimate_mode() {
+    let a = Hbm::<f32>::shape_only([32, 16]);
+    let mut c = Hbm::<f32>::shape_only([128, 16]);
+    let at = Line::default();
+    dma_rows::run(estimating(4), &a, &mut c, &at, 32).unwrap();
+    let e = dma_rows::run(estimating(4), &a, &mut c, &at, 31).unwrap_err();
+    // Instance 1 writes rows 31..63, of which row 31 is instance 0's.
+    let second = format!("again by program id [1] at {}:{}", file!(), at.get());
+    expect(
+        &e,
+        ErrorKind::OutputDependency,
+        "",
+        &["element [31, 0]", &second],
+        &[1],
+        &at,
+    );
+    // Execute mode agrees.
+    let a = f32_input(32, 16);
+    let mut c = Hbm::<f32>::zeros([128, 16]);
+    let x = launch!(dma_rows[4](&a, &mut c, &at, 31)).unwrap_err();
+    assert_eq!(
+        (x.kind(), x.program_id()),
+        (e.kind(), e.program_id()),
+        "{x}"
+    );
+    assert_eq!(
+        x.message(),
+        e.message().replace(&hbm_name(&e), &hbm_name(&x))
+    );
+}
+
+/// The tensor name (`hbmN`) an output-dependency message is about.
+fn hbm_name(e: &NkiError) -> String {
+    let m = e.message();
+    let at = m.find(" of hbm").expect("names the tensor") + 4;
+    m[at..].split_whitespace().next().unwrap().to_string()
+}

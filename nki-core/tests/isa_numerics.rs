@@ -6,81 +6,35 @@ use half::bf16;
 use nki_core::isa::{ActFn, ActivationArgs, AffineExpr, AluOp, Engine, ScanArgs, TensorScalarArgs};
 use nki_core::prelude::*;
 
-/// SplitMix64: a small deterministic generator for test inputs.
-struct Rng(u64);
+mod common;
+use common::{assert_close, assert_f32_close, bf, hbm, numel, run_err, run_into, Rng};
 
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1) (NumPy `random_sample`).
-    fn uniform(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
-    }
-    /// `n` values of `random_sample() * scale + shift`.
-    fn vec(&mut self, n: usize, scale: f32, shift: f32) -> Vec<f32> {
-        (0..n).map(|_| self.uniform() * scale + shift).collect()
-    }
-    /// The SDK tests' inputs: `random_sample() * 100`.
-    fn sample(&mut self, n: usize) -> Vec<f32> {
-        self.vec(n, 100.0, 0.0)
-    }
-}
-
-fn hbm(shape: &[usize], vals: Vec<f32>) -> Hbm<f32> {
-    Hbm::from_vec(shape, vals).unwrap()
-}
-
-fn numel(shape: &[usize]) -> usize {
-    shape.iter().product()
-}
-
-/// Runs `body` as a single-instance kernel that writes `out_shape` into a fresh f32 output;
-/// returns the output's values.
+/// Runs `body` as a single-instance kernel that writes `out_shape` into a fresh f32 output
+/// (NaN-filled, so unwritten elements show); returns the output's values.
 fn run_out(
     out_shape: &[usize],
     body: impl Fn(&HbmOut<'_, f32>) + Sync,
 ) -> Result<Vec<f32>, NkiError> {
-    let mut out = Hbm::<f32>::from_vec(out_shape, vec![f32::NAN; numel(out_shape)]).unwrap();
-    {
-        let o = out.as_output();
-        Launch::new(1).run(|| body(&o))?;
-    }
-    Ok(out.to_f32_vec().unwrap())
+    run_into(hbm(out_shape, vec![f32::NAN; numel(out_shape)]), body)
 }
 
-/// Runs `body` as a single-instance kernel that must fail; returns the error.
-fn run_err(body: impl Fn() + Sync) -> NkiError {
-    Launch::new(1)
-        .run(body)
-        .expect_err("the kernel should fail")
+/// The SDK tests' input for `shape`: `random_sample() * 100` values from seed `seed`, and the
+/// f32 HBM tensor holding them.
+fn sampled(seed: u64, shape: &[usize]) -> (Vec<f32>, Hbm<f32>) {
+    let xs = Rng(seed).sample(numel(shape));
+    (xs.clone(), hbm(shape, xs))
 }
 
-/// NumPy `allclose(got, want, rtol, atol)` element by element (NaN == NaN, inf == inf).
-fn assert_close(got: &[f32], want: &[f32], rtol: f32, atol: f32) {
-    assert_eq!(got.len(), want.len(), "length");
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let ok = if w.is_nan() {
-            g.is_nan()
-        } else if w.is_infinite() {
-            g == w
-        } else {
-            (g - w).abs() <= atol + rtol * w.abs()
-        };
-        assert!(ok, "element {i}: got {g}, want {w}");
-    }
+/// Loads `a`, applies `f` to the tile and stores the tile `f` returns into a fresh `out_shape`
+/// output (one instance); returns the output's values.
+fn map_out(a: &Hbm<f32>, out_shape: &[usize], f: impl Fn(Tile) -> Tile + Sync) -> Vec<f32> {
+    run_out(out_shape, |o| nl::store(o, &f(nl::load(a)))).unwrap()
 }
 
-fn assert_f32_close(got: &[f32], want: &[f32]) {
-    assert_close(got, want, 1e-5, 1e-8);
-}
-
-fn bf(x: f32) -> f32 {
-    bf16::from_f32(x).to_f32()
+/// Loads `a` and applies `f` to the tile in a one-instance kernel that must fail; returns the
+/// error.
+fn load_err(a: &Hbm<f32>, f: impl Fn(Tile) + Sync) -> NkiError {
+    run_err(|| f(nl::load(a)))
 }
 
 // ---------------------------------------------------------------- ScalarE: activation
@@ -89,16 +43,13 @@ fn bf(x: f32) -> f32 {
 fn activation_exp_128x1024() {
     let mut rng = Rng(1);
     let (p, f) = (128, 1024);
-    let xs = rng.vec(p * f, 10.0, -5.0);
+    let xs = rng.vec(p * f, -5.0, 5.0);
     let a = hbm(&[p, f], xs.clone());
-    let got = run_out(&[p, f], |o| {
-        let x = nl::load(&a);
-        let y = nisa::activation(ActFn::Exp, &x, ActivationArgs::new());
-        nl::store(o, &y);
-    })
-    .unwrap();
+    let got = map_out(&a, &[p, f], |x| {
+        nisa::activation(ActFn::Exp, &x, ActivationArgs::new())
+    });
     let want: Vec<f32> = xs.iter().map(|&v| v.exp()).collect();
-    assert_f32_close(&got, &want);
+    assert_f32_close(&got, &want, "activation_exp_128x1024");
 }
 
 #[test]
@@ -107,7 +58,7 @@ fn activation_scale_and_bias_128x512() {
     let (p, f) = (128, 512);
     let xs = rng.sample(p * f);
     let bs = rng.sample(p);
-    let ss = rng.vec(p, 0.02, -0.01);
+    let ss = rng.vec(p, -0.01, 0.01);
     let (a, b, s) = (
         hbm(&[p, f], xs.clone()),
         hbm(&[p, 1], bs.clone()),
@@ -130,7 +81,7 @@ fn activation_scale_and_bias_128x512() {
         }
     }
     // Vector scale and bias through a nonlinear function (kept off tanh's saturation).
-    let b_small = rng.vec(p, 2.0, -1.0);
+    let b_small = rng.vec(p, -1.0, 1.0);
     let bh = hbm(&[p, 1], b_small.clone());
     let got = run_out(&[p, f], |o| {
         let (x, bias, scale) = (nl::load(&a), nl::load(&bh), nl::load(&s));
@@ -144,14 +95,14 @@ fn activation_scale_and_bias_128x512() {
             want[i * f + j] = ((xs[i * f + j] * ss[i] + b_small[i]) as f64).tanh() as f32;
         }
     }
-    assert_f32_close(&got, &want);
+    assert_f32_close(&got, &want, "activation_scale_and_bias_128x512");
 }
 
 #[test]
 fn activation_reduce_sums_each_partition() {
     let mut rng = Rng(3);
     let (p, f) = (128, 512);
-    let xs = rng.vec(p * f, 4.0, -2.0);
+    let xs = rng.vec(p * f, -2.0, 2.0);
     let a = hbm(&[p, f], xs.clone());
     let got = run_out(&[p, f + 1], |o| {
         let x = nl::load(&a);
@@ -168,27 +119,29 @@ fn activation_reduce_sums_each_partition() {
             assert_eq!(got[i * (f + 1) + j], sq);
             sum += sq as f64;
         }
-        assert_close(&[got[i * (f + 1) + f]], &[sum as f32], 1e-5, 1e-8);
+        assert_close(
+            &[got[i * (f + 1) + f]],
+            &[sum as f32],
+            1e-5,
+            1e-8,
+            "activation_reduce_sums_each_partition",
+        );
     }
 }
 
 #[test]
 fn activation_rounds_to_bf16_output() {
-    let mut rng = Rng(4);
     let (p, f) = (64, 256);
-    let xs = rng.sample(p * f);
-    let a = hbm(&[p, f], xs.clone());
-    let got = run_out(&[p, f], |o| {
-        let x = nl::load(&a);
+    let (xs, a) = sampled(4, &[p, f]);
+    let got = map_out(&a, &[p, f], |x| {
         let y = nisa::activation(
             ActFn::Copy,
             &x,
             ActivationArgs::new().scale(1.5).dtype(DType::BF16),
         );
         assert_eq!(y.dtype(), DType::BF16);
-        nl::store(o, &y);
-    })
-    .unwrap();
+        y
+    });
     let want: Vec<f32> = xs.iter().map(|&v| bf(v * 1.5)).collect();
     assert_eq!(got, want);
     // Rounding really happened somewhere.
@@ -230,8 +183,7 @@ fn activation_argument_errors() {
         e.message().contains("err_activation_scale_invalid_type"),
         "{e}"
     );
-    let e = run_err(|| {
-        let x = nl::load(&a);
+    let e = load_err(&a, |x| {
         nisa::activation(ActFn::Floor, &x, ActivationArgs::new());
     });
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
@@ -252,15 +204,15 @@ fn tensor_tensor_add_128x512() {
     })
     .unwrap();
     let want: Vec<f32> = xs.iter().zip(&ys).map(|(x, y)| x + y).collect();
-    assert_f32_close(&got, &want);
+    assert_f32_close(&got, &want, "tensor_tensor_add_128x512");
 }
 
 #[test]
 fn tensor_tensor_every_arithmetic_and_compare_op() {
     let mut rng = Rng(6);
     let (p, f) = (32, 64);
-    let xs = rng.vec(p * f, 8.0, -4.0);
-    let mut ys = rng.vec(p * f, 8.0, -4.0);
+    let xs = rng.vec(p * f, -4.0, 4.0);
+    let mut ys = rng.vec(p * f, -4.0, 4.0);
     ys[3] = xs[3]; // exercise equality
     let (a, b) = (hbm(&[p, f], xs.clone()), hbm(&[p, f], ys.clone()));
     type Reference = fn(f32, f32) -> f32;
@@ -398,16 +350,14 @@ fn tensor_scalar_sdk_cases_64x1024() {
     })
     .unwrap();
     let want: Vec<f32> = xs.iter().map(|v| v - 1.0).collect();
-    assert_f32_close(&got, &want);
+    assert_f32_close(&got, &want, "tensor_scalar_sdk_cases_64x1024");
     // 1 - c
-    let got = run_out(&[p, f], |o| {
-        let x = nl::load(&a);
+    let got = map_out(&a, &[p, f], |x| {
         let args = TensorScalarArgs::new().reverse0();
-        nl::store(o, &nisa::tensor_scalar(&x, AluOp::Subtract, 1.0, args));
-    })
-    .unwrap();
+        nisa::tensor_scalar(&x, AluOp::Subtract, 1.0, args)
+    });
     let want: Vec<f32> = xs.iter().map(|v| 1.0 - v).collect();
-    assert_f32_close(&got, &want);
+    assert_f32_close(&got, &want, "tensor_scalar_sdk_cases_64x1024");
     // e * f + 2.5 with f a [64, 1] vector
     let got = run_out(&[p, f], |o| {
         let (x, fr) = (nl::load(&a), nl::load(&fv));
@@ -421,7 +371,7 @@ fn tensor_scalar_sdk_cases_64x1024() {
             want[i * f + j] = xs[i * f + j] * fs[i] + 2.5;
         }
     }
-    assert_f32_close(&got, &want);
+    assert_f32_close(&got, &want, "tensor_scalar_sdk_cases_64x1024");
     // The same on ScalarE and GpSimdE gives the same values; reverse1 and a bf16 output.
     for engine in [Engine::Scalar, Engine::GpSimd] {
         let got = run_out(&[p, f], |o| {
@@ -430,17 +380,15 @@ fn tensor_scalar_sdk_cases_64x1024() {
             nl::store(o, &nisa::tensor_scalar(&x, AluOp::Multiply, &fr, args));
         })
         .unwrap();
-        assert_f32_close(&got, &want);
+        assert_f32_close(&got, &want, "tensor_scalar_sdk_cases_64x1024");
     }
-    let got = run_out(&[p, f], |o| {
-        let x = nl::load(&a);
+    let got = map_out(&a, &[p, f], |x| {
         let args = TensorScalarArgs::new()
             .then(AluOp::Divide, 3.0)
             .reverse1()
             .dtype(DType::BF16);
-        nl::store(o, &nisa::tensor_scalar(&x, AluOp::Maximum, 50.0, args));
-    })
-    .unwrap();
+        nisa::tensor_scalar(&x, AluOp::Maximum, 50.0, args)
+    });
     let want: Vec<f32> = xs.iter().map(|&v| bf(3.0 / v.max(50.0))).collect();
     assert_eq!(got, want);
 }
@@ -449,8 +397,7 @@ fn tensor_scalar_sdk_cases_64x1024() {
 fn tensor_scalar_errors() {
     let a = Hbm::<f32>::full([64, 128], 2.0);
     let v = Hbm::<f32>::full([32, 1], 2.0);
-    let e = run_err(|| {
-        let x = nl::load(&a);
+    let e = load_err(&a, |x| {
         let args = TensorScalarArgs::new().engine(Engine::Scalar);
         nisa::tensor_scalar(&x, AluOp::Subtract, 1.0, args);
     });
@@ -466,14 +413,12 @@ fn tensor_scalar_errors() {
         nisa::tensor_scalar(&x, AluOp::Add, &o, TensorScalarArgs::new());
     });
     assert_eq!(e.kind(), ErrorKind::PartitionMismatch, "{e}");
-    let e = run_err(|| {
-        let x = nl::load(&a);
+    let e = load_err(&a, |x| {
         let args = TensorScalarArgs::new().then(AluOp::LeftShift, 1.0);
         nisa::tensor_scalar(&x, AluOp::Add, 1.0, args);
     });
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    let e = run_err(|| {
-        let x = nl::load(&a);
+    let e = load_err(&a, |x| {
         nisa::tensor_scalar(
             &x,
             AluOp::Add,
@@ -488,47 +433,36 @@ fn tensor_scalar_errors() {
 
 #[test]
 fn tensor_reduce_sum_128x512() {
-    let mut rng = Rng(9);
     let (p, f) = (128, 512);
-    let xs = rng.sample(p * f);
-    let a = hbm(&[p, f], xs.clone());
-    let got = run_out(&[p, 1], |o| {
-        let x = nl::load(&a);
+    let (xs, a) = sampled(9, &[p, f]);
+    let got = map_out(&a, &[p, 1], |x| {
         let r = nisa::tensor_reduce(AluOp::Add, &x, &[1], false, false, None);
         assert_eq!(r.shape(), &[p, 1]);
-        nl::store(o, &r);
-    })
-    .unwrap();
+        r
+    });
     let want: Vec<f32> = xs.chunks(f).map(|r| r.iter().sum()).collect();
-    assert_f32_close(&got, &want);
+    assert_f32_close(&got, &want, "tensor_reduce_sum_128x512");
 }
 
 #[test]
 fn tensor_reduce_axes_keepdims_negate() {
-    let mut rng = Rng(10);
     let (p, d1, d2) = (128, 8, 64);
-    let xs = rng.sample(p * d1 * d2);
-    let a = hbm(&[p, d1, d2], xs.clone());
+    let (xs, a) = sampled(10, &[p, d1, d2]);
     // max over the last axis, negated, keepdims
-    let got = run_out(&[p, d1, 1], |o| {
-        let x = nl::load(&a);
+    let got = map_out(&a, &[p, d1, 1], |x| {
         let r = nisa::tensor_reduce(AluOp::Maximum, &x, &[2], true, true, None);
         assert_eq!(r.shape(), &[p, d1, 1]);
-        nl::store(o, &r);
-    })
-    .unwrap();
+        r
+    });
     let want: Vec<f32> = xs
         .chunks(d2)
         .map(|r| -r.iter().copied().fold(f32::MIN, f32::max))
         .collect();
     assert_eq!(got, want);
     // min over both free axes, bf16 output
-    let got = run_out(&[p, 1], |o| {
-        let x = nl::load(&a);
-        let r = nisa::tensor_reduce(AluOp::Minimum, &x, &[1, 2], false, false, Some(DType::BF16));
-        nl::store(o, &r);
-    })
-    .unwrap();
+    let got = map_out(&a, &[p, 1], |x| {
+        nisa::tensor_reduce(AluOp::Minimum, &x, &[1, 2], false, false, Some(DType::BF16))
+    });
     let want: Vec<f32> = xs
         .chunks(d1 * d2)
         .map(|r| bf(r.iter().copied().fold(f32::MAX, f32::min)))
@@ -553,18 +487,15 @@ fn tensor_reduce_axes_keepdims_negate() {
 #[test]
 fn tensor_reduce_errors() {
     let a = Hbm::<f32>::full([128, 8, 64], 1.0);
-    let e = run_err(|| {
-        let x = nl::load(&a);
+    let e = load_err(&a, |x| {
         nisa::tensor_reduce(AluOp::Add, &x, &[0], false, false, None);
     });
     assert_eq!(e.kind(), ErrorKind::PartitionReduction, "{e}");
-    let e = run_err(|| {
-        let x = nl::load(&a);
+    let e = load_err(&a, |x| {
         nisa::tensor_reduce(AluOp::Add, &x, &[1], false, false, None);
     });
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    let e = run_err(|| {
-        let x = nl::load(&a);
+    let e = load_err(&a, |x| {
         nisa::tensor_reduce(AluOp::Power, &x, &[2], false, false, None);
     });
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
@@ -595,7 +526,7 @@ fn tensor_partition_reduce_3d_and_4d() {
         let want: Vec<f32> = (0..row)
             .map(|j| (0..p).map(|i| xs[i * row + j] as f64).fold(init, f) as f32)
             .collect();
-        assert_f32_close(&got, &want);
+        assert_f32_close(&got, &want, "tensor_partition_reduce_3d_and_4d");
     }
     let dims = [16, 4, 8, 4];
     let ys = rng.sample(numel(&dims));
@@ -608,7 +539,7 @@ fn tensor_partition_reduce_3d_and_4d() {
     let want: Vec<f32> = (0..128)
         .map(|j| (0..16).map(|i| ys[i * 128 + j]).sum())
         .collect();
-    assert_f32_close(&got, &want);
+    assert_f32_close(&got, &want, "tensor_partition_reduce_3d_and_4d");
     let e = run_err(|| {
         let x = nl::zeros(&[128, 32], DType::F32, nl::PSUM);
         nisa::tensor_partition_reduce(AluOp::Add, &x, None);
@@ -622,7 +553,7 @@ fn tensor_partition_reduce_3d_and_4d() {
 fn tensor_tensor_scan_mul_add_128x1024() {
     let mut rng = Rng(12);
     let (p, f) = (128, 1024);
-    let d0 = rng.vec(p * f, 1.0, 0.0);
+    let d0 = rng.vec(p * f, 0.0, 1.0);
     let d1 = rng.sample(p * f);
     let inits = rng.sample(p);
     let (a, b, c) = (
@@ -654,7 +585,11 @@ fn tensor_tensor_scan_mul_add_128x1024() {
         nl::store(o, &s);
     })
     .unwrap();
-    assert_f32_close(&got, &reference(&|_| 0.0));
+    assert_f32_close(
+        &got,
+        &reference(&|_| 0.0),
+        "tensor_tensor_scan_mul_add_128x1024",
+    );
     let got = run_out(&[p, f], |o| {
         let (x, y, i0) = (nl::load(&a), nl::load(&b), nl::load(&c));
         let s = nisa::tensor_tensor_scan(
@@ -668,7 +603,11 @@ fn tensor_tensor_scan_mul_add_128x1024() {
         nl::store(o, &s);
     })
     .unwrap();
-    assert_f32_close(&got, &reference(&|i| inits[i]));
+    assert_f32_close(
+        &got,
+        &reference(&|i| inits[i]),
+        "tensor_tensor_scan_mul_add_128x1024",
+    );
     // reverse flags: r = d1 - (r - d0)
     let got = run_out(&[p, f], |o| {
         let (x, y) = (nl::load(&a), nl::load(&b));
@@ -691,7 +630,7 @@ fn tensor_tensor_scan_mul_add_128x1024() {
             want[i * f + j] = r;
         }
     }
-    assert_f32_close(&got, &want);
+    assert_f32_close(&got, &want, "tensor_tensor_scan_mul_add_128x1024");
 }
 
 /// Population mean and variance in f64.
@@ -705,28 +644,20 @@ fn mean_var(xs: &[f32]) -> (f64, f64) {
 #[test]
 fn bn_stats_layout_even_odd() {
     let a = hbm(&[1, 5], vec![1.0, 2.0, 3.0, 4.0, 5.0]);
-    let got = run_out(&[1, 6], |o| {
-        let x = nl::load(&a);
-        nl::store(o, &nisa::bn_stats(&x, None));
-    })
-    .unwrap();
+    let got = map_out(&a, &[1, 6], |x| nisa::bn_stats(&x, None));
     // even: 1, 3, 5 -> count 3, mean 3, var*count 8; odd: 2, 4 -> count 2, mean 3, 2.
     assert_eq!(got, vec![3.0, 3.0, 8.0, 2.0, 3.0, 2.0]);
 }
 
 #[test]
 fn bn_stats_bn_aggr_128x128() {
-    let mut rng = Rng(13);
     let (p, f) = (128, 128);
-    let xs = rng.sample(p * f);
-    let a = hbm(&[p, f], xs.clone());
-    let got = run_out(&[p, 2], |o| {
-        let x = nl::load(&a);
+    let (xs, a) = sampled(13, &[p, f]);
+    let got = map_out(&a, &[p, 2], |x| {
         let st = nisa::bn_stats(&x, None);
         assert_eq!(st.shape(), &[p, 6]);
-        nl::store(o, &nisa::bn_aggr(&st, None));
-    })
-    .unwrap();
+        nisa::bn_aggr(&st, None)
+    });
     let want: Vec<f32> = xs
         .chunks(f)
         .flat_map(|r| {
@@ -734,15 +665,13 @@ fn bn_stats_bn_aggr_128x128() {
             [m as f32, v as f32]
         })
         .collect();
-    assert_f32_close(&got, &want);
+    assert_f32_close(&got, &want, "bn_stats_bn_aggr_128x128");
 }
 
 #[test]
 fn bn_stats_bn_aggr_128x1024_in_512_pieces() {
-    let mut rng = Rng(14);
     let (p, f) = (128, 1024);
-    let xs = rng.sample(p * f);
-    let a = hbm(&[p, f], xs.clone());
+    let (xs, a) = sampled(14, &[p, f]);
     let got = run_out(&[p, 2], |o| {
         let stats = nl::ndarray(&[p, 12], DType::F32, nl::SBUF);
         for k in 0..2 {
@@ -760,9 +689,8 @@ fn bn_stats_bn_aggr_128x1024_in_512_pieces() {
             [m as f32, v as f32]
         })
         .collect();
-    assert_f32_close(&got, &want);
-    let e = run_err(|| {
-        let x = nl::load(&a);
+    assert_f32_close(&got, &want, "bn_stats_bn_aggr_128x1024_in_512_pieces");
+    let e = load_err(&a, |x| {
         nisa::bn_stats(&x, None);
     });
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
@@ -776,17 +704,11 @@ fn bn_stats_bn_aggr_128x1024_in_512_pieces() {
 
 #[test]
 fn reciprocal_128x512() {
-    let mut rng = Rng(15);
     let (p, f) = (128, 512);
-    let xs = rng.sample(p * f);
-    let a = hbm(&[p, f], xs.clone());
-    let got = run_out(&[p, f], |o| {
-        let x = nl::load(&a);
-        nl::store(o, &nisa::reciprocal(&x, None));
-    })
-    .unwrap();
+    let (xs, a) = sampled(15, &[p, f]);
+    let got = map_out(&a, &[p, f], |x| nisa::reciprocal(&x, None));
     let want: Vec<f32> = xs.iter().map(|v| 1.0 / v).collect();
-    assert_f32_close(&got, &want);
+    assert_f32_close(&got, &want, "reciprocal_128x512");
 }
 
 #[test]
@@ -811,9 +733,7 @@ fn memset_128x128_f32_and_bf16() {
 
 #[test]
 fn tensor_copy_8x8_casts_and_engines() {
-    let mut rng = Rng(16);
-    let xs = rng.sample(64);
-    let a = hbm(&[8, 8], xs.clone());
+    let (xs, a) = sampled(16, &[8, 8]);
     for engine in [Engine::Vector, Engine::Scalar, Engine::GpSimd] {
         let got = run_out(&[8, 8], |o| {
             let x = nl::load(&a);
@@ -823,11 +743,7 @@ fn tensor_copy_8x8_casts_and_engines() {
         let want: Vec<f32> = xs.iter().map(|&v| bf(v)).collect();
         assert_eq!(got, want);
     }
-    let got = run_out(&[8, 8], |o| {
-        let x = nl::load(&a);
-        nl::store(o, &nisa::tensor_copy(&x, None, Engine::Vector));
-    })
-    .unwrap();
+    let got = map_out(&a, &[8, 8], |x| nisa::tensor_copy(&x, None, Engine::Vector));
     assert_eq!(got, xs);
     let e = run_err(|| {
         let x = nl::zeros(&[8, 8], DType::F32, nl::PSUM);
@@ -843,13 +759,11 @@ fn nc_transpose_tensor_128x64_and_vector_32x2() {
     let mut rng = Rng(17);
     let xs = rng.sample(128 * 64);
     let a = hbm(&[128, 64], xs.clone());
-    let got = run_out(&[64, 128], |o| {
-        let x = nl::load(&a);
+    let got = map_out(&a, &[64, 128], |x| {
         let t = nisa::nc_transpose(&x, Engine::Tensor);
         assert_eq!(t.mem(), MemKind::Psum);
-        nl::store(o, &t);
-    })
-    .unwrap();
+        t
+    });
     for i in 0..128 {
         for j in 0..64 {
             assert_eq!(got[j * 128 + i], xs[i * 64 + j]);
@@ -869,8 +783,7 @@ fn nc_transpose_tensor_128x64_and_vector_32x2() {
             assert_eq!(got[j * 32 + i], ys[i * 2 + j]);
         }
     }
-    let e = run_err(|| {
-        let x = nl::load(&a);
+    let e = load_err(&a, |x| {
         nisa::nc_transpose(&x, Engine::Vector);
     });
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
@@ -915,9 +828,7 @@ fn iota_patterns_and_casts() {
 
 #[test]
 fn affine_select_causal_mask_128x128() {
-    let mut rng = Rng(18);
-    let xs = rng.sample(128 * 128);
-    let a = hbm(&[128, 128], xs.clone());
+    let (xs, a) = sampled(18, &[128, 128]);
     let got = run_out(&[128, 128], |o| {
         let x = nl::load(&a);
         let mask = AffineExpr::new(128, 1).free(-1, 128);
@@ -933,8 +844,7 @@ fn affine_select_causal_mask_128x128() {
             assert_eq!(got[i * 128 + j], want, "({i}, {j})");
         }
     }
-    let e = run_err(|| {
-        let x = nl::load(&a);
+    let e = load_err(&a, |x| {
         nisa::affine_select(
             &AffineExpr::new(128, 1).free(-1, 64),
             AluOp::Less,
@@ -944,8 +854,7 @@ fn affine_select_causal_mask_128x128() {
         );
     });
     assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
-    let e = run_err(|| {
-        let x = nl::load(&a);
+    let e = load_err(&a, |x| {
         nisa::affine_select(
             &AffineExpr::new(128, 1).free(-1, 128),
             AluOp::Add,
@@ -961,9 +870,7 @@ fn affine_select_causal_mask_128x128() {
 
 #[test]
 fn dma_copy_every_direction_with_cast() {
-    let mut rng = Rng(19);
-    let xs = rng.sample(128 * 256);
-    let a = hbm(&[128, 256], xs.clone());
+    let (xs, a) = sampled(19, &[128, 256]);
     // HBM -> SBUF (cast to bf16), SBUF -> SBUF, SBUF -> HBM, HBM -> HBM.
     let mut c = Hbm::<f32>::zeros([128, 256]);
     let got = {
@@ -1026,9 +933,7 @@ fn dma_copy_errors_and_races() {
 
 #[test]
 fn typed_tiles_work_with_nisa() {
-    let mut rng = Rng(20);
-    let xs = rng.sample(128 * 64);
-    let a = hbm(&[128, 64], xs.clone());
+    let (xs, a) = sampled(20, &[128, 64]);
     let got = run_out(&[128, 64], |o| {
         let t = Sbuf::<f32, 128, 64>::ndarray();
         nisa::dma_copy(&t, &a);

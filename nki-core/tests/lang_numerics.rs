@@ -11,64 +11,21 @@ use nki_core::isa::Engine;
 use nki_core::prelude::*;
 use nki_core::record::Opcode;
 
-/// SplitMix64: deterministic test inputs.
-struct Rng(u64);
+mod common;
+use common::{assert_close, assert_f32_close, bf, hbm, numel, run_err, run_into, zeros, Rng};
 
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
-    }
-    /// `n` values uniform in `[lo, hi)`.
-    fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        (0..n).map(|_| lo + self.uniform() * (hi - lo)).collect()
-    }
-    /// `n` integers uniform in `[lo, hi]`.
-    fn ints(&mut self, n: usize, lo: i64, hi: i64) -> Vec<i64> {
-        (0..n)
-            .map(|_| lo + (self.next_u64() % (hi - lo + 1) as u64) as i64)
-            .collect()
-    }
-}
-
-fn hbm(shape: &[usize], vals: Vec<f32>) -> Hbm<f32> {
-    Hbm::from_vec(shape, vals).unwrap()
-}
-
-fn numel(shape: &[usize]) -> usize {
-    shape.iter().product()
-}
-
-/// Runs `body` as a one-instance kernel writing an output of `T` and `shape`; returns its
+/// Runs `body` as a one-instance kernel writing a zeroed output of `T` and `shape`; returns its
 /// values as f32.
 fn run_as<T: Element>(
     shape: &[usize],
     body: impl Fn(&HbmOut<'_, T>) + Sync,
 ) -> Result<Vec<f32>, NkiError> {
-    let mut out = Hbm::<T>::zeros_dyn(shape);
-    {
-        let o = out.as_output();
-        Launch::new(1).run(|| body(&o))?;
-    }
-    Ok(out.to_f32_vec().unwrap())
+    run_into(zeros::<T>(shape), body)
 }
 
 /// [`run_as`] with an f32 output.
 fn run_out(shape: &[usize], body: impl Fn(&HbmOut<'_, f32>) + Sync) -> Vec<f32> {
     run_as::<f32>(shape, body).unwrap()
-}
-
-/// Runs `body` as a one-instance kernel that must fail.
-fn run_err(body: impl Fn() + Sync) -> NkiError {
-    Launch::new(1)
-        .run(body)
-        .expect_err("the kernel should fail")
 }
 
 /// Runs `body` in simulate mode and returns `(engine, opcode, api, partitions, free)` of every
@@ -81,40 +38,6 @@ fn ops_of(body: impl Fn() + Sync) -> Vec<(Engine, Opcode, &'static str, u32, u32
         .iter()
         .map(|o| (o.engine, o.opcode, o.api, o.partitions, o.free))
         .collect()
-}
-
-/// NumPy `allclose(got, want, rtol, atol)` element by element (NaN == NaN, inf == inf).
-fn assert_close(got: &[f32], want: &[f32], rtol: f32, atol: f32, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let ok = if w.is_nan() {
-            g.is_nan()
-        } else if w.is_infinite() {
-            g == w
-        } else {
-            (g - w).abs() <= atol + rtol * w.abs()
-        };
-        assert!(ok, "{what}: element {i}: got {g}, want {w}");
-    }
-}
-
-fn assert_f32_close(got: &[f32], want: &[f32], what: &str) {
-    assert_close(got, want, 1e-5, 1e-8, what);
-}
-
-fn bf(x: f32) -> f32 {
-    bf16::from_f32(x).to_f32()
-}
-
-trait ZerosDyn {
-    fn zeros_dyn(shape: &[usize]) -> Self;
-}
-
-impl<T: Element> ZerosDyn for Hbm<T> {
-    fn zeros_dyn(shape: &[usize]) -> Self {
-        let z: Vec<T> = (0..numel(shape)).map(|_| T::from_f32(0.0)).collect();
-        Hbm::from_vec(shape, z).unwrap()
-    }
 }
 
 // ------------------------------------------------------------------ independent references

@@ -129,6 +129,13 @@ fn one_two_and_three_dimensional_grids() {
     }
 }
 
+/// The program ids `[r, 0], [r, 1]` of each row `r` of a grid with two columns, in order.
+fn row_pairs(rows: [usize; 2]) -> Vec<Vec<usize>> {
+    rows.iter()
+        .flat_map(|&r| [vec![r, 0], vec![r, 1]])
+        .collect()
+}
+
 #[test]
 fn spmd_dim_grid_nc2_puts_even_ids_on_core_0() {
     // NKI tutorial: kernel[nl.spmd_dim(grid_x, nl.nc(2)), grid_y]: program_id(0) = j*2 + nc.
@@ -142,13 +149,8 @@ fn spmd_dim_grid_nc2_puts_even_ids_on_core_0() {
     let (report, seen) = run(Grid::from_dims(vec![spmd_dim(2, nc(2)), 2.into()]));
     check_common(&report, &seen, &[4, 2], 2);
     let cores = per_core(&seen, 2);
-    let ids = |rows: [usize; 2]| -> Vec<Vec<usize>> {
-        rows.iter()
-            .flat_map(|&r| [vec![r, 0], vec![r, 1]])
-            .collect()
-    };
-    assert_eq!(cores[0], ids([0, 2]));
-    assert_eq!(cores[1], ids([1, 3]));
+    assert_eq!(cores[0], row_pairs([0, 2]));
+    assert_eq!(cores[1], row_pairs([1, 3]));
 }
 
 #[test]
@@ -157,13 +159,8 @@ fn spmd_dim_nc2_k_puts_first_k_on_core_0() {
     let (report, seen) = run(Grid::from_dims(vec![spmd_dim(nc(2), 2), 2.into()]));
     check_common(&report, &seen, &[4, 2], 2);
     let cores = per_core(&seen, 2);
-    let ids = |rows: [usize; 2]| -> Vec<Vec<usize>> {
-        rows.iter()
-            .flat_map(|&r| [vec![r, 0], vec![r, 1]])
-            .collect()
-    };
-    assert_eq!(cores[0], ids([0, 1]));
-    assert_eq!(cores[1], ids([2, 3]));
+    assert_eq!(cores[0], row_pairs([0, 1]));
+    assert_eq!(cores[1], row_pairs([2, 3]));
 
     let k = 3;
     let (report, seen) = run(Grid::new([spmd_dim(nc(2), k)]));

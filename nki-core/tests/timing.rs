@@ -562,13 +562,15 @@ fn neuroncores_on_one_hbm_stack_share_its_bandwidth() {
 
 #[nki_kernel]
 fn add_tiles(a: &Hbm<bf16>, b: &Hbm<bf16>, c: &mut Hbm<bf16>) {
+    // Each program instance stores its own rows of c (overlapping stores are a race).
+    let base = nl::program_id(0) * a.shape()[0];
     for i in nl::affine_range(a.shape()[0] / 128) {
         let r = i * 128..(i + 1) * 128;
         let x = nl::load(a.slice((r.clone(), ..)));
         let y = nl::load(b.slice((r.clone(), ..)));
         let m = nl::matmul(&x, &y, true);
         let z = nl::add(&m, &y);
-        nl::store(c.slice((r, ..)), &z);
+        nl::store(c.slice((base + r.start..base + r.end, ..)), &z);
     }
 }
 
@@ -576,7 +578,7 @@ fn add_tiles(a: &Hbm<bf16>, b: &Hbm<bf16>, c: &mut Hbm<bf16>) {
 fn chrome_trace_is_valid_and_tracks_never_partially_overlap() {
     let a = Hbm::<bf16>::shape_only([512, 128]);
     let b = Hbm::<bf16>::shape_only([512, 128]);
-    let mut c = Hbm::<bf16>::shape_only([512, 128]);
+    let mut c = Hbm::<bf16>::shape_only([4 * 512, 128]);
     let grid = Grid::from_dims(vec![spmd_dim(2, nc(2))]);
     let p = add_tiles::estimate(grid, Target::Trn2, &a, &b, &mut c).unwrap();
     assert_eq!(p.cores.len(), 2);

@@ -6,10 +6,13 @@
 //! - [`tensor_add`](mod@tensor_add): a streaming element-wise addition with a tunable free-dimension chunk.
 //! - [`matmul`]: the four matrix-multiplication kernels of the NKI matmul tutorial, from the
 //!   plainly tiled one to the fully blocked one.
+//! - [`testing`]: deterministic random inputs and a NumPy-style `allclose` for the tests and
+//!   examples.
 
 #![warn(missing_docs)]
 
 pub mod matmul;
 pub mod tensor_add;
+pub mod testing;
 
 pub use tensor_add::{tensor_add, tensor_add_stream};

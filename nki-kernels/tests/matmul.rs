@@ -10,19 +10,7 @@ use nki_kernels::matmul::{
     matmul_block_free_dimension, matmul_fully_optimized, matmul_hoist_load, matmul_tiled, Blocking,
     MatmulKernel,
 };
-
-/// Deterministic pseudo-random bf16 values in [0, 1).
-fn random_bf16(rows: usize, cols: usize, seed: u64) -> Array2<bf16> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    Array2::from_shape_simple_fn((rows, cols), || {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        bf16::from_f32(((s >> 40) as f32) / (1u64 << 24) as f32)
-    })
-}
+use nki_kernels::testing::{allclose, random_bf16};
 
 /// `lhs_t^T @ rhs` in f32 by ndarray.
 fn reference(lhs_t: ArrayView2<bf16>, rhs: ArrayView2<bf16>) -> Array2<f32> {
@@ -41,14 +29,8 @@ fn check(kernel: MatmulKernel, k: usize, m: usize, n: usize) {
     let mut c = Hbm::<bf16>::zeros([m, n]);
     kernel.launch(&a, &b, &mut c).unwrap();
     let got = c.to_array().unwrap();
-    assert_eq!(got.shape(), &[m, n]);
-    for ((i, j), w) in want.indexed_iter() {
-        let g = f32::from(got[[i, j]]);
-        let err = (g - w).abs();
-        assert!(
-            err <= 1e-4 + 1e-2 * w.abs(),
-            "{kernel} [{k}x{m}]^T @ [{k}x{n}]: result[{i}, {j}] = {g}, expected {w}"
-        );
+    if let Err(e) = allclose(&got, &want, 1e-4, 1e-2) {
+        panic!("{kernel} [{k}x{m}]^T @ [{k}x{n}]: {e}");
     }
 }
 

@@ -3,28 +3,14 @@
 use ndarray::Array2;
 use nki_core::prelude::*;
 use nki_kernels::tensor_add::{tensor_add, tensor_add_stream};
-
-/// Deterministic pseudo-random values in [0, 1) (a small LCG; no external RNG needed).
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32) / (1u64 << 24) as f32
-        })
-        .collect()
-}
+use nki_kernels::testing::random_vec;
 
 fn check_add<T: Element>(rows: usize, cols: usize, free_dim: usize) {
-    let av: Vec<T> = values(rows * cols, 1)
+    let av: Vec<T> = random_vec(rows * cols, 1)
         .into_iter()
         .map(T::from_f32)
         .collect();
-    let bv: Vec<T> = values(rows * cols, 2)
+    let bv: Vec<T> = random_vec(rows * cols, 2)
         .into_iter()
         .map(T::from_f32)
         .collect();

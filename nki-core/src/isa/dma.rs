@@ -184,11 +184,12 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
             loc,
         );
     }
-    let writer = match (&dst, e.executes) {
-        (DmaEndpoint::Hbm(_), true) => Some(context::with_ctx(API, loc, |c| {
+    // HBM writes are tagged in every mode: estimate mode tracks races without values.
+    let writer = match &dst {
+        DmaEndpoint::Hbm(_) => Some(context::with_ctx(API, loc, |c| {
             (c.writer_id(loc), c.shared.clone())
         })),
-        _ => None,
+        DmaEndpoint::Tile(_) => None,
     };
     issue(
         e,
@@ -200,7 +201,7 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
             match &dst {
                 DmaEndpoint::Tile(t) => t.scatter(vals),
                 DmaEndpoint::Hbm(v) => {
-                    let (wid, shared) = writer.as_ref().expect("writer set when executing");
+                    let (wid, shared) = writer.as_ref().expect("writer set for HBM targets");
                     if let Err(err) = crate::hbm_write::write(v, vals, *wid, shared) {
                         raise(err.with_loc(loc), loc);
                     }
@@ -209,8 +210,15 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
         },
         || dma_record(&dst, &src, loc),
     );
-    if let (DmaEndpoint::Tile(t), false) = (&dst, e.executes) {
-        t.mark_written();
+    if !e.executes {
+        if let DmaEndpoint::Tile(t) = &dst {
+            t.mark_written();
+        }
+        if let (DmaEndpoint::Hbm(v), Some((wid, shared))) = (&dst, &writer) {
+            if let Err(err) = crate::hbm_write::track(v, *wid, shared) {
+                raise(err.with_loc(loc), loc);
+            }
+        }
     }
 }
 

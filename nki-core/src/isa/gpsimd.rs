@@ -2,9 +2,9 @@
 //! GpSimd cannot access PSUM.
 
 use super::vector::{bitvec_needs_ints, fold};
-use super::{fail, gpsimd_sbuf, operand, out_tile, record, short, AluOp, Engine};
+use super::{fail, gpsimd_sbuf, issue_op, operand, out_tile, short, AluOp, Engine, Site};
 use crate::access::MAX_DIMS;
-use crate::context::{env, issue};
+use crate::context::env;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, SourceLoc};
 use crate::record::{MemKind, Opcode};
@@ -133,25 +133,10 @@ pub fn iota(expr: &AffineExpr, dtype: DType) -> Tile {
     expr.validate(API, loc);
     let out = out_tile(API, MemKind::Sbuf, dtype, &expr.shape(), loc);
     let ov = out.view();
-    issue(
-        e,
-        || ov.scatter(expr.values().into_iter().map(|v| v as f32).collect()),
-        || {
-            record(
-                Engine::GpSimd,
-                Opcode::Iota,
-                API,
-                loc,
-                &[],
-                &[],
-                &[&ov],
-                dtype,
-            )
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
+    let site = Site::new(Engine::GpSimd, Opcode::Iota, API, loc);
+    issue_op(e, site, &[], &[], &[&ov], dtype, || {
+        ov.scatter(expr.values().into_iter().map(|v| v as f32).collect())
+    });
     out
 }
 
@@ -247,39 +232,22 @@ pub fn affine_select<'a>(
     }
     let out = out_tile(API, MemKind::Sbuf, out_dtype, x.shape(), loc);
     let ov = out.view();
-    issue(
-        e,
-        || {
-            let v = x.gather(API, loc);
-            let r = v
-                .into_iter()
-                .zip(pred.values())
-                .map(|(t, a)| {
-                    if compare(cmp, a as i64) {
-                        t
-                    } else {
-                        on_false_value
-                    }
-                })
-                .collect();
-            ov.scatter(r);
-        },
-        || {
-            record(
-                Engine::GpSimd,
-                Opcode::AffineSelect,
-                API,
-                loc,
-                &[&x],
-                &[],
-                &[&ov],
-                out_dtype,
-            )
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
+    let site = Site::new(Engine::GpSimd, Opcode::AffineSelect, API, loc);
+    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
+        let v = x.gather(API, loc);
+        let r = v
+            .into_iter()
+            .zip(pred.values())
+            .map(|(t, a)| {
+                if compare(cmp, a as i64) {
+                    t
+                } else {
+                    on_false_value
+                }
+            })
+            .collect();
+        ov.scatter(r);
+    });
     out
 }
 
@@ -318,31 +286,14 @@ pub fn tensor_partition_reduce<'a>(
     let in_dtype = x.dtype();
     let out = out_tile(API, MemKind::Sbuf, out_dtype, &dims, loc);
     let ov = out.view();
-    issue(
-        e,
-        || {
-            let v = x.gather(API, loc);
-            let f = x.free_size();
-            let r = (0..f)
-                .map(|j| fold(op, v.iter().skip(j).step_by(f).copied(), in_dtype))
-                .collect();
-            ov.scatter(r);
-        },
-        || {
-            record(
-                Engine::GpSimd,
-                Opcode::PartitionReduce,
-                API,
-                loc,
-                &[&x],
-                &[],
-                &[&ov],
-                out_dtype,
-            )
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
+    let site = Site::new(Engine::GpSimd, Opcode::PartitionReduce, API, loc);
+    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
+        let v = x.gather(API, loc);
+        let f = x.free_size();
+        let r = (0..f)
+            .map(|j| fold(op, v.iter().skip(j).step_by(f).copied(), in_dtype))
+            .collect();
+        ov.scatter(r);
+    });
     out
 }

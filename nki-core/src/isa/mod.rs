@@ -34,8 +34,9 @@ pub use vector::{
     bn_aggr, bn_stats, memset, reciprocal, tensor_copy, tensor_reduce, tensor_scalar,
     tensor_tensor, tensor_tensor_scan, ScanArgs, TensorScalarArgs,
 };
+pub(crate) use vector::{reduced_shape, trailing_axes};
 
-use crate::context::{check, raise};
+use crate::context::{check, issue, raise, OpEnv};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::lang::{self, checks};
@@ -52,8 +53,14 @@ fn fail(kind: ErrorKind, api: &'static str, msg: String, loc: SourceLoc) -> ! {
     raise(NkiError::new(kind, api, msg), loc)
 }
 
-/// Allocates a new, unwritten output tile.
-fn out_tile(api: &'static str, mem: MemKind, dtype: DType, dims: &[usize], loc: SourceLoc) -> Tile {
+/// Allocates a new, unwritten output tile of `dims` (checked as a tile shape).
+pub(crate) fn out_tile(
+    api: &'static str,
+    mem: MemKind,
+    dtype: DType,
+    dims: &[usize],
+    loc: SourceLoc,
+) -> Tile {
     Tile::alloc(api, mem, dtype, lang::shape(api, dims, loc), None, loc)
 }
 
@@ -263,6 +270,82 @@ fn record(
         reads,
         writes: outs.iter().map(|t| t.region()).collect(),
         ..Instr::new(engine, opcode, api, loc)
+    }
+}
+
+/// Which instruction is being issued: its engine, opcode, NKI API name and call site (and the
+/// ALU operator, for the instructions whose cost depends on it).
+#[derive(Clone, Copy)]
+struct Site {
+    engine: Engine,
+    opcode: Opcode,
+    api: &'static str,
+    loc: SourceLoc,
+    alu: Option<AluOp>,
+}
+
+impl Site {
+    /// The instruction `opcode` on `engine`, called as `api` at `loc`.
+    fn new(engine: Engine, opcode: Opcode, api: &'static str, loc: SourceLoc) -> Site {
+        Site {
+            engine,
+            opcode,
+            api,
+            loc,
+            alu: None,
+        }
+    }
+
+    /// The same instruction, recorded with ALU operator `op`.
+    fn with_alu(self, op: AluOp) -> Site {
+        Site {
+            alu: Some(op),
+            ..self
+        }
+    }
+
+    /// [`record`] of this instruction.
+    fn record(
+        self,
+        data: &[&TileRef],
+        extra: &[&TileRef],
+        outs: &[&TileRef],
+        out_dtype: DType,
+    ) -> Instr {
+        Instr {
+            alu: self.alu,
+            ..record(
+                self.engine,
+                self.opcode,
+                self.api,
+                self.loc,
+                data,
+                extra,
+                outs,
+                out_dtype,
+            )
+        }
+    }
+}
+
+/// Issues a compute instruction through the funnel ([`issue`]): `exec` computes the values of
+/// `outs` when the launch computes values; the record is [`Site::record`] of `data` (full-size
+/// inputs), `extra` (per-partition operands) and `outs`. When values are not computed, `outs`
+/// are marked written, so later reads of them are not flagged as uninitialised.
+fn issue_op(
+    e: OpEnv,
+    site: Site,
+    data: &[&TileRef],
+    extra: &[&TileRef],
+    outs: &[&TileRef],
+    out_dtype: DType,
+    exec: impl FnOnce(),
+) {
+    issue(e, exec, || site.record(data, extra, outs, out_dtype));
+    if !e.executes {
+        for o in outs {
+            o.mark_written();
+        }
     }
 }
 

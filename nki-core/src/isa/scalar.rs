@@ -1,8 +1,8 @@
 //! ScalarE instructions: `activation` and `activation_reduce` (`f(data * scale + bias)`, with
 //! an optional per-partition add-reduction of the result).
 
-use super::{fail, operand, out_tile, per_partition_shape, record, short, ActFn, Operand};
-use crate::context::{check, env, issue};
+use super::{fail, issue_op, operand, out_tile, per_partition_shape, short, ActFn, Operand, Site};
+use crate::context::{check, env};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, SourceLoc};
 use crate::record::{Engine, MemKind, Opcode};
@@ -188,56 +188,36 @@ fn activate<'a>(
     let red = reduce.then(|| out_tile(api, MemKind::Sbuf, DType::F32, &[p, 1], loc));
     let ov = out.view();
     let rv = red.as_ref().map(|t| t.view());
-    issue(
-        e,
-        || {
-            let v = x.gather(api, loc);
-            let scale = match (&args.scale, &scale_tile) {
-                (_, Some(s)) => s.gather(api, loc),
-                (Operand::Scalar { value, .. }, None) => vec![*value; p],
-                (Operand::Tile(_), None) => unreachable!("scale tile resolved above"),
-            };
-            let bias = match &args.bias {
-                Some(b) => b.gather(api, loc),
-                None => vec![0.0; p],
-            };
-            let f = x.free_size().max(1);
-            let mut r = Vec::with_capacity(v.len());
-            let mut sums = Vec::with_capacity(p);
-            for (part, row) in v.chunks(f).enumerate() {
-                let mut acc = 0.0f64;
-                for &d in row {
-                    let y = op.eval(d * scale[part] + bias[part]);
-                    acc += y as f64;
-                    r.push(y);
-                }
-                sums.push(acc as f32);
+    let extra: Vec<&TileRef> = args.bias.iter().chain(scale_tile.iter()).collect();
+    let outs: Vec<&TileRef> = std::iter::once(&ov).chain(rv.iter()).collect();
+    let site = Site::new(Engine::Scalar, Opcode::Activation, api, loc);
+    issue_op(e, site, &[&x], &extra, &outs, out_dtype, || {
+        let v = x.gather(api, loc);
+        let scale = match (&args.scale, &scale_tile) {
+            (_, Some(s)) => s.gather(api, loc),
+            (Operand::Scalar { value, .. }, None) => vec![*value; p],
+            (Operand::Tile(_), None) => unreachable!("scale tile resolved above"),
+        };
+        let bias = match &args.bias {
+            Some(b) => b.gather(api, loc),
+            None => vec![0.0; p],
+        };
+        let f = x.free_size().max(1);
+        let mut r = Vec::with_capacity(v.len());
+        let mut sums = Vec::with_capacity(p);
+        for (part, row) in v.chunks(f).enumerate() {
+            let mut acc = 0.0f64;
+            for &d in row {
+                let y = op.eval(d * scale[part] + bias[part]);
+                acc += y as f64;
+                r.push(y);
             }
-            ov.scatter(r);
-            if let Some(rv) = &rv {
-                rv.scatter(sums);
-            }
-        },
-        || {
-            let extra: Vec<&TileRef> = args.bias.iter().chain(scale_tile.iter()).collect();
-            let outs: Vec<&TileRef> = std::iter::once(&ov).chain(rv.iter()).collect();
-            record(
-                Engine::Scalar,
-                Opcode::Activation,
-                api,
-                loc,
-                &[&x],
-                &extra,
-                &outs,
-                out_dtype,
-            )
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-        if let Some(rv) = &rv {
-            rv.mark_written();
+            sums.push(acc as f32);
         }
-    }
+        ov.scatter(r);
+        if let Some(rv) = &rv {
+            rv.scatter(sums);
+        }
+    });
     (out, red)
 }

@@ -1,8 +1,8 @@
 //! TensorE instructions: `nc_matmul`, `nc_matmul_acc`, and `nc_transpose` (TensorE, or
 //! VectorE for blocks up to 32x32).
 
-use super::{engine_in, fail, memory, operand, out_tile, record, Engine};
-use crate::context::{check, env, issue};
+use super::{engine_in, fail, issue_op, memory, operand, out_tile, Engine, Site};
+use crate::context::{check, env};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, SourceLoc};
 use crate::exec;
@@ -97,24 +97,9 @@ pub fn nc_transpose<'a>(data: impl Into<TileRef<'a>>, engine: Engine) -> Tile {
     }
     let out = out_tile(API, MemKind::Sbuf, x.dtype(), &[f, p], loc);
     let ov = out.view();
-    issue(
-        e,
-        || ov.scatter(exec::transpose2d(&x.gather(API, loc), p, f)),
-        || {
-            record(
-                Engine::Vector,
-                Opcode::VectorTranspose,
-                API,
-                loc,
-                &[&x],
-                &[],
-                &[&ov],
-                x.dtype(),
-            )
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
+    let site = Site::new(Engine::Vector, Opcode::VectorTranspose, API, loc);
+    issue_op(e, site, &[&x], &[], &[&ov], x.dtype(), || {
+        ov.scatter(exec::transpose2d(&x.gather(API, loc), p, f))
+    });
     out
 }

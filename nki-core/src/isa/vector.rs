@@ -8,13 +8,13 @@
 //! hardware's own summation order is not public.
 
 use super::{
-    engine_in, fail, gpsimd_sbuf, not_both_psum, operand, out_tile, record, same_free,
-    same_partitions, short, AluOp, Engine, Operand, PerPartition,
+    engine_in, fail, gpsimd_sbuf, issue_op, not_both_psum, operand, out_tile, same_free,
+    same_partitions, short, AluOp, Engine, Operand, PerPartition, Site,
 };
-use crate::context::{env, issue};
+use crate::context::env;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, SourceLoc};
-use crate::record::{Instr, MemKind, Opcode};
+use crate::record::{MemKind, Opcode};
 use crate::target::Target;
 use crate::tile::{Tile, TileRef};
 
@@ -105,34 +105,16 @@ pub fn tensor_tensor<'a, 'b>(
     let out_dtype = dtype.unwrap_or(in_dtype);
     let out = out_tile(API, MemKind::Sbuf, out_dtype, a.shape(), loc);
     let ov = out.view();
-    issue(
-        e,
-        || {
-            let (x, y) = (a.gather(API, loc), b.gather(API, loc));
-            let r = x
-                .iter()
-                .zip(&y)
-                .map(|(&p, &q)| op.eval_typed(p, q, in_dtype))
-                .collect();
-            ov.scatter(r);
-        },
-        || Instr {
-            alu: Some(op),
-            ..record(
-                engine,
-                Opcode::TensorTensor,
-                API,
-                loc,
-                &[&a, &b],
-                &[],
-                &[&ov],
-                out_dtype,
-            )
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
+    let site = Site::new(engine, Opcode::TensorTensor, API, loc).with_alu(op);
+    issue_op(e, site, &[&a, &b], &[], &[&ov], out_dtype, || {
+        let (x, y) = (a.gather(API, loc), b.gather(API, loc));
+        let r = x
+            .iter()
+            .zip(&y)
+            .map(|(&p, &q)| op.eval_typed(p, q, in_dtype))
+            .collect();
+        ov.scatter(r);
+    });
     out
 }
 
@@ -283,51 +265,34 @@ pub fn tensor_scalar<'a>(
     let out = out_tile(API, MemKind::Sbuf, out_dtype, x.shape(), loc);
     let ov = out.view();
     let (rev0, rev1) = (args.reverse0, args.reverse1);
-    issue(
-        e,
-        || {
-            let v = x.gather(API, loc);
-            let c0 = s0.values(API, p, loc);
-            let c1 = s1.map(|s| s.values(API, p, loc));
-            let f = x.free_size();
-            let apply = |o: AluOp, t: f32, c: f32, rev: bool| {
-                if rev {
-                    o.eval_typed(c, t, in_dtype)
-                } else {
-                    o.eval_typed(t, c, in_dtype)
-                }
-            };
-            let mut r = Vec::with_capacity(v.len());
-            for (i, &t) in v.iter().enumerate() {
-                let part = i / f.max(1);
-                let mut t = apply(op0, t, c0[part], rev0);
-                if let (Some(o1), Some(c1)) = (op1, &c1) {
-                    t = apply(o1, t, c1[part], rev1);
-                }
-                r.push(t);
+    let site = Site::new(engine, Opcode::TensorScalar, API, loc);
+    let extra: Vec<&TileRef> = [s0.tile(), s1.as_ref().and_then(|s| s.tile())]
+        .into_iter()
+        .flatten()
+        .collect();
+    issue_op(e, site, &[&x], &extra, &[&ov], out_dtype, || {
+        let v = x.gather(API, loc);
+        let c0 = s0.values(API, p, loc);
+        let c1 = s1.map(|s| s.values(API, p, loc));
+        let f = x.free_size();
+        let apply = |o: AluOp, t: f32, c: f32, rev: bool| {
+            if rev {
+                o.eval_typed(c, t, in_dtype)
+            } else {
+                o.eval_typed(t, c, in_dtype)
             }
-            ov.scatter(r);
-        },
-        || {
-            let extra: Vec<&TileRef> = [s0.tile(), s1.as_ref().and_then(|s| s.tile())]
-                .into_iter()
-                .flatten()
-                .collect();
-            record(
-                engine,
-                Opcode::TensorScalar,
-                API,
-                loc,
-                &[&x],
-                &extra,
-                &[&ov],
-                out_dtype,
-            )
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
+        };
+        let mut r = Vec::with_capacity(v.len());
+        for (i, &t) in v.iter().enumerate() {
+            let part = i / f.max(1);
+            let mut t = apply(op0, t, c0[part], rev0);
+            if let (Some(o1), Some(c1)) = (op1, &c1) {
+                t = apply(o1, t, c1[part], rev1);
+            }
+            r.push(t);
+        }
+        ov.scatter(r);
+    });
     out
 }
 
@@ -340,6 +305,28 @@ pub(super) fn fold(op: AluOp, xs: impl Iterator<Item = f32>, dtype: DType) -> f3
     let mut it = xs;
     let first = it.next().unwrap_or(op.reduce_identity().unwrap_or(0.0));
     it.fold(first, |acc, v| op.eval_typed(acc, v, dtype))
+}
+
+/// True when `axes` are the last dimensions of a rank-`nd` shape, each once and in increasing
+/// order (`[nd - 1]`, `[nd - 2, nd - 1]`, ...): the free-axis reductions NKI supports.
+pub(crate) fn trailing_axes(axes: &[usize], nd: usize) -> bool {
+    !axes.is_empty()
+        && axes.iter().all(|&a| a < nd)
+        && axes.windows(2).all(|w| w[1] == w[0] + 1)
+        && axes.last() == Some(&(nd - 1))
+}
+
+/// The result shape of reducing `shape` over its axes `first..` (`keepdims` keeps them as 1; a
+/// result with no free axis left is `[P, 1]`), and the number of elements folded into each
+/// result element.
+pub(crate) fn reduced_shape(shape: &[usize], first: usize, keepdims: bool) -> (Vec<usize>, usize) {
+    let mut dims: Vec<usize> = shape[..first].to_vec();
+    if keepdims {
+        dims.extend(std::iter::repeat_n(1, shape.len() - first));
+    } else if dims.len() == 1 {
+        dims.push(1);
+    }
+    (dims, shape[first..].iter().product())
 }
 
 /// Reduces `data` along free axes `axes` with `op` (NKI `nisa.tensor_reduce`).
@@ -385,11 +372,7 @@ pub fn tensor_reduce<'a>(
             loc,
         );
     }
-    let trailing = !axes.is_empty()
-        && axes.iter().all(|&a| a < nd)
-        && axes.windows(2).all(|w| w[1] == w[0] + 1)
-        && axes.last() == Some(&(nd - 1));
-    if !trailing {
+    if !trailing_axes(axes, nd) {
         fail(
             ErrorKind::InvalidArgument,
             API,
@@ -402,51 +385,27 @@ pub fn tensor_reduce<'a>(
             loc,
         );
     }
-    let first = axes[0];
-    let mut dims: Vec<usize> = x.shape()[..first].to_vec();
-    if keepdims {
-        dims.extend(std::iter::repeat_n(1, nd - first));
-    } else if dims.len() == 1 {
-        dims.push(1);
-    }
-    let inner: usize = x.shape()[first..].iter().product();
+    let (dims, inner) = reduced_shape(x.shape(), axes[0], keepdims);
     let out_dtype = dtype.unwrap_or(x.dtype());
     let in_dtype = x.dtype();
     let out = out_tile(API, MemKind::Sbuf, out_dtype, &dims, loc);
     let ov = out.view();
-    issue(
-        e,
-        || {
-            let v = x.gather(API, loc);
-            let r = v
-                .chunks(inner)
-                .map(|c| {
-                    let s = fold(op, c.iter().copied(), in_dtype);
-                    if negate {
-                        -s
-                    } else {
-                        s
-                    }
-                })
-                .collect();
-            ov.scatter(r);
-        },
-        || {
-            record(
-                Engine::Vector,
-                Opcode::TensorReduce,
-                API,
-                loc,
-                &[&x],
-                &[],
-                &[&ov],
-                out_dtype,
-            )
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
+    let site = Site::new(Engine::Vector, Opcode::TensorReduce, API, loc);
+    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
+        let v = x.gather(API, loc);
+        let r = v
+            .chunks(inner)
+            .map(|c| {
+                let s = fold(op, c.iter().copied(), in_dtype);
+                if negate {
+                    -s
+                } else {
+                    s
+                }
+            })
+            .collect();
+        ov.scatter(r);
+    });
     out
 }
 
@@ -471,25 +430,10 @@ pub fn tensor_copy<'a>(src: impl Into<TileRef<'a>>, dtype: Option<DType>, engine
     let out_dtype = dtype.unwrap_or(x.dtype());
     let out = out_tile(API, MemKind::Sbuf, out_dtype, x.shape(), loc);
     let ov = out.view();
-    issue(
-        e,
-        || ov.scatter(x.gather(API, loc)),
-        || {
-            record(
-                engine,
-                Opcode::TensorCopy,
-                API,
-                loc,
-                &[&x],
-                &[],
-                &[&ov],
-                out_dtype,
-            )
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
+    let site = Site::new(engine, Opcode::TensorCopy, API, loc);
+    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
+        ov.scatter(x.gather(API, loc))
+    });
     out
 }
 
@@ -543,48 +487,31 @@ pub fn tensor_tensor_scan<'a, 'b>(
     let out_dtype = args.dtype.unwrap_or(a.dtype());
     let out = out_tile(API, MemKind::Sbuf, out_dtype, a.shape(), loc);
     let ov = out.view();
-    issue(
-        e,
-        || {
-            let (x, y) = (a.gather(API, loc), b.gather(API, loc));
-            let r0 = init.values(API, p, loc);
-            let f = a.free_size();
-            let mut out = Vec::with_capacity(x.len());
-            for (part, (xs, ys)) in x.chunks(f).zip(y.chunks(f)).enumerate() {
-                let mut r = r0[part];
-                for (&d0, &d1) in xs.iter().zip(ys) {
-                    let t = if args.reverse0 {
-                        op0.eval(r, d0)
-                    } else {
-                        op0.eval(d0, r)
-                    };
-                    r = if args.reverse1 {
-                        op1.eval(d1, t)
-                    } else {
-                        op1.eval(t, d1)
-                    };
-                    out.push(r);
-                }
+    let site = Site::new(Engine::Vector, Opcode::TensorTensorScan, API, loc);
+    let extra: Vec<&TileRef> = init.tile().into_iter().collect();
+    issue_op(e, site, &[&a, &b], &extra, &[&ov], out_dtype, || {
+        let (x, y) = (a.gather(API, loc), b.gather(API, loc));
+        let r0 = init.values(API, p, loc);
+        let f = a.free_size();
+        let mut out = Vec::with_capacity(x.len());
+        for (part, (xs, ys)) in x.chunks(f).zip(y.chunks(f)).enumerate() {
+            let mut r = r0[part];
+            for (&d0, &d1) in xs.iter().zip(ys) {
+                let t = if args.reverse0 {
+                    op0.eval(r, d0)
+                } else {
+                    op0.eval(d0, r)
+                };
+                r = if args.reverse1 {
+                    op1.eval(d1, t)
+                } else {
+                    op1.eval(t, d1)
+                };
+                out.push(r);
             }
-            ov.scatter(out);
-        },
-        || {
-            let extra: Vec<&TileRef> = init.tile().into_iter().collect();
-            record(
-                Engine::Vector,
-                Opcode::TensorTensorScan,
-                API,
-                loc,
-                &[&a, &b],
-                &extra,
-                &[&ov],
-                out_dtype,
-            )
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
+        }
+        ov.scatter(out);
+    });
     out
 }
 
@@ -600,25 +527,10 @@ pub fn reciprocal<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Til
     let out_dtype = dtype.unwrap_or(x.dtype());
     let out = out_tile(API, MemKind::Sbuf, out_dtype, x.shape(), loc);
     let ov = out.view();
-    issue(
-        e,
-        || ov.scatter(x.gather(API, loc).into_iter().map(|v| 1.0 / v).collect()),
-        || {
-            record(
-                Engine::Vector,
-                Opcode::Reciprocal,
-                API,
-                loc,
-                &[&x],
-                &[],
-                &[&ov],
-                out_dtype,
-            )
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
+    let site = Site::new(Engine::Vector, Opcode::Reciprocal, API, loc);
+    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
+        ov.scatter(x.gather(API, loc).into_iter().map(|v| 1.0 / v).collect())
+    });
     out
 }
 
@@ -632,14 +544,10 @@ pub fn memset(shape: &[usize], value: f32, dtype: DType, engine: Engine) -> Tile
     engine_in(API, engine, &[Engine::Vector, Engine::GpSimd], loc);
     let out = out_tile(API, MemKind::Sbuf, dtype, shape, loc);
     let ov = out.view();
-    issue(
-        e,
-        || ov.scatter(vec![value; ov.ap.shape.numel()]),
-        || record(engine, Opcode::Memset, API, loc, &[], &[], &[&ov], dtype),
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
+    let site = Site::new(engine, Opcode::Memset, API, loc);
+    issue_op(e, site, &[], &[], &[&ov], dtype, || {
+        ov.scatter(vec![value; ov.ap.shape.numel()])
+    });
     out
 }
 
@@ -685,35 +593,18 @@ pub fn bn_stats<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile 
     let p = x.partitions();
     let out = out_tile(API, MemKind::Sbuf, out_dtype, &[p, 6], loc);
     let ov = out.view();
-    issue(
-        e,
-        || {
-            let v = x.gather(API, loc);
-            let mut r = Vec::with_capacity(p * 6);
-            for row in v.chunks(f) {
-                for parity in 0..2 {
-                    let (n, mean, m2) = moments(row.iter().copied().skip(parity).step_by(2));
-                    r.extend([n as f32, mean as f32, m2 as f32]);
-                }
+    let site = Site::new(Engine::Vector, Opcode::BnStats, API, loc);
+    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
+        let v = x.gather(API, loc);
+        let mut r = Vec::with_capacity(p * 6);
+        for row in v.chunks(f) {
+            for parity in 0..2 {
+                let (n, mean, m2) = moments(row.iter().copied().skip(parity).step_by(2));
+                r.extend([n as f32, mean as f32, m2 as f32]);
             }
-            ov.scatter(r);
-        },
-        || {
-            record(
-                Engine::Vector,
-                Opcode::BnStats,
-                API,
-                loc,
-                &[&x],
-                &[],
-                &[&ov],
-                out_dtype,
-            )
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
+        }
+        ov.scatter(r);
+    });
     out
 }
 
@@ -744,42 +635,25 @@ pub fn bn_aggr<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
     let p = x.partitions();
     let out = out_tile(API, MemKind::Sbuf, out_dtype, &[p, 2], loc);
     let ov = out.view();
-    issue(
-        e,
-        || {
-            let v = x.gather(API, loc);
-            let mut r = Vec::with_capacity(p * 2);
-            for row in v.chunks(f) {
-                let groups: Vec<(f64, f64, f64)> = row
-                    .chunks(3)
-                    .map(|g| (g[0] as f64, g[1] as f64, g[2] as f64))
-                    .filter(|g| g.0 > 0.0)
-                    .collect();
-                let n: f64 = groups.iter().map(|g| g.0).sum();
-                let mean = groups.iter().map(|g| g.0 * g.1).sum::<f64>() / n;
-                let m2: f64 = groups
-                    .iter()
-                    .map(|g| g.2 + g.0 * (g.1 - mean).powi(2))
-                    .sum();
-                r.extend([mean as f32, (m2 / n) as f32]);
-            }
-            ov.scatter(r);
-        },
-        || {
-            record(
-                Engine::Vector,
-                Opcode::BnAggr,
-                API,
-                loc,
-                &[&x],
-                &[],
-                &[&ov],
-                out_dtype,
-            )
-        },
-    );
-    if !e.executes {
-        ov.mark_written();
-    }
+    let site = Site::new(Engine::Vector, Opcode::BnAggr, API, loc);
+    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
+        let v = x.gather(API, loc);
+        let mut r = Vec::with_capacity(p * 2);
+        for row in v.chunks(f) {
+            let groups: Vec<(f64, f64, f64)> = row
+                .chunks(3)
+                .map(|g| (g[0] as f64, g[1] as f64, g[2] as f64))
+                .filter(|g| g.0 > 0.0)
+                .collect();
+            let n: f64 = groups.iter().map(|g| g.0).sum();
+            let mean = groups.iter().map(|g| g.0 * g.1).sum::<f64>() / n;
+            let m2: f64 = groups
+                .iter()
+                .map(|g| g.2 + g.0 * (g.1 - mean).powi(2))
+                .sum();
+            r.extend([mean as f32, (m2 / n) as f32]);
+        }
+        ov.scatter(r);
+    });
     out
 }

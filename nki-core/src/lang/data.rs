@@ -191,17 +191,11 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
             loc,
         );
     }
-    let writer = if e.executes {
-        Some(context::with_ctx("store", loc, |c| {
-            (c.writer_id(loc), c.shared.clone())
-        }))
-    } else {
-        None
-    };
+    // The writer is tagged in every mode: estimate mode tracks races without values.
+    let (wid, shared) = context::with_ctx("store", loc, |c| (c.writer_id(loc), c.shared.clone()));
     issue(
         e,
         || {
-            let (wid, shared) = writer.expect("writer set when executing");
             let exact = src.dtype() == dst.dtype();
             let r = src.with_values("store", loc, |vals| {
                 crate::hbm_write::write_slice(&dst, vals, exact, wid, &shared)
@@ -222,6 +216,11 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
             ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.store", loc)
         },
     );
+    if !e.executes {
+        if let Err(err) = crate::hbm_write::track(&dst, wid, &shared) {
+            raise(err.with_loc(loc), loc);
+        }
+    }
 }
 
 /// Copies a tile (or view) into a new SBUF tile, optionally casting (NKI `nl.copy`; VectorE

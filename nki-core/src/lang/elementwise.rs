@@ -3,11 +3,11 @@
 //! [`alu_binary`]; unary math lives in `unary.rs`.
 
 use super::checks;
-use super::data::shape;
 use crate::context::{check, env, issue, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::exec;
+use crate::isa::out_tile;
 use crate::math::AluOp;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
@@ -149,14 +149,7 @@ pub(crate) fn binary_op(
             loc,
         ),
     };
-    let out = Tile::alloc(
-        op,
-        MemKind::Sbuf,
-        out_dtype,
-        shape(op, &out_dims, loc),
-        None,
-        loc,
-    );
+    let out = out_tile(op, MemKind::Sbuf, out_dtype, &out_dims, loc);
     let ov = out.view();
     issue(
         e,

@@ -2,13 +2,14 @@
 //! index tiles (`iota`, `arange`) and `astype` casts.
 
 use super::checks;
-use super::{copy_to_impl, shape};
+use super::copy_to_impl;
 use crate::access::{Ap, Shape, MAX_DIMS};
 use crate::context::{check, env, issue, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::exec;
 use crate::hbm::HbmSource;
+use crate::isa::out_tile;
 use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
@@ -39,14 +40,7 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
     }
     let (f, p) = (s[0], s[1]);
     let dtype = v.dtype();
-    let t = Tile::alloc(
-        API,
-        MemKind::Sbuf,
-        dtype,
-        shape(API, &[p, f], loc),
-        None,
-        loc,
-    );
+    let t = out_tile(API, MemKind::Sbuf, dtype, &[p, f], loc);
     let tv = t.view();
     issue(
         e,
@@ -102,14 +96,7 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
             loc,
         );
     }
-    let out = Tile::alloc(
-        API,
-        MemKind::Sbuf,
-        src.dtype(),
-        shape(API, dims, loc),
-        None,
-        loc,
-    );
+    let out = out_tile(API, MemKind::Sbuf, src.dtype(), dims, loc);
     let ov = out.view();
     issue(
         e,
@@ -194,7 +181,7 @@ fn iota_impl(
     loc: SourceLoc,
 ) -> Tile {
     let e = env(api, loc);
-    let out = Tile::alloc(api, MemKind::Sbuf, dtype, shape(api, dims, loc), None, loc);
+    let out = out_tile(api, MemKind::Sbuf, dtype, dims, loc);
     let ov = out.view();
     issue(
         e,

@@ -5,12 +5,12 @@
 //! shifts work on integer bit patterns and reject float operands (VectorE bitvec ops).
 
 use super::checks;
-use super::data::shape;
 use super::elementwise::{alu_binary, alu_lowering, binary_op, result_dtype, Operand};
 use crate::context::{check, env, issue, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::exec;
+use crate::isa::out_tile;
 use crate::math::AluOp;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
@@ -212,14 +212,7 @@ pub fn where_<'a, 'c>(
             ),
         };
     }
-    let out = Tile::alloc(
-        API,
-        MemKind::Sbuf,
-        out_dtype,
-        shape(API, &out_dims, loc),
-        None,
-        loc,
-    );
+    let out = out_tile(API, MemKind::Sbuf, out_dtype, &out_dims, loc);
     let ov = out.view();
     issue(
         e,

@@ -9,10 +9,10 @@
 //! the public tolerances of that); `mean` and `var` use fp32 (or wider) intermediates.
 
 use super::checks;
-use super::data::shape;
 use crate::context::{check, env, issue, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::isa::{out_tile, reduced_shape, trailing_axes};
 use crate::math::AluOp;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
@@ -81,11 +81,7 @@ fn check_axes(api: &'static str, x: &TileRef, axes: &[usize], loc: SourceLoc) ->
             loc,
         );
     }
-    let trailing = !sorted.is_empty()
-        && sorted.iter().all(|&a| a < nd)
-        && sorted.windows(2).all(|w| w[1] == w[0] + 1)
-        && sorted.last() == Some(&(nd - 1));
-    if !trailing {
+    if !trailing_axes(&sorted, nd) {
         raise(
             NkiError::new(
                 ErrorKind::InvalidArgument,
@@ -156,28 +152,14 @@ pub(crate) fn reduce_impl(
         }
     }
     let first = check_axes(api, &x, axes, loc);
-    let nd = x.shape().len();
-    let mut dims: Vec<usize> = x.shape()[..first].to_vec();
-    if keepdims {
-        dims.extend(std::iter::repeat_n(1, nd - first));
-    } else if dims.len() == 1 {
-        dims.push(1);
-    }
-    let inner: usize = x.shape()[first..].iter().product();
+    let (dims, inner) = reduced_shape(x.shape(), first, keepdims);
     let in_dtype = x.dtype();
     let out_dtype = dtype.unwrap_or(match kind {
         ReduceKind::All => DType::Bool,
         ReduceKind::Mean | ReduceKind::Var if !in_dtype.is_float() => DType::F32,
         _ => in_dtype,
     });
-    let out = Tile::alloc(
-        api,
-        MemKind::Sbuf,
-        out_dtype,
-        shape(api, &dims, loc),
-        None,
-        loc,
-    );
+    let out = out_tile(api, MemKind::Sbuf, out_dtype, &dims, loc);
     let ov = out.view();
     issue(
         e,

@@ -8,12 +8,12 @@
 //! the result is rounded once to the output dtype.
 
 use super::checks;
-use super::data::shape;
 use super::elementwise::{alu_binary, Operand};
 use super::reduce::{reduce_impl, ReduceKind};
 use crate::context::{check, env, issue, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::isa::out_tile;
 use crate::math::{ActFn, AluOp};
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
@@ -104,25 +104,11 @@ pub(crate) fn map_impl(
             );
         }
     }
-    let out = Tile::alloc(
-        api,
-        MemKind::Sbuf,
-        dtype,
-        shape(api, x.shape(), loc),
-        None,
-        loc,
-    );
+    let out = out_tile(api, MemKind::Sbuf, dtype, x.shape(), loc);
     let ov = out.view();
-    let acc = extras.accumulate.then(|| {
-        Tile::alloc(
-            api,
-            MemKind::Sbuf,
-            DType::F32,
-            shape(api, &[x.partitions(), 1], loc),
-            None,
-            loc,
-        )
-    });
+    let acc = extras
+        .accumulate
+        .then(|| out_tile(api, MemKind::Sbuf, DType::F32, &[x.partitions(), 1], loc));
     issue(
         e,
         || {
