@@ -253,10 +253,12 @@ mod tests {
     fn block_tags_detect_exactly_the_overlapping_stores() {
         // Views (rows, first column, columns, column step) of a [3, 37] tensor: 37 is not a
         // multiple of the tag block, so whole blocks, partial blocks and the short last block
-        // all occur, and the tensor is reused across launches (stale and mixed tags).
+        // all occur, and the tensor is reused across launches (stale and mixed tags), in
+        // execute and in estimate mode.
         let (rows, cols) = (3usize, 37usize);
         let a = Hbm::<f32>::full([rows, cols], 1.0);
         let mut c = Hbm::<f32>::zeros([rows, cols]);
+        let mut shapes = Hbm::<f32>::shape_only([rows, cols]);
         let mut s = 0x2545_f491_4f6c_dd1du64;
         let mut next = |n: usize| {
             s ^= s << 13;
@@ -292,16 +294,19 @@ mod tests {
                     .collect::<std::collections::HashSet<_>>()
             };
             let overlap = !cells(&views[0]).is_disjoint(&cells(&views[1]));
-            let out = c.as_output();
-            let r = Launch::new(2).run(|| {
-                let (rr, c0, n, st) = views[nl::program_id(0)].clone();
-                let cs = stepped(c0..c0 + (n - 1) * st + 1, st);
-                let t = nl::load(a.slice((rr.clone(), cs)));
-                nl::store(out.slice((rr.clone(), cs)), &t);
-                // Storing the same view again from the same instance is no conflict.
-                nl::store(out.slice((rr, cs)), &t);
-            });
-            assert_eq!(r.is_err(), overlap, "views {views:?}: {r:?}");
+            // Estimate mode keeps the same tags without values, here on a shape-only tensor.
+            for (mode, c) in [(Mode::Execute, &mut c), (Mode::Estimate, &mut shapes)] {
+                let out = c.as_output();
+                let r = Launch::new(2).mode(mode).run(|| {
+                    let (rr, c0, n, st) = views[nl::program_id(0)].clone();
+                    let cs = stepped(c0..c0 + (n - 1) * st + 1, st);
+                    let t = nl::load(a.slice((rr.clone(), cs)));
+                    nl::store(out.slice((rr.clone(), cs)), &t);
+                    // Storing the same view again from the same instance is no conflict.
+                    nl::store(out.slice((rr, cs)), &t);
+                });
+                assert_eq!(r.is_err(), overlap, "{mode:?}, views {views:?}: {r:?}");
+            }
             conflicts += overlap as usize;
         }
         assert!(conflicts > 20 && conflicts < 280, "{conflicts} conflicts");

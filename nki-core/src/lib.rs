@@ -13,6 +13,7 @@ pub mod dtype;
 pub mod error;
 mod exec;
 pub mod hbm;
+mod hbm_atomic;
 mod hbm_write;
 pub mod isa;
 pub mod lang;

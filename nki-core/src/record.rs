@@ -88,6 +88,14 @@ pub enum Opcode {
     BnAggr,
     /// VectorE 32x32-block transpose.
     VectorTranspose,
+    /// Per-partition gather over the flattened free dimensions (GpSimd `nc_n_gather`).
+    Gather,
+    /// Uniform random numbers from the engine's PRNG (`nl.rand`).
+    Rng,
+    /// Seeds the engine's PRNG (`nl.random_seed`).
+    SetRngSeed,
+    /// Random zeroing of elements with a drop probability (`nl.dropout`).
+    Dropout,
 }
 
 impl Opcode {
@@ -114,6 +122,10 @@ impl Opcode {
             Opcode::BnStats => "BN_STATS",
             Opcode::BnAggr => "BN_AGGR",
             Opcode::VectorTranspose => "VECTOR_TRANSPOSE",
+            Opcode::Gather => "GATHER",
+            Opcode::Rng => "RNG",
+            Opcode::SetRngSeed => "SET_RNG_SEED",
+            Opcode::Dropout => "DROPOUT",
         }
     }
 }

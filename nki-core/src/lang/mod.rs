@@ -5,15 +5,18 @@
 pub(crate) mod checks;
 mod data;
 mod elementwise;
+mod gather;
 mod grid;
 mod layout;
 mod logic;
 mod matmul;
+mod random;
 mod reduce;
 mod unary;
 
 pub use crate::access::{ds, stepped, Ix};
 pub use crate::dtype::DType;
+pub use crate::hbm_atomic::atomic_rmw;
 pub use crate::math::{ActFn, AluOp};
 pub use crate::ops::TileArith;
 pub use crate::record::MemKind;
@@ -21,6 +24,7 @@ pub use data::{assign, copy, full, load, load_as, ndarray, ones, store, zeros};
 pub(crate) use data::{copy_to_impl, dma_dims, shape};
 pub use elementwise::{add, divide, maximum, minimum, multiply, power, subtract, Operand};
 pub(crate) use elementwise::{alu_binary, operator};
+pub use gather::gather_flattened;
 pub use grid::{
     affine_range, affine_range_step, core_id, num_programs, num_programs_total, program_id,
     program_ndim, sequential_range, static_range, AffineRange, num_tiles, tile_range,
@@ -34,6 +38,7 @@ pub use logic::{
 #[allow(unused_imports)]
 pub(crate) use matmul::{check_matmul, matmul_into, matmul_record, transpose_to};
 pub use matmul::{matmul, matmul_acc, transpose};
+pub use random::{dropout, rand, random_seed, DEFAULT_SEED};
 pub use reduce::{all, max, mean, min, prod, reduce, sum, var};
 pub use unary::{
     abs, arctan, ceil, cos, erf, erf_dx, exp, floor, gelu, gelu_apprx_sigmoid,

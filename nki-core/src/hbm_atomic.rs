@@ -1,0 +1,165 @@
+//! `nl.atomic_rmw`: atomic read-modify-write of kernel outputs in HBM (`dst = dst + value`).
+//!
+//! The update runs under the tensor storage's write lock ([`crate::hbm::HbmStorage::write`]),
+//! so concurrent updates from program instances on different NeuronCores never lose an add.
+//! Atomic updates are, by definition, allowed to overlap: they do not take part in the
+//! output-dependency tracking of plain stores (they neither raise an output-dependency error
+//! nor tag the elements they update). Mixing plain stores and atomic updates of the same
+//! elements from different instances is therefore not reported. The sum is computed in fp32
+//! and rounded to the tensor's dtype, as the DMA engine's compute path does.
+
+use crate::context::{check, env, issue, raise};
+use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::hbm::{no_data, HbmDest, HbmView};
+use crate::lang::checks;
+use crate::math::AluOp;
+use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
+use crate::tile::TileRef;
+
+const API: &str = "nl.atomic_rmw";
+
+/// Adds row-major `vals` into the elements of `dst`, under the storage's write lock.
+fn add_into(dst: &HbmView, vals: &[f32]) -> Result<()> {
+    let st = &dst.st;
+    let dtype = st.dtype;
+    let mut g = st.write();
+    let Some(values) = g.values.as_mut() else {
+        return Err(no_data(st, API));
+    };
+    let s = dst.ap.inner_stride();
+    let mut pos = 0;
+    dst.ap.for_each_row(|off, n| {
+        for (j, &v) in vals[pos..pos + n].iter().enumerate() {
+            let e = (off as isize + j as isize * s) as usize;
+            values[e] = dtype.round(values[e] + v);
+        }
+        pos += n;
+    });
+    Ok(())
+}
+
+/// Atomically updates an output HBM view (NKI `nl.atomic_rmw`): `dst = op(dst, value)` for
+/// every element, with `value` an on-chip tile (or view) of the same shape (or element
+/// count). Only [`AluOp::Add`] is supported, as in NKI (`np.add`); any other operator is an
+/// [`ErrorKind::InvalidArgument`] error.
+///
+/// Unlike [`store`](crate::lang::store), overlapping updates by different program instances
+/// or affine_range iterations are not an output-dependency error: each add is atomic, so the
+/// result is the sum of all of them (up to the order of the fp32 roundings). Recorded as one
+/// DMA (`DMA_COPY`) that reads the tile and the HBM region and writes the HBM region.
+/// NKI also allows only indirect (dynamic) indexing of `dst`; nki-rs accepts any output view.
+#[track_caller]
+pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluOp) {
+    let loc = SourceLoc::caller();
+    let e = env(API, loc);
+    let dst = dst.hbm_dest();
+    let src: TileRef = value.into();
+    if op != AluOp::Add {
+        raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                API,
+                format!(
+                    "'atomic_rmw' supports only the add operator (np.add), got '{}'",
+                    op.name()
+                ),
+            ),
+            loc,
+        );
+    }
+    check(checks::operand(API, "value", &src), loc);
+    let mut ddims = dst.shape().to_vec();
+    if ddims.len() == 1 {
+        ddims.insert(0, 1);
+    }
+    if ddims != src.shape() && dst.ap.shape.numel() != src.ap.shape.numel() {
+        raise(
+            NkiError::new(
+                ErrorKind::ShapeMismatch,
+                API,
+                format!(
+                    "destination {} and value {} of 'atomic_rmw' have different shapes",
+                    dst.describe(),
+                    src.describe()
+                ),
+            ),
+            loc,
+        );
+    }
+    issue(
+        e,
+        || {
+            let r = src.with_values(API, loc, |vals| add_into(&dst, vals));
+            if let Err(err) = r {
+                raise(err, loc);
+            }
+        },
+        || {
+            let bytes = (dst.ap.shape.numel() * dst.dtype().size()) as u64;
+            let run = dst.ap.contiguous_run().min(dst.ap.shape.numel());
+            Instr {
+                partitions: src.partitions() as u32,
+                free: src.free_size() as u32,
+                in_dtype: src.dtype(),
+                out_dtype: dst.dtype(),
+                psum: src.mem() == MemKind::Psum,
+                dma: Some(DmaDims {
+                    src: src.mem(),
+                    dst: MemKind::Hbm,
+                    bytes,
+                    partitions: src.partitions() as u32,
+                    start_partition: src.start_partition() as u32,
+                    chunk_bytes: (run * dst.dtype().size()) as u64,
+                }),
+                alu: Some(AluOp::Add),
+                reads: vec![src.region(), dst.region()],
+                writes: vec![dst.region()],
+                ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, loc)
+            }
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::context::Mode;
+    use crate::dtype::DType;
+    use crate::hbm::Hbm;
+    use crate::isa::trace::run;
+    use crate::lang;
+    use crate::math::AluOp;
+    use crate::record::{BufId, Engine, MemKind, Opcode};
+
+    #[test]
+    fn record_reads_and_writes_the_hbm_region() {
+        let mut c = Hbm::<f32>::zeros([4, 8]);
+        let out = c.as_output();
+        for mode in [Mode::Simulate, Mode::Estimate] {
+            let recs = run(mode, || {
+                let t = lang::ones(&[2, 8], DType::F32, MemKind::Sbuf);
+                super::atomic_rmw(out.slice((1..3, ..)), &t, AluOp::Add);
+            })
+            .unwrap();
+            let r = &recs[1];
+            assert_eq!(
+                (r.engine, r.opcode, r.api),
+                (Engine::Dma, Opcode::DmaCopy, "nl.atomic_rmw")
+            );
+            assert_eq!((r.partitions, r.free), (2, 8));
+            let d = r.dma.unwrap();
+            assert_eq!(
+                (d.src, d.dst, d.bytes, d.chunk_bytes),
+                (MemKind::Sbuf, MemKind::Hbm, 64, 64)
+            );
+            assert_eq!(r.reads.len(), 2);
+            assert!(matches!(r.reads[1].buf, BufId::Hbm(_)));
+            assert_eq!(r.reads[1], r.writes[0]);
+            assert_eq!((r.writes[0].lo, r.writes[0].hi), (32, 96));
+        }
+        // Estimate mode did not touch the values; simulate mode added ones to rows 1 and 2.
+        let want: Vec<f32> = (0..32)
+            .map(|i| if (8..24).contains(&i) { 1.0 } else { 0.0 })
+            .collect();
+        assert_eq!(c.to_f32_vec().unwrap(), want);
+    }
+}

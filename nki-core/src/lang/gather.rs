@@ -1,0 +1,174 @@
+//! `nl.gather_flattened`: the per-partition gather of GpSimdE (`nisa.nc_n_gather` in NKI 0.2+).
+//!
+//! Each partition gathers independently: the free dimensions of `data` are flattened into one
+//! row of `F` elements, and every element of `indices` (uint32) picks one element of that row
+//! in the same partition. The result has the shape of `indices`.
+//!
+//! NKI documents out-of-range indices as returning garbage; nki-rs is stricter and fails the
+//! kernel with an [`ErrorKind::OutOfBounds`] error naming the partition, the index and the
+//! bound, so a wrong index computation is caught instead of silently reading garbage.
+
+use super::checks;
+use crate::context::{check, env, issue, raise};
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::isa::out_tile;
+use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::tile::{give_buf, Tile, TileRef};
+
+const API: &str = "nl.gather_flattened";
+
+/// Raises unless `t` has 2 to 4 dimensions (partition + 1..=3 free).
+fn check_rank(what: &str, t: &TileRef, loc: SourceLoc) {
+    let nd = t.shape().len();
+    if !(2..=4).contains(&nd) {
+        raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                API,
+                format!(
+                    "operand '{what}' {} of 'gather_flattened' must be 2-, 3- or 4-dimensional, got {nd} dimensions",
+                    t.describe()
+                ),
+            ),
+            loc,
+        );
+    }
+}
+
+/// Gathers elements of `data` per partition (NKI `nl.gather_flattened`): with the free
+/// dimensions of `data` flattened into a row of `F` elements,
+/// `out[p, j...] = data_flat[p, indices[p, j...]]`.
+///
+/// * `data`: a 2- to 4-D SBUF tile (any dtype); the output keeps its dtype.
+/// * `indices`: a 2- to 4-D SBUF tile of `uint32` with the same partition count; the output
+///   has its shape.
+///
+/// Runs on GpSimdE (which cannot access PSUM), cost `150 + N` cycles with `N` the output
+/// elements per partition. An index `>= F` is an [`ErrorKind::OutOfBounds`] error naming the
+/// partition, the index and the bound (NKI returns garbage there).
+#[track_caller]
+pub fn gather_flattened<'a, 'b>(
+    data: impl Into<TileRef<'a>>,
+    indices: impl Into<TileRef<'b>>,
+) -> Tile {
+    let loc = SourceLoc::caller();
+    let e = env(API, loc);
+    let data: TileRef = data.into();
+    let idx: TileRef = indices.into();
+    check(checks::operand(API, "data", &data), loc);
+    check(checks::operand(API, "indices", &idx), loc);
+    check(checks::memory(API, "data", &data, &[MemKind::Sbuf]), loc);
+    check(checks::memory(API, "indices", &idx, &[MemKind::Sbuf]), loc);
+    check_rank("data", &data, loc);
+    check_rank("indices", &idx, loc);
+    if idx.dtype() != DType::U32 {
+        raise(
+            NkiError::new(
+                ErrorKind::DType,
+                API,
+                format!(
+                    "operand 'indices' {} of 'gather_flattened' must be uint32, got {}",
+                    idx.describe(),
+                    idx.dtype()
+                ),
+            ),
+            loc,
+        );
+    }
+    check(
+        checks::same_partitions(API, ("data", &data), ("indices", &idx)),
+        loc,
+    );
+    let dtype = data.dtype();
+    let out = out_tile(API, MemKind::Sbuf, dtype, idx.shape(), loc);
+    let ov = out.view();
+    issue(
+        e,
+        || {
+            let f = data.free_size();
+            let n = idx.free_size();
+            let vals = data.gather(API, loc);
+            let ids = idx.gather(API, loc);
+            let mut res = Vec::with_capacity(ids.len());
+            for (k, &i) in ids.iter().enumerate() {
+                let (p, j) = (k / n, k % n);
+                // uint32 values are exact integers >= 0 in their f32 form.
+                let i = i as u64;
+                if i >= f as u64 {
+                    raise(
+                        NkiError::new(
+                            ErrorKind::OutOfBounds,
+                            API,
+                            format!(
+                                "index {i} at partition {p} (flattened position {j} of indices{:?}) \
+                                 is out of bounds: data {} has {f} flattened free elements per \
+                                 partition (valid indices 0..{f})",
+                                idx.shape(),
+                                data.describe()
+                            ),
+                        ),
+                        loc,
+                    );
+                }
+                res.push(vals[p * f + i as usize]);
+            }
+            give_buf(vals);
+            give_buf(ids);
+            ov.scatter(res);
+        },
+        || Instr {
+            partitions: idx.partitions() as u32,
+            free: idx.free_size() as u32,
+            inputs: 2,
+            in_dtype: dtype,
+            out_dtype: dtype,
+            contiguous: data.ap.inner_stride() == 1 && idx.ap.inner_stride() == 1,
+            reads: vec![data.region(), idx.region()],
+            writes: vec![ov.region()],
+            ..Instr::new(Engine::GpSimd, Opcode::Gather, API, loc)
+        },
+    );
+    if !e.executes {
+        ov.mark_written();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::context::Mode;
+    use crate::dtype::DType;
+    use crate::isa::trace::run;
+    use crate::lang;
+    use crate::record::{BufId, Engine, MemKind, Opcode};
+
+    #[test]
+    fn record_names_the_gpsimd_gather_and_its_regions() {
+        for mode in [Mode::Simulate, Mode::Estimate] {
+            let recs = run(mode, || {
+                let d = lang::zeros(&[64, 4, 8], DType::BF16, MemKind::Sbuf);
+                let i = lang::zeros(&[64, 10], DType::U32, MemKind::Sbuf);
+                let o = super::gather_flattened(&d, &i);
+                assert_eq!(o.shape(), &[64, 10]);
+                assert_eq!(o.dtype(), DType::BF16);
+            })
+            .unwrap();
+            assert_eq!(recs.len(), 3);
+            let r = &recs[2];
+            assert_eq!(
+                (r.engine, r.opcode, r.api),
+                (Engine::GpSimd, Opcode::Gather, "nl.gather_flattened")
+            );
+            assert_eq!((r.partitions, r.free, r.inputs), (64, 10, 2));
+            assert_eq!((r.in_dtype, r.out_dtype), (DType::BF16, DType::BF16));
+            assert_eq!((r.reads.len(), r.writes.len()), (2, 1));
+            // data: 32 bf16 per partition; indices: 10 uint32 per partition.
+            assert_eq!((r.reads[0].p0, r.reads[0].p1, r.reads[0].hi), (0, 64, 64));
+            assert_eq!(r.reads[1].hi, 40);
+            assert_eq!(r.writes[0].hi, 20);
+            assert!(matches!(r.writes[0].buf, BufId::Tile(_)));
+            assert!(r.loc.file.ends_with("gather.rs"));
+        }
+    }
+}
