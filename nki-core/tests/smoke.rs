@@ -52,7 +52,10 @@ fn scale_rows(a: &Hbm<f32>, c: &mut Hbm<f32>) {
 
 #[test]
 fn partial_tiles_by_tile_range() {
-    let a = Hbm::<f32>::from_array(&ndarray::Array2::from_shape_fn((250, 64), |(i, j)| (i * 64 + j) as f32)).unwrap();
+    let a = Hbm::<f32>::from_array(&ndarray::Array2::from_shape_fn((250, 64), |(i, j)| {
+        (i * 64 + j) as f32
+    }))
+    .unwrap();
     let mut c = Hbm::<f32>::zeros([250, 64]);
     launch!(scale_rows[1](&a, &mut c)).unwrap();
     let out = c.to_array().unwrap();

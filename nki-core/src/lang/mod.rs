@@ -26,8 +26,8 @@ pub use elementwise::{add, divide, maximum, minimum, multiply, power, subtract, 
 pub(crate) use elementwise::{alu_binary, operator};
 pub use gather::gather_flattened;
 pub use grid::{
-    affine_range, affine_range_step, core_id, num_programs, num_programs_total, program_id,
-    program_ndim, sequential_range, static_range, AffineRange, num_tiles, tile_range,
+    affine_range, affine_range_step, core_id, num_programs, num_programs_total, num_tiles,
+    program_id, program_ndim, sequential_range, static_range, tile_range, AffineRange,
 };
 pub use layout::{arange, broadcast_to, expand_dims, iota, load_transpose2d};
 pub use logic::{
