@@ -50,12 +50,45 @@ pub(crate) struct Cancelled;
 
 static NEXT_WRITER: AtomicU32 = AtomicU32::new(1);
 
+/// What kind of HBM write a writer performs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum WriterKind {
+    /// Plain stores (`nl.store`, `nisa.dma_copy`).
+    Store,
+    /// Atomic updates (`nl.atomic_rmw`): they may overlap other atomic updates.
+    Atomic,
+    /// The atomic updates of the two (conflicting-position) atomic writers `.0` and `.1` to
+    /// one location: the tag an element keeps once several instances or iterations updated it
+    /// atomically, so a later store conflicting with either is still reported.
+    Atomics(u32, u32),
+}
+
 /// Who performed an HBM write: the program instance and its stack of affine_range frames
-/// `(loop activation, iteration)`.
+/// `(loop activation, iteration)`, and the kind of write.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Writer {
     pub(crate) instance: u32,
     pub(crate) frames: Vec<(u32, u32)>,
+    pub(crate) kind: WriterKind,
+}
+
+impl Writer {
+    /// True when writes by `self` and `other` happen at unordered positions: different
+    /// instances, or the same instance in different iterations of one affine_range.
+    fn unordered(&self, other: &Writer) -> bool {
+        if self.instance != other.instance {
+            return true;
+        }
+        for (fa, fb) in self.frames.iter().zip(&other.frames) {
+            if fa.0 != fb.0 {
+                return false;
+            }
+            if fa.1 != fb.1 {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 /// State shared by all instances of one launch.
@@ -93,15 +126,30 @@ impl LaunchShared {
         id
     }
 
-    /// Describes writer `id`: its program id, affine iterations and source line.
+    /// Describes writer `id`: its program id, affine iterations and source line (and whether
+    /// it is an `atomic_rmw` writer).
     pub(crate) fn describe_writer(&self, id: u32) -> String {
         let g = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        Self::describe_locked(&g, id)
+    }
+
+    fn describe_locked(g: &WriterTable, id: u32) -> String {
         match g.1.get(&id) {
             Some((w, pid, loc)) => {
+                if let WriterKind::Atomics(a, b) = w.kind {
+                    return format!(
+                        "the atomic_rmw updates of {} and {}",
+                        Self::describe_locked(g, a),
+                        Self::describe_locked(g, b)
+                    );
+                }
                 let mut s = format!("program id {pid:?}");
                 if !w.frames.is_empty() {
                     let its: Vec<String> = w.frames.iter().map(|f| f.1.to_string()).collect();
                     s.push_str(&format!(" in affine_range iteration ({})", its.join(", ")));
+                }
+                if w.kind == WriterKind::Atomic {
+                    s.push_str(" (atomic_rmw)");
                 }
                 s.push_str(&format!(" at {loc}"));
                 s
@@ -111,27 +159,69 @@ impl LaunchShared {
     }
 
     /// True when writes by `old` and `new` to one location are an output-dependency error:
-    /// different instances, or the same instance in different iterations of one affine_range.
+    /// writes at unordered positions (different instances, or the same instance in different
+    /// iterations of one affine_range), unless both are atomic updates.
     pub(crate) fn conflicts(&self, old: u32, new: u32) -> bool {
         if old < self.writer_base || old == new {
             return false;
         }
         let g = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        Self::conflicts_locked(&g, old, new)
+    }
+
+    fn conflicts_locked(g: &WriterTable, old: u32, new: u32) -> bool {
         let (Some((a, _, _)), Some((b, _, _))) = (g.1.get(&old), g.1.get(&new)) else {
             return false;
         };
-        if a.instance != b.instance {
-            return true;
-        }
-        for (fa, fb) in a.frames.iter().zip(&b.frames) {
-            if fa.0 != fb.0 {
-                return false;
+        match (a.kind, b.kind) {
+            (WriterKind::Atomics(x, y), _) => {
+                Self::conflicts_locked(g, x, new) || Self::conflicts_locked(g, y, new)
             }
-            if fa.1 != fb.1 {
-                return true;
+            (_, WriterKind::Atomics(x, y)) => {
+                Self::conflicts_locked(g, old, x) || Self::conflicts_locked(g, old, y)
             }
+            (WriterKind::Atomic, WriterKind::Atomic) => false,
+            _ => a.unordered(b),
         }
-        false
+    }
+
+    /// The tag of a location previously tagged `old` after the atomic writer `new` updated it,
+    /// or `Err(())` when the update conflicts with `old` (a store at an unordered position).
+    ///
+    /// A store tag stays (later atomic updates and stores conflict with it as before); an
+    /// atomic tag of an unordered atomic writer becomes the [`WriterKind::Atomics`] tag of
+    /// both, so a later store unordered with either is reported. An `Atomics` tag stays (a
+    /// third atomic writer is not remembered).
+    pub(crate) fn merge_atomic(&self, old: u32, new: u32) -> std::result::Result<u32, ()> {
+        if old < self.writer_base || old == new {
+            return Ok(new);
+        }
+        let mut g = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        if Self::conflicts_locked(&g, old, new) {
+            return Err(());
+        }
+        let (Some((a, _, _)), Some((b, _, _))) = (g.1.get(&old), g.1.get(&new)) else {
+            return Ok(new);
+        };
+        match a.kind {
+            WriterKind::Store | WriterKind::Atomics(..) => Ok(old),
+            WriterKind::Atomic if a.unordered(b) => {
+                let w = Writer {
+                    instance: a.instance,
+                    frames: Vec::new(),
+                    kind: WriterKind::Atomics(old, new),
+                };
+                if let Some(&id) = g.0.get(&w) {
+                    return Ok(id);
+                }
+                let id = NEXT_WRITER.fetch_add(1, Ordering::SeqCst);
+                let (pid, loc) = (g.1[&old].1.clone(), g.1[&old].2);
+                g.0.insert(w.clone(), id);
+                g.1.insert(id, (w, pid, loc));
+                Ok(id)
+            }
+            WriterKind::Atomic => Ok(new),
+        }
     }
 }
 
@@ -162,7 +252,8 @@ pub(crate) struct InstanceCtx {
     pub(crate) unwritten: HashMap<u64, UnwrittenTile>,
     frames: Vec<(u32, u32)>,
     next_activation: u32,
-    writer: Option<u32>,
+    /// This instance's writer ids (store, atomic) at its current affine_range position.
+    writer: [Option<u32>; 2],
 }
 
 thread_local! {
@@ -192,21 +283,32 @@ impl InstanceCtx {
             unwritten: HashMap::new(),
             frames: Vec::new(),
             next_activation: 0,
-            writer: None,
+            writer: [None; 2],
         }
     }
 
     /// This instance's writer id for HBM stores at its current affine_range position.
     pub(crate) fn writer_id(&mut self, loc: SourceLoc) -> u32 {
-        if let Some(w) = self.writer {
+        self.writer_of(WriterKind::Store, loc)
+    }
+
+    /// This instance's writer id for `atomic_rmw` updates at its current affine_range position.
+    pub(crate) fn atomic_writer_id(&mut self, loc: SourceLoc) -> u32 {
+        self.writer_of(WriterKind::Atomic, loc)
+    }
+
+    fn writer_of(&mut self, kind: WriterKind, loc: SourceLoc) -> u32 {
+        let slot = (kind == WriterKind::Atomic) as usize;
+        if let Some(w) = self.writer[slot] {
             return w;
         }
         let w = Writer {
             instance: self.instance,
             frames: self.frames.clone(),
+            kind,
         };
         let id = self.shared.writer_id(w, &self.program_id, loc);
-        self.writer = Some(id);
+        self.writer[slot] = Some(id);
         id
     }
 
@@ -215,7 +317,7 @@ impl InstanceCtx {
         let id = self.next_activation;
         self.next_activation += 1;
         self.frames.push((id, 0));
-        self.writer = None;
+        self.writer = [None; 2];
         id
     }
 
@@ -223,7 +325,7 @@ impl InstanceCtx {
     pub(crate) fn set_affine_iter(&mut self, id: u32, iter: u32) {
         if let Some(f) = self.frames.iter_mut().rev().find(|f| f.0 == id) {
             f.1 = iter;
-            self.writer = None;
+            self.writer = [None; 2];
         }
     }
 
@@ -231,7 +333,7 @@ impl InstanceCtx {
     pub(crate) fn pop_affine(&mut self, id: u32) {
         if let Some(pos) = self.frames.iter().rposition(|f| f.0 == id) {
             self.frames.truncate(pos);
-            self.writer = None;
+            self.writer = [None; 2];
         }
     }
 }

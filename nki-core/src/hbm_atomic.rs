@@ -2,24 +2,29 @@
 //!
 //! The update runs under the tensor storage's write lock ([`crate::hbm::HbmStorage::write`]),
 //! so concurrent updates from program instances on different NeuronCores never lose an add.
-//! Atomic updates are, by definition, allowed to overlap: they do not take part in the
-//! output-dependency tracking of plain stores (they neither raise an output-dependency error
-//! nor tag the elements they update). Mixing plain stores and atomic updates of the same
-//! elements from different instances is therefore not reported. The sum is computed in fp32
-//! and rounded to the tensor's dtype, as the DMA engine's compute path does.
+//! The sum is computed in fp32 and rounded to the tensor's dtype, as the DMA engine's compute
+//! path does.
+//!
+//! Atomic updates take part in the output-dependency tracking of HBM writes
+//! ([`crate::hbm_write::atomic`]) as writers of their own "atomic" kind: atomic updates of
+//! one element by different program instances or affine_range iterations may overlap freely
+//! (that is their point), but a plain store and an atomic update of one element from
+//! different instances or iterations, in either order, are an output-dependency error, like
+//! two overlapping stores. This is checked in every launch mode (estimate mode included,
+//! also on [`crate::hbm::Hbm::shape_only`] tensors).
 
-use crate::context::{check, env, issue, raise};
+use crate::context::{self, env, issue, raise, LaunchShared};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::{no_data, HbmDest, HbmView};
-use crate::lang::checks;
 use crate::math::AluOp;
 use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
 use crate::tile::TileRef;
 
 const API: &str = "nl.atomic_rmw";
 
-/// Adds row-major `vals` into the elements of `dst`, under the storage's write lock.
-fn add_into(dst: &HbmView, vals: &[f32]) -> Result<()> {
+/// Adds row-major `vals` into the elements of `dst` and tags them as updated by the atomic
+/// writer `writer`, both under the storage's write lock.
+fn add_into(dst: &HbmView, vals: &[f32], writer: u32, shared: &LaunchShared) -> Result<()> {
     let st = &dst.st;
     let dtype = st.dtype;
     let mut g = st.write();
@@ -35,7 +40,7 @@ fn add_into(dst: &HbmView, vals: &[f32]) -> Result<()> {
         }
         pos += n;
     });
-    Ok(())
+    crate::hbm_write::atomic(dst, &mut g, writer, shared)
 }
 
 /// Atomically updates an output HBM view (NKI `nl.atomic_rmw`): `dst = op(dst, value)` for
@@ -45,7 +50,9 @@ fn add_into(dst: &HbmView, vals: &[f32]) -> Result<()> {
 ///
 /// Unlike [`store`](crate::lang::store), overlapping updates by different program instances
 /// or affine_range iterations are not an output-dependency error: each add is atomic, so the
-/// result is the sum of all of them (up to the order of the fp32 roundings). Recorded as one
+/// result is the sum of all of them (up to the order of the fp32 roundings). An update and a
+/// plain store of one element by different instances or iterations (in either order) are an
+/// [`ErrorKind::OutputDependency`] error naming both writers, in every mode. Recorded as one
 /// DMA (`DMA_COPY`) that reads the tile and the HBM region and writes the HBM region.
 /// NKI also allows only indirect (dynamic) indexing of `dst`; nki-rs accepts any output view.
 #[track_caller]
@@ -67,31 +74,16 @@ pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluO
             loc,
         );
     }
-    check(checks::operand(API, "value", &src), loc);
-    let mut ddims = dst.shape().to_vec();
-    if ddims.len() == 1 {
-        ddims.insert(0, 1);
-    }
-    if ddims != src.shape() && dst.ap.shape.numel() != src.ap.shape.numel() {
-        raise(
-            NkiError::new(
-                ErrorKind::ShapeMismatch,
-                API,
-                format!(
-                    "destination {} and value {} of 'atomic_rmw' have different shapes",
-                    dst.describe(),
-                    src.describe()
-                ),
-            ),
-            loc,
-        );
-    }
+    crate::hbm_write::check_dest_value(API, "atomic_rmw", &dst, &src, loc);
+    // The writer is tagged in every mode: estimate mode tracks races without values.
+    let (wid, shared) =
+        context::with_ctx(API, loc, |c| (c.atomic_writer_id(loc), c.shared.clone()));
     issue(
         e,
         || {
-            let r = src.with_values(API, loc, |vals| add_into(&dst, vals));
+            let r = src.with_values(API, loc, |vals| add_into(&dst, vals, wid, &shared));
             if let Err(err) = r {
-                raise(err, loc);
+                raise(err.with_loc(loc), loc);
             }
         },
         || {
@@ -118,6 +110,12 @@ pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluO
             }
         },
     );
+    if !e.executes {
+        let r = crate::hbm_write::atomic(&dst, &mut dst.st.write(), wid, &shared);
+        if let Err(err) = r {
+            raise(err.with_loc(loc), loc);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,16 +4,56 @@
 //! tags only in blocks that are written partially, so the common store of whole rows costs a
 //! fraction of the value traffic. Estimate-mode launches, which carry no values, run the same
 //! tag bookkeeping through [`track`], so races are reported in every mode.
+//!
+//! `nl.atomic_rmw` updates are tagged by their own "atomic" writers ([`atomic`]): atomic
+//! updates never conflict with each other, but an atomic update and a store of one element at
+//! unordered positions (different instances or affine_range iterations), in either order, are
+//! an output-dependency error exactly like two stores. An element updated atomically by several
+//! unordered writers is tagged with both of the first two (see
+//! [`LaunchShared::merge_atomic`]), so a later store is checked against them. The store path
+//! is unchanged by this: atomic tags only reach its (already slow) conflict check.
 
 use crate::access::Ap;
 use crate::context::LaunchShared;
-use crate::error::{ErrorKind, NkiError, Result};
+use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::{no_data, HbmData, HbmView};
+use crate::tile::TileRef;
 
 /// Elements per writer-tag block.
 pub(crate) const BLOCK: usize = 16;
 /// Block tag meaning "the elements of this block carry their own tags".
 pub(crate) const MIXED: u32 = u32::MAX;
+
+/// Checks the value operand of a write into HBM (`store`, `atomic_rmw`) and that it has the
+/// destination's shape (a 1-D destination counts as one partition) or at least its element
+/// count; raises the error of operation `op` (named `name` in the message) otherwise.
+pub(crate) fn check_dest_value(
+    op: &'static str,
+    name: &str,
+    dst: &HbmView,
+    src: &TileRef,
+    loc: SourceLoc,
+) {
+    crate::context::check(crate::lang::checks::operand(op, "value", src), loc);
+    let mut ddims = dst.shape().to_vec();
+    if ddims.len() == 1 {
+        ddims.insert(0, 1);
+    }
+    if ddims != src.shape() && dst.ap.shape.numel() != src.ap.shape.numel() {
+        crate::context::raise(
+            NkiError::new(
+                ErrorKind::ShapeMismatch,
+                op,
+                format!(
+                    "destination {} and value {} of '{name}' have different shapes",
+                    dst.describe(),
+                    src.describe()
+                ),
+            ),
+            loc,
+        );
+    }
+}
 
 /// Writes row-major `vals` (rounded to the tensor dtype) into `dst`, tagging each element with
 /// `writer`. An element already written in this launch by a conflicting writer is an
@@ -66,7 +106,7 @@ pub(crate) fn write_slice(
             }
         }
     });
-    tags.finish(dst)
+    tags.finish(dst, "store")
 }
 
 /// The tracking half of [`write`] without values (estimate mode): tags the elements of `dst`
@@ -87,7 +127,95 @@ pub(crate) fn track(dst: &HbmView, writer: u32, shared: &LaunchShared) -> Result
             }
         }
     });
-    tags.finish(dst)
+    tags.finish(dst, "store")
+}
+
+/// Tags the elements of `dst` as updated by the atomic writer `writer` (see
+/// [`LaunchShared::merge_atomic`]), on the tag arrays of the locked tensor data `data` (the
+/// caller updates the values under the same lock; estimate mode calls this alone). An element
+/// stored by an unordered writer is an output-dependency error naming both writers.
+pub(crate) fn atomic(
+    dst: &HbmView,
+    data: &mut HbmData,
+    writer: u32,
+    shared: &LaunchShared,
+) -> Result<()> {
+    let st = &dst.st;
+    let numel = st.shape.numel();
+    let HbmData { blocks, elems, .. } = data;
+    let mut tags = Tags::new(blocks, elems, numel, writer, shared);
+    let mut merge = Merge {
+        writer,
+        shared,
+        last: None,
+    };
+    let s = dst.ap.inner_stride();
+    dst.ap.for_each_row(|off, n| {
+        if s == 1 {
+            let end = off + n;
+            let (b0, b1) = (off.div_ceil(BLOCK), end / BLOCK);
+            if b0 >= b1 {
+                (off..end).for_each(|e| merge.element(&mut tags, e));
+                return;
+            }
+            (off..b0 * BLOCK).for_each(|e| merge.element(&mut tags, e));
+            for b in b0..b1 {
+                let old = tags.blocks[b];
+                if old == MIXED {
+                    (b * BLOCK..(b + 1) * BLOCK).for_each(|e| merge.element(&mut tags, e));
+                } else {
+                    tags.blocks[b] = merge.tag(&mut tags.conflict, old, b * BLOCK);
+                }
+            }
+            (b1 * BLOCK..end).for_each(|e| merge.element(&mut tags, e));
+        } else {
+            for j in 0..n {
+                merge.element(&mut tags, (off as isize + j as isize * s) as usize);
+            }
+        }
+    });
+    tags.finish(dst, "nl.atomic_rmw")
+}
+
+/// The tag updates of one atomic writer, remembering the last merge (a store of whole rows
+/// leaves long runs of one tag).
+struct Merge<'a> {
+    writer: u32,
+    shared: &'a LaunchShared,
+    /// The last (old tag, new tag) merge that did not conflict.
+    last: Option<(u32, u32)>,
+}
+
+impl Merge<'_> {
+    /// The new tag of a location tagged `old` (element `e`), noting the first conflict.
+    #[inline]
+    fn tag(&mut self, conflict: &mut Option<(u32, usize)>, old: u32, e: usize) -> u32 {
+        if old == self.writer {
+            return old;
+        }
+        if let Some((o, n)) = self.last {
+            if o == old {
+                return n;
+            }
+        }
+        match self.shared.merge_atomic(old, self.writer) {
+            Ok(n) => {
+                self.last = Some((old, n));
+                n
+            }
+            Err(()) => {
+                conflict.get_or_insert((old, e));
+                old
+            }
+        }
+    }
+
+    /// Updates the tag of element `e` on its own, splitting its block into per-element tags.
+    fn element(&mut self, tags: &mut Tags, e: usize) {
+        tags.split(e / BLOCK);
+        let old = tags.elems[e];
+        tags.elems[e] = self.tag(&mut tags.conflict, old, e);
+    }
 }
 
 /// The writer tags of one tensor during one store.
@@ -129,8 +257,9 @@ impl<'a> Tags<'a> {
         }
     }
 
-    /// The output-dependency error of the store into `dst`, if it met a conflicting writer.
-    fn finish(self, dst: &HbmView) -> Result<()> {
+    /// The output-dependency error of the write (by operation `op`) into `dst`, if it met a
+    /// conflicting writer.
+    fn finish(self, dst: &HbmView, op: &'static str) -> Result<()> {
         let Some((old, e)) = self.conflict else {
             return Ok(());
         };
@@ -138,10 +267,10 @@ impl<'a> Tags<'a> {
         let idx = Ap::unravel(e, &st.shape);
         Err(NkiError::new(
             ErrorKind::OutputDependency,
-            "store",
+            op,
             format!(
                 "unexpected output dependencies: element {idx:?} of {} is written by {} and again by {} \
-                 (this store covers {}); each program instance and each affine_range iteration must \
+                 (this {op} covers {}); each program instance and each affine_range iteration must \
                  write distinct locations, or use sequential_range",
                 st.name,
                 self.shared.describe_writer(old),
@@ -167,9 +296,9 @@ impl<'a> Tags<'a> {
         }
     }
 
-    /// Tags element `e` on its own, splitting its block into per-element tags.
-    fn element(&mut self, e: usize) {
-        let b = e / BLOCK;
+    /// Splits block `b` into per-element tags (once).
+    #[inline]
+    fn split(&mut self, b: usize) {
         if self.blocks[b] != MIXED {
             if self.elems.len() != self.numel {
                 *self.elems = vec![0; self.numel];
@@ -178,6 +307,11 @@ impl<'a> Tags<'a> {
             self.elems[lo..hi].fill(self.blocks[b]);
             self.blocks[b] = MIXED;
         }
+    }
+
+    /// Tags element `e` on its own, splitting its block into per-element tags.
+    fn element(&mut self, e: usize) {
+        self.split(e / BLOCK);
         let old = self.elems[e];
         self.check(old, e);
         self.elems[e] = self.writer;

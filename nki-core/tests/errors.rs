@@ -46,6 +46,21 @@ fn expect(e: &NkiError, kind: ErrorKind, op: &str, fragments: &[&str], pid: &[us
     );
 }
 
+/// Runs `launch` with a fresh [`Line`], requires it to fail and checks the error with
+/// [`expect`] against that line.
+#[track_caller]
+fn fails<R: std::fmt::Debug>(
+    launch: impl FnOnce(&Line) -> Result<R, NkiError>,
+    kind: ErrorKind,
+    op: &str,
+    fragments: &[&str],
+    pid: &[usize],
+) {
+    let at = Line::default();
+    let e = launch(&at).unwrap_err();
+    expect(&e, kind, op, fragments, pid, &at);
+}
+
 fn f32_input(rows: usize, cols: usize) -> Hbm<f32> {
     let v: Vec<f32> = (0..rows * cols).map(|k| (k % 31) as f32).collect();
     Hbm::from_vec(&[rows, cols], v).unwrap()
@@ -64,10 +79,8 @@ fn oob_slice(a: &Hbm<f32>, c: &mut Hbm<f32>, at: &Line) {
 fn out_of_bounds_hbm_slice() {
     let a = f32_input(128, 512);
     let mut c = Hbm::<f32>::zeros([128, 512]);
-    let at = Line::default();
-    let e = launch!(oob_slice[2](&a, &mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(oob_slice[2](&a, &mut c, at)),
         ErrorKind::OutOfBounds,
         "index",
         &[
@@ -77,7 +90,6 @@ fn out_of_bounds_hbm_slice() {
             "size of 128",
         ],
         &[1],
-        &at,
     );
 }
 
@@ -95,10 +107,8 @@ fn bad_partition_start(a: &Hbm<f32>, c: &mut Hbm<f32>, at: &Line) {
 fn partition_start_offset_rule() {
     let a = f32_input(128, 64);
     let mut c = Hbm::<f32>::zeros([64, 64]);
-    let at = Line::default();
-    let e = launch!(bad_partition_start[1](&a, &mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(bad_partition_start[1](&a, &mut c, at)),
         ErrorKind::PartitionOffset,
         "add",
         &[
@@ -108,7 +118,6 @@ fn partition_start_offset_rule() {
             "[128, 64]",
         ],
         &[0],
-        &at,
     );
 }
 
@@ -126,15 +135,12 @@ fn partition_mismatch(a: &Hbm<f32>, b: &Hbm<f32>, c: &mut Hbm<f32>, at: &Line) {
 fn partition_count_mismatch_in_elementwise() {
     let (a, b) = (f32_input(128, 512), f32_input(64, 512));
     let mut c = Hbm::<f32>::zeros([128, 512]);
-    let at = Line::default();
-    let e = launch!(partition_mismatch[1](&a, &b, &mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(partition_mismatch[1](&a, &b, &mut c, at)),
         ErrorKind::PartitionMismatch,
         "multiply",
         &["[128, 512]", "[64, 512]", "partitions"],
         &[0],
-        &at,
     );
 }
 
@@ -152,15 +158,12 @@ fn matmul_from_psum(a: &Hbm<f32>, c: &mut Hbm<f32>, at: &Line) {
 fn matmul_operand_in_psum_is_wrong_memory() {
     let a = f32_input(128, 512);
     let mut c = Hbm::<f32>::zeros([128, 512]);
-    let at = Line::default();
-    let e = launch!(matmul_from_psum[1](&a, &mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(matmul_from_psum[1](&a, &mut c, at)),
         ErrorKind::WrongMemory,
         "nc_matmul",
         &["stationary", "'sbuf'", "'psum'", "[128, 128]"],
         &[0],
-        &at,
     );
 }
 
@@ -175,15 +178,12 @@ fn tile_in_hbm(c: &mut Hbm<f32>, at: &Line) {
 #[test]
 fn on_chip_tile_in_hbm_is_wrong_memory() {
     let mut c = Hbm::<f32>::zeros([128, 512]);
-    let at = Line::default();
-    let e = launch!(tile_in_hbm[1](&mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(tile_in_hbm[1](&mut c, at)),
         ErrorKind::WrongMemory,
         "full",
         &["sbuf or psum"],
         &[0],
-        &at,
     );
 }
 
@@ -210,19 +210,21 @@ fn mixed_matmul(a: &Hbm<f32>, c: &mut Hbm<f32>, at: &Line) {
 fn matmul_dtype_misuse() {
     let a = Hbm::<i8>::full([128, 512], 3);
     let mut c = Hbm::<f32>::zeros([128, 512]);
-    let at = Line::default();
-    let e = launch!(int8_matmul[1](&a, &mut c, &at)).unwrap_err();
-    expect(&e, ErrorKind::DType, "nc_matmul", &["int8"], &[0], &at);
+    fails(
+        |at| launch!(int8_matmul[1](&a, &mut c, at)),
+        ErrorKind::DType,
+        "nc_matmul",
+        &["int8"],
+        &[0],
+    );
 
     let a = f32_input(128, 512);
-    let e = launch!(mixed_matmul[1](&a, &mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(mixed_matmul[1](&a, &mut c, at)),
         ErrorKind::DType,
         "nc_matmul",
         &["float32", "bfloat16"],
         &[0],
-        &at,
     );
 }
 
@@ -238,15 +240,12 @@ fn too_many_partitions(c: &mut Hbm<f32>, at: &Line) {
 #[test]
 fn partition_dim_over_128_at_run_time() {
     let mut c = Hbm::<f32>::zeros([256, 4]);
-    let at = Line::default();
-    let e = launch!(too_many_partitions[1](&mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(too_many_partitions[1](&mut c, at)),
         ErrorKind::PartitionLimit,
         "full",
         &["256", "[256, 4]", "128"],
         &[0],
-        &at,
     );
 }
 
@@ -262,15 +261,12 @@ fn psum_over_bank(c: &mut Hbm<f32>, at: &Line) {
 #[test]
 fn psum_tile_over_one_bank_at_run_time() {
     let mut c = Hbm::<f32>::zeros([128, 1024]);
-    let at = Line::default();
-    let e = launch!(psum_over_bank[1](&mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(psum_over_bank[1](&mut c, at)),
         ErrorKind::PsumBankLimit,
         "full",
         &["[128, 1024]", "4096 bytes", "2048-byte bank"],
         &[0],
-        &at,
     );
 }
 
@@ -337,10 +333,8 @@ fn psum_hog(c: &mut Hbm<f32>, at: &Line) {
 #[test]
 fn psum_banks_exhausted() {
     let mut c = Hbm::<f32>::zeros([128, 512]);
-    let at = Line::default();
-    let e = launch!(psum_hog[1](&mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(psum_hog[1](&mut c, at)),
         ErrorKind::Capacity,
         "full",
         &[
@@ -350,7 +344,6 @@ fn psum_banks_exhausted() {
             "[128, 512]",
         ],
         &[0],
-        &at,
     );
 }
 
@@ -366,15 +359,12 @@ fn uninit_read(c: &mut Hbm<f32>, at: &Line) {
 #[test]
 fn uninitialised_tile_read() {
     let mut c = Hbm::<f32>::zeros([128, 512]);
-    let at = Line::default();
-    let e = launch!(uninit_read[1](&mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(uninit_read[1](&mut c, at)),
         ErrorKind::UninitializedRead,
         "add",
         &["[128, 512]", "before anything wrote it", "allocated at"],
         &[0],
-        &at,
     );
 }
 
@@ -430,9 +420,8 @@ fn race_between_affine_iterations_but_not_sequential() {
     let a = f32_input(128, 64);
     let mut c = Hbm::<f32>::zeros([128, 64]);
     let at = Line::default();
-    let e = launch!(racy_loop[1](&a, &mut c, &at, true)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(racy_loop[1](&a, &mut c, at, true)),
         ErrorKind::OutputDependency,
         "store",
         &[
@@ -441,7 +430,6 @@ fn race_between_affine_iterations_but_not_sequential() {
             "sequential_range",
         ],
         &[0],
-        &at,
     );
     launch!(racy_loop[1](&a, &mut c, &at, false)).unwrap();
     assert_eq!(c.to_f32_vec().unwrap(), a.to_f32_vec().unwrap());
@@ -461,41 +449,33 @@ fn bad_matmul(a: &Hbm<f32>, b: &Hbm<f32>, c: &mut Hbm<f32>, at: &Line) {
 fn matmul_contraction_mismatch() {
     let (a, b) = (f32_input(128, 128), f32_input(64, 512));
     let mut c = Hbm::<f32>::zeros([128, 512]);
-    let at = Line::default();
-    let e = launch!(bad_matmul[1](&a, &b, &mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(bad_matmul[1](&a, &b, &mut c, at)),
         ErrorKind::ContractionMismatch,
         "nc_matmul",
         &["K=128", "K=64", "[128, 128]", "[64, 512]"],
         &[0],
-        &at,
     );
 }
 
 #[test]
 fn matmul_free_size_limits_at_run_time() {
-    let at = Line::default();
     let (a, b) = (f32_input(128, 128), f32_input(128, 1024));
     let mut c = Hbm::<f32>::zeros([128, 1024]);
-    let e = launch!(bad_matmul[1](&a, &b, &mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(bad_matmul[1](&a, &b, &mut c, at)),
         ErrorKind::MatmulLimit,
         "nc_matmul",
         &["moving[128, 1024]", "1024", "gemm_moving_fmax of 512"],
         &[0],
-        &at,
     );
     let (a, b) = (f32_input(128, 256), f32_input(128, 512));
-    let e = launch!(bad_matmul[1](&a, &b, &mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(bad_matmul[1](&a, &b, &mut c, at)),
         ErrorKind::MatmulLimit,
         "nc_matmul",
         &["stationary[128, 256]", "gemm_stationary_fmax of 128"],
         &[0],
-        &at,
     );
 }
 
@@ -511,15 +491,12 @@ fn bad_store(a: &Hbm<f32>, c: &mut Hbm<f32>, at: &Line) {
 fn store_shape_mismatch() {
     let a = f32_input(128, 512);
     let mut c = Hbm::<f32>::zeros([128, 512]);
-    let at = Line::default();
-    let e = launch!(bad_store[1](&a, &mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(bad_store[1](&a, &mut c, at)),
         ErrorKind::ShapeMismatch,
         "store",
         &["[128, 256]", "[128, 512]", "different shapes"],
         &[0],
-        &at,
     );
 }
 
@@ -583,14 +560,12 @@ fn shape_only_tensor_in_execute_mode() {
     let a = Hbm::<f32>::shape_only([128, 512]);
     let mut c = Hbm::<f32>::zeros([128, 512]);
     let at = Line::default();
-    let e = launch!(reads_input[1](&a, &mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(reads_input[1](&a, &mut c, at)),
         ErrorKind::NoData,
         "load",
         &["shape_only", "[128, 512]"],
         &[0],
-        &at,
     );
     let mut c_shape = Hbm::<f32>::shape_only([128, 512]);
     reads_input::run(Launch::new(1).mode(Mode::Estimate), &a, &mut c_shape, &at).unwrap();
@@ -611,15 +586,12 @@ fn fails_from(c: &mut Hbm<f32>, started: &AtomicUsize, at: &Line) {
 fn failure_cancels_remaining_instances() {
     let mut c = Hbm::<f32>::zeros([1024, 4]);
     let started = AtomicUsize::new(0);
-    let at = Line::default();
-    let e = launch!(fails_from[8](&mut c, &started, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(fails_from[8](&mut c, &started, at)),
         ErrorKind::ShapeMismatch,
         "store",
         &["[256, 4]", "[128, 4]"],
         &[1],
-        &at,
     );
     assert_eq!(
         started.load(Ordering::SeqCst),
@@ -721,24 +693,19 @@ fn typed_ok(a: &Hbm<f32>, b: &Hbm<f32>, c: &mut Hbm<f32>) {
 fn typed_tiles_check_run_time_shapes() {
     let a = f32_input(128, 256);
     let mut c = Hbm::<f32>::zeros([128, 512]);
-    let at = Line::default();
-    let e = launch!(typed_wrong_shape[1](&a, &mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(typed_wrong_shape[1](&a, &mut c, at)),
         ErrorKind::ShapeMismatch,
         "Sbuf::load",
         &["[128, 256]", "Sbuf<float32, 128, 512>"],
         &[0],
-        &at,
     );
-    let e = launch!(typed_from_tile[1](&mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(typed_from_tile[1](&mut c, at)),
         ErrorKind::ShapeMismatch,
         "Sbuf::from_tile",
         &["[128, 256]", "[128, 512]"],
         &[0],
-        &at,
     );
     let (x, y) = (f32_input(64, 128), f32_input(64, 256));
     let mut out = Hbm::<f32>::zeros([128, 256]);
@@ -770,15 +737,12 @@ fn free_mismatch(a: &Hbm<f32>, b: &Hbm<f32>, c: &mut Hbm<f32>, at: &Line) {
 fn elementwise_free_shape_mismatch() {
     let (a, b) = (f32_input(128, 512), f32_input(128, 384));
     let mut c = Hbm::<f32>::zeros([128, 512]);
-    let at = Line::default();
-    let e = launch!(free_mismatch[1](&a, &b, &mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(free_mismatch[1](&a, &b, &mut c, at)),
         ErrorKind::ShapeMismatch,
         "add",
         &["[128, 512]", "[128, 384]", "cannot be broadcast"],
         &[0],
-        &at,
     );
 }
 
@@ -801,15 +765,12 @@ fn nl_call_outside_a_kernel_panics_clearly() {
 fn estimate_mode_reports_the_same_error() {
     let (a, b) = (f32_input(128, 128), f32_input(64, 512));
     let mut c = Hbm::<f32>::zeros([128, 512]);
-    let at = Line::default();
-    let e = bad_matmul::run(Launch::new(1).mode(Mode::Estimate), &a, &b, &mut c, &at).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| bad_matmul::run(Launch::new(1).mode(Mode::Estimate), &a, &b, &mut c, at),
         ErrorKind::ContractionMismatch,
         "nc_matmul",
         &["K=128", "K=64"],
         &[0],
-        &at,
     );
 }
 
@@ -846,16 +807,13 @@ fn partition_reduce(a: &Hbm<f32>, c: &mut Hbm<f32>, at: &Line, isa: bool) {
 fn reduction_over_the_partition_axis() {
     let a = f32_input(128, 512);
     let mut c = Hbm::<f32>::zeros([1, 512]);
-    let at = Line::default();
     for (isa, op) in [(false, "nl.sum"), (true, "tensor_reduce")] {
-        let e = launch!(partition_reduce[1](&a, &mut c, &at, isa)).unwrap_err();
-        expect(
-            &e,
+        fails(
+            |at| launch!(partition_reduce[1](&a, &mut c, at, isa)),
             ErrorKind::PartitionReduction,
             op,
             &["partition axis", "axis 0", "[128, 512]"],
             &[0],
-            &at,
         );
     }
 }
@@ -872,15 +830,12 @@ fn transpose_psum(c: &mut Hbm<f32>, at: &Line) {
 #[test]
 fn tensor_engine_transpose_of_psum_is_wrong_memory() {
     let mut c = Hbm::<f32>::zeros([128, 64]);
-    let at = Line::default();
-    let e = launch!(transpose_psum[1](&mut c, &at)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(transpose_psum[1](&mut c, at)),
         ErrorKind::WrongMemory,
         "nc_transpose",
         &["'data'", "'sbuf'", "'psum'", "[64, 128]"],
         &[0],
-        &at,
     );
 }
 
@@ -935,9 +890,8 @@ fn output_dependency_tracking_has_no_false_positives() {
             av[(r % 32) * 64..(r % 32) * 64 + 64]
         );
     }
-    let e = launch!(loops[1](&a, &mut c, &at, true)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(loops[1](&a, &mut c, at, true)),
         ErrorKind::OutputDependency,
         "store",
         &[
@@ -945,7 +899,6 @@ fn output_dependency_tracking_has_no_false_positives() {
             "affine_range iteration (0, 1)",
         ],
         &[0],
-        &at,
     );
 }
 
@@ -961,10 +914,8 @@ fn estimating(grid: impl Into<Grid>) -> Launch {
 #[test]
 fn uninitialised_read_is_reported_in_estimate_mode() {
     let mut c = Hbm::<f32>::shape_only([128, 512]);
-    let at = Line::default();
-    let e = uninit_read::run(estimating(1), &mut c, &at).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| uninit_read::run(estimating(1), &mut c, at),
         ErrorKind::UninitializedRead,
         "add",
         &[
@@ -973,7 +924,6 @@ fn uninitialised_read_is_reported_in_estimate_mode() {
             "allocated at",
         ],
         &[0],
-        &at,
     );
 }
 
@@ -1118,23 +1068,19 @@ fn correct_kernels_pass_in_estimate_mode_and_compute_in_execute_mode() {
         }
     }
     // Reading the accumulator before the first matmul is an error in both modes.
-    let e = accumulate::run(estimating(2), &sa, &sb, &sbias, &mut sc, &at, true).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| accumulate::run(estimating(2), &sa, &sb, &sbias, &mut sc, at, true),
         ErrorKind::UninitializedRead,
         "copy",
         &["psum tile float32[64, 128]"],
         &[0],
-        &at,
     );
-    let e = launch!(accumulate[2](&a_t, &b, &bias, &mut c, &at, true)).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| launch!(accumulate[2](&a_t, &b, &bias, &mut c, at, true)),
         ErrorKind::UninitializedRead,
         "copy",
         &["psum tile float32[64, 128]"],
         &[0],
-        &at,
     );
 }
 
@@ -1161,14 +1107,12 @@ fn output_races_are_reported_in_estimate_mode() {
         &at,
     );
     // Between affine_range iterations, but not sequential_range ones.
-    let e = racy_loop::run(estimating(1), &a, &mut c, &at, true).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| racy_loop::run(estimating(1), &a, &mut c, at, true),
         ErrorKind::OutputDependency,
         "store",
         &["affine_range iteration (0)", "affine_range iteration (1)"],
         &[0],
-        &at,
     );
     racy_loop::run(estimating(1), &a, &mut c, &at, false).unwrap();
     // No false positives: interleaved strided stores, and repeated stores in sequential loops.
@@ -1176,9 +1120,8 @@ fn output_races_are_reported_in_estimate_mode() {
     let a = Hbm::<f32>::shape_only([128, 64]);
     let mut c = Hbm::<f32>::shape_only([128, 64]);
     loops::run(estimating(1), &a, &mut c, &at, false).unwrap();
-    let e = loops::run(estimating(1), &a, &mut c, &at, true).unwrap_err();
-    expect(
-        &e,
+    fails(
+        |at| loops::run(estimating(1), &a, &mut c, at, true),
         ErrorKind::OutputDependency,
         "store",
         &[
@@ -1186,7 +1129,6 @@ fn output_races_are_reported_in_estimate_mode() {
             "affine_range iteration (0, 1)",
         ],
         &[0],
-        &at,
     );
 }
 

@@ -11,9 +11,17 @@ use nki_core::prelude::*;
 use nki_core::record::{Engine, Opcode};
 use nki_core::timing::cost;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
-/// The kernel line expected in an error (set just before the failing call).
+/// The kernel line expected in an error (set just before the failing call). One global for
+/// all tests, so the tests that use it hold [`line_guard`] for their whole run.
 static LINE: AtomicU32 = AtomicU32::new(0);
+
+/// Serialises the tests that set and check [`LINE`] (tests run in parallel threads).
+fn line_guard() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Marks the line after `line` as the one expected to fail.
 fn next_line(line: u32) {
@@ -32,6 +40,14 @@ fn expect_err(e: &NkiError, kind: ErrorKind, op: &str, fragments: &[&str], pid: 
     let loc = e.location().expect("location attached");
     assert!(loc.file.ends_with("extras.rs"), "{loc}");
     assert_eq!(loc.line, LINE.load(Ordering::SeqCst), "{e}");
+}
+
+/// Runs `body` as a one-instance kernel that must fail, and checks the error with
+/// [`expect_err`] (program id `[0]`).
+#[track_caller]
+fn fails_once(body: impl Fn() + Sync, kind: ErrorKind, op: &str, fragments: &[&str]) {
+    let e = Launch::new(1).run(body).unwrap_err();
+    expect_err(&e, kind, op, fragments, &[0]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -124,6 +140,7 @@ fn gather_flattened_matches_loops_for_2d_3d_and_4d_tiles() {
 
 #[test]
 fn gather_flattened_out_of_range_index_is_an_error() {
+    let _serial = line_guard();
     let d = Hbm::<f32>::zeros([4, 2, 8]);
     let mut idx = vec![0u32; 4 * 6];
     idx[2 * 6 + 5] = 16; // partition 2, position 5: one past the 16 flattened elements
@@ -149,6 +166,7 @@ fn gather_flattened_out_of_range_index_is_an_error() {
 
 #[test]
 fn gather_flattened_checks_its_operands() {
+    let _serial = line_guard();
     type Case = (ErrorKind, &'static [&'static str], fn());
     let cases: [Case; 4] = [
         (ErrorKind::DType, &["'indices'", "uint32", "int32"], || {
@@ -185,8 +203,7 @@ fn gather_flattened_checks_its_operands() {
         ),
     ];
     for (kind, frags, body) in cases {
-        let e = Launch::new(1).run(body).unwrap_err();
-        expect_err(&e, kind, "gather_flattened", frags, &[0]);
+        fails_once(body, kind, "gather_flattened", frags);
     }
 }
 
@@ -417,13 +434,16 @@ fn rand_and_random_seed_records() {
 
 #[test]
 fn rand_rejects_integer_dtypes() {
-    let e = Launch::new(1)
-        .run(|| {
+    let _serial = line_guard();
+    fails_once(
+        || {
             next_line(line!());
             nl::rand(&[4, 4], DType::I32);
-        })
-        .unwrap_err();
-    expect_err(&e, ErrorKind::DType, "rand", &["int32"], &[0]);
+        },
+        ErrorKind::DType,
+        "rand",
+        &["int32"],
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -504,6 +524,7 @@ fn dropout_drops_where_rand_would_draw_below_the_rate() {
 
 #[test]
 fn dropout_keeps_the_input_dtype_and_checks_its_rate() {
+    let _serial = line_guard();
     let report = Launch::new(1)
         .mode(Mode::Simulate)
         .run(|| {
@@ -519,34 +540,26 @@ fn dropout_keeps_the_input_dtype_and_checks_its_rate() {
         (Engine::Vector, "nl.dropout", 64, 300)
     );
 
-    let e = Launch::new(1)
-        .run(|| {
+    fails_once(
+        || {
             let x = nl::ones(&[4, 8], DType::F32, nl::SBUF);
             next_line(line!());
             nl::dropout(&x, 1.5);
-        })
-        .unwrap_err();
-    expect_err(
-        &e,
+        },
         ErrorKind::InvalidArgument,
         "dropout",
         &["[0, 1]", "1.5"],
-        &[0],
     );
-    let e = Launch::new(1)
-        .run(|| {
+    fails_once(
+        || {
             let x = nl::ones(&[4, 8], DType::F32, nl::SBUF);
             let r = nl::zeros(&[4, 2], DType::F32, nl::SBUF);
             next_line(line!());
             nl::dropout(&x, &r);
-        })
-        .unwrap_err();
-    expect_err(
-        &e,
+        },
         ErrorKind::ShapeMismatch,
         "dropout",
         &["'rate'", "[4, 1]"],
-        &[0],
     );
 }
 
@@ -557,16 +570,8 @@ fn dropout_keeps_the_input_dtype_and_checks_its_rate() {
 fn overlapping_atomic_adds_from_all_instances_sum_up() {
     let (p, f) = (128, 64);
     let mut rng = Rng(5);
-    let init: Vec<f32> = rng
-        .ints(p * f, -8, 8)
-        .into_iter()
-        .map(|v| v as f32)
-        .collect();
-    let x: Vec<f32> = rng
-        .ints(p * f, -20, 20)
-        .into_iter()
-        .map(|v| v as f32)
-        .collect();
+    let init: Vec<f32> = rng.int_f32s(p * f, -8, 8);
+    let x: Vec<f32> = rng.int_f32s(p * f, -20, 20);
     let xh = common::hbm(&[p, f], x.clone());
     for grid in [Grid::new([8]), Grid::new([spmd_dim(nc(2), 4)])] {
         let mut c = common::hbm(&[p, f], init.clone());
@@ -640,35 +645,28 @@ fn atomic_rmw_is_one_dma_and_works_in_estimate_mode() {
 
 #[test]
 fn atomic_rmw_rejects_other_operators_and_shapes() {
+    let _serial = line_guard();
     let mut c = Hbm::<f32>::zeros([4, 8]);
     let out = c.as_output();
-    let e = Launch::new(1)
-        .run(|| {
+    fails_once(
+        || {
             let t = nl::ones(&[4, 8], DType::F32, nl::SBUF);
             next_line(line!());
             nl::atomic_rmw(&out, &t, AluOp::Maximum);
-        })
-        .unwrap_err();
-    expect_err(
-        &e,
+        },
         ErrorKind::InvalidArgument,
         "atomic_rmw",
         &["only the add", "maximum"],
-        &[0],
     );
-    let e = Launch::new(1)
-        .run(|| {
+    fails_once(
+        || {
             let t = nl::ones(&[4, 4], DType::F32, nl::SBUF);
             next_line(line!());
             nl::atomic_rmw(&out, &t, AluOp::Add);
-        })
-        .unwrap_err();
-    expect_err(
-        &e,
+        },
         ErrorKind::ShapeMismatch,
         "atomic_rmw",
         &["different shapes"],
-        &[0],
     );
     // A plain store racing with another instance's store is still an error.
     let e = Launch::new(2)
@@ -707,6 +705,162 @@ fn cost_table_entries_of_the_new_opcodes() {
                     "{op:?}"
                 );
             }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// atomic_rmw in the HBM write tracking (atomic writers)
+
+/// The launch modes the write tracking runs in, each on a tensor with or without values.
+fn atomic_tracking_targets(shape: [usize; 2]) -> Vec<(Mode, Hbm<f32>)> {
+    vec![
+        (Mode::Execute, Hbm::<f32>::zeros(shape)),
+        (Mode::Simulate, Hbm::<f32>::zeros(shape)),
+        (Mode::Estimate, Hbm::<f32>::shape_only(shape)),
+    ]
+}
+
+#[test]
+fn atomic_tracking_overlapping_atomic_adds_of_two_instances_are_no_race() {
+    // Whole rows (block tags), a partial row (element tags) and a strided column view, all
+    // updated by both instances; then each instance stores its own distinct rows.
+    let (p, f) = (4usize, 37usize);
+    for (mode, mut c) in atomic_tracking_targets([p, f]) {
+        let out = c.as_output();
+        Launch::new(2)
+            .mode(mode)
+            .run(|| {
+                let k = nl::program_id(0) as f32 + 1.0;
+                let t = nl::full(&[p, f], k, DType::F32, nl::SBUF);
+                nl::atomic_rmw(out.slice((0..2, ..)), t.slice((0..2, ..)), AluOp::Add);
+                nl::atomic_rmw(out.slice((2..3, 3..20)), t.slice((0..1, 0..17)), AluOp::Add);
+                let cols = stepped(1..f, 3);
+                nl::atomic_rmw(out.slice((3..4, cols)), t.slice((0..1, 0..12)), AluOp::Add);
+            })
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        if mode != Mode::Estimate {
+            // Plain-loop reference: each updated element got 1 + 2.
+            let mut want = vec![0f32; p * f];
+            for (e, w) in want.iter_mut().enumerate() {
+                let (r, j) = (e / f, e % f);
+                let hit = r < 2 || (r == 2 && (3..20).contains(&j)) || (r == 3 && j % 3 == 1);
+                *w = if hit { 3.0 } else { 0.0 };
+            }
+            assert_eq!(c.to_f32_vec().unwrap(), want, "{mode:?}");
+        }
+    }
+}
+
+/// Asserts `e` is the output-dependency error of a store and an atomic update naming both
+/// writers (`a` and `b`, fragments of their descriptions).
+fn assert_store_atomic_race(e: &NkiError, a: &str, b: &str, what: &str) {
+    assert_eq!(e.kind(), ErrorKind::OutputDependency, "{what}: {e}");
+    let m = e.message();
+    assert!(m.contains("unexpected output dependencies"), "{what}: {e}");
+    assert!(m.contains(a) && m.contains(b), "{what}: {e}");
+    assert!(m.contains("(atomic_rmw)"), "{what}: {e}");
+}
+
+#[test]
+fn atomic_tracking_store_and_atomic_add_of_two_instances_race() {
+    // Either instance may run first: the error names both writers either way. Views: a whole
+    // row (block tags) and a column (element tags) overlapping it in one element.
+    let (p, f) = (4usize, 32usize);
+    for (mode, mut c) in atomic_tracking_targets([p, f]) {
+        for (store_view, atomic_view) in [
+            ((1..2, 0..32), (1..2, 0..32)),
+            ((1..2, 0..32), (0..4, 5..6)),
+        ] {
+            let out = c.as_output();
+            let e = Launch::new(2)
+                .mode(mode)
+                .run(|| {
+                    if nl::program_id(0) == 0 {
+                        let t = nl::ones(&[1, 32], DType::F32, nl::SBUF);
+                        nl::store(out.slice(store_view.clone()), &t);
+                    } else {
+                        let (r, cs) = atomic_view.clone();
+                        let t = nl::ones(&[r.len(), cs.len()], DType::F32, nl::SBUF);
+                        nl::atomic_rmw(out.slice((r, cs)), &t, AluOp::Add);
+                    }
+                })
+                .unwrap_err();
+            let what = format!("{mode:?} {store_view:?} {atomic_view:?}");
+            assert_store_atomic_race(&e, "program id [0]", "program id [1]", &what);
+            assert!(e.message().contains("element [1, "), "{what}: {e}");
+        }
+    }
+}
+
+#[test]
+fn atomic_tracking_store_then_atomic_and_atomic_then_store_race_in_either_order() {
+    // affine_range iterations of one instance run in order, so both orders are exercised
+    // deterministically; the failing operation is the second write.
+    let f = 48usize;
+    for (mode, mut c) in atomic_tracking_targets([2, f]) {
+        for store_first in [true, false] {
+            let out = c.as_output();
+            let e = Launch::new(1)
+                .mode(mode)
+                .run(|| {
+                    let t = nl::ones(&[1, f], DType::F32, nl::SBUF);
+                    for i in nl::affine_range(2) {
+                        if (i == 0) == store_first {
+                            nl::store(out.slice((1..2, ..)), &t);
+                        } else {
+                            nl::atomic_rmw(out.slice((1..2, ..)), &t, AluOp::Add);
+                        }
+                    }
+                })
+                .unwrap_err();
+            let what = format!("{mode:?} store_first {store_first}");
+            assert_store_atomic_race(&e, "iteration (0)", "iteration (1)", &what);
+            let op = if store_first { "atomic_rmw" } else { "store" };
+            assert!(e.op().contains(op), "{what}: {e}");
+            assert!(e.message().contains("element [1, 0]"), "{what}: {e}");
+        }
+    }
+}
+
+#[test]
+fn atomic_tracking_store_after_atomic_adds_of_several_writers_still_races() {
+    // Iterations 0 and 1 both add atomically (allowed); iteration 1 then stores: that store
+    // races with iteration 0's add, though not with its own (the element's last writer).
+    // Conversely, writes ordered by a sequential_range are no race.
+    let f = 40usize;
+    for (mode, mut c) in atomic_tracking_targets([1, f]) {
+        let out = c.as_output();
+        let e = Launch::new(1)
+            .mode(mode)
+            .run(|| {
+                let t = nl::ones(&[1, f], DType::F32, nl::SBUF);
+                for i in nl::affine_range(2) {
+                    nl::atomic_rmw(&out, &t, AluOp::Add);
+                    if i == 1 {
+                        nl::store(out.slice((.., 8..24)), t.slice((.., 0..16)));
+                    }
+                }
+            })
+            .unwrap_err();
+        assert_store_atomic_race(&e, "iteration (0)", "iteration (1)", &format!("{mode:?}"));
+        assert!(e.op().contains("store"), "{mode:?}: {e}");
+        let out = c.as_output();
+        Launch::new(1)
+            .mode(mode)
+            .run(|| {
+                let t = nl::ones(&[1, f], DType::F32, nl::SBUF);
+                for i in nl::sequential_range(3) {
+                    if i == 1 {
+                        nl::store(&out, &t);
+                    } else {
+                        nl::atomic_rmw(&out, &t, AluOp::Add);
+                    }
+                }
+            })
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        if mode != Mode::Estimate {
+            assert_eq!(c.to_f32_vec().unwrap(), vec![2.0; f], "{mode:?}");
         }
     }
 }

@@ -7,7 +7,7 @@ use nki_core::isa::{ActFn, ActivationArgs, AffineExpr, AluOp, Engine, ScanArgs, 
 use nki_core::prelude::*;
 
 mod common;
-use common::{assert_close, assert_f32_close, bf, hbm, numel, run_err, run_into, Rng};
+use common::{assert_close, assert_f32_close, bf, fails_with, hbm, numel, run_into, Rng};
 
 /// Runs `body` as a single-instance kernel that writes `out_shape` into a fresh f32 output
 /// (NaN-filled, so unwritten elements show); returns the output's values.
@@ -31,10 +31,11 @@ fn map_out(a: &Hbm<f32>, out_shape: &[usize], f: impl Fn(Tile) -> Tile + Sync) -
     run_out(out_shape, |o| nl::store(o, &f(nl::load(a)))).unwrap()
 }
 
-/// Loads `a` and applies `f` to the tile in a one-instance kernel that must fail; returns the
-/// error.
-fn load_err(a: &Hbm<f32>, f: impl Fn(Tile) + Sync) -> NkiError {
-    run_err(|| f(nl::load(a)))
+/// Loads `a` and applies `f` to the tile in a one-instance kernel that must fail with an error
+/// of `kind`; returns the error.
+#[track_caller]
+fn load_err(a: &Hbm<f32>, kind: ErrorKind, f: impl Fn(Tile) + Sync) -> NkiError {
+    fails_with(kind, || f(nl::load(a)))
 }
 
 // ---------------------------------------------------------------- ScalarE: activation
@@ -155,38 +156,33 @@ fn activation_argument_errors() {
     let b64 = Hbm::<f32>::full([64, 1], 1.0);
     let bi = Hbm::<i32>::full([128, 1], 1);
     let sb = Hbm::<bf16>::full([128, 1], bf16::ONE);
-    let e = run_err(|| {
+    fails_with(ErrorKind::ShapeMismatch, || {
         let (x, b) = (nl::load(&a), nl::load(&b2));
         nisa::activation(ActFn::Exp, &x, ActivationArgs::new().bias(&b));
     });
-    assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
-    let e = run_err(|| {
+    fails_with(ErrorKind::PartitionMismatch, || {
         let (x, b) = (nl::load(&a), nl::load(&b64));
         nisa::activation(ActFn::Exp, &x, ActivationArgs::new().bias(&b));
     });
-    assert_eq!(e.kind(), ErrorKind::PartitionMismatch, "{e}");
-    let e = run_err(|| {
+    let e = fails_with(ErrorKind::DType, || {
         let (x, b) = (nl::load(&a), nl::load(&bi));
         nisa::activation(ActFn::Exp, &x, ActivationArgs::new().bias(&b));
     });
-    assert_eq!(e.kind(), ErrorKind::DType, "{e}");
     assert!(
         e.message().contains("err_activation_bias_invalid_type"),
         "{e}"
     );
-    let e = run_err(|| {
+    let e = fails_with(ErrorKind::DType, || {
         let (x, s) = (nl::load(&a), nl::load(&sb));
         nisa::activation(ActFn::Exp, &x, ActivationArgs::new().scale(&s));
     });
-    assert_eq!(e.kind(), ErrorKind::DType, "{e}");
     assert!(
         e.message().contains("err_activation_scale_invalid_type"),
         "{e}"
     );
-    let e = load_err(&a, |x| {
+    let e = load_err(&a, ErrorKind::InvalidArgument, |x| {
         nisa::activation(ActFn::Floor, &x, ActivationArgs::new());
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     assert!(e.location().unwrap().file.ends_with("isa_numerics.rs"));
 }
 
@@ -290,38 +286,33 @@ fn tensor_tensor_errors() {
     let a = Hbm::<f32>::full([128, 512], 1.0);
     let b = Hbm::<f32>::full([1, 512], 1.0);
     let c = Hbm::<f32>::full([128, 256], 1.0);
-    let e = run_err(|| {
+    let e = fails_with(ErrorKind::PartitionMismatch, || {
         let (x, y) = (nl::load(&a), nl::load(&b));
         nisa::tensor_tensor(&x, &y, AluOp::Add, None);
     });
-    assert_eq!(e.kind(), ErrorKind::PartitionMismatch);
     assert_eq!(
         e.message(),
         "number of partitions (dimension 0 size of a tile) mismatch in parameters (data1[128, 512], data2[1, 512]) of 'tensor_tensor'"
     );
-    let e = run_err(|| {
+    fails_with(ErrorKind::ShapeMismatch, || {
         let (x, y) = (nl::load(&a), nl::load(&c));
         nisa::tensor_tensor(&x, &y, AluOp::Add, None);
     });
-    assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
-    let e = run_err(|| {
+    fails_with(ErrorKind::WrongMemory, || {
         let x = nl::zeros(&[128, 512], DType::F32, nl::PSUM);
         let y = nl::zeros(&[128, 512], DType::F32, nl::PSUM);
         nisa::tensor_tensor(&x, &y, AluOp::Add, None);
     });
-    assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
-    let e = run_err(|| {
+    fails_with(ErrorKind::DType, || {
         let (x, y) = (nl::load(&a), nl::load(&a));
         nisa::tensor_tensor(&x, &y, AluOp::BitwiseAnd, None);
     });
-    assert_eq!(e.kind(), ErrorKind::DType, "{e}");
     // power runs on GpSimd, which cannot read PSUM.
-    let e = run_err(|| {
+    fails_with(ErrorKind::WrongMemory, || {
         let x = nl::zeros(&[128, 512], DType::F32, nl::PSUM);
         let y = nl::load(&a);
         nisa::tensor_tensor(&x, &y, AluOp::Power, None);
     });
-    assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
     // One PSUM input is fine on VectorE.
     let got = run_out(&[128, 512], |o| {
         let x = nl::zeros(&[128, 512], DType::F32, nl::PSUM);
@@ -397,28 +388,24 @@ fn tensor_scalar_sdk_cases_64x1024() {
 fn tensor_scalar_errors() {
     let a = Hbm::<f32>::full([64, 128], 2.0);
     let v = Hbm::<f32>::full([32, 1], 2.0);
-    let e = load_err(&a, |x| {
+    load_err(&a, ErrorKind::InvalidArgument, |x| {
         let args = TensorScalarArgs::new().engine(Engine::Scalar);
         nisa::tensor_scalar(&x, AluOp::Subtract, 1.0, args);
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    let e = run_err(|| {
+    fails_with(ErrorKind::WrongMemory, || {
         let x = nl::zeros(&[64, 128], DType::F32, nl::PSUM);
         let args = TensorScalarArgs::new().engine(Engine::GpSimd);
         nisa::tensor_scalar(&x, AluOp::Add, 1.0, args);
     });
-    assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
-    let e = run_err(|| {
+    fails_with(ErrorKind::PartitionMismatch, || {
         let (x, o) = (nl::load(&a), nl::load(&v));
         nisa::tensor_scalar(&x, AluOp::Add, &o, TensorScalarArgs::new());
     });
-    assert_eq!(e.kind(), ErrorKind::PartitionMismatch, "{e}");
-    let e = load_err(&a, |x| {
+    load_err(&a, ErrorKind::InvalidArgument, |x| {
         let args = TensorScalarArgs::new().then(AluOp::LeftShift, 1.0);
         nisa::tensor_scalar(&x, AluOp::Add, 1.0, args);
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    let e = load_err(&a, |x| {
+    load_err(&a, ErrorKind::InvalidArgument, |x| {
         nisa::tensor_scalar(
             &x,
             AluOp::Add,
@@ -426,7 +413,6 @@ fn tensor_scalar_errors() {
             TensorScalarArgs::new().engine(Engine::Tensor),
         );
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 }
 
 // ---------------------------------------------------------------- VectorE: reductions
@@ -487,18 +473,15 @@ fn tensor_reduce_axes_keepdims_negate() {
 #[test]
 fn tensor_reduce_errors() {
     let a = Hbm::<f32>::full([128, 8, 64], 1.0);
-    let e = load_err(&a, |x| {
+    load_err(&a, ErrorKind::PartitionReduction, |x| {
         nisa::tensor_reduce(AluOp::Add, &x, &[0], false, false, None);
     });
-    assert_eq!(e.kind(), ErrorKind::PartitionReduction, "{e}");
-    let e = load_err(&a, |x| {
+    load_err(&a, ErrorKind::InvalidArgument, |x| {
         nisa::tensor_reduce(AluOp::Add, &x, &[1], false, false, None);
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    let e = load_err(&a, |x| {
+    load_err(&a, ErrorKind::InvalidArgument, |x| {
         nisa::tensor_reduce(AluOp::Power, &x, &[2], false, false, None);
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 }
 
 #[test]
@@ -540,11 +523,10 @@ fn tensor_partition_reduce_3d_and_4d() {
         .map(|j| (0..16).map(|i| ys[i * 128 + j]).sum())
         .collect();
     assert_f32_close(&got, &want, "tensor_partition_reduce_3d_and_4d");
-    let e = run_err(|| {
+    fails_with(ErrorKind::WrongMemory, || {
         let x = nl::zeros(&[128, 32], DType::F32, nl::PSUM);
         nisa::tensor_partition_reduce(AluOp::Add, &x, None);
     });
-    assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
 }
 
 // ---------------------------------------------------------------- VectorE: scan, bn, misc
@@ -572,42 +554,26 @@ fn tensor_tensor_scan_mul_add_128x1024() {
         }
         out
     };
-    let got = run_out(&[p, f], |o| {
-        let (x, y) = (nl::load(&a), nl::load(&b));
-        let s = nisa::tensor_tensor_scan(
-            &x,
-            &y,
-            0.0,
-            AluOp::Multiply,
-            AluOp::Add,
-            ScanArgs::default(),
-        );
-        nl::store(o, &s);
-    })
-    .unwrap();
-    assert_f32_close(
-        &got,
-        &reference(&|_| 0.0),
-        "tensor_tensor_scan_mul_add_128x1024",
-    );
-    let got = run_out(&[p, f], |o| {
-        let (x, y, i0) = (nl::load(&a), nl::load(&b), nl::load(&c));
-        let s = nisa::tensor_tensor_scan(
-            &x,
-            &y,
-            &i0,
-            AluOp::Multiply,
-            AluOp::Add,
-            ScanArgs::default(),
-        );
-        nl::store(o, &s);
-    })
-    .unwrap();
-    assert_f32_close(
-        &got,
-        &reference(&|i| inits[i]),
-        "tensor_tensor_scan_mul_add_128x1024",
-    );
+    // The initial value as the scalar 0, then as the [P, 1] tile `c`.
+    for tile_init in [false, true] {
+        let got = run_out(&[p, f], |o| {
+            let (x, y) = (nl::load(&a), nl::load(&b));
+            let i0 = tile_init.then(|| nl::load(&c));
+            let init: nl::Operand = i0.as_ref().map_or(0.0.into(), Into::into);
+            let s = nisa::tensor_tensor_scan(
+                &x,
+                &y,
+                init,
+                AluOp::Multiply,
+                AluOp::Add,
+                ScanArgs::default(),
+            );
+            nl::store(o, &s);
+        })
+        .unwrap();
+        let want = reference(&|i| if tile_init { inits[i] } else { 0.0 });
+        assert_f32_close(&got, &want, "tensor_tensor_scan_mul_add_128x1024");
+    }
     // reverse flags: r = d1 - (r - d0)
     let got = run_out(&[p, f], |o| {
         let (x, y) = (nl::load(&a), nl::load(&b));
@@ -690,16 +656,14 @@ fn bn_stats_bn_aggr_128x1024_in_512_pieces() {
         })
         .collect();
     assert_f32_close(&got, &want, "bn_stats_bn_aggr_128x1024_in_512_pieces");
-    let e = load_err(&a, |x| {
+    let e = load_err(&a, ErrorKind::InvalidArgument, |x| {
         nisa::bn_stats(&x, None);
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     assert!(e.message().contains("512"), "{e}");
-    let e = run_err(|| {
+    fails_with(ErrorKind::InvalidArgument, || {
         let x = nl::load(a.slice((.., 0..8)));
         nisa::bn_aggr(&x, None);
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 }
 
 #[test]
@@ -725,10 +689,9 @@ fn memset_128x128_f32_and_bf16() {
         assert!(r[128..].iter().all(|&v| v == bf(0.2)));
     }
     assert_ne!(bf(0.2), 0.2f32);
-    let e = run_err(|| {
+    fails_with(ErrorKind::InvalidArgument, || {
         nisa::memset(&[128, 128], 0.0, DType::F32, Engine::Tensor);
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 }
 
 #[test]
@@ -745,11 +708,10 @@ fn tensor_copy_8x8_casts_and_engines() {
     }
     let got = map_out(&a, &[8, 8], |x| nisa::tensor_copy(&x, None, Engine::Vector));
     assert_eq!(got, xs);
-    let e = run_err(|| {
+    fails_with(ErrorKind::WrongMemory, || {
         let x = nl::zeros(&[8, 8], DType::F32, nl::PSUM);
         nisa::tensor_copy(&x, None, Engine::GpSimd);
     });
-    assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
 }
 
 // ---------------------------------------------------------------- transposes
@@ -783,15 +745,13 @@ fn nc_transpose_tensor_128x64_and_vector_32x2() {
             assert_eq!(got[j * 32 + i], ys[i * 2 + j]);
         }
     }
-    let e = load_err(&a, |x| {
+    load_err(&a, ErrorKind::InvalidArgument, |x| {
         nisa::nc_transpose(&x, Engine::Vector);
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    let e = run_err(|| {
+    fails_with(ErrorKind::WrongMemory, || {
         let x = nl::zeros(&[64, 64], DType::F32, nl::PSUM);
         nisa::nc_transpose(&x, Engine::Tensor);
     });
-    assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
 }
 
 // ---------------------------------------------------------------- GpSimdE: iota, affine_select
@@ -844,7 +804,7 @@ fn affine_select_causal_mask_128x128() {
             assert_eq!(got[i * 128 + j], want, "({i}, {j})");
         }
     }
-    let e = load_err(&a, |x| {
+    load_err(&a, ErrorKind::ShapeMismatch, |x| {
         nisa::affine_select(
             &AffineExpr::new(128, 1).free(-1, 64),
             AluOp::Less,
@@ -853,8 +813,7 @@ fn affine_select_causal_mask_128x128() {
             None,
         );
     });
-    assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
-    let e = load_err(&a, |x| {
+    load_err(&a, ErrorKind::InvalidArgument, |x| {
         nisa::affine_select(
             &AffineExpr::new(128, 1).free(-1, 128),
             AluOp::Add,
@@ -863,7 +822,6 @@ fn affine_select_causal_mask_128x128() {
             None,
         );
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 }
 
 // ---------------------------------------------------------------- DMA
@@ -905,23 +863,20 @@ fn dma_copy_every_direction_with_cast() {
 #[test]
 fn dma_copy_errors_and_races() {
     let a = Hbm::<f32>::full([128, 64], 1.0);
-    let e = run_err(|| {
+    fails_with(ErrorKind::WrongMemory, || {
         let t = nl::zeros(&[128, 64], DType::F32, nl::PSUM);
         nisa::dma_copy(&t, &a);
     });
-    assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
-    let e = run_err(|| {
+    fails_with(ErrorKind::ShapeMismatch, || {
         let t = nl::ndarray(&[128, 32], DType::F32, nl::SBUF);
         nisa::dma_copy(&t, &a);
     });
-    assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
     // Reading a tile nothing wrote.
-    let e = run_err(|| {
+    fails_with(ErrorKind::UninitializedRead, || {
         let t = nl::ndarray(&[128, 64], DType::F32, nl::SBUF);
         let u = nl::ndarray(&[128, 64], DType::F32, nl::SBUF);
         nisa::dma_copy(&u, &t);
     });
-    assert_eq!(e.kind(), ErrorKind::UninitializedRead, "{e}");
     // Two instances writing the same HBM rows.
     let mut c = Hbm::<f32>::zeros([128, 64]);
     let co = c.as_output();

@@ -12,7 +12,7 @@ use nki_core::prelude::*;
 use nki_core::record::Opcode;
 
 mod common;
-use common::{assert_close, assert_f32_close, bf, hbm, numel, run_err, run_into, zeros, Rng};
+use common::{assert_close, assert_f32_close, bf, fails_with, hbm, numel, run_into, zeros, Rng};
 
 /// Runs `body` as a one-instance kernel writing a zeroed output of `T` and `shape`; returns its
 /// values as f32.
@@ -413,16 +413,8 @@ fn bf16_arithmetic_rounds_each_result() {
 fn comparisons_give_bool_tiles() {
     let mut rng = Rng(31);
     let (p, f) = (128, 64);
-    let xs: Vec<f32> = rng
-        .ints(p * f, -3, 3)
-        .into_iter()
-        .map(|v| v as f32)
-        .collect();
-    let ys: Vec<f32> = rng
-        .ints(p * f, -3, 3)
-        .into_iter()
-        .map(|v| v as f32)
-        .collect();
+    let xs: Vec<f32> = rng.int_f32s(p * f, -3, 3);
+    let ys: Vec<f32> = rng.int_f32s(p * f, -3, 3);
     let (a, b) = (hbm(&[p, f], xs.clone()), hbm(&[p, f], ys.clone()));
     type Cmp = (&'static str, fn(&Tile, &Tile) -> Tile, fn(f32, f32) -> bool);
     let cases: Vec<Cmp> = vec![
@@ -630,21 +622,18 @@ fn bitwise_ops_wrap_at_narrow_widths() {
 fn bitwise_on_floats_is_a_dtype_error() {
     let a = Hbm::<f32>::full([4, 4], 1.0);
     let ai = Hbm::<i32>::full([4, 4], 1);
-    let e = run_err(|| {
+    let e = fails_with(ErrorKind::DType, || {
         let x = nl::load(&a);
         let _ = nl::bitwise_and(&x, &x);
     });
-    assert_eq!(e.kind(), ErrorKind::DType);
     assert!(e.to_string().contains("bitwise_and"), "{e}");
     assert!(e.to_string().contains("float32"), "{e}");
-    let e = run_err(|| {
+    fails_with(ErrorKind::DType, || {
         let _ = nl::left_shift(&nl::load(&ai), 1.5);
     });
-    assert_eq!(e.kind(), ErrorKind::DType);
-    let e = run_err(|| {
+    fails_with(ErrorKind::DType, || {
         let _ = nl::invert(&nl::load(&a));
     });
-    assert_eq!(e.kind(), ErrorKind::DType);
 }
 
 // ------------------------------------------------------------------ reductions
@@ -826,10 +815,9 @@ fn mean_of_bf16_uses_fp32_intermediates() {
 fn reduction_errors() {
     let a = Hbm::<f32>::full([128, 64], 1.0);
     let a3 = Hbm::<f32>::full([16, 4, 8], 1.0);
-    let e = run_err(|| {
+    let e = fails_with(ErrorKind::PartitionReduction, || {
         let _ = nl::sum(&nl::load(&a), &[0], true);
     });
-    assert_eq!(e.kind(), ErrorKind::PartitionReduction);
     assert!(
         e.message()
             .contains("reduction on partition axis is not supported"),
@@ -839,24 +827,20 @@ fn reduction_errors() {
         e.to_string().contains("lang_numerics.rs"),
         "source line: {e}"
     );
-    let e = run_err(|| {
+    fails_with(ErrorKind::PartitionReduction, || {
         let _ = nl::max(&nl::load(&a), &[0, 1], false);
     });
-    assert_eq!(e.kind(), ErrorKind::PartitionReduction);
     // Axes must be the last free dims.
-    let e = run_err(|| {
+    let e = fails_with(ErrorKind::InvalidArgument, || {
         let _ = nl::sum(&nl::load(&a3), &[1], true);
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert!(e.message().contains("last free dimensions"), "{e}");
-    let e = run_err(|| {
+    fails_with(ErrorKind::InvalidArgument, || {
         let _ = nl::sum(&nl::load(&a), &[2], true);
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
-    let e = run_err(|| {
+    fails_with(ErrorKind::InvalidArgument, || {
         let _ = nl::reduce(nl::AluOp::Power, &nl::load(&a), &[1], true, None);
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
 }
 
 // ------------------------------------------------------------------ softmax, rms_norm
@@ -911,10 +895,9 @@ fn softmax_matches_reference() {
     assert_close(&got, &want, 1e-2, 1e-4, "softmax bf16");
     assert!(got.iter().all(|&g| g == bf(g)));
     // Partition axis is rejected.
-    let e = run_err(|| {
+    fails_with(ErrorKind::PartitionReduction, || {
         let _ = nl::softmax(&nl::load(&a), 0);
     });
-    assert_eq!(e.kind(), ErrorKind::PartitionReduction);
 }
 
 #[test]
@@ -972,10 +955,9 @@ fn load_transpose2d_transposes() {
             assert_eq!(got[i * 16 + j], xs[(8 + j) * 256 + 32 + i]);
         }
     }
-    let e = run_err(|| {
+    fails_with(ErrorKind::PartitionLimit, || {
         let _ = nl::load_transpose2d(&a);
     });
-    assert_eq!(e.kind(), ErrorKind::PartitionLimit);
 }
 
 #[test]
@@ -996,10 +978,9 @@ fn broadcast_to_replicates() {
             assert_eq!(got[i * 20 + 10 + j], cs[i]);
         }
     }
-    let e = run_err(|| {
+    fails_with(ErrorKind::ShapeMismatch, || {
         let _ = nl::broadcast_to(&nl::load(&c), &[64, 10]);
     });
-    assert_eq!(e.kind(), ErrorKind::ShapeMismatch);
 }
 
 #[test]
@@ -1073,11 +1054,10 @@ fn astype_and_expand_dims() {
             assert_eq!(got[i * k + j], xs[i] + ys[i * k + j]);
         }
     }
-    let e = run_err(|| {
+    fails_with(ErrorKind::InvalidArgument, || {
         let x = nl::load(&a);
         let _ = nl::expand_dims(&x, 0);
     });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
 }
 
 // ------------------------------------------------------------------ operators
@@ -1151,11 +1131,10 @@ fn operators_on_views_ints_and_free_broadcast() {
 fn operators_do_not_broadcast_partitions() {
     let a = Hbm::<f32>::full([128, 16], 1.0);
     let r = Hbm::<f32>::full([1, 16], 2.0);
-    let e = run_err(|| {
+    let e = fails_with(ErrorKind::PartitionMismatch, || {
         let (x, row) = (nl::load(&a), nl::load(&r));
         let _ = &x + &row;
     });
-    assert_eq!(e.kind(), ErrorKind::PartitionMismatch);
     assert!(e.to_string().contains("lang_numerics.rs"), "{e}");
     // The nl function allows it.
     let got = run_out(&[128, 16], |o| {
@@ -1168,19 +1147,16 @@ fn operators_do_not_broadcast_partitions() {
 fn shape_mismatch_is_an_error() {
     let a = Hbm::<f32>::full([128, 512], 1.0);
     let b = Hbm::<f32>::full([128, 256], 1.0);
-    let e = run_err(|| {
+    fails_with(ErrorKind::ShapeMismatch, || {
         let _ = nl::add(&nl::load(&a), &nl::load(&b));
     });
-    assert_eq!(e.kind(), ErrorKind::ShapeMismatch);
-    let e = run_err(|| {
+    fails_with(ErrorKind::ShapeMismatch, || {
         let _ = &nl::load(&a) * &nl::load(&b);
     });
-    assert_eq!(e.kind(), ErrorKind::ShapeMismatch);
-    let e = run_err(|| {
+    fails_with(ErrorKind::ShapeMismatch, || {
         let (x, y) = (nl::load(&a), nl::load(&b));
         let _ = nl::where_(&nl::greater(&x, 0.0), &x, &y);
     });
-    assert_eq!(e.kind(), ErrorKind::ShapeMismatch);
 }
 
 // ------------------------------------------------------------------ records

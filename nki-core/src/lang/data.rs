@@ -172,25 +172,7 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
     let e = env("store", loc);
     let dst = dst.hbm_dest();
     let src: TileRef = value.into();
-    check(checks::operand("store", "value", &src), loc);
-    let mut ddims = dst.shape().to_vec();
-    if ddims.len() == 1 {
-        ddims.insert(0, 1);
-    }
-    if ddims != src.shape() && dst.ap.shape.numel() != src.ap.shape.numel() {
-        raise(
-            NkiError::new(
-                ErrorKind::ShapeMismatch,
-                "store",
-                format!(
-                    "destination {} and value {} of 'store' have different shapes",
-                    dst.describe(),
-                    src.describe()
-                ),
-            ),
-            loc,
-        );
-    }
+    crate::hbm_write::check_dest_value("store", "store", &dst, &src, loc);
     // The writer is tagged in every mode: estimate mode tracks races without values.
     let (wid, shared) = context::with_ctx("store", loc, |c| (c.writer_id(loc), c.shared.clone()));
     issue(

@@ -41,6 +41,11 @@ impl Rng {
             .map(|_| lo + (self.next_u64() % (hi - lo + 1) as u64) as i64)
             .collect()
     }
+
+    /// `n` integers uniform in `[lo, hi]`, as f32 values (exact for magnitudes below 2^24).
+    pub fn int_f32s(&mut self, n: usize, lo: i64, hi: i64) -> Vec<f32> {
+        self.ints(n, lo, hi).into_iter().map(|v| v as f32).collect()
+    }
 }
 
 /// An f32 HBM tensor of `shape` holding `vals`.
@@ -76,6 +81,15 @@ pub fn run_err(body: impl Fn() + Sync) -> NkiError {
     Launch::new(1)
         .run(body)
         .expect_err("the kernel should fail")
+}
+
+/// Runs `body` as a one-instance kernel that must fail with an error of `kind`; returns the
+/// error.
+#[track_caller]
+pub fn fails_with(kind: ErrorKind, body: impl Fn() + Sync) -> NkiError {
+    let e = run_err(body);
+    assert_eq!(e.kind(), kind, "{e}");
+    e
 }
 
 /// NumPy `allclose(got, want, rtol, atol)` element by element (NaN == NaN, inf == inf);
