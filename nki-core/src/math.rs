@@ -628,9 +628,8 @@ impl AluOp {
         )
     }
 
-    /// True for comparisons and logical operators (results are 1.0 / 0.0; `nl` defaults
-    /// their dtype to bool).
-    pub const fn is_predicate(self) -> bool {
+    /// True for the six comparisons (equal, not_equal, greater(_equal), less(_equal)).
+    pub const fn is_comparison(self) -> bool {
         matches!(
             self,
             AluOp::Equal
@@ -639,10 +638,17 @@ impl AluOp {
                 | AluOp::GreaterEqual
                 | AluOp::Less
                 | AluOp::LessEqual
-                | AluOp::LogicalAnd
-                | AluOp::LogicalOr
-                | AluOp::LogicalXor
         )
+    }
+
+    /// True for comparisons and logical operators (results are 1.0 / 0.0; `nl` defaults
+    /// their dtype to bool).
+    pub const fn is_predicate(self) -> bool {
+        self.is_comparison()
+            || matches!(
+                self,
+                AluOp::LogicalAnd | AluOp::LogicalOr | AluOp::LogicalXor
+            )
     }
 }
 

@@ -175,15 +175,7 @@ pub fn affine_select<'a>(
     operand(API, "on_true_tile", &x, loc);
     gpsimd_sbuf(API, "on_true_tile", &x, loc);
     pred.validate(API, loc);
-    if !matches!(
-        cmp,
-        AluOp::Equal
-            | AluOp::NotEqual
-            | AluOp::Greater
-            | AluOp::GreaterEqual
-            | AluOp::Less
-            | AluOp::LessEqual
-    ) {
+    if !cmp.is_comparison() {
         fail(
             ErrorKind::InvalidArgument,
             API,
