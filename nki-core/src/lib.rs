@@ -19,6 +19,7 @@ pub mod isa;
 pub mod lang;
 pub mod math;
 pub mod memory;
+pub mod mesh;
 mod ops;
 pub mod profile;
 pub mod record;

@@ -119,7 +119,7 @@ impl Grid {
             .product()
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(NkiError::new(ErrorKind::InvalidGrid, "launch", m));
         if self.dims.is_empty() || self.dims.len() > 3 {
             return bad(format!(
@@ -437,7 +437,7 @@ fn pin_to_cpu(nc: usize) {
 }
 
 /// Keeps kernel-abort unwinds (which become `Err`s) from printing panic messages.
-fn install_panic_filter() {
+pub(crate) fn install_panic_filter() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let prev = std::panic::take_hook();

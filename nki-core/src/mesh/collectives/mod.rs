@@ -1,0 +1,686 @@
+//! Collectives over replica groups (`nki.collectives`): all_gather, reduce_scatter,
+//! all_reduce, all_to_all, collective_permute and a barrier, each built on the remote-DMA layer
+//! ([`super::dma`]) with a selectable [`Algorithm`]: ring ([`ring`]), recursive doubling /
+//! halving ([`recursive`]), or direct sends to every peer ([`direct`]). Reductions accumulate
+//! in f32 and round once to the destination dtype.
+//!
+//! Every device calls the same collectives in the same order (SPMD); the n-th collective of a
+//! device meets the n-th of its peers. A device outside every group skips the call. Buffers a
+//! collective needs (f32 receive slots) are allocated symmetrically on all devices and freed
+//! when the last device leaves the collective.
+
+mod direct;
+mod recursive;
+mod ring;
+
+use super::device::with_device;
+use super::dma::{start_copy, wait, write_values};
+use super::launch::MeshShared;
+use super::report::MeshSpan;
+use super::sharding::MeshView;
+use super::sync::SemKey;
+use super::topology::ReplicaGroups;
+use crate::access::{Ap, Shape};
+use crate::context;
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::hbm::HbmStorage;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// Semaphore slots (and scratch keys) reserved for each phase of a collective.
+pub(crate) const SLOTS: u32 = 1 << 16;
+
+/// How a collective moves its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// r-1 steps, each to the next rank: full link use, O(r) latency.
+    Ring,
+    /// log2(r) steps exchanging with rank xor 2^k (doubling for gathers, halving for
+    /// reductions; all_reduce is halving then doubling). Needs a power-of-two group.
+    RecursiveDoubling,
+    /// One step: every rank sends to every other rank (the "mesh" algorithm).
+    Direct,
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Algorithm::Ring => "ring",
+            Algorithm::RecursiveDoubling => "recursive-doubling",
+            Algorithm::Direct => "direct",
+        })
+    }
+}
+
+/// A collective's kind, with nccom-test's bus-bandwidth factor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CollectiveKind {
+    /// all_gather.
+    AllGather,
+    /// reduce_scatter.
+    ReduceScatter,
+    /// all_reduce.
+    AllReduce,
+    /// all_to_all.
+    AllToAll,
+    /// collective_permute.
+    Permute,
+    /// barrier.
+    Barrier,
+}
+
+impl CollectiveKind {
+    /// The NKI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            CollectiveKind::AllGather => "all_gather",
+            CollectiveKind::ReduceScatter => "reduce_scatter",
+            CollectiveKind::AllReduce => "all_reduce",
+            CollectiveKind::AllToAll => "all_to_all",
+            CollectiveKind::Permute => "collective_permute",
+            CollectiveKind::Barrier => "barrier",
+        }
+    }
+
+    /// busbw / algbw for `r` ranks, as nccom-test reports it [E S20]: all_reduce 2(r-1)/r;
+    /// all_gather, reduce_scatter, all_to_all (r-1)/r; permute 1.
+    pub fn bus_factor(self, r: usize) -> f64 {
+        let r = r.max(1) as f64;
+        match self {
+            CollectiveKind::AllReduce => 2.0 * (r - 1.0) / r,
+            CollectiveKind::AllGather
+            | CollectiveKind::ReduceScatter
+            | CollectiveKind::AllToAll => (r - 1.0) / r,
+            CollectiveKind::Permute | CollectiveKind::Barrier => 1.0,
+        }
+    }
+}
+
+/// The registry entry of the n-th collective of every device.
+pub(crate) struct CollectiveEntry {
+    pub(crate) kind: CollectiveKind,
+    pub(crate) algorithm: Option<Algorithm>,
+    signature: String,
+    first: (usize, SourceLoc),
+    pub(crate) ranks: usize,
+    /// Bytes per rank: max(input, output), as the profiler's algorithm bandwidth counts.
+    pub(crate) bytes: u64,
+    /// (device, start, end) of every device that finished it.
+    pub(crate) spans: Vec<(usize, f64, f64)>,
+    participants: usize,
+    scratch: HashMap<u32, Arc<[Arc<HbmStorage>]>>,
+}
+
+/// One device's part in one collective call.
+pub(crate) struct Call {
+    shared: Arc<MeshShared>,
+    seq: u32,
+    pub(crate) me: usize,
+    pub(crate) group: Vec<usize>,
+    pub(crate) rank: usize,
+    pub(crate) loc: SourceLoc,
+    start: f64,
+}
+
+impl Call {
+    /// Enters collective `kind`: takes the device's next sequence number, checks the call
+    /// matches its peers', and returns `None` for a device outside every group.
+    fn begin(
+        kind: CollectiveKind,
+        algorithm: Option<Algorithm>,
+        groups: &ReplicaGroups,
+        signature: String,
+        bytes: u64,
+        loc: SourceLoc,
+    ) -> Option<Call> {
+        let (shared, me, seq, start) = with_device(kind.name(), loc, |d| {
+            d.flush();
+            let seq = d.next_collective;
+            d.next_collective += 1;
+            (d.shared.clone(), d.id, seq, d.clock)
+        });
+        let participants: usize = groups.groups().iter().map(Vec::len).sum();
+        let (group, rank) = match groups.find(me) {
+            Some((g, r)) => (g.to_vec(), r),
+            None => return None,
+        };
+        {
+            let mut reg = shared.collectives();
+            let e = reg.entry(seq).or_insert_with(|| CollectiveEntry {
+                kind,
+                algorithm,
+                signature: signature.clone(),
+                first: (me, loc),
+                ranks: group.len(),
+                bytes,
+                spans: Vec::new(),
+                participants,
+                scratch: HashMap::new(),
+            });
+            if e.signature != signature {
+                let msg = format!(
+                    "{} calls {signature} at {loc} as its collective #{seq}, but {} called {} at {}: every device must call the same collectives in the same order",
+                    shared.mesh.describe_device(me),
+                    shared.mesh.describe_device(e.first.0),
+                    e.signature,
+                    e.first.1
+                );
+                drop(reg);
+                context::raise(
+                    NkiError::new(ErrorKind::Synchronization, kind.name(), msg),
+                    loc,
+                );
+            }
+        }
+        Some(Call {
+            shared,
+            seq,
+            me,
+            group,
+            rank,
+            loc,
+            start,
+        })
+    }
+
+    /// Group size.
+    pub(crate) fn size(&self) -> usize {
+        self.group.len()
+    }
+
+    /// The device of group rank `r` (modulo the group size).
+    pub(crate) fn peer(&self, r: usize) -> usize {
+        self.group[r % self.group.len()]
+    }
+
+    /// The semaphore of slot `slot` of this collective.
+    pub(crate) fn sem(&self, slot: u32) -> SemKey {
+        SemKey::Collective {
+            seq: self.seq,
+            slot,
+        }
+    }
+
+    /// True when values are computed (not an estimate).
+    pub(crate) fn executes(&self) -> bool {
+        self.shared.mode.executes()
+    }
+
+    /// Starts a copy of `src` (local) into `dst` (on any device), signalling receive slot
+    /// `slot` there and send slot `slot + 1` here. Returns the copy id.
+    pub(crate) fn send(&self, src: &MeshView, dst: &MeshView, slot: u32) -> u64 {
+        self.name_slots(slot);
+        start_copy(src, dst, Some(self.sem(slot + 1)), self.sem(slot), self.loc)
+    }
+
+    /// Waits until the copies `ids` (started with [`Call::send`] on `slot`) left this device.
+    pub(crate) fn wait_sent(&self, ids: &[u64], slot: u32) {
+        if ids.is_empty() {
+            return;
+        }
+        wait(self.sem(slot + 1), ids.len() as u32, self.loc);
+        for &id in ids {
+            self.shared.sync.copy_waited(id);
+        }
+    }
+
+    /// Waits until `n` copies landed in receive slot `slot` of this device.
+    pub(crate) fn wait_received(&self, n: usize, slot: u32) {
+        self.name_slots(slot);
+        wait(self.sem(slot), n as u32, self.loc);
+    }
+
+    /// A local copy `src` -> `dst`, waited on.
+    pub(crate) fn local_copy(&self, src: &MeshView, dst: &MeshView, slot: u32) {
+        if Arc::ptr_eq(src.storage(), dst.storage()) && src.ap == dst.ap {
+            return;
+        }
+        let id = self.send(src, dst, slot);
+        self.wait_sent(&[id], slot);
+        self.wait_received(1, slot);
+    }
+
+    fn name_slots(&self, slot: u32) {
+        let kind = self
+            .shared
+            .collectives()
+            .get(&self.seq)
+            .map_or("collective", |e| e.kind.name());
+        for (s, what) in [(slot, "recv"), (slot + 1, "send")] {
+            self.shared.sync.name(
+                self.me,
+                self.sem(s),
+                &format!("{kind} #{} slot {s} {what}", self.seq),
+                self.loc,
+            );
+        }
+    }
+
+    /// A local f32 buffer of `shape` (slot `key`), allocated on every device at first use.
+    pub(crate) fn scratch(&self, key: u32, shape: &[usize]) -> MeshView {
+        let s = context::check(Shape::new(shape), self.loc);
+        let executes = self.executes();
+        let n = self.shared.mesh.num_devices();
+        let shards = {
+            let mut reg = self.shared.collectives();
+            let e = reg.get_mut(&self.seq).expect("entered in begin");
+            e.scratch
+                .entry(key)
+                .or_insert_with(|| {
+                    (0..n)
+                        .map(|_| {
+                            HbmStorage::new(DType::F32, s, executes.then(|| vec![0.0; s.numel()]))
+                        })
+                        .collect()
+                })
+                .clone()
+        };
+        MeshView {
+            shards,
+            device: self.me,
+            ap: Ap::contiguous(s),
+        }
+    }
+
+    /// Reads a view's values (none in estimate mode).
+    pub(crate) fn read(&self, v: &MeshView) -> Vec<f32> {
+        if !self.executes() {
+            return Vec::new();
+        }
+        context::check(v.hbm_view().gather(self.name()), self.loc)
+    }
+
+    /// Writes values into a local view (nothing in estimate mode).
+    pub(crate) fn write(&self, v: &MeshView, mut vals: Vec<f32>) {
+        if self.executes() {
+            context::check(write_values(v, &mut vals), self.loc);
+        }
+    }
+
+    /// Adds `b` into `acc` element-wise in f32, charging the DMA-reduction time of `elems`
+    /// f32 elements to the device clock.
+    pub(crate) fn accumulate(&self, acc: &mut [f32], b: &[f32], elems: usize) {
+        for (a, x) in acc.iter_mut().zip(b) {
+            *a += x;
+        }
+        let spec = self.shared.links;
+        let ns = (elems * 4) as f64 / (spec.dma_gbps * spec.reduce_fraction);
+        with_device("reduce", self.loc, |d| {
+            d.flush();
+            d.spans.push(MeshSpan::reduce(d.clock, ns, elems, self.loc));
+            d.clock += ns;
+        });
+    }
+
+    fn name(&self) -> &'static str {
+        self.shared
+            .collectives()
+            .get(&self.seq)
+            .map_or("collective", |e| e.kind.name())
+    }
+
+    /// Leaves the collective: records its span and frees the scratch after the last device.
+    fn finish(self) {
+        let end = with_device("collective", self.loc, |d| {
+            d.flush();
+            d.clock
+        });
+        let name = self.name();
+        with_device("collective", self.loc, |d| {
+            d.spans.push(MeshSpan::collective(
+                self.start,
+                end - self.start,
+                name,
+                self.loc,
+            ));
+        });
+        let mut reg = self.shared.collectives();
+        if let Some(e) = reg.get_mut(&self.seq) {
+            e.spans.push((self.me, self.start, end));
+            if e.spans.len() == e.participants {
+                e.scratch.clear();
+            }
+        }
+    }
+}
+
+/// A view of `len` elements from `start` along `dim` of `v`.
+pub(crate) fn sub_view(v: &MeshView, dim: usize, start: usize, len: usize) -> MeshView {
+    let mut ap = v.ap;
+    let mut dims = v.shape().to_vec();
+    dims[dim] = len;
+    ap.offset = (ap.offset as isize + start as isize * ap.strides[dim]) as usize;
+    ap.shape = Shape::new(&dims).expect("a sub-view of a valid view");
+    MeshView {
+        shards: v.shards.clone(),
+        device: v.device,
+        ap,
+    }
+}
+
+/// Block `i` of `n` equal blocks of `v` along `dim`.
+pub(crate) fn block(v: &MeshView, dim: usize, i: usize, n: usize) -> MeshView {
+    let len = v.shape()[dim] / n;
+    sub_view(v, dim, i * len, len)
+}
+
+fn check_local(op: &'static str, v: &MeshView, what: &str, loc: SourceLoc) {
+    let me = with_device(op, loc, |d| d.id);
+    if v.device != me {
+        context::raise(
+            NkiError::new(
+                ErrorKind::InvalidDevice,
+                op,
+                format!(
+                    "the {what} {} of a collective must be on the running device {me}",
+                    v.describe()
+                ),
+            ),
+            loc,
+        );
+    }
+}
+
+/// Checks that `big` is `small` with dimension `dim` multiplied by `r`.
+fn check_scaled(
+    op: &'static str,
+    small: &MeshView,
+    big: &MeshView,
+    dim: usize,
+    r: usize,
+) -> Result<()> {
+    let (s, b) = (small.shape(), big.shape());
+    let ok = dim < s.len()
+        && s.len() == b.len()
+        && (0..s.len()).all(|d| {
+            if d == dim {
+                b[d] == s[d] * r
+            } else {
+                b[d] == s[d]
+            }
+        });
+    if ok {
+        return Ok(());
+    }
+    Err(NkiError::new(
+        ErrorKind::ShapeMismatch,
+        op,
+        format!(
+            "{} and {} do not differ by a factor of {r} (the group size) in dimension {dim} only",
+            small.describe(),
+            big.describe()
+        ),
+    ))
+}
+
+fn group_size(groups: &ReplicaGroups, loc: SourceLoc, op: &'static str) -> usize {
+    let me = with_device(op, loc, |d| d.id);
+    groups.find(me).map_or(1, |(g, _)| g.len())
+}
+
+fn needs_power_of_two(op: &'static str, r: usize, alg: Algorithm) -> Result<()> {
+    if alg == Algorithm::RecursiveDoubling && !r.is_power_of_two() {
+        return Err(NkiError::new(
+            ErrorKind::InvalidArgument,
+            op,
+            format!("the recursive-doubling algorithm needs a power-of-two group, got {r} ranks"),
+        ));
+    }
+    Ok(())
+}
+
+fn signature(
+    kind: CollectiveKind,
+    alg: Option<Algorithm>,
+    src: &MeshView,
+    dst: &MeshView,
+    dim: usize,
+) -> String {
+    let alg = alg.map_or(String::new(), |a| format!(" ({a})"));
+    format!(
+        "{}{alg} of {:?} into {:?} along dim {dim}",
+        kind.name(),
+        src.shape(),
+        dst.shape()
+    )
+}
+
+/// Gathers `src` of every rank of the running device's group into `dst` (concatenated along
+/// `dim` in rank order) on every rank. `dst` is `src` with dimension `dim` times the group size.
+#[track_caller]
+pub fn all_gather(
+    src: &MeshView,
+    dst: &MeshView,
+    dim: usize,
+    groups: &ReplicaGroups,
+    alg: Algorithm,
+) {
+    let loc = SourceLoc::caller();
+    let op = "all_gather";
+    check_local(op, src, "source", loc);
+    check_local(op, dst, "destination", loc);
+    let r = group_size(groups, loc, op);
+    context::check(
+        check_scaled(op, src, dst, dim, r).and(needs_power_of_two(op, r, alg)),
+        loc,
+    );
+    let sig = signature(CollectiveKind::AllGather, Some(alg), src, dst, dim);
+    let Some(c) = Call::begin(
+        CollectiveKind::AllGather,
+        Some(alg),
+        groups,
+        sig,
+        dst.bytes(),
+        loc,
+    ) else {
+        return;
+    };
+    gather_into(&c, src, dst, dim, alg, 0);
+    c.finish();
+}
+
+fn gather_into(c: &Call, src: &MeshView, dst: &MeshView, dim: usize, alg: Algorithm, phase: u32) {
+    match alg {
+        Algorithm::Ring => ring::all_gather(c, src, dst, dim, phase),
+        Algorithm::RecursiveDoubling => recursive::all_gather(c, src, dst, dim, phase),
+        Algorithm::Direct => direct::all_gather(c, src, dst, dim, phase),
+    }
+}
+
+fn scatter_into(c: &Call, src: &MeshView, dst: &MeshView, dim: usize, alg: Algorithm, phase: u32) {
+    match alg {
+        Algorithm::Ring => ring::reduce_scatter(c, src, dst, dim, phase),
+        Algorithm::RecursiveDoubling => recursive::reduce_scatter(c, src, dst, dim, phase),
+        Algorithm::Direct => direct::reduce_scatter(c, src, dst, dim, phase),
+    }
+}
+
+/// Sums `src` over the ranks of the group (in f32) and leaves block `rank` of the sum (along
+/// `dim`) in `dst` on each rank. `src` is `dst` with dimension `dim` times the group size.
+#[track_caller]
+pub fn reduce_scatter(
+    src: &MeshView,
+    dst: &MeshView,
+    dim: usize,
+    groups: &ReplicaGroups,
+    alg: Algorithm,
+) {
+    let loc = SourceLoc::caller();
+    let op = "reduce_scatter";
+    check_local(op, src, "source", loc);
+    check_local(op, dst, "destination", loc);
+    let r = group_size(groups, loc, op);
+    context::check(
+        check_scaled(op, dst, src, dim, r).and(needs_power_of_two(op, r, alg)),
+        loc,
+    );
+    let sig = signature(CollectiveKind::ReduceScatter, Some(alg), src, dst, dim);
+    let Some(c) = Call::begin(
+        CollectiveKind::ReduceScatter,
+        Some(alg),
+        groups,
+        sig,
+        src.bytes(),
+        loc,
+    ) else {
+        return;
+    };
+    scatter_into(&c, src, dst, dim, alg, 0);
+    c.finish();
+}
+
+/// Sums `src` over the ranks of the group (in f32) into `dst` (same shape) on every rank.
+/// Ring and recursive doubling run a reduce-scatter then an all-gather over dimension 0,
+/// which must divide by the group size; direct sends the whole buffer to every rank.
+#[track_caller]
+pub fn all_reduce(src: &MeshView, dst: &MeshView, groups: &ReplicaGroups, alg: Algorithm) {
+    let loc = SourceLoc::caller();
+    let op = "all_reduce";
+    check_local(op, src, "source", loc);
+    check_local(op, dst, "destination", loc);
+    let r = group_size(groups, loc, op);
+    let mut check = check_scaled(op, src, dst, 0, 1).and(needs_power_of_two(op, r, alg));
+    if check.is_ok() && alg != Algorithm::Direct && !src.shape()[0].is_multiple_of(r) {
+        check = Err(NkiError::new(
+            ErrorKind::ShapeMismatch,
+            op,
+            format!(
+                "the {alg} all_reduce splits dimension 0 of {} over {r} ranks, which does not divide it; use Algorithm::Direct",
+                src.describe()
+            ),
+        ));
+    }
+    context::check(check, loc);
+    let sig = signature(CollectiveKind::AllReduce, Some(alg), src, dst, 0);
+    let Some(c) = Call::begin(
+        CollectiveKind::AllReduce,
+        Some(alg),
+        groups,
+        sig,
+        src.bytes(),
+        loc,
+    ) else {
+        return;
+    };
+    match alg {
+        Algorithm::Direct => direct::all_reduce(&c, src, dst),
+        _ => {
+            let mine = block(dst, 0, c.rank, c.size());
+            scatter_into(&c, src, &mine, 0, alg, 0);
+            gather_into(&c, &mine, dst, 0, alg, 1);
+        }
+    }
+    c.finish();
+}
+
+/// Block `j` (along `dim`) of `src` on rank `i` goes to block `i` of `dst` on rank `j`.
+/// Ring sends to rank+s at step s; direct sends all at once; recursive doubling is not
+/// offered for all_to_all.
+#[track_caller]
+pub fn all_to_all(
+    src: &MeshView,
+    dst: &MeshView,
+    dim: usize,
+    groups: &ReplicaGroups,
+    alg: Algorithm,
+) {
+    let loc = SourceLoc::caller();
+    let op = "all_to_all";
+    check_local(op, src, "source", loc);
+    check_local(op, dst, "destination", loc);
+    let r = group_size(groups, loc, op);
+    let mut check = check_scaled(op, src, dst, dim, 1);
+    if check.is_ok() && !src.shape()[dim].is_multiple_of(r) {
+        check = Err(NkiError::new(
+            ErrorKind::ShapeMismatch,
+            op,
+            format!(
+                "dimension {dim} of {} does not split into {r} blocks",
+                src.describe()
+            ),
+        ));
+    }
+    if alg == Algorithm::RecursiveDoubling {
+        check = Err(NkiError::new(
+            ErrorKind::InvalidArgument,
+            op,
+            "all_to_all runs with Algorithm::Ring or Algorithm::Direct",
+        ));
+    }
+    context::check(check, loc);
+    let sig = signature(CollectiveKind::AllToAll, Some(alg), src, dst, dim);
+    let Some(c) = Call::begin(
+        CollectiveKind::AllToAll,
+        Some(alg),
+        groups,
+        sig,
+        src.bytes(),
+        loc,
+    ) else {
+        return;
+    };
+    direct::all_to_all(&c, src, dst, dim, alg == Algorithm::Ring);
+    c.finish();
+}
+
+/// Sends `src` of group rank `a` to `dst` of group rank `b` for every pair `(a, b)`; each rank
+/// sends at most once and receives at most once.
+#[track_caller]
+pub fn collective_permute(
+    src: &MeshView,
+    dst: &MeshView,
+    pairs: &[(usize, usize)],
+    groups: &ReplicaGroups,
+) {
+    let loc = SourceLoc::caller();
+    let op = "collective_permute";
+    check_local(op, src, "source", loc);
+    check_local(op, dst, "destination", loc);
+    let r = group_size(groups, loc, op);
+    let mut check = check_scaled(op, src, dst, 0, 1);
+    for (i, &(a, b)) in pairs.iter().enumerate() {
+        if a >= r || b >= r {
+            check = Err(NkiError::new(
+                ErrorKind::InvalidDevice,
+                op,
+                format!("pair ({a}, {b}) names a rank outside the group of {r}"),
+            ));
+        } else if pairs[..i].iter().any(|&(x, y)| x == a || y == b) {
+            check = Err(NkiError::new(
+                ErrorKind::InvalidArgument,
+                op,
+                format!("pair ({a}, {b}) repeats a source or a destination rank in {pairs:?}"),
+            ));
+        }
+    }
+    context::check(check, loc);
+    let sig = format!(
+        "{} {pairs:?} of {:?}",
+        CollectiveKind::Permute.name(),
+        src.shape()
+    );
+    let Some(c) = Call::begin(CollectiveKind::Permute, None, groups, sig, src.bytes(), loc) else {
+        return;
+    };
+    direct::permute(&c, src, dst, pairs);
+    c.finish();
+}
+
+/// Blocks until every device of the running device's group reached the barrier (each signals
+/// every other, then waits for their signals).
+#[track_caller]
+pub fn barrier(groups: &ReplicaGroups) {
+    let loc = SourceLoc::caller();
+    let sig = CollectiveKind::Barrier.name().to_string();
+    let Some(c) = Call::begin(CollectiveKind::Barrier, None, groups, sig, 0, loc) else {
+        return;
+    };
+    c.name_slots(0);
+    for r in 1..c.size() {
+        super::dma::signal(c.peer(c.rank + r), c.sem(0), 1, loc);
+    }
+    c.wait_received(c.size() - 1, 0);
+    c.finish();
+}

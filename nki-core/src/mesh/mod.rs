@@ -1,0 +1,41 @@
+//! Multi-device meshes: sharded HBM tensors, a shard_map-style launcher running one thread per
+//! device, remote DMA with semaphores, collectives built on it, exact deadlock detection and a
+//! link timing model with per-device timelines.
+//!
+//! ```text
+//! topology     Mesh (named axes), DeviceRef, ReplicaGroups
+//! sharding     PartitionSpec, ShardedHbm (from/to ndarray), MeshView
+//! device       the running device: device_id, axis_index, axis_size, its modelled clock
+//! dma          semaphores, remote and local async copies
+//! collectives  all_gather, reduce_scatter, all_reduce, all_to_all, collective_permute,
+//!              barrier; ring / recursive doubling-halving / direct
+//! sync         semaphore state, blocking waits, the copy registry
+//! deadlock     exact deadlock detection
+//! links        per-target link constants (hardware.md §5) and routes
+//! timeline     link and DMA reservations: when a transfer lands
+//! launch       MeshLaunch: threads, end-of-kernel checks
+//! report       MeshReport: timelines, nccom-test style bandwidths, Perfetto trace
+//! ```
+
+pub mod collectives;
+mod deadlock;
+mod device;
+mod dma;
+mod launch;
+pub mod links;
+mod report;
+mod sharding;
+mod sync;
+pub mod timeline;
+mod topology;
+
+pub use collectives::{
+    all_gather, all_reduce, all_to_all, barrier, collective_permute, reduce_scatter, Algorithm,
+    CollectiveKind,
+};
+pub use device::{axis_index, axis_size, device_id, num_devices};
+pub use dma::{async_copy, remote_copy, semaphore, AsyncCopy, Semaphore};
+pub use launch::MeshLaunch;
+pub use report::{CollectiveStat, DeviceTimeline, MeshReport, MeshSpan};
+pub use sharding::{MeshView, PartitionSpec, ShardedHbm};
+pub use topology::{DeviceRef, Mesh, ReplicaGroups};
