@@ -1,13 +1,12 @@
 //! The device context: which device of the mesh the running thread is, its position on the
 //! mesh axes (`device_id`, `axis_index`, `axis_size`), and its modelled clock.
 //!
-//! Each device runs on its own thread and holds a [`DeviceState`] there. Its clock advances
-//! by the modelled time of the kernel code it ran since the last communication op (the
-//! instruction records of that stretch, modelled by the NeuronCore timing model as one
-//! segment) and jumps forward when a wait completes later than the clock.
+//! Each device runs on its own thread and holds a [`DeviceState`] there, with the log of what
+//! it did for the timing replay ([`super::replay`]): the kernel code it ran between two
+//! communication ops is modelled by the NeuronCore timing model as one segment.
 
 use super::launch::MeshShared;
-use super::report::MeshSpan;
+use super::replay::Step;
 use crate::context;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::memory::MemoryPeak;
@@ -19,22 +18,14 @@ use std::sync::Arc;
 pub(crate) struct DeviceState {
     pub(crate) id: usize,
     pub(crate) shared: Arc<MeshShared>,
-    /// Modelled time of the device, in ns.
-    pub(crate) clock: f64,
     /// Program id of the instance running now.
     pub(crate) program_id: Vec<usize>,
     /// Next user semaphore id.
     pub(crate) next_sem: u32,
     /// Next collective sequence number.
     pub(crate) next_collective: u32,
-    /// Modelled kernel (compute) time.
-    pub(crate) compute_ns: f64,
-    /// Modelled time spent waiting on semaphores.
-    pub(crate) wait_ns: f64,
-    /// Bytes this device sent with copies.
-    pub(crate) bytes_sent: u64,
-    /// Timeline spans (trace).
-    pub(crate) spans: Vec<MeshSpan>,
+    /// What the device did, in program order, for the timing replay.
+    pub(crate) log: Vec<Step>,
 }
 
 thread_local! {
@@ -111,9 +102,8 @@ pub fn axis_size(name: &str) -> usize {
 }
 
 impl DeviceState {
-    /// Models the instruction records left since the last call as one kernel segment and
-    /// advances the clock by its latency, stretched by the DMA time the device's in-flight
-    /// transfers take from a DMA-bound segment.
+    /// Models the instruction records left since the last call as one kernel segment (the
+    /// NeuronCore timing model) and logs it.
     pub(crate) fn flush(&mut self) {
         if !self.shared.mode.records() {
             return;
@@ -127,33 +117,24 @@ impl DeviceState {
             instances: vec![(self.program_id.clone(), recs)],
         };
         let p = crate::timing::model(&[stream], self.shared.target, MemoryPeak::default());
-        let t0 = self.clock;
-        let len = p.latency_ns;
+        let dur = p.latency_ns;
         let dma_busy = p.engine("DMA").map_or(0.0, |e| e.active_ns);
-        let dma_fraction = if len > 0.0 {
-            (dma_busy / len).min(1.0)
+        let dma_fraction = if dur > 0.0 {
+            (dma_busy / dur).min(1.0)
         } else {
             0.0
         };
-        let stolen = self.shared.wires().dma_share(self.id, t0, t0 + len);
-        let total = len + stolen * dma_fraction;
-        if self.shared.engine_spans {
-            self.spans.extend(super::report::segment_spans(&p, t0));
-        }
-        self.spans.push(MeshSpan::kernel(t0, total, p.instructions));
-        self.clock += total;
-        self.compute_ns += total;
-    }
-
-    /// Moves the clock to `t` if later (a completed wait), recording the blocked time.
-    pub(crate) fn wait_until(&mut self, t: Option<f64>, what: &str, loc: SourceLoc) {
-        let Some(t) = t else { return };
-        if t > self.clock {
-            self.spans
-                .push(MeshSpan::wait(self.clock, t - self.clock, what, loc));
-            self.wait_ns += t - self.clock;
-            self.clock = t;
-        }
+        let spans = if self.shared.engine_spans {
+            super::report::segment_spans(&p, 0.0).collect()
+        } else {
+            Vec::new()
+        };
+        self.log.push(Step::Compute {
+            dur,
+            dma_fraction,
+            instructions: p.instructions,
+            spans,
+        });
     }
 
     /// `device 1 (x=0, y=1)`.

@@ -2,14 +2,14 @@
 //! `semaphore_signal` / `semaphore_wait`, on the HBM shards of a mesh.
 //!
 //! A copy moves its values when it starts (the source is read then, the destination written)
-//! and signals its semaphores with the modelled times its bytes leave the sender (send
-//! semaphore) and land at the receiver (receive semaphore). Waits block the device thread until
-//! the semaphore holds the value, so real interleavings of the device threads happen; the
-//! modelled clock of a waiting device moves to the landing time it consumed.
+//! and signals its send semaphore (here) and receive semaphore (at the destination) at once.
+//! Waits block the device thread until the semaphore holds the value, so real interleavings
+//! of the device threads happen. Every op is also logged for the timing replay
+//! ([`super::replay`]), which decides when the bytes leave and land.
 
 use super::deadlock::Blocked;
-use super::device::{with_device, DeviceState};
-use super::report::MeshSpan;
+use super::device::with_device;
+use super::replay::Step;
 use super::sharding::MeshView;
 use super::sync::{CopyState, SemKey, WaitFail};
 use super::topology::DeviceRef;
@@ -71,23 +71,22 @@ impl Semaphore {
     }
 }
 
-/// Signals semaphore `key` of device `target` from the running device: lands after the
-/// route's latency (at once on the running device itself).
+/// Signals semaphore `key` of device `target` from the running device.
 pub(crate) fn signal(target: usize, key: SemKey, inc: u32, loc: SourceLoc) {
-    let (shared, t) = with_device("semaphore_signal", loc, |d| {
+    let shared = with_device("semaphore_signal", loc, |d| {
         d.flush();
-        let lat = if target == d.id {
-            0.0
-        } else {
-            d.shared.links.route(d.id, target).latency_ns
-        };
-        (d.shared.clone(), d.clock + lat)
+        d.log.push(Step::Signal {
+            dst: target,
+            key,
+            n: inc,
+        });
+        d.shared.clone()
     });
-    shared.sync.signal(target, key, inc, t, None);
+    shared.sync.signal(target, key, inc, None);
 }
 
-/// Blocks the running device until semaphore `key` holds `value`, subtracts it and moves the
-/// clock to the time the consumed increments landed. A deadlock fails the kernel.
+/// Blocks the running device until semaphore `key` holds `value` and subtracts it. A
+/// deadlock fails the kernel.
 pub(crate) fn wait(key: SemKey, value: u32, loc: SourceLoc) {
     let (id, shared, device) = with_device("semaphore_wait", loc, |d| {
         d.flush();
@@ -108,9 +107,16 @@ pub(crate) fn wait(key: SemKey, value: u32, loc: SourceLoc) {
         loc,
     });
     match r {
-        Ok(t) => {
+        Ok(()) => {
             let label = name(&shared.sync.lock());
-            with_device("semaphore_wait", loc, |d| d.wait_until(t, &label, loc));
+            with_device("semaphore_wait", loc, |d| {
+                d.log.push(Step::Wait {
+                    key,
+                    value,
+                    label,
+                    loc,
+                })
+            });
         }
         Err(WaitFail::Cancelled) => std::panic::panic_any(Cancelled),
         Err(WaitFail::Error(e)) => context::raise(e, loc),
@@ -290,8 +296,8 @@ fn sync_error(op: &'static str, m: String) -> NkiError {
 }
 
 /// Starts a copy from `src` (on the running device) to `dst`: checks it against copies still
-/// in flight into the same buffer, moves the values, books the transfer on the links and
-/// signals `send` (on the running device) and `recv` (on the destination). Returns its id.
+/// in flight into the same buffer, moves the values, logs the transfer and signals `send` (on
+/// the running device) and `recv` (on the destination). Returns its id.
 pub(crate) fn start_copy(
     src: &MeshView,
     dst: &MeshView,
@@ -317,23 +323,19 @@ pub(crate) fn start_copy(
     if shared.mode.executes() {
         context::check(move_values(src, dst), loc);
     }
-    let bytes = src.bytes();
-    let tr = with_device("remote_copy", loc, |d: &mut DeviceState| {
+    with_device("remote_copy", loc, |d| {
         d.flush();
-        let tr = d
-            .shared
-            .wires()
-            .book(d.shared.links, me, dst.device, bytes, d.clock);
-        d.bytes_sent += bytes;
-        d.spans
-            .push(MeshSpan::transfer(&tr, dst.device, bytes, loc));
-        tr
+        d.log.push(Step::Send {
+            dst: dst.device,
+            bytes: src.bytes(),
+            send,
+            recv,
+            loc,
+        });
     });
-    shared
-        .sync
-        .signal(dst.device, recv, 1, tr.landed_ns, Some(id));
+    shared.sync.signal(dst.device, recv, 1, Some(id));
     if let Some(s) = send {
-        shared.sync.signal(me, s, 1, tr.sent_ns, None);
+        shared.sync.signal(me, s, 1, None);
     }
     id
 }

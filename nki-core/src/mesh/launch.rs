@@ -5,9 +5,9 @@
 use super::collectives::CollectiveEntry;
 use super::device::{self, DeviceState};
 use super::links::{link_spec, LinkSpec};
-use super::report::{CollectiveStat, DeviceTimeline, MeshReport};
+use super::replay::{replay, Step};
+use super::report::{CollectiveStat, MeshReport};
 use super::sync::MeshSync;
-use super::timeline::Wires;
 use super::topology::Mesh;
 use crate::context::{self, Cancelled, InstanceCtx, KernelAbort, LaunchShared, Mode};
 use crate::error::{ErrorKind, NkiError, Result};
@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// What a device thread hands back: its timeline and its error.
-type DeviceOutcome = (DeviceTimeline, Option<NkiError>);
+/// What a device thread hands back: its log and its error.
+type DeviceOutcome = (Vec<Step>, Option<NkiError>);
 
 /// State shared by the devices of one mesh launch.
 pub(crate) struct MeshShared {
@@ -29,16 +29,10 @@ pub(crate) struct MeshShared {
     /// Keep every engine span of every kernel segment (for the trace).
     pub(crate) engine_spans: bool,
     pub(crate) sync: MeshSync,
-    wires: Mutex<Wires>,
     collectives: Mutex<BTreeMap<u32, CollectiveEntry>>,
 }
 
 impl MeshShared {
-    /// The link reservations.
-    pub(crate) fn wires(&self) -> MutexGuard<'_, Wires> {
-        self.wires.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The collective registry, by sequence number.
     pub(crate) fn collectives(&self) -> MutexGuard<'_, BTreeMap<u32, CollectiveEntry>> {
         self.collectives.lock().unwrap_or_else(|p| p.into_inner())
@@ -130,7 +124,6 @@ impl<'m> MeshLaunch<'m> {
             links: link_spec(self.target),
             engine_spans: self.engine_spans,
             sync: MeshSync::new(n, launch.clone()),
-            wires: Mutex::new(Wires::default()),
             collectives: Mutex::new(BTreeMap::new()),
         });
         let outcomes: Vec<Mutex<Option<DeviceOutcome>>> =
@@ -152,7 +145,7 @@ impl<'m> MeshLaunch<'m> {
                 }
             }
         });
-        let mut devices = Vec::with_capacity(n);
+        let mut logs = Vec::with_capacity(n);
         let mut first_error = None;
         for (d, o) in outcomes.into_iter().enumerate() {
             match o.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -160,7 +153,7 @@ impl<'m> MeshLaunch<'m> {
                     if first_error.is_none() {
                         first_error = e;
                     }
-                    devices.push(t);
+                    logs.push(t);
                 }
                 None => {
                     first_error.get_or_insert_with(|| {
@@ -177,16 +170,20 @@ impl<'m> MeshLaunch<'m> {
             return Err(e);
         }
         end_checks(&shared)?;
+        let timeline = replay(logs, shared.links);
         let collectives = shared
             .collectives()
             .iter()
-            .map(|(&seq, e)| CollectiveStat::from_entry(seq, e))
+            .map(|(&seq, e)| {
+                let spans = timeline.collectives.get(&seq).map_or(&[][..], |v| v);
+                CollectiveStat::from_entry(seq, e, spans)
+            })
             .collect();
         Ok(MeshReport::new(
             self.mesh.clone(),
             self.target,
             self.mode,
-            devices,
+            timeline.devices,
             collectives,
         ))
     }
@@ -202,14 +199,10 @@ impl<'m> MeshLaunch<'m> {
         device::install(DeviceState {
             id: d,
             shared: shared.clone(),
-            clock: 0.0,
             program_id: Vec::new(),
             next_sem: 0,
             next_collective: 0,
-            compute_ns: 0.0,
-            wait_ns: 0.0,
-            bytes_sent: 0,
-            spans: Vec::new(),
+            log: Vec::new(),
         });
         let instances = self.grid.instances();
         let grid_shape = self.grid.shape();
@@ -250,7 +243,7 @@ impl<'m> MeshLaunch<'m> {
         }
         shared.sync.device_done(d);
         let state = device::take().expect("installed above");
-        (DeviceTimeline::from_state(state), error)
+        (state.log, error)
     }
 }
 

@@ -13,6 +13,7 @@
 //! deadlock     exact deadlock detection
 //! links        per-target link constants (hardware.md §5) and routes
 //! timeline     link and DMA reservations: when a transfer lands
+//! replay       the deterministic timing replay of every device's log
 //! launch       MeshLaunch: threads, end-of-kernel checks
 //! report       MeshReport: timelines, nccom-test style bandwidths, Perfetto trace
 //! ```
@@ -23,6 +24,7 @@ mod device;
 mod dma;
 mod launch;
 pub mod links;
+mod replay;
 mod report;
 mod sharding;
 mod sync;

@@ -3,7 +3,6 @@
 //! and one Perfetto / Chrome trace with a process per device.
 
 use super::collectives::CollectiveEntry;
-use super::device::DeviceState;
 use super::timeline::Transfer;
 use super::topology::Mesh;
 use crate::context::Mode;
@@ -141,14 +140,15 @@ pub struct DeviceTimeline {
 }
 
 impl DeviceTimeline {
-    pub(crate) fn from_state(s: DeviceState) -> DeviceTimeline {
+    /// The timeline of `device` before it did anything.
+    pub(crate) fn empty(device: usize) -> DeviceTimeline {
         DeviceTimeline {
-            device: s.id,
-            end_ns: s.clock,
-            compute_ns: s.compute_ns,
-            wait_ns: s.wait_ns,
-            bytes_sent: s.bytes_sent,
-            spans: s.spans,
+            device,
+            end_ns: 0.0,
+            compute_ns: 0.0,
+            wait_ns: 0.0,
+            bytes_sent: 0,
+            spans: Vec::new(),
         }
     }
 }
@@ -177,9 +177,15 @@ pub struct CollectiveStat {
 }
 
 impl CollectiveStat {
-    pub(crate) fn from_entry(seq: u32, e: &CollectiveEntry) -> CollectiveStat {
-        let start = e.spans.iter().map(|s| s.1).fold(f64::INFINITY, f64::min);
-        let end = e.spans.iter().map(|s| s.2).fold(0.0f64, f64::max);
+    /// The statistics of collective `seq` from its registry entry and the (device, start,
+    /// end) of every device that ran it.
+    pub(crate) fn from_entry(
+        seq: u32,
+        e: &CollectiveEntry,
+        spans: &[(usize, f64, f64)],
+    ) -> CollectiveStat {
+        let start = spans.iter().map(|s| s.1).fold(f64::INFINITY, f64::min);
+        let end = spans.iter().map(|s| s.2).fold(0.0f64, f64::max);
         let time_ns = if end > start { end - start } else { 0.0 };
         let algbw = if time_ns > 0.0 {
             e.bytes as f64 / time_ns * 1e9 / (1u64 << 30) as f64

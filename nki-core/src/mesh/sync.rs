@@ -1,9 +1,8 @@
 //! Semaphores of all devices of a mesh launch, blocking waits, and the registry of remote
 //! copies (for the unordered-write check and the never-waited check at kernel end).
 //!
-//! Every increment of a semaphore carries the modelled time it lands; a wait for `v` consumes
-//! the `v` earliest increments and the waiting device's clock moves to the latest of them.
-//! A wait that cannot be satisfied blocks its device thread; [`super::deadlock`] decides, under
+//! A wait for `v` consumes `v` increments (their modelled times are replayed afterwards, see
+//! [`super::replay`]). A wait that cannot be satisfied blocks its device thread; [`super::deadlock`] decides, under
 //! the same lock, when no device can ever signal again.
 
 use super::deadlock::{self, Blocked};
@@ -28,10 +27,9 @@ pub(crate) enum SemKey {
     },
 }
 
-/// One increment of a semaphore: when it lands, and the copy that signalled it.
+/// One increment of a semaphore, and the copy that signalled it.
 #[derive(Clone, Copy, Debug)]
 struct Unit {
-    time: f64,
     copy: Option<u64>,
 }
 
@@ -118,10 +116,10 @@ impl MeshSync {
         s.loc = Some(loc);
     }
 
-    /// Adds `n` increments landing at `time` to semaphore `key` of `device`.
-    pub(crate) fn signal(&self, device: usize, key: SemKey, n: u32, time: f64, copy: Option<u64>) {
+    /// Adds `n` increments to semaphore `key` of `device`.
+    pub(crate) fn signal(&self, device: usize, key: SemKey, n: u32, copy: Option<u64>) {
         let mut g = self.lock();
-        g.signal(device, key, n, time, copy);
+        g.signal(device, key, n, copy);
         drop(g);
         self.cv.notify_all();
     }
@@ -131,15 +129,14 @@ impl MeshSync {
         self.lock().sems[device].get(&key).map_or(0, Sem::value)
     }
 
-    /// Blocks until semaphore `key` of `device` holds `value`, consumes that much and returns
-    /// the modelled time the last consumed increment landed (`None` for a wait of 0).
+    /// Blocks until semaphore `key` of `device` holds `value`, then consumes that much.
     pub(crate) fn wait(
         &self,
         device: usize,
         key: SemKey,
         value: u32,
         describe: impl Fn(&SyncState) -> Blocked,
-    ) -> std::result::Result<Option<f64>, WaitFail> {
+    ) -> std::result::Result<(), WaitFail> {
         let mut g = self.lock();
         loop {
             if self.launch.cancelled.load(Ordering::SeqCst) {
@@ -152,7 +149,8 @@ impl MeshSync {
             let have = g.sems[device].get(&key).map_or(0, Sem::value);
             if have >= value as usize {
                 g.blocked.remove(&device);
-                return Ok(g.consume(device, key, value as usize));
+                g.consume(device, key, value as usize);
+                return Ok(());
             }
             let b = describe(&g);
             g.blocked.insert(device, b);
@@ -240,20 +238,19 @@ impl MeshSync {
 }
 
 impl SyncState {
-    fn signal(&mut self, device: usize, key: SemKey, n: u32, time: f64, copy: Option<u64>) {
+    fn signal(&mut self, device: usize, key: SemKey, n: u32, copy: Option<u64>) {
         let s = self.sems[device].entry(key).or_default();
-        s.units.extend((0..n).map(|_| Unit { time, copy }));
+        s.units.extend((0..n).map(|_| Unit { copy }));
     }
 
-    /// Takes the `n` earliest increments; returns the time of the latest taken.
-    fn consume(&mut self, device: usize, key: SemKey, n: usize) -> Option<f64> {
+    /// Takes `n` increments, oldest first; a copy whose increment is taken is delivered.
+    fn consume(&mut self, device: usize, key: SemKey, n: usize) {
         if n == 0 {
-            return None;
+            return;
         }
         let s = self.sems[device]
             .get_mut(&key)
             .expect("checked by the caller");
-        s.units.sort_by(|a, b| a.time.total_cmp(&b.time));
         let taken: Vec<Unit> = s.units.drain(..n).collect();
         for u in &taken {
             let Some(id) = u.copy else { continue };
@@ -268,7 +265,6 @@ impl SyncState {
                 self.copies.remove(&id);
             }
         }
-        taken.iter().map(|u| u.time).reduce(f64::max)
     }
 }
 
@@ -304,14 +300,11 @@ mod tests {
     }
 
     #[test]
-    fn waits_take_the_earliest_increments() {
+    fn waits_consume_what_they_wait_for() {
         let sync = MeshSync::new(1, LaunchShared::new());
         let k = SemKey::User(0);
-        sync.signal(0, k, 1, 30.0, None);
-        sync.signal(0, k, 1, 10.0, None);
-        sync.signal(0, k, 1, 20.0, None);
-        let t = sync.wait(0, k, 2, |_| unreachable!()).ok().unwrap();
-        assert_eq!(t, Some(20.0));
+        sync.signal(0, k, 3, None);
+        assert!(sync.wait(0, k, 2, |_| unreachable!()).is_ok());
         assert_eq!(sync.value(0, k), 1);
     }
 }

@@ -16,7 +16,7 @@ mod ring;
 use super::device::with_device;
 use super::dma::{start_copy, wait, write_values};
 use super::launch::MeshShared;
-use super::report::MeshSpan;
+use super::replay::Step;
 use super::sharding::MeshView;
 use super::sync::SemKey;
 use super::topology::ReplicaGroups;
@@ -107,8 +107,8 @@ pub(crate) struct CollectiveEntry {
     pub(crate) ranks: usize,
     /// Bytes per rank: max(input, output), as the profiler's algorithm bandwidth counts.
     pub(crate) bytes: u64,
-    /// (device, start, end) of every device that finished it.
-    pub(crate) spans: Vec<(usize, f64, f64)>,
+    /// Devices that left it.
+    finished: usize,
     participants: usize,
     scratch: HashMap<u32, Arc<[Arc<HbmStorage>]>>,
 }
@@ -121,7 +121,6 @@ pub(crate) struct Call {
     pub(crate) group: Vec<usize>,
     pub(crate) rank: usize,
     pub(crate) loc: SourceLoc,
-    start: f64,
 }
 
 impl Call {
@@ -135,11 +134,12 @@ impl Call {
         bytes: u64,
         loc: SourceLoc,
     ) -> Option<Call> {
-        let (shared, me, seq, start) = with_device(kind.name(), loc, |d| {
+        let (shared, me, seq) = with_device(kind.name(), loc, |d| {
             d.flush();
             let seq = d.next_collective;
             d.next_collective += 1;
-            (d.shared.clone(), d.id, seq, d.clock)
+            d.log.push(Step::Begin { seq });
+            (d.shared.clone(), d.id, seq)
         });
         let participants: usize = groups.groups().iter().map(Vec::len).sum();
         let (group, rank) = match groups.find(me) {
@@ -155,7 +155,7 @@ impl Call {
                 first: (me, loc),
                 ranks: group.len(),
                 bytes,
-                spans: Vec::new(),
+                finished: 0,
                 participants,
                 scratch: HashMap::new(),
             });
@@ -181,7 +181,6 @@ impl Call {
             group,
             rank,
             loc,
-            start,
         })
     }
 
@@ -299,18 +298,18 @@ impl Call {
         }
     }
 
-    /// Adds `b` into `acc` element-wise in f32, charging the DMA-reduction time of `elems`
-    /// f32 elements to the device clock.
+    /// Adds `b` into `acc` element-wise in f32, logging a DMA reduction of `elems` f32
+    /// elements.
     pub(crate) fn accumulate(&self, acc: &mut [f32], b: &[f32], elems: usize) {
         for (a, x) in acc.iter_mut().zip(b) {
             *a += x;
         }
-        let spec = self.shared.links;
-        let ns = (elems * 4) as f64 / (spec.dma_gbps * spec.reduce_fraction);
         with_device("reduce", self.loc, |d| {
             d.flush();
-            d.spans.push(MeshSpan::reduce(d.clock, ns, elems, self.loc));
-            d.clock += ns;
+            d.log.push(Step::Reduce {
+                elems,
+                loc: self.loc,
+            });
         });
     }
 
@@ -321,25 +320,21 @@ impl Call {
             .map_or("collective", |e| e.kind.name())
     }
 
-    /// Leaves the collective: records its span and frees the scratch after the last device.
+    /// Leaves the collective: logs its end and frees the scratch after the last device.
     fn finish(self) {
-        let end = with_device("collective", self.loc, |d| {
-            d.flush();
-            d.clock
-        });
         let name = self.name();
         with_device("collective", self.loc, |d| {
-            d.spans.push(MeshSpan::collective(
-                self.start,
-                end - self.start,
+            d.flush();
+            d.log.push(Step::End {
+                seq: self.seq,
                 name,
-                self.loc,
-            ));
+                loc: self.loc,
+            });
         });
         let mut reg = self.shared.collectives();
         if let Some(e) = reg.get_mut(&self.seq) {
-            e.spans.push((self.me, self.start, end));
-            if e.spans.len() == e.participants {
+            e.finished += 1;
+            if e.finished == e.participants {
                 e.scratch.clear();
             }
         }
