@@ -7,7 +7,7 @@
 //! time all of them are free for its whole duration, and lands after the per-hop latency.
 //! Transfers therefore contend for links and DMA engines exactly when their intervals
 //! overlap. A kernel segment that runs while its device's DMA engines carry transfers is
-//! stretched by the DMA time those transfers take ([`Wires::dma_share`]).
+//! stretched by the DMA time those transfers take (`Wires::dma_share`).
 
 use super::links::{LinkSpec, Resource, Route};
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
 //! Collectives over replica groups (`nki.collectives`): all_gather, reduce_scatter,
 //! all_reduce, all_to_all, collective_permute and a barrier, each built on the remote-DMA layer
-//! ([`super::dma`]) with a selectable [`Algorithm`]: ring ([`ring`]), recursive doubling /
-//! halving ([`recursive`]), or direct sends to every peer ([`direct`]). Reductions accumulate
+//! (`mesh::dma`) with a selectable [`Algorithm`]: ring (`ring.rs`), recursive doubling /
+//! halving (`recursive.rs`), or direct sends to every peer (`direct.rs`). Reductions accumulate
 //! in f32 and round once to the destination dtype.
 //!
 //! Every device calls the same collectives in the same order (SPMD); the n-th collective of a
