@@ -363,3 +363,31 @@ fn modelled_times_do_not_depend_on_thread_interleaving() {
         "devices on different chips differ"
     );
 }
+
+#[test]
+fn sixty_four_devices_in_one_process() {
+    // An 8x8 mesh (16 trn2 chips): a 1 MiB-per-device ring all-gather over all 64 devices,
+    // shapes only. 63 steps, each at least one DMA start and one 1 MiB transfer.
+    let m = Mesh::new([8, 8], ["x", "y"]).unwrap();
+    let all = ReplicaGroups::all(&m);
+    let spec = PartitionSpec::multi(&[&["x", "y"], &[]]);
+    let x = ShardedHbm::<bf16>::shape_only(&m, &[64 * 512, 1024], spec).unwrap();
+    let out = ShardedHbm::<bf16>::shape_only(&m, &[64 * 512, 1024], PartitionSpec::replicated(2))
+        .unwrap();
+    let r = MeshLaunch::new(&m)
+        .mode(Mode::Estimate)
+        .engine_spans(false)
+        .run(|| mesh::all_gather(&x.view(), &out.view(), 0, &all, Algorithm::Ring))
+        .unwrap();
+    let l = link_spec(Target::Trn2);
+    let step = l.dma_fixed_ns + (1 << 20) as f64 / l.link_gbps;
+    assert_eq!(r.devices.len(), 64);
+    assert!(
+        r.latency_ns >= 63.0 * step,
+        "{} < {}",
+        r.latency_ns,
+        63.0 * step
+    );
+    assert_eq!(r.collectives.len(), 1);
+    assert_eq!(r.collectives[0].bytes, 64 << 20);
+}

@@ -426,20 +426,29 @@ fn needs_power_of_two(op: &'static str, r: usize, alg: Algorithm) -> Result<()> 
     Ok(())
 }
 
-fn signature(
+/// The common entry of a collective on `src` and `dst` (both on the running device): checks
+/// them with `check(group size)`, then enters the collective (`None` outside every group).
+#[track_caller]
+fn enter(
     kind: CollectiveKind,
     alg: Option<Algorithm>,
-    src: &MeshView,
-    dst: &MeshView,
-    dim: usize,
-) -> String {
-    let alg = alg.map_or(String::new(), |a| format!(" ({a})"));
-    format!(
-        "{}{alg} of {:?} into {:?} along dim {dim}",
-        kind.name(),
+    (src, dst, dim): (&MeshView, &MeshView, usize),
+    groups: &ReplicaGroups,
+    check: impl FnOnce(usize) -> Result<()>,
+) -> Option<Call> {
+    let loc = SourceLoc::caller();
+    let op = kind.name();
+    check_local(op, src, "source", loc);
+    check_local(op, dst, "destination", loc);
+    context::check(check(group_size(groups, loc, op)), loc);
+    let how = alg.map_or(String::new(), |a| format!(" ({a})"));
+    let sig = format!(
+        "{op}{how} of {:?} into {:?} along dim {dim}",
         src.shape(),
         dst.shape()
-    )
+    );
+    let bytes = src.bytes().max(dst.bytes());
+    Call::begin(kind, alg, groups, sig, bytes, loc)
 }
 
 /// Gathers `src` of every rank of the running device's group into `dst` (concatenated along
@@ -452,28 +461,13 @@ pub fn all_gather(
     groups: &ReplicaGroups,
     alg: Algorithm,
 ) {
-    let loc = SourceLoc::caller();
     let op = "all_gather";
-    check_local(op, src, "source", loc);
-    check_local(op, dst, "destination", loc);
-    let r = group_size(groups, loc, op);
-    context::check(
-        check_scaled(op, src, dst, dim, r).and(needs_power_of_two(op, r, alg)),
-        loc,
-    );
-    let sig = signature(CollectiveKind::AllGather, Some(alg), src, dst, dim);
-    let Some(c) = Call::begin(
-        CollectiveKind::AllGather,
-        Some(alg),
-        groups,
-        sig,
-        dst.bytes(),
-        loc,
-    ) else {
-        return;
-    };
-    gather_into(&c, src, dst, dim, alg, 0);
-    c.finish();
+    let check = |r| check_scaled(op, src, dst, dim, r).and(needs_power_of_two(op, r, alg));
+    let kind = CollectiveKind::AllGather;
+    if let Some(c) = enter(kind, Some(alg), (src, dst, dim), groups, check) {
+        gather_into(&c, src, dst, dim, alg, 0);
+        c.finish();
+    }
 }
 
 fn gather_into(c: &Call, src: &MeshView, dst: &MeshView, dim: usize, alg: Algorithm, phase: u32) {
@@ -502,28 +496,13 @@ pub fn reduce_scatter(
     groups: &ReplicaGroups,
     alg: Algorithm,
 ) {
-    let loc = SourceLoc::caller();
     let op = "reduce_scatter";
-    check_local(op, src, "source", loc);
-    check_local(op, dst, "destination", loc);
-    let r = group_size(groups, loc, op);
-    context::check(
-        check_scaled(op, dst, src, dim, r).and(needs_power_of_two(op, r, alg)),
-        loc,
-    );
-    let sig = signature(CollectiveKind::ReduceScatter, Some(alg), src, dst, dim);
-    let Some(c) = Call::begin(
-        CollectiveKind::ReduceScatter,
-        Some(alg),
-        groups,
-        sig,
-        src.bytes(),
-        loc,
-    ) else {
-        return;
-    };
-    scatter_into(&c, src, dst, dim, alg, 0);
-    c.finish();
+    let check = |r| check_scaled(op, dst, src, dim, r).and(needs_power_of_two(op, r, alg));
+    let kind = CollectiveKind::ReduceScatter;
+    if let Some(c) = enter(kind, Some(alg), (src, dst, dim), groups, check) {
+        scatter_into(&c, src, dst, dim, alg, 0);
+        c.finish();
+    }
 }
 
 /// Sums `src` over the ranks of the group (in f32) into `dst` (same shape) on every rank.
@@ -531,32 +510,24 @@ pub fn reduce_scatter(
 /// which must divide by the group size; direct sends the whole buffer to every rank.
 #[track_caller]
 pub fn all_reduce(src: &MeshView, dst: &MeshView, groups: &ReplicaGroups, alg: Algorithm) {
-    let loc = SourceLoc::caller();
     let op = "all_reduce";
-    check_local(op, src, "source", loc);
-    check_local(op, dst, "destination", loc);
-    let r = group_size(groups, loc, op);
-    let mut check = check_scaled(op, src, dst, 0, 1).and(needs_power_of_two(op, r, alg));
-    if check.is_ok() && alg != Algorithm::Direct && !src.shape()[0].is_multiple_of(r) {
-        check = Err(NkiError::new(
-            ErrorKind::ShapeMismatch,
-            op,
-            format!(
-                "the {alg} all_reduce splits dimension 0 of {} over {r} ranks, which does not divide it; use Algorithm::Direct",
-                src.describe()
-            ),
-        ));
-    }
-    context::check(check, loc);
-    let sig = signature(CollectiveKind::AllReduce, Some(alg), src, dst, 0);
-    let Some(c) = Call::begin(
-        CollectiveKind::AllReduce,
-        Some(alg),
-        groups,
-        sig,
-        src.bytes(),
-        loc,
-    ) else {
+    let check = |r: usize| {
+        check_scaled(op, src, dst, 0, 1)?;
+        needs_power_of_two(op, r, alg)?;
+        if alg != Algorithm::Direct && !src.shape()[0].is_multiple_of(r) {
+            return Err(NkiError::new(
+                ErrorKind::ShapeMismatch,
+                op,
+                format!(
+                    "the {alg} all_reduce splits dimension 0 of {} over {r} ranks, which does not divide it; use Algorithm::Direct",
+                    src.describe()
+                ),
+            ));
+        }
+        Ok(())
+    };
+    let kind = CollectiveKind::AllReduce;
+    let Some(c) = enter(kind, Some(alg), (src, dst, 0), groups, check) else {
         return;
     };
     match alg {
@@ -581,43 +552,33 @@ pub fn all_to_all(
     groups: &ReplicaGroups,
     alg: Algorithm,
 ) {
-    let loc = SourceLoc::caller();
     let op = "all_to_all";
-    check_local(op, src, "source", loc);
-    check_local(op, dst, "destination", loc);
-    let r = group_size(groups, loc, op);
-    let mut check = check_scaled(op, src, dst, dim, 1);
-    if check.is_ok() && !src.shape()[dim].is_multiple_of(r) {
-        check = Err(NkiError::new(
-            ErrorKind::ShapeMismatch,
-            op,
-            format!(
-                "dimension {dim} of {} does not split into {r} blocks",
-                src.describe()
-            ),
-        ));
-    }
-    if alg == Algorithm::RecursiveDoubling {
-        check = Err(NkiError::new(
-            ErrorKind::InvalidArgument,
-            op,
-            "all_to_all runs with Algorithm::Ring or Algorithm::Direct",
-        ));
-    }
-    context::check(check, loc);
-    let sig = signature(CollectiveKind::AllToAll, Some(alg), src, dst, dim);
-    let Some(c) = Call::begin(
-        CollectiveKind::AllToAll,
-        Some(alg),
-        groups,
-        sig,
-        src.bytes(),
-        loc,
-    ) else {
-        return;
+    let check = |r: usize| {
+        check_scaled(op, src, dst, dim, 1)?;
+        if !src.shape()[dim].is_multiple_of(r) {
+            return Err(NkiError::new(
+                ErrorKind::ShapeMismatch,
+                op,
+                format!(
+                    "dimension {dim} of {} does not split into {r} blocks",
+                    src.describe()
+                ),
+            ));
+        }
+        if alg == Algorithm::RecursiveDoubling {
+            return Err(NkiError::new(
+                ErrorKind::InvalidArgument,
+                op,
+                "all_to_all runs with Algorithm::Ring or Algorithm::Direct",
+            ));
+        }
+        Ok(())
     };
-    direct::all_to_all(&c, src, dst, dim, alg == Algorithm::Ring);
-    c.finish();
+    let kind = CollectiveKind::AllToAll;
+    if let Some(c) = enter(kind, Some(alg), (src, dst, dim), groups, check) {
+        direct::all_to_all(&c, src, dst, dim, alg == Algorithm::Ring);
+        c.finish();
+    }
 }
 
 /// Sends `src` of group rank `a` to `dst` of group rank `b` for every pair `(a, b)`; each rank
@@ -629,38 +590,31 @@ pub fn collective_permute(
     pairs: &[(usize, usize)],
     groups: &ReplicaGroups,
 ) {
-    let loc = SourceLoc::caller();
     let op = "collective_permute";
-    check_local(op, src, "source", loc);
-    check_local(op, dst, "destination", loc);
-    let r = group_size(groups, loc, op);
-    let mut check = check_scaled(op, src, dst, 0, 1);
-    for (i, &(a, b)) in pairs.iter().enumerate() {
-        if a >= r || b >= r {
-            check = Err(NkiError::new(
-                ErrorKind::InvalidDevice,
-                op,
-                format!("pair ({a}, {b}) names a rank outside the group of {r}"),
-            ));
-        } else if pairs[..i].iter().any(|&(x, y)| x == a || y == b) {
-            check = Err(NkiError::new(
-                ErrorKind::InvalidArgument,
-                op,
-                format!("pair ({a}, {b}) repeats a source or a destination rank in {pairs:?}"),
-            ));
+    let check = |r: usize| {
+        check_scaled(op, src, dst, 0, 1)?;
+        for (i, &(a, b)) in pairs.iter().enumerate() {
+            if a >= r || b >= r {
+                return Err(NkiError::new(
+                    ErrorKind::InvalidDevice,
+                    op,
+                    format!("pair ({a}, {b}) names a rank outside the group of {r}"),
+                ));
+            }
+            if pairs[..i].iter().any(|&(x, y)| x == a || y == b) {
+                return Err(NkiError::new(
+                    ErrorKind::InvalidArgument,
+                    op,
+                    format!("pair ({a}, {b}) repeats a source or a destination rank in {pairs:?}"),
+                ));
+            }
         }
-    }
-    context::check(check, loc);
-    let sig = format!(
-        "{} {pairs:?} of {:?}",
-        CollectiveKind::Permute.name(),
-        src.shape()
-    );
-    let Some(c) = Call::begin(CollectiveKind::Permute, None, groups, sig, src.bytes(), loc) else {
-        return;
+        Ok(())
     };
-    direct::permute(&c, src, dst, pairs);
-    c.finish();
+    if let Some(c) = enter(CollectiveKind::Permute, None, (src, dst, 0), groups, check) {
+        direct::permute(&c, src, dst, pairs);
+        c.finish();
+    }
 }
 
 /// Blocks until every device of the running device's group reached the barrier (each signals
