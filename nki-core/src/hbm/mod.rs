@@ -7,6 +7,13 @@
 //! store covers whole blocks), which is how overlapping writes are detected (NKI's "unexpected
 //! output dependencies"). The tags are kept in every launch mode, so estimate-mode launches on
 //! [`Hbm::shape_only`] tensors detect races too; the tag arrays are allocated on first write.
+//!
+//! The folder: this module holds the tensors and views; [`write`] the tracked stores,
+//! [`writers`] who wrote what and which writers conflict, [`atomic`] `nl.atomic_rmw`.
+
+pub(crate) mod atomic;
+pub(crate) mod write;
+pub(crate) mod writers;
 
 use crate::access::{Ap, IntoIndex, Shape};
 use crate::dtype::{DType, Element};
@@ -32,8 +39,8 @@ pub(crate) struct HbmStorage {
 ///
 /// Writer ids are global and increasing, so ids from earlier launches (and 0, "never
 /// written") are recognised as stale. Tags are kept per block of
-/// [`crate::hbm_write::BLOCK`] elements, and per element only for blocks that were written
-/// partially (marked [`crate::hbm_write::MIXED`]), so a store of whole blocks touches 1/16 of
+/// [`write::BLOCK`] elements, and per element only for blocks that were written
+/// partially (marked [`write::MIXED`]), so a store of whole blocks touches 1/16 of
 /// the tag memory.
 pub(crate) struct HbmData {
     pub(crate) values: Option<Vec<f32>>,
