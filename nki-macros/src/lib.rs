@@ -7,9 +7,9 @@
 //! launchers `launch`, `simulate`, `estimate` and `run`, which `launch!(kernel[gx, gy](...))`
 //! calls. Nothing else happens here: all checks of tile shapes live in nki-core's types.
 //!
-//! The macro works in two steps: [`model`] reads the function into a kernel model (its
+//! The macro works in two steps: `model` reads the function into a kernel model (its
 //! parameters with their roles: input, output, other) and checks the signature;
-//! [`expand`] generates the per-instance function and `run` from the model. The other three
+//! `expand` generates the per-instance function and `run` from the model. The other three
 //! launchers are one-line calls of `nki_core::launcher`, where they are written once.
 //!
 //! `#[nki_kernel(debug)]` prints the expansion to the compiler's standard error while the

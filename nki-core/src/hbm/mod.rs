@@ -8,8 +8,8 @@
 //! output dependencies"). The tags are kept in every launch mode, so estimate-mode launches on
 //! [`Hbm::shape_only`] tensors detect races too; the tag arrays are allocated on first write.
 //!
-//! The folder: this module holds the tensors and views; [`write`] the tracked stores,
-//! [`writers`] who wrote what and which writers conflict, [`atomic`] `nl.atomic_rmw`.
+//! The folder: this module holds the tensors and views; `write.rs` the tracked stores,
+//! `writers.rs` who wrote what and which writers conflict, `atomic.rs` `nl.atomic_rmw`.
 
 pub(crate) mod atomic;
 pub(crate) mod write;
