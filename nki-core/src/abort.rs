@@ -108,3 +108,51 @@ pub(crate) fn quiet_kernel_unwinds() {
         }));
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(stop: Result<(), Stop>) -> NkiError {
+        match stop {
+            Err(Stop::Failed(e)) => e,
+            Err(Stop::Cancelled) => panic!("cancelled, not failed"),
+            Ok(()) => panic!("did not stop"),
+        }
+    }
+
+    #[test]
+    fn a_kernel_abort_gives_its_error() {
+        let e = NkiError::new(ErrorKind::ShapeMismatch, "nl.add", "shapes differ");
+        let got = failed(catch(&[3], || panic::panic_any(KernelAbort(e.clone()))));
+        assert_eq!(got.kind(), ErrorKind::ShapeMismatch);
+        assert_eq!(got.to_string(), e.to_string());
+    }
+
+    #[test]
+    fn a_cancellation_is_no_error() {
+        let r = catch(&[0], || panic::panic_any(Cancelled));
+        assert!(matches!(r, Err(Stop::Cancelled)));
+        assert!(matches!(catch(&[0], || 7), Ok(7)));
+    }
+
+    #[test]
+    fn other_panics_become_kernel_panic_errors_with_the_program_id() {
+        quiet_kernel_unwinds();
+        for e in [
+            failed(catch(&[1, 2], || panic!("index {} out of range", 9))),
+            failed(catch(&[1, 2], || std::panic::panic_any("a str payload"))),
+            failed(catch(&[1, 2], || std::panic::panic_any(42u8))),
+        ] {
+            assert_eq!(e.kind(), ErrorKind::KernelPanic);
+            assert!(e.to_string().contains("program id [1, 2]"), "{e}");
+        }
+        let e = failed(catch(&[0], || panic!("index {} out of range", 9)));
+        assert!(
+            e.to_string().contains("panicked: index 9 out of range"),
+            "{e}"
+        );
+        let e = failed(catch(&[0], || std::panic::panic_any(42u8)));
+        assert!(e.to_string().contains("unknown panic"), "{e}");
+    }
+}

@@ -5,8 +5,8 @@
 //!   into `&HbmOut<'_, T>` (writable, shared by all instances; inputs stay read-only);
 //! - a type `k` whose `run(launch, params)` borrows the outputs (`Hbm::as_output`) and runs
 //!   the instance function under the `Launch`, and whose `launch`, `simulate` and `estimate`
-//!   each forward to `nki_core::launcher`, written once in the runtime, with a closure that
-//!   calls `run`.
+//!   each forward to `nki_core::launcher` (`launch`, `modelled`), written once in the
+//!   runtime, with a closure that calls `run`.
 
 use crate::model::{Kernel, Role};
 use proc_macro2::TokenStream;
@@ -105,13 +105,13 @@ fn launchers(k: &Kernel) -> TokenStream {
 
             /// Runs the kernel computing values and the modelled timeline on `target`.
             pub fn simulate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
-                #nki::launcher::simulate(grid, target, #run)
+                #nki::launcher::modelled(grid, target, #nki::context::Mode::Simulate, #run)
             }
 
             /// Models the kernel's timeline on `target` without computing values (inputs may be
             /// `Hbm::shape_only`).
             pub fn estimate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
-                #nki::launcher::estimate(grid, target, #run)
+                #nki::launcher::modelled(grid, target, #nki::context::Mode::Estimate, #run)
             }
 
             /// Runs the kernel with a configured [`::nki_core::spmd::Launch`].
