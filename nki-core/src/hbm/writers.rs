@@ -211,3 +211,75 @@ impl Writers {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer(instance: u32, frames: &[(u32, u32)], kind: WriterKind) -> Writer {
+        Writer {
+            instance,
+            frames: frames.to_vec(),
+            kind,
+        }
+    }
+
+    #[test]
+    fn stores_conflict_at_unordered_positions_only() {
+        let t = Writers::new();
+        let loc = SourceLoc::caller();
+        let id =
+            |i, f: &[(u32, u32)]| t.intern(writer(i, f, WriterKind::Store), &[i as usize], loc);
+        let a = id(0, &[(0, 0)]);
+        assert_eq!(a, id(0, &[(0, 0)]), "a writer is interned once");
+        let other_instance = id(1, &[(0, 0)]);
+        let other_iteration = id(0, &[(0, 1)]);
+        let later_loop = id(0, &[(1, 0)]);
+        assert!(t.conflicts(a, other_instance));
+        assert!(t.conflicts(a, other_iteration));
+        assert!(
+            !t.conflicts(a, later_loop),
+            "two loops one after the other are ordered"
+        );
+        assert!(!t.conflicts(a, a));
+        let stale = Writers::new();
+        assert!(
+            !stale.conflicts(a, other_instance),
+            "ids of an earlier launch are stale"
+        );
+        assert!(t
+            .describe(other_iteration)
+            .starts_with("program id [0] in affine_range iteration (1) at "));
+    }
+
+    #[test]
+    fn atomic_updates_merge_and_stay_checked_against_stores() {
+        let t = Writers::new();
+        let loc = SourceLoc::caller();
+        let store0 = t.intern(writer(0, &[], WriterKind::Store), &[0], loc);
+        let atomic1 = t.intern(writer(1, &[], WriterKind::Atomic), &[1], loc);
+        let atomic2 = t.intern(writer(2, &[], WriterKind::Atomic), &[2], loc);
+        let store2 = t.intern(writer(2, &[], WriterKind::Store), &[2], loc);
+        assert!(!t.conflicts(atomic1, atomic2));
+        assert_eq!(t.merge_atomic(store0, atomic1), Err(()));
+        let both = t.merge_atomic(atomic1, atomic2).unwrap();
+        assert_eq!(
+            t.merge_atomic(atomic1, atomic2),
+            Ok(both),
+            "the merged tag is interned"
+        );
+        assert!(
+            t.conflicts(both, store2),
+            "a store unordered with either atomic writer"
+        );
+        assert_eq!(
+            t.describe(both),
+            format!(
+                "the atomic_rmw updates of {} and {}",
+                t.describe(atomic1),
+                t.describe(atomic2)
+            )
+        );
+        assert!(t.describe(atomic1).contains("(atomic_rmw)"));
+    }
+}
