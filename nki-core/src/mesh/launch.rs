@@ -9,8 +9,9 @@ use super::replay::{replay, Step};
 use super::report::{CollectiveStat, MeshReport};
 use super::sync::MeshSync;
 use super::topology::Mesh;
-use crate::context::{self, Cancelled, InstanceCtx, KernelAbort, LaunchShared, Mode};
-use crate::error::{ErrorKind, NkiError, Result};
+use crate::abort::{run_instance, Stop};
+use crate::context::{InstanceCtx, LaunchShared, Mode};
+use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::spmd::Grid;
 use crate::target::Target;
 use std::collections::BTreeMap;
@@ -114,7 +115,7 @@ impl<'m> MeshLaunch<'m> {
                 ),
             ));
         }
-        crate::spmd::install_panic_filter();
+        crate::abort::quiet_kernel_unwinds();
         let n = self.mesh.num_devices();
         let launch = LaunchShared::new();
         let shared = Arc::new(MeshShared {
@@ -211,7 +212,7 @@ impl<'m> MeshLaunch<'m> {
             if launch.cancelled.load(Ordering::SeqCst) {
                 break;
             }
-            device::with_device("MeshLaunch", crate::error::SourceLoc::caller(), |s| {
+            device::with_device("MeshLaunch", SourceLoc::caller(), |s| {
                 s.program_id = pid.clone();
             });
             let ctx = InstanceCtx::new(
@@ -223,19 +224,14 @@ impl<'m> MeshLaunch<'m> {
                 self.target,
                 launch.clone(),
             );
-            let prev = context::install(ctx);
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(kernel));
-            if outcome.is_ok() {
-                device::with_device("MeshLaunch", crate::error::SourceLoc::caller(), |s| {
-                    s.flush()
-                });
-            }
-            context::take();
-            if let Some(p) = prev {
-                context::install(p);
-            }
-            if let Err(payload) = outcome {
-                error = payload_error(payload, pid, &self.mesh.describe_device(d));
+            let (_, outcome) = run_instance(ctx, || {
+                kernel();
+                device::with_device("MeshLaunch", SourceLoc::caller(), |s| s.flush());
+            });
+            if let Err(stop) = outcome {
+                if let Stop::Failed(e) = stop {
+                    error = Some(on_device(e, pid, &self.mesh.describe_device(d)));
+                }
                 launch.cancelled.store(true, Ordering::SeqCst);
                 shared.sync.wake_all();
                 break;
@@ -247,39 +243,18 @@ impl<'m> MeshLaunch<'m> {
     }
 }
 
-/// The error a failed instance unwound with (`None` for a cancellation), naming its device.
-fn payload_error(
-    payload: Box<dyn std::any::Any + Send>,
-    pid: &[usize],
-    device: &str,
-) -> Option<NkiError> {
-    if payload.is::<Cancelled>() {
-        return None;
-    }
-    let e = match payload.downcast_ref::<KernelAbort>() {
-        Some(KernelAbort(e)) => e.clone(),
-        None => {
-            let msg = payload
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
-            NkiError::new(
-                ErrorKind::KernelPanic,
-                "kernel",
-                format!("the kernel body panicked: {msg}"),
-            )
-        }
-    };
+/// `e`, a failure of an instance of `device`, with the device named in its message (a
+/// deadlock already names every device).
+fn on_device(e: NkiError, pid: &[usize], device: &str) -> NkiError {
     if e.kind() == ErrorKind::Deadlock {
-        return Some(e);
+        return e;
     }
     let mut out = NkiError::new(e.kind(), e.op(), format!("on {device}: {}", e.message()))
         .with_program_id(e.program_id().unwrap_or(pid));
     if let Some(l) = e.location() {
         out = out.with_loc(l);
     }
-    Some(out)
+    out
 }
 
 /// After every device finished: a copy whose send side was never waited on, or a semaphore
