@@ -391,3 +391,37 @@ fn sixty_four_devices_in_one_process() {
     assert_eq!(r.collectives.len(), 1);
     assert_eq!(r.collectives[0].bytes, 64 << 20);
 }
+
+#[test]
+fn collectives_on_sbuf_tiles() {
+    // Each device loads its [32, 16] shard into SBUF, all-reduces it tile to tile and
+    // all-gathers it along the free dimension, then stores both results.
+    let m = Mesh::new([4], ["x"]).unwrap();
+    let g = ReplicaGroups::along(&m, &["x"]).unwrap();
+    let a = random(128, 16, 8);
+    let x = ShardedHbm::from_array(&m, &a, p([Some("x"), None])).unwrap();
+    let sum = ShardedHbm::<f32>::zeros(&m, &[32, 16], PartitionSpec::replicated(2)).unwrap();
+    let cat = ShardedHbm::<f32>::zeros(&m, &[32, 64], PartitionSpec::replicated(2)).unwrap();
+    for alg in ALGORITHMS {
+        run(&m, || {
+            let t = nl::load(x.local().view());
+            let r = nl::ndarray(&[32, 16], DType::F32, MemKind::Sbuf);
+            mesh::all_reduce(&t, &r, &g, alg);
+            nl::store(sum.local_out().view(), &r);
+            let wide = nl::ndarray(&[32, 64], DType::F32, MemKind::Sbuf);
+            mesh::all_gather(&t, &wide, 1, &g, alg);
+            nl::store(cat.local_out().view(), &wide);
+        });
+        let want_sum = blocks(&a, 4)
+            .into_iter()
+            .fold(Array2::zeros((32, 16)), |s, b| s + b);
+        assert_close(&sum.to_array().unwrap(), &want_sum, 1e-6);
+        let parts = blocks(&a, 4);
+        let views: Vec<_> = parts.iter().map(|b| b.view()).collect();
+        assert_close(
+            &cat.to_array().unwrap(),
+            &concatenate(Axis(1), &views).unwrap(),
+            0.0,
+        );
+    }
+}

@@ -33,7 +33,7 @@ mod topology;
 
 pub use collectives::{
     all_gather, all_reduce, all_to_all, barrier, collective_permute, reduce_scatter, Algorithm,
-    CollectiveKind,
+    CollectiveKind, Operand,
 };
 pub use device::{axis_index, axis_size, device_id, num_devices};
 pub use dma::{async_copy, remote_copy, semaphore, AsyncCopy, Semaphore};

@@ -10,6 +10,9 @@
 //! when the last device leaves the collective.
 
 mod direct;
+mod operand;
+
+pub use operand::Operand;
 mod recursive;
 mod ring;
 
@@ -131,7 +134,6 @@ impl Call {
         algorithm: Option<Algorithm>,
         groups: &ReplicaGroups,
         signature: String,
-        bytes: u64,
         loc: SourceLoc,
     ) -> Option<Call> {
         let (shared, me, seq) = with_device(kind.name(), loc, |d| {
@@ -154,7 +156,7 @@ impl Call {
                 signature: signature.clone(),
                 first: (me, loc),
                 ranks: group.len(),
-                bytes,
+                bytes: 0,
                 finished: 0,
                 participants,
                 scratch: HashMap::new(),
@@ -182,6 +184,13 @@ impl Call {
             rank,
             loc,
         })
+    }
+
+    /// Records the bytes per rank (max of input and output) of this collective.
+    fn set_bytes(&self, bytes: u64) {
+        if let Some(e) = self.shared.collectives().get_mut(&self.seq) {
+            e.bytes = e.bytes.max(bytes);
+        }
     }
 
     /// Group size.
@@ -259,6 +268,12 @@ impl Call {
 
     /// A local f32 buffer of `shape` (slot `key`), allocated on every device at first use.
     pub(crate) fn scratch(&self, key: u32, shape: &[usize]) -> MeshView {
+        self.scratch_of(key, shape, DType::F32)
+    }
+
+    /// A local buffer of `shape` and `dtype` (slot `key`), allocated on every device at first
+    /// use.
+    pub(crate) fn scratch_of(&self, key: u32, shape: &[usize], dtype: DType) -> MeshView {
         let s = context::check(Shape::new(shape), self.loc);
         let executes = self.executes();
         let n = self.shared.mesh.num_devices();
@@ -269,9 +284,7 @@ impl Call {
                 .entry(key)
                 .or_insert_with(|| {
                     (0..n)
-                        .map(|_| {
-                            HbmStorage::new(DType::F32, s, executes.then(|| vec![0.0; s.numel()]))
-                        })
+                        .map(|_| HbmStorage::new(dtype, s, executes.then(|| vec![0.0; s.numel()])))
                         .collect()
                 })
                 .clone()
@@ -410,11 +423,6 @@ fn check_scaled(
     ))
 }
 
-fn group_size(groups: &ReplicaGroups, loc: SourceLoc, op: &'static str) -> usize {
-    let me = with_device(op, loc, |d| d.id);
-    groups.find(me).map_or(1, |(g, _)| g.len())
-}
-
 fn needs_power_of_two(op: &'static str, r: usize, alg: Algorithm) -> Result<()> {
     if alg == Algorithm::RecursiveDoubling && !r.is_power_of_two() {
         return Err(NkiError::new(
@@ -426,47 +434,72 @@ fn needs_power_of_two(op: &'static str, r: usize, alg: Algorithm) -> Result<()> 
     Ok(())
 }
 
-/// The common entry of a collective on `src` and `dst` (both on the running device): checks
-/// them with `check(group size)`, then enters the collective (`None` outside every group).
+/// A collective entered by the running device: the call and the views it works on.
+struct Entered<'a> {
+    c: Call,
+    src: MeshView,
+    dst: MeshView,
+    dst_operand: Operand<'a>,
+}
+
+impl Entered<'_> {
+    /// Hands a destination tile its result and leaves the collective.
+    fn finish(self) {
+        self.dst_operand.unstage(&self.c, &self.dst);
+        self.c.finish();
+    }
+}
+
+/// The common entry of a collective on `src` and `dst` (HBM views or tiles of the running
+/// device): enters the collective (`None` outside every group), stages tile operands and
+/// checks the views with `check(group size, src, dst)`.
 #[track_caller]
-fn enter(
+fn enter<'a>(
     kind: CollectiveKind,
     alg: Option<Algorithm>,
-    (src, dst, dim): (&MeshView, &MeshView, usize),
+    (src, dst, dim): (Operand<'a>, Operand<'a>, usize),
     groups: &ReplicaGroups,
-    check: impl FnOnce(usize) -> Result<()>,
-) -> Option<Call> {
+    check: impl FnOnce(usize, &MeshView, &MeshView) -> Result<()>,
+) -> Option<Entered<'a>> {
     let loc = SourceLoc::caller();
     let op = kind.name();
-    check_local(op, src, "source", loc);
-    check_local(op, dst, "destination", loc);
-    context::check(check(group_size(groups, loc, op)), loc);
     let how = alg.map_or(String::new(), |a| format!(" ({a})"));
     let sig = format!(
         "{op}{how} of {:?} into {:?} along dim {dim}",
         src.shape(),
         dst.shape()
     );
-    let bytes = src.bytes().max(dst.bytes());
-    Call::begin(kind, alg, groups, sig, bytes, loc)
+    let c = Call::begin(kind, alg, groups, sig, loc)?;
+    let (s, d) = (src.stage(&c, 0), dst.stage(&c, 1));
+    context::check(check(c.size(), &s, &d), loc);
+    c.set_bytes(s.bytes().max(d.bytes()));
+    Some(Entered {
+        c,
+        src: s,
+        dst: d,
+        dst_operand: dst,
+    })
 }
 
 /// Gathers `src` of every rank of the running device's group into `dst` (concatenated along
 /// `dim` in rank order) on every rank. `dst` is `src` with dimension `dim` times the group size.
+/// Operands are HBM views ([`MeshView`]) or tiles of the running device.
 #[track_caller]
-pub fn all_gather(
-    src: &MeshView,
-    dst: &MeshView,
+pub fn all_gather<'a>(
+    src: impl Into<Operand<'a>>,
+    dst: impl Into<Operand<'a>>,
     dim: usize,
     groups: &ReplicaGroups,
     alg: Algorithm,
 ) {
     let op = "all_gather";
-    let check = |r| check_scaled(op, src, dst, dim, r).and(needs_power_of_two(op, r, alg));
-    let kind = CollectiveKind::AllGather;
-    if let Some(c) = enter(kind, Some(alg), (src, dst, dim), groups, check) {
-        gather_into(&c, src, dst, dim, alg, 0);
-        c.finish();
+    let check = |r, s: &MeshView, d: &MeshView| {
+        check_scaled(op, s, d, dim, r).and(needs_power_of_two(op, r, alg))
+    };
+    let ops = (src.into(), dst.into(), dim);
+    if let Some(e) = enter(CollectiveKind::AllGather, Some(alg), ops, groups, check) {
+        gather_into(&e.c, &e.src, &e.dst, dim, alg, 0);
+        e.finish();
     }
 }
 
@@ -489,19 +522,21 @@ fn scatter_into(c: &Call, src: &MeshView, dst: &MeshView, dim: usize, alg: Algor
 /// Sums `src` over the ranks of the group (in f32) and leaves block `rank` of the sum (along
 /// `dim`) in `dst` on each rank. `src` is `dst` with dimension `dim` times the group size.
 #[track_caller]
-pub fn reduce_scatter(
-    src: &MeshView,
-    dst: &MeshView,
+pub fn reduce_scatter<'a>(
+    src: impl Into<Operand<'a>>,
+    dst: impl Into<Operand<'a>>,
     dim: usize,
     groups: &ReplicaGroups,
     alg: Algorithm,
 ) {
     let op = "reduce_scatter";
-    let check = |r| check_scaled(op, dst, src, dim, r).and(needs_power_of_two(op, r, alg));
-    let kind = CollectiveKind::ReduceScatter;
-    if let Some(c) = enter(kind, Some(alg), (src, dst, dim), groups, check) {
-        scatter_into(&c, src, dst, dim, alg, 0);
-        c.finish();
+    let check = |r, s: &MeshView, d: &MeshView| {
+        check_scaled(op, d, s, dim, r).and(needs_power_of_two(op, r, alg))
+    };
+    let ops = (src.into(), dst.into(), dim);
+    if let Some(e) = enter(CollectiveKind::ReduceScatter, Some(alg), ops, groups, check) {
+        scatter_into(&e.c, &e.src, &e.dst, dim, alg, 0);
+        e.finish();
     }
 }
 
@@ -509,59 +544,65 @@ pub fn reduce_scatter(
 /// Ring and recursive doubling run a reduce-scatter then an all-gather over dimension 0,
 /// which must divide by the group size; direct sends the whole buffer to every rank.
 #[track_caller]
-pub fn all_reduce(src: &MeshView, dst: &MeshView, groups: &ReplicaGroups, alg: Algorithm) {
+pub fn all_reduce<'a>(
+    src: impl Into<Operand<'a>>,
+    dst: impl Into<Operand<'a>>,
+    groups: &ReplicaGroups,
+    alg: Algorithm,
+) {
     let op = "all_reduce";
-    let check = |r: usize| {
-        check_scaled(op, src, dst, 0, 1)?;
+    let check = |r: usize, s: &MeshView, d: &MeshView| {
+        check_scaled(op, s, d, 0, 1)?;
         needs_power_of_two(op, r, alg)?;
-        if alg != Algorithm::Direct && !src.shape()[0].is_multiple_of(r) {
+        if alg != Algorithm::Direct && !s.shape()[0].is_multiple_of(r) {
             return Err(NkiError::new(
                 ErrorKind::ShapeMismatch,
                 op,
                 format!(
                     "the {alg} all_reduce splits dimension 0 of {} over {r} ranks, which does not divide it; use Algorithm::Direct",
-                    src.describe()
+                    s.describe()
                 ),
             ));
         }
         Ok(())
     };
-    let kind = CollectiveKind::AllReduce;
-    let Some(c) = enter(kind, Some(alg), (src, dst, 0), groups, check) else {
+    let ops = (src.into(), dst.into(), 0);
+    let Some(e) = enter(CollectiveKind::AllReduce, Some(alg), ops, groups, check) else {
         return;
     };
+    let (c, src, dst) = (&e.c, &e.src, &e.dst);
     match alg {
-        Algorithm::Direct => direct::all_reduce(&c, src, dst),
+        Algorithm::Direct => direct::all_reduce(c, src, dst),
         _ => {
             let mine = block(dst, 0, c.rank, c.size());
-            scatter_into(&c, src, &mine, 0, alg, 0);
-            gather_into(&c, &mine, dst, 0, alg, 1);
+            scatter_into(c, src, &mine, 0, alg, 0);
+            gather_into(c, &mine, dst, 0, alg, 1);
         }
     }
-    c.finish();
+    e.finish();
 }
 
 /// Block `j` (along `dim`) of `src` on rank `i` goes to block `i` of `dst` on rank `j`.
 /// Ring sends to rank+s at step s; direct sends all at once; recursive doubling is not
 /// offered for all_to_all.
 #[track_caller]
-pub fn all_to_all(
-    src: &MeshView,
-    dst: &MeshView,
+pub fn all_to_all<'a>(
+    src: impl Into<Operand<'a>>,
+    dst: impl Into<Operand<'a>>,
     dim: usize,
     groups: &ReplicaGroups,
     alg: Algorithm,
 ) {
     let op = "all_to_all";
-    let check = |r: usize| {
-        check_scaled(op, src, dst, dim, 1)?;
-        if !src.shape()[dim].is_multiple_of(r) {
+    let check = |r: usize, s: &MeshView, d: &MeshView| {
+        check_scaled(op, s, d, dim, 1)?;
+        if !s.shape()[dim].is_multiple_of(r) {
             return Err(NkiError::new(
                 ErrorKind::ShapeMismatch,
                 op,
                 format!(
                     "dimension {dim} of {} does not split into {r} blocks",
-                    src.describe()
+                    s.describe()
                 ),
             ));
         }
@@ -574,25 +615,25 @@ pub fn all_to_all(
         }
         Ok(())
     };
-    let kind = CollectiveKind::AllToAll;
-    if let Some(c) = enter(kind, Some(alg), (src, dst, dim), groups, check) {
-        direct::all_to_all(&c, src, dst, dim, alg == Algorithm::Ring);
-        c.finish();
+    let ops = (src.into(), dst.into(), dim);
+    if let Some(e) = enter(CollectiveKind::AllToAll, Some(alg), ops, groups, check) {
+        direct::all_to_all(&e.c, &e.src, &e.dst, dim, alg == Algorithm::Ring);
+        e.finish();
     }
 }
 
 /// Sends `src` of group rank `a` to `dst` of group rank `b` for every pair `(a, b)`; each rank
 /// sends at most once and receives at most once.
 #[track_caller]
-pub fn collective_permute(
-    src: &MeshView,
-    dst: &MeshView,
+pub fn collective_permute<'a>(
+    src: impl Into<Operand<'a>>,
+    dst: impl Into<Operand<'a>>,
     pairs: &[(usize, usize)],
     groups: &ReplicaGroups,
 ) {
     let op = "collective_permute";
-    let check = |r: usize| {
-        check_scaled(op, src, dst, 0, 1)?;
+    let check = |r: usize, s: &MeshView, d: &MeshView| {
+        check_scaled(op, s, d, 0, 1)?;
         for (i, &(a, b)) in pairs.iter().enumerate() {
             if a >= r || b >= r {
                 return Err(NkiError::new(
@@ -611,9 +652,10 @@ pub fn collective_permute(
         }
         Ok(())
     };
-    if let Some(c) = enter(CollectiveKind::Permute, None, (src, dst, 0), groups, check) {
-        direct::permute(&c, src, dst, pairs);
-        c.finish();
+    let ops = (src.into(), dst.into(), 0);
+    if let Some(e) = enter(CollectiveKind::Permute, None, ops, groups, check) {
+        direct::permute(&e.c, &e.src, &e.dst, pairs);
+        e.finish();
     }
 }
 
@@ -623,7 +665,7 @@ pub fn collective_permute(
 pub fn barrier(groups: &ReplicaGroups) {
     let loc = SourceLoc::caller();
     let sig = CollectiveKind::Barrier.name().to_string();
-    let Some(c) = Call::begin(CollectiveKind::Barrier, None, groups, sig, 0, loc) else {
+    let Some(c) = Call::begin(CollectiveKind::Barrier, None, groups, sig, loc) else {
         return;
     };
     c.name_slots(0);
