@@ -247,8 +247,8 @@ fn kernel(v: Variant, b: &Buffers, gx: &ReplicaGroups, gy: &ReplicaGroups) {
     match v {
         Variant::AllGather | Variant::HandRing => {
             if v == Variant::AllGather {
-                mesh::all_gather(&b.inputs.view(), &b.in_full.view(), 1, gy, Algorithm::Ring);
-                mesh::all_gather(&b.weights.view(), &b.w_full.view(), 0, gx, Algorithm::Ring);
+                mesh::all_gather(b.inputs.view(), b.in_full.view(), 1, gy, Algorithm::Ring);
+                mesh::all_gather(b.weights.view(), b.w_full.view(), 0, gx, Algorithm::Ring);
             } else {
                 ring_all_gather(&b.inputs, &b.in_full, 1, "y");
                 ring_all_gather(&b.weights, &b.w_full, 0, "x");
@@ -261,7 +261,7 @@ fn kernel(v: Variant, b: &Buffers, gx: &ReplicaGroups, gy: &ReplicaGroups) {
             );
         }
         Variant::CollectiveMatmul => {
-            mesh::all_gather(&b.weights.view(), &b.w_full.view(), 0, gx, Algorithm::Ring);
+            mesh::all_gather(b.weights.view(), b.w_full.view(), 0, gx, Algorithm::Ring);
             let n_blk = N / ny;
             let cols = y * n_blk..(y + 1) * n_blk;
             let (local, send, recv) = (
@@ -299,10 +299,10 @@ fn kernel(v: Variant, b: &Buffers, gx: &ReplicaGroups, gy: &ReplicaGroups) {
                     copy.wait();
                 }
             }
-            mesh::all_gather(&b.part.view(), &b.out.view(), 1, gy, Algorithm::Ring);
+            mesh::all_gather(b.part.view(), b.out.view(), 1, gy, Algorithm::Ring);
         }
         Variant::AllReduce => {
-            mesh::all_gather(&b.weights.view(), &b.w_full.view(), 0, gx, Algorithm::Ring);
+            mesh::all_gather(b.weights.view(), b.w_full.view(), 0, gx, Algorithm::Ring);
             let w_rows = b.w_full.local().slice((y * k_blk..(y + 1) * k_blk, ..));
             local_matmul(
                 &b.inputs.local().view(),
@@ -310,7 +310,7 @@ fn kernel(v: Variant, b: &Buffers, gx: &ReplicaGroups, gy: &ReplicaGroups) {
                 &b.partial.local_out().view(),
                 None,
             );
-            mesh::all_reduce(&b.partial.view(), &b.out.view(), gy, Algorithm::Ring);
+            mesh::all_reduce(b.partial.view(), b.out.view(), gy, Algorithm::Ring);
         }
     }
 }
@@ -446,7 +446,7 @@ fn scale_run() -> Result<(), NkiError> {
         let r = MeshLaunch::new(&mesh)
             .mode(Mode::Estimate)
             .engine_spans(false)
-            .run(|| mesh::all_gather(&src.view(), &dst.view(), 0, &all, alg))?;
+            .run(|| mesh::all_gather(src.view(), dst.view(), 0, &all, alg))?;
         let c = &r.collectives[0];
         println!(
             "  all_gather 1 MiB/device {:<19} modelled {:>9.1} us  algbw {:>6.1} GiB/s  busbw {:>6.1} GiB/s  (host {:.2} s)",

@@ -156,11 +156,11 @@ fn all_gather_every_algorithm_along_both_dims() {
     for alg in ALGORITHMS {
         let x = ShardedHbm::from_array(&m, &a, p([Some("x"), None])).unwrap();
         let out = ShardedHbm::<f32>::zeros(&m, &[8, 12], PartitionSpec::replicated(2)).unwrap();
-        run(&m, || mesh::all_gather(&x.view(), &out.view(), 0, &g, alg));
+        run(&m, || mesh::all_gather(x.view(), out.view(), 0, &g, alg));
         assert_close(&out.to_array().unwrap(), &a, 0.0);
         let x = ShardedHbm::from_array(&m, &a, p([None, Some("x")])).unwrap();
         let out = ShardedHbm::<f32>::zeros(&m, &[8, 12], PartitionSpec::replicated(2)).unwrap();
-        run(&m, || mesh::all_gather(&x.view(), &out.view(), 1, &g, alg));
+        run(&m, || mesh::all_gather(x.view(), out.view(), 1, &g, alg));
         assert_close(&out.to_array().unwrap(), &a, 0.0);
     }
 }
@@ -173,7 +173,7 @@ fn all_gather_over_one_axis_of_a_2x2_mesh() {
     let out = ShardedHbm::<f32>::zeros(&m, &[4, 8], p([Some("x"), None])).unwrap();
     let g = ReplicaGroups::along(&m, &["y"]).unwrap();
     for alg in ALGORITHMS {
-        run(&m, || mesh::all_gather(&x.view(), &out.view(), 1, &g, alg));
+        run(&m, || mesh::all_gather(x.view(), out.view(), 1, &g, alg));
         assert_close(&out.to_array().unwrap(), &a, 0.0);
     }
 }
@@ -190,12 +190,10 @@ fn reduce_scatter_and_all_reduce_every_algorithm() {
     for alg in ALGORITHMS {
         let x = ShardedHbm::from_array(&m, &a, p([Some("x"), None])).unwrap();
         let rs = ShardedHbm::<f32>::zeros(&m, &[8, 6], p([Some("x"), None])).unwrap();
-        run(&m, || {
-            mesh::reduce_scatter(&x.view(), &rs.view(), 0, &g, alg)
-        });
+        run(&m, || mesh::reduce_scatter(x.view(), rs.view(), 0, &g, alg));
         assert_close(&rs.to_array().unwrap(), &sum, 1e-6);
         let ar = ShardedHbm::<f32>::zeros(&m, &[8, 6], PartitionSpec::replicated(2)).unwrap();
-        run(&m, || mesh::all_reduce(&x.view(), &ar.view(), &g, alg));
+        run(&m, || mesh::all_reduce(x.view(), ar.view(), &g, alg));
         assert_close(&ar.to_array().unwrap(), &sum, 1e-6);
     }
 }
@@ -211,7 +209,7 @@ fn reductions_accumulate_in_f32_and_round_once() {
     for alg in ALGORITHMS {
         let x = ShardedHbm::from_array(&m, &a, p([Some("x"), None])).unwrap();
         let ar = ShardedHbm::<bf16>::zeros(&m, &[4, 2], PartitionSpec::replicated(2)).unwrap();
-        run(&m, || mesh::all_reduce(&x.view(), &ar.view(), &g, alg));
+        run(&m, || mesh::all_reduce(x.view(), ar.view(), &g, alg));
         for v in ar.to_array().unwrap().iter() {
             assert_eq!(v.to_f32(), 2.0, "{alg}");
         }
@@ -235,7 +233,7 @@ fn all_to_all_and_permute() {
     for alg in [Algorithm::Ring, Algorithm::Direct] {
         let x = ShardedHbm::from_array(&m, &a, p([Some("x"), None])).unwrap();
         let out = ShardedHbm::<f32>::zeros(&m, &[32, 3], p([Some("x"), None])).unwrap();
-        run(&m, || mesh::all_to_all(&x.view(), &out.view(), 0, &g, alg));
+        run(&m, || mesh::all_to_all(x.view(), out.view(), 0, &g, alg));
         for (j, w) in want.iter().enumerate() {
             assert_close(&out.shard(j).unwrap(), w, 0.0);
         }
@@ -243,12 +241,7 @@ fn all_to_all_and_permute() {
     let x = ShardedHbm::from_array(&m, &a, p([Some("x"), None])).unwrap();
     let out = ShardedHbm::<f32>::zeros(&m, &[32, 3], p([Some("x"), None])).unwrap();
     run(&m, || {
-        mesh::collective_permute(
-            &x.view(),
-            &out.view(),
-            &[(0, 1), (1, 2), (2, 3), (3, 0)],
-            &g,
-        )
+        mesh::collective_permute(x.view(), out.view(), &[(0, 1), (1, 2), (2, 3), (3, 0)], &g)
     });
     for j in 0..4 {
         assert_close(&out.shard(j).unwrap(), &shards[(j + 3) % 4], 0.0);
@@ -271,7 +264,7 @@ fn ring_all_gather_time_matches_the_link_model_closed_form() {
     let report = MeshLaunch::new(&m)
         .target(Target::Trn2)
         .mode(Mode::Estimate)
-        .run(|| mesh::all_gather(&x.view(), &out.view(), 0, &g, Algorithm::Ring))
+        .run(|| mesh::all_gather(x.view(), out.view(), 0, &g, Algorithm::Ring))
         .unwrap();
     let l = link_spec(Target::Trn2);
     let bytes = (shard_rows * 1024 * 2) as f64;
@@ -292,7 +285,7 @@ fn ring_all_gather_time_matches_the_link_model_closed_form() {
             .unwrap();
     let r4 = MeshLaunch::new(&m4)
         .mode(Mode::Estimate)
-        .run(|| mesh::all_gather(&x.view(), &out.view(), 0, &g4, Algorithm::Ring))
+        .run(|| mesh::all_gather(x.view(), out.view(), 0, &g4, Algorithm::Ring))
         .unwrap();
     assert!((r4.latency_ns - 4.0 * local).abs() < 1e-6 * r4.latency_ns);
     // nccom-test's bus bandwidth: algbw x (r-1)/r, algbw = output bytes / time.
@@ -318,7 +311,7 @@ fn trace_has_a_process_per_device() {
             let t = nl::load(x.local().slice((0..128, ..)));
             let t2 = nl::multiply(&t, &t);
             nl::store(sq.local_out().slice((0..128, ..)), &t2);
-            mesh::all_gather(&x.view(), &out.view(), 1, &g, Algorithm::Ring);
+            mesh::all_gather(x.view(), out.view(), 1, &g, Algorithm::Ring);
         })
         .unwrap();
     let mut buf = Vec::new();
@@ -352,7 +345,7 @@ fn modelled_times_do_not_depend_on_thread_interleaving() {
         .map(|_| {
             let r = MeshLaunch::new(&m)
                 .mode(Mode::Estimate)
-                .run(|| mesh::all_gather(&x.view(), &out.view(), 0, &g, Algorithm::Direct))
+                .run(|| mesh::all_gather(x.view(), out.view(), 0, &g, Algorithm::Direct))
                 .unwrap();
             r.devices.iter().map(|d| d.end_ns).collect()
         })
@@ -377,7 +370,7 @@ fn sixty_four_devices_in_one_process() {
     let r = MeshLaunch::new(&m)
         .mode(Mode::Estimate)
         .engine_spans(false)
-        .run(|| mesh::all_gather(&x.view(), &out.view(), 0, &all, Algorithm::Ring))
+        .run(|| mesh::all_gather(x.view(), out.view(), 0, &all, Algorithm::Ring))
         .unwrap();
     let l = link_spec(Target::Trn2);
     let step = l.dma_fixed_ns + (1 << 20) as f64 / l.link_gbps;

@@ -176,7 +176,7 @@ fn shard_shape_mismatches_are_errors() {
     assert_eq!(e.kind(), ErrorKind::ShapeMismatch);
     let g = ReplicaGroups::along(&m, &["y"]).unwrap();
     let e = run(&m, || {
-        mesh::all_gather(&a.view(), &a.view(), 0, &g, Algorithm::Ring);
+        mesh::all_gather(a.view(), a.view(), 0, &g, Algorithm::Ring);
     });
     assert_eq!(e.kind(), ErrorKind::ShapeMismatch);
     assert!(e.message().contains("factor of 2"), "{e}");
@@ -190,9 +190,9 @@ fn collectives_in_different_orders_are_an_error() {
     let b = ShardedHbm::<f32>::zeros(&m, &[4, 4], PartitionSpec::replicated(2)).unwrap();
     let e = run(&m, || {
         if mesh::device_id() == 0 {
-            mesh::all_gather(&a.view(), &b.view(), 0, &g, Algorithm::Ring);
+            mesh::all_gather(a.view(), b.view(), 0, &g, Algorithm::Ring);
         } else {
-            mesh::all_reduce(&b.view(), &b.view(), &g, Algorithm::Direct);
+            mesh::all_reduce(b.view(), b.view(), &g, Algorithm::Direct);
         }
     });
     assert_eq!(e.kind(), ErrorKind::Synchronization);
@@ -201,7 +201,7 @@ fn collectives_in_different_orders_are_an_error() {
         "{e}"
     );
     let e = run(&m, || {
-        mesh::all_reduce(&a.view(), &a.view(), &g, Algorithm::RecursiveDoubling);
+        mesh::all_reduce(a.view(), a.view(), &g, Algorithm::RecursiveDoubling);
         let _ = mesh::axis_index("z");
     });
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
