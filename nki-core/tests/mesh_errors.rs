@@ -206,3 +206,19 @@ fn collectives_in_different_orders_are_an_error() {
     });
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
 }
+
+#[test]
+fn an_error_on_one_device_stops_the_devices_waiting_for_it() {
+    let m = mesh4();
+    let buf =
+        ShardedHbm::<f32>::zeros(&m, &[4, 4], PartitionSpec::new([Some("x"), Some("y")])).unwrap();
+    let e = run(&m, || {
+        let sem = mesh::semaphore("never");
+        if mesh::device_id() == 2 {
+            let _ = buf.at(9);
+        }
+        sem.wait(1);
+    });
+    assert_eq!(e.kind(), ErrorKind::InvalidDevice);
+    assert!(e.message().starts_with("on device 2 (x=1, y=0)"), "{e}");
+}
