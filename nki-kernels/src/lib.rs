@@ -8,7 +8,9 @@
 //!   plainly tiled one to the fully blocked one.
 //! - The NKI tutorials' kernels, one module each: [`transpose2d`](mod@transpose2d),
 //!   [`average_pool2d`](mod@average_pool2d), [`adaptive_avg_pool2d`](mod@adaptive_avg_pool2d),
-//!   [`softmax`](mod@softmax), [`rmsnorm`](mod@rmsnorm), [`layernorm`] (v1 and v2).
+//!   [`softmax`](mod@softmax), [`rmsnorm`](mod@rmsnorm), [`layernorm`] (v1 and v2),
+//!   [`rotary`](mod@rotary), [`sd_attention`] (v1 and v2),
+//!   [`flash_attention`] (causal forward with LSE).
 //! - [`report`]: the check-and-profile printing the tutorial examples share.
 //! - [`testing`]: deterministic random inputs and a NumPy-style `allclose` for the tests and
 //!   examples.
@@ -18,10 +20,13 @@
 pub mod adaptive_avg_pool2d;
 pub mod average_pool2d;
 mod checks;
+pub mod flash_attention;
 pub mod layernorm;
 pub mod matmul;
 pub mod report;
 pub mod rmsnorm;
+pub mod rotary;
+pub mod sd_attention;
 pub mod softmax;
 pub mod tensor_add;
 pub mod testing;
