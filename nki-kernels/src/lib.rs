@@ -10,7 +10,7 @@
 //!   [`average_pool2d`](mod@average_pool2d), [`adaptive_avg_pool2d`](mod@adaptive_avg_pool2d),
 //!   [`softmax`](mod@softmax), [`rmsnorm`](mod@rmsnorm), [`layernorm`] (v1 and v2),
 //!   [`rotary`](mod@rotary), [`sd_attention`] (v1 and v2),
-//!   [`flash_attention`] (causal forward with LSE).
+//!   [`flash_attention`] (causal forward with LSE), [`mamba`] (v1 and v2).
 //! - [`report`]: the check-and-profile printing the tutorial examples share.
 //! - [`testing`]: deterministic random inputs and a NumPy-style `allclose` for the tests and
 //!   examples.
@@ -22,6 +22,7 @@ pub mod average_pool2d;
 mod checks;
 pub mod flash_attention;
 pub mod layernorm;
+pub mod mamba;
 pub mod matmul;
 pub mod report;
 pub mod rmsnorm;
