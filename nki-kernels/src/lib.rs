@@ -10,7 +10,8 @@
 //!   [`average_pool2d`](mod@average_pool2d), [`adaptive_avg_pool2d`](mod@adaptive_avg_pool2d),
 //!   [`softmax`](mod@softmax), [`rmsnorm`](mod@rmsnorm), [`layernorm`] (v1 and v2),
 //!   [`rotary`](mod@rotary), [`sd_attention`] (v1 and v2),
-//!   [`flash_attention`] (causal forward with LSE), [`mamba`] (v1 and v2).
+//!   [`flash_attention`] (causal forward with LSE), [`mamba`] (v1 and v2),
+//!   [`rmsnorm_qkv`](mod@rmsnorm_qkv), [`conv2d`] (conv2d + max-pool, CS149 form).
 //! - [`report`]: the check-and-profile printing the tutorial examples share.
 //! - [`testing`]: deterministic random inputs and a NumPy-style `allclose` for the tests and
 //!   examples.
@@ -20,12 +21,14 @@
 pub mod adaptive_avg_pool2d;
 pub mod average_pool2d;
 mod checks;
+pub mod conv2d;
 pub mod flash_attention;
 pub mod layernorm;
 pub mod mamba;
 pub mod matmul;
 pub mod report;
 pub mod rmsnorm;
+pub mod rmsnorm_qkv;
 pub mod rotary;
 pub mod sd_attention;
 pub mod softmax;
