@@ -2,24 +2,11 @@
 //! nki-samples unit-test cases (those too large for a quick execute run are modelled in
 //! estimate mode only).
 
-use ndarray::{Array4, ArrayD, IxDyn};
+use ndarray::Array4;
 use nki_core::prelude::*;
-use nki_kernels::adaptive_avg_pool2d::{adaptive_avg_pool2d, window};
+use nki_kernels::adaptive_avg_pool2d::adaptive_avg_pool2d;
+use nki_kernels::reference::adaptive_avg_pool2d as reference;
 use nki_kernels::testing::{check_modes, random_range};
-
-fn reference<T: Element>(x: &Array4<T>, oh: usize, ow: usize) -> ArrayD<f32> {
-    let (n, c, h, w) = x.dim();
-    ArrayD::from_shape_fn(IxDyn(&[n, c, oh, ow]), |i| {
-        let (rows, cols) = (window(i[2], h, oh), window(i[3], w, ow));
-        let mut s = 0.0f64;
-        for r in rows.clone() {
-            for q in cols.clone() {
-                s += x[[i[0], i[1], r, q]].to_f32() as f64;
-            }
-        }
-        (s / (rows.len() * cols.len()) as f64) as f32
-    })
-}
 
 fn check<T: Element>(dims: [usize; 4], out: (usize, usize), tol: f32) {
     let [n, c, h, w] = dims;

@@ -1,23 +1,11 @@
 //! average_pool2d against a plain-loop reference: the tutorial's bf16 `arange` `[2, 6, 6]`
 //! with pool 2 (exact), and edge shapes (one channel, 130 channels, odd image sizes).
 
-use ndarray::{Array3, ArrayView3};
+use ndarray::Array3;
 use nki_core::prelude::*;
 use nki_kernels::average_pool2d::average_pool2d;
+use nki_kernels::reference::average_pool2d as reference;
 use nki_kernels::testing::{check_modes, random_vec};
-
-fn reference<T: Element>(x: ArrayView3<T>, p: usize) -> Array3<f32> {
-    let (c, h, w) = x.dim();
-    Array3::from_shape_fn((c, h / p, w / p), |(ci, i, j)| {
-        let mut s = 0.0f32;
-        for a in 0..p {
-            for b in 0..p {
-                s += x[[ci, i * p + a, j * p + b]].to_f32();
-            }
-        }
-        s / (p * p) as f32
-    })
-}
 
 fn check<T: Element>(x: Array3<T>, p: usize, tol: f32) {
     let (c, h, w) = x.dim();

@@ -3,44 +3,11 @@
 //! without bias and pooling; fp32 U[0, 1), NumPy's default allclose tolerances), edge shapes,
 //! and the perf shape in estimate mode.
 
-use ndarray::{s, Array1, Array2, Array4};
+use ndarray::{Array1, Array4};
 use nki_core::prelude::*;
 use nki_kernels::conv2d::conv2d_maxpool;
+use nki_kernels::reference::conv2d_maxpool as reference;
 use nki_kernels::testing::{check_modes, random_vec};
-
-/// `max_pool2d(conv2d(x, w) + b, pool)` in f64: the convolution as a sum over the filter taps
-/// of `W[:, :, a, q] @ x[i, :, a.., q..]` (ndarray matrix products), then the window maxima.
-fn reference(x: &Array4<f32>, w: &Array4<f32>, b: &Array1<f32>, pool: usize) -> Array4<f32> {
-    let (n, cin, h, wd) = x.dim();
-    let (cout, _, kh, kw) = w.dim();
-    let (oh, ow) = (h - kh + 1, wd - kw + 1);
-    let (x, w) = (x.mapv(f64::from), w.mapv(f64::from));
-    let mut conv = Array4::<f64>::zeros((n, cout, oh, ow));
-    for i in 0..n {
-        let mut acc = Array2::<f64>::zeros((cout, oh * ow));
-        for a in 0..kh {
-            for q in 0..kw {
-                let window = x.slice(s![i, .., a..a + oh, q..q + ow]).to_owned();
-                let window = window.into_shape_with_order((cin, oh * ow)).unwrap();
-                acc += &w.slice(s![.., .., a, q]).dot(&window);
-            }
-        }
-        for o in 0..cout {
-            acc.row_mut(o).mapv_inplace(|v| v + b[o] as f64);
-        }
-        conv.slice_mut(s![i, .., .., ..])
-            .assign(&acc.into_shape_with_order((cout, oh, ow)).unwrap());
-    }
-    Array4::from_shape_fn((n, cout, oh / pool, ow / pool), |(i, o, r, c)| {
-        let mut m = f64::NEG_INFINITY;
-        for a in 0..pool {
-            for q in 0..pool {
-                m = m.max(conv[[i, o, r * pool + a, c * pool + q]]);
-            }
-        }
-        m as f32
-    })
-}
 
 fn check(x: [usize; 4], cout: usize, k: usize, with_bias: bool, pool: usize) {
     let [n, cin, h, wd] = x;

@@ -1,50 +1,11 @@
 //! flash_attention_fwd against an f64 reference of causal attention and its log-sum-exp, on
 //! the samples' `[1, 1, 128, 4096]` fp32 case, grouped-query heads and edge shapes.
 
-use ndarray::{Array4, ArrayD, IxDyn};
+use ndarray::Array4;
 use nki_core::prelude::*;
-use nki_kernels::flash_attention::{flash_attention_fwd, MASK_VALUE};
+use nki_kernels::flash_attention::flash_attention_fwd;
+use nki_kernels::reference::causal_attention as reference;
 use nki_kernels::testing::{allclose, random_range};
-
-/// Causal attention `(out[b, h, S, d], lse[b, h, 128, S / 128])` in f64.
-fn reference(
-    q: &Array4<f32>,
-    k: &Array4<f32>,
-    v: &Array4<f32>,
-    scale: f64,
-) -> (ArrayD<f32>, ArrayD<f32>) {
-    let (b, h, d, s) = q.dim();
-    let group = h / k.dim().1;
-    let mut out = ArrayD::zeros(IxDyn(&[b, h, s, d]));
-    let mut lse = ArrayD::zeros(IxDyn(&[b, h, 128, s / 128]));
-    for bi in 0..b {
-        for hi in 0..h {
-            let kv = hi / group;
-            for i in 0..s {
-                let sc: Vec<f64> = (0..s)
-                    .map(|j| {
-                        if j > i {
-                            return MASK_VALUE as f64;
-                        }
-                        (0..d)
-                            .map(|x| q[[bi, hi, x, i]] as f64 * k[[bi, kv, x, j]] as f64)
-                            .sum::<f64>()
-                            * scale
-                    })
-                    .collect();
-                let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let e: Vec<f64> = sc.iter().map(|x| (x - m).exp()).collect();
-                let sum: f64 = e.iter().sum();
-                for x in 0..d {
-                    let o: f64 = (0..s).map(|j| e[j] * v[[bi, kv, j, x]] as f64).sum();
-                    out[[bi, hi, i, x]] = (o / sum) as f32;
-                }
-                lse[[bi, hi, i % 128, i / 128]] = (m + sum.ln()) as f32;
-            }
-        }
-    }
-    (out, lse)
-}
 
 fn inputs(b: usize, h: usize, hkv: usize, d: usize, s: usize) -> [Array4<f32>; 3] {
     let n = |heads| b * heads * d * s;

@@ -4,41 +4,14 @@
 use ndarray::{Array2, Array3};
 use nki_core::prelude::*;
 use nki_kernels::mamba::{mamba_v1, mamba_v2};
+use nki_kernels::reference::{selective_scan as reference, ScanInputs};
 use nki_kernels::testing::{check_modes, random_range};
 
-struct Inputs {
-    delta: Array3<f32>,
-    u: Array3<f32>,
-    a: Array2<f32>,
-    b: Array3<f32>,
-    c: Array3<f32>,
-}
-
-fn reference(x: &Inputs) -> Array3<f32> {
-    let (batch, chans, len) = x.delta.dim();
-    let states = x.a.dim().1;
-    let mut y = Array3::zeros((batch, chans, len));
-    for b in 0..batch {
-        for c in 0..chans {
-            for n in 0..states {
-                let mut h = 0.0f64;
-                for t in 0..len {
-                    let d = x.delta[[b, c, t]] as f64;
-                    h = (d * x.a[[c, n]] as f64).exp() * h
-                        + d * x.u[[b, c, t]] as f64 * x.b[[b, n, t]] as f64;
-                    y[[b, c, t]] += (x.c[[b, n, t]] as f64 * h) as f32;
-                }
-            }
-        }
-    }
-    y
-}
-
-fn random(batch: usize, chans: usize, len: usize, states: usize) -> Inputs {
+fn random(batch: usize, chans: usize, len: usize, states: usize) -> ScanInputs {
     let r3 = |d0, d1, lo, hi, seed| {
         Array3::from_shape_vec((d0, d1, len), random_range(d0 * d1 * len, lo, hi, seed)).unwrap()
     };
-    Inputs {
+    ScanInputs {
         delta: r3(batch, chans, 0.0, 0.2, 1),
         u: r3(batch, chans, -1.0, 1.0, 2),
         a: Array2::from_shape_vec((chans, states), random_range(chans * states, -1.0, -0.1, 3))
@@ -48,7 +21,7 @@ fn random(batch: usize, chans: usize, len: usize, states: usize) -> Inputs {
     }
 }
 
-fn check(x: &Inputs, tol: f32) {
+fn check(x: &ScanInputs, tol: f32) {
     let want = reference(x);
     let h = |a: &Array3<f32>| Hbm::from_array(a).unwrap();
     let (d, u, a, b, c) = (
@@ -76,7 +49,7 @@ fn check(x: &Inputs, tol: f32) {
 fn tutorial_toy_all_ones() {
     let (batch, chans, len, states) = (1, 256, 512, 16);
     let ones3 = |d1| Array3::from_elem((batch, d1, len), 1.0f32);
-    let x = Inputs {
+    let x = ScanInputs {
         delta: ones3(chans),
         u: ones3(chans),
         a: Array2::from_elem((chans, states), -1.0),

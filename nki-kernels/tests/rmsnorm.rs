@@ -1,20 +1,11 @@
 //! rmsnorm against an ndarray reference at the tutorial's shapes (`[128, 512]` numpy driver,
 //! `[250, 512]` torch driver) and edge shapes.
 
-use ndarray::{Array1, Array2, Axis};
+use ndarray::Array1;
 use nki_core::prelude::*;
+use nki_kernels::reference::rmsnorm as reference;
 use nki_kernels::rmsnorm::rmsnorm;
 use nki_kernels::testing::{check_modes, random_f32, random_vec};
-
-/// `a * rsqrt(mean(a^2, 1)) * g`.
-fn reference(a: &Array2<f32>, g: &Array1<f32>) -> Array2<f32> {
-    let ms = a.mapv(|v| v * v).mean_axis(Axis(1)).unwrap();
-    let mut out = a.clone();
-    for (mut row, m) in out.axis_iter_mut(Axis(0)).zip(ms.iter()) {
-        row.zip_mut_with(g, |v, &gi| *v = *v / m.sqrt() * gi);
-    }
-    out
-}
 
 fn check(rows: usize, d: usize, atol: f32, rtol: f32) {
     let a = random_f32(rows, d, rows as u64);

@@ -4,28 +4,9 @@
 
 use ndarray::{Array2, Array3};
 use nki_core::prelude::*;
-use nki_kernels::rmsnorm_qkv::{rmsnorm_qkv, EPS};
+use nki_kernels::reference::rmsnorm_qkv as reference;
+use nki_kernels::rmsnorm_qkv::rmsnorm_qkv;
 use nki_kernels::testing::{check_modes, random_range};
-
-fn reference<T: Element>(x: &Array3<T>, w: &Array2<T>) -> Array3<f32> {
-    let (_, s, d) = x.dim();
-    let dh = w.dim().1;
-    let mut out = Array3::zeros((1, s, dh));
-    for i in 0..s {
-        let ms = (0..d)
-            .map(|j| (x[[0, i, j]].to_f32() as f64).powi(2))
-            .sum::<f64>()
-            / d as f64;
-        let inv = 1.0 / (ms.sqrt() + EPS as f64);
-        for c in 0..dh {
-            let dot: f64 = (0..d)
-                .map(|j| x[[0, i, j]].to_f32() as f64 * w[[j, c]].to_f32() as f64)
-                .sum();
-            out[[0, i, c]] = (dot * inv) as f32;
-        }
-    }
-    out
-}
 
 fn check<T: Element>(s: usize, d: usize, dh: usize) {
     let x = Array3::from_shape_vec(

@@ -3,21 +3,9 @@
 
 use ndarray::{Array2, Array4};
 use nki_core::prelude::*;
+use nki_kernels::reference::rotary as reference;
 use nki_kernels::rotary::rotary;
 use nki_kernels::testing::{check_modes, random_range};
-
-fn reference(x: &Array4<f32>, cos: &Array2<f32>, sin: &Array2<f32>) -> Array4<f32> {
-    let d = x.dim().3;
-    let h = d / 2;
-    Array4::from_shape_fn(x.dim(), |(b, n, s, j)| {
-        let rot = if j < h {
-            -x[[b, n, s, j + h]]
-        } else {
-            x[[b, n, s, j - h]]
-        };
-        x[[b, n, s, j]] * cos[[s, j]] + rot * sin[[s, j]]
-    })
-}
 
 fn check(batch: usize, heads: usize, seq: usize, d: usize) {
     let x = Array4::from_shape_vec(

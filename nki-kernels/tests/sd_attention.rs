@@ -1,23 +1,10 @@
 //! sd_attention v1 and v2 against an ndarray reference (`softmax(0.125 q k^T) v` in f64) at
 //! the tutorial's `[4096, 64]` fp32 and edge shapes; v2 must model faster than v1.
 
-use ndarray::Array2;
 use nki_core::prelude::*;
+use nki_kernels::reference::attention as reference;
 use nki_kernels::sd_attention::{sd_attention_v1, sd_attention_v2, SD_SCALE};
 use nki_kernels::testing::{check_modes, random_f32};
-
-/// `softmax(scale q k^T) v` in f64.
-pub fn reference(q: &Array2<f32>, k: &Array2<f32>, v: &Array2<f32>, scale: f32) -> Array2<f32> {
-    let (q, k, v) = (q.mapv(f64::from), k.mapv(f64::from), v.mapv(f64::from));
-    let mut s = q.dot(&k.t()) * scale as f64;
-    for mut row in s.rows_mut() {
-        let m = row.fold(f64::NEG_INFINITY, |a, &b| a.max(b));
-        row.mapv_inplace(|x| (x - m).exp());
-        let sum = row.sum();
-        row.mapv_inplace(|x| x / sum);
-    }
-    s.dot(&v).mapv(|x| x as f32)
-}
 
 fn check(seq: usize, d: usize, atol: f32, rtol: f32) {
     let (q, k, v) = (

@@ -1,21 +1,11 @@
 //! softmax against an ndarray reference: the tutorial's logits, the masked 250-row case and
 //! edge shapes.
 
-use ndarray::{array, Array2, Axis};
+use ndarray::{array, Array2};
 use nki_core::prelude::*;
+use nki_kernels::reference::softmax as reference;
 use nki_kernels::softmax::softmax;
 use nki_kernels::testing::{check_modes, random_range};
-
-fn reference(x: &Array2<f32>) -> Array2<f32> {
-    let mut out = x.clone();
-    for mut row in out.axis_iter_mut(Axis(0)) {
-        let m = row.fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-        row.mapv_inplace(|v| (v - m).exp());
-        let s = row.sum();
-        row.mapv_inplace(|v| v / s);
-    }
-    out
-}
 
 fn check(x: Array2<f32>, atol: f32, rtol: f32) {
     let want = reference(&x);

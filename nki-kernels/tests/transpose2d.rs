@@ -3,16 +3,9 @@
 
 use ndarray::Array2;
 use nki_core::prelude::*;
+use nki_kernels::reference::transpose2d as reference;
 use nki_kernels::testing::{check_modes, random_range};
 use nki_kernels::transpose2d::transpose2d;
-
-/// `out[p, y * X + x] = a[p, x * Y + y]` by loops.
-fn reference(a: &Array2<i8>, x: usize, y: usize) -> Array2<f32> {
-    Array2::from_shape_fn(a.dim(), |(p, j)| {
-        let (yy, xx) = (j / x, j % x);
-        f32::from(a[[p, xx * y + yy]])
-    })
-}
 
 fn check(rows: usize, x: usize, y: usize) {
     let vals = random_range(rows * x * y, -128.0, 127.0, rows as u64);
