@@ -40,4 +40,6 @@ fn edge_shapes() {
     check(rand(1, 4, 4), 2, 1e-6);
     check(rand(130, 9, 7), 3, 1e-6);
     check(rand(128, 32, 32), 4, 1e-6);
+    // Two bands of 128 output rows (64 KiB of input rows each).
+    check(rand(3, 256, 128), 2, 1e-6);
 }
