@@ -12,7 +12,7 @@
 //!   [`rotary`](mod@rotary), [`sd_attention`] (v1 and v2),
 //!   [`flash_attention`] (causal forward with LSE), [`mamba`] (v1 and v2),
 //!   [`rmsnorm_qkv`](mod@rmsnorm_qkv), [`conv2d`] (conv2d + max-pool, CS149 form).
-//! - [`reference`]: independent plain-loop / ndarray references of every kernel.
+//! - [`reference`](mod@reference): independent plain-loop / ndarray references of every kernel.
 //! - [`report`]: the check-and-profile printing the tutorial examples share.
 //! - [`testing`]: deterministic random inputs and a NumPy-style `allclose` for the tests and
 //!   examples.

@@ -10,7 +10,7 @@ use crate::rmsnorm_qkv::EPS;
 use ndarray::{s, Array1, Array2, Array3, Array4, ArrayD, ArrayView3, Axis, IxDyn};
 use nki_core::dtype::Element;
 
-/// `out[p, y * X + x] = a[p, x * Y + y]` by loops.
+/// `out[p, y * X + x] = a[p, x * Y + y]` by loops (each row's `X x Y` matrix transposed).
 pub fn transpose2d(a: &Array2<i8>, x: usize, y: usize) -> Array2<f32> {
     Array2::from_shape_fn(a.dim(), |(p, j)| {
         let (yy, xx) = (j / x, j % x);
@@ -18,7 +18,7 @@ pub fn transpose2d(a: &Array2<i8>, x: usize, y: usize) -> Array2<f32> {
     })
 }
 
-/// The `softmax` reference.
+/// Row softmax `exp(x - max) / sum(exp(x - max))`.
 pub fn softmax(x: &Array2<f32>) -> Array2<f32> {
     let mut out = x.clone();
     for mut row in out.axis_iter_mut(Axis(0)) {
@@ -30,7 +30,7 @@ pub fn softmax(x: &Array2<f32>) -> Array2<f32> {
     out
 }
 
-/// `a * rsqrt(mean(a^2, 1)) * g`.
+/// RMSNorm without epsilon: `a * rsqrt(mean(a^2, 1)) * g`.
 pub fn rmsnorm(a: &Array2<f32>, g: &Array1<f32>) -> Array2<f32> {
     let ms = a.mapv(|v| v * v).mean_axis(Axis(1)).unwrap();
     let mut out = a.clone();
@@ -40,7 +40,7 @@ pub fn rmsnorm(a: &Array2<f32>, g: &Array1<f32>) -> Array2<f32> {
     out
 }
 
-/// The `layernorm` reference.
+/// LayerNorm of each row in f64: `(x - mean) / sqrt(var + 1e-5) * g + b` (biased variance).
 pub fn layernorm(x: &Array2<f32>, g: &Array1<f32>, b: &Array1<f32>) -> Array2<f32> {
     let mut out = x.clone();
     for mut row in out.axis_iter_mut(Axis(0)) {
@@ -55,7 +55,7 @@ pub fn layernorm(x: &Array2<f32>, g: &Array1<f32>, b: &Array1<f32>) -> Array2<f3
     out
 }
 
-/// The `average_pool2d` reference.
+/// Average of each `p x p` window (stride `p`) of `x[C, H, W]`, trailing rows/columns dropped.
 pub fn average_pool2d<T: Element>(x: ArrayView3<T>, p: usize) -> Array3<f32> {
     let (c, h, w) = x.dim();
     Array3::from_shape_fn((c, h / p, w / p), |(ci, i, j)| {
@@ -69,7 +69,7 @@ pub fn average_pool2d<T: Element>(x: ArrayView3<T>, p: usize) -> Array3<f32> {
     })
 }
 
-/// The `adaptive_avg_pool2d` reference.
+/// PyTorch adaptive average pooling of `x[N, C, H, W]` to `[N, C, oh, ow]`, in f64.
 pub fn adaptive_avg_pool2d<T: Element>(x: &Array4<T>, oh: usize, ow: usize) -> ArrayD<f32> {
     let (n, c, h, w) = x.dim();
     ArrayD::from_shape_fn(IxDyn(&[n, c, oh, ow]), |i| {
@@ -84,7 +84,7 @@ pub fn adaptive_avg_pool2d<T: Element>(x: &Array4<T>, oh: usize, ow: usize) -> A
     })
 }
 
-/// The `rotary` reference.
+/// HF `apply_rotary_pos_emb`: `x * cos + rotate_half(x) * sin` for `x[B, H, S, D]`.
 pub fn rotary(x: &Array4<f32>, cos: &Array2<f32>, sin: &Array2<f32>) -> Array4<f32> {
     let d = x.dim().3;
     let h = d / 2;
@@ -151,7 +151,7 @@ pub fn causal_attention(
     (out, lse)
 }
 
-/// The `rmsnorm_qkv` reference.
+/// `x / (sqrt(mean(x^2)) + 1e-6) @ w` for `x[1, S, D]`, `w[D, dh]`, in f64.
 pub fn rmsnorm_qkv<T: Element>(x: &Array3<T>, w: &Array2<T>) -> Array3<f32> {
     let (_, s, d) = x.dim();
     let dh = w.dim().1;

@@ -8,9 +8,10 @@
 //! `rsqrt` with scale `1/D` turns them into `1/rms`, and VectorE applies `x * (1/rms)` then
 //! `* g`.
 //!
-//! Bottleneck: at the tutorial's `[128, 512]` / `[250, 512]` the fixed DMA latency of a few
-//! loads and stores dominates; at large shapes (`[4096, 8192]`) the two VectorE passes plus
-//! the ScalarE square pass cost about as much time as moving the bytes (see the example).
+//! Bottleneck (modelled, `rmsnorm` example): at the tutorial's `[128, 512]` / `[250, 512]` the
+//! fixed DMA latency of a few loads and stores dominates; at `[4096, 8192]` fp32 DMA bounds
+//! trn1 (100 % busy, 2.56 ms) and VectorE's two passes bound trn2 (96 %, 0.86 ms), whose DMA
+//! is faster.
 
 use crate::checks::{expect_rank, expect_shape};
 use nki_core::prelude::*;

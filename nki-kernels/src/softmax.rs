@@ -6,11 +6,10 @@
 //! `activation_reduce` computing `exp(x - max)` and its row sum together, the reciprocal of
 //! the sum and one multiply on VectorE, then the store.
 //!
-//! Bottleneck: at large shapes (e.g. `[4096, 8192]` fp32) the three passes over every element
-//! (max and the final multiply on VectorE, exp on ScalarE) keep both compute engines busy for
-//! about as long as the DMA moves the bytes; which one wins depends on the target's DMA
-//! bandwidth (see the `softmax` example). The tutorial's `[2, 5]` logits are bounded by the
-//! fixed DMA latency.
+//! Bottleneck (modelled, `softmax` example): DMA at `[4096, 8192]` fp32 (100 % busy on trn1,
+//! 2.56 ms; 90 % on trn2, 0.81 ms): the three passes over each element (max and the final
+//! multiply on VectorE, exp on ScalarE) overlap with moving the bytes. The tutorial's `[2, 5]`
+//! logits are bounded by the fixed DMA latency.
 
 use crate::checks::expect_rank;
 use nki_core::prelude::*;
