@@ -26,6 +26,20 @@ use nki_kernels::sd_attention::{sd_attention_v1, sd_attention_v2, SD_SCALE};
 use nki_kernels::testing::{allclose, random_f32};
 use std::process::ExitCode;
 
+/// Runs v1 or v2 with `launch`.
+fn run_version(
+    v2: bool,
+    launch: Launch,
+    [q, k, v]: [&Hbm<f32>; 3],
+    out: &mut Hbm<f32>,
+) -> Result<LaunchReport, NkiError> {
+    if v2 {
+        sd_attention_v2::run(launch, q, k, v, out, SD_SCALE)
+    } else {
+        sd_attention_v1::run(launch, q, k, v, out, SD_SCALE)
+    }
+}
+
 fn run() -> Result<bool, NkiError> {
     let (s, d) = (4096, 64);
     let (q, k, v) = (
@@ -40,41 +54,26 @@ fn run() -> Result<bool, NkiError> {
         Hbm::from_array(&v)?,
     );
     println!("sd_attention [{s}, {d}] fp32, U[0, 1) inputs, against an f64 reference:");
-    let mut out = Hbm::<f32>::zeros([s, d]);
-    sd_attention_v1::launch(1, &qh, &kh, &vh, &mut out, SD_SCALE)?;
-    let mut ok = print_check("v1 (direct)", allclose(&out.to_array()?, &want, 1e-5, 1e-3));
-    let mut out = Hbm::<f32>::zeros([s, d]);
-    sd_attention_v2::launch(1, &qh, &kh, &vh, &mut out, SD_SCALE)?;
-    ok &= print_check("v2 (fused)", allclose(&out.to_array()?, &want, 1e-5, 1e-3));
-
-    let t = Hbm::<f32>::shape_only([s, d]);
-    let v1 = |tg: Target| {
-        sd_attention_v1::estimate(
-            1,
-            tg,
-            &t,
-            &t,
-            &t,
-            &mut Hbm::<f32>::shape_only([s, d]),
-            SD_SCALE,
-        )
-    };
-    let v2 = |tg: Target| {
-        sd_attention_v2::estimate(
-            1,
-            tg,
-            &t,
-            &t,
-            &t,
-            &mut Hbm::<f32>::shape_only([s, d]),
-            SD_SCALE,
-        )
+    let mut ok = true;
+    for (name, v2) in [("v1 (direct)", false), ("v2 (fused)", true)] {
+        let mut out = Hbm::<f32>::zeros([s, d]);
+        run_version(v2, Launch::new(1), [&qh, &kh, &vh], &mut out)?;
+        ok &= print_check(name, allclose(&out.to_array()?, &want, 1e-5, 1e-3));
+    }
+    let t = &Hbm::<f32>::shape_only([s, d]);
+    let model = |v2: bool| {
+        move |tg: Target| {
+            let launch = Launch::new(1).target(tg).mode(Mode::Estimate);
+            let mut out = Hbm::<f32>::shape_only([s, d]);
+            let r = run_version(v2, launch, [t, t, t], &mut out)?;
+            Ok(r.profile.expect("estimate mode records a profile"))
+        }
     };
     print_profiles(
         "[4096, 64] fp32",
         &[
-            Version::new("sd_attention v1", &v1),
-            Version::new("sd_attention v2", &v2),
+            Version::new("sd_attention v1", &model(false)),
+            Version::new("sd_attention v2", &model(true)),
         ],
     )?;
     Ok(ok)

@@ -27,13 +27,7 @@ const PMAX: usize = nl::tile_size::PMAX;
 
 /// Checks the operands and returns `(rows, cols)`.
 #[track_caller]
-fn dims(
-    op: &'static str,
-    x: &[usize],
-    gamma: &[usize],
-    beta: &[usize],
-    out: &[usize],
-) -> (usize, usize) {
+fn dims(op: &'static str, [x, gamma, beta, out]: [&[usize]; 4]) -> (usize, usize) {
     let s = expect_rank(op, "x", x, 2);
     expect_shape(op, "gamma", gamma, &[s[1]]);
     expect_shape(op, "beta", beta, &[s[1]]);
@@ -48,21 +42,26 @@ fn broadcast_row<T: Element>(v: &Hbm<T>, rows: usize) -> Tile {
     nl::broadcast_to(&row, &[rows, v.shape()[0]])
 }
 
+/// `normed * gamma + beta` for a row tile (two VectorE passes; `normed` is freed between them).
+#[track_caller]
+fn scale_shift(normed: Tile, gamma: &Tile, beta: &Tile) -> Tile {
+    let n = normed.partitions();
+    let scaled = nl::multiply(&normed, gamma.slice((0..n, ..)));
+    drop(normed);
+    nl::add(&scaled, beta.slice((0..n, ..)))
+}
+
 /// LayerNorm v1 (nl ops) of `x[N, D]` into `out[N, D]`, one instance (grid `[1]`).
 #[nki_kernel]
 pub fn layernorm_v1<T: Element>(x: &Hbm<T>, gamma: &Hbm<T>, beta: &Hbm<T>, out: &mut Hbm<T>) {
     let (rows, _) = dims(
         "layernorm_v1",
-        x.shape(),
-        gamma.shape(),
-        beta.shape(),
-        out.shape(),
+        [x.shape(), gamma.shape(), beta.shape(), out.shape()],
     );
     let g = broadcast_row(gamma, PMAX.min(rows));
     let b = broadcast_row(beta, PMAX.min(rows));
     for t in nl::affine_range(nl::num_tiles(rows, PMAX)) {
         let r = nl::tile_range(t, PMAX, rows);
-        let n = r.len();
         let xt = nl::load_as(x.slice((r.clone(), ..)), DType::F32);
         let centred = nl::subtract(&xt, &nl::mean(&xt, &[1], true));
         drop(xt);
@@ -70,9 +69,7 @@ pub fn layernorm_v1<T: Element>(x: &Hbm<T>, gamma: &Hbm<T>, beta: &Hbm<T>, out: 
         let rstd = nl::rsqrt(&nl::add(&var, EPS));
         let normed = nl::multiply(&centred, &rstd);
         drop(centred);
-        let scaled = nl::multiply(&normed, g.slice((0..n, ..)));
-        drop(normed);
-        let y = nl::add(&scaled, b.slice((0..n, ..)));
+        let y = scale_shift(normed, &g, &b);
         nl::store(out.slice((r, ..)), &y);
     }
 }
@@ -83,10 +80,7 @@ pub fn layernorm_v1<T: Element>(x: &Hbm<T>, gamma: &Hbm<T>, beta: &Hbm<T>, out: 
 pub fn layernorm_v2<T: Element>(x: &Hbm<T>, gamma: &Hbm<T>, beta: &Hbm<T>, out: &mut Hbm<T>) {
     let (rows, d) = dims(
         "layernorm_v2",
-        x.shape(),
-        gamma.shape(),
-        beta.shape(),
-        out.shape(),
+        [x.shape(), gamma.shape(), beta.shape(), out.shape()],
     );
     let g = broadcast_row(gamma, PMAX.min(rows));
     let b = broadcast_row(beta, PMAX.min(rows));
@@ -112,9 +106,7 @@ pub fn layernorm_v2<T: Element>(x: &Hbm<T>, gamma: &Hbm<T>, beta: &Hbm<T>, out: 
             nisa::TensorScalarArgs::new().then(nl::AluOp::Multiply, &rstd),
         );
         drop(xt);
-        let scaled = nl::multiply(&normed, g.slice((0..n, ..)));
-        drop(normed);
-        let y = nl::add(&scaled, b.slice((0..n, ..)));
+        let y = scale_shift(normed, &g, &b);
         nl::store(out.slice((r, ..)), &y);
     }
 }

@@ -31,12 +31,7 @@ const PMAX: usize = nl::tile_size::PMAX;
 #[track_caller]
 fn dims(
     op: &'static str,
-    delta: &[usize],
-    u: &[usize],
-    a: &[usize],
-    bm: &[usize],
-    cm: &[usize],
-    out: &[usize],
+    [delta, u, a, bm, cm, out]: [&[usize]; 6],
 ) -> (usize, usize, usize, usize) {
     let s = expect_rank(op, "delta", delta, 3);
     let (b, c, l) = (s[0], s[1], s[2]);
@@ -89,12 +84,14 @@ pub fn mamba_v1<T: Element>(
 ) {
     let (batch, chans, states, len) = dims(
         "mamba_v1",
-        delta.shape(),
-        u.shape(),
-        a.shape(),
-        bm.shape(),
-        cm.shape(),
-        out.shape(),
+        [
+            delta.shape(),
+            u.shape(),
+            a.shape(),
+            bm.shape(),
+            cm.shape(),
+            out.shape(),
+        ],
     );
     let tiles = nl::num_tiles(chans, PMAX);
     for b in nl::affine_range(batch) {
@@ -144,12 +141,14 @@ pub fn mamba_v2<T: Element>(
 ) {
     let (batch, chans, states, len) = dims(
         "mamba_v2",
-        delta.shape(),
-        u.shape(),
-        a.shape(),
-        bm.shape(),
-        cm.shape(),
-        out.shape(),
+        [
+            delta.shape(),
+            u.shape(),
+            a.shape(),
+            bm.shape(),
+            cm.shape(),
+            out.shape(),
+        ],
     );
     for b in nl::affine_range(batch) {
         for t in nl::affine_range(nl::num_tiles(chans, PMAX)) {

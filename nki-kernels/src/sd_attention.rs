@@ -37,7 +37,7 @@ const BANK: usize = nl::tile_size::GEMM_MOVING_FMAX;
 /// Checks `q`, `k`, `v`, `out` (all `[S, d]`, `S` a multiple of 128, `d <= 128`); returns
 /// `(S, d)`.
 #[track_caller]
-fn dims(op: &'static str, q: &[usize], k: &[usize], v: &[usize], out: &[usize]) -> (usize, usize) {
+fn dims(op: &'static str, [q, k, v, out]: [&[usize]; 4]) -> (usize, usize) {
     let s = expect_rank(op, "q", q, 2);
     for (what, shape) in [("k", k), ("v", v), ("out", out)] {
         expect_shape(op, what, shape, s);
@@ -104,10 +104,7 @@ pub fn sd_attention_v1<T: Element>(
 ) {
     let (seq, d) = dims(
         "sd_attention_v1",
-        q.shape(),
-        k.shape(),
-        v.shape(),
-        out.shape(),
+        [q.shape(), k.shape(), v.shape(), out.shape()],
     );
     for i in nl::affine_range(seq / PMAX) {
         let rows = i * PMAX..(i + 1) * PMAX;
@@ -134,10 +131,7 @@ pub fn sd_attention_v2<T: Element>(
 ) {
     let (seq, d) = dims(
         "sd_attention_v2",
-        q.shape(),
-        k.shape(),
-        v.shape(),
-        out.shape(),
+        [q.shape(), k.shape(), v.shape(), out.shape()],
     );
     let k_t = nl::load_transpose2d(k.view());
     let v_tiles = load_v_tiles(v, seq);
