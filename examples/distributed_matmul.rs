@@ -486,15 +486,5 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    match run(&o) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("a distributed result did not match the single-device matmul");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    nki_kernels::report::finish(run(&o))
 }
