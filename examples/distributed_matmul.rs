@@ -20,8 +20,12 @@
 //! devices (8x8) in estimate mode: a 1 MiB-per-device all-gather and variant (d).
 //!
 //! ```text
-//! cargo run --release --example distributed_matmul [-- --mesh 2x2|4x4] [--skip-scale] [--trace DIR]
+//! cargo run --release --example distributed_matmul [-- --mesh 2x2|4x4] [--skip-scale] [--report] [--trace DIR]
 //! ```
+//!
+//! `--report` prints each run's per-device timeline summary and its collectives with algorithm
+//! and bus bandwidth (busbw = algbw x factor, as nccom-test); `--trace DIR` writes one Chrome
+//! trace per run with a process per device (open in Perfetto).
 
 use half::bf16;
 use nki_core::hbm::{HbmView, HbmViewMut};
@@ -45,6 +49,7 @@ const P: usize = 128;
 struct Options {
     meshes: Vec<[usize; 2]>,
     scale: bool,
+    report: bool,
     trace: Option<PathBuf>,
 }
 
@@ -52,6 +57,7 @@ fn parse_args() -> Result<Options, String> {
     let mut o = Options {
         meshes: vec![[2, 2], [4, 4]],
         scale: true,
+        report: false,
         trace: None,
     };
     let mut args = std::env::args().skip(1);
@@ -64,12 +70,12 @@ fn parse_args() -> Result<Options, String> {
                 o.meshes = vec![[p(x)?, p(y)?]];
             }
             "--skip-scale" => o.scale = false,
+            "--report" => o.report = true,
             "--trace" => o.trace = Some(args.next().ok_or("--trace needs a directory")?.into()),
-            "-h" | "--help" => {
-                return Err(
-                    "usage: distributed_matmul [--mesh XxY] [--skip-scale] [--trace DIR]".into(),
-                )
-            }
+            "-h" | "--help" => return Err(
+                "usage: distributed_matmul [--mesh XxY] [--skip-scale] [--report] [--trace DIR]"
+                    .into(),
+            ),
             other => return Err(format!("unknown argument '{other}' (try --help)")),
         }
     }
@@ -400,6 +406,9 @@ fn run(o: &Options) -> Result<bool, NkiError> {
                 slowest.wait_ns / 1e3,
                 host
             );
+            if o.report {
+                println!("{report}");
+            }
             if let Some(dir) = &o.trace {
                 let path = dir.join(format!(
                     "distributed_matmul_{}x{}_{}.json",
