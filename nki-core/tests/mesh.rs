@@ -418,3 +418,37 @@ fn collectives_on_sbuf_tiles() {
         );
     }
 }
+
+#[test]
+fn transfers_slow_the_dma_bound_kernel_code_they_overlap() {
+    // Device 0 streams a [512, 2048] f32 tensor through SBUF (DMA-bound), with or without a
+    // 4 MiB copy to device 1 in flight: the copy takes DMA time from the kernel segment.
+    let m = Mesh::new([2], ["x"]).unwrap();
+    let x = ShardedHbm::<f32>::shape_only(&m, &[1024, 2048], p([Some("x"), None])).unwrap();
+    let y = ShardedHbm::<f32>::shape_only(&m, &[1024, 2048], p([Some("x"), None])).unwrap();
+    let buf = ShardedHbm::<f32>::shape_only(&m, &[2048, 1024], p([Some("x"), None])).unwrap();
+    let compute = |with_copy: bool| {
+        let r = MeshLaunch::new(&m)
+            .mode(Mode::Estimate)
+            .run(|| {
+                let (send, recv) = (mesh::semaphore("send"), mesh::semaphore("recv"));
+                let me = mesh::device_id();
+                let copy = mesh::remote_copy(&buf.view(), &buf.at(1 - me), &send, &recv);
+                if with_copy {
+                    copy.start();
+                }
+                for i in 0..4 {
+                    let t = nl::load(x.local().slice((i * 128..(i + 1) * 128, ..)));
+                    nl::store(y.local_out().slice((i * 128..(i + 1) * 128, ..)), &t);
+                }
+                if with_copy {
+                    copy.wait();
+                }
+            })
+            .unwrap();
+        r.devices[0].compute_ns
+    };
+    let (alone, shared) = (compute(false), compute(true));
+    assert!(shared > alone, "{shared} <= {alone}");
+    assert!(shared < 2.0 * alone, "{shared} vs {alone}");
+}
