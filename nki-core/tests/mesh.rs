@@ -452,3 +452,25 @@ fn transfers_slow_the_dma_bound_kernel_code_they_overlap() {
     assert!(shared > alone, "{shared} <= {alone}");
     assert!(shared < 2.0 * alone, "{shared} vs {alone}");
 }
+
+#[test]
+fn remote_copy_from_an_sbuf_tile() {
+    // Each device doubles its shard in SBUF and sends the tile to the next device's HBM.
+    let m = Mesh::new([4], ["x"]).unwrap();
+    let a = random(128, 8, 9);
+    let x = ShardedHbm::from_array(&m, &a, p([Some("x"), None])).unwrap();
+    let out = ShardedHbm::<f32>::zeros(&m, &[128, 8], p([Some("x"), None])).unwrap();
+    run(&m, || {
+        let (send, recv) = (mesh::semaphore("send"), mesh::semaphore("recv"));
+        let t = nl::load(x.local().view());
+        let twice = nl::add(&t, &t);
+        let next = (mesh::device_id() + 1) % 4;
+        let c = mesh::remote_copy(&twice, &out.at(next), &send, &recv);
+        c.start();
+        c.wait();
+    });
+    let shards = blocks(&a, 4);
+    for j in 0..4 {
+        assert_close(&out.shard(j).unwrap(), &(&shards[(j + 3) % 4] * 2.0), 0.0);
+    }
+}

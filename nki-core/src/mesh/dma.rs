@@ -7,6 +7,7 @@
 //! of the device threads happen. Every op is also logged for the timing replay
 //! ([`super::replay`]), which decides when the bytes leave and land.
 
+use super::collectives::Operand;
 use super::deadlock::Blocked;
 use super::device::with_device;
 use super::replay::Step;
@@ -132,9 +133,8 @@ fn default_name(key: SemKey) -> String {
 
 /// An async copy (remote or local) made by [`remote_copy`] or [`async_copy`]: `start` it,
 /// later `wait` on it. A copy started and never waited on is an error at kernel end.
-#[derive(Debug)]
-pub struct AsyncCopy {
-    src: MeshView,
+pub struct AsyncCopy<'a> {
+    src: Operand<'a>,
     dst: MeshView,
     send: Option<SemKey>,
     recv: SemKey,
@@ -143,23 +143,39 @@ pub struct AsyncCopy {
     send_waited: Cell<bool>,
 }
 
-/// A copy from `src` (on the running device) to `dst` on any device (Pallas'
-/// `make_async_remote_copy`): when it completes, `send` is signalled on the running device and
-/// `recv` on the destination device.
+impl std::fmt::Debug for AsyncCopy<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AsyncCopy to {:?} made at {}", self.dst, self.made_at)
+    }
+}
+
+/// A copy from `src` (an HBM view or a tile of the running device) to `dst` on any device
+/// (Pallas' `make_async_remote_copy`): when it completes, `send` is signalled on the running
+/// device and `recv` on the destination device.
 #[track_caller]
-pub fn remote_copy(
-    src: &MeshView,
+pub fn remote_copy<'a>(
+    src: impl Into<Operand<'a>>,
     dst: &MeshView,
     send: &Semaphore,
     recv: &Semaphore,
-) -> AsyncCopy {
-    make(src, dst, Some(send.key), recv.key, SourceLoc::caller())
+) -> AsyncCopy<'a> {
+    make(
+        src.into(),
+        dst,
+        Some(send.key),
+        recv.key,
+        SourceLoc::caller(),
+    )
 }
 
-/// A copy between two views on the running device, signalling `sem` on completion (Pallas'
-/// `make_async_copy`).
+/// A copy from `src` (an HBM view or a tile) to a view on the running device, signalling `sem`
+/// on completion (Pallas' `make_async_copy`).
 #[track_caller]
-pub fn async_copy(src: &MeshView, dst: &MeshView, sem: &Semaphore) -> AsyncCopy {
+pub fn async_copy<'a>(
+    src: impl Into<Operand<'a>>,
+    dst: &MeshView,
+    sem: &Semaphore,
+) -> AsyncCopy<'a> {
     let loc = SourceLoc::caller();
     let me = with_device("async_copy", loc, |d| d.id);
     if dst.device != me {
@@ -176,46 +192,49 @@ pub fn async_copy(src: &MeshView, dst: &MeshView, sem: &Semaphore) -> AsyncCopy 
             loc,
         );
     }
-    make(src, dst, None, sem.key, loc)
+    make(src.into(), dst, None, sem.key, loc)
 }
 
-fn make(
-    src: &MeshView,
+fn make<'a>(
+    src: Operand<'a>,
     dst: &MeshView,
     send: Option<SemKey>,
     recv: SemKey,
     loc: SourceLoc,
-) -> AsyncCopy {
+) -> AsyncCopy<'a> {
     let me = with_device("remote_copy", loc, |d| d.id);
-    if src.device != me {
+    let mismatch = |m: String| {
         context::raise(
+            NkiError::new(ErrorKind::ShapeMismatch, "remote_copy", m),
+            loc,
+        )
+    };
+    match &src {
+        Operand::Hbm(v) if v.device != me => context::raise(
             NkiError::new(
                 ErrorKind::InvalidDevice,
                 "remote_copy",
                 format!(
                     "the source {} of a copy started on device {me} must be on that device",
-                    src.describe()
+                    v.describe()
                 ),
             ),
             loc,
-        );
-    }
-    if src.shape() != dst.shape() {
-        context::raise(
-            NkiError::new(
-                ErrorKind::ShapeMismatch,
-                "remote_copy",
-                format!(
-                    "source {} and destination {} have different shapes",
-                    src.describe(),
-                    dst.describe()
-                ),
-            ),
-            loc,
-        );
+        ),
+        Operand::Hbm(v) if v.shape() != dst.shape() => mismatch(format!(
+            "source {} and destination {} have different shapes",
+            v.describe(),
+            dst.describe()
+        )),
+        Operand::Tile(t) if t.shape() != dst.shape() => mismatch(format!(
+            "source tile {:?} and destination {} have different shapes",
+            t.shape(),
+            dst.describe()
+        )),
+        _ => {}
     }
     AsyncCopy {
-        src: src.clone(),
+        src,
         dst: dst.clone(),
         send,
         recv,
@@ -225,7 +244,7 @@ fn make(
     }
 }
 
-impl AsyncCopy {
+impl AsyncCopy<'_> {
     /// Starts the copy.
     #[track_caller]
     pub fn start(&self) {
@@ -239,7 +258,14 @@ impl AsyncCopy {
                 loc,
             );
         }
-        let id = start_copy(&self.src, &self.dst, self.send, self.recv, loc);
+        let id = match &self.src {
+            Operand::Hbm(v) => start_copy(v, &self.dst, self.send, self.recv, loc),
+            Operand::Tile(t) => {
+                let bytes = (t.shape().iter().product::<usize>() * t.dtype().size()) as u64;
+                let values = || Ok(t.gather("remote_copy", loc));
+                start_copy_from(values, bytes, &self.dst, self.send, self.recv, loc)
+            }
+        };
         self.id.set(Some(id));
     }
 
@@ -305,6 +331,19 @@ pub(crate) fn start_copy(
     recv: SemKey,
     loc: SourceLoc,
 ) -> u64 {
+    let values = || src.hbm_view().gather("remote_copy");
+    start_copy_from(values, src.bytes(), dst, send, recv, loc)
+}
+
+/// [`start_copy`] of the `bytes` whose values `values` reads (an HBM view or a tile).
+fn start_copy_from(
+    values: impl FnOnce() -> Result<Vec<f32>>,
+    bytes: u64,
+    dst: &MeshView,
+    send: Option<SemKey>,
+    recv: SemKey,
+    loc: SourceLoc,
+) -> u64 {
     let (shared, me) = with_device("remote_copy", loc, |d| (d.shared.clone(), d.id));
     let mesh = &shared.mesh;
     let state = CopyState {
@@ -321,13 +360,13 @@ pub(crate) fn start_copy(
         loc,
     );
     if shared.mode.executes() {
-        context::check(move_values(src, dst), loc);
+        context::check(values().and_then(|mut v| write_values(dst, &mut v)), loc);
     }
     with_device("remote_copy", loc, |d| {
         d.flush();
         d.log.push(Step::Send {
             dst: dst.device,
-            bytes: src.bytes(),
+            bytes,
             send,
             recv,
             loc,
@@ -338,12 +377,6 @@ pub(crate) fn start_copy(
         shared.sync.signal(me, s, 1, None);
     }
     id
-}
-
-/// Copies the values of `src` into `dst`, rounding to the destination dtype.
-pub(crate) fn move_values(src: &MeshView, dst: &MeshView) -> Result<()> {
-    let mut vals = src.hbm_view().gather("remote_copy")?;
-    write_values(dst, &mut vals)
 }
 
 /// Writes row-major `vals` into `dst`, rounding them to its dtype first.
