@@ -234,7 +234,7 @@ fn ring_all_gather(src: &ShardedHbm<bf16>, dst: &ShardedHbm<bf16>, dim: usize, a
         mesh::semaphore("send"),
         mesh::semaphore("recv"),
     );
-    let c = mesh::async_copy(&src.view(), &block(me), &local);
+    let c = mesh::async_copy(src.view(), &block(me), &local);
     c.start();
     c.wait();
     for step in 0..r - 1 {
@@ -276,7 +276,7 @@ fn kernel(v: Variant, b: &Buffers, gx: &ReplicaGroups, gy: &ReplicaGroups) {
                 mesh::semaphore("recv"),
             );
             let block = |i: usize| b.in_full.view().slice((.., i * k_blk..(i + 1) * k_blk));
-            let c = mesh::async_copy(&b.inputs.view(), &block(y), &local);
+            let c = mesh::async_copy(b.inputs.view(), &block(y), &local);
             c.start();
             c.wait();
             let right = b

@@ -102,7 +102,7 @@ fn hand_written_ring_all_gather_with_remote_copies() {
             let send = mesh::semaphore("send");
             let recv = mesh::semaphore("recv");
             let rows = |i: usize| out.view().slice((i * 4..i * 4 + 4, ..));
-            let c = mesh::async_copy(&x.view(), &rows(me), &local);
+            let c = mesh::async_copy(x.view(), &rows(me), &local);
             c.start();
             c.wait();
             for step in 0..n - 1 {
@@ -433,7 +433,7 @@ fn transfers_slow_the_dma_bound_kernel_code_they_overlap() {
             .run(|| {
                 let (send, recv) = (mesh::semaphore("send"), mesh::semaphore("recv"));
                 let me = mesh::device_id();
-                let copy = mesh::remote_copy(&buf.view(), &buf.at(1 - me), &send, &recv);
+                let copy = mesh::remote_copy(buf.view(), &buf.at(1 - me), &send, &recv);
                 if with_copy {
                     copy.start();
                 }

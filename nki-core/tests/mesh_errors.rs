@@ -171,7 +171,7 @@ fn shard_shape_mismatches_are_errors() {
         ShardedHbm::<f32>::zeros(&m, &[4, 8], PartitionSpec::new([Some("x"), Some("y")])).unwrap();
     let e = run(&m, || {
         let (s, r) = (mesh::semaphore("send"), mesh::semaphore("recv"));
-        let _ = mesh::remote_copy(&a.view(), &b.at(0), &s, &r);
+        let _ = mesh::remote_copy(a.view(), &b.at(0), &s, &r);
     });
     assert_eq!(e.kind(), ErrorKind::ShapeMismatch);
     let g = ReplicaGroups::along(&m, &["y"]).unwrap();
