@@ -2,6 +2,16 @@
 //! device, remote DMA with semaphores, collectives built on it, exact deadlock detection and a
 //! link timing model with per-device timelines.
 //!
+//! A kernel launched with [`MeshLaunch`] runs once per device, on its own thread, over its own
+//! SPMD grid; inside it, [`ShardedHbm::local`] gives the device's shard to `nl`/`nisa` ops,
+//! [`device_id`] / [`axis_index`] / [`axis_size`] say where it runs, [`remote_copy`] /
+//! [`async_copy`] with [`Semaphore`]s move HBM views or SBUF tiles into any device's HBM, and
+//! the collectives take HBM views or tiles. A wait no pending operation can satisfy fails the
+//! launch with an [`ErrorKind::Deadlock`](crate::error::ErrorKind::Deadlock) error naming every
+//! blocked device. The [`MeshReport`] holds each device's modelled timeline (a deterministic
+//! replay of what the devices did, in modelled-time order, on the target's links), the
+//! collectives with nccom-test's bus bandwidth, and a Chrome trace with a process per device.
+//!
 //! ```text
 //! topology     Mesh (named axes), DeviceRef, ReplicaGroups
 //! sharding     PartitionSpec, ShardedHbm (from/to ndarray), MeshView
