@@ -5,7 +5,11 @@ use super::trace::{run, run_on};
 use super::*;
 use crate::context::Mode;
 use crate::hbm::Hbm;
-use crate::record::{BufId, Instr};
+use crate::dtype::DType;
+use crate::error::ErrorKind;
+use crate::lang;
+use crate::record::{BufId, Instr, MemKind, Opcode};
+use crate::tile::Tile;
 use crate::target::Target;
 
 /// Runs `f`, which must issue exactly one instruction after `setup` instructions; returns it.

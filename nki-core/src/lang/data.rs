@@ -2,21 +2,13 @@
 //! `copy`, `load_transpose2d`.
 
 use super::checks;
-use crate::access::Shape;
 use crate::context::{self, check, env, issue, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::hbm::{HbmDest, HbmSource, HbmView};
-use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
+use crate::isa::base::{dma_dims, shape};
+use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
-
-/// Builds a shape inside a kernel, raising on a bad rank.
-pub(crate) fn shape(op: &'static str, dims: &[usize], loc: SourceLoc) -> Shape {
-    match Shape::new(dims) {
-        Ok(s) => s,
-        Err(e) => raise(NkiError::new(e.kind(), op, e.message().to_string()), loc),
-    }
-}
 
 /// A new, uninitialised tile (NKI `nl.ndarray`). Reading it before writing it is an error.
 #[track_caller]
@@ -90,25 +82,6 @@ fn on_chip(op: &'static str, mem: MemKind, loc: SourceLoc) -> MemKind {
         );
     }
     mem
-}
-
-/// The DMA facts of a transfer between an HBM view and a tile view.
-pub(crate) fn dma_dims(hbm: &HbmView, tile: &TileRef, to_chip: bool) -> DmaDims {
-    let bytes = (hbm.ap.shape.numel() * hbm.dtype().size()) as u64;
-    let (src, dst) = if to_chip {
-        (MemKind::Hbm, tile.mem())
-    } else {
-        (tile.mem(), MemKind::Hbm)
-    };
-    DmaDims {
-        src,
-        dst,
-        bytes,
-        partitions: tile.partitions() as u32,
-        start_partition: tile.start_partition() as u32,
-        chunk_bytes: (hbm.ap.contiguous_run().min(hbm.ap.shape.numel()) * hbm.dtype().size())
-            as u64,
-    }
 }
 
 /// Loads an HBM view into a new SBUF tile of the same shape (NKI `nl.load`); the first

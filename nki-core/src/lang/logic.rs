@@ -5,12 +5,14 @@
 //! shifts work on integer bit patterns and reject float operands (VectorE bitvec ops).
 
 use super::checks;
-use super::elementwise::{alu_binary, alu_lowering, binary_op, result_dtype, Operand};
+use super::elementwise::{alu_binary, alu_lowering, binary_op};
 use crate::context::{check, env, issue, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::exec;
+use crate::isa::base::result_dtype;
 use crate::isa::out_tile;
+use crate::isa::Operand;
 use crate::math::AluOp;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
@@ -152,7 +154,7 @@ pub fn invert<'a>(x: impl Into<TileRef<'a>>) -> Tile {
         Operand::Scalar { .. } => unreachable!("x is a tile"),
     };
     // XOR with all ones at x's own width (not the int32 a weak scalar would promote to).
-    let low = alu_lowering(AluOp::BitwiseXor, &x, &ones, dt, "nl.invert");
+    let low = alu_lowering(AluOp::BitwiseXor, &x, &ones, "nl.invert");
     binary_op(
         low,
         x,

@@ -8,12 +8,13 @@
 //! the result is rounded once to the output dtype.
 
 use super::checks;
-use super::elementwise::{alu_binary, Operand};
+use super::elementwise::alu_binary;
 use super::reduce::{reduce_impl, ReduceKind};
 use crate::context::{check, env, issue, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::isa::out_tile;
+use crate::isa::Operand;
 use crate::math::{ActFn, AluOp};
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
