@@ -8,7 +8,7 @@
 //! dims) but do **not** broadcast along partitions: a `[1, F]` operand with a `[P, F]` one is a
 //! partition-mismatch error (use `nl::add`, which allows it, or `nl::broadcast_to`).
 
-use crate::error::SourceLoc;
+use crate::context::Op;
 use crate::lang::{alu_binary, map_impl, ActExtras, Operand};
 use crate::math::{ActFn, AluOp};
 use crate::record::{Engine, Opcode};
@@ -51,13 +51,13 @@ arith_tile! {
 
 #[track_caller]
 fn apply(op: AluOp, api: &'static str, x: impl TileArith, y: impl TileArith) -> Tile {
-    let loc = SourceLoc::caller();
-    x.with_operand(|a| y.with_operand(|b| alu_binary(op, api, a, b, None, false, loc)))
+    let ins = Op::begin(api);
+    x.with_operand(|a| y.with_operand(|b| alu_binary(&ins, op, a, b, None, false)))
 }
 
 #[track_caller]
 fn negate(x: impl TileArith) -> Tile {
-    let loc = SourceLoc::caller();
+    let ins = Op::begin("nl.negative");
     x.with_operand(|a| match a {
         Operand::Tile(t) => {
             let f = ActFn::Negative;
@@ -67,13 +67,12 @@ fn negate(x: impl TileArith) -> Tile {
                 t.dtype()
             };
             map_impl(
-                "nl.negative",
+                &ins,
                 &[(Engine::Vector, Opcode::TensorScalar)],
                 move |v| f.eval(v),
                 t,
                 dt,
                 ActExtras::default(),
-                loc,
             )
             .0
         }

@@ -4,7 +4,7 @@
 
 use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, SourceLoc};
+use crate::error::ErrorKind;
 use crate::exec;
 use crate::isa::base::{alu_engine, result_dtype, same_partitions};
 use crate::isa::Operand;
@@ -12,12 +12,11 @@ use crate::math::AluOp;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
-/// How an element-wise op is lowered: engine, opcode and the NKI name.
+/// How an element-wise op is lowered: engine, opcode and ALU operator.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Lowering {
     pub(crate) engine: Engine,
     pub(crate) opcode: Opcode,
-    pub(crate) api: &'static str,
     pub(crate) alu: Option<AluOp>,
 }
 
@@ -26,16 +25,15 @@ pub(crate) struct Lowering {
 /// to the result dtype, writes a new SBUF tile and records one instruction.
 #[track_caller]
 pub(crate) fn binary_op(
+    ins: &Op,
     low: Lowering,
     x: Operand,
     y: Operand,
     dtype: Option<DType>,
     partition_broadcast: bool,
     f: impl Fn(f32, f32) -> f32,
-    loc: SourceLoc,
 ) -> Tile {
-    let ins = Op::at(low.api, loc);
-    let op = low.api;
+    let (op, loc) = (ins.api, ins.loc);
     let out_dtype = result_dtype(&x, &y, dtype);
     let tiles: Vec<(&str, TileRef)> = [("x", x), ("y", y)]
         .into_iter()
@@ -122,7 +120,7 @@ pub(crate) fn binary_op(
     out
 }
 
-fn vector(x: &Operand, y: &Operand, api: &'static str) -> Lowering {
+fn vector(x: &Operand, y: &Operand) -> Lowering {
     let both = matches!((x, y), (Operand::Tile(_), Operand::Tile(_)));
     Lowering {
         engine: Engine::Vector,
@@ -131,15 +129,14 @@ fn vector(x: &Operand, y: &Operand, api: &'static str) -> Lowering {
         } else {
             Opcode::TensorScalar
         },
-        api,
         alu: None,
     }
 }
 
 /// The lowering of ALU operator `op` on operands `x`, `y`: the engine is [`alu_engine`]'s
 /// choice for the promoted operand dtype (a PSUM operand keeps the op on VectorE).
-pub(crate) fn alu_lowering(op: AluOp, x: &Operand, y: &Operand, api: &'static str) -> Lowering {
-    let mut low = vector(x, y, api);
+pub(crate) fn alu_lowering(op: AluOp, x: &Operand, y: &Operand) -> Lowering {
+    let mut low = vector(x, y);
     low.alu = Some(op);
     let in_psum = [x, y]
         .iter()
@@ -152,33 +149,26 @@ pub(crate) fn alu_lowering(op: AluOp, x: &Operand, y: &Operand, api: &'static st
 /// `dtype`), engine choice ([`alu_lowering`]), bitvec ops at the operand width.
 #[track_caller]
 pub(crate) fn alu_binary(
+    ins: &Op,
     op: AluOp,
-    api: &'static str,
     x: Operand,
     y: Operand,
     dtype: Option<DType>,
     partition_broadcast: bool,
-    loc: SourceLoc,
 ) -> Tile {
     let promoted = result_dtype(&x, &y, None);
     let out = dtype.unwrap_or(promoted);
-    let low = alu_lowering(op, &x, &y, api);
+    let low = alu_lowering(op, &x, &y);
     // The common arithmetic ops get their own monomorphic loop (it vectorises); the rest go
     // through the generic evaluator.
     let pb = partition_broadcast;
     match op {
-        AluOp::Add => binary_op(low, x, y, Some(out), pb, |a, b| a + b, loc),
-        AluOp::Subtract => binary_op(low, x, y, Some(out), pb, |a, b| a - b, loc),
-        AluOp::Multiply => binary_op(low, x, y, Some(out), pb, |a, b| a * b, loc),
-        _ => binary_op(
-            low,
-            x,
-            y,
-            Some(out),
-            pb,
-            move |a, b| op.eval_typed(a, b, promoted),
-            loc,
-        ),
+        AluOp::Add => binary_op(ins, low, x, y, Some(out), pb, |a, b| a + b),
+        AluOp::Subtract => binary_op(ins, low, x, y, Some(out), pb, |a, b| a - b),
+        AluOp::Multiply => binary_op(ins, low, x, y, Some(out), pb, |a, b| a * b),
+        _ => binary_op(ins, low, x, y, Some(out), pb, move |a, b| {
+            op.eval_typed(a, b, promoted)
+        }),
     }
 }
 
@@ -187,7 +177,7 @@ macro_rules! binary_fns {
         $(#[$doc])*
         #[track_caller]
         pub fn $name<'a>(x: impl Into<Operand<'a>>, y: impl Into<Operand<'a>>) -> Tile {
-            alu_binary($op, $api, x.into(), y.into(), None, true, SourceLoc::caller())
+            alu_binary(&Op::begin($api), $op, x.into(), y.into(), None, true)
         }
     )*};
 }
@@ -218,13 +208,6 @@ pub(crate) fn operator<'a>(
     y: Operand<'a>,
     f: fn(f32, f32) -> f32,
 ) -> Tile {
-    binary_op(
-        vector(&x, &y, api),
-        x,
-        y,
-        None,
-        false,
-        f,
-        SourceLoc::caller(),
-    )
+    let low = vector(&x, &y);
+    binary_op(&Op::begin(api), low, x, y, None, false, f)
 }

@@ -6,7 +6,7 @@
 
 use super::checks;
 use super::elementwise::{alu_binary, alu_lowering, binary_op};
-use crate::context::{check, env, issue, raise};
+use crate::context::{check, env, issue, raise, Op};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::exec;
@@ -73,7 +73,7 @@ fn binary_at(
         ints_only(api, op, &[("x", &x), ("y", &y)], loc);
     }
     let dtype = dtype.or(op.is_predicate().then_some(DType::Bool));
-    alu_binary(op, api, x, y, dtype, true, loc)
+    alu_binary(&Op::at(api, loc), op, x, y, dtype, true)
 }
 
 macro_rules! alu_fns {
@@ -126,8 +126,8 @@ alu_fns! {
 pub fn logical_not<'a>(x: impl Into<TileRef<'a>>) -> Tile {
     let loc = SourceLoc::caller();
     alu_binary(
+        &Op::at("nl.logical_not", loc),
         AluOp::Equal,
-        "nl.logical_not",
         Operand::Tile(x.into()),
         Operand::Scalar {
             value: 0.0,
@@ -135,7 +135,6 @@ pub fn logical_not<'a>(x: impl Into<TileRef<'a>>) -> Tile {
         },
         Some(DType::Bool),
         true,
-        loc,
     )
 }
 
@@ -154,15 +153,15 @@ pub fn invert<'a>(x: impl Into<TileRef<'a>>) -> Tile {
         Operand::Scalar { .. } => unreachable!("x is a tile"),
     };
     // XOR with all ones at x's own width (not the int32 a weak scalar would promote to).
-    let low = alu_lowering(AluOp::BitwiseXor, &x, &ones, "nl.invert");
+    let low = alu_lowering(AluOp::BitwiseXor, &x, &ones);
     binary_op(
+        &Op::at("nl.invert", loc),
         low,
         x,
         ones,
         Some(dt),
         true,
         move |a, _| AluOp::BitwiseXor.eval_typed(a, -1.0, dt),
-        loc,
     )
 }
 

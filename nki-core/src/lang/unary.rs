@@ -10,7 +10,7 @@
 use super::checks;
 use super::elementwise::alu_binary;
 use super::reduce::{reduce_impl, ReduceKind};
-use crate::context::{check, env, issue, raise};
+use crate::context::{check, raise, Op};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::isa::out_tile;
@@ -77,15 +77,14 @@ pub(crate) struct ActExtras<'a> {
 /// `extras.accumulate`, the `[P, 1]` fp32 row sums of the (rounded) outputs.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn map_impl(
-    api: &'static str,
+    ins: &Op,
     steps: &[(Engine, Opcode)],
     f: impl Fn(f32) -> f32,
     x: TileRef,
     dtype: DType,
     extras: ActExtras,
-    loc: SourceLoc,
 ) -> (Tile, Option<Tile>) {
-    let e = env(api, loc);
+    let (api, loc) = (ins.api, ins.loc);
     check(checks::operand(api, "x", &x), loc);
     if let Some(b) = &extras.bias {
         check(checks::operand(api, "bias", b), loc);
@@ -110,8 +109,10 @@ pub(crate) fn map_impl(
     let acc = extras
         .accumulate
         .then(|| out_tile(api, MemKind::Sbuf, DType::F32, &[x.partitions(), 1], loc));
-    issue(
-        e,
+    let accv = acc.as_ref().map(|a| a.view());
+    let outs: Vec<&TileRef> = std::iter::once(&ov).chain(accv.iter()).collect();
+    ins.issue(
+        &outs,
         || {
             let vals = x.gather(api, loc);
             let bias = extras.bias.map(|b| b.gather(api, loc));
@@ -177,12 +178,6 @@ pub(crate) fn map_impl(
             last.expect("at least one step")
         },
     );
-    if !e.executes {
-        ov.mark_written();
-        if let Some(a) = &acc {
-            a.view().mark_written();
-        }
-    }
     (out, acc)
 }
 
@@ -196,13 +191,12 @@ pub fn unary<'a>(f: ActFn, x: impl Into<TileRef<'a>>, dtype: Option<DType>) -> T
     let x: TileRef = x.into();
     let dt = dtype.unwrap_or_else(|| default_dtype(f, x.dtype()));
     map_impl(
-        api_name(f),
+        &Op::at(api_name(f), loc),
         lowering(f),
         move |v| f.eval(v),
         x,
         dt,
         ActExtras::default(),
-        loc,
     )
     .0
 }
@@ -251,15 +245,12 @@ macro_rules! unary_fns {
             let loc = SourceLoc::caller();
             let x: TileRef = x.into();
             let f: ActFn = $f;
-            map_impl(
-                api_name(f),
+            map_impl(&Op::at(api_name(f), loc),
                 lowering(f),
                 move |v| f.eval(v),
                 x,
                 default_dtype(f, x.dtype()),
-                ActExtras::default(),
-                loc,
-            )
+                ActExtras::default())
             .0
         }
     )*};
@@ -381,18 +372,17 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
     };
     let nd = x.shape().len();
     let neg_max = reduce_impl(
-        API,
+        &Op::at(API, loc),
         ReduceKind::Alu(AluOp::Maximum),
         x,
         &[nd - 1],
         true,
         Some(DType::F32),
         true,
-        loc,
     );
     let (e, sums) = if nd == 2 {
         map_impl(
-            API,
+            &Op::at(API, loc),
             &[(Engine::Scalar, Opcode::Activation)],
             |v| ActFn::Exp.eval(v),
             x,
@@ -402,60 +392,54 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
                 scale: None,
                 accumulate: true,
             },
-            loc,
         )
     } else {
         // Several free dims: the accumulator sums a whole partition, so reduce per row instead.
         let shifted = alu_binary(
+            &Op::at(API, loc),
             AluOp::Add,
-            API,
             Operand::Tile(x),
             Operand::Tile(neg_max.view()),
             Some(DType::F32),
             false,
-            loc,
         );
         let ex = map_impl(
-            API,
+            &Op::at(API, loc),
             &[(Engine::Scalar, Opcode::Activation)],
             |v| ActFn::Exp.eval(v),
             shifted.view(),
             DType::F32,
             ActExtras::default(),
-            loc,
         )
         .0;
         let s = reduce_impl(
-            API,
+            &Op::at(API, loc),
             ReduceKind::Alu(AluOp::Add),
             ex.view(),
             &[nd - 1],
             true,
             Some(DType::F32),
             false,
-            loc,
         );
         (ex, Some(s))
     };
     let sums = sums.expect("softmax accumulates the sums");
     let recip = map_impl(
-        API,
+        &Op::at(API, loc),
         &[(Engine::Vector, Opcode::Reciprocal)],
         |v| ActFn::Reciprocal.eval(v),
         sums.view(),
         DType::F32,
         ActExtras::default(),
-        loc,
     )
     .0;
     alu_binary(
+        &Op::at(API, loc),
         AluOp::Multiply,
-        API,
         Operand::Tile(e.view()),
         Operand::Tile(recip.view()),
         Some(out_dtype),
         false,
-        loc,
     )
 }
 
@@ -503,7 +487,7 @@ pub fn rms_norm<'a, 'b>(
         DType::F32
     };
     let (_, sq) = map_impl(
-        API,
+        &Op::at(API, loc),
         &[(Engine::Scalar, Opcode::Activation)],
         |v| ActFn::Square.eval(v),
         x,
@@ -513,46 +497,41 @@ pub fn rms_norm<'a, 'b>(
             scale: None,
             accumulate: true,
         },
-        loc,
     );
     let sq = sq.expect("accumulated");
     let inv_n = 1.0 / n as f32;
     let ms = map_impl(
-        API,
+        &Op::at(API, loc),
         &[(Engine::Vector, Opcode::TensorScalar)],
         move |v| v * inv_n + epsilon,
         sq.view(),
         DType::F32,
         ActExtras::default(),
-        loc,
     )
     .0;
     let rstd = map_impl(
-        API,
+        &Op::at(API, loc),
         &[(Engine::Scalar, Opcode::Activation)],
         |v| ActFn::Rsqrt.eval(v),
         ms.view(),
         DType::F32,
         ActExtras::default(),
-        loc,
     )
     .0;
     let xn = alu_binary(
+        &Op::at(API, loc),
         AluOp::Multiply,
-        API,
         Operand::Tile(x),
         Operand::Tile(rstd.view()),
         Some(DType::F32),
         false,
-        loc,
     );
     alu_binary(
+        &Op::at(API, loc),
         AluOp::Multiply,
-        API,
         Operand::Tile(xn.view()),
         Operand::Tile(w),
         Some(out_dtype),
         true,
-        loc,
     )
 }
