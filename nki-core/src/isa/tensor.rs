@@ -225,7 +225,7 @@ pub(crate) fn matmul_to<'d>(
     let ov = out.view();
     ins.issue(
         &[&ov],
-        || exec::matmul_tiles(api, ins.loc, (k, mm, n), (&s, &m, &ov), acc),
+        || matmul_tiles(ins, (k, mm, n), (&s, &m, &ov), acc),
         || {
             let mut reads = vec![s.region(), m.region()];
             if acc {
@@ -303,4 +303,67 @@ pub(crate) fn transpose_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, mem: MemKind)
         },
     );
     out
+}
+
+/// One TensorE matmul on tile views: `out (+)= s^T @ m` for `s` [K, M], `m` [K, N] and the
+/// PSUM view `out` [M, N], reading the operands in place when they are plain strided matrices
+/// (copying them otherwise). Raises on reads of unwritten tiles.
+fn matmul_tiles(
+    ins: &Op,
+    (k, mm, n): (usize, usize, usize),
+    (s, m, out): (&TileRef, &TileRef, &TileRef),
+    acc: bool,
+) {
+    let (api, loc) = (ins.api, ins.loc);
+    let distinct = !std::ptr::eq(s.tile, out.tile) && !std::ptr::eq(m.tile, out.tile);
+    if let (true, DType::F32, Some(sa), Some(ma), Some(oa)) = (
+        distinct,
+        out.dtype(),
+        s.ap.as_matrix(),
+        m.ap.as_matrix(),
+        out.ap.as_matrix(),
+    ) {
+        s.check_init(api, loc);
+        m.check_init(api, loc);
+        if acc {
+            out.check_init(api, loc);
+        }
+        let (sd, md) = (s.tile.data(), m.tile.data());
+        let mut od = out.tile.data_mut();
+        exec::gemm_tn_strided(
+            k,
+            mm,
+            n,
+            exec::Strided {
+                data: &sd,
+                offset: sa.0,
+                rs: sa.1,
+                cs: sa.2,
+            },
+            exec::Strided {
+                data: &md,
+                offset: ma.0,
+                rs: ma.1,
+                cs: ma.2,
+            },
+            exec::StridedMut {
+                data: &mut od,
+                offset: oa.0,
+                rs: oa.1,
+                cs: oa.2,
+            },
+            acc,
+        );
+        drop(od);
+        out.mark_written();
+        return;
+    }
+    let (a, b) = (s.gather(api, loc), m.gather(api, loc));
+    let mut c = if acc {
+        out.gather(api, loc)
+    } else {
+        vec![0.0; mm * n]
+    };
+    exec::gemm_tn(k, mm, n, &a, &b, &mut c, acc);
+    out.scatter(c);
 }

@@ -2,7 +2,7 @@
 //! `copy`, `load_transpose2d`.
 
 use super::checks;
-use crate::context::{self, check, env, issue, raise};
+use crate::context::{self, check, raise, Op};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::hbm::{HbmDest, HbmSource, HbmView};
@@ -29,7 +29,7 @@ pub fn ndarray(dims: &[usize], dtype: DType, mem: MemKind) -> Tile {
 #[track_caller]
 pub fn full(dims: &[usize], value: f32, dtype: DType, mem: MemKind) -> Tile {
     let loc = SourceLoc::caller();
-    let e = env("full", loc);
+    let ins = Op::at("full", loc);
     let mem = on_chip("full", mem, loc);
     let t = Tile::alloc(
         "full",
@@ -39,8 +39,8 @@ pub fn full(dims: &[usize], value: f32, dtype: DType, mem: MemKind) -> Tile {
         Some(value),
         loc,
     );
-    issue(
-        e,
+    ins.issue(
+        &[],
         || {},
         || {
             let v = t.view();
@@ -98,7 +98,7 @@ pub fn load_as(src: impl HbmSource, dtype: DType) -> Tile {
 }
 
 fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
-    let e = env("load", loc);
+    let ins = Op::at("load", loc);
     let mut dims = v.shape().to_vec();
     if dims.len() == 1 {
         dims.insert(0, 1);
@@ -113,8 +113,8 @@ fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
         loc,
     );
     let tv = t.view();
-    issue(
-        e,
+    ins.issue(
+        &[&tv],
         || {
             let exact = v.dtype() == dtype;
             tv.write_with(exact, |out| check(v.gather_into("load", out), loc))
@@ -130,9 +130,6 @@ fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
             ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", loc)
         },
     );
-    if !e.executes {
-        tv.mark_written();
-    }
     t
 }
 
@@ -142,14 +139,14 @@ fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
 #[track_caller]
 pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
     let loc = SourceLoc::caller();
-    let e = env("store", loc);
+    let ins = Op::at("store", loc);
     let dst = dst.hbm_dest();
     let src: TileRef = value.into();
     crate::hbm_write::check_dest_value("store", "store", &dst, &src, loc);
     // The writer is tagged in every mode: estimate mode tracks races without values.
     let (wid, shared) = context::with_ctx("store", loc, |c| (c.writer_id(loc), c.shared.clone()));
-    issue(
-        e,
+    ins.issue(
+        &[],
         || {
             let exact = src.dtype() == dst.dtype();
             let r = src.with_values("store", loc, |vals| {
@@ -171,7 +168,7 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
             ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.store", loc)
         },
     );
-    if !e.executes {
+    if !ins.executes() {
         if let Err(err) = crate::hbm_write::track(&dst, wid, &shared) {
             raise(err.with_loc(loc), loc);
         }
@@ -200,7 +197,7 @@ pub(crate) fn copy_to_impl(
     mem: MemKind,
     loc: SourceLoc,
 ) -> Tile {
-    let e = env("copy", loc);
+    let ins = Op::at("copy", loc);
     check(checks::operand("copy", "src", &src), loc);
     let t = Tile::alloc(
         "copy",
@@ -211,8 +208,8 @@ pub(crate) fn copy_to_impl(
         loc,
     );
     let tv = t.view();
-    issue(
-        e,
+    ins.issue(
+        &[&tv],
         || {
             let exact = src.dtype() == dtype;
             src.with_values("copy", loc, |v| {
@@ -231,9 +228,6 @@ pub(crate) fn copy_to_impl(
             ..Instr::new(Engine::Vector, Opcode::TensorCopy, api, loc)
         },
     );
-    if !e.executes {
-        tv.mark_written();
-    }
     t
 }
 
@@ -242,7 +236,7 @@ pub(crate) fn copy_to_impl(
 #[track_caller]
 pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>) {
     let loc = SourceLoc::caller();
-    let e = env("assign", loc);
+    let ins = Op::at("assign", loc);
     let dst: TileRef = dst.into();
     let src: TileRef = value.into();
     check(checks::operand("assign", "dst", &dst), loc);
@@ -262,8 +256,8 @@ pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>
             loc,
         ),
     };
-    issue(
-        e,
+    ins.issue(
+        &[&dst],
         || {
             let v = src.gather("assign", loc);
             let vals = if src.shape() == dst.shape() {
@@ -285,7 +279,4 @@ pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>
             ..Instr::new(Engine::Vector, Opcode::TensorCopy, "nl.assign", loc)
         },
     );
-    if !e.executes {
-        dst.mark_written();
-    }
 }

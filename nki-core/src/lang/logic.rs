@@ -6,7 +6,7 @@
 
 use super::checks;
 use super::elementwise::{alu_binary, alu_lowering, binary_op};
-use crate::context::{check, env, issue, raise, Op};
+use crate::context::{check, raise, Op};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::exec;
@@ -176,7 +176,7 @@ pub fn where_<'a, 'c>(
 ) -> Tile {
     const API: &str = "nl.where";
     let loc = SourceLoc::caller();
-    let e = env(API, loc);
+    let ins = Op::at(API, loc);
     let cond: TileRef = cond.into();
     let (x, y) = (x.into(), y.into());
     let out_dtype = result_dtype(&x, &y, None);
@@ -215,8 +215,8 @@ pub fn where_<'a, 'c>(
     }
     let out = out_tile(API, MemKind::Sbuf, out_dtype, &out_dims, loc);
     let ov = out.view();
-    issue(
-        e,
+    ins.issue(
+        &[&ov],
         || {
             let expand = |t: &TileRef| {
                 let v = t.gather(API, loc);
@@ -253,8 +253,5 @@ pub fn where_<'a, 'c>(
             ..Instr::new(Engine::Vector, Opcode::Select, API, loc)
         },
     );
-    if !e.executes {
-        ov.mark_written();
-    }
     out
 }
