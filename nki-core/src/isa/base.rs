@@ -504,8 +504,9 @@ impl Op {
     }
 
     /// Issues a compute instruction through the funnel ([`Op::issue`]): `exec` computes the
-    /// values of `outs`; the record is [`Op::record`] of `data` (full-size inputs), `extra`
-    /// (per-partition operands) and `outs`.
+    /// values of `outs`. The record reads `data` (the full-size inputs; the cost's N is the
+    /// free size of the first) and `extra` (per-partition operands) and writes `outs` (the
+    /// first one's dtype is the output dtype).
     pub(crate) fn compute(
         &self,
         site: Site,
@@ -514,13 +515,11 @@ impl Op {
         outs: &[&TileRef],
         exec: impl FnOnce(),
     ) {
-        self.issue(outs, exec, || self.record(site, data, extra, outs));
+        self.issue(outs, exec, || self.compute_record(site, data, extra, outs));
     }
 
-    /// The record of a compute instruction: `data` are the full-size inputs (the cost's N is
-    /// the free size of the first), `extra` the per-partition operands, `outs` the written
-    /// views (the first one's dtype is the output dtype).
-    pub(crate) fn record(
+    /// The record of [`Op::compute`].
+    fn compute_record(
         &self,
         site: Site,
         data: &[&TileRef],

@@ -146,25 +146,21 @@ pub(crate) fn check_matmul(
             ),
         ));
     }
-    if mm > 128 {
-        return Err(NkiError::new(
-            ErrorKind::MatmulLimit,
-            op,
-            format!(
-                "stationary{:?} free size {mm} exceeds gemm_stationary_fmax of 128",
-                s.shape()
-            ),
-        ));
-    }
-    if n > 512 {
-        return Err(NkiError::new(
-            ErrorKind::MatmulLimit,
-            op,
-            format!(
-                "moving{:?} free size {n} exceeds gemm_moving_fmax of 512",
-                m.shape()
-            ),
-        ));
+    let limits = [
+        ("stationary", s, mm, "gemm_stationary_fmax", 128),
+        ("moving", m, n, "gemm_moving_fmax", 512),
+    ];
+    for (what, t, size, name, max) in limits {
+        if size > max {
+            return Err(NkiError::new(
+                ErrorKind::MatmulLimit,
+                op,
+                format!(
+                    "{what}{:?} free size {size} exceeds {name} of {max}",
+                    t.shape()
+                ),
+            ));
+        }
     }
     let f32ish = |d: DType| d == DType::F32;
     if f32ish(s.dtype()) != f32ish(m.dtype()) {

@@ -181,6 +181,11 @@ pub(crate) fn map_impl(
     (out, acc)
 }
 
+/// One single-instruction fp32 step `f(x)` of a multi-instruction lowering.
+fn f32_step(ins: &Op, step: (Engine, Opcode), f: impl Fn(f32) -> f32, x: TileRef) -> Tile {
+    map_impl(ins, &[step], f, x, DType::F32, ActExtras::default()).0
+}
+
 /// Applies activation / math function `f` element-wise to `x` (the general form of
 /// `nl.exp`, `nl.gelu`, ...). `dtype` overrides the output dtype (default: `x`'s float dtype;
 /// fp32 for integer inputs, except `abs`/`negative`/`sign`/rounding/`relu`/`square`/`copy`
@@ -361,7 +366,8 @@ fn last_axis(api: &'static str, x: &TileRef, axis: usize, loc: SourceLoc) {
 #[track_caller]
 pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
     const API: &str = "nl.softmax";
-    let loc = SourceLoc::caller();
+    let ins = Op::begin(API);
+    let loc = ins.loc;
     let x: TileRef = x.into();
     check(checks::operand(API, "x", &x), loc);
     last_axis(API, &x, axis, loc);
@@ -372,7 +378,7 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
     };
     let nd = x.shape().len();
     let neg_max = reduce_impl(
-        &Op::at(API, loc),
+        &ins,
         ReduceKind::Alu(AluOp::Maximum),
         x,
         &[nd - 1],
@@ -382,7 +388,7 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
     );
     let (e, sums) = if nd == 2 {
         map_impl(
-            &Op::at(API, loc),
+            &ins,
             &[(Engine::Scalar, Opcode::Activation)],
             |v| ActFn::Exp.eval(v),
             x,
@@ -396,24 +402,21 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
     } else {
         // Several free dims: the accumulator sums a whole partition, so reduce per row instead.
         let shifted = alu_binary(
-            &Op::at(API, loc),
+            &ins,
             AluOp::Add,
             Operand::Tile(x),
             Operand::Tile(neg_max.view()),
             Some(DType::F32),
             false,
         );
-        let ex = map_impl(
-            &Op::at(API, loc),
-            &[(Engine::Scalar, Opcode::Activation)],
+        let ex = f32_step(
+            &ins,
+            (Engine::Scalar, Opcode::Activation),
             |v| ActFn::Exp.eval(v),
             shifted.view(),
-            DType::F32,
-            ActExtras::default(),
-        )
-        .0;
+        );
         let s = reduce_impl(
-            &Op::at(API, loc),
+            &ins,
             ReduceKind::Alu(AluOp::Add),
             ex.view(),
             &[nd - 1],
@@ -424,17 +427,14 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
         (ex, Some(s))
     };
     let sums = sums.expect("softmax accumulates the sums");
-    let recip = map_impl(
-        &Op::at(API, loc),
-        &[(Engine::Vector, Opcode::Reciprocal)],
+    let recip = f32_step(
+        &ins,
+        (Engine::Vector, Opcode::Reciprocal),
         |v| ActFn::Reciprocal.eval(v),
         sums.view(),
-        DType::F32,
-        ActExtras::default(),
-    )
-    .0;
+    );
     alu_binary(
-        &Op::at(API, loc),
+        &ins,
         AluOp::Multiply,
         Operand::Tile(e.view()),
         Operand::Tile(recip.view()),
@@ -459,7 +459,8 @@ pub fn rms_norm<'a, 'b>(
     epsilon: f32,
 ) -> Tile {
     const API: &str = "nl.rms_norm";
-    let loc = SourceLoc::caller();
+    let ins = Op::begin(API);
+    let loc = ins.loc;
     let x: TileRef = x.into();
     let w: TileRef = w.into();
     check(checks::operand(API, "x", &x), loc);
@@ -487,7 +488,7 @@ pub fn rms_norm<'a, 'b>(
         DType::F32
     };
     let (_, sq) = map_impl(
-        &Op::at(API, loc),
+        &ins,
         &[(Engine::Scalar, Opcode::Activation)],
         |v| ActFn::Square.eval(v),
         x,
@@ -500,26 +501,20 @@ pub fn rms_norm<'a, 'b>(
     );
     let sq = sq.expect("accumulated");
     let inv_n = 1.0 / n as f32;
-    let ms = map_impl(
-        &Op::at(API, loc),
-        &[(Engine::Vector, Opcode::TensorScalar)],
+    let ms = f32_step(
+        &ins,
+        (Engine::Vector, Opcode::TensorScalar),
         move |v| v * inv_n + epsilon,
         sq.view(),
-        DType::F32,
-        ActExtras::default(),
-    )
-    .0;
-    let rstd = map_impl(
-        &Op::at(API, loc),
-        &[(Engine::Scalar, Opcode::Activation)],
+    );
+    let rstd = f32_step(
+        &ins,
+        (Engine::Scalar, Opcode::Activation),
         |v| ActFn::Rsqrt.eval(v),
         ms.view(),
-        DType::F32,
-        ActExtras::default(),
-    )
-    .0;
+    );
     let xn = alu_binary(
-        &Op::at(API, loc),
+        &ins,
         AluOp::Multiply,
         Operand::Tile(x),
         Operand::Tile(rstd.view()),
@@ -527,7 +522,7 @@ pub fn rms_norm<'a, 'b>(
         false,
     );
     alu_binary(
-        &Op::at(API, loc),
+        &ins,
         AluOp::Multiply,
         Operand::Tile(xn.view()),
         Operand::Tile(w),
