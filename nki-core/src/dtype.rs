@@ -244,29 +244,24 @@ macro_rules! impl_element_prim {
 }
 impl_element_prim!(f32 => F32, i8 => I8, i16 => I16, i32 => I32, u8 => U8, u16 => U16, u32 => U32);
 
-impl Element for bf16 {
-    const DTYPE: DType = DType::BF16;
-    #[inline]
-    fn to_f32(self) -> f32 {
-        bf16::to_f32(self)
-    }
-    #[inline]
-    fn from_f32(x: f32) -> Self {
-        bf16::from_f32(x)
-    }
+/// Implements [`Element`] for the `half` float types through their own conversions.
+macro_rules! impl_element_half {
+    ($($t:ty => $d:ident),*) => {$(
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+            #[inline]
+            fn to_f32(self) -> f32 {
+                <$t>::to_f32(self)
+            }
+            #[inline]
+            fn from_f32(x: f32) -> Self {
+                <$t>::from_f32(x)
+            }
+        }
+    )*};
 }
 
-impl Element for f16 {
-    const DTYPE: DType = DType::F16;
-    #[inline]
-    fn to_f32(self) -> f32 {
-        f16::to_f32(self)
-    }
-    #[inline]
-    fn from_f32(x: f32) -> Self {
-        f16::from_f32(x)
-    }
-}
+impl_element_half!(bf16 => BF16, f16 => F16);
 
 impl Element for bool {
     const DTYPE: DType = DType::Bool;

@@ -366,6 +366,13 @@ impl Op {
         self.check(operand(self.api, what, t));
     }
 
+    /// The on-chip operand `what` as a view, checked by [`Op::operand`].
+    pub(crate) fn input<'a>(&self, what: &str, t: impl Into<TileRef<'a>>) -> TileRef<'a> {
+        let t = t.into();
+        self.operand(what, &t);
+        t
+    }
+
     /// The operand must live in one of `allowed`.
     pub(crate) fn memory(&self, what: &str, t: &TileRef, allowed: &[MemKind]) {
         self.check(memory(self.api, what, t, allowed));

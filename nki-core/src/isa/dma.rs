@@ -45,52 +45,34 @@ impl<'a, T: HbmSource> DmaSource<'a> for T {
         DmaEndpoint::Hbm(self.hbm_view())
     }
 }
-impl<'a> DmaSource<'a> for &'a Tile {
-    fn dma_source(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(self.view())
-    }
-}
-impl<'a> DmaSource<'a> for TileRef<'a> {
-    fn dma_source(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(self)
-    }
-}
-impl<'a> DmaSource<'a> for &TileRef<'a> {
-    fn dma_source(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(*self)
-    }
+/// Implements [`DmaSource`] and [`DmaTarget`] for the on-chip operand forms.
+macro_rules! tile_endpoints {
+    ($([$($gen:tt)*] $t:ty => |$x:ident| $e:expr;)*) => {$(
+        impl<$($gen)*> DmaSource<'a> for $t {
+            fn dma_source(self) -> DmaEndpoint<'a> {
+                let $x = self;
+                DmaEndpoint::Tile($e)
+            }
+        }
+        impl<$($gen)*> DmaTarget<'a> for $t {
+            fn dma_target(self) -> DmaEndpoint<'a> {
+                let $x = self;
+                DmaEndpoint::Tile($e)
+            }
+        }
+    )*};
 }
 
-impl<'a, T: Element, const P: usize, const F: usize> DmaSource<'a> for &'a Sbuf<T, P, F> {
-    fn dma_source(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(self.into())
-    }
+tile_endpoints! {
+    ['a] &'a Tile => |t| t.view();
+    ['a] TileRef<'a> => |t| t;
+    ['a] &TileRef<'a> => |t| *t;
+    ['a, T: Element, const P: usize, const F: usize] &'a Sbuf<T, P, F> => |t| t.into();
 }
 
 impl<'a, T: HbmDest> DmaTarget<'a> for T {
     fn dma_target(self) -> DmaEndpoint<'a> {
         DmaEndpoint::Hbm(self.hbm_dest())
-    }
-}
-impl<'a> DmaTarget<'a> for &'a Tile {
-    fn dma_target(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(self.view())
-    }
-}
-impl<'a> DmaTarget<'a> for TileRef<'a> {
-    fn dma_target(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(self)
-    }
-}
-impl<'a> DmaTarget<'a> for &TileRef<'a> {
-    fn dma_target(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(*self)
-    }
-}
-
-impl<'a, T: Element, const P: usize, const F: usize> DmaTarget<'a> for &'a Sbuf<T, P, F> {
-    fn dma_target(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(self.into())
     }
 }
 

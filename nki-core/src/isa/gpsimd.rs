@@ -166,8 +166,7 @@ pub fn affine_select<'a>(
 ) -> Tile {
     const API: &str = "nisa.affine_select";
     let ins = Op::begin(API);
-    let x: TileRef = on_true.into();
-    ins.operand("on_true_tile", &x);
+    let x = ins.input("on_true_tile", on_true);
     ins.gpsimd_sbuf("on_true_tile", &x);
     pred.validate(&ins);
     if !cmp.is_comparison() {
@@ -229,8 +228,7 @@ pub fn tensor_partition_reduce<'a>(
 ) -> Tile {
     const API: &str = "nisa.tensor_partition_reduce";
     let ins = Op::begin(API);
-    let x: TileRef = data.into();
-    ins.operand("data", &x);
+    let x = ins.input("data", data);
     ins.gpsimd_sbuf("data", &x);
     if !matches!(
         op,

@@ -543,8 +543,7 @@ pub fn tensor_tensor_scan<'a, 'b>(
 pub fn reciprocal<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
     const API: &str = "nisa.reciprocal";
     let ins = Op::begin(API);
-    let x: TileRef = data.into();
-    ins.operand("data", &x);
+    let x = ins.input("data", data);
     let out_dtype = dtype.unwrap_or(x.dtype());
     let out = ins.alloc(MemKind::Sbuf, out_dtype, x.shape());
     let ov = out.view();
@@ -646,8 +645,7 @@ fn bn_stats_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d> {
 pub fn bn_aggr<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
     const API: &str = "nisa.bn_aggr";
     let ins = Op::begin(API);
-    let x: TileRef = data.into();
-    ins.operand("data", &x);
+    let x = ins.input("data", data);
     let f = x.free_size();
     if !f.is_multiple_of(3) {
         ins.fail(ErrorKind::InvalidArgument, format!(

@@ -104,14 +104,7 @@ fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
         dims.insert(0, 1);
     }
     let dtype = dtype.unwrap_or(v.dtype());
-    let t = Tile::alloc(
-        "load",
-        MemKind::Sbuf,
-        dtype,
-        shape("load", &dims, loc),
-        None,
-        loc,
-    );
+    let t = ins.alloc(MemKind::Sbuf, dtype, &dims);
     let tv = t.view();
     ins.issue(
         &[&tv],
@@ -199,14 +192,7 @@ pub(crate) fn copy_to_impl(
 ) -> Tile {
     let ins = Op::at("copy", loc);
     check(checks::operand("copy", "src", &src), loc);
-    let t = Tile::alloc(
-        "copy",
-        mem,
-        dtype,
-        shape("copy", src.shape(), loc),
-        None,
-        loc,
-    );
+    let t = ins.alloc(mem, dtype, src.shape());
     let tv = t.view();
     ins.issue(
         &[&tv],

@@ -172,33 +172,6 @@ pub(crate) fn alu_binary(
     }
 }
 
-macro_rules! binary_fns {
-    ($($(#[$doc:meta])* $name:ident => $api:literal, $op:expr;)*) => {$(
-        $(#[$doc])*
-        #[track_caller]
-        pub fn $name<'a>(x: impl Into<Operand<'a>>, y: impl Into<Operand<'a>>) -> Tile {
-            alu_binary(&Op::begin($api), $op, x.into(), y.into(), None, true)
-        }
-    )*};
-}
-
-binary_fns! {
-    /// Element-wise `x + y` with NKI broadcasting (NKI `nl.add`).
-    add => "nl.add", AluOp::Add;
-    /// Element-wise `x - y` (NKI `nl.subtract`).
-    subtract => "nl.subtract", AluOp::Subtract;
-    /// Element-wise `x * y` (NKI `nl.multiply`).
-    multiply => "nl.multiply", AluOp::Multiply;
-    /// Element-wise `x / y` (NKI `nl.divide`).
-    divide => "nl.divide", AluOp::Divide;
-    /// Element-wise maximum; NaN propagates (NKI `nl.maximum`).
-    maximum => "nl.maximum", AluOp::Maximum;
-    /// Element-wise minimum; NaN propagates (NKI `nl.minimum`).
-    minimum => "nl.minimum", AluOp::Minimum;
-    /// Element-wise `x ** y` (NKI `nl.power`; GpSimd on hardware).
-    power => "nl.power", AluOp::Power;
-}
-
 /// Operator form of binary ops: same as the `nl` function but NKI's operators do not
 /// broadcast along partitions.
 #[track_caller]

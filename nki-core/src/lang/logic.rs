@@ -87,6 +87,23 @@ macro_rules! alu_fns {
 }
 
 alu_fns! {
+    /// Element-wise `x + y` with NKI broadcasting (NKI `nl.add`).
+    add => "nl.add", AluOp::Add;
+    /// Element-wise `x - y` (NKI `nl.subtract`).
+    subtract => "nl.subtract", AluOp::Subtract;
+    /// Element-wise `x * y` (NKI `nl.multiply`).
+    multiply => "nl.multiply", AluOp::Multiply;
+    /// Element-wise `x / y` (NKI `nl.divide`).
+    divide => "nl.divide", AluOp::Divide;
+    /// Element-wise maximum; NaN propagates (NKI `nl.maximum`).
+    maximum => "nl.maximum", AluOp::Maximum;
+    /// Element-wise minimum; NaN propagates (NKI `nl.minimum`).
+    minimum => "nl.minimum", AluOp::Minimum;
+    /// Element-wise `x ** y` (NKI `nl.power`; GpSimd on hardware).
+    power => "nl.power", AluOp::Power;
+}
+
+alu_fns! {
     /// `x == y` element-wise, as a bool tile (NKI `nl.equal`).
     equal => "nl.equal", AluOp::Equal;
     /// `x != y` element-wise, as a bool tile (NKI `nl.not_equal`).

@@ -23,7 +23,6 @@ pub use crate::ops::TileArith;
 pub use crate::record::MemKind;
 pub(crate) use data::copy_to_impl;
 pub use data::{assign, copy, full, load, load_as, ndarray, ones, store, zeros};
-pub use elementwise::{add, divide, maximum, minimum, multiply, power, subtract};
 pub(crate) use elementwise::{alu_binary, operator};
 pub use gather::gather_flattened;
 pub use grid::{
@@ -32,9 +31,9 @@ pub use grid::{
 };
 pub use layout::{arange, broadcast_to, expand_dims, iota, load_transpose2d};
 pub use logic::{
-    binary, bitwise_and, bitwise_or, bitwise_xor, equal, fmod, greater, greater_equal, invert,
-    left_shift, less, less_equal, logical_and, logical_not, logical_or, logical_xor, mod_,
-    not_equal, right_shift, where_,
+    add, binary, bitwise_and, bitwise_or, bitwise_xor, divide, equal, fmod, greater, greater_equal,
+    invert, left_shift, less, less_equal, logical_and, logical_not, logical_or, logical_xor,
+    maximum, minimum, mod_, multiply, not_equal, power, right_shift, subtract, where_,
 };
 pub use matmul::{matmul, matmul_acc, transpose};
 pub use random::{dropout, rand, random_seed, DEFAULT_SEED};
