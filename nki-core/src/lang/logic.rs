@@ -101,9 +101,6 @@ alu_fns! {
     minimum => "nl.minimum", AluOp::Minimum;
     /// Element-wise `x ** y` (NKI `nl.power`; GpSimd on hardware).
     power => "nl.power", AluOp::Power;
-}
-
-alu_fns! {
     /// `x == y` element-wise, as a bool tile (NKI `nl.equal`).
     equal => "nl.equal", AluOp::Equal;
     /// `x != y` element-wise, as a bool tile (NKI `nl.not_equal`).
