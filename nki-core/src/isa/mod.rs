@@ -14,6 +14,21 @@
 //! `Default` and builder methods where an instruction has several ([`ActivationArgs`],
 //! [`TensorScalarArgs`], [`ScanArgs`]). Scalars-or-vectors (`scale`, `operand0`, `initial`)
 //! take any [`Operand`]: an `f32` or a `[P, 1]` tile.
+//!
+//! **Destination form.** Where NKI writes an instruction's result into part of an existing
+//! tile (`out[:, a:b] = nisa.bn_stats(...)`, `nisa.x(dst=...)`, `acc[...] += x`), the builder
+//! has an `_into` twin taking the destination view first: `x_into(dst, <same operands>)`,
+//! with `dst` any tile or view whose partitions and elements per partition match the result;
+//! the result is rounded to `dst`'s dtype (the `dtype` argument of the allocating form is not
+//! taken). It is one instruction, the same record as the allocating form with `dst`'s region
+//! as the write. Available: [`tensor_tensor_into`], [`tensor_scalar_into`],
+//! [`activation_into`], [`tensor_copy_into`], [`tensor_reduce_into`], [`bn_stats_into`],
+//! [`nc_matmul_into`], [`nc_transpose_into`] (and [`nc_matmul_acc`], which accumulates).
+//! Each builder is one private `*_to(op, Dst, ...)` function; both forms call it.
+//!
+//! ```ignore
+//! nisa::bn_stats_into(stats.slice((0..128, 6 * i..6 * (i + 1))), x.slice((0..128, 512 * i..512 * (i + 1))));
+//! ```
 
 pub(crate) mod base;
 mod dma;
