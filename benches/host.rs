@@ -2,7 +2,8 @@
 //! them, next to plain Rust doing the same arithmetic on the same data.
 //!
 //! * `add_4096_f32/*`: `c = a + b` on [4096, 4096] f32 tensors with [128, 512] tiles:
-//!   `nki` on the 2-D grid `[32, 8]` (no `nc`), `nki_nc2` on `[spmd_dim(16, nc(2)), 8]`,
+//!   `nki` on the 2-D grid `[32, 8]` (no `nc`; all host cores), `nki_1thread` the same on one
+//!   host thread (`Launch::host_threads(1)`), `nki_nc2` on `[spmd_dim(16, nc(2)), 8]`,
 //!   beside ndarray's `&a + &b` (`ndarray`) and a single-threaded contiguous loop into a
 //!   preallocated output (`loop`, the numpy-class baseline).
 //! * `matmul_2048/*`: `lhsT[K, M]^T @ rhs[K, N]` with K = M = 2048, N = 1024 in bf16,
@@ -107,6 +108,12 @@ fn bench_add(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     g.bench_function("nki", |bch| {
         bch.iter(|| launch!(tiled_add[N / P, N / F](&a, &b, &mut out)).expect("add runs"))
+    });
+    g.bench_function("nki_1thread", |bch| {
+        bch.iter(|| {
+            tiled_add::run(Launch::new([N / P, N / F]).host_threads(1), &a, &b, &mut out)
+                .expect("add runs")
+        })
     });
     g.bench_function("nki_nc2", |bch| {
         bch.iter(|| {
