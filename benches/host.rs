@@ -111,8 +111,13 @@ fn bench_add(c: &mut Criterion) {
     });
     g.bench_function("nki_1thread", |bch| {
         bch.iter(|| {
-            tiled_add::run(Launch::new([N / P, N / F]).host_threads(1), &a, &b, &mut out)
-                .expect("add runs")
+            tiled_add::run(
+                Launch::new([N / P, N / F]).host_threads(1),
+                &a,
+                &b,
+                &mut out,
+            )
+            .expect("add runs")
         })
     });
     g.bench_function("nki_nc2", |bch| {
