@@ -1,21 +1,30 @@
-//! Host-throughput benches: how fast the CPU runtime executes tiled NKI kernels, next to plain
-//! ndarray doing the same arithmetic on the same data.
+//! Host-throughput benches: how fast the CPU runtime executes tiled NKI kernels and models
+//! them, next to plain Rust doing the same arithmetic on the same data.
 //!
-//! * `add`: a tiled add of two [4096, 4096] f32 tensors, [128, 512] tiles, sharded over two
-//!   logical NeuronCores (`[spmd_dim(16, nc(2)), 8]`), beside ndarray's `&a + &b`.
-//! * `matmul`: `lhsT[K, M]^T @ rhs[K, N]` with K = M = 2048, N = 1024 in bf16, accumulating in
-//!   f32 PSUM ([128, 128] stationary x [128, 512] moving tiles) and stored as bf16, one
-//!   [512, 512] output block per instance on grid `[spmd_dim(2, nc(2)), 2]`, beside ndarray's
-//!   f32 `dot` of the same shapes.
+//! * `add_4096_f32/*`: `c = a + b` on [4096, 4096] f32 tensors with [128, 512] tiles:
+//!   `nki` on the 2-D grid `[32, 8]` (no `nc`; all host cores), `nki_1thread` the same on one
+//!   host thread (`Launch::host_threads(1)`), `nki_nc2` on `[spmd_dim(16, nc(2)), 8]`,
+//!   beside ndarray's `&a + &b` (`ndarray`) and a single-threaded contiguous loop into a
+//!   preallocated output (`loop`, the numpy-class baseline).
+//! * `matmul_2048/*`: `lhsT[K, M]^T @ rhs[K, N]` with K = M = 2048, N = 1024 in bf16,
+//!   accumulating in f32 PSUM ([128, 128] stationary x [128, 512] moving tiles) and stored as
+//!   bf16, one [512, 512] output block per instance on grid `[spmd_dim(2, nc(2)), 2]` (`nki`),
+//!   beside ndarray's f32 `dot` of the same shapes (`ndarray_dot`, matrixmultiply's GEMM).
+//! * `estimate/*`: estimate-mode launches of the four matmul tutorial kernels at the tutorial's
+//!   benchmark shape on trn1 (shape-only tensors); throughput in elements = instruction
+//!   records, so criterion reports records per second.
+//! * `add_scaling_f32/nki/<n>`: the add at n = 1024 … 8192 (grid `[n / 128, n / 512]`), with
+//!   throughput in elements to show that time grows linearly with the data.
 //!
-//! Measured numbers are in the README.
+//! Measured numbers are in the README ("Host speed").
 //!
-//! Run with `cargo bench --bench host`. The config is kept short (10 samples, a few seconds
-//! each) so the whole bench finishes in under two minutes.
+//! Run with `cargo bench --bench host` (about three minutes on two cores); filter with e.g.
+//! `cargo bench --bench host -- add_4096_f32`.
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ndarray::{Array2, ArrayView2};
 use nki_core::prelude::*;
+use nki_kernels::matmul::{MatmulKernel, TUTORIAL_BENCHMARK_KMN};
 use std::time::Duration;
 
 /// Tile partition size.
@@ -83,21 +92,70 @@ fn bench_add(c: &mut Criterion) {
     let a = Hbm::from_array(&a_nd).expect("2-D");
     let b = Hbm::from_array(&b_nd).expect("2-D");
     let mut out = Hbm::<f32>::zeros([N, N]);
-    // Check once that the kernel computes the same as ndarray.
-    launch!(tiled_add[spmd_dim(N / P / 2, nc(2)), N / F](&a, &b, &mut out)).expect("add runs");
+    // Check once that the kernel computes the same as ndarray, bit for bit.
+    launch!(tiled_add[N / P, N / F](&a, &b, &mut out)).expect("add runs");
     assert_eq!(out.to_array().expect("values"), (&a_nd + &b_nd).into_dyn());
+    // The numpy-class baseline: one contiguous single-threaded loop over the same data.
+    let (a_v, b_v) = (
+        a_nd.as_slice().expect("standard layout").to_vec(),
+        b_nd.as_slice().expect("standard layout").to_vec(),
+    );
+    let mut c_v = vec![0f32; N * N];
 
-    let mut g = c.benchmark_group("add_4096x4096_f32");
+    let mut g = c.benchmark_group("add_4096_f32");
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(4));
-    g.bench_function("nki_tiled_nc2", |bch| {
+        .measurement_time(Duration::from_secs(3));
+    g.bench_function("nki", |bch| {
+        bch.iter(|| launch!(tiled_add[N / P, N / F](&a, &b, &mut out)).expect("add runs"))
+    });
+    g.bench_function("nki_1thread", |bch| {
+        bch.iter(|| {
+            tiled_add::run(
+                Launch::new([N / P, N / F]).host_threads(1),
+                &a,
+                &b,
+                &mut out,
+            )
+            .expect("add runs")
+        })
+    });
+    g.bench_function("nki_nc2", |bch| {
         bch.iter(|| {
             launch!(tiled_add[spmd_dim(N / P / 2, nc(2)), N / F](&a, &b, &mut out))
                 .expect("add runs")
         })
     });
     g.bench_function("ndarray", |bch| bch.iter(|| &a_nd + &b_nd));
+    g.bench_function("loop", |bch| {
+        bch.iter(|| add_loop(black_box(&a_v), black_box(&b_v), &mut c_v))
+    });
+    g.finish();
+}
+
+/// `c = a + b` as one contiguous, single-threaded loop.
+fn add_loop(a: &[f32], b: &[f32], c: &mut [f32]) {
+    for ((c, a), b) in c.iter_mut().zip(a).zip(b) {
+        *c = a + b;
+    }
+}
+
+/// The add at 1024² … 8192² (grid `[n / 128, n / 512]`, no `nc`): time should grow with the
+/// element count (criterion throughput in elements).
+fn bench_add_scaling(c: &mut Criterion) {
+    let mut g = c.benchmark_group("add_scaling_f32");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    for n in [1024, 2048, 4096, 8192] {
+        let a = Hbm::from_array(&rand_matrix(n, n, 5)).expect("2-D");
+        let b = Hbm::from_array(&rand_matrix(n, n, 6)).expect("2-D");
+        let mut out = Hbm::<f32>::zeros([n, n]);
+        g.throughput(Throughput::Elements((n * n) as u64));
+        g.bench_with_input(BenchmarkId::new("nki", n), &n, |bch, &n| {
+            bch.iter(|| launch!(tiled_add[n / P, n / F](&a, &b, &mut out)).expect("add runs"))
+        });
+    }
     g.finish();
 }
 
@@ -125,19 +183,55 @@ fn bench_matmul(c: &mut Criterion) {
         );
     }
 
-    let mut g = c.benchmark_group("matmul_2048x2048x1024");
+    let mut g = c.benchmark_group("matmul_2048");
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(8));
-    g.bench_function("nki_bf16_psum_f32_nc2", |bch| {
+    g.bench_function("nki", |bch| {
         bch.iter(|| {
             launch!(tiled_matmul[spmd_dim(M / MB / 2, nc(2)), N / NB](&lhs_t, &rhs, &mut out))
                 .expect("matmul runs")
         })
     });
-    g.bench_function("ndarray_f32_dot", |bch| bch.iter(|| lhs32.dot(&r32)));
+    g.bench_function("ndarray_dot", |bch| bch.iter(|| lhs32.dot(&r32)));
     g.finish();
 }
 
-criterion_group!(benches, bench_add, bench_matmul);
+/// Estimate-mode throughput of the four matmul tutorial kernels at the tutorial's benchmark
+/// shape (trn1, bf16, shape-only tensors): criterion throughput in elements = instruction
+/// records, so the report reads as records per second.
+fn bench_estimate(c: &mut Criterion) {
+    let (k, m, n) = TUTORIAL_BENCHMARK_KMN;
+    let lhs_t = Hbm::<bf16>::shape_only([k, m]);
+    let rhs = Hbm::<bf16>::shape_only([k, n]);
+    let mut out = Hbm::<bf16>::shape_only([m, n]);
+    let mut g = c.benchmark_group("estimate");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    for (kernel, id) in MatmulKernel::TUTORIAL.into_iter().zip([
+        "tiled_matmul",
+        "hoist_load_matmul",
+        "block_free_matmul",
+        "fully_optimized_matmul",
+    ]) {
+        let estimate = |out: &mut Hbm<bf16>| {
+            kernel
+                .estimate(Target::Trn1, &lhs_t, &rhs, out)
+                .expect("estimate runs")
+        };
+        let records = estimate(&mut out).instructions;
+        g.throughput(Throughput::Elements(records as u64));
+        g.bench_function(id, |bch| bch.iter(|| estimate(&mut out)));
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_add,
+    bench_matmul,
+    bench_estimate,
+    bench_add_scaling
+);
 criterion_main!(benches);

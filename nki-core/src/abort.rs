@@ -16,17 +16,46 @@ use crate::context::{self, InstanceCtx};
 use crate::error::{ErrorKind, NkiError};
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Once;
 
 /// The payload a failing kernel unwinds with.
 pub(crate) struct KernelAbort(pub(crate) NkiError);
 
-/// The payload an instance unwinds with when another instance already failed.
+/// The payload an instance unwinds with when an instance before it failed.
 pub(crate) struct Cancelled;
+
+/// Which instances of a launch a failure cancels: those after the lowest failing instance in
+/// launch order. The instances before it still run, so the failure of the lowest linear
+/// program id is found whatever order the host threads run the instances in.
+pub(crate) struct Cancellation {
+    /// Linear program id of the lowest failing instance so far (`u64::MAX`: none).
+    lowest_failure: AtomicU64,
+}
+
+impl Cancellation {
+    /// No instance has failed yet.
+    pub(crate) fn new() -> Cancellation {
+        Cancellation {
+            lowest_failure: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Records that instance `index` (linear program id) failed.
+    pub(crate) fn fail(&self, index: u32) {
+        self.lowest_failure
+            .fetch_min(u64::from(index), Ordering::SeqCst);
+    }
+
+    /// True when instance `index` should stop: an instance before it failed.
+    pub(crate) fn cancels(&self, index: u32) -> bool {
+        u64::from(index) > self.lowest_failure.load(Ordering::Relaxed)
+    }
+}
 
 /// Why a kernel instance stopped early.
 pub(crate) enum Stop {
-    /// Another instance failed first.
+    /// An instance before it (in launch order) failed.
     Cancelled,
     /// The instance failed with this error.
     Failed(NkiError),

@@ -17,7 +17,6 @@ use crate::record::{BufId, Instr, MemKind};
 use crate::target::Target;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// How a launch runs the kernel.
@@ -44,11 +43,11 @@ impl Mode {
 }
 
 // The unwind payloads of a failing and a cancelled instance (caught in `abort`).
-pub(crate) use crate::abort::{Cancelled, KernelAbort};
+pub(crate) use crate::abort::{Cancellation, Cancelled, KernelAbort};
 
 /// State shared by all instances of one launch.
 pub(crate) struct LaunchShared {
-    pub(crate) cancelled: AtomicBool,
+    pub(crate) cancelled: Cancellation,
     /// The launch's HBM writers (the output-dependency check of HBM writes).
     pub(crate) writers: Writers,
 }
@@ -56,7 +55,7 @@ pub(crate) struct LaunchShared {
 impl LaunchShared {
     pub(crate) fn new() -> Arc<LaunchShared> {
         Arc::new(LaunchShared {
-            cancelled: AtomicBool::new(false),
+            cancelled: Cancellation::new(),
             writers: Writers::new(),
         })
     }
@@ -332,7 +331,7 @@ pub(crate) fn env(op: &'static str, loc: SourceLoc) -> OpEnv {
                 records: c.mode.records(),
                 target: c.target,
             },
-            c.shared.cancelled.load(Ordering::Relaxed),
+            c.shared.cancelled.cancels(c.instance),
         )
     });
     if cancelled {

@@ -1,7 +1,7 @@
 //! SPMD launch: grids of 1 to 3 dimensions, `spmd_dim`/`nc` placement of instances on logical
-//! NeuronCores, and the launcher that runs the instances (one pinned rayon worker per
-//! NeuronCore; instances of one core in order, cores side by side), collects their instruction
-//! records and turns the first failure into an `Err`.
+//! NeuronCores, and the launcher that runs the instances on every host core (in launch order
+//! as threads free up, whatever their NeuronCore), collects each core's instruction records in
+//! program-id order and turns the failure of the lowest program id into an `Err`.
 
 use crate::abort::{self, Stop};
 use crate::context::{InstanceCtx, LaunchShared, Mode};
@@ -11,8 +11,8 @@ use crate::profile::Profile;
 use crate::record::Instr;
 use crate::target::Target;
 use std::fmt;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 /// Most physical NeuronCores `nc(k)` can spread a grid over: one logical core of LNC=2.
 pub const MAX_LOGICAL_CORES: usize = 2;
@@ -128,8 +128,16 @@ impl Grid {
                 self.dims.len()
             ));
         }
-        if self.dims.iter().any(|d| d.size() == 0) {
+        let mut factors = self.dims.iter().flat_map(|d| [d.outer, d.inner]);
+        if factors.clone().any(|f| f.size() == 0) {
             return bad(format!("grid {self} has an empty dimension"));
+        }
+        let total = factors.try_fold(1usize, |n, f| n.checked_mul(f.size()));
+        if total.is_none_or(|n| n > u32::MAX as usize) {
+            return bad(format!(
+                "grid {self} has more than {} program instances",
+                u32::MAX
+            ));
         }
         let ncs = self
             .dims
@@ -149,34 +157,38 @@ impl Grid {
         Ok(())
     }
 
-    /// Every instance: (program id, NeuronCore), in launch order.
-    pub fn instances(&self) -> Vec<(Vec<usize>, usize)> {
-        let shape = self.shape();
-        let total: usize = shape.iter().product();
-        let mut out = Vec::with_capacity(total);
-        let mut idx = vec![0usize; shape.len()];
-        for _ in 0..total {
-            let mut core = 0;
-            for (d, &i) in self.dims.iter().zip(&idx) {
-                let inner = d.inner.size();
-                let (io, ii) = (i / inner, i % inner);
-                if let Factor::Nc(_) = d.outer {
-                    core = io;
-                }
-                if let Factor::Nc(_) = d.inner {
-                    core = ii;
-                }
+    /// Number of program instances (the product of the dimension sizes). Only meaningful for
+    /// a grid that validated: then it fits in a `u32`.
+    pub fn num_instances(&self) -> usize {
+        self.dims.iter().map(GridDim::size).product()
+    }
+
+    /// The `linear`-th instance in launch (row-major) order: its program id and NeuronCore.
+    pub fn instance(&self, linear: usize) -> (Vec<usize>, usize) {
+        let mut pid = vec![0usize; self.dims.len()];
+        let mut rest = linear;
+        for (d, p) in self.dims.iter().zip(pid.iter_mut()).rev() {
+            *p = rest % d.size();
+            rest /= d.size();
+        }
+        let mut core = 0;
+        for (d, &i) in self.dims.iter().zip(&pid) {
+            let inner = d.inner.size();
+            if let Factor::Nc(_) = d.outer {
+                core = i / inner;
             }
-            out.push((idx.clone(), core));
-            for d in (0..shape.len()).rev() {
-                idx[d] += 1;
-                if idx[d] < shape[d] {
-                    break;
-                }
-                idx[d] = 0;
+            if let Factor::Nc(_) = d.inner {
+                core = i % inner;
             }
         }
-        out
+        (pid, core)
+    }
+
+    /// Every instance: (program id, NeuronCore), in launch order.
+    pub fn instances(&self) -> Vec<(Vec<usize>, usize)> {
+        (0..self.num_instances())
+            .map(|i| self.instance(i))
+            .collect()
     }
 }
 
@@ -255,6 +267,7 @@ pub struct Launch {
     grid: Grid,
     target: Target,
     mode: Mode,
+    host_threads: Option<usize>,
 }
 
 impl Launch {
@@ -264,6 +277,7 @@ impl Launch {
             grid: grid.into(),
             target: Target::default(),
             mode: Mode::Execute,
+            host_threads: None,
         }
     }
 
@@ -279,94 +293,95 @@ impl Launch {
         self
     }
 
+    /// Runs the program instances on at most `n` host threads (default: one per host CPU, see
+    /// [`host_threads`]). Only host speed changes: values, records, the modelled placement on
+    /// NeuronCores and the reported errors are the same for every `n`. `n = 0` is an
+    /// [`ErrorKind::InvalidArgument`] error of the launch.
+    pub fn host_threads(mut self, n: usize) -> Launch {
+        self.host_threads = Some(n);
+        self
+    }
+
     /// Runs `kernel` once per program instance and returns the report (with a profile in
-    /// simulate and estimate modes). The first failing instance cancels the rest; its error
-    /// (with program id and source line) is returned.
+    /// simulate and estimate modes).
+    ///
+    /// The instances run on the host threads in launch order as threads free up, whatever
+    /// NeuronCore they are placed on; the model keeps NKI's placement (each core's records are
+    /// its instances' streams in program-id order). When instances fail, the one with the
+    /// lowest linear program id is reported, whatever the host order: a failure cancels only
+    /// the instances after it in launch order, so every instance before it still runs.
     pub fn run<F: Fn() + Sync>(&self, kernel: F) -> Result<LaunchReport> {
         self.grid.validate()?;
+        let threads = self.threads()?;
         abort::quiet_kernel_unwinds();
-        let ncores = self.grid.num_cores();
+        let total = self.grid.num_instances();
         let shared = LaunchShared::new();
-        let mut per_core: Vec<Vec<(u32, Vec<usize>)>> = vec![Vec::new(); ncores];
-        let mut infos = Vec::new();
-        for (i, (pid, core)) in self.grid.instances().into_iter().enumerate() {
-            infos.push(InstanceInfo {
-                program_id: pid.clone(),
-                nc: core,
-                order: per_core[core].len(),
-            });
-            per_core[core].push((i as u32, pid));
-        }
         let grid_shape = self.grid.shape();
+        let next = AtomicUsize::new(0);
         let first_error: Mutex<Option<(u32, NkiError)>> = Mutex::new(None);
-        let results: Vec<Mutex<(CoreStream, MemoryPeak)>> = (0..ncores)
-            .map(|nc| {
-                Mutex::new((
-                    CoreStream {
-                        nc,
-                        instances: vec![],
-                    },
-                    MemoryPeak::default(),
-                ))
-            })
-            .collect();
-        let run_core = |core: usize| {
-            let mut stream = CoreStream {
-                nc: core,
-                instances: Vec::new(),
-            };
-            let mut peak = MemoryPeak::default();
-            for (index, pid) in &per_core[core] {
-                if shared.cancelled.load(Ordering::SeqCst) {
+        // One host worker: takes the next instance in launch order until none is left or a
+        // failure cancels the rest.
+        let worker = || {
+            let mut done = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total || shared.cancelled.cancels(i as u32) {
                     break;
                 }
+                let index = i as u32;
+                let (pid, core) = self.grid.instance(i);
                 let ctx = InstanceCtx::new(
-                    pid.clone(),
+                    pid,
                     grid_shape.clone(),
-                    *index,
+                    index,
                     core,
                     self.mode,
                     self.target,
                     shared.clone(),
                 );
                 match abort::run_instance(ctx, &kernel) {
-                    (ctx, Ok(())) => {
-                        peak = peak.max(ctx.mem.peak);
-                        stream.instances.push((pid.clone(), ctx.records));
-                    }
-                    (_, Err(stop)) => {
-                        if let Stop::Failed(e) = stop {
-                            let mut g = first_error.lock().unwrap_or_else(|p| p.into_inner());
-                            if g.as_ref().is_none_or(|(i, _)| *index < *i) {
-                                *g = Some((*index, e));
-                            }
+                    (ctx, Ok(())) => done.push(Finished {
+                        index,
+                        records: ctx.records,
+                        peak: ctx.mem.peak,
+                    }),
+                    (_, Err(Stop::Failed(e))) => {
+                        shared.cancelled.fail(index);
+                        let mut g = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                        if g.as_ref().is_none_or(|(j, _)| index < *j) {
+                            *g = Some((index, e));
                         }
-                        shared.cancelled.store(true, Ordering::SeqCst);
                         break;
                     }
+                    (_, Err(Stop::Cancelled)) => break,
                 }
             }
-            *results[core].lock().unwrap_or_else(|p| p.into_inner()) = (stream, peak);
+            done
         };
-        if ncores == 1 {
-            core_pool(0).install(|| run_core(0));
-        } else {
-            std::thread::scope(|s| {
-                for core in 0..ncores {
-                    let run_core = &run_core;
-                    s.spawn(move || core_pool(core).install(|| run_core(core)));
-                }
-            });
-        }
+        let mut finished = on_host_threads(threads.min(total), worker);
         if let Some((_, e)) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
             return Err(e);
         }
-        let mut streams = Vec::with_capacity(ncores);
+        finished.sort_unstable_by_key(|f| f.index);
+        let ncores = self.grid.num_cores();
+        let mut streams: Vec<CoreStream> = (0..ncores)
+            .map(|nc| CoreStream {
+                nc,
+                instances: Vec::new(),
+            })
+            .collect();
+        let mut infos = Vec::with_capacity(total);
         let mut memory = MemoryPeak::default();
-        for r in results {
-            let (s, p) = r.into_inner().unwrap_or_else(|p| p.into_inner());
-            memory = memory.max(p);
-            streams.push(s);
+        for f in finished {
+            let (pid, core) = self.grid.instance(f.index as usize);
+            let stream = &mut streams[core];
+            infos.push(InstanceInfo {
+                program_id: pid.clone(),
+                nc: core,
+                order: stream.instances.len(),
+            });
+            stream.instances.push((pid, f.records));
+            memory = memory.max(f.peak);
         }
         let profile = if self.mode.records() {
             Some(crate::timing::model(&streams, self.target, memory))
@@ -382,32 +397,65 @@ impl Launch {
             profile,
         })
     }
-}
 
-/// The rayon pool (one worker, pinned to a CPU where the OS allows) of logical NeuronCore `nc`.
-fn core_pool(nc: usize) -> Arc<rayon::ThreadPool> {
-    static POOLS: OnceLock<Mutex<Vec<Arc<rayon::ThreadPool>>>> = OnceLock::new();
-    let pools = POOLS.get_or_init(|| Mutex::new(Vec::new()));
-    let mut g = pools.lock().unwrap_or_else(|p| p.into_inner());
-    while g.len() <= nc {
-        let idx = g.len();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .thread_name(move |_| format!("nki-nc{idx}"))
-            .start_handler(move |_| pin_to_cpu(idx))
-            .build()
-            .or_else(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build())
-            .expect("a one-thread rayon pool can be built");
-        g.push(Arc::new(pool));
-    }
-    g[nc].clone()
-}
-
-/// Best-effort pinning of the current thread to CPU `nc % cpus`; never fails.
-fn pin_to_cpu(nc: usize) {
-    if let Some(ids) = core_affinity::get_core_ids() {
-        if !ids.is_empty() {
-            let _ = core_affinity::set_for_current(ids[nc % ids.len()]);
+    /// The number of host threads this launch may use.
+    fn threads(&self) -> Result<usize> {
+        match self.host_threads {
+            None => Ok(host_threads()),
+            Some(0) => Err(NkiError::new(
+                ErrorKind::InvalidArgument,
+                "launch",
+                "Launch::host_threads(0): a launch needs at least one host thread",
+            )),
+            Some(n) => Ok(n.min(host_threads())),
         }
     }
+}
+
+/// What a host worker keeps of an instance that ran to its end.
+struct Finished {
+    /// Linear program id (launch order).
+    index: u32,
+    records: Vec<Instr>,
+    peak: MemoryPeak,
+}
+
+/// The number of host threads launches run instances on by default: one per host CPU, and at
+/// least [`MAX_LOGICAL_CORES`], so the NeuronCores of an `nc` grid can always run side by side
+/// (1 if the OS refuses to start threads).
+pub fn host_threads() -> usize {
+    host_pool().map_or(1, |p| p.current_num_threads() + 1)
+}
+
+/// Runs `worker` on `n` host threads at once and returns everything they produced: the
+/// caller's own thread and `n - 1` threads of the launch thread pool.
+fn on_host_threads<T: Send>(n: usize, worker: impl Fn() -> Vec<T> + Sync) -> Vec<T> {
+    let Some(pool) = host_pool().filter(|_| n > 1) else {
+        return worker();
+    };
+    let out = Mutex::new(Vec::new());
+    let collect = |mine: Vec<T>| out.lock().unwrap_or_else(|p| p.into_inner()).extend(mine);
+    pool.in_place_scope(|s| {
+        for _ in 1..n {
+            s.spawn(|_| collect(worker()));
+        }
+        collect(worker());
+    });
+    out.into_inner().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The rayon pool that lends launches their extra host threads (named `nki-host<i>`): one
+/// thread fewer than [`host_threads`], the launching thread being the other one. `None` when
+/// the OS refuses to start threads (launches then run on the caller's thread alone).
+fn host_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(cpus.max(MAX_LOGICAL_CORES) - 1)
+            .thread_name(|i| format!("nki-host{}", i + 1))
+            .build()
+            .ok()
+    })
+    .as_ref()
 }

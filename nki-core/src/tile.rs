@@ -9,6 +9,8 @@ use crate::access::{Ap, IntoIndex, Shape};
 use crate::context::{self, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::hbm::values::Values;
+use crate::hbm::HbmView;
 use crate::record::{BufId, MemKind, Region};
 use std::cell::{Cell, Ref, RefCell, RefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +28,11 @@ pub struct Tile {
     /// True while `data` is an empty pooled buffer standing for an all-NaN (unwritten) tile:
     /// filled on first access, skipped when an op overwrites the whole tile.
     fill_pending: Cell<bool>,
+    /// Set while the values are not copied yet: a load from a kernel input reads them in place
+    /// in the tensor's values (`data` is then an empty pooled buffer). Row reads
+    /// ([`TileRef::with_rows`]) and contiguous reads use them there; the first write, or a read
+    /// that needs the tile's own layout, copies them into `data` first (copy on write).
+    in_place: RefCell<Option<InPlace>>,
     pub(crate) init: Cell<bool>,
     /// True while the tile is listed in the instance's unwritten tiles (estimate mode, tiles
     /// allocated without a fill, until the first write).
@@ -85,6 +92,7 @@ impl Tile {
             shape,
             data: RefCell::new(data),
             fill_pending: Cell::new(fill_pending),
+            in_place: RefCell::new(None),
             init: Cell::new(fill.is_some()),
             tracked: Cell::new(!executes && fill.is_none()),
             loc,
@@ -149,11 +157,31 @@ impl Tile {
         self.data.borrow_mut()
     }
 
-    /// Fills a pending (never written) tile with NaN, the garbage an unwritten tile reads as.
+    /// Gives the tile its own values in `data`: copies values read in place, and fills a
+    /// pending (never written) tile with NaN, the garbage an unwritten tile reads as.
     fn materialize(&self) {
+        let in_place = self.in_place.borrow_mut().take();
+        if let Some(src) = in_place {
+            let mut data = self.data.borrow_mut();
+            data.clear();
+            src.rows(self.shape)
+                .iter()
+                .for_each(|row| data.extend_from_slice(row));
+        }
         if self.fill_pending.replace(false) {
             self.data.borrow_mut().resize(self.shape.numel(), f32::NAN);
         }
+    }
+
+    /// A handle on the values the tile reads in place, if it does (held apart from the tile, so
+    /// a nested access that copies them into the tile cannot conflict with the reader).
+    fn in_place_values(&self) -> Option<InPlace> {
+        self.in_place.borrow().clone()
+    }
+
+    /// Forgets values read in place (the whole tile is about to be overwritten).
+    fn drop_in_place(&self) {
+        self.in_place.borrow_mut().take();
     }
 
     /// Description for messages: `sbuf tile float32[128, 512]`.
@@ -169,6 +197,53 @@ impl Tile {
             let id = self.id;
             context::try_with_ctx(|c| c.unwritten.remove(&id));
         }
+    }
+}
+
+/// The values of a tile loaded from a kernel input, read in place: partition `p`'s free
+/// elements are `src[offset + p * row_stride..][..free]`.
+#[derive(Clone)]
+struct InPlace {
+    src: Values,
+    offset: usize,
+    row_stride: usize,
+}
+
+impl InPlace {
+    /// The rows of a tile of `shape`.
+    fn rows(&self, shape: Shape) -> Rows<'_> {
+        Rows {
+            data: &self.src,
+            offset: self.offset,
+            stride: self.row_stride,
+            len: shape.free(),
+            count: shape.partitions(),
+        }
+    }
+}
+
+/// The partition rows of a tile view: `get(p)` is partition `p`'s free elements, row-major.
+#[derive(Clone, Copy)]
+pub(crate) struct Rows<'a> {
+    data: &'a [f32],
+    offset: usize,
+    stride: usize,
+    len: usize,
+    /// Number of rows (partitions).
+    count: usize,
+}
+
+impl<'a> Rows<'a> {
+    /// Row `p`.
+    #[inline]
+    fn get(&self, p: usize) -> &'a [f32] {
+        let o = self.offset + p * self.stride;
+        &self.data[o..o + self.len]
+    }
+
+    /// The rows in partition order.
+    pub(crate) fn iter(self) -> impl Iterator<Item = &'a [f32]> {
+        (0..self.count).map(move |p| self.get(p))
     }
 }
 
@@ -351,6 +426,13 @@ impl<'a> TileRef<'a> {
         f: impl FnOnce(&[f32]) -> R,
     ) -> R {
         self.check_init(op, loc);
+        if let Some(src) = self.tile.in_place_values() {
+            let rows = self.rows_in(src.rows(self.tile.shape));
+            if let Some(r) = rows.filter(|r| r.count <= 1 || r.stride == r.len) {
+                let o = r.offset;
+                return f(&r.data[o..o + r.count * r.len]);
+            }
+        }
         let data = self.tile.data();
         if let Some(r) = self.contiguous_range() {
             return f(&data[r]);
@@ -364,6 +446,86 @@ impl<'a> TileRef<'a> {
         r
     }
 
+    /// Calls `f` with the view's partition rows, read in place when each row is contiguous in
+    /// the tile's values (also values a load reads in place from a kernel input), else from a
+    /// row-major copy; raises on a read of an unwritten tile.
+    pub(crate) fn with_rows<R>(
+        &self,
+        op: &'static str,
+        loc: SourceLoc,
+        f: impl FnOnce(Rows<'_>) -> R,
+    ) -> R {
+        self.check_init(op, loc);
+        if let Some(src) = self.tile.in_place_values() {
+            if let Some(rows) = self.rows_in(src.rows(self.tile.shape)) {
+                return f(rows);
+            }
+        }
+        {
+            let data = self.tile.data();
+            let (free, count) = (self.tile.shape.free(), self.tile.shape.partitions());
+            let own = Rows {
+                data: &data,
+                offset: 0,
+                stride: free,
+                len: free,
+                count,
+            };
+            if let Some(rows) = self.rows_in(own) {
+                return f(rows);
+            }
+        }
+        let (count, len) = (self.ap.shape.partitions(), self.ap.shape.free());
+        self.with_values(op, loc, |v| {
+            f(Rows {
+                data: v,
+                offset: 0,
+                stride: len,
+                len,
+                count,
+            })
+        })
+    }
+
+    /// The view's rows within `tile`, the rows of the whole tile, when each of the view's
+    /// partitions is one contiguous run of a tile row.
+    fn rows_in<'t>(&self, tile: Rows<'t>) -> Option<Rows<'t>> {
+        let (offset, row_stride, col_stride) = self.ap.as_matrix()?;
+        let (count, len) = (self.ap.shape.partitions(), self.ap.shape.free());
+        let free = self.tile.shape.free();
+        if (col_stride != 1 && len > 1) || row_stride % free != 0 {
+            return None;
+        }
+        let (p0, j0) = (offset / free, offset % free);
+        Some(Rows {
+            data: tile.data,
+            offset: tile.offset + p0 * tile.stride + j0,
+            stride: row_stride / free * tile.stride,
+            len,
+            count,
+        })
+    }
+
+    /// Loads `src` into this whole, unwritten tile by reading the values in place when `src`
+    /// is a view of a kernel input whose partition rows are contiguous (no copy until
+    /// something writes the tile). Returns false, touching nothing, otherwise.
+    pub(crate) fn load_in_place(&self, src: &HbmView) -> bool {
+        if !self.is_whole() || self.tile.init.get() || src.dtype() != self.tile.dtype {
+            return false;
+        }
+        let Some((src, offset, row_stride)) = src.share_rows() else {
+            return false;
+        };
+        self.tile.fill_pending.set(false);
+        *self.tile.in_place.borrow_mut() = Some(InPlace {
+            src,
+            offset,
+            row_stride,
+        });
+        self.tile.set_written();
+        true
+    }
+
     /// Writes the view from `fill`, which must push exactly the view's element count of
     /// row-major values onto the (empty) vector it is given; the values are then rounded to
     /// the tile's dtype unless `exact` (already representable in it). An unwritten tile
@@ -371,10 +533,12 @@ impl<'a> TileRef<'a> {
     pub(crate) fn write_with(&self, exact: bool, fill: impl FnOnce(&mut Vec<f32>)) {
         let n = self.ap.shape.numel();
         let dtype = self.tile.dtype;
-        if self.is_whole() && !self.tile.init.get() {
-            // Nothing can be reading this tile (it is unwritten), so take its buffer out, fill
-            // it, and put it back.
+        if self.is_whole() && (!self.tile.init.get() || self.tile.in_place.borrow().is_some()) {
+            // Nothing can be reading this tile (it is unwritten, or its values are read in
+            // place and about to be replaced), so take its buffer out, fill it, and put it
+            // back.
             self.tile.fill_pending.set(false);
+            self.tile.drop_in_place();
             let mut buf = std::mem::take(&mut *self.tile.data.borrow_mut());
             buf.clear();
             fill(&mut buf);
@@ -424,6 +588,7 @@ impl<'a> TileRef<'a> {
         self.tile.dtype.round_slice(&mut vals);
         if self.is_whole() {
             self.tile.fill_pending.set(false);
+            self.tile.drop_in_place();
             let old = std::mem::replace(&mut *self.tile.data.borrow_mut(), vals);
             give_buf(old);
         } else {
@@ -476,6 +641,7 @@ pub(crate) use crate::memory::{give_buf, take_buf};
 #[cfg(test)]
 mod tests {
     use crate::prelude::*;
+    use crate::tile::Tile;
 
     /// Row-major values 0, 1, 2, ... scaled by `k`.
     fn ramp(n: usize, k: f32) -> Vec<f32> {
@@ -540,6 +706,94 @@ mod tests {
                 assert!((got[i * n + j] - 2.0 * dot).abs() < 1e-3, "({i}, {j})");
             }
         }
+    }
+
+    /// True while `t` reads its values in place in an HBM tensor (nothing copied yet).
+    fn in_place(t: &Tile) -> bool {
+        t.in_place.borrow().is_some() && t.data.borrow().is_empty()
+    }
+
+    #[test]
+    fn loads_from_inputs_are_read_in_place_until_written() {
+        let vals = ramp(8 * 8, 1.0);
+        let a = Hbm::<f32>::from_vec(&[8, 8], vals.clone()).unwrap();
+        let at = |r: usize, c: usize| vals[r * 8 + c];
+        let before = a.st.read().values.as_ref().unwrap().as_ptr();
+        let mut c = Hbm::<f32>::zeros([4, 4]);
+        let out = c.as_output();
+        Launch::new(1)
+            .run(|| {
+                let t = nl::load(a.slice((2..6, 3..7)));
+                assert!(in_place(&t));
+                // Element-wise ops read the rows in place, with an owned tile and a scalar.
+                let ones = nl::full(&[4, 4], 1.0, DType::F32, nl::SBUF);
+                let sum = nl::add(&t, &ones);
+                let twice = nl::add(&t, &t);
+                let half = nl::multiply(&t, 0.5);
+                let part = nl::copy(t.slice((0..2, 1..4)), None);
+                assert!(in_place(&t), "reads copy nothing");
+                for r in 0..4 {
+                    for j in 0..4 {
+                        let (i, x) = (r * 4 + j, at(2 + r, 3 + j));
+                        assert_eq!(sum.values()[i], x + 1.0);
+                        assert_eq!(twice.values()[i], 2.0 * x);
+                        assert_eq!(half.values()[i], 0.5 * x);
+                    }
+                }
+                assert_eq!(
+                    part.values(),
+                    vec![at(2, 4), at(2, 5), at(2, 6), at(3, 4), at(3, 5), at(3, 6)]
+                );
+                // A partial write copies the values first (copy on write).
+                nl::assign(
+                    t.slice((0..1, 0..2)),
+                    &nl::zeros(&[1, 2], DType::F32, nl::SBUF),
+                );
+                assert!(!in_place(&t));
+                let mut want: Vec<f32> = (0..16).map(|i| at(2 + i / 4, 3 + i % 4)).collect();
+                want[..2].fill(0.0);
+                assert_eq!(t.values(), want);
+                // A whole overwrite replaces them without a copy.
+                let u = nl::load(a.slice((0..4, 0..4)));
+                assert!(in_place(&u));
+                nl::assign(&u, &twice);
+                assert_eq!(u.values(), twice.values());
+                nl::store(&out, &u);
+            })
+            .unwrap();
+        // The input itself was neither written nor copied.
+        assert_eq!(a.to_f32_vec().unwrap(), vals);
+        assert_eq!(a.st.read().values.as_ref().unwrap().as_ptr(), before);
+        let want: Vec<f32> = (0..16).map(|i| 2.0 * at(2 + i / 4, 3 + i % 4)).collect();
+        assert_eq!(c.to_f32_vec().unwrap(), want);
+    }
+
+    #[test]
+    fn loads_that_cannot_be_read_in_place_are_copied() {
+        let a = Hbm::<f32>::from_vec(&[4, 8], ramp(32, 1.0)).unwrap();
+        let mut c = Hbm::<f32>::from_vec(&[4, 8], ramp(32, -1.0)).unwrap();
+        let out = c.as_output();
+        Launch::new(1)
+            .run(|| {
+                // Strided columns, a cast, an output tensor: copies.
+                let strided = nl::load(a.slice((.., stepped(0..8, 2))));
+                let cast = nl::load_as(&a, DType::BF16);
+                let from_out = nl::load(out.slice((0..2, ..)));
+                for t in [&strided, &cast, &from_out] {
+                    assert!(!in_place(t));
+                }
+                assert_eq!(
+                    strided.values(),
+                    ramp(32, 1.0).into_iter().step_by(2).collect::<Vec<_>>()
+                );
+                assert_eq!(from_out.values(), ramp(16, -1.0));
+                // A 1-D view of contiguous elements is one partition read in place.
+                let row = nl::load(a.slice((1, 2..6)));
+                assert!(in_place(&row));
+                assert_eq!(row.shape(), &[1, 4]);
+                assert_eq!(nl::add(&row, 0.0).values(), vec![10.0, 11.0, 12.0, 13.0]);
+            })
+            .unwrap();
     }
 
     #[test]

@@ -586,8 +586,9 @@ fn fails_from(c: &mut Hbm<f32>, started: &AtomicUsize, at: &Line) {
 fn failure_cancels_remaining_instances() {
     let mut c = Hbm::<f32>::zeros([1024, 4]);
     let started = AtomicUsize::new(0);
+    // On one host thread, instance 1's failure stops the launch before instance 2 starts.
     fails(
-        |at| launch!(fails_from[8](&mut c, &started, at)),
+        |at| fails_from::run(Launch::new(8).host_threads(1), &mut c, &started, at),
         ErrorKind::ShapeMismatch,
         "store",
         &["[256, 4]", "[128, 4]"],
@@ -598,6 +599,19 @@ fn failure_cancels_remaining_instances() {
         2,
         "instances 2..8 were cancelled"
     );
+    // On every host thread, each other thread may have started one more (failing) instance
+    // before instance 1 failed; none starts after a failure.
+    started.store(0, Ordering::SeqCst);
+    fails(
+        |at| launch!(fails_from[8](&mut c, &started, at)),
+        ErrorKind::ShapeMismatch,
+        "store",
+        &["[256, 4]", "[128, 4]"],
+        &[1],
+    );
+    let n = started.load(Ordering::SeqCst);
+    let most = 1 + nki_core::spmd::host_threads();
+    assert!((2..=most.min(8)).contains(&n), "{n} instances started");
 }
 
 // 20. With two cores, the lowest failing instance is reported even when a higher one failed

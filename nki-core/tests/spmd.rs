@@ -1,9 +1,10 @@
 //! SPMD grids: NKI's exact mapping of program ids onto logical NeuronCores (`spmd_dim`, `nc`),
-//! `program_id` / `num_programs` / `program_ndim` inside kernels, in-order execution of the
-//! instances of one core, and cores running side by side on their own threads.
+//! `program_id` / `num_programs` / `program_ndim` inside kernels, each core's instances in
+//! program-id order in the report and the model, and instances running side by side on the
+//! host's threads (with or without `nc`).
 
 use nki_core::prelude::*;
-use nki_core::spmd::GridDim;
+use nki_core::spmd::{host_threads, GridDim, InstanceInfo};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -14,7 +15,6 @@ use std::time::{Duration, Instant};
 struct Seen {
     pid: Vec<usize>,
     core: usize,
-    thread: String,
     num_programs: Vec<usize>,
     ndim: usize,
     total: usize,
@@ -26,7 +26,6 @@ fn who(log: &Mutex<Vec<Seen>>) {
     let seen = Seen {
         pid: (0..ndim).map(nl::program_id).collect(),
         core: nl::core_id(),
-        thread: std::thread::current().name().unwrap_or("").to_string(),
         num_programs: (0..ndim).map(nl::num_programs).collect(),
         ndim,
         total: nl::num_programs_total(),
@@ -34,9 +33,15 @@ fn who(log: &Mutex<Vec<Seen>>) {
     log.lock().unwrap().push(seen);
 }
 
+/// Launches `who` on `grid`, and checks that a simulate launch of the same grid models each
+/// core's instances in the order the report gives them.
 fn run(grid: Grid) -> (LaunchReport, Vec<Seen>) {
     let log = Mutex::new(Vec::new());
-    let report = who::launch(grid, &log).unwrap();
+    let report = who::launch(grid.clone(), &log).unwrap();
+    let cores = grid.num_cores();
+    let simulated = who::run(Launch::new(grid).mode(Mode::Simulate), &Mutex::default()).unwrap();
+    let profile = simulated.profile.unwrap();
+    assert_eq!(profile.program_ids, per_core(&report, cores));
     (report, log.into_inner().unwrap())
 }
 
@@ -58,14 +63,17 @@ fn row_major(shape: &[usize]) -> Vec<Vec<usize>> {
     out
 }
 
-/// The program ids each core ran, in the order it ran them.
-fn per_core(seen: &[Seen], cores: usize) -> Vec<Vec<Vec<usize>>> {
+/// The program ids of each core in the order the report gives (its `order` field): the order
+/// in which they follow one another on that core in modelled time.
+fn per_core(report: &LaunchReport, cores: usize) -> Vec<Vec<Vec<usize>>> {
     (0..cores)
         .map(|c| {
-            seen.iter()
-                .filter(|s| s.core == c)
-                .map(|s| s.pid.clone())
-                .collect()
+            let mut mine: Vec<&InstanceInfo> =
+                report.instances.iter().filter(|i| i.nc == c).collect();
+            mine.sort_by_key(|i| i.order);
+            let orders: Vec<usize> = mine.iter().map(|i| i.order).collect();
+            assert_eq!(orders, (0..mine.len()).collect::<Vec<_>>(), "core {c}");
+            mine.iter().map(|i| i.program_id.clone()).collect()
         })
         .collect()
 }
@@ -84,7 +92,6 @@ fn check_common(report: &LaunchReport, seen: &[Seen], shape: &[usize], cores: us
         assert_eq!(s.ndim, shape.len());
         assert_eq!(s.num_programs, shape);
         assert_eq!(s.total, shape.iter().product::<usize>());
-        assert_eq!(s.thread, format!("nki-nc{}", s.core), "{s:?}");
         let info = report
             .instances
             .iter()
@@ -100,20 +107,11 @@ fn check_common(report: &LaunchReport, seen: &[Seen], shape: &[usize], cores: us
     assert_eq!(listed, all, "the report lists instances in grid order");
     assert_eq!(report.grid.shape(), shape);
     assert_eq!(report.grid.num_cores(), cores);
-    // Instances of one core run one after another, in row-major order of their ids, and the
-    // report's `order` agrees.
-    for (c, ran) in per_core(seen, cores).iter().enumerate() {
-        let mut sorted = ran.clone();
+    // Each core's instances follow one another in row-major order of their ids.
+    for (c, ids) in per_core(report, cores).iter().enumerate() {
+        let mut sorted = ids.clone();
         sorted.sort();
-        assert_eq!(ran, &sorted, "core {c} ran its instances out of order");
-        for (k, pid) in ran.iter().enumerate() {
-            let info = report
-                .instances
-                .iter()
-                .find(|i| &i.program_id == pid)
-                .unwrap();
-            assert_eq!(info.order, k);
-        }
+        assert_eq!(ids, &sorted, "core {c} has its instances out of order");
     }
 }
 
@@ -124,8 +122,7 @@ fn one_two_and_three_dimensional_grids() {
         let (report, seen) = run(grid);
         check_common(&report, &seen, &shape, 1);
         // A single core runs the whole grid in row-major order.
-        let ran: Vec<Vec<usize>> = seen.iter().map(|s| s.pid.clone()).collect();
-        assert_eq!(ran, row_major(&shape));
+        assert_eq!(per_core(&report, 1), vec![row_major(&shape)]);
     }
 }
 
@@ -141,14 +138,14 @@ fn spmd_dim_grid_nc2_puts_even_ids_on_core_0() {
     // NKI tutorial: kernel[nl.spmd_dim(grid_x, nl.nc(2)), grid_y]: program_id(0) = j*2 + nc.
     let (report, seen) = run(Grid::new([spmd_dim(4, nc(2))]));
     check_common(&report, &seen, &[8], 2);
-    let cores = per_core(&seen, 2);
+    let cores = per_core(&report, 2);
     assert_eq!(cores[0], vec![vec![0], vec![2], vec![4], vec![6]]);
     assert_eq!(cores[1], vec![vec![1], vec![3], vec![5], vec![7]]);
 
     // The documented two-dimensional example: NC0 runs [0,*],[2,*]; NC1 runs [1,*],[3,*].
     let (report, seen) = run(Grid::from_dims(vec![spmd_dim(2, nc(2)), 2.into()]));
     check_common(&report, &seen, &[4, 2], 2);
-    let cores = per_core(&seen, 2);
+    let cores = per_core(&report, 2);
     assert_eq!(cores[0], row_pairs([0, 2]));
     assert_eq!(cores[1], row_pairs([1, 3]));
 }
@@ -158,7 +155,7 @@ fn spmd_dim_nc2_k_puts_first_k_on_core_0() {
     // kernel[nl.spmd_dim(nl.nc(2), 2), 2]: program_id(0) = nc*2 + j.
     let (report, seen) = run(Grid::from_dims(vec![spmd_dim(nc(2), 2), 2.into()]));
     check_common(&report, &seen, &[4, 2], 2);
-    let cores = per_core(&seen, 2);
+    let cores = per_core(&report, 2);
     assert_eq!(cores[0], row_pairs([0, 1]));
     assert_eq!(cores[1], row_pairs([2, 3]));
 
@@ -175,7 +172,7 @@ fn nc2_by_2_grid() {
     // kernel[nl.nc(2), 2]: NC0 runs [0,0],[0,1]; NC1 runs [1,0],[1,1].
     let (report, seen) = run(Grid::from_dims(vec![nc(2).into(), 2.into()]));
     check_common(&report, &seen, &[2, 2], 2);
-    let cores = per_core(&seen, 2);
+    let cores = per_core(&report, 2);
     assert_eq!(cores[0], vec![vec![0, 0], vec![0, 1]]);
     assert_eq!(cores[1], vec![vec![1, 0], vec![1, 1]]);
 }
@@ -236,12 +233,12 @@ fn grid_instances_follow_the_documented_mapping() {
     assert_eq!(plan, row_major(&[6, 2]));
 }
 
-/// Each core's first instance waits (bounded) for the other core's first instance: this only
-/// succeeds when the two cores run at the same time.
+/// The instances of linear program ids 0 and 1 each wait (bounded) for the other: this only
+/// succeeds when the two run at the same time.
 #[nki_kernel]
 fn rendezvous(flags: &[AtomicBool; 2], met: &[AtomicBool; 2]) {
-    let me = nl::core_id();
-    if nl::program_id(0) < 2 {
+    let me = (0..nl::program_ndim()).fold(0, |l, d| l * nl::num_programs(d) + nl::program_id(d));
+    if me < 2 {
         flags[me].store(true, Ordering::SeqCst);
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(10) {
@@ -255,15 +252,45 @@ fn rendezvous(flags: &[AtomicBool; 2], met: &[AtomicBool; 2]) {
 }
 
 #[test]
-fn two_cores_run_side_by_side_on_distinct_threads() {
-    let flags = [AtomicBool::new(false), AtomicBool::new(false)];
-    let met = [AtomicBool::new(false), AtomicBool::new(false)];
-    launch!(rendezvous[spmd_dim(2, nc(2))](&flags, &met)).unwrap();
-    assert!(met[0].load(Ordering::SeqCst) && met[1].load(Ordering::SeqCst));
+fn instances_run_side_by_side_on_host_threads_with_or_without_nc() {
+    assert!(
+        host_threads() >= 2,
+        "at least one host thread per NeuronCore"
+    );
+    for grid in [
+        Grid::new([spmd_dim(2, nc(2))]),
+        Grid::new([4]),
+        Grid::new([2, 2]),
+    ] {
+        let flags = [AtomicBool::new(false), AtomicBool::new(false)];
+        let met = [AtomicBool::new(false), AtomicBool::new(false)];
+        rendezvous::run(Launch::new(grid.clone()), &flags, &met).unwrap();
+        let met = met.map(|m| m.load(Ordering::SeqCst));
+        assert_eq!(met, [true, true], "grid {grid}");
+    }
+}
 
-    let (_, seen) = run(Grid::new([spmd_dim(2, nc(2))]));
-    let threads: BTreeSet<&str> = seen.iter().map(|s| s.thread.as_str()).collect();
-    assert_eq!(threads, BTreeSet::from(["nki-nc0", "nki-nc1"]));
+#[nki_kernel]
+fn thread_names(log: &Mutex<BTreeSet<String>>) {
+    let name = std::thread::current().name().unwrap_or("").to_string();
+    log.lock().unwrap().insert(name);
+}
+
+#[test]
+fn one_host_thread_runs_every_instance_on_the_callers_thread() {
+    let log = Mutex::new(BTreeSet::new());
+    let r = thread_names::run(
+        Launch::new(Grid::from_dims(vec![spmd_dim(4, nc(2)), 3.into()])).host_threads(1),
+        &log,
+    )
+    .unwrap();
+    assert_eq!(r.instances.len(), 24);
+    let me = std::thread::current().name().unwrap_or("").to_string();
+    assert_eq!(log.into_inner().unwrap(), BTreeSet::from([me]));
+
+    let e = thread_names::run(Launch::new(2).host_threads(0), &Mutex::default()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("host_threads(0)"), "{e}");
 }
 
 #[nki_kernel]

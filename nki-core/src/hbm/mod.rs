@@ -12,6 +12,7 @@
 //! `writers.rs` who wrote what and which writers conflict, `atomic.rs` `nl.atomic_rmw`.
 
 pub(crate) mod atomic;
+pub(crate) mod values;
 mod view;
 pub(crate) mod write;
 pub(crate) mod writers;
@@ -25,6 +26,7 @@ use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use values::Values;
 
 static NEXT_HBM_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -45,7 +47,7 @@ pub(crate) struct HbmStorage {
 /// partially (marked [`write::MIXED`]), so a store of whole blocks touches 1/16 of
 /// the tag memory.
 pub(crate) struct HbmData {
-    pub(crate) values: Option<Vec<f32>>,
+    pub(crate) values: Option<Values>,
     /// Writer id per block of elements, or `MIXED`.
     pub(crate) blocks: Vec<u32>,
     /// Writer id per element, meaningful inside `MIXED` blocks (allocated on first need).
@@ -61,7 +63,7 @@ impl HbmStorage {
             shape,
             name: format!("hbm{id}"),
             data: RwLock::new(HbmData {
-                values,
+                values: values.map(Values::from),
                 blocks: Vec::new(),
                 elems: Vec::new(),
             }),
@@ -169,7 +171,8 @@ impl<T: Element> Hbm<T> {
     pub fn to_f32_vec(&self) -> Result<Vec<f32>> {
         let g = self.st.read();
         g.values
-            .clone()
+            .as_ref()
+            .map(|v| v.to_vec())
             .ok_or_else(|| no_data(&self.st, "Hbm::to_f32_vec"))
     }
 
@@ -190,7 +193,7 @@ impl<T: Element> Hbm<T> {
 
     /// A read-only view of the whole tensor.
     pub fn view(&self) -> HbmView {
-        HbmView::whole(&self.st)
+        HbmView::whole(&self.st, true)
     }
 
     /// A read-only slice, e.g. `a.slice((i..i + 128, j..j + 512))`. Inside a kernel a bad
@@ -234,13 +237,13 @@ impl<T: Element> HbmOut<'_, T> {
 
     /// A writable view of the whole tensor.
     pub fn view(&self) -> HbmViewMut {
-        HbmViewMut(HbmView::whole(&self.st))
+        HbmViewMut(HbmView::whole(&self.st, false))
     }
 
     /// A writable slice, e.g. `c.slice((i..i + 128, ..))`.
     #[track_caller]
     pub fn slice(&self, index: impl IntoIndex) -> HbmViewMut {
-        HbmViewMut(HbmView::whole(&self.st).slice(index))
+        HbmViewMut(HbmView::whole(&self.st, false).slice(index))
     }
 
     /// The shape.

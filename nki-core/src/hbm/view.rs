@@ -2,6 +2,7 @@
 //! output), and the [`HbmSource`] / [`HbmDest`] traits that `nl::load` / `nl::store` /
 //! `nisa::dma_copy` take.
 
+use super::values::Values;
 use super::{no_data, Hbm, HbmOut, HbmStorage};
 use crate::access::{Ap, IntoIndex};
 use crate::dtype::{DType, Element};
@@ -14,13 +15,17 @@ use std::sync::Arc;
 pub struct HbmView {
     pub(crate) st: Arc<HbmStorage>,
     pub(crate) ap: Ap,
+    /// A view of a kernel input (`&Hbm`), which nothing writes during a launch: a load may
+    /// read its values in place instead of copying them (see [`HbmView::share_rows`]).
+    input: bool,
 }
 
 impl HbmView {
-    pub(super) fn whole(st: &Arc<HbmStorage>) -> HbmView {
+    pub(super) fn whole(st: &Arc<HbmStorage>, input: bool) -> HbmView {
         HbmView {
             st: st.clone(),
             ap: Ap::contiguous(st.shape),
+            input,
         }
     }
 
@@ -44,6 +49,7 @@ impl HbmView {
         Ok(HbmView {
             st: self.st.clone(),
             ap,
+            input: self.input,
         })
     }
 
@@ -96,6 +102,25 @@ impl HbmView {
             }
         });
         Ok(())
+    }
+
+    /// For a load of a kernel-input view whose partition rows are each contiguous: the tensor's
+    /// values shared (not copied) with the view's offset and row stride in them, for a tile
+    /// to read in place. `None` for outputs, strided rows, shape-only tensors.
+    pub(crate) fn share_rows(&self) -> Option<(Values, usize, usize)> {
+        if !self.input {
+            return None;
+        }
+        let (offset, row_stride) = if self.ap.shape.ndim() == 1 {
+            // Loaded as one partition of all the elements.
+            (self.ap.strides[0] == 1 || self.ap.shape.numel() == 1)
+                .then_some((self.ap.offset, 0))?
+        } else {
+            let (offset, row_stride, col_stride) = self.ap.as_matrix()?;
+            (col_stride == 1 || self.ap.shape.free() == 1).then_some((offset, row_stride))?
+        };
+        let g = self.st.read();
+        Some((g.values.as_ref()?.share(), offset, row_stride))
     }
 
     /// Human-readable description for messages: `hbm3[0:128, 0:512]`.

@@ -109,8 +109,10 @@ fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
     ins.issue(
         &[&tv],
         || {
-            let exact = v.dtype() == dtype;
-            tv.write_with(exact, |out| check(v.gather_into("load", out), loc))
+            if !tv.load_in_place(&v) {
+                let exact = v.dtype() == dtype;
+                tv.write_with(exact, |out| check(v.gather_into("load", out), loc))
+            }
         },
         || Instr {
             partitions: dims[0] as u32,
@@ -198,8 +200,10 @@ pub(crate) fn copy_to_impl(
         &[&tv],
         || {
             let exact = src.dtype() == dtype;
-            src.with_values("copy", loc, |v| {
-                tv.write_with(exact, |out| out.extend_from_slice(v))
+            src.with_rows("copy", loc, |rows| {
+                tv.write_with(exact, |out| {
+                    rows.iter().for_each(|row| out.extend_from_slice(row))
+                })
             })
         },
         || Instr {

@@ -75,14 +75,16 @@ pub(crate) fn binary_op(
     ins.issue(
         &[&ov],
         || {
-            // Inputs are read in place; the output tile is fresh, so results go straight
-            // into it.
+            // Inputs are read in place, row by row (a tile loaded from a kernel input still
+            // in the tensor's rows); the output tile is fresh, so results go straight into it.
             match (&x, &y) {
                 (Operand::Tile(a), Operand::Tile(b)) if a.shape() == b.shape() => {
-                    a.with_values(op, loc, |va| {
-                        b.with_values(op, loc, |vb| {
+                    a.with_rows(op, loc, |ra| {
+                        b.with_rows(op, loc, |rb| {
                             ov.write_with(false, |o| {
-                                o.extend(va.iter().zip(vb).map(|(&p, &q)| f(p, q)))
+                                for (va, vb) in ra.iter().zip(rb.iter()) {
+                                    o.extend(va.iter().zip(vb).map(|(&p, &q)| f(p, q)));
+                                }
                             })
                         })
                     })
@@ -91,11 +93,17 @@ pub(crate) fn binary_op(
                     let (va, vb) = (a.gather(op, loc), b.gather(op, loc));
                     ov.scatter(exec::binary(&va, a.shape(), &vb, b.shape(), &out_dims, &f))
                 }
-                (Operand::Tile(a), Operand::Scalar { value, .. }) => a.with_values(op, loc, |va| {
-                    ov.write_with(false, |o| o.extend(va.iter().map(|&v| f(v, *value))))
+                (Operand::Tile(a), Operand::Scalar { value, .. }) => a.with_rows(op, loc, |ra| {
+                    ov.write_with(false, |o| {
+                        ra.iter()
+                            .for_each(|r| o.extend(r.iter().map(|&v| f(v, *value))))
+                    })
                 }),
-                (Operand::Scalar { value, .. }, Operand::Tile(b)) => b.with_values(op, loc, |vb| {
-                    ov.write_with(false, |o| o.extend(vb.iter().map(|&v| f(*value, v))))
+                (Operand::Scalar { value, .. }, Operand::Tile(b)) => b.with_rows(op, loc, |rb| {
+                    ov.write_with(false, |o| {
+                        rb.iter()
+                            .for_each(|r| o.extend(r.iter().map(|&v| f(*value, v))))
+                    })
                 }),
                 _ => unreachable!("checked above"),
             }
