@@ -8,7 +8,7 @@
 use crate::access::Shape;
 use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::error::{ErrorKind, NkiError, Result};
 use crate::hbm::HbmView;
 use crate::math::AluOp;
 use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode, Region};
@@ -96,26 +96,6 @@ pub(crate) fn alu_engine(op: AluOp, compute: DType, in_psum: bool) -> Engine {
     } else {
         Engine::Vector
     }
-}
-
-/// Checks `dims` as a tile shape (at most [`crate::access::MAX_DIMS`] dims, none zero).
-pub(crate) fn shape(op: &'static str, dims: &[usize], loc: SourceLoc) -> Shape {
-    match Shape::new(dims) {
-        Ok(s) => s,
-        Err(e) => crate::context::raise(NkiError::new(e.kind(), op, e.message().to_string()), loc),
-    }
-}
-
-/// Allocates a new, unwritten output tile of `dims` (checked as a tile shape) for op `api`
-/// at `loc` (the form for lowerings that have no op handle yet; see [`Op::alloc`]).
-pub(crate) fn out_tile(
-    api: &'static str,
-    mem: MemKind,
-    dtype: DType,
-    dims: &[usize],
-    loc: SourceLoc,
-) -> Tile {
-    Tile::alloc(api, mem, dtype, shape(api, dims, loc), None, loc)
 }
 
 /// The DMA dimensions of a transfer between the HBM view `hbm` and the tile view `tile`
@@ -317,7 +297,7 @@ impl<'a> PerPartition<'a> {
     pub(crate) fn values(&self, op: &Op, p: usize) -> Vec<f32> {
         match self {
             PerPartition::Scalar(v) => vec![*v; p],
-            PerPartition::Vector(t) => t.gather(op.api, op.loc),
+            PerPartition::Vector(t) => op.read(t),
         }
     }
 
@@ -469,7 +449,33 @@ impl Op {
 
     /// Allocates a new, unwritten output tile of `dims` (checked as a tile shape).
     pub(crate) fn alloc(&self, mem: MemKind, dtype: DType, dims: &[usize]) -> Tile {
-        out_tile(self.api, mem, dtype, dims, self.loc)
+        self.alloc_with(mem, dtype, dims, None)
+    }
+
+    /// Allocates a new tile of `dims` filled with `value` (written from the start).
+    pub(crate) fn alloc_filled(
+        &self,
+        mem: MemKind,
+        dtype: DType,
+        dims: &[usize],
+        value: f32,
+    ) -> Tile {
+        self.alloc_with(mem, dtype, dims, Some(value))
+    }
+
+    /// Allocates a new tile of `dims` (checked as a tile shape: at most
+    /// [`crate::access::MAX_DIMS`] dims, none zero), filled with `fill` if given.
+    fn alloc_with(&self, mem: MemKind, dtype: DType, dims: &[usize], fill: Option<f32>) -> Tile {
+        let shape = match Shape::new(dims) {
+            Ok(s) => s,
+            Err(e) => self.fail(e.kind(), e.message().to_string()),
+        };
+        Tile::alloc(self.api, mem, dtype, shape, fill, self.loc)
+    }
+
+    /// The values of the input view `t`, in row-major order (a pooled buffer).
+    pub(crate) fn read(&self, t: &TileRef) -> Vec<f32> {
+        t.gather(self.api, self.loc)
     }
 
     /// The output of an instruction whose result is `dims` of `dtype` (default) in `mem`:

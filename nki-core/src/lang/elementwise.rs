@@ -33,7 +33,7 @@ pub(crate) fn binary_op(
     partition_broadcast: bool,
     f: impl Fn(f32, f32) -> f32,
 ) -> Tile {
-    let (op, loc) = (ins.api, ins.loc);
+    let (op, _loc) = (ins.api, ins.loc);
     let out_dtype = result_dtype(&x, &y, dtype);
     let tiles: Vec<(&str, TileRef)> = [("x", x), ("y", y)]
         .into_iter()
@@ -79,8 +79,8 @@ pub(crate) fn binary_op(
             // into it.
             match (&x, &y) {
                 (Operand::Tile(a), Operand::Tile(b)) if a.shape() == b.shape() => {
-                    a.with_values(op, loc, |va| {
-                        b.with_values(op, loc, |vb| {
+                    a.with_values(op, ins.loc, |va| {
+                        b.with_values(op, ins.loc, |vb| {
                             ov.write_with(false, |o| {
                                 o.extend(va.iter().zip(vb).map(|(&p, &q)| f(p, q)))
                             })
@@ -88,15 +88,19 @@ pub(crate) fn binary_op(
                     })
                 }
                 (Operand::Tile(a), Operand::Tile(b)) => {
-                    let (va, vb) = (a.gather(op, loc), b.gather(op, loc));
+                    let (va, vb) = (ins.read(&a), ins.read(&b));
                     ov.scatter(exec::binary(&va, a.shape(), &vb, b.shape(), &out_dims, &f))
                 }
-                (Operand::Tile(a), Operand::Scalar { value, .. }) => a.with_values(op, loc, |va| {
-                    ov.write_with(false, |o| o.extend(va.iter().map(|&v| f(v, *value))))
-                }),
-                (Operand::Scalar { value, .. }, Operand::Tile(b)) => b.with_values(op, loc, |vb| {
-                    ov.write_with(false, |o| o.extend(vb.iter().map(|&v| f(*value, v))))
-                }),
+                (Operand::Tile(a), Operand::Scalar { value, .. }) => {
+                    a.with_values(op, ins.loc, |va| {
+                        ov.write_with(false, |o| o.extend(va.iter().map(|&v| f(v, *value))))
+                    })
+                }
+                (Operand::Scalar { value, .. }, Operand::Tile(b)) => {
+                    b.with_values(op, ins.loc, |vb| {
+                        ov.write_with(false, |o| o.extend(vb.iter().map(|&v| f(*value, v))))
+                    })
+                }
                 _ => unreachable!("checked above"),
             }
         },
@@ -113,7 +117,7 @@ pub(crate) fn binary_op(
                 reads: tiles.iter().map(|(_, t)| t.region()).collect(),
                 writes: vec![ov.region()],
                 alu: low.alu,
-                ..Instr::new(low.engine, low.opcode, op, loc)
+                ..Instr::new(low.engine, low.opcode, op, ins.loc)
             }
         },
     );
