@@ -562,3 +562,57 @@ impl Op {
         }
     }
 }
+
+/// Declares the two public forms of an instruction from one parameter list: `$new` returns a
+/// new tile, `$into` writes into a destination view `dst` (its first parameter). `[dtype]`
+/// marks where `$new` takes its output dtype (`Option<DType>`); without it, `new(expr)` gives
+/// `$new`'s `Dst::New` argument. Both forms begin op `$api` at the caller's line and run
+/// `$build` with the op handle bound to `$ins` and the destination to `$dst`.
+macro_rules! dst_forms {
+    (
+        $(#[$doc:meta])* pub fn $new:ident;
+        $(#[$idoc:meta])* pub fn $into:ident;
+        $api:literal <$($lt:lifetime),*>
+        ($($a:ident : $at:ty,)* [$dt:ident] $(, $b:ident : $bt:ty)*)
+        |$ins:ident, $dst:ident| $build:expr
+    ) => {
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $new<$($lt),*>($($a: $at,)* $dt: Option<DType> $(, $b: $bt)*) -> Tile {
+            let $ins = &Op::begin($api);
+            let $dst = Dst::New($dt);
+            $build.tile()
+        }
+
+        $(#[$idoc])*
+        #[track_caller]
+        pub fn $into<'d, $($lt),*>(dst: impl Into<TileRef<'d>>, $($a: $at,)* $($b: $bt),*) {
+            let $ins = &Op::begin($api);
+            let $dst = Dst::Into(dst.into());
+            $build;
+        }
+    };
+    (
+        $(#[$doc:meta])* pub fn $new:ident;
+        $(#[$idoc:meta])* pub fn $into:ident;
+        $api:literal <$($lt:lifetime),*> ($($a:ident : $at:ty),*) new($new_dst:expr)
+        |$ins:ident, $dst:ident| $build:expr
+    ) => {
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $new<$($lt),*>($($a: $at),*) -> Tile {
+            let $ins = &Op::begin($api);
+            let $dst = Dst::New($new_dst);
+            $build.tile()
+        }
+
+        $(#[$idoc])*
+        #[track_caller]
+        pub fn $into<'d, $($lt),*>(dst: impl Into<TileRef<'d>>, $($a: $at),*) {
+            let $ins = &Op::begin($api);
+            let $dst = Dst::Into(dst.into());
+            $build;
+        }
+    };
+}
+pub(crate) use dst_forms;
