@@ -88,7 +88,7 @@ pub(crate) fn binary_op(
                     })
                 }
                 (Operand::Tile(a), Operand::Tile(b)) => {
-                    let (va, vb) = (ins.read(&a), ins.read(&b));
+                    let (va, vb) = (ins.read(a), ins.read(b));
                     ov.scatter(exec::binary(&va, a.shape(), &vb, b.shape(), &out_dims, &f))
                 }
                 (Operand::Tile(a), Operand::Scalar { value, .. }) => {

@@ -195,7 +195,7 @@ pub fn where_<'a, 'c>(
         &[&ov],
         || {
             let expand = |t: &TileRef| {
-                let v = ins.read(&t);
+                let v = ins.read(t);
                 if t.shape() == out_dims.as_slice() {
                     v
                 } else {
