@@ -47,6 +47,17 @@ impl Cancellation {
             .fetch_min(u64::from(index), Ordering::SeqCst);
     }
 
+    /// Cancels every instance (a mesh launch, whose devices wait on each other, stops as a
+    /// whole when one device fails).
+    pub(crate) fn cancel_all(&self) {
+        self.lowest_failure.store(0, Ordering::SeqCst);
+    }
+
+    /// True once any instance failed (or [`Cancellation::cancel_all`] was called).
+    pub(crate) fn any_failed(&self) -> bool {
+        self.lowest_failure.load(Ordering::SeqCst) != u64::MAX
+    }
+
     /// True when instance `index` should stop: an instance before it failed.
     pub(crate) fn cancels(&self, index: u32) -> bool {
         u64::from(index) > self.lowest_failure.load(Ordering::Relaxed)

@@ -299,9 +299,19 @@ impl Op {
     /// This instance's writer tag for the HBM stores of this op (at its current affine_range
     /// position), and the launch state that checks it: HBM writes are tagged in every mode.
     pub(crate) fn hbm_writer(&self) -> (u32, Arc<LaunchShared>) {
-        with_ctx(self.api, self.loc, |c| {
-            (c.writer_id(self.loc), c.shared.clone())
-        })
+        self.with_ctx(|c| (c.writer_id(self.loc), c.shared.clone()))
+    }
+
+    /// This instance's writer tag for the HBM atomic read-modify-writes of this op (atomics
+    /// of one launch never conflict with each other), and the launch state that checks it.
+    pub(crate) fn hbm_atomic_writer(&self) -> (u32, Arc<LaunchShared>) {
+        self.with_ctx(|c| (c.atomic_writer_id(self.loc), c.shared.clone()))
+    }
+
+    /// Runs `f` on the running instance's state: instance state an op changes besides its
+    /// outputs (the RNG stream, the HBM writer tags) is reached through its op handle.
+    pub(crate) fn with_ctx<R>(&self, f: impl FnOnce(&mut InstanceCtx) -> R) -> R {
+        with_ctx(self.api, self.loc, f)
     }
 
     /// THE funnel for this op: executes (unless estimating), records (unless only executing)

@@ -32,11 +32,6 @@ pub mod typed;
 
 pub use nki_macros::nki_kernel;
 
-// The paths lang/ and isa/ import HBM writes by (they move to `hbm::` with the op-handle
-// rework of those folders).
-use hbm::atomic as hbm_atomic;
-use hbm::write as hbm_write;
-
 extern crate self as nki_core;
 
 /// Everything a kernel and its launcher need.

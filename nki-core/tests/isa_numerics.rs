@@ -282,6 +282,66 @@ fn tensor_tensor_bitvec_on_integers() {
 }
 
 #[test]
+fn scalar_tensor_tensor_fuses_scale_and_residual() {
+    let mut rng = Rng(11);
+    let (p, f) = (64, 256);
+    let (xs, ys, ss) = (rng.sample(p * f), rng.sample(p * f), rng.sample(p));
+    let (a, b, s) = (
+        hbm(&[p, f], xs.clone()),
+        hbm(&[p, f], ys.clone()),
+        hbm(&[p, 1], ss.clone()),
+    );
+    // (x * s[p]) + y with a [P, 1] operand, in fp32.
+    let got = run_out(&[p, f], |o| {
+        let (x, y, sc) = (nl::load(&a), nl::load(&b), nl::load(&s));
+        nl::store(
+            o,
+            &nisa::scalar_tensor_tensor(&x, AluOp::Multiply, &sc, AluOp::Add, &y, None),
+        );
+    })
+    .unwrap();
+    let want: Vec<f32> = (0..p * f).map(|i| xs[i] * ss[i / f] + ys[i]).collect();
+    assert_f32_close(&got, &want, "scalar_tensor_tensor (x * s) + y");
+    // (x - 3) max y with a scalar operand, rounded once to bf16.
+    let got = run_out(&[p, f], |o| {
+        let (x, y) = (nl::load(&a), nl::load(&b));
+        let r = nisa::scalar_tensor_tensor(
+            &x,
+            AluOp::Subtract,
+            3.0,
+            AluOp::Maximum,
+            &y,
+            Some(DType::BF16),
+        );
+        assert_eq!(r.dtype(), DType::BF16);
+        nl::store(o, &r);
+    })
+    .unwrap();
+    let want: Vec<f32> = (0..p * f).map(|i| bf((xs[i] - 3.0).max(ys[i]))).collect();
+    assert_eq!(got, want, "scalar_tensor_tensor rounds once to bf16");
+}
+
+#[test]
+fn scalar_tensor_tensor_errors() {
+    let a = Hbm::<f32>::full([128, 512], 1.0);
+    let v = Hbm::<f32>::full([128, 2], 1.0);
+    let e = fails_with(ErrorKind::ShapeMismatch, || {
+        let (x, s) = (nl::load(&a), nl::load(&v));
+        nisa::scalar_tensor_tensor(&x, AluOp::Multiply, &s, AluOp::Add, &x, None);
+    });
+    assert!(e.message().contains("[128, 1]"), "{}", e.message());
+    let e = fails_with(ErrorKind::InvalidArgument, || {
+        let x = nl::load(&a);
+        nisa::scalar_tensor_tensor(&x, AluOp::Multiply, 2.0, AluOp::BitwiseAnd, &x, None);
+    });
+    assert!(
+        e.message().contains("both be arithmetic"),
+        "{}",
+        e.message()
+    );
+}
+
+#[test]
 fn tensor_tensor_errors() {
     let a = Hbm::<f32>::full([128, 512], 1.0);
     let b = Hbm::<f32>::full([1, 512], 1.0);

@@ -14,8 +14,8 @@
 //! also on [`super::Hbm::shape_only`] tensors).
 
 use super::{no_data, HbmDest, HbmView};
-use crate::context::{self, env, issue, raise, LaunchShared};
-use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::context::{LaunchShared, Op};
+use crate::error::{ErrorKind, Result};
 use crate::math::AluOp;
 use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
 use crate::tile::TileRef;
@@ -57,35 +57,24 @@ fn add_into(dst: &HbmView, vals: &[f32], writer: u32, shared: &LaunchShared) -> 
 /// NKI also allows only indirect (dynamic) indexing of `dst`; nki-rs accepts any output view.
 #[track_caller]
 pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluOp) {
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
+    let ins = Op::begin(API);
     let dst = dst.hbm_dest();
     let src: TileRef = value.into();
     if op != AluOp::Add {
-        raise(
-            NkiError::new(
-                ErrorKind::InvalidArgument,
-                API,
-                format!(
-                    "'atomic_rmw' supports only the add operator (np.add), got '{}'",
-                    op.name()
-                ),
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'atomic_rmw' supports only the add operator (np.add), got '{}'",
+                op.name()
             ),
-            loc,
         );
     }
-    super::write::check_dest_value(API, "atomic_rmw", &dst, &src, loc);
+    super::write::check_dest_value(API, "atomic_rmw", &dst, &src, ins.loc);
     // The writer is tagged in every mode: estimate mode tracks races without values.
-    let (wid, shared) =
-        context::with_ctx(API, loc, |c| (c.atomic_writer_id(loc), c.shared.clone()));
-    issue(
-        e,
-        || {
-            let r = src.with_values(API, loc, |vals| add_into(&dst, vals, wid, &shared));
-            if let Err(err) = r {
-                raise(err.with_loc(loc), loc);
-            }
-        },
+    let (wid, shared) = ins.hbm_atomic_writer();
+    ins.issue(
+        &[],
+        || ins.check(src.with_values(API, ins.loc, |vals| add_into(&dst, vals, wid, &shared))),
         || {
             let bytes = (dst.ap.shape.numel() * dst.dtype().size()) as u64;
             let run = dst.ap.contiguous_run().min(dst.ap.shape.numel());
@@ -106,15 +95,17 @@ pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluO
                 alu: Some(AluOp::Add),
                 reads: vec![src.region(), dst.region()],
                 writes: vec![dst.region()],
-                ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, loc)
+                ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, ins.loc)
             }
         },
     );
-    if !e.executes {
-        let r = super::write::atomic(&dst, &mut dst.st.write(), wid, &shared);
-        if let Err(err) = r {
-            raise(err.with_loc(loc), loc);
-        }
+    if !ins.executes() {
+        ins.check(super::write::atomic(
+            &dst,
+            &mut dst.st.write(),
+            wid,
+            &shared,
+        ));
     }
 }
 

@@ -29,6 +29,15 @@ impl HbmView {
         }
     }
 
+    /// A view of `ap` in `st` that is not a kernel input (its loads copy).
+    pub(crate) fn of(st: Arc<HbmStorage>, ap: Ap) -> HbmView {
+        HbmView {
+            st,
+            ap,
+            input: false,
+        }
+    }
+
     /// Slices the view further (integer indices drop their dimension, as in NKI on HBM).
     #[track_caller]
     pub fn slice(&self, index: impl IntoIndex) -> HbmView {

@@ -35,7 +35,7 @@ pub(crate) fn check_dest_value(
     src: &TileRef,
     loc: SourceLoc,
 ) {
-    crate::context::check(crate::lang::checks::operand(op, "value", src), loc);
+    crate::context::check(crate::isa::base::operand(op, "value", src), loc);
     let mut ddims = dst.shape().to_vec();
     if ddims.len() == 1 {
         ddims.insert(0, 1);

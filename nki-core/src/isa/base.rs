@@ -8,7 +8,7 @@
 use crate::access::Shape;
 use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::error::{ErrorKind, NkiError, Result};
 use crate::hbm::HbmView;
 use crate::math::AluOp;
 use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode, Region};
@@ -96,26 +96,6 @@ pub(crate) fn alu_engine(op: AluOp, compute: DType, in_psum: bool) -> Engine {
     } else {
         Engine::Vector
     }
-}
-
-/// Checks `dims` as a tile shape (at most [`crate::access::MAX_DIMS`] dims, none zero).
-pub(crate) fn shape(op: &'static str, dims: &[usize], loc: SourceLoc) -> Shape {
-    match Shape::new(dims) {
-        Ok(s) => s,
-        Err(e) => crate::context::raise(NkiError::new(e.kind(), op, e.message().to_string()), loc),
-    }
-}
-
-/// Allocates a new, unwritten output tile of `dims` (checked as a tile shape) for op `api`
-/// at `loc` (the form for lowerings that have no op handle yet; see [`Op::alloc`]).
-pub(crate) fn out_tile(
-    api: &'static str,
-    mem: MemKind,
-    dtype: DType,
-    dims: &[usize],
-    loc: SourceLoc,
-) -> Tile {
-    Tile::alloc(api, mem, dtype, shape(api, dims, loc), None, loc)
 }
 
 /// The DMA dimensions of a transfer between the HBM view `hbm` and the tile view `tile`
@@ -317,7 +297,7 @@ impl<'a> PerPartition<'a> {
     pub(crate) fn values(&self, op: &Op, p: usize) -> Vec<f32> {
         match self {
             PerPartition::Scalar(v) => vec![*v; p],
-            PerPartition::Vector(t) => t.gather(op.api, op.loc),
+            PerPartition::Vector(t) => op.read(t),
         }
     }
 
@@ -469,7 +449,33 @@ impl Op {
 
     /// Allocates a new, unwritten output tile of `dims` (checked as a tile shape).
     pub(crate) fn alloc(&self, mem: MemKind, dtype: DType, dims: &[usize]) -> Tile {
-        out_tile(self.api, mem, dtype, dims, self.loc)
+        self.alloc_with(mem, dtype, dims, None)
+    }
+
+    /// Allocates a new tile of `dims` filled with `value` (written from the start).
+    pub(crate) fn alloc_filled(
+        &self,
+        mem: MemKind,
+        dtype: DType,
+        dims: &[usize],
+        value: f32,
+    ) -> Tile {
+        self.alloc_with(mem, dtype, dims, Some(value))
+    }
+
+    /// Allocates a new tile of `dims` (checked as a tile shape: at most
+    /// [`crate::access::MAX_DIMS`] dims, none zero), filled with `fill` if given.
+    fn alloc_with(&self, mem: MemKind, dtype: DType, dims: &[usize], fill: Option<f32>) -> Tile {
+        let shape = match Shape::new(dims) {
+            Ok(s) => s,
+            Err(e) => self.fail(e.kind(), e.message().to_string()),
+        };
+        Tile::alloc(self.api, mem, dtype, shape, fill, self.loc)
+    }
+
+    /// The values of the input view `t`, in row-major order (a pooled buffer).
+    pub(crate) fn read(&self, t: &TileRef) -> Vec<f32> {
+        t.gather(self.api, self.loc)
     }
 
     /// The output of an instruction whose result is `dims` of `dtype` (default) in `mem`:
@@ -556,3 +562,57 @@ impl Op {
         }
     }
 }
+
+/// Declares the two public forms of an instruction from one parameter list: `$new` returns a
+/// new tile, `$into` writes into a destination view `dst` (its first parameter). `[dtype]`
+/// marks where `$new` takes its output dtype (`Option<DType>`); without it, `new(expr)` gives
+/// `$new`'s `Dst::New` argument. Both forms begin op `$api` at the caller's line and run
+/// `$build` with the op handle bound to `$ins` and the destination to `$dst`.
+macro_rules! dst_forms {
+    (
+        $(#[$doc:meta])* pub fn $new:ident;
+        $(#[$idoc:meta])* pub fn $into:ident;
+        $api:literal <$($lt:lifetime),*>
+        ($($a:ident : $at:ty,)* [$dt:ident] $(, $b:ident : $bt:ty)*)
+        |$ins:ident, $dst:ident| $build:expr
+    ) => {
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $new<$($lt),*>($($a: $at,)* $dt: Option<DType> $(, $b: $bt)*) -> Tile {
+            let $ins = &Op::begin($api);
+            let $dst = Dst::New($dt);
+            $build.tile()
+        }
+
+        $(#[$idoc])*
+        #[track_caller]
+        pub fn $into<'d, $($lt),*>(dst: impl Into<TileRef<'d>>, $($a: $at,)* $($b: $bt),*) {
+            let $ins = &Op::begin($api);
+            let $dst = Dst::Into(dst.into());
+            $build;
+        }
+    };
+    (
+        $(#[$doc:meta])* pub fn $new:ident;
+        $(#[$idoc:meta])* pub fn $into:ident;
+        $api:literal <$($lt:lifetime),*> ($($a:ident : $at:ty),*) new($new_dst:expr)
+        |$ins:ident, $dst:ident| $build:expr
+    ) => {
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $new<$($lt),*>($($a: $at),*) -> Tile {
+            let $ins = &Op::begin($api);
+            let $dst = Dst::New($new_dst);
+            $build.tile()
+        }
+
+        $(#[$idoc])*
+        #[track_caller]
+        pub fn $into<'d, $($lt),*>(dst: impl Into<TileRef<'d>>, $($a: $at),*) {
+            let $ins = &Op::begin($api);
+            let $dst = Dst::Into(dst.into());
+            $build;
+        }
+    };
+}
+pub(crate) use dst_forms;

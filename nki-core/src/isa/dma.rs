@@ -2,7 +2,7 @@
 //! SBUF->SBUF), with a cast when the dtypes differ.
 
 use super::base::{dma_dims, short};
-use crate::context::{raise, Op};
+use crate::context::Op;
 use crate::dtype::Element;
 use crate::error::ErrorKind;
 use crate::hbm::{HbmDest, HbmSource, HbmView};
@@ -162,7 +162,6 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
         DmaEndpoint::Hbm(_) => Some(ins.hbm_writer()),
         DmaEndpoint::Tile(_) => None,
     };
-    let loc = ins.loc;
     let tile_out: Vec<&TileRef> = match &dst {
         DmaEndpoint::Tile(t) => vec![t],
         DmaEndpoint::Hbm(_) => Vec::new(),
@@ -172,15 +171,13 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
         || {
             let vals = match &src {
                 DmaEndpoint::Hbm(v) => ins.check(v.gather(API)),
-                DmaEndpoint::Tile(t) => t.gather(API, ins.loc),
+                DmaEndpoint::Tile(t) => ins.read(t),
             };
             match &dst {
                 DmaEndpoint::Tile(t) => t.scatter(vals),
                 DmaEndpoint::Hbm(v) => {
                     let (wid, shared) = writer.as_ref().expect("writer set for HBM targets");
-                    if let Err(err) = crate::hbm_write::write(v, vals, *wid, shared) {
-                        raise(err.with_loc(loc), loc);
-                    }
+                    ins.check(crate::hbm::write::write(v, vals, *wid, shared));
                 }
             }
         },
@@ -188,9 +185,7 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
     );
     if !ins.executes() {
         if let (DmaEndpoint::Hbm(v), Some((wid, shared))) = (&dst, &writer) {
-            if let Err(err) = crate::hbm_write::track(v, *wid, shared) {
-                raise(err.with_loc(loc), loc);
-            }
+            ins.check(crate::hbm::write::track(v, *wid, shared));
         }
     }
 }

@@ -34,6 +34,7 @@ pub(crate) mod base;
 mod dma;
 mod gpsimd;
 mod scalar;
+mod scalar_tensor_tensor;
 pub(crate) mod tensor;
 #[cfg(test)]
 mod tests;
@@ -41,11 +42,11 @@ mod vector;
 
 pub use crate::math::{ActFn, AluOp};
 pub use crate::record::Engine;
-pub(crate) use base::out_tile;
 pub use base::Operand;
 pub use dma::{dma_copy, DmaEndpoint, DmaSource, DmaTarget};
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
 pub use scalar::{activation, activation_into, activation_reduce, ActivationArgs};
+pub use scalar_tensor_tensor::scalar_tensor_tensor;
 pub use tensor::{nc_matmul, nc_matmul_acc, nc_matmul_into, nc_transpose, nc_transpose_into};
 pub use vector::{
     bn_aggr, bn_stats, bn_stats_into, memset, reciprocal, tensor_copy, tensor_copy_into,
@@ -58,8 +59,9 @@ pub(crate) use vector::{reduced_shape, trailing_axes};
 pub(crate) mod trace {
     //! Runs a closure as one simulated program instance and returns its records or error.
 
-    use crate::context::{self, InstanceCtx, KernelAbort, LaunchShared, Mode};
-    use crate::error::NkiError;
+    use crate::abort::{run_instance, Stop};
+    use crate::context::{InstanceCtx, LaunchShared, Mode};
+    use crate::error::{ErrorKind, NkiError};
     use crate::record::Instr;
     use crate::target::Target;
 
@@ -76,18 +78,12 @@ pub(crate) mod trace {
         f: impl FnOnce(),
     ) -> Result<Vec<Instr>, NkiError> {
         let ctx = InstanceCtx::new(vec![0], vec![1], 0, 0, mode, target, LaunchShared::new());
-        let prev = context::install(ctx);
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-        let ctx = context::take().expect("installed");
-        if let Some(p) = prev {
-            context::install(p);
-        }
-        match r {
-            Ok(()) => Ok(ctx.records),
-            Err(p) => match p.downcast::<KernelAbort>() {
-                Ok(a) => Err(a.0),
-                Err(p) => std::panic::resume_unwind(p),
-            },
+        match run_instance(ctx, f) {
+            (ctx, Ok(())) => Ok(ctx.records),
+            // A test's own assertion failing inside `f` stays a panic.
+            (_, Err(Stop::Failed(e))) if e.kind() == ErrorKind::KernelPanic => panic!("{e}"),
+            (_, Err(Stop::Failed(e))) => Err(e),
+            (_, Err(Stop::Cancelled)) => unreachable!("a lone instance is never cancelled"),
         }
     }
 }

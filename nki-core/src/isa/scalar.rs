@@ -1,7 +1,7 @@
 //! ScalarE instructions: `activation` and `activation_reduce` (`f(data * scale + bias)`, with
 //! an optional per-partition add-reduction of the result).
 
-use super::base::{per_partition_shape, short, Dst, Output, Site};
+use super::base::{dst_forms, per_partition_shape, short, Dst, Output, Site};
 use super::{ActFn, Operand};
 use crate::context::Op;
 use crate::dtype::DType;
@@ -62,33 +62,26 @@ impl<'a> ActivationArgs<'a> {
     }
 }
 
-/// `op(data * scale + bias)` on ScalarE into a new SBUF tile (NKI `nisa.activation`). All math
-/// is fp32 (`data * scale` and `+ bias` each rounded to fp32, then the function), rounded once
-/// to the output dtype.
-///
-/// Errors: `op` not in the activation table; `bias` not `[P, 1]` or not fp32/fp16/bf16
-/// (`err_activation_bias_invalid_type`); `scale` not an fp32 scalar or `[P, 1]` fp32 tile
-/// (`err_activation_scale_invalid_type`, `err_activation_scale_scalar_or_vector`); a bias on
-/// `reciprocal` on trn1.
-#[track_caller]
-pub fn activation<'a>(op: ActFn, data: impl Into<TileRef<'a>>, args: ActivationArgs<'a>) -> Tile {
-    let ins = Op::begin("nisa.activation");
-    let dst = Dst::New(args.dtype);
-    activate(&ins, dst, op, data.into(), args, false).0.tile()
-}
-
-/// [`activation`] writing into `dst` (a view with `data`'s partitions and elements per
-/// partition; the result is rounded to its dtype, `args.dtype` is not used): NKI's
-/// `out[...] = nisa.activation(...)`. One instruction.
-#[track_caller]
-pub fn activation_into<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    op: ActFn,
-    data: impl Into<TileRef<'a>>,
-    args: ActivationArgs<'a>,
-) {
-    let ins = Op::begin("nisa.activation");
-    activate(&ins, Dst::Into(dst.into()), op, data.into(), args, false);
+dst_forms! {
+    /// `op(data * scale + bias)` on ScalarE into a new SBUF tile (NKI `nisa.activation`). All math
+    /// is fp32 (`data * scale` and `+ bias` each rounded to fp32, then the function), rounded once
+    /// to the output dtype.
+    ///
+    /// Errors: `op` not in the activation table; `bias` not `[P, 1]` or not fp32/fp16/bf16
+    /// (`err_activation_bias_invalid_type`); `scale` not an fp32 scalar or `[P, 1]` fp32 tile
+    /// (`err_activation_scale_invalid_type`, `err_activation_scale_scalar_or_vector`); a bias on
+    /// `reciprocal` on trn1.
+    pub fn activation;
+    /// [`activation`] writing into `dst` (a view with `data`'s partitions and elements per
+    /// partition; the result is rounded to its dtype, `args.dtype` is not used): NKI's
+    /// `out[...] = nisa.activation(...)`. One instruction.
+    pub fn activation_into;
+    "nisa.activation" <'a>(
+        op: ActFn,
+        data: impl Into<TileRef<'a>>,
+        args: ActivationArgs<'a>
+    ) new(args.dtype)
+    |ins, out| activate(ins, out, op, data.into(), args, false).0
 }
 
 /// [`activation`] plus the add-reduction of the activated values along the free dimension

@@ -2,7 +2,7 @@
 //! (TensorE, or VectorE for blocks up to 32x32). `nl.matmul` / `nl.transpose` lower onto the
 //! builders here.
 
-use super::base::{memory, operand, Dst, Output, Site};
+use super::base::{dst_forms, memory, operand, Dst, Output, Site};
 use super::Engine;
 use crate::context::Op;
 use crate::dtype::DType;
@@ -11,39 +11,17 @@ use crate::exec;
 use crate::record::{Instr, MatmulDims, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
-/// `stationary[K, M]^T @ moving[K, N]` into a new fp32 PSUM tile [M, N] (NKI `nisa.nc_matmul`).
-#[track_caller]
-pub fn nc_matmul<'a, 'b>(
-    stationary: impl Into<TileRef<'a>>,
-    moving: impl Into<TileRef<'b>>,
-) -> Tile {
-    let ins = Op::begin("nisa.nc_matmul");
-    matmul_to(
-        &ins,
-        Dst::New(None),
-        stationary.into(),
-        moving.into(),
-        false,
-    )
-    .tile()
-}
-
-/// `dst = stationary^T @ moving` into an existing PSUM tile or view `dst` of shape [M, N]
-/// (NKI's `psum[...] = nisa.nc_matmul(...)`): one TensorE instruction that overwrites `dst`.
-#[track_caller]
-pub fn nc_matmul_into<'a, 'b, 'c>(
-    dst: impl Into<TileRef<'c>>,
-    stationary: impl Into<TileRef<'a>>,
-    moving: impl Into<TileRef<'b>>,
-) {
-    let ins = Op::begin("nisa.nc_matmul");
-    matmul_to(
-        &ins,
-        Dst::Into(dst.into()),
-        stationary.into(),
-        moving.into(),
-        false,
-    );
+dst_forms! {
+    /// `stationary[K, M]^T @ moving[K, N]` into a new fp32 PSUM tile [M, N] (NKI `nisa.nc_matmul`).
+    pub fn nc_matmul;
+    /// `dst = stationary^T @ moving` into an existing PSUM tile or view `dst` of shape [M, N]
+    /// (NKI's `psum[...] = nisa.nc_matmul(...)`): one TensorE instruction that overwrites `dst`.
+    pub fn nc_matmul_into;
+    "nisa.nc_matmul" <'a, 'b>(
+        stationary: impl Into<TileRef<'a>>,
+        moving: impl Into<TileRef<'b>>
+    ) new(None)
+    |ins, out| matmul_to(ins, out, stationary.into(), moving.into(), false)
 }
 
 /// `acc += stationary^T @ moving` in PSUM: one accumulating TensorE instruction (NKI's
@@ -67,27 +45,18 @@ pub fn nc_matmul_acc<'a, 'b, 'c>(
     );
 }
 
-/// Transposes a 2-D tile `data[P, F]` to `[F, P]` (NKI `nisa.nc_transpose`).
-///
-/// * `Engine::Tensor`: P, F <= 128; reads SBUF, writes a new fp32 PSUM tile (a matmul against
-///   the identity).
-/// * `Engine::Vector`: P, F <= 32; reads SBUF or PSUM, writes a new SBUF tile of `data`'s dtype.
-#[track_caller]
-pub fn nc_transpose<'a>(data: impl Into<TileRef<'a>>, engine: Engine) -> Tile {
-    let ins = Op::begin("nisa.nc_transpose");
-    nc_transpose_to(&ins, Dst::New(None), data.into(), engine).tile()
-}
-
-/// [`nc_transpose`] writing into `dst` (a view of shape [F, P]: PSUM for `Engine::Tensor`, SBUF
-/// or PSUM for `Engine::Vector`; the result is rounded to its dtype). One instruction.
-#[track_caller]
-pub fn nc_transpose_into<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    data: impl Into<TileRef<'a>>,
-    engine: Engine,
-) {
-    let ins = Op::begin("nisa.nc_transpose");
-    nc_transpose_to(&ins, Dst::Into(dst.into()), data.into(), engine);
+dst_forms! {
+    /// Transposes a 2-D tile `data[P, F]` to `[F, P]` (NKI `nisa.nc_transpose`).
+    ///
+    /// * `Engine::Tensor`: P, F <= 128; reads SBUF, writes a new fp32 PSUM tile (a matmul against
+    ///   the identity).
+    /// * `Engine::Vector`: P, F <= 32; reads SBUF or PSUM, writes a new SBUF tile of `data`'s dtype.
+    pub fn nc_transpose;
+    /// [`nc_transpose`] writing into `dst` (a view of shape [F, P]: PSUM for `Engine::Tensor`, SBUF
+    /// or PSUM for `Engine::Vector`; the result is rounded to its dtype). One instruction.
+    pub fn nc_transpose_into;
+    "nisa.nc_transpose" <'a>(data: impl Into<TileRef<'a>>, engine: Engine) new(None)
+    |ins, out| nc_transpose_to(ins, out, data.into(), engine)
 }
 
 /// The `nc_transpose` builder.

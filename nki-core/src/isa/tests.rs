@@ -480,3 +480,24 @@ fn destination_errors() {
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
 }
+
+#[test]
+fn one_vector_instruction_with_two_tile_inputs_in_every_mode() {
+    for mode in [Mode::Simulate, Mode::Estimate] {
+        let recs = run(mode, || {
+            let x = lang::ones(&[32, 64], DType::BF16, MemKind::Sbuf);
+            let s = lang::full(&[32, 1], 2.0, DType::F32, MemKind::Sbuf);
+            let r = scalar_tensor_tensor(&x, AluOp::Multiply, &s, AluOp::Add, &x, None);
+            // The output counts as written in estimate mode too.
+            lang::copy(&r, None);
+        })
+        .unwrap();
+        let r = recs
+            .iter()
+            .find(|r| r.opcode == Opcode::ScalarTensorTensor)
+            .expect("a scalar_tensor_tensor record");
+        assert_eq!((r.engine, r.inputs, r.free), (Engine::Vector, 2, 64));
+        assert_eq!((r.alu, r.reads.len()), (Some(AluOp::Add), 3));
+        assert_eq!(r.out_dtype, DType::BF16);
+    }
+}

@@ -7,7 +7,7 @@
 //! accumulate in f64 and round once, i.e. they return the correctly rounded fp32 result; the
 //! hardware's own summation order is not public.
 
-use super::base::{alu_engine, short, Dst, Output, Site};
+use super::base::{alu_engine, dst_forms, short, Dst, Output, Site};
 use super::{AluOp, Engine, Operand};
 use crate::context::Op;
 use crate::dtype::DType;
@@ -47,36 +47,26 @@ fn bitvec_on_vector(ins: &Op, ops: &[AluOp], engine: Engine) {
     }
 }
 
-/// Element-wise `data1 op data2` (NKI `nisa.tensor_tensor`).
-///
-/// Both tiles need the same partition count and the same number of elements per partition,
-/// and cannot both be in PSUM. The output (SBUF, `data1`'s shape) has `dtype`, or the promoted
-/// input dtype. Runs on VectorE, or on GpSimdE for `power` and 32-bit integer
-/// add/subtract/multiply (then neither input may be in PSUM).
-#[track_caller]
-pub fn tensor_tensor<'a, 'b>(
-    data1: impl Into<TileRef<'a>>,
-    data2: impl Into<TileRef<'b>>,
-    op: AluOp,
-    dtype: Option<DType>,
-) -> Tile {
-    let ins = Op::begin("nisa.tensor_tensor");
-    tensor_tensor_to(&ins, Dst::New(dtype), data1.into(), data2.into(), op).tile()
-}
-
-/// [`tensor_tensor`] writing into `dst` (a tile or a view of one with `data1`'s partitions and
-/// elements per partition; the result is rounded to its dtype): NKI's
-/// `dst[...] = nisa.tensor_tensor(...)`, and `acc[...] += x` as
-/// `tensor_tensor_into(acc_view, acc_view, x, AluOp::Add)`. One instruction.
-#[track_caller]
-pub fn tensor_tensor_into<'d, 'a, 'b>(
-    dst: impl Into<TileRef<'d>>,
-    data1: impl Into<TileRef<'a>>,
-    data2: impl Into<TileRef<'b>>,
-    op: AluOp,
-) {
-    let ins = Op::begin("nisa.tensor_tensor");
-    tensor_tensor_to(&ins, Dst::Into(dst.into()), data1.into(), data2.into(), op);
+dst_forms! {
+    /// Element-wise `data1 op data2` (NKI `nisa.tensor_tensor`).
+    ///
+    /// Both tiles need the same partition count and the same number of elements per partition,
+    /// and cannot both be in PSUM. The output (SBUF, `data1`'s shape) has `dtype`, or the promoted
+    /// input dtype. Runs on VectorE, or on GpSimdE for `power` and 32-bit integer
+    /// add/subtract/multiply (then neither input may be in PSUM).
+    pub fn tensor_tensor;
+    /// [`tensor_tensor`] writing into `dst` (a tile or a view of one with `data1`'s partitions and
+    /// elements per partition; the result is rounded to its dtype): NKI's
+    /// `dst[...] = nisa.tensor_tensor(...)`, and `acc[...] += x` as
+    /// `tensor_tensor_into(acc_view, acc_view, x, AluOp::Add)`. One instruction.
+    pub fn tensor_tensor_into;
+    "nisa.tensor_tensor" <'a, 'b>(
+        data1: impl Into<TileRef<'a>>,
+        data2: impl Into<TileRef<'b>>,
+        op: AluOp,
+        [dtype]
+    )
+    |ins, out| tensor_tensor_to(ins, out, data1.into(), data2.into(), op)
 }
 
 /// The `tensor_tensor` builder.
@@ -183,39 +173,26 @@ impl<'a> TensorScalarArgs<'a> {
     }
 }
 
-/// `(data op0 operand0) op1 operand1` with scalar or per-partition `[P, 1]` operands broadcast
-/// along the free dimension (NKI `nisa.tensor_scalar`). The second operator and the `reverse`
-/// flags come from `args`.
-///
-/// Both operators are arithmetic, or both bitvec (integer data, VectorE only). ScalarE needs
-/// trn2 or later and supports only `multiply`, `add` and `multiply` then `add`; GpSimdE cannot
-/// access PSUM.
-#[track_caller]
-pub fn tensor_scalar<'a>(
-    data: impl Into<TileRef<'a>>,
-    op0: AluOp,
-    operand0: impl Into<Operand<'a>>,
-    args: TensorScalarArgs<'a>,
-) -> Tile {
-    let ins = Op::begin("nisa.tensor_scalar");
-    let dst = Dst::New(args.dtype);
-    tensor_scalar_to(&ins, dst, data.into(), op0, operand0.into(), args).tile()
-}
-
-/// [`tensor_scalar`] writing into `dst` (a tile or view with `data`'s partitions and elements
-/// per partition; the result is rounded to its dtype, `args.dtype` is not used). One
-/// instruction.
-#[track_caller]
-pub fn tensor_scalar_into<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    data: impl Into<TileRef<'a>>,
-    op0: AluOp,
-    operand0: impl Into<Operand<'a>>,
-    args: TensorScalarArgs<'a>,
-) {
-    let ins = Op::begin("nisa.tensor_scalar");
-    let dst = Dst::Into(dst.into());
-    tensor_scalar_to(&ins, dst, data.into(), op0, operand0.into(), args);
+dst_forms! {
+    /// `(data op0 operand0) op1 operand1` with scalar or per-partition `[P, 1]` operands broadcast
+    /// along the free dimension (NKI `nisa.tensor_scalar`). The second operator and the `reverse`
+    /// flags come from `args`.
+    ///
+    /// Both operators are arithmetic, or both bitvec (integer data, VectorE only). ScalarE needs
+    /// trn2 or later and supports only `multiply`, `add` and `multiply` then `add`; GpSimdE cannot
+    /// access PSUM.
+    pub fn tensor_scalar;
+    /// [`tensor_scalar`] writing into `dst` (a tile or view with `data`'s partitions and elements
+    /// per partition; the result is rounded to its dtype, `args.dtype` is not used). One
+    /// instruction.
+    pub fn tensor_scalar_into;
+    "nisa.tensor_scalar" <'a>(
+        data: impl Into<TileRef<'a>>,
+        op0: AluOp,
+        operand0: impl Into<Operand<'a>>,
+        args: TensorScalarArgs<'a>
+    ) new(args.dtype)
+    |ins, out| tensor_scalar_to(ins, out, data.into(), op0, operand0.into(), args)
 }
 
 /// The `tensor_scalar` builder.
@@ -332,41 +309,27 @@ pub(crate) fn reduced_shape(shape: &[usize], first: usize, keepdims: bool) -> (V
     (dims, shape[first..].iter().product())
 }
 
-/// Reduces `data` along free axes `axes` with `op` (NKI `nisa.tensor_reduce`).
-///
-/// `axes` must be the last dimensions of `data` in order (`[1]`, `[1, 2]`, ...); the partition
-/// axis 0 cannot be reduced (use `tensor_partition_reduce` or a matmul). `keepdims` keeps the
-/// reduced axes as size 1; when no free axis would remain the result is `[P, 1]` (tiles are at
-/// least 2-D). `negate` multiplies the result by -1. Output: SBUF, `dtype` or `data`'s dtype.
-#[track_caller]
-pub fn tensor_reduce<'a>(
-    op: AluOp,
-    data: impl Into<TileRef<'a>>,
-    axes: &[usize],
-    keepdims: bool,
-    negate: bool,
-    dtype: Option<DType>,
-) -> Tile {
-    let ins = Op::begin("nisa.tensor_reduce");
-    let how = (axes, keepdims, negate);
-    tensor_reduce_to(&ins, Dst::New(dtype), op, data.into(), how).tile()
-}
-
-/// [`tensor_reduce`] writing into `dst` (a view with the result's partitions and elements per
-/// partition, e.g. one column of a `[P, n]` tile; the result is rounded to its dtype). One
-/// instruction.
-#[track_caller]
-pub fn tensor_reduce_into<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    op: AluOp,
-    data: impl Into<TileRef<'a>>,
-    axes: &[usize],
-    keepdims: bool,
-    negate: bool,
-) {
-    let ins = Op::begin("nisa.tensor_reduce");
-    let how = (axes, keepdims, negate);
-    tensor_reduce_to(&ins, Dst::Into(dst.into()), op, data.into(), how);
+dst_forms! {
+    /// Reduces `data` along free axes `axes` with `op` (NKI `nisa.tensor_reduce`).
+    ///
+    /// `axes` must be the last dimensions of `data` in order (`[1]`, `[1, 2]`, ...); the partition
+    /// axis 0 cannot be reduced (use `tensor_partition_reduce` or a matmul). `keepdims` keeps the
+    /// reduced axes as size 1; when no free axis would remain the result is `[P, 1]` (tiles are at
+    /// least 2-D). `negate` multiplies the result by -1. Output: SBUF, `dtype` or `data`'s dtype.
+    pub fn tensor_reduce;
+    /// [`tensor_reduce`] writing into `dst` (a view with the result's partitions and elements per
+    /// partition, e.g. one column of a `[P, n]` tile; the result is rounded to its dtype). One
+    /// instruction.
+    pub fn tensor_reduce_into;
+    "nisa.tensor_reduce" <'a>(
+        op: AluOp,
+        data: impl Into<TileRef<'a>>,
+        axes: &[usize],
+        keepdims: bool,
+        negate: bool,
+        [dtype]
+    )
+    |ins, out| tensor_reduce_to(ins, out, op, data.into(), (axes, keepdims, negate))
 }
 
 /// The `tensor_reduce` builder; `how` is `(axes, keepdims, negate)`.
@@ -424,24 +387,15 @@ fn tensor_reduce_to<'d>(
     out
 }
 
-/// Copies (and casts) a tile into a new SBUF tile (NKI `nisa.tensor_copy`) on VectorE,
-/// ScalarE or GpSimdE (GpSimd cannot read PSUM). Values go through fp32.
-#[track_caller]
-pub fn tensor_copy<'a>(src: impl Into<TileRef<'a>>, dtype: Option<DType>, engine: Engine) -> Tile {
-    let ins = Op::begin("nisa.tensor_copy");
-    tensor_copy_to(&ins, Dst::New(dtype), src.into(), engine).tile()
-}
-
-/// [`tensor_copy`] writing (and casting) into `dst` (a view with `src`'s partitions and
-/// elements per partition). One instruction.
-#[track_caller]
-pub fn tensor_copy_into<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    src: impl Into<TileRef<'a>>,
-    engine: Engine,
-) {
-    let ins = Op::begin("nisa.tensor_copy");
-    tensor_copy_to(&ins, Dst::Into(dst.into()), src.into(), engine);
+dst_forms! {
+    /// Copies (and casts) a tile into a new SBUF tile (NKI `nisa.tensor_copy`) on VectorE,
+    /// ScalarE or GpSimdE (GpSimd cannot read PSUM). Values go through fp32.
+    pub fn tensor_copy;
+    /// [`tensor_copy`] writing (and casting) into `dst` (a view with `src`'s partitions and
+    /// elements per partition). One instruction.
+    pub fn tensor_copy_into;
+    "nisa.tensor_copy" <'a>(src: impl Into<TileRef<'a>>, [dtype], engine: Engine)
+    |ins, out| tensor_copy_to(ins, out, src.into(), engine)
 }
 
 /// The `tensor_copy` builder.
@@ -589,23 +543,18 @@ fn moments(xs: impl Iterator<Item = f32> + Clone) -> (f64, f64, f64) {
     (n, mean, m2)
 }
 
-/// Per-partition mean/variance statistics (NKI `nisa.bn_stats`): a `[P, 6]` tile holding
-/// `(count, mean, variance * count)` of the even-indexed elements then of the odd-indexed
-/// elements of each partition (free dims flattened). At most 512 elements per partition
-/// (`bn_stats_fmax`); feed one or more results to [`bn_aggr`]. Output dtype: `dtype` or
-/// `data`'s.
-#[track_caller]
-pub fn bn_stats<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
-    let ins = Op::begin("nisa.bn_stats");
-    bn_stats_to(&ins, Dst::New(dtype), data.into()).tile()
-}
-
-/// [`bn_stats`] writing into `dst` (a `[P, 6]`-element view, e.g. NKI's
-/// `stats[:, 6 * i:6 * (i + 1)] = nisa.bn_stats(...)`). One instruction.
-#[track_caller]
-pub fn bn_stats_into<'d, 'a>(dst: impl Into<TileRef<'d>>, data: impl Into<TileRef<'a>>) {
-    let ins = Op::begin("nisa.bn_stats");
-    bn_stats_to(&ins, Dst::Into(dst.into()), data.into());
+dst_forms! {
+    /// Per-partition mean/variance statistics (NKI `nisa.bn_stats`): a `[P, 6]` tile holding
+    /// `(count, mean, variance * count)` of the even-indexed elements then of the odd-indexed
+    /// elements of each partition (free dims flattened). At most 512 elements per partition
+    /// (`bn_stats_fmax`); feed one or more results to [`bn_aggr`]. Output dtype: `dtype` or
+    /// `data`'s.
+    pub fn bn_stats;
+    /// [`bn_stats`] writing into `dst` (a `[P, 6]`-element view, e.g. NKI's
+    /// `stats[:, 6 * i:6 * (i + 1)] = nisa.bn_stats(...)`). One instruction.
+    pub fn bn_stats_into;
+    "nisa.bn_stats" <'a>(data: impl Into<TileRef<'a>>, [dtype])
+    |ins, out| bn_stats_to(ins, out, data.into())
 }
 
 /// The `bn_stats` builder.

@@ -1,44 +1,27 @@
 //! Tile creation and data movement: `ndarray`, `zeros`, `ones`, `full`, `load`, `store`,
 //! `copy`, `load_transpose2d`.
 
-use super::checks;
-use crate::context::{self, check, raise, Op};
+use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::error::ErrorKind;
 use crate::hbm::{HbmDest, HbmSource, HbmView};
-use crate::isa::base::{dma_dims, shape};
+use crate::isa::base::dma_dims;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
 /// A new, uninitialised tile (NKI `nl.ndarray`). Reading it before writing it is an error.
 #[track_caller]
 pub fn ndarray(dims: &[usize], dtype: DType, mem: MemKind) -> Tile {
-    let loc = SourceLoc::caller();
-    let mem = on_chip("ndarray", mem, loc);
-    Tile::alloc(
-        "ndarray",
-        mem,
-        dtype,
-        shape("ndarray", dims, loc),
-        None,
-        loc,
-    )
+    let ins = Op::begin("ndarray");
+    ins.alloc(on_chip(&ins, mem), dtype, dims)
 }
 
 /// A tile filled with `value` (NKI `nl.full`). Recorded as a memset.
 #[track_caller]
 pub fn full(dims: &[usize], value: f32, dtype: DType, mem: MemKind) -> Tile {
-    let loc = SourceLoc::caller();
-    let ins = Op::at("full", loc);
-    let mem = on_chip("full", mem, loc);
-    let t = Tile::alloc(
-        "full",
-        mem,
-        dtype,
-        shape("full", dims, loc),
-        Some(value),
-        loc,
-    );
+    let ins = Op::begin("full");
+    let mem = on_chip(&ins, mem);
+    let t = ins.alloc_filled(mem, dtype, dims, value);
     ins.issue(
         &[],
         || {},
@@ -51,7 +34,7 @@ pub fn full(dims: &[usize], value: f32, dtype: DType, mem: MemKind) -> Tile {
                 out_dtype: dtype,
                 psum: mem == MemKind::Psum,
                 writes: vec![v.region()],
-                ..Instr::new(Engine::Vector, Opcode::Memset, "nl.full", loc)
+                ..Instr::new(Engine::Vector, Opcode::Memset, "nl.full", ins.loc)
             }
         },
     );
@@ -70,15 +53,11 @@ pub fn ones(dims: &[usize], dtype: DType, mem: MemKind) -> Tile {
     full(dims, 1.0, dtype, mem)
 }
 
-fn on_chip(op: &'static str, mem: MemKind, loc: SourceLoc) -> MemKind {
+fn on_chip(ins: &Op, mem: MemKind) -> MemKind {
     if mem == MemKind::Hbm {
-        raise(
-            NkiError::new(
-                ErrorKind::WrongMemory,
-                op,
-                "on-chip tiles live in sbuf or psum; HBM tensors are created on the host with Hbm::zeros / Hbm::from_array (err_hbm_tensor_with_init_value_not_supported)",
-            ),
-            loc,
+        ins.fail(
+            ErrorKind::WrongMemory,
+            "on-chip tiles live in sbuf or psum; HBM tensors are created on the host with Hbm::zeros / Hbm::from_array (err_hbm_tensor_with_init_value_not_supported)",
         );
     }
     mem
@@ -88,17 +67,16 @@ fn on_chip(op: &'static str, mem: MemKind, loc: SourceLoc) -> MemKind {
 /// dimension becomes the partition dimension (at most 128). `dtype` casts on the way.
 #[track_caller]
 pub fn load(src: impl HbmSource) -> Tile {
-    load_impl(src.hbm_view(), None, SourceLoc::caller())
+    load_impl(&Op::begin("load"), src.hbm_view(), None)
 }
 
 /// [`load`] with a cast to `dtype` (DMA casts go through fp32).
 #[track_caller]
 pub fn load_as(src: impl HbmSource, dtype: DType) -> Tile {
-    load_impl(src.hbm_view(), Some(dtype), SourceLoc::caller())
+    load_impl(&Op::begin("load"), src.hbm_view(), Some(dtype))
 }
 
-fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
-    let ins = Op::at("load", loc);
+fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
     let mut dims = v.shape().to_vec();
     if dims.len() == 1 {
         dims.insert(0, 1);
@@ -111,7 +89,7 @@ fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
         || {
             if !tv.load_in_place(&v) {
                 let exact = v.dtype() == dtype;
-                tv.write_with(exact, |out| check(v.gather_into("load", out), loc))
+                tv.write_with(exact, |out| ins.check(v.gather_into("load", out)))
             }
         },
         || Instr {
@@ -122,7 +100,7 @@ fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
             dma: Some(dma_dims(&v, &tv, true)),
             reads: vec![v.region()],
             writes: vec![tv.region()],
-            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", loc)
+            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", ins.loc)
         },
     );
     t
@@ -133,23 +111,19 @@ fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
 /// instances or affine_range iterations are an output-dependency error.
 #[track_caller]
 pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
-    let loc = SourceLoc::caller();
-    let ins = Op::at("store", loc);
+    let ins = Op::begin("store");
     let dst = dst.hbm_dest();
     let src: TileRef = value.into();
-    crate::hbm_write::check_dest_value("store", "store", &dst, &src, loc);
+    crate::hbm::write::check_dest_value("store", "store", &dst, &src, ins.loc);
     // The writer is tagged in every mode: estimate mode tracks races without values.
-    let (wid, shared) = context::with_ctx("store", loc, |c| (c.writer_id(loc), c.shared.clone()));
+    let (wid, shared) = ins.hbm_writer();
     ins.issue(
         &[],
         || {
             let exact = src.dtype() == dst.dtype();
-            let r = src.with_values("store", loc, |vals| {
-                crate::hbm_write::write_slice(&dst, vals, exact, wid, &shared)
-            });
-            if let Err(err) = r {
-                raise(err.with_loc(loc), loc);
-            }
+            ins.check(src.with_values("store", ins.loc, |vals| {
+                crate::hbm::write::write_slice(&dst, vals, exact, wid, &shared)
+            }));
         },
         || Instr {
             partitions: src.partitions() as u32,
@@ -160,13 +134,11 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
             dma: Some(dma_dims(&dst, &src, false)),
             reads: vec![src.region()],
             writes: vec![dst.region()],
-            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.store", loc)
+            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.store", ins.loc)
         },
     );
     if !ins.executes() {
-        if let Err(err) = crate::hbm_write::track(&dst, wid, &shared) {
-            raise(err.with_loc(loc), loc);
-        }
+        ins.check(crate::hbm::write::track(&dst, wid, &shared));
     }
 }
 
@@ -174,33 +146,33 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
 /// tensor_copy).
 #[track_caller]
 pub fn copy<'a>(src: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
-    let loc = SourceLoc::caller();
     let src: TileRef = src.into();
     copy_to_impl(
+        &Op::begin("copy"),
         "nl.copy",
         src,
         dtype.unwrap_or(src.dtype()),
         MemKind::Sbuf,
-        loc,
     )
 }
 
+/// A VectorE tensor_copy of `src` into a new `mem` tile of `dtype`, recorded as `api` (op
+/// `ins`, named `copy` in its errors).
 pub(crate) fn copy_to_impl(
+    ins: &Op,
     api: &'static str,
     src: TileRef,
     dtype: DType,
     mem: MemKind,
-    loc: SourceLoc,
 ) -> Tile {
-    let ins = Op::at("copy", loc);
-    check(checks::operand("copy", "src", &src), loc);
+    ins.operand("src", &src);
     let t = ins.alloc(mem, dtype, src.shape());
     let tv = t.view();
     ins.issue(
         &[&tv],
         || {
             let exact = src.dtype() == dtype;
-            src.with_rows("copy", loc, |rows| {
+            src.with_rows("copy", ins.loc, |rows| {
                 tv.write_with(exact, |out| {
                     rows.iter().for_each(|row| out.extend_from_slice(row))
                 })
@@ -215,7 +187,7 @@ pub(crate) fn copy_to_impl(
             contiguous: src.ap.inner_stride() == 1,
             reads: vec![src.region()],
             writes: vec![tv.region()],
-            ..Instr::new(Engine::Vector, Opcode::TensorCopy, api, loc)
+            ..Instr::new(Engine::Vector, Opcode::TensorCopy, api, ins.loc)
         },
     );
     t
@@ -225,31 +197,26 @@ pub(crate) fn copy_to_impl(
 /// broadcast of size-1 dims of the value).
 #[track_caller]
 pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>) {
-    let loc = SourceLoc::caller();
-    let ins = Op::at("assign", loc);
+    let ins = Op::begin("assign");
     let dst: TileRef = dst.into();
     let src: TileRef = value.into();
-    check(checks::operand("assign", "dst", &dst), loc);
+    ins.operand("dst", &dst);
     let out = match crate::exec::broadcast_shape(dst.shape(), src.shape()) {
         Some(o) if o == dst.shape() => o,
-        _ => raise(
-            NkiError::new(
-                ErrorKind::ShapeMismatch,
-                "assign",
-                format!(
-                    "illegal assignment destination shape: shape {:?} of {} is smaller than the value {}",
-                    dst.shape(),
-                    dst.describe(),
-                    src.describe()
-                ),
+        _ => ins.fail(
+            ErrorKind::ShapeMismatch,
+            format!(
+                "illegal assignment destination shape: shape {:?} of {} is smaller than the value {}",
+                dst.shape(),
+                dst.describe(),
+                src.describe()
             ),
-            loc,
         ),
     };
     ins.issue(
         &[&dst],
         || {
-            let v = src.gather("assign", loc);
+            let v = ins.read(&src);
             let vals = if src.shape() == dst.shape() {
                 v
             } else {
@@ -266,7 +233,7 @@ pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>
             psum: src.mem() == MemKind::Psum || dst.mem() == MemKind::Psum,
             reads: vec![src.region()],
             writes: vec![dst.region()],
-            ..Instr::new(Engine::Vector, Opcode::TensorCopy, "nl.assign", loc)
+            ..Instr::new(Engine::Vector, Opcode::TensorCopy, "nl.assign", ins.loc)
         },
     );
 }

@@ -33,7 +33,7 @@ pub(crate) fn binary_op(
     partition_broadcast: bool,
     f: impl Fn(f32, f32) -> f32,
 ) -> Tile {
-    let (op, loc) = (ins.api, ins.loc);
+    let (op, _loc) = (ins.api, ins.loc);
     let out_dtype = result_dtype(&x, &y, dtype);
     let tiles: Vec<(&str, TileRef)> = [("x", x), ("y", y)]
         .into_iter()
@@ -79,8 +79,8 @@ pub(crate) fn binary_op(
             // in the tensor's rows); the output tile is fresh, so results go straight into it.
             match (&x, &y) {
                 (Operand::Tile(a), Operand::Tile(b)) if a.shape() == b.shape() => {
-                    a.with_rows(op, loc, |ra| {
-                        b.with_rows(op, loc, |rb| {
+                    a.with_rows(op, ins.loc, |ra| {
+                        b.with_rows(op, ins.loc, |rb| {
                             ov.write_with(false, |o| {
                                 for (va, vb) in ra.iter().zip(rb.iter()) {
                                     o.extend(va.iter().zip(vb).map(|(&p, &q)| f(p, q)));
@@ -90,21 +90,25 @@ pub(crate) fn binary_op(
                     })
                 }
                 (Operand::Tile(a), Operand::Tile(b)) => {
-                    let (va, vb) = (a.gather(op, loc), b.gather(op, loc));
+                    let (va, vb) = (ins.read(a), ins.read(b));
                     ov.scatter(exec::binary(&va, a.shape(), &vb, b.shape(), &out_dims, &f))
                 }
-                (Operand::Tile(a), Operand::Scalar { value, .. }) => a.with_rows(op, loc, |ra| {
-                    ov.write_with(false, |o| {
-                        ra.iter()
-                            .for_each(|r| o.extend(r.iter().map(|&v| f(v, *value))))
+                (Operand::Tile(a), Operand::Scalar { value, .. }) => {
+                    a.with_rows(op, ins.loc, |ra| {
+                        ov.write_with(false, |o| {
+                            ra.iter()
+                                .for_each(|r| o.extend(r.iter().map(|&v| f(v, *value))))
+                        })
                     })
-                }),
-                (Operand::Scalar { value, .. }, Operand::Tile(b)) => b.with_rows(op, loc, |rb| {
-                    ov.write_with(false, |o| {
-                        rb.iter()
-                            .for_each(|r| o.extend(r.iter().map(|&v| f(*value, v))))
+                }
+                (Operand::Scalar { value, .. }, Operand::Tile(b)) => {
+                    b.with_rows(op, ins.loc, |rb| {
+                        ov.write_with(false, |o| {
+                            rb.iter()
+                                .for_each(|r| o.extend(r.iter().map(|&v| f(*value, v))))
+                        })
                     })
-                }),
+                }
                 _ => unreachable!("checked above"),
             }
         },
@@ -121,7 +125,7 @@ pub(crate) fn binary_op(
                 reads: tiles.iter().map(|(_, t)| t.region()).collect(),
                 writes: vec![ov.region()],
                 alu: low.alu,
-                ..Instr::new(low.engine, low.opcode, op, loc)
+                ..Instr::new(low.engine, low.opcode, op, ins.loc)
             }
         },
     );

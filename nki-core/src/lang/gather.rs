@@ -8,31 +8,22 @@
 //! kernel with an [`ErrorKind::OutOfBounds`] error naming the partition, the index and the
 //! bound, so a wrong index computation is caught instead of silently reading garbage.
 
-use super::checks;
-use crate::context::{check, raise, Op};
+use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, NkiError, SourceLoc};
-use crate::isa::out_tile;
+use crate::error::ErrorKind;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{give_buf, Tile, TileRef};
 
 const API: &str = "nl.gather_flattened";
 
 /// Raises unless `t` has 2 to 4 dimensions (partition + 1..=3 free).
-fn check_rank(what: &str, t: &TileRef, loc: SourceLoc) {
+fn check_rank(ins: &Op, what: &str, t: &TileRef) {
     let nd = t.shape().len();
     if !(2..=4).contains(&nd) {
-        raise(
-            NkiError::new(
-                ErrorKind::InvalidArgument,
-                API,
-                format!(
+        ins.fail(ErrorKind::InvalidArgument, format!(
                     "operand '{what}' {} of 'gather_flattened' must be 2-, 3- or 4-dimensional, got {nd} dimensions",
                     t.describe()
-                ),
-            ),
-            loc,
-        );
+                ));
     }
 }
 
@@ -52,63 +43,51 @@ pub fn gather_flattened<'a, 'b>(
     data: impl Into<TileRef<'a>>,
     indices: impl Into<TileRef<'b>>,
 ) -> Tile {
-    let loc = SourceLoc::caller();
-    let ins = Op::at(API, loc);
+    let ins = Op::begin(API);
     let data: TileRef = data.into();
     let idx: TileRef = indices.into();
-    check(checks::operand(API, "data", &data), loc);
-    check(checks::operand(API, "indices", &idx), loc);
-    check(checks::memory(API, "data", &data, &[MemKind::Sbuf]), loc);
-    check(checks::memory(API, "indices", &idx, &[MemKind::Sbuf]), loc);
-    check_rank("data", &data, loc);
-    check_rank("indices", &idx, loc);
+    ins.operand("data", &data);
+    ins.operand("indices", &idx);
+    ins.memory("data", &data, &[MemKind::Sbuf]);
+    ins.memory("indices", &idx, &[MemKind::Sbuf]);
+    check_rank(&ins, "data", &data);
+    check_rank(&ins, "indices", &idx);
     if idx.dtype() != DType::U32 {
-        raise(
-            NkiError::new(
-                ErrorKind::DType,
-                API,
-                format!(
-                    "operand 'indices' {} of 'gather_flattened' must be uint32, got {}",
-                    idx.describe(),
-                    idx.dtype()
-                ),
+        ins.fail(
+            ErrorKind::DType,
+            format!(
+                "operand 'indices' {} of 'gather_flattened' must be uint32, got {}",
+                idx.describe(),
+                idx.dtype()
             ),
-            loc,
         );
     }
-    check(
-        checks::same_partitions(API, ("data", &data), ("indices", &idx)),
-        loc,
-    );
+    ins.same_partitions(("data", &data), ("indices", &idx));
     let dtype = data.dtype();
-    let out = out_tile(API, MemKind::Sbuf, dtype, idx.shape(), loc);
+    let out = ins.alloc(MemKind::Sbuf, dtype, idx.shape());
     let ov = out.view();
     ins.issue(
         &[&ov],
         || {
             let f = data.free_size();
             let n = idx.free_size();
-            let vals = data.gather(API, loc);
-            let ids = idx.gather(API, loc);
+            let vals = ins.read(&data);
+            let ids = ins.read(&idx);
             let mut res = Vec::with_capacity(ids.len());
             for (k, &i) in ids.iter().enumerate() {
                 let (p, j) = (k / n, k % n);
                 // uint32 values are exact integers >= 0 in their f32 form.
                 let i = i as u64;
                 if i >= f as u64 {
-                    raise(
-                        NkiError::new(
-                            ErrorKind::OutOfBounds,
-                            API,
-                            format!(
-                                "index {i} at partition {p} (flattened position {j} of indices{:?}) \
+                    ins.fail(
+                        ErrorKind::OutOfBounds,
+                        format!(
+                            "index {i} at partition {p} (flattened position {j} of indices{:?}) \
                                  is out of bounds: data {} has {f} flattened free elements per \
                                  partition (valid indices 0..{f})",
-                                idx.shape(),
-                                data.describe()
-                            ),
+                            idx.shape(),
+                            data.describe()
                         ),
-                        loc,
                     );
                 }
                 res.push(vals[p * f + i as usize]);
@@ -126,7 +105,7 @@ pub fn gather_flattened<'a, 'b>(
             contiguous: data.ap.inner_stride() == 1 && idx.ap.inner_stride() == 1,
             reads: vec![data.region(), idx.region()],
             writes: vec![ov.region()],
-            ..Instr::new(Engine::GpSimd, Opcode::Gather, API, loc)
+            ..Instr::new(Engine::GpSimd, Opcode::Gather, API, ins.loc)
         },
     );
     out

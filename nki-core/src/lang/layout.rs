@@ -1,15 +1,13 @@
 //! Layout and index-generation ops: `nl.load_transpose2d`, `nl.broadcast_to`, `nl.expand_dims`,
 //! index tiles (`iota`, `arange`) and `astype` casts.
 
-use super::checks;
 use super::copy_to_impl;
 use crate::access::{Ap, Shape, MAX_DIMS};
-use crate::context::{check, raise, Op};
+use crate::context::{raise, Op};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::exec;
 use crate::hbm::HbmSource;
-use crate::isa::out_tile;
 use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
@@ -20,32 +18,27 @@ use crate::tile::{Tile, TileRef};
 #[track_caller]
 pub fn load_transpose2d(src: impl HbmSource) -> Tile {
     const API: &str = "nl.load_transpose2d";
-    let loc = SourceLoc::caller();
-    let ins = Op::at(API, loc);
+    let ins = Op::begin(API);
     let v = src.hbm_view();
     let s = v.shape().to_vec();
     if s.len() != 2 {
-        raise(
-            NkiError::new(
-                ErrorKind::InvalidArgument,
-                API,
-                format!(
-                    "'load_transpose2d' takes a 2-D source, got {} of {} dimensions",
-                    v.describe(),
-                    s.len()
-                ),
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'load_transpose2d' takes a 2-D source, got {} of {} dimensions",
+                v.describe(),
+                s.len()
             ),
-            loc,
         );
     }
     let (f, p) = (s[0], s[1]);
     let dtype = v.dtype();
-    let t = out_tile(API, MemKind::Sbuf, dtype, &[p, f], loc);
+    let t = ins.alloc(MemKind::Sbuf, dtype, &[p, f]);
     let tv = t.view();
     ins.issue(
         &[&tv],
         || {
-            let vals = check(v.gather(API), loc);
+            let vals = ins.check(v.gather(API));
             tv.scatter(exec::transpose2d(&vals, f, p));
         },
         || Instr {
@@ -64,7 +57,7 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
             contiguous: false,
             reads: vec![v.region()],
             writes: vec![tv.region()],
-            ..Instr::new(Engine::Dma, Opcode::DmaTranspose, API, loc)
+            ..Instr::new(Engine::Dma, Opcode::DmaTranspose, API, ins.loc)
         },
     );
     t
@@ -76,29 +69,24 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
 #[track_caller]
 pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
     const API: &str = "nl.broadcast_to";
-    let loc = SourceLoc::caller();
-    let ins = Op::at(API, loc);
+    let ins = Op::begin(API);
     let src: TileRef = src.into();
-    check(checks::operand(API, "src", &src), loc);
+    ins.operand("src", &src);
     if exec::broadcast_shape(src.shape(), dims).as_deref() != Some(dims) {
-        raise(
-            NkiError::new(
-                ErrorKind::ShapeMismatch,
-                API,
-                format!(
-                    "cannot broadcast src{:?} to shape {dims:?}: each dimension must match or be 1",
-                    src.shape()
-                ),
+        ins.fail(
+            ErrorKind::ShapeMismatch,
+            format!(
+                "cannot broadcast src{:?} to shape {dims:?}: each dimension must match or be 1",
+                src.shape()
             ),
-            loc,
         );
     }
-    let out = out_tile(API, MemKind::Sbuf, src.dtype(), dims, loc);
+    let out = ins.alloc(MemKind::Sbuf, src.dtype(), dims);
     let ov = out.view();
     ins.issue(
         &[&ov],
         || {
-            let v = src.gather(API, loc);
+            let v = ins.read(&src);
             let zeros = vec![0.0; dims.iter().product()];
             ov.scatter(exec::binary(&zeros, dims, &v, src.shape(), dims, |_, b| b));
         },
@@ -111,7 +99,7 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
             contiguous: src.ap.inner_stride() == 1,
             reads: vec![src.region()],
             writes: vec![ov.region()],
-            ..Instr::new(Engine::Vector, Opcode::TensorCopy, API, loc)
+            ..Instr::new(Engine::Vector, Opcode::TensorCopy, API, ins.loc)
         },
     );
     out
@@ -167,15 +155,8 @@ fn expand_ap(ap: &Ap, axis: usize) -> Result<Ap, String> {
 }
 
 /// The shared index-tile generator (GpSimdE `Iota`): value = `f(index)`.
-fn iota_impl(
-    api: &'static str,
-    dims: &[usize],
-    dtype: DType,
-    value: impl Fn(&[usize]) -> i64,
-    loc: SourceLoc,
-) -> Tile {
-    let ins = Op::at(api, loc);
-    let out = out_tile(api, MemKind::Sbuf, dtype, dims, loc);
+fn iota_impl(ins: &Op, dims: &[usize], dtype: DType, value: impl Fn(&[usize]) -> i64) -> Tile {
+    let out = ins.alloc(MemKind::Sbuf, dtype, dims);
     let ov = out.view();
     ins.issue(
         &[&ov],
@@ -203,7 +184,7 @@ fn iota_impl(
             out_dtype: dtype,
             reads: vec![],
             writes: vec![ov.region()],
-            ..Instr::new(Engine::GpSimd, Opcode::Iota, api, loc)
+            ..Instr::new(Engine::GpSimd, Opcode::Iota, ins.api, ins.loc)
         },
     );
     out
@@ -214,32 +195,23 @@ fn iota_impl(
 /// This materialises NKI's `nl.arange`/`nl.mgrid` index expressions (GpSimdE `iota`).
 #[track_caller]
 pub fn iota(dims: &[usize], axis: usize, dtype: DType) -> Tile {
-    let loc = SourceLoc::caller();
+    let ins = Op::begin("nl.iota");
     if axis >= dims.len() {
-        raise(
-            NkiError::new(
-                ErrorKind::InvalidArgument,
-                "nl.iota",
-                format!("axis {axis} is out of range for shape {dims:?}"),
-            ),
-            loc,
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!("axis {axis} is out of range for shape {dims:?}"),
         );
     }
-    iota_impl("nl.iota", dims, dtype, |i| i[axis] as i64, loc)
+    iota_impl(&ins, dims, dtype, |i| i[axis] as i64)
 }
 
 /// A `[1, len]` tile holding `start, start + step, ...` (`len` values) cast to `dtype`, like
 /// `nl.arange(start, stop)[None, :]` materialised with GpSimdE `iota`.
 #[track_caller]
 pub fn arange(start: i32, step: i32, len: usize, dtype: DType) -> Tile {
-    let loc = SourceLoc::caller();
-    iota_impl(
-        "nl.arange",
-        &[1, len],
-        dtype,
-        |i| start as i64 + step as i64 * i[1] as i64,
-        loc,
-    )
+    iota_impl(&Op::begin("nl.arange"), &[1, len], dtype, |i| {
+        start as i64 + step as i64 * i[1] as i64
+    })
 }
 
 impl Tile {
@@ -247,13 +219,8 @@ impl Tile {
     /// round-to-nearest-even, integer conversions saturate).
     #[track_caller]
     pub fn astype(&self, dtype: DType) -> Tile {
-        copy_to_impl(
-            "nl.astype",
-            self.view(),
-            dtype,
-            MemKind::Sbuf,
-            SourceLoc::caller(),
-        )
+        let ins = Op::begin("copy");
+        copy_to_impl(&ins, "nl.astype", self.view(), dtype, MemKind::Sbuf)
     }
 
     /// The tile with a new size-1 dimension at `axis` (see [`expand_dims`]).
@@ -267,13 +234,8 @@ impl<'a> TileRef<'a> {
     /// A copy of the view converted to `dtype` (NKI `tensor.astype`).
     #[track_caller]
     pub fn astype(&self, dtype: DType) -> Tile {
-        copy_to_impl(
-            "nl.astype",
-            *self,
-            dtype,
-            MemKind::Sbuf,
-            SourceLoc::caller(),
-        )
+        let ins = Op::begin("copy");
+        copy_to_impl(&ins, "nl.astype", *self, dtype, MemKind::Sbuf)
     }
 
     /// The view with a new size-1 dimension at `axis` (see [`expand_dims`]).

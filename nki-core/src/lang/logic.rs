@@ -4,21 +4,20 @@
 //! Comparisons and logical ops produce 1/0 and default to a `bool` result; bitwise ops and
 //! shifts work on integer bit patterns and reject float operands (VectorE bitvec ops).
 
-use super::checks;
 use super::elementwise::{alu_binary, alu_lowering, binary_op};
-use crate::context::{check, raise, Op};
+use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::error::ErrorKind;
 use crate::exec;
 use crate::isa::base::result_dtype;
-use crate::isa::out_tile;
 use crate::isa::Operand;
 use crate::math::AluOp;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
 /// Raises a DType error when a bitvec op gets a float operand.
-fn ints_only(api: &'static str, op: AluOp, ops: &[(&str, &Operand)], loc: SourceLoc) {
+fn ints_only(ins: &Op, op: AluOp, ops: &[(&str, &Operand)]) {
+    let api = ins.api;
     for (name, o) in ops {
         let bad = match o {
             Operand::Tile(t) => t.dtype().is_float().then(|| t.dtype().to_string()),
@@ -26,17 +25,10 @@ fn ints_only(api: &'static str, op: AluOp, ops: &[(&str, &Operand)], loc: Source
             Operand::Scalar { .. } => None,
         };
         if let Some(d) = bad {
-            raise(
-                NkiError::new(
-                    ErrorKind::DType,
-                    api,
-                    format!(
+            ins.fail(ErrorKind::DType, format!(
                         "'{op}' is a bitvec operator on integer bit patterns; operand '{name}' of '{}' is {d} (cast with astype or use an integer dtype)",
                         api.strip_prefix("nl.").unwrap_or(api)
-                    ),
-                ),
-                loc,
-            );
+                    ));
         }
     }
 }
@@ -51,29 +43,17 @@ pub fn binary<'a>(
     y: impl Into<Operand<'a>>,
     dtype: Option<DType>,
 ) -> Tile {
-    binary_at(
-        op,
-        "nl.binary",
-        x.into(),
-        y.into(),
-        dtype,
-        SourceLoc::caller(),
-    )
+    binary_at(&Op::begin("nl.binary"), op, x.into(), y.into(), dtype)
 }
 
-fn binary_at(
-    op: AluOp,
-    api: &'static str,
-    x: Operand,
-    y: Operand,
-    dtype: Option<DType>,
-    loc: SourceLoc,
-) -> Tile {
+/// The `nl` binary ALU op `op` as op `ins`: bitvec operators need integer operands;
+/// predicates default to a bool result.
+fn binary_at(ins: &Op, op: AluOp, x: Operand, y: Operand, dtype: Option<DType>) -> Tile {
     if op.is_bitvec() {
-        ints_only(api, op, &[("x", &x), ("y", &y)], loc);
+        ints_only(ins, op, &[("x", &x), ("y", &y)]);
     }
     let dtype = dtype.or(op.is_predicate().then_some(DType::Bool));
-    alu_binary(&Op::at(api, loc), op, x, y, dtype, true)
+    alu_binary(ins, op, x, y, dtype, true)
 }
 
 macro_rules! alu_fns {
@@ -81,7 +61,7 @@ macro_rules! alu_fns {
         $(#[$doc])*
         #[track_caller]
         pub fn $name<'a>(x: impl Into<Operand<'a>>, y: impl Into<Operand<'a>>) -> Tile {
-            binary_at($op, $api, x.into(), y.into(), None, SourceLoc::caller())
+            binary_at(&Op::begin($api), $op, x.into(), y.into(), None)
         }
     )*};
 }
@@ -138,9 +118,8 @@ alu_fns! {
 /// Logical NOT: 1 where `x` is zero (NKI `nl.logical_not`; bool result).
 #[track_caller]
 pub fn logical_not<'a>(x: impl Into<TileRef<'a>>) -> Tile {
-    let loc = SourceLoc::caller();
     alu_binary(
-        &Op::at("nl.logical_not", loc),
+        &Op::begin("nl.logical_not"),
         AluOp::Equal,
         Operand::Tile(x.into()),
         Operand::Scalar {
@@ -155,28 +134,22 @@ pub fn logical_not<'a>(x: impl Into<TileRef<'a>>) -> Tile {
 /// Bitwise NOT of an integer tile (NKI `nl.invert`): XOR with all ones at the dtype's width.
 #[track_caller]
 pub fn invert<'a>(x: impl Into<TileRef<'a>>) -> Tile {
-    let loc = SourceLoc::caller();
+    let ins = Op::begin("nl.invert");
     let x = Operand::Tile(x.into());
     let ones = Operand::Scalar {
         value: -1.0,
         float: false,
     };
-    ints_only("nl.invert", AluOp::BitwiseXor, &[("x", &x)], loc);
+    ints_only(&ins, AluOp::BitwiseXor, &[("x", &x)]);
     let dt = match x {
         Operand::Tile(t) => t.dtype(),
         Operand::Scalar { .. } => unreachable!("x is a tile"),
     };
     // XOR with all ones at x's own width (not the int32 a weak scalar would promote to).
     let low = alu_lowering(AluOp::BitwiseXor, &x, &ones);
-    binary_op(
-        &Op::at("nl.invert", loc),
-        low,
-        x,
-        ones,
-        Some(dt),
-        true,
-        move |a, _| AluOp::BitwiseXor.eval_typed(a, -1.0, dt),
-    )
+    binary_op(&ins, low, x, ones, Some(dt), true, move |a, _| {
+        AluOp::BitwiseXor.eval_typed(a, -1.0, dt)
+    })
 }
 
 /// Element-wise select: `x` where `cond` is non-zero, else `y` (NKI `nl.where`). `x` and `y`
@@ -189,8 +162,7 @@ pub fn where_<'a, 'c>(
     y: impl Into<Operand<'a>>,
 ) -> Tile {
     const API: &str = "nl.where";
-    let loc = SourceLoc::caller();
-    let ins = Op::at(API, loc);
+    let ins = Op::begin(API);
     let cond: TileRef = cond.into();
     let (x, y) = (x.into(), y.into());
     let out_dtype = result_dtype(&x, &y, None);
@@ -201,39 +173,29 @@ pub fn where_<'a, 'c>(
         }
     }
     for (n, t) in &tiles {
-        check(checks::operand(API, n, t), loc);
+        ins.operand(n, t);
     }
     let mut out_dims = cond.shape().to_vec();
     for (n, t) in &tiles[1..] {
         if t.partitions() != cond.partitions() && t.partitions() != 1 && cond.partitions() != 1 {
-            check(
-                checks::same_partitions(API, ("condition", &cond), (n, t)),
-                loc,
-            );
+            ins.same_partitions(("condition", &cond), (n, t));
         }
         out_dims = match exec::broadcast_shape(&out_dims, t.shape()) {
             Some(s) => s,
-            None => raise(
-                NkiError::new(
-                    ErrorKind::ShapeMismatch,
-                    API,
-                    format!(
+            None => ins.fail(ErrorKind::ShapeMismatch, format!(
                         "operand shapes condition{:?} and {n}{:?} of 'where' do not match and cannot be broadcast",
                         cond.shape(),
                         t.shape()
-                    ),
-                ),
-                loc,
-            ),
+                    )),
         };
     }
-    let out = out_tile(API, MemKind::Sbuf, out_dtype, &out_dims, loc);
+    let out = ins.alloc(MemKind::Sbuf, out_dtype, &out_dims);
     let ov = out.view();
     ins.issue(
         &[&ov],
         || {
             let expand = |t: &TileRef| {
-                let v = t.gather(API, loc);
+                let v = ins.read(t);
                 if t.shape() == out_dims.as_slice() {
                     v
                 } else {
@@ -264,7 +226,7 @@ pub fn where_<'a, 'c>(
             contiguous: tiles.iter().all(|(_, t)| t.ap.inner_stride() == 1),
             reads: tiles.iter().map(|(_, t)| t.region()).collect(),
             writes: vec![ov.region()],
-            ..Instr::new(Engine::Vector, Opcode::Select, API, loc)
+            ..Instr::new(Engine::Vector, Opcode::Select, API, ins.loc)
         },
     );
     out

@@ -15,8 +15,7 @@ mod unary;
 
 pub use crate::access::{ds, stepped, Ix};
 pub use crate::dtype::DType;
-pub use crate::hbm_atomic::atomic_rmw;
-pub(crate) use crate::isa::base as checks;
+pub use crate::hbm::atomic::atomic_rmw;
 pub use crate::isa::Operand;
 pub use crate::math::{ActFn, AluOp};
 pub use crate::ops::TileArith;

@@ -9,12 +9,10 @@
 //! re-seeding with one seed replays one stream. [`rand`] and [`dropout`] draw one number per
 //! element, in row-major order, from the same stream.
 
-use super::checks;
 use super::Operand;
-use crate::context::{check, raise, with_ctx, LaunchShared, Op};
+use crate::context::{LaunchShared, Op};
 use crate::dtype::DType;
-use crate::error::{ErrorKind, NkiError, SourceLoc};
-use crate::isa::out_tile;
+use crate::error::ErrorKind;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{give_buf, Tile, TileRef};
 use std::cell::RefCell;
@@ -69,8 +67,8 @@ thread_local! {
 
 /// Runs `f` on the running instance's generator, creating it (seeded with [`DEFAULT_SEED`])
 /// when the instance has not drawn yet.
-fn with_rng<R>(op: &'static str, loc: SourceLoc, f: impl FnOnce(&mut RngState) -> R) -> R {
-    let (launch, instance, pid) = with_ctx(op, loc, |c| {
+fn with_rng<R>(ins: &Op, f: impl FnOnce(&mut RngState) -> R) -> R {
+    let (launch, instance, pid) = ins.with_ctx(|c| {
         let mut lin = 0u64;
         for (i, &p) in c.program_id.iter().enumerate() {
             let n = c.grid.get(i).copied().unwrap_or(1).max(1) as u64;
@@ -119,11 +117,10 @@ fn uniform(bits: u64, k: u32) -> f32 {
 #[track_caller]
 pub fn random_seed(seed: u32) {
     const API: &str = "nl.random_seed";
-    let loc = SourceLoc::caller();
-    let ins = Op::at(API, loc);
+    let ins = Op::begin(API);
     // The generator state advances in every mode (estimate mode has no values but the same
     // instruction stream).
-    with_rng(API, loc, |s| {
+    with_rng(&ins, |s| {
         s.key = key(seed, s.pid);
         s.counter = 0;
     });
@@ -136,7 +133,7 @@ pub fn random_seed(seed: u32) {
             inputs: 0,
             in_dtype: DType::U32,
             out_dtype: DType::U32,
-            ..Instr::new(Engine::Vector, Opcode::SetRngSeed, API, loc)
+            ..Instr::new(Engine::Vector, Opcode::SetRngSeed, API, ins.loc)
         },
     );
 }
@@ -148,31 +145,26 @@ pub fn random_seed(seed: u32) {
 #[track_caller]
 pub fn rand(dims: &[usize], dtype: DType) -> Tile {
     const API: &str = "nl.rand";
-    let loc = SourceLoc::caller();
-    let ins = Op::at(API, loc);
+    let ins = Op::begin(API);
     let Some(k) = uniform_bits(dtype) else {
-        raise(
-            NkiError::new(
-                ErrorKind::DType,
-                API,
-                format!("'rand' generates floats in [0, 1); dtype {dtype} is not a float type"),
-            ),
-            loc,
+        ins.fail(
+            ErrorKind::DType,
+            format!("'rand' generates floats in [0, 1); dtype {dtype} is not a float type"),
         );
     };
-    let out = out_tile(API, MemKind::Sbuf, dtype, dims, loc);
+    let out = ins.alloc(MemKind::Sbuf, dtype, dims);
     let ov = out.view();
     let n = out.shape.numel();
     ins.issue(
         &[&ov],
         || {
             let mut vals = Vec::with_capacity(n);
-            with_rng(API, loc, |s| s.draw(n, |_, b| vals.push(uniform(b, k))));
+            with_rng(&ins, |s| s.draw(n, |_, b| vals.push(uniform(b, k))));
             ov.scatter(vals);
         },
         || {
             if !ins.executes() {
-                with_rng(API, loc, |s| s.draw(n, |_, _| {}));
+                with_rng(&ins, |s| s.draw(n, |_, _| {}));
             }
             Instr {
                 partitions: dims[0] as u32,
@@ -181,7 +173,7 @@ pub fn rand(dims: &[usize], dtype: DType) -> Tile {
                 in_dtype: dtype,
                 out_dtype: dtype,
                 writes: vec![ov.region()],
-                ..Instr::new(Engine::Vector, Opcode::Rng, API, loc)
+                ..Instr::new(Engine::Vector, Opcode::Rng, API, ins.loc)
             }
         },
     );
@@ -201,54 +193,38 @@ pub fn rand(dims: &[usize], dtype: DType) -> Tile {
 #[track_caller]
 pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) -> Tile {
     const API: &str = "nl.dropout";
-    let loc = SourceLoc::caller();
-    let ins = Op::at(API, loc);
+    let ins = Op::begin(API);
     let x: TileRef = x.into();
     let rate: Operand = rate.into();
-    check(checks::operand(API, "x", &x), loc);
+    ins.operand("x", &x);
     let rate_tile = match rate {
         Operand::Scalar { value, .. } => {
             if !(0.0..=1.0).contains(&value) {
-                raise(
-                    NkiError::new(
-                        ErrorKind::InvalidArgument,
-                        API,
-                        format!("drop probability 'rate' must be in [0, 1], got {value}"),
-                    ),
-                    loc,
+                ins.fail(
+                    ErrorKind::InvalidArgument,
+                    format!("drop probability 'rate' must be in [0, 1], got {value}"),
                 );
             }
             None
         }
         Operand::Tile(r) => {
-            check(checks::operand(API, "rate", &r), loc);
+            ins.operand("rate", &r);
             if r.partitions() != x.partitions() || r.free_size() != 1 {
-                raise(
-                    NkiError::new(
-                        ErrorKind::ShapeMismatch,
-                        API,
-                        format!(
+                ins.fail(ErrorKind::ShapeMismatch, format!(
                             "operand 'rate' {} of 'dropout' must be a [{}, 1] tile of per-partition probabilities for x{:?}",
                             r.describe(),
                             x.partitions(),
                             x.shape()
-                        ),
-                    ),
-                    loc,
-                );
+                        ));
             }
             if !r.dtype().is_float() {
-                raise(
-                    NkiError::new(
-                        ErrorKind::DType,
-                        API,
-                        format!(
-                            "operand 'rate' {} of 'dropout' must be a float tile, got {}",
-                            r.describe(),
-                            r.dtype()
-                        ),
+                ins.fail(
+                    ErrorKind::DType,
+                    format!(
+                        "operand 'rate' {} of 'dropout' must be a float tile, got {}",
+                        r.describe(),
+                        r.dtype()
                     ),
-                    loc,
                 );
             }
             Some(r)
@@ -259,20 +235,20 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
         Operand::Tile(_) => 0.0,
     };
     let dtype = x.dtype();
-    let out = out_tile(API, MemKind::Sbuf, dtype, x.shape(), loc);
+    let out = ins.alloc(MemKind::Sbuf, dtype, x.shape());
     let ov = out.view();
     let n = x.ap.shape.numel();
     let free = x.free_size().max(1);
     ins.issue(
         &[&ov],
         || {
-            let xs = x.gather(API, loc);
+            let xs = ins.read(&x);
             let rates: Vec<f32> = match rate_tile {
-                Some(r) => r.gather(API, loc),
+                Some(r) => ins.read(&r),
                 None => vec![scalar_rate],
             };
             let mut vals = Vec::with_capacity(n);
-            with_rng(API, loc, |s| {
+            with_rng(&ins, |s| {
                 s.draw(n, |k, b| {
                     let r = if rates.len() == 1 {
                         rates[0]
@@ -287,7 +263,7 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
         },
         || {
             if !ins.executes() {
-                with_rng(API, loc, |s| s.draw(n, |_, _| {}));
+                with_rng(&ins, |s| s.draw(n, |_, _| {}));
             }
             let mut reads = vec![x.region()];
             reads.extend(rate_tile.map(|r| r.region()));
@@ -300,7 +276,7 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
                 contiguous: x.ap.inner_stride() == 1,
                 reads,
                 writes: vec![ov.region()],
-                ..Instr::new(Engine::Vector, Opcode::Dropout, API, loc)
+                ..Instr::new(Engine::Vector, Opcode::Dropout, API, ins.loc)
             }
         },
     );
@@ -346,7 +322,7 @@ mod tests {
                 let d = dropout(&r, 0.25);
                 assert_eq!(d.shape(), &[32, 100]);
                 // The stream advanced by both draws in either mode.
-                let drawn = with_rng("test", SourceLoc::caller(), |s| s.counter);
+                let drawn = with_rng(&Op::begin("test"), |s| s.counter);
                 assert_eq!(drawn, 2 * 3200);
             })
             .unwrap();

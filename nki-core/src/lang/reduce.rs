@@ -8,11 +8,10 @@
 //! accumulate in double precision and round once (the hardware's fp32 accumulator is within
 //! the public tolerances of that); `mean` and `var` use fp32 (or wider) intermediates.
 
-use super::checks;
-use crate::context::{check, raise, Op};
+use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, NkiError, SourceLoc};
-use crate::isa::{out_tile, reduced_shape, trailing_axes};
+use crate::error::ErrorKind;
+use crate::isa::{reduced_shape, trailing_axes};
 use crate::math::AluOp;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
@@ -60,33 +59,23 @@ fn fold(kind: ReduceKind, row: &[f32], dtype: DType) -> f32 {
 
 /// Checks `axes` against NKI's rule (free axes only, the last dims in order) and returns the
 /// first reduced axis.
-fn check_axes(api: &'static str, x: &TileRef, axes: &[usize], loc: SourceLoc) -> usize {
+fn check_axes(ins: &Op, x: &TileRef, axes: &[usize]) -> usize {
+    let api = ins.api;
     let nd = x.shape().len();
     let mut sorted = axes.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
     if sorted.first() == Some(&0) {
-        raise(
-            NkiError::new(
-                ErrorKind::PartitionReduction,
-                api,
-                format!(
+        ins.fail(ErrorKind::PartitionReduction, format!(
                     "reduction on partition axis is not supported: axis 0 of x{:?} in '{}' is the partition axis; \
                      transpose first (nl.transpose / nc_transpose), multiply by a ones vector with nc_matmul, \
                      or use nisa.tensor_partition_reduce",
                     x.shape(),
                     short(api)
-                ),
-            ),
-            loc,
-        );
+                ));
     }
     if !trailing_axes(&sorted, nd) {
-        raise(
-            NkiError::new(
-                ErrorKind::InvalidArgument,
-                api,
-                format!(
+        ins.fail(ErrorKind::InvalidArgument, format!(
                     "invalid axis {axes:?} for x{:?} in '{}': reduction axes must be the last free dimensions \
                      (e.g. [{}]{})",
                     x.shape(),
@@ -97,10 +86,7 @@ fn check_axes(api: &'static str, x: &TileRef, axes: &[usize], loc: SourceLoc) ->
                     } else {
                         String::new()
                     }
-                ),
-            ),
-            loc,
-        );
+                ));
     }
     sorted[0]
 }
@@ -122,35 +108,27 @@ pub(crate) fn reduce_impl(
     dtype: Option<DType>,
     negate: bool,
 ) -> Tile {
-    let (api, loc) = (ins.api, ins.loc);
-    check(checks::operand(api, "x", &x), loc);
+    let (api, _loc) = (ins.api, ins.loc);
+    ins.operand("x", &x);
     if let ReduceKind::Alu(op) = kind {
         if !op.is_reducible() {
-            raise(
-                NkiError::new(
-                    ErrorKind::InvalidArgument,
-                    api,
-                    format!("'{op}' is not a reduce operator"),
-                ),
-                loc,
+            ins.fail(
+                ErrorKind::InvalidArgument,
+                format!("'{op}' is not a reduce operator"),
             );
         }
         if op.is_bitvec() && (x.dtype().is_float()) {
-            raise(
-                NkiError::new(
-                    ErrorKind::DType,
-                    api,
-                    format!(
-                        "'{op}' reduces integer bit patterns; x{:?} has float dtype {}",
-                        x.shape(),
-                        x.dtype()
-                    ),
+            ins.fail(
+                ErrorKind::DType,
+                format!(
+                    "'{op}' reduces integer bit patterns; x{:?} has float dtype {}",
+                    x.shape(),
+                    x.dtype()
                 ),
-                loc,
             );
         }
     }
-    let first = check_axes(api, &x, axes, loc);
+    let first = check_axes(ins, &x, axes);
     let (dims, inner) = reduced_shape(x.shape(), first, keepdims);
     let in_dtype = x.dtype();
     let out_dtype = dtype.unwrap_or(match kind {
@@ -158,12 +136,12 @@ pub(crate) fn reduce_impl(
         ReduceKind::Mean | ReduceKind::Var if !in_dtype.is_float() => DType::F32,
         _ => in_dtype,
     });
-    let out = out_tile(api, MemKind::Sbuf, out_dtype, &dims, loc);
+    let out = ins.alloc(MemKind::Sbuf, out_dtype, &dims);
     let ov = out.view();
     ins.issue(
         &[&ov],
         || {
-            let v = x.gather(api, loc);
+            let v = ins.read(&x);
             let r = v
                 .chunks(inner)
                 .map(|row| {
@@ -188,7 +166,7 @@ pub(crate) fn reduce_impl(
                 contiguous: x.ap.inner_stride() == 1,
                 reads,
                 writes: vec![ov.region()],
-                ..Instr::new(Engine::Vector, Opcode::TensorReduce, api, loc)
+                ..Instr::new(Engine::Vector, Opcode::TensorReduce, api, ins.loc)
             };
             if kind == ReduceKind::Var {
                 // First pass: the mean (into the output), then the squared deviations.

@@ -7,13 +7,11 @@
 //! range reduction followed by a ScalarE activation. All math is fp32 (see [`crate::math`]), and
 //! the result is rounded once to the output dtype.
 
-use super::checks;
 use super::elementwise::alu_binary;
 use super::reduce::{reduce_impl, ReduceKind};
-use crate::context::{check, raise, Op};
+use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, NkiError, SourceLoc};
-use crate::isa::out_tile;
+use crate::error::ErrorKind;
 use crate::isa::Operand;
 use crate::math::{ActFn, AluOp};
 use crate::record::{Engine, Instr, MemKind, Opcode};
@@ -84,38 +82,34 @@ pub(crate) fn map_impl(
     dtype: DType,
     extras: ActExtras,
 ) -> (Tile, Option<Tile>) {
-    let (api, loc) = (ins.api, ins.loc);
-    check(checks::operand(api, "x", &x), loc);
+    let (api, _loc) = (ins.api, ins.loc);
+    ins.operand("x", &x);
     if let Some(b) = &extras.bias {
-        check(checks::operand(api, "bias", b), loc);
+        ins.operand("bias", b);
         if b.partitions() != x.partitions() || b.free_size() != 1 {
-            raise(
-                NkiError::new(
-                    ErrorKind::ShapeMismatch,
-                    api,
-                    format!(
-                        "bias shape {:?} of '{api}' must be [{}, 1] (one value per partition of x{:?})",
-                        b.shape(),
-                        x.partitions(),
-                        x.shape()
-                    ),
+            ins.fail(
+                ErrorKind::ShapeMismatch,
+                format!(
+                    "bias shape {:?} of '{api}' must be [{}, 1] (one value per partition of x{:?})",
+                    b.shape(),
+                    x.partitions(),
+                    x.shape()
                 ),
-                loc,
             );
         }
     }
-    let out = out_tile(api, MemKind::Sbuf, dtype, x.shape(), loc);
+    let out = ins.alloc(MemKind::Sbuf, dtype, x.shape());
     let ov = out.view();
     let acc = extras
         .accumulate
-        .then(|| out_tile(api, MemKind::Sbuf, DType::F32, &[x.partitions(), 1], loc));
+        .then(|| ins.alloc(MemKind::Sbuf, DType::F32, &[x.partitions(), 1]));
     let accv = acc.as_ref().map(|a| a.view());
     let outs: Vec<&TileRef> = std::iter::once(&ov).chain(accv.iter()).collect();
     ins.issue(
         &outs,
         || {
-            let vals = x.gather(api, loc);
-            let bias = extras.bias.map(|b| b.gather(api, loc));
+            let vals = ins.read(&x);
+            let bias = extras.bias.map(|b| ins.read(&b));
             let scale = extras.scale.unwrap_or(1.0);
             let free = x.free_size().max(1);
             let mut res: Vec<f32> = vals
@@ -167,7 +161,7 @@ pub(crate) fn map_impl(
                     contiguous: !first || x.ap.inner_stride() == 1,
                     reads,
                     writes,
-                    ..Instr::new(engine, opcode, api, loc)
+                    ..Instr::new(engine, opcode, api, ins.loc)
                 };
                 if i + 1 == n {
                     last = Some(r);
@@ -192,11 +186,11 @@ fn f32_step(ins: &Op, step: (Engine, Opcode), f: impl Fn(f32) -> f32, x: TileRef
 /// which keep integer types).
 #[track_caller]
 pub fn unary<'a>(f: ActFn, x: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
-    let loc = SourceLoc::caller();
+    let ins = Op::begin(api_name(f));
     let x: TileRef = x.into();
     let dt = dtype.unwrap_or_else(|| default_dtype(f, x.dtype()));
     map_impl(
-        &Op::at(api_name(f), loc),
+        &ins,
         lowering(f),
         move |v| f.eval(v),
         x,
@@ -247,10 +241,10 @@ macro_rules! unary_fns {
         $(#[$doc])*
         #[track_caller]
         pub fn $name<'a>(x: impl Into<TileRef<'a>>) -> Tile {
-            let loc = SourceLoc::caller();
-            let x: TileRef = x.into();
             let f: ActFn = $f;
-            map_impl(&Op::at(api_name(f), loc),
+            let ins = Op::begin(api_name(f));
+            let x: TileRef = x.into();
+            map_impl(&ins,
                 lowering(f),
                 move |v| f.eval(v),
                 x,
@@ -325,34 +319,21 @@ unary_fns! {
 }
 
 /// Checks that `axis` is the last dimension of `x` (the free axis the composite ops work on).
-fn last_axis(api: &'static str, x: &TileRef, axis: usize, loc: SourceLoc) {
+fn last_axis(ins: &Op, x: &TileRef, axis: usize) {
+    let api = ins.api;
     let nd = x.shape().len();
     if axis == 0 {
-        raise(
-            NkiError::new(
-                ErrorKind::PartitionReduction,
-                api,
-                format!(
+        ins.fail(ErrorKind::PartitionReduction, format!(
                     "reduction on partition axis is not supported: axis 0 of x{:?} in '{api}' is the partition axis; transpose first",
                     x.shape()
-                ),
-            ),
-            loc,
-        );
+                ));
     }
     if axis != nd - 1 {
-        raise(
-            NkiError::new(
-                ErrorKind::InvalidArgument,
-                api,
-                format!(
+        ins.fail(ErrorKind::InvalidArgument, format!(
                     "invalid axis {axis} for x{:?} in '{api}': only the last free axis ({}) is supported",
                     x.shape(),
                     nd - 1
-                ),
-            ),
-            loc,
-        );
+                ));
     }
 }
 
@@ -367,10 +348,10 @@ fn last_axis(api: &'static str, x: &TileRef, axis: usize, loc: SourceLoc) {
 pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
     const API: &str = "nl.softmax";
     let ins = Op::begin(API);
-    let loc = ins.loc;
+    let _loc = ins.loc;
     let x: TileRef = x.into();
-    check(checks::operand(API, "x", &x), loc);
-    last_axis(API, &x, axis, loc);
+    ins.operand("x", &x);
+    last_axis(&ins, &x, axis);
     let out_dtype = if x.dtype().is_float() {
         x.dtype()
     } else {
@@ -460,27 +441,20 @@ pub fn rms_norm<'a, 'b>(
 ) -> Tile {
     const API: &str = "nl.rms_norm";
     let ins = Op::begin(API);
-    let loc = ins.loc;
+    let _loc = ins.loc;
     let x: TileRef = x.into();
     let w: TileRef = w.into();
-    check(checks::operand(API, "x", &x), loc);
-    check(checks::operand(API, "w", &w), loc);
-    last_axis(API, &x, axis, loc);
+    ins.operand("x", &x);
+    ins.operand("w", &w);
+    last_axis(&ins, &x, axis);
     if x.shape().len() != 2 {
-        raise(
-            NkiError::new(
-                ErrorKind::InvalidArgument,
-                API,
-                format!("'rms_norm' takes a 2-D tile [P, F], got x{:?}", x.shape()),
-            ),
-            loc,
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!("'rms_norm' takes a 2-D tile [P, F], got x{:?}", x.shape()),
         );
     }
     if n == 0 {
-        raise(
-            NkiError::new(ErrorKind::InvalidArgument, API, "'rms_norm' needs n > 0"),
-            loc,
-        );
+        ins.fail(ErrorKind::InvalidArgument, "'rms_norm' needs n > 0");
     }
     let out_dtype = if x.dtype().is_float() {
         x.dtype()

@@ -15,7 +15,6 @@ use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::spmd::Grid;
 use crate::target::Target;
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What a device thread hands back: its log and its error.
@@ -141,7 +140,7 @@ impl<'m> MeshLaunch<'m> {
                     .stack_size(16 << 20)
                     .spawn_scoped(s, run);
                 if spawned.is_err() {
-                    launch.cancelled.store(true, Ordering::SeqCst);
+                    launch.cancelled.cancel_all();
                     shared.sync.device_done(d);
                 }
             }
@@ -209,7 +208,7 @@ impl<'m> MeshLaunch<'m> {
         let grid_shape = self.grid.shape();
         let mut error = None;
         for (i, (pid, _)) in instances.iter().enumerate() {
-            if launch.cancelled.load(Ordering::SeqCst) {
+            if launch.cancelled.any_failed() {
                 break;
             }
             device::with_device("MeshLaunch", SourceLoc::caller(), |s| {
@@ -232,7 +231,7 @@ impl<'m> MeshLaunch<'m> {
                 if let Stop::Failed(e) = stop {
                     error = Some(on_device(e, pid, &self.mesh.describe_device(d)));
                 }
-                launch.cancelled.store(true, Ordering::SeqCst);
+                launch.cancelled.cancel_all();
                 shared.sync.wake_all();
                 break;
             }

@@ -272,7 +272,10 @@ impl<T: Element> ShardedHbm<T> {
     fn shard_values(&self, d: usize, op: &'static str) -> Result<Vec<f32>> {
         let st = &self.shards[d];
         let g = st.read();
-        g.values.clone().ok_or_else(|| crate::hbm::no_data(st, op))
+        g.values
+            .as_ref()
+            .map(|v| v.to_vec())
+            .ok_or_else(|| crate::hbm::no_data(st, op))
     }
 
     /// The global shape.
@@ -434,10 +437,7 @@ impl MeshView {
 
     /// The view as a plain HBM view (for `nl.load` of the local shard).
     pub fn hbm_view(&self) -> HbmView {
-        HbmView {
-            st: self.storage().clone(),
-            ap: self.ap,
-        }
+        HbmView::of(self.storage().clone(), self.ap)
     }
 
     /// `hbm3[1024, 512] on device 2`.

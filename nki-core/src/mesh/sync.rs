@@ -9,7 +9,6 @@ use super::deadlock::{self, Blocked};
 use crate::context::LaunchShared;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -139,7 +138,7 @@ impl MeshSync {
     ) -> std::result::Result<(), WaitFail> {
         let mut g = self.lock();
         loop {
-            if self.launch.cancelled.load(Ordering::SeqCst) {
+            if self.launch.cancelled.any_failed() {
                 g.blocked.remove(&device);
                 return Err(WaitFail::Cancelled);
             }
