@@ -77,7 +77,7 @@ pub(crate) struct UnwrittenTile {
 pub(crate) struct InstanceCtx {
     pub(crate) program_id: Vec<usize>,
     pub(crate) grid: Vec<usize>,
-    pub(crate) instance: u32,
+    pub(crate) instance: u64,
     pub(crate) nc: usize,
     pub(crate) mode: Mode,
     pub(crate) target: Target,
@@ -101,7 +101,7 @@ impl InstanceCtx {
     pub(crate) fn new(
         program_id: Vec<usize>,
         grid: Vec<usize>,
-        instance: u32,
+        instance: u64,
         nc: usize,
         mode: Mode,
         target: Target,
@@ -203,6 +203,13 @@ pub(crate) fn with_ctx<R>(
             loc,
         ),
     }
+}
+
+/// True while a kernel instance runs on this thread (its context is installed, possibly
+/// borrowed by the op in progress).
+pub(crate) fn in_kernel() -> bool {
+    CTX.try_with(|c| c.try_borrow().map_or(true, |g| g.is_some()))
+        .unwrap_or(false)
 }
 
 /// Runs `f` on this thread's context if there is one.

@@ -56,9 +56,14 @@ pub struct GridDim {
 }
 
 impl GridDim {
-    /// Number of instances along this dimension.
+    /// Number of instances along this dimension (`usize::MAX` when the product overflows,
+    /// which a launch rejects).
     pub fn size(&self) -> usize {
-        self.outer.size() * self.inner.size()
+        self.checked_size().unwrap_or(usize::MAX)
+    }
+
+    fn checked_size(&self) -> Option<usize> {
+        self.outer.size().checked_mul(self.inner.size())
     }
 }
 
@@ -131,6 +136,16 @@ impl Grid {
         if self.dims.iter().any(|d| d.size() == 0) {
             return bad(format!("grid {self} has an empty dimension"));
         }
+        let count = self
+            .dims
+            .iter()
+            .try_fold(1usize, |n, d| n.checked_mul(d.checked_size()?));
+        if count.is_none() {
+            return bad(format!(
+                "grid {self}: the instance count overflows (more than {} instances)",
+                usize::MAX
+            ));
+        }
         let ncs = self
             .dims
             .iter()
@@ -151,32 +166,39 @@ impl Grid {
 
     /// Every instance: (program id, NeuronCore), in launch order.
     pub fn instances(&self) -> Vec<(Vec<usize>, usize)> {
-        let shape = self.shape();
-        let total: usize = shape.iter().product();
-        let mut out = Vec::with_capacity(total);
-        let mut idx = vec![0usize; shape.len()];
-        for _ in 0..total {
-            let mut core = 0;
-            for (d, &i) in self.dims.iter().zip(&idx) {
-                let inner = d.inner.size();
-                let (io, ii) = (i / inner, i % inner);
-                if let Factor::Nc(_) = d.outer {
-                    core = io;
-                }
-                if let Factor::Nc(_) = d.inner {
-                    core = ii;
-                }
+        (0..self.count()).map(|k| self.instance_at(k)).collect()
+    }
+
+    /// Number of instances (saturating; a launch rejects a grid whose count overflows).
+    fn count(&self) -> u64 {
+        self.dims
+            .iter()
+            .try_fold(1u64, |n, d| n.checked_mul(d.checked_size()? as u64))
+            .unwrap_or(u64::MAX)
+    }
+
+    /// The instance at position `k` of the launch order: (program id, NeuronCore). Computed on
+    /// demand, so a launch never lists a huge grid it may abandon at its first instance.
+    fn instance_at(&self, k: u64) -> (Vec<usize>, usize) {
+        let mut pid = vec![0usize; self.dims.len()];
+        let mut rem = k;
+        for (d, dim) in self.dims.iter().enumerate().rev() {
+            let n = dim.size() as u64;
+            pid[d] = (rem % n) as usize;
+            rem /= n;
+        }
+        let mut core = 0;
+        for (d, &i) in self.dims.iter().zip(&pid) {
+            let inner = d.inner.size();
+            let (io, ii) = (i / inner, i % inner);
+            if let Factor::Nc(_) = d.outer {
+                core = io;
             }
-            out.push((idx.clone(), core));
-            for d in (0..shape.len()).rev() {
-                idx[d] += 1;
-                if idx[d] < shape[d] {
-                    break;
-                }
-                idx[d] = 0;
+            if let Factor::Nc(_) = d.inner {
+                core = ii;
             }
         }
-        out
+        (pid, core)
     }
 }
 
@@ -282,23 +304,33 @@ impl Launch {
     /// Runs `kernel` once per program instance and returns the report (with a profile in
     /// simulate and estimate modes). The first failing instance cancels the rest; its error
     /// (with program id and source line) is returned.
+    ///
+    /// Called from inside a kernel body, it launches nothing and fails the calling instance
+    /// with an [`ErrorKind::NestedLaunch`] error at the caller's line (NKI rejects nested
+    /// launches).
+    #[track_caller]
     pub fn run<F: Fn() + Sync>(&self, kernel: F) -> Result<LaunchReport> {
+        if crate::context::in_kernel() {
+            crate::context::raise(
+                NkiError::new(
+                    ErrorKind::NestedLaunch,
+                    "launch",
+                    format!(
+                        "a kernel launch (grid {}) inside a kernel: NKI rejects nested launches; \
+                         launch kernels from host code",
+                        self.grid
+                    ),
+                ),
+                crate::error::SourceLoc::caller(),
+            );
+        }
         self.grid.validate()?;
         abort::quiet_kernel_unwinds();
         let ncores = self.grid.num_cores();
         let shared = LaunchShared::new();
-        let mut per_core: Vec<Vec<(u32, Vec<usize>)>> = vec![Vec::new(); ncores];
-        let mut infos = Vec::new();
-        for (i, (pid, core)) in self.grid.instances().into_iter().enumerate() {
-            infos.push(InstanceInfo {
-                program_id: pid.clone(),
-                nc: core,
-                order: per_core[core].len(),
-            });
-            per_core[core].push((i as u32, pid));
-        }
+        let count = self.grid.count();
         let grid_shape = self.grid.shape();
-        let first_error: Mutex<Option<(u32, NkiError)>> = Mutex::new(None);
+        let first_error: Mutex<Option<(u64, NkiError)>> = Mutex::new(None);
         let results: Vec<Mutex<(CoreStream, MemoryPeak)>> = (0..ncores)
             .map(|nc| {
                 Mutex::new((
@@ -316,14 +348,18 @@ impl Launch {
                 instances: Vec::new(),
             };
             let mut peak = MemoryPeak::default();
-            for (index, pid) in &per_core[core] {
+            // This core's instances, in launch order, listed as they run.
+            let mine = (0..count)
+                .map(|k| (k, self.grid.instance_at(k)))
+                .filter(|(_, (_, c))| *c == core);
+            for (index, (pid, _)) in mine {
                 if shared.cancelled.load(Ordering::SeqCst) {
                     break;
                 }
                 let ctx = InstanceCtx::new(
                     pid.clone(),
                     grid_shape.clone(),
-                    *index,
+                    index,
                     core,
                     self.mode,
                     self.target,
@@ -337,8 +373,8 @@ impl Launch {
                     (_, Err(stop)) => {
                         if let Stop::Failed(e) = stop {
                             let mut g = first_error.lock().unwrap_or_else(|p| p.into_inner());
-                            if g.as_ref().is_none_or(|(i, _)| *index < *i) {
-                                *g = Some((*index, e));
+                            if g.as_ref().is_none_or(|(i, _)| index < *i) {
+                                *g = Some((index, e));
                             }
                         }
                         shared.cancelled.store(true, Ordering::SeqCst);
@@ -368,6 +404,18 @@ impl Launch {
             memory = memory.max(p);
             streams.push(s);
         }
+        let mut orders = vec![0; ncores];
+        let infos = (0..count)
+            .map(|k| {
+                let (program_id, nc) = self.grid.instance_at(k);
+                orders[nc] += 1;
+                InstanceInfo {
+                    program_id,
+                    nc,
+                    order: orders[nc] - 1,
+                }
+            })
+            .collect();
         let profile = if self.mode.records() {
             Some(crate::timing::model(&streams, self.target, memory))
         } else {

@@ -6,17 +6,20 @@
 //! iteration) stored to it during the current launch (compactly, per block of elements where a
 //! store covers whole blocks), which is how overlapping writes are detected (NKI's "unexpected
 //! output dependencies"). The tags are kept in every launch mode, so estimate-mode launches on
-//! [`Hbm::shape_only`] tensors detect races too; the tag arrays are allocated on first write.
+//! [`Hbm::shape_only`] tensors detect races too; the tags are paged, allocated where stores land.
 //!
 //! The folder: this module holds the tensors, `view.rs` their views and slices; `write.rs` the tracked stores,
 //! `writers.rs` who wrote what and which writers conflict, `atomic.rs` `nl.atomic_rmw`.
 
 pub(crate) mod atomic;
+mod pages;
 mod view;
 pub(crate) mod write;
 pub(crate) mod writers;
 
 pub use view::{HbmDest, HbmSource, HbmView, HbmViewMut};
+
+use pages::Pages;
 
 use crate::access::{IntoIndex, Shape};
 use crate::dtype::{DType, Element};
@@ -43,13 +46,13 @@ pub(crate) struct HbmStorage {
 /// written") are recognised as stale. Tags are kept per block of
 /// [`write::BLOCK`] elements, and per element only for blocks that were written
 /// partially (marked [`write::MIXED`]), so a store of whole blocks touches 1/16 of
-/// the tag memory.
+/// the tag memory. Both are paged: memory follows the elements launches wrote.
 pub(crate) struct HbmData {
     pub(crate) values: Option<Vec<f32>>,
-    /// Writer id per block of elements, or `MIXED`.
-    pub(crate) blocks: Vec<u32>,
-    /// Writer id per element, meaningful inside `MIXED` blocks (allocated on first need).
-    pub(crate) elems: Vec<u32>,
+    /// Writer id per block of elements, or `MIXED`, in pages allocated as stores touch them.
+    pub(crate) blocks: Pages<{ write::BLOCKS_PER_PAGE }>,
+    /// Writer id per element of the `MIXED` blocks, one page per such block.
+    pub(crate) elems: Pages<{ write::BLOCK }>,
 }
 
 impl HbmStorage {
@@ -62,8 +65,8 @@ impl HbmStorage {
             name: format!("hbm{id}"),
             data: RwLock::new(HbmData {
                 values,
-                blocks: Vec::new(),
-                elems: Vec::new(),
+                blocks: Pages::default(),
+                elems: Pages::default(),
             }),
         })
     }
@@ -81,6 +84,9 @@ impl HbmStorage {
     }
 }
 
+/// The shape of a tensor made by an infallible constructor; panics (at the caller) when the
+/// element count overflows, as `Vec` and ndarray constructors do.
+#[track_caller]
 fn shape_of<const N: usize>(dims: [usize; N]) -> Shape {
     const {
         assert!(
@@ -88,7 +94,7 @@ fn shape_of<const N: usize>(dims: [usize; N]) -> Shape {
             "HBM tensors have 1 to 5 dimensions"
         )
     };
-    Shape::new(&dims).expect("rank checked at compile time")
+    Shape::new(&dims).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A tensor in device HBM with elements of type `T`.
@@ -102,11 +108,19 @@ pub struct Hbm<T: Element> {
 
 impl<T: Element> Hbm<T> {
     /// A zero-filled tensor.
+    ///
+    /// # Panics
+    /// When the element count overflows (more than [`crate::access::MAX_ELEMENTS`]).
+    #[track_caller]
     pub fn zeros<const N: usize>(shape: [usize; N]) -> Self {
         Self::full(shape, T::from_f32(0.0))
     }
 
     /// A tensor filled with `value`.
+    ///
+    /// # Panics
+    /// When the element count overflows (more than [`crate::access::MAX_ELEMENTS`]).
+    #[track_caller]
     pub fn full<const N: usize>(shape: [usize; N], value: T) -> Self {
         let s = shape_of(shape);
         Self::wrap(HbmStorage::new(
@@ -118,8 +132,24 @@ impl<T: Element> Hbm<T> {
 
     /// A tensor with a shape but no values: enough for estimate-mode launches (timeline only)
     /// of shapes too large to hold. Reading its values is an [`ErrorKind::NoData`] error.
+    /// Memory spent on it follows what launches touch, not its size.
+    ///
+    /// # Panics
+    /// When the element count overflows (more than [`crate::access::MAX_ELEMENTS`]); see
+    /// [`Hbm::try_shape_only`] for the fallible form.
+    #[track_caller]
     pub fn shape_only<const N: usize>(shape: [usize; N]) -> Self {
         Self::wrap(HbmStorage::new(T::DTYPE, shape_of(shape), None))
+    }
+
+    /// [`Hbm::shape_only`] of a shape given at run time: an [`ErrorKind::InvalidArgument`]
+    /// error for 0 or more than 5 dimensions, or an element count that overflows.
+    pub fn try_shape_only(shape: &[usize]) -> Result<Self> {
+        Ok(Self::wrap(HbmStorage::new(
+            T::DTYPE,
+            Shape::new(shape)?,
+            None,
+        )))
     }
 
     /// A tensor holding a copy of an ndarray (any dimensionality from 1 to 5).

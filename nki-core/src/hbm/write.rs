@@ -13,6 +13,7 @@
 //! [`Writers::merge_atomic`]), so a later store is checked against them. The store path
 //! is unchanged by this: atomic tags only reach its (already slow) conflict check.
 
+use super::pages::Pages;
 use super::writers::Writers;
 use super::{no_data, HbmData, HbmView};
 use crate::access::Ap;
@@ -22,6 +23,8 @@ use crate::tile::TileRef;
 
 /// Elements per writer-tag block.
 pub(crate) const BLOCK: usize = 16;
+/// Block tags per page of block tags (a page covers 65536 elements).
+pub(crate) const BLOCKS_PER_PAGE: usize = 4096;
 /// Block tag meaning "the elements of this block carry their own tags".
 pub(crate) const MIXED: u32 = u32::MAX;
 
@@ -90,7 +93,7 @@ pub(crate) fn write_slice(
     let Some(values) = values.as_mut() else {
         return Err(no_data(st, "store"));
     };
-    let mut tags = Tags::new(blocks, elems, st.shape.numel(), writer, &shared.writers);
+    let mut tags = Tags::new(blocks, elems, writer, &shared.writers);
     let s = dst.ap.inner_stride();
     let mut pos = 0;
     dst.ap.for_each_row(|off, n| {
@@ -112,12 +115,12 @@ pub(crate) fn write_slice(
 
 /// The tracking half of [`write`] without values (estimate mode): tags the elements of `dst`
 /// with `writer` and reports a conflicting earlier writer exactly as a store would. Works on
-/// shape-only tensors; the tag arrays are allocated on the first tracked write.
+/// shape-only tensors; tag pages are allocated where the tracked writes land.
 pub(crate) fn track(dst: &HbmView, writer: u32, shared: &LaunchShared) -> Result<()> {
     let st = &dst.st;
     let mut g = st.write();
     let HbmData { blocks, elems, .. } = &mut *g;
-    let mut tags = Tags::new(blocks, elems, st.shape.numel(), writer, &shared.writers);
+    let mut tags = Tags::new(blocks, elems, writer, &shared.writers);
     let s = dst.ap.inner_stride();
     dst.ap.for_each_row(|off, n| {
         if s == 1 {
@@ -141,10 +144,8 @@ pub(crate) fn atomic(
     writer: u32,
     shared: &LaunchShared,
 ) -> Result<()> {
-    let st = &dst.st;
-    let numel = st.shape.numel();
     let HbmData { blocks, elems, .. } = data;
-    let mut tags = Tags::new(blocks, elems, numel, writer, &shared.writers);
+    let mut tags = Tags::new(blocks, elems, writer, &shared.writers);
     let mut merge = Merge {
         writer,
         writers: &shared.writers,
@@ -161,11 +162,12 @@ pub(crate) fn atomic(
             }
             (off..b0 * BLOCK).for_each(|e| merge.element(&mut tags, e));
             for b in b0..b1 {
-                let old = tags.blocks[b];
+                let old = tags.blocks.get(b);
                 if old == MIXED {
                     (b * BLOCK..(b + 1) * BLOCK).for_each(|e| merge.element(&mut tags, e));
                 } else {
-                    tags.blocks[b] = merge.tag(&mut tags.conflict, old, b * BLOCK);
+                    let new = merge.tag(&mut tags.chk.conflict, old, b * BLOCK);
+                    tags.blocks.set(b, new);
                 }
             }
             (b1 * BLOCK..end).for_each(|e| merge.element(&mut tags, e));
@@ -214,16 +216,21 @@ impl Merge<'_> {
     /// Updates the tag of element `e` on its own, splitting its block into per-element tags.
     fn element(&mut self, tags: &mut Tags, e: usize) {
         tags.split(e / BLOCK);
-        let old = tags.elems[e];
-        tags.elems[e] = self.tag(&mut tags.conflict, old, e);
+        let old = tags.elems.get(e);
+        let new = self.tag(&mut tags.chk.conflict, old, e);
+        tags.elems.set(e, new);
     }
 }
 
 /// The writer tags of one tensor during one store.
 struct Tags<'a> {
-    blocks: &'a mut Vec<u32>,
-    elems: &'a mut Vec<u32>,
-    numel: usize,
+    blocks: &'a mut Pages<BLOCKS_PER_PAGE>,
+    elems: &'a mut Pages<BLOCK>,
+    chk: Check<'a>,
+}
+
+/// The conflict check of one store's writer against the previous tags it meets.
+struct Check<'a> {
     writer: u32,
     base: u32,
     writers: &'a Writers,
@@ -233,54 +240,7 @@ struct Tags<'a> {
     ok_pair: Option<u32>,
 }
 
-impl<'a> Tags<'a> {
-    /// The tags of a tensor of `numel` elements for one store by `writer`, sizing the block
-    /// tags on the first write.
-    fn new(
-        blocks: &'a mut Vec<u32>,
-        elems: &'a mut Vec<u32>,
-        numel: usize,
-        writer: u32,
-        writers: &'a Writers,
-    ) -> Self {
-        if blocks.len() != numel.div_ceil(BLOCK) {
-            *blocks = vec![0; numel.div_ceil(BLOCK)];
-        }
-        Tags {
-            blocks,
-            elems,
-            numel,
-            writer,
-            base: writers.base(),
-            writers,
-            conflict: None,
-            ok_pair: None,
-        }
-    }
-
-    /// The output-dependency error of the write (by operation `op`) into `dst`, if it met a
-    /// conflicting writer.
-    fn finish(self, dst: &HbmView, op: &'static str) -> Result<()> {
-        let Some((old, e)) = self.conflict else {
-            return Ok(());
-        };
-        let st = &dst.st;
-        let idx = Ap::unravel(e, &st.shape);
-        Err(NkiError::new(
-            ErrorKind::OutputDependency,
-            op,
-            format!(
-                "unexpected output dependencies: element {idx:?} of {} is written by {} and again by {} \
-                 (this {op} covers {}); each program instance and each affine_range iteration must \
-                 write distinct locations, or use sequential_range",
-                st.name,
-                self.writers.describe(old),
-                self.writers.describe(self.writer),
-                dst.describe()
-            ),
-        ))
-    }
-
+impl Check<'_> {
     /// Checks the previous writer `old` of element `e` against this store's writer.
     #[inline]
     fn check(&mut self, old: u32, e: usize) {
@@ -296,30 +256,73 @@ impl<'a> Tags<'a> {
             }
         }
     }
+}
+
+impl<'a> Tags<'a> {
+    /// The tags of a tensor for one store by `writer`.
+    fn new(
+        blocks: &'a mut Pages<BLOCKS_PER_PAGE>,
+        elems: &'a mut Pages<BLOCK>,
+        writer: u32,
+        writers: &'a Writers,
+    ) -> Self {
+        Tags {
+            blocks,
+            elems,
+            chk: Check {
+                writer,
+                base: writers.base(),
+                writers,
+                conflict: None,
+                ok_pair: None,
+            },
+        }
+    }
+
+    /// The output-dependency error of the write (by operation `op`) into `dst`, if it met a
+    /// conflicting writer.
+    fn finish(self, dst: &HbmView, op: &'static str) -> Result<()> {
+        let Some((old, e)) = self.chk.conflict else {
+            return Ok(());
+        };
+        let st = &dst.st;
+        let idx = Ap::unravel(e, &st.shape);
+        let writers = self.chk.writers;
+        Err(NkiError::new(
+            ErrorKind::OutputDependency,
+            op,
+            format!(
+                "unexpected output dependencies: element {idx:?} of {} is written by {} and again by {} \
+                 (this {op} covers {}); each program instance and each affine_range iteration must \
+                 write distinct locations, or use sequential_range",
+                st.name,
+                writers.describe(old),
+                writers.describe(self.chk.writer),
+                dst.describe()
+            ),
+        ))
+    }
 
     /// Splits block `b` into per-element tags (once).
     #[inline]
     fn split(&mut self, b: usize) {
-        if self.blocks[b] != MIXED {
-            if self.elems.len() != self.numel {
-                *self.elems = vec![0; self.numel];
-            }
-            let (lo, hi) = (b * BLOCK, ((b + 1) * BLOCK).min(self.numel));
-            self.elems[lo..hi].fill(self.blocks[b]);
-            self.blocks[b] = MIXED;
+        let tag = self.blocks.get(b);
+        if tag != MIXED {
+            self.elems.page_mut(b).fill(tag);
+            self.blocks.set(b, MIXED);
         }
     }
 
     /// Tags element `e` on its own, splitting its block into per-element tags.
     fn element(&mut self, e: usize) {
         self.split(e / BLOCK);
-        let old = self.elems[e];
-        self.check(old, e);
-        self.elems[e] = self.writer;
+        let slot = &mut self.elems.page_mut(e / BLOCK)[e % BLOCK];
+        let old = std::mem::replace(slot, self.chk.writer);
+        self.chk.check(old, e);
     }
 
-    /// Tags the contiguous run of elements `off..off + n`: whole blocks by their block tag,
-    /// the partial blocks at either end element by element.
+    /// Tags the contiguous run of elements `off..off + n`: whole blocks by their block tag
+    /// (page by page), the partial blocks at either end element by element.
     fn run(&mut self, off: usize, n: usize) {
         let end = off + n;
         let (b0, b1) = (off.div_ceil(BLOCK), end / BLOCK);
@@ -328,26 +331,37 @@ impl<'a> Tags<'a> {
             return;
         }
         (off..b0 * BLOCK).for_each(|e| self.element(e));
-        let (w, base) = (self.writer, self.base);
+        let mut b = b0;
+        while b < b1 {
+            let hi = ((b / BLOCKS_PER_PAGE + 1) * BLOCKS_PER_PAGE).min(b1);
+            self.blocks_run(b, hi);
+            b = hi;
+        }
+        (b1 * BLOCK..end).for_each(|e| self.element(e));
+    }
+
+    /// Tags the whole blocks `b0..b1`, all on one page.
+    fn blocks_run(&mut self, b0: usize, b1: usize) {
+        let (w, base) = (self.chk.writer, self.chk.base);
+        let first = b0 % BLOCKS_PER_PAGE;
+        let page = &mut self.blocks.page_mut(b0 / BLOCKS_PER_PAGE)[first..first + (b1 - b0)];
         // Branch-free scan (it vectorises): every block unwritten in this launch or ours.
-        let clean = self.blocks[b0..b1]
+        let clean = page
             .iter()
             .fold(true, |ok, &old| ok & ((old == w) | (old < base)));
         if !clean {
-            for b in b0..b1 {
-                let old = self.blocks[b];
+            for (b, &old) in (b0..b1).zip(page.iter()) {
                 if old == MIXED {
-                    for e in b * BLOCK..(b + 1) * BLOCK {
-                        let o = self.elems[e];
-                        self.check(o, e);
+                    let tags = self.elems.page_mut(b);
+                    for (e, &o) in (b * BLOCK..).zip(tags.iter()) {
+                        self.chk.check(o, e);
                     }
                 } else {
-                    self.check(old, b * BLOCK);
+                    self.chk.check(old, b * BLOCK);
                 }
             }
         }
-        self.blocks[b0..b1].fill(w);
-        (b1 * BLOCK..end).for_each(|e| self.element(e));
+        page.fill(w);
     }
 }
 

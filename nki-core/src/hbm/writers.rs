@@ -32,7 +32,7 @@ pub(crate) enum WriterKind {
 /// `(loop activation, iteration)`, and the kind of write.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Writer {
-    pub(crate) instance: u32,
+    pub(crate) instance: u64,
     pub(crate) frames: Vec<(u32, u32)>,
     pub(crate) kind: WriterKind,
 }
@@ -216,7 +216,7 @@ impl Writers {
 mod tests {
     use super::*;
 
-    fn writer(instance: u32, frames: &[(u32, u32)], kind: WriterKind) -> Writer {
+    fn writer(instance: u64, frames: &[(u32, u32)], kind: WriterKind) -> Writer {
         Writer {
             instance,
             frames: frames.to_vec(),
