@@ -51,14 +51,29 @@ pub(crate) struct LaunchShared {
     pub(crate) cancelled: AtomicBool,
     /// The launch's HBM writers (the output-dependency check of HBM writes).
     pub(crate) writers: Writers,
+    /// The launch's kernel outputs (see `Hbm::as_output`).
+    pub(crate) outputs: Vec<Arc<crate::hbm::HbmStorage>>,
 }
 
 impl LaunchShared {
+    /// The shared state of a launch without outputs (unit tests).
+    #[cfg(test)]
     pub(crate) fn new() -> Arc<LaunchShared> {
+        Self::with_outputs(Vec::new())
+    }
+
+    /// The shared state of a launch whose kernel outputs are `outputs`.
+    pub(crate) fn with_outputs(outputs: Vec<Arc<crate::hbm::HbmStorage>>) -> Arc<LaunchShared> {
         Arc::new(LaunchShared {
             cancelled: AtomicBool::new(false),
             writers: Writers::new(),
+            outputs,
         })
+    }
+
+    /// True when the tensor with storage id `id` is an output of this launch.
+    pub(crate) fn is_output(&self, id: u64) -> bool {
+        self.outputs.iter().any(|s| s.id == id)
     }
 }
 
@@ -89,8 +104,8 @@ pub(crate) struct InstanceCtx {
     pub(crate) unwritten: HashMap<u64, UnwrittenTile>,
     frames: Vec<(u32, u32)>,
     next_activation: u32,
-    /// This instance's writer ids (store, atomic) at its current affine_range position.
-    writer: [Option<u32>; 2],
+    /// This instance's writer ids (store, atomic, read) at its current affine_range position.
+    writer: [Option<u32>; 3],
 }
 
 thread_local! {
@@ -120,7 +135,7 @@ impl InstanceCtx {
             unwritten: HashMap::new(),
             frames: Vec::new(),
             next_activation: 0,
-            writer: [None; 2],
+            writer: [None; 3],
         }
     }
 
@@ -134,8 +149,18 @@ impl InstanceCtx {
         self.writer_of(WriterKind::Atomic, loc)
     }
 
+    /// This instance's reader id for loads of kernel outputs at its current affine_range
+    /// position.
+    pub(crate) fn reader_id(&mut self, loc: SourceLoc) -> u32 {
+        self.writer_of(WriterKind::Read, loc)
+    }
+
     fn writer_of(&mut self, kind: WriterKind, loc: SourceLoc) -> u32 {
-        let slot = (kind == WriterKind::Atomic) as usize;
+        let slot = match kind {
+            WriterKind::Atomic => 1,
+            WriterKind::Read => 2,
+            _ => 0,
+        };
         if let Some(w) = self.writer[slot] {
             return w;
         }
@@ -154,7 +179,7 @@ impl InstanceCtx {
         let id = self.next_activation;
         self.next_activation += 1;
         self.frames.push((id, 0));
-        self.writer = [None; 2];
+        self.writer = [None; 3];
         id
     }
 
@@ -162,7 +187,7 @@ impl InstanceCtx {
     pub(crate) fn set_affine_iter(&mut self, id: u32, iter: u32) {
         if let Some(f) = self.frames.iter_mut().rev().find(|f| f.0 == id) {
             f.1 = iter;
-            self.writer = [None; 2];
+            self.writer = [None; 3];
         }
     }
 
@@ -170,7 +195,7 @@ impl InstanceCtx {
     pub(crate) fn pop_affine(&mut self, id: u32) {
         if let Some(pos) = self.frames.iter().rposition(|f| f.0 == id) {
             self.frames.truncate(pos);
-            self.writer = [None; 2];
+            self.writer = [None; 3];
         }
     }
 }

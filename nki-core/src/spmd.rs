@@ -327,7 +327,7 @@ impl Launch {
         self.grid.validate()?;
         abort::quiet_kernel_unwinds();
         let ncores = self.grid.num_cores();
-        let shared = LaunchShared::new();
+        let shared = LaunchShared::with_outputs(crate::hbm::take_pending_outputs());
         let count = self.grid.count();
         let grid_shape = self.grid.shape();
         let first_error: Mutex<Option<(u64, NkiError)>> = Mutex::new(None);
@@ -403,6 +403,9 @@ impl Launch {
             let (s, p) = r.into_inner().unwrap_or_else(|p| p.into_inner());
             memory = memory.max(p);
             streams.push(s);
+        }
+        for out in &shared.outputs {
+            crate::hbm::check_written(out, shared.writers.base())?;
         }
         let mut orders = vec![0; ncores];
         let infos = (0..count)

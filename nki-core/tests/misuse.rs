@@ -227,3 +227,191 @@ fn estimate_on_a_65536_square_tensor_stays_small() {
     assert_eq!(e.kind(), ErrorKind::OutputDependency, "{e}");
     assert!(e.message().contains("element [60000, 0]"), "{e}");
 }
+
+// ---- Class 6: ownership and shape rules ----------------------------------------------------
+
+#[test]
+fn a_store_whose_tile_and_destination_shapes_differ_is_an_error() {
+    let a = Hbm::<f32>::zeros([128, 512]);
+    for dst in [[512usize, 128], [64, 1024]] {
+        let mut c = Hbm::<f32>::zeros(dst);
+        let out = c.as_output();
+        let line = line!() + 2;
+        let e = Launch::new(1)
+            .run(|| nl::store(&out, &nl::load(&a)))
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
+        assert!(e.message().contains("[128, 512]"), "{e}");
+        at_line(&e, line);
+    }
+    // Free dimensions flatten: a [1, 8] tile into a 1-D row.
+    let row = Hbm::<f32>::from_vec(&[1, 8], (0..8).map(|i| i as f32).collect()).unwrap();
+    let mut v = Hbm::<f32>::zeros([8]);
+    let out = v.as_output();
+    Launch::new(1)
+        .run(|| nl::store(&out, &nl::load(&row)))
+        .unwrap();
+    assert_eq!(v.to_f32_vec().unwrap(), row.to_f32_vec().unwrap());
+}
+
+// ---- Class 2: read-write races on HBM ------------------------------------------------------
+
+#[test]
+fn a_load_racing_a_store_is_an_error_in_either_order() {
+    let a = Hbm::<f32>::full([2, 64], 1.0);
+    for (mode, shape_only) in [(Mode::Execute, false), (Mode::Estimate, true)] {
+        let mut c = if shape_only {
+            Hbm::<f32>::shape_only([2, 64])
+        } else {
+            Hbm::<f32>::zeros([2, 64])
+        };
+        // Store first: instance 0 stores row 0, instance 1 loads it.
+        let out = c.as_output();
+        let e = Launch::new(2)
+            .mode(mode)
+            .run(|| {
+                if nl::program_id(0) == 0 {
+                    nl::store(out.slice((0..1, ..)), &nl::load(a.slice((0..1, ..))));
+                } else {
+                    drop(nl::load(out.slice((0..1, ..))));
+                }
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::OutputDependency, "{mode:?}: {e}");
+        let m = e.message();
+        assert!(m.contains("is written by program id [0] at"), "{e}");
+        assert!(m.contains("read by program id [1] (load) at"), "{e}");
+        assert!(m.contains("element [0, 0]"), "{e}");
+        // Load first: affine iteration 0 loads row 0 (stored before the loop), iteration 1
+        // stores it.
+        let out = c.as_output();
+        let e = Launch::new(1)
+            .mode(mode)
+            .run(|| {
+                nl::store(out.slice((0..1, ..)), &nl::load(a.slice((0..1, ..))));
+                for i in nl::affine_range(2) {
+                    if i == 0 {
+                        drop(nl::load(out.slice((0..1, ..))));
+                    } else {
+                        nl::store(out.slice((0..1, ..)), &nl::load(a.slice((1..2, ..))));
+                    }
+                }
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::OutputDependency, "{mode:?}: {e}");
+        let m = e.message();
+        assert!(
+            m.contains("is read by program id [0] in affine_range iteration (0) (load)"),
+            "{e}"
+        );
+        assert!(
+            m.contains("written by program id [0] in affine_range iteration (1) at"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn affine_iterations_reading_each_others_writes_race_but_sequential_ones_do_not() {
+    let a = Hbm::<f32>::full([4, 32], 1.0);
+    let mut c = Hbm::<f32>::zeros([4, 32]);
+    // A running sum over rows: row i = row i-1 + a[i].
+    let body = |out: &HbmOut<f32>, i: usize| {
+        let x = nl::load(a.slice((i..i + 1, ..)));
+        let y = if i == 0 {
+            x
+        } else {
+            nl::add(&x, &nl::load(out.slice((i - 1..i, ..))))
+        };
+        nl::store(out.slice((i..i + 1, ..)), &y);
+    };
+    let out = c.as_output();
+    let e = Launch::new(1)
+        .run(|| {
+            for i in nl::affine_range(4) {
+                body(&out, i);
+            }
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutputDependency, "{e}");
+    assert!(e.message().contains("affine_range iteration (0)"), "{e}");
+    assert!(e.message().contains("affine_range iteration (1)"), "{e}");
+    drop(out);
+    let out = c.as_output();
+    Launch::new(1)
+        .run(|| {
+            for i in nl::sequential_range(4) {
+                body(&out, i);
+            }
+        })
+        .unwrap();
+    drop(out);
+    let rows: Vec<f32> = c.to_f32_vec().unwrap().chunks(32).map(|r| r[5]).collect();
+    assert_eq!(rows, vec![1.0, 2.0, 3.0, 4.0]);
+}
+
+#[test]
+fn an_instance_reading_back_its_own_store_is_no_race() {
+    let a = Hbm::<f32>::full([2, 16], 3.0);
+    let mut c = Hbm::<f32>::zeros([2, 16]);
+    let out = c.as_output();
+    Launch::new(2)
+        .run(|| {
+            let p = nl::program_id(0);
+            nl::store(
+                out.slice((p..p + 1, ..)),
+                &nl::load(a.slice((p..p + 1, ..))),
+            );
+            let back = nl::load(out.slice((p..p + 1, ..)));
+            nl::store(out.slice((p..p + 1, ..)), &nl::add(&back, &back));
+        })
+        .unwrap();
+    drop(out);
+    assert!(c.to_f32_vec().unwrap().iter().all(|&v| v == 6.0));
+}
+
+// ---- Class 1: uninitialised data (HBM outputs) ---------------------------------------------
+
+#[test]
+fn an_output_the_kernel_never_writes_is_an_error() {
+    let a = Hbm::<f32>::full([4, 8], 1.0);
+    for mode in [Mode::Execute, Mode::Estimate] {
+        let mut c = Hbm::<f32>::zeros([4, 8]);
+        let out = c.as_output();
+        let e = Launch::new(2)
+            .mode(mode)
+            .run(|| {
+                let _x = nl::load(&a);
+                let _ = &out;
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::OutputNotWritten, "{e}");
+        assert!(
+            e.message().contains("err_tensor_output_not_written_to"),
+            "{e}"
+        );
+        assert!(e.message().contains("[4, 8]"), "{e}");
+    }
+}
+
+#[test]
+fn a_load_of_an_output_region_nothing_wrote_is_an_error() {
+    let a = Hbm::<f32>::full([4, 8], 1.0);
+    let mut c = Hbm::<f32>::zeros([4, 8]);
+    for mode in [Mode::Execute, Mode::Estimate] {
+        let out = c.as_output();
+        // Rows 0..2 are stored, then rows 0..3 read back: row 2 was never written.
+        let line = line!() + 5;
+        let e = Launch::new(1)
+            .mode(mode)
+            .run(|| {
+                nl::store(out.slice((0..2, ..)), &nl::load(a.slice((0..2, ..))));
+                let back = nl::load(out.slice((0..3, ..)));
+                nl::store(out.slice((0..3, ..)), &back);
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::UninitializedRead, "{mode:?}: {e}");
+        assert!(e.message().contains("element [2, 0]"), "{e}");
+        at_line(&e, line);
+    }
+}

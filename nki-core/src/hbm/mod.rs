@@ -19,17 +19,50 @@ pub(crate) mod writers;
 
 pub use view::{HbmDest, HbmSource, HbmView, HbmViewMut};
 
-use pages::Pages;
-
 use crate::access::{IntoIndex, Shape};
 use crate::dtype::{DType, Element};
 use crate::error::{ErrorKind, NkiError, Result};
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
+use std::cell::RefCell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 
 static NEXT_HBM_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// Tensors borrowed as outputs ([`Hbm::as_output`]) on this thread since the last launch
+    /// started here.
+    static PENDING_OUTPUTS: RefCell<Vec<Weak<HbmStorage>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The kernel outputs of a launch starting on this thread: the tensors borrowed with
+/// [`Hbm::as_output`] since the previous launch started here (and still alive).
+pub(crate) fn take_pending_outputs() -> Vec<Arc<HbmStorage>> {
+    let mut v: Vec<Arc<HbmStorage>> = PENDING_OUTPUTS
+        .with(|p| std::mem::take(&mut *p.borrow_mut()))
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    v.dedup_by_key(|s| s.id);
+    v
+}
+
+/// The error of a launch that wrote none of the output `st` (NKI's
+/// `err_tensor_output_not_written_to`), if it did not: `base` is the launch's first writer id.
+pub(crate) fn check_written(st: &HbmStorage, base: u32) -> Result<()> {
+    if st.last_writer.load(Ordering::SeqCst) >= base {
+        return Ok(());
+    }
+    Err(NkiError::new(
+        ErrorKind::OutputNotWritten,
+        "launch",
+        format!(
+            "output tensor {} {} is never written by the kernel (err_tensor_output_not_written_to)",
+            st.name, st.shape
+        ),
+    ))
+}
 
 /// The storage behind an HBM tensor and all its views.
 pub(crate) struct HbmStorage {
@@ -37,6 +70,9 @@ pub(crate) struct HbmStorage {
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
     pub(crate) name: String,
+    /// The highest writer id that wrote the tensor (0: never): a kernel output whose last
+    /// writer is older than the launch was never written by it.
+    pub(crate) last_writer: AtomicU32,
     data: RwLock<HbmData>,
 }
 
@@ -49,10 +85,10 @@ pub(crate) struct HbmStorage {
 /// the tag memory. Both are paged: memory follows the elements launches wrote.
 pub(crate) struct HbmData {
     pub(crate) values: Option<Vec<f32>>,
-    /// Writer id per block of elements, or `MIXED`, in pages allocated as stores touch them.
-    pub(crate) blocks: Pages<{ write::BLOCKS_PER_PAGE }>,
-    /// Writer id per element of the `MIXED` blocks, one page per such block.
-    pub(crate) elems: Pages<{ write::BLOCK }>,
+    /// The writer tags of the elements (stores and atomic updates), paged.
+    pub(crate) writes: write::TagSet,
+    /// The reader tags of the elements (loads while the tensor is a kernel output), paged.
+    pub(crate) reads: write::TagSet,
 }
 
 impl HbmStorage {
@@ -63,10 +99,11 @@ impl HbmStorage {
             dtype,
             shape,
             name: format!("hbm{id}"),
+            last_writer: AtomicU32::new(0),
             data: RwLock::new(HbmData {
                 values,
-                blocks: Pages::default(),
-                elems: Pages::default(),
+                writes: write::TagSet::default(),
+                reads: write::TagSet::default(),
             }),
         })
     }
@@ -230,8 +267,11 @@ impl<T: Element> Hbm<T> {
         self.view().slice(index)
     }
 
-    /// Borrows the tensor as a kernel output for one launch.
+    /// Borrows the tensor as a kernel output for one launch: the next launch started on this
+    /// thread takes it as one of its outputs (its loads are race- and initialisation-checked,
+    /// and a launch that never writes it fails, NKI's `err_tensor_output_not_written_to`).
     pub fn as_output(&mut self) -> HbmOut<'_, T> {
+        PENDING_OUTPUTS.with(|p| p.borrow_mut().push(Arc::downgrade(&self.st)));
         HbmOut {
             st: self.st.clone(),
             _t: PhantomData,

@@ -43,6 +43,11 @@ impl<const N: usize> Pages<N> {
         &mut self.pages[pos]
     }
 
+    /// True when no page was allocated.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pages.is_empty()
+    }
+
     /// Tag `i` (page `i / N`, slot `i % N`), allocating its page.
     #[inline]
     pub(crate) fn get(&mut self, i: usize) -> u32 {

@@ -184,7 +184,10 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
             loc,
         );
     }
-    // HBM writes are tagged in every mode: estimate mode tracks races without values.
+    // HBM accesses are tagged in every mode: estimate mode tracks races without values.
+    if let DmaEndpoint::Hbm(v) = &src {
+        crate::hbm_write::track_load(v, API, loc);
+    }
     let writer = match &dst {
         DmaEndpoint::Hbm(_) => Some(context::with_ctx(API, loc, |c| {
             (c.writer_id(loc), c.shared.clone())

@@ -126,6 +126,7 @@ pub fn load_as(src: impl HbmSource, dtype: DType) -> Tile {
 
 fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
     let e = env("load", loc);
+    crate::hbm_write::track_load(&v, "load", loc);
     let mut dims = v.shape().to_vec();
     if dims.len() == 1 {
         dims.insert(0, 1);

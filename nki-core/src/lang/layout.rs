@@ -23,6 +23,7 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
     let loc = SourceLoc::caller();
     let e = env(API, loc);
     let v = src.hbm_view();
+    crate::hbm_write::track_load(&v, API, loc);
     let s = v.shape().to_vec();
     if s.len() != 2 {
         raise(
