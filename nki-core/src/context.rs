@@ -53,6 +53,8 @@ pub(crate) struct LaunchShared {
     pub(crate) writers: Writers,
     /// The launch's kernel outputs (see `Hbm::as_output`).
     pub(crate) outputs: Vec<Arc<crate::hbm::HbmStorage>>,
+    /// A number no other launch of the process has (tiles remember the launch they belong to).
+    pub(crate) id: u64,
 }
 
 impl LaunchShared {
@@ -64,10 +66,12 @@ impl LaunchShared {
 
     /// The shared state of a launch whose kernel outputs are `outputs`.
     pub(crate) fn with_outputs(outputs: Vec<Arc<crate::hbm::HbmStorage>>) -> Arc<LaunchShared> {
+        static NEXT_LAUNCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Arc::new(LaunchShared {
             cancelled: AtomicBool::new(false),
             writers: Writers::new(),
             outputs,
+            id: NEXT_LAUNCH.fetch_add(1, Ordering::Relaxed),
         })
     }
 

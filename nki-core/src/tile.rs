@@ -5,7 +5,7 @@
 //! part of the type, so the partition limit, the PSUM bank limit, element-wise shape agreement
 //! and the matmul operand limits are checked by rustc (see [`crate::typed`]).
 
-use crate::access::{Ap, IntoIndex, Shape};
+use crate::access::{Ap, IntoIndex, Ix, Shape};
 use crate::context::{self, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
@@ -31,6 +31,8 @@ pub struct Tile {
     /// allocated without a fill, until the first write).
     tracked: Cell<bool>,
     pub(crate) loc: SourceLoc,
+    /// The (launch, program instance) the tile belongs to: using it in any other is an error.
+    owner: (u64, u64),
 }
 
 impl Tile {
@@ -50,8 +52,9 @@ impl Tile {
             raise(e, loc);
         }
         let id = NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed);
-        let (executes, r) = context::with_ctx(op, loc, |c| {
+        let (executes, r, owner) = context::with_ctx(op, loc, |c| {
             let executes = c.mode.executes();
+            let owner = (c.shared.id, c.instance);
             let r = c.mem.alloc(id, mem, shape, dtype, loc);
             if !executes && fill.is_none() && r.is_ok() {
                 let u = context::UnwrittenTile {
@@ -62,7 +65,7 @@ impl Tile {
                 };
                 c.unwritten.insert(id, u);
             }
-            (executes, r)
+            (executes, r, owner)
         });
         if let Err(e) = r {
             // Name the op that allocated (the tracker does not know it).
@@ -88,6 +91,7 @@ impl Tile {
             init: Cell::new(fill.is_some()),
             tracked: Cell::new(!executes && fill.is_none()),
             loc,
+            owner,
         }
     }
 
@@ -116,8 +120,35 @@ impl Tile {
         self.shape.free()
     }
 
-    /// A view of the whole tile.
+    /// A view of the whole tile. Inside a kernel, a tile of another program instance or of
+    /// an earlier launch (smuggled out of its instance) fails the launch with an
+    /// [`ErrorKind::InvalidArgument`] error: a tile belongs to the instance that allocated it.
+    #[track_caller]
     pub fn view(&self) -> TileRef<'_> {
+        let here = context::try_with_ctx(|c| (c.shared.id, c.instance));
+        if let Some((launch, instance)) = here {
+            if (launch, instance) != self.owner {
+                let pid = context::try_with_ctx(|c| c.program_id.clone()).unwrap_or_default();
+                let whose = if launch == self.owner.0 {
+                    "another program instance of this launch"
+                } else {
+                    "an earlier launch"
+                };
+                raise(
+                    NkiError::new(
+                        ErrorKind::InvalidArgument,
+                        "tile",
+                        format!(
+                            "{} (allocated at {}) belongs to {whose}; program id {pid:?} cannot \
+                             use it: a tile lives in the instance that allocated it",
+                            self.describe(),
+                            self.loc
+                        ),
+                    ),
+                    SourceLoc::caller(),
+                );
+            }
+        }
         TileRef {
             tile: self,
             ap: Ap::contiguous(self.shape),
@@ -240,10 +271,24 @@ impl<'a> TileRef<'a> {
     #[track_caller]
     pub fn slice(&self, index: impl IntoIndex) -> TileRef<'a> {
         let loc = SourceLoc::caller();
-        match self
-            .ap
-            .slice(&index.into_index(), true, &self.tile.describe())
-        {
+        let index = index.into_index();
+        if let Some(Ix::Range { step, .. }) = index.first() {
+            if *step > 1 {
+                raise(
+                    NkiError::new(
+                        ErrorKind::PartitionOffset,
+                        "slice",
+                        format!(
+                            "partition step {step} on {}: an on-chip access covers contiguous \
+                             partitions (step 1); use a free-dimension step or separate tiles",
+                            self.describe()
+                        ),
+                    ),
+                    loc,
+                );
+            }
+        }
+        match self.ap.slice(&index, true, &self.tile.describe()) {
             Ok(ap) => TileRef {
                 tile: self.tile,
                 ap,
@@ -454,6 +499,7 @@ impl<'a> TileRef<'a> {
 }
 
 impl<'a> From<&'a Tile> for TileRef<'a> {
+    #[track_caller]
     fn from(t: &'a Tile) -> Self {
         t.view()
     }

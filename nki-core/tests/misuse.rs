@@ -415,3 +415,65 @@ fn a_load_of_an_output_region_nothing_wrote_is_an_error() {
         at_line(&e, line);
     }
 }
+
+#[test]
+fn a_tile_from_another_instance_or_launch_is_an_error() {
+    let kept: std::sync::Mutex<Option<Tile>> = std::sync::Mutex::new(None);
+    // Instance 0 allocates a tile and leaves it behind; instance 1 uses it.
+    let e = Launch::new(2)
+        .run(|| {
+            let mut g = kept.lock().unwrap_or_else(|p| p.into_inner());
+            match g.take() {
+                None => *g = Some(nl::zeros(&[4, 8], DType::F32, MemKind::Sbuf)),
+                Some(t) => drop(nl::exp(&t)),
+            }
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("another program instance"), "{e}");
+    assert_eq!(e.program_id(), Some(&[1usize][..]), "{e}");
+    // A tile kept from an earlier launch.
+    Launch::new(1)
+        .run(|| {
+            *kept.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(nl::zeros(&[4, 8], DType::F32, MemKind::Sbuf))
+        })
+        .unwrap();
+    let e = Launch::new(1)
+        .run(|| {
+            let t = kept
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .unwrap();
+            drop(nl::exp(&t));
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("an earlier launch"), "{e}");
+}
+
+#[test]
+fn a_tile_view_with_a_partition_step_is_rejected() {
+    let line = line!() + 4;
+    let e = Launch::new(1)
+        .run(|| {
+            let t = nl::zeros(&[8, 8], DType::F32, MemKind::Sbuf);
+            drop(nl::exp(t.slice((stepped(0..8, 2), ..))));
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PartitionOffset, "{e}");
+    assert!(e.message().contains("partition step 2"), "{e}");
+    at_line(&e, line);
+}
+
+#[test]
+fn a_loop_step_of_zero_is_an_error() {
+    let line = line!() + 2;
+    let e = Launch::new(1)
+        .run(|| for _ in nl::affine_range_step(0, 4, 0) {})
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("step of a loop cannot be 0"), "{e}");
+    at_line(&e, line);
+}
