@@ -27,6 +27,9 @@ pub struct Tile {
     /// filled on first access, skipped when an op overwrites the whole tile.
     fill_pending: Cell<bool>,
     pub(crate) init: Cell<bool>,
+    /// The elements written so far of a tile written in part (one bit per element, row-major),
+    /// and how many they are; `None` while nothing or everything (`init`) is written.
+    written: RefCell<Option<(Vec<u64>, usize)>>,
     /// True while the tile is listed in the instance's unwritten tiles (estimate mode, tiles
     /// allocated without a fill, until the first write).
     tracked: Cell<bool>,
@@ -89,6 +92,7 @@ impl Tile {
             data: RefCell::new(data),
             fill_pending: Cell::new(fill_pending),
             init: Cell::new(fill.is_some()),
+            written: RefCell::new(None),
             tracked: Cell::new(!executes && fill.is_none()),
             loc,
             owner,
@@ -192,15 +196,63 @@ impl Tile {
         describe_tile(self.mem, self.dtype, self.shape)
     }
 
-    /// Marks the tile written (coarsely: any write marks all of it), taking it off the
-    /// instance's unwritten tiles when it was listed there.
+    /// Marks the elements of view `ap` written: per element (a bitmap kept only while the
+    /// tile is written in part), the tile becoming written (`init`) once every element is.
+    /// Any write takes the tile off the instance's unwritten tiles (estimate mode, where
+    /// written-ness is tracked per tile).
     #[inline]
-    fn set_written(&self) {
-        if !self.init.replace(true) && self.tracked.replace(false) {
+    fn set_written(&self, ap: &Ap) {
+        if self.tracked.replace(false) {
             let id = self.id;
             context::try_with_ctx(|c| c.unwritten.remove(&id));
         }
+        if self.init.get() {
+            return;
+        }
+        let numel = self.shape.numel();
+        if !(ap.offset == 0 && ap.shape == self.shape) {
+            let mut g = self.written.borrow_mut();
+            let (bits, count) = g.get_or_insert_with(|| (vec![0; numel.div_ceil(64)], 0));
+            for_each_element(ap, |e| {
+                let (w, b) = (e / 64, 1u64 << (e % 64));
+                *count += (bits[w] & b == 0) as usize;
+                bits[w] |= b;
+            });
+            if *count < numel {
+                return;
+            }
+        }
+        *self.written.borrow_mut() = None;
+        self.init.set(true);
     }
+
+    /// The first element of view `ap` (flat tile index) nothing has written, if any.
+    fn first_unwritten(&self, ap: &Ap) -> Option<usize> {
+        if self.init.get() {
+            return None;
+        }
+        let g = self.written.borrow();
+        let Some((bits, _)) = g.as_ref() else {
+            return Some(ap.offset);
+        };
+        let mut first = None;
+        for_each_element(ap, |e| {
+            if first.is_none() && bits[e / 64] & (1 << (e % 64)) == 0 {
+                first = Some(e);
+            }
+        });
+        first
+    }
+}
+
+/// Calls `f` with the flat index of every element of view `ap`.
+fn for_each_element(ap: &Ap, mut f: impl FnMut(usize)) {
+    let s = ap.inner_stride();
+    ap.for_each_row(|off, n| {
+        for j in 0..n {
+            f((off as isize + j as isize * s) as usize);
+        }
+    });
 }
 
 /// Description of a tile for messages: `sbuf tile float32[128, 512]`.
@@ -443,25 +495,40 @@ impl<'a> TileRef<'a> {
             drop(data);
             give_buf(tmp);
         }
-        self.tile.set_written();
+        self.tile.set_written(&self.ap);
     }
 
-    /// Raises [`ErrorKind::UninitializedRead`] when nothing has written the tile yet.
+    /// True when every element of the view has been written.
+    pub(crate) fn is_written(&self) -> bool {
+        self.tile.first_unwritten(&self.ap).is_none()
+    }
+
+    /// Raises [`ErrorKind::UninitializedRead`] when an element of the view was never written
+    /// (per element: a tile written in part is read only where it was written).
     pub(crate) fn check_init(&self, op: &'static str, loc: SourceLoc) {
-        if !self.tile.init.get() {
-            raise(
-                NkiError::new(
-                    ErrorKind::UninitializedRead,
-                    op,
-                    format!(
-                        "reads {} (allocated at {}) before anything wrote it",
-                        self.tile.describe(),
-                        self.tile.loc
-                    ),
+        let Some(e) = self.tile.first_unwritten(&self.ap) else {
+            return;
+        };
+        let what = if self.tile.written.borrow().is_some() {
+            format!(
+                "element {:?} of {}, which is written only in part,",
+                Ap::unravel(e, &self.tile.shape),
+                self.tile.describe()
+            )
+        } else {
+            self.tile.describe()
+        };
+        raise(
+            NkiError::new(
+                ErrorKind::UninitializedRead,
+                op,
+                format!(
+                    "reads {what} (allocated at {}) before anything wrote it",
+                    self.tile.loc
                 ),
-                loc,
-            );
-        }
+            ),
+            loc,
+        );
     }
 
     /// Writes row-major `vals` into the view, rounding to the tile's dtype.
@@ -480,12 +547,12 @@ impl<'a> TileRef<'a> {
             drop(data);
             give_buf(vals);
         }
-        self.tile.set_written();
+        self.tile.set_written(&self.ap);
     }
 
     /// Marks the tile written without touching values (estimate mode).
     pub(crate) fn mark_written(&self) {
-        self.tile.set_written();
+        self.tile.set_written(&self.ap);
     }
 
     /// Description for messages.

@@ -477,3 +477,27 @@ fn a_loop_step_of_zero_is_an_error() {
     assert!(e.message().contains("step of a loop cannot be 0"), "{e}");
     at_line(&e, line);
 }
+
+#[test]
+fn a_tile_written_in_part_is_read_only_where_it_was_written() {
+    let a = Hbm::<f32>::full([8, 16], 2.0);
+    for mode in [Mode::Execute, Mode::Simulate] {
+        let mut c = Hbm::<f32>::zeros([8, 16]);
+        let out = c.as_output();
+        // Columns 0..12 written; reading 0..12 is fine, reading the whole tile is not.
+        let line = line!() + 7;
+        let e = Launch::new(1)
+            .mode(mode)
+            .run(|| {
+                let t = nl::ndarray(&[8, 16], DType::F32, MemKind::Sbuf);
+                nl::assign(t.slice((.., 0..12)), &nl::load(a.slice((.., 0..12))));
+                nl::store(out.slice((.., 0..12)), &t.slice((.., 0..12)));
+                nl::store(&out, &t);
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::UninitializedRead, "{mode:?}: {e}");
+        assert!(e.message().contains("element [0, 12]"), "{e}");
+        assert!(e.message().contains("written only in part"), "{e}");
+        at_line(&e, line);
+    }
+}
