@@ -491,7 +491,7 @@ fn a_tile_written_in_part_is_read_only_where_it_was_written() {
             .run(|| {
                 let t = nl::ndarray(&[8, 16], DType::F32, MemKind::Sbuf);
                 nl::assign(t.slice((.., 0..12)), &nl::load(a.slice((.., 0..12))));
-                nl::store(out.slice((.., 0..12)), &t.slice((.., 0..12)));
+                nl::store(out.slice((.., 0..12)), t.slice((.., 0..12)));
                 nl::store(&out, &t);
             })
             .unwrap_err();
