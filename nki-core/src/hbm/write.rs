@@ -116,11 +116,7 @@ pub(crate) fn write_slice(
             }
         }
     });
-    tags.finish(dst, "store")?;
-    dst.st
-        .last_writer
-        .fetch_max(writer, std::sync::atomic::Ordering::SeqCst);
-    against_reads(dst, reads, writer, shared, "store")
+    written(tags, dst, reads, shared, "store")
 }
 
 /// The tracking half of [`write`] without values (estimate mode): tags the elements of `dst`
@@ -141,11 +137,7 @@ pub(crate) fn track(dst: &HbmView, writer: u32, shared: &LaunchShared) -> Result
             }
         }
     });
-    tags.finish(dst, "store")?;
-    dst.st
-        .last_writer
-        .fetch_max(writer, std::sync::atomic::Ordering::SeqCst);
-    against_reads(dst, reads, writer, shared, "store")
+    written(tags, dst, reads, shared, "store")
 }
 
 /// Tags the elements of `dst` as updated by the atomic writer `writer` (see
@@ -165,11 +157,7 @@ pub(crate) fn atomic(
     visit(&mut tags, &dst.ap, |chk, old, e| {
         merge.tag(&mut chk.conflict, old, e)
     });
-    tags.finish(dst, "nl.atomic_rmw")?;
-    dst.st
-        .last_writer
-        .fetch_max(writer, std::sync::atomic::Ordering::SeqCst);
-    against_reads(dst, reads, writer, shared, "nl.atomic_rmw")
+    written(tags, dst, reads, shared, "nl.atomic_rmw")
 }
 
 /// Notes that `reader` (a program instance at one affine_range position, see
@@ -233,6 +221,24 @@ pub(crate) fn track_load(src: &HbmView, op: &'static str, loc: SourceLoc) {
     if let Err(e) = read(src, reader, &shared, op) {
         crate::context::raise(e, loc);
     }
+}
+
+/// Ends a tracked write of `dst` (operation `op`) whose writer tags are `tags`: reports a
+/// conflicting earlier writer, notes the tensor written in this launch, and checks the write
+/// against the launch's loads of the tensor (`reads`).
+fn written(
+    tags: Tags,
+    dst: &HbmView,
+    reads: &mut TagSet,
+    shared: &LaunchShared,
+    op: &'static str,
+) -> Result<()> {
+    let writer = tags.chk.writer;
+    tags.finish(dst, op)?;
+    dst.st
+        .last_writer
+        .fetch_max(writer, std::sync::atomic::Ordering::SeqCst);
+    against_reads(dst, reads, writer, shared, op)
 }
 
 /// Checks the write of `dst` by `writer` against the loads of this launch (`reads`): an
