@@ -86,6 +86,13 @@ pub enum ErrorKind {
     NestedLaunch,
     /// A file could not be written.
     Io,
+    /// Devices of a mesh launch wait on semaphores no pending operation can ever signal.
+    Deadlock,
+    /// A mesh synchronisation mistake: a semaphore left non-zero at kernel end, a remote copy
+    /// never waited on, a copy started or waited twice.
+    Synchronization,
+    /// A device id or mesh coordinate outside the mesh.
+    InvalidDevice,
 }
 
 /// An error from nki-core.

@@ -19,6 +19,7 @@ pub mod lang;
 pub mod launcher;
 pub mod math;
 pub mod memory;
+pub mod mesh;
 mod ops;
 pub mod profile;
 pub mod record;

@@ -125,7 +125,7 @@ impl Grid {
             .product()
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(NkiError::new(ErrorKind::InvalidGrid, "launch", m));
         if self.dims.is_empty() || self.dims.len() > 3 {
             return bad(format!(

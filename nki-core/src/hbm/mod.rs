@@ -92,7 +92,7 @@ pub(crate) struct HbmData {
 }
 
 impl HbmStorage {
-    fn new(dtype: DType, shape: Shape, values: Option<Vec<f32>>) -> Arc<HbmStorage> {
+    pub(crate) fn new(dtype: DType, shape: Shape, values: Option<Vec<f32>>) -> Arc<HbmStorage> {
         let id = NEXT_HBM_ID.fetch_add(1, Ordering::Relaxed);
         Arc::new(HbmStorage {
             id,
@@ -214,7 +214,7 @@ impl<T: Element> Hbm<T> {
         Ok(Self::wrap(HbmStorage::new(T::DTYPE, s, Some(v))))
     }
 
-    fn wrap(st: Arc<HbmStorage>) -> Self {
+    pub(crate) fn wrap(st: Arc<HbmStorage>) -> Self {
         Hbm {
             st,
             _t: PhantomData,
@@ -293,6 +293,15 @@ pub struct HbmOut<'a, T: Element> {
 }
 
 impl<T: Element> HbmOut<'_, T> {
+    /// An output over storage shared with other holders (a mesh shard written by its device
+    /// while other devices copy into it remotely).
+    pub(crate) fn shared(st: Arc<HbmStorage>) -> Self {
+        HbmOut {
+            st,
+            _t: PhantomData,
+        }
+    }
+
     /// A writable view of the whole tensor.
     pub fn view(&self) -> HbmViewMut {
         HbmViewMut(HbmView::whole(&self.st))

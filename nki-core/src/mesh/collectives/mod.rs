@@ -1,0 +1,677 @@
+//! Collectives over replica groups (`nki.collectives`): all_gather, reduce_scatter,
+//! all_reduce, all_to_all, collective_permute and a barrier, each built on the remote-DMA layer
+//! (`mesh::dma`) with a selectable [`Algorithm`]: ring (`ring.rs`), recursive doubling /
+//! halving (`recursive.rs`), or direct sends to every peer (`direct.rs`). Reductions accumulate
+//! in f32 and round once to the destination dtype.
+//!
+//! Every device calls the same collectives in the same order (SPMD); the n-th collective of a
+//! device meets the n-th of its peers. A device outside every group skips the call. Buffers a
+//! collective needs (f32 receive slots) are allocated symmetrically on all devices and freed
+//! when the last device leaves the collective.
+
+mod direct;
+mod operand;
+
+pub use operand::Operand;
+mod recursive;
+mod ring;
+
+use super::device::with_device;
+use super::dma::{start_copy, wait, write_values};
+use super::launch::MeshShared;
+use super::replay::Step;
+use super::sharding::MeshView;
+use super::sync::SemKey;
+use super::topology::ReplicaGroups;
+use crate::access::{Ap, Shape};
+use crate::context;
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::hbm::HbmStorage;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// Semaphore slots (and scratch keys) reserved for each phase of a collective.
+pub(crate) const SLOTS: u32 = 1 << 16;
+
+/// How a collective moves its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// r-1 steps, each to the next rank: full link use, O(r) latency.
+    Ring,
+    /// log2(r) steps exchanging with rank xor 2^k (doubling for gathers, halving for
+    /// reductions; all_reduce is halving then doubling). Needs a power-of-two group.
+    RecursiveDoubling,
+    /// One step: every rank sends to every other rank (the "mesh" algorithm).
+    Direct,
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Algorithm::Ring => "ring",
+            Algorithm::RecursiveDoubling => "recursive-doubling",
+            Algorithm::Direct => "direct",
+        })
+    }
+}
+
+/// A collective's kind, with nccom-test's bus-bandwidth factor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CollectiveKind {
+    /// all_gather.
+    AllGather,
+    /// reduce_scatter.
+    ReduceScatter,
+    /// all_reduce.
+    AllReduce,
+    /// all_to_all.
+    AllToAll,
+    /// collective_permute.
+    Permute,
+    /// barrier.
+    Barrier,
+}
+
+impl CollectiveKind {
+    /// The NKI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            CollectiveKind::AllGather => "all_gather",
+            CollectiveKind::ReduceScatter => "reduce_scatter",
+            CollectiveKind::AllReduce => "all_reduce",
+            CollectiveKind::AllToAll => "all_to_all",
+            CollectiveKind::Permute => "collective_permute",
+            CollectiveKind::Barrier => "barrier",
+        }
+    }
+
+    /// busbw / algbw for `r` ranks, as nccom-test reports it [E S20]: all_reduce 2(r-1)/r;
+    /// all_gather, reduce_scatter, all_to_all (r-1)/r; permute 1.
+    pub fn bus_factor(self, r: usize) -> f64 {
+        let r = r.max(1) as f64;
+        match self {
+            CollectiveKind::AllReduce => 2.0 * (r - 1.0) / r,
+            CollectiveKind::AllGather
+            | CollectiveKind::ReduceScatter
+            | CollectiveKind::AllToAll => (r - 1.0) / r,
+            CollectiveKind::Permute | CollectiveKind::Barrier => 1.0,
+        }
+    }
+}
+
+/// The registry entry of the n-th collective of every device.
+pub(crate) struct CollectiveEntry {
+    pub(crate) kind: CollectiveKind,
+    pub(crate) algorithm: Option<Algorithm>,
+    signature: String,
+    first: (usize, SourceLoc),
+    pub(crate) ranks: usize,
+    /// Bytes per rank: max(input, output), as the profiler's algorithm bandwidth counts.
+    pub(crate) bytes: u64,
+    /// Devices that left it.
+    finished: usize,
+    participants: usize,
+    scratch: HashMap<u32, Arc<[Arc<HbmStorage>]>>,
+}
+
+/// One device's part in one collective call.
+pub(crate) struct Call {
+    shared: Arc<MeshShared>,
+    seq: u32,
+    pub(crate) me: usize,
+    pub(crate) group: Vec<usize>,
+    pub(crate) rank: usize,
+    pub(crate) loc: SourceLoc,
+}
+
+impl Call {
+    /// Enters collective `kind`: takes the device's next sequence number, checks the call
+    /// matches its peers', and returns `None` for a device outside every group.
+    fn begin(
+        kind: CollectiveKind,
+        algorithm: Option<Algorithm>,
+        groups: &ReplicaGroups,
+        signature: String,
+        loc: SourceLoc,
+    ) -> Option<Call> {
+        let (shared, me, seq) = with_device(kind.name(), loc, |d| {
+            d.flush();
+            let seq = d.next_collective;
+            d.next_collective += 1;
+            d.log.push(Step::Begin { seq });
+            (d.shared.clone(), d.id, seq)
+        });
+        let participants: usize = groups.groups().iter().map(Vec::len).sum();
+        let (group, rank) = match groups.find(me) {
+            Some((g, r)) => (g.to_vec(), r),
+            None => return None,
+        };
+        {
+            let mut reg = shared.collectives();
+            let e = reg.entry(seq).or_insert_with(|| CollectiveEntry {
+                kind,
+                algorithm,
+                signature: signature.clone(),
+                first: (me, loc),
+                ranks: group.len(),
+                bytes: 0,
+                finished: 0,
+                participants,
+                scratch: HashMap::new(),
+            });
+            if e.signature != signature {
+                let msg = format!(
+                    "{} calls {signature} at {loc} as its collective #{seq}, but {} called {} at {}: every device must call the same collectives in the same order",
+                    shared.mesh.describe_device(me),
+                    shared.mesh.describe_device(e.first.0),
+                    e.signature,
+                    e.first.1
+                );
+                drop(reg);
+                context::raise(
+                    NkiError::new(ErrorKind::Synchronization, kind.name(), msg),
+                    loc,
+                );
+            }
+        }
+        Some(Call {
+            shared,
+            seq,
+            me,
+            group,
+            rank,
+            loc,
+        })
+    }
+
+    /// Records the bytes per rank (max of input and output) of this collective.
+    fn set_bytes(&self, bytes: u64) {
+        if let Some(e) = self.shared.collectives().get_mut(&self.seq) {
+            e.bytes = e.bytes.max(bytes);
+        }
+    }
+
+    /// Group size.
+    pub(crate) fn size(&self) -> usize {
+        self.group.len()
+    }
+
+    /// The device of group rank `r` (modulo the group size).
+    pub(crate) fn peer(&self, r: usize) -> usize {
+        self.group[r % self.group.len()]
+    }
+
+    /// The semaphore of slot `slot` of this collective.
+    pub(crate) fn sem(&self, slot: u32) -> SemKey {
+        SemKey::Collective {
+            seq: self.seq,
+            slot,
+        }
+    }
+
+    /// True when values are computed (not an estimate).
+    pub(crate) fn executes(&self) -> bool {
+        self.shared.mode.executes()
+    }
+
+    /// Starts a copy of `src` (local) into `dst` (on any device), signalling receive slot
+    /// `slot` there and send slot `slot + 1` here. Returns the copy id.
+    pub(crate) fn send(&self, src: &MeshView, dst: &MeshView, slot: u32) -> u64 {
+        self.name_slots(slot);
+        start_copy(src, dst, Some(self.sem(slot + 1)), self.sem(slot), self.loc)
+    }
+
+    /// Waits until the copies `ids` (started with [`Call::send`] on `slot`) left this device.
+    pub(crate) fn wait_sent(&self, ids: &[u64], slot: u32) {
+        if ids.is_empty() {
+            return;
+        }
+        wait(self.sem(slot + 1), ids.len() as u32, self.loc);
+        for &id in ids {
+            self.shared.sync.copy_waited(id);
+        }
+    }
+
+    /// Waits until `n` copies landed in receive slot `slot` of this device.
+    pub(crate) fn wait_received(&self, n: usize, slot: u32) {
+        self.name_slots(slot);
+        wait(self.sem(slot), n as u32, self.loc);
+    }
+
+    /// A local copy `src` -> `dst`, waited on.
+    pub(crate) fn local_copy(&self, src: &MeshView, dst: &MeshView, slot: u32) {
+        if Arc::ptr_eq(src.storage(), dst.storage()) && src.ap == dst.ap {
+            return;
+        }
+        let id = self.send(src, dst, slot);
+        self.wait_sent(&[id], slot);
+        self.wait_received(1, slot);
+    }
+
+    fn name_slots(&self, slot: u32) {
+        let kind = self
+            .shared
+            .collectives()
+            .get(&self.seq)
+            .map_or("collective", |e| e.kind.name());
+        for (s, what) in [(slot, "recv"), (slot + 1, "send")] {
+            self.shared.sync.name(
+                self.me,
+                self.sem(s),
+                &format!("{kind} #{} slot {s} {what}", self.seq),
+                self.loc,
+            );
+        }
+    }
+
+    /// A local f32 buffer of `shape` (slot `key`), allocated on every device at first use.
+    pub(crate) fn scratch(&self, key: u32, shape: &[usize]) -> MeshView {
+        self.scratch_of(key, shape, DType::F32)
+    }
+
+    /// A local buffer of `shape` and `dtype` (slot `key`), allocated on every device at first
+    /// use.
+    pub(crate) fn scratch_of(&self, key: u32, shape: &[usize], dtype: DType) -> MeshView {
+        let s = context::check(Shape::new(shape), self.loc);
+        let executes = self.executes();
+        let n = self.shared.mesh.num_devices();
+        let shards = {
+            let mut reg = self.shared.collectives();
+            let e = reg.get_mut(&self.seq).expect("entered in begin");
+            e.scratch
+                .entry(key)
+                .or_insert_with(|| {
+                    (0..n)
+                        .map(|_| HbmStorage::new(dtype, s, executes.then(|| vec![0.0; s.numel()])))
+                        .collect()
+                })
+                .clone()
+        };
+        MeshView {
+            shards,
+            device: self.me,
+            ap: Ap::contiguous(s),
+        }
+    }
+
+    /// Reads a view's values (none in estimate mode).
+    pub(crate) fn read(&self, v: &MeshView) -> Vec<f32> {
+        if !self.executes() {
+            return Vec::new();
+        }
+        context::check(v.hbm_view().gather(self.name()), self.loc)
+    }
+
+    /// Writes values into a local view (nothing in estimate mode).
+    pub(crate) fn write(&self, v: &MeshView, mut vals: Vec<f32>) {
+        if self.executes() {
+            context::check(write_values(v, &mut vals), self.loc);
+        }
+    }
+
+    /// Adds `b` into `acc` element-wise in f32, logging a DMA reduction of `elems` f32
+    /// elements.
+    pub(crate) fn accumulate(&self, acc: &mut [f32], b: &[f32], elems: usize) {
+        for (a, x) in acc.iter_mut().zip(b) {
+            *a += x;
+        }
+        with_device("reduce", self.loc, |d| {
+            d.flush();
+            d.log.push(Step::Reduce {
+                elems,
+                loc: self.loc,
+            });
+        });
+    }
+
+    fn name(&self) -> &'static str {
+        self.shared
+            .collectives()
+            .get(&self.seq)
+            .map_or("collective", |e| e.kind.name())
+    }
+
+    /// Leaves the collective: logs its end and frees the scratch after the last device.
+    fn finish(self) {
+        let name = self.name();
+        with_device("collective", self.loc, |d| {
+            d.flush();
+            d.log.push(Step::End {
+                seq: self.seq,
+                name,
+                loc: self.loc,
+            });
+        });
+        let mut reg = self.shared.collectives();
+        if let Some(e) = reg.get_mut(&self.seq) {
+            e.finished += 1;
+            if e.finished == e.participants {
+                e.scratch.clear();
+            }
+        }
+    }
+}
+
+/// A view of `len` elements from `start` along `dim` of `v`.
+pub(crate) fn sub_view(v: &MeshView, dim: usize, start: usize, len: usize) -> MeshView {
+    let mut ap = v.ap;
+    let mut dims = v.shape().to_vec();
+    dims[dim] = len;
+    ap.offset = (ap.offset as isize + start as isize * ap.strides[dim]) as usize;
+    ap.shape = Shape::new(&dims).expect("a sub-view of a valid view");
+    MeshView {
+        shards: v.shards.clone(),
+        device: v.device,
+        ap,
+    }
+}
+
+/// Block `i` of `n` equal blocks of `v` along `dim`.
+pub(crate) fn block(v: &MeshView, dim: usize, i: usize, n: usize) -> MeshView {
+    let len = v.shape()[dim] / n;
+    sub_view(v, dim, i * len, len)
+}
+
+fn check_local(op: &'static str, v: &MeshView, what: &str, loc: SourceLoc) {
+    let me = with_device(op, loc, |d| d.id);
+    if v.device != me {
+        context::raise(
+            NkiError::new(
+                ErrorKind::InvalidDevice,
+                op,
+                format!(
+                    "the {what} {} of a collective must be on the running device {me}",
+                    v.describe()
+                ),
+            ),
+            loc,
+        );
+    }
+}
+
+/// Checks that `big` is `small` with dimension `dim` multiplied by `r`.
+fn check_scaled(
+    op: &'static str,
+    small: &MeshView,
+    big: &MeshView,
+    dim: usize,
+    r: usize,
+) -> Result<()> {
+    let (s, b) = (small.shape(), big.shape());
+    let ok = dim < s.len()
+        && s.len() == b.len()
+        && (0..s.len()).all(|d| {
+            if d == dim {
+                b[d] == s[d] * r
+            } else {
+                b[d] == s[d]
+            }
+        });
+    if ok {
+        return Ok(());
+    }
+    Err(NkiError::new(
+        ErrorKind::ShapeMismatch,
+        op,
+        format!(
+            "{} and {} do not differ by a factor of {r} (the group size) in dimension {dim} only",
+            small.describe(),
+            big.describe()
+        ),
+    ))
+}
+
+fn needs_power_of_two(op: &'static str, r: usize, alg: Algorithm) -> Result<()> {
+    if alg == Algorithm::RecursiveDoubling && !r.is_power_of_two() {
+        return Err(NkiError::new(
+            ErrorKind::InvalidArgument,
+            op,
+            format!("the recursive-doubling algorithm needs a power-of-two group, got {r} ranks"),
+        ));
+    }
+    Ok(())
+}
+
+/// A collective entered by the running device: the call and the views it works on.
+struct Entered<'a> {
+    c: Call,
+    src: MeshView,
+    dst: MeshView,
+    dst_operand: Operand<'a>,
+}
+
+impl Entered<'_> {
+    /// Hands a destination tile its result and leaves the collective.
+    fn finish(self) {
+        self.dst_operand.unstage(&self.c, &self.dst);
+        self.c.finish();
+    }
+}
+
+/// The common entry of a collective on `src` and `dst` (HBM views or tiles of the running
+/// device): enters the collective (`None` outside every group), stages tile operands and
+/// checks the views with `check(group size, src, dst)`.
+#[track_caller]
+fn enter<'a>(
+    kind: CollectiveKind,
+    alg: Option<Algorithm>,
+    (src, dst, dim): (Operand<'a>, Operand<'a>, usize),
+    groups: &ReplicaGroups,
+    check: impl FnOnce(usize, &MeshView, &MeshView) -> Result<()>,
+) -> Option<Entered<'a>> {
+    let loc = SourceLoc::caller();
+    let op = kind.name();
+    let how = alg.map_or(String::new(), |a| format!(" ({a})"));
+    let sig = format!(
+        "{op}{how} of {:?} into {:?} along dim {dim}",
+        src.shape(),
+        dst.shape()
+    );
+    let c = Call::begin(kind, alg, groups, sig, loc)?;
+    let (s, d) = (src.stage(&c, 0), dst.stage(&c, 1));
+    context::check(check(c.size(), &s, &d), loc);
+    c.set_bytes(s.bytes().max(d.bytes()));
+    Some(Entered {
+        c,
+        src: s,
+        dst: d,
+        dst_operand: dst,
+    })
+}
+
+/// Gathers `src` of every rank of the running device's group into `dst` (concatenated along
+/// `dim` in rank order) on every rank. `dst` is `src` with dimension `dim` times the group size.
+/// Operands are HBM views ([`MeshView`]) or tiles of the running device.
+#[track_caller]
+pub fn all_gather<'a>(
+    src: impl Into<Operand<'a>>,
+    dst: impl Into<Operand<'a>>,
+    dim: usize,
+    groups: &ReplicaGroups,
+    alg: Algorithm,
+) {
+    let op = "all_gather";
+    let check = |r, s: &MeshView, d: &MeshView| {
+        check_scaled(op, s, d, dim, r).and(needs_power_of_two(op, r, alg))
+    };
+    let ops = (src.into(), dst.into(), dim);
+    if let Some(e) = enter(CollectiveKind::AllGather, Some(alg), ops, groups, check) {
+        gather_into(&e.c, &e.src, &e.dst, dim, alg, 0);
+        e.finish();
+    }
+}
+
+fn gather_into(c: &Call, src: &MeshView, dst: &MeshView, dim: usize, alg: Algorithm, phase: u32) {
+    match alg {
+        Algorithm::Ring => ring::all_gather(c, src, dst, dim, phase),
+        Algorithm::RecursiveDoubling => recursive::all_gather(c, src, dst, dim, phase),
+        Algorithm::Direct => direct::all_gather(c, src, dst, dim, phase),
+    }
+}
+
+fn scatter_into(c: &Call, src: &MeshView, dst: &MeshView, dim: usize, alg: Algorithm, phase: u32) {
+    match alg {
+        Algorithm::Ring => ring::reduce_scatter(c, src, dst, dim, phase),
+        Algorithm::RecursiveDoubling => recursive::reduce_scatter(c, src, dst, dim, phase),
+        Algorithm::Direct => direct::reduce_scatter(c, src, dst, dim, phase),
+    }
+}
+
+/// Sums `src` over the ranks of the group (in f32) and leaves block `rank` of the sum (along
+/// `dim`) in `dst` on each rank. `src` is `dst` with dimension `dim` times the group size.
+#[track_caller]
+pub fn reduce_scatter<'a>(
+    src: impl Into<Operand<'a>>,
+    dst: impl Into<Operand<'a>>,
+    dim: usize,
+    groups: &ReplicaGroups,
+    alg: Algorithm,
+) {
+    let op = "reduce_scatter";
+    let check = |r, s: &MeshView, d: &MeshView| {
+        check_scaled(op, d, s, dim, r).and(needs_power_of_two(op, r, alg))
+    };
+    let ops = (src.into(), dst.into(), dim);
+    if let Some(e) = enter(CollectiveKind::ReduceScatter, Some(alg), ops, groups, check) {
+        scatter_into(&e.c, &e.src, &e.dst, dim, alg, 0);
+        e.finish();
+    }
+}
+
+/// Sums `src` over the ranks of the group (in f32) into `dst` (same shape) on every rank.
+/// Ring and recursive doubling run a reduce-scatter then an all-gather over dimension 0,
+/// which must divide by the group size; direct sends the whole buffer to every rank.
+#[track_caller]
+pub fn all_reduce<'a>(
+    src: impl Into<Operand<'a>>,
+    dst: impl Into<Operand<'a>>,
+    groups: &ReplicaGroups,
+    alg: Algorithm,
+) {
+    let op = "all_reduce";
+    let check = |r: usize, s: &MeshView, d: &MeshView| {
+        check_scaled(op, s, d, 0, 1)?;
+        needs_power_of_two(op, r, alg)?;
+        if alg != Algorithm::Direct && !s.shape()[0].is_multiple_of(r) {
+            return Err(NkiError::new(
+                ErrorKind::ShapeMismatch,
+                op,
+                format!(
+                    "the {alg} all_reduce splits dimension 0 of {} over {r} ranks, which does not divide it; use Algorithm::Direct",
+                    s.describe()
+                ),
+            ));
+        }
+        Ok(())
+    };
+    let ops = (src.into(), dst.into(), 0);
+    let Some(e) = enter(CollectiveKind::AllReduce, Some(alg), ops, groups, check) else {
+        return;
+    };
+    let (c, src, dst) = (&e.c, &e.src, &e.dst);
+    match alg {
+        Algorithm::Direct => direct::all_reduce(c, src, dst),
+        _ => {
+            let mine = block(dst, 0, c.rank, c.size());
+            scatter_into(c, src, &mine, 0, alg, 0);
+            gather_into(c, &mine, dst, 0, alg, 1);
+        }
+    }
+    e.finish();
+}
+
+/// Block `j` (along `dim`) of `src` on rank `i` goes to block `i` of `dst` on rank `j`.
+/// Ring sends to rank+s at step s; direct sends all at once; recursive doubling is not
+/// offered for all_to_all.
+#[track_caller]
+pub fn all_to_all<'a>(
+    src: impl Into<Operand<'a>>,
+    dst: impl Into<Operand<'a>>,
+    dim: usize,
+    groups: &ReplicaGroups,
+    alg: Algorithm,
+) {
+    let op = "all_to_all";
+    let check = |r: usize, s: &MeshView, d: &MeshView| {
+        check_scaled(op, s, d, dim, 1)?;
+        if !s.shape()[dim].is_multiple_of(r) {
+            return Err(NkiError::new(
+                ErrorKind::ShapeMismatch,
+                op,
+                format!(
+                    "dimension {dim} of {} does not split into {r} blocks",
+                    s.describe()
+                ),
+            ));
+        }
+        if alg == Algorithm::RecursiveDoubling {
+            return Err(NkiError::new(
+                ErrorKind::InvalidArgument,
+                op,
+                "all_to_all runs with Algorithm::Ring or Algorithm::Direct",
+            ));
+        }
+        Ok(())
+    };
+    let ops = (src.into(), dst.into(), dim);
+    if let Some(e) = enter(CollectiveKind::AllToAll, Some(alg), ops, groups, check) {
+        direct::all_to_all(&e.c, &e.src, &e.dst, dim, alg == Algorithm::Ring);
+        e.finish();
+    }
+}
+
+/// Sends `src` of group rank `a` to `dst` of group rank `b` for every pair `(a, b)`; each rank
+/// sends at most once and receives at most once.
+#[track_caller]
+pub fn collective_permute<'a>(
+    src: impl Into<Operand<'a>>,
+    dst: impl Into<Operand<'a>>,
+    pairs: &[(usize, usize)],
+    groups: &ReplicaGroups,
+) {
+    let op = "collective_permute";
+    let check = |r: usize, s: &MeshView, d: &MeshView| {
+        check_scaled(op, s, d, 0, 1)?;
+        for (i, &(a, b)) in pairs.iter().enumerate() {
+            if a >= r || b >= r {
+                return Err(NkiError::new(
+                    ErrorKind::InvalidDevice,
+                    op,
+                    format!("pair ({a}, {b}) names a rank outside the group of {r}"),
+                ));
+            }
+            if pairs[..i].iter().any(|&(x, y)| x == a || y == b) {
+                return Err(NkiError::new(
+                    ErrorKind::InvalidArgument,
+                    op,
+                    format!("pair ({a}, {b}) repeats a source or a destination rank in {pairs:?}"),
+                ));
+            }
+        }
+        Ok(())
+    };
+    let ops = (src.into(), dst.into(), 0);
+    if let Some(e) = enter(CollectiveKind::Permute, None, ops, groups, check) {
+        direct::permute(&e.c, &e.src, &e.dst, pairs);
+        e.finish();
+    }
+}
+
+/// Blocks until every device of the running device's group reached the barrier (each signals
+/// every other, then waits for their signals).
+#[track_caller]
+pub fn barrier(groups: &ReplicaGroups) {
+    let loc = SourceLoc::caller();
+    let sig = CollectiveKind::Barrier.name().to_string();
+    let Some(c) = Call::begin(CollectiveKind::Barrier, None, groups, sig, loc) else {
+        return;
+    };
+    c.name_slots(0);
+    for r in 1..c.size() {
+        super::dma::signal(c.peer(c.rank + r), c.sem(0), 1, loc);
+    }
+    c.wait_received(c.size() - 1, 0);
+    c.finish();
+}

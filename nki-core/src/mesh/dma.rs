@@ -1,0 +1,393 @@
+//! Remote DMA and semaphores: Pallas' `make_async_remote_copy` / `make_async_copy` and
+//! `semaphore_signal` / `semaphore_wait`, on the HBM shards of a mesh.
+//!
+//! A copy moves its values when it starts (the source is read then, the destination written)
+//! and signals its send semaphore (here) and receive semaphore (at the destination) at once.
+//! Waits block the device thread until the semaphore holds the value, so real interleavings
+//! of the device threads happen. Every op is also logged for the timing replay
+//! ([`super::replay`]), which decides when the bytes leave and land.
+
+use super::collectives::Operand;
+use super::deadlock::Blocked;
+use super::device::with_device;
+use super::replay::Step;
+use super::sharding::MeshView;
+use super::sync::{CopyState, SemKey, WaitFail};
+use super::topology::DeviceRef;
+use crate::context::{self, Cancelled};
+use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use std::cell::Cell;
+
+/// A DMA semaphore, allocated symmetrically on every device (the n-th semaphore a kernel
+/// allocates is the same semaphore on every device, as scratch semaphores of a Pallas kernel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Semaphore {
+    key: SemKey,
+}
+
+/// Allocates the next semaphore of the running device, named `name` in error messages.
+#[track_caller]
+pub fn semaphore(name: &str) -> Semaphore {
+    let loc = SourceLoc::caller();
+    let (id, shared, key) = with_device("mesh.semaphore", loc, |d| {
+        let key = SemKey::User(d.next_sem);
+        d.next_sem += 1;
+        (d.id, d.shared.clone(), key)
+    });
+    shared.sync.name(id, key, name, loc);
+    Semaphore { key }
+}
+
+impl Semaphore {
+    /// Adds `inc` to this semaphore on the running device.
+    #[track_caller]
+    pub fn signal(&self, inc: u32) {
+        let loc = SourceLoc::caller();
+        let id = with_device("semaphore_signal", loc, |d| d.id);
+        signal(id, self.key, inc, loc);
+    }
+
+    /// Adds `inc` to this semaphore on another device (a remote signal crosses the links).
+    #[track_caller]
+    pub fn signal_device(&self, device: impl Into<DeviceRef>, inc: u32) {
+        let loc = SourceLoc::caller();
+        let d = with_device("semaphore_signal", loc, |d| {
+            d.shared.mesh.resolve(&device.into())
+        });
+        signal(context::check(d, loc), self.key, inc, loc);
+    }
+
+    /// Waits until this semaphore on the running device holds `value`, then subtracts it.
+    #[track_caller]
+    pub fn wait(&self, value: u32) {
+        wait(self.key, value, SourceLoc::caller());
+    }
+
+    /// The current value on the running device.
+    #[track_caller]
+    pub fn value(&self) -> u32 {
+        let loc = SourceLoc::caller();
+        let (id, shared) = with_device("semaphore_read", loc, |d| (d.id, d.shared.clone()));
+        shared.sync.value(id, self.key) as u32
+    }
+}
+
+/// Signals semaphore `key` of device `target` from the running device.
+pub(crate) fn signal(target: usize, key: SemKey, inc: u32, loc: SourceLoc) {
+    let shared = with_device("semaphore_signal", loc, |d| {
+        d.flush();
+        d.log.push(Step::Signal {
+            dst: target,
+            key,
+            n: inc,
+        });
+        d.shared.clone()
+    });
+    shared.sync.signal(target, key, inc, None);
+}
+
+/// Blocks the running device until semaphore `key` holds `value` and subtracts it. A
+/// deadlock fails the kernel.
+pub(crate) fn wait(key: SemKey, value: u32, loc: SourceLoc) {
+    let (id, shared, device) = with_device("semaphore_wait", loc, |d| {
+        d.flush();
+        (d.id, d.shared.clone(), d.describe())
+    });
+    let name = |s: &super::sync::SyncState| {
+        s.sems[id]
+            .get(&key)
+            .map(|x| x.name.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| default_name(key))
+    };
+    let r = shared.sync.wait(id, key, value, |s| Blocked {
+        device: device.clone(),
+        sem: name(s),
+        key,
+        value,
+        loc,
+    });
+    match r {
+        Ok(()) => {
+            let label = name(&shared.sync.lock());
+            with_device("semaphore_wait", loc, |d| {
+                d.log.push(Step::Wait {
+                    key,
+                    value,
+                    label,
+                    loc,
+                })
+            });
+        }
+        Err(WaitFail::Cancelled) => std::panic::panic_any(Cancelled),
+        Err(WaitFail::Error(e)) => context::raise(e, loc),
+    }
+}
+
+fn default_name(key: SemKey) -> String {
+    match key {
+        SemKey::User(n) => format!("semaphore #{n}"),
+        SemKey::Collective { seq, slot } => format!("collective #{seq} slot {slot}"),
+    }
+}
+
+/// An async copy (remote or local) made by [`remote_copy`] or [`async_copy`]: `start` it,
+/// later `wait` on it. A copy started and never waited on is an error at kernel end.
+pub struct AsyncCopy<'a> {
+    src: Operand<'a>,
+    dst: MeshView,
+    send: Option<SemKey>,
+    recv: SemKey,
+    made_at: SourceLoc,
+    id: Cell<Option<u64>>,
+    send_waited: Cell<bool>,
+}
+
+impl std::fmt::Debug for AsyncCopy<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AsyncCopy to {:?} made at {}", self.dst, self.made_at)
+    }
+}
+
+/// A copy from `src` (an HBM view or a tile of the running device) to `dst` on any device
+/// (Pallas' `make_async_remote_copy`): when it completes, `send` is signalled on the running
+/// device and `recv` on the destination device.
+#[track_caller]
+pub fn remote_copy<'a>(
+    src: impl Into<Operand<'a>>,
+    dst: &MeshView,
+    send: &Semaphore,
+    recv: &Semaphore,
+) -> AsyncCopy<'a> {
+    make(
+        src.into(),
+        dst,
+        Some(send.key),
+        recv.key,
+        SourceLoc::caller(),
+    )
+}
+
+/// A copy from `src` (an HBM view or a tile) to a view on the running device, signalling `sem`
+/// on completion (Pallas' `make_async_copy`).
+#[track_caller]
+pub fn async_copy<'a>(
+    src: impl Into<Operand<'a>>,
+    dst: &MeshView,
+    sem: &Semaphore,
+) -> AsyncCopy<'a> {
+    let loc = SourceLoc::caller();
+    let me = with_device("async_copy", loc, |d| d.id);
+    if dst.device != me {
+        context::raise(
+            NkiError::new(
+                ErrorKind::InvalidDevice,
+                "async_copy",
+                format!(
+                    "a local async copy writes to the running device {me}, but its destination {} is on device {}: use remote_copy",
+                    dst.describe(),
+                    dst.device
+                ),
+            ),
+            loc,
+        );
+    }
+    make(src.into(), dst, None, sem.key, loc)
+}
+
+fn make<'a>(
+    src: Operand<'a>,
+    dst: &MeshView,
+    send: Option<SemKey>,
+    recv: SemKey,
+    loc: SourceLoc,
+) -> AsyncCopy<'a> {
+    let me = with_device("remote_copy", loc, |d| d.id);
+    let mismatch = |m: String| {
+        context::raise(
+            NkiError::new(ErrorKind::ShapeMismatch, "remote_copy", m),
+            loc,
+        )
+    };
+    match &src {
+        Operand::Hbm(v) if v.device != me => context::raise(
+            NkiError::new(
+                ErrorKind::InvalidDevice,
+                "remote_copy",
+                format!(
+                    "the source {} of a copy started on device {me} must be on that device",
+                    v.describe()
+                ),
+            ),
+            loc,
+        ),
+        Operand::Hbm(v) if v.shape() != dst.shape() => mismatch(format!(
+            "source {} and destination {} have different shapes",
+            v.describe(),
+            dst.describe()
+        )),
+        Operand::Tile(t) if t.shape() != dst.shape() => mismatch(format!(
+            "source tile {:?} and destination {} have different shapes",
+            t.shape(),
+            dst.describe()
+        )),
+        _ => {}
+    }
+    AsyncCopy {
+        src,
+        dst: dst.clone(),
+        send,
+        recv,
+        made_at: loc,
+        id: Cell::new(None),
+        send_waited: Cell::new(false),
+    }
+}
+
+impl AsyncCopy<'_> {
+    /// Starts the copy.
+    #[track_caller]
+    pub fn start(&self) {
+        let loc = SourceLoc::caller();
+        if self.id.get().is_some() {
+            context::raise(
+                sync_error(
+                    "start",
+                    format!("the copy made at {} was started twice", self.made_at),
+                ),
+                loc,
+            );
+        }
+        let id = match &self.src {
+            Operand::Hbm(v) => start_copy(v, &self.dst, self.send, self.recv, loc),
+            Operand::Tile(t) => {
+                let bytes = (t.shape().iter().product::<usize>() * t.dtype().size()) as u64;
+                let values = || Ok(t.gather("remote_copy", loc));
+                start_copy_from(values, bytes, &self.dst, self.send, self.recv, loc)
+            }
+        };
+        self.id.set(Some(id));
+    }
+
+    /// Waits until the copy's bytes left the running device (its send semaphore); a local
+    /// copy waits for completion.
+    #[track_caller]
+    pub fn wait_send(&self) {
+        let loc = SourceLoc::caller();
+        let Some(id) = self.id.get() else {
+            context::raise(
+                sync_error(
+                    "wait",
+                    format!(
+                        "the copy made at {} is waited on before it was started",
+                        self.made_at
+                    ),
+                ),
+                loc,
+            );
+        };
+        if self.send_waited.replace(true) {
+            context::raise(
+                sync_error(
+                    "wait",
+                    format!("the copy made at {} is waited on twice", self.made_at),
+                ),
+                loc,
+            );
+        }
+        wait(self.send.unwrap_or(self.recv), 1, loc);
+        let shared = with_device("wait", loc, |d| d.shared.clone());
+        shared.sync.copy_waited(id);
+    }
+
+    /// Waits until a copy of the same kind landed on the running device (its receive semaphore
+    /// here): in SPMD code every device receives what its neighbour sent.
+    #[track_caller]
+    pub fn wait_recv(&self) {
+        if self.send.is_some() {
+            wait(self.recv, 1, SourceLoc::caller());
+        }
+    }
+
+    /// `wait_send` then `wait_recv` (Pallas' `.wait()`).
+    #[track_caller]
+    pub fn wait(&self) {
+        self.wait_send();
+        self.wait_recv();
+    }
+}
+
+fn sync_error(op: &'static str, m: String) -> NkiError {
+    NkiError::new(ErrorKind::Synchronization, op, m)
+}
+
+/// Starts a copy from `src` (on the running device) to `dst`: checks it against copies still
+/// in flight into the same buffer, moves the values, logs the transfer and signals `send` (on
+/// the running device) and `recv` (on the destination). Returns its id.
+pub(crate) fn start_copy(
+    src: &MeshView,
+    dst: &MeshView,
+    send: Option<SemKey>,
+    recv: SemKey,
+    loc: SourceLoc,
+) -> u64 {
+    let values = || src.hbm_view().gather("remote_copy");
+    start_copy_from(values, src.bytes(), dst, send, recv, loc)
+}
+
+/// [`start_copy`] of the `bytes` whose values `values` reads (an HBM view or a tile).
+fn start_copy_from(
+    values: impl FnOnce() -> Result<Vec<f32>>,
+    bytes: u64,
+    dst: &MeshView,
+    send: Option<SemKey>,
+    recv: SemKey,
+    loc: SourceLoc,
+) -> u64 {
+    let (shared, me) = with_device("remote_copy", loc, |d| (d.shared.clone(), d.id));
+    let mesh = &shared.mesh;
+    let state = CopyState {
+        src: me,
+        dst: dst.device,
+        loc,
+        storage: dst.storage().id,
+        runs: dst.runs(),
+        send_waited: false,
+        delivered: false,
+    };
+    let id = context::check(
+        shared.sync.start_copy(state, |d| mesh.describe_device(d)),
+        loc,
+    );
+    if shared.mode.executes() {
+        context::check(values().and_then(|mut v| write_values(dst, &mut v)), loc);
+    }
+    with_device("remote_copy", loc, |d| {
+        d.flush();
+        d.log.push(Step::Send {
+            dst: dst.device,
+            bytes,
+            send,
+            recv,
+            loc,
+        });
+    });
+    shared.sync.signal(dst.device, recv, 1, Some(id));
+    if let Some(s) = send {
+        shared.sync.signal(me, s, 1, None);
+    }
+    id
+}
+
+/// Writes row-major `vals` into `dst`, rounding them to its dtype first.
+pub(crate) fn write_values(dst: &MeshView, vals: &mut [f32]) -> Result<()> {
+    let st = dst.storage();
+    st.dtype.round_slice(vals);
+    let mut g = st.write();
+    let values = g
+        .values
+        .as_mut()
+        .ok_or_else(|| crate::hbm::no_data(st, "remote_copy"))?;
+    dst.ap.scatter(values, vals);
+    Ok(())
+}

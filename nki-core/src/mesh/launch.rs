@@ -1,0 +1,301 @@
+//! The mesh launcher (shard_map style): one thread per device, each running the kernel over
+//! its own SPMD grid on its own shards, concurrently; then the end-of-kernel checks (copies
+//! never waited on, semaphores left non-zero) and the [`MeshReport`].
+
+use super::collectives::CollectiveEntry;
+use super::device::{self, DeviceState};
+use super::links::{link_spec, LinkSpec};
+use super::replay::{replay, Step};
+use super::report::{CollectiveStat, MeshReport};
+use super::sync::MeshSync;
+use super::topology::Mesh;
+use crate::abort::{run_instance, Stop};
+use crate::context::{InstanceCtx, LaunchShared, Mode};
+use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::spmd::Grid;
+use crate::target::Target;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// What a device thread hands back: its log and its error.
+type DeviceOutcome = (Vec<Step>, Option<NkiError>);
+
+/// State shared by the devices of one mesh launch.
+pub(crate) struct MeshShared {
+    pub(crate) mesh: Mesh,
+    pub(crate) target: Target,
+    pub(crate) mode: Mode,
+    pub(crate) links: &'static LinkSpec,
+    /// Keep every engine span of every kernel segment (for the trace).
+    pub(crate) engine_spans: bool,
+    pub(crate) sync: MeshSync,
+    collectives: Mutex<BTreeMap<u32, CollectiveEntry>>,
+}
+
+impl MeshShared {
+    /// The collective registry, by sequence number.
+    pub(crate) fn collectives(&self) -> MutexGuard<'_, BTreeMap<u32, CollectiveEntry>> {
+        self.collectives.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A launch over a mesh: the kernel runs once per device (each with `grid` program
+/// instances), on one thread per device.
+///
+/// ```
+/// use nki_core::mesh::{self, Mesh, MeshLaunch, PartitionSpec, ShardedHbm};
+/// let m = Mesh::new([2], ["x"])?;
+/// let ids = ShardedHbm::<f32>::zeros(&m, &[2], PartitionSpec::new([Some("x")]))?;
+/// MeshLaunch::new(&m).run(|| {
+///     let v = nki_core::lang::full(&[1, 1], mesh::device_id() as f32, nki_core::dtype::DType::F32,
+///         nki_core::record::MemKind::Sbuf);
+///     nki_core::lang::store(ids.local_out().view().slice(0..1), &v);
+/// })?;
+/// assert_eq!(ids.to_array()?.as_slice().unwrap(), &[0.0, 1.0]);
+/// # Ok::<(), nki_core::error::NkiError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct MeshLaunch<'m> {
+    mesh: &'m Mesh,
+    grid: Grid,
+    target: Target,
+    mode: Mode,
+    engine_spans: bool,
+}
+
+impl<'m> MeshLaunch<'m> {
+    /// A launch over `mesh` with a one-instance grid per device, in execute mode on trn2.
+    pub fn new(mesh: &'m Mesh) -> Self {
+        MeshLaunch {
+            mesh,
+            grid: Grid::new([1]),
+            target: Target::default(),
+            mode: Mode::Execute,
+            engine_spans: true,
+        }
+    }
+
+    /// The SPMD grid every device runs.
+    pub fn grid(mut self, g: impl Into<Grid>) -> Self {
+        self.grid = g.into();
+        self
+    }
+
+    /// The target modelled.
+    pub fn target(mut self, t: Target) -> Self {
+        self.target = t;
+        self
+    }
+
+    /// The launch mode (simulate and estimate model time).
+    pub fn mode(mut self, m: Mode) -> Self {
+        self.mode = m;
+        self
+    }
+
+    /// Whether the report keeps every engine instruction span (for the trace; default on).
+    /// Off, each kernel segment is one span: less memory on large meshes.
+    pub fn engine_spans(mut self, on: bool) -> Self {
+        self.engine_spans = on;
+        self
+    }
+
+    /// Runs `kernel` on every device and returns the report. The first failing device (lowest
+    /// id) gives the error; a deadlock names every blocked device.
+    pub fn run<F: Fn() + Sync>(&self, kernel: F) -> Result<MeshReport> {
+        self.grid.validate()?;
+        if self.grid.num_cores() != 1 {
+            return Err(NkiError::new(
+                ErrorKind::InvalidGrid,
+                "MeshLaunch",
+                format!(
+                    "a mesh device is one logical NeuronCore: grid {} uses nc()",
+                    self.grid
+                ),
+            ));
+        }
+        crate::abort::quiet_kernel_unwinds();
+        let n = self.mesh.num_devices();
+        let launch = LaunchShared::new();
+        let shared = Arc::new(MeshShared {
+            mesh: self.mesh.clone(),
+            target: self.target,
+            mode: self.mode,
+            links: link_spec(self.target),
+            engine_spans: self.engine_spans,
+            sync: MeshSync::new(n, launch.clone()),
+            collectives: Mutex::new(BTreeMap::new()),
+        });
+        let outcomes: Vec<Mutex<Option<DeviceOutcome>>> =
+            (0..n).map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for (d, slot) in outcomes.iter().enumerate() {
+                let (shared, launch, kernel) = (&shared, &launch, &kernel);
+                let run = move || {
+                    let r = self.run_device(d, shared.clone(), launch, kernel);
+                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                };
+                let spawned = std::thread::Builder::new()
+                    .name(format!("nki-device{d}"))
+                    .stack_size(16 << 20)
+                    .spawn_scoped(s, run);
+                if spawned.is_err() {
+                    launch.cancelled.store(true, Ordering::SeqCst);
+                    shared.sync.device_done(d);
+                }
+            }
+        });
+        let mut logs = Vec::with_capacity(n);
+        let mut first_error = None;
+        for (d, o) in outcomes.into_iter().enumerate() {
+            match o.into_inner().unwrap_or_else(|p| p.into_inner()) {
+                Some((t, e)) => {
+                    if first_error.is_none() {
+                        first_error = e;
+                    }
+                    logs.push(t);
+                }
+                None => {
+                    first_error.get_or_insert_with(|| {
+                        NkiError::new(
+                            ErrorKind::Io,
+                            "MeshLaunch",
+                            format!("could not start the thread of device {d}"),
+                        )
+                    });
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        end_checks(&shared)?;
+        let timeline = replay(logs, shared.links);
+        let collectives = shared
+            .collectives()
+            .iter()
+            .map(|(&seq, e)| {
+                let spans = timeline.collectives.get(&seq).map_or(&[][..], |v| v);
+                CollectiveStat::from_entry(seq, e, spans)
+            })
+            .collect();
+        Ok(MeshReport::new(
+            self.mesh.clone(),
+            self.target,
+            self.mode,
+            timeline.devices,
+            collectives,
+        ))
+    }
+
+    /// Runs every instance of device `d` on this thread; returns its timeline and its error.
+    fn run_device<F: Fn() + Sync>(
+        &self,
+        d: usize,
+        shared: Arc<MeshShared>,
+        launch: &Arc<LaunchShared>,
+        kernel: &F,
+    ) -> DeviceOutcome {
+        device::install(DeviceState {
+            id: d,
+            shared: shared.clone(),
+            program_id: Vec::new(),
+            next_sem: 0,
+            next_collective: 0,
+            log: Vec::new(),
+        });
+        let instances = self.grid.instances();
+        let grid_shape = self.grid.shape();
+        let mut error = None;
+        for (i, (pid, _)) in instances.iter().enumerate() {
+            if launch.cancelled.load(Ordering::SeqCst) {
+                break;
+            }
+            device::with_device("MeshLaunch", SourceLoc::caller(), |s| {
+                s.program_id = pid.clone();
+            });
+            let ctx = InstanceCtx::new(
+                pid.clone(),
+                grid_shape.clone(),
+                (d * instances.len() + i) as u32,
+                0,
+                self.mode,
+                self.target,
+                launch.clone(),
+            );
+            let (_, outcome) = run_instance(ctx, || {
+                kernel();
+                device::with_device("MeshLaunch", SourceLoc::caller(), |s| s.flush());
+            });
+            if let Err(stop) = outcome {
+                if let Stop::Failed(e) = stop {
+                    error = Some(on_device(e, pid, &self.mesh.describe_device(d)));
+                }
+                launch.cancelled.store(true, Ordering::SeqCst);
+                shared.sync.wake_all();
+                break;
+            }
+        }
+        shared.sync.device_done(d);
+        let state = device::take().expect("installed above");
+        (state.log, error)
+    }
+}
+
+/// `e`, a failure of an instance of `device`, with the device named in its message (a
+/// deadlock already names every device).
+fn on_device(e: NkiError, pid: &[usize], device: &str) -> NkiError {
+    if e.kind() == ErrorKind::Deadlock {
+        return e;
+    }
+    let mut out = NkiError::new(e.kind(), e.op(), format!("on {device}: {}", e.message()))
+        .with_program_id(e.program_id().unwrap_or(pid));
+    if let Some(l) = e.location() {
+        out = out.with_loc(l);
+    }
+    out
+}
+
+/// After every device finished: a copy whose send side was never waited on, or a semaphore
+/// left non-zero, is an error.
+fn end_checks(shared: &MeshShared) -> Result<()> {
+    let s = shared.sync.lock();
+    let mesh = &shared.mesh;
+    let mut unwaited: Vec<_> = s.copies.values().filter(|c| !c.send_waited).collect();
+    unwaited.sort_by_key(|c| (c.src, c.loc.line, c.dst));
+    if let Some(c) = unwaited.first() {
+        return Err(NkiError::new(
+            ErrorKind::Synchronization,
+            "remote_copy",
+            format!(
+                "the copy started on {} to {} at {} was never waited on (call .wait() or .wait_send() before the kernel ends)",
+                mesh.describe_device(c.src),
+                mesh.describe_device(c.dst),
+                c.loc
+            ),
+        )
+        .with_loc(c.loc));
+    }
+    for (d, sems) in s.sems.iter().enumerate() {
+        let mut left: Vec<_> = sems.iter().filter(|(_, v)| v.value() != 0).collect();
+        left.sort_by_key(|(k, _)| **k);
+        if let Some((_, sem)) = left.first() {
+            let mut e = NkiError::new(
+                ErrorKind::Synchronization,
+                "semaphore",
+                format!(
+                    "semaphore '{}' on {} holds {} at kernel end: a signal or a copy into it was never waited for",
+                    sem.name,
+                    mesh.describe_device(d),
+                    sem.value()
+                ),
+            );
+            if let Some(l) = sem.loc {
+                e = e.with_loc(l);
+            }
+            return Err(e);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,308 @@
+//! Device-to-device link constants per target, each with its source key in
+//! shared/reference/hardware.md (§1, §2.7, §5), and the placement of mesh devices on chips and
+//! nodes that decides which links a transfer crosses.
+//!
+//! A mesh device is a logical NeuronCore. Devices fill chips in order (`devices_per_chip`),
+//! chips fill nodes (`chips_per_node`). Within a node, trn1 and trn2 chips sit on a 4x4 2D
+//! torus of NeuronLinks and a transfer crosses the links of a dimension-ordered (x then y)
+//! shortest route; trn3 chips hang off a switched PCIe fabric (one uplink, one downlink).
+//! Between nodes a transfer goes over EFA.
+
+use crate::target::Target;
+
+/// How chips of one node are connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fabric {
+    /// A 2D torus of `(w, h)` chips with one link per direction per neighbour.
+    Torus(usize, usize),
+    /// A switch: every chip has one uplink and one downlink.
+    Switched,
+}
+
+/// The link and placement constants of one target. Bandwidths in bytes per ns (= GB/s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkSpec {
+    /// Target name.
+    pub name: &'static str,
+    /// Logical NeuronCores (mesh devices) per chip.
+    pub devices_per_chip: usize,
+    /// Chips per node (instance).
+    pub chips_per_node: usize,
+    /// How the chips of a node are connected.
+    pub fabric: Fabric,
+    /// Bandwidth of one chip-to-chip link, one direction.
+    pub link_gbps: f64,
+    /// Latency added per chip-to-chip hop, in ns.
+    pub hop_ns: f64,
+    /// DMA bandwidth of one device (all its DMA engines), which every transfer it sends uses.
+    pub dma_gbps: f64,
+    /// Fixed cost of a DMA: descriptor setup and semaphore-to-start latency, in ns.
+    pub dma_fixed_ns: f64,
+    /// DMA throughput while reducing (DMA collective compute), as a fraction of `dma_gbps`.
+    pub reduce_fraction: f64,
+    /// Inter-node (EFA) bandwidth per device.
+    pub node_gbps: f64,
+    /// Inter-node point-to-point latency, in ns.
+    pub node_ns: f64,
+    /// Where each constant comes from (hardware.md source keys and derivations).
+    pub sources: &'static [(&'static str, &'static str)],
+}
+
+/// EFA figures: trn2's are the only public per-rank numbers; used for every target.
+const EFA_SOURCES: [(&str, &str); 2] = [
+    (
+        "node_gbps",
+        "[E S18] trn2 16 x 200 Gbps EFA = 50 Gbps per rank at LNC=2 = 6.25 GB/s (used for all targets: gap)",
+    ),
+    ("node_ns", "[A S18] ~15 us per inter-node hop (ib_write_lat)"),
+];
+
+const TRN1: LinkSpec = LinkSpec {
+    name: "trn1",
+    devices_per_chip: 2,
+    chips_per_node: 16,
+    fabric: Fabric::Torus(4, 4),
+    link_gbps: 96.0,
+    hop_ns: 1500.0,
+    dma_gbps: 16.0 * 17.0,
+    dma_fixed_ns: 1300.0,
+    reduce_fraction: 0.5,
+    node_gbps: 6.25,
+    node_ns: 15_000.0,
+    sources: &[
+        (
+            "devices_per_chip",
+            "[E S1,S8] 2 NeuronCore-v2 per Trainium chip (LNC=1)",
+        ),
+        ("chips_per_node", "[E S9] trn1.32xl: 16 chips"),
+        ("fabric", "[E S9 image] 4x4 2D torus, 4 links per chip"),
+        (
+            "link_gbps",
+            "[D S9] 384 GB/s per chip / 4 links = 96 GB/s per link",
+        ),
+        ("hop_ns", "[A S18] one Ring hop ~1-2 us: midpoint 1.5 us"),
+        ("dma_gbps", "[E S5,S6] 16 DMA engines x 17 B/ns"),
+        (
+            "dma_fixed_ns",
+            "[A S5] ~1300 ns descriptor + semaphore-to-start latency",
+        ),
+        (
+            "reduce_fraction",
+            "[E S3] DMA reductions at 50% of DMA throughput before NC-v4",
+        ),
+        EFA_SOURCES[0],
+        EFA_SOURCES[1],
+    ],
+};
+
+const TRN2: LinkSpec = LinkSpec {
+    name: "trn2",
+    devices_per_chip: 4,
+    chips_per_node: 16,
+    fabric: Fabric::Torus(4, 4),
+    link_gbps: 256.0,
+    hop_ns: 1500.0,
+    dma_gbps: 16.0 * 23.0,
+    dma_fixed_ns: 1300.0,
+    reduce_fraction: 0.5,
+    node_gbps: 6.25,
+    node_ns: 15_000.0,
+    sources: &[
+        (
+            "devices_per_chip",
+            "[E S10,S12] 8 NC-v3 per chip, LNC=2 default: 4 logical cores",
+        ),
+        ("chips_per_node", "[E S10] trn2.48xl: 16 chips"),
+        ("fabric", "[E S10] 4x4 2D torus"),
+        (
+            "link_gbps",
+            "[D S10] 1,024 GB/s per chip intra-instance / 4 torus links = 256 GB/s",
+        ),
+        ("hop_ns", "[A S18] one Ring hop ~1-2 us: midpoint 1.5 us"),
+        ("dma_gbps", "[E S5,S6] 16 DMA engines x 23 B/ns = 368 GB/s"),
+        (
+            "dma_fixed_ns",
+            "[A S5] ~1300 ns descriptor + semaphore-to-start latency",
+        ),
+        (
+            "reduce_fraction",
+            "[E S3] DMA reductions at 50% of DMA throughput before NC-v4",
+        ),
+        EFA_SOURCES[0],
+        EFA_SOURCES[1],
+    ],
+};
+
+const TRN3: LinkSpec = LinkSpec {
+    name: "trn3",
+    devices_per_chip: 4,
+    chips_per_node: 16,
+    fabric: Fabric::Switched,
+    link_gbps: 256.0,
+    hop_ns: 1500.0,
+    dma_gbps: 16.0 * 33.0,
+    dma_fixed_ns: 1300.0,
+    reduce_fraction: 1.0,
+    node_gbps: 6.25,
+    node_ns: 15_000.0,
+    sources: &[
+        (
+            "devices_per_chip",
+            "[D S11,S12] 8 NC-v4 per chip, taken as LNC=2 like trn2: 4",
+        ),
+        (
+            "chips_per_node",
+            "[D] 16 chips per switch domain, as trn2 (no public trn3 figure)",
+        ),
+        ("fabric", "[E S11] PCIe Gen6 switched fabric"),
+        (
+            "link_gbps",
+            "[E S11] 256 GB/s per chip intra-server (4 x Gen6 x8)",
+        ),
+        (
+            "hop_ns",
+            "[A S18] ~1-2 us per hop: midpoint 1.5 us (trn2 figure)",
+        ),
+        ("dma_gbps", "[E S5,S6] 16 DMA engines x 33 B/ns"),
+        (
+            "dma_fixed_ns",
+            "[A S5] ~1300 ns descriptor + semaphore-to-start latency",
+        ),
+        (
+            "reduce_fraction",
+            "[E S3] NC-v4 lifts the 50% DMA-reduction limit",
+        ),
+        EFA_SOURCES[0],
+        EFA_SOURCES[1],
+    ],
+};
+
+/// The link constants of `target`.
+pub fn link_spec(target: Target) -> &'static LinkSpec {
+    match target {
+        Target::Trn1 => &TRN1,
+        Target::Trn2 => &TRN2,
+        Target::Trn3 => &TRN3,
+    }
+}
+
+/// A resource a transfer occupies for its duration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Resource {
+    /// The DMA engines of a device (shared with its kernels' DMAs).
+    Dma(usize),
+    /// The link leaving chip `.0` (global chip index) in direction `.1` (0..4: +x, -x, +y, -y;
+    /// 4: switch uplink, 5: switch downlink into the chip).
+    Link(usize, u8),
+    /// The EFA share of a device.
+    Efa(usize),
+}
+
+/// The path of one transfer: the resources it holds, its bandwidth and its latency.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Route {
+    /// Resources held while the bytes stream.
+    pub resources: Vec<Resource>,
+    /// Bottleneck bandwidth in bytes per ns.
+    pub gbps: f64,
+    /// Fixed latency (DMA start, hops), in ns.
+    pub latency_ns: f64,
+    /// Chip-to-chip hops crossed.
+    pub hops: usize,
+    /// Whether the transfer leaves its node.
+    pub inter_node: bool,
+}
+
+impl LinkSpec {
+    /// The chip of a device.
+    pub fn chip(&self, device: usize) -> usize {
+        device / self.devices_per_chip
+    }
+
+    /// The route from device `src` to device `dst`.
+    pub fn route(&self, src: usize, dst: usize) -> Route {
+        let (ca, cb) = (self.chip(src), self.chip(dst));
+        let (na, nb) = (ca / self.chips_per_node, cb / self.chips_per_node);
+        let mut r = Route {
+            resources: vec![Resource::Dma(src)],
+            gbps: self.dma_gbps,
+            latency_ns: self.dma_fixed_ns,
+            hops: 0,
+            inter_node: false,
+        };
+        if na != nb {
+            r.resources.push(Resource::Efa(src));
+            r.gbps = r.gbps.min(self.node_gbps);
+            r.latency_ns += self.node_ns;
+            r.inter_node = true;
+            return r;
+        }
+        if ca == cb {
+            return r;
+        }
+        r.gbps = r.gbps.min(self.link_gbps);
+        match self.fabric {
+            Fabric::Switched => {
+                r.resources.push(Resource::Link(ca, 4));
+                r.resources.push(Resource::Link(cb, 5));
+                r.hops = 1;
+            }
+            Fabric::Torus(w, h) => {
+                let base = na * self.chips_per_node;
+                let (mut x, mut y) = ((ca - base) % w, (ca - base) / w);
+                let (tx, ty) = ((cb - base) % w, (cb - base) / w);
+                let step = |from: usize, to: usize, n: usize| -> Option<(bool, usize)> {
+                    if from == to {
+                        return None;
+                    }
+                    let fwd = (to + n - from) % n;
+                    if fwd <= n - fwd {
+                        Some((true, (from + 1) % n))
+                    } else {
+                        Some((false, (from + n - 1) % n))
+                    }
+                };
+                while let Some((fwd, nx)) = step(x, tx, w) {
+                    r.resources
+                        .push(Resource::Link(base + y * w + x, if fwd { 0 } else { 1 }));
+                    x = nx;
+                    r.hops += 1;
+                }
+                while let Some((fwd, ny)) = step(y, ty, h) {
+                    r.resources
+                        .push(Resource::Link(base + y * w + x, if fwd { 2 } else { 3 }));
+                    y = ny;
+                    r.hops += 1;
+                }
+            }
+        }
+        r.latency_ns += r.hops as f64 * self.hop_ns;
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_cross_the_torus_the_short_way() {
+        let s = link_spec(Target::Trn2);
+        // Devices 0..4 share chip 0: DMA only.
+        assert_eq!(s.route(0, 3).hops, 0);
+        assert_eq!(s.route(0, 3).gbps, 368.0);
+        // Chip 0 -> chip 3 wraps around the x ring: one hop.
+        let r = s.route(0, 12);
+        assert_eq!(r.hops, 1);
+        assert_eq!(r.resources[1], Resource::Link(0, 1));
+        assert_eq!(r.gbps, 256.0);
+        // Chip 0 -> chip 5 (x=1, y=1): two hops.
+        assert_eq!(s.route(0, 20).hops, 2);
+        // Beyond 16 chips: another node over EFA.
+        assert!(s.route(0, 64).inter_node);
+        assert_eq!(link_spec(Target::Trn3).route(0, 60).hops, 1);
+        for (k, v) in s.sources {
+            assert!(v.starts_with('['), "{k} has no source key");
+        }
+    }
+}
