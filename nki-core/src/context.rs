@@ -58,9 +58,11 @@ pub(crate) struct LaunchShared {
 }
 
 impl LaunchShared {
-    /// The shared state of a launch without outputs (unit tests).
-    #[cfg(test)]
+    /// The shared state of a launch that checks no outputs (mesh launches, unit tests): the
+    /// tensors borrowed as outputs on this thread so far are let go, so that no later launch
+    /// takes them for its own.
     pub(crate) fn new() -> Arc<LaunchShared> {
+        drop(crate::hbm::take_pending_outputs());
         Self::with_outputs(Vec::new())
     }
 
@@ -120,7 +122,7 @@ impl InstanceCtx {
     pub(crate) fn new(
         program_id: Vec<usize>,
         grid: Vec<usize>,
-        instance: u64,
+        instance: impl Into<u64>,
         nc: usize,
         mode: Mode,
         target: Target,
@@ -129,7 +131,7 @@ impl InstanceCtx {
         InstanceCtx {
             program_id,
             grid,
-            instance,
+            instance: instance.into(),
             nc,
             mode,
             target,

@@ -75,7 +75,7 @@ pub(crate) mod trace {
         mode: Mode,
         f: impl FnOnce(),
     ) -> Result<Vec<Instr>, NkiError> {
-        let ctx = InstanceCtx::new(vec![0], vec![1], 0, 0, mode, target, LaunchShared::new());
+        let ctx = InstanceCtx::new(vec![0], vec![1], 0u32, 0, mode, target, LaunchShared::new());
         let prev = context::install(ctx);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
         let ctx = context::take().expect("installed");
