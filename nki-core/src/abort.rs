@@ -13,11 +13,19 @@
 //! grid) are still returned as `Err`.
 
 use crate::context::{self, InstanceCtx};
-use crate::error::{ErrorKind, NkiError};
+use crate::error::{ErrorKind, NkiError, SourceLoc};
 use std::any::Any;
+use std::cell::Cell;
+use std::collections::HashSet;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Once;
+use std::sync::{Mutex, Once};
+
+thread_local! {
+    /// Where the last panic of a kernel body on this thread happened (set by the panic hook,
+    /// taken by [`catch`]).
+    static PANIC_AT: Cell<Option<SourceLoc>> = const { Cell::new(None) };
+}
 
 /// The payload a failing kernel unwinds with.
 pub(crate) struct KernelAbort(pub(crate) NkiError);
@@ -42,9 +50,8 @@ impl Cancellation {
     }
 
     /// Records that instance `index` (linear program id) failed.
-    pub(crate) fn fail(&self, index: u32) {
-        self.lowest_failure
-            .fetch_min(u64::from(index), Ordering::SeqCst);
+    pub(crate) fn fail(&self, index: u64) {
+        self.lowest_failure.fetch_min(index, Ordering::SeqCst);
     }
 
     /// Cancels every instance (a mesh launch, whose devices wait on each other, stops as a
@@ -59,8 +66,8 @@ impl Cancellation {
     }
 
     /// True when instance `index` should stop: an instance before it failed.
-    pub(crate) fn cancels(&self, index: u32) -> bool {
-        u64::from(index) > self.lowest_failure.load(Ordering::Relaxed)
+    pub(crate) fn cancels(&self, index: u64) -> bool {
+        index > self.lowest_failure.load(Ordering::Relaxed)
     }
 }
 
@@ -74,9 +81,41 @@ pub(crate) enum Stop {
 
 /// Runs the instance body `f` of program id `program_id`, turning its unwind into a [`Stop`]:
 /// a [`KernelAbort`] gives its error, [`Cancelled`] a cancellation, and any other panic a
-/// [`ErrorKind::KernelPanic`] error with the panic message.
+/// [`ErrorKind::KernelPanic`] error with the panic message and the file:line where it
+/// panicked (recorded by the hook of [`quiet_kernel_unwinds`]).
 pub(crate) fn catch<R>(program_id: &[usize], f: impl FnOnce() -> R) -> Result<R, Stop> {
-    panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| stop_of(payload, program_id))
+    PANIC_AT.with(|p| p.set(None));
+    panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        let at = PANIC_AT.with(|p| p.take());
+        match stop_of(payload, program_id) {
+            Stop::Failed(e) if e.kind() == ErrorKind::KernelPanic => Stop::Failed(match at {
+                Some(loc) => e.with_loc(loc),
+                None => e,
+            }),
+            other => other,
+        }
+    })
+}
+
+/// The location of a panic as a [`SourceLoc`]; file names are interned (each distinct name
+/// is kept once for the life of the process, as `SourceLoc` holds `&'static str`).
+fn source_loc(l: &panic::Location<'_>) -> SourceLoc {
+    static FILES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut g = FILES.lock().unwrap_or_else(|p| p.into_inner());
+    let files = g.get_or_insert_with(HashSet::new);
+    let file = match files.get(l.file()) {
+        Some(f) => *f,
+        None => {
+            let f: &'static str = Box::leak(l.file().to_owned().into_boxed_str());
+            files.insert(f);
+            f
+        }
+    };
+    SourceLoc {
+        file,
+        line: l.line(),
+        column: l.column(),
+    }
 }
 
 /// Runs `f` as the program instance `ctx` on this thread under [`catch`]; returns the
@@ -121,7 +160,8 @@ fn stop_of(payload: Box<dyn Any + Send>, program_id: &[usize]) -> Stop {
 
 /// Installs (once per process) a panic hook that stays quiet for kernel unwinds: the
 /// [`KernelAbort`] and [`Cancelled`] payloads, and any panic while a kernel instance runs on
-/// this thread (they all become `Err`s of the launch). Other panics go to the previous hook.
+/// this thread (they all become `Err`s of the launch, with the panic's file:line). Other
+/// panics go to the previous hook.
 /// Under `panic = "abort"`, where the launch cannot return the error, a kernel error is
 /// printed before the process aborts.
 pub(crate) fn quiet_kernel_unwinds() {
@@ -139,7 +179,13 @@ pub(crate) fn quiet_kernel_unwinds() {
             if p.is::<Cancelled>() {
                 return;
             }
-            let in_kernel = context::try_with_ctx(|_| ()).is_some();
+            let in_kernel = context::in_kernel();
+            if in_kernel {
+                if let Some(l) = info.location() {
+                    let loc = source_loc(l);
+                    PANIC_AT.with(|p| p.set(Some(loc)));
+                }
+            }
             if in_kernel && !cfg!(panic = "abort") {
                 // A panic inside a kernel instance becomes an Err(KernelPanic); stay quiet.
                 return;

@@ -9,6 +9,10 @@ use std::ops::{Range, RangeFrom, RangeFull, RangeInclusive, RangeTo};
 /// patterns allow).
 pub const MAX_DIMS: usize = 5;
 
+/// The most elements a shape may hold: byte counts (up to 8 bytes an element) and signed
+/// element strides of every view of it are then exact in `usize`/`isize` arithmetic.
+pub const MAX_ELEMENTS: usize = isize::MAX as usize / 8;
+
 /// A shape of 1 to [`MAX_DIMS`] dimensions (dimension 0 is the partition dim on chip).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shape {
@@ -17,7 +21,8 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// A shape from its dimensions. Errors for 0 or more than [`MAX_DIMS`] dims.
+    /// A shape from its dimensions. Errors for 0 or more than [`MAX_DIMS`] dims, and for an
+    /// element count over [`MAX_ELEMENTS`] (the product is computed with checked arithmetic).
     pub fn new(dims: &[usize]) -> Result<Shape> {
         if dims.is_empty() || dims.len() > MAX_DIMS {
             return Err(NkiError::new(
@@ -26,6 +31,17 @@ impl Shape {
                 format!(
                     "shape {dims:?} has {} dimensions; 1 to {MAX_DIMS} are supported",
                     dims.len()
+                ),
+            ));
+        }
+        let numel = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        if numel.is_none_or(|n| n > MAX_ELEMENTS) {
+            return Err(NkiError::new(
+                ErrorKind::InvalidArgument,
+                "shape",
+                format!(
+                    "shape {dims:?}: the element count overflows (more than {MAX_ELEMENTS} \
+                     elements cannot be addressed)"
                 ),
             ));
         }
@@ -110,11 +126,12 @@ pub enum Ix {
     },
 }
 
-/// NKI's `nl.ds(start, size)`: the dynamic slice `start..start + size`.
+/// NKI's `nl.ds(start, size)`: the dynamic slice `start..start + size` (an end past the
+/// address space saturates, and is then out of bounds of any tensor).
 pub fn ds(start: usize, size: usize) -> Ix {
     Ix::Range {
         start,
-        end: Some(start + size),
+        end: Some(start.saturating_add(size)),
         step: 1,
     }
 }
@@ -146,7 +163,7 @@ impl From<RangeInclusive<usize>> for Ix {
     fn from(r: RangeInclusive<usize>) -> Ix {
         Ix::Range {
             start: *r.start(),
-            end: Some(*r.end() + 1),
+            end: Some(r.end().saturating_add(1)),
             step: 1,
         }
     }
@@ -293,7 +310,7 @@ impl Ap {
                         ));
                     }
                     if start >= end || end > size {
-                        let last = end.max(start + 1) - 1;
+                        let last = end.max(start.saturating_add(1)) - 1;
                         return Err(oob(what, d, start, last, size, &self.shape));
                     }
                     let n = (end - start).div_ceil(step);

@@ -17,6 +17,7 @@ use crate::record::{BufId, Instr, MemKind};
 use crate::target::Target;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// How a launch runs the kernel.
@@ -50,14 +51,35 @@ pub(crate) struct LaunchShared {
     pub(crate) cancelled: Cancellation,
     /// The launch's HBM writers (the output-dependency check of HBM writes).
     pub(crate) writers: Writers,
+    /// The launch's kernel outputs (see `Hbm::as_output`).
+    pub(crate) outputs: Vec<Arc<crate::hbm::HbmStorage>>,
+    /// A number no other launch of the process has (tiles remember the launch they belong to).
+    pub(crate) id: u64,
 }
 
 impl LaunchShared {
+    /// The shared state of a launch that checks no outputs (mesh launches, unit tests): the
+    /// tensors borrowed as outputs on this thread so far are let go, so that no later launch
+    /// takes them for its own.
     pub(crate) fn new() -> Arc<LaunchShared> {
+        drop(crate::hbm::take_pending_outputs());
+        Self::with_outputs(Vec::new())
+    }
+
+    /// The shared state of a launch whose kernel outputs are `outputs`.
+    pub(crate) fn with_outputs(outputs: Vec<Arc<crate::hbm::HbmStorage>>) -> Arc<LaunchShared> {
+        static NEXT_LAUNCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Arc::new(LaunchShared {
             cancelled: Cancellation::new(),
             writers: Writers::new(),
+            outputs,
+            id: NEXT_LAUNCH.fetch_add(1, Ordering::Relaxed),
         })
+    }
+
+    /// True when the tensor with storage id `id` is an output of this launch.
+    pub(crate) fn is_output(&self, id: u64) -> bool {
+        self.outputs.iter().any(|s| s.id == id)
     }
 }
 
@@ -76,7 +98,7 @@ pub(crate) struct UnwrittenTile {
 pub(crate) struct InstanceCtx {
     pub(crate) program_id: Vec<usize>,
     pub(crate) grid: Vec<usize>,
-    pub(crate) instance: u32,
+    pub(crate) instance: u64,
     pub(crate) nc: usize,
     pub(crate) mode: Mode,
     pub(crate) target: Target,
@@ -88,8 +110,8 @@ pub(crate) struct InstanceCtx {
     pub(crate) unwritten: HashMap<u64, UnwrittenTile>,
     frames: Vec<(u32, u32)>,
     next_activation: u32,
-    /// This instance's writer ids (store, atomic) at its current affine_range position.
-    writer: [Option<u32>; 2],
+    /// This instance's writer ids (store, atomic, read) at its current affine_range position.
+    writer: [Option<u32>; 3],
 }
 
 thread_local! {
@@ -100,7 +122,7 @@ impl InstanceCtx {
     pub(crate) fn new(
         program_id: Vec<usize>,
         grid: Vec<usize>,
-        instance: u32,
+        instance: impl Into<u64>,
         nc: usize,
         mode: Mode,
         target: Target,
@@ -109,7 +131,7 @@ impl InstanceCtx {
         InstanceCtx {
             program_id,
             grid,
-            instance,
+            instance: instance.into(),
             nc,
             mode,
             target,
@@ -119,7 +141,7 @@ impl InstanceCtx {
             unwritten: HashMap::new(),
             frames: Vec::new(),
             next_activation: 0,
-            writer: [None; 2],
+            writer: [None; 3],
         }
     }
 
@@ -133,8 +155,18 @@ impl InstanceCtx {
         self.writer_of(WriterKind::Atomic, loc)
     }
 
+    /// This instance's reader id for loads of kernel outputs at its current affine_range
+    /// position.
+    pub(crate) fn reader_id(&mut self, loc: SourceLoc) -> u32 {
+        self.writer_of(WriterKind::Read, loc)
+    }
+
     fn writer_of(&mut self, kind: WriterKind, loc: SourceLoc) -> u32 {
-        let slot = (kind == WriterKind::Atomic) as usize;
+        let slot = match kind {
+            WriterKind::Atomic => 1,
+            WriterKind::Read => 2,
+            _ => 0,
+        };
         if let Some(w) = self.writer[slot] {
             return w;
         }
@@ -153,7 +185,7 @@ impl InstanceCtx {
         let id = self.next_activation;
         self.next_activation += 1;
         self.frames.push((id, 0));
-        self.writer = [None; 2];
+        self.writer = [None; 3];
         id
     }
 
@@ -161,7 +193,7 @@ impl InstanceCtx {
     pub(crate) fn set_affine_iter(&mut self, id: u32, iter: u32) {
         if let Some(f) = self.frames.iter_mut().rev().find(|f| f.0 == id) {
             f.1 = iter;
-            self.writer = [None; 2];
+            self.writer = [None; 3];
         }
     }
 
@@ -169,7 +201,7 @@ impl InstanceCtx {
     pub(crate) fn pop_affine(&mut self, id: u32) {
         if let Some(pos) = self.frames.iter().rposition(|f| f.0 == id) {
             self.frames.truncate(pos);
-            self.writer = [None; 2];
+            self.writer = [None; 3];
         }
     }
 }
@@ -202,6 +234,13 @@ pub(crate) fn with_ctx<R>(
             loc,
         ),
     }
+}
+
+/// True while a kernel instance runs on this thread (its context is installed, possibly
+/// borrowed by the op in progress).
+pub(crate) fn in_kernel() -> bool {
+    CTX.try_with(|c| c.try_borrow().map_or(true, |g| g.is_some()))
+        .unwrap_or(false)
 }
 
 /// Runs `f` on this thread's context if there is one.

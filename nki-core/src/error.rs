@@ -80,6 +80,10 @@ pub enum ErrorKind {
     NoData,
     /// The kernel panicked for a reason that is not an NKI rule (e.g. a Rust index bug).
     KernelPanic,
+    /// A kernel output the launch never wrote (`err_tensor_output_not_written_to`).
+    OutputNotWritten,
+    /// A kernel launched from inside a kernel body (NKI rejects nested launches).
+    NestedLaunch,
     /// A file could not be written.
     Io,
     /// Devices of a mesh launch wait on semaphores no pending operation can ever signal.

@@ -56,9 +56,14 @@ pub struct GridDim {
 }
 
 impl GridDim {
-    /// Number of instances along this dimension.
+    /// Number of instances along this dimension (`usize::MAX` when the product overflows,
+    /// which a launch rejects).
     pub fn size(&self) -> usize {
-        self.outer.size() * self.inner.size()
+        self.checked_size().unwrap_or(usize::MAX)
+    }
+
+    fn checked_size(&self) -> Option<usize> {
+        self.outer.size().checked_mul(self.inner.size())
     }
 }
 
@@ -133,10 +138,10 @@ impl Grid {
             return bad(format!("grid {self} has an empty dimension"));
         }
         let total = factors.try_fold(1usize, |n, f| n.checked_mul(f.size()));
-        if total.is_none_or(|n| n > u32::MAX as usize) {
+        if total.is_none() {
             return bad(format!(
-                "grid {self} has more than {} program instances",
-                u32::MAX
+                "grid {self}: the instance count overflows (more than {} instances)",
+                usize::MAX
             ));
         }
         let ncs = self
@@ -158,7 +163,7 @@ impl Grid {
     }
 
     /// Number of program instances (the product of the dimension sizes). Only meaningful for
-    /// a grid that validated: then it fits in a `u32`.
+    /// a grid that validated: then it fits in a `usize`.
     pub fn num_instances(&self) -> usize {
         self.dims.iter().map(GridDim::size).product()
     }
@@ -310,25 +315,44 @@ impl Launch {
     /// its instances' streams in program-id order). When instances fail, the one with the
     /// lowest linear program id is reported, whatever the host order: a failure cancels only
     /// the instances after it in launch order, so every instance before it still runs.
+    ///
+    /// Called from inside a kernel body, it launches nothing and fails the calling instance
+    /// with an [`ErrorKind::NestedLaunch`] error at the caller's line (NKI rejects nested
+    /// launches).
+    #[track_caller]
     pub fn run<F: Fn() + Sync>(&self, kernel: F) -> Result<LaunchReport> {
+        if crate::context::in_kernel() {
+            crate::context::raise(
+                NkiError::new(
+                    ErrorKind::NestedLaunch,
+                    "launch",
+                    format!(
+                        "a kernel launch (grid {}) inside a kernel: NKI rejects nested launches; \
+                         launch kernels from host code",
+                        self.grid
+                    ),
+                ),
+                crate::error::SourceLoc::caller(),
+            );
+        }
         self.grid.validate()?;
         let threads = self.threads()?;
         abort::quiet_kernel_unwinds();
         let total = self.grid.num_instances();
-        let shared = LaunchShared::new();
+        let shared = LaunchShared::with_outputs(crate::hbm::take_pending_outputs());
         let grid_shape = self.grid.shape();
         let next = AtomicUsize::new(0);
-        let first_error: Mutex<Option<(u32, NkiError)>> = Mutex::new(None);
+        let first_error: Mutex<Option<(u64, NkiError)>> = Mutex::new(None);
         // One host worker: takes the next instance in launch order until none is left or a
         // failure cancels the rest.
         let worker = || {
             let mut done = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= total || shared.cancelled.cancels(i as u32) {
+                if i >= total || shared.cancelled.cancels(i as u64) {
                     break;
                 }
-                let index = i as u32;
+                let index = i as u64;
                 let (pid, core) = self.grid.instance(i);
                 let ctx = InstanceCtx::new(
                     pid,
@@ -370,7 +394,7 @@ impl Launch {
                 instances: Vec::new(),
             })
             .collect();
-        let mut infos = Vec::with_capacity(total);
+        let mut infos = Vec::with_capacity(finished.len());
         let mut memory = MemoryPeak::default();
         for f in finished {
             let (pid, core) = self.grid.instance(f.index as usize);
@@ -382,6 +406,9 @@ impl Launch {
             });
             stream.instances.push((pid, f.records));
             memory = memory.max(f.peak);
+        }
+        for out in &shared.outputs {
+            crate::hbm::check_written(out, shared.writers.base())?;
         }
         let profile = if self.mode.records() {
             Some(crate::timing::model(&streams, self.target, memory))
@@ -415,7 +442,7 @@ impl Launch {
 /// What a host worker keeps of an instance that ran to its end.
 struct Finished {
     /// Linear program id (launch order).
-    index: u32,
+    index: u64,
     records: Vec<Instr>,
     peak: MemoryPeak,
 }

@@ -5,7 +5,7 @@
 //! part of the type, so the partition limit, the PSUM bank limit, element-wise shape agreement
 //! and the matmul operand limits are checked by rustc (see [`crate::typed`]).
 
-use crate::access::{Ap, IntoIndex, Shape};
+use crate::access::{Ap, IntoIndex, Ix, Shape};
 use crate::context::{self, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
@@ -34,10 +34,15 @@ pub struct Tile {
     /// that needs the tile's own layout, copies them into `data` first (copy on write).
     in_place: RefCell<Option<InPlace>>,
     pub(crate) init: Cell<bool>,
+    /// The elements written so far of a tile written in part (one bit per element, row-major),
+    /// and how many they are; `None` while nothing or everything (`init`) is written.
+    written: RefCell<Option<(Vec<u64>, usize)>>,
     /// True while the tile is listed in the instance's unwritten tiles (estimate mode, tiles
     /// allocated without a fill, until the first write).
     tracked: Cell<bool>,
     pub(crate) loc: SourceLoc,
+    /// The (launch, program instance) the tile belongs to: using it in any other is an error.
+    owner: (u64, u64),
 }
 
 impl Tile {
@@ -57,8 +62,9 @@ impl Tile {
             raise(e, loc);
         }
         let id = NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed);
-        let (executes, r) = context::with_ctx(op, loc, |c| {
+        let (executes, r, owner) = context::with_ctx(op, loc, |c| {
             let executes = c.mode.executes();
+            let owner = (c.shared.id, c.instance);
             let r = c.mem.alloc(id, mem, shape, dtype, loc);
             if !executes && fill.is_none() && r.is_ok() {
                 let u = context::UnwrittenTile {
@@ -69,7 +75,7 @@ impl Tile {
                 };
                 c.unwritten.insert(id, u);
             }
-            (executes, r)
+            (executes, r, owner)
         });
         if let Err(e) = r {
             // Name the op that allocated (the tracker does not know it).
@@ -94,8 +100,10 @@ impl Tile {
             fill_pending: Cell::new(fill_pending),
             in_place: RefCell::new(None),
             init: Cell::new(fill.is_some()),
+            written: RefCell::new(None),
             tracked: Cell::new(!executes && fill.is_none()),
             loc,
+            owner,
         }
     }
 
@@ -124,8 +132,35 @@ impl Tile {
         self.shape.free()
     }
 
-    /// A view of the whole tile.
+    /// A view of the whole tile. Inside a kernel, a tile of another program instance or of
+    /// an earlier launch (smuggled out of its instance) fails the launch with an
+    /// [`ErrorKind::InvalidArgument`] error: a tile belongs to the instance that allocated it.
+    #[track_caller]
     pub fn view(&self) -> TileRef<'_> {
+        let here = context::try_with_ctx(|c| (c.shared.id, c.instance));
+        if let Some((launch, instance)) = here {
+            if (launch, instance) != self.owner {
+                let pid = context::try_with_ctx(|c| c.program_id.clone()).unwrap_or_default();
+                let whose = if launch == self.owner.0 {
+                    "another program instance of this launch"
+                } else {
+                    "an earlier launch"
+                };
+                raise(
+                    NkiError::new(
+                        ErrorKind::InvalidArgument,
+                        "tile",
+                        format!(
+                            "{} (allocated at {}) belongs to {whose}; program id {pid:?} cannot \
+                             use it: a tile lives in the instance that allocated it",
+                            self.describe(),
+                            self.loc
+                        ),
+                    ),
+                    SourceLoc::caller(),
+                );
+            }
+        }
         TileRef {
             tile: self,
             ap: Ap::contiguous(self.shape),
@@ -189,15 +224,63 @@ impl Tile {
         describe_tile(self.mem, self.dtype, self.shape)
     }
 
-    /// Marks the tile written (coarsely: any write marks all of it), taking it off the
-    /// instance's unwritten tiles when it was listed there.
+    /// Marks the elements of view `ap` written: per element (a bitmap kept only while the
+    /// tile is written in part), the tile becoming written (`init`) once every element is.
+    /// Any write takes the tile off the instance's unwritten tiles (estimate mode, where
+    /// written-ness is tracked per tile).
     #[inline]
-    fn set_written(&self) {
-        if !self.init.replace(true) && self.tracked.replace(false) {
+    fn set_written(&self, ap: &Ap) {
+        if self.tracked.replace(false) {
             let id = self.id;
             context::try_with_ctx(|c| c.unwritten.remove(&id));
         }
+        if self.init.get() {
+            return;
+        }
+        let numel = self.shape.numel();
+        if !(ap.offset == 0 && ap.shape == self.shape) {
+            let mut g = self.written.borrow_mut();
+            let (bits, count) = g.get_or_insert_with(|| (vec![0; numel.div_ceil(64)], 0));
+            for_each_element(ap, |e| {
+                let (w, b) = (e / 64, 1u64 << (e % 64));
+                *count += (bits[w] & b == 0) as usize;
+                bits[w] |= b;
+            });
+            if *count < numel {
+                return;
+            }
+        }
+        *self.written.borrow_mut() = None;
+        self.init.set(true);
     }
+
+    /// The first element of view `ap` (flat tile index) nothing has written, if any.
+    fn first_unwritten(&self, ap: &Ap) -> Option<usize> {
+        if self.init.get() {
+            return None;
+        }
+        let g = self.written.borrow();
+        let Some((bits, _)) = g.as_ref() else {
+            return Some(ap.offset);
+        };
+        let mut first = None;
+        for_each_element(ap, |e| {
+            if first.is_none() && bits[e / 64] & (1 << (e % 64)) == 0 {
+                first = Some(e);
+            }
+        });
+        first
+    }
+}
+
+/// Calls `f` with the flat index of every element of view `ap`.
+fn for_each_element(ap: &Ap, mut f: impl FnMut(usize)) {
+    let s = ap.inner_stride();
+    ap.for_each_row(|off, n| {
+        for j in 0..n {
+            f((off as isize + j as isize * s) as usize);
+        }
+    });
 }
 
 /// The values of a tile loaded from a kernel input, read in place: partition `p`'s free
@@ -315,10 +398,24 @@ impl<'a> TileRef<'a> {
     #[track_caller]
     pub fn slice(&self, index: impl IntoIndex) -> TileRef<'a> {
         let loc = SourceLoc::caller();
-        match self
-            .ap
-            .slice(&index.into_index(), true, &self.tile.describe())
-        {
+        let index = index.into_index();
+        if let Some(Ix::Range { step, .. }) = index.first() {
+            if *step > 1 {
+                raise(
+                    NkiError::new(
+                        ErrorKind::PartitionOffset,
+                        "slice",
+                        format!(
+                            "partition step {step} on {}: an on-chip access covers contiguous \
+                             partitions (step 1); use a free-dimension step or separate tiles",
+                            self.describe()
+                        ),
+                    ),
+                    loc,
+                );
+            }
+        }
+        match self.ap.slice(&index, true, &self.tile.describe()) {
             Ok(ap) => TileRef {
                 tile: self.tile,
                 ap,
@@ -522,7 +619,7 @@ impl<'a> TileRef<'a> {
             offset,
             row_stride,
         });
-        self.tile.set_written();
+        self.tile.set_written(&self.ap);
         true
     }
 
@@ -562,25 +659,40 @@ impl<'a> TileRef<'a> {
             drop(data);
             give_buf(tmp);
         }
-        self.tile.set_written();
+        self.tile.set_written(&self.ap);
     }
 
-    /// Raises [`ErrorKind::UninitializedRead`] when nothing has written the tile yet.
+    /// True when every element of the view has been written.
+    pub(crate) fn is_written(&self) -> bool {
+        self.tile.first_unwritten(&self.ap).is_none()
+    }
+
+    /// Raises [`ErrorKind::UninitializedRead`] when an element of the view was never written
+    /// (per element: a tile written in part is read only where it was written).
     pub(crate) fn check_init(&self, op: &'static str, loc: SourceLoc) {
-        if !self.tile.init.get() {
-            raise(
-                NkiError::new(
-                    ErrorKind::UninitializedRead,
-                    op,
-                    format!(
-                        "reads {} (allocated at {}) before anything wrote it",
-                        self.tile.describe(),
-                        self.tile.loc
-                    ),
+        let Some(e) = self.tile.first_unwritten(&self.ap) else {
+            return;
+        };
+        let what = if self.tile.written.borrow().is_some() {
+            format!(
+                "element {:?} of {}, which is written only in part,",
+                Ap::unravel(e, &self.tile.shape),
+                self.tile.describe()
+            )
+        } else {
+            self.tile.describe()
+        };
+        raise(
+            NkiError::new(
+                ErrorKind::UninitializedRead,
+                op,
+                format!(
+                    "reads {what} (allocated at {}) before anything wrote it",
+                    self.tile.loc
                 ),
-                loc,
-            );
-        }
+            ),
+            loc,
+        );
     }
 
     /// Writes row-major `vals` into the view, rounding to the tile's dtype.
@@ -600,12 +712,12 @@ impl<'a> TileRef<'a> {
             drop(data);
             give_buf(vals);
         }
-        self.tile.set_written();
+        self.tile.set_written(&self.ap);
     }
 
     /// Marks the tile written without touching values (estimate mode).
     pub(crate) fn mark_written(&self) {
-        self.tile.set_written();
+        self.tile.set_written(&self.ap);
     }
 
     /// Description for messages.
@@ -619,6 +731,7 @@ impl<'a> TileRef<'a> {
 }
 
 impl<'a> From<&'a Tile> for TileRef<'a> {
+    #[track_caller]
     fn from(t: &'a Tile) -> Self {
         t.view()
     }
@@ -778,6 +891,8 @@ mod tests {
                 // Strided columns, a cast, an output tensor: copies.
                 let strided = nl::load(a.slice((.., stepped(0..8, 2))));
                 let cast = nl::load_as(&a, DType::BF16);
+                // An output region is loaded back after this launch wrote it.
+                nl::store(out.slice((0..2, ..)), &nl::load(a.slice((0..2, ..))));
                 let from_out = nl::load(out.slice((0..2, ..)));
                 for t in [&strided, &cast, &from_out] {
                     assert!(!in_place(t));
@@ -786,7 +901,7 @@ mod tests {
                     strided.values(),
                     ramp(32, 1.0).into_iter().step_by(2).collect::<Vec<_>>()
                 );
-                assert_eq!(from_out.values(), ramp(16, -1.0));
+                assert_eq!(from_out.values(), ramp(16, 1.0));
                 // A 1-D view of contiguous elements is one partition read in place.
                 let row = nl::load(a.slice((1, 2..6)));
                 assert!(in_place(&row));

@@ -6,12 +6,13 @@
 //! iteration) stored to it during the current launch (compactly, per block of elements where a
 //! store covers whole blocks), which is how overlapping writes are detected (NKI's "unexpected
 //! output dependencies"). The tags are kept in every launch mode, so estimate-mode launches on
-//! [`Hbm::shape_only`] tensors detect races too; the tag arrays are allocated on first write.
+//! [`Hbm::shape_only`] tensors detect races too; the tags are paged, allocated where stores land.
 //!
 //! The folder: this module holds the tensors, `view.rs` their views and slices; `write.rs` the tracked stores,
 //! `writers.rs` who wrote what and which writers conflict, `atomic.rs` `nl.atomic_rmw`.
 
 pub(crate) mod atomic;
+mod pages;
 pub(crate) mod values;
 mod view;
 pub(crate) mod write;
@@ -23,12 +24,47 @@ use crate::access::{IntoIndex, Shape};
 use crate::dtype::{DType, Element};
 use crate::error::{ErrorKind, NkiError, Result};
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
+use std::cell::RefCell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use values::Values;
 
 static NEXT_HBM_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// Tensors borrowed as outputs ([`Hbm::as_output`]) on this thread since the last launch
+    /// started here.
+    static PENDING_OUTPUTS: RefCell<Vec<Weak<HbmStorage>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The kernel outputs of a launch starting on this thread: the tensors borrowed with
+/// [`Hbm::as_output`] since the previous launch started here (and still alive).
+pub(crate) fn take_pending_outputs() -> Vec<Arc<HbmStorage>> {
+    let mut v: Vec<Arc<HbmStorage>> = PENDING_OUTPUTS
+        .with(|p| std::mem::take(&mut *p.borrow_mut()))
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    v.dedup_by_key(|s| s.id);
+    v
+}
+
+/// The error of a launch that wrote none of the output `st` (NKI's
+/// `err_tensor_output_not_written_to`), if it did not: `base` is the launch's first writer id.
+pub(crate) fn check_written(st: &HbmStorage, base: u32) -> Result<()> {
+    if st.last_writer.load(Ordering::SeqCst) >= base {
+        return Ok(());
+    }
+    Err(NkiError::new(
+        ErrorKind::OutputNotWritten,
+        "launch",
+        format!(
+            "output tensor {} {} is never written by the kernel (err_tensor_output_not_written_to)",
+            st.name, st.shape
+        ),
+    ))
+}
 
 /// The storage behind an HBM tensor and all its views.
 pub(crate) struct HbmStorage {
@@ -36,6 +72,9 @@ pub(crate) struct HbmStorage {
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
     pub(crate) name: String,
+    /// The highest writer id that wrote the tensor (0: never): a kernel output whose last
+    /// writer is older than the launch was never written by it.
+    pub(crate) last_writer: AtomicU32,
     data: RwLock<HbmData>,
 }
 
@@ -45,13 +84,13 @@ pub(crate) struct HbmStorage {
 /// written") are recognised as stale. Tags are kept per block of
 /// [`write::BLOCK`] elements, and per element only for blocks that were written
 /// partially (marked [`write::MIXED`]), so a store of whole blocks touches 1/16 of
-/// the tag memory.
+/// the tag memory. Both are paged: memory follows the elements launches wrote.
 pub(crate) struct HbmData {
     pub(crate) values: Option<Values>,
-    /// Writer id per block of elements, or `MIXED`.
-    pub(crate) blocks: Vec<u32>,
-    /// Writer id per element, meaningful inside `MIXED` blocks (allocated on first need).
-    pub(crate) elems: Vec<u32>,
+    /// The writer tags of the elements (stores and atomic updates), paged.
+    pub(crate) writes: write::TagSet,
+    /// The reader tags of the elements (loads while the tensor is a kernel output), paged.
+    pub(crate) reads: write::TagSet,
 }
 
 impl HbmStorage {
@@ -62,10 +101,11 @@ impl HbmStorage {
             dtype,
             shape,
             name: format!("hbm{id}"),
+            last_writer: AtomicU32::new(0),
             data: RwLock::new(HbmData {
                 values: values.map(Values::from),
-                blocks: Vec::new(),
-                elems: Vec::new(),
+                writes: write::TagSet::default(),
+                reads: write::TagSet::default(),
             }),
         })
     }
@@ -83,6 +123,9 @@ impl HbmStorage {
     }
 }
 
+/// The shape of a tensor made by an infallible constructor; panics (at the caller) when the
+/// element count overflows, as `Vec` and ndarray constructors do.
+#[track_caller]
 fn shape_of<const N: usize>(dims: [usize; N]) -> Shape {
     const {
         assert!(
@@ -90,7 +133,7 @@ fn shape_of<const N: usize>(dims: [usize; N]) -> Shape {
             "HBM tensors have 1 to 5 dimensions"
         )
     };
-    Shape::new(&dims).expect("rank checked at compile time")
+    Shape::new(&dims).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A tensor in device HBM with elements of type `T`.
@@ -104,11 +147,19 @@ pub struct Hbm<T: Element> {
 
 impl<T: Element> Hbm<T> {
     /// A zero-filled tensor.
+    ///
+    /// # Panics
+    /// When the element count overflows (more than [`crate::access::MAX_ELEMENTS`]).
+    #[track_caller]
     pub fn zeros<const N: usize>(shape: [usize; N]) -> Self {
         Self::full(shape, T::from_f32(0.0))
     }
 
     /// A tensor filled with `value`.
+    ///
+    /// # Panics
+    /// When the element count overflows (more than [`crate::access::MAX_ELEMENTS`]).
+    #[track_caller]
     pub fn full<const N: usize>(shape: [usize; N], value: T) -> Self {
         let s = shape_of(shape);
         Self::wrap(HbmStorage::new(
@@ -120,8 +171,24 @@ impl<T: Element> Hbm<T> {
 
     /// A tensor with a shape but no values: enough for estimate-mode launches (timeline only)
     /// of shapes too large to hold. Reading its values is an [`ErrorKind::NoData`] error.
+    /// Memory spent on it follows what launches touch, not its size.
+    ///
+    /// # Panics
+    /// When the element count overflows (more than [`crate::access::MAX_ELEMENTS`]); see
+    /// [`Hbm::try_shape_only`] for the fallible form.
+    #[track_caller]
     pub fn shape_only<const N: usize>(shape: [usize; N]) -> Self {
         Self::wrap(HbmStorage::new(T::DTYPE, shape_of(shape), None))
+    }
+
+    /// [`Hbm::shape_only`] of a shape given at run time: an [`ErrorKind::InvalidArgument`]
+    /// error for 0 or more than 5 dimensions, or an element count that overflows.
+    pub fn try_shape_only(shape: &[usize]) -> Result<Self> {
+        Ok(Self::wrap(HbmStorage::new(
+            T::DTYPE,
+            Shape::new(shape)?,
+            None,
+        )))
     }
 
     /// A tensor holding a copy of an ndarray (any dimensionality from 1 to 5).
@@ -203,8 +270,11 @@ impl<T: Element> Hbm<T> {
         self.view().slice(index)
     }
 
-    /// Borrows the tensor as a kernel output for one launch.
+    /// Borrows the tensor as a kernel output for one launch: the next launch started on this
+    /// thread takes it as one of its outputs (its loads are race- and initialisation-checked,
+    /// and a launch that never writes it fails, NKI's `err_tensor_output_not_written_to`).
     pub fn as_output(&mut self) -> HbmOut<'_, T> {
+        PENDING_OUTPUTS.with(|p| p.borrow_mut().push(Arc::downgrade(&self.st)));
         HbmOut {
             st: self.st.clone(),
             _t: PhantomData,

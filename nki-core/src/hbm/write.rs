@@ -13,6 +13,7 @@
 //! [`Writers::merge_atomic`]), so a later store is checked against them. The store path
 //! is unchanged by this: atomic tags only reach its (already slow) conflict check.
 
+use super::pages::Pages;
 use super::writers::Writers;
 use super::{no_data, HbmData, HbmView};
 use crate::access::Ap;
@@ -22,12 +23,18 @@ use crate::tile::TileRef;
 
 /// Elements per writer-tag block.
 pub(crate) const BLOCK: usize = 16;
+/// Block tags per page of block tags (a page covers 65536 elements).
+pub(crate) const BLOCKS_PER_PAGE: usize = 4096;
 /// Block tag meaning "the elements of this block carry their own tags".
 pub(crate) const MIXED: u32 = u32::MAX;
 
-/// Checks the value operand of a write into HBM (`store`, `atomic_rmw`) and that it has the
-/// destination's shape (a 1-D destination counts as one partition) or at least its element
-/// count; raises the error of operation `op` (named `name` in the message) otherwise.
+/// Checks the value operand of a write into HBM (`store`, `atomic_rmw`) and that it fits the
+/// destination as the DMA moves it: the same partition count (a 1-D destination is one
+/// partition) and the same elements per partition, the free dimensions being flattened in
+/// row-major order (a `[4, 3, 5]` tile stores into `[4, 15]`). Any other pair is a
+/// [`ErrorKind::ShapeMismatch`] error of operation `op` (named `name` in the message), even
+/// with equal element counts: a `[128, 512]` tile does not store into `[512, 128]` or
+/// `[64, 1024]` (no implicit reshape across partitions).
 pub(crate) fn check_dest_value(
     op: &'static str,
     name: &str,
@@ -36,17 +43,19 @@ pub(crate) fn check_dest_value(
     loc: SourceLoc,
 ) {
     crate::context::check(crate::isa::base::operand(op, "value", src), loc);
-    let mut ddims = dst.shape().to_vec();
-    if ddims.len() == 1 {
-        ddims.insert(0, 1);
-    }
-    if ddims != src.shape() && dst.ap.shape.numel() != src.ap.shape.numel() {
+    let d = dst.shape();
+    let (dp, dfree) = match d.len() {
+        1 => (1, d[0]),
+        _ => (d[0], d[1..].iter().product()),
+    };
+    if (dp, dfree) != (src.partitions(), src.free_size()) {
         crate::context::raise(
             NkiError::new(
                 ErrorKind::ShapeMismatch,
                 op,
                 format!(
-                    "destination {} and value {} of '{name}' have different shapes",
+                    "destination {} and value {} of '{name}' have different shapes \
+                     (partitions and elements per partition must match)",
                     dst.describe(),
                     src.describe()
                 ),
@@ -84,13 +93,13 @@ pub(crate) fn write_slice(
     let mut g = st.write();
     let HbmData {
         values,
-        blocks,
-        elems,
+        writes,
+        reads,
     } = &mut *g;
     let Some(values) = values.as_mut() else {
         return Err(no_data(st, "store"));
     };
-    let mut tags = Tags::new(blocks, elems, st.shape.numel(), writer, &shared.writers);
+    let mut tags = Tags::new(writes, writer, &shared.writers);
     let s = dst.ap.inner_stride();
     let mut pos = 0;
     dst.ap.for_each_row(|off, n| {
@@ -107,17 +116,17 @@ pub(crate) fn write_slice(
             }
         }
     });
-    tags.finish(dst, "store")
+    written(tags, dst, reads, shared, "store")
 }
 
 /// The tracking half of [`write`] without values (estimate mode): tags the elements of `dst`
-/// with `writer` and reports a conflicting earlier writer exactly as a store would. Works on
-/// shape-only tensors; the tag arrays are allocated on the first tracked write.
+/// with `writer` and reports a conflicting earlier writer (or reader) exactly as a store would.
+/// Works on shape-only tensors; tag pages are allocated where the tracked writes land.
 pub(crate) fn track(dst: &HbmView, writer: u32, shared: &LaunchShared) -> Result<()> {
     let st = &dst.st;
     let mut g = st.write();
-    let HbmData { blocks, elems, .. } = &mut *g;
-    let mut tags = Tags::new(blocks, elems, st.shape.numel(), writer, &shared.writers);
+    let HbmData { writes, reads, .. } = &mut *g;
+    let mut tags = Tags::new(writes, writer, &shared.writers);
     let s = dst.ap.inner_stride();
     dst.ap.for_each_row(|off, n| {
         if s == 1 {
@@ -128,58 +137,163 @@ pub(crate) fn track(dst: &HbmView, writer: u32, shared: &LaunchShared) -> Result
             }
         }
     });
-    tags.finish(dst, "store")
+    written(tags, dst, reads, shared, "store")
 }
 
 /// Tags the elements of `dst` as updated by the atomic writer `writer` (see
 /// [`Writers::merge_atomic`]), on the tag arrays of the locked tensor data `data` (the
 /// caller updates the values under the same lock; estimate mode calls this alone). An element
-/// stored by an unordered writer is an output-dependency error naming both writers.
+/// stored (or loaded) by an unordered writer (reader) is an output-dependency error naming
+/// both.
 pub(crate) fn atomic(
     dst: &HbmView,
     data: &mut HbmData,
     writer: u32,
     shared: &LaunchShared,
 ) -> Result<()> {
-    let st = &dst.st;
-    let numel = st.shape.numel();
-    let HbmData { blocks, elems, .. } = data;
-    let mut tags = Tags::new(blocks, elems, numel, writer, &shared.writers);
-    let mut merge = Merge {
-        writer,
-        writers: &shared.writers,
-        last: None,
-    };
-    let s = dst.ap.inner_stride();
-    dst.ap.for_each_row(|off, n| {
-        if s == 1 {
-            let end = off + n;
-            let (b0, b1) = (off.div_ceil(BLOCK), end / BLOCK);
-            if b0 >= b1 {
-                (off..end).for_each(|e| merge.element(&mut tags, e));
-                return;
-            }
-            (off..b0 * BLOCK).for_each(|e| merge.element(&mut tags, e));
-            for b in b0..b1 {
-                let old = tags.blocks[b];
-                if old == MIXED {
-                    (b * BLOCK..(b + 1) * BLOCK).for_each(|e| merge.element(&mut tags, e));
-                } else {
-                    tags.blocks[b] = merge.tag(&mut tags.conflict, old, b * BLOCK);
-                }
-            }
-            (b1 * BLOCK..end).for_each(|e| merge.element(&mut tags, e));
-        } else {
-            for j in 0..n {
-                merge.element(&mut tags, (off as isize + j as isize * s) as usize);
-            }
-        }
+    let HbmData { writes, reads, .. } = data;
+    let mut tags = Tags::new(writes, writer, &shared.writers);
+    let mut merge = Merge::new(writer, &shared.writers);
+    visit(&mut tags, &dst.ap, |chk, old, e| {
+        merge.tag(&mut chk.conflict, old, e)
     });
-    tags.finish(dst, "nl.atomic_rmw")
+    written(tags, dst, reads, shared, "nl.atomic_rmw")
 }
 
-/// The tag updates of one atomic writer, remembering the last merge (a store of whole rows
-/// leaves long runs of one tag).
+/// Notes that `reader` (a program instance at one affine_range position, see
+/// [`super::writers::WriterKind::Read`]) loads `src` by operation `op`, on a tensor that is a
+/// kernel output of the running launch: an element an unordered writer (another instance, or
+/// another iteration of an affine_range) stored or updated is an output-dependency error
+/// naming both, and the read is remembered, so an unordered write that comes later is one
+/// too. Loads by unordered readers of one element never conflict. An element nothing wrote
+/// yet in this launch is an [`ErrorKind::UninitializedRead`] error.
+pub(crate) fn read(
+    src: &HbmView,
+    reader: u32,
+    shared: &LaunchShared,
+    op: &'static str,
+) -> Result<()> {
+    let mut g = src.st.write();
+    let HbmData { writes, reads, .. } = &mut *g;
+    let mut w = Tags::new(writes, reader, &shared.writers);
+    let mut unwritten = None;
+    visit(&mut w, &src.ap, |chk, old, e| {
+        if old < chk.base {
+            unwritten.get_or_insert(e);
+        }
+        chk.check(old, e);
+        old
+    });
+    w.finish(src, op)?;
+    if let Some(e) = unwritten {
+        return Err(NkiError::new(
+            ErrorKind::UninitializedRead,
+            op,
+            format!(
+                "reads element {:?} of output {} ({}) before anything in this launch wrote it; \
+                 kernel outputs start uninitialised",
+                Ap::unravel(e, &src.st.shape),
+                src.st.name,
+                src.describe()
+            ),
+        ));
+    }
+    let mut r = Tags::new(reads, reader, &shared.writers);
+    let mut merge = Merge::new(reader, &shared.writers);
+    visit(&mut r, &src.ap, |chk, old, e| {
+        merge.tag(&mut chk.conflict, old, e)
+    });
+    r.finish(src, op)
+}
+
+/// Notes a load of `src` by operation `op` of the running instance (at `loc`): when the
+/// tensor is an output of the running launch, the load is checked and remembered by
+/// [`read`]: a read-write race, or a read of an element nothing wrote yet in this launch,
+/// fails the instance. Loads of kernel inputs cost nothing here.
+pub(crate) fn track_load(src: &HbmView, op: &'static str, loc: SourceLoc) {
+    let Some((reader, shared)) = crate::context::with_ctx(op, loc, |c| {
+        c.shared
+            .is_output(src.st.id)
+            .then(|| (c.reader_id(loc), c.shared.clone()))
+    }) else {
+        return;
+    };
+    if let Err(e) = read(src, reader, &shared, op) {
+        crate::context::raise(e, loc);
+    }
+}
+
+/// Ends a tracked write of `dst` (operation `op`) whose writer tags are `tags`: reports a
+/// conflicting earlier writer, notes the tensor written in this launch, and checks the write
+/// against the launch's loads of the tensor (`reads`).
+fn written(
+    tags: Tags,
+    dst: &HbmView,
+    reads: &mut TagSet,
+    shared: &LaunchShared,
+    op: &'static str,
+) -> Result<()> {
+    let writer = tags.chk.writer;
+    tags.finish(dst, op)?;
+    dst.st
+        .last_writer
+        .fetch_max(writer, std::sync::atomic::Ordering::SeqCst);
+    against_reads(dst, reads, writer, shared, op)
+}
+
+/// Checks the write of `dst` by `writer` against the loads of this launch (`reads`): an
+/// element loaded by an unordered reader is an output-dependency error naming both.
+fn against_reads(
+    dst: &HbmView,
+    reads: &mut TagSet,
+    writer: u32,
+    shared: &LaunchShared,
+    op: &'static str,
+) -> Result<()> {
+    if reads.is_empty() {
+        return Ok(());
+    }
+    let mut t = Tags::new(reads, writer, &shared.writers);
+    visit(&mut t, &dst.ap, |chk, old, e| {
+        chk.check(old, e);
+        old
+    });
+    t.finish(dst, op)
+}
+
+/// Visits the tag of every element of view `ap` (one block tag for each whole block of a
+/// contiguous run): `f(check, old tag, element)` returns the new tag.
+fn visit(tags: &mut Tags, ap: &Ap, mut f: impl FnMut(&mut Check, u32, usize) -> u32) {
+    let s = ap.inner_stride();
+    ap.for_each_row(|off, n| {
+        if s != 1 {
+            for j in 0..n {
+                tags.element_with((off as isize + j as isize * s) as usize, &mut f);
+            }
+            return;
+        }
+        let end = off + n;
+        let (b0, b1) = (off.div_ceil(BLOCK), end / BLOCK);
+        if b0 >= b1 {
+            (off..end).for_each(|e| tags.element_with(e, &mut f));
+            return;
+        }
+        (off..b0 * BLOCK).for_each(|e| tags.element_with(e, &mut f));
+        for b in b0..b1 {
+            let old = tags.set.blocks.get(b);
+            if old == MIXED {
+                (b * BLOCK..(b + 1) * BLOCK).for_each(|e| tags.element_with(e, &mut f));
+            } else {
+                let new = f(&mut tags.chk, old, b * BLOCK);
+                tags.set.blocks.set(b, new);
+            }
+        }
+        (b1 * BLOCK..end).for_each(|e| tags.element_with(e, &mut f));
+    });
+}
+
+/// The tag updates of one atomic writer (or reader), remembering the last merge (a store of
+/// whole rows leaves long runs of one tag).
 struct Merge<'a> {
     writer: u32,
     writers: &'a Writers,
@@ -187,7 +301,15 @@ struct Merge<'a> {
     last: Option<(u32, u32)>,
 }
 
-impl Merge<'_> {
+impl<'a> Merge<'a> {
+    fn new(writer: u32, writers: &'a Writers) -> Self {
+        Merge {
+            writer,
+            writers,
+            last: None,
+        }
+    }
+
     /// The new tag of a location tagged `old` (element `e`), noting the first conflict.
     #[inline]
     fn tag(&mut self, conflict: &mut Option<(u32, usize)>, old: u32, e: usize) -> u32 {
@@ -210,20 +332,31 @@ impl Merge<'_> {
             }
         }
     }
+}
 
-    /// Updates the tag of element `e` on its own, splitting its block into per-element tags.
-    fn element(&mut self, tags: &mut Tags, e: usize) {
-        tags.split(e / BLOCK);
-        let old = tags.elems[e];
-        tags.elems[e] = self.tag(&mut tags.conflict, old, e);
+/// The tags of one tensor's writes, or of its loads: per block of [`BLOCK`] elements, and per
+/// element in the blocks marked [`MIXED`]; both paged (allocated where accesses land).
+#[derive(Default)]
+pub(crate) struct TagSet {
+    blocks: Pages<BLOCKS_PER_PAGE>,
+    elems: Pages<BLOCK>,
+}
+
+impl TagSet {
+    /// True when no access was ever tagged.
+    fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
     }
 }
 
 /// The writer tags of one tensor during one store.
 struct Tags<'a> {
-    blocks: &'a mut Vec<u32>,
-    elems: &'a mut Vec<u32>,
-    numel: usize,
+    set: &'a mut TagSet,
+    chk: Check<'a>,
+}
+
+/// The conflict check of one store's writer against the previous tags it meets.
+struct Check<'a> {
     writer: u32,
     base: u32,
     writers: &'a Writers,
@@ -233,54 +366,7 @@ struct Tags<'a> {
     ok_pair: Option<u32>,
 }
 
-impl<'a> Tags<'a> {
-    /// The tags of a tensor of `numel` elements for one store by `writer`, sizing the block
-    /// tags on the first write.
-    fn new(
-        blocks: &'a mut Vec<u32>,
-        elems: &'a mut Vec<u32>,
-        numel: usize,
-        writer: u32,
-        writers: &'a Writers,
-    ) -> Self {
-        if blocks.len() != numel.div_ceil(BLOCK) {
-            *blocks = vec![0; numel.div_ceil(BLOCK)];
-        }
-        Tags {
-            blocks,
-            elems,
-            numel,
-            writer,
-            base: writers.base(),
-            writers,
-            conflict: None,
-            ok_pair: None,
-        }
-    }
-
-    /// The output-dependency error of the write (by operation `op`) into `dst`, if it met a
-    /// conflicting writer.
-    fn finish(self, dst: &HbmView, op: &'static str) -> Result<()> {
-        let Some((old, e)) = self.conflict else {
-            return Ok(());
-        };
-        let st = &dst.st;
-        let idx = Ap::unravel(e, &st.shape);
-        Err(NkiError::new(
-            ErrorKind::OutputDependency,
-            op,
-            format!(
-                "unexpected output dependencies: element {idx:?} of {} is written by {} and again by {} \
-                 (this {op} covers {}); each program instance and each affine_range iteration must \
-                 write distinct locations, or use sequential_range",
-                st.name,
-                self.writers.describe(old),
-                self.writers.describe(self.writer),
-                dst.describe()
-            ),
-        ))
-    }
-
+impl Check<'_> {
     /// Checks the previous writer `old` of element `e` against this store's writer.
     #[inline]
     fn check(&mut self, old: u32, e: usize) {
@@ -296,30 +382,91 @@ impl<'a> Tags<'a> {
             }
         }
     }
+}
+
+impl<'a> Tags<'a> {
+    /// The tags `set` of a tensor for one access by `writer`.
+    fn new(set: &'a mut TagSet, writer: u32, writers: &'a Writers) -> Self {
+        Tags {
+            set,
+            chk: Check {
+                writer,
+                base: writers.base(),
+                writers,
+                conflict: None,
+                ok_pair: None,
+            },
+        }
+    }
+
+    /// The output-dependency error of the write (by operation `op`) into `dst`, if it met a
+    /// conflicting writer.
+    fn finish(self, dst: &HbmView, op: &'static str) -> Result<()> {
+        let Some((old, e)) = self.chk.conflict else {
+            return Ok(());
+        };
+        let st = &dst.st;
+        let idx = Ap::unravel(e, &st.shape);
+        let writers = self.chk.writers;
+        let new = self.chk.writer;
+        let (a, b) = (writers.describe(old), writers.describe(new));
+        let (access, rule) = match (writers.is_read(old), writers.is_read(new)) {
+            (true, _) => (format!("is read by {a} and written by {b}"), "read"),
+            (_, true) => (format!("is written by {a} and read by {b}"), "read"),
+            _ => (format!("is written by {a} and again by {b}"), "write"),
+        };
+        Err(NkiError::new(
+            ErrorKind::OutputDependency,
+            op,
+            format!(
+                "unexpected output dependencies: element {idx:?} of {} {access} (this {op} covers \
+                 {}); each program instance and each affine_range iteration must {rule} \
+                 locations no other one writes, or use sequential_range",
+                st.name,
+                dst.describe()
+            ),
+        ))
+    }
 
     /// Splits block `b` into per-element tags (once).
     #[inline]
     fn split(&mut self, b: usize) {
-        if self.blocks[b] != MIXED {
-            if self.elems.len() != self.numel {
-                *self.elems = vec![0; self.numel];
-            }
-            let (lo, hi) = (b * BLOCK, ((b + 1) * BLOCK).min(self.numel));
-            self.elems[lo..hi].fill(self.blocks[b]);
-            self.blocks[b] = MIXED;
+        let tag = self.set.blocks.get(b);
+        if tag != MIXED {
+            self.set.elems.page_mut(b).fill(tag);
+            self.set.blocks.set(b, MIXED);
         }
     }
 
-    /// Tags element `e` on its own, splitting its block into per-element tags.
+    /// Tags element `e` with this store's writer.
     fn element(&mut self, e: usize) {
-        self.split(e / BLOCK);
-        let old = self.elems[e];
-        self.check(old, e);
-        self.elems[e] = self.writer;
+        self.element_with(e, |chk, old, e| {
+            chk.check(old, e);
+            chk.writer
+        });
     }
 
-    /// Tags the contiguous run of elements `off..off + n`: whole blocks by their block tag,
-    /// the partial blocks at either end element by element.
+    /// Gives element `e` the tag `f(check, old tag, e)`; its block is split into per-element
+    /// tags only when the element's tag changes and its block has one tag.
+    #[inline]
+    fn element_with(&mut self, e: usize, mut f: impl FnMut(&mut Check, u32, usize) -> u32) {
+        let b = e / BLOCK;
+        let block = self.set.blocks.get(b);
+        if block != MIXED {
+            let new = f(&mut self.chk, block, e);
+            if new != block {
+                self.split(b);
+                self.set.elems.set(e, new);
+            }
+            return;
+        }
+        let old = self.set.elems.get(e);
+        let new = f(&mut self.chk, old, e);
+        self.set.elems.set(e, new);
+    }
+
+    /// Tags the contiguous run of elements `off..off + n`: whole blocks by their block tag
+    /// (page by page), the partial blocks at either end element by element.
     fn run(&mut self, off: usize, n: usize) {
         let end = off + n;
         let (b0, b1) = (off.div_ceil(BLOCK), end / BLOCK);
@@ -328,26 +475,38 @@ impl<'a> Tags<'a> {
             return;
         }
         (off..b0 * BLOCK).for_each(|e| self.element(e));
-        let (w, base) = (self.writer, self.base);
+        let mut b = b0;
+        while b < b1 {
+            let hi = ((b / BLOCKS_PER_PAGE + 1) * BLOCKS_PER_PAGE).min(b1);
+            self.blocks_run(b, hi);
+            b = hi;
+        }
+        (b1 * BLOCK..end).for_each(|e| self.element(e));
+    }
+
+    /// Tags the whole blocks `b0..b1`, all on one page.
+    fn blocks_run(&mut self, b0: usize, b1: usize) {
+        let (w, base) = (self.chk.writer, self.chk.base);
+        let first = b0 % BLOCKS_PER_PAGE;
+        let TagSet { blocks, elems } = &mut *self.set;
+        let page = &mut blocks.page_mut(b0 / BLOCKS_PER_PAGE)[first..first + (b1 - b0)];
         // Branch-free scan (it vectorises): every block unwritten in this launch or ours.
-        let clean = self.blocks[b0..b1]
+        let clean = page
             .iter()
             .fold(true, |ok, &old| ok & ((old == w) | (old < base)));
         if !clean {
-            for b in b0..b1 {
-                let old = self.blocks[b];
+            for (b, &old) in (b0..b1).zip(page.iter()) {
                 if old == MIXED {
-                    for e in b * BLOCK..(b + 1) * BLOCK {
-                        let o = self.elems[e];
-                        self.check(o, e);
+                    let tags = elems.page_mut(b);
+                    for (e, &o) in (b * BLOCK..).zip(tags.iter()) {
+                        self.chk.check(o, e);
                     }
                 } else {
-                    self.check(old, b * BLOCK);
+                    self.chk.check(old, b * BLOCK);
                 }
             }
         }
-        self.blocks[b0..b1].fill(w);
-        (b1 * BLOCK..end).for_each(|e| self.element(e));
+        page.fill(w);
     }
 }
 

@@ -22,9 +22,13 @@ pub(crate) enum WriterKind {
     Store,
     /// Atomic updates (`nl.atomic_rmw`): they may overlap other atomic updates.
     Atomic,
-    /// The atomic updates of the two (conflicting-position) atomic writers `.0` and `.1` to
-    /// one location: the tag an element keeps once several instances or iterations updated it
-    /// atomically, so a later store conflicting with either is still reported.
+    /// Loads from a kernel output (`nl.load`, `nisa.dma_copy` from HBM): they may overlap
+    /// other loads, but not a write at an unordered position (a read-write race).
+    Read,
+    /// The atomic updates (or the loads) of the two unordered atomic writers (readers) `.0`
+    /// and `.1` of one location: the tag an element keeps once several instances or
+    /// iterations updated (read) it, so a later store conflicting with either is still
+    /// reported.
     Atomics(u32, u32),
 }
 
@@ -32,7 +36,7 @@ pub(crate) enum WriterKind {
 /// `(loop activation, iteration)`, and the kind of write.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Writer {
-    pub(crate) instance: u32,
+    pub(crate) instance: u64,
     pub(crate) frames: Vec<(u32, u32)>,
     pub(crate) kind: WriterKind,
 }
@@ -101,8 +105,13 @@ impl Table {
             return format!("writer #{id}");
         };
         if let WriterKind::Atomics(a, b) = w.kind {
+            let what = if self.is_read(a) {
+                "loads"
+            } else {
+                "atomic_rmw updates"
+            };
             return format!(
-                "the atomic_rmw updates of {} and {}",
+                "the {what} of {} and {}",
                 self.describe(a),
                 self.describe(b)
             );
@@ -112,8 +121,10 @@ impl Table {
             let its: Vec<String> = w.frames.iter().map(|f| f.1.to_string()).collect();
             s.push_str(&format!(" in affine_range iteration ({})", its.join(", ")));
         }
-        if w.kind == WriterKind::Atomic {
-            s.push_str(" (atomic_rmw)");
+        match w.kind {
+            WriterKind::Atomic => s.push_str(" (atomic_rmw)"),
+            WriterKind::Read => s.push_str(" (load)"),
+            _ => {}
         }
         s.push_str(&format!(" at {loc}"));
         s
@@ -126,8 +137,18 @@ impl Table {
         match (a.writer.kind, b.writer.kind) {
             (WriterKind::Atomics(x, y), _) => self.conflicts(x, new) || self.conflicts(y, new),
             (_, WriterKind::Atomics(x, y)) => self.conflicts(old, x) || self.conflicts(old, y),
-            (WriterKind::Atomic, WriterKind::Atomic) => false,
+            (WriterKind::Atomic, WriterKind::Atomic) | (WriterKind::Read, WriterKind::Read) => {
+                false
+            }
             _ => a.writer.unordered(&b.writer),
+        }
+    }
+
+    fn is_read(&self, id: u32) -> bool {
+        match self.entries.get(&id).map(|e| e.writer.kind) {
+            Some(WriterKind::Read) => true,
+            Some(WriterKind::Atomics(a, _)) => self.is_read(a),
+            _ => false,
         }
     }
 }
@@ -168,6 +189,11 @@ impl Writers {
         self.lock().describe(id)
     }
 
+    /// True when `id` is a reader (or the pair of two readers).
+    pub(crate) fn is_read(&self, id: u32) -> bool {
+        self.lock().is_read(id)
+    }
+
     /// True when writes by `old` and `new` to one location are an output-dependency error:
     /// writes at unordered positions (different instances, or the same instance in different
     /// iterations of one affine_range), unless both are atomic updates.
@@ -198,7 +224,7 @@ impl Writers {
         };
         match a.writer.kind {
             WriterKind::Store | WriterKind::Atomics(..) => Ok(old),
-            WriterKind::Atomic if a.writer.unordered(&b.writer) => {
+            WriterKind::Atomic | WriterKind::Read if a.writer.unordered(&b.writer) => {
                 let w = Writer {
                     instance: a.writer.instance,
                     frames: Vec::new(),
@@ -207,7 +233,7 @@ impl Writers {
                 let (pid, loc) = (a.program_id.clone(), a.loc);
                 Ok(g.intern(w, &pid, loc))
             }
-            WriterKind::Atomic => Ok(new),
+            WriterKind::Atomic | WriterKind::Read => Ok(new),
         }
     }
 }
@@ -216,7 +242,7 @@ impl Writers {
 mod tests {
     use super::*;
 
-    fn writer(instance: u32, frames: &[(u32, u32)], kind: WriterKind) -> Writer {
+    fn writer(instance: u64, frames: &[(u32, u32)], kind: WriterKind) -> Writer {
         Writer {
             instance,
             frames: frames.to_vec(),

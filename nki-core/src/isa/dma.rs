@@ -157,7 +157,10 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
             ),
         );
     }
-    // HBM writes are tagged in every mode: estimate mode tracks races without values.
+    // HBM accesses are tagged in every mode: estimate mode tracks races without values.
+    if let DmaEndpoint::Hbm(v) = &src {
+        crate::hbm::write::track_load(v, API, ins.loc);
+    }
     let writer = match &dst {
         DmaEndpoint::Hbm(_) => Some(ins.hbm_writer()),
         DmaEndpoint::Tile(_) => None,

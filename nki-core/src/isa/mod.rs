@@ -77,7 +77,7 @@ pub(crate) mod trace {
         mode: Mode,
         f: impl FnOnce(),
     ) -> Result<Vec<Instr>, NkiError> {
-        let ctx = InstanceCtx::new(vec![0], vec![1], 0, 0, mode, target, LaunchShared::new());
+        let ctx = InstanceCtx::new(vec![0], vec![1], 0u32, 0, mode, target, LaunchShared::new());
         match run_instance(ctx, f) {
             (ctx, Ok(())) => Ok(ctx.records),
             // A test's own assertion failing inside `f` stays a panic.

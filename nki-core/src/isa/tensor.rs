@@ -35,7 +35,7 @@ pub fn nc_matmul_acc<'a, 'b, 'c>(
 ) {
     let ins = Op::begin("nisa.nc_matmul");
     let acc = acc.into();
-    let first = !acc.tile().init.get();
+    let first = !acc.is_written();
     matmul_to(
         &ins,
         Dst::Into(acc),

@@ -77,6 +77,7 @@ pub fn load_as(src: impl HbmSource, dtype: DType) -> Tile {
 }
 
 fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
+    crate::hbm::write::track_load(&v, "load", ins.loc);
     let mut dims = v.shape().to_vec();
     if dims.len() == 1 {
         dims.insert(0, 1);

@@ -68,12 +68,24 @@ pub fn affine_range(n: usize) -> AffineRange {
     affine_range_step(0, n, 1)
 }
 
-/// `affine_range(start, stop, step)`.
+/// `affine_range(start, stop, step)`. A step of 0 is an [`ErrorKind::InvalidArgument`]
+/// error at the caller's line (the loop would never end).
+#[track_caller]
 pub fn affine_range_step(start: usize, stop: usize, step: usize) -> AffineRange {
+    if step == 0 {
+        raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                "affine_range",
+                format!("affine_range({start}, {stop}, 0): the step of a loop cannot be 0"),
+            ),
+            SourceLoc::caller(),
+        );
+    }
     AffineRange {
         next: start,
         stop,
-        step: step.max(1),
+        step,
         iter: 0,
         activation: None,
     }
@@ -107,7 +119,7 @@ impl Iterator for AffineRange {
         try_with_ctx(|c| c.set_affine_iter(act, it));
         self.iter += 1;
         let v = self.next;
-        self.next += self.step;
+        self.next = self.next.saturating_add(self.step);
         Some(v)
     }
 }
@@ -144,8 +156,8 @@ pub fn static_range(n: usize) -> std::ops::Range<usize> {
 /// range; slicing both the HBM view and the tile with it does the same (and the timing model
 /// sees the smaller instruction). For tile indices past the end the range is empty.
 pub fn tile_range(index: usize, tile: usize, total: usize) -> std::ops::Range<usize> {
-    let start = (index * tile).min(total);
-    start..((index + 1) * tile).min(total)
+    let at = |i: usize| i.saturating_mul(tile).min(total);
+    at(index)..at(index.saturating_add(1))
 }
 
 /// Number of tiles of `tile` elements needed to cover `total` (the last may be partial).

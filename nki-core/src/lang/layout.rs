@@ -20,6 +20,7 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
     const API: &str = "nl.load_transpose2d";
     let ins = Op::begin(API);
     let v = src.hbm_view();
+    crate::hbm::write::track_load(&v, API, ins.loc);
     let s = v.shape().to_vec();
     if s.len() != 2 {
         ins.fail(

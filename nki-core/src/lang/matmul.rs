@@ -44,7 +44,7 @@ pub fn matmul_acc<'a, 'b, 'c>(
         xt_holder = transpose_to(&ins, Dst::New(None), x, MemKind::Sbuf).tile();
         xt_holder.view()
     };
-    let first = !acc.tile().init.get();
+    let first = !acc.is_written();
     matmul_to(&ins, Dst::Into(acc), stationary, y, !first);
 }
 

@@ -40,7 +40,7 @@ struct RngState {
     /// The launch the instance belongs to. A `Weak` keeps the launch's allocation alive, so a
     /// later launch can never reuse its address and be mistaken for it.
     launch: Weak<LaunchShared>,
-    instance: u32,
+    instance: u64,
     /// Linear program id (mixed into the key).
     pid: u64,
     key: u64,
