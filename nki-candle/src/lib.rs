@@ -35,6 +35,7 @@ mod op;
 pub mod ops;
 mod profile;
 mod storage;
+pub mod testing;
 
 pub use kernel::{arity_error, NkiKernel, NoKernel};
 pub use op::{GridFn, KernelOp, OutputShapeFn};

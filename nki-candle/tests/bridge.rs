@@ -2,22 +2,16 @@
 //! bf16), a finite-difference check of the RMSNorm backward kernel, strided inputs, errors, and
 //! the modelled-time profiler.
 
-use candle_core::{DType, Device, Tensor, Var, D};
+use candle_core::{DType, Device, Tensor, Var};
 use nki_candle::ops::{rmsnorm, tensor_add, AddTile};
+use nki_candle::testing::{random_tensor, rmsnorm_reference};
 use nki_candle::{KernelOp, Profiler};
 use nki_core::prelude::{Grid, Target};
 use nki_kernels::autograd::RMSNORM_EPS;
-use nki_kernels::testing::random_vec;
 
 /// A `[rows, cols]` tensor of values uniform in [-1, 1), deterministic in `seed`.
 fn random(rows: usize, cols: usize, seed: u64, dtype: DType) -> Tensor {
-    let v: Vec<f32> = random_vec(rows * cols, seed)
-        .into_iter()
-        .map(|x| 2.0 * x - 1.0)
-        .collect();
-    Tensor::from_vec(v, (rows, cols), &Device::Cpu)
-        .and_then(|t| t.to_dtype(dtype))
-        .unwrap()
+    random_tensor(rows, cols, seed, dtype).unwrap()
 }
 
 /// Largest `|x - y|` after converting both to f32.
@@ -39,9 +33,7 @@ fn max_abs(y: &Tensor) -> f32 {
 
 /// candle-native RMSNorm, the reference.
 fn rmsnorm_candle(x: &Tensor, gain: &Tensor) -> candle_core::Result<Tensor> {
-    let mean_square = x.sqr()?.mean_keepdim(D::Minus1)?;
-    let r = (mean_square + RMSNORM_EPS as f64)?.sqrt()?.recip()?;
-    x.broadcast_mul(&r)?.broadcast_mul(gain)
+    rmsnorm_reference(x, gain, RMSNORM_EPS)
 }
 
 /// Gradients of `sum((a + b) * a * b)` with the add from `add`.
