@@ -1,5 +1,5 @@
 //! The instruction record: what every `nl`/`nisa` call leaves behind in the funnel
-//! ([`crate::context::issue`]). The timing model and the profile read only these.
+//! (`context::issue`). The timing model and the profile read only these.
 
 use crate::dtype::DType;
 use crate::error::SourceLoc;

@@ -35,15 +35,15 @@ pub struct TargetSpec {
     pub base_ghz: f64,
     /// Processing-element rows x columns of the TensorE array [E S1].
     pub pe_array: (u32, u32),
-    /// Maximum partitions of an on-chip tile (`tile_size.pmax`) [KLR].
+    /// Maximum partitions of an on-chip tile (`tile_size.pmax`) \[KLR\].
     pub pmax: usize,
-    /// Matmul stationary free-dim limit (`gemm_stationary_fmax`) [KLR].
+    /// Matmul stationary free-dim limit (`gemm_stationary_fmax`) \[KLR\].
     pub gemm_stationary_fmax: usize,
-    /// Matmul moving free-dim limit (`gemm_moving_fmax`) [KLR].
+    /// Matmul moving free-dim limit (`gemm_moving_fmax`) \[KLR\].
     pub gemm_moving_fmax: usize,
-    /// `bn_stats` free-dim limit [KLR].
+    /// `bn_stats` free-dim limit \[KLR\].
     pub bn_stats_fmax: usize,
-    /// Usable SBUF bytes per partition (`total_available_sbuf_size`) [KLR].
+    /// Usable SBUF bytes per partition (`total_available_sbuf_size`) \[KLR\].
     pub sbuf_bytes_per_partition: usize,
     /// PSUM banks per partition [E S1].
     pub psum_banks: usize,
@@ -76,14 +76,14 @@ pub struct TargetSpec {
     /// 2.28 / 0.74 GB in 51.80 / 42.96 / 22.07 / 6.97 ms: 105 / 103 / 103 / 106 GB/s).
     /// trn2/trn3: no public sustained figure; the S6 chart and the 1416 ns single-engine
     /// measurement imply a 128-partition DMA runs all 16 engines at full speed, so this is
-    /// 16 x the per-engine bandwidth [D].
+    /// 16 x the per-engine bandwidth \[D\].
     pub dma_sustained_bytes_per_ns: f64,
     /// Bandwidth of one HBM stack in bytes/ns, shared by the `ncs_per_hbm_stack` NeuronCores on
     /// it. trn1: 820 GB/s / 2 stacks [E S1]; trn2: 2.9 TB/s / 4 stacks [E S10, D];
     /// trn3: 4.9 TB/s / 4 stacks [E S11, D].
     pub hbm_bytes_per_ns: f64,
     /// Fraction of DMA throughput a transposing DMA reaches. trn2/trn3: "up to 90 %" HBM->SBUF
-    /// [E S2]; trn1: "much lower DMA bandwidth" [E S4] with no figure, 25 % assumed [A].
+    /// [E S2]; trn1: "much lower DMA bandwidth" [E S4] with no figure, 25 % assumed \[A\].
     pub dma_transpose_efficiency: f64,
     /// NeuronCores sharing one HBM stack (and its bandwidth): 2 on trn2 [E S12].
     pub ncs_per_hbm_stack: usize,

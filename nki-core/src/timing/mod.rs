@@ -7,7 +7,7 @@
 //! they depend on (RAW, WAR, WAW); engines overlap otherwise. Instances on one NeuronCore run
 //! one after another (their streams are concatenated), NeuronCores side by side, sharing an
 //! HBM stack where the target says so. See `schedule.rs` for the details and
-//! /work/notes/timing_model.md (README "Timing model") for sources and fitted parameters.
+//! the README section "Timing model" for sources and fitted parameters.
 
 pub mod cost;
 mod schedule;
