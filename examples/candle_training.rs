@@ -12,7 +12,7 @@
 //! Run with `cargo run --release --features candle --example candle_training [trn1|trn2|trn3]`.
 
 use candle_core::{DType, Tensor, Var};
-use nki_candle::testing::{random_tensor, rmsnorm_reference};
+use nki_candle::testing::{example_main, random_tensor, rmsnorm_reference};
 use nki_candle::{ops, Profiler};
 use nki_core::prelude::Target;
 use nki_kernels::autograd::RMSNORM_EPS;
@@ -131,23 +131,5 @@ fn run(target_hw: Target) -> candle_core::Result<bool> {
 }
 
 fn main() -> ExitCode {
-    let arg = std::env::args().nth(1);
-    let Some(target) = arg.as_deref().map_or(Some(Target::Trn2), Target::parse) else {
-        eprintln!("unknown target {arg:?}: use trn1, trn2 or trn3");
-        return ExitCode::FAILURE;
-    };
-    match run(target) {
-        Ok(true) => {
-            println!("\nloss curves match");
-            ExitCode::SUCCESS
-        }
-        Ok(false) => {
-            eprintln!("\nloss curves differ beyond the tolerance");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    example_main("loss curves match", run)
 }

@@ -12,7 +12,7 @@
 //! Run with `cargo run --release --features candle --example framework_custom_op [trn1|trn2|trn3]`.
 
 use candle_core::{DType, Tensor, Var};
-use nki_candle::testing::random_tensor;
+use nki_candle::testing::{example_main, random_tensor};
 use nki_candle::{ops, Profiler};
 use nki_core::prelude::Target;
 use std::process::ExitCode;
@@ -73,23 +73,5 @@ fn run(target: Target) -> candle_core::Result<bool> {
 }
 
 fn main() -> ExitCode {
-    let arg = std::env::args().nth(1);
-    let Some(target) = arg.as_deref().map_or(Some(Target::Trn2), Target::parse) else {
-        eprintln!("unknown target {arg:?}: use trn1, trn2 or trn3");
-        return ExitCode::FAILURE;
-    };
-    match run(target) {
-        Ok(true) => {
-            println!("\nNKI custom op and candle match");
-            ExitCode::SUCCESS
-        }
-        Ok(false) => {
-            eprintln!("\nNKI custom op and candle differ");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    example_main("NKI custom op and candle match", run)
 }

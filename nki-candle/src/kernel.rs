@@ -51,20 +51,28 @@ pub fn arity_error(kernel: &'static str, what: &str, expected: usize, got: usize
     )
 }
 
-/// Defines a unit struct implementing [`NkiKernel`] from a launch expression:
+/// Defines a struct implementing [`NkiKernel`] from a launch expression:
 ///
 /// ```
-/// use nki_kernels::autograd::tensor_add_tile;
+/// use nki_kernels::autograd::{rmsnorm_fwd, tensor_add_tile};
 ///
 /// nki_candle::kernel!(
 ///     /// The tiled tensor add.
 ///     pub AddTile = |launch, [a, b], [c]| tensor_add_tile::run(launch, a, b, c)
 /// );
+/// nki_candle::kernel!(
+///     /// RMSNorm with its `eps` as a field.
+///     pub RmsNorm { eps: f32 } = |this, launch, [x, gain], [y]| {
+///         rmsnorm_fwd::run(launch, x, gain, y, this.eps)
+///     }
+/// );
+/// let _ = (AddTile, RmsNorm { eps: 1e-6 });
 /// ```
 ///
 /// `launch` is the [`Launch`] to run with, the first bracket names the input tensors
 /// (`&Hbm<T>`) and the second the outputs (`&mut Hbm<T>`). Inside the expression `T` is the
-/// element type. A call with other tensor counts returns an error naming the kernel.
+/// element type. The second form declares fields, reachable through the name before `launch`
+/// (`this` above). A call with other tensor counts returns an error naming the kernel.
 #[macro_export]
 macro_rules! kernel {
     ($(#[$meta:meta])* $vis:vis $name:ident = |$launch:ident, [$($input:ident),* $(,)?], [$($output:ident),* $(,)?]| $body:expr) => {
@@ -72,6 +80,18 @@ macro_rules! kernel {
         #[derive(Clone, Copy, Debug, Default)]
         $vis struct $name;
 
+        $crate::kernel!(@impl $name, _this, $launch, [$($input),*], [$($output),*], $body);
+    };
+    ($(#[$meta:meta])* $vis:vis $name:ident { $($(#[$fmeta:meta])* $fvis:vis $field:ident: $fty:ty),* $(,)? } = |$this:ident, $launch:ident, [$($input:ident),* $(,)?], [$($output:ident),* $(,)?]| $body:expr) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug)]
+        $vis struct $name {
+            $($(#[$fmeta])* $fvis $field: $fty),*
+        }
+
+        $crate::kernel!(@impl $name, $this, $launch, [$($input),*], [$($output),*], $body);
+    };
+    (@impl $name:ident, $this:ident, $launch:ident, [$($input:ident),*], [$($output:ident),*], $body:expr) => {
         impl $crate::NkiKernel for $name {
             #[allow(unused_variables)]
             fn launch<T: $crate::nki_core::dtype::Element>(
@@ -81,6 +101,7 @@ macro_rules! kernel {
                 outputs: &mut [$crate::nki_core::hbm::Hbm<T>],
             ) -> ::core::result::Result<$crate::nki_core::spmd::LaunchReport, $crate::nki_core::error::NkiError> {
                 const NAME: &str = stringify!($name);
+                let $this = self;
                 let [$($input),*] = inputs else {
                     let expected = [$(stringify!($input)),*].len();
                     return Err($crate::arity_error(NAME, "input", expected, inputs.len()));

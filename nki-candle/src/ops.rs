@@ -1,7 +1,6 @@
 //! Ready-made ops over the autograd kernels of `nki_kernels::autograd`: the tiled tensor add
 //! of NKI's custom-operator guide and RMSNorm with its backward kernel.
 
-use crate::kernel::{arity_error, NkiKernel};
 use crate::op::KernelOp;
 use nki_core::prelude::*;
 use nki_kernels::autograd::{
@@ -9,7 +8,8 @@ use nki_kernels::autograd::{
 };
 
 crate::kernel!(
-    /// [`tensor_add_tile`](fn@tensor_add_tile) as an [`NkiKernel`]: inputs `[a, b]`, output `[c]`.
+    /// [`tensor_add_tile`](fn@tensor_add_tile) as an [`NkiKernel`](crate::NkiKernel): inputs
+    /// `[a, b]`, output `[c]`.
     pub AddTile = |launch, [a, b], [c]| tensor_add_tile::run(launch, a, b, c)
 );
 
@@ -41,58 +41,25 @@ fn add_output_shape(s: &[&[usize]]) -> Result<Vec<usize>, String> {
     }
 }
 
-/// [`rmsnorm_fwd`](fn@rmsnorm_fwd) as an [`NkiKernel`]: inputs `[x, gain]`, output `[y]`.
-#[derive(Clone, Copy, Debug)]
-pub struct RmsNormForward {
-    /// Added to the mean square before the square root.
-    pub eps: f32,
-}
+crate::kernel!(
+    /// [`rmsnorm_fwd`](fn@rmsnorm_fwd) as an [`NkiKernel`](crate::NkiKernel): inputs
+    /// `[x, gain]`, output `[y]`.
+    pub RmsNormForward {
+        /// Added to the mean square before the square root.
+        pub eps: f32,
+    } = |this, launch, [x, gain], [y]| rmsnorm_fwd::run(launch, x, gain, y, this.eps)
+);
 
-impl NkiKernel for RmsNormForward {
-    fn launch<T: Element>(
-        &self,
-        launch: Launch,
-        inputs: &[&Hbm<T>],
-        outputs: &mut [Hbm<T>],
-    ) -> Result<LaunchReport, NkiError> {
-        const NAME: &str = "RmsNormForward";
-        let [x, gain] = inputs else {
-            return Err(arity_error(NAME, "input", 2, inputs.len()));
-        };
-        let got = outputs.len();
-        let [y] = outputs else {
-            return Err(arity_error(NAME, "output", 1, got));
-        };
-        rmsnorm_fwd::run(launch, x, gain, y, self.eps)
+crate::kernel!(
+    /// [`rmsnorm_bwd`](fn@rmsnorm_bwd) as an [`NkiKernel`](crate::NkiKernel): inputs
+    /// `[x, gain, y, dy]` (the forward output `y` is not needed), outputs `[dx, dgain]`.
+    pub RmsNormBackward {
+        /// The forward's `eps`.
+        pub eps: f32,
+    } = |this, launch, [x, gain, _y, dy], [dx, dgain]| {
+        rmsnorm_bwd::run(launch, x, gain, dy, dx, dgain, this.eps)
     }
-}
-
-/// [`rmsnorm_bwd`](fn@rmsnorm_bwd) as an [`NkiKernel`]: inputs `[x, gain, y, dy]` (the forward
-/// output `y` is not needed), outputs `[dx, dgain]`.
-#[derive(Clone, Copy, Debug)]
-pub struct RmsNormBackward {
-    /// The forward's `eps`.
-    pub eps: f32,
-}
-
-impl NkiKernel for RmsNormBackward {
-    fn launch<T: Element>(
-        &self,
-        launch: Launch,
-        inputs: &[&Hbm<T>],
-        outputs: &mut [Hbm<T>],
-    ) -> Result<LaunchReport, NkiError> {
-        const NAME: &str = "RmsNormBackward";
-        let [x, gain, _y, dy] = inputs else {
-            return Err(arity_error(NAME, "input", 4, inputs.len()));
-        };
-        let got = outputs.len();
-        let [dx, dgain] = outputs else {
-            return Err(arity_error(NAME, "output", 2, got));
-        };
-        rmsnorm_bwd::run(launch, x, gain, dy, dx, dgain, self.eps)
-    }
-}
+);
 
 /// RMSNorm as a differentiable candle op (`"nki_rmsnorm"`): `x: [n, d]`, `gain: [1, d]` ->
 /// `x / sqrt(mean(x^2, last axis) + eps) * gain`; forward on a `[ceil(n / 128)]` grid, backward
