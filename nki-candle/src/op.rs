@@ -117,7 +117,8 @@ impl<F: NkiKernel + Clone, B: NkiKernel + Clone> KernelOp<F, B> {
     }
 
     /// Backward without a kernel: every input's gradient is the output gradient itself (what
-    /// an element-wise addition needs; NKI's custom-op guide returns `dy, dy`).
+    /// an element-wise addition needs; NKI's custom-op guide returns `dy, dy`). Backpropagating
+    /// into an input of another shape than the output is an error.
     pub fn backward_pass_through(mut self) -> Self {
         self.backward = Backward::PassThrough;
         self
@@ -217,7 +218,21 @@ impl<F: NkiKernel + Clone, B: NkiKernel + Clone> KernelOp<F, B> {
     ) -> candle_core::Result<Vec<Option<Tensor>>> {
         match &self.backward {
             Backward::None => Err(candle_core::Error::BackwardNotSupported { op: self.name }),
-            Backward::PassThrough => Ok(args.iter().map(|_| Some(grad.clone())).collect()),
+            Backward::PassThrough => args
+                .iter()
+                .map(|a| {
+                    if a.dims() == grad.dims() {
+                        return Ok(Some(grad.clone()));
+                    }
+                    let message = format!(
+                        "the pass-through backward needs inputs shaped like the output gradient \
+                         {:?}, got {:?}",
+                        grad.dims(),
+                        a.dims()
+                    );
+                    Err(op_error(self.name, message))
+                })
+                .collect(),
             Backward::Kernel { kernel, grid } => {
                 with_element!(self.name, grad.dtype(), T => {
                     self.backward_typed::<T, B>(kernel, grid.as_ref(), args, res, grad)

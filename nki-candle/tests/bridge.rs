@@ -248,6 +248,21 @@ fn an_op_without_backward_says_so() {
 }
 
 #[test]
+fn pass_through_backward_needs_inputs_shaped_like_the_output() {
+    // The left half of a + b: the output is narrower than the inputs.
+    let op = KernelOp::new("left_half_add", AddTile, |_| Grid::new([1, 1]))
+        .output_shape(|_| Ok(vec![128, 512]))
+        .backward_pass_through();
+    let a = Var::from_tensor(&random(128, 1024, 1, DType::F32)).unwrap();
+    let c = op.apply2(a.as_tensor(), a.as_tensor()).unwrap();
+    let e = c.sum_all().unwrap().backward().unwrap_err().to_string();
+    assert!(
+        e.contains("left_half_add") && e.contains("[128, 1024]"),
+        "{e}"
+    );
+}
+
+#[test]
 fn profiler_keeps_per_op_modelled_time() {
     let profiler = Profiler::new(Target::Trn2);
     let (x, gain) = (
