@@ -4,6 +4,8 @@
 //! tests (in `tests/`) against an independent reference.
 //!
 //! - [`tensor_add`](mod@tensor_add): a streaming element-wise addition with a tunable free-dimension chunk.
+//! - [`autograd`]: forward and backward kernels for framework autograd graphs (tensor add,
+//!   RMSNorm), used by the `nki-candle` bridge.
 //! - [`matmul`]: the four matrix-multiplication kernels of the NKI matmul tutorial, from the
 //!   plainly tiled one to the fully blocked one.
 //! - The NKI tutorials' kernels, one module each: [`transpose2d`](mod@transpose2d),
@@ -20,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod adaptive_avg_pool2d;
+pub mod autograd;
 pub mod average_pool2d;
 mod checks;
 pub mod conv2d;

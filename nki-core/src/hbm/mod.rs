@@ -169,6 +169,16 @@ impl<T: Element> Hbm<T> {
         ))
     }
 
+    /// A zero-filled tensor of a shape known only at run time (1 to 5 dimensions).
+    pub fn zeros_dyn(shape: &[usize]) -> Result<Self> {
+        let s = Shape::new(shape)?;
+        Ok(Self::wrap(HbmStorage::new(
+            T::DTYPE,
+            s,
+            Some(vec![0.0; s.numel()]),
+        )))
+    }
+
     /// A tensor with a shape but no values: enough for estimate-mode launches (timeline only)
     /// of shapes too large to hold. Reading its values is an [`ErrorKind::NoData`] error.
     /// Memory spent on it follows what launches touch, not its size.
@@ -200,11 +210,17 @@ impl<T: Element> Hbm<T> {
 
     /// A tensor from row-major values.
     pub fn from_vec(shape: &[usize], values: Vec<T>) -> Result<Self> {
+        Self::from_slice(shape, &values)
+    }
+
+    /// A tensor from a row-major slice, converted in one pass into the tensor's storage (the
+    /// one copy a framework's host buffer needs to become a device tensor).
+    pub fn from_slice(shape: &[usize], values: &[T]) -> Result<Self> {
         let s = Shape::new(shape)?;
         if s.numel() != values.len() {
             return Err(NkiError::new(
                 ErrorKind::ShapeMismatch,
-                "Hbm::from_vec",
+                "Hbm::from_slice",
                 format!(
                     "shape {s} holds {} elements but {} values were given",
                     s.numel(),
@@ -212,7 +228,7 @@ impl<T: Element> Hbm<T> {
                 ),
             ));
         }
-        let v = values.into_iter().map(|x| x.to_f32()).collect();
+        let v = values.iter().map(|x| x.to_f32()).collect();
         Ok(Self::wrap(HbmStorage::new(T::DTYPE, s, Some(v))))
     }
 
@@ -225,13 +241,19 @@ impl<T: Element> Hbm<T> {
 
     /// The values as an ndarray. [`ErrorKind::NoData`] for shape-only tensors.
     pub fn to_array(&self) -> Result<ArrayD<T>> {
+        let v = self.to_vec()?;
+        Ok(ArrayD::from_shape_vec(IxDyn(self.st.shape.dims()), v).expect("shape matches"))
+    }
+
+    /// The values as a row-major `Vec<T>`, converted in one pass. [`ErrorKind::NoData`] for
+    /// shape-only tensors.
+    pub fn to_vec(&self) -> Result<Vec<T>> {
         let g = self.st.read();
         let vals = g
             .values
             .as_ref()
-            .ok_or_else(|| no_data(&self.st, "Hbm::to_array"))?;
-        let v: Vec<T> = vals.iter().map(|&x| T::from_f32(x)).collect();
-        Ok(ArrayD::from_shape_vec(IxDyn(self.st.shape.dims()), v).expect("shape matches"))
+            .ok_or_else(|| no_data(&self.st, "Hbm::to_vec"))?;
+        Ok(vals.iter().map(|&x| T::from_f32(x)).collect())
     }
 
     /// The values as f32 (exactly as stored), row-major.

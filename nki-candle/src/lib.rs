@@ -1,0 +1,46 @@
+//! # nki-candle
+//!
+//! nki-rs kernels as [candle](https://github.com/huggingface/candle) custom ops — the Rust
+//! counterpart of calling an NKI kernel from a PyTorch or JAX model.
+//!
+//! A [`KernelOp`] wraps a forward kernel ([`NkiKernel`], usually written with [`kernel!`]), its
+//! launch grid as a function of the input shapes and the output shape; candle's `cpu_fwd`
+//! moves the CPU tensors into [`Hbm`](nki_core::hbm::Hbm) tensors (one copy each), launches the
+//! kernel and hands the output back as candle storage (one copy). With a backward kernel (or
+//! the pass-through backward of an addition), `bwd` launches it so `Var` + `backward()` give
+//! gradients through the op. A [`Profiler`] makes each call also model its device time on a
+//! Trainium target and keeps per-op calls, latency and bottleneck engine.
+//!
+//! ```
+//! use candle_core::{Device, Tensor};
+//! use nki_candle::{kernel, KernelOp};
+//! use nki_core::prelude::*;
+//! use nki_kernels::autograd::tensor_add_tile;
+//!
+//! kernel!(AddTile = |launch, [a, b], [c]| tensor_add_tile::run(launch, a, b, c));
+//!
+//! let add = KernelOp::new("nki_add", AddTile, |s| Grid::new([s[0][0] / 128, s[0][1] / 512]))
+//!     .backward_pass_through();
+//! let a = Tensor::ones((256, 1024), candle_core::DType::F32, &Device::Cpu)?;
+//! let c = add.apply2(&a, &a)?;
+//! assert_eq!(c.sum_all()?.to_scalar::<f32>()?, 2.0 * 256.0 * 1024.0);
+//! # Ok::<(), candle_core::Error>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod error;
+mod kernel;
+mod op;
+pub mod ops;
+mod profile;
+mod storage;
+pub mod testing;
+
+pub use kernel::{arity_error, NkiKernel, NoKernel};
+pub use op::{GridFn, KernelOp, OutputShapeFn};
+pub use profile::{OpStats, Profiler};
+pub use storage::BridgeElement;
+
+/// Re-exported for [`kernel!`]'s expansion.
+pub use nki_core;

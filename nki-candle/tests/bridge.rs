@@ -1,0 +1,297 @@
+//! The candle bridge against candle-native computations: forward values and gradients (f32 and
+//! bf16), a finite-difference check of the RMSNorm backward kernel, strided inputs, errors, and
+//! the modelled-time profiler.
+
+use candle_core::{DType, Device, Tensor, Var};
+use nki_candle::ops::{rmsnorm, tensor_add, AddTile};
+use nki_candle::testing::{random_tensor, rmsnorm_reference};
+use nki_candle::{KernelOp, Profiler};
+use nki_core::prelude::{Grid, Target};
+use nki_kernels::autograd::RMSNORM_EPS;
+
+/// A `[rows, cols]` tensor of values uniform in [-1, 1), deterministic in `seed`.
+fn random(rows: usize, cols: usize, seed: u64, dtype: DType) -> Tensor {
+    random_tensor(rows, cols, seed, dtype).unwrap()
+}
+
+/// Largest `|x - y|` after converting both to f32.
+fn max_diff(x: &Tensor, y: &Tensor) -> f32 {
+    let d = (x.to_dtype(DType::F32).unwrap() - y.to_dtype(DType::F32).unwrap()).unwrap();
+    d.abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap()
+}
+
+/// Largest `|y|` in f32.
+fn max_abs(y: &Tensor) -> f32 {
+    let a = y.to_dtype(DType::F32).unwrap().abs().unwrap();
+    a.max_all().unwrap().to_scalar::<f32>().unwrap()
+}
+
+/// candle-native RMSNorm, the reference.
+fn rmsnorm_candle(x: &Tensor, gain: &Tensor) -> candle_core::Result<Tensor> {
+    rmsnorm_reference(x, gain, RMSNORM_EPS)
+}
+
+/// Gradients of `sum((a + b) * a * b)` with the add from `add`.
+fn seed_grads(
+    a: &Tensor,
+    b: &Tensor,
+    add: impl Fn(&Tensor, &Tensor) -> candle_core::Result<Tensor>,
+) -> (Tensor, Tensor, Tensor) {
+    let (va, vb) = (Var::from_tensor(a).unwrap(), Var::from_tensor(b).unwrap());
+    let c = add(va.as_tensor(), vb.as_tensor()).unwrap();
+    let out = ((c * va.as_tensor()).unwrap() * vb.as_tensor()).unwrap();
+    let grads = out.sum_all().unwrap().backward().unwrap();
+    let ga = grads.get(va.as_tensor()).unwrap().clone();
+    let gb = grads.get(vb.as_tensor()).unwrap().clone();
+    (out, ga, gb)
+}
+
+#[test]
+fn seed_add_forward_and_gradients_match_candle() {
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        let a = random(256, 1024, 1, dtype);
+        let b = random(256, 1024, 2, dtype);
+        let add = tensor_add();
+        let (out, ga, gb) = seed_grads(&a, &b, |x, y| add.apply2(x, y));
+        let (out_ref, ga_ref, gb_ref) = seed_grads(&a, &b, |x, y| x + y);
+        // The kernel adds in f32 and rounds once, as candle does: results are bit-equal.
+        assert_eq!(max_diff(&out, &out_ref), 0.0, "{dtype:?} forward");
+        assert_eq!(max_diff(&ga, &ga_ref), 0.0, "{dtype:?} grad a");
+        assert_eq!(max_diff(&gb, &gb_ref), 0.0, "{dtype:?} grad b");
+        assert_eq!(out.dtype(), dtype);
+    }
+}
+
+#[test]
+fn rmsnorm_forward_matches_candle_f32_and_bf16() {
+    // 300 rows: two full row tiles and a partial one.
+    let (x, gain) = (random(300, 96, 3, DType::F32), random(1, 96, 4, DType::F32));
+    let reference = rmsnorm_candle(&x, &gain).unwrap();
+    let y = rmsnorm(RMSNORM_EPS).apply2(&x, &gain).unwrap();
+    assert!(max_diff(&y, &reference) <= 1e-5 * max_abs(&reference));
+
+    // bf16 inputs: the kernel computes in f32 and rounds the result once, so it is within
+    // bf16 rounding of the f32 reference on the same (bf16-rounded) inputs.
+    let (xb, gb) = (
+        x.to_dtype(DType::BF16).unwrap(),
+        gain.to_dtype(DType::BF16).unwrap(),
+    );
+    let yb = rmsnorm(RMSNORM_EPS).apply2(&xb, &gb).unwrap();
+    assert_eq!(yb.dtype(), DType::BF16);
+    let reference_b = rmsnorm_candle(
+        &xb.to_dtype(DType::F32).unwrap(),
+        &gb.to_dtype(DType::F32).unwrap(),
+    )
+    .unwrap();
+    assert!(max_diff(&yb, &reference_b) <= 2f32.powi(-8) * max_abs(&reference_b));
+}
+
+/// Gradients of `sum(rmsnorm(x, gain) * w)` with `norm` as the RMSNorm.
+fn rmsnorm_grads(
+    x: &Tensor,
+    gain: &Tensor,
+    w: &Tensor,
+    norm: impl Fn(&Tensor, &Tensor) -> candle_core::Result<Tensor>,
+) -> (Tensor, Tensor) {
+    let (vx, vg) = (
+        Var::from_tensor(x).unwrap(),
+        Var::from_tensor(gain).unwrap(),
+    );
+    let y = norm(vx.as_tensor(), vg.as_tensor()).unwrap();
+    let loss = (y * w).unwrap().sum_all().unwrap();
+    let grads = loss.backward().unwrap();
+    (
+        grads.get(vx.as_tensor()).unwrap().clone(),
+        grads.get(vg.as_tensor()).unwrap().clone(),
+    )
+}
+
+#[test]
+fn rmsnorm_gradients_match_candle_autograd() {
+    let (x, gain) = (random(260, 64, 5, DType::F32), random(1, 64, 6, DType::F32));
+    let w = random(260, 64, 7, DType::F32);
+    let op = rmsnorm(RMSNORM_EPS);
+    let (dx, dgain) = rmsnorm_grads(&x, &gain, &w, |x, g| op.apply2(x, g));
+    let (dx_ref, dgain_ref) = rmsnorm_grads(&x, &gain, &w, rmsnorm_candle);
+    assert!(max_diff(&dx, &dx_ref) <= 1e-5 * max_abs(&dx_ref));
+    assert!(max_diff(&dgain, &dgain_ref) <= 1e-5 * max_abs(&dgain_ref));
+
+    // bf16: the kernel's gradients round once from f32; the reference is the f32 autograd on
+    // the same bf16-rounded values.
+    let to_bf16 = |t: &Tensor| t.to_dtype(DType::BF16).unwrap();
+    let to_f32 = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
+    let (xb, gb, wb) = (to_bf16(&x), to_bf16(&gain), to_bf16(&w));
+    let (dxb, dgb) = rmsnorm_grads(&xb, &gb, &wb, |x, g| op.apply2(x, g));
+    assert_eq!(dxb.dtype(), DType::BF16);
+    let (dx_r, dg_r) = rmsnorm_grads(&to_f32(&xb), &to_f32(&gb), &to_f32(&wb), rmsnorm_candle);
+    assert!(max_diff(&dxb, &dx_r) <= 2f32.powi(-8) * max_abs(&dx_r));
+    assert!(max_diff(&dgb, &dg_r) <= 2f32.powi(-8) * max_abs(&dg_r));
+}
+
+/// `sum(rmsnorm(x, gain) * w)` through the nki op, summed in f64.
+fn rmsnorm_loss(x: &[f32], gain: &Tensor, w: &Tensor, shape: (usize, usize)) -> f64 {
+    let x = Tensor::from_slice(x, shape, &Device::Cpu).unwrap();
+    let y = rmsnorm(RMSNORM_EPS).apply2(&x, gain).unwrap();
+    let prod = (y.to_dtype(DType::F64).unwrap() * w.to_dtype(DType::F64).unwrap()).unwrap();
+    prod.sum_all().unwrap().to_scalar::<f64>().unwrap()
+}
+
+#[test]
+fn rmsnorm_backward_kernel_matches_finite_differences() {
+    let shape = (130, 16);
+    let x = random(shape.0, shape.1, 8, DType::F32);
+    let gain = random(1, shape.1, 9, DType::F32);
+    let w = random(shape.0, shape.1, 10, DType::F32);
+    let (dx, _) = rmsnorm_grads(&x, &gain, &w, |x, g| rmsnorm(RMSNORM_EPS).apply2(x, g));
+    let dx = dx.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let xs = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let h = 1e-2f32;
+    // Elements of both row tiles (the second is partial), first and last columns.
+    for i in [0, 17, 127, 128, 129 * 16 + 15, 64 * 16 + 3, 130 * 16 - 1] {
+        let (mut up, mut down) = (xs.clone(), xs.clone());
+        up[i] += h;
+        down[i] -= h;
+        let numeric = (rmsnorm_loss(&up, &gain, &w, shape) - rmsnorm_loss(&down, &gain, &w, shape))
+            / (2.0 * h as f64);
+        let err = (numeric - dx[i] as f64).abs();
+        assert!(
+            err <= 2e-3 + 1e-2 * numeric.abs(),
+            "dx[{i}]: kernel {} vs finite difference {numeric}",
+            dx[i]
+        );
+    }
+}
+
+#[test]
+fn strided_inputs_are_read_through_their_layout() {
+    // A transposed view and a narrowed one: neither is contiguous from offset 0.
+    let xt = random(64, 200, 11, DType::F32).t().unwrap();
+    let gain = random(4, 64, 12, DType::F32).narrow(0, 2, 1).unwrap();
+    assert!(!xt.is_contiguous());
+    let y = rmsnorm(RMSNORM_EPS).apply2(&xt, &gain).unwrap();
+    let reference = rmsnorm_candle(&xt, &gain).unwrap();
+    assert!(max_diff(&y, &reference) <= 1e-5 * max_abs(&reference));
+}
+
+/// The error message of a failing op call.
+fn message(r: candle_core::Result<Tensor>) -> String {
+    match r {
+        Ok(t) => panic!("expected an error, got a tensor {:?}", t.shape()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn wrong_shapes_are_errors_naming_the_op() {
+    let add = tensor_add();
+    let m = message(add.apply2(
+        &random(100, 1024, 1, DType::F32),
+        &random(100, 1024, 2, DType::F32),
+    ));
+    assert!(
+        m.contains("nki op `nki_tensor_add`") && m.contains("[100, 1024]"),
+        "{m}"
+    );
+    let m = message(add.apply2(
+        &random(128, 512, 1, DType::F32),
+        &random(256, 512, 2, DType::F32),
+    ));
+    assert!(m.contains("one shape"), "{m}");
+    let x = random(8, 32, 3, DType::F32);
+    let m = message(rmsnorm(RMSNORM_EPS).apply2(&x, &random(1, 31, 4, DType::F32)));
+    assert!(
+        m.contains("nki op `nki_rmsnorm`") && m.contains("gain must be [1, 32]"),
+        "{m}"
+    );
+}
+
+#[test]
+fn wrong_dtypes_are_errors_naming_the_op() {
+    let add = tensor_add();
+    let a = random(128, 512, 1, DType::F32);
+    let ints = a.to_dtype(DType::U32).unwrap();
+    let m = message(add.apply2(&ints, &ints));
+    assert!(
+        m.contains("nki_tensor_add") && m.contains("not supported"),
+        "{m}"
+    );
+    let m = message(add.apply2(&a, &a.to_dtype(DType::BF16).unwrap()));
+    assert!(m.to_lowercase().contains("dtype"), "{m}");
+}
+
+#[test]
+fn kernel_errors_carry_the_nki_message() {
+    // A grid one tile too tall: instance (2, 0) slices rows 256..384 of a 256-row tensor.
+    let op = KernelOp::new("bad_grid_add", AddTile, |_| Grid::new([3, 2]));
+    let a = random(256, 1024, 1, DType::F32);
+    let m = message(op.apply2(&a, &a));
+    assert!(m.contains("nki op `bad_grid_add`"), "{m}");
+    assert!(m.contains("autograd.rs"), "the kernel line is named: {m}");
+    assert!(
+        m.contains("[2, 0]") || m.contains("(2, 0)"),
+        "the program id is named: {m}"
+    );
+}
+
+#[test]
+fn an_op_without_backward_says_so() {
+    let op = KernelOp::new("forward_only_add", AddTile, |_| Grid::new([1, 1]));
+    let a = Var::from_tensor(&random(128, 512, 1, DType::F32)).unwrap();
+    let c = op.apply2(a.as_tensor(), a.as_tensor()).unwrap();
+    let e = c.sum_all().unwrap().backward().unwrap_err().to_string();
+    assert!(e.contains("forward_only_add"), "{e}");
+}
+
+#[test]
+fn pass_through_backward_needs_inputs_shaped_like_the_output() {
+    // The left half of a + b: the output is narrower than the inputs.
+    let op = KernelOp::new("left_half_add", AddTile, |_| Grid::new([1, 1]))
+        .output_shape(|_| Ok(vec![128, 512]))
+        .backward_pass_through();
+    let a = Var::from_tensor(&random(128, 1024, 1, DType::F32)).unwrap();
+    let c = op.apply2(a.as_tensor(), a.as_tensor()).unwrap();
+    let e = c.sum_all().unwrap().backward().unwrap_err().to_string();
+    assert!(
+        e.contains("left_half_add") && e.contains("[128, 1024]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn profiler_keeps_per_op_modelled_time() {
+    let profiler = Profiler::new(Target::Trn2);
+    let (x, gain) = (
+        random(256, 128, 13, DType::F32),
+        random(1, 128, 14, DType::F32),
+    );
+    let w = random(256, 128, 15, DType::F32);
+    let op = rmsnorm(RMSNORM_EPS).profiled(&profiler);
+    let (dx, _) = rmsnorm_grads(&x, &gain, &w, |x, g| op.apply2(x, g));
+    let y = op.apply2(&x, &gain).unwrap();
+    // Simulating does not change values.
+    let plain = rmsnorm(RMSNORM_EPS);
+    assert_eq!(max_diff(&y, &plain.apply2(&x, &gain).unwrap()), 0.0);
+    let (dx_plain, _) = rmsnorm_grads(&x, &gain, &w, |x, g| plain.apply2(x, g));
+    assert_eq!(max_diff(&dx, &dx_plain), 0.0);
+
+    let fwd = profiler.op("nki_rmsnorm").expect("forward recorded");
+    let bwd = profiler.op("nki_rmsnorm.bwd").expect("backward recorded");
+    assert_eq!((fwd.calls, bwd.calls), (2, 1));
+    assert!(fwd.mean_ns() > 0.0 && bwd.mean_ns() > 0.0);
+    assert!((fwd.total_ns - 2.0 * fwd.last_ns).abs() < 1e-6 * fwd.total_ns);
+    let (engine, percent) = fwd.bottleneck().expect("engines ran");
+    assert!(!engine.is_empty() && percent > 0.0 && percent <= 100.0 + 1e-9);
+    assert_eq!(fwd.last_profile.target, Target::Trn2);
+    let table = profiler.to_string();
+    assert!(
+        table.contains("nki_rmsnorm.bwd") && table.contains("trn2"),
+        "{table}"
+    );
+    profiler.reset();
+    assert!(profiler.stats().is_empty());
+}
