@@ -4,7 +4,9 @@
 use crate::dtype::DType;
 use crate::error::SourceLoc;
 
-/// The engine an instruction runs on.
+/// The engine an instruction runs on. This is the one engine table: [`Engine::ALL`] gives the
+/// display order and [`Engine::index`] the slot every per-engine array uses; clocks come from
+/// [`TargetSpec::engine_ghz`](crate::target::TargetSpec::engine_ghz).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum Engine {
     /// TensorE (PE array): matmul and transpose.
@@ -22,8 +24,11 @@ pub enum Engine {
 }
 
 impl Engine {
-    /// All engines in display order.
-    pub const ALL: [Engine; 6] = [
+    /// Number of engines (the length of every per-engine array).
+    pub const COUNT: usize = 6;
+
+    /// All engines in display order (`ALL[e.index()] == e`).
+    pub const ALL: [Engine; Engine::COUNT] = [
         Engine::Tensor,
         Engine::Vector,
         Engine::Scalar,
@@ -31,6 +36,11 @@ impl Engine {
         Engine::Sync,
         Engine::Dma,
     ];
+
+    /// Slot of the engine in per-engine arrays (its position in [`Engine::ALL`]).
+    pub const fn index(self) -> usize {
+        self as usize
+    }
 
     /// Profiler-style name.
     pub fn name(self) -> &'static str {

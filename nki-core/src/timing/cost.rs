@@ -7,17 +7,6 @@ use crate::math::AluOp;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::target::TargetSpec;
 
-/// Clock of `engine` in GHz (DMA and Sync use the profiler's base clock).
-pub fn engine_ghz(spec: &TargetSpec, engine: Engine) -> f64 {
-    match engine {
-        Engine::Tensor => spec.tensor_ghz,
-        Engine::Vector => spec.vector_ghz,
-        Engine::Scalar => spec.scalar_ghz,
-        Engine::GpSimd => spec.gpsimd_ghz,
-        Engine::Sync | Engine::Dma => spec.base_ghz,
-    }
-}
-
 /// The two TensorE phases of a matmul or transpose, in ns.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TensorCost {
@@ -136,7 +125,7 @@ pub fn compute_cycles(spec: &TargetSpec, r: &Instr) -> u64 {
 
 /// ns a Vector/Scalar/GpSimd/Sync record occupies its engine.
 pub fn compute_ns(spec: &TargetSpec, r: &Instr) -> f64 {
-    compute_cycles(spec, r) as f64 / engine_ghz(spec, r.engine)
+    compute_cycles(spec, r) as f64 / spec.engine_ghz(r.engine)
 }
 
 /// Extra wait, in ns, between a producer's end and a dependent consumer's start on `engine`
@@ -144,31 +133,52 @@ pub fn compute_ns(spec: &TargetSpec, r: &Instr) -> f64 {
 pub fn dependency_latency_ns(spec: &TargetSpec, engine: Engine) -> f64 {
     match engine {
         Engine::Dma => 0.0,
-        e => spec.dependency_latency_cycles as f64 / engine_ghz(spec, e),
+        e => spec.dependency_latency_cycles as f64 / spec.engine_ghz(e),
     }
 }
 
-/// How one DMA record spreads over the 16 DMA engines of its NeuronCore.
+/// How one DMA record occupies the DMA engines of its NeuronCore.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DmaPlan {
-    /// First DMA engine used.
-    pub first_engine: usize,
-    /// Time, in ns, each engine from `first_engine` on is busy moving its share.
+    /// Time, in ns, each DMA engine (index = engine) is busy with the record: its share of the
+    /// bytes at the engine's bandwidth (times the record's efficiency), and at least
+    /// `dma_engine_min_ns` on every engine (descriptor processing and the completion write
+    /// each engine makes).
     pub engine_ns: Vec<f64>,
     /// Bytes moved.
     pub bytes: u64,
     /// Bytes read from or written to HBM (both for HBM-to-HBM copies).
     pub hbm_bytes: u64,
-    /// Time, in ns, of the record on the NeuronCore's sustained DMA throughput.
-    pub sustained_ns: f64,
     /// Time, in ns, of the record on its HBM stack.
     pub hbm_ns: f64,
     /// The shortest time the DMA can take (latency floor).
     pub floor_ns: f64,
+    /// Fraction of the engines' bandwidth the record reaches (transposing DMAs and row gathers
+    /// are slower).
+    pub efficiency: f64,
+}
+
+/// Bandwidth efficiency of a DMA: `dma_transpose_efficiency` for transposing DMAs, times
+/// `dma_row_gather_efficiency` when its HBM side is gathered from separate rows (the
+/// contiguous run is shorter than the transfer).
+pub fn dma_efficiency(spec: &TargetSpec, r: &Instr) -> f64 {
+    let transpose = if r.opcode == Opcode::DmaTranspose {
+        spec.dma_transpose_efficiency
+    } else {
+        1.0
+    };
+    let gather = match r.dma {
+        Some(d) if d.chunk_bytes < d.bytes && (d.src == MemKind::Hbm || d.dst == MemKind::Hbm) => {
+            spec.dma_row_gather_efficiency
+        }
+        _ => 1.0,
+    };
+    transpose * gather
 }
 
 /// The DMA plan of a record: partition `p` is served by engine `p / 8`; HBM-to-HBM copies
-/// (no on-chip side) are spread evenly over all engines.
+/// (no on-chip side) are spread evenly over all engines. Every engine is occupied at least
+/// `dma_engine_min_ns`, whether or not it moves bytes.
 pub fn dma_plan(spec: &TargetSpec, r: &Instr) -> DmaPlan {
     let (bytes, src, dst, parts, p0) = match r.dma {
         Some(d) => (
@@ -186,43 +196,38 @@ pub fn dma_plan(spec: &TargetSpec, r: &Instr) -> DmaPlan {
             0,
         ),
     };
-    let eff = if r.opcode == Opcode::DmaTranspose {
-        spec.dma_transpose_efficiency
-    } else {
-        1.0
-    };
-    let bw = spec.dma_engine_bytes_per_ns * eff;
+    let efficiency = dma_efficiency(spec, r);
+    let bw = spec.dma_engine_bytes_per_ns * efficiency;
     let n_eng = spec.dma_engines.max(1);
     let ppe = spec.dma_partitions_per_engine.max(1);
-    let (first_engine, engine_ns) = if src == MemKind::Hbm && dst == MemKind::Hbm {
-        let share = bytes as f64 / n_eng as f64;
-        (0, vec![share / bw; n_eng])
+    let mut shares = vec![0.0f64; n_eng];
+    if src == MemKind::Hbm && dst == MemKind::Hbm {
+        shares.fill(bytes as f64 / n_eng as f64);
     } else {
         let p0 = p0.min(n_eng * ppe - 1);
         let p_end = (p0 + parts).min(n_eng * ppe).max(p0 + 1);
-        let (e0, e1) = (p0 / ppe, (p_end - 1) / ppe);
         let total = (p_end - p0) as f64;
-        let v = (e0..=e1)
-            .map(|e| {
-                let n = p_end.min((e + 1) * ppe) - p0.max(e * ppe);
-                bytes as f64 * n as f64 / total / bw
-            })
-            .collect();
-        (e0, v)
-    };
+        for (e, share) in shares.iter_mut().enumerate() {
+            let n = p_end.min((e + 1) * ppe).saturating_sub(p0.max(e * ppe));
+            *share = bytes as f64 * n as f64 / total;
+        }
+    }
+    let engine_ns = shares
+        .into_iter()
+        .map(|b| (b / bw).max(spec.dma_engine_min_ns))
+        .collect();
     let hbm_bytes = match (src == MemKind::Hbm, dst == MemKind::Hbm) {
         (true, true) => 2 * bytes,
         (false, false) => 0,
         _ => bytes,
     };
     DmaPlan {
-        first_engine,
         engine_ns,
         bytes,
         hbm_bytes,
-        sustained_ns: bytes as f64 / (spec.dma_sustained_bytes_per_ns * eff),
         hbm_ns: hbm_bytes as f64 / spec.hbm_bytes_per_ns,
         floor_ns: spec.dma_min_transfer_ns,
+        efficiency,
     }
 }
 
@@ -350,7 +355,7 @@ mod tests {
                 bytes,
                 partitions: parts,
                 start_partition: start,
-                chunk_bytes: bytes / parts as u64,
+                chunk_bytes: bytes,
             }),
             ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", loc())
         }
@@ -360,18 +365,17 @@ mod tests {
     fn dma_spreads_partitions_over_engines() {
         let s = Target::Trn2.spec();
         let p = dma_plan(s, &dma(128, 0, 128 * 1024));
-        assert_eq!(p.first_engine, 0);
         assert_eq!(p.engine_ns.len(), 16);
         assert!((p.engine_ns[5] - 8.0 * 1024.0 / 23.0).abs() < 1e-9);
         assert_eq!(p.hbm_bytes, 128 * 1024);
+        // One engine moves the bytes; the other 15 are held for the minimum.
         let p = dma_plan(s, &dma(4, 0, 32768));
-        assert_eq!(p.engine_ns.len(), 1);
         assert!((p.engine_ns[0] - 32768.0 / 23.0).abs() < 1e-9);
+        assert!(p.engine_ns[1..].iter().all(|&t| t == s.dma_engine_min_ns));
         // Partitions 60..76 touch engines 7, 8 and 9 with 4, 8 and 4 partitions.
-        let p = dma_plan(s, &dma(16, 60, 16 * 100));
-        assert_eq!(p.first_engine, 7);
-        assert_eq!(p.engine_ns.len(), 3);
-        assert!((p.engine_ns[1] - 2.0 * p.engine_ns[0]).abs() < 1e-9);
-        assert!((p.engine_ns[2] - p.engine_ns[0]).abs() < 1e-9);
+        let p = dma_plan(s, &dma(16, 60, 16 * 10_000));
+        assert!((p.engine_ns[8] - 2.0 * p.engine_ns[7]).abs() < 1e-9);
+        assert!((p.engine_ns[9] - p.engine_ns[7]).abs() < 1e-9);
+        assert_eq!(p.engine_ns[10], s.dma_engine_min_ns);
     }
 }

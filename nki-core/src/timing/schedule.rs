@@ -9,9 +9,10 @@
 //!   order. TensorE runs LoadStationary then MultiplyMoving; the next LoadStationary overlaps
 //!   the current MultiplyMoving (background weight load).
 //! - DMAs start `dma_fixed_latency_ns` after their inputs are ready and are served in that
-//!   order (first come, first served) by the DMA engines they map to, by the NeuronCore's
-//!   sustained DMA throughput and by the HBM stack the core shares with its neighbours.
-//!   A single DMA takes at least `dma_min_transfer_ns` (latency, not occupancy).
+//!   order (first come, first served) by the 16 DMA engines: each engine is busy with its
+//!   share of the bytes at its bandwidth, and with every DMA for at least `dma_engine_min_ns`
+//!   (so tiny DMAs serialise); the HBM stack the core shares with its neighbours bounds the
+//!   bytes too. A single DMA takes at least `dma_min_transfer_ns` (latency, not occupancy).
 //! - TensorE throttling (trn2/trn3): after an idle period the MultiplyMoving rate starts at
 //!   `pe_throttle_start` of its maximum and ramps to full over `pe_throttle_ramp_ns`.
 //!
@@ -82,6 +83,19 @@ pub(crate) struct Schedule<'a> {
     pub mm_start: Vec<f64>,
     /// DMA engine shares.
     pub pieces: Vec<Piece>,
+    /// What decided each record's start (see [`Cause`]).
+    pub cause: Vec<Cause>,
+}
+
+/// What decided when a record started: the critical-path link the profile walks back along.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Cause {
+    /// Nothing: it started at time 0 (plus, for a DMA, the trigger latency).
+    Start,
+    /// It waited for the result of (or for) record `.0`: a dependency stall.
+    Data(u32),
+    /// Its engine (or, for a DMA, a DMA engine) was still busy with record `.0`.
+    Engine(u32),
 }
 
 #[derive(Default)]
@@ -192,17 +206,7 @@ impl Ord for Key {
     }
 }
 
-const ENGINES: usize = 5;
-
-fn engine_slot(e: Engine) -> usize {
-    match e {
-        Engine::Tensor => 0,
-        Engine::Vector => 1,
-        Engine::Scalar => 2,
-        Engine::GpSimd => 3,
-        Engine::Sync | Engine::Dma => 4,
-    }
-}
+const ENGINES: usize = Engine::COUNT;
 
 struct CoreState {
     queues: [Vec<u32>; ENGINES],
@@ -215,7 +219,9 @@ struct CoreState {
     /// End of the last MultiplyMoving.
     pe_last_end: f64,
     dma_free: Vec<f64>,
-    pipe_free: f64,
+    /// Last record placed on each engine slot and on each DMA engine.
+    last: [u32; ENGINES],
+    dma_last: Vec<u32>,
     stack: usize,
 }
 
@@ -246,12 +252,13 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
             pe_warm: 0.0,
             pe_last_end: f64::NEG_INFINITY,
             dma_free: vec![0.0; spec.dma_engines.max(1)],
-            pipe_free: 0.0,
+            last: [u32::MAX; ENGINES],
+            dma_last: vec![u32::MAX; spec.dma_engines.max(1)],
             stack: s.nc / per_stack,
         };
         for (off, r) in mine.iter().enumerate() {
             if r.engine != Engine::Dma {
-                st.queues[engine_slot(r.engine)].push(base + off as u32);
+                st.queues[r.engine.index()].push(base + off as u32);
             }
         }
         core.resize(core.len() + mine.len(), ci as u16);
@@ -300,16 +307,11 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         pieces: Vec::new(),
         cores,
         hbm_free: vec![0.0; stacks],
+        ready_pred: vec![u32::MAX; n],
+        cause: vec![Cause::Start; n],
         work: Vec::new(),
         dmas: BinaryHeap::new(),
-        lat: [
-            Engine::Tensor,
-            Engine::Vector,
-            Engine::Scalar,
-            Engine::GpSimd,
-            Engine::Sync,
-        ]
-        .map(|e| cost::dependency_latency_ns(spec, e)),
+        lat: Engine::ALL.map(|e| cost::dependency_latency_ns(spec, e)),
         placed: 0,
     };
     for i in 0..n {
@@ -334,6 +336,7 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         ls_end,
         mm_start,
         pieces,
+        cause,
         ..
     } = sim;
     Schedule {
@@ -345,6 +348,7 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         ls_end,
         mm_start,
         pieces,
+        cause,
     }
 }
 
@@ -379,6 +383,9 @@ struct Sim<'s, 'a> {
     pieces: Vec<Piece>,
     cores: Vec<CoreState>,
     hbm_free: Vec<f64>,
+    /// Per record: the record whose end set its `ready` time, if any.
+    ready_pred: Vec<u32>,
+    cause: Vec<Cause>,
     work: Vec<u32>,
     dmas: BinaryHeap<Key>,
     lat: [f64; ENGINES],
@@ -397,7 +404,7 @@ impl Sim<'_, '_> {
         }
         self.released[i as usize] = true;
         let c = self.core[i as usize] as usize;
-        let slot = engine_slot(r.engine);
+        let slot = r.engine.index();
         loop {
             let st = &self.cores[c];
             let Some(&head) = st.queues[slot].get(st.heads[slot]) else {
@@ -420,6 +427,11 @@ impl Sim<'_, '_> {
             let ls_start = self.ready[iu].max(st.ls_free).max(st.prev_mm_start);
             let ls_end = ls_start + tc.ls_ns;
             let mm_start = ls_end.max(st.free[slot]).max(self.ready_late[iu]);
+            let engine_bound = st.free[slot] >= ls_end && st.free[slot] > self.ready_late[iu];
+            let prev = st.last[slot];
+            self.cause[iu] = self.cause_of(iu, engine_bound, prev);
+            let st = &mut self.cores[c];
+            st.last[slot] = i;
             let mm_end = mm_start + throttled(self.spec, st, mm_start, tc.mm_ns);
             st.pe_last_end = mm_end;
             st.ls_free = ls_end;
@@ -430,11 +442,15 @@ impl Sim<'_, '_> {
             self.mm_start[iu] = mm_start;
             self.end[iu] = mm_end;
         } else {
-            let s = self.ready[iu].max(self.ready_late[iu]).max(st.free[slot]);
+            let ready = self.ready[iu].max(self.ready_late[iu]);
+            let free = st.free[slot];
+            let s = ready.max(free);
             let e = s + cost::compute_ns(self.spec, r);
             st.free[slot] = e;
+            let prev = std::mem::replace(&mut st.last[slot], i);
             self.start[iu] = s;
             self.end[iu] = e;
+            self.cause[iu] = self.cause_of(iu, free > ready, prev);
         }
         self.propagate(i);
     }
@@ -445,9 +461,7 @@ impl Sim<'_, '_> {
         let plan: DmaPlan = cost::dma_plan(self.spec, r);
         let c = self.core[iu] as usize;
         let st = &mut self.cores[c];
-        let p_start = t.max(st.pipe_free);
-        let mut bound = p_start + plan.sustained_ns;
-        st.pipe_free = bound;
+        let mut bound = t;
         if plan.hbm_bytes > 0 {
             let h = &mut self.hbm_free[st.stack];
             let h_end = t.max(*h) + plan.hbm_ns;
@@ -456,10 +470,19 @@ impl Sim<'_, '_> {
         }
         let mut first = f64::INFINITY;
         let mut last: f64 = t;
+        let mut cause = None;
         for (k, d) in plan.engine_ns.iter().enumerate() {
-            let e = (plan.first_engine + k).min(st.dma_free.len() - 1);
+            let e = k.min(st.dma_free.len() - 1);
             let s = t.max(st.dma_free[e]);
             let pe = (s + d).max(bound);
+            let prev = std::mem::replace(&mut st.dma_last[e], i);
+            if pe > last || cause.is_none() {
+                cause = Some(if s > t && prev != u32::MAX && bound <= s + d {
+                    Cause::Engine(prev)
+                } else {
+                    Cause::Start
+                });
+            }
             st.dma_free[e] = pe;
             first = first.min(s);
             last = last.max(pe);
@@ -475,7 +498,23 @@ impl Sim<'_, '_> {
         }
         self.start[iu] = first;
         self.end[iu] = last.max(first + plan.floor_ns);
+        self.cause[iu] = match cause {
+            Some(Cause::Start) | None => self.cause_of(iu, false, u32::MAX),
+            Some(c) => c,
+        };
         self.propagate(i);
+    }
+
+    /// The cause of record `i`'s start: its engine's previous record `prev` when the engine
+    /// was the later constraint, else the dependency that made it ready last, else none.
+    fn cause_of(&self, i: usize, engine_bound: bool, prev: u32) -> Cause {
+        if engine_bound && prev != u32::MAX {
+            Cause::Engine(prev)
+        } else if self.ready_pred[i] != u32::MAX {
+            Cause::Data(self.ready_pred[i])
+        } else {
+            Cause::Start
+        }
     }
 
     /// Releases the successors of placed record `i`.
@@ -494,13 +533,16 @@ impl Sim<'_, '_> {
                     {
                         0.0
                     } else {
-                        self.lat[engine_slot(se)]
+                        self.lat[se.index()]
                     };
                     self.end[iu] + lat
                 }
                 Kind::After => self.end[iu],
                 Kind::Order => self.start[iu],
             };
+            if c >= self.ready[s].max(self.ready_late[s]) {
+                self.ready_pred[s] = i;
+            }
             if e.late {
                 self.ready_late[s] = self.ready_late[s].max(c);
             } else {
