@@ -253,6 +253,9 @@ pub struct Instr {
     pub dma: Option<DmaDims>,
     /// The ALU operator of an element-wise instruction, when it has one (costs depend on it).
     pub alu: Option<crate::math::AluOp>,
+    /// True when the instruction also reduces its results into the engine's accumulator
+    /// (`activation_reduce`, `tensor_scalar` with an accumulate): one more `MIN_II` [E S13].
+    pub accumulate: bool,
     /// Regions read.
     pub reads: Vec<Region>,
     /// Regions written.
@@ -278,6 +281,7 @@ impl Instr {
             matmul: None,
             dma: None,
             alu: None,
+            accumulate: false,
             reads: Vec::new(),
             writes: Vec::new(),
             loc,
@@ -291,4 +295,14 @@ impl Instr {
             None => 0,
         }
     }
+}
+
+/// The instruction records of one NeuronCore: its instances' streams in run order (what the
+/// launcher hands the timing model).
+#[derive(Clone, Debug, Default)]
+pub struct CoreStream {
+    /// Logical NeuronCore index.
+    pub nc: usize,
+    /// One record stream per instance (with its program id), in the order the core ran them.
+    pub instances: Vec<(Vec<usize>, Vec<Instr>)>,
 }

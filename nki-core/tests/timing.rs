@@ -6,8 +6,7 @@ use nki_core::error::SourceLoc;
 use nki_core::memory::MemoryPeak;
 use nki_core::prelude::*;
 use nki_core::profile::{Bound, Track};
-use nki_core::record::{BufId, DmaDims, Engine, Instr, MatmulDims, Opcode, Region};
-use nki_core::spmd::CoreStream;
+use nki_core::record::{BufId, CoreStream, DmaDims, Engine, Instr, MatmulDims, Opcode, Region};
 use nki_core::timing::model;
 use std::collections::HashMap;
 

@@ -282,6 +282,7 @@ struct Site {
     api: &'static str,
     loc: SourceLoc,
     alu: Option<AluOp>,
+    accumulate: bool,
 }
 
 impl Site {
@@ -293,7 +294,13 @@ impl Site {
             api,
             loc,
             alu: None,
+            accumulate: false,
         }
+    }
+
+    /// The same instruction, recorded as also reducing into the engine's accumulator.
+    fn accumulating(self, accumulate: bool) -> Site {
+        Site { accumulate, ..self }
     }
 
     /// The same instruction, recorded with ALU operator `op`.
@@ -314,6 +321,7 @@ impl Site {
     ) -> Instr {
         Instr {
             alu: self.alu,
+            accumulate: self.accumulate,
             ..record(
                 self.engine,
                 self.opcode,

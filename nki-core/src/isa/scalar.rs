@@ -190,7 +190,7 @@ fn activate<'a>(
     let rv = red.as_ref().map(|t| t.view());
     let extra: Vec<&TileRef> = args.bias.iter().chain(scale_tile.iter()).collect();
     let outs: Vec<&TileRef> = std::iter::once(&ov).chain(rv.iter()).collect();
-    let site = Site::new(Engine::Scalar, Opcode::Activation, api, loc);
+    let site = Site::new(Engine::Scalar, Opcode::Activation, api, loc).accumulating(reduce);
     issue_op(e, site, &[&x], &extra, &outs, out_dtype, || {
         let v = x.gather(api, loc);
         let scale = match (&args.scale, &scale_tile) {

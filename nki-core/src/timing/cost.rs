@@ -49,9 +49,9 @@ fn is16(d: DType) -> bool {
     matches!(d, DType::BF16 | DType::F16)
 }
 
-/// Cycles per free element (`k` of `k * N`, before performance modes) of a Vector/Scalar/GpSimd
-/// instruction (hardware.md §2.3 / §2.4 table, S13), and whether it is a `max(MIN_II, ..)`
-/// instruction.
+/// Cycles per free element (`k` of `k * N`, before performance modes) of a non-TensorE,
+/// non-DMA instruction (hardware.md §2.3 / §2.4 table, S13). Every opcode has its rule here
+/// (no default arm): a new opcode does not compile until it has a cost.
 fn per_element(r: &Instr) -> f64 {
     let all16 = is16(r.in_dtype) && is16(r.out_dtype);
     match r.opcode {
@@ -68,11 +68,29 @@ fn per_element(r: &Instr) -> f64 {
         Opcode::ScalarTensorTensor => 2.0,
         Opcode::TensorReduce if all16 => 0.5,
         Opcode::TensorTensorScan => 2.0,
-        Opcode::Select if !r.psum => 2.0,
+        Opcode::Select if r.psum => 1.0,
+        Opcode::Select => 2.0,
         Opcode::Reciprocal if r.engine == Engine::Vector => 8.0,
         Opcode::Memset if is16(r.out_dtype) => 0.5,
         Opcode::BnAggr => 13.0 / 3.0,
-        _ => 1.0,
+        // max(MIN_II, N) instructions (and GpSimd's start + N).
+        Opcode::TensorReduce
+        | Opcode::Reciprocal
+        | Opcode::Memset
+        | Opcode::TensorScalar
+        | Opcode::TensorCopy
+        | Opcode::Activation
+        | Opcode::PartitionReduce
+        | Opcode::Iota
+        | Opcode::AffineSelect
+        | Opcode::BnStats
+        | Opcode::VectorTranspose
+        | Opcode::Gather
+        | Opcode::Rng
+        | Opcode::SetRngSeed
+        | Opcode::Dropout => 1.0,
+        // Costed by `tensor_cost` / `dma_plan`; a full pass over the data if asked here.
+        Opcode::Matmul | Opcode::Transpose | Opcode::DmaCopy | Opcode::DmaTranspose => 1.0,
     }
 }
 
@@ -107,14 +125,14 @@ pub fn compute_cycles(spec: &TargetSpec, r: &Instr) -> u64 {
         Engine::GpSimd => spec.gpsimd_start + work,
         Engine::Sync => spec.min_ii,
         _ => {
-            let base = match r.opcode {
-                Opcode::Iota | Opcode::AffineSelect => spec.gpsimd_start + work,
-                _ => work.max(spec.min_ii),
+            // iota / affine_select pay GpSimd's start-up on whichever engine runs them.
+            let base = if matches!(r.opcode, Opcode::Iota | Opcode::AffineSelect) {
+                spec.gpsimd_start + work
+            } else {
+                work.max(spec.min_ii)
             };
             // activation_reduce / tensor_scalar_reduce: + MIN_II for the accumulator [E S13].
-            if r.api.contains("reduce")
-                && matches!(r.opcode, Opcode::Activation | Opcode::TensorScalar)
-            {
+            if r.accumulate {
                 base + spec.min_ii
             } else {
                 base
@@ -306,8 +324,12 @@ mod tests {
         // max(64, N)
         let a = vec_op(Opcode::Activation, Engine::Scalar, 1, DType::F32);
         assert_eq!(compute_cycles(s, &a), 64);
-        let a = vec_op(Opcode::Activation, Engine::Scalar, 1000, DType::F32);
+        let mut a = vec_op(Opcode::Activation, Engine::Scalar, 1000, DType::F32);
         assert_eq!(compute_cycles(s, &a), 1000);
+        // activation_reduce: + MIN_II for the accumulator, whatever the API is called.
+        a.accumulate = true;
+        assert_eq!(compute_cycles(s, &a), 1064);
+        a.accumulate = false;
         assert!((compute_ns(s, &a) - 1000.0 / 1.4).abs() < 1e-9);
         // tensor_tensor fp32 SBUF: 2N; one PSUM input: N.
         let mut tt = vec_op(Opcode::TensorTensor, Engine::Vector, 512, DType::F32);

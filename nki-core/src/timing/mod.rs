@@ -17,8 +17,8 @@ mod schedule;
 
 use crate::memory::MemoryPeak;
 use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Span, Track};
+use crate::record::CoreStream;
 use crate::record::{Engine, MemKind, Opcode};
-use crate::spmd::CoreStream;
 use crate::target::Target;
 use std::collections::{BinaryHeap, HashMap};
 

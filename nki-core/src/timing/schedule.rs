@@ -22,8 +22,8 @@
 //! directly or through its engine's order, on a queued DMA, so it cannot be ready earlier).
 
 use super::cost::{self, DmaPlan};
+use crate::record::CoreStream;
 use crate::record::{BufId, Engine, Instr, Region};
-use crate::spmd::CoreStream;
 use crate::target::TargetSpec;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};

@@ -1,7 +1,8 @@
-//! Profiles: the summary of a modelled timeline, in the terms `neuron-profile` uses
-//! (shared/reference/hardware.md §4): latency, per-engine active time, HFU/MFU, DMA traffic,
-//! SBUF/PSUM peak, instruction counts and the source lines that cost the most time. A profile
-//! also keeps the timeline itself ([`Profile::spans`]) for [`Profile::write_chrome_trace`].
+//! The summary of a modelled timeline, in the terms `neuron-profile` uses
+//! (shared/reference/hardware.md §4): latency (total and active, with the pre/postamble),
+//! what bounds the kernel, per-engine active time, HFU/MFU, DMA traffic, SBUF/PSUM peak,
+//! instruction counts and the source lines that cost the most time. A profile also keeps the
+//! timeline itself ([`Profile::spans`]), which [`super::trace`] writes out.
 
 use crate::dtype::DType;
 use crate::error::SourceLoc;
@@ -9,7 +10,6 @@ use crate::memory::MemoryPeak;
 use crate::record::{Engine, Opcode};
 use crate::target::Target;
 use std::fmt;
-use std::path::Path;
 
 /// Activity of one engine (summed over NeuronCores in [`Profile::engines`]).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -289,16 +289,6 @@ impl Profile {
     /// Activity of engine `name` ("TensorE", "VectorE", "ScalarE", "GpSimdE", "SyncE", "DMA").
     pub fn engine(&self, name: &str) -> Option<&EngineStat> {
         self.engines.iter().find(|e| e.engine == name)
-    }
-
-    /// Writes the timeline as Chrome-trace JSON (loadable in Perfetto / chrome://tracing): one
-    /// process per NeuronCore, one thread per engine, DMA queue lane and DMA engine, one
-    /// complete event per instruction with opcode, api, shapes and source line in its args.
-    pub fn write_chrome_trace(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
-        let f = std::fs::File::create(path)?;
-        let mut w = std::io::BufWriter::new(f);
-        crate::trace::write_chrome_trace(self, &mut w)?;
-        std::io::Write::flush(&mut w)
     }
 }
 

@@ -4,9 +4,10 @@
 //! queue lane), one complete event (`"ph": "X"`, times in µs) per span, with the instruction's
 //! opcode, NKI call, shapes, dtypes, program id and source line in `args`.
 
-use crate::profile::{OpInfo, Profile, Track};
+use super::summary::{OpInfo, Profile, Track};
 use std::collections::BTreeSet;
 use std::io::{self, Write};
+use std::path::Path;
 
 /// Thread id of a track: engines first, then DMA engines, then DMA queue lanes.
 pub fn track_tid(t: Track) -> u32 {
@@ -59,6 +60,20 @@ fn args(p: &Profile, op: &OpInfo) -> String {
         a.push_str(&format!(",\"program_id\":{pid:?}"));
     }
     a
+}
+
+impl Profile {
+    /// Writes the timeline as Chrome-trace JSON (loadable in Perfetto / chrome://tracing): one
+    /// process per NeuronCore, one thread per engine, DMA queue lane and DMA engine, one
+    /// complete event per instruction with opcode, api, shapes and source line in its args;
+    /// stall spans (engine idle, waiting for a dependency) on a "<engine> stalls" thread, and
+    /// the pre/postamble on its own thread.
+    pub fn write_chrome_trace(&self, path: impl AsRef<Path>) -> io::Result<()> {
+        let f = std::fs::File::create(path)?;
+        let mut w = io::BufWriter::new(f);
+        write_chrome_trace(self, &mut w)?;
+        w.flush()
+    }
 }
 
 /// Writes `p`'s timeline as Chrome-trace JSON to `w`.
