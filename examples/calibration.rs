@@ -52,7 +52,7 @@ fn sweep_seconds() -> Result<f64, NkiError> {
     // the capacity check rejects are tried too and counted in the time.
     let t0 = Instant::now();
     let (mut done, mut rejected) = (0, 0);
-    'sweep: for m in [1usize, 2, 4, 8, 16] {
+    'sweep: for m in [1usize, 2, 4, 8, 16, 32] {
         for n in [1usize, 2, 4, 8] {
             for k in [1usize, 2, 4, 8, 16, 32] {
                 let kernel = MatmulKernel::FullyOptimized(Blocking::new(m, n, k));

@@ -262,6 +262,11 @@ pub struct Instr {
     pub writes: Vec<Region>,
     /// Kernel source line that issued it.
     pub loc: SourceLoc,
+    /// The `affine_range` loops it was issued in, outermost first: `(loop activation,
+    /// iteration)`, where every start of an `affine_range` loop is a new activation. Two
+    /// records in different iterations of one activation are independent by contract, so
+    /// the timing model lets an engine run them out of program order.
+    pub affine: Vec<(u32, u32)>,
 }
 
 impl Instr {
@@ -285,7 +290,22 @@ impl Instr {
             reads: Vec::new(),
             writes: Vec::new(),
             loc,
+            affine: Vec::new(),
         }
+    }
+
+    /// True when `self` and `other` (records of one program instance) lie in different
+    /// iterations of a common `affine_range` loop: no ordering between them is required.
+    pub fn independent_of(&self, other: &Instr) -> bool {
+        for (a, b) in self.affine.iter().zip(&other.affine) {
+            if a.0 != b.0 {
+                return false;
+            }
+            if a.1 != b.1 {
+                return true;
+            }
+        }
+        false
     }
 
     /// Hardware FLOPs (2 per MAC) of a TensorE instruction, 0 otherwise.

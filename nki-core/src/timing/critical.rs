@@ -110,27 +110,31 @@ pub(crate) fn bounds(
 }
 
 /// The stall intervals of compute records: `(record, waited-for record, start, end)` for every
-/// record whose engine sat idle from its previous record's end until a dependency was ready.
+/// record whose engine sat idle, from the end of the engine's previous interval (in time)
+/// until a dependency of the record was ready.
 pub(crate) fn stalls(sch: &Schedule<'_>) -> Vec<(u32, u32, f64, f64)> {
-    let mut out = Vec::new();
-    let mut prev_end: Vec<[f64; Engine::COUNT]> = Vec::new();
-    for i in 0..sch.recs.len() {
-        let r = sch.recs[i];
-        if r.engine == Engine::Dma {
-            continue;
+    let mut by_engine: std::collections::HashMap<(u16, usize), Vec<usize>> = Default::default();
+    for (i, r) in sch.recs.iter().enumerate() {
+        if r.engine != Engine::Dma {
+            by_engine
+                .entry((sch.core[i], r.engine.index()))
+                .or_default()
+                .push(i);
         }
-        let c = sch.core[i] as usize;
-        if prev_end.len() <= c {
-            prev_end.resize(c + 1, [0.0; Engine::COUNT]);
-        }
-        let k = r.engine.index();
-        let from = prev_end[c][k];
-        if let Cause::Data(p) = sch.cause[i] {
-            if sch.start[i] > from + 1e-9 {
-                out.push((i as u32, p, from, sch.start[i]));
-            }
-        }
-        prev_end[c][k] = prev_end[c][k].max(sch.end[i]);
     }
+    let mut out = Vec::new();
+    for (_, mut recs) in by_engine {
+        recs.sort_by(|&a, &b| sch.start[a].total_cmp(&sch.start[b]));
+        let mut from = 0.0f64;
+        for i in recs {
+            if let Cause::Data(p) = sch.cause[i] {
+                if sch.start[i] > from + 1e-9 {
+                    out.push((i as u32, p, from, sch.start[i]));
+                }
+            }
+            from = from.max(sch.end[i]);
+        }
+    }
+    out.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)));
     out
 }

@@ -6,8 +6,13 @@
 //!   only kept in order (the second starts no earlier than the first): HBM regions are bounding
 //!   byte ranges, so tiles of one output tensor look overlapping when they are not.
 //! - Compute engines (TensorE, VectorE, ScalarE, GpSimdE, Sync) run their records in program
-//!   order. TensorE runs LoadStationary then MultiplyMoving; the next LoadStationary overlaps
-//!   the current MultiplyMoving (background weight load).
+//!   order, except that records in different iterations of one `affine_range` loop are
+//!   independent by contract and interleave as the compiler schedules them: VectorE, ScalarE,
+//!   GpSimdE and Sync look up to [`WINDOW`] records ahead in their queue for one that is ready
+//!   and independent of the records it passes, and place it in the earliest idle gap of the
+//!   engine's recent timeline (list scheduling); `sequential_range` and straight-line code keep
+//!   their order. TensorE keeps program order: it runs LoadStationary then MultiplyMoving,
+//!   and the next LoadStationary overlaps the current MultiplyMoving (background weight load).
 //! - DMAs start `dma_fixed_latency_ns` after their inputs are ready and are served in that
 //!   order (first come, first served) by the 16 DMA engines: each engine is busy with its
 //!   share of the bytes at its bandwidth, and with every DMA for at least `dma_engine_min_ns`
@@ -208,9 +213,59 @@ impl Ord for Key {
 
 const ENGINES: usize = Engine::COUNT;
 
+/// How far ahead in its queue an engine looks for a ready, independent record, and how many
+/// of its recent busy intervals stay open for such records to fill. A modelling choice (the
+/// compiler's scheduling window is not public); it bounds the work per record.
+pub(crate) const WINDOW: usize = 32;
+
+/// The recent timeline of one compute engine: busy intervals `(start, end, record)` sorted by
+/// start, at most [`WINDOW`] of them; everything before `closed` is no longer fillable.
+#[derive(Default)]
+struct Timeline {
+    busy: Vec<(f64, f64, u32)>,
+    closed: f64,
+}
+
+impl Timeline {
+    /// Earliest start `>= lo` of a `dur`-long interval that overlaps no busy interval.
+    fn fit(&self, lo: f64, dur: f64) -> f64 {
+        let mut t = lo.max(self.closed);
+        for &(s, e, _) in &self.busy {
+            if e <= t {
+                continue;
+            }
+            if s >= t + dur {
+                break;
+            }
+            t = e;
+        }
+        t
+    }
+
+    fn insert(&mut self, s: f64, e: f64, rec: u32) {
+        let pos = self.busy.partition_point(|x| x.0 <= s);
+        self.busy.insert(pos, (s, e, rec));
+        if self.busy.len() > WINDOW {
+            let (_, old_end, _) = self.busy.remove(0);
+            self.closed = self.closed.max(old_end);
+        }
+    }
+
+    /// The record whose interval ends last at or before `t` (what held the engine until `t`).
+    fn holder(&self, t: f64) -> u32 {
+        self.busy
+            .iter()
+            .filter(|x| x.1 <= t + 1e-9)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|x| x.2)
+            .unwrap_or(u32::MAX)
+    }
+}
+
 struct CoreState {
     queues: [Vec<u32>; ENGINES],
     heads: [usize; ENGINES],
+    timelines: [Timeline; ENGINES],
     free: [f64; ENGINES],
     ls_free: f64,
     prev_mm_start: f64,
@@ -246,6 +301,7 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         let mut st = CoreState {
             queues: Default::default(),
             heads: [0; ENGINES],
+            timelines: Default::default(),
             free: [0.0; ENGINES],
             ls_free: 0.0,
             prev_mm_start: 0.0,
@@ -300,6 +356,8 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         ready: vec![0.0; n],
         ready_late: vec![0.0; n],
         released: vec![false; n],
+        done: vec![false; n],
+        instance: &instance,
         start: vec![0.0; n],
         end: vec![0.0; n],
         ls_end: vec![0.0; n],
@@ -309,18 +367,18 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         hbm_free: vec![0.0; stacks],
         ready_pred: vec![u32::MAX; n],
         cause: vec![Cause::Start; n],
-        work: Vec::new(),
+        work: BinaryHeap::new(),
         dmas: BinaryHeap::new(),
         lat: Engine::ALL.map(|e| cost::dependency_latency_ns(spec, e)),
         placed: 0,
     };
     for i in 0..n {
         if sim.pending[i] == 0 {
-            sim.work.push(i as u32);
+            sim.work.push(Key(0.0, i as u32));
         }
     }
     loop {
-        while let Some(i) = sim.work.pop() {
+        while let Some(Key(_, i)) = sim.work.pop() {
             sim.release(i);
         }
         match sim.dmas.pop() {
@@ -376,6 +434,10 @@ struct Sim<'s, 'a> {
     ready: Vec<f64>,
     ready_late: Vec<f64>,
     released: Vec<bool>,
+    /// Record placed.
+    done: Vec<bool>,
+    /// Instance (within its core) of each record.
+    instance: &'s [u32],
     start: Vec<f64>,
     end: Vec<f64>,
     ls_end: Vec<f64>,
@@ -386,7 +448,9 @@ struct Sim<'s, 'a> {
     /// Per record: the record whose end set its `ready` time, if any.
     ready_pred: Vec<u32>,
     cause: Vec<Cause>,
-    work: Vec<u32>,
+    /// Records whose dependencies are all placed, earliest ready first: releasing them in
+    /// time order lets engines that look ahead fill their idle gaps in time order.
+    work: BinaryHeap<Key>,
     dmas: BinaryHeap<Key>,
     lat: [f64; ENGINES],
     placed: usize,
@@ -405,17 +469,63 @@ impl Sim<'_, '_> {
         self.released[i as usize] = true;
         let c = self.core[i as usize] as usize;
         let slot = r.engine.index();
-        loop {
-            let st = &self.cores[c];
-            let Some(&head) = st.queues[slot].get(st.heads[slot]) else {
+        if r.engine == Engine::Tensor {
+            // TensorE: program order.
+            loop {
+                let st = &self.cores[c];
+                let Some(&head) = st.queues[slot].get(st.heads[slot]) else {
+                    break;
+                };
+                if !self.released[head as usize] {
+                    break;
+                }
+                self.cores[c].heads[slot] += 1;
+                self.place_compute(head, c, slot);
+            }
+            return;
+        }
+        self.place_window(c, slot);
+    }
+
+    /// Places, in queue order, every released record of an engine's queue that is independent
+    /// of all unplaced records before it, until [`WINDOW`] records had to be left unplaced.
+    fn place_window(&mut self, c: usize, slot: usize) {
+        let mut k = self.cores[c].heads[slot];
+        let mut seen = 0;
+        while seen < WINDOW {
+            let Some(&j) = self.cores[c].queues[slot].get(k) else {
                 break;
             };
-            if !self.released[head as usize] {
-                break;
+            if self.done[j as usize] {
+                if k == self.cores[c].heads[slot] {
+                    self.cores[c].heads[slot] += 1;
+                }
+                k += 1;
+                continue;
             }
-            self.cores[c].heads[slot] += 1;
-            self.place_compute(head, c, slot);
+            if self.released[j as usize] && self.may_pass(c, slot, k) {
+                self.place_compute(j, c, slot);
+                if k == self.cores[c].heads[slot] {
+                    self.cores[c].heads[slot] += 1;
+                }
+            } else {
+                seen += 1;
+            }
+            k += 1;
         }
+    }
+
+    /// True when the record at queue position `k` is independent of every unplaced record
+    /// between the engine's head and `k`.
+    fn may_pass(&self, c: usize, slot: usize, k: usize) -> bool {
+        let q = &self.cores[c].queues[slot];
+        let j = q[k] as usize;
+        q[self.cores[c].heads[slot]..k].iter().all(|&i| {
+            let i = i as usize;
+            self.done[i]
+                || (self.instance[i] == self.instance[j]
+                    && self.recs[j].independent_of(self.recs[i]))
+        })
     }
 
     fn place_compute(&mut self, i: u32, c: usize, slot: usize) {
@@ -443,14 +553,27 @@ impl Sim<'_, '_> {
             self.end[iu] = mm_end;
         } else {
             let ready = self.ready[iu].max(self.ready_late[iu]);
-            let free = st.free[slot];
-            let s = ready.max(free);
-            let e = s + cost::compute_ns(self.spec, r);
-            st.free[slot] = e;
-            let prev = std::mem::replace(&mut st.last[slot], i);
+            // Records it may not pass (same iteration, or outside affine loops) finish first.
+            let tl = &st.timelines[slot];
+            let order = tl
+                .busy
+                .iter()
+                .filter(|x| {
+                    let o = x.2 as usize;
+                    !(self.instance[o] == self.instance[iu] && r.independent_of(self.recs[o]))
+                })
+                .map(|x| x.1)
+                .fold(0.0f64, f64::max);
+            let dur = cost::compute_ns(self.spec, r);
+            let s = tl.fit(ready.max(order), dur);
+            let e = s + dur;
+            let prev = tl.holder(s);
+            st.timelines[slot].insert(s, e, i);
+            st.free[slot] = st.free[slot].max(e);
+            st.last[slot] = i;
             self.start[iu] = s;
             self.end[iu] = e;
-            self.cause[iu] = self.cause_of(iu, free > ready, prev);
+            self.cause[iu] = self.cause_of(iu, s > ready, prev);
         }
         self.propagate(i);
     }
@@ -521,6 +644,7 @@ impl Sim<'_, '_> {
     fn propagate(&mut self, i: u32) {
         let iu = i as usize;
         self.placed += 1;
+        self.done[iu] = true;
         let (a, b) = (self.first[iu] as usize, self.first[iu + 1] as usize);
         let pe = self.recs[iu].engine;
         for k in a..b {
@@ -550,7 +674,8 @@ impl Sim<'_, '_> {
             }
             self.pending[s] -= 1;
             if self.pending[s] == 0 {
-                self.work.push(e.succ);
+                let ready = self.ready[s].max(self.ready_late[s]);
+                self.work.push(Key(ready, e.succ));
             }
         }
     }
