@@ -14,7 +14,7 @@
 //! sweep of 100 blockings of a 4096³ GEMM) and prints both wall times.
 
 use nki_core::prelude::*;
-use nki_kernels::calibration::{points, Row};
+use nki_kernels::calibration::{cpu_seconds, points, Row};
 use nki_kernels::matmul::{Blocking, MatmulKernel};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,34 +42,38 @@ fn parse_args() -> Result<Options, String> {
     Ok(o)
 }
 
-/// Wall time of estimating 100 blockings of a 4096³ bf16 GEMM on trn2.
-fn sweep_seconds() -> Result<f64, NkiError> {
+/// Wall time (s) of estimating up to 100 blockings of a 4096³ bf16 GEMM on trn2, and how many fit.
+fn sweep_seconds() -> Result<(f64, usize), NkiError> {
     let s = 4096;
     let lhs_t = Hbm::<bf16>::shape_only([s, s]);
     let rhs = Hbm::<bf16>::shape_only([s, s]);
     let mut result = Hbm::<bf16>::shape_only([s, s]);
-    // The first 100 blockings (of M, N and K tile counts) whose tiles fit on chip; the ones
-    // the capacity check rejects are tried too and counted in the time.
+    // The first 100 blockings (tile counts of M, N and K of the blocked kernels) whose tiles
+    // fit on chip; the ones the capacity check rejects are tried too and counted in the time.
     let t0 = Instant::now();
     let (mut done, mut rejected) = (0, 0);
-    'sweep: for m in [1usize, 2, 4, 8, 16, 32] {
+    let mut candidates = Vec::new();
+    for m in [1usize, 2, 4, 8, 16, 32] {
         for n in [1usize, 2, 4, 8] {
             for k in [1usize, 2, 4, 8, 16, 32] {
-                let kernel = MatmulKernel::FullyOptimized(Blocking::new(m, n, k));
-                match kernel.estimate(Target::Trn2, &lhs_t, &rhs, &mut result) {
-                    Ok(_) => done += 1,
-                    Err(e) if e.kind() == ErrorKind::Capacity => rejected += 1,
-                    Err(e) => return Err(e),
-                }
-                if done == 100 {
-                    break 'sweep;
-                }
+                candidates.push(MatmulKernel::FullyOptimized(Blocking::new(m, n, k)));
             }
+            candidates.push(MatmulKernel::BlockFreeDimension(Blocking::new(m, n, 1)));
+        }
+    }
+    for kernel in candidates {
+        match kernel.estimate(Target::Trn2, &lhs_t, &rhs, &mut result) {
+            Ok(_) => done += 1,
+            Err(e) if e.kind() == ErrorKind::Capacity => rejected += 1,
+            Err(e) => return Err(e),
+        }
+        if done == 100 {
+            break;
         }
     }
     let secs = t0.elapsed().as_secs_f64();
     eprintln!("sweep: {done} blockings estimated, {rejected} rejected by the capacity check");
-    Ok(secs)
+    Ok((secs, done))
 }
 
 fn main() -> ExitCode {
@@ -80,11 +84,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let run = || -> Result<(Vec<Row>, f64, f64), NkiError> {
+    let run = || -> Result<(Vec<Row>, (f64, f64), (f64, usize), f64), NkiError> {
         let (rows, tutorial) = points(opts.trace.as_deref())?;
-        Ok((rows, tutorial, sweep_seconds()?))
+        let cpu0 = cpu_seconds().unwrap_or(0.0);
+        let sweep = sweep_seconds()?;
+        Ok((rows, tutorial, sweep, cpu_seconds().unwrap_or(0.0) - cpu0))
     };
-    let (rows, tutorial_s, sweep_s) = match run() {
+    let (rows, (tutorial_s, tutorial_cpu), (sweep_s, swept), sweep_cpu) = match run() {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e}");
@@ -97,24 +103,14 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     println!(
-        "{:<3} {:<62} {:<5} {:>11} {:>11} {:>8}  bottleneck",
+        "{:<3} {:<68} {:<5} {:>12} {:>12} {:>8}  bottleneck",
         "§", "point", "tgt", "published", "model", "error"
     );
     for r in &rows {
-        let unit = if r.percent { "%" } else { "us" };
-        println!(
-            "{:<3} {:<62} {:<5} {:>9.2}{unit:<2} {:>9.2}{unit:<2} {:>+7.1}%  {}",
-            r.section,
-            r.name,
-            r.target.name(),
-            r.published,
-            r.model,
-            r.error_percent(),
-            r.bottleneck
-        );
+        println!("{r}");
     }
     println!(
-        "\nestimate speed: four full-size tutorial matmuls {tutorial_s:.2} s; 100 blockings of a 4096^3 GEMM {sweep_s:.2} s"
+        "\nestimate speed: four full-size tutorial matmuls {tutorial_s:.2} s ({tutorial_cpu:.2} s CPU); {swept} blockings of a 4096^3 GEMM {sweep_s:.2} s ({sweep_cpu:.2} s CPU)"
     );
     ExitCode::SUCCESS
 }

@@ -31,6 +31,24 @@ pub struct Row {
     pub bottleneck: String,
 }
 
+impl std::fmt::Display for Row {
+    /// One table line: section, name, target, published, model, error, bottleneck.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unit = if self.percent { "%" } else { "us" };
+        write!(
+            f,
+            "{:<3} {:<68} {:<5} {:>10.2}{unit:<2} {:>10.2}{unit:<2} {:>+7.1}%  {}",
+            self.section,
+            self.name,
+            self.target.name(),
+            self.published,
+            self.model,
+            self.error_percent(),
+            self.bottleneck
+        )
+    }
+}
+
 impl Row {
     /// `model / published - 1`, in percent.
     pub fn error_percent(&self) -> f64 {
@@ -84,9 +102,11 @@ fn row(section: u8, name: &str, target: Target, published_us: f64, p: &Profile) 
     }
 }
 
-/// Section 1 (the matmul tutorial on trn1); returns the wall time of the four estimates, s.
-fn section1(rows: &mut Vec<Row>) -> Result<f64, NkiError> {
+/// Section 1 (the matmul tutorial on trn1); returns the wall and CPU time of the four
+/// estimates, s.
+fn section1(rows: &mut Vec<Row>) -> Result<(f64, f64), NkiError> {
     let t0 = std::time::Instant::now();
+    let cpu0 = cpu_seconds().unwrap_or(0.0);
     let (k, m, n) = TUTORIAL_BENCHMARK_KMN;
     let lhs_t = Hbm::<bf16>::shape_only([k, m]);
     let rhs = Hbm::<bf16>::shape_only([k, n]);
@@ -101,7 +121,10 @@ fn section1(rows: &mut Vec<Row>) -> Result<f64, NkiError> {
             &prof,
         ));
     }
-    Ok(t0.elapsed().as_secs_f64())
+    Ok((
+        t0.elapsed().as_secs_f64(),
+        cpu_seconds().unwrap_or(0.0) - cpu0,
+    ))
 }
 
 /// Section 2: the micro-benchmarks.
@@ -242,12 +265,23 @@ fn section3(rows: &mut Vec<Row>, dir: Option<&Path>) -> Result<(), NkiError> {
 }
 
 /// Every public calibration point with its modelled value, in section order, and the wall
-/// time (s) the four full-size tutorial matmul estimates took. `trace_dir` receives a Chrome
-/// trace per section-3 kernel.
-pub fn points(trace_dir: Option<&Path>) -> Result<(Vec<Row>, f64), NkiError> {
+/// and CPU time (s) the four full-size tutorial matmul estimates took. `trace_dir` receives a
+/// Chrome trace per section-3 kernel.
+pub fn points(trace_dir: Option<&Path>) -> Result<(Vec<Row>, (f64, f64)), NkiError> {
     let mut rows = Vec::new();
     let tutorial = section1(&mut rows)?;
     section2(&mut rows)?;
     section3(&mut rows, trace_dir)?;
     Ok((rows, tutorial))
+}
+
+/// CPU time (user + system, all threads) this process has used, in s, where Linux's
+/// `/proc/self/stat` tells it (the machine may be shared, which inflates wall times).
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
 }

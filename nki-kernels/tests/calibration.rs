@@ -20,19 +20,7 @@ fn rows() -> &'static [Row] {
 }
 
 fn table(rows: &[&Row]) -> String {
-    rows.iter()
-        .map(|r| {
-            format!(
-                "\n  {:<70} {:<5} published {:>10.3} model {:>10.3} ({:+.1}%) {}",
-                r.name,
-                r.target.name(),
-                r.published,
-                r.model,
-                r.error_percent(),
-                r.bottleneck
-            )
-        })
-        .collect()
+    rows.iter().map(|r| format!("\n  {r}")).collect()
 }
 
 fn section(s: u8) -> Vec<&'static Row> {

@@ -113,17 +113,15 @@ pub(crate) fn bounds(
 /// record whose engine sat idle, from the end of the engine's previous interval (in time)
 /// until a dependency of the record was ready.
 pub(crate) fn stalls(sch: &Schedule<'_>) -> Vec<(u32, u32, f64, f64)> {
-    let mut by_engine: std::collections::HashMap<(u16, usize), Vec<usize>> = Default::default();
+    let cores = sch.core.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
+    let mut by_engine: Vec<Vec<usize>> = vec![Vec::new(); cores * Engine::COUNT];
     for (i, r) in sch.recs.iter().enumerate() {
         if r.engine != Engine::Dma {
-            by_engine
-                .entry((sch.core[i], r.engine.index()))
-                .or_default()
-                .push(i);
+            by_engine[sch.core[i] as usize * Engine::COUNT + r.engine.index()].push(i);
         }
     }
     let mut out = Vec::new();
-    for (_, mut recs) in by_engine {
+    for mut recs in by_engine {
         recs.sort_by(|&a, &b| sch.start[a].total_cmp(&sch.start[b]));
         let mut from = 0.0f64;
         for i in recs {

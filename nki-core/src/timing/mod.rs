@@ -13,6 +13,7 @@
 
 pub mod cost;
 mod critical;
+mod fast_hash;
 mod schedule;
 
 use crate::memory::MemoryPeak;
@@ -20,7 +21,7 @@ use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profil
 use crate::record::CoreStream;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::target::Target;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 /// Length of the union of intervals (sorted here).
 fn union_len(v: &mut [(f64, f64)]) -> f64 {
@@ -66,8 +67,8 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
     let mut core_dma = vec![0u64; ncores];
     let (mut hw_flops, mut tr_flops) = (0u64, 0u64);
     let mut dma = DmaStats::default();
-    let mut lines: HashMap<(crate::error::SourceLoc, &'static str), (Engine, usize, f64)> =
-        HashMap::new();
+    let mut lines: fast_hash::Map<(crate::error::SourceLoc, &'static str), (Engine, usize, f64)> =
+        fast_hash::Map::default();
     let mut dma_spans: Vec<(f64, f64, u32, u16)> = Vec::new();
 
     for i in 0..n {

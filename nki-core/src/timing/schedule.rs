@@ -27,11 +27,12 @@
 //! directly or through its engine's order, on a queued DMA, so it cannot be ready earlier).
 
 use super::cost::{self, DmaPlan};
+use super::fast_hash;
 use crate::record::CoreStream;
 use crate::record::{BufId, Engine, Instr, Region};
 use crate::target::TargetSpec;
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 /// Most accesses remembered per buffer and kind (reads / writes). Older ones are forgotten
 /// (they are far back in program order and have long completed in any realistic schedule).
@@ -122,7 +123,7 @@ fn push_capped(v: &mut Vec<(Region, u32)>, x: (Region, u32)) {
 
 /// Dependencies of the records `base..base + recs.len()` of one core, as (pred, edge) pairs.
 fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
-    let mut bufs: HashMap<BufId, Accesses> = HashMap::new();
+    let mut bufs: fast_hash::Map<BufId, Accesses> = fast_hash::Map::default();
     let empty = Accesses::default();
     for (off, r) in recs.iter().enumerate() {
         let me = base + off as u32;
