@@ -84,19 +84,22 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let run = || -> Result<(Vec<Row>, (f64, f64), (f64, usize), f64), NkiError> {
-        let (rows, tutorial) = points(opts.trace.as_deref())?;
-        let cpu0 = cpu_seconds().unwrap_or(0.0);
-        let sweep = sweep_seconds()?;
-        Ok((rows, tutorial, sweep, cpu_seconds().unwrap_or(0.0) - cpu0))
-    };
-    let (rows, (tutorial_s, tutorial_cpu), (sweep_s, swept), sweep_cpu) = match run() {
+    let (rows, (tutorial_s, tutorial_cpu)) = match points(opts.trace.as_deref()) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
+    let cpu0 = cpu_seconds().unwrap_or(0.0);
+    let (sweep_s, swept) = match sweep_seconds() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let sweep_cpu = cpu_seconds().unwrap_or(0.0) - cpu0;
     if opts.json {
         let v: Vec<serde_json::Value> = rows.iter().map(Row::json).collect();
         println!("{}", serde_json::Value::Array(v));

@@ -1,5 +1,5 @@
 //! The instruction record: what every `nl`/`nisa` call leaves behind in the funnel
-//! ([`crate::context::issue`]). The timing model and the profile read only these.
+//! (`context::issue`). The timing model and the profile read only these.
 
 use crate::dtype::DType;
 use crate::error::SourceLoc;
@@ -254,7 +254,7 @@ pub struct Instr {
     /// The ALU operator of an element-wise instruction, when it has one (costs depend on it).
     pub alu: Option<crate::math::AluOp>,
     /// True when the instruction also reduces its results into the engine's accumulator
-    /// (`activation_reduce`, `tensor_scalar` with an accumulate): one more `MIN_II` [E S13].
+    /// (`activation_reduce`, `tensor_scalar` with an accumulate): one more `MIN_II` \[E S13\].
     pub accumulate: bool,
     /// Regions read.
     pub reads: Vec<Region>,

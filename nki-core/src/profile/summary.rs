@@ -242,10 +242,10 @@ pub struct Profile {
     /// FLOPs of TensorE transposes.
     pub transpose_flops: u64,
     /// Hardware FLOPs utilisation in percent:
-    /// `hardware_flops / (2 * 128 * 128 * tensor clock * latency * cores)` [S15].
+    /// `hardware_flops / (2 * 128 * 128 * tensor clock * latency * cores)` \[S15\].
     pub hfu_percent: f64,
     /// Model FLOPs utilisation in percent: as HFU with `hardware_flops - transpose_flops`
-    /// (`mfu_inst_estimated_percent` of the profiler) [S15].
+    /// (`mfu_inst_estimated_percent` of the profiler) \[S15\].
     pub mfu_percent: f64,
     /// DMA traffic.
     pub dma: DmaStats,

@@ -66,7 +66,7 @@ impl Profile {
     /// Writes the timeline as Chrome-trace JSON (loadable in Perfetto / chrome://tracing): one
     /// process per NeuronCore, one thread per engine, DMA queue lane and DMA engine, one
     /// complete event per instruction with opcode, api, shapes and source line in its args;
-    /// stall spans (engine idle, waiting for a dependency) on a "<engine> stalls" thread, and
+    /// stall spans (engine idle, waiting for a dependency) on a "`<engine>` stalls" thread, and
     /// the pre/postamble on its own thread.
     pub fn write_chrome_trace(&self, path: impl AsRef<Path>) -> io::Result<()> {
         let f = std::fs::File::create(path)?;

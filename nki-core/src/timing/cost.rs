@@ -94,7 +94,7 @@ fn per_element(r: &Instr) -> f64 {
     }
 }
 
-/// VectorE performance-mode speed-up on NC-v3+ [E S2]: 4x for tensor_copy / tensor_scalar with
+/// VectorE performance-mode speed-up on NC-v3+ \[E S2\]: 4x for tensor_copy / tensor_scalar with
 /// 16-bit SBUF input and output and contiguous data, 2x for those when one side is PSUM or the
 /// data is strided, 2x for tensor_tensor with both inputs in SBUF and all 16-bit.
 pub fn vector_perf_mode(spec: &TargetSpec, r: &Instr) -> f64 {
