@@ -75,7 +75,8 @@ pub struct TargetSpec {
     /// descriptor processing plus the completion write every one of the 16 engines makes to
     /// the DMA's semaphore (idle engines included) \[E S6\]. Tiny DMAs therefore serialise at
     /// this rate instead of pipelining. trn1: FITTED on calibration §3a (76,800 four-byte DMAs
-    /// of `vector_add_tiled` ROW_CHUNK=1 in 27,404 µs: 357 ns each, less the launch overhead).
+    /// of `vector_add_tiled` ROW_CHUNK=1 in 27,404 µs, 357 ns each, and ROW_CHUNK=128's 600 in
+    /// 206 µs less the launch overhead, 318 ns each: 340 ns errs by -5 % / +6 % on the two).
     /// trn2/trn3: no tiny-DMA measurement; bounded by §3b (the 1024² transpose's 129 DMAs were
     /// active 27.9 µs in all: at most 216 ns each), taken at that bound \[D\].
     pub dma_engine_min_ns: f64,
@@ -208,7 +209,7 @@ pub static TRN1: TargetSpec = TargetSpec {
     dma_min_transfer_ns: 850.0,
     dma_fixed_latency_ns: 1300.0,
     // FITTED on calibration §3a and §1; see the fields' docs.
-    dma_engine_min_ns: 357.0,
+    dma_engine_min_ns: 340.0,
     dma_row_gather_efficiency: 0.386,
     hbm_bytes_per_ns: 410.0,
     dma_transpose_efficiency: 0.25,

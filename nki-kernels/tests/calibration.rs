@@ -5,7 +5,7 @@
 //! Bands: section 1 within 10 % per stage and in the published order; section 2 within 15 %;
 //! section 3 within 25 % per row, with every published order kept. One section-3 row is
 //! outside its band and is asserted only through the orders: `vector_add_stream` FREE_DIM=2
-//! on trn1 (modelled ~124 µs against 53 µs). Its 300 DMAs of 8 bytes per partition ran at
+//! on trn1 (modelled ~119 µs against 53 µs). Its 300 DMAs of 8 bytes per partition ran at
 //! 127 ns each, while `vector_add_tiled` ROW_CHUNK=128's 600 DMAs of 4 bytes per partition
 //! (same partitions, same engines) ran at 318 ns each and ROW_CHUNK=1's at 357 ns: no per-DMA
 //! cost taken from the records fits all three; the model keeps the one the two tiled rows
