@@ -766,4 +766,17 @@ fn affine_iterations_interleave_on_an_engine_and_sequential_ones_keep_order() {
         .iter()
         .any(|s| s.track == Track::Stall(Engine::Vector)));
     assert!(seq.bounds.iter().any(|b| b.bound == Bound::DependencyStall));
+    // The Chrome trace draws them on a "VectorE stalls" thread, naming what was waited for.
+    let path = std::env::temp_dir().join(format!("nki-stalls-{}.json", std::process::id()));
+    seq.write_chrome_trace(&path).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let events = json["traceEvents"].as_array().unwrap();
+    assert!(events
+        .iter()
+        .any(|e| e["args"]["name"] == "VectorE stalls" && e["name"] == "thread_name"));
+    assert!(events
+        .iter()
+        .any(|e| e["name"] == "stall" && e["args"]["for"] == "ACTIVATE"));
 }
