@@ -209,15 +209,5 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    match run(&o) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("a kernel's result did not match the reference");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    nki_kernels::report::finish(run(&o))
 }

@@ -1,8 +1,8 @@
 //! The per-instance execution context and the instruction funnel.
 //!
-//! While a program instance runs, its thread holds an [`InstanceCtx`]: program id, launch mode,
+//! While a program instance runs, its thread holds an `InstanceCtx`: program id, launch mode,
 //! target, the instruction records, the capacity tracker and the affine_range frames. Every
-//! `nl`/`nisa` op goes through [`issue`], which executes it (unless the launch is estimate-only)
+//! `nl`/`nisa` op goes through `issue`, which executes it (unless the launch is estimate-only)
 //! and appends its [`Instr`] record (unless the launch is execute-only). Errors inside a kernel
 //! are raised with [`raise`], which unwinds to the launcher as a typed payload. In estimate
 //! mode the funnel also checks the records' tile reads against the tiles nothing has written
@@ -11,13 +11,14 @@
 use crate::access::Shape;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::hbm::writers::{Writer, WriterKind, Writers};
 use crate::memory::MemoryTracker;
 use crate::record::{BufId, Instr, MemKind};
 use crate::target::Target;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// How a launch runs the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
@@ -42,186 +43,22 @@ impl Mode {
     }
 }
 
-/// The payload a failing kernel unwinds with.
-pub(crate) struct KernelAbort(pub(crate) NkiError);
-
-/// The payload an instance unwinds with when another instance already failed.
-pub(crate) struct Cancelled;
-
-static NEXT_WRITER: AtomicU32 = AtomicU32::new(1);
-
-/// What kind of HBM write a writer performs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum WriterKind {
-    /// Plain stores (`nl.store`, `nisa.dma_copy`).
-    Store,
-    /// Atomic updates (`nl.atomic_rmw`): they may overlap other atomic updates.
-    Atomic,
-    /// The atomic updates of the two (conflicting-position) atomic writers `.0` and `.1` to
-    /// one location: the tag an element keeps once several instances or iterations updated it
-    /// atomically, so a later store conflicting with either is still reported.
-    Atomics(u32, u32),
-}
-
-/// Who performed an HBM write: the program instance and its stack of affine_range frames
-/// `(loop activation, iteration)`, and the kind of write.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Writer {
-    pub(crate) instance: u32,
-    pub(crate) frames: Vec<(u32, u32)>,
-    pub(crate) kind: WriterKind,
-}
-
-impl Writer {
-    /// True when writes by `self` and `other` happen at unordered positions: different
-    /// instances, or the same instance in different iterations of one affine_range.
-    fn unordered(&self, other: &Writer) -> bool {
-        if self.instance != other.instance {
-            return true;
-        }
-        for (fa, fb) in self.frames.iter().zip(&other.frames) {
-            if fa.0 != fb.0 {
-                return false;
-            }
-            if fa.1 != fb.1 {
-                return true;
-            }
-        }
-        false
-    }
-}
+// The unwind payloads of a failing and a cancelled instance (caught in `abort`).
+pub(crate) use crate::abort::{Cancelled, KernelAbort};
 
 /// State shared by all instances of one launch.
 pub(crate) struct LaunchShared {
     pub(crate) cancelled: AtomicBool,
-    /// First writer id of this launch: ids below are from earlier launches.
-    pub(crate) writer_base: u32,
-    writers: Mutex<WriterTable>,
+    /// The launch's HBM writers (the output-dependency check of HBM writes).
+    pub(crate) writers: Writers,
 }
-
-/// Interned writers of a launch: writer -> id, and id -> (writer, program id, first store line).
-type WriterTable = (
-    HashMap<Writer, u32>,
-    HashMap<u32, (Writer, Vec<usize>, SourceLoc)>,
-);
 
 impl LaunchShared {
     pub(crate) fn new() -> Arc<LaunchShared> {
         Arc::new(LaunchShared {
             cancelled: AtomicBool::new(false),
-            writer_base: NEXT_WRITER.load(Ordering::SeqCst),
-            writers: Mutex::new((HashMap::new(), HashMap::new())),
+            writers: Writers::new(),
         })
-    }
-
-    /// Interns a writer, remembering its program id and the first source line it stored from.
-    fn writer_id(&self, w: Writer, pid: &[usize], loc: SourceLoc) -> u32 {
-        let mut g = self.writers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(&id) = g.0.get(&w) {
-            return id;
-        }
-        let id = NEXT_WRITER.fetch_add(1, Ordering::SeqCst);
-        g.0.insert(w.clone(), id);
-        g.1.insert(id, (w, pid.to_vec(), loc));
-        id
-    }
-
-    /// Describes writer `id`: its program id, affine iterations and source line (and whether
-    /// it is an `atomic_rmw` writer).
-    pub(crate) fn describe_writer(&self, id: u32) -> String {
-        let g = self.writers.lock().unwrap_or_else(|p| p.into_inner());
-        Self::describe_locked(&g, id)
-    }
-
-    fn describe_locked(g: &WriterTable, id: u32) -> String {
-        match g.1.get(&id) {
-            Some((w, pid, loc)) => {
-                if let WriterKind::Atomics(a, b) = w.kind {
-                    return format!(
-                        "the atomic_rmw updates of {} and {}",
-                        Self::describe_locked(g, a),
-                        Self::describe_locked(g, b)
-                    );
-                }
-                let mut s = format!("program id {pid:?}");
-                if !w.frames.is_empty() {
-                    let its: Vec<String> = w.frames.iter().map(|f| f.1.to_string()).collect();
-                    s.push_str(&format!(" in affine_range iteration ({})", its.join(", ")));
-                }
-                if w.kind == WriterKind::Atomic {
-                    s.push_str(" (atomic_rmw)");
-                }
-                s.push_str(&format!(" at {loc}"));
-                s
-            }
-            None => format!("writer #{id}"),
-        }
-    }
-
-    /// True when writes by `old` and `new` to one location are an output-dependency error:
-    /// writes at unordered positions (different instances, or the same instance in different
-    /// iterations of one affine_range), unless both are atomic updates.
-    pub(crate) fn conflicts(&self, old: u32, new: u32) -> bool {
-        if old < self.writer_base || old == new {
-            return false;
-        }
-        let g = self.writers.lock().unwrap_or_else(|p| p.into_inner());
-        Self::conflicts_locked(&g, old, new)
-    }
-
-    fn conflicts_locked(g: &WriterTable, old: u32, new: u32) -> bool {
-        let (Some((a, _, _)), Some((b, _, _))) = (g.1.get(&old), g.1.get(&new)) else {
-            return false;
-        };
-        match (a.kind, b.kind) {
-            (WriterKind::Atomics(x, y), _) => {
-                Self::conflicts_locked(g, x, new) || Self::conflicts_locked(g, y, new)
-            }
-            (_, WriterKind::Atomics(x, y)) => {
-                Self::conflicts_locked(g, old, x) || Self::conflicts_locked(g, old, y)
-            }
-            (WriterKind::Atomic, WriterKind::Atomic) => false,
-            _ => a.unordered(b),
-        }
-    }
-
-    /// The tag of a location previously tagged `old` after the atomic writer `new` updated it,
-    /// or `Err(())` when the update conflicts with `old` (a store at an unordered position).
-    ///
-    /// A store tag stays (later atomic updates and stores conflict with it as before); an
-    /// atomic tag of an unordered atomic writer becomes the [`WriterKind::Atomics`] tag of
-    /// both, so a later store unordered with either is reported. An `Atomics` tag stays (a
-    /// third atomic writer is not remembered).
-    pub(crate) fn merge_atomic(&self, old: u32, new: u32) -> std::result::Result<u32, ()> {
-        if old < self.writer_base || old == new {
-            return Ok(new);
-        }
-        let mut g = self.writers.lock().unwrap_or_else(|p| p.into_inner());
-        if Self::conflicts_locked(&g, old, new) {
-            return Err(());
-        }
-        let (Some((a, _, _)), Some((b, _, _))) = (g.1.get(&old), g.1.get(&new)) else {
-            return Ok(new);
-        };
-        match a.kind {
-            WriterKind::Store | WriterKind::Atomics(..) => Ok(old),
-            WriterKind::Atomic if a.unordered(b) => {
-                let w = Writer {
-                    instance: a.instance,
-                    frames: Vec::new(),
-                    kind: WriterKind::Atomics(old, new),
-                };
-                if let Some(&id) = g.0.get(&w) {
-                    return Ok(id);
-                }
-                let id = NEXT_WRITER.fetch_add(1, Ordering::SeqCst);
-                let (pid, loc) = (g.1[&old].1.clone(), g.1[&old].2);
-                g.0.insert(w.clone(), id);
-                g.1.insert(id, (w, pid, loc));
-                Ok(id)
-            }
-            WriterKind::Atomic => Ok(new),
-        }
     }
 }
 
@@ -307,7 +144,7 @@ impl InstanceCtx {
             frames: self.frames.clone(),
             kind,
         };
-        let id = self.shared.writer_id(w, &self.program_id, loc);
+        let id = self.shared.writers.intern(w, &self.program_id, loc);
         self.writer[slot] = Some(id);
         id
     }

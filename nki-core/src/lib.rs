@@ -7,16 +7,16 @@
 
 #![warn(missing_docs)]
 
+mod abort;
 pub mod access;
 pub mod context;
 pub mod dtype;
 pub mod error;
 mod exec;
 pub mod hbm;
-mod hbm_atomic;
-mod hbm_write;
 pub mod isa;
 pub mod lang;
+pub mod launcher;
 pub mod math;
 pub mod memory;
 mod ops;
@@ -29,6 +29,11 @@ pub mod timing;
 pub mod typed;
 
 pub use nki_macros::nki_kernel;
+
+// The paths lang/ and isa/ import HBM writes by (they move to `hbm::` with the op-handle
+// rework of those folders).
+use hbm::atomic as hbm_atomic;
+use hbm::write as hbm_write;
 
 extern crate self as nki_core;
 

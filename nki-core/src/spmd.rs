@@ -3,14 +3,15 @@
 //! NeuronCore; instances of one core in order, cores side by side), collects their instruction
 //! records and turns the first failure into an `Err`.
 
-use crate::context::{self, Cancelled, InstanceCtx, KernelAbort, LaunchShared, Mode};
+use crate::abort::{self, Stop};
+use crate::context::{InstanceCtx, LaunchShared, Mode};
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::memory::MemoryPeak;
 use crate::profile::Profile;
 use crate::target::Target;
 use std::fmt;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, Once, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Most physical NeuronCores `nc(k)` can spread a grid over: one logical core of LNC=2.
 pub const MAX_LOGICAL_CORES: usize = 2;
@@ -275,7 +276,7 @@ impl Launch {
     /// (with program id and source line) is returned.
     pub fn run<F: Fn() + Sync>(&self, kernel: F) -> Result<LaunchReport> {
         self.grid.validate()?;
-        install_panic_filter();
+        abort::quiet_kernel_unwinds();
         let ncores = self.grid.num_cores();
         let shared = LaunchShared::new();
         let mut per_core: Vec<Vec<(u32, Vec<usize>)>> = vec![Vec::new(); ncores];
@@ -320,38 +321,13 @@ impl Launch {
                     self.target,
                     shared.clone(),
                 );
-                let prev = context::install(ctx);
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&kernel));
-                let ctx = context::take().expect("context installed above");
-                if let Some(p) = prev {
-                    context::install(p);
-                }
-                match outcome {
-                    Ok(()) => {
+                match abort::run_instance(ctx, &kernel) {
+                    (ctx, Ok(())) => {
                         peak = peak.max(ctx.mem.peak);
                         stream.instances.push((pid.clone(), ctx.records));
                     }
-                    Err(payload) => {
-                        let err = if payload.is::<Cancelled>() {
-                            None
-                        } else if let Some(KernelAbort(e)) = payload.downcast_ref::<KernelAbort>() {
-                            Some(e.clone())
-                        } else {
-                            let msg = payload
-                                .downcast_ref::<String>()
-                                .cloned()
-                                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                                .unwrap_or_else(|| "unknown panic".into());
-                            Some(
-                                NkiError::new(
-                                    ErrorKind::KernelPanic,
-                                    "kernel",
-                                    format!("the kernel body panicked: {msg}"),
-                                )
-                                .with_program_id(pid),
-                            )
-                        };
-                        if let Some(e) = err {
+                    (_, Err(stop)) => {
+                        if let Stop::Failed(e) = stop {
                             let mut g = first_error.lock().unwrap_or_else(|p| p.into_inner());
                             if g.as_ref().is_none_or(|(i, _)| *index < *i) {
                                 *g = Some((*index, e));
@@ -426,23 +402,4 @@ fn pin_to_cpu(nc: usize) {
             let _ = core_affinity::set_for_current(ids[nc % ids.len()]);
         }
     }
-}
-
-/// Keeps kernel-abort unwinds (which become `Err`s) from printing panic messages.
-fn install_panic_filter() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let prev = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let p = info.payload();
-            if p.is::<KernelAbort>() || p.is::<Cancelled>() {
-                return;
-            }
-            if context::try_with_ctx(|_| ()).is_some() {
-                // A panic inside a kernel instance becomes an Err(KernelPanic); stay quiet.
-                return;
-            }
-            prev(info)
-        }));
-    });
 }

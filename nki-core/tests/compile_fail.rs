@@ -1,6 +1,7 @@
 //! Compile-time shape checks: typed tiles whose shape breaks a hardware limit, element-wise
 //! operands of different shapes, matmul operand limits and stores into kernel inputs must not
-//! compile, with a message naming the rule. The `pass_*` cases must build and run.
+//! compile, with a message naming the rule; so must `#[nki_kernel]` signatures and arguments it
+//! rejects. The `pass_*` cases (`#[nki_kernel(debug)]` among them) must build and run.
 //!
 //! The shape limits of `Sbuf`/`Psum` and of `typed::matmul` are post-monomorphization const
 //! errors: only a full build reports them, `cargo check` does not. trybuild builds (rather

@@ -8,15 +8,38 @@
 //! - [`calibration_kernels`]: the small kernels of the public timing measurements.
 //! - [`matmul`]: the four matrix-multiplication kernels of the NKI matmul tutorial, from the
 //!   plainly tiled one to the fully blocked one.
+//! - The NKI tutorials' kernels, one module each: [`transpose2d`](mod@transpose2d),
+//!   [`average_pool2d`](mod@average_pool2d), [`adaptive_avg_pool2d`](mod@adaptive_avg_pool2d),
+//!   [`softmax`](mod@softmax), [`rmsnorm`](mod@rmsnorm), [`layernorm`] (v1 and v2),
+//!   [`rotary`](mod@rotary), [`sd_attention`] (v1 and v2),
+//!   [`flash_attention`] (causal forward with LSE), [`mamba`] (v1 and v2),
+//!   [`rmsnorm_qkv`](mod@rmsnorm_qkv), [`conv2d`] (conv2d + max-pool, CS149 form).
+//! - [`reference`](mod@reference): independent plain-loop / ndarray references of every kernel.
+//! - [`report`]: the check-and-profile printing the tutorial examples share.
 //! - [`testing`]: deterministic random inputs and a NumPy-style `allclose` for the tests and
 //!   examples.
 
 #![warn(missing_docs)]
 
+pub mod adaptive_avg_pool2d;
+pub mod average_pool2d;
 pub mod calibration;
 pub mod calibration_kernels;
+mod checks;
+pub mod conv2d;
+pub mod flash_attention;
+pub mod layernorm;
+pub mod mamba;
 pub mod matmul;
+pub mod reference;
+pub mod report;
+pub mod rmsnorm;
+pub mod rmsnorm_qkv;
+pub mod rotary;
+pub mod sd_attention;
+pub mod softmax;
 pub mod tensor_add;
 pub mod testing;
+pub mod transpose2d;
 
 pub use tensor_add::{tensor_add, tensor_add_stream};

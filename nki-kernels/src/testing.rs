@@ -16,8 +16,9 @@
 //! ```
 
 use half::bf16;
-use ndarray::{Array2, ArrayBase, Data, Dimension, IntoDimension};
+use ndarray::{Array2, ArrayBase, ArrayD, Data, Dimension, IntoDimension};
 use nki_core::dtype::Element;
+use nki_core::prelude::{Launch, LaunchReport, Mode, NkiError};
 use std::fmt;
 
 /// A seeded xorshift64 generator of deterministic pseudo-random test inputs.
@@ -143,6 +144,58 @@ where
         Some((_, m)) => Err(m),
         None => Ok(()),
     }
+}
+
+/// `n` values uniform in `[lo, hi)`, deterministic in `seed`.
+pub fn random_range(n: usize, lo: f32, hi: f32, seed: u64) -> Vec<f32> {
+    random_vec(n, seed)
+        .into_iter()
+        .map(|v| lo + (hi - lo) * v)
+        .collect()
+}
+
+/// Runs a kernel in execute, simulate and estimate mode and checks each run.
+///
+/// `run` launches the kernel with the given [`Launch`] (on fresh outputs) and returns the
+/// output it is checked on with the launch report. In execute and simulate mode the output
+/// must match `want` within `atol`/`rtol`; simulate and estimate mode must model the same
+/// instruction stream, so both profiles must have the same positive latency. Panics with
+/// `label` and the worst mismatch otherwise (this is a test helper).
+pub fn check_modes<T, D, F>(
+    label: &str,
+    want: &ArrayBase<impl Data<Elem = f32>, D>,
+    atol: f32,
+    rtol: f32,
+    run: F,
+) where
+    T: Element,
+    D: Dimension,
+    F: Fn(Launch) -> Result<(ArrayD<T>, LaunchReport), NkiError>,
+{
+    let mut latencies = Vec::new();
+    for mode in [Mode::Execute, Mode::Simulate, Mode::Estimate] {
+        let (got, report) =
+            run(Launch::new(1).mode(mode)).unwrap_or_else(|e| panic!("{label} ({mode:?}): {e}"));
+        if mode != Mode::Estimate {
+            let want = want.view().into_dyn();
+            if let Err(m) = allclose(&got, &want, atol, rtol) {
+                panic!("{label} ({mode:?}): {m}");
+            }
+        }
+        if let Some(p) = report.profile {
+            assert!(p.latency_ns > 0.0, "{label} ({mode:?}): zero latency");
+            latencies.push(p.latency_ns);
+        }
+    }
+    assert_eq!(
+        latencies.len(),
+        2,
+        "{label}: simulate and estimate give profiles"
+    );
+    assert_eq!(
+        latencies[0], latencies[1],
+        "{label}: simulate and estimate model different latencies"
+    );
 }
 
 #[cfg(test)]

@@ -7,11 +7,20 @@
 //! store covers whole blocks), which is how overlapping writes are detected (NKI's "unexpected
 //! output dependencies"). The tags are kept in every launch mode, so estimate-mode launches on
 //! [`Hbm::shape_only`] tensors detect races too; the tag arrays are allocated on first write.
+//!
+//! The folder: this module holds the tensors, `view.rs` their views and slices; `write.rs` the tracked stores,
+//! `writers.rs` who wrote what and which writers conflict, `atomic.rs` `nl.atomic_rmw`.
 
-use crate::access::{Ap, IntoIndex, Shape};
+pub(crate) mod atomic;
+mod view;
+pub(crate) mod write;
+pub(crate) mod writers;
+
+pub use view::{HbmDest, HbmSource, HbmView, HbmViewMut};
+
+use crate::access::{IntoIndex, Shape};
 use crate::dtype::{DType, Element};
 use crate::error::{ErrorKind, NkiError, Result};
-use crate::record::{BufId, Region};
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,8 +41,8 @@ pub(crate) struct HbmStorage {
 ///
 /// Writer ids are global and increasing, so ids from earlier launches (and 0, "never
 /// written") are recognised as stale. Tags are kept per block of
-/// [`crate::hbm_write::BLOCK`] elements, and per element only for blocks that were written
-/// partially (marked [`crate::hbm_write::MIXED`]), so a store of whole blocks touches 1/16 of
+/// [`write::BLOCK`] elements, and per element only for blocks that were written
+/// partially (marked [`write::MIXED`]), so a store of whole blocks touches 1/16 of
 /// the tag memory.
 pub(crate) struct HbmData {
     pub(crate) values: Option<Vec<f32>>,
@@ -233,195 +242,6 @@ impl<T: Element> HbmOut<'_, T> {
     /// The dtype.
     pub fn dtype(&self) -> DType {
         self.st.dtype
-    }
-}
-
-/// A read-only view (slice) of an HBM tensor.
-#[derive(Clone)]
-pub struct HbmView {
-    pub(crate) st: Arc<HbmStorage>,
-    pub(crate) ap: Ap,
-}
-
-impl HbmView {
-    fn whole(st: &Arc<HbmStorage>) -> HbmView {
-        HbmView {
-            st: st.clone(),
-            ap: Ap::contiguous(st.shape),
-        }
-    }
-
-    /// Slices the view further (integer indices drop their dimension, as in NKI on HBM).
-    #[track_caller]
-    pub fn slice(&self, index: impl IntoIndex) -> HbmView {
-        let loc = crate::error::SourceLoc::caller();
-        match self.try_slice(index) {
-            Ok(v) => v,
-            Err(e) => crate::context::raise(e, loc),
-        }
-    }
-
-    /// Slices the view, returning an error instead of failing the kernel.
-    pub fn try_slice(&self, index: impl IntoIndex) -> Result<HbmView> {
-        let ap = self.ap.slice(
-            &index.into_index(),
-            false,
-            &format!("tensor {}", self.st.name),
-        )?;
-        Ok(HbmView {
-            st: self.st.clone(),
-            ap,
-        })
-    }
-
-    /// The view's shape.
-    pub fn shape(&self) -> &[usize] {
-        self.ap.shape.dims()
-    }
-
-    /// The tensor's dtype.
-    pub fn dtype(&self) -> DType {
-        self.st.dtype
-    }
-
-    /// The shape of the whole tensor this view belongs to.
-    pub fn tensor_shape(&self) -> &[usize] {
-        self.st.shape.dims()
-    }
-
-    /// The byte region this view touches (bounding range), for instruction records.
-    pub(crate) fn region(&self) -> Region {
-        let (lo, hi) = self.ap.span();
-        let sz = self.st.dtype.size() as u64;
-        Region {
-            buf: BufId::Hbm(self.st.id),
-            p0: 0,
-            p1: 1,
-            lo: lo as u64 * sz,
-            hi: hi as u64 * sz,
-        }
-    }
-
-    /// Copies the view's values out in row-major order.
-    pub(crate) fn gather(&self, op: &'static str) -> Result<Vec<f32>> {
-        let mut out = crate::tile::take_buf(self.ap.shape.numel());
-        self.gather_into(op, &mut out)?;
-        Ok(out)
-    }
-
-    /// Appends the view's values (row-major) to `out`.
-    pub(crate) fn gather_into(&self, op: &'static str, out: &mut Vec<f32>) -> Result<()> {
-        let g = self.st.read();
-        let vals = g.values.as_ref().ok_or_else(|| no_data(&self.st, op))?;
-        out.reserve(self.ap.shape.numel());
-        let s = self.ap.inner_stride();
-        self.ap.for_each_row(|off, n| {
-            if s == 1 {
-                out.extend_from_slice(&vals[off..off + n]);
-            } else {
-                out.extend((0..n).map(|j| vals[(off as isize + j as isize * s) as usize]));
-            }
-        });
-        Ok(())
-    }
-
-    /// Human-readable description for messages: `hbm3[0:128, 0:512]`.
-    pub(crate) fn describe(&self) -> String {
-        format!(
-            "{}{} (view of {})",
-            self.st.name, self.ap.shape, self.st.shape
-        )
-    }
-}
-
-impl std::fmt::Debug for HbmView {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.describe())
-    }
-}
-
-/// A writable view of a kernel output.
-#[derive(Clone, Debug)]
-pub struct HbmViewMut(pub(crate) HbmView);
-
-impl HbmViewMut {
-    /// Slices the view further.
-    #[track_caller]
-    pub fn slice(&self, index: impl IntoIndex) -> HbmViewMut {
-        HbmViewMut(self.0.slice(index))
-    }
-
-    /// The view's shape.
-    pub fn shape(&self) -> &[usize] {
-        self.0.shape()
-    }
-
-    /// A read-only view of the same elements.
-    pub fn as_read(&self) -> HbmView {
-        self.0.clone()
-    }
-}
-
-/// Something `nl::load` / `nisa::dma_copy` can read from HBM.
-pub trait HbmSource {
-    /// The view to read.
-    fn hbm_view(&self) -> HbmView;
-}
-impl HbmSource for HbmView {
-    fn hbm_view(&self) -> HbmView {
-        self.clone()
-    }
-}
-impl HbmSource for &HbmView {
-    fn hbm_view(&self) -> HbmView {
-        (*self).clone()
-    }
-}
-impl HbmSource for HbmViewMut {
-    fn hbm_view(&self) -> HbmView {
-        self.0.clone()
-    }
-}
-impl HbmSource for &HbmViewMut {
-    fn hbm_view(&self) -> HbmView {
-        self.0.clone()
-    }
-}
-impl<T: Element> HbmSource for &Hbm<T> {
-    fn hbm_view(&self) -> HbmView {
-        self.view()
-    }
-}
-impl<T: Element> HbmSource for &HbmOut<'_, T> {
-    fn hbm_view(&self) -> HbmView {
-        self.view().0
-    }
-}
-
-/// Something `nl::store` can write to: only views of kernel outputs. Kernel inputs
-/// (`&Hbm<T>` parameters) are immutable, so storing into one does not compile.
-#[diagnostic::on_unimplemented(
-    message = "cannot store into `{Self}`: kernel inputs are immutable (NKI err_cannot_update_immutable_parameter)",
-    label = "not a kernel output",
-    note = "declare the kernel parameter as `&mut Hbm<T>` to make it an output, then store into `param.slice(...)`"
-)]
-pub trait HbmDest {
-    /// The writable view.
-    fn hbm_dest(&self) -> HbmView;
-}
-impl HbmDest for HbmViewMut {
-    fn hbm_dest(&self) -> HbmView {
-        self.0.clone()
-    }
-}
-impl HbmDest for &HbmViewMut {
-    fn hbm_dest(&self) -> HbmView {
-        self.0.clone()
-    }
-}
-impl<T: Element> HbmDest for &HbmOut<'_, T> {
-    fn hbm_dest(&self) -> HbmView {
-        self.view().0
     }
 }
 

@@ -1,21 +1,21 @@
 //! `nl.atomic_rmw`: atomic read-modify-write of kernel outputs in HBM (`dst = dst + value`).
 //!
-//! The update runs under the tensor storage's write lock ([`crate::hbm::HbmStorage::write`]),
+//! The update runs under the tensor storage's write lock ([`super::HbmStorage::write`]),
 //! so concurrent updates from program instances on different NeuronCores never lose an add.
 //! The sum is computed in fp32 and rounded to the tensor's dtype, as the DMA engine's compute
 //! path does.
 //!
 //! Atomic updates take part in the output-dependency tracking of HBM writes
-//! ([`crate::hbm_write::atomic`]) as writers of their own "atomic" kind: atomic updates of
+//! ([`super::write::atomic`]) as writers of their own "atomic" kind: atomic updates of
 //! one element by different program instances or affine_range iterations may overlap freely
 //! (that is their point), but a plain store and an atomic update of one element from
 //! different instances or iterations, in either order, are an output-dependency error, like
 //! two overlapping stores. This is checked in every launch mode (estimate mode included,
-//! also on [`crate::hbm::Hbm::shape_only`] tensors).
+//! also on [`super::Hbm::shape_only`] tensors).
 
+use super::{no_data, HbmDest, HbmView};
 use crate::context::{self, env, issue, raise, LaunchShared};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
-use crate::hbm::{no_data, HbmDest, HbmView};
 use crate::math::AluOp;
 use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
 use crate::tile::TileRef;
@@ -40,7 +40,7 @@ fn add_into(dst: &HbmView, vals: &[f32], writer: u32, shared: &LaunchShared) -> 
         }
         pos += n;
     });
-    crate::hbm_write::atomic(dst, &mut g, writer, shared)
+    super::write::atomic(dst, &mut g, writer, shared)
 }
 
 /// Atomically updates an output HBM view (NKI `nl.atomic_rmw`): `dst = op(dst, value)` for
@@ -74,7 +74,7 @@ pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluO
             loc,
         );
     }
-    crate::hbm_write::check_dest_value(API, "atomic_rmw", &dst, &src, loc);
+    super::write::check_dest_value(API, "atomic_rmw", &dst, &src, loc);
     // The writer is tagged in every mode: estimate mode tracks races without values.
     let (wid, shared) =
         context::with_ctx(API, loc, |c| (c.atomic_writer_id(loc), c.shared.clone()));
@@ -111,7 +111,7 @@ pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluO
         },
     );
     if !e.executes {
-        let r = crate::hbm_write::atomic(&dst, &mut dst.st.write(), wid, &shared);
+        let r = super::write::atomic(&dst, &mut dst.st.write(), wid, &shared);
         if let Err(err) = r {
             raise(err.with_loc(loc), loc);
         }

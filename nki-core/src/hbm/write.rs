@@ -10,13 +10,14 @@
 //! unordered positions (different instances or affine_range iterations), in either order, are
 //! an output-dependency error exactly like two stores. An element updated atomically by several
 //! unordered writers is tagged with both of the first two (see
-//! [`LaunchShared::merge_atomic`]), so a later store is checked against them. The store path
+//! [`Writers::merge_atomic`]), so a later store is checked against them. The store path
 //! is unchanged by this: atomic tags only reach its (already slow) conflict check.
 
+use super::writers::Writers;
+use super::{no_data, HbmData, HbmView};
 use crate::access::Ap;
 use crate::context::LaunchShared;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
-use crate::hbm::{no_data, HbmData, HbmView};
 use crate::tile::TileRef;
 
 /// Elements per writer-tag block.
@@ -89,7 +90,7 @@ pub(crate) fn write_slice(
     let Some(values) = values.as_mut() else {
         return Err(no_data(st, "store"));
     };
-    let mut tags = Tags::new(blocks, elems, st.shape.numel(), writer, shared);
+    let mut tags = Tags::new(blocks, elems, st.shape.numel(), writer, &shared.writers);
     let s = dst.ap.inner_stride();
     let mut pos = 0;
     dst.ap.for_each_row(|off, n| {
@@ -116,7 +117,7 @@ pub(crate) fn track(dst: &HbmView, writer: u32, shared: &LaunchShared) -> Result
     let st = &dst.st;
     let mut g = st.write();
     let HbmData { blocks, elems, .. } = &mut *g;
-    let mut tags = Tags::new(blocks, elems, st.shape.numel(), writer, shared);
+    let mut tags = Tags::new(blocks, elems, st.shape.numel(), writer, &shared.writers);
     let s = dst.ap.inner_stride();
     dst.ap.for_each_row(|off, n| {
         if s == 1 {
@@ -131,7 +132,7 @@ pub(crate) fn track(dst: &HbmView, writer: u32, shared: &LaunchShared) -> Result
 }
 
 /// Tags the elements of `dst` as updated by the atomic writer `writer` (see
-/// [`LaunchShared::merge_atomic`]), on the tag arrays of the locked tensor data `data` (the
+/// [`Writers::merge_atomic`]), on the tag arrays of the locked tensor data `data` (the
 /// caller updates the values under the same lock; estimate mode calls this alone). An element
 /// stored by an unordered writer is an output-dependency error naming both writers.
 pub(crate) fn atomic(
@@ -143,10 +144,10 @@ pub(crate) fn atomic(
     let st = &dst.st;
     let numel = st.shape.numel();
     let HbmData { blocks, elems, .. } = data;
-    let mut tags = Tags::new(blocks, elems, numel, writer, shared);
+    let mut tags = Tags::new(blocks, elems, numel, writer, &shared.writers);
     let mut merge = Merge {
         writer,
-        shared,
+        writers: &shared.writers,
         last: None,
     };
     let s = dst.ap.inner_stride();
@@ -181,7 +182,7 @@ pub(crate) fn atomic(
 /// leaves long runs of one tag).
 struct Merge<'a> {
     writer: u32,
-    shared: &'a LaunchShared,
+    writers: &'a Writers,
     /// The last (old tag, new tag) merge that did not conflict.
     last: Option<(u32, u32)>,
 }
@@ -198,7 +199,7 @@ impl Merge<'_> {
                 return n;
             }
         }
-        match self.shared.merge_atomic(old, self.writer) {
+        match self.writers.merge_atomic(old, self.writer) {
             Ok(n) => {
                 self.last = Some((old, n));
                 n
@@ -225,7 +226,7 @@ struct Tags<'a> {
     numel: usize,
     writer: u32,
     base: u32,
-    shared: &'a LaunchShared,
+    writers: &'a Writers,
     /// The first conflicting (previous writer, element).
     conflict: Option<(u32, usize)>,
     /// A previous writer already found not to conflict.
@@ -240,7 +241,7 @@ impl<'a> Tags<'a> {
         elems: &'a mut Vec<u32>,
         numel: usize,
         writer: u32,
-        shared: &'a LaunchShared,
+        writers: &'a Writers,
     ) -> Self {
         if blocks.len() != numel.div_ceil(BLOCK) {
             *blocks = vec![0; numel.div_ceil(BLOCK)];
@@ -250,8 +251,8 @@ impl<'a> Tags<'a> {
             elems,
             numel,
             writer,
-            base: shared.writer_base,
-            shared,
+            base: writers.base(),
+            writers,
             conflict: None,
             ok_pair: None,
         }
@@ -273,8 +274,8 @@ impl<'a> Tags<'a> {
                  (this {op} covers {}); each program instance and each affine_range iteration must \
                  write distinct locations, or use sequential_range",
                 st.name,
-                self.shared.describe_writer(old),
-                self.shared.describe_writer(self.writer),
+                self.writers.describe(old),
+                self.writers.describe(self.writer),
                 dst.describe()
             ),
         ))
@@ -288,7 +289,7 @@ impl<'a> Tags<'a> {
             && self.conflict.is_none()
             && self.ok_pair != Some(old)
         {
-            if self.shared.conflicts(old, self.writer) {
+            if self.writers.conflicts(old, self.writer) {
                 self.conflict = Some((old, e));
             } else {
                 self.ok_pair = Some(old);

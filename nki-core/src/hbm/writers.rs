@@ -1,0 +1,285 @@
+//! Who wrote an HBM element, and which pairs of writers conflict.
+//!
+//! A [`Writer`] is one program instance at one affine_range position, doing one kind of write
+//! (plain stores or `atomic_rmw` updates). The [`Writers`] table of a launch interns writers
+//! as `u32` ids, the tags [`super::write`] keeps per element; ids are global and increasing,
+//! so ids of earlier launches (and 0, "never written") are below the launch's
+//! [`Writers::base`] and never conflict. Two writers conflict (NKI's "unexpected output
+//! dependencies") when they write at unordered positions — different instances, or one
+//! instance in different iterations of one affine_range — unless both are atomic updates.
+
+use crate::error::SourceLoc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+static NEXT_WRITER: AtomicU32 = AtomicU32::new(1);
+
+/// What kind of HBM write a writer performs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum WriterKind {
+    /// Plain stores (`nl.store`, `nisa.dma_copy`).
+    Store,
+    /// Atomic updates (`nl.atomic_rmw`): they may overlap other atomic updates.
+    Atomic,
+    /// The atomic updates of the two (conflicting-position) atomic writers `.0` and `.1` to
+    /// one location: the tag an element keeps once several instances or iterations updated it
+    /// atomically, so a later store conflicting with either is still reported.
+    Atomics(u32, u32),
+}
+
+/// Who performed an HBM write: the program instance and its stack of affine_range frames
+/// `(loop activation, iteration)`, and the kind of write.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Writer {
+    pub(crate) instance: u32,
+    pub(crate) frames: Vec<(u32, u32)>,
+    pub(crate) kind: WriterKind,
+}
+
+impl Writer {
+    /// True when writes by `self` and `other` happen at unordered positions: different
+    /// instances, or the same instance in different iterations of one affine_range.
+    fn unordered(&self, other: &Writer) -> bool {
+        if self.instance != other.instance {
+            return true;
+        }
+        for (fa, fb) in self.frames.iter().zip(&other.frames) {
+            if fa.0 != fb.0 {
+                return false;
+            }
+            if fa.1 != fb.1 {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// A writer as the table keeps it: the writer, its program id and the first source line it
+/// wrote from.
+struct Entry {
+    writer: Writer,
+    program_id: Vec<usize>,
+    loc: SourceLoc,
+}
+
+/// The interned writers of one launch: writer -> id, and id -> entry.
+#[derive(Default)]
+struct Table {
+    ids: HashMap<Writer, u32>,
+    entries: HashMap<u32, Entry>,
+}
+
+impl Table {
+    /// The id of `w`, interning it (with `program_id` and `loc`) on first sight.
+    fn intern(&mut self, w: Writer, program_id: &[usize], loc: SourceLoc) -> u32 {
+        if let Some(&id) = self.ids.get(&w) {
+            return id;
+        }
+        let id = NEXT_WRITER.fetch_add(1, Ordering::SeqCst);
+        self.ids.insert(w.clone(), id);
+        let program_id = program_id.to_vec();
+        self.entries.insert(
+            id,
+            Entry {
+                writer: w,
+                program_id,
+                loc,
+            },
+        );
+        id
+    }
+
+    fn describe(&self, id: u32) -> String {
+        let Some(Entry {
+            writer: w,
+            program_id,
+            loc,
+        }) = self.entries.get(&id)
+        else {
+            return format!("writer #{id}");
+        };
+        if let WriterKind::Atomics(a, b) = w.kind {
+            return format!(
+                "the atomic_rmw updates of {} and {}",
+                self.describe(a),
+                self.describe(b)
+            );
+        }
+        let mut s = format!("program id {program_id:?}");
+        if !w.frames.is_empty() {
+            let its: Vec<String> = w.frames.iter().map(|f| f.1.to_string()).collect();
+            s.push_str(&format!(" in affine_range iteration ({})", its.join(", ")));
+        }
+        if w.kind == WriterKind::Atomic {
+            s.push_str(" (atomic_rmw)");
+        }
+        s.push_str(&format!(" at {loc}"));
+        s
+    }
+
+    fn conflicts(&self, old: u32, new: u32) -> bool {
+        let (Some(a), Some(b)) = (self.entries.get(&old), self.entries.get(&new)) else {
+            return false;
+        };
+        match (a.writer.kind, b.writer.kind) {
+            (WriterKind::Atomics(x, y), _) => self.conflicts(x, new) || self.conflicts(y, new),
+            (_, WriterKind::Atomics(x, y)) => self.conflicts(old, x) || self.conflicts(old, y),
+            (WriterKind::Atomic, WriterKind::Atomic) => false,
+            _ => a.writer.unordered(&b.writer),
+        }
+    }
+}
+
+/// The writer table of one launch, shared by all its instances.
+pub(crate) struct Writers {
+    /// First writer id of this launch: ids below are from earlier launches.
+    base: u32,
+    table: Mutex<Table>,
+}
+
+impl Writers {
+    /// An empty table whose ids start after every id handed out so far.
+    pub(crate) fn new() -> Writers {
+        Writers {
+            base: NEXT_WRITER.load(Ordering::SeqCst),
+            table: Mutex::new(Table::default()),
+        }
+    }
+
+    /// First writer id of this launch: tags below it are stale (earlier launches, or 0).
+    pub(crate) fn base(&self) -> u32 {
+        self.base
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Interns a writer, remembering its program id and the first source line it stored from.
+    pub(crate) fn intern(&self, w: Writer, program_id: &[usize], loc: SourceLoc) -> u32 {
+        self.lock().intern(w, program_id, loc)
+    }
+
+    /// Describes writer `id`: its program id, affine iterations and source line (and whether
+    /// it is an `atomic_rmw` writer).
+    pub(crate) fn describe(&self, id: u32) -> String {
+        self.lock().describe(id)
+    }
+
+    /// True when writes by `old` and `new` to one location are an output-dependency error:
+    /// writes at unordered positions (different instances, or the same instance in different
+    /// iterations of one affine_range), unless both are atomic updates.
+    pub(crate) fn conflicts(&self, old: u32, new: u32) -> bool {
+        if old < self.base || old == new {
+            return false;
+        }
+        self.lock().conflicts(old, new)
+    }
+
+    /// The tag of a location previously tagged `old` after the atomic writer `new` updated it,
+    /// or `Err(())` when the update conflicts with `old` (a store at an unordered position).
+    ///
+    /// A store tag stays (later atomic updates and stores conflict with it as before); an
+    /// atomic tag of an unordered atomic writer becomes the [`WriterKind::Atomics`] tag of
+    /// both, so a later store unordered with either is reported. An `Atomics` tag stays (a
+    /// third atomic writer is not remembered).
+    pub(crate) fn merge_atomic(&self, old: u32, new: u32) -> std::result::Result<u32, ()> {
+        if old < self.base || old == new {
+            return Ok(new);
+        }
+        let mut g = self.lock();
+        if g.conflicts(old, new) {
+            return Err(());
+        }
+        let (Some(a), Some(b)) = (g.entries.get(&old), g.entries.get(&new)) else {
+            return Ok(new);
+        };
+        match a.writer.kind {
+            WriterKind::Store | WriterKind::Atomics(..) => Ok(old),
+            WriterKind::Atomic if a.writer.unordered(&b.writer) => {
+                let w = Writer {
+                    instance: a.writer.instance,
+                    frames: Vec::new(),
+                    kind: WriterKind::Atomics(old, new),
+                };
+                let (pid, loc) = (a.program_id.clone(), a.loc);
+                Ok(g.intern(w, &pid, loc))
+            }
+            WriterKind::Atomic => Ok(new),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer(instance: u32, frames: &[(u32, u32)], kind: WriterKind) -> Writer {
+        Writer {
+            instance,
+            frames: frames.to_vec(),
+            kind,
+        }
+    }
+
+    #[test]
+    fn stores_conflict_at_unordered_positions_only() {
+        let t = Writers::new();
+        let loc = SourceLoc::caller();
+        let id =
+            |i, f: &[(u32, u32)]| t.intern(writer(i, f, WriterKind::Store), &[i as usize], loc);
+        let a = id(0, &[(0, 0)]);
+        assert_eq!(a, id(0, &[(0, 0)]), "a writer is interned once");
+        let other_instance = id(1, &[(0, 0)]);
+        let other_iteration = id(0, &[(0, 1)]);
+        let later_loop = id(0, &[(1, 0)]);
+        assert!(t.conflicts(a, other_instance));
+        assert!(t.conflicts(a, other_iteration));
+        assert!(
+            !t.conflicts(a, later_loop),
+            "two loops one after the other are ordered"
+        );
+        assert!(!t.conflicts(a, a));
+        let stale = Writers::new();
+        assert!(
+            !stale.conflicts(a, other_instance),
+            "ids of an earlier launch are stale"
+        );
+        assert!(t
+            .describe(other_iteration)
+            .starts_with("program id [0] in affine_range iteration (1) at "));
+    }
+
+    #[test]
+    fn atomic_updates_merge_and_stay_checked_against_stores() {
+        let t = Writers::new();
+        let loc = SourceLoc::caller();
+        let store0 = t.intern(writer(0, &[], WriterKind::Store), &[0], loc);
+        let atomic1 = t.intern(writer(1, &[], WriterKind::Atomic), &[1], loc);
+        let atomic2 = t.intern(writer(2, &[], WriterKind::Atomic), &[2], loc);
+        let store2 = t.intern(writer(2, &[], WriterKind::Store), &[2], loc);
+        assert!(!t.conflicts(atomic1, atomic2));
+        assert_eq!(t.merge_atomic(store0, atomic1), Err(()));
+        let both = t.merge_atomic(atomic1, atomic2).unwrap();
+        assert_eq!(
+            t.merge_atomic(atomic1, atomic2),
+            Ok(both),
+            "the merged tag is interned"
+        );
+        assert!(
+            t.conflicts(both, store2),
+            "a store unordered with either atomic writer"
+        );
+        assert_eq!(
+            t.describe(both),
+            format!(
+                "the atomic_rmw updates of {} and {}",
+                t.describe(atomic1),
+                t.describe(atomic2)
+            )
+        );
+        assert!(t.describe(atomic1).contains("(atomic_rmw)"));
+    }
+}

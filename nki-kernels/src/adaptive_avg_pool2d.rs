@@ -1,0 +1,82 @@
+//! Adaptive average pooling (nki-samples `adaptive_avg_pool2d_kernel`, PyTorch
+//! `adaptive_avg_pool2d`): `input[N, C, H, W]` to `out[N, C, OH, OW]`, where output `(i, j)` is
+//! the mean over rows `floor(i*H/OH) .. ceil((i+1)*H/OH)` and columns
+//! `floor(j*W/OW) .. ceil((j+1)*W/OW)`. Windows may overlap and differ in size when `H` is not
+//! a multiple of `OH`.
+//!
+//! Tiling: channels go to partitions (128 per tile), images are taken one at a time. For each
+//! output row the window's input rows are loaded in chunks of at most [`CHUNK_ELEMS`] elements
+//! per partition (so a 256 x 256 image pooled to 1 x 1 still fits SBUF); each output column's
+//! window is summed on VectorE (one `tensor_reduce` over rows and columns), scaled by the
+//! window's inverse size and added into that output row's fp32 accumulator.
+//!
+//! Bottleneck (modelled, `adaptive_avg_pool2d` example): few big windows are DMA-bound
+//! (`[2, 64, 256, 256] -> 1`: DMA 95 % busy on trn1, 90 % on trn2); many small windows are
+//! bounded by the latency of short dependent instruction chains rather than by any engine's
+//! throughput (`[1, 64, 56, 56] -> 7 x 7` issues 147 small VectorE instructions against 7
+//! loads; no engine is more than 44 % busy).
+
+use crate::checks::{expect_rank, expect_shape, require};
+use nki_core::prelude::*;
+
+const OP: &str = "adaptive_avg_pool2d";
+
+/// The most input elements per partition loaded at once (64 KiB of fp32).
+pub const CHUNK_ELEMS: usize = 16 * 1024;
+
+/// PyTorch's adaptive pooling window along one axis: `floor(i*n/out) .. ceil((i+1)*n/out)`.
+pub fn window(i: usize, n: usize, out: usize) -> std::ops::Range<usize> {
+    (i * n / out)..((i + 1) * n).div_ceil(out)
+}
+
+/// Adaptive average pooling of `input[N, C, H, W]` into `out[N, C, OH, OW]`, one instance
+/// (grid `[1]`).
+#[nki_kernel]
+pub fn adaptive_avg_pool2d<T: Element>(input: &Hbm<T>, out: &mut Hbm<T>) {
+    let s = expect_rank(OP, "input", input.shape(), 4);
+    let o = expect_rank(OP, "out", out.shape(), 4);
+    let (n, c, h, w) = (s[0], s[1], s[2], s[3]);
+    let (oh, ow) = (o[2], o[3]);
+    require(OP, oh > 0 && ow > 0 && oh <= h && ow <= w, || {
+        format!("output size {oh} x {ow} must be between 1 and the input size {h} x {w}")
+    });
+    expect_shape(OP, "out", o, &[n, c, oh, ow]);
+    let pmax = nl::tile_size::PMAX;
+    let chunk_rows = (CHUNK_ELEMS / w).max(1);
+    for b in nl::affine_range(n) {
+        for t in nl::affine_range(nl::num_tiles(c, pmax)) {
+            let ch = nl::tile_range(t, pmax, c);
+            for i in nl::affine_range(oh) {
+                let rows = window(i, h, oh);
+                let acc = nl::ndarray(&[ch.len(), ow], DType::F32, nl::SBUF);
+                for k in nl::sequential_range(rows.len().div_ceil(chunk_rows)) {
+                    let r0 = rows.start + k * chunk_rows;
+                    let r = r0..(r0 + chunk_rows).min(rows.end);
+                    let x = nl::load_as(input.slice((b, ch.clone(), r, ..)), DType::F32);
+                    for j in nl::affine_range(ow) {
+                        let cols = window(j, w, ow);
+                        let inv = 1.0 / (rows.len() * cols.len()) as f32;
+                        let sum = nisa::tensor_reduce(
+                            nl::AluOp::Add,
+                            x.slice((.., .., cols)),
+                            &[1, 2],
+                            false,
+                            false,
+                            None,
+                        );
+                        let col = acc.slice((.., j..j + 1));
+                        // LANG(dst): NKI accumulates `acc[:, j] += sum * inv` in place.
+                        let args = if k == 0 {
+                            nisa::TensorScalarArgs::new()
+                        } else {
+                            nisa::TensorScalarArgs::new().then(nl::AluOp::Add, col)
+                        };
+                        let part = nisa::tensor_scalar(&sum, nl::AluOp::Multiply, inv, args);
+                        nl::assign(col, &part);
+                    }
+                }
+                nl::store(out.slice((b, ch.clone(), i, ..)), &acc);
+            }
+        }
+    }
+}

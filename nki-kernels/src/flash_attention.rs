@@ -1,0 +1,146 @@
+//! Flash attention forward, causal, with the log-sum-exp (nki-samples `flash_fwd`):
+//! `out[b, h] = softmax(q^T k / sqrt(d), causal) @ v` for `q`, `k[B, H, d, S]` and
+//! `v[B, H, S, d]`, and `lse[b, h, p, t] = max_j s_ij + ln(sum_j exp(s_ij - max_j s_ij))` for
+//! query `i = t * 128 + p` (the samples' `[B, H, 128, S / 128]` layout). Grouped-query
+//! attention: `k` and `v` may have fewer heads (`H` a multiple of theirs); query head `h` uses
+//! key/value head `h / (H / H_kv)`.
+//!
+//! Launch on grid `[B, H]`: each program instance computes one (batch, head).
+//!
+//! Tiling: the instance loads `k[d, S]` and the `S / 128` tiles `v[128, d]` once. For each
+//! 128-query tile `q^T[d, 128]` (queries on partitions after the matmul), the online softmax
+//! walks the key blocks of 512 up to the diagonal (blocks above it are skipped, the block on it
+//! is masked with a GpSimd `affine_select` to -9984): scores in one `[128, 512]` PSUM bank, the
+//! running max `m` and sum `l` in `[128, 1]` tiles, exponentials with their row sums from one
+//! ScalarE `activation_reduce`, the probabilities transposed on TensorE in `[128, 128]` blocks
+//! and multiplied by `v` into a `[128, d]` PSUM bank, and the output accumulator rescaled by
+//! `exp(m_old - m_new)` on VectorE.
+//!
+//! Bottleneck (modelled, `flash_attention` example): TensorE is the busiest engine at the
+//! samples' `[1, 1, 128, 4096]` fp32 case (36 % busy on trn1, 0.88 ms): the causal half of the
+//! `S^2 d` score and output products plus as many transposes, at the fp32 quarter rate. It is
+//! not saturated because each key block is a dependent chain (matmul, max, exp, transpose,
+//! matmul, rescale) of about ten instructions across four engines.
+
+use crate::checks::{expect_rank, expect_shape, require};
+use nki_core::prelude::*;
+
+const OP: &str = "flash_attention_fwd";
+const PMAX: usize = nl::tile_size::PMAX;
+/// Keys per block of the online softmax (one PSUM bank of fp32 scores).
+pub const KEY_BLOCK: usize = nl::tile_size::GEMM_MOVING_FMAX;
+/// The value masked scores take (as in nki-samples).
+pub const MASK_VALUE: f32 = -9984.0;
+
+/// Checks the operands; returns `(heads per kv head, d, S)`.
+#[track_caller]
+fn dims(
+    q: &[usize],
+    k: &[usize],
+    v: &[usize],
+    out: &[usize],
+    lse: &[usize],
+) -> (usize, usize, usize) {
+    let qs = expect_rank(OP, "q", q, 4);
+    let (b, h, d, s) = (qs[0], qs[1], qs[2], qs[3]);
+    let ks = expect_rank(OP, "k", k, 4);
+    let hkv = ks[1];
+    require(OP, hkv > 0 && h % hkv == 0, || {
+        format!("q{qs:?} has {h} heads, not a multiple of k{ks:?}'s {hkv}")
+    });
+    expect_shape(OP, "k", ks, &[b, hkv, d, s]);
+    expect_shape(OP, "v", v, &[b, hkv, s, d]);
+    expect_shape(OP, "out", out, &[b, h, s, d]);
+    require(OP, s % PMAX == 0 && s > 0 && d <= PMAX, || {
+        format!("q{qs:?}: the sequence length must be a positive multiple of 128 and d at most 128")
+    });
+    expect_shape(OP, "lse", lse, &[b, h, PMAX, s / PMAX]);
+    (h / hkv, d, s)
+}
+
+/// Causal flash attention forward with LSE, one (batch, head) per instance: launch on grid
+/// `[B, H]`. `scale` multiplies the scores (`1 / sqrt(d)` in the samples).
+#[nki_kernel]
+pub fn flash_attention_fwd<T: Element>(
+    q: &Hbm<T>,
+    k: &Hbm<T>,
+    v: &Hbm<T>,
+    out: &mut Hbm<T>,
+    lse: &mut Hbm<f32>,
+    scale: f32,
+) {
+    let (group, d, seq) = dims(q.shape(), k.shape(), v.shape(), out.shape(), lse.shape());
+    let (b, h) = (nl::program_id(0), nl::program_id(1));
+    let kv = h / group;
+    let k_all = nl::load_as(k.slice((b, kv, .., ..)), DType::F32);
+    // LANG(par_dim): NKI keeps the value tiles in one `[S / 128, par_dim(128), d]` block tile.
+    let v_tiles: Vec<Tile> = (0..seq / PMAX)
+        .map(|j| nl::load_as(v.slice((b, kv, j * PMAX..(j + 1) * PMAX, ..)), DType::F32))
+        .collect();
+    for i in nl::affine_range(seq / PMAX) {
+        let q0 = i * PMAX;
+        let q_t = nl::load_as(q.slice((b, h, .., q0..q0 + PMAX)), DType::F32);
+        let mut m = nisa::memset(&[PMAX, 1], f32::MIN, DType::F32, nisa::Engine::Vector);
+        let mut l = nisa::memset(&[PMAX, 1], 0.0, DType::F32, nisa::Engine::Vector);
+        let mut o = nisa::memset(&[PMAX, d], 0.0, DType::F32, nisa::Engine::Vector);
+        // Key blocks up to and including the one holding the diagonal.
+        for kb in nl::sequential_range((q0 + PMAX).div_ceil(KEY_BLOCK)) {
+            let keys = nl::tile_range(kb, KEY_BLOCK, (q0 + PMAX).min(seq));
+            let k0 = keys.start;
+            let ps = nisa::nc_matmul(&q_t, k_all.slice((.., keys.clone())));
+            let mut s = nisa::activation(
+                nl::ActFn::Copy,
+                &ps,
+                nisa::ActivationArgs::new().scale(scale),
+            );
+            drop(ps);
+            if keys.end > q0 + 1 {
+                // Keep key j of query p where (q0 + p) - (k0 + j) >= 0.
+                let causal = nisa::AffineExpr::new(PMAX, 1)
+                    .free(-1, keys.len())
+                    .offset(q0 as i32 - k0 as i32);
+                s = nisa::affine_select(&causal, nl::AluOp::GreaterEqual, &s, MASK_VALUE, None);
+            }
+            let block_max = nisa::tensor_reduce(nl::AluOp::Maximum, &s, &[1], true, false, None);
+            let m_new = nisa::tensor_tensor(&m, &block_max, nl::AluOp::Maximum, None);
+            let neg_m = nisa::tensor_scalar(&m_new, nl::AluOp::Multiply, -1.0, Default::default());
+            let (p, row_sum) = nisa::activation_reduce(
+                nl::ActFn::Exp,
+                &s,
+                nisa::ActivationArgs::new().bias(&neg_m),
+            );
+            let alpha =
+                nisa::activation(nl::ActFn::Exp, &m, nisa::ActivationArgs::new().bias(&neg_m));
+            // LANG(dst): NKI updates `l`, `o` and `m` in place.
+            l = nisa::tensor_scalar(
+                &l,
+                nl::AluOp::Multiply,
+                &alpha,
+                nisa::TensorScalarArgs::new().then(nl::AluOp::Add, &row_sum),
+            );
+            let pv = nl::ndarray(&[PMAX, d], DType::F32, nl::PSUM);
+            for j in nl::affine_range(keys.len() / PMAX) {
+                let p_t = nisa::nc_transpose(
+                    p.slice((.., j * PMAX..(j + 1) * PMAX)),
+                    nisa::Engine::Tensor,
+                );
+                let p_t = nl::copy(&p_t, None);
+                nisa::nc_matmul_acc(&pv, &p_t, &v_tiles[k0 / PMAX + j]);
+            }
+            let o_scaled = nisa::tensor_scalar(&o, nl::AluOp::Multiply, &alpha, Default::default());
+            o = nisa::tensor_tensor(&o_scaled, &pv, nl::AluOp::Add, None);
+            m = m_new;
+        }
+        let inv_l = nisa::reciprocal(&l, None);
+        let y = nisa::tensor_scalar(
+            &o,
+            nl::AluOp::Multiply,
+            &inv_l,
+            nisa::TensorScalarArgs::new().dtype(out.dtype()),
+        );
+        nl::store(out.slice((b, h, q0..q0 + PMAX, ..)), &y);
+        let log_l = nisa::activation(nl::ActFn::Log, &l, Default::default());
+        let lse_t = nisa::tensor_tensor(&log_l, &m, nl::AluOp::Add, None);
+        nl::store(lse.slice((b, h, .., i..i + 1)), &lse_t);
+    }
+}

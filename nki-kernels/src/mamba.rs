@@ -1,0 +1,172 @@
+//! The NKI fused Mamba tutorial: the selective scan of a Mamba layer, two versions.
+//!
+//! For `delta`, `u[B, C, L]`, `A[C, N]` (negative) and `Bm`, `Cm[B, N, L]`:
+//! `dA = exp(delta * A[c, n])`, `dBu = delta * u * Bm[b, n]`, the scan
+//! `h[t] = dA[t] * h[t-1] + dBu[t]` along `L` (from `h[-1] = 0`), and
+//! `y[b, c, t] = sum_n Cm[b, n, t] * h[b, c, n, t]`.
+//!
+//! Tiling (both): channels go to partitions, 128 per tile; the sequence is the free dimension
+//! and the scan runs along it on VectorE (`tensor_tensor_scan`, multiply then add). `exp(delta
+//! * A)` is one ScalarE `activation` with `A`'s column as the per-partition scale. `Bm[b, n]`
+//! and `Cm[b, n]` are `[1, L]` rows, loaded and broadcast across the partitions.
+//!
+//! - [`mamba_v1`](fn@mamba_v1): loops batch, state, channel tile; every step reloads its
+//!   `delta` and `u` tiles and recomputes `delta * u`, and the per-channel-tile results
+//!   accumulate in SBUF across the state loop.
+//! - [`mamba_v2`](fn@mamba_v2): loops batch, channel tile, state; `delta`, `u` and
+//!   `delta * u` are loaded / computed once per channel tile and reused by all `N` states.
+//!
+//! Bottleneck (modelled, `fused_mamba` example): VectorE in both versions (84-96 % busy) at the
+//! tutorial's `[1, 256, 512, 16]` and Autocomp's `L = 2048`: per (channel tile, state) the
+//! scan, the `dBu` and `Cm * h` products and the accumulation are four `L`-long VectorE passes
+//! against one ScalarE exponential. v1 adds the reloads (`2 * N` times the `delta`/`u`
+//! traffic, hidden behind VectorE) and one more VectorE pass per step: v2 is 1.17-1.19x faster.
+
+use crate::checks::{expect_rank, expect_shape};
+use nki_core::prelude::*;
+
+const PMAX: usize = nl::tile_size::PMAX;
+
+/// Checks the operands; returns `(batch, channels, state, length)`.
+#[track_caller]
+fn dims(
+    op: &'static str,
+    [delta, u, a, bm, cm, out]: [&[usize]; 6],
+) -> (usize, usize, usize, usize) {
+    let s = expect_rank(op, "delta", delta, 3);
+    let (b, c, l) = (s[0], s[1], s[2]);
+    let n = expect_rank(op, "A", a, 2)[1];
+    expect_shape(op, "u", u, s);
+    expect_shape(op, "A", a, &[c, n]);
+    expect_shape(op, "B", bm, &[b, n, l]);
+    expect_shape(op, "C", cm, &[b, n, l]);
+    expect_shape(op, "out", out, s);
+    (b, c, n, l)
+}
+
+/// `Bm[b, n, :]` broadcast to `rows` partitions (fp32).
+#[track_caller]
+fn broadcast_row<T: Element>(m: &Hbm<T>, b: usize, n: usize, rows: usize) -> Tile {
+    // LANG(view): NKI broadcasts the row in the DMA access pattern (partition stride 0).
+    let row = nl::load_as(m.slice((b, n..n + 1, ..)), DType::F32);
+    nl::broadcast_to(&row, &[rows, m.shape()[2]])
+}
+
+/// One state's contribution for one channel tile: `Cm * scan(exp(delta * A), delta_u * Bm)`.
+#[track_caller]
+fn state_term(delta: &Tile, delta_u: &Tile, a_col: TileRef, b_row: &Tile, c_row: &Tile) -> Tile {
+    let d_a = nisa::activation(
+        nl::ActFn::Exp,
+        delta,
+        nisa::ActivationArgs::new().scale(a_col),
+    );
+    let d_bu = nisa::tensor_tensor(delta_u, b_row, nl::AluOp::Multiply, None);
+    let h = nisa::tensor_tensor_scan(
+        &d_a,
+        &d_bu,
+        0.0,
+        nl::AluOp::Multiply,
+        nl::AluOp::Add,
+        Default::default(),
+    );
+    nisa::tensor_tensor(c_row, &h, nl::AluOp::Multiply, None)
+}
+
+/// Mamba selective scan v1 (state loop outside the channel tiles), one instance (grid `[1]`).
+#[nki_kernel]
+pub fn mamba_v1<T: Element>(
+    delta: &Hbm<T>,
+    u: &Hbm<T>,
+    a: &Hbm<T>,
+    bm: &Hbm<T>,
+    cm: &Hbm<T>,
+    out: &mut Hbm<T>,
+) {
+    let (batch, chans, states, len) = dims(
+        "mamba_v1",
+        [
+            delta.shape(),
+            u.shape(),
+            a.shape(),
+            bm.shape(),
+            cm.shape(),
+            out.shape(),
+        ],
+    );
+    let tiles = nl::num_tiles(chans, PMAX);
+    for b in nl::affine_range(batch) {
+        // LANG(par_dim): NKI keeps the accumulators in one `[tiles, par_dim(128), L]` block tile.
+        let mut acc: Vec<Tile> = (0..tiles)
+            .map(|t| {
+                nisa::memset(
+                    &[nl::tile_range(t, PMAX, chans).len(), len],
+                    0.0,
+                    DType::F32,
+                    nisa::Engine::Vector,
+                )
+            })
+            .collect();
+        for n in nl::sequential_range(states) {
+            for t in nl::sequential_range(tiles) {
+                let ch = nl::tile_range(t, PMAX, chans);
+                let rows = ch.len();
+                let d_t = nl::load_as(delta.slice((b, ch.clone(), ..)), DType::F32);
+                let u_t = nl::load_as(u.slice((b, ch.clone(), ..)), DType::F32);
+                let a_col = nl::load_as(a.slice((ch.clone(), n..n + 1)), DType::F32);
+                let b_row = broadcast_row(bm, b, n, rows);
+                let c_row = broadcast_row(cm, b, n, rows);
+                let d_u = nisa::tensor_tensor(&d_t, &u_t, nl::AluOp::Multiply, None);
+                let term = state_term(&d_t, &d_u, a_col.view(), &b_row, &c_row);
+                // LANG(dst): NKI accumulates `acc[t] += term` in place.
+                acc[t] = nisa::tensor_tensor(&acc[t], &term, nl::AluOp::Add, None);
+            }
+        }
+        for (t, acc_t) in acc.iter().enumerate() {
+            let ch = nl::tile_range(t, PMAX, chans);
+            nl::store(out.slice((b, ch, ..)), acc_t);
+        }
+    }
+}
+
+/// Mamba selective scan v2 (channel tile outside the state loop, `delta`/`u` reused), one
+/// instance (grid `[1]`).
+#[nki_kernel]
+pub fn mamba_v2<T: Element>(
+    delta: &Hbm<T>,
+    u: &Hbm<T>,
+    a: &Hbm<T>,
+    bm: &Hbm<T>,
+    cm: &Hbm<T>,
+    out: &mut Hbm<T>,
+) {
+    let (batch, chans, states, len) = dims(
+        "mamba_v2",
+        [
+            delta.shape(),
+            u.shape(),
+            a.shape(),
+            bm.shape(),
+            cm.shape(),
+            out.shape(),
+        ],
+    );
+    for b in nl::affine_range(batch) {
+        for t in nl::affine_range(nl::num_tiles(chans, PMAX)) {
+            let ch = nl::tile_range(t, PMAX, chans);
+            let rows = ch.len();
+            let d_t = nl::load_as(delta.slice((b, ch.clone(), ..)), DType::F32);
+            let u_t = nl::load_as(u.slice((b, ch.clone(), ..)), DType::F32);
+            let a_t = nl::load_as(a.slice((ch.clone(), ..)), DType::F32);
+            let d_u = nisa::tensor_tensor(&d_t, &u_t, nl::AluOp::Multiply, None);
+            let mut acc = nisa::memset(&[rows, len], 0.0, DType::F32, nisa::Engine::Vector);
+            for n in nl::sequential_range(states) {
+                let b_row = broadcast_row(bm, b, n, rows);
+                let c_row = broadcast_row(cm, b, n, rows);
+                let term = state_term(&d_t, &d_u, a_t.slice((.., n..n + 1)), &b_row, &c_row);
+                // LANG(dst): NKI accumulates `acc += term` in place.
+                acc = nisa::tensor_tensor(&acc, &term, nl::AluOp::Add, None);
+            }
+            nl::store(out.slice((b, ch, ..)), &acc);
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Generation from the [`Kernel`] model: the per-instance function and the thin launcher glue.
+//!
+//! For `fn k(params) body` the expansion is
+//! - `fn k(...) body`, the program one instance runs, with each output `&mut Hbm<T>` turned
+//!   into `&HbmOut<'_, T>` (writable, shared by all instances; inputs stay read-only);
+//! - a type `k` whose `run(launch, params)` borrows the outputs (`Hbm::as_output`) and runs
+//!   the instance function under the `Launch`, and whose `launch`, `simulate` and `estimate`
+//!   each forward to `nki_core::launcher` (`launch`, `modelled`), written once in the
+//!   runtime, with a closure that calls `run`.
+
+use crate::model::{Kernel, Role};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+/// The whole expansion of `kernel`.
+pub(crate) fn kernel(kernel: &Kernel) -> TokenStream {
+    let instance = instance_fn(kernel);
+    let launchers = launchers(kernel);
+    quote!(#instance #launchers)
+}
+
+/// The per-instance function: the kernel's own body, outputs as `&HbmOut<'_, T>`.
+fn instance_fn(k: &Kernel) -> TokenStream {
+    let Kernel {
+        attrs,
+        vis,
+        name,
+        generics,
+        body,
+        ..
+    } = k;
+    let (impl_generics, _, where_clause) = generics.split_for_impl();
+    let params = k.params.iter().map(|p| {
+        let (n, ty) = (&p.name, &p.ty);
+        match &p.role {
+            Role::Output { elem } => quote!(#n: &::nki_core::hbm::HbmOut<'_, #elem>),
+            Role::Input | Role::Other => quote!(#n: #ty),
+        }
+    });
+    quote! {
+        #(#attrs)*
+        #[allow(clippy::too_many_arguments)]
+        #vis fn #name #impl_generics (#(#params),*) #where_clause #body
+    }
+}
+
+/// The launcher type of the kernel: `run` plus the three forwarding launchers.
+fn launchers(k: &Kernel) -> TokenStream {
+    let Kernel {
+        vis,
+        name,
+        generics,
+        ..
+    } = k;
+    let generic_params = &generics.params;
+    let where_clause = &generics.where_clause;
+    let params: Vec<TokenStream> = k
+        .params
+        .iter()
+        .map(|p| {
+            let (n, ty) = (&p.name, &p.ty);
+            quote!(#n: #ty)
+        })
+        .collect();
+    let names: Vec<_> = k.params.iter().map(|p| &p.name).collect();
+    let turbofish = turbofish(k);
+    let outputs = k.names_of(|r| matches!(r, Role::Output { .. }));
+    let borrowed: Vec<_> = outputs
+        .iter()
+        .map(|o| format_ident!("__nki_out_{}", o))
+        .collect();
+    let instance_args = k.params.iter().map(|p| {
+        let n = &p.name;
+        match p.role {
+            Role::Output { .. } => {
+                let b = format_ident!("__nki_out_{}", n);
+                quote!(&#b)
+            }
+            Role::Input | Role::Other => quote!(#n),
+        }
+    });
+    let doc = launcher_doc(k);
+    let nki = quote!(::nki_core);
+    let result = |t: TokenStream| quote!(::core::result::Result<#t, #nki::error::NkiError>);
+    let (report, profile) = (
+        result(quote!(#nki::spmd::LaunchReport)),
+        result(quote!(#nki::profile::Profile)),
+    );
+    let grid = quote!(grid: impl ::core::convert::Into<#nki::spmd::Grid>);
+    let target = quote!(target: #nki::target::Target);
+    let run = quote!(|launch| Self::run #turbofish (launch, #(#names),*));
+    quote! {
+        #[doc = #doc]
+        #[allow(non_camel_case_types, dead_code)]
+        #vis struct #name {
+            _private: (),
+        }
+
+        #[allow(dead_code, clippy::too_many_arguments)]
+        impl #name {
+            /// Runs the kernel on `grid` (execute mode, default target) and returns the report.
+            pub fn launch<#generic_params>(#grid, #(#params),*) -> #report #where_clause {
+                #nki::launcher::launch(grid, #run)
+            }
+
+            /// Runs the kernel computing values and the modelled timeline on `target`.
+            pub fn simulate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
+                #nki::launcher::modelled(grid, target, #nki::context::Mode::Simulate, #run)
+            }
+
+            /// Models the kernel's timeline on `target` without computing values (inputs may be
+            /// `Hbm::shape_only`).
+            pub fn estimate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
+                #nki::launcher::modelled(grid, target, #nki::context::Mode::Estimate, #run)
+            }
+
+            /// Runs the kernel with a configured [`::nki_core::spmd::Launch`].
+            pub fn run<#generic_params>(launch: #nki::spmd::Launch, #(#params),*) -> #report #where_clause {
+                #(let #borrowed = #outputs.as_output();)*
+                launch.run(|| #name #turbofish (#(#instance_args),*))
+            }
+        }
+    }
+}
+
+/// `::<T, N>` naming the kernel's type and const generics (empty without generics).
+fn turbofish(k: &Kernel) -> TokenStream {
+    let names: Vec<_> = k
+        .generics
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            syn::GenericParam::Type(t) => Some(&t.ident),
+            syn::GenericParam::Const(c) => Some(&c.ident),
+            syn::GenericParam::Lifetime(_) => None,
+        })
+        .collect();
+    if names.is_empty() {
+        quote!()
+    } else {
+        quote!(::<#(#names),*>)
+    }
+}
+
+/// The doc comment of the launcher type: its launchers and the parameters' roles.
+fn launcher_doc(k: &Kernel) -> String {
+    let list = |pick: fn(&Role) -> bool| {
+        let names: Vec<String> = k.names_of(pick).iter().map(|n| format!("`{n}`")).collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    format!(
+        "Launchers of the `{name}` NKI kernel: `{name}::launch(grid, ...)`, `simulate`, \
+         `estimate`, `run`. Inputs: {}; outputs: {}; other parameters: {}.",
+        list(|r| matches!(r, Role::Input)),
+        list(|r| matches!(r, Role::Output { .. })),
+        list(|r| matches!(r, Role::Other)),
+        name = k.name
+    )
+}
