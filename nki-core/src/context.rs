@@ -248,6 +248,87 @@ pub(crate) struct OpEnv {
     pub(crate) target: Target,
 }
 
+/// One `nl`/`nisa` op in flight: THE handle every op is built through.
+///
+/// [`Op::begin`] captures the caller's source line (`#[track_caller]`) and the instance's
+/// execution facts once; the op's checks fail through it ([`Op::fail`], [`Op::check`]) with
+/// its NKI name and line; it allocates outputs ([`Op::alloc`]), and [`Op::issue`] executes
+/// (unless estimating), records (unless only executing) and, when no values flow, marks the
+/// op's outputs written itself. Operand rules and destination handling built on it live in
+/// [`crate::isa::base`].
+#[derive(Clone, Copy)]
+pub(crate) struct Op {
+    /// The NKI name (`nl.add`, `nisa.tensor_tensor`).
+    pub(crate) api: &'static str,
+    /// The user's call site.
+    pub(crate) loc: SourceLoc,
+    /// The launch facts.
+    pub(crate) env: OpEnv,
+}
+
+impl Op {
+    /// Begins op `api` at the caller's location (raises outside a kernel, unwinds when the
+    /// launch was cancelled).
+    #[track_caller]
+    pub(crate) fn begin(api: &'static str) -> Op {
+        Op::at(api, SourceLoc::caller())
+    }
+
+    /// Begins op `api` at a known location `loc`.
+    pub(crate) fn at(api: &'static str, loc: SourceLoc) -> Op {
+        Op {
+            api,
+            loc,
+            env: env(api, loc),
+        }
+    }
+
+    /// True when values are computed.
+    pub(crate) fn executes(&self) -> bool {
+        self.env.executes
+    }
+
+    /// The launch target.
+    pub(crate) fn target(&self) -> Target {
+        self.env.target
+    }
+
+    /// Fails the instance with an error of `kind` naming this op and its line.
+    pub(crate) fn fail(&self, kind: ErrorKind, msg: impl Into<String>) -> ! {
+        raise(NkiError::new(kind, self.api, msg), self.loc)
+    }
+
+    /// Unwraps `r`; an `Err` fails the instance at this op's line.
+    pub(crate) fn check<T>(&self, r: crate::error::Result<T>) -> T {
+        check(r, self.loc)
+    }
+
+    /// This instance's writer tag for the HBM stores of this op (at its current affine_range
+    /// position), and the launch state that checks it: HBM writes are tagged in every mode.
+    pub(crate) fn hbm_writer(&self) -> (u32, Arc<LaunchShared>) {
+        with_ctx(self.api, self.loc, |c| {
+            (c.writer_id(self.loc), c.shared.clone())
+        })
+    }
+
+    /// THE funnel for this op: executes (unless estimating), records (unless only executing)
+    /// and, in estimate mode, marks `outs` written (the views whose regions the record writes)
+    /// so later reads of them are not flagged as uninitialised.
+    pub(crate) fn issue(
+        &self,
+        outs: &[&crate::tile::TileRef],
+        exec: impl FnOnce(),
+        record: impl FnOnce() -> Instr,
+    ) {
+        issue(self.env, exec, record);
+        if !self.env.executes {
+            for o in outs {
+                o.mark_written();
+            }
+        }
+    }
+}
+
 /// The entry of the funnel: checks for cancellation and returns the mode facts.
 pub(crate) fn env(op: &'static str, loc: SourceLoc) -> OpEnv {
     let (env, cancelled) = with_ctx(op, loc, |c| {

@@ -114,13 +114,13 @@ impl DType {
         }
     }
 
-    /// Rounds every value of a slice in place (fast no-op for f32).
+    /// Rounds every value of a slice in place (a no-op for f32; bf16 takes a vectorised
+    /// bit-trick path).
     pub fn round_slice(self, xs: &mut [f32]) {
-        if self == DType::F32 {
-            return;
-        }
-        for x in xs {
-            *x = self.round(*x);
+        match self {
+            DType::F32 => {}
+            DType::BF16 => xs.iter_mut().for_each(|x| *x = bf16_rne(*x)),
+            _ => xs.iter_mut().for_each(|x| *x = self.round(*x)),
         }
     }
 
@@ -244,29 +244,24 @@ macro_rules! impl_element_prim {
 }
 impl_element_prim!(f32 => F32, i8 => I8, i16 => I16, i32 => I32, u8 => U8, u16 => U16, u32 => U32);
 
-impl Element for bf16 {
-    const DTYPE: DType = DType::BF16;
-    #[inline]
-    fn to_f32(self) -> f32 {
-        bf16::to_f32(self)
-    }
-    #[inline]
-    fn from_f32(x: f32) -> Self {
-        bf16::from_f32(x)
-    }
+/// Implements [`Element`] for the `half` float types through their own conversions.
+macro_rules! impl_element_half {
+    ($($t:ty => $d:ident),*) => {$(
+        impl Element for $t {
+            const DTYPE: DType = DType::$d;
+            #[inline]
+            fn to_f32(self) -> f32 {
+                <$t>::to_f32(self)
+            }
+            #[inline]
+            fn from_f32(x: f32) -> Self {
+                <$t>::from_f32(x)
+            }
+        }
+    )*};
 }
 
-impl Element for f16 {
-    const DTYPE: DType = DType::F16;
-    #[inline]
-    fn to_f32(self) -> f32 {
-        f16::to_f32(self)
-    }
-    #[inline]
-    fn from_f32(x: f32) -> Self {
-        f16::from_f32(x)
-    }
-}
+impl_element_half!(bf16 => BF16, f16 => F16);
 
 impl Element for bool {
     const DTYPE: DType = DType::Bool;
@@ -323,9 +318,74 @@ fp8_type!(
     "An fp8 e5m2 value (NKI `float8_e5m2`), held exactly as f32."
 );
 
+/// bfloat16 round-to-nearest-even of an f32, returned as f32: the same result as
+/// `bf16::from_f32(x).to_f32()` (NaNs stay NaN, made quiet), written so loops vectorise.
+#[inline(always)]
+pub(crate) fn bf16_rne(x: f32) -> f32 {
+    let b = x.to_bits();
+    let rounded = b.wrapping_add(0x7fff + ((b >> 16) & 1)) & 0xffff_0000;
+    let nan = (b & 0x7fff_ffff) > 0x7f80_0000;
+    f32::from_bits(if nan {
+        (b & 0xffff_0000) | 0x0040_0000
+    } else {
+        rounded
+    })
+}
+
+/// Copies `src` into `dst` rounding to `dtype` on the way (a plain copy when `exact`, i.e. the
+/// values are already representable in `dtype`).
+#[inline]
+pub(crate) fn copy_round(dtype: DType, exact: bool, dst: &mut [f32], src: &[f32]) {
+    if exact || dtype == DType::F32 {
+        dst.copy_from_slice(src);
+    } else if dtype == DType::BF16 {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = bf16_rne(s);
+        }
+    } else {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = dtype.round(s);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_bf16_rounding_matches_half() {
+        let mut s = 0x1234_5678_9abc_def0u64;
+        let specials = [
+            0.0f32,
+            -0.0,
+            1.0 + 2f32.powi(-8),
+            1.0 + 3.0 * 2f32.powi(-8),
+            f32::MAX,
+            f32::MIN_POSITIVE,
+            1e-40,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        let randoms = (0..100_000).map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            f32::from_bits(s as u32)
+        });
+        for x in specials.into_iter().chain(randoms) {
+            let want = half::bf16::from_f32(x).to_f32();
+            let got = bf16_rne(x);
+            if want.is_nan() {
+                assert!(got.is_nan(), "{x:e}");
+            } else {
+                assert_eq!(got.to_bits(), want.to_bits(), "{x:e}");
+            }
+        }
+        let mut v = vec![1.0 + 2f32.powi(-8), 3.3];
+        DType::BF16.round_slice(&mut v);
+        assert_eq!(v, vec![1.0, DType::BF16.round(3.3)]);
+    }
 
     #[test]
     fn bf16_rounds_to_nearest_even() {

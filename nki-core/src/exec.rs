@@ -1,9 +1,8 @@
 //! The arithmetic behind `nl`/`nisa`: broadcasting element-wise kernels and the TensorE GEMM
 //! (matrixmultiply's sgemm, f32 accumulation). Pure functions over f32 slices; no checks here.
 
-use crate::dtype::DType;
-use crate::error::SourceLoc;
-use crate::tile::TileRef;
+pub(crate) use crate::dtype::copy_round;
+use crate::memory::take_buf;
 
 /// NumPy broadcasting of two shapes (right-aligned); `None` when they do not broadcast.
 pub(crate) fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
@@ -65,7 +64,7 @@ pub(crate) fn binary(
     let nd = out.len();
     let inner = out[nd - 1];
     let (ia, ib) = (st_a[nd - 1], st_b[nd - 1]);
-    let mut res = crate::tile::take_buf(n);
+    let mut res = take_buf(n);
     let mut idx = vec![0usize; nd];
     for _ in 0..n / inner.max(1) {
         let (mut oa, mut ob) = (0, 0);
@@ -204,110 +203,6 @@ pub(crate) fn gemm_tn_strided(
     }
 }
 
-/// One TensorE matmul on tile views: `out (+)= s^T @ m` for `s` [K, M], `m` [K, N] and the
-/// PSUM view `out` [M, N], reading the operands in place when they are plain strided matrices
-/// (copying them otherwise). Raises on reads of unwritten tiles.
-pub(crate) fn matmul_tiles(
-    api: &'static str,
-    loc: SourceLoc,
-    (k, mm, n): (usize, usize, usize),
-    (s, m, out): (&TileRef, &TileRef, &TileRef),
-    acc: bool,
-) {
-    let distinct = !std::ptr::eq(s.tile, out.tile) && !std::ptr::eq(m.tile, out.tile);
-    if let (true, DType::F32, Some(sa), Some(ma), Some(oa)) = (
-        distinct,
-        out.dtype(),
-        s.ap.as_matrix(),
-        m.ap.as_matrix(),
-        out.ap.as_matrix(),
-    ) {
-        s.check_init(api, loc);
-        m.check_init(api, loc);
-        if acc {
-            out.check_init(api, loc);
-        }
-        let (sd, md) = (s.tile.data(), m.tile.data());
-        let mut od = out.tile.data_mut();
-        gemm_tn_strided(
-            k,
-            mm,
-            n,
-            Strided {
-                data: &sd,
-                offset: sa.0,
-                rs: sa.1,
-                cs: sa.2,
-            },
-            Strided {
-                data: &md,
-                offset: ma.0,
-                rs: ma.1,
-                cs: ma.2,
-            },
-            StridedMut {
-                data: &mut od,
-                offset: oa.0,
-                rs: oa.1,
-                cs: oa.2,
-            },
-            acc,
-        );
-        drop(od);
-        out.mark_written();
-        return;
-    }
-    let (a, b) = (s.gather(api, loc), m.gather(api, loc));
-    let mut c = if acc {
-        out.gather(api, loc)
-    } else {
-        vec![0.0; mm * n]
-    };
-    gemm_tn(k, mm, n, &a, &b, &mut c, acc);
-    out.scatter(c);
-}
-
-/// bfloat16 round-to-nearest-even of an f32, returned as f32: the same result as
-/// `bf16::from_f32(x).to_f32()` (NaNs stay NaN, made quiet), written so loops vectorise.
-#[inline(always)]
-pub(crate) fn bf16_rne(x: f32) -> f32 {
-    let b = x.to_bits();
-    let rounded = b.wrapping_add(0x7fff + ((b >> 16) & 1)) & 0xffff_0000;
-    let nan = (b & 0x7fff_ffff) > 0x7f80_0000;
-    f32::from_bits(if nan {
-        (b & 0xffff_0000) | 0x0040_0000
-    } else {
-        rounded
-    })
-}
-
-/// Rounds `xs` in place to `dtype` (as [`DType::round`]); bf16 takes a vectorised bit-trick
-/// path, fp32 is a no-op.
-pub(crate) fn round_slice(dtype: DType, xs: &mut [f32]) {
-    match dtype {
-        DType::F32 => {}
-        DType::BF16 => xs.iter_mut().for_each(|x| *x = bf16_rne(*x)),
-        _ => dtype.round_slice(xs),
-    }
-}
-
-/// Copies `src` into `dst` rounding to `dtype` on the way (a plain copy when `exact`, i.e. the
-/// values are already representable in `dtype`).
-#[inline]
-pub(crate) fn copy_round(dtype: DType, exact: bool, dst: &mut [f32], src: &[f32]) {
-    if exact || dtype == DType::F32 {
-        dst.copy_from_slice(src);
-    } else if dtype == DType::BF16 {
-        for (d, &s) in dst.iter_mut().zip(src) {
-            *d = bf16_rne(s);
-        }
-    } else {
-        for (d, &s) in dst.iter_mut().zip(src) {
-            *d = dtype.round(s);
-        }
-    }
-}
-
 /// Transposes a row-major [rows, cols] matrix.
 pub(crate) fn transpose2d(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut out = vec![0.0; rows * cols];
@@ -353,40 +248,6 @@ mod tests {
             binary(&b, &[2, 1], &b, &[1, 2], &[2, 2], |x, y| x * y),
             vec![100.0, 200.0, 200.0, 400.0]
         );
-    }
-
-    #[test]
-    fn fast_bf16_rounding_matches_half() {
-        let mut s = 0x1234_5678_9abc_def0u64;
-        let specials = [
-            0.0f32,
-            -0.0,
-            1.0 + 2f32.powi(-8),
-            1.0 + 3.0 * 2f32.powi(-8),
-            f32::MAX,
-            f32::MIN_POSITIVE,
-            1e-40,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-        ];
-        let randoms = (0..100_000).map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            f32::from_bits(s as u32)
-        });
-        for x in specials.into_iter().chain(randoms) {
-            let want = half::bf16::from_f32(x).to_f32();
-            let got = bf16_rne(x);
-            if want.is_nan() {
-                assert!(got.is_nan(), "{x:e}");
-            } else {
-                assert_eq!(got.to_bits(), want.to_bits(), "{x:e}");
-            }
-        }
-        let mut v = vec![1.0 + 2f32.powi(-8), 3.3];
-        round_slice(DType::BF16, &mut v);
-        assert_eq!(v, vec![1.0, DType::BF16.round(3.3)]);
     }
 
     #[test]

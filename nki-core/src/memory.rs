@@ -6,6 +6,7 @@ use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::record::MemKind;
 use crate::target::TargetSpec;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 /// A live on-chip tile, as the tracker sees it.
@@ -179,4 +180,53 @@ impl MemoryTracker {
         }
         NkiError::new(ErrorKind::Capacity, "allocate", msg)
     }
+}
+
+/// Most buffers the per-thread pool keeps.
+const POOL_MAX_BUFFERS: usize = 32;
+/// Most f32 elements the per-thread pool keeps in all (64 MiB).
+const POOL_MAX_ELEMS: usize = 16 << 20;
+
+thread_local! {
+    /// Recycled tile buffers of this thread (one thread runs one NeuronCore's instances), so a
+    /// kernel's tiles reuse memory instead of going through the allocator for every op.
+    static POOL: RefCell<(Vec<Vec<f32>>, usize)> = const { RefCell::new((Vec::new(), 0)) };
+}
+
+/// An empty vector with capacity for at least `n` values, recycled when possible.
+pub(crate) fn take_buf(n: usize) -> Vec<f32> {
+    POOL.try_with(|p| {
+        let mut p = p.try_borrow_mut().ok()?;
+        let (bufs, total) = &mut *p;
+        let best = bufs
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.capacity() >= n && b.capacity() <= 4 * n.max(1024))
+            .min_by_key(|(_, b)| b.capacity())
+            .map(|(i, _)| i)?;
+        let mut b = bufs.swap_remove(best);
+        *total -= b.capacity();
+        b.clear();
+        Some(b)
+    })
+    .ok()
+    .flatten()
+    .unwrap_or_else(|| Vec::with_capacity(n))
+}
+
+/// Returns a buffer to this thread's pool (dropped when the pool is full).
+pub(crate) fn give_buf(b: Vec<f32>) {
+    let cap = b.capacity();
+    if cap == 0 {
+        return;
+    }
+    let _ = POOL.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            let (bufs, total) = &mut *p;
+            if bufs.len() < POOL_MAX_BUFFERS && *total + cap <= POOL_MAX_ELEMS {
+                *total += cap;
+                bufs.push(b);
+            }
+        }
+    });
 }

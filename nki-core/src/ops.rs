@@ -8,7 +8,7 @@
 //! dims) but do **not** broadcast along partitions: a `[1, F]` operand with a `[P, F]` one is a
 //! partition-mismatch error (use `nl::add`, which allows it, or `nl::broadcast_to`).
 
-use crate::error::SourceLoc;
+use crate::context::Op;
 use crate::lang::{alu_binary, map_impl, ActExtras, Operand};
 use crate::math::{ActFn, AluOp};
 use crate::record::{Engine, Opcode};
@@ -51,13 +51,13 @@ arith_tile! {
 
 #[track_caller]
 fn apply(op: AluOp, api: &'static str, x: impl TileArith, y: impl TileArith) -> Tile {
-    let loc = SourceLoc::caller();
-    x.with_operand(|a| y.with_operand(|b| alu_binary(op, api, a, b, None, false, loc)))
+    let ins = Op::begin(api);
+    x.with_operand(|a| y.with_operand(|b| alu_binary(&ins, op, a, b, None, false)))
 }
 
 #[track_caller]
 fn negate(x: impl TileArith) -> Tile {
-    let loc = SourceLoc::caller();
+    let ins = Op::begin("nl.negative");
     x.with_operand(|a| match a {
         Operand::Tile(t) => {
             let f = ActFn::Negative;
@@ -67,13 +67,12 @@ fn negate(x: impl TileArith) -> Tile {
                 t.dtype()
             };
             map_impl(
-                "nl.negative",
+                &ins,
                 &[(Engine::Vector, Opcode::TensorScalar)],
                 move |v| f.eval(v),
                 t,
                 dt,
                 ActExtras::default(),
-                loc,
             )
             .0
         }
@@ -83,34 +82,10 @@ fn negate(x: impl TileArith) -> Tile {
 
 macro_rules! tile_lhs {
     ($([$($g:tt)*] $t:ty;)*) => {$(
-        impl<$($g)* R: TileArith> Add<R> for $t {
-            type Output = Tile;
-            #[track_caller]
-            fn add(self, rhs: R) -> Tile {
-                apply(AluOp::Add, "nl.add", self, rhs)
-            }
-        }
-        impl<$($g)* R: TileArith> Sub<R> for $t {
-            type Output = Tile;
-            #[track_caller]
-            fn sub(self, rhs: R) -> Tile {
-                apply(AluOp::Subtract, "nl.subtract", self, rhs)
-            }
-        }
-        impl<$($g)* R: TileArith> Mul<R> for $t {
-            type Output = Tile;
-            #[track_caller]
-            fn mul(self, rhs: R) -> Tile {
-                apply(AluOp::Multiply, "nl.multiply", self, rhs)
-            }
-        }
-        impl<$($g)* R: TileArith> Div<R> for $t {
-            type Output = Tile;
-            #[track_caller]
-            fn div(self, rhs: R) -> Tile {
-                apply(AluOp::Divide, "nl.divide", self, rhs)
-            }
-        }
+        tile_lhs!(@bin [$($g)*] $t; Add add Add "nl.add");
+        tile_lhs!(@bin [$($g)*] $t; Sub sub Subtract "nl.subtract");
+        tile_lhs!(@bin [$($g)*] $t; Mul mul Multiply "nl.multiply");
+        tile_lhs!(@bin [$($g)*] $t; Div div Divide "nl.divide");
         impl<$($g)*> Neg for $t {
             type Output = Tile;
             #[track_caller]
@@ -119,6 +94,15 @@ macro_rules! tile_lhs {
             }
         }
     )*};
+    (@bin [$($g:tt)*] $t:ty; $tr:ident $m:ident $op:ident $api:literal) => {
+        impl<$($g)* R: TileArith> $tr<R> for $t {
+            type Output = Tile;
+            #[track_caller]
+            fn $m(self, rhs: R) -> Tile {
+                apply(AluOp::$op, $api, self, rhs)
+            }
+        }
+    };
 }
 
 tile_lhs! {
@@ -130,35 +114,20 @@ tile_lhs! {
 
 macro_rules! scalar_lhs {
     ($s:ty: $([$($g:tt)*] $t:ty;)*) => {$(
-        impl<$($g)*> Add<$t> for $s {
-            type Output = Tile;
-            #[track_caller]
-            fn add(self, rhs: $t) -> Tile {
-                apply(AluOp::Add, "nl.add", self, rhs)
-            }
-        }
-        impl<$($g)*> Sub<$t> for $s {
-            type Output = Tile;
-            #[track_caller]
-            fn sub(self, rhs: $t) -> Tile {
-                apply(AluOp::Subtract, "nl.subtract", self, rhs)
-            }
-        }
-        impl<$($g)*> Mul<$t> for $s {
-            type Output = Tile;
-            #[track_caller]
-            fn mul(self, rhs: $t) -> Tile {
-                apply(AluOp::Multiply, "nl.multiply", self, rhs)
-            }
-        }
-        impl<$($g)*> Div<$t> for $s {
-            type Output = Tile;
-            #[track_caller]
-            fn div(self, rhs: $t) -> Tile {
-                apply(AluOp::Divide, "nl.divide", self, rhs)
-            }
-        }
+        scalar_lhs!(@bin $s, [$($g)*] $t; Add add Add "nl.add");
+        scalar_lhs!(@bin $s, [$($g)*] $t; Sub sub Subtract "nl.subtract");
+        scalar_lhs!(@bin $s, [$($g)*] $t; Mul mul Multiply "nl.multiply");
+        scalar_lhs!(@bin $s, [$($g)*] $t; Div div Divide "nl.divide");
     )*};
+    (@bin $s:ty, [$($g:tt)*] $t:ty; $tr:ident $m:ident $op:ident $api:literal) => {
+        impl<$($g)*> $tr<$t> for $s {
+            type Output = Tile;
+            #[track_caller]
+            fn $m(self, rhs: $t) -> Tile {
+                apply(AluOp::$op, $api, self, rhs)
+            }
+        }
+    };
 }
 
 scalar_lhs! { f32:

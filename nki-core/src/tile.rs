@@ -380,7 +380,7 @@ impl<'a> TileRef<'a> {
             fill(&mut buf);
             assert_eq!(buf.len(), n, "an op produced the wrong number of values");
             if !exact {
-                crate::exec::round_slice(dtype, &mut buf);
+                dtype.round_slice(&mut buf);
             }
             *self.tile.data.borrow_mut() = buf;
         } else {
@@ -388,7 +388,7 @@ impl<'a> TileRef<'a> {
             fill(&mut tmp);
             assert_eq!(tmp.len(), n, "an op produced the wrong number of values");
             if !exact {
-                crate::exec::round_slice(dtype, &mut tmp);
+                dtype.round_slice(&mut tmp);
             }
             let mut data = self.tile.data_mut();
             match self.contiguous_range() {
@@ -421,7 +421,7 @@ impl<'a> TileRef<'a> {
 
     /// Writes row-major `vals` into the view, rounding to the tile's dtype.
     pub(crate) fn scatter(&self, mut vals: Vec<f32>) {
-        crate::exec::round_slice(self.tile.dtype, &mut vals);
+        self.tile.dtype.round_slice(&mut vals);
         if self.is_whole() {
             self.tile.fill_pending.set(false);
             let old = std::mem::replace(&mut *self.tile.data.borrow_mut(), vals);
@@ -471,54 +471,7 @@ impl std::fmt::Debug for TileRef<'_> {
     }
 }
 
-/// Most buffers the per-thread pool keeps.
-const POOL_MAX_BUFFERS: usize = 32;
-/// Most f32 elements the per-thread pool keeps in all (64 MiB).
-const POOL_MAX_ELEMS: usize = 16 << 20;
-
-thread_local! {
-    /// Recycled tile buffers of this thread (one thread runs one NeuronCore's instances), so a
-    /// kernel's tiles reuse memory instead of going through the allocator for every op.
-    static POOL: RefCell<(Vec<Vec<f32>>, usize)> = const { RefCell::new((Vec::new(), 0)) };
-}
-
-/// An empty vector with capacity for at least `n` values, recycled when possible.
-pub(crate) fn take_buf(n: usize) -> Vec<f32> {
-    POOL.try_with(|p| {
-        let mut p = p.try_borrow_mut().ok()?;
-        let (bufs, total) = &mut *p;
-        let best = bufs
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| b.capacity() >= n && b.capacity() <= 4 * n.max(1024))
-            .min_by_key(|(_, b)| b.capacity())
-            .map(|(i, _)| i)?;
-        let mut b = bufs.swap_remove(best);
-        *total -= b.capacity();
-        b.clear();
-        Some(b)
-    })
-    .ok()
-    .flatten()
-    .unwrap_or_else(|| Vec::with_capacity(n))
-}
-
-/// Returns a buffer to this thread's pool (dropped when the pool is full).
-pub(crate) fn give_buf(b: Vec<f32>) {
-    let cap = b.capacity();
-    if cap == 0 {
-        return;
-    }
-    let _ = POOL.try_with(|p| {
-        if let Ok(mut p) = p.try_borrow_mut() {
-            let (bufs, total) = &mut *p;
-            if bufs.len() < POOL_MAX_BUFFERS && *total + cap <= POOL_MAX_ELEMS {
-                *total += cap;
-                bufs.push(b);
-            }
-        }
-    });
-}
+pub(crate) use crate::memory::{give_buf, take_buf};
 
 #[cfg(test)]
 mod tests {

@@ -1,12 +1,11 @@
 //! `dma_copy`: one DMA transfer between HBM and SBUF (any direction, including HBM->HBM and
 //! SBUF->SBUF), with a cast when the dtypes differ.
 
-use super::{fail, short};
-use crate::context::{self, check, env, issue, raise};
+use super::base::{dma_dims, short};
+use crate::context::{raise, Op};
 use crate::dtype::Element;
-use crate::error::{ErrorKind, SourceLoc};
+use crate::error::ErrorKind;
 use crate::hbm::{HbmDest, HbmSource, HbmView};
-use crate::lang;
 use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 use crate::typed::Sbuf;
@@ -46,52 +45,34 @@ impl<'a, T: HbmSource> DmaSource<'a> for T {
         DmaEndpoint::Hbm(self.hbm_view())
     }
 }
-impl<'a> DmaSource<'a> for &'a Tile {
-    fn dma_source(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(self.view())
-    }
-}
-impl<'a> DmaSource<'a> for TileRef<'a> {
-    fn dma_source(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(self)
-    }
-}
-impl<'a> DmaSource<'a> for &TileRef<'a> {
-    fn dma_source(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(*self)
-    }
+/// Implements [`DmaSource`] and [`DmaTarget`] for the on-chip operand forms.
+macro_rules! tile_endpoints {
+    ($([$($gen:tt)*] $t:ty => |$x:ident| $e:expr;)*) => {$(
+        impl<$($gen)*> DmaSource<'a> for $t {
+            fn dma_source(self) -> DmaEndpoint<'a> {
+                let $x = self;
+                DmaEndpoint::Tile($e)
+            }
+        }
+        impl<$($gen)*> DmaTarget<'a> for $t {
+            fn dma_target(self) -> DmaEndpoint<'a> {
+                let $x = self;
+                DmaEndpoint::Tile($e)
+            }
+        }
+    )*};
 }
 
-impl<'a, T: Element, const P: usize, const F: usize> DmaSource<'a> for &'a Sbuf<T, P, F> {
-    fn dma_source(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(self.into())
-    }
+tile_endpoints! {
+    ['a] &'a Tile => |t| t.view();
+    ['a] TileRef<'a> => |t| t;
+    ['a] &TileRef<'a> => |t| *t;
+    ['a, T: Element, const P: usize, const F: usize] &'a Sbuf<T, P, F> => |t| t.into();
 }
 
 impl<'a, T: HbmDest> DmaTarget<'a> for T {
     fn dma_target(self) -> DmaEndpoint<'a> {
         DmaEndpoint::Hbm(self.hbm_dest())
-    }
-}
-impl<'a> DmaTarget<'a> for &'a Tile {
-    fn dma_target(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(self.view())
-    }
-}
-impl<'a> DmaTarget<'a> for TileRef<'a> {
-    fn dma_target(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(self)
-    }
-}
-impl<'a> DmaTarget<'a> for &TileRef<'a> {
-    fn dma_target(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(*self)
-    }
-}
-
-impl<'a, T: Element, const P: usize, const F: usize> DmaTarget<'a> for &'a Sbuf<T, P, F> {
-    fn dma_target(self) -> DmaEndpoint<'a> {
-        DmaEndpoint::Tile(self.into())
     }
 }
 
@@ -153,26 +134,19 @@ impl DmaEndpoint<'_> {
 /// Writing into a kernel input does not compile.
 #[track_caller]
 pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
+    let ins = Op::begin(API);
     let (dst, src) = (dst.dma_target(), src.dma_source());
     for (what, end) in [("dst", &dst), ("src", &src)] {
         if end.mem() == MemKind::Psum {
-            fail(
-                ErrorKind::WrongMemory,
-                API,
-                format!(
+            ins.fail(ErrorKind::WrongMemory, format!(
                     "expected operand '{what}' of 'dma_copy' to be in address space 'hbm|sbuf', but got a tile in 'psum' instead ({}): DMA engines cannot access psum",
                     end.describe()
-                ),
-                loc,
-            );
+                ));
         }
     }
     if dst.numel() != src.numel() {
-        fail(
+        ins.fail(
             ErrorKind::ShapeMismatch,
-            API,
             format!(
                 "dst {} and src {} of '{}' have different numbers of elements ({} vs {})",
                 dst.describe(),
@@ -181,22 +155,24 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
                 dst.numel(),
                 src.numel()
             ),
-            loc,
         );
     }
     // HBM writes are tagged in every mode: estimate mode tracks races without values.
     let writer = match &dst {
-        DmaEndpoint::Hbm(_) => Some(context::with_ctx(API, loc, |c| {
-            (c.writer_id(loc), c.shared.clone())
-        })),
+        DmaEndpoint::Hbm(_) => Some(ins.hbm_writer()),
         DmaEndpoint::Tile(_) => None,
     };
-    issue(
-        e,
+    let loc = ins.loc;
+    let tile_out: Vec<&TileRef> = match &dst {
+        DmaEndpoint::Tile(t) => vec![t],
+        DmaEndpoint::Hbm(_) => Vec::new(),
+    };
+    ins.issue(
+        &tile_out,
         || {
             let vals = match &src {
-                DmaEndpoint::Hbm(v) => check(v.gather(API), loc),
-                DmaEndpoint::Tile(t) => t.gather(API, loc),
+                DmaEndpoint::Hbm(v) => ins.check(v.gather(API)),
+                DmaEndpoint::Tile(t) => t.gather(API, ins.loc),
             };
             match &dst {
                 DmaEndpoint::Tile(t) => t.scatter(vals),
@@ -208,12 +184,9 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
                 }
             }
         },
-        || dma_record(&dst, &src, loc),
+        || dma_record(&dst, &src, &ins),
     );
-    if !e.executes {
-        if let DmaEndpoint::Tile(t) = &dst {
-            t.mark_written();
-        }
+    if !ins.executes() {
         if let (DmaEndpoint::Hbm(v), Some((wid, shared))) = (&dst, &writer) {
             if let Err(err) = crate::hbm_write::track(v, *wid, shared) {
                 raise(err.with_loc(loc), loc);
@@ -224,7 +197,7 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
 
 /// The DMA record: bytes moved (counted on the HBM side when there is one, else the source),
 /// the on-chip side's partitions, and the descriptor (contiguous run) size.
-fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, loc: SourceLoc) -> Instr {
+fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
     let chip = match (dst, src) {
         (DmaEndpoint::Tile(t), _) | (_, DmaEndpoint::Tile(t)) => Some(*t),
         _ => None,
@@ -238,8 +211,8 @@ fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, loc: SourceLoc) -> Instr {
     };
     let run = src.run().min(dst.run()).max(1);
     let dims = match (dst, src) {
-        (DmaEndpoint::Hbm(h), DmaEndpoint::Tile(t)) => lang::dma_dims(h, t, false),
-        (DmaEndpoint::Tile(t), DmaEndpoint::Hbm(h)) => lang::dma_dims(h, t, true),
+        (DmaEndpoint::Hbm(h), DmaEndpoint::Tile(t)) => dma_dims(h, t, false),
+        (DmaEndpoint::Tile(t), DmaEndpoint::Hbm(h)) => dma_dims(h, t, true),
         _ => DmaDims {
             src: src.mem(),
             dst: dst.mem(),
@@ -261,6 +234,6 @@ fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, loc: SourceLoc) -> Instr {
         dma: Some(dims),
         reads: vec![src.region()],
         writes: vec![dst.region()],
-        ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, loc)
+        ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, ins.loc)
     }
 }

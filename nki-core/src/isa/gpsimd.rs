@@ -1,12 +1,13 @@
 //! GpSimdE instructions: `iota`, `affine_select` (causal masks) and `tensor_partition_reduce`.
 //! GpSimd cannot access PSUM.
 
+use super::base::{short, Site};
 use super::vector::{bitvec_needs_ints, fold};
-use super::{fail, gpsimd_sbuf, issue_op, operand, out_tile, short, AluOp, Engine, Site};
+use super::{AluOp, Engine};
 use crate::access::MAX_DIMS;
-use crate::context::env;
+use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, SourceLoc};
+use crate::error::ErrorKind;
 use crate::record::{MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
@@ -94,30 +95,26 @@ impl AffineExpr {
         out
     }
 
-    fn validate(&self, api: &'static str, loc: SourceLoc) {
+    fn validate(&self, ins: &Op) {
         if self.pattern.len() > MAX_DIMS - 1 {
-            fail(
+            ins.fail(
                 ErrorKind::InvalidArgument,
-                api,
                 format!(
                     "affine pattern of '{}' has {} free dimensions; at most {} are supported",
-                    short(api),
+                    short(ins.api),
                     self.pattern.len(),
                     MAX_DIMS - 1
                 ),
-                loc,
             );
         }
         if self.partitions == 0 || self.pattern.iter().any(|d| d.1 == 0) {
-            fail(
+            ins.fail(
                 ErrorKind::InvalidArgument,
-                api,
                 format!(
                     "affine pattern of '{}' has an empty dimension (shape {:?})",
-                    short(api),
+                    short(ins.api),
                     self.shape()
                 ),
-                loc,
             );
         }
     }
@@ -128,13 +125,12 @@ impl AffineExpr {
 #[track_caller]
 pub fn iota(expr: &AffineExpr, dtype: DType) -> Tile {
     const API: &str = "nisa.iota";
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
-    expr.validate(API, loc);
-    let out = out_tile(API, MemKind::Sbuf, dtype, &expr.shape(), loc);
+    let ins = Op::begin(API);
+    expr.validate(&ins);
+    let out = ins.alloc(MemKind::Sbuf, dtype, &expr.shape());
     let ov = out.view();
-    let site = Site::new(Engine::GpSimd, Opcode::Iota, API, loc);
-    issue_op(e, site, &[], &[], &[&ov], dtype, || {
+    let site = Site::new(Engine::GpSimd, Opcode::Iota);
+    ins.compute(site, &[], &[], &[&ov], || {
         ov.scatter(expr.values().into_iter().map(|v| v as f32).collect())
     });
     out
@@ -169,64 +165,42 @@ pub fn affine_select<'a>(
     dtype: Option<DType>,
 ) -> Tile {
     const API: &str = "nisa.affine_select";
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
-    let x: TileRef = on_true.into();
-    operand(API, "on_true_tile", &x, loc);
-    gpsimd_sbuf(API, "on_true_tile", &x, loc);
-    pred.validate(API, loc);
+    let ins = Op::begin(API);
+    let x = ins.input("on_true_tile", on_true);
+    ins.gpsimd_sbuf("on_true_tile", &x);
+    pred.validate(&ins);
     if !cmp.is_comparison() {
-        fail(
-            ErrorKind::InvalidArgument,
-            API,
-            format!(
+        ins.fail(ErrorKind::InvalidArgument, format!(
                 "'{cmp}' is not a comparison operator; 'affine_select' compares the affine value with 0 using equal, not_equal, greater, greater_equal, less or less_equal"
-            ),
-            loc,
-        );
+            ));
     }
     let pshape = pred.shape();
     if pred.partitions != x.partitions() {
-        fail(
-            ErrorKind::PartitionMismatch,
-            API,
-            format!(
+        ins.fail(ErrorKind::PartitionMismatch, format!(
                 "number of partitions (dimension 0 size of a tile) mismatch in parameters (pred{pshape:?}, on_true_tile{:?}) of 'affine_select'",
                 x.shape()
-            ),
-            loc,
-        );
+            ));
     }
     let pfree: usize = pshape[1..].iter().product();
     if pfree != x.free_size() {
-        fail(
-            ErrorKind::ShapeMismatch,
-            API,
-            format!(
+        ins.fail(ErrorKind::ShapeMismatch, format!(
                 "predicate pred{pshape:?} and on_true_tile{:?} of 'affine_select' must have the same number of elements per partition",
                 x.shape()
-            ),
-            loc,
-        );
+            ));
     }
     let out_dtype = dtype.unwrap_or(x.dtype());
     for (what, d) in [("on_true_tile", x.dtype()), ("output", out_dtype)] {
         if matches!(d, DType::I32 | DType::U32) {
-            fail(
-                ErrorKind::DType,
-                API,
-                format!(
+            ins.fail(ErrorKind::DType, format!(
                     "{what} dtype {d} of 'affine_select' is not supported: use a float or an 8/16-bit integer type"
-                ),
-                loc,
-            );
+                ));
         }
     }
-    let out = out_tile(API, MemKind::Sbuf, out_dtype, x.shape(), loc);
+    let out = ins.alloc(MemKind::Sbuf, out_dtype, x.shape());
     let ov = out.view();
-    let site = Site::new(Engine::GpSimd, Opcode::AffineSelect, API, loc);
-    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
-        let v = x.gather(API, loc);
+    let site = Site::new(Engine::GpSimd, Opcode::AffineSelect);
+    ins.compute(site, &[&x], &[], &[&ov], || {
+        let v = x.gather(API, ins.loc);
         let r = v
             .into_iter()
             .zip(pred.values())
@@ -253,34 +227,27 @@ pub fn tensor_partition_reduce<'a>(
     dtype: Option<DType>,
 ) -> Tile {
     const API: &str = "nisa.tensor_partition_reduce";
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
-    let x: TileRef = data.into();
-    operand(API, "data", &x, loc);
-    gpsimd_sbuf(API, "data", &x, loc);
+    let ins = Op::begin(API);
+    let x = ins.input("data", data);
+    ins.gpsimd_sbuf("data", &x);
     if !matches!(
         op,
         AluOp::Add | AluOp::Maximum | AluOp::BitwiseOr | AluOp::BitwiseAnd
     ) {
-        fail(
-            ErrorKind::InvalidArgument,
-            API,
-            format!(
+        ins.fail(ErrorKind::InvalidArgument, format!(
                 "'{op}' is not supported by 'tensor_partition_reduce'; use add, maximum, bitwise_or or bitwise_and"
-            ),
-            loc,
-        );
+            ));
     }
-    bitvec_needs_ints(API, op, &[("data", x.dtype())], loc);
+    bitvec_needs_ints(&ins, op, &[("data", x.dtype())]);
     let mut dims = x.shape().to_vec();
     dims[0] = 1;
     let out_dtype = dtype.unwrap_or(x.dtype());
     let in_dtype = x.dtype();
-    let out = out_tile(API, MemKind::Sbuf, out_dtype, &dims, loc);
+    let out = ins.alloc(MemKind::Sbuf, out_dtype, &dims);
     let ov = out.view();
-    let site = Site::new(Engine::GpSimd, Opcode::PartitionReduce, API, loc);
-    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
-        let v = x.gather(API, loc);
+    let site = Site::new(Engine::GpSimd, Opcode::PartitionReduce);
+    ins.compute(site, &[&x], &[], &[&ov], || {
+        let v = x.gather(API, ins.loc);
         let f = x.free_size();
         let r = (0..f)
             .map(|j| fold(op, v.iter().skip(j).step_by(f).copied(), in_dtype))

@@ -1,10 +1,11 @@
 //! ScalarE instructions: `activation` and `activation_reduce` (`f(data * scale + bias)`, with
 //! an optional per-partition add-reduction of the result).
 
-use super::{fail, issue_op, operand, out_tile, per_partition_shape, short, ActFn, Operand, Site};
-use crate::context::{check, env};
+use super::base::{per_partition_shape, short, Dst, Output, Site};
+use super::{ActFn, Operand};
+use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, SourceLoc};
+use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::target::Target;
 use crate::tile::{Tile, TileRef};
@@ -71,15 +72,23 @@ impl<'a> ActivationArgs<'a> {
 /// `reciprocal` on trn1.
 #[track_caller]
 pub fn activation<'a>(op: ActFn, data: impl Into<TileRef<'a>>, args: ActivationArgs<'a>) -> Tile {
-    activate(
-        "nisa.activation",
-        op,
-        data.into(),
-        args,
-        false,
-        SourceLoc::caller(),
-    )
-    .0
+    let ins = Op::begin("nisa.activation");
+    let dst = Dst::New(args.dtype);
+    activate(&ins, dst, op, data.into(), args, false).0.tile()
+}
+
+/// [`activation`] writing into `dst` (a view with `data`'s partitions and elements per
+/// partition; the result is rounded to its dtype, `args.dtype` is not used): NKI's
+/// `out[...] = nisa.activation(...)`. One instruction.
+#[track_caller]
+pub fn activation_into<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    op: ActFn,
+    data: impl Into<TileRef<'a>>,
+    args: ActivationArgs<'a>,
+) {
+    let ins = Op::begin("nisa.activation");
+    activate(&ins, Dst::Into(dst.into()), op, data.into(), args, false);
 }
 
 /// [`activation`] plus the add-reduction of the activated values along the free dimension
@@ -92,63 +101,47 @@ pub fn activation_reduce<'a>(
     data: impl Into<TileRef<'a>>,
     args: ActivationArgs<'a>,
 ) -> (Tile, Tile) {
-    let (out, red) = activate(
-        "nisa.activation_reduce",
-        op,
-        data.into(),
-        args,
-        true,
-        SourceLoc::caller(),
-    );
-    (out, red.expect("reduce requested"))
+    let ins = Op::begin("nisa.activation_reduce");
+    let dst = Dst::New(args.dtype);
+    let (out, red) = activate(&ins, dst, op, data.into(), args, true);
+    (out.tile(), red.expect("reduce requested"))
 }
 
-fn activate<'a>(
-    api: &'static str,
+/// The `activation` builder (`reduce`: also the per-partition sum into a new `[P, 1]` tile).
+fn activate<'d, 'a>(
+    ins: &Op,
+    dst: Dst<'d>,
     op: ActFn,
     x: TileRef<'a>,
     args: ActivationArgs<'a>,
     reduce: bool,
-    loc: SourceLoc,
-) -> (Tile, Option<Tile>) {
-    let e = env(api, loc);
-    operand(api, "data", &x, loc);
+) -> (Output<'d>, Option<Tile>) {
+    let api = ins.api;
+    ins.operand("data", &x);
     if !op.in_activation_table() {
-        fail(
-            ErrorKind::InvalidArgument,
-            api,
-            format!(
+        ins.fail(ErrorKind::InvalidArgument, format!(
                 "'{op}' is not in the Scalar Engine activation table of '{}'; use the nl function or a Vector Engine instruction",
-                short(api)
-            ),
-            loc,
-        );
+                short(ins.api)
+            ));
     }
     let p = x.partitions();
     if let Some(b) = &args.bias {
-        check(per_partition_shape(api, "bias", b, p), loc);
-        operand(api, "bias", b, loc);
+        ins.check(per_partition_shape(api, "bias", b, p));
+        ins.operand("bias", b);
         if !matches!(b.dtype(), DType::F32 | DType::F16 | DType::BF16) {
-            fail(
-                ErrorKind::DType,
-                api,
-                format!(
+            ins.fail(ErrorKind::DType, format!(
                     "bias {} of '{}' must be float32, float16 or bfloat16 (err_activation_bias_invalid_type)",
                     b.describe(),
-                    short(api)
-                ),
-                loc,
-            );
+                    short(ins.api)
+                ));
         }
-        if op == ActFn::Reciprocal && e.target == Target::Trn1 {
-            fail(
+        if op == ActFn::Reciprocal && ins.target() == Target::Trn1 {
+            ins.fail(
                 ErrorKind::InvalidArgument,
-                api,
                 format!(
                     "activation 'reciprocal' of '{}' cannot take a bias on NeuronCore-v2 (trn1)",
-                    short(api)
+                    short(ins.api)
                 ),
-                loc,
             );
         }
     }
@@ -156,50 +149,42 @@ fn activate<'a>(
         Operand::Scalar { .. } => None,
         Operand::Tile(s) => {
             if s.partitions() != p || s.free_size() != 1 {
-                fail(
-                    ErrorKind::ShapeMismatch,
-                    api,
-                    format!(
+                ins.fail(ErrorKind::ShapeMismatch, format!(
                         "scale of '{}' must be a scalar or a vector of shape [{p}, 1], got {} (err_activation_scale_scalar_or_vector)",
-                        short(api),
+                        short(ins.api),
                         s.describe()
-                    ),
-                    loc,
-                );
+                    ));
             }
-            operand(api, "scale", &s, loc);
+            ins.operand("scale", &s);
             if s.dtype() != DType::F32 {
-                fail(
+                ins.fail(
                     ErrorKind::DType,
-                    api,
                     format!(
                         "scale {} of '{}' must be float32 (err_activation_scale_invalid_type)",
                         s.describe(),
-                        short(api)
+                        short(ins.api)
                     ),
-                    loc,
                 );
             }
             Some(s)
         }
     };
-    let out_dtype = args.dtype.unwrap_or(x.dtype());
-    let out = out_tile(api, MemKind::Sbuf, out_dtype, x.shape(), loc);
-    let red = reduce.then(|| out_tile(api, MemKind::Sbuf, DType::F32, &[p, 1], loc));
+    let out = ins.output(dst, MemKind::Sbuf, x.dtype(), x.shape(), true);
+    let red = reduce.then(|| ins.alloc(MemKind::Sbuf, DType::F32, &[p, 1]));
     let ov = out.view();
     let rv = red.as_ref().map(|t| t.view());
     let extra: Vec<&TileRef> = args.bias.iter().chain(scale_tile.iter()).collect();
     let outs: Vec<&TileRef> = std::iter::once(&ov).chain(rv.iter()).collect();
-    let site = Site::new(Engine::Scalar, Opcode::Activation, api, loc).accumulating(reduce);
-    issue_op(e, site, &[&x], &extra, &outs, out_dtype, || {
-        let v = x.gather(api, loc);
+    let site = Site::new(Engine::Scalar, Opcode::Activation).accumulating(reduce);
+    ins.compute(site, &[&x], &extra, &outs, || {
+        let v = x.gather(api, ins.loc);
         let scale = match (&args.scale, &scale_tile) {
-            (_, Some(s)) => s.gather(api, loc),
+            (_, Some(s)) => s.gather(api, ins.loc),
             (Operand::Scalar { value, .. }, None) => vec![*value; p],
             (Operand::Tile(_), None) => unreachable!("scale tile resolved above"),
         };
         let bias = match &args.bias {
-            Some(b) => b.gather(api, loc),
+            Some(b) => b.gather(api, ins.loc),
             None => vec![0.0; p],
         };
         let f = x.free_size().max(1);

@@ -1,13 +1,14 @@
-//! TensorE instructions: `nc_matmul`, `nc_matmul_acc`, and `nc_transpose` (TensorE, or
-//! VectorE for blocks up to 32x32).
+//! TensorE instructions: `nc_matmul` (also accumulating into PSUM), and `nc_transpose`
+//! (TensorE, or VectorE for blocks up to 32x32). `nl.matmul` / `nl.transpose` lower onto the
+//! builders here.
 
-use super::{engine_in, fail, issue_op, memory, operand, out_tile, Engine, Site};
-use crate::context::{check, env};
+use super::base::{memory, operand, Dst, Output, Site};
+use super::Engine;
+use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, SourceLoc};
+use crate::error::{ErrorKind, NkiError, Result};
 use crate::exec;
-use crate::lang;
-use crate::record::{MemKind, Opcode};
+use crate::record::{Instr, MatmulDims, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
 /// `stationary[K, M]^T @ moving[K, N]` into a new fp32 PSUM tile [M, N] (NKI `nisa.nc_matmul`).
@@ -16,19 +17,33 @@ pub fn nc_matmul<'a, 'b>(
     stationary: impl Into<TileRef<'a>>,
     moving: impl Into<TileRef<'b>>,
 ) -> Tile {
-    let loc = SourceLoc::caller();
-    let (s, m) = (stationary.into(), moving.into());
-    let (_, mm, n) = check(lang::check_matmul("nisa.nc_matmul", &s, &m), loc);
-    let out = Tile::alloc(
-        "nisa.nc_matmul",
-        MemKind::Psum,
-        DType::F32,
-        lang::shape("nisa.nc_matmul", &[mm, n], loc),
-        None,
-        loc,
+    let ins = Op::begin("nisa.nc_matmul");
+    matmul_to(
+        &ins,
+        Dst::New(None),
+        stationary.into(),
+        moving.into(),
+        false,
+    )
+    .tile()
+}
+
+/// `dst = stationary^T @ moving` into an existing PSUM tile or view `dst` of shape [M, N]
+/// (NKI's `psum[...] = nisa.nc_matmul(...)`): one TensorE instruction that overwrites `dst`.
+#[track_caller]
+pub fn nc_matmul_into<'a, 'b, 'c>(
+    dst: impl Into<TileRef<'c>>,
+    stationary: impl Into<TileRef<'a>>,
+    moving: impl Into<TileRef<'b>>,
+) {
+    let ins = Op::begin("nisa.nc_matmul");
+    matmul_to(
+        &ins,
+        Dst::Into(dst.into()),
+        stationary.into(),
+        moving.into(),
+        false,
     );
-    lang::matmul_into("nisa.nc_matmul", s, m, out.view(), false, loc);
-    out
 }
 
 /// `acc += stationary^T @ moving` in PSUM: one accumulating TensorE instruction (NKI's
@@ -40,16 +55,15 @@ pub fn nc_matmul_acc<'a, 'b, 'c>(
     stationary: impl Into<TileRef<'a>>,
     moving: impl Into<TileRef<'b>>,
 ) {
-    let loc = SourceLoc::caller();
+    let ins = Op::begin("nisa.nc_matmul");
     let acc = acc.into();
     let first = !acc.tile().init.get();
-    lang::matmul_into(
-        "nisa.nc_matmul",
+    matmul_to(
+        &ins,
+        Dst::Into(acc),
         stationary.into(),
         moving.into(),
-        acc,
         !first,
-        loc,
     );
 }
 
@@ -60,46 +74,292 @@ pub fn nc_matmul_acc<'a, 'b, 'c>(
 /// * `Engine::Vector`: P, F <= 32; reads SBUF or PSUM, writes a new SBUF tile of `data`'s dtype.
 #[track_caller]
 pub fn nc_transpose<'a>(data: impl Into<TileRef<'a>>, engine: Engine) -> Tile {
+    let ins = Op::begin("nisa.nc_transpose");
+    nc_transpose_to(&ins, Dst::New(None), data.into(), engine).tile()
+}
+
+/// [`nc_transpose`] writing into `dst` (a view of shape [F, P]: PSUM for `Engine::Tensor`, SBUF
+/// or PSUM for `Engine::Vector`; the result is rounded to its dtype). One instruction.
+#[track_caller]
+pub fn nc_transpose_into<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    data: impl Into<TileRef<'a>>,
+    engine: Engine,
+) {
+    let ins = Op::begin("nisa.nc_transpose");
+    nc_transpose_to(&ins, Dst::Into(dst.into()), data.into(), engine);
+}
+
+/// The `nc_transpose` builder.
+fn nc_transpose_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, engine: Engine) -> Output<'d> {
     const API: &str = "nisa.nc_transpose";
-    let loc = SourceLoc::caller();
-    let x: TileRef = data.into();
-    engine_in(API, engine, &[Engine::Tensor, Engine::Vector], loc);
+    ins.engine_in(engine, &[Engine::Tensor, Engine::Vector]);
     if engine == Engine::Tensor {
-        memory(API, "data", &x, &[MemKind::Sbuf], loc);
-        return lang::transpose_to(x, MemKind::Psum, API, loc);
+        ins.memory("data", &x, &[MemKind::Sbuf]);
+        return transpose_to(ins, dst, x, MemKind::Psum);
     }
-    let e = env(API, loc);
-    operand(API, "data", &x, loc);
+    ins.operand("data", &x);
     if x.shape().len() > 2 {
-        fail(
-            ErrorKind::InvalidArgument,
-            API,
-            format!(
+        ins.fail(ErrorKind::InvalidArgument, format!(
                 "parameter 'data{:?}' of 'nc_transpose' exceeds max supported number of dimensions of 2",
                 x.shape()
-            ),
-            loc,
-        );
+            ));
     }
     let (p, f) = (x.partitions(), x.free_size());
     for (dim, size) in [(0, p), (1, f)] {
         if size > 32 {
-            fail(
-                ErrorKind::InvalidArgument,
-                API,
-                format!(
+            ins.fail(ErrorKind::InvalidArgument, format!(
                     "size of dimension {dim} in 'data{:?}' of 'nc_transpose' exceeds the Vector Engine limitation of 32 (use engine=Tensor for up to 128x128)",
                     x.shape()
-                ),
-                loc,
-            );
+                ));
         }
     }
-    let out = out_tile(API, MemKind::Sbuf, x.dtype(), &[f, p], loc);
+    let out = ins.output(dst, MemKind::Sbuf, x.dtype(), &[f, p], true);
     let ov = out.view();
-    let site = Site::new(Engine::Vector, Opcode::VectorTranspose, API, loc);
-    issue_op(e, site, &[&x], &[], &[&ov], x.dtype(), || {
-        ov.scatter(exec::transpose2d(&x.gather(API, loc), p, f))
+    let site = Site::new(Engine::Vector, Opcode::VectorTranspose);
+    ins.compute(site, &[&x], &[], &[&ov], || {
+        ov.scatter(exec::transpose2d(&x.gather(API, ins.loc), p, f))
     });
     out
+}
+
+/// Validates `stationary[K, M]` and `moving[K, N]` for one TensorE matmul; returns (K, M, N).
+pub(crate) fn check_matmul(
+    op: &'static str,
+    s: &TileRef,
+    m: &TileRef,
+) -> Result<(usize, usize, usize)> {
+    memory(op, "stationary", s, &[MemKind::Sbuf])?;
+    memory(op, "moving", m, &[MemKind::Sbuf])?;
+    operand(op, "stationary", s)?;
+    operand(op, "moving", m)?;
+    let (k, mm) = (s.partitions(), s.free_size());
+    let (k2, n) = (m.partitions(), m.free_size());
+    if k != k2 {
+        return Err(NkiError::new(
+            ErrorKind::ContractionMismatch,
+            op,
+            format!(
+                "contraction (partition) dimensions differ: stationary{:?} has K={k}, moving{:?} has K={k2}",
+                s.shape(),
+                m.shape()
+            ),
+        ));
+    }
+    let limits = [
+        ("stationary", s, mm, "gemm_stationary_fmax", 128),
+        ("moving", m, n, "gemm_moving_fmax", 512),
+    ];
+    for (what, t, size, name, max) in limits {
+        if size > max {
+            return Err(NkiError::new(
+                ErrorKind::MatmulLimit,
+                op,
+                format!(
+                    "{what}{:?} free size {size} exceeds {name} of {max}",
+                    t.shape()
+                ),
+            ));
+        }
+    }
+    let f32ish = |d: DType| d == DType::F32;
+    if f32ish(s.dtype()) != f32ish(m.dtype()) {
+        return Err(NkiError::new(
+            ErrorKind::DType,
+            op,
+            format!(
+                "if one matmul input is float32 both must be: stationary is {}, moving is {}",
+                s.dtype(),
+                m.dtype()
+            ),
+        ));
+    }
+    for (w, t) in [("stationary", s), ("moving", m)] {
+        if !t.dtype().is_float() {
+            return Err(NkiError::new(
+                ErrorKind::DType,
+                op,
+                format!(
+                    "matmul operand '{w}' has dtype {}; TensorE takes fp8/bf16/fp16/fp32",
+                    t.dtype()
+                ),
+            ));
+        }
+    }
+    Ok((k, mm, n))
+}
+
+/// The TensorE matmul builder: `out (+)= stationary^T @ moving` (one instruction) into a new
+/// fp32 PSUM tile [M, N] or the PSUM view `dst` of that shape; `acc` accumulates onto `dst`.
+pub(crate) fn matmul_to<'d>(
+    ins: &Op,
+    dst: Dst<'d>,
+    s: TileRef,
+    m: TileRef,
+    acc: bool,
+) -> Output<'d> {
+    let api = ins.api;
+    let (k, mm, n) = ins.check(check_matmul(api, &s, &m));
+    let out = match dst {
+        Dst::New(_) => Output::New(ins.alloc(MemKind::Psum, DType::F32, &[mm, n])),
+        Dst::Into(out) => {
+            ins.memory("dst", &out, &[MemKind::Psum]);
+            if out.shape() != [mm, n] {
+                ins.fail(
+                    ErrorKind::ShapeMismatch,
+                    format!(
+                        "accumulator {} must have shape [{mm}, {n}] for stationary{:?} and moving{:?}",
+                        out.describe(),
+                        s.shape(),
+                        m.shape()
+                    ),
+                );
+            }
+            Output::Into(out)
+        }
+    };
+    let ov = out.view();
+    ins.issue(
+        &[&ov],
+        || matmul_tiles(ins, (k, mm, n), (&s, &m, &ov), acc),
+        || {
+            let mut reads = vec![s.region(), m.region()];
+            if acc {
+                reads.push(ov.region());
+            }
+            Instr {
+                partitions: s.partitions() as u32,
+                free: m.free_size() as u32,
+                inputs: 2,
+                in_dtype: m.dtype(),
+                out_dtype: ov.dtype(),
+                psum: true,
+                matmul: Some(MatmulDims {
+                    k: s.partitions() as u32,
+                    m: s.free_size() as u32,
+                    n: m.free_size() as u32,
+                    fp32: m.dtype() == DType::F32,
+                }),
+                reads,
+                writes: vec![ov.region()],
+                ..Instr::new(Engine::Tensor, Opcode::Matmul, api, ins.loc)
+            }
+        },
+    );
+    out
+}
+
+/// The TensorE transpose builder: `x` [P, F] (both at most 128, SBUF) to [F, P] in a new tile in
+/// `mem` (fp32 in PSUM, `x`'s dtype in SBUF) or in `dst`; recorded as one transpose.
+pub(crate) fn transpose_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, mem: MemKind) -> Output<'d> {
+    let api = ins.api;
+    ins.memory("x", &x, &[MemKind::Sbuf]);
+    ins.operand("x", &x);
+    let (p, f) = (x.partitions(), x.free_size());
+    if x.shape().len() > 2 {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "parameter 'x{:?}' of 'transpose' exceeds max supported number of dimensions of 2",
+                x.shape()
+            ),
+        );
+    }
+    if f > 128 {
+        ins.fail(
+            ErrorKind::MatmulLimit,
+            format!("size of dimension 1 in 'x{:?}' of 'transpose' exceeds architecture limitation of 128", x.shape()),
+        );
+    }
+    let dtype = if mem == MemKind::Psum {
+        DType::F32
+    } else {
+        x.dtype()
+    };
+    let out = ins.output(dst, mem, dtype, &[f, p], false);
+    let ov = out.view();
+    ins.issue(
+        &[&ov],
+        || ov.scatter(exec::transpose2d(&x.gather(api, ins.loc), p, f)),
+        || Instr {
+            partitions: p as u32,
+            free: f as u32,
+            in_dtype: x.dtype(),
+            out_dtype: ov.dtype(),
+            psum: true,
+            matmul: Some(MatmulDims {
+                k: p as u32,
+                m: p as u32,
+                n: f as u32,
+                fp32: x.dtype() == DType::F32,
+            }),
+            reads: vec![x.region()],
+            writes: vec![ov.region()],
+            ..Instr::new(Engine::Tensor, Opcode::Transpose, api, ins.loc)
+        },
+    );
+    out
+}
+
+/// One TensorE matmul on tile views: `out (+)= s^T @ m` for `s` [K, M], `m` [K, N] and the
+/// PSUM view `out` [M, N], reading the operands in place when they are plain strided matrices
+/// (copying them otherwise). Raises on reads of unwritten tiles.
+fn matmul_tiles(
+    ins: &Op,
+    (k, mm, n): (usize, usize, usize),
+    (s, m, out): (&TileRef, &TileRef, &TileRef),
+    acc: bool,
+) {
+    let (api, loc) = (ins.api, ins.loc);
+    let distinct = !std::ptr::eq(s.tile, out.tile) && !std::ptr::eq(m.tile, out.tile);
+    if let (true, DType::F32, Some(sa), Some(ma), Some(oa)) = (
+        distinct,
+        out.dtype(),
+        s.ap.as_matrix(),
+        m.ap.as_matrix(),
+        out.ap.as_matrix(),
+    ) {
+        s.check_init(api, loc);
+        m.check_init(api, loc);
+        if acc {
+            out.check_init(api, loc);
+        }
+        let (sd, md) = (s.tile.data(), m.tile.data());
+        let mut od = out.tile.data_mut();
+        exec::gemm_tn_strided(
+            k,
+            mm,
+            n,
+            exec::Strided {
+                data: &sd,
+                offset: sa.0,
+                rs: sa.1,
+                cs: sa.2,
+            },
+            exec::Strided {
+                data: &md,
+                offset: ma.0,
+                rs: ma.1,
+                cs: ma.2,
+            },
+            exec::StridedMut {
+                data: &mut od,
+                offset: oa.0,
+                rs: oa.1,
+                cs: oa.2,
+            },
+            acc,
+        );
+        drop(od);
+        out.mark_written();
+        return;
+    }
+    let (a, b) = (s.gather(api, loc), m.gather(api, loc));
+    let mut c = if acc {
+        out.gather(api, loc)
+    } else {
+        vec![0.0; mm * n]
+    };
+    exec::gemm_tn(k, mm, n, &a, &b, &mut c, acc);
+    out.scatter(c);
 }

@@ -4,9 +4,13 @@
 use super::trace::{run, run_on};
 use super::*;
 use crate::context::Mode;
+use crate::dtype::DType;
+use crate::error::ErrorKind;
 use crate::hbm::Hbm;
-use crate::record::{BufId, Instr};
+use crate::lang;
+use crate::record::{BufId, Instr, MemKind, Opcode};
 use crate::target::Target;
+use crate::tile::Tile;
 
 /// Runs `f`, which must issue exactly one instruction after `setup` instructions; returns it.
 fn one(mode: Mode, setup: usize, f: impl FnOnce()) -> Instr {
@@ -286,4 +290,193 @@ fn trn1_restrictions() {
     let e = run_on(Target::Trn1, Mode::Execute, recip_bias).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     run_on(Target::Trn3, Mode::Execute, recip_bias).unwrap();
+}
+
+/// `full(dims, v)` as an f32 SBUF tile.
+fn filled(dims: &[usize], v: f32) -> Tile {
+    lang::full(dims, v, DType::F32, MemKind::Sbuf)
+}
+
+/// Row-major values of a `[4, 16]` tile whose columns `8..16` hold `v` and the rest 0.
+fn right_half(v: f32) -> Vec<f32> {
+    (0..64).map(|i| if i % 16 >= 8 { v } else { 0.0 }).collect()
+}
+
+#[test]
+fn destination_forms_write_part_of_a_tile_with_one_instruction() {
+    // Each case: setup tiles (dst first, one memset each), one `_into` call into dst's right
+    // half, then dst's values.
+    type Case = (&'static str, fn() -> Vec<f32>, Vec<f32>);
+    let cases: Vec<Case> = vec![
+        (
+            "tensor_tensor",
+            || {
+                let (dst, a, b) = (
+                    filled(&[4, 16], 0.0),
+                    filled(&[4, 8], 2.0),
+                    filled(&[4, 8], 3.0),
+                );
+                tensor_tensor_into(dst.slice((0..4, 8..16)), &a, &b, AluOp::Add);
+                dst.values()
+            },
+            right_half(5.0),
+        ),
+        (
+            "tensor_scalar",
+            || {
+                let (dst, a) = (filled(&[4, 16], 0.0), filled(&[4, 8], 2.0));
+                let args = TensorScalarArgs::new().reverse0();
+                tensor_scalar_into(dst.slice((0..4, 8..16)), &a, AluOp::Subtract, 1.0, args);
+                dst.values()
+            },
+            right_half(-1.0),
+        ),
+        (
+            "activation",
+            || {
+                let (dst, a) = (filled(&[4, 16], 0.0), filled(&[4, 8], -2.0));
+                let args = ActivationArgs::new().scale(-1.5);
+                activation_into(dst.slice((0..4, 8..16)), ActFn::Relu, &a, args);
+                dst.values()
+            },
+            right_half(3.0),
+        ),
+        (
+            "tensor_copy",
+            || {
+                let (dst, a) = (filled(&[4, 16], 0.0), filled(&[4, 8], 7.0));
+                tensor_copy_into(dst.slice((0..4, 8..16)), &a, Engine::GpSimd);
+                dst.values()
+            },
+            right_half(7.0),
+        ),
+        (
+            "tensor_reduce",
+            || {
+                let (dst, a) = (filled(&[4, 2], 0.0), filled(&[4, 8], 1.5));
+                tensor_reduce_into(dst.slice((0..4, 1..2)), AluOp::Add, &a, &[1], true, false);
+                dst.values()
+            },
+            [0.0, 12.0].repeat(4),
+        ),
+        (
+            "bn_stats",
+            || {
+                let (dst, a) = (filled(&[4, 12], 0.0), filled(&[4, 8], 3.0));
+                bn_stats_into(dst.slice((0..4, 6..12)), &a);
+                dst.values()
+            },
+            [[0.0; 6].as_slice(), &[4.0, 3.0, 0.0, 4.0, 3.0, 0.0]]
+                .concat()
+                .repeat(4),
+        ),
+        (
+            "nc_transpose vector",
+            || {
+                let (dst, a) = (filled(&[8, 8], 0.0), filled(&[4, 8], 2.0));
+                nc_transpose_into(dst.slice((0..8, 4..8)), &a, Engine::Vector);
+                dst.values()
+            },
+            [[0.0; 4], [2.0; 4]].concat().repeat(8),
+        ),
+        (
+            "nc_matmul",
+            || {
+                let dst = lang::zeros(&[4, 16], DType::F32, MemKind::Psum);
+                let (s, m) = (filled(&[2, 4], 1.0), filled(&[2, 8], 2.5));
+                nc_matmul_into(dst.slice((0..4, 8..16)), &s, &m);
+                dst.values()
+            },
+            right_half(5.0),
+        ),
+        (
+            "nc_transpose tensor",
+            || {
+                let dst = lang::zeros(&[8, 8], DType::F32, MemKind::Psum);
+                let a = filled(&[4, 8], 2.0);
+                nc_transpose_into(dst.slice((0..8, 4..8)), &a, Engine::Tensor);
+                dst.values()
+            },
+            [[0.0; 4], [2.0; 4]].concat().repeat(8),
+        ),
+    ];
+    for (name, f, want) in cases {
+        let mut got = Vec::new();
+        let recs = run(Mode::Simulate, || got = f()).expect(name);
+        assert_eq!(got, want, "{name}");
+        let last = recs.last().unwrap();
+        let dst_id = match recs[0].writes[0].buf {
+            BufId::Tile(id) => id,
+            BufId::Hbm(_) => unreachable!(),
+        };
+        assert_eq!(last.writes.len(), 1, "{name}: one write region");
+        assert_eq!(last.writes[0].buf, BufId::Tile(dst_id), "{name} writes dst");
+        assert!(last.writes[0].lo > 0, "{name}: only part of dst is written");
+        // Estimate mode: one record too, and the written destination reads as initialised.
+        let n = recs.len();
+        let recs = run(Mode::Estimate, || {
+            f();
+        })
+        .expect(name);
+        assert_eq!(recs.len(), n, "{name}: same records in estimate mode");
+    }
+}
+
+#[test]
+fn destination_marks_an_unwritten_tile_written_in_estimate_mode() {
+    for mode in [Mode::Simulate, Mode::Estimate] {
+        run(mode, || {
+            let dst = lang::ndarray(&[4, 8], DType::F32, MemKind::Sbuf);
+            let a = filled(&[4, 8], 2.0);
+            tensor_tensor_into(&dst, &a, &a, AluOp::Multiply);
+            let y = tensor_copy(&dst, None, Engine::Vector);
+            if mode == Mode::Simulate {
+                assert_eq!(y.values(), vec![4.0; 32]);
+            }
+        })
+        .unwrap();
+    }
+}
+
+#[test]
+fn destination_errors() {
+    let e = run(Mode::Execute, || {
+        let (dst, a) = (filled(&[4, 16], 0.0), filled(&[4, 8], 2.0));
+        tensor_tensor_into(dst.slice((0..4, 0..4)), &a, &a, AluOp::Add);
+    })
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
+    assert_eq!(e.op(), "nisa.tensor_tensor");
+    assert!(e.message().contains("destination dst[4, 4]"), "{e}");
+    assert_eq!(e.location().unwrap().line, line!() - 6);
+    let e = run(Mode::Execute, || {
+        let (dst, a) = (filled(&[2, 6], 0.0), filled(&[4, 8], 2.0));
+        bn_stats_into(&dst, &a);
+    })
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
+    // GpSimd cannot write PSUM; a matmul needs a PSUM destination of the result's shape.
+    let e = run(Mode::Execute, || {
+        let dst = lang::zeros(&[4, 8], DType::F32, MemKind::Psum);
+        tensor_copy_into(&dst, &filled(&[4, 8], 1.0), Engine::GpSimd);
+    })
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
+    let e = run(Mode::Execute, || {
+        let (dst, s, m) = (
+            filled(&[4, 8], 0.0),
+            filled(&[2, 4], 1.0),
+            filled(&[2, 8], 1.0),
+        );
+        nc_matmul_into(&dst, &s, &m);
+    })
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
+    let e = run(Mode::Execute, || {
+        let dst = lang::zeros(&[4, 4], DType::F32, MemKind::Psum);
+        let (s, m) = (filled(&[2, 4], 1.0), filled(&[2, 8], 1.0));
+        nc_matmul_into(&dst, &s, &m);
+    })
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
 }

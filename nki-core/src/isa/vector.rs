@@ -7,69 +7,43 @@
 //! accumulate in f64 and round once, i.e. they return the correctly rounded fp32 result; the
 //! hardware's own summation order is not public.
 
-use super::{
-    engine_in, fail, gpsimd_sbuf, issue_op, not_both_psum, operand, out_tile, same_free,
-    same_partitions, short, AluOp, Engine, Operand, PerPartition, Site,
-};
-use crate::context::env;
+use super::base::{alu_engine, short, Dst, Output, Site};
+use super::{AluOp, Engine, Operand};
+use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, SourceLoc};
+use crate::error::ErrorKind;
 use crate::record::{MemKind, Opcode};
 use crate::target::Target;
 use crate::tile::{Tile, TileRef};
 
 /// Bitvec operators need integer operands.
-pub(super) fn bitvec_needs_ints(
-    api: &'static str,
-    op: AluOp,
-    dtypes: &[(&str, DType)],
-    loc: SourceLoc,
-) {
+pub(super) fn bitvec_needs_ints(ins: &Op, op: AluOp, dtypes: &[(&str, DType)]) {
     if !op.is_bitvec() {
         return;
     }
     for (what, d) in dtypes {
         if !d.is_int() {
-            fail(
-                ErrorKind::DType,
-                api,
-                format!(
+            ins.fail(ErrorKind::DType, format!(
                     "bitvec operator '{op}' of '{}' works on integer bit patterns, but operand '{what}' has dtype {d}",
-                    short(api)
-                ),
-                loc,
-            );
+                    short(ins.api)
+                ));
         }
     }
 }
 
 /// Bitvec operators run on VectorE only.
-fn bitvec_on_vector(api: &'static str, ops: &[AluOp], engine: Engine, loc: SourceLoc) {
+fn bitvec_on_vector(ins: &Op, ops: &[AluOp], engine: Engine) {
     if engine != Engine::Vector {
         if let Some(op) = ops.iter().find(|o| o.is_bitvec()) {
-            fail(
+            ins.fail(
                 ErrorKind::InvalidArgument,
-                api,
                 format!(
                     "bitvec operator '{op}' of '{}' is only supported on the Vector Engine, not {}",
-                    short(api),
+                    short(ins.api),
                     engine.name()
                 ),
-                loc,
             );
         }
-    }
-}
-
-/// The engine a `tensor_tensor` runs on: GpSimd for `power` and for 32-bit integer
-/// add/subtract/multiply, VectorE otherwise (NKI's engine table).
-fn tensor_tensor_engine(op: AluOp, a: DType, b: DType) -> Engine {
-    let int32 = |d: DType| matches!(d, DType::I32 | DType::U32);
-    let int_arith = matches!(op, AluOp::Add | AluOp::Subtract | AluOp::Multiply);
-    if op == AluOp::Power || (int_arith && int32(a) && int32(b)) {
-        Engine::GpSimd
-    } else {
-        Engine::Vector
     }
 }
 
@@ -86,28 +60,52 @@ pub fn tensor_tensor<'a, 'b>(
     op: AluOp,
     dtype: Option<DType>,
 ) -> Tile {
+    let ins = Op::begin("nisa.tensor_tensor");
+    tensor_tensor_to(&ins, Dst::New(dtype), data1.into(), data2.into(), op).tile()
+}
+
+/// [`tensor_tensor`] writing into `dst` (a tile or a view of one with `data1`'s partitions and
+/// elements per partition; the result is rounded to its dtype): NKI's
+/// `dst[...] = nisa.tensor_tensor(...)`, and `acc[...] += x` as
+/// `tensor_tensor_into(acc_view, acc_view, x, AluOp::Add)`. One instruction.
+#[track_caller]
+pub fn tensor_tensor_into<'d, 'a, 'b>(
+    dst: impl Into<TileRef<'d>>,
+    data1: impl Into<TileRef<'a>>,
+    data2: impl Into<TileRef<'b>>,
+    op: AluOp,
+) {
+    let ins = Op::begin("nisa.tensor_tensor");
+    tensor_tensor_to(&ins, Dst::Into(dst.into()), data1.into(), data2.into(), op);
+}
+
+/// The `tensor_tensor` builder.
+fn tensor_tensor_to<'d>(ins: &Op, dst: Dst<'d>, a: TileRef, b: TileRef, op: AluOp) -> Output<'d> {
     const API: &str = "nisa.tensor_tensor";
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
-    let (a, b): (TileRef, TileRef) = (data1.into(), data2.into());
-    operand(API, "data1", &a, loc);
-    operand(API, "data2", &b, loc);
-    same_partitions(API, ("data1", &a), ("data2", &b), loc);
-    same_free(API, ("data1", &a), ("data2", &b), loc);
-    not_both_psum(API, ("data1", &a), ("data2", &b), loc);
-    bitvec_needs_ints(API, op, &[("data1", a.dtype()), ("data2", b.dtype())], loc);
-    let engine = tensor_tensor_engine(op, a.dtype(), b.dtype());
-    if engine == Engine::GpSimd {
-        gpsimd_sbuf(API, "data1", &a, loc);
-        gpsimd_sbuf(API, "data2", &b, loc);
-    }
+    ins.operand("data1", &a);
+    ins.operand("data2", &b);
+    ins.same_partitions(("data1", &a), ("data2", &b));
+    ins.same_free(("data1", &a), ("data2", &b));
+    ins.not_both_psum(("data1", &a), ("data2", &b));
+    bitvec_needs_ints(ins, op, &[("data1", a.dtype()), ("data2", b.dtype())]);
     let in_dtype = DType::promote(a.dtype(), b.dtype());
-    let out_dtype = dtype.unwrap_or(in_dtype);
-    let out = out_tile(API, MemKind::Sbuf, out_dtype, a.shape(), loc);
+    // The instruction runs where the table puts it; a PSUM operand is an error there.
+    let engine = alu_engine(op, in_dtype, false);
+    if engine == Engine::GpSimd {
+        ins.gpsimd_sbuf("data1", &a);
+        ins.gpsimd_sbuf("data2", &b);
+    }
+    let out = ins.output(
+        dst,
+        MemKind::Sbuf,
+        in_dtype,
+        a.shape(),
+        engine != Engine::GpSimd,
+    );
     let ov = out.view();
-    let site = Site::new(engine, Opcode::TensorTensor, API, loc).with_alu(op);
-    issue_op(e, site, &[&a, &b], &[], &[&ov], out_dtype, || {
-        let (x, y) = (a.gather(API, loc), b.gather(API, loc));
+    let site = Site::new(engine, Opcode::TensorTensor).with_alu(op);
+    ins.compute(site, &[&a, &b], &[], &[&ov], || {
+        let (x, y) = (a.gather(API, ins.loc), b.gather(API, ins.loc));
         let r = x
             .iter()
             .zip(&y)
@@ -199,44 +197,56 @@ pub fn tensor_scalar<'a>(
     operand0: impl Into<Operand<'a>>,
     args: TensorScalarArgs<'a>,
 ) -> Tile {
+    let ins = Op::begin("nisa.tensor_scalar");
+    let dst = Dst::New(args.dtype);
+    tensor_scalar_to(&ins, dst, data.into(), op0, operand0.into(), args).tile()
+}
+
+/// [`tensor_scalar`] writing into `dst` (a tile or view with `data`'s partitions and elements
+/// per partition; the result is rounded to its dtype, `args.dtype` is not used). One
+/// instruction.
+#[track_caller]
+pub fn tensor_scalar_into<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    data: impl Into<TileRef<'a>>,
+    op0: AluOp,
+    operand0: impl Into<Operand<'a>>,
+    args: TensorScalarArgs<'a>,
+) {
+    let ins = Op::begin("nisa.tensor_scalar");
+    let dst = Dst::Into(dst.into());
+    tensor_scalar_to(&ins, dst, data.into(), op0, operand0.into(), args);
+}
+
+/// The `tensor_scalar` builder.
+fn tensor_scalar_to<'d, 'a>(
+    ins: &Op,
+    dst: Dst<'d>,
+    x: TileRef<'a>,
+    op0: AluOp,
+    operand0: Operand<'a>,
+    args: TensorScalarArgs<'a>,
+) -> Output<'d> {
     const API: &str = "nisa.tensor_scalar";
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
-    let x: TileRef = data.into();
     let engine = args.engine;
-    engine_in(
-        API,
-        engine,
-        &[Engine::Vector, Engine::Scalar, Engine::GpSimd],
-        loc,
-    );
-    operand(API, "data", &x, loc);
+    ins.engine_in(engine, &[Engine::Vector, Engine::Scalar, Engine::GpSimd]);
+    ins.operand("data", &x);
     if engine == Engine::GpSimd {
-        gpsimd_sbuf(API, "data", &x, loc);
+        ins.gpsimd_sbuf("data", &x);
     }
     let op1 = args.op1.map(|(o, _)| o);
     if let Some(o1) = op1 {
         if o1.is_bitvec() != op0.is_bitvec() {
-            fail(
-                ErrorKind::InvalidArgument,
-                API,
-                format!(
+            ins.fail(ErrorKind::InvalidArgument, format!(
                     "operators '{op0}' and '{o1}' of 'tensor_scalar' must both be arithmetic or both be bitvec operators"
-                ),
-                loc,
-            );
+                ));
         }
     }
     let ops: Vec<AluOp> = std::iter::once(op0).chain(op1).collect();
-    bitvec_on_vector(API, &ops, engine, loc);
-    bitvec_needs_ints(API, op0, &[("data", x.dtype())], loc);
-    if engine == Engine::Scalar && e.target == Target::Trn1 {
-        fail(
-            ErrorKind::InvalidArgument,
-            API,
-            "'tensor_scalar' on the Scalar Engine needs NeuronCore-v3 or later (trn2+); use the Vector Engine or activation(copy) with scale/bias on trn1".to_string(),
-            loc,
-        );
+    bitvec_on_vector(ins, &ops, engine);
+    bitvec_needs_ints(ins, op0, &[("data", x.dtype())]);
+    if engine == Engine::Scalar && ins.target() == Target::Trn1 {
+        ins.fail(ErrorKind::InvalidArgument, "'tensor_scalar' on the Scalar Engine needs NeuronCore-v3 or later (trn2+); use the Vector Engine or activation(copy) with scale/bias on trn1".to_string());
     }
     if engine == Engine::Scalar {
         let ok = matches!(
@@ -245,35 +255,28 @@ pub fn tensor_scalar<'a>(
         );
         if !ok {
             let second = op1.map(|o| o.name()).unwrap_or("None");
-            fail(
-                ErrorKind::InvalidArgument,
-                API,
-                format!(
+            ins.fail(ErrorKind::InvalidArgument, format!(
                     "Scalar Engine supports only (multiply, add), (multiply, None) and (add, None) in 'tensor_scalar', got ({op0}, {second})"
-                ),
-                loc,
-            );
+                ));
         }
     }
     let p = x.partitions();
-    let s0 = PerPartition::new(API, "operand0", operand0.into(), p, loc);
-    let s1 = args
-        .op1
-        .map(|(_, o)| PerPartition::new(API, "operand1", o, p, loc));
+    let s0 = ins.per_partition("operand0", operand0, p);
+    let s1 = args.op1.map(|(_, o)| ins.per_partition("operand1", o, p));
     let in_dtype = x.dtype();
-    let out_dtype = args.dtype.unwrap_or(in_dtype);
-    let out = out_tile(API, MemKind::Sbuf, out_dtype, x.shape(), loc);
+    let to_psum = engine != Engine::GpSimd;
+    let out = ins.output(dst, MemKind::Sbuf, in_dtype, x.shape(), to_psum);
     let ov = out.view();
     let (rev0, rev1) = (args.reverse0, args.reverse1);
-    let site = Site::new(engine, Opcode::TensorScalar, API, loc);
+    let site = Site::new(engine, Opcode::TensorScalar);
     let extra: Vec<&TileRef> = [s0.tile(), s1.as_ref().and_then(|s| s.tile())]
         .into_iter()
         .flatten()
         .collect();
-    issue_op(e, site, &[&x], &extra, &[&ov], out_dtype, || {
-        let v = x.gather(API, loc);
-        let c0 = s0.values(API, p, loc);
-        let c1 = s1.map(|s| s.values(API, p, loc));
+    ins.compute(site, &[&x], &extra, &[&ov], || {
+        let v = x.gather(API, ins.loc);
+        let c0 = s0.values(ins, p);
+        let c1 = s1.map(|s| s.values(ins, p));
         let f = x.free_size();
         let apply = |o: AluOp, t: f32, c: f32, rev: bool| {
             if rev {
@@ -344,55 +347,67 @@ pub fn tensor_reduce<'a>(
     negate: bool,
     dtype: Option<DType>,
 ) -> Tile {
+    let ins = Op::begin("nisa.tensor_reduce");
+    let how = (axes, keepdims, negate);
+    tensor_reduce_to(&ins, Dst::New(dtype), op, data.into(), how).tile()
+}
+
+/// [`tensor_reduce`] writing into `dst` (a view with the result's partitions and elements per
+/// partition, e.g. one column of a `[P, n]` tile; the result is rounded to its dtype). One
+/// instruction.
+#[track_caller]
+pub fn tensor_reduce_into<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    op: AluOp,
+    data: impl Into<TileRef<'a>>,
+    axes: &[usize],
+    keepdims: bool,
+    negate: bool,
+) {
+    let ins = Op::begin("nisa.tensor_reduce");
+    let how = (axes, keepdims, negate);
+    tensor_reduce_to(&ins, Dst::Into(dst.into()), op, data.into(), how);
+}
+
+/// The `tensor_reduce` builder; `how` is `(axes, keepdims, negate)`.
+fn tensor_reduce_to<'d>(
+    ins: &Op,
+    dst: Dst<'d>,
+    op: AluOp,
+    x: TileRef,
+    how: (&[usize], bool, bool),
+) -> Output<'d> {
     const API: &str = "nisa.tensor_reduce";
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
-    let x: TileRef = data.into();
-    operand(API, "data", &x, loc);
+    let (axes, keepdims, negate) = how;
+    ins.operand("data", &x);
     if !op.is_reducible() {
-        fail(
-            ErrorKind::InvalidArgument,
-            API,
-            format!(
+        ins.fail(ErrorKind::InvalidArgument, format!(
                 "'{op}' is not a reduce operator; 'tensor_reduce' takes add, subtract, multiply, maximum, minimum, logical or bitwise and/or/xor"
-            ),
-            loc,
-        );
+            ));
     }
-    bitvec_needs_ints(API, op, &[("data", x.dtype())], loc);
+    bitvec_needs_ints(ins, op, &[("data", x.dtype())]);
     let nd = x.shape().len();
     if axes.contains(&0) {
-        fail(
-            ErrorKind::PartitionReduction,
-            API,
-            format!(
+        ins.fail(ErrorKind::PartitionReduction, format!(
                 "Reduction on partition axes is not supported: axis 0 of data{:?} in 'tensor_reduce' is the partition axis; reduce free axes, or use tensor_partition_reduce / a matmul against ones",
                 x.shape()
-            ),
-            loc,
-        );
+            ));
     }
     if !trailing_axes(axes, nd) {
-        fail(
-            ErrorKind::InvalidArgument,
-            API,
-            format!(
+        ins.fail(ErrorKind::InvalidArgument, format!(
                 "invalid axis {axes:?} for data{:?} in 'tensor_reduce': the axes must be the last free dimensions in increasing order (e.g. [{}] or [1..={}])",
                 x.shape(),
                 nd - 1,
                 nd - 1
-            ),
-            loc,
-        );
+            ));
     }
     let (dims, inner) = reduced_shape(x.shape(), axes[0], keepdims);
-    let out_dtype = dtype.unwrap_or(x.dtype());
     let in_dtype = x.dtype();
-    let out = out_tile(API, MemKind::Sbuf, out_dtype, &dims, loc);
+    let out = ins.output(dst, MemKind::Sbuf, in_dtype, &dims, true);
     let ov = out.view();
-    let site = Site::new(Engine::Vector, Opcode::TensorReduce, API, loc);
-    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
-        let v = x.gather(API, loc);
+    let site = Site::new(Engine::Vector, Opcode::TensorReduce);
+    ins.compute(site, &[&x], &[], &[&ov], || {
+        let v = x.gather(API, ins.loc);
         let r = v
             .chunks(inner)
             .map(|c| {
@@ -413,26 +428,36 @@ pub fn tensor_reduce<'a>(
 /// ScalarE or GpSimdE (GpSimd cannot read PSUM). Values go through fp32.
 #[track_caller]
 pub fn tensor_copy<'a>(src: impl Into<TileRef<'a>>, dtype: Option<DType>, engine: Engine) -> Tile {
+    let ins = Op::begin("nisa.tensor_copy");
+    tensor_copy_to(&ins, Dst::New(dtype), src.into(), engine).tile()
+}
+
+/// [`tensor_copy`] writing (and casting) into `dst` (a view with `src`'s partitions and
+/// elements per partition). One instruction.
+#[track_caller]
+pub fn tensor_copy_into<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    src: impl Into<TileRef<'a>>,
+    engine: Engine,
+) {
+    let ins = Op::begin("nisa.tensor_copy");
+    tensor_copy_to(&ins, Dst::Into(dst.into()), src.into(), engine);
+}
+
+/// The `tensor_copy` builder.
+fn tensor_copy_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, engine: Engine) -> Output<'d> {
     const API: &str = "nisa.tensor_copy";
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
-    let x: TileRef = src.into();
-    engine_in(
-        API,
-        engine,
-        &[Engine::Vector, Engine::Scalar, Engine::GpSimd],
-        loc,
-    );
-    operand(API, "src", &x, loc);
+    ins.engine_in(engine, &[Engine::Vector, Engine::Scalar, Engine::GpSimd]);
+    ins.operand("src", &x);
     if engine == Engine::GpSimd {
-        gpsimd_sbuf(API, "src", &x, loc);
+        ins.gpsimd_sbuf("src", &x);
     }
-    let out_dtype = dtype.unwrap_or(x.dtype());
-    let out = out_tile(API, MemKind::Sbuf, out_dtype, x.shape(), loc);
+    let to_psum = engine != Engine::GpSimd;
+    let out = ins.output(dst, MemKind::Sbuf, x.dtype(), x.shape(), to_psum);
     let ov = out.view();
-    let site = Site::new(engine, Opcode::TensorCopy, API, loc);
-    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
-        ov.scatter(x.gather(API, loc))
+    let site = Site::new(engine, Opcode::TensorCopy);
+    ins.compute(site, &[&x], &[], &[&ov], || {
+        ov.scatter(x.gather(API, ins.loc))
     });
     out
 }
@@ -462,36 +487,33 @@ pub fn tensor_tensor_scan<'a, 'b>(
     args: ScanArgs,
 ) -> Tile {
     const API: &str = "nisa.tensor_tensor_scan";
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
+    let ins = Op::begin(API);
     let (a, b): (TileRef, TileRef) = (data0.into(), data1.into());
-    operand(API, "data0", &a, loc);
-    operand(API, "data1", &b, loc);
-    same_partitions(API, ("data0", &a), ("data1", &b), loc);
-    same_free(API, ("data0", &a), ("data1", &b), loc);
-    not_both_psum(API, ("data0", &a), ("data1", &b), loc);
+    ins.operand("data0", &a);
+    ins.operand("data1", &b);
+    ins.same_partitions(("data0", &a), ("data1", &b));
+    ins.same_free(("data0", &a), ("data1", &b));
+    ins.not_both_psum(("data0", &a), ("data1", &b));
     for o in [op0, op1] {
         if o.is_bitvec() {
-            fail(
+            ins.fail(
                 ErrorKind::InvalidArgument,
-                API,
                 format!(
                     "'tensor_tensor_scan' takes arithmetic operators, got bitvec operator '{o}'"
                 ),
-                loc,
             );
         }
     }
     let p = a.partitions();
-    let init = PerPartition::new(API, "initial", initial.into(), p, loc);
+    let init = ins.per_partition("initial", initial.into(), p);
     let out_dtype = args.dtype.unwrap_or(a.dtype());
-    let out = out_tile(API, MemKind::Sbuf, out_dtype, a.shape(), loc);
+    let out = ins.alloc(MemKind::Sbuf, out_dtype, a.shape());
     let ov = out.view();
-    let site = Site::new(Engine::Vector, Opcode::TensorTensorScan, API, loc);
+    let site = Site::new(Engine::Vector, Opcode::TensorTensorScan);
     let extra: Vec<&TileRef> = init.tile().into_iter().collect();
-    issue_op(e, site, &[&a, &b], &extra, &[&ov], out_dtype, || {
-        let (x, y) = (a.gather(API, loc), b.gather(API, loc));
-        let r0 = init.values(API, p, loc);
+    ins.compute(site, &[&a, &b], &extra, &[&ov], || {
+        let (x, y) = (a.gather(API, ins.loc), b.gather(API, ins.loc));
+        let r0 = init.values(&ins, p);
         let f = a.free_size();
         let mut out = Vec::with_capacity(x.len());
         for (part, (xs, ys)) in x.chunks(f).zip(y.chunks(f)).enumerate() {
@@ -520,16 +542,19 @@ pub fn tensor_tensor_scan<'a, 'b>(
 #[track_caller]
 pub fn reciprocal<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
     const API: &str = "nisa.reciprocal";
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
-    let x: TileRef = data.into();
-    operand(API, "data", &x, loc);
+    let ins = Op::begin(API);
+    let x = ins.input("data", data);
     let out_dtype = dtype.unwrap_or(x.dtype());
-    let out = out_tile(API, MemKind::Sbuf, out_dtype, x.shape(), loc);
+    let out = ins.alloc(MemKind::Sbuf, out_dtype, x.shape());
     let ov = out.view();
-    let site = Site::new(Engine::Vector, Opcode::Reciprocal, API, loc);
-    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
-        ov.scatter(x.gather(API, loc).into_iter().map(|v| 1.0 / v).collect())
+    let site = Site::new(Engine::Vector, Opcode::Reciprocal);
+    ins.compute(site, &[&x], &[], &[&ov], || {
+        ov.scatter(
+            x.gather(API, ins.loc)
+                .into_iter()
+                .map(|v| 1.0 / v)
+                .collect(),
+        )
     });
     out
 }
@@ -539,13 +564,12 @@ pub fn reciprocal<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Til
 #[track_caller]
 pub fn memset(shape: &[usize], value: f32, dtype: DType, engine: Engine) -> Tile {
     const API: &str = "nisa.memset";
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
-    engine_in(API, engine, &[Engine::Vector, Engine::GpSimd], loc);
-    let out = out_tile(API, MemKind::Sbuf, dtype, shape, loc);
+    let ins = Op::begin(API);
+    ins.engine_in(engine, &[Engine::Vector, Engine::GpSimd]);
+    let out = ins.alloc(MemKind::Sbuf, dtype, shape);
     let ov = out.view();
-    let site = Site::new(engine, Opcode::Memset, API, loc);
-    issue_op(e, site, &[], &[], &[&ov], dtype, || {
+    let site = Site::new(engine, Opcode::Memset);
+    ins.compute(site, &[], &[], &[&ov], || {
         ov.scatter(vec![value; ov.ap.shape.numel()])
     });
     out
@@ -572,30 +596,35 @@ fn moments(xs: impl Iterator<Item = f32> + Clone) -> (f64, f64, f64) {
 /// `data`'s.
 #[track_caller]
 pub fn bn_stats<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
+    let ins = Op::begin("nisa.bn_stats");
+    bn_stats_to(&ins, Dst::New(dtype), data.into()).tile()
+}
+
+/// [`bn_stats`] writing into `dst` (a `[P, 6]`-element view, e.g. NKI's
+/// `stats[:, 6 * i:6 * (i + 1)] = nisa.bn_stats(...)`). One instruction.
+#[track_caller]
+pub fn bn_stats_into<'d, 'a>(dst: impl Into<TileRef<'d>>, data: impl Into<TileRef<'a>>) {
+    let ins = Op::begin("nisa.bn_stats");
+    bn_stats_to(&ins, Dst::Into(dst.into()), data.into());
+}
+
+/// The `bn_stats` builder.
+fn bn_stats_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d> {
     const API: &str = "nisa.bn_stats";
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
-    let x: TileRef = data.into();
-    operand(API, "data", &x, loc);
+    ins.operand("data", &x);
     let f = x.free_size();
     if f > BN_STATS_FMAX {
-        fail(
-            ErrorKind::InvalidArgument,
-            API,
-            format!(
+        ins.fail(ErrorKind::InvalidArgument, format!(
                 "number of elements per partition {f} of data{:?} in 'bn_stats' exceeds architecture limitation of {BN_STATS_FMAX} (nl.tile_size.bn_stats_fmax); call bn_stats on {BN_STATS_FMAX}-element pieces and aggregate them with one bn_aggr",
                 x.shape()
-            ),
-            loc,
-        );
+            ));
     }
-    let out_dtype = dtype.unwrap_or(x.dtype());
     let p = x.partitions();
-    let out = out_tile(API, MemKind::Sbuf, out_dtype, &[p, 6], loc);
+    let out = ins.output(dst, MemKind::Sbuf, x.dtype(), &[p, 6], true);
     let ov = out.view();
-    let site = Site::new(Engine::Vector, Opcode::BnStats, API, loc);
-    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
-        let v = x.gather(API, loc);
+    let site = Site::new(Engine::Vector, Opcode::BnStats);
+    ins.compute(site, &[&x], &[], &[&ov], || {
+        let v = x.gather(API, ins.loc);
         let mut r = Vec::with_capacity(p * 6);
         for row in v.chunks(f) {
             for parity in 0..2 {
@@ -615,29 +644,22 @@ pub fn bn_stats<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile 
 #[track_caller]
 pub fn bn_aggr<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
     const API: &str = "nisa.bn_aggr";
-    let loc = SourceLoc::caller();
-    let e = env(API, loc);
-    let x: TileRef = data.into();
-    operand(API, "data", &x, loc);
+    let ins = Op::begin(API);
+    let x = ins.input("data", data);
     let f = x.free_size();
     if !f.is_multiple_of(3) {
-        fail(
-            ErrorKind::InvalidArgument,
-            API,
-            format!(
+        ins.fail(ErrorKind::InvalidArgument, format!(
                 "data{:?} of 'bn_aggr' must hold (count, mean, variance*count) triples: {f} elements per partition is not a multiple of 3",
                 x.shape()
-            ),
-            loc,
-        );
+            ));
     }
     let out_dtype = dtype.unwrap_or(x.dtype());
     let p = x.partitions();
-    let out = out_tile(API, MemKind::Sbuf, out_dtype, &[p, 2], loc);
+    let out = ins.alloc(MemKind::Sbuf, out_dtype, &[p, 2]);
     let ov = out.view();
-    let site = Site::new(Engine::Vector, Opcode::BnAggr, API, loc);
-    issue_op(e, site, &[&x], &[], &[&ov], out_dtype, || {
-        let v = x.gather(API, loc);
+    let site = Site::new(Engine::Vector, Opcode::BnAggr);
+    ins.compute(site, &[&x], &[], &[&ov], || {
+        let v = x.gather(API, ins.loc);
         let mut r = Vec::with_capacity(p * 2);
         for row in v.chunks(f) {
             let groups: Vec<(f64, f64, f64)> = row

@@ -2,21 +2,13 @@
 //! `copy`, `load_transpose2d`.
 
 use super::checks;
-use crate::access::Shape;
-use crate::context::{self, check, env, issue, raise};
+use crate::context::{self, check, raise, Op};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::hbm::{HbmDest, HbmSource, HbmView};
-use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
+use crate::isa::base::{dma_dims, shape};
+use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
-
-/// Builds a shape inside a kernel, raising on a bad rank.
-pub(crate) fn shape(op: &'static str, dims: &[usize], loc: SourceLoc) -> Shape {
-    match Shape::new(dims) {
-        Ok(s) => s,
-        Err(e) => raise(NkiError::new(e.kind(), op, e.message().to_string()), loc),
-    }
-}
 
 /// A new, uninitialised tile (NKI `nl.ndarray`). Reading it before writing it is an error.
 #[track_caller]
@@ -37,7 +29,7 @@ pub fn ndarray(dims: &[usize], dtype: DType, mem: MemKind) -> Tile {
 #[track_caller]
 pub fn full(dims: &[usize], value: f32, dtype: DType, mem: MemKind) -> Tile {
     let loc = SourceLoc::caller();
-    let e = env("full", loc);
+    let ins = Op::at("full", loc);
     let mem = on_chip("full", mem, loc);
     let t = Tile::alloc(
         "full",
@@ -47,8 +39,8 @@ pub fn full(dims: &[usize], value: f32, dtype: DType, mem: MemKind) -> Tile {
         Some(value),
         loc,
     );
-    issue(
-        e,
+    ins.issue(
+        &[],
         || {},
         || {
             let v = t.view();
@@ -92,25 +84,6 @@ fn on_chip(op: &'static str, mem: MemKind, loc: SourceLoc) -> MemKind {
     mem
 }
 
-/// The DMA facts of a transfer between an HBM view and a tile view.
-pub(crate) fn dma_dims(hbm: &HbmView, tile: &TileRef, to_chip: bool) -> DmaDims {
-    let bytes = (hbm.ap.shape.numel() * hbm.dtype().size()) as u64;
-    let (src, dst) = if to_chip {
-        (MemKind::Hbm, tile.mem())
-    } else {
-        (tile.mem(), MemKind::Hbm)
-    };
-    DmaDims {
-        src,
-        dst,
-        bytes,
-        partitions: tile.partitions() as u32,
-        start_partition: tile.start_partition() as u32,
-        chunk_bytes: (hbm.ap.contiguous_run().min(hbm.ap.shape.numel()) * hbm.dtype().size())
-            as u64,
-    }
-}
-
 /// Loads an HBM view into a new SBUF tile of the same shape (NKI `nl.load`); the first
 /// dimension becomes the partition dimension (at most 128). `dtype` casts on the way.
 #[track_caller]
@@ -125,23 +98,16 @@ pub fn load_as(src: impl HbmSource, dtype: DType) -> Tile {
 }
 
 fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
-    let e = env("load", loc);
+    let ins = Op::at("load", loc);
     let mut dims = v.shape().to_vec();
     if dims.len() == 1 {
         dims.insert(0, 1);
     }
     let dtype = dtype.unwrap_or(v.dtype());
-    let t = Tile::alloc(
-        "load",
-        MemKind::Sbuf,
-        dtype,
-        shape("load", &dims, loc),
-        None,
-        loc,
-    );
+    let t = ins.alloc(MemKind::Sbuf, dtype, &dims);
     let tv = t.view();
-    issue(
-        e,
+    ins.issue(
+        &[&tv],
         || {
             let exact = v.dtype() == dtype;
             tv.write_with(exact, |out| check(v.gather_into("load", out), loc))
@@ -157,9 +123,6 @@ fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
             ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", loc)
         },
     );
-    if !e.executes {
-        tv.mark_written();
-    }
     t
 }
 
@@ -169,14 +132,14 @@ fn load_impl(v: HbmView, dtype: Option<DType>, loc: SourceLoc) -> Tile {
 #[track_caller]
 pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
     let loc = SourceLoc::caller();
-    let e = env("store", loc);
+    let ins = Op::at("store", loc);
     let dst = dst.hbm_dest();
     let src: TileRef = value.into();
     crate::hbm_write::check_dest_value("store", "store", &dst, &src, loc);
     // The writer is tagged in every mode: estimate mode tracks races without values.
     let (wid, shared) = context::with_ctx("store", loc, |c| (c.writer_id(loc), c.shared.clone()));
-    issue(
-        e,
+    ins.issue(
+        &[],
         || {
             let exact = src.dtype() == dst.dtype();
             let r = src.with_values("store", loc, |vals| {
@@ -198,7 +161,7 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
             ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.store", loc)
         },
     );
-    if !e.executes {
+    if !ins.executes() {
         if let Err(err) = crate::hbm_write::track(&dst, wid, &shared) {
             raise(err.with_loc(loc), loc);
         }
@@ -227,19 +190,12 @@ pub(crate) fn copy_to_impl(
     mem: MemKind,
     loc: SourceLoc,
 ) -> Tile {
-    let e = env("copy", loc);
+    let ins = Op::at("copy", loc);
     check(checks::operand("copy", "src", &src), loc);
-    let t = Tile::alloc(
-        "copy",
-        mem,
-        dtype,
-        shape("copy", src.shape(), loc),
-        None,
-        loc,
-    );
+    let t = ins.alloc(mem, dtype, src.shape());
     let tv = t.view();
-    issue(
-        e,
+    ins.issue(
+        &[&tv],
         || {
             let exact = src.dtype() == dtype;
             src.with_values("copy", loc, |v| {
@@ -258,9 +214,6 @@ pub(crate) fn copy_to_impl(
             ..Instr::new(Engine::Vector, Opcode::TensorCopy, api, loc)
         },
     );
-    if !e.executes {
-        tv.mark_written();
-    }
     t
 }
 
@@ -269,7 +222,7 @@ pub(crate) fn copy_to_impl(
 #[track_caller]
 pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>) {
     let loc = SourceLoc::caller();
-    let e = env("assign", loc);
+    let ins = Op::at("assign", loc);
     let dst: TileRef = dst.into();
     let src: TileRef = value.into();
     check(checks::operand("assign", "dst", &dst), loc);
@@ -289,8 +242,8 @@ pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>
             loc,
         ),
     };
-    issue(
-        e,
+    ins.issue(
+        &[&dst],
         || {
             let v = src.gather("assign", loc);
             let vals = if src.shape() == dst.shape() {
@@ -312,7 +265,4 @@ pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>
             ..Instr::new(Engine::Vector, Opcode::TensorCopy, "nl.assign", loc)
         },
     );
-    if !e.executes {
-        dst.mark_written();
-    }
 }

@@ -2,92 +2,22 @@
 //! records) and the `nl` binary arithmetic ops. Comparisons, logical and bitwise ops build on
 //! [`alu_binary`]; unary math lives in `unary.rs`.
 
-use super::checks;
-use crate::context::{check, env, issue, raise};
+use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::error::ErrorKind;
 use crate::exec;
-use crate::isa::out_tile;
+use crate::isa::base::{alu_engine, result_dtype, same_partitions};
+use crate::isa::Operand;
 use crate::math::AluOp;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
-/// An element-wise operand: a tile view or a scalar.
-#[derive(Clone, Copy, Debug)]
-pub enum Operand<'a> {
-    /// A tile (or view).
-    Tile(TileRef<'a>),
-    /// A scalar; `float` tells NKI's weak-type promotion whether it was a float literal.
-    Scalar {
-        /// The value.
-        value: f32,
-        /// True for floats (promotes ints to fp32), false for ints.
-        float: bool,
-    },
-}
-
-impl From<f32> for Operand<'_> {
-    fn from(v: f32) -> Self {
-        Operand::Scalar {
-            value: v,
-            float: true,
-        }
-    }
-}
-impl From<f64> for Operand<'_> {
-    fn from(v: f64) -> Self {
-        Operand::Scalar {
-            value: v as f32,
-            float: true,
-        }
-    }
-}
-impl From<i32> for Operand<'_> {
-    fn from(v: i32) -> Self {
-        Operand::Scalar {
-            value: v as f32,
-            float: false,
-        }
-    }
-}
-impl<'a> From<&'a Tile> for Operand<'a> {
-    fn from(t: &'a Tile) -> Self {
-        Operand::Tile(t.view())
-    }
-}
-impl<'a> From<TileRef<'a>> for Operand<'a> {
-    fn from(t: TileRef<'a>) -> Self {
-        Operand::Tile(t)
-    }
-}
-impl<'a> From<&'a TileRef<'a>> for Operand<'a> {
-    fn from(t: &'a TileRef<'a>) -> Self {
-        Operand::Tile(*t)
-    }
-}
-
-/// How an element-wise op is lowered: engine, opcode and the NKI name.
+/// How an element-wise op is lowered: engine, opcode and ALU operator.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Lowering {
     pub(crate) engine: Engine,
     pub(crate) opcode: Opcode,
-    pub(crate) api: &'static str,
     pub(crate) alu: Option<AluOp>,
-}
-
-/// Result dtype of a binary op under NKI promotion (or the explicit `dtype`).
-pub(crate) fn result_dtype(x: &Operand, y: &Operand, dtype: Option<DType>) -> DType {
-    if let Some(d) = dtype {
-        return d;
-    }
-    match (x, y) {
-        (Operand::Tile(a), Operand::Tile(b)) => DType::promote(a.dtype(), b.dtype()),
-        (Operand::Tile(a), Operand::Scalar { float, .. })
-        | (Operand::Scalar { float, .. }, Operand::Tile(a)) => {
-            DType::promote_scalar(a.dtype(), *float)
-        }
-        _ => DType::F32,
-    }
 }
 
 /// The shared binary element-wise op: checks operands (on-chip, partition rule, broadcast
@@ -95,16 +25,15 @@ pub(crate) fn result_dtype(x: &Operand, y: &Operand, dtype: Option<DType>) -> DT
 /// to the result dtype, writes a new SBUF tile and records one instruction.
 #[track_caller]
 pub(crate) fn binary_op(
+    ins: &Op,
     low: Lowering,
     x: Operand,
     y: Operand,
     dtype: Option<DType>,
     partition_broadcast: bool,
     f: impl Fn(f32, f32) -> f32,
-    loc: SourceLoc,
 ) -> Tile {
-    let op = low.api;
-    let e = env(op, loc);
+    let (op, loc) = (ins.api, ins.loc);
     let out_dtype = result_dtype(&x, &y, dtype);
     let tiles: Vec<(&str, TileRef)> = [("x", x), ("y", y)]
         .into_iter()
@@ -114,45 +43,37 @@ pub(crate) fn binary_op(
         })
         .collect();
     for (n, t) in &tiles {
-        check(checks::operand(op, n, t), loc);
+        ins.operand(n, t);
     }
     let out_dims: Vec<usize> = match (&x, &y) {
         (Operand::Tile(a), Operand::Tile(b)) => {
             if a.partitions() != b.partitions()
                 && !(partition_broadcast && (a.partitions() == 1 || b.partitions() == 1))
             {
-                check(checks::same_partitions(op, ("x", a), ("y", b)), loc);
+                ins.check(same_partitions(op, ("x", a), ("y", b)));
             }
             match exec::broadcast_shape(a.shape(), b.shape()) {
                 Some(s) => s,
-                None => raise(
-                    NkiError::new(
-                        ErrorKind::ShapeMismatch,
-                        op,
-                        format!(
-                            "operand shapes x{:?} and y{:?} of '{op}' do not match and cannot be broadcast",
-                            a.shape(),
-                            b.shape()
-                        ),
+                None => ins.fail(
+                    ErrorKind::ShapeMismatch,
+                    format!(
+                        "operand shapes x{:?} and y{:?} of '{op}' do not match and cannot be broadcast",
+                        a.shape(),
+                        b.shape()
                     ),
-                    loc,
                 ),
             }
         }
         (Operand::Tile(a), _) | (_, Operand::Tile(a)) => a.shape().to_vec(),
-        _ => raise(
-            NkiError::new(
-                ErrorKind::InvalidArgument,
-                op,
-                "at least one operand must be a tile",
-            ),
-            loc,
+        _ => ins.fail(
+            ErrorKind::InvalidArgument,
+            "at least one operand must be a tile",
         ),
     };
-    let out = out_tile(op, MemKind::Sbuf, out_dtype, &out_dims, loc);
+    let out = ins.alloc(MemKind::Sbuf, out_dtype, &out_dims);
     let ov = out.view();
-    issue(
-        e,
+    ins.issue(
+        &[&ov],
         || {
             // Inputs are read in place; the output tile is fresh, so results go straight
             // into it.
@@ -196,13 +117,10 @@ pub(crate) fn binary_op(
             }
         },
     );
-    if !e.executes {
-        ov.mark_written();
-    }
     out
 }
 
-fn vector(x: &Operand, y: &Operand, api: &'static str) -> Lowering {
+fn vector(x: &Operand, y: &Operand) -> Lowering {
     let both = matches!((x, y), (Operand::Tile(_), Operand::Tile(_)));
     Lowering {
         engine: Engine::Vector,
@@ -211,32 +129,19 @@ fn vector(x: &Operand, y: &Operand, api: &'static str) -> Lowering {
         } else {
             Opcode::TensorScalar
         },
-        api,
         alu: None,
     }
 }
 
-/// The engine NKI's classic engine table picks for ALU operator `op` on operands `x`, `y`
-/// producing `out` (nki.api.shared "supported math operators"): `power` and 32-bit integer
-/// add/subtract/multiply run on GpSimdE, everything else on VectorE. GpSimdE cannot read
-/// PSUM, so a PSUM operand keeps the op on VectorE.
-pub(crate) fn alu_lowering(
-    op: AluOp,
-    x: &Operand,
-    y: &Operand,
-    out: DType,
-    api: &'static str,
-) -> Lowering {
-    let mut low = vector(x, y, api);
+/// The lowering of ALU operator `op` on operands `x`, `y`: the engine is [`alu_engine`]'s
+/// choice for the promoted operand dtype (a PSUM operand keeps the op on VectorE).
+pub(crate) fn alu_lowering(op: AluOp, x: &Operand, y: &Operand) -> Lowering {
+    let mut low = vector(x, y);
     low.alu = Some(op);
     let in_psum = [x, y]
         .iter()
         .any(|o| matches!(o, Operand::Tile(t) if t.mem() == MemKind::Psum));
-    let int32 = matches!(out, DType::I32 | DType::U32)
-        && matches!(op, AluOp::Add | AluOp::Subtract | AluOp::Multiply);
-    if (op == AluOp::Power || int32) && !in_psum {
-        low.engine = Engine::GpSimd;
-    }
+    low.engine = alu_engine(op, result_dtype(x, y, None), in_psum);
     low
 }
 
@@ -244,61 +149,27 @@ pub(crate) fn alu_lowering(
 /// `dtype`), engine choice ([`alu_lowering`]), bitvec ops at the operand width.
 #[track_caller]
 pub(crate) fn alu_binary(
+    ins: &Op,
     op: AluOp,
-    api: &'static str,
     x: Operand,
     y: Operand,
     dtype: Option<DType>,
     partition_broadcast: bool,
-    loc: SourceLoc,
 ) -> Tile {
     let promoted = result_dtype(&x, &y, None);
     let out = dtype.unwrap_or(promoted);
-    let low = alu_lowering(op, &x, &y, out, api);
+    let low = alu_lowering(op, &x, &y);
     // The common arithmetic ops get their own monomorphic loop (it vectorises); the rest go
     // through the generic evaluator.
     let pb = partition_broadcast;
     match op {
-        AluOp::Add => binary_op(low, x, y, Some(out), pb, |a, b| a + b, loc),
-        AluOp::Subtract => binary_op(low, x, y, Some(out), pb, |a, b| a - b, loc),
-        AluOp::Multiply => binary_op(low, x, y, Some(out), pb, |a, b| a * b, loc),
-        _ => binary_op(
-            low,
-            x,
-            y,
-            Some(out),
-            pb,
-            move |a, b| op.eval_typed(a, b, promoted),
-            loc,
-        ),
+        AluOp::Add => binary_op(ins, low, x, y, Some(out), pb, |a, b| a + b),
+        AluOp::Subtract => binary_op(ins, low, x, y, Some(out), pb, |a, b| a - b),
+        AluOp::Multiply => binary_op(ins, low, x, y, Some(out), pb, |a, b| a * b),
+        _ => binary_op(ins, low, x, y, Some(out), pb, move |a, b| {
+            op.eval_typed(a, b, promoted)
+        }),
     }
-}
-
-macro_rules! binary_fns {
-    ($($(#[$doc:meta])* $name:ident => $api:literal, $op:expr;)*) => {$(
-        $(#[$doc])*
-        #[track_caller]
-        pub fn $name<'a>(x: impl Into<Operand<'a>>, y: impl Into<Operand<'a>>) -> Tile {
-            alu_binary($op, $api, x.into(), y.into(), None, true, SourceLoc::caller())
-        }
-    )*};
-}
-
-binary_fns! {
-    /// Element-wise `x + y` with NKI broadcasting (NKI `nl.add`).
-    add => "nl.add", AluOp::Add;
-    /// Element-wise `x - y` (NKI `nl.subtract`).
-    subtract => "nl.subtract", AluOp::Subtract;
-    /// Element-wise `x * y` (NKI `nl.multiply`).
-    multiply => "nl.multiply", AluOp::Multiply;
-    /// Element-wise `x / y` (NKI `nl.divide`).
-    divide => "nl.divide", AluOp::Divide;
-    /// Element-wise maximum; NaN propagates (NKI `nl.maximum`).
-    maximum => "nl.maximum", AluOp::Maximum;
-    /// Element-wise minimum; NaN propagates (NKI `nl.minimum`).
-    minimum => "nl.minimum", AluOp::Minimum;
-    /// Element-wise `x ** y` (NKI `nl.power`; GpSimd on hardware).
-    power => "nl.power", AluOp::Power;
 }
 
 /// Operator form of binary ops: same as the `nl` function but NKI's operators do not
@@ -310,13 +181,6 @@ pub(crate) fn operator<'a>(
     y: Operand<'a>,
     f: fn(f32, f32) -> f32,
 ) -> Tile {
-    binary_op(
-        vector(&x, &y, api),
-        x,
-        y,
-        None,
-        false,
-        f,
-        SourceLoc::caller(),
-    )
+    let low = vector(&x, &y);
+    binary_op(&Op::begin(api), low, x, y, None, false, f)
 }

@@ -9,7 +9,7 @@
 //! bound, so a wrong index computation is caught instead of silently reading garbage.
 
 use super::checks;
-use crate::context::{check, env, issue, raise};
+use crate::context::{check, raise, Op};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::isa::out_tile;
@@ -53,7 +53,7 @@ pub fn gather_flattened<'a, 'b>(
     indices: impl Into<TileRef<'b>>,
 ) -> Tile {
     let loc = SourceLoc::caller();
-    let e = env(API, loc);
+    let ins = Op::at(API, loc);
     let data: TileRef = data.into();
     let idx: TileRef = indices.into();
     check(checks::operand(API, "data", &data), loc);
@@ -83,8 +83,8 @@ pub fn gather_flattened<'a, 'b>(
     let dtype = data.dtype();
     let out = out_tile(API, MemKind::Sbuf, dtype, idx.shape(), loc);
     let ov = out.view();
-    issue(
-        e,
+    ins.issue(
+        &[&ov],
         || {
             let f = data.free_size();
             let n = idx.free_size();
@@ -129,9 +129,6 @@ pub fn gather_flattened<'a, 'b>(
             ..Instr::new(Engine::GpSimd, Opcode::Gather, API, loc)
         },
     );
-    if !e.executes {
-        ov.mark_written();
-    }
     out
 }
 

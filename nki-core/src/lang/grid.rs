@@ -7,36 +7,34 @@ use crate::error::{ErrorKind, NkiError, SourceLoc};
 /// This instance's index along grid axis `axis` (NKI `nl.program_id`).
 #[track_caller]
 pub fn program_id(axis: usize) -> usize {
-    let loc = SourceLoc::caller();
-    let r = with_ctx("program_id", loc, |c| {
-        c.program_id.get(axis).copied().ok_or(c.program_id.len())
-    });
-    match r {
-        Ok(v) => v,
-        Err(nd) => raise(
-            NkiError::new(
-                ErrorKind::InvalidArgument,
-                "program_id",
-                format!("axis {axis} is out of range for a {nd}-dimensional launch grid"),
-            ),
-            loc,
-        ),
-    }
+    grid_axis("program_id", axis, |c| &c.program_id)
 }
 
 /// Number of instances along grid axis `axis` (NKI `nl.num_programs(axes)`).
 #[track_caller]
 pub fn num_programs(axis: usize) -> usize {
+    grid_axis("num_programs", axis, |c| &c.grid)
+}
+
+/// Entry `axis` of a per-grid-axis list of the running instance (`get`); an axis beyond the
+/// grid's rank fails `api`.
+#[track_caller]
+fn grid_axis(
+    api: &'static str,
+    axis: usize,
+    get: impl FnOnce(&context::InstanceCtx) -> &Vec<usize>,
+) -> usize {
     let loc = SourceLoc::caller();
-    let r = with_ctx("num_programs", loc, |c| {
-        c.grid.get(axis).copied().ok_or(c.grid.len())
+    let r = with_ctx(api, loc, |c| {
+        let v = get(c);
+        v.get(axis).copied().ok_or(v.len())
     });
     match r {
         Ok(v) => v,
         Err(nd) => raise(
             NkiError::new(
                 ErrorKind::InvalidArgument,
-                "num_programs",
+                api,
                 format!("axis {axis} is out of range for a {nd}-dimensional launch grid"),
             ),
             loc,

@@ -4,7 +4,7 @@
 use super::checks;
 use super::copy_to_impl;
 use crate::access::{Ap, Shape, MAX_DIMS};
-use crate::context::{check, env, issue, raise};
+use crate::context::{check, raise, Op};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::exec;
@@ -21,7 +21,7 @@ use crate::tile::{Tile, TileRef};
 pub fn load_transpose2d(src: impl HbmSource) -> Tile {
     const API: &str = "nl.load_transpose2d";
     let loc = SourceLoc::caller();
-    let e = env(API, loc);
+    let ins = Op::at(API, loc);
     let v = src.hbm_view();
     let s = v.shape().to_vec();
     if s.len() != 2 {
@@ -42,8 +42,8 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
     let dtype = v.dtype();
     let t = out_tile(API, MemKind::Sbuf, dtype, &[p, f], loc);
     let tv = t.view();
-    issue(
-        e,
+    ins.issue(
+        &[&tv],
         || {
             let vals = check(v.gather(API), loc);
             tv.scatter(exec::transpose2d(&vals, f, p));
@@ -67,9 +67,6 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
             ..Instr::new(Engine::Dma, Opcode::DmaTranspose, API, loc)
         },
     );
-    if !e.executes {
-        tv.mark_written();
-    }
     t
 }
 
@@ -80,7 +77,7 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
 pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
     const API: &str = "nl.broadcast_to";
     let loc = SourceLoc::caller();
-    let e = env(API, loc);
+    let ins = Op::at(API, loc);
     let src: TileRef = src.into();
     check(checks::operand(API, "src", &src), loc);
     if exec::broadcast_shape(src.shape(), dims).as_deref() != Some(dims) {
@@ -98,8 +95,8 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
     }
     let out = out_tile(API, MemKind::Sbuf, src.dtype(), dims, loc);
     let ov = out.view();
-    issue(
-        e,
+    ins.issue(
+        &[&ov],
         || {
             let v = src.gather(API, loc);
             let zeros = vec![0.0; dims.iter().product()];
@@ -117,9 +114,6 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
             ..Instr::new(Engine::Vector, Opcode::TensorCopy, API, loc)
         },
     );
-    if !e.executes {
-        ov.mark_written();
-    }
     out
 }
 
@@ -180,11 +174,11 @@ fn iota_impl(
     value: impl Fn(&[usize]) -> i64,
     loc: SourceLoc,
 ) -> Tile {
-    let e = env(api, loc);
+    let ins = Op::at(api, loc);
     let out = out_tile(api, MemKind::Sbuf, dtype, dims, loc);
     let ov = out.view();
-    issue(
-        e,
+    ins.issue(
+        &[&ov],
         || {
             let n: usize = dims.iter().product();
             let mut idx = vec![0usize; dims.len()];
@@ -212,9 +206,6 @@ fn iota_impl(
             ..Instr::new(Engine::GpSimd, Opcode::Iota, api, loc)
         },
     );
-    if !e.executes {
-        ov.mark_written();
-    }
     out
 }
 

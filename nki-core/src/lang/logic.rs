@@ -5,12 +5,14 @@
 //! shifts work on integer bit patterns and reject float operands (VectorE bitvec ops).
 
 use super::checks;
-use super::elementwise::{alu_binary, alu_lowering, binary_op, result_dtype, Operand};
-use crate::context::{check, env, issue, raise};
+use super::elementwise::{alu_binary, alu_lowering, binary_op};
+use crate::context::{check, raise, Op};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::exec;
+use crate::isa::base::result_dtype;
 use crate::isa::out_tile;
+use crate::isa::Operand;
 use crate::math::AluOp;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
@@ -71,7 +73,7 @@ fn binary_at(
         ints_only(api, op, &[("x", &x), ("y", &y)], loc);
     }
     let dtype = dtype.or(op.is_predicate().then_some(DType::Bool));
-    alu_binary(op, api, x, y, dtype, true, loc)
+    alu_binary(&Op::at(api, loc), op, x, y, dtype, true)
 }
 
 macro_rules! alu_fns {
@@ -85,6 +87,20 @@ macro_rules! alu_fns {
 }
 
 alu_fns! {
+    /// Element-wise `x + y` with NKI broadcasting (NKI `nl.add`).
+    add => "nl.add", AluOp::Add;
+    /// Element-wise `x - y` (NKI `nl.subtract`).
+    subtract => "nl.subtract", AluOp::Subtract;
+    /// Element-wise `x * y` (NKI `nl.multiply`).
+    multiply => "nl.multiply", AluOp::Multiply;
+    /// Element-wise `x / y` (NKI `nl.divide`).
+    divide => "nl.divide", AluOp::Divide;
+    /// Element-wise maximum; NaN propagates (NKI `nl.maximum`).
+    maximum => "nl.maximum", AluOp::Maximum;
+    /// Element-wise minimum; NaN propagates (NKI `nl.minimum`).
+    minimum => "nl.minimum", AluOp::Minimum;
+    /// Element-wise `x ** y` (NKI `nl.power`; GpSimd on hardware).
+    power => "nl.power", AluOp::Power;
     /// `x == y` element-wise, as a bool tile (NKI `nl.equal`).
     equal => "nl.equal", AluOp::Equal;
     /// `x != y` element-wise, as a bool tile (NKI `nl.not_equal`).
@@ -124,8 +140,8 @@ alu_fns! {
 pub fn logical_not<'a>(x: impl Into<TileRef<'a>>) -> Tile {
     let loc = SourceLoc::caller();
     alu_binary(
+        &Op::at("nl.logical_not", loc),
         AluOp::Equal,
-        "nl.logical_not",
         Operand::Tile(x.into()),
         Operand::Scalar {
             value: 0.0,
@@ -133,7 +149,6 @@ pub fn logical_not<'a>(x: impl Into<TileRef<'a>>) -> Tile {
         },
         Some(DType::Bool),
         true,
-        loc,
     )
 }
 
@@ -152,15 +167,15 @@ pub fn invert<'a>(x: impl Into<TileRef<'a>>) -> Tile {
         Operand::Scalar { .. } => unreachable!("x is a tile"),
     };
     // XOR with all ones at x's own width (not the int32 a weak scalar would promote to).
-    let low = alu_lowering(AluOp::BitwiseXor, &x, &ones, dt, "nl.invert");
+    let low = alu_lowering(AluOp::BitwiseXor, &x, &ones);
     binary_op(
+        &Op::at("nl.invert", loc),
         low,
         x,
         ones,
         Some(dt),
         true,
         move |a, _| AluOp::BitwiseXor.eval_typed(a, -1.0, dt),
-        loc,
     )
 }
 
@@ -175,7 +190,7 @@ pub fn where_<'a, 'c>(
 ) -> Tile {
     const API: &str = "nl.where";
     let loc = SourceLoc::caller();
-    let e = env(API, loc);
+    let ins = Op::at(API, loc);
     let cond: TileRef = cond.into();
     let (x, y) = (x.into(), y.into());
     let out_dtype = result_dtype(&x, &y, None);
@@ -214,8 +229,8 @@ pub fn where_<'a, 'c>(
     }
     let out = out_tile(API, MemKind::Sbuf, out_dtype, &out_dims, loc);
     let ov = out.view();
-    issue(
-        e,
+    ins.issue(
+        &[&ov],
         || {
             let expand = |t: &TileRef| {
                 let v = t.gather(API, loc);
@@ -252,8 +267,5 @@ pub fn where_<'a, 'c>(
             ..Instr::new(Engine::Vector, Opcode::Select, API, loc)
         },
     );
-    if !e.executes {
-        ov.mark_written();
-    }
     out
 }

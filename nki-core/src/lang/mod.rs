@@ -2,7 +2,6 @@
 //! transpose, program ids and loop iterators. Every call is one (or a few) engine instructions
 //! going through the funnel in [`crate::context`].
 
-pub(crate) mod checks;
 mod data;
 mod elementwise;
 mod gather;
@@ -17,12 +16,13 @@ mod unary;
 pub use crate::access::{ds, stepped, Ix};
 pub use crate::dtype::DType;
 pub use crate::hbm_atomic::atomic_rmw;
+pub(crate) use crate::isa::base as checks;
+pub use crate::isa::Operand;
 pub use crate::math::{ActFn, AluOp};
 pub use crate::ops::TileArith;
 pub use crate::record::MemKind;
+pub(crate) use data::copy_to_impl;
 pub use data::{assign, copy, full, load, load_as, ndarray, ones, store, zeros};
-pub(crate) use data::{copy_to_impl, dma_dims, shape};
-pub use elementwise::{add, divide, maximum, minimum, multiply, power, subtract, Operand};
 pub(crate) use elementwise::{alu_binary, operator};
 pub use gather::gather_flattened;
 pub use grid::{
@@ -31,12 +31,10 @@ pub use grid::{
 };
 pub use layout::{arange, broadcast_to, expand_dims, iota, load_transpose2d};
 pub use logic::{
-    binary, bitwise_and, bitwise_or, bitwise_xor, equal, fmod, greater, greater_equal, invert,
-    left_shift, less, less_equal, logical_and, logical_not, logical_or, logical_xor, mod_,
-    not_equal, right_shift, where_,
+    add, binary, bitwise_and, bitwise_or, bitwise_xor, divide, equal, fmod, greater, greater_equal,
+    invert, left_shift, less, less_equal, logical_and, logical_not, logical_or, logical_xor,
+    maximum, minimum, mod_, multiply, not_equal, power, right_shift, subtract, where_,
 };
-#[allow(unused_imports)]
-pub(crate) use matmul::{check_matmul, matmul_into, matmul_record, transpose_to};
 pub use matmul::{matmul, matmul_acc, transpose};
 pub use random::{dropout, rand, random_seed, DEFAULT_SEED};
 pub use reduce::{all, max, mean, min, prod, reduce, sum, var};

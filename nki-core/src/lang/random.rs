@@ -11,7 +11,7 @@
 
 use super::checks;
 use super::Operand;
-use crate::context::{check, env, issue, raise, with_ctx, LaunchShared};
+use crate::context::{check, raise, with_ctx, LaunchShared, Op};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::isa::out_tile;
@@ -120,15 +120,15 @@ fn uniform(bits: u64, k: u32) -> f32 {
 pub fn random_seed(seed: u32) {
     const API: &str = "nl.random_seed";
     let loc = SourceLoc::caller();
-    let e = env(API, loc);
+    let ins = Op::at(API, loc);
     // The generator state advances in every mode (estimate mode has no values but the same
     // instruction stream).
     with_rng(API, loc, |s| {
         s.key = key(seed, s.pid);
         s.counter = 0;
     });
-    issue(
-        e,
+    ins.issue(
+        &[],
         || {},
         || Instr {
             partitions: 1,
@@ -149,7 +149,7 @@ pub fn random_seed(seed: u32) {
 pub fn rand(dims: &[usize], dtype: DType) -> Tile {
     const API: &str = "nl.rand";
     let loc = SourceLoc::caller();
-    let e = env(API, loc);
+    let ins = Op::at(API, loc);
     let Some(k) = uniform_bits(dtype) else {
         raise(
             NkiError::new(
@@ -163,15 +163,15 @@ pub fn rand(dims: &[usize], dtype: DType) -> Tile {
     let out = out_tile(API, MemKind::Sbuf, dtype, dims, loc);
     let ov = out.view();
     let n = out.shape.numel();
-    issue(
-        e,
+    ins.issue(
+        &[&ov],
         || {
             let mut vals = Vec::with_capacity(n);
             with_rng(API, loc, |s| s.draw(n, |_, b| vals.push(uniform(b, k))));
             ov.scatter(vals);
         },
         || {
-            if !e.executes {
+            if !ins.executes() {
                 with_rng(API, loc, |s| s.draw(n, |_, _| {}));
             }
             Instr {
@@ -185,9 +185,6 @@ pub fn rand(dims: &[usize], dtype: DType) -> Tile {
             }
         },
     );
-    if !e.executes {
-        ov.mark_written();
-    }
     out
 }
 
@@ -205,7 +202,7 @@ pub fn rand(dims: &[usize], dtype: DType) -> Tile {
 pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) -> Tile {
     const API: &str = "nl.dropout";
     let loc = SourceLoc::caller();
-    let e = env(API, loc);
+    let ins = Op::at(API, loc);
     let x: TileRef = x.into();
     let rate: Operand = rate.into();
     check(checks::operand(API, "x", &x), loc);
@@ -266,8 +263,8 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
     let ov = out.view();
     let n = x.ap.shape.numel();
     let free = x.free_size().max(1);
-    issue(
-        e,
+    ins.issue(
+        &[&ov],
         || {
             let xs = x.gather(API, loc);
             let rates: Vec<f32> = match rate_tile {
@@ -289,7 +286,7 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
             ov.write_with(true, |o| o.extend_from_slice(&vals));
         },
         || {
-            if !e.executes {
+            if !ins.executes() {
                 with_rng(API, loc, |s| s.draw(n, |_, _| {}));
             }
             let mut reads = vec![x.region()];
@@ -307,9 +304,6 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
             }
         },
     );
-    if !e.executes {
-        ov.mark_written();
-    }
     out
 }
 

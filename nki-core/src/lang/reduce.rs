@@ -9,7 +9,7 @@
 //! the public tolerances of that); `mean` and `var` use fp32 (or wider) intermediates.
 
 use super::checks;
-use crate::context::{check, env, issue, raise};
+use crate::context::{check, raise, Op};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::isa::{out_tile, reduced_shape, trailing_axes};
@@ -114,16 +114,15 @@ fn short(api: &'static str) -> &'static str {
 /// `TensorReduce` (two for `Var`). `negate` negates the result (fused, like the ISA's flag).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reduce_impl(
-    api: &'static str,
+    ins: &Op,
     kind: ReduceKind,
     x: TileRef,
     axes: &[usize],
     keepdims: bool,
     dtype: Option<DType>,
     negate: bool,
-    loc: SourceLoc,
 ) -> Tile {
-    let e = env(api, loc);
+    let (api, loc) = (ins.api, ins.loc);
     check(checks::operand(api, "x", &x), loc);
     if let ReduceKind::Alu(op) = kind {
         if !op.is_reducible() {
@@ -161,8 +160,8 @@ pub(crate) fn reduce_impl(
     });
     let out = out_tile(api, MemKind::Sbuf, out_dtype, &dims, loc);
     let ov = out.view();
-    issue(
-        e,
+    ins.issue(
+        &[&ov],
         || {
             let v = x.gather(api, loc);
             let r = v
@@ -201,9 +200,6 @@ pub(crate) fn reduce_impl(
             }
         },
     );
-    if !e.executes {
-        ov.mark_written();
-    }
     out
 }
 
@@ -219,14 +215,13 @@ pub fn reduce<'a>(
     dtype: Option<DType>,
 ) -> Tile {
     reduce_impl(
-        "nl.reduce",
+        &Op::begin("nl.reduce"),
         ReduceKind::Alu(op),
         x.into(),
         axes,
         keepdims,
         dtype,
         false,
-        SourceLoc::caller(),
     )
 }
 
@@ -235,7 +230,7 @@ macro_rules! reduce_fns {
         $(#[$doc])*
         #[track_caller]
         pub fn $name<'a>(x: impl Into<TileRef<'a>>, axes: &[usize], keepdims: bool) -> Tile {
-            reduce_impl($api, $kind, x.into(), axes, keepdims, None, false, SourceLoc::caller())
+            reduce_impl(&Op::begin($api), $kind, x.into(), axes, keepdims, None, false)
         }
     )*};
 }
@@ -261,13 +256,12 @@ reduce_fns! {
 #[track_caller]
 pub fn var<'a>(x: impl Into<TileRef<'a>>, axes: &[usize]) -> Tile {
     reduce_impl(
-        "nl.var",
+        &Op::begin("nl.var"),
         ReduceKind::Var,
         x.into(),
         axes,
         true,
         None,
         false,
-        SourceLoc::caller(),
     )
 }

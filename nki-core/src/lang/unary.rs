@@ -8,12 +8,13 @@
 //! the result is rounded once to the output dtype.
 
 use super::checks;
-use super::elementwise::{alu_binary, Operand};
+use super::elementwise::alu_binary;
 use super::reduce::{reduce_impl, ReduceKind};
-use crate::context::{check, env, issue, raise};
+use crate::context::{check, raise, Op};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::isa::out_tile;
+use crate::isa::Operand;
 use crate::math::{ActFn, AluOp};
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
@@ -76,15 +77,14 @@ pub(crate) struct ActExtras<'a> {
 /// `extras.accumulate`, the `[P, 1]` fp32 row sums of the (rounded) outputs.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn map_impl(
-    api: &'static str,
+    ins: &Op,
     steps: &[(Engine, Opcode)],
     f: impl Fn(f32) -> f32,
     x: TileRef,
     dtype: DType,
     extras: ActExtras,
-    loc: SourceLoc,
 ) -> (Tile, Option<Tile>) {
-    let e = env(api, loc);
+    let (api, loc) = (ins.api, ins.loc);
     check(checks::operand(api, "x", &x), loc);
     if let Some(b) = &extras.bias {
         check(checks::operand(api, "bias", b), loc);
@@ -109,8 +109,10 @@ pub(crate) fn map_impl(
     let acc = extras
         .accumulate
         .then(|| out_tile(api, MemKind::Sbuf, DType::F32, &[x.partitions(), 1], loc));
-    issue(
-        e,
+    let accv = acc.as_ref().map(|a| a.view());
+    let outs: Vec<&TileRef> = std::iter::once(&ov).chain(accv.iter()).collect();
+    ins.issue(
+        &outs,
         || {
             let vals = x.gather(api, loc);
             let bias = extras.bias.map(|b| b.gather(api, loc));
@@ -176,13 +178,12 @@ pub(crate) fn map_impl(
             last.expect("at least one step")
         },
     );
-    if !e.executes {
-        ov.mark_written();
-        if let Some(a) = &acc {
-            a.view().mark_written();
-        }
-    }
     (out, acc)
+}
+
+/// One single-instruction fp32 step `f(x)` of a multi-instruction lowering.
+fn f32_step(ins: &Op, step: (Engine, Opcode), f: impl Fn(f32) -> f32, x: TileRef) -> Tile {
+    map_impl(ins, &[step], f, x, DType::F32, ActExtras::default()).0
 }
 
 /// Applies activation / math function `f` element-wise to `x` (the general form of
@@ -195,13 +196,12 @@ pub fn unary<'a>(f: ActFn, x: impl Into<TileRef<'a>>, dtype: Option<DType>) -> T
     let x: TileRef = x.into();
     let dt = dtype.unwrap_or_else(|| default_dtype(f, x.dtype()));
     map_impl(
-        api_name(f),
+        &Op::at(api_name(f), loc),
         lowering(f),
         move |v| f.eval(v),
         x,
         dt,
         ActExtras::default(),
-        loc,
     )
     .0
 }
@@ -250,15 +250,12 @@ macro_rules! unary_fns {
             let loc = SourceLoc::caller();
             let x: TileRef = x.into();
             let f: ActFn = $f;
-            map_impl(
-                api_name(f),
+            map_impl(&Op::at(api_name(f), loc),
                 lowering(f),
                 move |v| f.eval(v),
                 x,
                 default_dtype(f, x.dtype()),
-                ActExtras::default(),
-                loc,
-            )
+                ActExtras::default())
             .0
         }
     )*};
@@ -369,7 +366,8 @@ fn last_axis(api: &'static str, x: &TileRef, axis: usize, loc: SourceLoc) {
 #[track_caller]
 pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
     const API: &str = "nl.softmax";
-    let loc = SourceLoc::caller();
+    let ins = Op::begin(API);
+    let loc = ins.loc;
     let x: TileRef = x.into();
     check(checks::operand(API, "x", &x), loc);
     last_axis(API, &x, axis, loc);
@@ -380,18 +378,17 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
     };
     let nd = x.shape().len();
     let neg_max = reduce_impl(
-        API,
+        &ins,
         ReduceKind::Alu(AluOp::Maximum),
         x,
         &[nd - 1],
         true,
         Some(DType::F32),
         true,
-        loc,
     );
     let (e, sums) = if nd == 2 {
         map_impl(
-            API,
+            &ins,
             &[(Engine::Scalar, Opcode::Activation)],
             |v| ActFn::Exp.eval(v),
             x,
@@ -401,60 +398,48 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
                 scale: None,
                 accumulate: true,
             },
-            loc,
         )
     } else {
         // Several free dims: the accumulator sums a whole partition, so reduce per row instead.
         let shifted = alu_binary(
+            &ins,
             AluOp::Add,
-            API,
             Operand::Tile(x),
             Operand::Tile(neg_max.view()),
             Some(DType::F32),
             false,
-            loc,
         );
-        let ex = map_impl(
-            API,
-            &[(Engine::Scalar, Opcode::Activation)],
+        let ex = f32_step(
+            &ins,
+            (Engine::Scalar, Opcode::Activation),
             |v| ActFn::Exp.eval(v),
             shifted.view(),
-            DType::F32,
-            ActExtras::default(),
-            loc,
-        )
-        .0;
+        );
         let s = reduce_impl(
-            API,
+            &ins,
             ReduceKind::Alu(AluOp::Add),
             ex.view(),
             &[nd - 1],
             true,
             Some(DType::F32),
             false,
-            loc,
         );
         (ex, Some(s))
     };
     let sums = sums.expect("softmax accumulates the sums");
-    let recip = map_impl(
-        API,
-        &[(Engine::Vector, Opcode::Reciprocal)],
+    let recip = f32_step(
+        &ins,
+        (Engine::Vector, Opcode::Reciprocal),
         |v| ActFn::Reciprocal.eval(v),
         sums.view(),
-        DType::F32,
-        ActExtras::default(),
-        loc,
-    )
-    .0;
+    );
     alu_binary(
+        &ins,
         AluOp::Multiply,
-        API,
         Operand::Tile(e.view()),
         Operand::Tile(recip.view()),
         Some(out_dtype),
         false,
-        loc,
     )
 }
 
@@ -474,7 +459,8 @@ pub fn rms_norm<'a, 'b>(
     epsilon: f32,
 ) -> Tile {
     const API: &str = "nl.rms_norm";
-    let loc = SourceLoc::caller();
+    let ins = Op::begin(API);
+    let loc = ins.loc;
     let x: TileRef = x.into();
     let w: TileRef = w.into();
     check(checks::operand(API, "x", &x), loc);
@@ -502,7 +488,7 @@ pub fn rms_norm<'a, 'b>(
         DType::F32
     };
     let (_, sq) = map_impl(
-        API,
+        &ins,
         &[(Engine::Scalar, Opcode::Activation)],
         |v| ActFn::Square.eval(v),
         x,
@@ -512,46 +498,35 @@ pub fn rms_norm<'a, 'b>(
             scale: None,
             accumulate: true,
         },
-        loc,
     );
     let sq = sq.expect("accumulated");
     let inv_n = 1.0 / n as f32;
-    let ms = map_impl(
-        API,
-        &[(Engine::Vector, Opcode::TensorScalar)],
+    let ms = f32_step(
+        &ins,
+        (Engine::Vector, Opcode::TensorScalar),
         move |v| v * inv_n + epsilon,
         sq.view(),
-        DType::F32,
-        ActExtras::default(),
-        loc,
-    )
-    .0;
-    let rstd = map_impl(
-        API,
-        &[(Engine::Scalar, Opcode::Activation)],
+    );
+    let rstd = f32_step(
+        &ins,
+        (Engine::Scalar, Opcode::Activation),
         |v| ActFn::Rsqrt.eval(v),
         ms.view(),
-        DType::F32,
-        ActExtras::default(),
-        loc,
-    )
-    .0;
+    );
     let xn = alu_binary(
+        &ins,
         AluOp::Multiply,
-        API,
         Operand::Tile(x),
         Operand::Tile(rstd.view()),
         Some(DType::F32),
         false,
-        loc,
     );
     alu_binary(
+        &ins,
         AluOp::Multiply,
-        API,
         Operand::Tile(xn.view()),
         Operand::Tile(w),
         Some(out_dtype),
         true,
-        loc,
     )
 }

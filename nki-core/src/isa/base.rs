@@ -1,0 +1,566 @@
+//! The base every instruction builder (and every `nl` lowering) stands on: operand types
+//! ([`Operand`]), the hardware's operand rules and shape checks, output allocation or a
+//! destination slice ([`Dst`]), the one engine choice for element-wise ALU ops
+//! ([`alu_engine`]), the DMA dimensions of a transfer, and the record of a compute
+//! instruction. Rules are methods of the op handle ([`Op`]) so they fail with the op's NKI
+//! name and source line; the `Result`-returning forms serve callers that combine checks.
+
+use crate::access::Shape;
+use crate::context::Op;
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::hbm::HbmView;
+use crate::math::AluOp;
+use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode, Region};
+use crate::tile::{Tile, TileRef};
+
+/// An element-wise operand: a tile view or a scalar.
+#[derive(Clone, Copy, Debug)]
+pub enum Operand<'a> {
+    /// A tile (or view).
+    Tile(TileRef<'a>),
+    /// A scalar; `float` tells NKI's weak-type promotion whether it was a float literal.
+    Scalar {
+        /// The value.
+        value: f32,
+        /// True for floats (promotes ints to fp32), false for ints.
+        float: bool,
+    },
+}
+
+impl From<f32> for Operand<'_> {
+    fn from(v: f32) -> Self {
+        Operand::Scalar {
+            value: v,
+            float: true,
+        }
+    }
+}
+impl From<f64> for Operand<'_> {
+    fn from(v: f64) -> Self {
+        Operand::Scalar {
+            value: v as f32,
+            float: true,
+        }
+    }
+}
+impl From<i32> for Operand<'_> {
+    fn from(v: i32) -> Self {
+        Operand::Scalar {
+            value: v as f32,
+            float: false,
+        }
+    }
+}
+impl<'a> From<&'a Tile> for Operand<'a> {
+    fn from(t: &'a Tile) -> Self {
+        Operand::Tile(t.view())
+    }
+}
+impl<'a> From<TileRef<'a>> for Operand<'a> {
+    fn from(t: TileRef<'a>) -> Self {
+        Operand::Tile(t)
+    }
+}
+impl<'a> From<&'a TileRef<'a>> for Operand<'a> {
+    fn from(t: &'a TileRef<'a>) -> Self {
+        Operand::Tile(*t)
+    }
+}
+
+/// Result dtype of a binary op under NKI promotion (or the explicit `dtype`).
+pub(crate) fn result_dtype(x: &Operand, y: &Operand, dtype: Option<DType>) -> DType {
+    if let Some(d) = dtype {
+        return d;
+    }
+    match (x, y) {
+        (Operand::Tile(a), Operand::Tile(b)) => DType::promote(a.dtype(), b.dtype()),
+        (Operand::Tile(a), Operand::Scalar { float, .. })
+        | (Operand::Scalar { float, .. }, Operand::Tile(a)) => {
+            DType::promote_scalar(a.dtype(), *float)
+        }
+        _ => DType::F32,
+    }
+}
+
+/// THE engine choice for an element-wise ALU operator (NKI's classic engine table,
+/// nki.api.shared "supported math operators"): `power`, and add/subtract/multiply computed
+/// in 32-bit integers (`compute` is the promoted operand dtype), run on GpSimdE; everything
+/// else on VectorE. GpSimdE cannot access PSUM, so an operand in PSUM (`in_psum`) keeps the
+/// op on VectorE.
+pub(crate) fn alu_engine(op: AluOp, compute: DType, in_psum: bool) -> Engine {
+    let int32 = matches!(compute, DType::I32 | DType::U32)
+        && matches!(op, AluOp::Add | AluOp::Subtract | AluOp::Multiply);
+    if (op == AluOp::Power || int32) && !in_psum {
+        Engine::GpSimd
+    } else {
+        Engine::Vector
+    }
+}
+
+/// Checks `dims` as a tile shape (at most [`crate::access::MAX_DIMS`] dims, none zero).
+pub(crate) fn shape(op: &'static str, dims: &[usize], loc: SourceLoc) -> Shape {
+    match Shape::new(dims) {
+        Ok(s) => s,
+        Err(e) => crate::context::raise(NkiError::new(e.kind(), op, e.message().to_string()), loc),
+    }
+}
+
+/// Allocates a new, unwritten output tile of `dims` (checked as a tile shape) for op `api`
+/// at `loc` (the form for lowerings that have no op handle yet; see [`Op::alloc`]).
+pub(crate) fn out_tile(
+    api: &'static str,
+    mem: MemKind,
+    dtype: DType,
+    dims: &[usize],
+    loc: SourceLoc,
+) -> Tile {
+    Tile::alloc(api, mem, dtype, shape(api, dims, loc), None, loc)
+}
+
+/// The DMA dimensions of a transfer between the HBM view `hbm` and the tile view `tile`
+/// (`to_chip`: HBM -> tile).
+pub(crate) fn dma_dims(hbm: &HbmView, tile: &TileRef, to_chip: bool) -> DmaDims {
+    let bytes = (hbm.ap.shape.numel() * hbm.dtype().size()) as u64;
+    let (src, dst) = if to_chip {
+        (MemKind::Hbm, tile.mem())
+    } else {
+        (tile.mem(), MemKind::Hbm)
+    };
+    DmaDims {
+        src,
+        dst,
+        bytes,
+        partitions: tile.partitions() as u32,
+        start_partition: tile.start_partition() as u32,
+        chunk_bytes: (hbm.ap.contiguous_run().min(hbm.ap.shape.numel()) * hbm.dtype().size())
+            as u64,
+    }
+}
+
+/// The partition start-offset rule: more than 64 partitions start at 0; 33..=64 at 0 or 64;
+/// up to 32 at 0, 32, 64 or 96.
+pub(crate) fn partition_start(op: &'static str, what: &str, t: &TileRef) -> Result<()> {
+    let p = t.partitions();
+    let s = t.start_partition();
+    let ok = if p > 64 {
+        s == 0
+    } else if p > 32 {
+        s == 0 || s == 64
+    } else {
+        s.is_multiple_of(32)
+    };
+    if ok {
+        Ok(())
+    } else {
+        let valid = if p > 64 {
+            "0"
+        } else if p > 32 {
+            "0 or 64"
+        } else {
+            "0, 32, 64 or 96"
+        };
+        Err(NkiError::new(
+            ErrorKind::PartitionOffset,
+            op,
+            format!(
+                "operand '{what}' {} accesses {p} partitions starting at partition {s}; \
+                 an access of {p} partitions must start at partition {valid}",
+                t.describe()
+            ),
+        ))
+    }
+}
+
+/// The operand must live in one of `allowed` memories.
+pub(crate) fn memory(op: &'static str, what: &str, t: &TileRef, allowed: &[MemKind]) -> Result<()> {
+    if allowed.contains(&t.mem()) {
+        return Ok(());
+    }
+    let names: Vec<&str> = allowed.iter().map(|m| m.name()).collect();
+    Err(NkiError::new(
+        ErrorKind::WrongMemory,
+        op,
+        format!(
+            "expected operand '{what}' of '{op}' to be in address space '{}', but got a tile in '{}' instead ({})",
+            names.join("|"),
+            t.mem().name(),
+            t.describe()
+        ),
+    ))
+}
+
+/// Two operands must have the same number of partitions (NKI's
+/// `err_num_partition_mismatch`, naming the op as `name`).
+fn partitions_match(
+    op: &'static str,
+    name: &str,
+    a: (&str, &TileRef),
+    b: (&str, &TileRef),
+) -> Result<()> {
+    if a.1.partitions() == b.1.partitions() {
+        return Ok(());
+    }
+    Err(NkiError::new(
+        ErrorKind::PartitionMismatch,
+        op,
+        format!(
+            "number of partitions (dimension 0 size of a tile) mismatch in parameters ({}{:?}, {}{:?}) of '{name}'",
+            a.0,
+            a.1.shape(),
+            b.0,
+            b.1.shape()
+        ),
+    ))
+}
+
+/// Two operands must have the same number of partitions.
+pub(crate) fn same_partitions(
+    op: &'static str,
+    a: (&str, &TileRef),
+    b: (&str, &TileRef),
+) -> Result<()> {
+    partitions_match(op, op, a, b)
+}
+
+/// Standard checks of an on-chip operand: start-offset rule.
+pub(crate) fn operand(op: &'static str, what: &str, t: &TileRef) -> Result<()> {
+    partition_start(op, what, t)
+}
+
+/// The short NKI name of an instruction (`nisa.tensor_tensor` -> `tensor_tensor`).
+pub(crate) fn short(api: &'static str) -> &'static str {
+    api.strip_prefix("nisa.").unwrap_or(api)
+}
+
+/// `t` must be a `[p, 1]` vector.
+pub(crate) fn per_partition_shape(
+    api: &'static str,
+    what: &str,
+    t: &TileRef,
+    p: usize,
+) -> Result<()> {
+    if t.partitions() != p {
+        return Err(NkiError::new(
+            ErrorKind::PartitionMismatch,
+            api,
+            format!(
+                "number of partitions (dimension 0 size of a tile) mismatch in parameters (data[{p}, ...], {what}{:?}) of '{}'",
+                t.shape(),
+                short(api)
+            ),
+        ));
+    }
+    if t.free_size() != 1 {
+        return Err(NkiError::new(
+            ErrorKind::ShapeMismatch,
+            api,
+            format!(
+                "'{what}' of '{}' must be a scalar or a vector of shape [{p}, 1] (one element per partition), got {}",
+                short(api),
+                t.describe()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Where an instruction writes its result: a new tile, or part of an existing one.
+///
+/// Every builder takes one; the public `nisa::x` returns the new tile (`Dst::New`), and
+/// `nisa::x_into(dst, ...)` writes into `dst` (`Dst::Into`), NKI's `out[:, a:b] = nisa.x(...)`
+/// / `nisa.x(dst=...)`: one instruction either way.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Dst<'d> {
+    /// A new tile; `Some(dtype)` overrides the instruction's default output dtype.
+    New(Option<DType>),
+    /// This view of an existing tile; the result is rounded to its dtype.
+    Into(TileRef<'d>),
+}
+
+/// The output of an instruction: the new tile it allocated, or the destination view.
+pub(crate) enum Output<'d> {
+    /// A new tile.
+    New(Tile),
+    /// Part of an existing tile.
+    Into(TileRef<'d>),
+}
+
+impl Output<'_> {
+    /// The view the instruction writes.
+    pub(crate) fn view(&self) -> TileRef<'_> {
+        match self {
+            Output::New(t) => t.view(),
+            Output::Into(v) => *v,
+        }
+    }
+
+    /// The new tile (the value of a non-destination builder).
+    pub(crate) fn tile(self) -> Tile {
+        match self {
+            Output::New(t) => t,
+            Output::Into(_) => unreachable!("a builder given Dst::New returns a new tile"),
+        }
+    }
+}
+
+/// A per-partition operand checked against a data tile of `p` partitions: a scalar broadcast
+/// to every element, or a `[P, 1]` vector broadcast along the free dimension.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum PerPartition<'a> {
+    Scalar(f32),
+    Vector(TileRef<'a>),
+}
+
+impl<'a> PerPartition<'a> {
+    /// The value of each of the `p` partitions (executes only).
+    pub(crate) fn values(&self, op: &Op, p: usize) -> Vec<f32> {
+        match self {
+            PerPartition::Scalar(v) => vec![*v; p],
+            PerPartition::Vector(t) => t.gather(op.api, op.loc),
+        }
+    }
+
+    /// The vector operand, if any.
+    pub(crate) fn tile(&self) -> Option<&TileRef<'a>> {
+        match self {
+            PerPartition::Scalar(_) => None,
+            PerPartition::Vector(t) => Some(t),
+        }
+    }
+}
+
+/// Which instruction is being issued: its engine and opcode (and the ALU operator, for the
+/// instructions whose cost depends on it).
+#[derive(Clone, Copy)]
+pub(crate) struct Site {
+    engine: Engine,
+    opcode: Opcode,
+    alu: Option<AluOp>,
+    accumulate: bool,
+}
+
+impl Site {
+    /// The instruction `opcode` on `engine`.
+    pub(crate) fn new(engine: Engine, opcode: Opcode) -> Site {
+        Site {
+            engine,
+            opcode,
+            alu: None,
+            accumulate: false,
+        }
+    }
+
+    /// The same instruction, recorded as also reducing into the engine's accumulator.
+    pub(crate) fn accumulating(self, accumulate: bool) -> Site {
+        Site { accumulate, ..self }
+    }
+
+    /// The same instruction, recorded with ALU operator `op`.
+    pub(crate) fn with_alu(self, op: AluOp) -> Site {
+        Site {
+            alu: Some(op),
+            ..self
+        }
+    }
+}
+
+/// The operand rules and the output handling of every instruction, as methods of the op
+/// handle (they fail with the op's name and line).
+impl Op {
+    /// The partition-start rule for every on-chip operand.
+    pub(crate) fn operand(&self, what: &str, t: &TileRef) {
+        self.check(operand(self.api, what, t));
+    }
+
+    /// The on-chip operand `what` as a view, checked by [`Op::operand`].
+    pub(crate) fn input<'a>(&self, what: &str, t: impl Into<TileRef<'a>>) -> TileRef<'a> {
+        let t = t.into();
+        self.operand(what, &t);
+        t
+    }
+
+    /// The operand must live in one of `allowed`.
+    pub(crate) fn memory(&self, what: &str, t: &TileRef, allowed: &[MemKind]) {
+        self.check(memory(self.api, what, t, allowed));
+    }
+
+    /// NKI's `err_num_partition_mismatch`, verbatim: "number of partitions (dimension 0 size
+    /// of a tile) mismatch in parameters (data1[128, 512], data2[1, 512]) of 'tensor_tensor'".
+    pub(crate) fn same_partitions(&self, a: (&str, &TileRef), b: (&str, &TileRef)) {
+        self.check(partitions_match(self.api, short(self.api), a, b));
+    }
+
+    /// Two full-size operands must hold the same number of elements per partition.
+    pub(crate) fn same_free(&self, a: (&str, &TileRef), b: (&str, &TileRef)) {
+        if a.1.free_size() != b.1.free_size() {
+            self.fail(
+                ErrorKind::ShapeMismatch,
+                format!(
+                    "number of elements per partition mismatch in parameters ({}{:?}, {}{:?}) of '{}': {} vs {}",
+                    a.0,
+                    a.1.shape(),
+                    b.0,
+                    b.1.shape(),
+                    short(self.api),
+                    a.1.free_size(),
+                    b.1.free_size()
+                ),
+            );
+        }
+    }
+
+    /// Two tile inputs of one VectorE instruction cannot both be read from PSUM.
+    pub(crate) fn not_both_psum(&self, a: (&str, &TileRef), b: (&str, &TileRef)) {
+        if a.1.mem() == MemKind::Psum && b.1.mem() == MemKind::Psum {
+            self.fail(
+                ErrorKind::WrongMemory,
+                format!(
+                    "operands '{}' ({}) and '{}' ({}) of '{}' cannot both be in psum; move one to sbuf first",
+                    a.0,
+                    a.1.describe(),
+                    b.0,
+                    b.1.describe(),
+                    short(self.api)
+                ),
+            );
+        }
+    }
+
+    /// `engine` must be one of `allowed` for this instruction.
+    pub(crate) fn engine_in(&self, engine: Engine, allowed: &[Engine]) {
+        if !allowed.contains(&engine) {
+            let names: Vec<&str> = allowed.iter().map(|e| e.name()).collect();
+            self.fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "'{}' cannot run on {}; supported engines: {}",
+                    short(self.api),
+                    engine.name(),
+                    names.join(", ")
+                ),
+            );
+        }
+    }
+
+    /// GpSimdE cannot read or write PSUM.
+    pub(crate) fn gpsimd_sbuf(&self, what: &str, t: &TileRef) {
+        if t.mem() == MemKind::Psum {
+            self.fail(
+                ErrorKind::WrongMemory,
+                format!(
+                    "expected operand '{what}' of '{}' to be in address space 'sbuf', but got a tile in 'psum' instead ({}): GpSimd Engine cannot access psum",
+                    short(self.api),
+                    t.describe()
+                ),
+            );
+        }
+    }
+
+    /// Validates `o` as a scalar or a `[p, 1]` tile (any number of size-1 free dims).
+    pub(crate) fn per_partition<'a>(
+        &self,
+        what: &str,
+        o: Operand<'a>,
+        p: usize,
+    ) -> PerPartition<'a> {
+        match o {
+            Operand::Scalar { value, .. } => PerPartition::Scalar(value),
+            Operand::Tile(t) => {
+                self.check(per_partition_shape(self.api, what, &t, p));
+                self.operand(what, &t);
+                PerPartition::Vector(t)
+            }
+        }
+    }
+
+    /// Allocates a new, unwritten output tile of `dims` (checked as a tile shape).
+    pub(crate) fn alloc(&self, mem: MemKind, dtype: DType, dims: &[usize]) -> Tile {
+        out_tile(self.api, mem, dtype, dims, self.loc)
+    }
+
+    /// The output of an instruction whose result is `dims` of `dtype` (default) in `mem`:
+    /// a new tile, or the destination view, which must have the result's partition count
+    /// and elements per partition, start on a legal partition and live in `mem` (or PSUM
+    /// when `psum_ok`). The result is rounded to the destination's dtype.
+    pub(crate) fn output<'d>(
+        &self,
+        dst: Dst<'d>,
+        mem: MemKind,
+        dtype: DType,
+        dims: &[usize],
+        psum_ok: bool,
+    ) -> Output<'d> {
+        match dst {
+            Dst::New(d) => Output::New(self.alloc(mem, d.unwrap_or(dtype), dims)),
+            Dst::Into(t) => {
+                let free: usize = dims[1..].iter().product();
+                if t.partitions() != dims[0] || t.free_size() != free.max(1) {
+                    self.fail(
+                        ErrorKind::ShapeMismatch,
+                        format!(
+                            "destination dst{:?} of '{}' does not match the result shape {dims:?} (partitions and elements per partition must agree)",
+                            t.shape(),
+                            short(self.api)
+                        ),
+                    );
+                }
+                self.operand("dst", &t);
+                let allowed: &[MemKind] = if psum_ok {
+                    &[MemKind::Sbuf, MemKind::Psum]
+                } else {
+                    &[mem]
+                };
+                self.memory("dst", &t, allowed);
+                Output::Into(t)
+            }
+        }
+    }
+
+    /// Issues a compute instruction through the funnel ([`Op::issue`]): `exec` computes the
+    /// values of `outs`. The record reads `data` (the full-size inputs; the cost's N is the
+    /// free size of the first) and `extra` (per-partition operands) and writes `outs` (the
+    /// first one's dtype is the output dtype).
+    pub(crate) fn compute(
+        &self,
+        site: Site,
+        data: &[&TileRef],
+        extra: &[&TileRef],
+        outs: &[&TileRef],
+        exec: impl FnOnce(),
+    ) {
+        self.issue(outs, exec, || self.compute_record(site, data, extra, outs));
+    }
+
+    /// The record of [`Op::compute`].
+    fn compute_record(
+        &self,
+        site: Site,
+        data: &[&TileRef],
+        extra: &[&TileRef],
+        outs: &[&TileRef],
+    ) -> Instr {
+        let main = data.first().or(outs.first()).expect("an operand");
+        let contiguous = |t: &&TileRef| t.free_size() <= 1 || t.ap.inner_stride() == 1;
+        let mut reads: Vec<Region> = data.iter().map(|t| t.region()).collect();
+        reads.extend(extra.iter().map(|t| t.region()));
+        Instr {
+            partitions: main.partitions() as u32,
+            free: main.free_size() as u32,
+            inputs: data.len() as u8,
+            in_dtype: main.dtype(),
+            out_dtype: outs.first().map_or(main.dtype(), |o| o.dtype()),
+            psum: data
+                .iter()
+                .chain(extra)
+                .chain(outs)
+                .any(|t| t.mem() == MemKind::Psum),
+            contiguous: data.iter().chain(outs).all(contiguous),
+            reads,
+            writes: outs.iter().map(|t| t.region()).collect(),
+            alu: site.alu,
+            accumulate: site.accumulate,
+            ..Instr::new(site.engine, site.opcode, self.api, self.loc)
+        }
+    }
+}
