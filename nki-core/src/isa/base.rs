@@ -83,6 +83,17 @@ pub(crate) fn result_dtype(x: &Operand, y: &Operand, dtype: Option<DType>) -> DT
     }
 }
 
+/// The engine of a copy whose engine the kernel leaves to the compiler (`nl.copy`,
+/// `nl.broadcast_to`'s PSUM read-out): a copy out of PSUM runs on ScalarE, as the compiler
+/// places it (calibration §3b: the 1024² transpose's PSUM -> SBUF copies ran on ScalarE,
+/// leaving VectorE free); other copies on VectorE.
+pub(crate) fn copy_engine(src: MemKind) -> Engine {
+    match src {
+        MemKind::Psum => Engine::Scalar,
+        MemKind::Sbuf | MemKind::Hbm => Engine::Vector,
+    }
+}
+
 /// THE engine choice for an element-wise ALU operator (NKI's classic engine table,
 /// nki.api.shared "supported math operators"): `power`, and add/subtract/multiply computed
 /// in 32-bit integers (`compute` is the promoted operand dtype), run on GpSimdE; everything
