@@ -180,6 +180,12 @@ impl InstanceCtx {
         id
     }
 
+    /// Keeps record `r`, tagged with the affine_range iterations it was issued in.
+    pub(crate) fn push_record(&mut self, mut r: Instr) {
+        r.affine.clone_from(&self.frames);
+        self.records.push(r);
+    }
+
     /// Enters a new affine_range activation; returns its id.
     pub(crate) fn push_affine(&mut self) -> u32 {
         let id = self.next_activation;
@@ -400,7 +406,7 @@ pub(crate) fn issue(env: OpEnv, exec: impl FnOnce(), record: impl FnOnce() -> In
         exec();
         if env.records {
             let r = record();
-            try_with_ctx(|c| c.records.push(r));
+            try_with_ctx(|c| c.push_record(r));
         }
     } else if env.records {
         // Multi-step ops push the records of their earlier steps from inside `record`.
@@ -409,7 +415,7 @@ pub(crate) fn issue(env: OpEnv, exec: impl FnOnce(), record: impl FnOnce() -> In
         if let Some(e) = try_with_ctx(|c| unwritten_read(c, first, &r)).flatten() {
             raise(e, r.loc);
         }
-        try_with_ctx(|c| c.records.push(r));
+        try_with_ctx(|c| c.push_record(r));
     }
 }
 

@@ -27,7 +27,6 @@ pub mod spmd;
 pub mod target;
 pub mod tile;
 pub mod timing;
-pub mod trace;
 pub mod typed;
 
 pub use nki_macros::nki_kernel;

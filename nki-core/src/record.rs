@@ -4,7 +4,9 @@
 use crate::dtype::DType;
 use crate::error::SourceLoc;
 
-/// The engine an instruction runs on.
+/// The engine an instruction runs on. This is the one engine table: [`Engine::ALL`] gives the
+/// display order and [`Engine::index`] the slot every per-engine array uses; clocks come from
+/// [`TargetSpec::engine_ghz`](crate::target::TargetSpec::engine_ghz).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum Engine {
     /// TensorE (PE array): matmul and transpose.
@@ -22,8 +24,11 @@ pub enum Engine {
 }
 
 impl Engine {
-    /// All engines in display order.
-    pub const ALL: [Engine; 6] = [
+    /// Number of engines (the length of every per-engine array).
+    pub const COUNT: usize = 6;
+
+    /// All engines in display order (`ALL[e.index()] == e`).
+    pub const ALL: [Engine; Engine::COUNT] = [
         Engine::Tensor,
         Engine::Vector,
         Engine::Scalar,
@@ -31,6 +36,11 @@ impl Engine {
         Engine::Sync,
         Engine::Dma,
     ];
+
+    /// Slot of the engine in per-engine arrays (its position in [`Engine::ALL`]).
+    pub const fn index(self) -> usize {
+        self as usize
+    }
 
     /// Profiler-style name.
     pub fn name(self) -> &'static str {
@@ -243,12 +253,20 @@ pub struct Instr {
     pub dma: Option<DmaDims>,
     /// The ALU operator of an element-wise instruction, when it has one (costs depend on it).
     pub alu: Option<crate::math::AluOp>,
+    /// True when the instruction also reduces its results into the engine's accumulator
+    /// (`activation_reduce`, `tensor_scalar` with an accumulate): one more `MIN_II` \[E S13\].
+    pub accumulate: bool,
     /// Regions read.
     pub reads: Vec<Region>,
     /// Regions written.
     pub writes: Vec<Region>,
     /// Kernel source line that issued it.
     pub loc: SourceLoc,
+    /// The `affine_range` loops it was issued in, outermost first: `(loop activation,
+    /// iteration)`, where every start of an `affine_range` loop is a new activation. Two
+    /// records in different iterations of one activation are independent by contract, so
+    /// the timing model lets an engine run them out of program order.
+    pub affine: Vec<(u32, u32)>,
 }
 
 impl Instr {
@@ -268,10 +286,26 @@ impl Instr {
             matmul: None,
             dma: None,
             alu: None,
+            accumulate: false,
             reads: Vec::new(),
             writes: Vec::new(),
             loc,
+            affine: Vec::new(),
         }
+    }
+
+    /// True when `self` and `other` (records of one program instance) lie in different
+    /// iterations of a common `affine_range` loop: no ordering between them is required.
+    pub fn independent_of(&self, other: &Instr) -> bool {
+        for (a, b) in self.affine.iter().zip(&other.affine) {
+            if a.0 != b.0 {
+                return false;
+            }
+            if a.1 != b.1 {
+                return true;
+            }
+        }
+        false
     }
 
     /// Hardware FLOPs (2 per MAC) of a TensorE instruction, 0 otherwise.
@@ -281,4 +315,14 @@ impl Instr {
             None => 0,
         }
     }
+}
+
+/// The instruction records of one NeuronCore: its instances' streams in run order (what the
+/// launcher hands the timing model).
+#[derive(Clone, Debug, Default)]
+pub struct CoreStream {
+    /// Logical NeuronCore index.
+    pub nc: usize,
+    /// One record stream per instance (with its program id), in the order the core ran them.
+    pub instances: Vec<(Vec<usize>, Vec<Instr>)>,
 }

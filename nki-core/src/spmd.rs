@@ -8,7 +8,6 @@ use crate::context::{InstanceCtx, LaunchShared, Mode};
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::memory::MemoryPeak;
 use crate::profile::Profile;
-use crate::record::Instr;
 use crate::target::Target;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -257,14 +256,7 @@ pub struct LaunchReport {
     pub profile: Option<Profile>,
 }
 
-/// The instruction records of one NeuronCore: its instances' streams in run order.
-#[derive(Clone, Debug, Default)]
-pub struct CoreStream {
-    /// Logical NeuronCore index.
-    pub nc: usize,
-    /// One record stream per instance, in the order the core ran them.
-    pub instances: Vec<(Vec<usize>, Vec<Instr>)>,
-}
+pub use crate::record::CoreStream;
 
 /// A launch under construction: grid, target and mode (the builder form of `launch!`).
 #[derive(Clone, Debug)]
@@ -443,7 +435,7 @@ impl Launch {
 struct Finished {
     /// Linear program id (launch order).
     index: u64,
-    records: Vec<Instr>,
+    records: Vec<crate::record::Instr>,
     peak: MemoryPeak,
 }
 

@@ -4,6 +4,7 @@
 //! S3 = Trn3 arch guide, S5/S6 = DMA guides, S13 = ISA cost docstrings, S15 = profiler schema,
 //! KLR = `nl.tile_size` values).
 
+use crate::record::Engine;
 use std::fmt;
 
 /// A NeuronCore generation to check and model against.
@@ -23,17 +24,17 @@ pub enum Target {
 pub struct TargetSpec {
     /// Short name ("trn1", ...).
     pub name: &'static str,
-    /// TensorE clock in GHz [E S1/S2/S3].
+    /// TensorE clock in GHz \[E S1/S2/S3\].
     pub tensor_ghz: f64,
-    /// VectorE clock in GHz [E S1/S2/S3].
+    /// VectorE clock in GHz \[E S1/S2/S3\].
     pub vector_ghz: f64,
-    /// ScalarE clock in GHz [E S1/S2/S3].
+    /// ScalarE clock in GHz \[E S1/S2/S3\].
     pub scalar_ghz: f64,
-    /// GpSimdE clock in GHz [E S1/S2/S3].
+    /// GpSimdE clock in GHz \[E S1/S2/S3\].
     pub gpsimd_ghz: f64,
-    /// Profiler "NeuronCore base clock" in GHz [E S15].
+    /// Profiler "NeuronCore base clock" in GHz \[E S15\].
     pub base_ghz: f64,
-    /// Processing-element rows x columns of the TensorE array [E S1].
+    /// Processing-element rows x columns of the TensorE array \[E S1\].
     pub pe_array: (u32, u32),
     /// Maximum partitions of an on-chip tile (`tile_size.pmax`) \[KLR\].
     pub pmax: usize,
@@ -45,19 +46,19 @@ pub struct TargetSpec {
     pub bn_stats_fmax: usize,
     /// Usable SBUF bytes per partition (`total_available_sbuf_size`) \[KLR\].
     pub sbuf_bytes_per_partition: usize,
-    /// PSUM banks per partition [E S1].
+    /// PSUM banks per partition \[E S1\].
     pub psum_banks: usize,
-    /// Bytes per PSUM bank per partition [E S1].
+    /// Bytes per PSUM bank per partition \[E S1\].
     pub psum_bank_bytes: usize,
-    /// NeuronCores per device [E S1/S2/S3].
+    /// NeuronCores per device \[E S1/S2/S3\].
     pub ncs_per_device: usize,
-    /// DMA engines per NeuronCore [E S1, S6].
+    /// DMA engines per NeuronCore \[E S1, S6\].
     pub dma_engines: usize,
-    /// DMA queues per engine [E S6].
+    /// DMA queues per engine \[E S6\].
     pub dma_queues_per_engine: usize,
-    /// Partitions each DMA engine serves in a 128-partition transfer (128 / 16) [E S6].
+    /// Partitions each DMA engine serves in a 128-partition transfer (128 / 16) \[E S6\].
     pub dma_partitions_per_engine: usize,
-    /// Practical DMA bandwidth of one engine in bytes/ns (table "BW/Engine") [E S5, S6].
+    /// Practical DMA bandwidth of one engine in bytes/ns (table "BW/Engine") \[E S5, S6\].
     pub dma_engine_bytes_per_ns: f64,
     /// Shortest duration of one DMA, in ns: a single transfer takes
     /// `max(dma_min_transfer_ns, bytes_per_engine / dma_engine_bytes_per_ns)`. It is a latency,
@@ -68,55 +69,85 @@ pub struct TargetSpec {
     pub dma_min_transfer_ns: f64,
     /// Delay from the moment a DMA's inputs are ready to its first byte moving, in ns
     /// (descriptor generation, queue trigger and semaphore). Pure latency, pipelined across
-    /// queued DMAs. [A S5 "~1300 ns cross-engine".]
+    /// queued DMAs. \[A S5 "~1300 ns cross-engine".\]
     pub dma_fixed_latency_ns: f64,
-    /// Sustained DMA throughput of one NeuronCore for many outstanding DMAs, in bytes/ns
-    /// (all 16 engines together, HBM traffic and on-chip copies alike).
-    /// trn1: FITTED once on calibration §1 (the four matmul tutorial stages move 5.44 / 4.43 /
-    /// 2.28 / 0.74 GB in 51.80 / 42.96 / 22.07 / 6.97 ms: 105 / 103 / 103 / 106 GB/s).
-    /// trn2/trn3: no public sustained figure; the S6 chart and the 1416 ns single-engine
-    /// measurement imply a 128-partition DMA runs all 16 engines at full speed, so this is
-    /// 16 x the per-engine bandwidth \[D\].
-    pub dma_sustained_bytes_per_ns: f64,
+    /// Time, in ns, every DMA engine is occupied by one DMA instruction however small it is:
+    /// descriptor processing plus the completion write every one of the 16 engines makes to
+    /// the DMA's semaphore (idle engines included) \[E S6\]. Tiny DMAs therefore serialise at
+    /// this rate instead of pipelining. trn1: FITTED on calibration §3a (76,800 four-byte DMAs
+    /// of `vector_add_tiled` ROW_CHUNK=1 in 27,404 µs, 357 ns each, and ROW_CHUNK=128's 600 in
+    /// 206 µs less the launch overhead, 318 ns each: 340 ns errs by -5 % / +6 % on the two).
+    /// trn2/trn3: no tiny-DMA measurement; bounded by §3b (the 1024² transpose's 129 DMAs were
+    /// active 27.9 µs in all: at most 216 ns each), taken at that bound \[D\].
+    pub dma_engine_min_ns: f64,
+    /// Fraction of an engine's bandwidth a DMA reaches when its HBM side is gathered from
+    /// separate rows (the HBM-side contiguous run is shorter than the transfer, e.g. a
+    /// `[128, 512]` tile of an `[8192, 8192]` tensor). trn1: FITTED on calibration §1 (the
+    /// four matmul tutorial stages, whose tiles are row gathers, move their bytes at
+    /// 103–106 GB/s against 16 x 17 B/ns = 272 GB/s: 0.386), while §3a's contiguous streams
+    /// reach the engines' full rate. trn2: FITTED on §3b (the 1024² transpose's row-gather
+    /// DMAs moved 8.4 MB in 27.9 µs of DMA activity: 300 GB/s of 368, 0.82). trn3: no figure,
+    /// trn2's value assumed \[A\].
+    pub dma_row_gather_efficiency: f64,
     /// Bandwidth of one HBM stack in bytes/ns, shared by the `ncs_per_hbm_stack` NeuronCores on
-    /// it. trn1: 820 GB/s / 2 stacks [E S1]; trn2: 2.9 TB/s / 4 stacks [E S10, D];
-    /// trn3: 4.9 TB/s / 4 stacks [E S11, D].
+    /// it. trn1: 820 GB/s / 2 stacks \[E S1\]; trn2: 2.9 TB/s / 4 stacks \[E S10, D\];
+    /// trn3: 4.9 TB/s / 4 stacks \[E S11, D\].
     pub hbm_bytes_per_ns: f64,
     /// Fraction of DMA throughput a transposing DMA reaches. trn2/trn3: "up to 90 %" HBM->SBUF
-    /// [E S2]; trn1: "much lower DMA bandwidth" [E S4] with no figure, 25 % assumed \[A\].
+    /// \[E S2\]; trn1: "much lower DMA bandwidth" \[E S4\] with no figure, 25 % assumed \[A\].
     pub dma_transpose_efficiency: f64,
-    /// NeuronCores sharing one HBM stack (and its bandwidth): 2 on trn2 [E S12].
+    /// NeuronCores sharing one HBM stack (and its bandwidth): 2 on trn2 \[E S12\].
     pub ncs_per_hbm_stack: usize,
     /// TensorE MultiplyMoving floor, cycles (`MM_INIT_LATENCY`): MM = max(min(64, N_stat), N_mov)
-    /// [E S1, S13].
+    /// \[E S1, S13\].
     pub mm_init_cycles: u64,
-    /// TensorE slowdown for fp32 matmul inputs (4 passes) [E S1, S13].
+    /// TensorE slowdown for fp32 matmul inputs (4 passes) \[E S1, S13\].
     pub fp32_matmul_factor: u64,
     /// TensorE slowdown for fp32 transposes: 4 on NC-v2 (a plain fp32 matmul), 2 on NC-v3+
-    /// ("transpose mode ... 2x faster for FP32") [E S2].
+    /// ("transpose mode ... 2x faster for FP32") \[E S2\].
     pub fp32_transpose_factor: u64,
     /// LoadStationary speed-up over a MultiplyMoving of the same free size: LS = N_stat / 4
-    /// cycles [E S1 "up to 4x", S4].
+    /// cycles \[E S1 "up to 4x", S4\].
     pub ls_speedup: u64,
     /// TensorE utilisation limit when it starts from idle (throttling, dI/dt protection):
-    /// 50 % on trn2/trn3, ramping to 100 % over `pe_throttle_ramp_ns` [E S16]; 1.0 = none
+    /// 50 % on trn2/trn3, ramping to 100 % over `pe_throttle_ramp_ns` \[E S16\]; 1.0 = none
     /// (trn1: not documented for NC-v2).
     pub pe_throttle_start: f64,
     /// Time over which the TensorE limit ramps to 100 %, and the window in which falling
-    /// below 50 % utilisation re-engages it ("~3 us") [A S16].
+    /// below 50 % utilisation re-engages it ("~3 us") \[A S16\].
     pub pe_throttle_ramp_ns: f64,
-    /// Minimum initiation interval of Vector/Scalar instructions, cycles (`MIN_II`) [E S13].
+    /// Minimum initiation interval of Vector/Scalar instructions, cycles (`MIN_II`) \[E S13\].
     pub min_ii: u64,
-    /// GpSimd instruction start overhead, cycles (`GPSIMD_START`) [E S13].
+    /// GpSimd instruction start overhead, cycles (`GPSIMD_START`) \[E S13\].
     pub gpsimd_start: u64,
-    /// Minimum II of dynamic-offset copies, cycles (`MIN_II_DYNAMIC`) [E S13].
+    /// Minimum II of dynamic-offset copies, cycles (`MIN_II_DYNAMIC`) \[E S13\].
     pub min_ii_dynamic: u64,
     /// Extra cycles an instruction waits when it depends on an earlier instruction's result
     /// (pipeline drain + semaphore). Fitted once: 264 - 64 = 200 ScalarE cycles from the trn1
-    /// back-to-back dependent activation measurement [E S4/S23].
+    /// back-to-back dependent activation measurement \[E S4/S23\].
     pub dependency_latency_cycles: u64,
-    /// VectorE performance modes (2x/4x for bf16/fp16) exist [E S2].
+    /// VectorE performance modes (2x/4x for bf16/fp16) exist \[E S2\].
     pub vector_perf_modes: bool,
+    /// Fixed time around every kernel launch, in ns: the pre- and postamble neuron-profile
+    /// reports as `total_time - total_active_time` \[E S15\]. trn2: FITTED on calibration §3b
+    /// (12.4, 12.76 and 13.2 µs in the three profiles: mean 12.8 µs). trn1: FITTED on §3a (the
+    /// three few-DMA `vector_add_stream` rows leave 14.7–16 µs beside their instructions:
+    /// 15 µs). trn3: no figure, trn2's value assumed \[A\].
+    pub launch_overhead_ns: f64,
+}
+
+impl TargetSpec {
+    /// Clock of `engine` in GHz (the DMA engines and the Sync engine run on the profiler's
+    /// base clock).
+    pub fn engine_ghz(&self, engine: Engine) -> f64 {
+        match engine {
+            Engine::Tensor => self.tensor_ghz,
+            Engine::Vector => self.vector_ghz,
+            Engine::Scalar => self.scalar_ghz,
+            Engine::GpSimd => self.gpsimd_ghz,
+            Engine::Sync | Engine::Dma => self.base_ghz,
+        }
+    }
 }
 
 impl Target {
@@ -177,8 +208,9 @@ pub static TRN1: TargetSpec = TargetSpec {
     dma_engine_bytes_per_ns: 17.0,
     dma_min_transfer_ns: 850.0,
     dma_fixed_latency_ns: 1300.0,
-    // FITTED once on calibration §1 (matmul tutorial, trn1); see the field's doc.
-    dma_sustained_bytes_per_ns: 105.0,
+    // FITTED on calibration §3a and §1; see the fields' docs.
+    dma_engine_min_ns: 340.0,
+    dma_row_gather_efficiency: 0.386,
     hbm_bytes_per_ns: 410.0,
     dma_transpose_efficiency: 0.25,
     ncs_per_hbm_stack: 1,
@@ -193,6 +225,7 @@ pub static TRN1: TargetSpec = TargetSpec {
     min_ii_dynamic: 600,
     dependency_latency_cycles: 200,
     vector_perf_modes: false,
+    launch_overhead_ns: 15_000.0,
 };
 
 /// Trainium2 (NeuronCore-v3).
@@ -218,8 +251,9 @@ pub static TRN2: TargetSpec = TargetSpec {
     dma_engine_bytes_per_ns: 23.0,
     dma_min_transfer_ns: 850.0,
     dma_fixed_latency_ns: 1300.0,
-    // 16 engines x 23 B/ns [D S5/S6].
-    dma_sustained_bytes_per_ns: 368.0,
+    // Bounded and FITTED on calibration §3b; see the fields' docs.
+    dma_engine_min_ns: 216.0,
+    dma_row_gather_efficiency: 0.82,
     hbm_bytes_per_ns: 725.0,
     dma_transpose_efficiency: 0.9,
     ncs_per_hbm_stack: 2,
@@ -234,6 +268,7 @@ pub static TRN2: TargetSpec = TargetSpec {
     min_ii_dynamic: 600,
     dependency_latency_cycles: 200,
     vector_perf_modes: true,
+    launch_overhead_ns: 12_800.0,
 };
 
 /// Trainium3 (NeuronCore-v4).
@@ -259,8 +294,9 @@ pub static TRN3: TargetSpec = TargetSpec {
     dma_engine_bytes_per_ns: 33.0,
     dma_min_transfer_ns: 850.0,
     dma_fixed_latency_ns: 1300.0,
-    // 16 engines x 33 B/ns [D S5/S6].
-    dma_sustained_bytes_per_ns: 528.0,
+    // No trn3 figures: trn2's values assumed [A].
+    dma_engine_min_ns: 216.0,
+    dma_row_gather_efficiency: 0.82,
     hbm_bytes_per_ns: 1225.0,
     dma_transpose_efficiency: 0.9,
     ncs_per_hbm_stack: 2,
@@ -275,4 +311,5 @@ pub static TRN3: TargetSpec = TargetSpec {
     min_ii_dynamic: 600,
     dependency_latency_cycles: 200,
     vector_perf_modes: true,
+    launch_overhead_ns: 12_800.0,
 };

@@ -1218,7 +1218,8 @@ fn composite_ops_record_their_instruction_sequences() {
             (Engine::Vector, Opcode::TensorReduce),
             (Engine::Scalar, Opcode::Activation),
             (Engine::Vector, Opcode::Reciprocal),
-            (Engine::Vector, Opcode::TensorTensor),
+            // Scaling by the [P, 1] reciprocal is a tensor_scalar-class instruction.
+            (Engine::Vector, Opcode::TensorScalar),
         ]
     );
     assert!(ops[1..].iter().all(|o| o.2 == "nl.softmax"));
@@ -1236,7 +1237,8 @@ fn composite_ops_record_their_instruction_sequences() {
             (Engine::Scalar, Opcode::Activation, "nl.rms_norm"),
             (Engine::Vector, Opcode::TensorScalar, "nl.rms_norm"),
             (Engine::Scalar, Opcode::Activation, "nl.rms_norm"),
-            (Engine::Vector, Opcode::TensorTensor, "nl.rms_norm"),
+            // x times the [P, 1] inverse rms: tensor_scalar class; times gamma: tensor_tensor.
+            (Engine::Vector, Opcode::TensorScalar, "nl.rms_norm"),
             (Engine::Vector, Opcode::TensorTensor, "nl.rms_norm"),
             (Engine::Vector, Opcode::TensorReduce, "nl.var"),
             (Engine::Vector, Opcode::TensorReduce, "nl.var"),

@@ -6,6 +6,8 @@
 //! - [`tensor_add`](mod@tensor_add): a streaming element-wise addition with a tunable free-dimension chunk.
 //! - [`autograd`]: forward and backward kernels for framework autograd graphs (tensor add,
 //!   RMSNorm), used by the `nki-candle` bridge.
+//! - [`calibration`]: the public calibration points and their modelled values.
+//! - [`calibration_kernels`]: the small kernels of the public timing measurements.
 //! - [`matmul`]: the four matrix-multiplication kernels of the NKI matmul tutorial, from the
 //!   plainly tiled one to the fully blocked one.
 //! - The NKI tutorials' kernels, one module each: [`transpose2d`](mod@transpose2d),
@@ -24,6 +26,8 @@
 pub mod adaptive_avg_pool2d;
 pub mod autograd;
 pub mod average_pool2d;
+pub mod calibration;
+pub mod calibration_kernels;
 mod checks;
 pub mod conv2d;
 pub mod flash_attention;

@@ -83,6 +83,17 @@ pub(crate) fn result_dtype(x: &Operand, y: &Operand, dtype: Option<DType>) -> DT
     }
 }
 
+/// The engine of a copy whose engine the kernel leaves to the compiler (`nl.copy`,
+/// `nl.broadcast_to`'s PSUM read-out): a copy out of PSUM runs on ScalarE, as the compiler
+/// places it (calibration §3b: the 1024² transpose's PSUM -> SBUF copies ran on ScalarE,
+/// leaving VectorE free); other copies on VectorE.
+pub(crate) fn copy_engine(src: MemKind) -> Engine {
+    match src {
+        MemKind::Psum => Engine::Scalar,
+        MemKind::Sbuf | MemKind::Hbm => Engine::Vector,
+    }
+}
+
 /// THE engine choice for an element-wise ALU operator (NKI's classic engine table,
 /// nki.api.shared "supported math operators"): `power`, and add/subtract/multiply computed
 /// in 32-bit integers (`compute` is the promoted operand dtype), run on GpSimdE; everything
@@ -317,6 +328,7 @@ pub(crate) struct Site {
     engine: Engine,
     opcode: Opcode,
     alu: Option<AluOp>,
+    accumulate: bool,
 }
 
 impl Site {
@@ -326,7 +338,13 @@ impl Site {
             engine,
             opcode,
             alu: None,
+            accumulate: false,
         }
+    }
+
+    /// The same instruction, recorded as also reducing into the engine's accumulator.
+    pub(crate) fn accumulating(self, accumulate: bool) -> Site {
+        Site { accumulate, ..self }
     }
 
     /// The same instruction, recorded with ALU operator `op`.
@@ -558,6 +576,7 @@ impl Op {
             reads,
             writes: outs.iter().map(|t| t.region()).collect(),
             alu: site.alu,
+            accumulate: site.accumulate,
             ..Instr::new(site.engine, site.opcode, self.api, self.loc)
         }
     }

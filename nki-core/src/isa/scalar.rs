@@ -168,7 +168,7 @@ fn activate<'d, 'a>(
     let rv = red.as_ref().map(|t| t.view());
     let extra: Vec<&TileRef> = args.bias.iter().chain(scale_tile.iter()).collect();
     let outs: Vec<&TileRef> = std::iter::once(&ov).chain(rv.iter()).collect();
-    let site = Site::new(Engine::Scalar, Opcode::Activation);
+    let site = Site::new(Engine::Scalar, Opcode::Activation).accumulating(reduce);
     ins.compute(site, &[&x], &extra, &outs, || {
         let v = x.gather(api, ins.loc);
         let scale = match (&args.scale, &scale_tile) {

@@ -45,6 +45,48 @@ pub fn nc_matmul_acc<'a, 'b, 'c>(
     );
 }
 
+/// Transposes `data[P, F]` to `[F, P]` on TensorE as NKI kernels write it with an explicit
+/// identity: `nisa.nc_matmul(data, identity, is_transpose=True)`. `identity` is the moving
+/// operand, a `[P, P]` identity matrix (checked when values are computed: anything else would
+/// not transpose); the result is a new fp32 PSUM tile. Costs what [`nc_transpose`] costs.
+#[track_caller]
+pub fn nc_matmul_transpose<'a, 'b>(
+    data: impl Into<TileRef<'a>>,
+    identity: impl Into<TileRef<'b>>,
+) -> Tile {
+    let ins = Op::begin("nisa.nc_matmul");
+    let (x, id): (TileRef, TileRef) = (data.into(), identity.into());
+    ins.operand("identity", &id);
+    let p = x.partitions();
+    if id.shape() != [p, p] {
+        ins.fail(
+            ErrorKind::ShapeMismatch,
+            format!(
+                "is_transpose needs a [{p}, {p}] identity as moving operand for data{:?}, got {}",
+                x.shape(),
+                id.describe()
+            ),
+        );
+    }
+    if ins.executes() {
+        let v = ins.read(&id);
+        let off = (0..p * p).find(|&i| v[i] != if i / p == i % p { 1.0 } else { 0.0 });
+        if let Some(i) = off {
+            ins.fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "is_transpose needs an identity as moving operand: {} holds {} at [{}, {}]",
+                    id.describe(),
+                    v[i],
+                    i / p,
+                    i % p
+                ),
+            );
+        }
+    }
+    nc_transpose_to(&ins, Dst::New(None), x, Engine::Tensor).tile()
+}
+
 dst_forms! {
     /// Transposes a 2-D tile `data[P, F]` to `[F, P]` (NKI `nisa.nc_transpose`).
     ///

@@ -69,7 +69,7 @@ fn vector_and_scalar_records() {
         assert_eq!(r.api, "nisa.activation_reduce");
         assert_eq!((r.partitions, r.free, r.inputs), (128, 512, 1));
         assert_eq!((r.in_dtype, r.out_dtype), (DType::F32, DType::BF16));
-        assert!(r.psum);
+        assert!(r.psum && r.accumulate);
         assert_eq!((r.reads.len(), r.writes.len()), (3, 2));
 
         let r = one(mode, 1, || {

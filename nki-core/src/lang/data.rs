@@ -5,7 +5,7 @@ use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::hbm::{HbmDest, HbmSource, HbmView};
-use crate::isa::base::dma_dims;
+use crate::isa::base::{copy_engine, dma_dims};
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
@@ -143,8 +143,9 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
     }
 }
 
-/// Copies a tile (or view) into a new SBUF tile, optionally casting (NKI `nl.copy`; VectorE
-/// tensor_copy).
+/// Copies a tile (or view) into a new SBUF tile, optionally casting (NKI `nl.copy`: a
+/// tensor_copy on the engine the compiler picks, ScalarE for a PSUM source, else VectorE;
+/// `nisa::tensor_copy` names the engine).
 #[track_caller]
 pub fn copy<'a>(src: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
     let src: TileRef = src.into();
@@ -188,7 +189,7 @@ pub(crate) fn copy_to_impl(
             contiguous: src.ap.inner_stride() == 1,
             reads: vec![src.region()],
             writes: vec![tv.region()],
-            ..Instr::new(Engine::Vector, Opcode::TensorCopy, api, ins.loc)
+            ..Instr::new(copy_engine(src.mem()), Opcode::TensorCopy, api, ins.loc)
         },
     );
     t

@@ -132,8 +132,15 @@ pub(crate) fn binary_op(
     out
 }
 
+/// VectorE lowering of a binary op: `tensor_tensor` for two full tiles; `tensor_scalar` (one
+/// pass over N, hardware.md §2.3) for a scalar operand or a `[P, 1]` tile broadcast along the
+/// free dimension, as the compiler lowers it.
 fn vector(x: &Operand, y: &Operand) -> Lowering {
-    let both = matches!((x, y), (Operand::Tile(_), Operand::Tile(_)));
+    let free_broadcast = |a: &TileRef, b: &TileRef| a.free_size() == 1 && b.free_size() > 1;
+    let both = match (x, y) {
+        (Operand::Tile(a), Operand::Tile(b)) => !free_broadcast(a, b) && !free_broadcast(b, a),
+        _ => false,
+    };
     Lowering {
         engine: Engine::Vector,
         opcode: if both {

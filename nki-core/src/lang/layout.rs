@@ -8,7 +8,8 @@ use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::exec;
 use crate::hbm::HbmSource;
-use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
+use crate::isa::base::copy_engine;
+use crate::record::{DmaDims, Engine, Instr, MatmulDims, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
 /// Loads a 2-D HBM view `[F, P]` transposed into a new SBUF tile `[P, F]` (NKI
@@ -66,7 +67,12 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
 
 /// Broadcasts `src` to `dims` into a new SBUF tile (NKI `nl.broadcast_to`): NumPy rules, every
 /// dimension of `src` equals the target's or is 1 (a 1-partition source is replicated across
-/// partitions). One VectorE copy.
+/// partitions).
+///
+/// Lowered as the compiler does: a partition broadcast (`[1, N]` to `[P, N]`) is a TensorE
+/// matmul of a ones vector `[1, P]` with `src` into PSUM (in chunks of 512 columns), read out
+/// to SBUF by the default PSUM copy engine; a free-dimension broadcast (`[P, 1]` to `[P, N]`)
+/// is one `tensor_scalar`-class VectorE instruction; anything else one VectorE copy.
 #[track_caller]
 pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
     const API: &str = "nl.broadcast_to";
@@ -84,6 +90,10 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
     }
     let out = ins.alloc(MemKind::Sbuf, src.dtype(), dims);
     let ov = out.view();
+    let (p, n) = (dims[0], ov.free_size());
+    let across_partitions = src.partitions() == 1 && p > 1;
+    let chunk = super::tile_size::GEMM_MOVING_FMAX.min(n).max(1);
+    let psum = across_partitions.then(|| ins.alloc(MemKind::Psum, DType::F32, &[p, chunk]));
     ins.issue(
         &[&ov],
         || {
@@ -91,16 +101,52 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
             let zeros = vec![0.0; dims.iter().product()];
             ov.scatter(exec::binary(&zeros, dims, &v, src.shape(), dims, |_, b| b));
         },
-        || Instr {
-            partitions: dims[0] as u32,
-            free: ov.free_size() as u32,
-            in_dtype: src.dtype(),
-            out_dtype: src.dtype(),
-            psum: src.mem() == MemKind::Psum,
-            contiguous: src.ap.inner_stride() == 1,
-            reads: vec![src.region()],
-            writes: vec![ov.region()],
-            ..Instr::new(Engine::Vector, Opcode::TensorCopy, API, ins.loc)
+        || {
+            let rec = |engine, opcode, free: usize| Instr {
+                partitions: p as u32,
+                free: free as u32,
+                in_dtype: src.dtype(),
+                out_dtype: src.dtype(),
+                psum: src.mem() == MemKind::Psum,
+                contiguous: src.ap.inner_stride() == 1,
+                reads: vec![src.region()],
+                writes: vec![ov.region()],
+                ..Instr::new(engine, opcode, API, ins.loc)
+            };
+            let Some(psum) = &psum else {
+                let opcode = if src.free_size() == 1 && n > 1 {
+                    Opcode::TensorScalar
+                } else {
+                    Opcode::TensorCopy
+                };
+                return rec(Engine::Vector, opcode, n);
+            };
+            let pv = psum.view();
+            let mut last = None;
+            for c0 in (0..n).step_by(chunk) {
+                let cols = chunk.min(n - c0);
+                if let Some(r) = last.take() {
+                    crate::context::try_with_ctx(|c| c.push_record(r));
+                }
+                let mm = Instr {
+                    matmul: Some(MatmulDims {
+                        k: 1,
+                        m: p as u32,
+                        n: cols as u32,
+                        fp32: src.dtype() == DType::F32,
+                    }),
+                    writes: vec![pv.region()],
+                    ..rec(Engine::Tensor, Opcode::Matmul, cols)
+                };
+                crate::context::try_with_ctx(|c| c.push_record(mm));
+                last = Some(Instr {
+                    psum: true,
+                    in_dtype: DType::F32,
+                    reads: vec![pv.region()],
+                    ..rec(copy_engine(MemKind::Psum), Opcode::TensorCopy, cols)
+                });
+            }
+            last.expect("at least one column")
         },
     );
     out

@@ -171,7 +171,7 @@ pub(crate) fn reduce_impl(
             if kind == ReduceKind::Var {
                 // First pass: the mean (into the output), then the squared deviations.
                 let r = rec(vec![x.region()]);
-                crate::context::try_with_ctx(|c| c.records.push(r));
+                crate::context::try_with_ctx(|c| c.push_record(r));
                 rec(vec![x.region(), ov.region()])
             } else {
                 rec(vec![x.region()])

@@ -166,7 +166,7 @@ pub(crate) fn map_impl(
                 if i + 1 == n {
                     last = Some(r);
                 } else {
-                    crate::context::try_with_ctx(|c| c.records.push(r));
+                    crate::context::try_with_ctx(|c| c.push_record(r));
                 }
             }
             last.expect("at least one step")

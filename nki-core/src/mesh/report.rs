@@ -109,7 +109,7 @@ pub(crate) fn segment_spans(p: &Profile, t0: f64) -> impl Iterator<Item = MeshSp
     p.spans.iter().filter_map(move |s| {
         let op = p.ops.get(s.op as usize)?;
         Some(MeshSpan {
-            tid: crate::trace::track_tid(s.track),
+            tid: crate::profile::trace::track_tid(s.track),
             track: s.track.name(),
             name: match s.track {
                 Track::LoadStationary => "LoadStationary".into(),

@@ -7,17 +7,6 @@ use crate::math::AluOp;
 use crate::record::{Engine, Instr, MemKind, Opcode};
 use crate::target::TargetSpec;
 
-/// Clock of `engine` in GHz (DMA and Sync use the profiler's base clock).
-pub fn engine_ghz(spec: &TargetSpec, engine: Engine) -> f64 {
-    match engine {
-        Engine::Tensor => spec.tensor_ghz,
-        Engine::Vector => spec.vector_ghz,
-        Engine::Scalar => spec.scalar_ghz,
-        Engine::GpSimd => spec.gpsimd_ghz,
-        Engine::Sync | Engine::Dma => spec.base_ghz,
-    }
-}
-
 /// The two TensorE phases of a matmul or transpose, in ns.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TensorCost {
@@ -60,9 +49,9 @@ fn is16(d: DType) -> bool {
     matches!(d, DType::BF16 | DType::F16)
 }
 
-/// Cycles per free element (`k` of `k * N`, before performance modes) of a Vector/Scalar/GpSimd
-/// instruction (hardware.md §2.3 / §2.4 table, S13), and whether it is a `max(MIN_II, ..)`
-/// instruction.
+/// Cycles per free element (`k` of `k * N`, before performance modes) of a non-TensorE,
+/// non-DMA instruction (hardware.md §2.3 / §2.4 table, S13). Every opcode has its rule here
+/// (no default arm): a new opcode does not compile until it has a cost.
 fn per_element(r: &Instr) -> f64 {
     let all16 = is16(r.in_dtype) && is16(r.out_dtype);
     match r.opcode {
@@ -79,15 +68,33 @@ fn per_element(r: &Instr) -> f64 {
         Opcode::ScalarTensorTensor => 2.0,
         Opcode::TensorReduce if all16 => 0.5,
         Opcode::TensorTensorScan => 2.0,
-        Opcode::Select if !r.psum => 2.0,
+        Opcode::Select if r.psum => 1.0,
+        Opcode::Select => 2.0,
         Opcode::Reciprocal if r.engine == Engine::Vector => 8.0,
         Opcode::Memset if is16(r.out_dtype) => 0.5,
         Opcode::BnAggr => 13.0 / 3.0,
-        _ => 1.0,
+        // max(MIN_II, N) instructions (and GpSimd's start + N).
+        Opcode::TensorReduce
+        | Opcode::Reciprocal
+        | Opcode::Memset
+        | Opcode::TensorScalar
+        | Opcode::TensorCopy
+        | Opcode::Activation
+        | Opcode::PartitionReduce
+        | Opcode::Iota
+        | Opcode::AffineSelect
+        | Opcode::BnStats
+        | Opcode::VectorTranspose
+        | Opcode::Gather
+        | Opcode::Rng
+        | Opcode::SetRngSeed
+        | Opcode::Dropout => 1.0,
+        // Costed by `tensor_cost` / `dma_plan`; a full pass over the data if asked here.
+        Opcode::Matmul | Opcode::Transpose | Opcode::DmaCopy | Opcode::DmaTranspose => 1.0,
     }
 }
 
-/// VectorE performance-mode speed-up on NC-v3+ [E S2]: 4x for tensor_copy / tensor_scalar with
+/// VectorE performance-mode speed-up on NC-v3+ \[E S2\]: 4x for tensor_copy / tensor_scalar with
 /// 16-bit SBUF input and output and contiguous data, 2x for those when one side is PSUM or the
 /// data is strided, 2x for tensor_tensor with both inputs in SBUF and all 16-bit.
 pub fn vector_perf_mode(spec: &TargetSpec, r: &Instr) -> f64 {
@@ -118,14 +125,14 @@ pub fn compute_cycles(spec: &TargetSpec, r: &Instr) -> u64 {
         Engine::GpSimd => spec.gpsimd_start + work,
         Engine::Sync => spec.min_ii,
         _ => {
-            let base = match r.opcode {
-                Opcode::Iota | Opcode::AffineSelect => spec.gpsimd_start + work,
-                _ => work.max(spec.min_ii),
+            // iota / affine_select pay GpSimd's start-up on whichever engine runs them.
+            let base = if matches!(r.opcode, Opcode::Iota | Opcode::AffineSelect) {
+                spec.gpsimd_start + work
+            } else {
+                work.max(spec.min_ii)
             };
             // activation_reduce / tensor_scalar_reduce: + MIN_II for the accumulator [E S13].
-            if r.api.contains("reduce")
-                && matches!(r.opcode, Opcode::Activation | Opcode::TensorScalar)
-            {
+            if r.accumulate {
                 base + spec.min_ii
             } else {
                 base
@@ -136,7 +143,7 @@ pub fn compute_cycles(spec: &TargetSpec, r: &Instr) -> u64 {
 
 /// ns a Vector/Scalar/GpSimd/Sync record occupies its engine.
 pub fn compute_ns(spec: &TargetSpec, r: &Instr) -> f64 {
-    compute_cycles(spec, r) as f64 / engine_ghz(spec, r.engine)
+    compute_cycles(spec, r) as f64 / spec.engine_ghz(r.engine)
 }
 
 /// Extra wait, in ns, between a producer's end and a dependent consumer's start on `engine`
@@ -144,31 +151,52 @@ pub fn compute_ns(spec: &TargetSpec, r: &Instr) -> f64 {
 pub fn dependency_latency_ns(spec: &TargetSpec, engine: Engine) -> f64 {
     match engine {
         Engine::Dma => 0.0,
-        e => spec.dependency_latency_cycles as f64 / engine_ghz(spec, e),
+        e => spec.dependency_latency_cycles as f64 / spec.engine_ghz(e),
     }
 }
 
-/// How one DMA record spreads over the 16 DMA engines of its NeuronCore.
+/// How one DMA record occupies the DMA engines of its NeuronCore.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DmaPlan {
-    /// First DMA engine used.
-    pub first_engine: usize,
-    /// Time, in ns, each engine from `first_engine` on is busy moving its share.
+    /// Time, in ns, each DMA engine (index = engine) is busy with the record: its share of the
+    /// bytes at the engine's bandwidth (times the record's efficiency), and at least
+    /// `dma_engine_min_ns` on every engine (descriptor processing and the completion write
+    /// each engine makes).
     pub engine_ns: Vec<f64>,
     /// Bytes moved.
     pub bytes: u64,
     /// Bytes read from or written to HBM (both for HBM-to-HBM copies).
     pub hbm_bytes: u64,
-    /// Time, in ns, of the record on the NeuronCore's sustained DMA throughput.
-    pub sustained_ns: f64,
     /// Time, in ns, of the record on its HBM stack.
     pub hbm_ns: f64,
     /// The shortest time the DMA can take (latency floor).
     pub floor_ns: f64,
+    /// Fraction of the engines' bandwidth the record reaches (transposing DMAs and row gathers
+    /// are slower).
+    pub efficiency: f64,
+}
+
+/// Bandwidth efficiency of a DMA: `dma_transpose_efficiency` for transposing DMAs, times
+/// `dma_row_gather_efficiency` when its HBM side is gathered from separate rows (the
+/// contiguous run is shorter than the transfer).
+pub fn dma_efficiency(spec: &TargetSpec, r: &Instr) -> f64 {
+    let transpose = if r.opcode == Opcode::DmaTranspose {
+        spec.dma_transpose_efficiency
+    } else {
+        1.0
+    };
+    let gather = match r.dma {
+        Some(d) if d.chunk_bytes < d.bytes && (d.src == MemKind::Hbm || d.dst == MemKind::Hbm) => {
+            spec.dma_row_gather_efficiency
+        }
+        _ => 1.0,
+    };
+    transpose * gather
 }
 
 /// The DMA plan of a record: partition `p` is served by engine `p / 8`; HBM-to-HBM copies
-/// (no on-chip side) are spread evenly over all engines.
+/// (no on-chip side) are spread evenly over all engines. Every engine is occupied at least
+/// `dma_engine_min_ns`, whether or not it moves bytes.
 pub fn dma_plan(spec: &TargetSpec, r: &Instr) -> DmaPlan {
     let (bytes, src, dst, parts, p0) = match r.dma {
         Some(d) => (
@@ -186,43 +214,38 @@ pub fn dma_plan(spec: &TargetSpec, r: &Instr) -> DmaPlan {
             0,
         ),
     };
-    let eff = if r.opcode == Opcode::DmaTranspose {
-        spec.dma_transpose_efficiency
-    } else {
-        1.0
-    };
-    let bw = spec.dma_engine_bytes_per_ns * eff;
+    let efficiency = dma_efficiency(spec, r);
+    let bw = spec.dma_engine_bytes_per_ns * efficiency;
     let n_eng = spec.dma_engines.max(1);
     let ppe = spec.dma_partitions_per_engine.max(1);
-    let (first_engine, engine_ns) = if src == MemKind::Hbm && dst == MemKind::Hbm {
-        let share = bytes as f64 / n_eng as f64;
-        (0, vec![share / bw; n_eng])
+    let mut shares = vec![0.0f64; n_eng];
+    if src == MemKind::Hbm && dst == MemKind::Hbm {
+        shares.fill(bytes as f64 / n_eng as f64);
     } else {
         let p0 = p0.min(n_eng * ppe - 1);
         let p_end = (p0 + parts).min(n_eng * ppe).max(p0 + 1);
-        let (e0, e1) = (p0 / ppe, (p_end - 1) / ppe);
         let total = (p_end - p0) as f64;
-        let v = (e0..=e1)
-            .map(|e| {
-                let n = p_end.min((e + 1) * ppe) - p0.max(e * ppe);
-                bytes as f64 * n as f64 / total / bw
-            })
-            .collect();
-        (e0, v)
-    };
+        for (e, share) in shares.iter_mut().enumerate() {
+            let n = p_end.min((e + 1) * ppe).saturating_sub(p0.max(e * ppe));
+            *share = bytes as f64 * n as f64 / total;
+        }
+    }
+    let engine_ns = shares
+        .into_iter()
+        .map(|b| (b / bw).max(spec.dma_engine_min_ns))
+        .collect();
     let hbm_bytes = match (src == MemKind::Hbm, dst == MemKind::Hbm) {
         (true, true) => 2 * bytes,
         (false, false) => 0,
         _ => bytes,
     };
     DmaPlan {
-        first_engine,
         engine_ns,
         bytes,
         hbm_bytes,
-        sustained_ns: bytes as f64 / (spec.dma_sustained_bytes_per_ns * eff),
         hbm_ns: hbm_bytes as f64 / spec.hbm_bytes_per_ns,
         floor_ns: spec.dma_min_transfer_ns,
+        efficiency,
     }
 }
 
@@ -301,8 +324,12 @@ mod tests {
         // max(64, N)
         let a = vec_op(Opcode::Activation, Engine::Scalar, 1, DType::F32);
         assert_eq!(compute_cycles(s, &a), 64);
-        let a = vec_op(Opcode::Activation, Engine::Scalar, 1000, DType::F32);
+        let mut a = vec_op(Opcode::Activation, Engine::Scalar, 1000, DType::F32);
         assert_eq!(compute_cycles(s, &a), 1000);
+        // activation_reduce: + MIN_II for the accumulator, whatever the API is called.
+        a.accumulate = true;
+        assert_eq!(compute_cycles(s, &a), 1064);
+        a.accumulate = false;
         assert!((compute_ns(s, &a) - 1000.0 / 1.4).abs() < 1e-9);
         // tensor_tensor fp32 SBUF: 2N; one PSUM input: N.
         let mut tt = vec_op(Opcode::TensorTensor, Engine::Vector, 512, DType::F32);
@@ -350,7 +377,7 @@ mod tests {
                 bytes,
                 partitions: parts,
                 start_partition: start,
-                chunk_bytes: bytes / parts as u64,
+                chunk_bytes: bytes,
             }),
             ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", loc())
         }
@@ -360,18 +387,17 @@ mod tests {
     fn dma_spreads_partitions_over_engines() {
         let s = Target::Trn2.spec();
         let p = dma_plan(s, &dma(128, 0, 128 * 1024));
-        assert_eq!(p.first_engine, 0);
         assert_eq!(p.engine_ns.len(), 16);
         assert!((p.engine_ns[5] - 8.0 * 1024.0 / 23.0).abs() < 1e-9);
         assert_eq!(p.hbm_bytes, 128 * 1024);
+        // One engine moves the bytes; the other 15 are held for the minimum.
         let p = dma_plan(s, &dma(4, 0, 32768));
-        assert_eq!(p.engine_ns.len(), 1);
         assert!((p.engine_ns[0] - 32768.0 / 23.0).abs() < 1e-9);
+        assert!(p.engine_ns[1..].iter().all(|&t| t == s.dma_engine_min_ns));
         // Partitions 60..76 touch engines 7, 8 and 9 with 4, 8 and 4 partitions.
-        let p = dma_plan(s, &dma(16, 60, 16 * 100));
-        assert_eq!(p.first_engine, 7);
-        assert_eq!(p.engine_ns.len(), 3);
-        assert!((p.engine_ns[1] - 2.0 * p.engine_ns[0]).abs() < 1e-9);
-        assert!((p.engine_ns[2] - p.engine_ns[0]).abs() < 1e-9);
+        let p = dma_plan(s, &dma(16, 60, 16 * 10_000));
+        assert!((p.engine_ns[8] - 2.0 * p.engine_ns[7]).abs() < 1e-9);
+        assert!((p.engine_ns[9] - p.engine_ns[7]).abs() < 1e-9);
+        assert_eq!(p.engine_ns[10], s.dma_engine_min_ns);
     }
 }

@@ -6,32 +6,22 @@
 //! Each engine runs its records in program order; records wait for the records whose regions
 //! they depend on (RAW, WAR, WAW); engines overlap otherwise. Instances on one NeuronCore run
 //! one after another (their streams are concatenated), NeuronCores side by side, sharing an
-//! HBM stack where the target says so. See `schedule.rs` for the details and
-//! the README section "Timing model" for sources and fitted parameters.
+//! HBM stack where the target says so. The launch pays the target's fixed pre/postamble on
+//! top. The critical path through the result says what bounds the kernel
+//! ([`Profile::bounds`]). See `schedule.rs` for the details and the README's "Timing model"
+//! section for sources and fitted parameters.
 
 pub mod cost;
+mod critical;
+mod fast_hash;
 mod schedule;
 
 use crate::memory::MemoryPeak;
 use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Span, Track};
+use crate::record::CoreStream;
 use crate::record::{Engine, MemKind, Opcode};
-use crate::spmd::CoreStream;
 use crate::target::Target;
-use std::collections::{BinaryHeap, HashMap};
-
-/// Engines in profile order (index = slot).
-const ENGINE_NAMES: [&str; 6] = ["TensorE", "VectorE", "ScalarE", "GpSimdE", "SyncE", "DMA"];
-
-fn slot(e: Engine) -> usize {
-    match e {
-        Engine::Tensor => 0,
-        Engine::Vector => 1,
-        Engine::Scalar => 2,
-        Engine::GpSimd => 3,
-        Engine::Sync => 4,
-        Engine::Dma => 5,
-    }
-}
+use std::collections::BinaryHeap;
 
 /// Length of the union of intervals (sorted here).
 fn union_len(v: &mut [(f64, f64)]) -> f64 {
@@ -60,30 +50,32 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
     let sch = schedule::schedule(streams, spec);
     let n = sch.recs.len();
     let ncores = streams.len().max(1);
-    let latency = sch.end.iter().copied().fold(0.0f64, f64::max);
+    let active = sch.end.iter().copied().fold(0.0f64, f64::max);
+    let overhead = spec.launch_overhead_ns;
+    let latency = active + overhead;
     let peak_flops_per_ns = 2.0 * spec.pe_array.0 as f64 * spec.pe_array.1 as f64 * spec.tensor_ghz;
 
     let mut ops = Vec::with_capacity(n);
     let mut spans: Vec<Span> = Vec::with_capacity(n + sch.pieces.len());
-    let mut counts = [0usize; 6];
+    let mut counts = [0usize; Engine::COUNT];
     // Per core, per engine slot: intervals for the active-time union.
-    let mut intervals: Vec<[Vec<(f64, f64)>; 6]> =
+    let mut intervals: Vec<[Vec<(f64, f64)>; Engine::COUNT]> =
         (0..ncores).map(|_| Default::default()).collect();
-    let mut core_counts = vec![[0usize; 6]; ncores];
+    let mut core_counts = vec![[0usize; Engine::COUNT]; ncores];
     let mut core_latency = vec![0.0f64; ncores];
     let mut core_flops = vec![0u64; ncores];
     let mut core_dma = vec![0u64; ncores];
     let (mut hw_flops, mut tr_flops) = (0u64, 0u64);
     let mut dma = DmaStats::default();
-    let mut lines: HashMap<(crate::error::SourceLoc, &'static str), (Engine, usize, f64)> =
-        HashMap::new();
+    let mut lines: fast_hash::Map<(crate::error::SourceLoc, &'static str), (Engine, usize, f64)> =
+        fast_hash::Map::default();
     let mut dma_spans: Vec<(f64, f64, u32, u16)> = Vec::new();
 
     for i in 0..n {
         let r = sch.recs[i];
         let c = sch.core[i] as usize;
         let (s, e) = (sch.start[i], sch.end[i]);
-        let k = slot(r.engine);
+        let k = r.engine.index();
         counts[k] += 1;
         core_counts[c][k] += 1;
         core_latency[c] = core_latency[c].max(e);
@@ -119,6 +111,7 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
                     track: Track::LoadStationary,
                     start_ns: s,
                     dur_ns: sch.ls_end[i] - s,
+                    cause: None,
                 });
                 spans.push(Span {
                     op: i as u32,
@@ -126,6 +119,7 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
                     track: Track::MultiplyMoving,
                     start_ns: sch.mm_start[i],
                     dur_ns: e - sch.mm_start[i],
+                    cause: None,
                 });
                 e - sch.mm_start[i]
             }
@@ -159,6 +153,7 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
                     track,
                     start_ns: s,
                     dur_ns: e - s,
+                    cause: None,
                 });
                 e - s
             }
@@ -197,6 +192,27 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
             track: Track::DmaQueue(lane),
             start_ns: s,
             dur_ns: e - s,
+            cause: None,
+        });
+    }
+    for (op, cause, start, end) in critical::stalls(&sch) {
+        spans.push(Span {
+            op,
+            nc: ops[op as usize].nc,
+            track: Track::Stall(ops[op as usize].engine),
+            start_ns: start,
+            dur_ns: end - start,
+            cause: Some(cause),
+        });
+    }
+    if overhead > 0.0 {
+        spans.push(Span {
+            op: u32::MAX,
+            nc: ops.first().map(|o| o.nc).unwrap_or(0),
+            track: Track::Launch,
+            start_ns: active,
+            dur_ns: overhead,
+            cause: None,
         });
     }
     for p in &sch.pieces {
@@ -206,14 +222,15 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
             track: Track::DmaEngine(p.engine),
             start_ns: p.start,
             dur_ns: p.end - p.start,
+            cause: None,
         });
     }
 
     let pct = |x: f64, den: f64| if den > 0.0 { 100.0 * x / den } else { 0.0 };
-    let mut engines: Vec<EngineStat> = ENGINE_NAMES
+    let mut engines: Vec<EngineStat> = Engine::ALL
         .iter()
-        .map(|name| EngineStat {
-            engine: name.to_string(),
+        .map(|e| EngineStat {
+            engine: e.name().to_string(),
             instructions: 0,
             active_ns: 0.0,
             active_percent: 0.0,
@@ -222,7 +239,7 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
     let mut cores = Vec::with_capacity(ncores);
     for (c, iv) in intervals.iter_mut().enumerate() {
         let mut ce = Vec::new();
-        for (k, name) in ENGINE_NAMES.iter().enumerate() {
+        for (k, name) in Engine::ALL.iter().map(|e| e.name()).enumerate() {
             let active = union_len(&mut iv[k]);
             engines[k].active_ns += active;
             engines[k].instructions += core_counts[c][k];
@@ -261,7 +278,7 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
         .map(|((loc, api), (eng, cnt, t))| LineStat {
             location: loc.to_string(),
             api,
-            engine: ENGINE_NAMES[slot(eng)],
+            engine: eng.name(),
             instructions: cnt,
             time_ns: t,
             percent: pct(t, latency),
@@ -274,14 +291,18 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
     });
     top.truncate(10);
     let peak_total = peak_flops_per_ns * latency * ncores as f64;
+    let bounds = critical::bounds(&sch, spec, active, overhead);
     Profile {
         target,
         latency_ns: latency,
+        active_ns: active,
+        launch_overhead_ns: overhead,
+        bounds,
         instructions: n,
-        instruction_counts: ENGINE_NAMES
+        instruction_counts: Engine::ALL
             .iter()
             .zip(counts)
-            .map(|(n, c)| (n.to_string(), c))
+            .map(|(e, c)| (e.name().to_string(), c))
             .collect(),
         engines,
         cores,

@@ -6,12 +6,18 @@
 //!   only kept in order (the second starts no earlier than the first): HBM regions are bounding
 //!   byte ranges, so tiles of one output tensor look overlapping when they are not.
 //! - Compute engines (TensorE, VectorE, ScalarE, GpSimdE, Sync) run their records in program
-//!   order. TensorE runs LoadStationary then MultiplyMoving; the next LoadStationary overlaps
-//!   the current MultiplyMoving (background weight load).
+//!   order, except that records in different iterations of one `affine_range` loop are
+//!   independent by contract and interleave as the compiler schedules them: VectorE, ScalarE,
+//!   GpSimdE and Sync look up to [`WINDOW`] records ahead in their queue for one that is ready
+//!   and independent of the records it passes, and place it in the earliest idle gap of the
+//!   engine's recent timeline (list scheduling); `sequential_range` and straight-line code keep
+//!   their order. TensorE keeps program order: it runs LoadStationary then MultiplyMoving,
+//!   and the next LoadStationary overlaps the current MultiplyMoving (background weight load).
 //! - DMAs start `dma_fixed_latency_ns` after their inputs are ready and are served in that
-//!   order (first come, first served) by the DMA engines they map to, by the NeuronCore's
-//!   sustained DMA throughput and by the HBM stack the core shares with its neighbours.
-//!   A single DMA takes at least `dma_min_transfer_ns` (latency, not occupancy).
+//!   order (first come, first served) by the 16 DMA engines: each engine is busy with its
+//!   share of the bytes at its bandwidth, and with every DMA for at least `dma_engine_min_ns`
+//!   (so tiny DMAs serialise); the HBM stack the core shares with its neighbours bounds the
+//!   bytes too. A single DMA takes at least `dma_min_transfer_ns` (latency, not occupancy).
 //! - TensorE throttling (trn2/trn3): after an idle period the MultiplyMoving rate starts at
 //!   `pe_throttle_start` of its maximum and ramps to full over `pe_throttle_ramp_ns`.
 //!
@@ -21,11 +27,12 @@
 //! directly or through its engine's order, on a queued DMA, so it cannot be ready earlier).
 
 use super::cost::{self, DmaPlan};
+use super::fast_hash;
+use crate::record::CoreStream;
 use crate::record::{BufId, Engine, Instr, Region};
-use crate::spmd::CoreStream;
 use crate::target::TargetSpec;
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 /// Most accesses remembered per buffer and kind (reads / writes). Older ones are forgotten
 /// (they are far back in program order and have long completed in any realistic schedule).
@@ -82,6 +89,19 @@ pub(crate) struct Schedule<'a> {
     pub mm_start: Vec<f64>,
     /// DMA engine shares.
     pub pieces: Vec<Piece>,
+    /// What decided each record's start (see [`Cause`]).
+    pub cause: Vec<Cause>,
+}
+
+/// What decided when a record started: the critical-path link the profile walks back along.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Cause {
+    /// Nothing: it started at time 0 (plus, for a DMA, the trigger latency).
+    Start,
+    /// It waited for the result of (or for) record `.0`: a dependency stall.
+    Data(u32),
+    /// Its engine (or, for a DMA, a DMA engine) was still busy with record `.0`.
+    Engine(u32),
 }
 
 #[derive(Default)]
@@ -103,7 +123,7 @@ fn push_capped(v: &mut Vec<(Region, u32)>, x: (Region, u32)) {
 
 /// Dependencies of the records `base..base + recs.len()` of one core, as (pred, edge) pairs.
 fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
-    let mut bufs: HashMap<BufId, Accesses> = HashMap::new();
+    let mut bufs: fast_hash::Map<BufId, Accesses> = fast_hash::Map::default();
     let empty = Accesses::default();
     for (off, r) in recs.iter().enumerate() {
         let me = base + off as u32;
@@ -192,21 +212,61 @@ impl Ord for Key {
     }
 }
 
-const ENGINES: usize = 5;
+const ENGINES: usize = Engine::COUNT;
 
-fn engine_slot(e: Engine) -> usize {
-    match e {
-        Engine::Tensor => 0,
-        Engine::Vector => 1,
-        Engine::Scalar => 2,
-        Engine::GpSimd => 3,
-        Engine::Sync | Engine::Dma => 4,
+/// How far ahead in its queue an engine looks for a ready, independent record, and how many
+/// of its recent busy intervals stay open for such records to fill. A modelling choice (the
+/// compiler's scheduling window is not public); it bounds the work per record.
+pub(crate) const WINDOW: usize = 32;
+
+/// The recent timeline of one compute engine: busy intervals `(start, end, record)` sorted by
+/// start, at most [`WINDOW`] of them; everything before `closed` is no longer fillable.
+#[derive(Default)]
+struct Timeline {
+    busy: Vec<(f64, f64, u32)>,
+    closed: f64,
+}
+
+impl Timeline {
+    /// Earliest start `>= lo` of a `dur`-long interval that overlaps no busy interval.
+    fn fit(&self, lo: f64, dur: f64) -> f64 {
+        let mut t = lo.max(self.closed);
+        for &(s, e, _) in &self.busy {
+            if e <= t {
+                continue;
+            }
+            if s >= t + dur {
+                break;
+            }
+            t = e;
+        }
+        t
+    }
+
+    fn insert(&mut self, s: f64, e: f64, rec: u32) {
+        let pos = self.busy.partition_point(|x| x.0 <= s);
+        self.busy.insert(pos, (s, e, rec));
+        if self.busy.len() > WINDOW {
+            let (_, old_end, _) = self.busy.remove(0);
+            self.closed = self.closed.max(old_end);
+        }
+    }
+
+    /// The record whose interval ends last at or before `t` (what held the engine until `t`).
+    fn holder(&self, t: f64) -> u32 {
+        self.busy
+            .iter()
+            .filter(|x| x.1 <= t + 1e-9)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|x| x.2)
+            .unwrap_or(u32::MAX)
     }
 }
 
 struct CoreState {
     queues: [Vec<u32>; ENGINES],
     heads: [usize; ENGINES],
+    timelines: [Timeline; ENGINES],
     free: [f64; ENGINES],
     ls_free: f64,
     prev_mm_start: f64,
@@ -215,7 +275,9 @@ struct CoreState {
     /// End of the last MultiplyMoving.
     pe_last_end: f64,
     dma_free: Vec<f64>,
-    pipe_free: f64,
+    /// Last record placed on each engine slot and on each DMA engine.
+    last: [u32; ENGINES],
+    dma_last: Vec<u32>,
     stack: usize,
 }
 
@@ -240,18 +302,20 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         let mut st = CoreState {
             queues: Default::default(),
             heads: [0; ENGINES],
+            timelines: Default::default(),
             free: [0.0; ENGINES],
             ls_free: 0.0,
             prev_mm_start: 0.0,
             pe_warm: 0.0,
             pe_last_end: f64::NEG_INFINITY,
             dma_free: vec![0.0; spec.dma_engines.max(1)],
-            pipe_free: 0.0,
+            last: [u32::MAX; ENGINES],
+            dma_last: vec![u32::MAX; spec.dma_engines.max(1)],
             stack: s.nc / per_stack,
         };
         for (off, r) in mine.iter().enumerate() {
             if r.engine != Engine::Dma {
-                st.queues[engine_slot(r.engine)].push(base + off as u32);
+                st.queues[r.engine.index()].push(base + off as u32);
             }
         }
         core.resize(core.len() + mine.len(), ci as u16);
@@ -293,6 +357,8 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         ready: vec![0.0; n],
         ready_late: vec![0.0; n],
         released: vec![false; n],
+        done: vec![false; n],
+        instance: &instance,
         start: vec![0.0; n],
         end: vec![0.0; n],
         ls_end: vec![0.0; n],
@@ -300,25 +366,20 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         pieces: Vec::new(),
         cores,
         hbm_free: vec![0.0; stacks],
-        work: Vec::new(),
+        ready_pred: vec![u32::MAX; n],
+        cause: vec![Cause::Start; n],
+        work: BinaryHeap::new(),
         dmas: BinaryHeap::new(),
-        lat: [
-            Engine::Tensor,
-            Engine::Vector,
-            Engine::Scalar,
-            Engine::GpSimd,
-            Engine::Sync,
-        ]
-        .map(|e| cost::dependency_latency_ns(spec, e)),
+        lat: Engine::ALL.map(|e| cost::dependency_latency_ns(spec, e)),
         placed: 0,
     };
     for i in 0..n {
         if sim.pending[i] == 0 {
-            sim.work.push(i as u32);
+            sim.work.push(Key(0.0, i as u32));
         }
     }
     loop {
-        while let Some(i) = sim.work.pop() {
+        while let Some(Key(_, i)) = sim.work.pop() {
             sim.release(i);
         }
         match sim.dmas.pop() {
@@ -334,6 +395,7 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         ls_end,
         mm_start,
         pieces,
+        cause,
         ..
     } = sim;
     Schedule {
@@ -345,6 +407,7 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         ls_end,
         mm_start,
         pieces,
+        cause,
     }
 }
 
@@ -372,6 +435,10 @@ struct Sim<'s, 'a> {
     ready: Vec<f64>,
     ready_late: Vec<f64>,
     released: Vec<bool>,
+    /// Record placed.
+    done: Vec<bool>,
+    /// Instance (within its core) of each record.
+    instance: &'s [u32],
     start: Vec<f64>,
     end: Vec<f64>,
     ls_end: Vec<f64>,
@@ -379,7 +446,12 @@ struct Sim<'s, 'a> {
     pieces: Vec<Piece>,
     cores: Vec<CoreState>,
     hbm_free: Vec<f64>,
-    work: Vec<u32>,
+    /// Per record: the record whose end set its `ready` time, if any.
+    ready_pred: Vec<u32>,
+    cause: Vec<Cause>,
+    /// Records whose dependencies are all placed, earliest ready first: releasing them in
+    /// time order lets engines that look ahead fill their idle gaps in time order.
+    work: BinaryHeap<Key>,
     dmas: BinaryHeap<Key>,
     lat: [f64; ENGINES],
     placed: usize,
@@ -397,18 +469,64 @@ impl Sim<'_, '_> {
         }
         self.released[i as usize] = true;
         let c = self.core[i as usize] as usize;
-        let slot = engine_slot(r.engine);
-        loop {
-            let st = &self.cores[c];
-            let Some(&head) = st.queues[slot].get(st.heads[slot]) else {
+        let slot = r.engine.index();
+        if r.engine == Engine::Tensor {
+            // TensorE: program order.
+            loop {
+                let st = &self.cores[c];
+                let Some(&head) = st.queues[slot].get(st.heads[slot]) else {
+                    break;
+                };
+                if !self.released[head as usize] {
+                    break;
+                }
+                self.cores[c].heads[slot] += 1;
+                self.place_compute(head, c, slot);
+            }
+            return;
+        }
+        self.place_window(c, slot);
+    }
+
+    /// Places, in queue order, every released record of an engine's queue that is independent
+    /// of all unplaced records before it, until [`WINDOW`] records had to be left unplaced.
+    fn place_window(&mut self, c: usize, slot: usize) {
+        let mut k = self.cores[c].heads[slot];
+        let mut seen = 0;
+        while seen < WINDOW {
+            let Some(&j) = self.cores[c].queues[slot].get(k) else {
                 break;
             };
-            if !self.released[head as usize] {
-                break;
+            if self.done[j as usize] {
+                if k == self.cores[c].heads[slot] {
+                    self.cores[c].heads[slot] += 1;
+                }
+                k += 1;
+                continue;
             }
-            self.cores[c].heads[slot] += 1;
-            self.place_compute(head, c, slot);
+            if self.released[j as usize] && self.may_pass(c, slot, k) {
+                self.place_compute(j, c, slot);
+                if k == self.cores[c].heads[slot] {
+                    self.cores[c].heads[slot] += 1;
+                }
+            } else {
+                seen += 1;
+            }
+            k += 1;
         }
+    }
+
+    /// True when the record at queue position `k` is independent of every unplaced record
+    /// between the engine's head and `k`.
+    fn may_pass(&self, c: usize, slot: usize, k: usize) -> bool {
+        let q = &self.cores[c].queues[slot];
+        let j = q[k] as usize;
+        q[self.cores[c].heads[slot]..k].iter().all(|&i| {
+            let i = i as usize;
+            self.done[i]
+                || (self.instance[i] == self.instance[j]
+                    && self.recs[j].independent_of(self.recs[i]))
+        })
     }
 
     fn place_compute(&mut self, i: u32, c: usize, slot: usize) {
@@ -420,6 +538,11 @@ impl Sim<'_, '_> {
             let ls_start = self.ready[iu].max(st.ls_free).max(st.prev_mm_start);
             let ls_end = ls_start + tc.ls_ns;
             let mm_start = ls_end.max(st.free[slot]).max(self.ready_late[iu]);
+            let engine_bound = st.free[slot] >= ls_end && st.free[slot] > self.ready_late[iu];
+            let prev = st.last[slot];
+            self.cause[iu] = self.cause_of(iu, engine_bound, prev);
+            let st = &mut self.cores[c];
+            st.last[slot] = i;
             let mm_end = mm_start + throttled(self.spec, st, mm_start, tc.mm_ns);
             st.pe_last_end = mm_end;
             st.ls_free = ls_end;
@@ -430,11 +553,28 @@ impl Sim<'_, '_> {
             self.mm_start[iu] = mm_start;
             self.end[iu] = mm_end;
         } else {
-            let s = self.ready[iu].max(self.ready_late[iu]).max(st.free[slot]);
-            let e = s + cost::compute_ns(self.spec, r);
-            st.free[slot] = e;
+            let ready = self.ready[iu].max(self.ready_late[iu]);
+            // Records it may not pass (same iteration, or outside affine loops) finish first.
+            let tl = &st.timelines[slot];
+            let order = tl
+                .busy
+                .iter()
+                .filter(|x| {
+                    let o = x.2 as usize;
+                    !(self.instance[o] == self.instance[iu] && r.independent_of(self.recs[o]))
+                })
+                .map(|x| x.1)
+                .fold(0.0f64, f64::max);
+            let dur = cost::compute_ns(self.spec, r);
+            let s = tl.fit(ready.max(order), dur);
+            let e = s + dur;
+            let prev = tl.holder(s);
+            st.timelines[slot].insert(s, e, i);
+            st.free[slot] = st.free[slot].max(e);
+            st.last[slot] = i;
             self.start[iu] = s;
             self.end[iu] = e;
+            self.cause[iu] = self.cause_of(iu, s > ready, prev);
         }
         self.propagate(i);
     }
@@ -445,9 +585,7 @@ impl Sim<'_, '_> {
         let plan: DmaPlan = cost::dma_plan(self.spec, r);
         let c = self.core[iu] as usize;
         let st = &mut self.cores[c];
-        let p_start = t.max(st.pipe_free);
-        let mut bound = p_start + plan.sustained_ns;
-        st.pipe_free = bound;
+        let mut bound = t;
         if plan.hbm_bytes > 0 {
             let h = &mut self.hbm_free[st.stack];
             let h_end = t.max(*h) + plan.hbm_ns;
@@ -456,10 +594,19 @@ impl Sim<'_, '_> {
         }
         let mut first = f64::INFINITY;
         let mut last: f64 = t;
+        let mut cause = None;
         for (k, d) in plan.engine_ns.iter().enumerate() {
-            let e = (plan.first_engine + k).min(st.dma_free.len() - 1);
+            let e = k.min(st.dma_free.len() - 1);
             let s = t.max(st.dma_free[e]);
             let pe = (s + d).max(bound);
+            let prev = std::mem::replace(&mut st.dma_last[e], i);
+            if pe > last || cause.is_none() {
+                cause = Some(if s > t && prev != u32::MAX && bound <= s + d {
+                    Cause::Engine(prev)
+                } else {
+                    Cause::Start
+                });
+            }
             st.dma_free[e] = pe;
             first = first.min(s);
             last = last.max(pe);
@@ -475,13 +622,30 @@ impl Sim<'_, '_> {
         }
         self.start[iu] = first;
         self.end[iu] = last.max(first + plan.floor_ns);
+        self.cause[iu] = match cause {
+            Some(Cause::Start) | None => self.cause_of(iu, false, u32::MAX),
+            Some(c) => c,
+        };
         self.propagate(i);
+    }
+
+    /// The cause of record `i`'s start: its engine's previous record `prev` when the engine
+    /// was the later constraint, else the dependency that made it ready last, else none.
+    fn cause_of(&self, i: usize, engine_bound: bool, prev: u32) -> Cause {
+        if engine_bound && prev != u32::MAX {
+            Cause::Engine(prev)
+        } else if self.ready_pred[i] != u32::MAX {
+            Cause::Data(self.ready_pred[i])
+        } else {
+            Cause::Start
+        }
     }
 
     /// Releases the successors of placed record `i`.
     fn propagate(&mut self, i: u32) {
         let iu = i as usize;
         self.placed += 1;
+        self.done[iu] = true;
         let (a, b) = (self.first[iu] as usize, self.first[iu + 1] as usize);
         let pe = self.recs[iu].engine;
         for k in a..b {
@@ -494,13 +658,16 @@ impl Sim<'_, '_> {
                     {
                         0.0
                     } else {
-                        self.lat[engine_slot(se)]
+                        self.lat[se.index()]
                     };
                     self.end[iu] + lat
                 }
                 Kind::After => self.end[iu],
                 Kind::Order => self.start[iu],
             };
+            if c >= self.ready[s].max(self.ready_late[s]) {
+                self.ready_pred[s] = i;
+            }
             if e.late {
                 self.ready_late[s] = self.ready_late[s].max(c);
             } else {
@@ -508,7 +675,8 @@ impl Sim<'_, '_> {
             }
             self.pending[s] -= 1;
             if self.pending[s] == 0 {
-                self.work.push(e.succ);
+                let ready = self.ready[s].max(self.ready_late[s]);
+                self.work.push(Key(ready, e.succ));
             }
         }
     }

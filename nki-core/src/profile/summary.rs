@@ -1,7 +1,8 @@
-//! Profiles: the summary of a modelled timeline, in the terms `neuron-profile` uses
-//! (shared/reference/hardware.md §4): latency, per-engine active time, HFU/MFU, DMA traffic,
-//! SBUF/PSUM peak, instruction counts and the source lines that cost the most time. A profile
-//! also keeps the timeline itself ([`Profile::spans`]) for [`Profile::write_chrome_trace`].
+//! The summary of a modelled timeline, in the terms `neuron-profile` uses
+//! (shared/reference/hardware.md §4): latency (total and active, with the pre/postamble),
+//! what bounds the kernel, per-engine active time, HFU/MFU, DMA traffic, SBUF/PSUM peak,
+//! instruction counts and the source lines that cost the most time. A profile also keeps the
+//! timeline itself ([`Profile::spans`]), which [`super::trace`] writes out.
 
 use crate::dtype::DType;
 use crate::error::SourceLoc;
@@ -9,7 +10,6 @@ use crate::memory::MemoryPeak;
 use crate::record::{Engine, Opcode};
 use crate::target::Target;
 use std::fmt;
-use std::path::Path;
 
 /// Activity of one engine (summed over NeuronCores in [`Profile::engines`]).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -106,6 +106,51 @@ pub struct OpInfo {
     pub instance: u32,
 }
 
+/// What a stretch of the critical path was spent on (see [`Profile::bounds`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Bound {
+    /// An engine computing (TensorE, VectorE, ScalarE, GpSimdE, SyncE).
+    Engine(Engine),
+    /// DMA engines moving bytes at their bandwidth (or the HBM stack's).
+    DmaBandwidth,
+    /// DMA fixed costs: trigger latency, the per-DMA engine minimum, the small-transfer floor
+    /// (many or small DMAs).
+    DmaLatency,
+    /// An engine idle, waiting for a result it depends on (semaphore wait and pipeline drain).
+    DependencyStall,
+    /// The kernel's fixed pre- and postamble.
+    LaunchOverhead,
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Bound::Engine(e) => f.write_str(e.name()),
+            Bound::DmaBandwidth => f.write_str("DMA bandwidth"),
+            Bound::DmaLatency => f.write_str("DMA count/latency"),
+            Bound::DependencyStall => f.write_str("dependency stalls"),
+            Bound::LaunchOverhead => f.write_str("pre/postamble"),
+        }
+    }
+}
+
+/// The share of the latency one [`Bound`] takes on the critical path.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct BoundShare {
+    /// What the time went to.
+    pub bound: Bound,
+    /// Time on the critical path, in ns.
+    pub ns: f64,
+    /// `ns` over the latency, in percent.
+    pub percent: f64,
+}
+
+impl fmt::Display for BoundShare {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {:.0}%", self.bound, self.percent)
+    }
+}
+
 /// A timeline track of one NeuronCore.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum Track {
@@ -125,6 +170,10 @@ pub enum Track {
     DmaQueue(u16),
     /// One DMA engine's share of transfers.
     DmaEngine(u8),
+    /// Time an engine sat idle waiting for a result its next instruction depends on.
+    Stall(Engine),
+    /// The kernel's fixed pre- and postamble.
+    Launch,
 }
 
 impl Track {
@@ -133,12 +182,14 @@ impl Track {
         match self {
             Track::LoadStationary => "TensorE (LoadStationary)".into(),
             Track::MultiplyMoving => "TensorMatrixE (MultiplyMoving)".into(),
-            Track::Vector => "VectorE".into(),
-            Track::Scalar => "ScalarE".into(),
-            Track::GpSimd => "GpSimdE".into(),
-            Track::Sync => "SyncE".into(),
+            Track::Vector => Engine::Vector.name().into(),
+            Track::Scalar => Engine::Scalar.name().into(),
+            Track::GpSimd => Engine::GpSimd.name().into(),
+            Track::Sync => Engine::Sync.name().into(),
             Track::DmaQueue(q) => format!("DMA queue {q}"),
             Track::DmaEngine(e) => format!("DMA engine {e}"),
+            Track::Stall(e) => format!("{} stalls", e.name()),
+            Track::Launch => "pre/postamble".into(),
         }
     }
 }
@@ -156,6 +207,8 @@ pub struct Span {
     pub start_ns: f64,
     /// Duration in ns.
     pub dur_ns: f64,
+    /// Stall spans: the instruction (index into [`Profile::ops`]) that `op` waited for.
+    pub cause: Option<u32>,
 }
 
 /// The summary of a modelled launch. `{:?}` prints the summary fields and only the sizes of
@@ -164,8 +217,18 @@ pub struct Span {
 pub struct Profile {
     /// Target modelled.
     pub target: Target,
-    /// Modelled latency (end of the last instruction on any core) in ns.
+    /// Modelled latency in ns: the kernel's whole time on the device, its instructions
+    /// ([`Profile::active_ns`]) plus the fixed pre/postamble (neuron-profile `total_time`).
     pub latency_ns: f64,
+    /// Time from the launch's first instruction to the end of its last one, in ns
+    /// (neuron-profile `total_active_time`).
+    pub active_ns: f64,
+    /// The fixed pre- and postamble of the launch, in ns (`latency_ns - active_ns`).
+    pub launch_overhead_ns: f64,
+    /// What bounds the kernel: the critical path through the timeline split into engines,
+    /// DMA bandwidth, DMA count/latency, dependency stalls and the pre/postamble, with the
+    /// share of the latency each takes, largest first.
+    pub bounds: Vec<BoundShare>,
     /// Instructions recorded.
     pub instructions: usize,
     /// Instructions per engine (TensorE, VectorE, ScalarE, GpSimdE, SyncE, DMA).
@@ -218,19 +281,14 @@ impl Profile {
         self.latency_ns / 1e6
     }
 
+    /// The largest share of [`Profile::bounds`]: what bounds the kernel.
+    pub fn bottleneck(&self) -> Option<&BoundShare> {
+        self.bounds.first()
+    }
+
     /// Activity of engine `name` ("TensorE", "VectorE", "ScalarE", "GpSimdE", "SyncE", "DMA").
     pub fn engine(&self, name: &str) -> Option<&EngineStat> {
         self.engines.iter().find(|e| e.engine == name)
-    }
-
-    /// Writes the timeline as Chrome-trace JSON (loadable in Perfetto / chrome://tracing): one
-    /// process per NeuronCore, one thread per engine, DMA queue lane and DMA engine, one
-    /// complete event per instruction with opcode, api, shapes and source line in its args.
-    pub fn write_chrome_trace(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
-        let f = std::fs::File::create(path)?;
-        let mut w = std::io::BufWriter::new(f);
-        crate::trace::write_chrome_trace(self, &mut w)?;
-        std::io::Write::flush(&mut w)
     }
 }
 
@@ -239,6 +297,9 @@ impl fmt::Debug for Profile {
         f.debug_struct("Profile")
             .field("target", &self.target)
             .field("latency_ns", &self.latency_ns)
+            .field("active_ns", &self.active_ns)
+            .field("launch_overhead_ns", &self.launch_overhead_ns)
+            .field("bounds", &self.bounds)
             .field("instructions", &self.instructions)
             .field("instruction_counts", &self.instruction_counts)
             .field("engines", &self.engines)
@@ -282,12 +343,18 @@ impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "modelled on {} ({} NeuronCore{}): latency {}",
+            "modelled on {} ({} NeuronCore{}): latency {} (active {} + pre/postamble {})",
             self.target,
             self.cores.len(),
             if self.cores.len() == 1 { "" } else { "s" },
-            human_ns(self.latency_ns)
+            human_ns(self.latency_ns),
+            human_ns(self.active_ns),
+            human_ns(self.launch_overhead_ns)
         )?;
+        if !self.bounds.is_empty() {
+            let parts: Vec<String> = self.bounds.iter().map(|b| b.to_string()).collect();
+            writeln!(f, "  bound by: {}", parts.join(", "))?;
+        }
         writeln!(
             f,
             "  HFU {:.2}%  MFU {:.2}%  ({:.3} GFLOP on TensorE, {:.3} GFLOP transposes)",

@@ -4,9 +4,10 @@
 //! queue lane), one complete event (`"ph": "X"`, times in µs) per span, with the instruction's
 //! opcode, NKI call, shapes, dtypes, program id and source line in `args`.
 
-use crate::profile::{OpInfo, Profile, Track};
+use super::summary::{OpInfo, Profile, Track};
 use std::collections::BTreeSet;
 use std::io::{self, Write};
+use std::path::Path;
 
 /// Thread id of a track: engines first, then DMA engines, then DMA queue lanes.
 pub fn track_tid(t: Track) -> u32 {
@@ -17,7 +18,9 @@ pub fn track_tid(t: Track) -> u32 {
         Track::Scalar => 3,
         Track::GpSimd => 4,
         Track::Sync => 5,
-        Track::DmaEngine(e) => 10 + e as u32,
+        Track::Stall(e) => 6 + e.index() as u32,
+        Track::Launch => 9,
+        Track::DmaEngine(e) => 20 + e as u32,
         Track::DmaQueue(q) => 100 + q as u32,
     }
 }
@@ -57,6 +60,20 @@ fn args(p: &Profile, op: &OpInfo) -> String {
         a.push_str(&format!(",\"program_id\":{pid:?}"));
     }
     a
+}
+
+impl Profile {
+    /// Writes the timeline as Chrome-trace JSON (loadable in Perfetto / chrome://tracing): one
+    /// process per NeuronCore, one thread per engine, DMA queue lane and DMA engine, one
+    /// complete event per instruction with opcode, api, shapes and source line in its args;
+    /// stall spans (engine idle, waiting for a dependency) on a "`<engine>` stalls" thread, and
+    /// the pre/postamble on its own thread.
+    pub fn write_chrome_trace(&self, path: impl AsRef<Path>) -> io::Result<()> {
+        let f = std::fs::File::create(path)?;
+        let mut w = io::BufWriter::new(f);
+        write_chrome_trace(self, &mut w)?;
+        w.flush()
+    }
 }
 
 /// Writes `p`'s timeline as Chrome-trace JSON to `w`.
@@ -100,12 +117,35 @@ pub fn write_chrome_trace<W: Write>(p: &Profile, w: &mut W) -> io::Result<()> {
         )?;
     }
     for s in &p.spans {
+        let ts = us(s.start_ns);
+        let dur = (us(s.start_ns + s.dur_ns) - ts).max(0.0);
+        if s.track == Track::Launch {
+            sep(w)?;
+            write!(
+                w,
+                "{{\"name\":\"pre/postamble\",\"cat\":\"launch\",\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{ts:.4},\"dur\":{dur:.4},\"args\":{{}}}}",
+                s.nc,
+                track_tid(s.track)
+            )?;
+            continue;
+        }
         let Some(op) = p.ops.get(s.op as usize) else {
             continue;
         };
-        let ts = us(s.start_ns);
-        let dur = (us(s.start_ns + s.dur_ns) - ts).max(0.0);
         sep(w)?;
+        if let (Track::Stall(_), Some(c)) = (s.track, s.cause.and_then(|c| p.ops.get(c as usize))) {
+            write!(
+                w,
+                "{{\"name\":\"stall\",\"cat\":\"stall\",\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{ts:.4},\"dur\":{dur:.4},\"args\":{{\"waiting\":{},\"for\":{},\"for_source\":{},{}}}}}",
+                s.nc,
+                track_tid(s.track),
+                json_str(op.opcode.name()),
+                json_str(c.opcode.name()),
+                json_str(&c.loc.to_string()),
+                args(p, op)
+            )?;
+            continue;
+        }
         let name = match s.track {
             Track::LoadStationary => "LoadStationary",
             _ => op.opcode.name(),

@@ -1,0 +1,10 @@
+//! Profiles of modelled launches: the summary ([`summary`]: latency, bottleneck shares,
+//! engine activity, DMA traffic, ...) and its Chrome-trace writer ([`trace`]). The writer
+//! depends on the summary types, never the other way round.
+
+pub mod summary;
+pub mod trace;
+
+pub use summary::{
+    Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Span, Track,
+};

@@ -1,0 +1,138 @@
+//! What bounds a kernel: the critical path through a schedule, split into what its time went
+//! to (an engine computing, DMA bandwidth, DMA fixed costs, dependency stalls), plus the launch
+//! pre/postamble; and the stall intervals the trace draws.
+//!
+//! The path starts at the record that ends last and walks back along each record's
+//! [`Cause`]: the dependency that made it ready last, or the record that held its engine (or
+//! DMA engine). A record's own time is attributed to its engine, or for a DMA to bandwidth when
+//! its bytes take longer than its fixed costs, else to DMA count/latency. The gap before a
+//! record that waited for a dependency is a dependency stall (for a DMA: its trigger latency).
+
+use super::cost;
+use super::schedule::{Cause, Schedule};
+use crate::profile::{Bound, BoundShare};
+use crate::record::{Engine, Instr};
+use crate::target::TargetSpec;
+
+/// Accumulated critical-path time per [`Bound`].
+#[derive(Default)]
+struct Tally(Vec<(Bound, f64)>);
+
+impl Tally {
+    fn add(&mut self, bound: Bound, ns: f64) {
+        if ns <= 0.0 {
+            return;
+        }
+        match self.0.iter_mut().find(|(b, _)| *b == bound) {
+            Some((_, t)) => *t += ns,
+            None => self.0.push((bound, ns)),
+        }
+    }
+}
+
+/// What a DMA record's own time is spent on: bandwidth when moving its largest engine share
+/// takes longer than the per-DMA engine minimum and the small-transfer floor.
+fn dma_bound(spec: &TargetSpec, r: &Instr) -> Bound {
+    let plan = cost::dma_plan(spec, r);
+    let bytes_ns = plan.engine_ns.iter().copied().fold(0.0f64, f64::max);
+    if bytes_ns > spec.dma_engine_min_ns && bytes_ns > plan.floor_ns {
+        Bound::DmaBandwidth
+    } else {
+        Bound::DmaLatency
+    }
+}
+
+/// The critical path of `sch` (whose last record ends at `active_ns`) plus `overhead_ns` of
+/// pre/postamble, as shares of the total, largest first.
+pub(crate) fn bounds(
+    sch: &Schedule<'_>,
+    spec: &TargetSpec,
+    active_ns: f64,
+    overhead_ns: f64,
+) -> Vec<BoundShare> {
+    let mut tally = Tally::default();
+    tally.add(Bound::LaunchOverhead, overhead_ns);
+    let last = (0..sch.end.len()).max_by(|&a, &b| sch.end[a].total_cmp(&sch.end[b]));
+    let mut cur = last;
+    // `t`: the time down to which the path is attributed; it only decreases.
+    let mut t = active_ns;
+    let mut steps = 0usize;
+    while let Some(i) = cur {
+        steps += 1;
+        if steps > sch.end.len() {
+            break; // causes point backwards in time; this is a guard, not a case
+        }
+        let r = sch.recs[i];
+        let start = sch.start[i].min(t);
+        let own = match r.engine {
+            Engine::Dma => dma_bound(spec, r),
+            e => Bound::Engine(e),
+        };
+        tally.add(own, t - start);
+        t = start;
+        cur = match sch.cause[i] {
+            Cause::Start => {
+                let before = if r.engine == Engine::Dma {
+                    Bound::DmaLatency
+                } else {
+                    Bound::DependencyStall
+                };
+                tally.add(before, t);
+                t = 0.0;
+                None
+            }
+            Cause::Engine(p) | Cause::Data(p) => {
+                let p = p as usize;
+                let until = sch.end[p].min(t);
+                let gap = if r.engine == Engine::Dma {
+                    Bound::DmaLatency
+                } else {
+                    Bound::DependencyStall
+                };
+                tally.add(gap, t - until);
+                t = until;
+                Some(p)
+            }
+        };
+    }
+    let total = active_ns + overhead_ns;
+    let mut shares: Vec<BoundShare> = tally
+        .0
+        .into_iter()
+        .map(|(bound, ns)| BoundShare {
+            bound,
+            ns,
+            percent: if total > 0.0 { 100.0 * ns / total } else { 0.0 },
+        })
+        .collect();
+    shares.sort_by(|a, b| b.ns.total_cmp(&a.ns));
+    shares
+}
+
+/// The stall intervals of compute records: `(record, waited-for record, start, end)` for every
+/// record whose engine sat idle, from the end of the engine's previous interval (in time)
+/// until a dependency of the record was ready.
+pub(crate) fn stalls(sch: &Schedule<'_>) -> Vec<(u32, u32, f64, f64)> {
+    let cores = sch.core.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
+    let mut by_engine: Vec<Vec<usize>> = vec![Vec::new(); cores * Engine::COUNT];
+    for (i, r) in sch.recs.iter().enumerate() {
+        if r.engine != Engine::Dma {
+            by_engine[sch.core[i] as usize * Engine::COUNT + r.engine.index()].push(i);
+        }
+    }
+    let mut out = Vec::new();
+    for mut recs in by_engine {
+        recs.sort_by(|&a, &b| sch.start[a].total_cmp(&sch.start[b]));
+        let mut from = 0.0f64;
+        for i in recs {
+            if let Cause::Data(p) = sch.cause[i] {
+                if sch.start[i] > from + 1e-9 {
+                    out.push((i as u32, p, from, sch.start[i]));
+                }
+            }
+            from = from.max(sch.end[i]);
+        }
+    }
+    out.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)));
+    out
+}

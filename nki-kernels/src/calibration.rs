@@ -1,0 +1,287 @@
+//! The public calibration points of the timing model (shared/reference/calibration.md
+//! sections 1–3) and their modelled values: each point names its published figure and the
+//! kernel (written as the source writes it) that [`points`] estimates for it. The
+//! `calibration` example prints them; `tests/calibration.rs` holds the accuracy bands.
+
+use crate::calibration_kernels::{
+    activation_chain, one_load, transpose_tiles, vector_add_stream, vector_add_stream_dma,
+    vector_add_tiled,
+};
+use crate::matmul::{PUBLISHED_TRN1, TUTORIAL_BENCHMARK_KMN};
+use nki_core::prelude::*;
+use nki_core::profile::Track;
+use std::path::Path;
+
+/// One published figure and its modelled value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// Section of calibration.md (1, 2 or 3).
+    pub section: u8,
+    /// What was measured.
+    pub name: String,
+    /// The hardware it was measured on.
+    pub target: Target,
+    /// Published figure (µs, or percent when `percent`).
+    pub published: f64,
+    /// Modelled figure in the same unit.
+    pub model: f64,
+    /// True for the DMA-efficiency rows (percent of the 32 KiB/partition throughput).
+    pub percent: bool,
+    /// The two largest shares of what bounds the modelled kernel.
+    pub bottleneck: String,
+}
+
+impl std::fmt::Display for Row {
+    /// One table line: section, name, target, published, model, error, bottleneck.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unit = if self.percent { "%" } else { "us" };
+        write!(
+            f,
+            "{:<3} {:<68} {:<5} {:>10.2}{unit:<2} {:>10.2}{unit:<2} {:>+7.1}%  {}",
+            self.section,
+            self.name,
+            self.target.name(),
+            self.published,
+            self.model,
+            self.error_percent(),
+            self.bottleneck
+        )
+    }
+}
+
+impl Row {
+    /// `model / published - 1`, in percent.
+    pub fn error_percent(&self) -> f64 {
+        (self.model / self.published - 1.0) * 100.0
+    }
+
+    /// The row as a JSON object: `section`, `name`, `target`, `published_us`, `model_us`
+    /// (null for percentage rows, which carry `published_percent` and `model_percent`),
+    /// `error_percent` and `bottleneck`.
+    pub fn json(&self) -> serde_json::Value {
+        let us = |v: f64| {
+            if self.percent {
+                serde_json::Value::Null
+            } else {
+                serde_json::json!(v)
+            }
+        };
+        let mut o = serde_json::json!({
+            "section": self.section,
+            "name": self.name,
+            "target": self.target.name(),
+            "published_us": us(self.published),
+            "model_us": us(self.model),
+            "error_percent": self.error_percent(),
+            "bottleneck": self.bottleneck,
+        });
+        if self.percent {
+            o["published_percent"] = serde_json::json!(self.published);
+            o["model_percent"] = serde_json::json!(self.model);
+        }
+        o
+    }
+}
+
+/// The profile's answer to "what bounds this kernel".
+fn bottleneck(p: &Profile) -> String {
+    let parts: Vec<String> = p.bounds.iter().take(2).map(|b| b.to_string()).collect();
+    parts.join(", ")
+}
+
+/// A µs row from a profile's latency.
+fn row(section: u8, name: &str, target: Target, published_us: f64, p: &Profile) -> Row {
+    Row {
+        section,
+        name: name.to_string(),
+        target,
+        published: published_us,
+        model: p.latency_us(),
+        percent: false,
+        bottleneck: bottleneck(p),
+    }
+}
+
+/// Section 1 (the matmul tutorial on trn1); returns the wall and CPU time of the four
+/// estimates, s.
+fn section1(rows: &mut Vec<Row>) -> Result<(f64, f64), NkiError> {
+    let t0 = std::time::Instant::now();
+    let cpu0 = cpu_seconds().unwrap_or(0.0);
+    let (k, m, n) = TUTORIAL_BENCHMARK_KMN;
+    let lhs_t = Hbm::<bf16>::shape_only([k, m]);
+    let rhs = Hbm::<bf16>::shape_only([k, n]);
+    let mut result = Hbm::<bf16>::shape_only([m, n]);
+    for p in PUBLISHED_TRN1 {
+        let prof = p.kernel.estimate(Target::Trn1, &lhs_t, &rhs, &mut result)?;
+        rows.push(row(
+            1,
+            p.kernel.name(),
+            Target::Trn1,
+            p.latency_ms * 1e3,
+            &prof,
+        ));
+    }
+    Ok((
+        t0.elapsed().as_secs_f64(),
+        cpu_seconds().unwrap_or(0.0) - cpu0,
+    ))
+}
+
+/// Section 2: the micro-benchmarks.
+fn section2(rows: &mut Vec<Row>) -> Result<(), NkiError> {
+    // Back-to-back dependent activations, 1 element per partition: issue interval.
+    let links = 16;
+    let a = Hbm::<f32>::shape_only([128, 1]);
+    let mut out = Hbm::<f32>::shape_only([128, 1]);
+    let p = activation_chain::estimate(Grid::new([1]), Target::Trn1, &a, &mut out, links)?;
+    let mut starts: Vec<f64> = p
+        .spans
+        .iter()
+        .filter(|s| s.track == Track::Scalar)
+        .map(|s| s.start_ns)
+        .collect();
+    starts.sort_by(f64::total_cmp);
+    let ii = (starts[starts.len() - 1] - starts[0]) / (starts.len() - 1) as f64;
+    rows.push(Row {
+        section: 2,
+        name: "dependent ScalarE activation, issue interval".into(),
+        target: Target::Trn1,
+        published: 0.189,
+        model: ii / 1e3,
+        percent: false,
+        bottleneck: bottleneck(&p),
+    });
+    let load_us = |p: usize, f: usize| -> Result<(f64, Profile), NkiError> {
+        let a = Hbm::<bf16>::shape_only([p, f]);
+        let prof = one_load::estimate(Grid::new([1]), Target::Trn2, &a)?;
+        let d = prof
+            .spans
+            .iter()
+            .filter(|s| matches!(s.track, Track::DmaQueue(_)))
+            .map(|s| s.dur_ns)
+            .sum::<f64>();
+        Ok((d / 1e3, prof))
+    };
+    let (d, prof) = load_us(4, 4096)?;
+    rows.push(Row {
+        section: 2,
+        name: "one 32 KiB DMA [4, 4096] bf16".into(),
+        target: Target::Trn2,
+        published: 1.416,
+        model: d,
+        percent: false,
+        bottleneck: bottleneck(&prof),
+    });
+    let (reference, _) = load_us(128, 16384)?;
+    for (bytes, pct) in [
+        (32usize, 1.4),
+        (256, 10.0),
+        (1024, 42.0),
+        (2048, 81.0),
+        (4096, 97.0),
+        (16384, 99.0),
+    ] {
+        let (d, prof) = load_us(128, bytes / 2)?;
+        let eff = 100.0 * (bytes as f64 / d) / (32768.0 / reference);
+        rows.push(Row {
+            section: 2,
+            name: format!("DMA efficiency, {bytes} B/partition"),
+            target: Target::Trn2,
+            published: pct,
+            model: eff,
+            percent: true,
+            bottleneck: bottleneck(&prof),
+        });
+    }
+    Ok(())
+}
+
+/// Writes `p`'s Chrome trace into `dir` (when given) under a file name made from `name`.
+fn trace(dir: Option<&Path>, name: &str, p: &Profile) {
+    if let Some(dir) = dir {
+        let file: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let path = dir.join(format!("{file}.json"));
+        if let Err(e) = std::fs::create_dir_all(dir).and_then(|_| p.write_chrome_trace(&path)) {
+            eprintln!("could not write {}: {e}", path.display());
+        }
+    }
+}
+
+/// Section 3: the small kernels (trn1 `nki.benchmark`, trn2 `neuron-profile`).
+fn section3(rows: &mut Vec<Row>, dir: Option<&Path>) -> Result<(), NkiError> {
+    let g = || Grid::new([1]);
+    let t1 = Target::Trn1;
+    for (rc, published) in [(1usize, 27_404.0), (128, 206.0)] {
+        let n = 25_600;
+        let (a, b) = (Hbm::<f32>::shape_only([n, 1]), Hbm::shape_only([n, 1]));
+        let mut out = Hbm::<f32>::shape_only([n, 1]);
+        let p = vector_add_tiled::estimate(g(), t1, &a, &b, &mut out, rc)?;
+        let name = format!("vector_add_tiled n=25600 ROW_CHUNK={rc}");
+        trace(dir, &name, &p);
+        rows.push(row(3, &name, t1, published, &p));
+    }
+    for (n, fd, published) in [
+        (25_600usize, 2usize, 53.0),
+        (25_600, 200, 19.0),
+        (256_000, 2000, 34.0),
+        (256_000, 1000, 29.0),
+    ] {
+        let shape = [n / (128 * fd), 128, fd];
+        let (a, b) = (Hbm::<f32>::shape_only(shape), Hbm::shape_only(shape));
+        let mut out = Hbm::<f32>::shape_only(shape);
+        let p = vector_add_stream::estimate(g(), t1, &a, &b, &mut out)?;
+        let name = format!("vector_add_stream n={n} FREE_DIM={fd}");
+        trace(dir, &name, &p);
+        rows.push(row(3, &name, t1, published, &p));
+    }
+    let t2 = Target::Trn2;
+    for (fd, total, active) in [(1000usize, 26.4, 14.00), (2000, 28.9, 16.14)] {
+        let shape = [128, 2000];
+        let (a, b) = (Hbm::<f32>::shape_only(shape), Hbm::shape_only(shape));
+        let mut out = Hbm::<f32>::shape_only(shape);
+        let p = vector_add_stream_dma::estimate(g(), t2, &a, &b, &mut out, fd)?;
+        let name = format!("vector_add_stream (dma_copy) n=256000 FREE_DIM={fd}");
+        trace(dir, &name, &p);
+        rows.push(row(3, &name, t2, total, &p));
+        rows.push(Row {
+            model: p.active_ns / 1e3,
+            ..row(3, &format!("{name}, active"), t2, active, &p)
+        });
+    }
+    let input = Hbm::<f32>::shape_only([1024, 1024]);
+    let mut out = Hbm::<f32>::shape_only([1024, 1024]);
+    let p = transpose_tiles::estimate(g(), t2, &input, &mut out)?;
+    let name = "transpose 1024x1024 fp32 (dma_copy, nc_transpose, PSUM copy)";
+    trace(dir, name, &p);
+    rows.push(row(3, name, t2, 46.5, &p));
+    rows.push(Row {
+        model: p.active_ns / 1e3,
+        ..row(3, &format!("{name}, active"), t2, 33.30, &p)
+    });
+    Ok(())
+}
+
+/// Every public calibration point with its modelled value, in section order, and the wall
+/// and CPU time (s) the four full-size tutorial matmul estimates took. `trace_dir` receives a
+/// Chrome trace per section-3 kernel.
+pub fn points(trace_dir: Option<&Path>) -> Result<(Vec<Row>, (f64, f64)), NkiError> {
+    let mut rows = Vec::new();
+    let tutorial = section1(&mut rows)?;
+    section2(&mut rows)?;
+    section3(&mut rows, trace_dir)?;
+    Ok((rows, tutorial))
+}
+
+/// CPU time (user + system, all threads) this process has used, in s, where Linux's
+/// `/proc/self/stat` tells it (the machine may be shared, which inflates wall times).
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
