@@ -28,6 +28,7 @@ pub mod tile;
 pub mod timing;
 pub mod trace;
 pub mod typed;
+pub mod view;
 
 pub use nki_macros::nki_kernel;
 
