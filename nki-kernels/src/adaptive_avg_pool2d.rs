@@ -65,14 +65,13 @@ pub fn adaptive_avg_pool2d<T: Element>(input: &Hbm<T>, out: &mut Hbm<T>) {
                             None,
                         );
                         let col = acc.slice((.., j..j + 1));
-                        // LANG(dst): NKI accumulates `acc[:, j] += sum * inv` in place.
+                        // `acc[:, j] = sum * inv` for the first chunk, `+=` for the others.
                         let args = if k == 0 {
                             nisa::TensorScalarArgs::new()
                         } else {
                             nisa::TensorScalarArgs::new().then(nl::AluOp::Add, col)
                         };
-                        let part = nisa::tensor_scalar(&sum, nl::AluOp::Multiply, inv, args);
-                        nl::assign(col, &part);
+                        nisa::tensor_scalar_into(col, &sum, nl::AluOp::Multiply, inv, args);
                     }
                 }
                 nl::store(out.slice((b, ch.clone(), i, ..)), &acc);

@@ -93,9 +93,7 @@ pub fn layernorm_v2<T: Element>(x: &Hbm<T>, gamma: &Hbm<T>, beta: &Hbm<T>, out: 
         let stats = nl::ndarray(&[n, 6 * pieces], DType::F32, nl::SBUF);
         for j in nl::affine_range(pieces) {
             let piece = nl::tile_range(j, fmax, d);
-            // LANG(dst): NKI writes `stats[:, 6j:6j+6] = nisa.bn_stats(...)` in place.
-            let s = nisa::bn_stats(xt.slice((.., piece)), None);
-            nl::assign(stats.slice((.., 6 * j..6 * j + 6)), &s);
+            nisa::bn_stats_into(stats.slice((.., 6 * j..6 * j + 6)), xt.slice((.., piece)));
         }
         let mean_var = nisa::bn_aggr(&stats, None);
         let rstd = nl::rsqrt(&nl::add(mean_var.slice((.., 1..2)), EPS));
