@@ -8,7 +8,8 @@
 //! Tiling (both): channels go to partitions, 128 per tile; the sequence is the free dimension
 //! and the scan runs along it on VectorE (`tensor_tensor_scan`, multiply then add). `exp(delta
 //! * A)` is one ScalarE `activation` with `A`'s column as the per-partition scale. `Bm[b, n]`
-//! and `Cm[b, n]` are `[1, L]` rows, loaded and broadcast across the partitions.
+//! and `Cm[b, n]` are `[1, L]` rows, each read into every partition by one DMA through a
+//! broadcast view. Per-state contributions are added into the accumulator in place.
 //!
 //! - [`mamba_v1`](fn@mamba_v1): loops batch, state, channel tile; every step reloads its
 //!   `delta` and `u` tiles and recomputes `delta * u`, and the per-channel-tile results
@@ -47,9 +48,8 @@ fn dims(
 /// `Bm[b, n, :]` broadcast to `rows` partitions (fp32).
 #[track_caller]
 fn broadcast_row<T: Element>(m: &Hbm<T>, b: usize, n: usize, rows: usize) -> Tile {
-    // LANG(view): NKI broadcasts the row in the DMA access pattern (partition stride 0).
-    let row = nl::load_as(m.slice((b, n..n + 1, ..)), DType::F32);
-    nl::broadcast_to(&row, &[rows, m.shape()[2]])
+    // One DMA reads the row into every partition (a partition-stride-0 view).
+    nl::load_as(m.slice((b, n..n + 1, ..)).broadcast(0, rows), DType::F32)
 }
 
 /// One state's contribution for one channel tile: `Cm * scan(exp(delta * A), delta_u * Bm)`.
@@ -95,17 +95,11 @@ pub fn mamba_v1<T: Element>(
     );
     let tiles = nl::num_tiles(chans, PMAX);
     for b in nl::affine_range(batch) {
-        // LANG(par_dim): NKI keeps the accumulators in one `[tiles, par_dim(128), L]` block tile.
-        let mut acc: Vec<Tile> = (0..tiles)
-            .map(|t| {
-                nisa::memset(
-                    &[nl::tile_range(t, PMAX, chans).len(), len],
-                    0.0,
-                    DType::F32,
-                    nisa::Engine::Vector,
-                )
-            })
-            .collect();
+        // The accumulators of all channel tiles: one `[tiles, par_dim(128), L]` block tile.
+        let acc = nl::ndarray_blocks(tiles, &[PMAX.min(chans), len], DType::F32, nl::SBUF);
+        for t in nl::affine_range(tiles) {
+            nisa::memset_into(acc.block(t), 0.0);
+        }
         for n in nl::sequential_range(states) {
             for t in nl::sequential_range(tiles) {
                 let ch = nl::tile_range(t, PMAX, chans);
@@ -117,13 +111,14 @@ pub fn mamba_v1<T: Element>(
                 let c_row = broadcast_row(cm, b, n, rows);
                 let d_u = nisa::tensor_tensor(&d_t, &u_t, nl::AluOp::Multiply, None);
                 let term = state_term(&d_t, &d_u, a_col.view(), &b_row, &c_row);
-                // LANG(dst): NKI accumulates `acc[t] += term` in place.
-                acc[t] = nisa::tensor_tensor(&acc[t], &term, nl::AluOp::Add, None);
+                let acc_t = acc.block(t).slice((0..rows, ..));
+                nisa::tensor_tensor_into(acc_t, acc_t, &term, nl::AluOp::Add);
             }
         }
-        for (t, acc_t) in acc.iter().enumerate() {
+        for t in nl::affine_range(tiles) {
             let ch = nl::tile_range(t, PMAX, chans);
-            nl::store(out.slice((b, ch, ..)), acc_t);
+            let rows = ch.len();
+            nl::store(out.slice((b, ch, ..)), acc.block(t).slice((0..rows, ..)));
         }
     }
 }
@@ -158,13 +153,12 @@ pub fn mamba_v2<T: Element>(
             let u_t = nl::load_as(u.slice((b, ch.clone(), ..)), DType::F32);
             let a_t = nl::load_as(a.slice((ch.clone(), ..)), DType::F32);
             let d_u = nisa::tensor_tensor(&d_t, &u_t, nl::AluOp::Multiply, None);
-            let mut acc = nisa::memset(&[rows, len], 0.0, DType::F32, nisa::Engine::Vector);
+            let acc = nisa::memset(&[rows, len], 0.0, DType::F32, nisa::Engine::Vector);
             for n in nl::sequential_range(states) {
                 let b_row = broadcast_row(bm, b, n, rows);
                 let c_row = broadcast_row(cm, b, n, rows);
                 let term = state_term(&d_t, &d_u, a_t.slice((.., n..n + 1)), &b_row, &c_row);
-                // LANG(dst): NKI accumulates `acc += term` in place.
-                acc = nisa::tensor_tensor(&acc, &term, nl::AluOp::Add, None);
+                nisa::tensor_tensor_into(&acc, &acc, &term, nl::AluOp::Add);
             }
             nl::store(out.slice((b, ch, ..)), &acc);
         }
