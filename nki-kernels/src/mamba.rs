@@ -6,8 +6,8 @@
 //! `y[b, c, t] = sum_n Cm[b, n, t] * h[b, c, n, t]`.
 //!
 //! Tiling (both): channels go to partitions, 128 per tile; the sequence is the free dimension
-//! and the scan runs along it on VectorE (`tensor_tensor_scan`, multiply then add). `exp(delta
-//! * A)` is one ScalarE `activation` with `A`'s column as the per-partition scale. `Bm[b, n]`
+//! and the scan runs along it on VectorE (`tensor_tensor_scan`, multiply then add).
+//! `exp(delta * A)` is one ScalarE `activation` with `A`'s column as the per-partition scale. `Bm[b, n]`
 //! and `Cm[b, n]` are `[1, L]` rows, each read into every partition by one DMA through a
 //! broadcast view. Per-state contributions are added into the accumulator in place.
 //!
@@ -17,11 +17,12 @@
 //! - [`mamba_v2`](fn@mamba_v2): loops batch, channel tile, state; `delta`, `u` and
 //!   `delta * u` are loaded / computed once per channel tile and reused by all `N` states.
 //!
-//! Bottleneck (modelled, `fused_mamba` example): VectorE in both versions (84-96 % busy) at the
-//! tutorial's `[1, 256, 512, 16]` and Autocomp's `L = 2048`: per (channel tile, state) the
-//! scan, the `dBu` and `Cm * h` products and the accumulation are four `L`-long VectorE passes
-//! against one ScalarE exponential. v1 adds the reloads (`2 * N` times the `delta`/`u`
-//! traffic, hidden behind VectorE) and one more VectorE pass per step: v2 is 1.17-1.19x faster.
+//! Bottleneck (modelled, `fused_mamba` example, `[1, 256, 512, 16]` and Autocomp's
+//! `L = 2048`): on trn1 DMA (99-100 % busy): the broadcast rows of `Bm` and `Cm` reach every
+//! partition (`128 * L` elements per row), and v1 adds the `delta`/`u` reloads, so v2 is
+//! 1.85x faster. On trn2, with faster DMA, VectorE bounds both (85-95 %): per (channel tile,
+//! state) the scan, the `dBu` and `Cm * h` products and the accumulation are four `L`-long
+//! passes against one ScalarE exponential; v1's extra `delta * u` pass makes v2 1.22x faster.
 
 use crate::checks::{expect_rank, expect_shape};
 use nki_core::prelude::*;

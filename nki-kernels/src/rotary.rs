@@ -11,9 +11,9 @@
 //! it in place, one store.
 //!
 //! Bottleneck (modelled, `rotary` example): DMA at the tutorial's sweep shapes: every
-//! `[128, 128]` fp32 tile moves 64 KiB in and 64 KiB out against five short VectorE
-//! instructions; `[8, 32, 512, 128]` takes 1.37 ms on trn1 (DMA 95 % busy) and 1.60 ms on trn2
-//! (DMA 60 %; there the per-instruction VectorE overhead and dependencies show).
+//! `[128, 128]` fp32 tile moves 64 KiB in and 64 KiB out against four short VectorE
+//! instructions; `[8, 32, 512, 128]` takes 1.28 ms on trn1 (DMA 100 % busy) and 1.04 ms on trn2
+//! (DMA 88 %).
 
 use crate::checks::{expect_rank, expect_shape, require};
 use nki_core::prelude::*;

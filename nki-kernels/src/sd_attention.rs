@@ -20,10 +20,10 @@
 //!
 //! Bottleneck (modelled, `sd_attention` example, `[4096, 64]` fp32): v1 is DMA-bound on trn1
 //! (98 % busy, 1.68 ms: it re-reads `k` and `v` for each of the 32 query tiles, the `k^T` load
-//! an element-wise DMA transpose); v2 reads them once and is bounded by TensorE (43 % busy;
+//! an element-wise DMA transpose); v2 reads them once and is bounded by TensorE (44 % busy;
 //! fp32 matmuls at a quarter rate, and the 32 transposes per query tile cost as much as the
-//! products) with ScalarE's exponentials and the dependencies between them: 1.21 ms on trn1
-//! (1.39x faster), 1.19 ms on trn2 (1.24x).
+//! products) with ScalarE's exponentials and the dependencies between them: 1.19 ms on trn1
+//! (1.41x faster), 1.17 ms on trn2 (1.24x).
 
 use crate::checks::{expect_rank, expect_shape, require};
 use nki_core::lang::BlockTile;

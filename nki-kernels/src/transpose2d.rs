@@ -9,7 +9,7 @@
 //! with its free dimensions swapped into the output viewed as `[rows, Y, X]`, one store.
 //!
 //! Bottleneck (modelled, `transpose2d` example): at the tutorial's shape (`[5, 12]`, int8) the
-//! fixed latency of the load and the store dominates (4.7 us); the copies are a few short
+//! fixed latency of the load and the store dominates (4.5 us); the copies are a few short
 //! VectorE instructions. At `[4096, 64 * 64]` fp32 it is DMA-bound (100 % busy on trn1 and
 //! trn2): it moves every byte in and out and does no arithmetic.
 
