@@ -312,7 +312,11 @@ impl<'a> TileRef<'a> {
     pub fn reshape(&self, dims: &[usize]) -> TileRef<'a> {
         let loc = SourceLoc::caller();
         let what = self.tile.describe();
-        let ap = or_raise(reshape(&self.ap, dims, &what), loc);
+        let mut ap = or_raise(reshape(&self.ap, dims, &what), loc);
+        if ap.shape.ndim() > 1 && ap.shape.partitions() == 1 {
+            // A single partition keeps the tile's partition stride (reshape gives size-1 dims 0).
+            ap.strides[0] = self.ap.strides[0];
+        }
         keep_partitions(&self.ap, &ap, "reshape", &what, loc);
         TileRef {
             tile: self.tile,
