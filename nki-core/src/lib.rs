@@ -28,6 +28,7 @@ pub mod target;
 pub mod tile;
 pub mod timing;
 pub mod typed;
+pub mod view;
 
 pub use nki_macros::nki_kernel;
 

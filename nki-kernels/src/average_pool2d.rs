@@ -40,13 +40,11 @@ pub fn average_pool2d<T: Element>(input: &Hbm<T>, out: &mut Hbm<T>, pool: usize)
         for b in nl::affine_range(nl::num_tiles(oh, band)) {
             let rows = nl::tile_range(b, band, oh);
             let n = rows.len();
-            let windows = nl::ndarray(&[ch.len(), n, pool, ow, pool], input.dtype(), nl::SBUF);
-            // LANG(reshape): NKI loads `in_tensor[i_c, p*i_h + i_ph, p*i_w + i_pw]` with mgrid
-            // indices; here the DMA fills the 5-D tile from the same bytes in row-major order.
-            nisa::dma_copy(
-                &windows,
-                input.slice((ch.clone(), rows.start * pool..rows.end * pool, 0..ow * pool)),
-            );
+            // NKI's `in_tensor[i_c, p*i_h + i_ph, p*i_w + i_pw]`: the band viewed with the pool
+            // windows as their own dimensions, loaded in one DMA.
+            let band_view =
+                input.slice((ch.clone(), rows.start * pool..rows.end * pool, 0..ow * pool));
+            let windows = nl::load(band_view.reshape(&[ch.len(), n, pool, ow, pool]));
             let row_sums = nl::reduce(nl::AluOp::Add, &windows, &[4], false, Some(DType::F32));
             drop(windows);
             let mut acc = nl::copy(row_sums.slice((.., .., 0, ..)), None);

@@ -19,6 +19,7 @@
 //! loads, the bias and the pooling overlap with them, so pooling is free.
 
 use crate::checks::{expect_rank, expect_shape, require};
+use nki_core::lang::BlockTile;
 use nki_core::prelude::*;
 
 const OP: &str = "conv2d_maxpool";
@@ -83,13 +84,13 @@ fn filter_taps<T: Element>(
     g: &Geometry,
     co: std::ops::Range<usize>,
     ci: std::ops::Range<usize>,
-) -> Vec<Tile> {
+) -> BlockTile {
+    let taps = nl::ndarray_blocks(g.kh * g.kw, &[ci.len(), co.len()], DType::F32, nl::SBUF);
     let wt = nl::load_as(w.slice((co, ci, .., ..)), DType::F32);
-    let mut taps = Vec::with_capacity(g.kh * g.kw);
     for a in 0..g.kh {
         for b in 0..g.kw {
             let t = nisa::nc_transpose(wt.slice((.., .., a, b)), nisa::Engine::Tensor);
-            taps.push(nl::copy(&t, None));
+            nisa::tensor_copy_into(taps.block(a * g.kw + b), &t, nisa::Engine::Vector);
         }
     }
     taps
@@ -106,8 +107,8 @@ pub fn conv2d_maxpool<T: Element>(
 ) {
     let g = geometry(x.shape(), w.shape(), bias.shape(), out.shape(), pool);
     let (ci_tiles, co_tiles) = (nl::num_tiles(g.cin, PMAX), nl::num_tiles(g.cout, PMAX));
-    // LANG(par_dim): NKI holds the taps in block tiles `[KH * KW, par_dim(Cin), Cout]`.
-    let taps: Vec<Vec<Vec<Tile>>> = (0..co_tiles)
+    // taps[co][ci]: a `[KH * KW, par_dim(Cin), Cout]` block tile per weight tile.
+    let taps: Vec<Vec<BlockTile>> = (0..co_tiles)
         .map(|co| {
             (0..ci_tiles)
                 .map(|ci| {
@@ -124,11 +125,8 @@ pub fn conv2d_maxpool<T: Element>(
     let biases: Vec<Tile> = (0..co_tiles)
         .map(|co| {
             let ch = nl::tile_range(co, PMAX, g.cout);
-            let b = nl::ndarray(&[ch.len(), 1], DType::F32, nl::SBUF);
-            // LANG(reshape): NKI loads `bias.reshape((Cout, 1))[ch]`; the DMA fills the
-            // `[ch, 1]` tile from the 1-D slice in row-major order.
-            nisa::dma_copy(&b, bias.slice(ch));
-            b
+            // NKI's `bias.reshape((Cout, 1))[ch]`: one value per partition.
+            nl::load_as(bias.slice(ch.clone()).reshape(&[ch.len(), 1]), DType::F32)
         })
         .collect();
     let used_rows = g.oh / pool * pool;
@@ -152,7 +150,7 @@ pub fn conv2d_maxpool<T: Element>(
                     for a in 0..g.kh {
                         for b in 0..g.kw {
                             let window = xb.slice((.., a..a + rows.len(), b..b + g.ow));
-                            nisa::nc_matmul_acc(&acc, &taps[co][ci][a * g.kw + b], window);
+                            nisa::nc_matmul_acc(&acc, taps[co][ci].block(a * g.kw + b), window);
                         }
                     }
                 }
@@ -171,33 +169,27 @@ pub fn conv2d_maxpool<T: Element>(
 }
 
 /// Max over the `pool x pool` windows of `conv[C, R * OW]` (`R` rows of `OW`, stride `pool`)
-/// into `[C, R / pool, pw]`: `pool^2 - 1` VectorE maxima of strided views (`conv` itself for
-/// `pool == 1`).
+/// into `[C, R / pool, pw]`: `pool^2 - 1` VectorE maxima of strided views of it, the running
+/// maximum updated in place (`conv` itself for `pool == 1`).
 #[track_caller]
 fn max_pool(conv: Tile, r: usize, pool: usize, pw: usize) -> Tile {
     if pool == 1 {
         return conv;
     }
     let ow = conv.free_size() / r;
-    // LANG(reshape): NKI views the `[C, R * OW]` tile as `[C, R, OW]` for free; without a tile
-    // reshape view an SBUF-to-SBUF DMA copies it into a 3-D tile.
-    let conv3 = nl::ndarray(&[conv.partitions(), r, ow], conv.dtype(), nl::SBUF);
-    nisa::dma_copy(&conv3, &conv);
-    let conv = conv3;
+    // The `[C, R * OW]` tile viewed as `[C, R, OW]` (free).
+    let rows = conv.reshape(&[conv.partitions(), r, ow]);
     let view = |a: usize, b: usize| {
-        conv.slice((
+        rows.slice((
             ..,
             stepped(a..r, pool),
             stepped(b..b + (pw - 1) * pool + 1, pool),
         ))
     };
-    let mut m = nl::copy(view(0, 0), None);
-    for a in 0..pool {
-        for b in 0..pool {
-            if a + b > 0 {
-                m = nisa::tensor_tensor(&m, view(a, b), nl::AluOp::Maximum, None);
-            }
-        }
+    let max = nl::AluOp::Maximum;
+    let m = nisa::tensor_tensor(view(0, 0), view(0, 1), max, None);
+    for k in 2..pool * pool {
+        nisa::tensor_tensor_into(&m, &m, view(k / pool, k % pool), max);
     }
     m
 }

@@ -23,6 +23,7 @@
 //! matmul, rescale) of about ten instructions across four engines.
 
 use crate::checks::{expect_rank, expect_shape, require};
+use crate::sd_attention::load_v_tiles;
 use nki_core::prelude::*;
 
 const OP: &str = "flash_attention_fwd";
@@ -73,18 +74,19 @@ pub fn flash_attention_fwd<T: Element>(
     let (b, h) = (nl::program_id(0), nl::program_id(1));
     let kv = h / group;
     let k_all = nl::load_as(k.slice((b, kv, .., ..)), DType::F32);
-    // LANG(par_dim): NKI keeps the value tiles in one `[S / 128, par_dim(128), d]` block tile.
-    let v_tiles: Vec<Tile> = (0..seq / PMAX)
-        .map(|j| nl::load_as(v.slice((b, kv, j * PMAX..(j + 1) * PMAX, ..)), DType::F32))
-        .collect();
+    let v_tiles = load_v_tiles(&v.slice((b, kv, .., ..)));
     for i in nl::affine_range(seq / PMAX) {
         let q0 = i * PMAX;
         let q_t = nl::load_as(q.slice((b, h, .., q0..q0 + PMAX)), DType::F32);
-        let mut m = nisa::memset(&[PMAX, 1], f32::MIN, DType::F32, nisa::Engine::Vector);
-        let mut l = nisa::memset(&[PMAX, 1], 0.0, DType::F32, nisa::Engine::Vector);
-        let mut o = nisa::memset(&[PMAX, d], 0.0, DType::F32, nisa::Engine::Vector);
+        // The running max alternates between two blocks (the previous and the new one).
+        let m_buf = nl::ndarray_blocks(2, &[PMAX, 1], DType::F32, nl::SBUF);
+        nisa::memset_into(m_buf.block(0), f32::MIN);
+        let l = nisa::memset(&[PMAX, 1], 0.0, DType::F32, nisa::Engine::Vector);
+        let o = nisa::memset(&[PMAX, d], 0.0, DType::F32, nisa::Engine::Vector);
         // Key blocks up to and including the one holding the diagonal.
-        for kb in nl::sequential_range((q0 + PMAX).div_ceil(KEY_BLOCK)) {
+        let blocks = (q0 + PMAX).div_ceil(KEY_BLOCK);
+        for kb in nl::sequential_range(blocks) {
+            let (m, m_new) = (m_buf.block(kb % 2), m_buf.block((kb + 1) % 2));
             let keys = nl::tile_range(kb, KEY_BLOCK, (q0 + PMAX).min(seq));
             let k0 = keys.start;
             let ps = nisa::nc_matmul(&q_t, k_all.slice((.., keys.clone())));
@@ -102,22 +104,18 @@ pub fn flash_attention_fwd<T: Element>(
                 s = nisa::affine_select(&causal, nl::AluOp::GreaterEqual, &s, MASK_VALUE, None);
             }
             let block_max = nisa::tensor_reduce(nl::AluOp::Maximum, &s, &[1], true, false, None);
-            let m_new = nisa::tensor_tensor(&m, &block_max, nl::AluOp::Maximum, None);
-            let neg_m = nisa::tensor_scalar(&m_new, nl::AluOp::Multiply, -1.0, Default::default());
+            nisa::tensor_tensor_into(m_new, m, &block_max, nl::AluOp::Maximum);
+            let neg_m = nisa::tensor_scalar(m_new, nl::AluOp::Multiply, -1.0, Default::default());
             let (p, row_sum) = nisa::activation_reduce(
                 nl::ActFn::Exp,
                 &s,
                 nisa::ActivationArgs::new().bias(&neg_m),
             );
             let alpha =
-                nisa::activation(nl::ActFn::Exp, &m, nisa::ActivationArgs::new().bias(&neg_m));
-            // LANG(dst): NKI updates `l`, `o` and `m` in place.
-            l = nisa::tensor_scalar(
-                &l,
-                nl::AluOp::Multiply,
-                &alpha,
-                nisa::TensorScalarArgs::new().then(nl::AluOp::Add, &row_sum),
-            );
+                nisa::activation(nl::ActFn::Exp, m, nisa::ActivationArgs::new().bias(&neg_m));
+            // l = l * alpha + row_sum and o = o * alpha + p @ v, in place.
+            let then_add = nisa::TensorScalarArgs::new().then(nl::AluOp::Add, &row_sum);
+            nisa::tensor_scalar_into(&l, &l, nl::AluOp::Multiply, &alpha, then_add);
             let pv = nl::ndarray(&[PMAX, d], DType::F32, nl::PSUM);
             for j in nl::affine_range(keys.len() / PMAX) {
                 let p_t = nisa::nc_transpose(
@@ -125,12 +123,12 @@ pub fn flash_attention_fwd<T: Element>(
                     nisa::Engine::Tensor,
                 );
                 let p_t = nl::copy(&p_t, None);
-                nisa::nc_matmul_acc(&pv, &p_t, &v_tiles[k0 / PMAX + j]);
+                nisa::nc_matmul_acc(&pv, &p_t, v_tiles.block(k0 / PMAX + j));
             }
-            let o_scaled = nisa::tensor_scalar(&o, nl::AluOp::Multiply, &alpha, Default::default());
-            o = nisa::tensor_tensor(&o_scaled, &pv, nl::AluOp::Add, None);
-            m = m_new;
+            nisa::tensor_scalar_into(&o, &o, nl::AluOp::Multiply, &alpha, Default::default());
+            nisa::tensor_tensor_into(&o, &o, &pv, nl::AluOp::Add);
         }
+        let m = m_buf.block(blocks % 2);
         let inv_l = nisa::reciprocal(&l, None);
         let y = nisa::tensor_scalar(
             &o,
@@ -140,7 +138,7 @@ pub fn flash_attention_fwd<T: Element>(
         );
         nl::store(out.slice((b, h, q0..q0 + PMAX, ..)), &y);
         let log_l = nisa::activation(nl::ActFn::Log, &l, Default::default());
-        let lse_t = nisa::tensor_tensor(&log_l, &m, nl::AluOp::Add, None);
+        let lse_t = nisa::tensor_tensor(&log_l, m, nl::AluOp::Add, None);
         nl::store(lse.slice((b, h, .., i..i + 1)), &lse_t);
     }
 }

@@ -15,8 +15,8 @@
 //!   `tensor_scalar` (`(x - mean) * rstd`): three full passes instead of six.
 //!
 //! Bottleneck (modelled, `layernorm` example): at the tutorial's `[300, 1000]` v1 is
-//! VectorE-bound (67-73 % busy) and v2 is 1.40x (trn1) / 1.45x (trn2) faster. At the torch
-//! driver's `[4096, 8192]` trn2 stays VectorE-bound (v2 1.63x faster), while on trn1 both
+//! VectorE-bound (67-73 % busy) and v2 is 1.47x (trn1) / 1.53x (trn2) faster. At the torch
+//! driver's `[4096, 8192]` trn2 stays VectorE-bound (v2 1.76x faster), while on trn1 both
 //! versions hit the DMA bound (96-100 % busy), so v2's saved VectorE passes buy only 1.04x.
 
 use crate::checks::{expect_rank, expect_shape};
@@ -93,9 +93,7 @@ pub fn layernorm_v2<T: Element>(x: &Hbm<T>, gamma: &Hbm<T>, beta: &Hbm<T>, out: 
         let stats = nl::ndarray(&[n, 6 * pieces], DType::F32, nl::SBUF);
         for j in nl::affine_range(pieces) {
             let piece = nl::tile_range(j, fmax, d);
-            // LANG(dst): NKI writes `stats[:, 6j:6j+6] = nisa.bn_stats(...)` in place.
-            let s = nisa::bn_stats(xt.slice((.., piece)), None);
-            nl::assign(stats.slice((.., 6 * j..6 * j + 6)), &s);
+            nisa::bn_stats_into(stats.slice((.., 6 * j..6 * j + 6)), xt.slice((.., piece)));
         }
         let mean_var = nisa::bn_aggr(&stats, None);
         let rstd = nl::rsqrt(&nl::add(mean_var.slice((.., 1..2)), EPS));

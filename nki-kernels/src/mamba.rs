@@ -6,9 +6,10 @@
 //! `y[b, c, t] = sum_n Cm[b, n, t] * h[b, c, n, t]`.
 //!
 //! Tiling (both): channels go to partitions, 128 per tile; the sequence is the free dimension
-//! and the scan runs along it on VectorE (`tensor_tensor_scan`, multiply then add). `exp(delta
-//! * A)` is one ScalarE `activation` with `A`'s column as the per-partition scale. `Bm[b, n]`
-//! and `Cm[b, n]` are `[1, L]` rows, loaded and broadcast across the partitions.
+//! and the scan runs along it on VectorE (`tensor_tensor_scan`, multiply then add).
+//! `exp(delta * A)` is one ScalarE `activation` with `A`'s column as the per-partition scale. `Bm[b, n]`
+//! and `Cm[b, n]` are `[1, L]` rows, each read into every partition by one DMA through a
+//! broadcast view. Per-state contributions are added into the accumulator in place.
 //!
 //! - [`mamba_v1`](fn@mamba_v1): loops batch, state, channel tile; every step reloads its
 //!   `delta` and `u` tiles and recomputes `delta * u`, and the per-channel-tile results
@@ -16,11 +17,12 @@
 //! - [`mamba_v2`](fn@mamba_v2): loops batch, channel tile, state; `delta`, `u` and
 //!   `delta * u` are loaded / computed once per channel tile and reused by all `N` states.
 //!
-//! Bottleneck (modelled, `fused_mamba` example): VectorE in both versions (84-96 % busy) at the
-//! tutorial's `[1, 256, 512, 16]` and Autocomp's `L = 2048`: per (channel tile, state) the
-//! scan, the `dBu` and `Cm * h` products and the accumulation are four `L`-long VectorE passes
-//! against one ScalarE exponential. v1 adds the reloads (`2 * N` times the `delta`/`u`
-//! traffic, hidden behind VectorE) and one more VectorE pass per step: v2 is 1.17-1.19x faster.
+//! Bottleneck (modelled, `fused_mamba` example, `[1, 256, 512, 16]` and Autocomp's
+//! `L = 2048`): on trn1 DMA (99-100 % busy): the broadcast rows of `Bm` and `Cm` reach every
+//! partition (`128 * L` elements per row), and v1 adds the `delta`/`u` reloads, so v2 is
+//! 1.85x faster. On trn2, with faster DMA, VectorE bounds both (85-95 %): per (channel tile,
+//! state) the scan, the `dBu` and `Cm * h` products and the accumulation are four `L`-long
+//! passes against one ScalarE exponential; v1's extra `delta * u` pass makes v2 1.22x faster.
 
 use crate::checks::{expect_rank, expect_shape};
 use nki_core::prelude::*;
@@ -47,9 +49,8 @@ fn dims(
 /// `Bm[b, n, :]` broadcast to `rows` partitions (fp32).
 #[track_caller]
 fn broadcast_row<T: Element>(m: &Hbm<T>, b: usize, n: usize, rows: usize) -> Tile {
-    // LANG(view): NKI broadcasts the row in the DMA access pattern (partition stride 0).
-    let row = nl::load_as(m.slice((b, n..n + 1, ..)), DType::F32);
-    nl::broadcast_to(&row, &[rows, m.shape()[2]])
+    // One DMA reads the row into every partition (a partition-stride-0 view).
+    nl::load_as(m.slice((b, n..n + 1, ..)).broadcast(0, rows), DType::F32)
 }
 
 /// One state's contribution for one channel tile: `Cm * scan(exp(delta * A), delta_u * Bm)`.
@@ -95,17 +96,11 @@ pub fn mamba_v1<T: Element>(
     );
     let tiles = nl::num_tiles(chans, PMAX);
     for b in nl::affine_range(batch) {
-        // LANG(par_dim): NKI keeps the accumulators in one `[tiles, par_dim(128), L]` block tile.
-        let mut acc: Vec<Tile> = (0..tiles)
-            .map(|t| {
-                nisa::memset(
-                    &[nl::tile_range(t, PMAX, chans).len(), len],
-                    0.0,
-                    DType::F32,
-                    nisa::Engine::Vector,
-                )
-            })
-            .collect();
+        // The accumulators of all channel tiles: one `[tiles, par_dim(128), L]` block tile.
+        let acc = nl::ndarray_blocks(tiles, &[PMAX.min(chans), len], DType::F32, nl::SBUF);
+        for t in nl::affine_range(tiles) {
+            nisa::memset_into(acc.block(t), 0.0);
+        }
         for n in nl::sequential_range(states) {
             for t in nl::sequential_range(tiles) {
                 let ch = nl::tile_range(t, PMAX, chans);
@@ -117,13 +112,14 @@ pub fn mamba_v1<T: Element>(
                 let c_row = broadcast_row(cm, b, n, rows);
                 let d_u = nisa::tensor_tensor(&d_t, &u_t, nl::AluOp::Multiply, None);
                 let term = state_term(&d_t, &d_u, a_col.view(), &b_row, &c_row);
-                // LANG(dst): NKI accumulates `acc[t] += term` in place.
-                acc[t] = nisa::tensor_tensor(&acc[t], &term, nl::AluOp::Add, None);
+                let acc_t = acc.block(t).slice((0..rows, ..));
+                nisa::tensor_tensor_into(acc_t, acc_t, &term, nl::AluOp::Add);
             }
         }
-        for (t, acc_t) in acc.iter().enumerate() {
+        for t in nl::affine_range(tiles) {
             let ch = nl::tile_range(t, PMAX, chans);
-            nl::store(out.slice((b, ch, ..)), acc_t);
+            let rows = ch.len();
+            nl::store(out.slice((b, ch, ..)), acc.block(t).slice((0..rows, ..)));
         }
     }
 }
@@ -158,13 +154,12 @@ pub fn mamba_v2<T: Element>(
             let u_t = nl::load_as(u.slice((b, ch.clone(), ..)), DType::F32);
             let a_t = nl::load_as(a.slice((ch.clone(), ..)), DType::F32);
             let d_u = nisa::tensor_tensor(&d_t, &u_t, nl::AluOp::Multiply, None);
-            let mut acc = nisa::memset(&[rows, len], 0.0, DType::F32, nisa::Engine::Vector);
+            let acc = nisa::memset(&[rows, len], 0.0, DType::F32, nisa::Engine::Vector);
             for n in nl::sequential_range(states) {
                 let b_row = broadcast_row(bm, b, n, rows);
                 let c_row = broadcast_row(cm, b, n, rows);
                 let term = state_term(&d_t, &d_u, a_t.slice((.., n..n + 1)), &b_row, &c_row);
-                // LANG(dst): NKI accumulates `acc += term` in place.
-                acc = nisa::tensor_tensor(&acc, &term, nl::AluOp::Add, None);
+                nisa::tensor_tensor_into(&acc, &acc, &term, nl::AluOp::Add);
             }
             nl::store(out.slice((b, ch, ..)), &acc);
         }

@@ -38,10 +38,11 @@ pub fn rmsnorm_qkv<T: Element>(hidden: &Hbm<T>, w: &Hbm<T>, out: &mut Hbm<T>) {
     });
     expect_shape(OP, "out", out.shape(), &[1, rows, dh]);
     let blocks = d / PMAX;
-    // LANG(par_dim): NKI loads W into one `[D / 128, par_dim(128), dh]` block tile.
-    let w_tiles: Vec<Tile> = (0..blocks)
-        .map(|j| nl::load(w.slice((j * PMAX..(j + 1) * PMAX, ..))))
-        .collect();
+    // W as one `[D / 128, par_dim(128), dh]` block tile.
+    let w_tiles = nl::ndarray_blocks(blocks, &[PMAX, dh], w.dtype(), nl::SBUF);
+    for j in nl::affine_range(blocks) {
+        nisa::dma_copy(w_tiles.block(j), w.slice((j * PMAX..(j + 1) * PMAX, ..)));
+    }
     for t in nl::affine_range(nl::num_tiles(rows, PMAX)) {
         let r = nl::tile_range(t, PMAX, rows);
         let x = nl::load(hidden.slice((0, r.clone(), ..)));
@@ -57,22 +58,25 @@ pub fn rmsnorm_qkv<T: Element>(hidden: &Hbm<T>, w: &Hbm<T>, out: &mut Hbm<T>) {
         );
         let inv = nisa::tensor_scalar(&rms, nl::AluOp::Add, EPS, Default::default());
         let inv = nisa::reciprocal(&inv, None);
-        // LANG(par_dim): the transposed blocks form one `[D / 128, par_dim(128), rows]` tile.
-        let x_t: Vec<Tile> = (0..blocks)
-            .map(|j| {
-                let pt = nisa::nc_transpose(
-                    x.slice((.., j * PMAX..(j + 1) * PMAX)),
-                    nisa::Engine::Tensor,
-                );
-                nl::copy(&pt, Some(x.dtype()))
-            })
-            .collect();
+        // The transposed blocks: one `[D / 128, par_dim(128), rows]` block tile.
+        let x_t = nl::ndarray_blocks(blocks, &[PMAX, r.len()], x.dtype(), nl::SBUF);
+        for j in nl::affine_range(blocks) {
+            let pt = nisa::nc_transpose(
+                x.slice((.., j * PMAX..(j + 1) * PMAX)),
+                nisa::Engine::Tensor,
+            );
+            nisa::tensor_copy_into(x_t.block(j), &pt, nisa::Engine::Vector);
+        }
         drop(x);
         for c in nl::affine_range(dh.div_ceil(BANK)) {
             let cols = nl::tile_range(c, BANK, dh);
             let acc = nl::ndarray(&[r.len(), cols.len()], DType::F32, nl::PSUM);
-            for (j, xt) in x_t.iter().enumerate() {
-                nisa::nc_matmul_acc(&acc, xt, w_tiles[j].slice((.., cols.clone())));
+            for j in nl::affine_range(blocks) {
+                nisa::nc_matmul_acc(
+                    &acc,
+                    x_t.block(j),
+                    w_tiles.block(j).slice((.., cols.clone())),
+                );
             }
             // The row scale 1 / (rms + eps) commutes with the matmul: applied here, while
             // VectorE evacuates PSUM, it costs no pass of its own.

@@ -5,14 +5,15 @@
 //!
 //! Tiling: sequence positions go to partitions, 128 per tile (the last may be partial), the
 //! head dimension is the free dimension. For each sequence tile, `cos` and a sign-folded
-//! `sin' = [-sin1, sin2]` are loaded / built once and reused by every (batch, head); per
-//! (batch, head): one load, `x * cos` on VectorE, the two half products `x2 * sin'1` and
-//! `x1 * sin'2` written into the two halves of the rotated tile, one add, one store.
+//! `sin' = [-sin1, sin2]` (negated in place) are loaded once and reused by every (batch,
+//! head); per (batch, head): one load, the two half products `x2 * sin'1` and `x1 * sin'2`
+//! written straight into the two halves of the rotated tile, `x * cos` on VectorE added into
+//! it in place, one store.
 //!
 //! Bottleneck (modelled, `rotary` example): DMA at the tutorial's sweep shapes: every
-//! `[128, 128]` fp32 tile moves 64 KiB in and 64 KiB out against five short VectorE
-//! instructions; `[8, 32, 512, 128]` takes 1.37 ms on trn1 (DMA 95 % busy) and 1.60 ms on trn2
-//! (DMA 60 %; there the per-instruction VectorE overhead and dependencies show).
+//! `[128, 128]` fp32 tile moves 64 KiB in and 64 KiB out against four short VectorE
+//! instructions; `[8, 32, 512, 128]` takes 1.28 ms on trn1 (DMA 100 % busy) and 1.04 ms on trn2
+//! (DMA 88 %).
 
 use crate::checks::{expect_rank, expect_shape, require};
 use nki_core::prelude::*;
@@ -37,25 +38,37 @@ pub fn rotary<T: Element>(x: &Hbm<T>, cos: &Hbm<T>, sin: &Hbm<T>, out: &mut Hbm<
         let r = nl::tile_range(t, pmax, seq);
         let cos_t = nl::load_as(cos.slice((r.clone(), ..)), DType::F32);
         let sin_t = nl::load_as(sin.slice((r.clone(), ..)), DType::F32);
-        // sin' = [-sin1, sin2], so that rotate_half(x) * sin = [x2 * sin'1, x1 * sin'2].
-        let signed = nl::ndarray(&[r.len(), d], DType::F32, nl::SBUF);
-        // LANG(dst): NKI negates into `signed[:, :half]` in place.
-        nl::assign(
-            signed.slice((.., ..half)),
-            &nl::negative(sin_t.slice((.., ..half))),
+        // sin' = [-sin1, sin2] (negated in place), so that
+        // rotate_half(x) * sin = [x2 * sin'1, x1 * sin'2].
+        let signed = sin_t.slice((.., ..half));
+        nisa::tensor_scalar_into(
+            signed,
+            signed,
+            nl::AluOp::Multiply,
+            -1.0,
+            Default::default(),
         );
-        nl::assign(signed.slice((.., half..)), sin_t.slice((.., half..)));
         for b in nl::affine_range(batch) {
             for h in nl::affine_range(heads) {
                 let xt = nl::load_as(x.slice((b, h, r.clone(), ..)), DType::F32);
                 let rotated = nl::ndarray(&[r.len(), d], DType::F32, nl::SBUF);
-                // LANG(dst): NKI writes each half product straight into its half of `rotated`.
-                let lo = nl::multiply(xt.slice((.., half..)), signed.slice((.., ..half)));
-                nl::assign(rotated.slice((.., ..half)), &lo);
-                let hi = nl::multiply(xt.slice((.., ..half)), signed.slice((.., half..)));
-                nl::assign(rotated.slice((.., half..)), &hi);
-                let y = nl::add(&nl::multiply(&xt, &cos_t), &rotated);
-                nl::store(out.slice((b, h, r.clone(), ..)), &y);
+                let mul = nl::AluOp::Multiply;
+                let (lo, hi) = (rotated.slice((.., ..half)), rotated.slice((.., half..)));
+                nisa::tensor_tensor_into(
+                    lo,
+                    xt.slice((.., half..)),
+                    sin_t.slice((.., ..half)),
+                    mul,
+                );
+                nisa::tensor_tensor_into(
+                    hi,
+                    xt.slice((.., ..half)),
+                    sin_t.slice((.., half..)),
+                    mul,
+                );
+                let x_cos = nisa::tensor_tensor(&xt, &cos_t, mul, None);
+                nisa::tensor_tensor_into(&rotated, &rotated, &x_cos, nl::AluOp::Add);
+                nl::store(out.slice((b, h, r.clone(), ..)), &rotated);
             }
         }
     }

@@ -20,12 +20,13 @@
 //!
 //! Bottleneck (modelled, `sd_attention` example, `[4096, 64]` fp32): v1 is DMA-bound on trn1
 //! (98 % busy, 1.68 ms: it re-reads `k` and `v` for each of the 32 query tiles, the `k^T` load
-//! an element-wise DMA transpose); v2 reads them once and is bounded by TensorE (43 % busy;
+//! an element-wise DMA transpose); v2 reads them once and is bounded by TensorE (44 % busy;
 //! fp32 matmuls at a quarter rate, and the 32 transposes per query tile cost as much as the
-//! products) with ScalarE's exponentials and the dependencies between them: 1.21 ms on trn1
-//! (1.39x faster), 1.19 ms on trn2 (1.24x).
+//! products) with ScalarE's exponentials and the dependencies between them: 1.19 ms on trn1
+//! (1.41x faster), 1.17 ms on trn2 (1.24x).
 
 use crate::checks::{expect_rank, expect_shape, require};
+use nki_core::lang::BlockTile;
 use nki_core::prelude::*;
 
 /// The softmax scale of the SD tutorial (`1 / sqrt(64)`).
@@ -57,13 +58,9 @@ fn scores(q_t: &Tile, k_t: &Tile, seq: usize, scale: f32) -> Tile {
     for c in nl::affine_range(seq.div_ceil(BANK)) {
         let cols = nl::tile_range(c, BANK, seq);
         let ps = nisa::nc_matmul(q_t, k_t.slice((.., cols.clone())));
-        // LANG(dst): NKI evacuates PSUM straight into `s[:, cols]` with the scale applied.
-        let scaled = nisa::activation(
-            nl::ActFn::Copy,
-            &ps,
-            nisa::ActivationArgs::new().scale(scale),
-        );
-        nl::assign(s.slice((.., cols)), &scaled);
+        // ScalarE evacuates PSUM straight into `s[:, cols]`, applying the scale.
+        let args = nisa::ActivationArgs::new().scale(scale);
+        nisa::activation_into(s.slice((.., cols)), nl::ActFn::Copy, &ps, args);
     }
     s
 }
@@ -71,7 +68,7 @@ fn scores(q_t: &Tile, k_t: &Tile, seq: usize, scale: f32) -> Tile {
 /// `p @ v` for one query tile: `p[128, S]` is transposed block by block on TensorE and each
 /// `[128 keys, 128 queries]` block multiplies its `v` tile, accumulating in one PSUM bank.
 #[track_caller]
-fn probs_times_v(p: &Tile, v_tiles: &[Tile], d: usize) -> Tile {
+fn probs_times_v(p: &Tile, v_tiles: &BlockTile, d: usize) -> Tile {
     let acc = nl::ndarray(&[p.shape()[0], d], DType::F32, nl::PSUM);
     for (j, v_j) in v_tiles.iter().enumerate() {
         let p_t = nisa::nc_transpose(
@@ -84,13 +81,16 @@ fn probs_times_v(p: &Tile, v_tiles: &[Tile], d: usize) -> Tile {
     acc
 }
 
-/// Loads the `S / 128` key tiles of `v[S, d]`.
+/// Loads the `S / 128` key tiles of `v[S, d]` (fp32) into one
+/// `[S / 128, par_dim(128), d]` block tile, one DMA per block.
 #[track_caller]
-fn load_v_tiles<T: Element>(v: &Hbm<T>, seq: usize) -> Vec<Tile> {
-    // LANG(par_dim): NKI keeps these in one `[S / 128, par_dim(128), d]` block tile.
-    (0..seq / PMAX)
-        .map(|j| nl::load_as(v.slice((j * PMAX..(j + 1) * PMAX, ..)), DType::F32))
-        .collect()
+pub(crate) fn load_v_tiles(v: &HbmView) -> BlockTile {
+    let (seq, d) = (v.shape()[0], v.shape()[1]);
+    let tiles = nl::ndarray_blocks(seq / PMAX, &[PMAX, d], DType::F32, nl::SBUF);
+    for j in nl::affine_range(seq / PMAX) {
+        nisa::dma_copy(tiles.block(j), v.slice((j * PMAX..(j + 1) * PMAX, ..)));
+    }
+    tiles
 }
 
 /// Attention v1 (direct): `out = softmax(scale * q @ k^T) @ v`, one instance (grid `[1]`).
@@ -110,7 +110,7 @@ pub fn sd_attention_v1<T: Element>(
         let rows = i * PMAX..(i + 1) * PMAX;
         let q_t = nl::load_transpose2d(q.slice((rows.clone(), ..)));
         let k_t = nl::load_transpose2d(k.view());
-        let v_tiles = load_v_tiles(v, seq);
+        let v_tiles = load_v_tiles(&v.view());
         let s = scores(&q_t, &k_t, seq, scale);
         let p = nl::softmax(&s, 1);
         drop(s);
@@ -134,7 +134,7 @@ pub fn sd_attention_v2<T: Element>(
         [q.shape(), k.shape(), v.shape(), out.shape()],
     );
     let k_t = nl::load_transpose2d(k.view());
-    let v_tiles = load_v_tiles(v, seq);
+    let v_tiles = load_v_tiles(&v.view());
     for i in nl::affine_range(seq / PMAX) {
         let rows = i * PMAX..(i + 1) * PMAX;
         let q_t = nl::load_transpose2d(q.slice((rows.clone(), ..)));

@@ -51,9 +51,9 @@ pub use tensor::{
     nc_matmul, nc_matmul_acc, nc_matmul_into, nc_matmul_transpose, nc_transpose, nc_transpose_into,
 };
 pub use vector::{
-    bn_aggr, bn_stats, bn_stats_into, memset, reciprocal, tensor_copy, tensor_copy_into,
-    tensor_reduce, tensor_reduce_into, tensor_scalar, tensor_scalar_into, tensor_tensor,
-    tensor_tensor_into, tensor_tensor_scan, ScanArgs, TensorScalarArgs,
+    bn_aggr, bn_stats, bn_stats_into, memset, memset_into, reciprocal, tensor_copy,
+    tensor_copy_into, tensor_reduce, tensor_reduce_into, tensor_scalar, tensor_scalar_into,
+    tensor_tensor, tensor_tensor_into, tensor_tensor_scan, ScanArgs, TensorScalarArgs,
 };
 pub(crate) use vector::{reduced_shape, trailing_axes};
 

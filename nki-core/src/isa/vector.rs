@@ -517,10 +517,35 @@ pub fn reciprocal<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Til
 /// `dtype` (NKI `nisa.memset`), on VectorE or GpSimdE.
 #[track_caller]
 pub fn memset(shape: &[usize], value: f32, dtype: DType, engine: Engine) -> Tile {
-    const API: &str = "nisa.memset";
-    let ins = Op::begin(API);
+    let ins = Op::begin("nisa.memset");
+    let dst = Dst::New(Some(dtype));
+    memset_to(&ins, dst, shape, value, engine).tile()
+}
+
+/// [`memset`] writing into `dst` (an SBUF tile or view, filled with `value` rounded to its
+/// dtype; NKI `nisa.memset(dst=..., value)`), on VectorE. One instruction.
+#[track_caller]
+pub fn memset_into<'d>(dst: impl Into<TileRef<'d>>, value: f32) {
+    let ins = Op::begin("nisa.memset");
+    let dst: TileRef = dst.into();
+    let shape = dst.shape().to_vec();
+    memset_to(&ins, Dst::Into(dst), &shape, value, Engine::Vector);
+}
+
+/// The `memset` builder.
+fn memset_to<'d>(
+    ins: &Op,
+    dst: Dst<'d>,
+    shape: &[usize],
+    value: f32,
+    engine: Engine,
+) -> Output<'d> {
     ins.engine_in(engine, &[Engine::Vector, Engine::GpSimd]);
-    let out = ins.alloc(MemKind::Sbuf, dtype, shape);
+    let dtype = match &dst {
+        Dst::New(d) => d.unwrap_or(DType::F32),
+        Dst::Into(t) => t.dtype(),
+    };
+    let out = ins.output(dst, MemKind::Sbuf, dtype, shape, false);
     let ov = out.view();
     let site = Site::new(engine, Opcode::Memset);
     ins.compute(site, &[], &[], &[&ov], || {

@@ -2,10 +2,12 @@
 //! transpose, program ids and loop iterators. Every call is one (or a few) engine instructions
 //! going through the funnel in [`crate::context`].
 
+mod blocks;
 mod data;
 mod elementwise;
 mod gather;
 mod grid;
+mod indirect;
 mod layout;
 mod logic;
 mod matmul;
@@ -20,6 +22,7 @@ pub use crate::isa::Operand;
 pub use crate::math::{ActFn, AluOp};
 pub use crate::ops::TileArith;
 pub use crate::record::MemKind;
+pub use blocks::{ndarray_blocks, BlockTile};
 pub(crate) use data::copy_to_impl;
 pub use data::{assign, copy, full, load, load_as, ndarray, ones, store, zeros};
 pub(crate) use elementwise::{alu_binary, operator};
@@ -28,6 +31,7 @@ pub use grid::{
     affine_range, affine_range_step, core_id, num_programs, num_programs_total, num_tiles,
     program_id, program_ndim, sequential_range, static_range, tile_range, AffineRange,
 };
+pub use indirect::load_indirect;
 pub use layout::{arange, broadcast_to, expand_dims, iota, load_transpose2d};
 pub use logic::{
     add, binary, bitwise_and, bitwise_or, bitwise_xor, divide, equal, fmod, greater, greater_equal,

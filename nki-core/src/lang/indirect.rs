@@ -1,0 +1,101 @@
+//! Indirect (index-tile) DMA: NKI's `nl.load(data[idx_tile[i_p, 0], i_f])`, a gather of HBM
+//! rows whose row numbers are read from an SBUF tile at run time (nearest-neighbour resize,
+//! embedding lookups, paged KV caches).
+//!
+//! NKI allows the indirect index on the partition dimension only; an out-of-range index is a
+//! run-time error there, and an [`ErrorKind::OutOfBounds`] error naming the partition, the
+//! index and the bound here.
+
+use crate::context::raise;
+use crate::context::Op;
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::hbm::HbmSource;
+use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
+use crate::tile::{Tile, TileRef};
+
+const API: &str = "nl.load_indirect";
+
+/// Gathers rows of the 2-D HBM view `src[N, F]` into a new SBUF tile `[P, F]`:
+/// `out[p, :] = src[indices[p, 0], :]` (NKI `nl.load(src[idx[i_p, 0], i_f])`), one DMA whose
+/// descriptors each move one row.
+///
+/// `indices` is an SBUF tile `[P, 1]` of int32 or uint32 (`P <= 128`). An index outside
+/// `0..N` fails the kernel with an out-of-bounds error.
+#[track_caller]
+pub fn load_indirect<'a>(src: impl HbmSource, indices: impl Into<TileRef<'a>>) -> Tile {
+    let loc = SourceLoc::caller();
+    let ins = Op::at(API, loc);
+    let v = src.hbm_view();
+    let idx: TileRef = indices.into();
+    ins.operand("indices", &idx);
+    ins.memory("indices", &idx, &[MemKind::Sbuf]);
+    let fail = |kind, msg: String| -> ! { raise(NkiError::new(kind, API, msg), loc) };
+    if !matches!(idx.dtype(), DType::I32 | DType::U32) || idx.free_size() != 1 {
+        fail(
+            ErrorKind::DType,
+            format!(
+                "indices {} of 'load_indirect' must be a [P, 1] int32 or uint32 tile, got {:?} {}",
+                idx.describe(),
+                idx.shape(),
+                idx.dtype()
+            ),
+        );
+    }
+    let s = v.shape().to_vec();
+    if s.len() != 2 {
+        fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'load_indirect' gathers rows of a 2-D view, got {} of {} dimensions",
+                v.describe(),
+                s.len()
+            ),
+        );
+    }
+    let (rows, f) = (s[0], s[1]);
+    let p = idx.partitions();
+    let out = ins.alloc(MemKind::Sbuf, v.dtype(), &[p, f]);
+    let ov = out.view();
+    let size = v.dtype().size() as u64;
+    ins.issue(
+        &[&ov],
+        || {
+            let ids = idx.gather(API, loc);
+            let mut vals = Vec::with_capacity(p * f);
+            for (part, &i) in ids.iter().enumerate() {
+                if i < 0.0 || i as usize >= rows {
+                    fail(
+                        ErrorKind::OutOfBounds,
+                        format!(
+                            "index {i} at partition {part} of indices{:?} is out of bounds for {} with {rows} rows (valid 0..{rows})",
+                            idx.shape(),
+                            v.describe()
+                        ),
+                    );
+                }
+                let row = v.try_slice(i as usize).unwrap_or_else(|e| raise(e, loc));
+                row.gather_into(API, &mut vals).unwrap_or_else(|e| raise(e, loc));
+            }
+            ov.scatter(vals);
+        },
+        || Instr {
+            partitions: p as u32,
+            free: f as u32,
+            in_dtype: v.dtype(),
+            out_dtype: v.dtype(),
+            dma: Some(DmaDims {
+                src: MemKind::Hbm,
+                dst: MemKind::Sbuf,
+                bytes: (p * f) as u64 * size,
+                partitions: p as u32,
+                start_partition: 0,
+                chunk_bytes: if v.ap.inner_stride() == 1 { f as u64 * size } else { size },
+            }),
+            reads: vec![v.region(), idx.region()],
+            writes: vec![ov.region()],
+            ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, loc)
+        },
+    );
+    out
+}

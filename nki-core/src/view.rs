@@ -1,0 +1,417 @@
+//! Views that re-describe the same bytes without moving them: `reshape`, `permute`,
+//! `broadcast` and raw access patterns (`ap`), for HBM tensors ([`HbmView`], [`HbmViewMut`],
+//! [`Hbm`], [`HbmOut`]) and on-chip tiles ([`TileRef`], [`Tile`]).
+//!
+//! These are NKI's `tensor.reshape(...)`, `permute(...)`, `broadcast(...)` and `.ap(...)`, and
+//! they stand in for classic NKI's `nl.arange` / `nl.mgrid` index expressions: an affine
+//! index such as `in_tensor[i_c, p * i_h + i_ph, p * i_w + i_pw]` is
+//! `in_tensor.reshape(&[c, h / p, p, w / p, p])`, and a transposed access
+//! `out[i_p, i_y, i_x] = in[i_p, i_x, i_y]` is `in.permute(&[0, 2, 1])`. No instruction is
+//! issued: the instruction that reads or writes the view sees its access pattern (a DMA
+//! through a transposed or broadcast view moves shorter contiguous runs, which the timing model
+//! charges for).
+//!
+//! On-chip views keep the partition dimension first: `reshape` must preserve dimension 0 and
+//! `permute` must leave it in place, as in NKI. A view that cannot be expressed as an affine
+//! access pattern of the same bytes (e.g. merging dimensions of a strided slice) is an error
+//! naming both shapes; copy the data instead.
+
+use crate::access::{Ap, Shape, MAX_DIMS};
+use crate::context::raise;
+use crate::dtype::Element;
+use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::hbm::{Hbm, HbmOut, HbmView, HbmViewMut};
+use crate::tile::{Tile, TileRef};
+
+fn err(kind: ErrorKind, op: &'static str, msg: String) -> NkiError {
+    NkiError::new(kind, op, msg)
+}
+
+/// `ap` viewed with shape `dims` (row-major order of the elements kept), without copying:
+/// dimensions may be split freely; merged dimensions must be laid out contiguously relative
+/// to each other (NumPy's no-copy reshape rule).
+pub(crate) fn reshape(ap: &Ap, dims: &[usize], what: &str) -> Result<Ap> {
+    const OP: &str = "reshape";
+    let new = Shape::new(dims)?;
+    if new.numel() != ap.shape.numel() {
+        return Err(err(
+            ErrorKind::ShapeMismatch,
+            OP,
+            format!(
+                "cannot reshape {what} of shape {} ({} elements) into {dims:?} ({} elements)",
+                ap.shape,
+                ap.shape.numel(),
+                new.numel()
+            ),
+        ));
+    }
+    let old: Vec<(usize, isize)> = (0..ap.shape.ndim())
+        .map(|d| (ap.shape.dims()[d], ap.strides[d]))
+        .filter(|&(n, _)| n != 1)
+        .collect();
+    let mut strides = [0isize; MAX_DIMS];
+    let (mut ni, mut oi) = (0, 0);
+    while ni < dims.len() {
+        if dims[ni] == 1 {
+            ni += 1;
+            continue;
+        }
+        let (ni0, oi0) = (ni, oi);
+        let (mut np, mut op) = (dims[ni], old[oi].0);
+        while np != op {
+            if np < op {
+                ni += 1;
+                np *= dims[ni];
+            } else {
+                oi += 1;
+                op *= old[oi].0;
+            }
+        }
+        for k in oi0..oi {
+            if old[k].1 != old[k + 1].1 * old[k + 1].0 as isize {
+                return Err(err(
+                    ErrorKind::InvalidArgument,
+                    OP,
+                    format!(
+                        "cannot view {what} of shape {} as {dims:?} without a copy: the merged dimensions are not contiguous in memory",
+                        ap.shape
+                    ),
+                ));
+            }
+        }
+        let mut stride = old[oi].1;
+        for k in (ni0..=ni).rev() {
+            strides[k] = stride;
+            stride *= dims[k] as isize;
+        }
+        ni += 1;
+        oi += 1;
+    }
+    Ok(Ap {
+        offset: ap.offset,
+        shape: new,
+        strides,
+    })
+}
+
+/// `ap` with its dimensions reordered: dimension `k` of the result is dimension `perm[k]`.
+pub(crate) fn permute(ap: &Ap, perm: &[usize], what: &str) -> Result<Ap> {
+    let nd = ap.shape.ndim();
+    let mut seen = [false; MAX_DIMS];
+    let valid = perm.len() == nd
+        && perm
+            .iter()
+            .all(|&d| d < nd && !std::mem::replace(&mut seen[d], true));
+    if !valid {
+        return Err(err(
+            ErrorKind::InvalidArgument,
+            "permute",
+            format!(
+                "{perm:?} is not a permutation of the {nd} dimensions of {what} (shape {})",
+                ap.shape
+            ),
+        ));
+    }
+    let dims: Vec<usize> = perm.iter().map(|&d| ap.shape.dims()[d]).collect();
+    let mut strides = [0isize; MAX_DIMS];
+    for (k, &d) in perm.iter().enumerate() {
+        strides[k] = ap.strides[d];
+    }
+    Ok(Ap {
+        offset: ap.offset,
+        shape: Shape::new(&dims)?,
+        strides,
+    })
+}
+
+/// `ap` with size-1 dimension `dim` repeated `size` times (stride 0).
+pub(crate) fn broadcast(ap: &Ap, dim: usize, size: usize, what: &str) -> Result<Ap> {
+    if dim >= ap.shape.ndim() || ap.shape.dims()[dim] != 1 || size == 0 {
+        return Err(err(
+            ErrorKind::ShapeMismatch,
+            "broadcast",
+            format!(
+                "cannot broadcast dimension {dim} of {what} (shape {}) to {size}: only a size-1 dimension can be broadcast, to a positive size",
+                ap.shape
+            ),
+        ));
+    }
+    let mut dims = ap.shape.dims().to_vec();
+    dims[dim] = size;
+    let mut strides = ap.strides;
+    strides[dim] = 0;
+    Ok(Ap {
+        offset: ap.offset,
+        shape: Shape::new(&dims)?,
+        strides,
+    })
+}
+
+/// A raw access pattern `[[stride, count], ...]` starting `offset` elements after `ap`'s
+/// first element, checked to stay inside the `len` elements of the underlying buffer.
+pub(crate) fn pattern(
+    ap: &Ap,
+    pairs: &[[usize; 2]],
+    offset: usize,
+    len: usize,
+    what: &str,
+) -> Result<Ap> {
+    let dims: Vec<usize> = pairs.iter().map(|p| p[1]).collect();
+    let shape = Shape::new(&dims)?;
+    let mut strides = [0isize; MAX_DIMS];
+    for (k, p) in pairs.iter().enumerate() {
+        strides[k] = p[0] as isize;
+    }
+    let out = Ap {
+        offset: ap.offset + offset,
+        shape,
+        strides,
+    };
+    if shape.numel() == 0 || out.span().1 > len {
+        return Err(err(
+            ErrorKind::OutOfBounds,
+            "ap",
+            format!(
+                "access pattern {pairs:?} at offset {offset} of {what} reaches element {} of a buffer of {len}",
+                out.span().1 - 1
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+/// Raises `r`'s error at `loc` (the user's call).
+fn or_raise<T>(r: Result<T>, loc: SourceLoc) -> T {
+    r.unwrap_or_else(|e| raise(e, loc))
+}
+
+impl HbmView {
+    /// The same elements viewed with shape `dims` (NKI `tensor.reshape`); free, no data moves.
+    /// Splitting dimensions always works; merging needs them contiguous in memory.
+    #[track_caller]
+    pub fn reshape(&self, dims: &[usize]) -> HbmView {
+        or_raise(self.try_reshape(dims), SourceLoc::caller())
+    }
+
+    /// [`HbmView::reshape`], returning an error instead of failing the kernel.
+    pub fn try_reshape(&self, dims: &[usize]) -> Result<HbmView> {
+        let ap = reshape(&self.ap, dims, &self.describe())?;
+        Ok(HbmView {
+            st: self.st.clone(),
+            ap,
+        })
+    }
+
+    /// The view with its dimensions reordered (`perm[k]` becomes dimension `k`; NKI
+    /// `tensor.permute`), e.g. `permute(&[1, 0])` for a transposed DMA access.
+    #[track_caller]
+    pub fn permute(&self, perm: &[usize]) -> HbmView {
+        let loc = SourceLoc::caller();
+        let ap = or_raise(permute(&self.ap, perm, &self.describe()), loc);
+        HbmView {
+            st: self.st.clone(),
+            ap,
+        }
+    }
+
+    /// The view with size-1 dimension `dim` repeated `size` times (stride 0; NKI
+    /// `tensor.broadcast`), e.g. one row loaded into every partition. Read-only views only.
+    #[track_caller]
+    pub fn broadcast(&self, dim: usize, size: usize) -> HbmView {
+        let loc = SourceLoc::caller();
+        let ap = or_raise(broadcast(&self.ap, dim, size, &self.describe()), loc);
+        HbmView {
+            st: self.st.clone(),
+            ap,
+        }
+    }
+
+    /// A raw access pattern (NKI `tensor.ap(pattern, offset)`): `pattern[k] = [stride, count]`
+    /// of dimension `k` in elements, outermost first, starting `offset` elements after the
+    /// view's first element; it must stay inside the tensor.
+    #[track_caller]
+    pub fn ap(&self, pattern: &[[usize; 2]], offset: usize) -> HbmView {
+        let loc = SourceLoc::caller();
+        let ap = or_raise(
+            self::pattern(
+                &self.ap,
+                pattern,
+                offset,
+                self.st.shape.numel(),
+                &self.describe(),
+            ),
+            loc,
+        );
+        HbmView {
+            st: self.st.clone(),
+            ap,
+        }
+    }
+}
+
+impl HbmViewMut {
+    /// [`HbmView::reshape`] of a writable view.
+    #[track_caller]
+    pub fn reshape(&self, dims: &[usize]) -> HbmViewMut {
+        HbmViewMut(self.0.reshape(dims))
+    }
+
+    /// [`HbmView::permute`] of a writable view.
+    #[track_caller]
+    pub fn permute(&self, perm: &[usize]) -> HbmViewMut {
+        HbmViewMut(self.0.permute(perm))
+    }
+
+    /// [`HbmView::ap`] of a writable view.
+    #[track_caller]
+    pub fn ap(&self, pattern: &[[usize; 2]], offset: usize) -> HbmViewMut {
+        HbmViewMut(self.0.ap(pattern, offset))
+    }
+}
+
+impl<T: Element> Hbm<T> {
+    /// The whole tensor viewed with shape `dims` (NKI `tensor.reshape`): free.
+    #[track_caller]
+    pub fn reshape(&self, dims: &[usize]) -> HbmView {
+        self.view().reshape(dims)
+    }
+}
+
+impl<T: Element> HbmOut<'_, T> {
+    /// The whole output viewed with shape `dims` (NKI `tensor.reshape`): free.
+    #[track_caller]
+    pub fn reshape(&self, dims: &[usize]) -> HbmViewMut {
+        self.view().reshape(dims)
+    }
+}
+
+/// Raises unless an on-chip view keeps its partition dimension first with `size` partitions.
+fn keep_partitions(before: &Ap, after: &Ap, op: &'static str, what: &str, loc: SourceLoc) {
+    if after.shape.ndim() < 2
+        || after.shape.partitions() != before.shape.partitions()
+        || after.strides[0] != before.strides[0]
+    {
+        raise(
+            err(
+                ErrorKind::InvalidArgument,
+                op,
+                format!(
+                    "an on-chip view keeps its partition dimension first: {what} of shape {} cannot become {} (the partition dimension must stay dimension 0 with {} partitions, and at least one free dimension)",
+                    before.shape, after.shape, before.shape.partitions()
+                ),
+            ),
+            loc,
+        );
+    }
+}
+
+impl<'a> TileRef<'a> {
+    /// The view's free dimensions regrouped: `dims[0]` must be the partition count (NKI
+    /// on-chip `reshape`); free, no instruction.
+    #[track_caller]
+    pub fn reshape(&self, dims: &[usize]) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        let what = self.tile.describe();
+        let mut ap = or_raise(reshape(&self.ap, dims, &what), loc);
+        if ap.shape.ndim() > 1 && ap.shape.partitions() == 1 {
+            // A single partition keeps the tile's partition stride (reshape gives size-1 dims 0).
+            ap.strides[0] = self.ap.strides[0];
+        }
+        keep_partitions(&self.ap, &ap, "reshape", &what, loc);
+        TileRef {
+            tile: self.tile,
+            ap,
+        }
+    }
+
+    /// The view's free dimensions reordered (`perm[0]` must be 0; NKI on-chip `permute`).
+    #[track_caller]
+    pub fn permute(&self, perm: &[usize]) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        let what = self.tile.describe();
+        let ap = or_raise(permute(&self.ap, perm, &what), loc);
+        keep_partitions(&self.ap, &ap, "permute", &what, loc);
+        TileRef {
+            tile: self.tile,
+            ap,
+        }
+    }
+}
+
+impl Tile {
+    /// [`TileRef::reshape`] of the whole tile.
+    #[track_caller]
+    pub fn reshape(&self, dims: &[usize]) -> TileRef<'_> {
+        self.view().reshape(dims)
+    }
+
+    /// [`TileRef::permute`] of the whole tile.
+    #[track_caller]
+    pub fn permute(&self, perm: &[usize]) -> TileRef<'_> {
+        self.view().permute(perm)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ap(dims: &[usize]) -> Ap {
+        Ap::contiguous(Shape::new(dims).unwrap())
+    }
+
+    fn values(a: &Ap, n: usize) -> Vec<f32> {
+        let src: Vec<f32> = (0..n).map(|x| x as f32).collect();
+        let mut out = vec![0.0; a.shape.numel()];
+        a.gather(&src, &mut out);
+        out
+    }
+
+    #[test]
+    fn reshape_splits_and_merges_contiguous_dims() {
+        let a = reshape(&ap(&[4, 6]), &[4, 2, 3], "t").unwrap();
+        assert_eq!(&a.strides[..3], &[6, 3, 1]);
+        let b = reshape(&a, &[24], "t").unwrap();
+        assert_eq!(
+            values(&b, 24),
+            (0..24).map(|x| x as f32).collect::<Vec<_>>()
+        );
+        let c = reshape(&ap(&[2, 1, 3]), &[6, 1], "t").unwrap();
+        assert_eq!(c.shape.dims(), &[6, 1]);
+    }
+
+    #[test]
+    fn reshape_splits_strided_slices_but_does_not_merge_them() {
+        // Columns 0..4 of a [3, 6] tensor, split into [3, 2, 2].
+        let s = ap(&[3, 6])
+            .slice(
+                &[crate::access::Ix::from(0..3), crate::access::Ix::from(0..4)],
+                false,
+                "t",
+            )
+            .unwrap();
+        let r = reshape(&s, &[3, 2, 2], "t").unwrap();
+        assert_eq!(
+            values(&r, 18),
+            vec![0., 1., 2., 3., 6., 7., 8., 9., 12., 13., 14., 15.]
+        );
+        let e = reshape(&s, &[12], "t").unwrap_err();
+        assert!(e.message().contains("not contiguous"), "{e}");
+        let e = reshape(&s, &[5, 2], "t").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ShapeMismatch);
+    }
+
+    #[test]
+    fn permute_broadcast_and_pattern() {
+        let t = permute(&ap(&[2, 3]), &[1, 0], "t").unwrap();
+        assert_eq!(values(&t, 6), vec![0., 3., 1., 4., 2., 5.]);
+        assert!(permute(&ap(&[2, 3]), &[0, 0], "t").is_err());
+        let b = broadcast(&ap(&[1, 3]), 0, 2, "t").unwrap();
+        assert_eq!(values(&b, 3), vec![0., 1., 2., 0., 1., 2.]);
+        assert!(broadcast(&ap(&[2, 3]), 0, 4, "t").is_err());
+        let p = pattern(&ap(&[4, 4]), &[[4, 2], [2, 2]], 1, 16, "t").unwrap();
+        assert_eq!(values(&p, 16), vec![1., 3., 5., 7.]);
+        let e = pattern(&ap(&[4, 4]), &[[4, 4], [1, 4]], 1, 16, "t").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::OutOfBounds);
+    }
+}
