@@ -196,10 +196,7 @@ impl HbmView {
     /// [`HbmView::reshape`], returning an error instead of failing the kernel.
     pub fn try_reshape(&self, dims: &[usize]) -> Result<HbmView> {
         let ap = reshape(&self.ap, dims, &self.describe())?;
-        Ok(HbmView {
-            st: self.st.clone(),
-            ap,
-        })
+        Ok(self.with_ap(ap))
     }
 
     /// The view with its dimensions reordered (`perm[k]` becomes dimension `k`; NKI
@@ -208,10 +205,7 @@ impl HbmView {
     pub fn permute(&self, perm: &[usize]) -> HbmView {
         let loc = SourceLoc::caller();
         let ap = or_raise(permute(&self.ap, perm, &self.describe()), loc);
-        HbmView {
-            st: self.st.clone(),
-            ap,
-        }
+        self.with_ap(ap)
     }
 
     /// The view with size-1 dimension `dim` repeated `size` times (stride 0; NKI
@@ -220,10 +214,7 @@ impl HbmView {
     pub fn broadcast(&self, dim: usize, size: usize) -> HbmView {
         let loc = SourceLoc::caller();
         let ap = or_raise(broadcast(&self.ap, dim, size, &self.describe()), loc);
-        HbmView {
-            st: self.st.clone(),
-            ap,
-        }
+        self.with_ap(ap)
     }
 
     /// A raw access pattern (NKI `tensor.ap(pattern, offset)`): `pattern[k] = [stride, count]`
@@ -242,10 +233,7 @@ impl HbmView {
             ),
             loc,
         );
-        HbmView {
-            st: self.st.clone(),
-            ap,
-        }
+        self.with_ap(ap)
     }
 }
 

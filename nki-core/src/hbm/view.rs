@@ -38,6 +38,16 @@ impl HbmView {
         }
     }
 
+    /// The same tensor through another access pattern `ap` (a reshape, permutation or
+    /// broadcast of this view), still a kernel input if this view is one.
+    pub(crate) fn with_ap(&self, ap: Ap) -> HbmView {
+        HbmView {
+            st: self.st.clone(),
+            ap,
+            input: self.input,
+        }
+    }
+
     /// Slices the view further (integer indices drop their dimension, as in NKI on HBM).
     #[track_caller]
     pub fn slice(&self, index: impl IntoIndex) -> HbmView {
