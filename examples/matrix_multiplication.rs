@@ -196,18 +196,5 @@ fn blocking(k: MatmulKernel) -> Option<Blocking> {
 }
 
 fn main() -> ExitCode {
-    let o = match parse_args() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
-    if let Some(dir) = &o.trace {
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            eprintln!("cannot create {}: {e}", dir.display());
-            return ExitCode::FAILURE;
-        }
-    }
-    nki_kernels::report::finish(run(&o))
+    nki_kernels::report::main_with_options(parse_args(), |o| o.trace.as_deref(), run)
 }

@@ -90,6 +90,30 @@ pub fn print_profiles(shape: &str, versions: &[Version]) -> Result<Vec<[Profile;
     Ok(out)
 }
 
+/// The `main` of an example with command-line options: parses them (a bad option exits with
+/// code 2), creates the trace directory `trace` picks from them (if any), runs, and returns
+/// [`finish`]'s exit code.
+pub fn main_with_options<O>(
+    parsed: Result<O, String>,
+    trace: impl Fn(&O) -> Option<&std::path::Path>,
+    run: impl FnOnce(&O) -> Result<bool, NkiError>,
+) -> ExitCode {
+    let o = match parsed {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(dir) = trace(&o) {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!("cannot create {}: {e}", dir.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    finish(run(&o))
+}
+
 /// The exit code of an example: success when every check matched and nothing failed.
 pub fn finish(result: Result<bool, NkiError>) -> ExitCode {
     match result {
