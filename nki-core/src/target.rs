@@ -74,11 +74,11 @@ pub struct TargetSpec {
     /// Time, in ns, every DMA engine is occupied by one DMA instruction however small it is:
     /// descriptor processing plus the completion write every one of the 16 engines makes to
     /// the DMA's semaphore (idle engines included) \[E S6\]. Tiny DMAs therefore serialise at
-    /// this rate instead of pipelining. trn1: FITTED on calibration §3a (76,800 four-byte DMAs
-    /// of `vector_add_tiled` ROW_CHUNK=1 in 27,404 µs, 357 ns each, and ROW_CHUNK=128's 600 in
-    /// 206 µs less the launch overhead, 318 ns each: 340 ns errs by -5 % / +6 % on the two).
-    /// trn2/trn3: no tiny-DMA measurement; bounded by §3b (the 1024² transpose's 129 DMAs were
-    /// active 27.9 µs in all: at most 216 ns each), taken at that bound \[D\].
+    /// this rate instead of pipelining. trn1: FITTED on calibration §3a `vector_add_stream`
+    /// FREE_DIM=2 (300 DMAs of 8 bytes per partition row in 53 µs, 127 ns each beside the
+    /// launch overhead): 120 ns. trn2/trn3: no tiny-DMA measurement; trn1's 168 cycles of the
+    /// 1.4 GHz base clock taken at the 1.2 GHz base clock, 140 ns \[D\] (within the 216 ns
+    /// bound §3b's transpose allows: 129 DMAs active 27.9 µs in all).
     pub dma_engine_min_ns: f64,
     /// Fraction of an engine's bandwidth a DMA reaches when its HBM side is gathered from
     /// separate rows (the HBM-side contiguous run is shorter than the transfer, e.g. a
@@ -89,6 +89,21 @@ pub struct TargetSpec {
     /// DMAs moved 8.4 MB in 27.9 µs of DMA activity: 300 GB/s of 368, 0.82). trn3: no figure,
     /// trn2's value assumed \[A\].
     pub dma_row_gather_efficiency: f64,
+    /// Width, in bytes, of the ECC-protected word of the memories a DMA writes; a write
+    /// narrower than a word is a read-modify-write. SBUF and HBM both carry ECC (neuron-monitor's
+    /// `sram_ecc_corrected` / `mem_ecc_corrected` counters, aws-neuron-sdk
+    /// `tools/neuron-sys-tools/neuron-monitor-user-guide.rst` \[E\]); the word width is not
+    /// published: 8 B, SECDED over 64-bit words, the usual width \[A\].
+    pub dma_write_word_bytes: u64,
+    /// Extra time, in ns, a DMA engine is held by a DMA whose descriptors are narrower than
+    /// `dma_write_word_bytes`: its completion semaphore waits for the write receipts, and a
+    /// partial-word write is only acknowledged after the memory's read-modify-write. Paid once
+    /// per DMA on each engine that moves data (the engine pipelines its writes: one row or
+    /// eight cost the same). trn1: FITTED on calibration §3a `vector_add_tiled` (4-byte rows:
+    /// ROW_CHUNK=1's 76,800 DMAs at 357 ns each and ROW_CHUNK=128's 600 at 318 ns, against
+    /// the 120 ns of 8-byte rows): 220 ns, -4.7 % / +7.2 % on the two rows. trn2/trn3: no
+    /// figure, the same memory round trip assumed \[A\].
+    pub dma_partial_write_ns: f64,
     /// Bandwidth of one HBM stack in bytes/ns, shared by the `ncs_per_hbm_stack` NeuronCores on
     /// it. trn1: 820 GB/s / 2 stacks \[E S1\]; trn2: 2.9 TB/s / 4 stacks \[E S10, D\];
     /// trn3: 4.9 TB/s / 4 stacks \[E S11, D\].
@@ -209,8 +224,10 @@ pub static TRN1: TargetSpec = TargetSpec {
     dma_min_transfer_ns: 850.0,
     dma_fixed_latency_ns: 1300.0,
     // FITTED on calibration §3a and §1; see the fields' docs.
-    dma_engine_min_ns: 340.0,
+    dma_engine_min_ns: 120.0,
     dma_row_gather_efficiency: 0.386,
+    dma_write_word_bytes: 8,
+    dma_partial_write_ns: 220.0,
     hbm_bytes_per_ns: 410.0,
     dma_transpose_efficiency: 0.25,
     ncs_per_hbm_stack: 1,
@@ -251,9 +268,11 @@ pub static TRN2: TargetSpec = TargetSpec {
     dma_engine_bytes_per_ns: 23.0,
     dma_min_transfer_ns: 850.0,
     dma_fixed_latency_ns: 1300.0,
-    // Bounded and FITTED on calibration §3b; see the fields' docs.
-    dma_engine_min_ns: 216.0,
+    // Derived from trn1's fit and FITTED on calibration §3b; see the fields' docs.
+    dma_engine_min_ns: 140.0,
     dma_row_gather_efficiency: 0.82,
+    dma_write_word_bytes: 8,
+    dma_partial_write_ns: 220.0,
     hbm_bytes_per_ns: 725.0,
     dma_transpose_efficiency: 0.9,
     ncs_per_hbm_stack: 2,
@@ -295,8 +314,10 @@ pub static TRN3: TargetSpec = TargetSpec {
     dma_min_transfer_ns: 850.0,
     dma_fixed_latency_ns: 1300.0,
     // No trn3 figures: trn2's values assumed [A].
-    dma_engine_min_ns: 216.0,
+    dma_engine_min_ns: 140.0,
     dma_row_gather_efficiency: 0.82,
+    dma_write_word_bytes: 8,
+    dma_partial_write_ns: 220.0,
     hbm_bytes_per_ns: 1225.0,
     dma_transpose_efficiency: 0.9,
     ncs_per_hbm_stack: 2,

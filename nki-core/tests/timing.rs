@@ -367,9 +367,9 @@ fn fp32_matmul_is_four_times_slower() {
 
 #[test]
 fn small_dmas_pipeline_their_latency_but_hold_every_engine_for_the_minimum() {
-    // 64 loads of 32 B per partition: each alone takes the ~850 ns floor, but the floor is a
+    // 128 loads of 32 B per partition: each alone takes the ~850 ns floor, but the floor is a
     // latency; what serialises them is the per-DMA minimum every DMA engine spends on each.
-    let n = 64u64;
+    let n = 128u64;
     let recs: Vec<Instr> = (0..n).map(|i| load(1, 10 + i, 128, 32)).collect();
     let p = run(Target::Trn2, recs);
     let s = Target::Trn2.spec();

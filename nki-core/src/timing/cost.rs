@@ -159,9 +159,10 @@ pub fn dependency_latency_ns(spec: &TargetSpec, engine: Engine) -> f64 {
 #[derive(Clone, Debug, PartialEq)]
 pub struct DmaPlan {
     /// Time, in ns, each DMA engine (index = engine) is busy with the record: its share of the
-    /// bytes at the engine's bandwidth (times the record's efficiency), and at least
+    /// bytes at the engine's bandwidth (times the record's efficiency), at least
     /// `dma_engine_min_ns` on every engine (descriptor processing and the completion write
-    /// each engine makes).
+    /// each engine makes), plus `dma_partial_write_ns` on the engines that write partial ECC
+    /// words.
     pub engine_ns: Vec<f64>,
     /// Bytes moved.
     pub bytes: u64,
@@ -194,9 +195,38 @@ pub fn dma_efficiency(spec: &TargetSpec, r: &Instr) -> f64 {
     transpose * gather
 }
 
+/// Bytes one descriptor of a DMA moves: the contiguous run its source and destination share.
+/// An on-chip side splits the transfer into partition rows (`bytes / partitions`, or single
+/// elements when the tile's free access is strided); the HBM side into its contiguous runs
+/// (`chunk_bytes`).
+pub fn dma_descriptor_bytes(r: &Instr) -> u64 {
+    let Some(d) = r.dma else {
+        return r.free.max(1) as u64 * r.in_dtype.size() as u64;
+    };
+    let on_chip = d.src != MemKind::Hbm || d.dst != MemKind::Hbm;
+    let row = if !on_chip {
+        d.chunk_bytes
+    } else if r.contiguous {
+        d.bytes / d.partitions.max(1) as u64
+    } else {
+        r.in_dtype.size().min(r.out_dtype.size()) as u64
+    };
+    d.chunk_bytes.min(row).max(1)
+}
+
+/// True when a DMA's descriptors are narrower than the written memory's ECC word
+/// (`dma_write_word_bytes`), so every write is a read-modify-write whose receipt the
+/// completion semaphore waits for. Transposing DMAs write whole `[P, 16]` blocks cooperatively
+/// \[E S2\] and never do.
+pub fn writes_partial_words(spec: &TargetSpec, r: &Instr) -> bool {
+    r.opcode != Opcode::DmaTranspose && dma_descriptor_bytes(r) < spec.dma_write_word_bytes
+}
+
 /// The DMA plan of a record: partition `p` is served by engine `p / 8`; HBM-to-HBM copies
 /// (no on-chip side) are spread evenly over all engines. Every engine is occupied at least
-/// `dma_engine_min_ns`, whether or not it moves bytes.
+/// `dma_engine_min_ns` (descriptor processing and its completion-semaphore write), whether or
+/// not it moves bytes; an engine that moves bytes of a DMA with partial-word descriptors
+/// ([`writes_partial_words`]) is held `dma_partial_write_ns` longer for the write receipts.
 pub fn dma_plan(spec: &TargetSpec, r: &Instr) -> DmaPlan {
     let (bytes, src, dst, parts, p0) = match r.dma {
         Some(d) => (
@@ -230,9 +260,17 @@ pub fn dma_plan(spec: &TargetSpec, r: &Instr) -> DmaPlan {
             *share = bytes as f64 * n as f64 / total;
         }
     }
+    let partial_write = if writes_partial_words(spec, r) {
+        spec.dma_partial_write_ns
+    } else {
+        0.0
+    };
     let engine_ns = shares
         .into_iter()
-        .map(|b| (b / bw).max(spec.dma_engine_min_ns))
+        .map(|b| {
+            let receipt = if b > 0.0 { partial_write } else { 0.0 };
+            (b / bw).max(spec.dma_engine_min_ns) + receipt
+        })
         .collect();
     let hbm_bytes = match (src == MemKind::Hbm, dst == MemKind::Hbm) {
         (true, true) => 2 * bytes,
@@ -399,5 +437,43 @@ mod tests {
         assert!((p.engine_ns[8] - 2.0 * p.engine_ns[7]).abs() < 1e-9);
         assert!((p.engine_ns[9] - p.engine_ns[7]).abs() < 1e-9);
         assert_eq!(p.engine_ns[10], s.dma_engine_min_ns);
+    }
+
+    #[test]
+    fn descriptors_are_partition_rows_or_hbm_runs() {
+        // [128, 1] fp32 from a contiguous 512-byte HBM run: 4-byte rows.
+        assert_eq!(dma_descriptor_bytes(&dma(128, 0, 512)), 4);
+        // [128, 2] fp32: 8-byte rows.
+        assert_eq!(dma_descriptor_bytes(&dma(128, 0, 1024)), 8);
+        // Rows longer than the HBM side's runs: the runs.
+        let mut gather = dma(128, 0, 128 * 1024);
+        gather.dma.as_mut().unwrap().chunk_bytes = 256;
+        assert_eq!(dma_descriptor_bytes(&gather), 256);
+        // A strided tile side moves one element per descriptor.
+        let mut strided = dma(128, 0, 128 * 1024);
+        strided.contiguous = false;
+        strided.in_dtype = DType::BF16;
+        strided.out_dtype = DType::BF16;
+        assert_eq!(dma_descriptor_bytes(&strided), 2);
+    }
+
+    #[test]
+    fn partial_word_writes_hold_the_data_engines_for_the_write_receipts() {
+        let s = Target::Trn1.spec();
+        // 4-byte rows on all 128 partitions: every engine pays the read-modify-write receipt.
+        let narrow = dma_plan(s, &dma(128, 0, 512));
+        let want = s.dma_engine_min_ns + s.dma_partial_write_ns;
+        assert!(narrow.engine_ns.iter().all(|&t| (t - want).abs() < 1e-9));
+        // 8-byte rows: whole words, the per-DMA minimum only.
+        let wide = dma_plan(s, &dma(128, 0, 1024));
+        assert!(wide.engine_ns.iter().all(|&t| t == s.dma_engine_min_ns));
+        // One 4-byte row: only engine 0 writes data; the others write the semaphore only.
+        let one = dma_plan(s, &dma(1, 0, 4));
+        assert!((one.engine_ns[0] - want).abs() < 1e-9);
+        assert!(one.engine_ns[1..].iter().all(|&t| t == s.dma_engine_min_ns));
+        // Transposing DMAs write whole blocks.
+        let mut t = dma(128, 0, 512);
+        t.opcode = Opcode::DmaTranspose;
+        assert!(!writes_partial_words(s, &t));
     }
 }
