@@ -211,6 +211,65 @@ pub struct Span {
     pub cause: Option<u32>,
 }
 
+/// Builds a timeline's spans (what a [`Spans`] holds until its first use).
+type SpanBuilder = dyn Fn() -> Vec<Span> + Send + Sync;
+
+/// The timeline of a profile: a list of [`Span`]s, built on first use from the modelled
+/// schedule (the trace writer and the tests read it; estimating and summarising do not), so
+/// a sweep of many estimates does not build millions of intervals nobody looks at. Reads as
+/// a `Vec<Span>` (`p.spans.iter()`, `p.spans.len()`, `for s in &p.spans`).
+#[derive(Clone, Default)]
+pub struct Spans {
+    built: std::sync::OnceLock<Vec<Span>>,
+    builder: Option<std::sync::Arc<SpanBuilder>>,
+}
+
+impl Spans {
+    /// Spans that `build` makes when they are first read.
+    pub(crate) fn deferred(build: impl Fn() -> Vec<Span> + Send + Sync + 'static) -> Spans {
+        Spans {
+            built: std::sync::OnceLock::new(),
+            builder: Some(std::sync::Arc::new(build)),
+        }
+    }
+
+    /// The spans, built now if they were not yet.
+    pub fn get(&self) -> &Vec<Span> {
+        self.built
+            .get_or_init(|| self.builder.as_ref().map(|b| b()).unwrap_or_default())
+    }
+}
+
+impl From<Vec<Span>> for Spans {
+    fn from(v: Vec<Span>) -> Spans {
+        Spans {
+            built: std::sync::OnceLock::from(v),
+            builder: None,
+        }
+    }
+}
+
+impl std::ops::Deref for Spans {
+    type Target = Vec<Span>;
+    fn deref(&self) -> &Vec<Span> {
+        self.get()
+    }
+}
+
+impl<'a> IntoIterator for &'a Spans {
+    type Item = &'a Span;
+    type IntoIter = std::slice::Iter<'a, Span>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.get().iter()
+    }
+}
+
+impl fmt::Debug for Spans {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
 /// The summary of a modelled launch. `{:?}` prints the summary fields and only the sizes of
 /// the timeline (`ops`, `spans`); `{}` prints a readable report.
 #[derive(Clone, serde::Serialize)]
@@ -259,9 +318,10 @@ pub struct Profile {
     /// Every instruction, in global record order (core 0's stream first).
     #[serde(skip)]
     pub ops: Vec<OpInfo>,
-    /// The timeline: every interval of every track.
+    /// The timeline: every interval of every track (built on first use: a profile that is
+    /// only summarised never pays for it).
     #[serde(skip)]
-    pub spans: Vec<Span>,
+    pub spans: Spans,
 }
 
 impl Profile {

@@ -111,26 +111,33 @@ pub(crate) fn bounds(
 
 /// The stall intervals of compute records: `(record, waited-for record, start, end)` for every
 /// record whose engine sat idle, from the end of the engine's previous interval (in time)
-/// until a dependency of the record was ready.
-pub(crate) fn stalls(sch: &Schedule<'_>) -> Vec<(u32, u32, f64, f64)> {
-    let cores = sch.core.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
+/// until a dependency of the record was ready. The slices are per record: its core, engine,
+/// start, end and cause (as in the schedule).
+pub(crate) fn stalls(
+    core: &[u16],
+    engine: &[Engine],
+    start: &[f64],
+    end: &[f64],
+    cause: &[Cause],
+) -> Vec<(u32, u32, f64, f64)> {
+    let cores = core.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
     let mut by_engine: Vec<Vec<usize>> = vec![Vec::new(); cores * Engine::COUNT];
-    for (i, r) in sch.recs.iter().enumerate() {
-        if r.engine != Engine::Dma {
-            by_engine[sch.core[i] as usize * Engine::COUNT + r.engine.index()].push(i);
+    for (i, e) in engine.iter().enumerate() {
+        if *e != Engine::Dma {
+            by_engine[core[i] as usize * Engine::COUNT + e.index()].push(i);
         }
     }
     let mut out = Vec::new();
     for mut recs in by_engine {
-        recs.sort_by(|&a, &b| sch.start[a].total_cmp(&sch.start[b]));
+        recs.sort_by(|&a, &b| start[a].total_cmp(&start[b]));
         let mut from = 0.0f64;
         for i in recs {
-            if let Cause::Data(p) = sch.cause[i] {
-                if sch.start[i] > from + 1e-9 {
-                    out.push((i as u32, p, from, sch.start[i]));
+            if let Cause::Data(p) = cause[i] {
+                if start[i] > from + 1e-9 {
+                    out.push((i as u32, p, from, start[i]));
                 }
             }
-            from = from.max(sch.end[i]);
+            from = from.max(end[i]);
         }
     }
     out.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)));

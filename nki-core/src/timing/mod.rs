@@ -15,13 +15,13 @@ pub mod cost;
 mod critical;
 mod fast_hash;
 mod schedule;
+mod spans;
 
 use crate::memory::MemoryPeak;
-use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Span, Track};
+use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Spans};
 use crate::record::CoreStream;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::target::Target;
-use std::collections::BinaryHeap;
 
 /// Length of the union of intervals (sorted here).
 fn union_len(v: &mut [(f64, f64)]) -> f64 {
@@ -56,7 +56,6 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
     let peak_flops_per_ns = 2.0 * spec.pe_array.0 as f64 * spec.pe_array.1 as f64 * spec.tensor_ghz;
 
     let mut ops = Vec::with_capacity(n);
-    let mut spans: Vec<Span> = Vec::with_capacity(n + sch.pieces.len());
     let mut counts = [0usize; Engine::COUNT];
     // Per core, per engine slot: intervals for the active-time union.
     let mut intervals: Vec<[Vec<(f64, f64)>; Engine::COUNT]> =
@@ -69,7 +68,6 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
     let mut dma = DmaStats::default();
     let mut lines: fast_hash::Map<(crate::error::SourceLoc, &'static str), (Engine, usize, f64)> =
         fast_hash::Map::default();
-    let mut dma_spans: Vec<(f64, f64, u32, u16)> = Vec::new();
 
     for i in 0..n {
         let r = sch.recs[i];
@@ -94,7 +92,6 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
             nc: streams.get(c).map(|s| s.nc as u16).unwrap_or(c as u16),
             instance: sch.instance[i],
         });
-        let nc = ops[i].nc;
         let busy = match r.engine {
             Engine::Tensor => {
                 let f = r.hw_flops();
@@ -105,22 +102,6 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
                 }
                 intervals[c][k].push((s, sch.ls_end[i]));
                 intervals[c][k].push((sch.mm_start[i], e));
-                spans.push(Span {
-                    op: i as u32,
-                    nc,
-                    track: Track::LoadStationary,
-                    start_ns: s,
-                    dur_ns: sch.ls_end[i] - s,
-                    cause: None,
-                });
-                spans.push(Span {
-                    op: i as u32,
-                    nc,
-                    track: Track::MultiplyMoving,
-                    start_ns: sch.mm_start[i],
-                    dur_ns: e - sch.mm_start[i],
-                    cause: None,
-                });
                 e - sch.mm_start[i]
             }
             Engine::Dma => {
@@ -136,94 +117,16 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
                     }
                 }
                 intervals[c][k].push((s, e));
-                dma_spans.push((s, e, i as u32, nc));
                 e - s
             }
-            eng => {
+            _ => {
                 intervals[c][k].push((s, e));
-                let track = match eng {
-                    Engine::Vector => Track::Vector,
-                    Engine::Scalar => Track::Scalar,
-                    Engine::GpSimd => Track::GpSimd,
-                    _ => Track::Sync,
-                };
-                spans.push(Span {
-                    op: i as u32,
-                    nc,
-                    track,
-                    start_ns: s,
-                    dur_ns: e - s,
-                    cause: None,
-                });
                 e - s
             }
         };
         let ent = lines.entry((r.loc, r.api)).or_insert((r.engine, 0, 0.0));
         ent.1 += 1;
         ent.2 += busy;
-    }
-
-    // DMA queue lanes: greedy interval colouring per core (no two spans of a lane overlap).
-    dma_spans.sort_by(|a, b| a.3.cmp(&b.3).then(a.0.total_cmp(&b.0)));
-    let mut lanes: BinaryHeap<std::cmp::Reverse<(OrdF64, u16)>> = BinaryHeap::new();
-    let mut nlanes = 0u16;
-    let mut cur_core = u16::MAX;
-    for &(s, e, op, nc) in &dma_spans {
-        if nc != cur_core {
-            lanes.clear();
-            nlanes = 0;
-            cur_core = nc;
-        }
-        let lane = match lanes.peek() {
-            Some(std::cmp::Reverse((OrdF64(end), l))) if *end <= s => {
-                let l = *l;
-                lanes.pop();
-                l
-            }
-            _ => {
-                nlanes = nlanes.saturating_add(1);
-                nlanes - 1
-            }
-        };
-        lanes.push(std::cmp::Reverse((OrdF64(e), lane)));
-        spans.push(Span {
-            op,
-            nc,
-            track: Track::DmaQueue(lane),
-            start_ns: s,
-            dur_ns: e - s,
-            cause: None,
-        });
-    }
-    for (op, cause, start, end) in critical::stalls(&sch) {
-        spans.push(Span {
-            op,
-            nc: ops[op as usize].nc,
-            track: Track::Stall(ops[op as usize].engine),
-            start_ns: start,
-            dur_ns: end - start,
-            cause: Some(cause),
-        });
-    }
-    if overhead > 0.0 {
-        spans.push(Span {
-            op: u32::MAX,
-            nc: ops.first().map(|o| o.nc).unwrap_or(0),
-            track: Track::Launch,
-            start_ns: active,
-            dur_ns: overhead,
-            cause: None,
-        });
-    }
-    for p in &sch.pieces {
-        spans.push(Span {
-            op: p.rec,
-            nc: ops[p.rec as usize].nc,
-            track: Track::DmaEngine(p.engine),
-            start_ns: p.start,
-            dur_ns: p.end - p.start,
-            cause: None,
-        });
     }
 
     let pct = |x: f64, den: f64| if den > 0.0 { 100.0 * x / den } else { 0.0 };
@@ -292,6 +195,7 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
     top.truncate(10);
     let peak_total = peak_flops_per_ns * latency * ncores as f64;
     let bounds = critical::bounds(&sch, spec, active, overhead);
+    let timeline = spans::Timeline::new(sch, &ops, active, overhead);
     Profile {
         target,
         latency_ns: latency,
@@ -318,24 +222,6 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
             .map(|s| s.instances.iter().map(|(p, _)| p.clone()).collect())
             .collect(),
         ops,
-        spans,
-    }
-}
-
-/// Totally ordered f64 (finite times).
-#[derive(Clone, Copy, PartialEq, Debug)]
-struct OrdF64(f64);
-
-impl Eq for OrdF64 {}
-
-impl PartialOrd for OrdF64 {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
-impl Ord for OrdF64 {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&o.0)
+        spans: Spans::deferred(move || timeline.spans()),
     }
 }

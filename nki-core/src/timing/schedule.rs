@@ -32,7 +32,7 @@ use crate::record::CoreStream;
 use crate::record::{BufId, Engine, Instr, Region};
 use crate::target::TargetSpec;
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// Most accesses remembered per buffer and kind (reads / writes). Older ones are forgotten
 /// (they are far back in program order and have long completed in any realistic schedule).
@@ -104,34 +104,62 @@ pub(crate) enum Cause {
     Engine(u32),
 }
 
+/// The remembered accesses of one buffer, oldest first, at most [`ACCESS_CAP`] of each kind.
 #[derive(Default)]
 struct Accesses {
-    reads: Vec<(Region, u32)>,
-    writes: Vec<(Region, u32)>,
+    reads: VecDeque<(Region, u32)>,
+    writes: VecDeque<(Region, u32)>,
 }
 
 fn covers(a: &Region, b: &Region) -> bool {
     a.buf == b.buf && a.p0 <= b.p0 && a.p1 >= b.p1 && a.lo <= b.lo && a.hi >= b.hi
 }
 
-fn push_capped(v: &mut Vec<(Region, u32)>, x: (Region, u32)) {
+/// Appends `x`, forgetting the oldest access when `v` holds [`ACCESS_CAP`] already.
+fn push_capped(v: &mut VecDeque<(Region, u32)>, x: (Region, u32)) {
     if v.len() >= ACCESS_CAP {
-        v.remove(0);
+        v.pop_front();
     }
-    v.push(x);
+    v.push_back(x);
+}
+
+/// The accesses of every buffer one core's records touch, in a table indexed by a dense
+/// buffer slot (one hash lookup per region to find the slot).
+#[derive(Default)]
+struct AccessTable {
+    slots: fast_hash::Map<BufId, u32>,
+    bufs: Vec<Accesses>,
+}
+
+impl AccessTable {
+    /// The slot of `buf`, if any record accessed it so far.
+    fn find(&self, buf: BufId) -> Option<usize> {
+        self.slots.get(&buf).map(|&s| s as usize)
+    }
+
+    /// The slot of `buf`, created empty on first use.
+    fn slot(&mut self, buf: BufId) -> usize {
+        let next = self.bufs.len() as u32;
+        let s = *self.slots.entry(buf).or_insert(next);
+        if s == next {
+            self.bufs.push(Accesses::default());
+        }
+        s as usize
+    }
 }
 
 /// Dependencies of the records `base..base + recs.len()` of one core, as (pred, edge) pairs.
 fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
-    let mut bufs: fast_hash::Map<BufId, Accesses> = fast_hash::Map::default();
-    let empty = Accesses::default();
+    let mut table = AccessTable::default();
     for (off, r) in recs.iter().enumerate() {
         let me = base + off as u32;
         let tensor = r.engine == Engine::Tensor;
         for (ri, reg) in r.reads.iter().enumerate() {
             let late = tensor && ri > 0;
-            let acc = bufs.get(&reg.buf).unwrap_or(&empty);
-            for (w, j) in &acc.writes {
+            let Some(b) = table.find(reg.buf) else {
+                continue;
+            };
+            for (w, j) in &table.bufs[b].writes {
                 if *j != me && w.overlaps(reg) {
                     out.push((
                         *j,
@@ -146,7 +174,10 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
         }
         for reg in &r.writes {
             let hbm = matches!(reg.buf, BufId::Hbm(_));
-            let acc = bufs.get(&reg.buf).unwrap_or(&empty);
+            let Some(b) = table.find(reg.buf) else {
+                continue;
+            };
+            let acc = &table.bufs[b];
             for (w, j) in &acc.writes {
                 if *j != me && w.overlaps(reg) {
                     let kind = if hbm
@@ -181,11 +212,12 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
             }
         }
         for reg in &r.reads {
-            let acc = bufs.entry(reg.buf).or_default();
-            push_capped(&mut acc.reads, (*reg, me));
+            let b = table.slot(reg.buf);
+            push_capped(&mut table.bufs[b].reads, (*reg, me));
         }
         for reg in &r.writes {
-            let acc = bufs.entry(reg.buf).or_default();
+            let b = table.slot(reg.buf);
+            let acc = &mut table.bufs[b];
             acc.writes.retain(|(w, _)| !covers(reg, w));
             acc.reads.retain(|(rd, _)| !covers(reg, rd));
             push_capped(&mut acc.writes, (*reg, me));
@@ -283,6 +315,7 @@ struct CoreState {
 
 /// Schedules every record of `streams` on `spec`.
 pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Schedule<'a> {
+    let t00 = std::time::Instant::now();
     let mut recs: Vec<&Instr> = Vec::new();
     let mut core: Vec<u16> = Vec::new();
     let mut instance: Vec<u32> = Vec::new();
@@ -323,6 +356,9 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         cores.push(st);
     }
     let n = recs.len();
+    if std::env::var_os("ZZ_T").is_some() {
+        eprintln!("ZZ   deps {:?} {}", t00.elapsed(), deps.len());
+    }
     // Successor lists (CSR).
     let mut pending = vec![0u32; n];
     let mut first = vec![0u32; n + 1];
@@ -373,6 +409,9 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         lat: Engine::ALL.map(|e| cost::dependency_latency_ns(spec, e)),
         placed: 0,
     };
+    if std::env::var_os("ZZ_T").is_some() {
+        eprintln!("ZZ   csr {:?}", t00.elapsed());
+    }
     for i in 0..n {
         if sim.pending[i] == 0 {
             sim.work.push(Key(0.0, i as u32));
