@@ -11,7 +11,7 @@
 use super::cost;
 use super::schedule::{Cause, Schedule};
 use crate::profile::{Bound, BoundShare};
-use crate::record::{Engine, Instr};
+use crate::record::Engine;
 use crate::target::TargetSpec;
 
 /// Accumulated critical-path time per [`Bound`].
@@ -30,26 +30,17 @@ impl Tally {
     }
 }
 
-/// What a DMA record's own time is spent on: bandwidth when moving its largest engine share
-/// takes longer than the per-DMA engine minimum and the small-transfer floor.
-fn dma_bound(spec: &TargetSpec, r: &Instr) -> Bound {
-    let plan = cost::dma_plan(spec, r);
+/// True when a DMA's own time is spent on bandwidth: moving its largest engine share takes
+/// longer than the per-DMA engine minimum and the small-transfer floor (else it is bound by
+/// DMA count/latency). The scheduler evaluates it on each DMA's plan once.
+pub(crate) fn bandwidth_bound(spec: &TargetSpec, plan: &cost::DmaPlan) -> bool {
     let bytes_ns = plan.engine_ns.iter().copied().fold(0.0f64, f64::max);
-    if bytes_ns > spec.dma_engine_min_ns && bytes_ns > plan.floor_ns {
-        Bound::DmaBandwidth
-    } else {
-        Bound::DmaLatency
-    }
+    bytes_ns > spec.dma_engine_min_ns && bytes_ns > plan.floor_ns
 }
 
 /// The critical path of `sch` (whose last record ends at `active_ns`) plus `overhead_ns` of
 /// pre/postamble, as shares of the total, largest first.
-pub(crate) fn bounds(
-    sch: &Schedule<'_>,
-    spec: &TargetSpec,
-    active_ns: f64,
-    overhead_ns: f64,
-) -> Vec<BoundShare> {
+pub(crate) fn bounds(sch: &Schedule<'_>, active_ns: f64, overhead_ns: f64) -> Vec<BoundShare> {
     let mut tally = Tally::default();
     tally.add(Bound::LaunchOverhead, overhead_ns);
     let last = (0..sch.end.len()).max_by(|&a, &b| sch.end[a].total_cmp(&sch.end[b]));
@@ -65,7 +56,8 @@ pub(crate) fn bounds(
         let r = sch.recs[i];
         let start = sch.start[i].min(t);
         let own = match r.engine {
-            Engine::Dma => dma_bound(spec, r),
+            Engine::Dma if sch.bandwidth_bound[i] => Bound::DmaBandwidth,
+            Engine::Dma => Bound::DmaLatency,
             e => Bound::Engine(e),
         };
         tally.add(own, t - start);

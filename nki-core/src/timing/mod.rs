@@ -44,6 +44,20 @@ fn union_len(v: &mut [(f64, f64)]) -> f64 {
     total
 }
 
+/// A source line and the API called there (a row of [`Profile::top_lines`]). Its hash reads
+/// only the numbers (line, column, lengths), not the file name's bytes; equality compares all.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct LineKey(crate::error::SourceLoc, &'static str);
+
+impl std::hash::Hash for LineKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u32(self.0.line);
+        h.write_u32(self.0.column);
+        h.write_usize(self.0.file.len());
+        h.write_usize(self.1.len());
+    }
+}
+
 /// Models the launch's record streams on `target` and summarises the timeline.
 pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Profile {
     let spec = target.spec();
@@ -66,8 +80,7 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
     let mut core_dma = vec![0u64; ncores];
     let (mut hw_flops, mut tr_flops) = (0u64, 0u64);
     let mut dma = DmaStats::default();
-    let mut lines: fast_hash::Map<(crate::error::SourceLoc, &'static str), (Engine, usize, f64)> =
-        fast_hash::Map::default();
+    let mut lines: fast_hash::Map<LineKey, (Engine, usize, f64)> = fast_hash::Map::default();
 
     for i in 0..n {
         let r = sch.recs[i];
@@ -124,7 +137,9 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
                 e - s
             }
         };
-        let ent = lines.entry((r.loc, r.api)).or_insert((r.engine, 0, 0.0));
+        let ent = lines
+            .entry(LineKey(r.loc, r.api))
+            .or_insert((r.engine, 0, 0.0));
         ent.1 += 1;
         ent.2 += busy;
     }
@@ -178,7 +193,7 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
     };
     let mut top: Vec<LineStat> = lines
         .into_iter()
-        .map(|((loc, api), (eng, cnt, t))| LineStat {
+        .map(|(LineKey(loc, api), (eng, cnt, t))| LineStat {
             location: loc.to_string(),
             api,
             engine: eng.name(),
@@ -191,10 +206,11 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
         b.time_ns
             .total_cmp(&a.time_ns)
             .then(a.location.cmp(&b.location))
+            .then(a.api.cmp(b.api))
     });
     top.truncate(10);
     let peak_total = peak_flops_per_ns * latency * ncores as f64;
-    let bounds = critical::bounds(&sch, spec, active, overhead);
+    let bounds = critical::bounds(&sch, active, overhead);
     let timeline = spans::Timeline::new(sch, &ops, active, overhead);
     Profile {
         target,

@@ -91,6 +91,9 @@ pub(crate) struct Schedule<'a> {
     pub pieces: Vec<Piece>,
     /// What decided each record's start (see [`Cause`]).
     pub cause: Vec<Cause>,
+    /// DMAs only: the record's own time is bandwidth-bound (see
+    /// [`critical::bandwidth_bound`](super::critical::bandwidth_bound)).
+    pub bandwidth_bound: Vec<bool>,
 }
 
 /// What decided when a record started: the critical-path link the profile walks back along.
@@ -104,31 +107,54 @@ pub(crate) enum Cause {
     Engine(u32),
 }
 
-/// The remembered accesses of one buffer, oldest first, at most [`ACCESS_CAP`] of each kind.
-#[derive(Default)]
+/// No node (end of an access list).
+const NIL: u32 = u32::MAX;
+
+/// One remembered access: the region, the record and the next (younger) access of its list.
+struct Node {
+    reg: Region,
+    rec: u32,
+    next: u32,
+}
+
+/// A list of accesses of one buffer and kind, oldest first, in the table's node arena.
+#[derive(Clone, Copy)]
+struct List {
+    head: u32,
+    tail: u32,
+    len: u32,
+}
+
+impl Default for List {
+    fn default() -> List {
+        List {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        }
+    }
+}
+
+/// The remembered accesses of one buffer, at most [`ACCESS_CAP`] of each kind.
+#[derive(Default, Clone, Copy)]
 struct Accesses {
-    reads: VecDeque<(Region, u32)>,
-    writes: VecDeque<(Region, u32)>,
+    reads: List,
+    writes: List,
 }
 
 fn covers(a: &Region, b: &Region) -> bool {
     a.buf == b.buf && a.p0 <= b.p0 && a.p1 >= b.p1 && a.lo <= b.lo && a.hi >= b.hi
 }
 
-/// Appends `x`, forgetting the oldest access when `v` holds [`ACCESS_CAP`] already.
-fn push_capped(v: &mut VecDeque<(Region, u32)>, x: (Region, u32)) {
-    if v.len() >= ACCESS_CAP {
-        v.pop_front();
-    }
-    v.push_back(x);
-}
-
-/// The accesses of every buffer one core's records touch, in a table indexed by a dense
-/// buffer slot (one hash lookup per region to find the slot).
+/// The accesses of every buffer one core's records touch: a table indexed by a dense buffer
+/// slot (one hash lookup per region finds the slot), whose lists share one node arena with a
+/// free list, so remembering an access allocates nothing per buffer.
 #[derive(Default)]
 struct AccessTable {
     slots: fast_hash::Map<BufId, u32>,
     bufs: Vec<Accesses>,
+    nodes: Vec<Node>,
+    free: Vec<u32>,
 }
 
 impl AccessTable {
@@ -146,6 +172,72 @@ impl AccessTable {
         }
         s as usize
     }
+
+    /// The accesses of `list`, oldest first.
+    fn iter(&self, list: List) -> impl Iterator<Item = (&Region, u32)> + '_ {
+        let mut at = list.head;
+        std::iter::from_fn(move || {
+            let n = self.nodes.get(at as usize)?;
+            at = n.next;
+            Some((&n.reg, n.rec))
+        })
+    }
+
+    /// Appends `(reg, rec)` to `list`, forgetting its oldest access when it holds
+    /// [`ACCESS_CAP`] already.
+    fn push_capped(&mut self, list: &mut List, reg: Region, rec: u32) {
+        if list.len as usize >= ACCESS_CAP {
+            let old = list.head;
+            list.head = self.nodes[old as usize].next;
+            list.len -= 1;
+            self.free.push(old);
+        }
+        let node = Node {
+            reg,
+            rec,
+            next: NIL,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.nodes[id as usize] = node;
+                id
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        if list.len == 0 {
+            list.head = id;
+        } else {
+            self.nodes[list.tail as usize].next = id;
+        }
+        list.tail = id;
+        list.len += 1;
+    }
+
+    /// Forgets the accesses of `list` whose region `w` covers.
+    fn forget_covered(&mut self, list: &mut List, w: &Region) {
+        let (mut prev, mut at) = (NIL, list.head);
+        while at != NIL {
+            let next = self.nodes[at as usize].next;
+            if covers(w, &self.nodes[at as usize].reg) {
+                if prev == NIL {
+                    list.head = next;
+                } else {
+                    self.nodes[prev as usize].next = next;
+                }
+                if list.tail == at {
+                    list.tail = prev;
+                }
+                list.len -= 1;
+                self.free.push(at);
+            } else {
+                prev = at;
+            }
+            at = next;
+        }
+    }
 }
 
 /// Dependencies of the records `base..base + recs.len()` of one core, as (pred, edge) pairs.
@@ -159,10 +251,10 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
             let Some(b) = table.find(reg.buf) else {
                 continue;
             };
-            for (w, j) in &table.bufs[b].writes {
-                if *j != me && w.overlaps(reg) {
+            for (w, j) in table.iter(table.bufs[b].writes) {
+                if j != me && w.overlaps(reg) {
                     out.push((
-                        *j,
+                        j,
                         Edge {
                             succ: me,
                             kind: Kind::Raw,
@@ -177,19 +269,19 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
             let Some(b) = table.find(reg.buf) else {
                 continue;
             };
-            let acc = &table.bufs[b];
-            for (w, j) in &acc.writes {
-                if *j != me && w.overlaps(reg) {
+            let acc = table.bufs[b];
+            for (w, j) in table.iter(acc.writes) {
+                if j != me && w.overlaps(reg) {
                     let kind = if hbm
                         && r.engine == Engine::Dma
-                        && recs[(*j - base) as usize].engine == Engine::Dma
+                        && recs[(j - base) as usize].engine == Engine::Dma
                     {
                         Kind::Order
                     } else {
                         Kind::After
                     };
                     out.push((
-                        *j,
+                        j,
                         Edge {
                             succ: me,
                             kind,
@@ -198,10 +290,10 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
                     ));
                 }
             }
-            for (rd, j) in &acc.reads {
-                if *j != me && rd.overlaps(reg) {
+            for (rd, j) in table.iter(acc.reads) {
+                if j != me && rd.overlaps(reg) {
                     out.push((
-                        *j,
+                        j,
                         Edge {
                             succ: me,
                             kind: Kind::After,
@@ -213,14 +305,20 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
         }
         for reg in &r.reads {
             let b = table.slot(reg.buf);
-            push_capped(&mut table.bufs[b].reads, (*reg, me));
+            let mut list = table.bufs[b].reads;
+            table.push_capped(&mut list, *reg, me);
+            table.bufs[b].reads = list;
         }
         for reg in &r.writes {
             let b = table.slot(reg.buf);
-            let acc = &mut table.bufs[b];
-            acc.writes.retain(|(w, _)| !covers(reg, w));
-            acc.reads.retain(|(rd, _)| !covers(reg, rd));
-            push_capped(&mut acc.writes, (*reg, me));
+            let Accesses {
+                mut reads,
+                mut writes,
+            } = table.bufs[b];
+            table.forget_covered(&mut writes, reg);
+            table.forget_covered(&mut reads, reg);
+            table.push_capped(&mut writes, *reg, me);
+            table.bufs[b] = Accesses { reads, writes };
         }
     }
 }
@@ -241,6 +339,35 @@ impl Ord for Key {
     fn cmp(&self, o: &Self) -> Ordering {
         // Reversed: BinaryHeap is a max-heap, we want the earliest (then lowest index) first.
         o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    }
+}
+
+/// A priority queue of [`Key`]s (the greatest, i.e. earliest, first) that takes keys pushed
+/// in order cheaply: a key no earlier than the last one of the sorted run goes to the run's
+/// end, any other into a heap; `pop` takes the greater of the two heads. Records are released
+/// mostly in time order (all records without dependencies at once, in index order), so most
+/// keys never enter the heap. Keys are distinct (one per record), so the order is exactly a
+/// single heap's.
+#[derive(Default)]
+struct ReadyQueue {
+    run: VecDeque<Key>,
+    heap: BinaryHeap<Key>,
+}
+
+impl ReadyQueue {
+    fn push(&mut self, k: Key) {
+        match self.run.back() {
+            Some(last) if *last < k => self.heap.push(k),
+            _ => self.run.push_back(k),
+        }
+    }
+
+    fn pop(&mut self) -> Option<Key> {
+        match (self.run.front(), self.heap.peek()) {
+            (Some(r), Some(h)) if h > r => self.heap.pop(),
+            (Some(_), _) => self.run.pop_front(),
+            (None, _) => self.heap.pop(),
+        }
     }
 }
 
@@ -404,8 +531,9 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         hbm_free: vec![0.0; stacks],
         ready_pred: vec![u32::MAX; n],
         cause: vec![Cause::Start; n],
-        work: BinaryHeap::new(),
-        dmas: BinaryHeap::new(),
+        bandwidth_bound: vec![false; n],
+        work: ReadyQueue::default(),
+        dmas: ReadyQueue::default(),
         lat: Engine::ALL.map(|e| cost::dependency_latency_ns(spec, e)),
         placed: 0,
     };
@@ -435,6 +563,7 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         mm_start,
         pieces,
         cause,
+        bandwidth_bound,
         ..
     } = sim;
     Schedule {
@@ -447,6 +576,7 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         mm_start,
         pieces,
         cause,
+        bandwidth_bound,
     }
 }
 
@@ -488,10 +618,11 @@ struct Sim<'s, 'a> {
     /// Per record: the record whose end set its `ready` time, if any.
     ready_pred: Vec<u32>,
     cause: Vec<Cause>,
+    bandwidth_bound: Vec<bool>,
     /// Records whose dependencies are all placed, earliest ready first: releasing them in
     /// time order lets engines that look ahead fill their idle gaps in time order.
-    work: BinaryHeap<Key>,
-    dmas: BinaryHeap<Key>,
+    work: ReadyQueue,
+    dmas: ReadyQueue,
     lat: [f64; ENGINES],
     placed: usize,
 }
@@ -622,6 +753,7 @@ impl Sim<'_, '_> {
         let iu = i as usize;
         let r = self.recs[iu];
         let plan: DmaPlan = cost::dma_plan(self.spec, r);
+        self.bandwidth_bound[iu] = super::critical::bandwidth_bound(self.spec, &plan);
         let c = self.core[iu] as usize;
         let st = &mut self.cores[c];
         let mut bound = t;
