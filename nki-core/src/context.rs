@@ -421,10 +421,17 @@ pub(crate) fn issue(env: OpEnv, exec: impl FnOnce(), record: impl FnOnce() -> In
         // Multi-step ops push the records of their earlier steps from inside `record`.
         let first = try_with_ctx(|c| c.records.len()).unwrap_or(0);
         let r = record();
-        if let Some(e) = try_with_ctx(|c| unwritten_read(c, first, &r)).flatten() {
-            raise(e, r.loc);
+        let loc = r.loc;
+        let unwritten = try_with_ctx(|c| match unwritten_read(c, first, &r) {
+            Some(e) => Some(e),
+            None => {
+                c.push_record(r);
+                None
+            }
+        });
+        if let Some(e) = unwritten.flatten() {
+            raise(e, loc);
         }
-        try_with_ctx(|c| c.push_record(r));
     }
 }
 
@@ -436,8 +443,9 @@ fn unwritten_read(c: &InstanceCtx, first: usize, last: &Instr) -> Option<NkiErro
         return None;
     }
     let steps = c.records.get(first..).unwrap_or(&[]);
+    // The tiles the op's earlier steps wrote (empty, never allocated, for one-step ops).
     let mut written: Vec<u64> = Vec::new();
-    for r in steps.iter().chain(std::iter::once(last)) {
+    for (k, r) in steps.iter().chain(std::iter::once(last)).enumerate() {
         for reg in &r.reads {
             let BufId::Tile(id) = reg.buf else { continue };
             if written.contains(&id) {
@@ -454,6 +462,9 @@ fn unwritten_read(c: &InstanceCtx, first: usize, last: &Instr) -> Option<NkiErro
                     ),
                 ));
             }
+        }
+        if k == steps.len() {
+            break; // the last step: no later step reads what it writes
         }
         written.extend(r.writes.iter().filter_map(|w| match w.buf {
             BufId::Tile(id) => Some(id),

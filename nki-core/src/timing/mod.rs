@@ -25,7 +25,8 @@ use crate::target::Target;
 
 /// Length of the union of intervals (sorted here).
 fn union_len(v: &mut [(f64, f64)]) -> f64 {
-    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // Unstable: intervals with equal starts merge the same way in any order.
+    v.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
     let mut total = 0.0;
     let mut cur: Option<(f64, f64)> = None;
     for &(s, e) in v.iter() {
