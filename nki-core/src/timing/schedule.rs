@@ -442,7 +442,6 @@ struct CoreState {
 
 /// Schedules every record of `streams` on `spec`.
 pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Schedule<'a> {
-    let t00 = std::time::Instant::now();
     let mut recs: Vec<&Instr> = Vec::new();
     let mut core: Vec<u16> = Vec::new();
     let mut instance: Vec<u32> = Vec::new();
@@ -483,9 +482,6 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         cores.push(st);
     }
     let n = recs.len();
-    if std::env::var_os("ZZ_T").is_some() {
-        eprintln!("ZZ   deps {:?} {}", t00.elapsed(), deps.len());
-    }
     // Successor lists (CSR).
     let mut pending = vec![0u32; n];
     let mut first = vec![0u32; n + 1];
@@ -526,7 +522,10 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         end: vec![0.0; n],
         ls_end: vec![0.0; n],
         mm_start: vec![0.0; n],
-        pieces: Vec::new(),
+        // Every DMA leaves one piece per DMA engine: reserved once, never regrown.
+        pieces: Vec::with_capacity(
+            recs.iter().filter(|r| r.engine == Engine::Dma).count() * spec.dma_engines.max(1),
+        ),
         cores,
         hbm_free: vec![0.0; stacks],
         ready_pred: vec![u32::MAX; n],
@@ -537,9 +536,6 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         lat: Engine::ALL.map(|e| cost::dependency_latency_ns(spec, e)),
         placed: 0,
     };
-    if std::env::var_os("ZZ_T").is_some() {
-        eprintln!("ZZ   csr {:?}", t00.elapsed());
-    }
     for i in 0..n {
         if sim.pending[i] == 0 {
             sim.work.push(Key(0.0, i as u32));
