@@ -174,18 +174,5 @@ fn run(o: &Options) -> Result<(), NkiError> {
 }
 
 fn main() -> ExitCode {
-    let o = match parse_args() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&o) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    nki_kernels::report::main_with_options(parse_args(), |_| None, |o| run(o).map(|()| true))
 }
