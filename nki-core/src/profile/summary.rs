@@ -485,3 +485,42 @@ impl fmt::Display for Profile {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    fn span(op: u32) -> Span {
+        Span {
+            op,
+            nc: 0,
+            track: Track::Vector,
+            start_ns: op as f64,
+            dur_ns: 1.0,
+            cause: None,
+        }
+    }
+
+    #[test]
+    fn deferred_spans_are_built_once_on_first_read() {
+        let builds = Arc::new(AtomicUsize::new(0));
+        let b = builds.clone();
+        let spans = Spans::deferred(move || {
+            b.fetch_add(1, Ordering::Relaxed);
+            vec![span(0), span(1)]
+        });
+        let copy = spans.clone();
+        assert_eq!(builds.load(Ordering::Relaxed), 0, "nothing read yet");
+        assert_eq!(spans.len(), 2);
+        assert_eq!(
+            (&spans).into_iter().map(|s| s.op).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        assert_eq!(builds.load(Ordering::Relaxed), 1, "built once");
+        assert_eq!(copy[1], span(1));
+        assert_eq!(Spans::from(vec![span(7)]).first(), Some(&span(7)));
+        assert!(Spans::default().is_empty());
+    }
+}

@@ -921,6 +921,55 @@ mod tests {
     }
 
     #[test]
+    fn ready_queue_pops_in_heap_order() {
+        // Keys pushed partly in order (the sorted run) and partly not (the heap), popped
+        // while pushing: the same sequence as one binary heap.
+        let (mut q, mut heap) = (ReadyQueue::default(), BinaryHeap::new());
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        let mut x = 12345u64;
+        for i in 0..2000u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let t = if i % 3 == 0 {
+                (x >> 40) as f64
+            } else {
+                i as f64
+            };
+            q.push(Key(t, i));
+            heap.push(Key(t, i));
+            if x % 4 == 0 {
+                got.push(q.pop().map(|k| k.1));
+                want.push(heap.pop().map(|k| k.1));
+            }
+        }
+        while let Some(k) = heap.pop() {
+            want.push(Some(k.1));
+            got.push(q.pop().map(|k| k.1));
+        }
+        assert_eq!(got, want);
+        assert!(q.pop().is_none());
+    }
+
+    #[test]
+    fn access_lists_forget_the_oldest_beyond_the_cap() {
+        // ACCESS_CAP + 1 DMA reads of one HBM tensor, then a write over all of it: the write
+        // waits for the reads still remembered, not for the first (forgotten) one.
+        let h = BufId::Hbm(3);
+        let mut recs: Vec<Instr> = (0..=ACCESS_CAP)
+            .map(|_| rec(Engine::Dma, vec![reg(h, 0, 1, 0, 64)], vec![]))
+            .collect();
+        recs.push(rec(Engine::Vector, vec![], vec![reg(h, 0, 1, 0, 64)]));
+        let w = recs.len() as u32 - 1;
+        let preds: Vec<u32> = deps_of(&recs)
+            .into_iter()
+            .filter(|x| x.1 == w)
+            .map(|x| x.0)
+            .collect();
+        assert_eq!(preds, (1..=ACCESS_CAP as u32).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn covering_writes_prune_older_accesses() {
         let t = BufId::Tile(1);
         let w = |lo, hi| rec(Engine::Vector, vec![], vec![reg(t, 0, 128, lo, hi)]);
