@@ -7,7 +7,8 @@
 //! 1. checks every kernel against a plain f32 reference at a small shape and prints "match";
 //! 2. models each kernel on one trn1 NeuronCore at the tutorial's benchmark shape, lhsT
 //!    [8192, 4096] x rhs [8192, 8192] (estimate mode: no values, nothing big allocated), and
-//!    prints the modelled latency and HFU beside the figures AWS published for real hardware.
+//!    prints the modelled latency and HFU beside the figures AWS published for real hardware,
+//!    and how long the four estimates took (wall and CPU time, records per second).
 //!
 //! ```text
 //! cargo run --release --example matrix_multiplication [-- --json] [--target trn2] [--trace DIR]
@@ -19,10 +20,12 @@
 
 use half::bf16;
 use nki_core::prelude::*;
+use nki_kernels::calibration::cpu_seconds;
 use nki_kernels::matmul::{Blocking, MatmulKernel, PUBLISHED_TRN1, TUTORIAL_BENCHMARK_KMN};
 use nki_kernels::testing::{allclose, random_bf16};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
 /// Command-line options.
 struct Options {
@@ -112,8 +115,13 @@ fn run(o: &Options) -> Result<bool, NkiError> {
     let rhs = Hbm::<bf16>::shape_only([k, n]);
     let mut result = Hbm::<bf16>::shape_only([m, n]);
     let mut rows = Vec::new();
+    // The time the four estimates take (trace writing excluded), wall and CPU.
+    let (mut estimate_s, mut estimate_cpu) = (0.0, 0.0);
     for p in PUBLISHED_TRN1 {
+        let (t0, cpu0) = (Instant::now(), cpu_seconds());
         let profile = p.kernel.estimate(o.target, &lhs_t, &rhs, &mut result)?;
+        estimate_s += t0.elapsed().as_secs_f64();
+        estimate_cpu += cpu_seconds().zip(cpu0).map_or(0.0, |(b, a)| b - a);
         if let Some(dir) = &o.trace {
             let path = dir.join(format!("{}_{}.json", p.kernel.name(), o.target));
             profile.write_chrome_trace(&path).map_err(|e| {
@@ -180,6 +188,12 @@ fn run(o: &Options) -> Result<bool, NkiError> {
                 r.error_percent()
             );
         }
+        let records: usize = rows.iter().map(|r| r.profile.instructions).sum();
+        println!(
+            "\nEstimating the four kernels took {estimate_s:.3} s ({estimate_cpu:.2} s CPU): \
+             {records} instruction records, {:.2} M records/s",
+            records as f64 / estimate_s.max(1e-9) / 1e6
+        );
         if let Some(dir) = &o.trace {
             println!("\nChrome traces written to {}", dir.display());
         }

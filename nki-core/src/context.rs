@@ -13,7 +13,7 @@ use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::hbm::writers::{Writer, WriterKind, Writers};
 use crate::memory::MemoryTracker;
-use crate::record::{BufId, Instr, MemKind};
+use crate::record::{AffinePos, BufId, Instr, MemKind};
 use crate::target::Target;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -109,6 +109,8 @@ pub(crate) struct InstanceCtx {
     /// (kept by `Tile::alloc`, the tile write paths and `Drop for Tile`; read by [`issue`]).
     pub(crate) unwritten: HashMap<u64, UnwrittenTile>,
     frames: Vec<(u32, u32)>,
+    /// `frames` as the records share it (made on the first record after `frames` changed).
+    position: Option<AffinePos>,
     next_activation: u32,
     /// This instance's writer ids (store, atomic, read) at its current affine_range position.
     writer: [Option<u32>; 3],
@@ -140,6 +142,7 @@ impl InstanceCtx {
             shared,
             unwritten: HashMap::new(),
             frames: Vec::new(),
+            position: None,
             next_activation: 0,
             writer: [None; 3],
         }
@@ -182,7 +185,10 @@ impl InstanceCtx {
 
     /// Keeps record `r`, tagged with the affine_range iterations it was issued in.
     pub(crate) fn push_record(&mut self, mut r: Instr) {
-        r.affine.clone_from(&self.frames);
+        r.affine = self
+            .position
+            .get_or_insert_with(|| AffinePos::new(&self.frames))
+            .clone();
         self.records.push(r);
     }
 
@@ -191,6 +197,7 @@ impl InstanceCtx {
         let id = self.next_activation;
         self.next_activation += 1;
         self.frames.push((id, 0));
+        self.position = None;
         self.writer = [None; 3];
         id
     }
@@ -199,6 +206,7 @@ impl InstanceCtx {
     pub(crate) fn set_affine_iter(&mut self, id: u32, iter: u32) {
         if let Some(f) = self.frames.iter_mut().rev().find(|f| f.0 == id) {
             f.1 = iter;
+            self.position = None;
             self.writer = [None; 3];
         }
     }
@@ -207,6 +215,7 @@ impl InstanceCtx {
     pub(crate) fn pop_affine(&mut self, id: u32) {
         if let Some(pos) = self.frames.iter().rposition(|f| f.0 == id) {
             self.frames.truncate(pos);
+            self.position = None;
             self.writer = [None; 3];
         }
     }
@@ -412,10 +421,17 @@ pub(crate) fn issue(env: OpEnv, exec: impl FnOnce(), record: impl FnOnce() -> In
         // Multi-step ops push the records of their earlier steps from inside `record`.
         let first = try_with_ctx(|c| c.records.len()).unwrap_or(0);
         let r = record();
-        if let Some(e) = try_with_ctx(|c| unwritten_read(c, first, &r)).flatten() {
-            raise(e, r.loc);
+        let loc = r.loc;
+        let unwritten = try_with_ctx(|c| match unwritten_read(c, first, &r) {
+            Some(e) => Some(e),
+            None => {
+                c.push_record(r);
+                None
+            }
+        });
+        if let Some(e) = unwritten.flatten() {
+            raise(e, loc);
         }
-        try_with_ctx(|c| c.push_record(r));
     }
 }
 
@@ -427,8 +443,9 @@ fn unwritten_read(c: &InstanceCtx, first: usize, last: &Instr) -> Option<NkiErro
         return None;
     }
     let steps = c.records.get(first..).unwrap_or(&[]);
+    // The tiles the op's earlier steps wrote (empty, never allocated, for one-step ops).
     let mut written: Vec<u64> = Vec::new();
-    for r in steps.iter().chain(std::iter::once(last)) {
+    for (k, r) in steps.iter().chain(std::iter::once(last)).enumerate() {
         for reg in &r.reads {
             let BufId::Tile(id) = reg.buf else { continue };
             if written.contains(&id) {
@@ -445,6 +462,9 @@ fn unwritten_read(c: &InstanceCtx, first: usize, last: &Instr) -> Option<NkiErro
                     ),
                 ));
             }
+        }
+        if k == steps.len() {
+            break; // the last step: no later step reads what it writes
         }
         written.extend(r.writes.iter().filter_map(|w| match w.buf {
             BufId::Tile(id) => Some(id),

@@ -266,7 +266,44 @@ pub struct Instr {
     /// iteration)`, where every start of an `affine_range` loop is a new activation. Two
     /// records in different iterations of one activation are independent by contract, so
     /// the timing model lets an engine run them out of program order.
-    pub affine: Vec<(u32, u32)>,
+    pub affine: AffinePos,
+}
+
+/// A position in a kernel's `affine_range` loops: the `(loop activation, iteration)` pairs,
+/// outermost first (empty outside affine loops). Shared, not copied, by every record issued
+/// at one position, so recording costs no allocation per record.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AffinePos(Option<std::sync::Arc<[(u32, u32)]>>);
+
+impl AffinePos {
+    /// The position given by `frames` (outermost first).
+    pub fn new(frames: &[(u32, u32)]) -> AffinePos {
+        if frames.is_empty() {
+            AffinePos(None)
+        } else {
+            AffinePos(Some(frames.into()))
+        }
+    }
+
+    /// True when both positions are one shared value (so certainly equal).
+    fn same_as(&self, other: &AffinePos) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+
+    /// The `(loop activation, iteration)` pairs, outermost first.
+    pub fn frames(&self) -> &[(u32, u32)] {
+        self.0.as_deref().unwrap_or(&[])
+    }
+}
+
+impl serde::Serialize for AffinePos {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.frames().serialize(s)
+    }
 }
 
 impl Instr {
@@ -290,14 +327,17 @@ impl Instr {
             reads: Vec::new(),
             writes: Vec::new(),
             loc,
-            affine: Vec::new(),
+            affine: AffinePos::default(),
         }
     }
 
     /// True when `self` and `other` (records of one program instance) lie in different
     /// iterations of a common `affine_range` loop: no ordering between them is required.
     pub fn independent_of(&self, other: &Instr) -> bool {
-        for (a, b) in self.affine.iter().zip(&other.affine) {
+        if self.affine.same_as(&other.affine) {
+            return false;
+        }
+        for (a, b) in self.affine.frames().iter().zip(other.affine.frames()) {
             if a.0 != b.0 {
                 return false;
             }

@@ -6,5 +6,6 @@ pub mod summary;
 pub mod trace;
 
 pub use summary::{
-    Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Span, Track,
+    Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Span, Spans,
+    Track,
 };

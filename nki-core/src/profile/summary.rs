@@ -211,6 +211,65 @@ pub struct Span {
     pub cause: Option<u32>,
 }
 
+/// Builds a timeline's spans (what a [`Spans`] holds until its first use).
+type SpanBuilder = dyn Fn() -> Vec<Span> + Send + Sync;
+
+/// The timeline of a profile: a list of [`Span`]s, built on first use from the modelled
+/// schedule (the trace writer and the tests read it; estimating and summarising do not), so
+/// a sweep of many estimates does not build millions of intervals nobody looks at. Reads as
+/// a `Vec<Span>` (`p.spans.iter()`, `p.spans.len()`, `for s in &p.spans`).
+#[derive(Clone, Default)]
+pub struct Spans {
+    built: std::sync::OnceLock<Vec<Span>>,
+    builder: Option<std::sync::Arc<SpanBuilder>>,
+}
+
+impl Spans {
+    /// Spans that `build` makes when they are first read.
+    pub(crate) fn deferred(build: impl Fn() -> Vec<Span> + Send + Sync + 'static) -> Spans {
+        Spans {
+            built: std::sync::OnceLock::new(),
+            builder: Some(std::sync::Arc::new(build)),
+        }
+    }
+
+    /// The spans, built now if they were not yet.
+    pub fn get(&self) -> &Vec<Span> {
+        self.built
+            .get_or_init(|| self.builder.as_ref().map(|b| b()).unwrap_or_default())
+    }
+}
+
+impl From<Vec<Span>> for Spans {
+    fn from(v: Vec<Span>) -> Spans {
+        Spans {
+            built: std::sync::OnceLock::from(v),
+            builder: None,
+        }
+    }
+}
+
+impl std::ops::Deref for Spans {
+    type Target = Vec<Span>;
+    fn deref(&self) -> &Vec<Span> {
+        self.get()
+    }
+}
+
+impl<'a> IntoIterator for &'a Spans {
+    type Item = &'a Span;
+    type IntoIter = std::slice::Iter<'a, Span>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.get().iter()
+    }
+}
+
+impl fmt::Debug for Spans {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
 /// The summary of a modelled launch. `{:?}` prints the summary fields and only the sizes of
 /// the timeline (`ops`, `spans`); `{}` prints a readable report.
 #[derive(Clone, serde::Serialize)]
@@ -259,9 +318,10 @@ pub struct Profile {
     /// Every instruction, in global record order (core 0's stream first).
     #[serde(skip)]
     pub ops: Vec<OpInfo>,
-    /// The timeline: every interval of every track.
+    /// The timeline: every interval of every track (built on first use: a profile that is
+    /// only summarised never pays for it).
     #[serde(skip)]
-    pub spans: Vec<Span>,
+    pub spans: Spans,
 }
 
 impl Profile {
@@ -423,5 +483,44 @@ impl fmt::Display for Profile {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    fn span(op: u32) -> Span {
+        Span {
+            op,
+            nc: 0,
+            track: Track::Vector,
+            start_ns: op as f64,
+            dur_ns: 1.0,
+            cause: None,
+        }
+    }
+
+    #[test]
+    fn deferred_spans_are_built_once_on_first_read() {
+        let builds = Arc::new(AtomicUsize::new(0));
+        let b = builds.clone();
+        let spans = Spans::deferred(move || {
+            b.fetch_add(1, Ordering::Relaxed);
+            vec![span(0), span(1)]
+        });
+        let copy = spans.clone();
+        assert_eq!(builds.load(Ordering::Relaxed), 0, "nothing read yet");
+        assert_eq!(spans.len(), 2);
+        assert_eq!(
+            (&spans).into_iter().map(|s| s.op).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        assert_eq!(builds.load(Ordering::Relaxed), 1, "built once");
+        assert_eq!(copy[1], span(1));
+        assert_eq!(Spans::from(vec![span(7)]).first(), Some(&span(7)));
+        assert!(Spans::default().is_empty());
     }
 }

@@ -11,7 +11,7 @@
 use super::cost;
 use super::schedule::{Cause, Schedule};
 use crate::profile::{Bound, BoundShare};
-use crate::record::{Engine, Instr};
+use crate::record::Engine;
 use crate::target::TargetSpec;
 
 /// Accumulated critical-path time per [`Bound`].
@@ -30,26 +30,17 @@ impl Tally {
     }
 }
 
-/// What a DMA record's own time is spent on: bandwidth when moving its largest engine share
-/// takes longer than the per-DMA engine minimum and the small-transfer floor.
-fn dma_bound(spec: &TargetSpec, r: &Instr) -> Bound {
-    let plan = cost::dma_plan(spec, r);
+/// True when a DMA's own time is spent on bandwidth: moving its largest engine share takes
+/// longer than the per-DMA engine minimum and the small-transfer floor (else it is bound by
+/// DMA count/latency). The scheduler evaluates it on each DMA's plan once.
+pub(crate) fn bandwidth_bound(spec: &TargetSpec, plan: &cost::DmaPlan) -> bool {
     let bytes_ns = plan.engine_ns.iter().copied().fold(0.0f64, f64::max);
-    if bytes_ns > spec.dma_engine_min_ns && bytes_ns > plan.floor_ns {
-        Bound::DmaBandwidth
-    } else {
-        Bound::DmaLatency
-    }
+    bytes_ns > spec.dma_engine_min_ns && bytes_ns > plan.floor_ns
 }
 
 /// The critical path of `sch` (whose last record ends at `active_ns`) plus `overhead_ns` of
 /// pre/postamble, as shares of the total, largest first.
-pub(crate) fn bounds(
-    sch: &Schedule<'_>,
-    spec: &TargetSpec,
-    active_ns: f64,
-    overhead_ns: f64,
-) -> Vec<BoundShare> {
+pub(crate) fn bounds(sch: &Schedule<'_>, active_ns: f64, overhead_ns: f64) -> Vec<BoundShare> {
     let mut tally = Tally::default();
     tally.add(Bound::LaunchOverhead, overhead_ns);
     let last = (0..sch.end.len()).max_by(|&a, &b| sch.end[a].total_cmp(&sch.end[b]));
@@ -65,7 +56,8 @@ pub(crate) fn bounds(
         let r = sch.recs[i];
         let start = sch.start[i].min(t);
         let own = match r.engine {
-            Engine::Dma => dma_bound(spec, r),
+            Engine::Dma if sch.bandwidth_bound[i] => Bound::DmaBandwidth,
+            Engine::Dma => Bound::DmaLatency,
             e => Bound::Engine(e),
         };
         tally.add(own, t - start);
@@ -111,26 +103,33 @@ pub(crate) fn bounds(
 
 /// The stall intervals of compute records: `(record, waited-for record, start, end)` for every
 /// record whose engine sat idle, from the end of the engine's previous interval (in time)
-/// until a dependency of the record was ready.
-pub(crate) fn stalls(sch: &Schedule<'_>) -> Vec<(u32, u32, f64, f64)> {
-    let cores = sch.core.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
+/// until a dependency of the record was ready. The slices are per record: its core, engine,
+/// start, end and cause (as in the schedule).
+pub(crate) fn stalls(
+    core: &[u16],
+    engine: &[Engine],
+    start: &[f64],
+    end: &[f64],
+    cause: &[Cause],
+) -> Vec<(u32, u32, f64, f64)> {
+    let cores = core.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
     let mut by_engine: Vec<Vec<usize>> = vec![Vec::new(); cores * Engine::COUNT];
-    for (i, r) in sch.recs.iter().enumerate() {
-        if r.engine != Engine::Dma {
-            by_engine[sch.core[i] as usize * Engine::COUNT + r.engine.index()].push(i);
+    for (i, e) in engine.iter().enumerate() {
+        if *e != Engine::Dma {
+            by_engine[core[i] as usize * Engine::COUNT + e.index()].push(i);
         }
     }
     let mut out = Vec::new();
     for mut recs in by_engine {
-        recs.sort_by(|&a, &b| sch.start[a].total_cmp(&sch.start[b]));
+        recs.sort_by(|&a, &b| start[a].total_cmp(&start[b]));
         let mut from = 0.0f64;
         for i in recs {
-            if let Cause::Data(p) = sch.cause[i] {
-                if sch.start[i] > from + 1e-9 {
-                    out.push((i as u32, p, from, sch.start[i]));
+            if let Cause::Data(p) = cause[i] {
+                if start[i] > from + 1e-9 {
+                    out.push((i as u32, p, from, start[i]));
                 }
             }
-            from = from.max(sch.end[i]);
+            from = from.max(end[i]);
         }
     }
     out.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)));

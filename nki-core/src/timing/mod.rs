@@ -15,17 +15,18 @@ pub mod cost;
 mod critical;
 mod fast_hash;
 mod schedule;
+mod spans;
 
 use crate::memory::MemoryPeak;
-use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Span, Track};
+use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Spans};
 use crate::record::CoreStream;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::target::Target;
-use std::collections::BinaryHeap;
 
 /// Length of the union of intervals (sorted here).
 fn union_len(v: &mut [(f64, f64)]) -> f64 {
-    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // Unstable: intervals with equal starts merge the same way in any order.
+    v.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
     let mut total = 0.0;
     let mut cur: Option<(f64, f64)> = None;
     for &(s, e) in v.iter() {
@@ -44,6 +45,20 @@ fn union_len(v: &mut [(f64, f64)]) -> f64 {
     total
 }
 
+/// A source line and the API called there (a row of [`Profile::top_lines`]). Its hash reads
+/// only the numbers (line, column, lengths), not the file name's bytes; equality compares all.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct LineKey(crate::error::SourceLoc, &'static str);
+
+impl std::hash::Hash for LineKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u32(self.0.line);
+        h.write_u32(self.0.column);
+        h.write_usize(self.0.file.len());
+        h.write_usize(self.1.len());
+    }
+}
+
 /// Models the launch's record streams on `target` and summarises the timeline.
 pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Profile {
     let spec = target.spec();
@@ -56,7 +71,6 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
     let peak_flops_per_ns = 2.0 * spec.pe_array.0 as f64 * spec.pe_array.1 as f64 * spec.tensor_ghz;
 
     let mut ops = Vec::with_capacity(n);
-    let mut spans: Vec<Span> = Vec::with_capacity(n + sch.pieces.len());
     let mut counts = [0usize; Engine::COUNT];
     // Per core, per engine slot: intervals for the active-time union.
     let mut intervals: Vec<[Vec<(f64, f64)>; Engine::COUNT]> =
@@ -67,9 +81,7 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
     let mut core_dma = vec![0u64; ncores];
     let (mut hw_flops, mut tr_flops) = (0u64, 0u64);
     let mut dma = DmaStats::default();
-    let mut lines: fast_hash::Map<(crate::error::SourceLoc, &'static str), (Engine, usize, f64)> =
-        fast_hash::Map::default();
-    let mut dma_spans: Vec<(f64, f64, u32, u16)> = Vec::new();
+    let mut lines: fast_hash::Map<LineKey, (Engine, usize, f64)> = fast_hash::Map::default();
 
     for i in 0..n {
         let r = sch.recs[i];
@@ -94,7 +106,6 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
             nc: streams.get(c).map(|s| s.nc as u16).unwrap_or(c as u16),
             instance: sch.instance[i],
         });
-        let nc = ops[i].nc;
         let busy = match r.engine {
             Engine::Tensor => {
                 let f = r.hw_flops();
@@ -105,22 +116,6 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
                 }
                 intervals[c][k].push((s, sch.ls_end[i]));
                 intervals[c][k].push((sch.mm_start[i], e));
-                spans.push(Span {
-                    op: i as u32,
-                    nc,
-                    track: Track::LoadStationary,
-                    start_ns: s,
-                    dur_ns: sch.ls_end[i] - s,
-                    cause: None,
-                });
-                spans.push(Span {
-                    op: i as u32,
-                    nc,
-                    track: Track::MultiplyMoving,
-                    start_ns: sch.mm_start[i],
-                    dur_ns: e - sch.mm_start[i],
-                    cause: None,
-                });
                 e - sch.mm_start[i]
             }
             Engine::Dma => {
@@ -136,94 +131,18 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
                     }
                 }
                 intervals[c][k].push((s, e));
-                dma_spans.push((s, e, i as u32, nc));
                 e - s
-            }
-            eng => {
-                intervals[c][k].push((s, e));
-                let track = match eng {
-                    Engine::Vector => Track::Vector,
-                    Engine::Scalar => Track::Scalar,
-                    Engine::GpSimd => Track::GpSimd,
-                    _ => Track::Sync,
-                };
-                spans.push(Span {
-                    op: i as u32,
-                    nc,
-                    track,
-                    start_ns: s,
-                    dur_ns: e - s,
-                    cause: None,
-                });
-                e - s
-            }
-        };
-        let ent = lines.entry((r.loc, r.api)).or_insert((r.engine, 0, 0.0));
-        ent.1 += 1;
-        ent.2 += busy;
-    }
-
-    // DMA queue lanes: greedy interval colouring per core (no two spans of a lane overlap).
-    dma_spans.sort_by(|a, b| a.3.cmp(&b.3).then(a.0.total_cmp(&b.0)));
-    let mut lanes: BinaryHeap<std::cmp::Reverse<(OrdF64, u16)>> = BinaryHeap::new();
-    let mut nlanes = 0u16;
-    let mut cur_core = u16::MAX;
-    for &(s, e, op, nc) in &dma_spans {
-        if nc != cur_core {
-            lanes.clear();
-            nlanes = 0;
-            cur_core = nc;
-        }
-        let lane = match lanes.peek() {
-            Some(std::cmp::Reverse((OrdF64(end), l))) if *end <= s => {
-                let l = *l;
-                lanes.pop();
-                l
             }
             _ => {
-                nlanes = nlanes.saturating_add(1);
-                nlanes - 1
+                intervals[c][k].push((s, e));
+                e - s
             }
         };
-        lanes.push(std::cmp::Reverse((OrdF64(e), lane)));
-        spans.push(Span {
-            op,
-            nc,
-            track: Track::DmaQueue(lane),
-            start_ns: s,
-            dur_ns: e - s,
-            cause: None,
-        });
-    }
-    for (op, cause, start, end) in critical::stalls(&sch) {
-        spans.push(Span {
-            op,
-            nc: ops[op as usize].nc,
-            track: Track::Stall(ops[op as usize].engine),
-            start_ns: start,
-            dur_ns: end - start,
-            cause: Some(cause),
-        });
-    }
-    if overhead > 0.0 {
-        spans.push(Span {
-            op: u32::MAX,
-            nc: ops.first().map(|o| o.nc).unwrap_or(0),
-            track: Track::Launch,
-            start_ns: active,
-            dur_ns: overhead,
-            cause: None,
-        });
-    }
-    for p in &sch.pieces {
-        spans.push(Span {
-            op: p.rec,
-            nc: ops[p.rec as usize].nc,
-            track: Track::DmaEngine(p.engine),
-            start_ns: p.start,
-            dur_ns: p.end - p.start,
-            cause: None,
-        });
+        let ent = lines
+            .entry(LineKey(r.loc, r.api))
+            .or_insert((r.engine, 0, 0.0));
+        ent.1 += 1;
+        ent.2 += busy;
     }
 
     let pct = |x: f64, den: f64| if den > 0.0 { 100.0 * x / den } else { 0.0 };
@@ -275,7 +194,7 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
     };
     let mut top: Vec<LineStat> = lines
         .into_iter()
-        .map(|((loc, api), (eng, cnt, t))| LineStat {
+        .map(|(LineKey(loc, api), (eng, cnt, t))| LineStat {
             location: loc.to_string(),
             api,
             engine: eng.name(),
@@ -288,10 +207,12 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
         b.time_ns
             .total_cmp(&a.time_ns)
             .then(a.location.cmp(&b.location))
+            .then(a.api.cmp(b.api))
     });
     top.truncate(10);
     let peak_total = peak_flops_per_ns * latency * ncores as f64;
-    let bounds = critical::bounds(&sch, spec, active, overhead);
+    let bounds = critical::bounds(&sch, active, overhead);
+    let timeline = spans::Timeline::new(sch, &ops, active, overhead);
     Profile {
         target,
         latency_ns: latency,
@@ -318,24 +239,6 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
             .map(|s| s.instances.iter().map(|(p, _)| p.clone()).collect())
             .collect(),
         ops,
-        spans,
-    }
-}
-
-/// Totally ordered f64 (finite times).
-#[derive(Clone, Copy, PartialEq, Debug)]
-struct OrdF64(f64);
-
-impl Eq for OrdF64 {}
-
-impl PartialOrd for OrdF64 {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
-impl Ord for OrdF64 {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&o.0)
+        spans: Spans::deferred(move || timeline.spans()),
     }
 }

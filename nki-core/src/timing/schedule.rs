@@ -32,7 +32,7 @@ use crate::record::CoreStream;
 use crate::record::{BufId, Engine, Instr, Region};
 use crate::target::TargetSpec;
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// Most accesses remembered per buffer and kind (reads / writes). Older ones are forgotten
 /// (they are far back in program order and have long completed in any realistic schedule).
@@ -91,6 +91,9 @@ pub(crate) struct Schedule<'a> {
     pub pieces: Vec<Piece>,
     /// What decided each record's start (see [`Cause`]).
     pub cause: Vec<Cause>,
+    /// DMAs only: the record's own time is bandwidth-bound (see
+    /// [`critical::bandwidth_bound`](super::critical::bandwidth_bound)).
+    pub bandwidth_bound: Vec<bool>,
 }
 
 /// What decided when a record started: the critical-path link the profile walks back along.
@@ -104,37 +107,154 @@ pub(crate) enum Cause {
     Engine(u32),
 }
 
-#[derive(Default)]
+/// No node (end of an access list).
+const NIL: u32 = u32::MAX;
+
+/// One remembered access: the region, the record and the next (younger) access of its list.
+struct Node {
+    reg: Region,
+    rec: u32,
+    next: u32,
+}
+
+/// A list of accesses of one buffer and kind, oldest first, in the table's node arena.
+#[derive(Clone, Copy)]
+struct List {
+    head: u32,
+    tail: u32,
+    len: u32,
+}
+
+impl Default for List {
+    fn default() -> List {
+        List {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        }
+    }
+}
+
+/// The remembered accesses of one buffer, at most [`ACCESS_CAP`] of each kind.
+#[derive(Default, Clone, Copy)]
 struct Accesses {
-    reads: Vec<(Region, u32)>,
-    writes: Vec<(Region, u32)>,
+    reads: List,
+    writes: List,
 }
 
 fn covers(a: &Region, b: &Region) -> bool {
     a.buf == b.buf && a.p0 <= b.p0 && a.p1 >= b.p1 && a.lo <= b.lo && a.hi >= b.hi
 }
 
-fn push_capped(v: &mut Vec<(Region, u32)>, x: (Region, u32)) {
-    if v.len() >= ACCESS_CAP {
-        v.remove(0);
+/// The accesses of every buffer one core's records touch: a table indexed by a dense buffer
+/// slot (one hash lookup per region finds the slot), whose lists share one node arena with a
+/// free list, so remembering an access allocates nothing per buffer.
+#[derive(Default)]
+struct AccessTable {
+    slots: fast_hash::Map<BufId, u32>,
+    bufs: Vec<Accesses>,
+    nodes: Vec<Node>,
+    free: Vec<u32>,
+}
+
+impl AccessTable {
+    /// The slot of `buf`, if any record accessed it so far.
+    fn find(&self, buf: BufId) -> Option<usize> {
+        self.slots.get(&buf).map(|&s| s as usize)
     }
-    v.push(x);
+
+    /// The slot of `buf`, created empty on first use.
+    fn slot(&mut self, buf: BufId) -> usize {
+        let next = self.bufs.len() as u32;
+        let s = *self.slots.entry(buf).or_insert(next);
+        if s == next {
+            self.bufs.push(Accesses::default());
+        }
+        s as usize
+    }
+
+    /// The accesses of `list`, oldest first.
+    fn iter(&self, list: List) -> impl Iterator<Item = (&Region, u32)> + '_ {
+        let mut at = list.head;
+        std::iter::from_fn(move || {
+            let n = self.nodes.get(at as usize)?;
+            at = n.next;
+            Some((&n.reg, n.rec))
+        })
+    }
+
+    /// Appends `(reg, rec)` to `list`, forgetting its oldest access when it holds
+    /// [`ACCESS_CAP`] already.
+    fn push_capped(&mut self, list: &mut List, reg: Region, rec: u32) {
+        if list.len as usize >= ACCESS_CAP {
+            let old = list.head;
+            list.head = self.nodes[old as usize].next;
+            list.len -= 1;
+            self.free.push(old);
+        }
+        let node = Node {
+            reg,
+            rec,
+            next: NIL,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.nodes[id as usize] = node;
+                id
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        if list.len == 0 {
+            list.head = id;
+        } else {
+            self.nodes[list.tail as usize].next = id;
+        }
+        list.tail = id;
+        list.len += 1;
+    }
+
+    /// Forgets the accesses of `list` whose region `w` covers.
+    fn forget_covered(&mut self, list: &mut List, w: &Region) {
+        let (mut prev, mut at) = (NIL, list.head);
+        while at != NIL {
+            let next = self.nodes[at as usize].next;
+            if covers(w, &self.nodes[at as usize].reg) {
+                if prev == NIL {
+                    list.head = next;
+                } else {
+                    self.nodes[prev as usize].next = next;
+                }
+                if list.tail == at {
+                    list.tail = prev;
+                }
+                list.len -= 1;
+                self.free.push(at);
+            } else {
+                prev = at;
+            }
+            at = next;
+        }
+    }
 }
 
 /// Dependencies of the records `base..base + recs.len()` of one core, as (pred, edge) pairs.
 fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
-    let mut bufs: fast_hash::Map<BufId, Accesses> = fast_hash::Map::default();
-    let empty = Accesses::default();
+    let mut table = AccessTable::default();
     for (off, r) in recs.iter().enumerate() {
         let me = base + off as u32;
         let tensor = r.engine == Engine::Tensor;
         for (ri, reg) in r.reads.iter().enumerate() {
             let late = tensor && ri > 0;
-            let acc = bufs.get(&reg.buf).unwrap_or(&empty);
-            for (w, j) in &acc.writes {
-                if *j != me && w.overlaps(reg) {
+            let Some(b) = table.find(reg.buf) else {
+                continue;
+            };
+            for (w, j) in table.iter(table.bufs[b].writes) {
+                if j != me && w.overlaps(reg) {
                     out.push((
-                        *j,
+                        j,
                         Edge {
                             succ: me,
                             kind: Kind::Raw,
@@ -146,19 +266,22 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
         }
         for reg in &r.writes {
             let hbm = matches!(reg.buf, BufId::Hbm(_));
-            let acc = bufs.get(&reg.buf).unwrap_or(&empty);
-            for (w, j) in &acc.writes {
-                if *j != me && w.overlaps(reg) {
+            let Some(b) = table.find(reg.buf) else {
+                continue;
+            };
+            let acc = table.bufs[b];
+            for (w, j) in table.iter(acc.writes) {
+                if j != me && w.overlaps(reg) {
                     let kind = if hbm
                         && r.engine == Engine::Dma
-                        && recs[(*j - base) as usize].engine == Engine::Dma
+                        && recs[(j - base) as usize].engine == Engine::Dma
                     {
                         Kind::Order
                     } else {
                         Kind::After
                     };
                     out.push((
-                        *j,
+                        j,
                         Edge {
                             succ: me,
                             kind,
@@ -167,10 +290,10 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
                     ));
                 }
             }
-            for (rd, j) in &acc.reads {
-                if *j != me && rd.overlaps(reg) {
+            for (rd, j) in table.iter(acc.reads) {
+                if j != me && rd.overlaps(reg) {
                     out.push((
-                        *j,
+                        j,
                         Edge {
                             succ: me,
                             kind: Kind::After,
@@ -181,14 +304,21 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
             }
         }
         for reg in &r.reads {
-            let acc = bufs.entry(reg.buf).or_default();
-            push_capped(&mut acc.reads, (*reg, me));
+            let b = table.slot(reg.buf);
+            let mut list = table.bufs[b].reads;
+            table.push_capped(&mut list, *reg, me);
+            table.bufs[b].reads = list;
         }
         for reg in &r.writes {
-            let acc = bufs.entry(reg.buf).or_default();
-            acc.writes.retain(|(w, _)| !covers(reg, w));
-            acc.reads.retain(|(rd, _)| !covers(reg, rd));
-            push_capped(&mut acc.writes, (*reg, me));
+            let b = table.slot(reg.buf);
+            let Accesses {
+                mut reads,
+                mut writes,
+            } = table.bufs[b];
+            table.forget_covered(&mut writes, reg);
+            table.forget_covered(&mut reads, reg);
+            table.push_capped(&mut writes, *reg, me);
+            table.bufs[b] = Accesses { reads, writes };
         }
     }
 }
@@ -209,6 +339,35 @@ impl Ord for Key {
     fn cmp(&self, o: &Self) -> Ordering {
         // Reversed: BinaryHeap is a max-heap, we want the earliest (then lowest index) first.
         o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    }
+}
+
+/// A priority queue of [`Key`]s (the greatest, i.e. earliest, first) that takes keys pushed
+/// in order cheaply: a key no earlier than the last one of the sorted run goes to the run's
+/// end, any other into a heap; `pop` takes the greater of the two heads. Records are released
+/// mostly in time order (all records without dependencies at once, in index order), so most
+/// keys never enter the heap. Keys are distinct (one per record), so the order is exactly a
+/// single heap's.
+#[derive(Default)]
+struct ReadyQueue {
+    run: VecDeque<Key>,
+    heap: BinaryHeap<Key>,
+}
+
+impl ReadyQueue {
+    fn push(&mut self, k: Key) {
+        match self.run.back() {
+            Some(last) if *last < k => self.heap.push(k),
+            _ => self.run.push_back(k),
+        }
+    }
+
+    fn pop(&mut self) -> Option<Key> {
+        match (self.run.front(), self.heap.peek()) {
+            (Some(r), Some(h)) if h > r => self.heap.pop(),
+            (Some(_), _) => self.run.pop_front(),
+            (None, _) => self.heap.pop(),
+        }
     }
 }
 
@@ -363,13 +522,17 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         end: vec![0.0; n],
         ls_end: vec![0.0; n],
         mm_start: vec![0.0; n],
-        pieces: Vec::new(),
+        // Every DMA leaves one piece per DMA engine: reserved once, never regrown.
+        pieces: Vec::with_capacity(
+            recs.iter().filter(|r| r.engine == Engine::Dma).count() * spec.dma_engines.max(1),
+        ),
         cores,
         hbm_free: vec![0.0; stacks],
         ready_pred: vec![u32::MAX; n],
         cause: vec![Cause::Start; n],
-        work: BinaryHeap::new(),
-        dmas: BinaryHeap::new(),
+        bandwidth_bound: vec![false; n],
+        work: ReadyQueue::default(),
+        dmas: ReadyQueue::default(),
         lat: Engine::ALL.map(|e| cost::dependency_latency_ns(spec, e)),
         placed: 0,
     };
@@ -396,6 +559,7 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         mm_start,
         pieces,
         cause,
+        bandwidth_bound,
         ..
     } = sim;
     Schedule {
@@ -408,6 +572,7 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         mm_start,
         pieces,
         cause,
+        bandwidth_bound,
     }
 }
 
@@ -449,10 +614,11 @@ struct Sim<'s, 'a> {
     /// Per record: the record whose end set its `ready` time, if any.
     ready_pred: Vec<u32>,
     cause: Vec<Cause>,
+    bandwidth_bound: Vec<bool>,
     /// Records whose dependencies are all placed, earliest ready first: releasing them in
     /// time order lets engines that look ahead fill their idle gaps in time order.
-    work: BinaryHeap<Key>,
-    dmas: BinaryHeap<Key>,
+    work: ReadyQueue,
+    dmas: ReadyQueue,
     lat: [f64; ENGINES],
     placed: usize,
 }
@@ -583,6 +749,7 @@ impl Sim<'_, '_> {
         let iu = i as usize;
         let r = self.recs[iu];
         let plan: DmaPlan = cost::dma_plan(self.spec, r);
+        self.bandwidth_bound[iu] = super::critical::bandwidth_bound(self.spec, &plan);
         let c = self.core[iu] as usize;
         let st = &mut self.cores[c];
         let mut bound = t;
@@ -751,6 +918,55 @@ mod tests {
         let d = deps_of(&recs);
         assert!(d.contains(&(1, 4, Kind::After, false)), "WAR: {d:?}");
         assert!(d.contains(&(0, 4, Kind::After, false)), "WAW: {d:?}");
+    }
+
+    #[test]
+    fn ready_queue_pops_in_heap_order() {
+        // Keys pushed partly in order (the sorted run) and partly not (the heap), popped
+        // while pushing: the same sequence as one binary heap.
+        let (mut q, mut heap) = (ReadyQueue::default(), BinaryHeap::new());
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        let mut x = 12345u64;
+        for i in 0..2000u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let t = if i % 3 == 0 {
+                (x >> 40) as f64
+            } else {
+                i as f64
+            };
+            q.push(Key(t, i));
+            heap.push(Key(t, i));
+            if x & 3 == 0 {
+                got.push(q.pop().map(|k| k.1));
+                want.push(heap.pop().map(|k| k.1));
+            }
+        }
+        while let Some(k) = heap.pop() {
+            want.push(Some(k.1));
+            got.push(q.pop().map(|k| k.1));
+        }
+        assert_eq!(got, want);
+        assert!(q.pop().is_none());
+    }
+
+    #[test]
+    fn access_lists_forget_the_oldest_beyond_the_cap() {
+        // ACCESS_CAP + 1 DMA reads of one HBM tensor, then a write over all of it: the write
+        // waits for the reads still remembered, not for the first (forgotten) one.
+        let h = BufId::Hbm(3);
+        let mut recs: Vec<Instr> = (0..=ACCESS_CAP)
+            .map(|_| rec(Engine::Dma, vec![reg(h, 0, 1, 0, 64)], vec![]))
+            .collect();
+        recs.push(rec(Engine::Vector, vec![], vec![reg(h, 0, 1, 0, 64)]));
+        let w = recs.len() as u32 - 1;
+        let preds: Vec<u32> = deps_of(&recs)
+            .into_iter()
+            .filter(|x| x.1 == w)
+            .map(|x| x.0)
+            .collect();
+        assert_eq!(preds, (1..=ACCESS_CAP as u32).collect::<Vec<_>>());
     }
 
     #[test]
