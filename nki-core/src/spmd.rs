@@ -3,7 +3,7 @@
 //! as threads free up, whatever their NeuronCore), collects each core's instruction records in
 //! program-id order and turns the failure of the lowest program id into an `Err`.
 
-use crate::abort::{self, Stop};
+use crate::abort;
 use crate::context::{InstanceCtx, LaunchShared, Mode};
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::memory::MemoryPeak;
@@ -334,9 +334,8 @@ impl Launch {
         let shared = LaunchShared::with_outputs(crate::hbm::take_pending_outputs());
         let grid_shape = self.grid.shape();
         let next = AtomicUsize::new(0);
-        let first_error: Mutex<Option<(u64, NkiError)>> = Mutex::new(None);
         // One host worker: takes the next instance in launch order until none is left or a
-        // failure cancels the rest.
+        // failure cancels the rest (failures are reported to `shared.cancelled`).
         let worker = || {
             let mut done = Vec::new();
             loop {
@@ -361,21 +360,13 @@ impl Launch {
                         records: ctx.records,
                         peak: ctx.mem.peak,
                     }),
-                    (_, Err(Stop::Failed(e))) => {
-                        shared.cancelled.fail(index);
-                        let mut g = first_error.lock().unwrap_or_else(|p| p.into_inner());
-                        if g.as_ref().is_none_or(|(j, _)| index < *j) {
-                            *g = Some((index, e));
-                        }
-                        break;
-                    }
-                    (_, Err(Stop::Cancelled)) => break,
+                    (_, Err(_)) => break,
                 }
             }
             done
         };
         let mut finished = on_host_threads(threads.min(total), worker);
-        if let Some((_, e)) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        if let Some(e) = shared.cancelled.take_first() {
             return Err(e);
         }
         finished.sort_unstable_by_key(|f| f.index);
