@@ -457,13 +457,28 @@ fn on_host_threads<T: Send>(n: usize, worker: impl Fn() -> Vec<T> + Sync) -> Vec
 /// The rayon pool that lends launches their extra host threads (named `nki-host<i>`): one
 /// thread fewer than [`host_threads`], the launching thread being the other one. `None` when
 /// the OS refuses to start threads (launches then run on the caller's thread alone).
+///
+/// Pinning (best effort): worker `i` is pinned to host CPU `i` (modulo the CPUs the OS
+/// lists), so a worker stays on one CPU and its caches. Workers are not tied to logical
+/// NeuronCores (any worker runs the next instance in launch order, whatever its core; the
+/// model keeps NKI's placement). The launching thread belongs to the caller and is not
+/// pinned: with `n` CPUs the workers cover CPUs `0..n - 1` and the OS places the caller.
+/// Where pinning is unavailable (no CPU list, or the OS refuses), workers run unpinned;
+/// nothing fails.
 fn host_pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let core_ids = core_affinity::get_core_ids().unwrap_or_default();
         rayon::ThreadPoolBuilder::new()
             .num_threads(cpus.max(MAX_LOGICAL_CORES) - 1)
             .thread_name(|i| format!("nki-host{}", i + 1))
+            .start_handler(move |i| {
+                if !core_ids.is_empty() {
+                    // Best effort: a refusal leaves the worker unpinned.
+                    let _ = core_affinity::set_for_current(core_ids[i % core_ids.len()]);
+                }
+            })
             .build()
             .ok()
     })
