@@ -69,6 +69,37 @@ impl Values {
         std::slice::from_raw_parts_mut(UnsafeCell::raw_get(cells.as_ptr()), n)
     }
 
+    /// Copies `src` into the elements `off..off + src.len()` with streaming (non-temporal)
+    /// stores where the CPU has them (x86-64): a store into HBM then writes memory without
+    /// first reading the destination's cache lines, as the device's DMA does not either.
+    /// The values are the same as a plain copy's.
+    ///
+    /// # Safety
+    /// As [`Values::run_mut`].
+    pub(crate) unsafe fn stream_run(&self, off: usize, src: &[f32]) {
+        let dst = self.run_mut(off, src.len());
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_loadu_ps, _mm_sfence, _mm_stream_ps};
+            // Plain stores up to the first 16-byte boundary, streaming stores of 4 values
+            // after it, plain stores for the tail.
+            let head = dst.as_ptr().align_offset(16).min(dst.len());
+            dst[..head].copy_from_slice(&src[..head]);
+            let body = (dst.len() - head) / 4 * 4;
+            let (d, s) = (dst[head..].as_mut_ptr(), src[head..].as_ptr());
+            for i in (0..body).step_by(4) {
+                // SAFETY: `d + i` is 16-byte aligned and `i + 4 <= body`, in both slices;
+                // SSE is part of x86-64.
+                _mm_stream_ps(d.add(i), _mm_loadu_ps(s.add(i)));
+            }
+            dst[head + body..].copy_from_slice(&src[head + body..]);
+            // Streaming stores are weakly ordered: fence them before the claim ends.
+            _mm_sfence();
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        dst.copy_from_slice(src);
+    }
+
     /// Sets each element `off + j * stride` (`j < src.len()`) to `f(its value, src[j])`
     /// through a shared reference.
     ///
@@ -158,10 +189,22 @@ mod tests {
         // SAFETY: one thread, nothing shares the values.
         unsafe {
             v.run_mut(1, 2).copy_from_slice(&[10.0, 20.0]);
+            v.stream_run(3, &[]);
             v.write_run(4, 2, &[3.0, 4.0], |old, x| old + x);
             v.read_run(0, 2, 4, &mut out);
         }
         assert_eq!(*v, [0.0, 10.0, 20.0, 0.0, 3.0, 0.0, 4.0, 0.0]);
         assert_eq!(out, [0.0, 20.0, 3.0, 4.0]);
+        // Streaming copies of every length and alignment hold the same values.
+        let mut w = Values::from(vec![0.0; 64]);
+        w.make_unique();
+        for off in 0..8 {
+            for n in 0..40 {
+                let src: Vec<f32> = (0..n).map(|i| (off * 100 + i) as f32).collect();
+                // SAFETY: as above.
+                unsafe { w.stream_run(off, &src) };
+                assert_eq!(&w[off..off + n], &src[..], "off {off}, n {n}");
+            }
+        }
     }
 }

@@ -18,6 +18,7 @@ use super::track::{Access, Conflict, Kind};
 use super::{no_data, HbmStorage, HbmView};
 use crate::access::Ap;
 use crate::context::LaunchShared;
+use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::tile::TileRef;
 
@@ -96,10 +97,13 @@ pub(crate) fn write_slice(
     dst.ap.for_each_row(|off, n| {
         let src = &vals[pos..pos + n];
         pos += n;
+        // Values the dtype holds exactly are streamed into memory (see `Values::stream_run`).
         // SAFETY: the claim above is ours until `release`: no other access of these elements
         // copies values meanwhile, and the launch made the values unique (`claim`).
         unsafe {
-            if s == 1 {
+            if s == 1 && (exact || dtype == DType::F32) {
+                values.stream_run(off, src);
+            } else if s == 1 {
                 crate::exec::copy_round(dtype, exact, values.run_mut(off, n), src);
             } else if exact {
                 values.write_run(off, s, src, |_, v| v);
