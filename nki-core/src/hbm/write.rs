@@ -89,7 +89,7 @@ pub(crate) fn write_slice(
         return Err(no_data(st, "store"));
     }
     let dtype = st.dtype;
-    let token = claim(dst, writer, Kind::Store, "store", loc, shared, true)?;
+    let copying = claim(dst, writer, Kind::Store, "store", loc, shared, true)?;
     let g = st.read();
     let values = g.values.as_ref().expect("checked above");
     let s = dst.ap.inner_stride();
@@ -98,7 +98,7 @@ pub(crate) fn write_slice(
         let src = &vals[pos..pos + n];
         pos += n;
         // Values the dtype holds exactly are streamed into memory (see `Values::stream_run`).
-        // SAFETY: the claim above is ours until `release`: no other access of these elements
+        // SAFETY: the claim above is ours until `copying` drops: no other access of these elements
         // copies values meanwhile, and the launch made the values unique (`claim`).
         unsafe {
             if s == 1 && (exact || dtype == DType::F32) {
@@ -112,8 +112,7 @@ pub(crate) fn write_slice(
             }
         }
     });
-    drop(g);
-    release(st, token);
+    drop((g, copying));
     Ok(())
 }
 
@@ -126,7 +125,7 @@ pub(crate) fn track(
     shared: &LaunchShared,
     loc: SourceLoc,
 ) -> Result<()> {
-    claim(dst, writer, Kind::Store, "store", loc, shared, false).map(|_| ())
+    claim(dst, writer, Kind::Store, "store", loc, shared, false).map(drop)
 }
 
 /// Adds row-major `vals` into the elements of `dst` (in fp32, rounded to the tensor's dtype)
@@ -142,13 +141,13 @@ pub(crate) fn atomic(
     const API: &str = "nl.atomic_rmw";
     let st = &dst.st;
     let Some(vals) = vals else {
-        return claim(dst, writer, Kind::Atomic, API, loc, shared, false).map(|_| ());
+        return claim(dst, writer, Kind::Atomic, API, loc, shared, false).map(drop);
     };
     if !st.has_data() {
         return Err(no_data(st, API));
     }
     let dtype = st.dtype;
-    let token = claim(dst, writer, Kind::Atomic, API, loc, shared, true)?;
+    let copying = claim(dst, writer, Kind::Atomic, API, loc, shared, true)?;
     let g = st.read();
     let values = g.values.as_ref().expect("checked above");
     let s = dst.ap.inner_stride();
@@ -158,8 +157,7 @@ pub(crate) fn atomic(
         unsafe { values.write_run(off, s, &vals[pos..pos + n], |old, v| dtype.round(old + v)) };
         pos += n;
     });
-    drop(g);
-    release(st, token);
+    drop((g, copying));
     Ok(())
 }
 
@@ -186,17 +184,17 @@ pub(crate) fn track_load(src: &HbmView, op: &'static str, loc: SourceLoc) {
 /// operation `op` at `loc`), waiting while an overlapping access copies values. Conflicts
 /// with earlier accesses are reported to the launch (each belongs to the later access in
 /// launch order, see `track`); the access's own conflict, or for a load its first unwritten
-/// element, is returned as the error. With `copies`, the access may now copy its values and
-/// must call [`release`] with the returned token when done.
-fn claim(
-    view: &HbmView,
+/// element, is returned as the error. With `copies`, the access may copy its values until the
+/// returned [`Copying`] drops.
+fn claim<'v>(
+    view: &'v HbmView,
     writer: u32,
     kind: Kind,
     op: &'static str,
     loc: SourceLoc,
     shared: &LaunchShared,
     copies: bool,
-) -> Result<u64> {
+) -> Result<Copying<'v>> {
     let st = &view.st;
     let instance = crate::context::try_with_ctx(|c| c.instance).unwrap_or(0);
     let access = Access::next(writer, instance, kind, op, view.ap, loc);
@@ -239,23 +237,32 @@ fn claim(
             )
         })
     });
+    let copying = Copying {
+        st,
+        token: found.running,
+    };
     match fail {
-        Some(e) => {
-            if let Some(token) = found.running {
-                release(st, token);
-            }
-            Err(e)
-        }
-        None => Ok(found.running.unwrap_or(0)),
+        Some(e) => Err(e),
+        None => Ok(copying),
     }
 }
 
-/// Ends the value copy of a claim made by [`claim`] with `copies`.
-fn release(st: &HbmStorage, token: u64) {
-    let mut t = st.tracker();
-    t.end(token);
-    if t.waiting > 0 {
-        st.turn.notify_all();
+/// A value copy in progress (of a claim made with `copies`, or of a load, see [`reading`]):
+/// ends it when dropped, also when the copy unwinds, waking the accesses waiting for it.
+struct Copying<'a> {
+    st: &'a HbmStorage,
+    token: Option<u64>,
+}
+
+impl Drop for Copying<'_> {
+    fn drop(&mut self) {
+        if let Some(token) = self.token {
+            let mut t = self.st.tracker();
+            t.end(token);
+            if t.waiting > 0 {
+                self.st.turn.notify_all();
+            }
+        }
     }
 }
 
@@ -267,9 +274,11 @@ pub(crate) fn reading<R>(view: &HbmView, f: impl FnOnce() -> R) -> R {
     let cols = st.shape.dims().last().copied().unwrap_or(1);
     let rects = rects_of(&view.ap, cols);
     let token = st.tracker_when_free(&rects, false).run_load(rects);
-    let r = f();
-    release(st, token);
-    r
+    let _copying = Copying {
+        st,
+        token: Some(token),
+    };
+    f()
 }
 
 /// The output-dependency error of conflict `c` on tensor `st`, as the later access in launch
