@@ -405,3 +405,61 @@ fn for_buckets(r: &Rect, mut f: impl FnMut((u64, u64))) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::{IntoIndex, Shape};
+    use crate::hbm::rect::rects_of;
+    use crate::hbm::writers::{Writer, WriterKind};
+
+    #[test]
+    fn a_tile_store_is_one_claim_whatever_its_size_and_repeats_add_none() {
+        let shape = Shape::new(&[4096, 4096]).unwrap();
+        let writers = Writers::new();
+        let loc = SourceLoc::caller();
+        let mut t = Tracker::default();
+        t.enter(1);
+        for rep in 0..3 {
+            for (i, (r, c)) in [(0, 0), (0, 512), (128, 0)].into_iter().enumerate() {
+                let w = Writer {
+                    instance: i as u64,
+                    frames: Vec::new(),
+                    kind: WriterKind::Store,
+                };
+                let id = writers.intern(w, &[i], loc);
+                let ap = Ap::contiguous(shape)
+                    .slice(&(r..r + 128, c..c + 512).into_index(), false, "t")
+                    .unwrap();
+                let a = Access::next(id, i as u64, Kind::Store, "store", ap, loc);
+                let found = t.begin(a, rects_of(&ap, 4096), 4096, &writers, false);
+                assert!(found.conflicts.is_empty(), "rep {rep}");
+            }
+        }
+        assert_eq!(t.claims.len(), 3, "one claim per distinct tile store");
+        // A store overlapping two of them conflicts with both; each conflict belongs to the
+        // later instance in launch order.
+        let w = Writer {
+            instance: 1,
+            frames: Vec::new(),
+            kind: WriterKind::Store,
+        };
+        let id = writers.intern(w, &[1], loc);
+        let ap = Ap::contiguous(shape)
+            .slice(&(100..200, 500..520).into_index(), false, "t")
+            .unwrap();
+        let a = Access::next(id, 1, Kind::Store, "store", ap, loc);
+        let found = t.begin(a, rects_of(&ap, 4096), 4096, &writers, false);
+        let mut got: Vec<(u64, u64, u64)> = found
+            .conflicts
+            .iter()
+            .map(|c| (c.first.instance, c.second.instance, c.element))
+            .collect();
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            vec![(0, 1, 100 * 4096 + 500), (1, 2, 128 * 4096 + 500)],
+            "instance 0's tile at [100, 500], instance 2's at [128, 500]"
+        );
+    }
+}
