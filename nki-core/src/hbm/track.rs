@@ -252,11 +252,17 @@ impl Tracker {
         }
         let id = self.accesses.len() as u32;
         self.accesses.push(a);
+        let claims = self.claims.len();
         for r in &rects {
             self.insert(Claim {
                 rect: *r,
                 access: id,
             });
+        }
+        if self.claims.len() == claims {
+            // Every rectangle repeats one of the same writer's: the access adds nothing (a
+            // store repeated in a loop costs no memory).
+            self.accesses.pop();
         }
         if copies {
             self.next_token += 1;
@@ -437,6 +443,7 @@ mod tests {
             }
         }
         assert_eq!(t.claims.len(), 3, "one claim per distinct tile store");
+        assert_eq!(t.accesses.len(), 3, "repeated accesses are not kept");
         // A store overlapping two of them conflicts with both; each conflict belongs to the
         // later instance in launch order.
         let w = Writer {
