@@ -4,8 +4,9 @@
 //! * `add_4096_f32/*`: `c = a + b` on [4096, 4096] f32 tensors with [128, 512] tiles:
 //!   `nki` on the 2-D grid `[32, 8]` (no `nc`; all host cores), `nki_1thread` the same on one
 //!   host thread (`Launch::host_threads(1)`), `nki_nc2` on `[spmd_dim(16, nc(2)), 8]`,
-//!   beside ndarray's `&a + &b` (`ndarray`) and a single-threaded contiguous loop into a
-//!   preallocated output (`loop`, the numpy-class baseline).
+//!   beside ndarray's `&a + &b` (`ndarray`), a single-threaded contiguous loop into a
+//!   preallocated output (`loop`, the numpy-class baseline) and the same loop split over two
+//!   threads (`loop_2threads`: how much a second thread gains on this machine's memory).
 //! * `matmul_2048/*`: `lhsT[K, M]^T @ rhs[K, N]` with K = M = 2048, N = 1024 in bf16,
 //!   accumulating in f32 PSUM ([128, 128] stationary x [128, 512] moving tiles) and stored as
 //!   bf16, one [512, 512] output block per instance on grid `[spmd_dim(2, nc(2)), 2]` (`nki`),
@@ -129,6 +130,16 @@ fn bench_add(c: &mut Criterion) {
     g.bench_function("ndarray", |bch| bch.iter(|| &a_nd + &b_nd));
     g.bench_function("loop", |bch| {
         bch.iter(|| add_loop(black_box(&a_v), black_box(&b_v), &mut c_v))
+    });
+    g.bench_function("loop_2threads", |bch| {
+        bch.iter(|| {
+            let half = N * N / 2;
+            let (c0, c1) = c_v.split_at_mut(half);
+            std::thread::scope(|s| {
+                s.spawn(|| add_loop(black_box(&a_v[..half]), black_box(&b_v[..half]), c0));
+                add_loop(black_box(&a_v[half..]), black_box(&b_v[half..]), c1);
+            })
+        })
     });
     g.finish();
 }

@@ -33,12 +33,42 @@ pub(crate) struct KernelAbort(pub(crate) NkiError);
 /// The payload an instance unwinds with when an instance before it failed.
 pub(crate) struct Cancelled;
 
-/// Which instances of a launch a failure cancels: those after the lowest failing instance in
-/// launch order. The instances before it still run, so the failure of the lowest linear
-/// program id is found whatever order the host threads run the instances in.
+/// Where a failure sits in the order a launch reports failures in: the failing instance
+/// (linear program id), then the point of its run (its count of tracked HBM accesses, see
+/// `hbm::track`), then a rank among failures at the same point (a race first: by element,
+/// then by the other access; an instance's own error last).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct FailureKey {
+    /// Linear program id of the failing instance.
+    pub(crate) index: u64,
+    /// The failing instance's tracked HBM accesses before the failure.
+    pub(crate) seq: u32,
+    /// The rank among failures at the same point.
+    pub(crate) rank: (u8, u64, u64, u32),
+}
+
+impl FailureKey {
+    /// The key of an instance's own error (raised by the instance itself) after `seq`
+    /// tracked accesses.
+    pub(crate) fn own(index: u64, seq: u32) -> FailureKey {
+        FailureKey {
+            index,
+            seq,
+            rank: (1, 0, 0, 0),
+        }
+    }
+}
+
+/// The failures of a launch: the first one in [`FailureKey`] order is the launch's error, and
+/// a failure cancels the instances after the lowest failing instance in launch order. The
+/// instances before it still run, so the same failure is reported whatever order the host
+/// threads run the instances in (a race between two instances belongs to the later one,
+/// whichever of the two finds it, see `hbm::track`).
 pub(crate) struct Cancellation {
     /// Linear program id of the lowest failing instance so far (`u64::MAX`: none).
     lowest_failure: AtomicU64,
+    /// The first failure so far.
+    first: Mutex<Option<(FailureKey, NkiError)>>,
 }
 
 impl Cancellation {
@@ -46,7 +76,24 @@ impl Cancellation {
     pub(crate) fn new() -> Cancellation {
         Cancellation {
             lowest_failure: AtomicU64::new(u64::MAX),
+            first: Mutex::new(None),
         }
+    }
+
+    /// Reports failure `e` at `key`: fails instance `key.index` and keeps `e` if it is the
+    /// first failure in key order.
+    pub(crate) fn report(&self, key: FailureKey, e: NkiError) {
+        self.fail(key.index);
+        let mut g = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        if g.as_ref().is_none_or(|(k, _)| key < *k) {
+            *g = Some((key, e));
+        }
+    }
+
+    /// The first failure reported, if any.
+    pub(crate) fn take_first(&self) -> Option<NkiError> {
+        let mut g = self.first.lock().unwrap_or_else(|p| p.into_inner());
+        g.take().map(|(_, e)| e)
     }
 
     /// Records that instance `index` (linear program id) failed.
@@ -119,16 +166,23 @@ fn source_loc(l: &panic::Location<'_>) -> SourceLoc {
 }
 
 /// Runs `f` as the program instance `ctx` on this thread under [`catch`]; returns the
-/// instance's context (its records, memory peak) with the outcome. The thread's previous
-/// context, if any, is restored afterwards.
+/// instance's context (its records, memory peak) with the outcome. A failure is reported to
+/// the launch's [`Cancellation`] at the instance's point of failure ([`FailureKey::own`]).
+/// The thread's previous context, if any, is restored afterwards.
 pub(crate) fn run_instance<R>(
     ctx: InstanceCtx,
     f: impl FnOnce() -> R,
 ) -> (InstanceCtx, Result<R, Stop>) {
     let pid = ctx.program_id.clone();
     let prev = context::install(ctx);
+    let prev_accesses = crate::hbm::track::reset_accesses();
     let outcome = catch(&pid, f);
     let ctx = context::take().expect("the instance context was installed above");
+    if let Err(Stop::Failed(e)) = &outcome {
+        let key = FailureKey::own(ctx.instance, crate::hbm::track::accesses_so_far());
+        ctx.shared.cancelled.report(key, e.clone());
+    }
+    crate::hbm::track::restore_accesses(prev_accesses);
     if let Some(p) = prev {
         context::install(p);
     }

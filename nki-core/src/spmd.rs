@@ -3,7 +3,7 @@
 //! as threads free up, whatever their NeuronCore), collects each core's instruction records in
 //! program-id order and turns the failure of the lowest program id into an `Err`.
 
-use crate::abort::{self, Stop};
+use crate::abort;
 use crate::context::{InstanceCtx, LaunchShared, Mode};
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::memory::MemoryPeak;
@@ -334,9 +334,8 @@ impl Launch {
         let shared = LaunchShared::with_outputs(crate::hbm::take_pending_outputs());
         let grid_shape = self.grid.shape();
         let next = AtomicUsize::new(0);
-        let first_error: Mutex<Option<(u64, NkiError)>> = Mutex::new(None);
         // One host worker: takes the next instance in launch order until none is left or a
-        // failure cancels the rest.
+        // failure cancels the rest (failures are reported to `shared.cancelled`).
         let worker = || {
             let mut done = Vec::new();
             loop {
@@ -361,21 +360,13 @@ impl Launch {
                         records: ctx.records,
                         peak: ctx.mem.peak,
                     }),
-                    (_, Err(Stop::Failed(e))) => {
-                        shared.cancelled.fail(index);
-                        let mut g = first_error.lock().unwrap_or_else(|p| p.into_inner());
-                        if g.as_ref().is_none_or(|(j, _)| index < *j) {
-                            *g = Some((index, e));
-                        }
-                        break;
-                    }
-                    (_, Err(Stop::Cancelled)) => break,
+                    (_, Err(_)) => break,
                 }
             }
             done
         };
         let mut finished = on_host_threads(threads.min(total), worker);
-        if let Some((_, e)) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        if let Some(e) = shared.cancelled.take_first() {
             return Err(e);
         }
         finished.sort_unstable_by_key(|f| f.index);
@@ -466,13 +457,28 @@ fn on_host_threads<T: Send>(n: usize, worker: impl Fn() -> Vec<T> + Sync) -> Vec
 /// The rayon pool that lends launches their extra host threads (named `nki-host<i>`): one
 /// thread fewer than [`host_threads`], the launching thread being the other one. `None` when
 /// the OS refuses to start threads (launches then run on the caller's thread alone).
+///
+/// Pinning (best effort): worker `i` is pinned to host CPU `i` (modulo the CPUs the OS
+/// lists), so a worker stays on one CPU and its caches. Workers are not tied to logical
+/// NeuronCores (any worker runs the next instance in launch order, whatever its core; the
+/// model keeps NKI's placement). The launching thread belongs to the caller and is not
+/// pinned: with `n` CPUs the workers cover CPUs `0..n - 1` and the OS places the caller.
+/// Where pinning is unavailable (no CPU list, or the OS refuses), workers run unpinned;
+/// nothing fails.
 fn host_pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let core_ids = core_affinity::get_core_ids().unwrap_or_default();
         rayon::ThreadPoolBuilder::new()
             .num_threads(cpus.max(MAX_LOGICAL_CORES) - 1)
             .thread_name(|i| format!("nki-host{}", i + 1))
+            .start_handler(move |i| {
+                if !core_ids.is_empty() {
+                    // Best effort: a refusal leaves the worker unpinned.
+                    let _ = core_affinity::set_for_current(core_ids[i % core_ids.len()]);
+                }
+            })
             .build()
             .ok()
     })

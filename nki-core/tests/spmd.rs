@@ -311,3 +311,111 @@ fn program_id_of_a_missing_axis_is_an_error() {
     assert_eq!(e.program_id(), Some(&[0usize, 0][..]));
     assert_eq!(e.location().unwrap().line, *at.lock().unwrap());
 }
+
+/// How instance 0 and instance 1 of [`racing_pair`] are ordered on the host.
+#[derive(Clone, Copy, Debug)]
+enum HostOrder {
+    /// Whatever the host threads do.
+    Free,
+    /// Instance 1 makes its access before instance 0 makes its own (needs two threads).
+    OneFirst,
+}
+
+/// Sets its flag when dropped (also when a failing instance unwinds).
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Instances 0 and 1 both touch row 0 of `out`: with `load_second`, instance 0 stores the row
+/// and instance 1 loads it, else both store it; with `late_error`, instance 0 later fails on
+/// its own (a store of the wrong shape). Under [`HostOrder::OneFirst`] instance 0 waits for
+/// instance 1's access before making its own.
+fn racing_pair(threads: usize, order: HostOrder, load_second: bool, late_error: bool) -> NkiError {
+    let a = Hbm::<f32>::full([2, 64], 1.0);
+    let mut c = Hbm::<f32>::zeros([2, 64]);
+    let out = c.as_output();
+    let one_done = AtomicBool::new(false);
+    Launch::new(2)
+        .host_threads(threads)
+        .run(|| {
+            let row = out.slice((0..1, ..));
+            if nl::program_id(0) == 0 {
+                if let HostOrder::OneFirst = order {
+                    let start = Instant::now();
+                    while !one_done.load(Ordering::SeqCst) {
+                        assert!(start.elapsed() < Duration::from_secs(20), "no rendezvous");
+                        std::thread::yield_now();
+                    }
+                }
+                nl::store(&row, &nl::load(a.slice((0..1, ..))));
+                if late_error {
+                    nl::store(&row, &nl::load(&a));
+                }
+            } else {
+                // Instance 1's access is done when it returns or fails (its load may find
+                // the row unwritten).
+                let _done = SetOnDrop(&one_done);
+                if load_second {
+                    drop(nl::load(&row));
+                } else {
+                    nl::store(&row, &nl::load(a.slice((1..2, ..))));
+                }
+            }
+        })
+        .unwrap_err()
+}
+
+/// The error's text without tensor names (each launch of [`racing_pair`] makes new tensors).
+fn unnamed(e: &NkiError) -> String {
+    let s = e.to_string();
+    let mut out = String::new();
+    let mut rest = s.as_str();
+    while let Some(i) = rest.find("hbm") {
+        out.push_str(&rest[..i + 3]);
+        rest = rest[i + 3..].trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    out + rest
+}
+
+#[test]
+fn a_race_is_reported_the_same_whatever_the_host_order() {
+    let two = host_threads() >= 2;
+    for (load_second, late_error) in [(false, false), (true, false), (false, true)] {
+        let want = racing_pair(1, HostOrder::Free, load_second, late_error);
+        let what = format!("load_second {load_second}, late_error {late_error}");
+        if late_error {
+            // Instance 0's own error comes first in launch order.
+            assert_eq!(want.kind(), ErrorKind::ShapeMismatch, "{what}: {want}");
+            assert_eq!(want.program_id(), Some(&[0usize][..]), "{what}");
+        } else {
+            // The race belongs to the later instance, naming both in launch order.
+            assert_eq!(want.kind(), ErrorKind::OutputDependency, "{what}: {want}");
+            assert_eq!(want.program_id(), Some(&[1usize][..]), "{what}");
+            let m = want.message();
+            let (first, second) = match load_second {
+                true => (
+                    "is written by program id [0] at",
+                    "read by program id [1] (load) at",
+                ),
+                false => (
+                    "is written by program id [0] at",
+                    "again by program id [1] at",
+                ),
+            };
+            assert!(m.contains(first) && m.contains(second), "{what}: {want}");
+        }
+        let mut orders = vec![HostOrder::Free; 10];
+        if two {
+            orders.push(HostOrder::OneFirst);
+        }
+        for order in orders {
+            let got = racing_pair(host_threads(), order, load_second, late_error);
+            assert_eq!(unnamed(&got), unnamed(&want), "{what}, {order:?}");
+            assert_eq!(got.kind(), want.kind(), "{what}, {order:?}");
+        }
+    }
+}

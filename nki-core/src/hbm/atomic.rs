@@ -1,7 +1,8 @@
 //! `nl.atomic_rmw`: atomic read-modify-write of kernel outputs in HBM (`dst = dst + value`).
 //!
-//! The update runs under the tensor storage's write lock ([`super::HbmStorage::write`]),
-//! so concurrent updates from program instances on different NeuronCores never lose an add.
+//! Overlapping updates never run at once (the tensor's access tracker makes them wait for each
+//! other, see [`super::write::atomic`]), so concurrent updates from program instances on
+//! different host threads never lose an add.
 //! The sum is computed in fp32 and rounded to the tensor's dtype, as the DMA engine's compute
 //! path does.
 //!
@@ -13,35 +14,14 @@
 //! two overlapping stores. This is checked in every launch mode (estimate mode included,
 //! also on [`super::Hbm::shape_only`] tensors).
 
-use super::{no_data, HbmDest, HbmView};
-use crate::context::{LaunchShared, Op};
-use crate::error::{ErrorKind, Result};
+use super::HbmDest;
+use crate::context::Op;
+use crate::error::ErrorKind;
 use crate::math::AluOp;
 use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
 use crate::tile::TileRef;
 
 const API: &str = "nl.atomic_rmw";
-
-/// Adds row-major `vals` into the elements of `dst` and tags them as updated by the atomic
-/// writer `writer`, both under the storage's write lock.
-fn add_into(dst: &HbmView, vals: &[f32], writer: u32, shared: &LaunchShared) -> Result<()> {
-    let st = &dst.st;
-    let dtype = st.dtype;
-    let mut g = st.write();
-    let Some(values) = g.values.as_mut() else {
-        return Err(no_data(st, API));
-    };
-    let s = dst.ap.inner_stride();
-    let mut pos = 0;
-    dst.ap.for_each_row(|off, n| {
-        for (j, &v) in vals[pos..pos + n].iter().enumerate() {
-            let e = (off as isize + j as isize * s) as usize;
-            values[e] = dtype.round(values[e] + v);
-        }
-        pos += n;
-    });
-    super::write::atomic(dst, &mut g, writer, shared)
-}
 
 /// Atomically updates an output HBM view (NKI `nl.atomic_rmw`): `dst = op(dst, value)` for
 /// every element, with `value` an on-chip tile (or view) of the same shape (or element
@@ -74,7 +54,11 @@ pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluO
     let (wid, shared) = ins.hbm_atomic_writer();
     ins.issue(
         &[],
-        || ins.check(src.with_values(API, ins.loc, |vals| add_into(&dst, vals, wid, &shared))),
+        || {
+            ins.check(src.with_values(API, ins.loc, |vals| {
+                super::write::atomic(&dst, Some(vals), wid, &shared, ins.loc)
+            }))
+        },
         || {
             let bytes = (dst.ap.shape.numel() * dst.dtype().size()) as u64;
             let run = dst.ap.contiguous_run().min(dst.ap.shape.numel());
@@ -100,12 +84,7 @@ pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluO
         },
     );
     if !ins.executes() {
-        ins.check(super::write::atomic(
-            &dst,
-            &mut dst.st.write(),
-            wid,
-            &shared,
-        ));
+        ins.check(super::write::atomic(&dst, None, wid, &shared, ins.loc));
     }
 }
 

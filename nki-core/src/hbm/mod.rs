@@ -2,17 +2,20 @@
 //! [`HbmOut`] (a kernel output: the exclusive borrow of an `Hbm` for one launch), and the views
 //! and slices of both that `nl::load` / `nl::store` / `nisa::dma_copy` take.
 //!
-//! Each tensor also tracks, for every element, which writer (program instance and affine_range
-//! iteration) stored to it during the current launch (compactly, per block of elements where a
-//! store covers whole blocks), which is how overlapping writes are detected (NKI's "unexpected
-//! output dependencies"). The tags are kept in every launch mode, so estimate-mode launches on
-//! [`Hbm::shape_only`] tensors detect races too; the tags are paged, allocated where stores land.
+//! Each tensor also tracks which program instance (and affine_range iteration) stored to,
+//! updated or loaded which of its elements during the current launch, as rectangles of
+//! elements per access (`track.rs`, `rect.rs`): that is how overlapping writes and read-write
+//! races are detected (NKI's "unexpected output dependencies"), in every launch mode, so
+//! estimate-mode launches on [`Hbm::shape_only`] tensors detect races too.
 //!
-//! The folder: this module holds the tensors, `view.rs` their views and slices; `write.rs` the tracked stores,
-//! `writers.rs` who wrote what and which writers conflict, `atomic.rs` `nl.atomic_rmw`.
+//! The folder: this module holds the tensors, `view.rs` their views and slices, `values.rs`
+//! their values; `write.rs` the tracked stores and loads, `track.rs` the access tracker,
+//! `rect.rs` the rectangles it keeps, `writers.rs` who wrote what and which writers
+//! conflict, `atomic.rs` `nl.atomic_rmw`.
 
 pub(crate) mod atomic;
-mod pages;
+mod rect;
+pub(crate) mod track;
 pub(crate) mod values;
 mod view;
 pub(crate) mod write;
@@ -27,7 +30,7 @@ use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use values::Values;
 
 static NEXT_HBM_ID: AtomicU64 = AtomicU64::new(1);
@@ -76,21 +79,15 @@ pub(crate) struct HbmStorage {
     /// writer is older than the launch was never written by it.
     pub(crate) last_writer: AtomicU32,
     data: RwLock<HbmData>,
+    /// The accesses of the running launch (see `track.rs`).
+    tracker: Mutex<track::Tracker>,
+    /// Signalled when an access ends its value copy (accesses it overlaps wait for it).
+    turn: Condvar,
 }
 
-/// Values (absent for shape-only tensors) and the writer tags of the current launch.
-///
-/// Writer ids are global and increasing, so ids from earlier launches (and 0, "never
-/// written") are recognised as stale. Tags are kept per block of
-/// [`write::BLOCK`] elements, and per element only for blocks that were written
-/// partially (marked [`write::MIXED`]), so a store of whole blocks touches 1/16 of
-/// the tag memory. Both are paged: memory follows the elements launches wrote.
+/// The values of a tensor (absent for shape-only tensors).
 pub(crate) struct HbmData {
     pub(crate) values: Option<Values>,
-    /// The writer tags of the elements (stores and atomic updates), paged.
-    pub(crate) writes: write::TagSet,
-    /// The reader tags of the elements (loads while the tensor is a kernel output), paged.
-    pub(crate) reads: write::TagSet,
 }
 
 impl HbmStorage {
@@ -104,9 +101,9 @@ impl HbmStorage {
             last_writer: AtomicU32::new(0),
             data: RwLock::new(HbmData {
                 values: values.map(Values::from),
-                writes: write::TagSet::default(),
-                reads: write::TagSet::default(),
             }),
+            tracker: Mutex::new(track::Tracker::default()),
+            turn: Condvar::new(),
         })
     }
 
@@ -116,6 +113,32 @@ impl HbmStorage {
 
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, HbmData> {
         self.data.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn tracker(&self) -> MutexGuard<'_, track::Tracker> {
+        self.tracker.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The tracker, once no access overlapping `rects` copies values (when `writes`, or when
+    /// the copying access writes): it waits on [`HbmStorage::turn`] meanwhile.
+    fn tracker_when_free(
+        &self,
+        rects: &[rect::Rect],
+        writes: bool,
+    ) -> MutexGuard<'_, track::Tracker> {
+        let mut t = self.tracker();
+        while t.must_wait(rects, writes) {
+            t.waiting += 1;
+            t = self.turn.wait(t).unwrap_or_else(|p| p.into_inner());
+            t.waiting -= 1;
+        }
+        t
+    }
+
+    /// True while the running launch (`launch`, see `LaunchShared::id`) tracks accesses to
+    /// this tensor: its values are then written in place and must not be shared with tiles.
+    pub(crate) fn tracked_in(&self, launch: u64) -> bool {
+        self.tracker().is_in(launch)
     }
 
     pub(crate) fn has_data(&self) -> bool {

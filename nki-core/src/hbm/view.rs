@@ -108,26 +108,32 @@ impl HbmView {
     }
 
     /// Appends the view's values (row-major) to `out`.
+    /// Waits while a store or atomic update of overlapping elements copies values (see
+    /// `write::reading`).
     pub(crate) fn gather_into(&self, op: &'static str, out: &mut Vec<f32>) -> Result<()> {
-        let g = self.st.read();
-        let vals = g.values.as_ref().ok_or_else(|| no_data(&self.st, op))?;
-        out.reserve(self.ap.shape.numel());
-        let s = self.ap.inner_stride();
-        self.ap.for_each_row(|off, n| {
-            if s == 1 {
-                out.extend_from_slice(&vals[off..off + n]);
-            } else {
-                out.extend((0..n).map(|j| vals[(off as isize + j as isize * s) as usize]));
-            }
-        });
-        Ok(())
+        super::write::reading(self, || {
+            let g = self.st.read();
+            let vals = g.values.as_ref().ok_or_else(|| no_data(&self.st, op))?;
+            out.reserve(self.ap.shape.numel());
+            let s = self.ap.inner_stride();
+            // SAFETY: `reading` keeps every write of these elements waiting meanwhile.
+            self.ap
+                .for_each_row(|off, n| unsafe { vals.read_run(off, s, n, out) });
+            Ok(())
+        })
     }
 
     /// For a load of a kernel-input view whose partition rows are each contiguous: the tensor's
     /// values shared (not copied) with the view's offset and row stride in them, for a tile
-    /// to read in place. `None` for outputs, strided rows, shape-only tensors.
+    /// to read in place. `None` for outputs, strided rows, shape-only tensors, and tensors
+    /// the running launch accesses as an output (through another view), which it writes in
+    /// place.
     pub(crate) fn share_rows(&self) -> Option<(Values, usize, usize)> {
         if !self.input {
+            return None;
+        }
+        let launch = crate::context::try_with_ctx(|c| c.shared.id).unwrap_or(0);
+        if self.st.tracked_in(launch) {
             return None;
         }
         let (offset, row_stride) = if self.ap.shape.ndim() == 1 {

@@ -1,32 +1,26 @@
-//! HBM stores with write tracking: values are written while the writer tags of the elements
-//! are checked against the previous writers of this launch (NKI's "unexpected output
-//! dependencies"). Tags are kept per block of [`BLOCK`] elements, falling back to per-element
-//! tags only in blocks that are written partially, so the common store of whole rows costs a
-//! fraction of the value traffic. Estimate-mode launches, which carry no values, run the same
-//! tag bookkeeping through [`track`], so races are reported in every mode.
+//! Tracked HBM accesses: stores, `atomic_rmw` updates and loads of kernel outputs, each
+//! checked by the tensor's access tracker ([`super::track`]) before its values move.
 //!
-//! `nl.atomic_rmw` updates are tagged by their own "atomic" writers ([`atomic`]): atomic
-//! updates never conflict with each other, but an atomic update and a store of one element at
-//! unordered positions (different instances or affine_range iterations), in either order, are
-//! an output-dependency error exactly like two stores. An element updated atomically by several
-//! unordered writers is tagged with both of the first two (see
-//! [`Writers::merge_atomic`]), so a later store is checked against them. The store path
-//! is unchanged by this: atomic tags only reach its (already slow) conflict check.
+//! A store (or DMA into HBM) and an atomic update claim the elements they write; a load of a
+//! kernel output claims the elements it reads. Two claims of one element at unordered
+//! positions (different instances, or different iterations of one affine_range) are an
+//! output-dependency error naming both (NKI's "unexpected output dependencies"), unless both
+//! are loads or both atomic updates; a load of an element that no write of this launch covers
+//! is an [`ErrorKind::UninitializedRead`] error. Estimate-mode launches, which carry no values,
+//! make the same claims through [`track`], so races are reported in every mode.
+//!
+//! Values are copied outside any tensor-wide lock: the tracker lets an access copy only while
+//! no overlapping access copies (unless both are loads), so instances on different host
+//! threads write disjoint parts of an output at the same time.
 
-use super::pages::Pages;
-use super::writers::Writers;
-use super::{no_data, HbmData, HbmView};
+use super::rect::rects_of;
+use super::track::{Access, Conflict, Kind};
+use super::{no_data, HbmStorage, HbmView};
 use crate::access::Ap;
 use crate::context::LaunchShared;
+use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::tile::TileRef;
-
-/// Elements per writer-tag block.
-pub(crate) const BLOCK: usize = 16;
-/// Block tags per page of block tags (a page covers 65536 elements).
-pub(crate) const BLOCKS_PER_PAGE: usize = 4096;
-/// Block tag meaning "the elements of this block carry their own tags".
-pub(crate) const MIXED: u32 = u32::MAX;
 
 /// Checks the value operand of a write into HBM (`store`, `atomic_rmw`) and that it fits the
 /// destination as the DMA moves it: the same partition count (a 1-D destination is one
@@ -65,16 +59,17 @@ pub(crate) fn check_dest_value(
     }
 }
 
-/// Writes row-major `vals` (rounded to the tensor dtype) into `dst`, tagging each element with
-/// `writer`. An element already written in this launch by a conflicting writer is an
-/// output-dependency error naming both writers and the element.
+/// Writes row-major `vals` (rounded to the tensor dtype) into `dst` as writer `writer` (a
+/// store at `loc`). An element an unordered writer or reader of this launch touches is an
+/// output-dependency error naming both and the element.
 pub(crate) fn write(
     dst: &HbmView,
     vals: Vec<f32>,
     writer: u32,
     shared: &LaunchShared,
+    loc: SourceLoc,
 ) -> Result<()> {
-    let r = write_slice(dst, &vals, false, writer, shared);
+    let r = write_slice(dst, &vals, false, writer, shared, loc);
     crate::tile::give_buf(vals);
     r
 }
@@ -87,129 +82,91 @@ pub(crate) fn write_slice(
     exact: bool,
     writer: u32,
     shared: &LaunchShared,
+    loc: SourceLoc,
 ) -> Result<()> {
     let st = &dst.st;
-    let dtype = st.dtype;
-    let mut g = st.write();
-    let HbmData {
-        values,
-        writes,
-        reads,
-    } = &mut *g;
-    let Some(values) = values.as_mut() else {
+    if !st.has_data() {
         return Err(no_data(st, "store"));
-    };
-    let mut tags = Tags::new(writes, writer, &shared.writers);
+    }
+    let dtype = st.dtype;
+    let copying = claim(dst, writer, Kind::Store, "store", loc, shared, true)?;
+    let g = st.read();
+    let values = g.values.as_ref().expect("checked above");
     let s = dst.ap.inner_stride();
     let mut pos = 0;
     dst.ap.for_each_row(|off, n| {
         let src = &vals[pos..pos + n];
         pos += n;
-        if s == 1 {
-            tags.run(off, n);
-            crate::exec::copy_round(dtype, exact, &mut values[off..off + n], src);
-        } else {
-            for (j, &v) in src.iter().enumerate() {
-                let e = (off as isize + j as isize * s) as usize;
-                tags.element(e);
-                values[e] = if exact { v } else { dtype.round(v) };
+        // Values the dtype holds exactly are streamed into memory (see `Values::stream_run`).
+        // SAFETY: the claim above is ours until `copying` drops: no other access of these elements
+        // copies values meanwhile, and the launch made the values unique (`claim`).
+        unsafe {
+            if s == 1 && (exact || dtype == DType::F32) {
+                values.stream_run(off, src);
+            } else if s == 1 {
+                crate::exec::copy_round(dtype, exact, values.run_mut(off, n), src);
+            } else if exact {
+                values.write_run(off, s, src, |_, v| v);
+            } else {
+                values.write_run(off, s, src, |_, v| dtype.round(v));
             }
         }
     });
-    written(tags, dst, reads, shared, "store")
+    drop((g, copying));
+    Ok(())
 }
 
-/// The tracking half of [`write`] without values (estimate mode): tags the elements of `dst`
-/// with `writer` and reports a conflicting earlier writer (or reader) exactly as a store would.
-/// Works on shape-only tensors; tag pages are allocated where the tracked writes land.
-pub(crate) fn track(dst: &HbmView, writer: u32, shared: &LaunchShared) -> Result<()> {
-    let st = &dst.st;
-    let mut g = st.write();
-    let HbmData { writes, reads, .. } = &mut *g;
-    let mut tags = Tags::new(writes, writer, &shared.writers);
-    let s = dst.ap.inner_stride();
-    dst.ap.for_each_row(|off, n| {
-        if s == 1 {
-            tags.run(off, n);
-        } else {
-            for j in 0..n {
-                tags.element((off as isize + j as isize * s) as usize);
-            }
-        }
-    });
-    written(tags, dst, reads, shared, "store")
-}
-
-/// Tags the elements of `dst` as updated by the atomic writer `writer` (see
-/// [`Writers::merge_atomic`]), on the tag arrays of the locked tensor data `data` (the
-/// caller updates the values under the same lock; estimate mode calls this alone). An element
-/// stored (or loaded) by an unordered writer (reader) is an output-dependency error naming
-/// both.
-pub(crate) fn atomic(
+/// The tracking half of [`write`] without values (estimate mode): claims the elements of
+/// `dst` for `writer` and reports a conflicting earlier access exactly as a store would.
+/// Works on shape-only tensors.
+pub(crate) fn track(
     dst: &HbmView,
-    data: &mut HbmData,
     writer: u32,
     shared: &LaunchShared,
+    loc: SourceLoc,
 ) -> Result<()> {
-    let HbmData { writes, reads, .. } = data;
-    let mut tags = Tags::new(writes, writer, &shared.writers);
-    let mut merge = Merge::new(writer, &shared.writers);
-    visit(&mut tags, &dst.ap, |chk, old, e| {
-        merge.tag(&mut chk.conflict, old, e)
-    });
-    written(tags, dst, reads, shared, "nl.atomic_rmw")
+    claim(dst, writer, Kind::Store, "store", loc, shared, false).map(drop)
 }
 
-/// Notes that `reader` (a program instance at one affine_range position, see
-/// [`super::writers::WriterKind::Read`]) loads `src` by operation `op`, on a tensor that is a
-/// kernel output of the running launch: an element an unordered writer (another instance, or
-/// another iteration of an affine_range) stored or updated is an output-dependency error
-/// naming both, and the read is remembered, so an unordered write that comes later is one
-/// too. Loads by unordered readers of one element never conflict. An element nothing wrote
-/// yet in this launch is an [`ErrorKind::UninitializedRead`] error.
-pub(crate) fn read(
-    src: &HbmView,
-    reader: u32,
+/// Adds row-major `vals` into the elements of `dst` (in fp32, rounded to the tensor's dtype)
+/// as the atomic writer `writer` of `nl.atomic_rmw` at `loc`; with `vals` `None` (estimate
+/// mode) only claims them. Overlapping atomic updates never run at once, so no add is lost.
+pub(crate) fn atomic(
+    dst: &HbmView,
+    vals: Option<&[f32]>,
+    writer: u32,
     shared: &LaunchShared,
-    op: &'static str,
+    loc: SourceLoc,
 ) -> Result<()> {
-    let mut g = src.st.write();
-    let HbmData { writes, reads, .. } = &mut *g;
-    let mut w = Tags::new(writes, reader, &shared.writers);
-    let mut unwritten = None;
-    visit(&mut w, &src.ap, |chk, old, e| {
-        if old < chk.base {
-            unwritten.get_or_insert(e);
-        }
-        chk.check(old, e);
-        old
-    });
-    w.finish(src, op)?;
-    if let Some(e) = unwritten {
-        return Err(NkiError::new(
-            ErrorKind::UninitializedRead,
-            op,
-            format!(
-                "reads element {:?} of output {} ({}) before anything in this launch wrote it; \
-                 kernel outputs start uninitialised",
-                Ap::unravel(e, &src.st.shape),
-                src.st.name,
-                src.describe()
-            ),
-        ));
+    const API: &str = "nl.atomic_rmw";
+    let st = &dst.st;
+    let Some(vals) = vals else {
+        return claim(dst, writer, Kind::Atomic, API, loc, shared, false).map(drop);
+    };
+    if !st.has_data() {
+        return Err(no_data(st, API));
     }
-    let mut r = Tags::new(reads, reader, &shared.writers);
-    let mut merge = Merge::new(reader, &shared.writers);
-    visit(&mut r, &src.ap, |chk, old, e| {
-        merge.tag(&mut chk.conflict, old, e)
+    let dtype = st.dtype;
+    let copying = claim(dst, writer, Kind::Atomic, API, loc, shared, true)?;
+    let g = st.read();
+    let values = g.values.as_ref().expect("checked above");
+    let s = dst.ap.inner_stride();
+    let mut pos = 0;
+    dst.ap.for_each_row(|off, n| {
+        // SAFETY: as in `write_slice`; overlapping atomic updates wait for each other.
+        unsafe { values.write_run(off, s, &vals[pos..pos + n], |old, v| dtype.round(old + v)) };
+        pos += n;
     });
-    r.finish(src, op)
+    drop((g, copying));
+    Ok(())
 }
 
 /// Notes a load of `src` by operation `op` of the running instance (at `loc`): when the
-/// tensor is an output of the running launch, the load is checked and remembered by
-/// [`read`]: a read-write race, or a read of an element nothing wrote yet in this launch,
-/// fails the instance. Loads of kernel inputs cost nothing here.
+/// tensor is an output of the running launch, the load claims the elements it reads, so a
+/// read-write race with an unordered writer (in either order) is an output-dependency error
+/// naming both, and a read of an element nothing in this launch wrote yet (by this instance
+/// or one before it in launch order) is an [`ErrorKind::UninitializedRead`] error. Loads of
+/// kernel inputs cost nothing here.
 pub(crate) fn track_load(src: &HbmView, op: &'static str, loc: SourceLoc) {
     let Some((reader, shared)) = crate::context::with_ctx(op, loc, |c| {
         c.shared
@@ -218,296 +175,138 @@ pub(crate) fn track_load(src: &HbmView, op: &'static str, loc: SourceLoc) {
     }) else {
         return;
     };
-    if let Err(e) = read(src, reader, &shared, op) {
+    if let Err(e) = claim(src, reader, Kind::Load, op, loc, &shared, false) {
         crate::context::raise(e, loc);
     }
 }
 
-/// Ends a tracked write of `dst` (operation `op`) whose writer tags are `tags`: reports a
-/// conflicting earlier writer, notes the tensor written in this launch, and checks the write
-/// against the launch's loads of the tensor (`reads`).
-fn written(
-    tags: Tags,
-    dst: &HbmView,
-    reads: &mut TagSet,
-    shared: &LaunchShared,
+/// Claims the elements of `view` for one access of the running instance (writer id `writer`,
+/// operation `op` at `loc`), waiting while an overlapping access copies values. Conflicts
+/// with earlier accesses are reported to the launch (each belongs to the later access in
+/// launch order, see `track`); the access's own conflict, or for a load its first unwritten
+/// element, is returned as the error. With `copies`, the access may copy its values until the
+/// returned [`Copying`] drops.
+fn claim<'v>(
+    view: &'v HbmView,
+    writer: u32,
+    kind: Kind,
     op: &'static str,
-) -> Result<()> {
-    let writer = tags.chk.writer;
-    tags.finish(dst, op)?;
-    dst.st
-        .last_writer
-        .fetch_max(writer, std::sync::atomic::Ordering::SeqCst);
-    against_reads(dst, reads, writer, shared, op)
-}
-
-/// Checks the write of `dst` by `writer` against the loads of this launch (`reads`): an
-/// element loaded by an unordered reader is an output-dependency error naming both.
-fn against_reads(
-    dst: &HbmView,
-    reads: &mut TagSet,
-    writer: u32,
+    loc: SourceLoc,
     shared: &LaunchShared,
-    op: &'static str,
-) -> Result<()> {
-    if reads.is_empty() {
-        return Ok(());
+    copies: bool,
+) -> Result<Copying<'v>> {
+    let st = &view.st;
+    let instance = crate::context::try_with_ctx(|c| c.instance).unwrap_or(0);
+    let access = Access::next(writer, instance, kind, op, view.ap, loc);
+    let cols = st.shape.dims().last().copied().unwrap_or(1) as u64;
+    let rects = rects_of(&view.ap, cols as usize);
+    let found = {
+        let mut t = st.tracker_when_free(&rects, kind != Kind::Load);
+        if t.enter(shared.id) {
+            // The launch's first access: from now on its stores write the values in place.
+            if let Some(v) = st.write().values.as_mut() {
+                v.make_unique();
+            }
+        }
+        t.begin(access, rects, cols, &shared.writers, copies)
+    };
+    if kind != Kind::Load {
+        st.last_writer
+            .fetch_max(writer, std::sync::atomic::Ordering::SeqCst);
     }
-    let mut t = Tags::new(reads, writer, &shared.writers);
-    visit(&mut t, &dst.ap, |chk, old, e| {
-        chk.check(old, e);
-        old
+    let mut own = None;
+    for c in &found.conflicts {
+        let e = race_error(c, st, &shared.writers);
+        if c.second.instance == access.instance && c.second.seq == access.seq {
+            own = Some(e.clone());
+        }
+        shared.cancelled.report(c.key(), e);
+    }
+    let fail = own.or_else(|| {
+        found.unwritten.map(|e| {
+            NkiError::new(
+                ErrorKind::UninitializedRead,
+                op,
+                format!(
+                    "reads element {:?} of output {} ({}) before anything in this launch wrote it; \
+                     kernel outputs start uninitialised",
+                    Ap::unravel(e as usize, &st.shape),
+                    st.name,
+                    view.describe()
+                ),
+            )
+        })
     });
-    t.finish(dst, op)
-}
-
-/// Visits the tag of every element of view `ap` (one block tag for each whole block of a
-/// contiguous run): `f(check, old tag, element)` returns the new tag.
-fn visit(tags: &mut Tags, ap: &Ap, mut f: impl FnMut(&mut Check, u32, usize) -> u32) {
-    let s = ap.inner_stride();
-    ap.for_each_row(|off, n| {
-        if s != 1 {
-            for j in 0..n {
-                tags.element_with((off as isize + j as isize * s) as usize, &mut f);
-            }
-            return;
-        }
-        let end = off + n;
-        let (b0, b1) = (off.div_ceil(BLOCK), end / BLOCK);
-        if b0 >= b1 {
-            (off..end).for_each(|e| tags.element_with(e, &mut f));
-            return;
-        }
-        (off..b0 * BLOCK).for_each(|e| tags.element_with(e, &mut f));
-        for b in b0..b1 {
-            let old = tags.set.blocks.get(b);
-            if old == MIXED {
-                (b * BLOCK..(b + 1) * BLOCK).for_each(|e| tags.element_with(e, &mut f));
-            } else {
-                let new = f(&mut tags.chk, old, b * BLOCK);
-                tags.set.blocks.set(b, new);
-            }
-        }
-        (b1 * BLOCK..end).for_each(|e| tags.element_with(e, &mut f));
-    });
-}
-
-/// The tag updates of one atomic writer (or reader), remembering the last merge (a store of
-/// whole rows leaves long runs of one tag).
-struct Merge<'a> {
-    writer: u32,
-    writers: &'a Writers,
-    /// The last (old tag, new tag) merge that did not conflict.
-    last: Option<(u32, u32)>,
-}
-
-impl<'a> Merge<'a> {
-    fn new(writer: u32, writers: &'a Writers) -> Self {
-        Merge {
-            writer,
-            writers,
-            last: None,
-        }
+    let copying = Copying {
+        st,
+        token: found.running,
+    };
+    match fail {
+        Some(e) => Err(e),
+        None => Ok(copying),
     }
+}
 
-    /// The new tag of a location tagged `old` (element `e`), noting the first conflict.
-    #[inline]
-    fn tag(&mut self, conflict: &mut Option<(u32, usize)>, old: u32, e: usize) -> u32 {
-        if old == self.writer {
-            return old;
-        }
-        if let Some((o, n)) = self.last {
-            if o == old {
-                return n;
-            }
-        }
-        match self.writers.merge_atomic(old, self.writer) {
-            Ok(n) => {
-                self.last = Some((old, n));
-                n
-            }
-            Err(()) => {
-                conflict.get_or_insert((old, e));
-                old
+/// A value copy in progress (of a claim made with `copies`, or of a load, see [`reading`]):
+/// ends it when dropped, also when the copy unwinds, waking the accesses waiting for it.
+struct Copying<'a> {
+    st: &'a HbmStorage,
+    token: Option<u64>,
+}
+
+impl Drop for Copying<'_> {
+    fn drop(&mut self) {
+        if let Some(token) = self.token {
+            let mut t = self.st.tracker();
+            t.end(token);
+            if t.waiting > 0 {
+                self.st.turn.notify_all();
             }
         }
     }
 }
 
-/// The tags of one tensor's writes, or of its loads: per block of [`BLOCK`] elements, and per
-/// element in the blocks marked [`MIXED`]; both paged (allocated where accesses land).
-#[derive(Default)]
-pub(crate) struct TagSet {
-    blocks: Pages<BLOCKS_PER_PAGE>,
-    elems: Pages<BLOCK>,
+/// Runs `f` while the elements of `view` may be read: waits while an overlapping store or
+/// atomic update copies values (a racing write of a failing launch), and keeps overlapping
+/// writes waiting until `f` returns.
+pub(crate) fn reading<R>(view: &HbmView, f: impl FnOnce() -> R) -> R {
+    let st = &view.st;
+    let cols = st.shape.dims().last().copied().unwrap_or(1);
+    let rects = rects_of(&view.ap, cols);
+    let token = st.tracker_when_free(&rects, false).run_load(rects);
+    let _copying = Copying {
+        st,
+        token: Some(token),
+    };
+    f()
 }
 
-impl TagSet {
-    /// True when no access was ever tagged.
-    fn is_empty(&self) -> bool {
-        self.blocks.is_empty()
-    }
-}
-
-/// The writer tags of one tensor during one store.
-struct Tags<'a> {
-    set: &'a mut TagSet,
-    chk: Check<'a>,
-}
-
-/// The conflict check of one store's writer against the previous tags it meets.
-struct Check<'a> {
-    writer: u32,
-    base: u32,
-    writers: &'a Writers,
-    /// The first conflicting (previous writer, element).
-    conflict: Option<(u32, usize)>,
-    /// A previous writer already found not to conflict.
-    ok_pair: Option<u32>,
-}
-
-impl Check<'_> {
-    /// Checks the previous writer `old` of element `e` against this store's writer.
-    #[inline]
-    fn check(&mut self, old: u32, e: usize) {
-        if old != self.writer
-            && old >= self.base
-            && self.conflict.is_none()
-            && self.ok_pair != Some(old)
-        {
-            if self.writers.conflicts(old, self.writer) {
-                self.conflict = Some((old, e));
-            } else {
-                self.ok_pair = Some(old);
-            }
-        }
-    }
-}
-
-impl<'a> Tags<'a> {
-    /// The tags `set` of a tensor for one access by `writer`.
-    fn new(set: &'a mut TagSet, writer: u32, writers: &'a Writers) -> Self {
-        Tags {
-            set,
-            chk: Check {
-                writer,
-                base: writers.base(),
-                writers,
-                conflict: None,
-                ok_pair: None,
-            },
-        }
-    }
-
-    /// The output-dependency error of the write (by operation `op`) into `dst`, if it met a
-    /// conflicting writer.
-    fn finish(self, dst: &HbmView, op: &'static str) -> Result<()> {
-        let Some((old, e)) = self.chk.conflict else {
-            return Ok(());
-        };
-        let st = &dst.st;
-        let idx = Ap::unravel(e, &st.shape);
-        let writers = self.chk.writers;
-        let new = self.chk.writer;
-        let (a, b) = (writers.describe(old), writers.describe(new));
-        let (access, rule) = match (writers.is_read(old), writers.is_read(new)) {
-            (true, _) => (format!("is read by {a} and written by {b}"), "read"),
-            (_, true) => (format!("is written by {a} and read by {b}"), "read"),
-            _ => (format!("is written by {a} and again by {b}"), "write"),
-        };
-        Err(NkiError::new(
-            ErrorKind::OutputDependency,
-            op,
-            format!(
-                "unexpected output dependencies: element {idx:?} of {} {access} (this {op} covers \
-                 {}); each program instance and each affine_range iteration must {rule} \
-                 locations no other one writes, or use sequential_range",
-                st.name,
-                dst.describe()
-            ),
-        ))
-    }
-
-    /// Splits block `b` into per-element tags (once).
-    #[inline]
-    fn split(&mut self, b: usize) {
-        let tag = self.set.blocks.get(b);
-        if tag != MIXED {
-            self.set.elems.page_mut(b).fill(tag);
-            self.set.blocks.set(b, MIXED);
-        }
-    }
-
-    /// Tags element `e` with this store's writer.
-    fn element(&mut self, e: usize) {
-        self.element_with(e, |chk, old, e| {
-            chk.check(old, e);
-            chk.writer
-        });
-    }
-
-    /// Gives element `e` the tag `f(check, old tag, e)`; its block is split into per-element
-    /// tags only when the element's tag changes and its block has one tag.
-    #[inline]
-    fn element_with(&mut self, e: usize, mut f: impl FnMut(&mut Check, u32, usize) -> u32) {
-        let b = e / BLOCK;
-        let block = self.set.blocks.get(b);
-        if block != MIXED {
-            let new = f(&mut self.chk, block, e);
-            if new != block {
-                self.split(b);
-                self.set.elems.set(e, new);
-            }
-            return;
-        }
-        let old = self.set.elems.get(e);
-        let new = f(&mut self.chk, old, e);
-        self.set.elems.set(e, new);
-    }
-
-    /// Tags the contiguous run of elements `off..off + n`: whole blocks by their block tag
-    /// (page by page), the partial blocks at either end element by element.
-    fn run(&mut self, off: usize, n: usize) {
-        let end = off + n;
-        let (b0, b1) = (off.div_ceil(BLOCK), end / BLOCK);
-        if b0 >= b1 {
-            (off..end).for_each(|e| self.element(e));
-            return;
-        }
-        (off..b0 * BLOCK).for_each(|e| self.element(e));
-        let mut b = b0;
-        while b < b1 {
-            let hi = ((b / BLOCKS_PER_PAGE + 1) * BLOCKS_PER_PAGE).min(b1);
-            self.blocks_run(b, hi);
-            b = hi;
-        }
-        (b1 * BLOCK..end).for_each(|e| self.element(e));
-    }
-
-    /// Tags the whole blocks `b0..b1`, all on one page.
-    fn blocks_run(&mut self, b0: usize, b1: usize) {
-        let (w, base) = (self.chk.writer, self.chk.base);
-        let first = b0 % BLOCKS_PER_PAGE;
-        let TagSet { blocks, elems } = &mut *self.set;
-        let page = &mut blocks.page_mut(b0 / BLOCKS_PER_PAGE)[first..first + (b1 - b0)];
-        // Branch-free scan (it vectorises): every block unwritten in this launch or ours.
-        let clean = page
-            .iter()
-            .fold(true, |ok, &old| ok & ((old == w) | (old < base)));
-        if !clean {
-            for (b, &old) in (b0..b1).zip(page.iter()) {
-                if old == MIXED {
-                    let tags = elems.page_mut(b);
-                    for (e, &o) in (b * BLOCK..).zip(tags.iter()) {
-                        self.chk.check(o, e);
-                    }
-                } else {
-                    self.chk.check(old, b * BLOCK);
-                }
-            }
-        }
-        page.fill(w);
-    }
+/// The output-dependency error of conflict `c` on tensor `st`, as the later access in launch
+/// order meets it.
+fn race_error(c: &Conflict, st: &HbmStorage, writers: &super::writers::Writers) -> NkiError {
+    let idx = Ap::unravel(c.element as usize, &st.shape);
+    let (a, b) = (
+        writers.describe(c.first.writer),
+        writers.describe(c.second.writer),
+    );
+    let (access, rule) = match (c.first.kind, c.second.kind) {
+        (Kind::Load, _) => (format!("is read by {a} and written by {b}"), "read"),
+        (_, Kind::Load) => (format!("is written by {a} and read by {b}"), "read"),
+        _ => (format!("is written by {a} and again by {b}"), "write"),
+    };
+    let op = c.second.op;
+    NkiError::new(
+        ErrorKind::OutputDependency,
+        op,
+        format!(
+            "unexpected output dependencies: element {idx:?} of {} {access} (this {op} covers \
+             {}{} (view of {})); each program instance and each affine_range iteration must \
+             {rule} locations no other one writes, or use sequential_range",
+            st.name, st.name, c.second.ap.shape, st.shape
+        ),
+    )
+    .with_loc(c.second.loc)
+    .with_program_id(&writers.program_id(c.second.writer))
 }
 
 #[cfg(test)]

@@ -1,12 +1,13 @@
 //! Who wrote an HBM element, and which pairs of writers conflict.
 //!
-//! A [`Writer`] is one program instance at one affine_range position, doing one kind of write
-//! (plain stores or `atomic_rmw` updates). The [`Writers`] table of a launch interns writers
-//! as `u32` ids, the tags [`super::write`] keeps per element; ids are global and increasing,
-//! so ids of earlier launches (and 0, "never written") are below the launch's
-//! [`Writers::base`] and never conflict. Two writers conflict (NKI's "unexpected output
-//! dependencies") when they write at unordered positions — different instances, or one
-//! instance in different iterations of one affine_range — unless both are atomic updates.
+//! A [`Writer`] is one program instance at one affine_range position, doing one kind of access
+//! (plain stores, `atomic_rmw` updates or loads). The [`Writers`] table of a launch interns
+//! writers as `u32` ids, which the access tracker ([`super::track`]) keeps per access; ids are
+//! global and increasing, so ids of earlier launches (and 0, "never written") are below the
+//! launch's [`Writers::base`] and never conflict. Two writers conflict (NKI's "unexpected
+//! output dependencies") when they access at unordered positions — different instances, or
+//! one instance in different iterations of one affine_range — unless both are atomic updates
+//! or both loads.
 
 use crate::error::SourceLoc;
 use std::collections::HashMap;
@@ -25,11 +26,6 @@ pub(crate) enum WriterKind {
     /// Loads from a kernel output (`nl.load`, `nisa.dma_copy` from HBM): they may overlap
     /// other loads, but not a write at an unordered position (a read-write race).
     Read,
-    /// The atomic updates (or the loads) of the two unordered atomic writers (readers) `.0`
-    /// and `.1` of one location: the tag an element keeps once several instances or
-    /// iterations updated (read) it, so a later store conflicting with either is still
-    /// reported.
-    Atomics(u32, u32),
 }
 
 /// Who performed an HBM write: the program instance and its stack of affine_range frames
@@ -104,18 +100,6 @@ impl Table {
         else {
             return format!("writer #{id}");
         };
-        if let WriterKind::Atomics(a, b) = w.kind {
-            let what = if self.is_read(a) {
-                "loads"
-            } else {
-                "atomic_rmw updates"
-            };
-            return format!(
-                "the {what} of {} and {}",
-                self.describe(a),
-                self.describe(b)
-            );
-        }
         let mut s = format!("program id {program_id:?}");
         if !w.frames.is_empty() {
             let its: Vec<String> = w.frames.iter().map(|f| f.1.to_string()).collect();
@@ -135,20 +119,10 @@ impl Table {
             return false;
         };
         match (a.writer.kind, b.writer.kind) {
-            (WriterKind::Atomics(x, y), _) => self.conflicts(x, new) || self.conflicts(y, new),
-            (_, WriterKind::Atomics(x, y)) => self.conflicts(old, x) || self.conflicts(old, y),
             (WriterKind::Atomic, WriterKind::Atomic) | (WriterKind::Read, WriterKind::Read) => {
                 false
             }
             _ => a.writer.unordered(&b.writer),
-        }
-    }
-
-    fn is_read(&self, id: u32) -> bool {
-        match self.entries.get(&id).map(|e| e.writer.kind) {
-            Some(WriterKind::Read) => true,
-            Some(WriterKind::Atomics(a, _)) => self.is_read(a),
-            _ => false,
         }
     }
 }
@@ -189,9 +163,13 @@ impl Writers {
         self.lock().describe(id)
     }
 
-    /// True when `id` is a reader (or the pair of two readers).
-    pub(crate) fn is_read(&self, id: u32) -> bool {
-        self.lock().is_read(id)
+    /// The program id of writer `id` (empty if unknown).
+    pub(crate) fn program_id(&self, id: u32) -> Vec<usize> {
+        self.lock()
+            .entries
+            .get(&id)
+            .map(|e| e.program_id.clone())
+            .unwrap_or_default()
     }
 
     /// True when writes by `old` and `new` to one location are an output-dependency error:
@@ -202,39 +180,6 @@ impl Writers {
             return false;
         }
         self.lock().conflicts(old, new)
-    }
-
-    /// The tag of a location previously tagged `old` after the atomic writer `new` updated it,
-    /// or `Err(())` when the update conflicts with `old` (a store at an unordered position).
-    ///
-    /// A store tag stays (later atomic updates and stores conflict with it as before); an
-    /// atomic tag of an unordered atomic writer becomes the [`WriterKind::Atomics`] tag of
-    /// both, so a later store unordered with either is reported. An `Atomics` tag stays (a
-    /// third atomic writer is not remembered).
-    pub(crate) fn merge_atomic(&self, old: u32, new: u32) -> std::result::Result<u32, ()> {
-        if old < self.base || old == new {
-            return Ok(new);
-        }
-        let mut g = self.lock();
-        if g.conflicts(old, new) {
-            return Err(());
-        }
-        let (Some(a), Some(b)) = (g.entries.get(&old), g.entries.get(&new)) else {
-            return Ok(new);
-        };
-        match a.writer.kind {
-            WriterKind::Store | WriterKind::Atomics(..) => Ok(old),
-            WriterKind::Atomic | WriterKind::Read if a.writer.unordered(&b.writer) => {
-                let w = Writer {
-                    instance: a.writer.instance,
-                    frames: Vec::new(),
-                    kind: WriterKind::Atomics(old, new),
-                };
-                let (pid, loc) = (a.program_id.clone(), a.loc);
-                Ok(g.intern(w, &pid, loc))
-            }
-            WriterKind::Atomic | WriterKind::Read => Ok(new),
-        }
     }
 }
 
@@ -279,33 +224,22 @@ mod tests {
     }
 
     #[test]
-    fn atomic_updates_merge_and_stay_checked_against_stores() {
+    fn atomic_updates_and_loads_conflict_only_with_unordered_writes() {
         let t = Writers::new();
         let loc = SourceLoc::caller();
         let store0 = t.intern(writer(0, &[], WriterKind::Store), &[0], loc);
         let atomic1 = t.intern(writer(1, &[], WriterKind::Atomic), &[1], loc);
         let atomic2 = t.intern(writer(2, &[], WriterKind::Atomic), &[2], loc);
-        let store2 = t.intern(writer(2, &[], WriterKind::Store), &[2], loc);
+        let read1 = t.intern(writer(1, &[], WriterKind::Read), &[1], loc);
+        let read2 = t.intern(writer(2, &[], WriterKind::Read), &[2], loc);
         assert!(!t.conflicts(atomic1, atomic2));
-        assert_eq!(t.merge_atomic(store0, atomic1), Err(()));
-        let both = t.merge_atomic(atomic1, atomic2).unwrap();
-        assert_eq!(
-            t.merge_atomic(atomic1, atomic2),
-            Ok(both),
-            "the merged tag is interned"
-        );
-        assert!(
-            t.conflicts(both, store2),
-            "a store unordered with either atomic writer"
-        );
-        assert_eq!(
-            t.describe(both),
-            format!(
-                "the atomic_rmw updates of {} and {}",
-                t.describe(atomic1),
-                t.describe(atomic2)
-            )
-        );
+        assert!(!t.conflicts(read1, read2));
+        assert!(t.conflicts(store0, atomic1));
+        assert!(t.conflicts(store0, read1));
+        assert!(t.conflicts(atomic1, read2));
+        assert!(!t.conflicts(atomic1, read1), "one instance, in order");
         assert!(t.describe(atomic1).contains("(atomic_rmw)"));
+        assert!(t.describe(read2).contains("(load)"));
+        assert_eq!(t.program_id(read2), vec![2]);
     }
 }

@@ -180,7 +180,7 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
                 DmaEndpoint::Tile(t) => t.scatter(vals),
                 DmaEndpoint::Hbm(v) => {
                     let (wid, shared) = writer.as_ref().expect("writer set for HBM targets");
-                    ins.check(crate::hbm::write::write(v, vals, *wid, shared));
+                    ins.check(crate::hbm::write::write(v, vals, *wid, shared, ins.loc));
                 }
             }
         },
@@ -188,7 +188,7 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
     );
     if !ins.executes() {
         if let (DmaEndpoint::Hbm(v), Some((wid, shared))) = (&dst, &writer) {
-            ins.check(crate::hbm::write::track(v, *wid, shared));
+            ins.check(crate::hbm::write::track(v, *wid, shared, ins.loc));
         }
     }
 }

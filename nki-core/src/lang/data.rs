@@ -123,7 +123,7 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
         || {
             let exact = src.dtype() == dst.dtype();
             ins.check(src.with_values("store", ins.loc, |vals| {
-                crate::hbm::write::write_slice(&dst, vals, exact, wid, &shared)
+                crate::hbm::write::write_slice(&dst, vals, exact, wid, &shared, ins.loc)
             }));
         },
         || Instr {
@@ -139,7 +139,7 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
         },
     );
     if !ins.executes() {
-        ins.check(crate::hbm::write::track(&dst, wid, &shared));
+        ins.check(crate::hbm::write::track(&dst, wid, &shared, ins.loc));
     }
 }
 
