@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static NEXT_TILE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// An on-chip tile: dimension 0 is the partition dimension (at most 128), the rest are free
-/// dimensions. Values are held as f32 already rounded to the tile's dtype.
+/// dimensions. Values are held in f32 slots already rounded to the tile's dtype (int32/uint32
+/// as their bit pattern, see [`DType::holds_bits`]).
 pub struct Tile {
     pub(crate) id: u64,
     pub(crate) mem: MemKind,
@@ -86,7 +87,7 @@ impl Tile {
             (false, _) => (Vec::new(), false),
             (true, Some(v)) => {
                 let mut d = take_buf(n);
-                d.resize(n, dtype.round(v));
+                d.resize(n, dtype.slot(v));
                 (d, false)
             }
             (true, None) => (take_buf(n), true),
@@ -174,19 +175,28 @@ impl Tile {
         self.view().slice(index)
     }
 
-    /// The tile's values as a row-major f32 vector (a debugging aid like `nl.device_print`).
+    /// The tile's values as a row-major f32 vector (a debugging aid like `nl.device_print`;
+    /// int32/uint32 values above 2^24 rounded to the nearest f32, see [`Tile::ints`]).
     /// Empty in estimate mode.
     pub fn values(&self) -> Vec<f32> {
-        self.data().clone()
+        let mut v = self.data().clone();
+        self.dtype.to_values(&mut v);
+        v
     }
 
-    /// The values (row-major, f32).
+    /// The tile's values as exact integers (row-major; float values truncated toward zero).
+    /// Empty in estimate mode.
+    pub fn ints(&self) -> Vec<i64> {
+        self.data().iter().map(|&s| self.dtype.int(s)).collect()
+    }
+
+    /// The slots (row-major, f32; int32/uint32 as bit patterns).
     pub(crate) fn data(&self) -> Ref<'_, Vec<f32>> {
         self.materialize();
         self.data.borrow()
     }
 
-    /// The values, mutably.
+    /// The slots, mutably.
     pub(crate) fn data_mut(&self) -> RefMut<'_, Vec<f32>> {
         self.materialize();
         self.data.borrow_mut()
@@ -505,18 +515,45 @@ impl<'a> TileRef<'a> {
             .then(|| self.ap.offset..self.ap.offset + self.ap.shape.numel())
     }
 
-    /// Copies the view's values out (row-major); raises on a read of an unwritten tile.
+    /// Copies the view's values out (row-major, as the engines' fp32 sees them); raises on a
+    /// read of an unwritten tile.
     pub(crate) fn gather(&self, op: &'static str, loc: SourceLoc) -> Vec<f32> {
-        self.with_values(op, loc, |v| {
+        let mut out = self.gather_slots(op, loc);
+        self.tile.dtype.to_values(&mut out);
+        out
+    }
+
+    /// Copies the view's slots out (row-major; int32/uint32 as bit patterns, for exact copies
+    /// and integer ALU paths); raises on a read of an unwritten tile.
+    pub(crate) fn gather_slots(&self, op: &'static str, loc: SourceLoc) -> Vec<f32> {
+        self.with_slots(op, loc, |v| {
             let mut out = take_buf(v.len());
             out.extend_from_slice(v);
             out
         })
     }
 
-    /// Calls `f` with the view's values (row-major) without copying them when the view is
-    /// contiguous; raises on a read of an unwritten tile.
+    /// Calls `f` with the view's values (row-major, as the engines' fp32 sees them) without
+    /// copying them when the view is contiguous and its dtype holds values; raises on a read
+    /// of an unwritten tile.
     pub(crate) fn with_values<R>(
+        &self,
+        op: &'static str,
+        loc: SourceLoc,
+        f: impl FnOnce(&[f32]) -> R,
+    ) -> R {
+        if self.tile.dtype.holds_bits() {
+            let v = self.gather(op, loc);
+            let r = f(&v);
+            give_buf(v);
+            return r;
+        }
+        self.with_slots(op, loc, f)
+    }
+
+    /// Calls `f` with the view's slots (row-major; int32/uint32 as bit patterns) without
+    /// copying them when the view is contiguous; raises on a read of an unwritten tile.
+    pub(crate) fn with_slots<R>(
         &self,
         op: &'static str,
         loc: SourceLoc,
@@ -543,10 +580,33 @@ impl<'a> TileRef<'a> {
         r
     }
 
-    /// Calls `f` with the view's partition rows, read in place when each row is contiguous in
-    /// the tile's values (also values a load reads in place from a kernel input), else from a
-    /// row-major copy; raises on a read of an unwritten tile.
+    /// Calls `f` with the view's partition rows of values (as the engines' fp32 sees them),
+    /// read in place when each row is contiguous in the tile's slots and the dtype holds
+    /// values (also values a load reads in place from a kernel input), else from a row-major
+    /// copy; raises on a read of an unwritten tile.
     pub(crate) fn with_rows<R>(
+        &self,
+        op: &'static str,
+        loc: SourceLoc,
+        f: impl FnOnce(Rows<'_>) -> R,
+    ) -> R {
+        if self.tile.dtype.holds_bits() {
+            let (count, len) = (self.ap.shape.partitions(), self.ap.shape.free());
+            return self.with_values(op, loc, |v| {
+                f(Rows {
+                    data: v,
+                    offset: 0,
+                    stride: len,
+                    len,
+                    count,
+                })
+            });
+        }
+        self.with_slot_rows(op, loc, f)
+    }
+
+    /// [`with_rows`](Self::with_rows) of the view's slots (int32/uint32 as bit patterns).
+    pub(crate) fn with_slot_rows<R>(
         &self,
         op: &'static str,
         loc: SourceLoc,
@@ -573,7 +633,7 @@ impl<'a> TileRef<'a> {
             }
         }
         let (count, len) = (self.ap.shape.partitions(), self.ap.shape.free());
-        self.with_values(op, loc, |v| {
+        self.with_slots(op, loc, |v| {
             f(Rows {
                 data: v,
                 offset: 0,
@@ -624,12 +684,23 @@ impl<'a> TileRef<'a> {
     }
 
     /// Writes the view from `fill`, which must push exactly the view's element count of
-    /// row-major values onto the (empty) vector it is given; the values are then rounded to
-    /// the tile's dtype unless `exact` (already representable in it). An unwritten tile
-    /// overwritten whole is filled in place, without a copy.
+    /// row-major values onto the (empty) vector it is given; the values are then made slots of
+    /// the tile's dtype ([`DType::to_slots`]: rounded unless `exact`, i.e. already
+    /// representable in it). An unwritten tile overwritten whole is filled in place.
     pub(crate) fn write_with(&self, exact: bool, fill: impl FnOnce(&mut Vec<f32>)) {
-        let n = self.ap.shape.numel();
         let dtype = self.tile.dtype;
+        self.write_slots(|buf| {
+            fill(buf);
+            dtype.to_slots(buf, exact);
+        })
+    }
+
+    /// Writes the view from `fill`, which must push exactly the view's element count of
+    /// row-major slots of the tile's dtype (int32/uint32 as bit patterns) onto the (empty)
+    /// vector it is given, stored as they are. An unwritten tile overwritten whole is filled
+    /// in place, without a copy.
+    pub(crate) fn write_slots(&self, fill: impl FnOnce(&mut Vec<f32>)) {
+        let n = self.ap.shape.numel();
         if self.is_whole() && (!self.tile.init.get() || self.tile.in_place.borrow().is_some()) {
             // Nothing can be reading this tile (it is unwritten, or its values are read in
             // place and about to be replaced), so take its buffer out, fill it, and put it
@@ -640,17 +711,11 @@ impl<'a> TileRef<'a> {
             buf.clear();
             fill(&mut buf);
             assert_eq!(buf.len(), n, "an op produced the wrong number of values");
-            if !exact {
-                dtype.round_slice(&mut buf);
-            }
             *self.tile.data.borrow_mut() = buf;
         } else {
             let mut tmp = take_buf(n);
             fill(&mut tmp);
             assert_eq!(tmp.len(), n, "an op produced the wrong number of values");
-            if !exact {
-                dtype.round_slice(&mut tmp);
-            }
             let mut data = self.tile.data_mut();
             match self.contiguous_range() {
                 Some(r) => data[r].copy_from_slice(&tmp),
@@ -695,9 +760,15 @@ impl<'a> TileRef<'a> {
         );
     }
 
-    /// Writes row-major `vals` into the view, rounding to the tile's dtype.
+    /// Writes row-major values `vals` into the view, made slots of the tile's dtype
+    /// ([`DType::to_slots`]: rounded; int32/uint32 as bit patterns).
     pub(crate) fn scatter(&self, mut vals: Vec<f32>) {
-        self.tile.dtype.round_slice(&mut vals);
+        self.tile.dtype.to_slots(&mut vals, false);
+        self.scatter_slots(vals)
+    }
+
+    /// Writes row-major slots of the tile's dtype into the view as they are.
+    pub(crate) fn scatter_slots(&self, vals: Vec<f32>) {
         if self.is_whole() {
             self.tile.fill_pending.set(false);
             self.tile.drop_in_place();

@@ -36,7 +36,7 @@ fn add_into(dst: &HbmView, vals: &[f32], writer: u32, shared: &LaunchShared) -> 
     dst.ap.for_each_row(|off, n| {
         for (j, &v) in vals[pos..pos + n].iter().enumerate() {
             let e = (off as isize + j as isize * s) as usize;
-            values[e] = dtype.round(values[e] + v);
+            values[e] = dtype.slot(dtype.value(values[e]) + v);
         }
         pos += n;
     });

@@ -65,7 +65,7 @@ pub(crate) fn check_dest_value(
     }
 }
 
-/// Writes row-major `vals` (rounded to the tensor dtype) into `dst`, tagging each element with
+/// Writes row-major `vals` (slots of the tensor dtype, stored as they are) into `dst`, tagging each element with
 /// `writer`. An element already written in this launch by a conflicting writer is an
 /// output-dependency error naming both writers and the element.
 pub(crate) fn write(
@@ -74,7 +74,7 @@ pub(crate) fn write(
     writer: u32,
     shared: &LaunchShared,
 ) -> Result<()> {
-    let r = write_slice(dst, &vals, false, writer, shared);
+    let r = write_slice(dst, &vals, true, writer, shared);
     crate::tile::give_buf(vals);
     r
 }
@@ -112,7 +112,7 @@ pub(crate) fn write_slice(
             for (j, &v) in src.iter().enumerate() {
                 let e = (off as isize + j as isize * s) as usize;
                 tags.element(e);
-                values[e] = if exact { v } else { dtype.round(v) };
+                values[e] = if exact { v } else { dtype.slot(v) };
             }
         }
     });

@@ -411,7 +411,15 @@ fn tensor_copy_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, engine: Engine) -> Out
     let ov = out.view();
     let site = Site::new(engine, Opcode::TensorCopy);
     ins.compute(site, &[&x], &[], &[&ov], || {
-        ov.scatter(x.gather(API, ins.loc))
+        if engine == Engine::Scalar {
+            // ScalarE copies through fp32.
+            ov.scatter(x.gather(API, ins.loc))
+        } else {
+            // VectorE and GpSimdE copy equal dtypes bit-exactly; a cast goes through fp32.
+            let mut v = x.gather_slots(API, ins.loc);
+            x.dtype().cast_slots(ov.dtype(), &mut v);
+            ov.scatter_slots(v)
+        }
     });
     out
 }

@@ -201,7 +201,8 @@ fn expand_ap(ap: &Ap, axis: usize) -> Result<Ap, String> {
     })
 }
 
-/// The shared index-tile generator (GpSimdE `Iota`): value = `f(index)`.
+/// The shared index-tile generator (GpSimdE `Iota`): value = `f(index)` as int32, exact in
+/// int32/uint32 tiles (see [`DType::slot_of_int`]), rounded to nearest in float ones.
 fn iota_impl(ins: &Op, dims: &[usize], dtype: DType, value: impl Fn(&[usize]) -> i64) -> Tile {
     let out = ins.alloc(MemKind::Sbuf, dtype, dims);
     let ov = out.view();
@@ -212,7 +213,7 @@ fn iota_impl(ins: &Op, dims: &[usize], dtype: DType, value: impl Fn(&[usize]) ->
             let mut idx = vec![0usize; dims.len()];
             let mut vals = Vec::with_capacity(n);
             for _ in 0..n {
-                vals.push(value(&idx) as i32 as f32);
+                vals.push(dtype.slot_of_int(value(&idx) as i32 as i64));
                 for d in (0..dims.len()).rev() {
                     idx[d] += 1;
                     if idx[d] < dims[d] {
@@ -221,7 +222,7 @@ fn iota_impl(ins: &Op, dims: &[usize], dtype: DType, value: impl Fn(&[usize]) ->
                     idx[d] = 0;
                 }
             }
-            ov.scatter(vals);
+            ov.scatter_slots(vals);
         },
         || Instr {
             partitions: dims[0] as u32,

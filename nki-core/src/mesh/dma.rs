@@ -331,7 +331,12 @@ pub(crate) fn start_copy(
     recv: SemKey,
     loc: SourceLoc,
 ) -> u64 {
-    let values = || src.hbm_view().gather("remote_copy");
+    let values = || {
+        let v = src.hbm_view();
+        let mut vals = v.gather("remote_copy")?;
+        v.dtype().to_values(&mut vals);
+        Ok(vals)
+    };
     start_copy_from(values, src.bytes(), dst, send, recv, loc)
 }
 
@@ -379,10 +384,11 @@ fn start_copy_from(
     id
 }
 
-/// Writes row-major `vals` into `dst`, rounding them to its dtype first.
+/// Writes row-major values `vals` into `dst`, made slots of its dtype first (rounded;
+/// int32/uint32 as bit patterns).
 pub(crate) fn write_values(dst: &MeshView, vals: &mut [f32]) -> Result<()> {
     let st = dst.storage();
-    st.dtype.round_slice(vals);
+    st.dtype.to_slots(vals, false);
     let mut g = st.write();
     let values = g
         .values
