@@ -364,6 +364,7 @@ fn start_copy_from(
         shared.sync.start_copy(state, |d| mesh.describe_device(d)),
         loc,
     );
+    note_written(dst.storage());
     if shared.mode.executes() {
         context::check(values().and_then(|mut v| write_values(dst, &mut v)), loc);
     }
@@ -382,6 +383,15 @@ fn start_copy_from(
         shared.sync.signal(me, s, 1, None);
     }
     id
+}
+
+/// Notes `st` written by the running launch (for the unwritten-output check): remote copies
+/// and collectives write shards without a store's writer tags, in every mode.
+pub(crate) fn note_written(st: &crate::hbm::HbmStorage) {
+    if let Some(base) = context::try_with_ctx(|c| c.shared.writers.base()) {
+        st.last_writer
+            .fetch_max(base, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Writes row-major values `vals` into `dst`, made slots of its dtype first (rounded;

@@ -309,7 +309,10 @@ impl<T: Element> ShardedHbm<T> {
     /// copy into it remotely at the same time).
     #[track_caller]
     pub fn local_out(&self) -> HbmOut<'_, T> {
-        let d = device::current_id("ShardedHbm::local_out", SourceLoc::caller());
+        let d = device::with_device("ShardedHbm::local_out", SourceLoc::caller(), |s| {
+            s.shared.note_output(&self.shards[s.id], Some(s.id));
+            s.id
+        });
         self.out_of(d)
     }
 

@@ -309,6 +309,7 @@ impl Call {
 
     /// Writes values into a local view (nothing in estimate mode).
     pub(crate) fn write(&self, v: &MeshView, mut vals: Vec<f32>) {
+        super::dma::note_written(v.storage());
         if self.executes() {
             context::check(write_values(v, &mut vals), self.loc);
         }
