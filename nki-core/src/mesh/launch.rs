@@ -21,6 +21,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// What a device thread hands back: its log and its error.
 type DeviceOutcome = (Vec<Step>, Option<NkiError>);
 
+/// A kernel output of a mesh launch and the device it belongs to (`None`: a tensor borrowed
+/// with `Hbm::as_output`, shared by every device).
+type OutputOf = (Arc<HbmStorage>, Option<usize>);
+
 /// State shared by the devices of one mesh launch.
 pub(crate) struct MeshShared {
     pub(crate) mesh: Mesh,
@@ -36,7 +40,7 @@ pub(crate) struct MeshShared {
     /// the launch must write every one.
     ///
     /// [`ShardedHbm::local_out`]: super::ShardedHbm::local_out
-    outputs: Mutex<BTreeMap<u64, (Arc<HbmStorage>, Option<usize>)>>,
+    outputs: Mutex<BTreeMap<u64, OutputOf>>,
 }
 
 impl MeshShared {
