@@ -12,6 +12,7 @@ use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::values::Values;
 use crate::hbm::HbmView;
 use crate::record::{BufId, MemKind, Region};
+use crate::written::Rect;
 use std::cell::{Cell, Ref, RefCell, RefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -39,7 +40,8 @@ pub struct Tile {
     /// and how many they are; `None` while nothing or everything (`init`) is written.
     written: RefCell<Option<(Vec<u64>, usize)>>,
     /// True while the tile is listed in the instance's unwritten tiles (estimate mode, tiles
-    /// allocated without a fill, until the first write).
+    /// allocated without a fill, until written whole), whose written rectangles stand for the
+    /// per-element state there.
     tracked: Cell<bool>,
     pub(crate) loc: SourceLoc,
     /// The (launch, program instance) the tile belongs to: using it in any other is an error.
@@ -73,6 +75,7 @@ impl Tile {
                     dtype,
                     shape,
                     loc,
+                    written: Default::default(),
                 };
                 c.unwritten.insert(id, u);
             }
@@ -234,15 +237,32 @@ impl Tile {
         describe_tile(self.mem, self.dtype, self.shape)
     }
 
-    /// Marks the elements of view `ap` written: per element (a bitmap kept only while the
-    /// tile is written in part), the tile becoming written (`init`) once every element is.
-    /// Any write takes the tile off the instance's unwritten tiles (estimate mode, where
-    /// written-ness is tracked per tile).
+    /// Marks the elements of view `ap` (whose instruction region is `region`) written: per
+    /// element (a bitmap kept only while the tile is written in part), the tile becoming
+    /// written (`init`) once every element is. In estimate mode a tracked tile notes the
+    /// region's rectangle in the instance's unwritten tiles instead (no per-element work),
+    /// leaving them once written whole.
     #[inline]
-    fn set_written(&self, ap: &Ap) {
-        if self.tracked.replace(false) {
-            let id = self.id;
-            context::try_with_ctx(|c| c.unwritten.remove(&id));
+    fn set_written(&self, ap: &Ap, region: impl FnOnce() -> Region) {
+        if self.tracked.get() {
+            let (id, whole) = (self.id, self.whole_rect());
+            let r = Rect::of_region(&region(), self.dtype.size() as u64);
+            let done = context::try_with_ctx(|c| match c.unwritten.get_mut(&id) {
+                Some(u) => {
+                    u.written.add(r);
+                    let done = u.written.first_gap(&whole).is_none();
+                    if done {
+                        c.unwritten.remove(&id);
+                    }
+                    done
+                }
+                None => true,
+            });
+            if done.unwrap_or(true) {
+                self.tracked.set(false);
+                self.init.set(true);
+            }
+            return;
         }
         if self.init.get() {
             return;
@@ -264,10 +284,28 @@ impl Tile {
         self.init.set(true);
     }
 
-    /// The first element of view `ap` (flat tile index) nothing has written, if any.
-    fn first_unwritten(&self, ap: &Ap) -> Option<usize> {
+    /// The rectangle of the whole tile.
+    fn whole_rect(&self) -> Rect {
+        Rect {
+            p0: 0,
+            p1: self.shape.partitions() as u32,
+            f0: 0,
+            f1: self.shape.free() as u64,
+        }
+    }
+
+    /// The first element of view `ap` (flat tile index; its instruction region is `region`)
+    /// nothing has written, if any.
+    fn first_unwritten(&self, ap: &Ap, region: impl FnOnce() -> Region) -> Option<usize> {
         if self.init.get() {
             return None;
+        }
+        if self.tracked.get() {
+            let id = self.id;
+            let r = Rect::of_region(&region(), self.dtype.size() as u64);
+            let gap = context::try_with_ctx(|c| c.unwritten.get(&id)?.written.first_gap(&r));
+            let free = self.shape.free();
+            return gap.flatten().map(|(p, f)| p as usize * free + f as usize);
         }
         let g = self.written.borrow();
         let Some((bits, _)) = g.as_ref() else {
@@ -338,6 +376,30 @@ impl<'a> Rows<'a> {
     pub(crate) fn iter(self) -> impl Iterator<Item = &'a [f32]> {
         (0..self.count).map(move |p| self.get(p))
     }
+}
+
+/// The [`ErrorKind::UninitializedRead`] error of op `op` reading the tile `(mem, dtype,
+/// shape)` allocated at `loc`: naming `first`, the first unwritten element read (flat index),
+/// when the tile is written in part.
+pub(crate) fn unwritten_error(
+    op: &'static str,
+    (mem, dtype, shape): (MemKind, DType, Shape),
+    loc: SourceLoc,
+    first: Option<usize>,
+) -> NkiError {
+    let tile = describe_tile(mem, dtype, shape);
+    let what = match first {
+        Some(e) => format!(
+            "element {:?} of {tile}, which is written only in part,",
+            Ap::unravel(e, &shape)
+        ),
+        None => tile,
+    };
+    NkiError::new(
+        ErrorKind::UninitializedRead,
+        op,
+        format!("reads {what} (allocated at {loc}) before anything wrote it"),
+    )
 }
 
 /// Description of a tile for messages: `sbuf tile float32[128, 512]`.
@@ -679,7 +741,7 @@ impl<'a> TileRef<'a> {
             offset,
             row_stride,
         });
-        self.tile.set_written(&self.ap);
+        self.tile.set_written(&self.ap, || self.region());
         true
     }
 
@@ -724,40 +786,26 @@ impl<'a> TileRef<'a> {
             drop(data);
             give_buf(tmp);
         }
-        self.tile.set_written(&self.ap);
+        self.tile.set_written(&self.ap, || self.region());
     }
 
     /// True when every element of the view has been written.
     pub(crate) fn is_written(&self) -> bool {
-        self.tile.first_unwritten(&self.ap).is_none()
+        self.tile
+            .first_unwritten(&self.ap, || self.region())
+            .is_none()
     }
 
     /// Raises [`ErrorKind::UninitializedRead`] when an element of the view was never written
     /// (per element: a tile written in part is read only where it was written).
     pub(crate) fn check_init(&self, op: &'static str, loc: SourceLoc) {
-        let Some(e) = self.tile.first_unwritten(&self.ap) else {
+        let Some(e) = self.tile.first_unwritten(&self.ap, || self.region()) else {
             return;
         };
-        let what = if self.tile.written.borrow().is_some() {
-            format!(
-                "element {:?} of {}, which is written only in part,",
-                Ap::unravel(e, &self.tile.shape),
-                self.tile.describe()
-            )
-        } else {
-            self.tile.describe()
-        };
-        raise(
-            NkiError::new(
-                ErrorKind::UninitializedRead,
-                op,
-                format!(
-                    "reads {what} (allocated at {}) before anything wrote it",
-                    self.tile.loc
-                ),
-            ),
-            loc,
-        );
+        let t = self.tile;
+        let partial = t.written.borrow().is_some();
+        let what = (t.mem, t.dtype, t.shape);
+        raise(unwritten_error(op, what, t.loc, partial.then_some(e)), loc);
     }
 
     /// Writes row-major values `vals` into the view, made slots of the tile's dtype
@@ -783,12 +831,12 @@ impl<'a> TileRef<'a> {
             drop(data);
             give_buf(vals);
         }
-        self.tile.set_written(&self.ap);
+        self.tile.set_written(&self.ap, || self.region());
     }
 
     /// Marks the tile written without touching values (estimate mode).
     pub(crate) fn mark_written(&self) {
-        self.tile.set_written(&self.ap);
+        self.tile.set_written(&self.ap, || self.region());
     }
 
     /// Description for messages.
