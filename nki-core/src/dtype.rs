@@ -322,36 +322,36 @@ pub trait Element: Copy + Send + Sync + 'static + fmt::Debug {
     }
 }
 
+/// Implements [`Element`] for primitive types converted with `as` (plus any extra methods,
+/// e.g. the slot conversions of the 32-bit integers).
 macro_rules! impl_element_prim {
-    ($($t:ty => $d:ident),*) => {$(
+    ($($t:ty => $d:ident { $($extra:tt)* }),*) => {$(
         impl Element for $t {
             const DTYPE: DType = DType::$d;
             #[inline]
             fn to_f32(self) -> f32 { self as f32 }
             #[inline]
             fn from_f32(x: f32) -> Self { DType::$d.round(x) as $t }
+            $($extra)*
         }
     )*};
 }
-impl_element_prim!(f32 => F32, i8 => I8, i16 => I16, u8 => U8, u16 => U16);
-
-/// Implements [`Element`] for the 32-bit integers, whose slots hold their bit pattern.
-macro_rules! impl_element_bits {
-    ($($t:ty => $d:ident),*) => {$(
-        impl Element for $t {
-            const DTYPE: DType = DType::$d;
-            #[inline]
-            fn to_f32(self) -> f32 { self as f32 }
-            #[inline]
-            fn from_f32(x: f32) -> Self { DType::$d.round(x) as $t }
-            #[inline]
-            fn to_slot(self) -> f32 { f32::from_bits(self as u32) }
-            #[inline]
-            fn from_slot(s: f32) -> Self { s.to_bits() as $t }
-        }
-    )*};
-}
-impl_element_bits!(i32 => I32, u32 => U32);
+impl_element_prim!(f32 => F32 {}, i8 => I8 {}, i16 => I16 {}, u8 => U8 {}, u16 => U16 {});
+// The 32-bit integers' slots hold their bit pattern.
+impl_element_prim!(
+    i32 => I32 {
+        #[inline]
+        fn to_slot(self) -> f32 { f32::from_bits(self as u32) }
+        #[inline]
+        fn from_slot(s: f32) -> Self { s.to_bits() as i32 }
+    },
+    u32 => U32 {
+        #[inline]
+        fn to_slot(self) -> f32 { f32::from_bits(self) }
+        #[inline]
+        fn from_slot(s: f32) -> Self { s.to_bits() }
+    }
+);
 
 /// Implements [`Element`] for the `half` float types through their own conversions.
 macro_rules! impl_element_half {

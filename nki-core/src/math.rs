@@ -538,6 +538,9 @@ impl AluOp {
     /// result wraps around (two's complement), comparisons and logical operators give 1 or 0.
     /// `None` for the operators without an integer form (divide, power, mod, fmod).
     pub fn eval_int(self, a: i64, b: i64, dtype: DType) -> Option<i64> {
+        if self.is_bitvec() {
+            return Some(self.bitvec(a, b, dtype));
+        }
         let (bits, signed) = int_layout(dtype);
         let r = match self {
             AluOp::Bypass => a,
@@ -557,12 +560,8 @@ impl AluOp {
             AluOp::LogicalXor => ((a != 0) != (b != 0)) as i64,
             AluOp::AbsMax => a.abs().max(b.abs()),
             AluOp::AbsMin => a.abs().min(b.abs()),
-            AluOp::BitwiseAnd
-            | AluOp::BitwiseOr
-            | AluOp::BitwiseXor
-            | AluOp::LeftShift
-            | AluOp::RightShift => self.bitvec(a, b, dtype),
-            AluOp::Divide | AluOp::Power | AluOp::Mod | AluOp::Fmod => return None,
+            // Divide, power, mod, fmod (bitvec operators are done above).
+            _ => return None,
         };
         Some(wrap(r, bits, signed))
     }

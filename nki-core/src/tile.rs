@@ -365,6 +365,18 @@ pub(crate) struct Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
+    /// The rows of row-major values `data` of a view of `shape`.
+    fn packed(data: &'a [f32], shape: Shape) -> Rows<'a> {
+        let len = shape.free();
+        Rows {
+            data,
+            offset: 0,
+            stride: len,
+            len,
+            count: shape.partitions(),
+        }
+    }
+
     /// Row `p`.
     #[inline]
     fn get(&self, p: usize) -> &'a [f32] {
@@ -653,16 +665,7 @@ impl<'a> TileRef<'a> {
         f: impl FnOnce(Rows<'_>) -> R,
     ) -> R {
         if self.tile.dtype.holds_bits() {
-            let (count, len) = (self.ap.shape.partitions(), self.ap.shape.free());
-            return self.with_values(op, loc, |v| {
-                f(Rows {
-                    data: v,
-                    offset: 0,
-                    stride: len,
-                    len,
-                    count,
-                })
-            });
+            return self.with_values(op, loc, |v| f(Rows::packed(v, self.ap.shape)));
         }
         self.with_slot_rows(op, loc, f)
     }
@@ -694,16 +697,7 @@ impl<'a> TileRef<'a> {
                 return f(rows);
             }
         }
-        let (count, len) = (self.ap.shape.partitions(), self.ap.shape.free());
-        self.with_slots(op, loc, |v| {
-            f(Rows {
-                data: v,
-                offset: 0,
-                stride: len,
-                len,
-                count,
-            })
-        })
+        self.with_slots(op, loc, |v| f(Rows::packed(v, self.ap.shape)))
     }
 
     /// The view's rows within `tile`, the rows of the whole tile, when each of the view's
