@@ -248,3 +248,19 @@ fn float_math_on_int32_uses_the_rounded_value() {
         .unwrap();
     assert_eq!(c.to_vec().unwrap(), [16_777_216.0, 5.5]);
 }
+
+#[test]
+fn scalar_engine_copies_go_through_fp32() {
+    // ScalarE (tensor_copy on Engine::Scalar, nl.copy out of PSUM) reads fp32 values.
+    for got in each_mode(&I32S, 0, |a, out| {
+        let t = nisa::tensor_copy(&nl::load(a), None, Engine::Scalar);
+        let p = nisa::tensor_copy(&t, None, Engine::Vector);
+        nl::store(out, &p)
+    }) {
+        let want: Vec<i32> = I32S
+            .iter()
+            .map(|&x| (x as f32).min(i32::MAX as f32) as i32)
+            .collect();
+        assert_eq!(got, want);
+    }
+}

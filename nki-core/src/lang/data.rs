@@ -180,11 +180,20 @@ pub(crate) fn copy_to_impl(
     ins.operand("src", &src);
     let t = ins.alloc(mem, dtype, src.shape());
     let tv = t.view();
+    let engine = copy_engine(src.mem());
     ins.issue(
         &[&tv],
         || {
-            // Bit-exact between equal dtypes; a cast goes through fp32.
             let from = src.dtype();
+            if engine == Engine::Scalar {
+                // ScalarE copies through fp32.
+                return src.with_rows("copy", ins.loc, |rows| {
+                    tv.write_with(from == dtype, |out| {
+                        rows.iter().for_each(|row| out.extend_from_slice(row))
+                    })
+                });
+            }
+            // VectorE: bit-exact between equal dtypes; a cast goes through fp32.
             src.with_slot_rows("copy", ins.loc, |rows| {
                 tv.write_slots(|out| {
                     rows.iter().for_each(|row| out.extend_from_slice(row));
@@ -201,7 +210,7 @@ pub(crate) fn copy_to_impl(
             contiguous: src.ap.inner_stride() == 1,
             reads: vec![src.region()],
             writes: vec![tv.region()],
-            ..Instr::new(copy_engine(src.mem()), Opcode::TensorCopy, api, ins.loc)
+            ..Instr::new(engine, Opcode::TensorCopy, api, ins.loc)
         },
     );
     t
