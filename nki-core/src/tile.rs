@@ -246,8 +246,16 @@ impl Tile {
     fn set_written(&self, ap: &Ap, region: impl FnOnce() -> Region) {
         if self.tracked.get() {
             let (id, whole) = (self.id, self.whole_rect());
-            let r = Rect::of_region(&region(), self.dtype.size() as u64);
+            let r = if ap.offset == 0 && ap.shape == self.shape {
+                whole
+            } else {
+                Rect::of_region(&region(), self.dtype.size() as u64)
+            };
             let done = context::try_with_ctx(|c| match c.unwritten.get_mut(&id) {
+                Some(_) if r == whole => {
+                    c.unwritten.remove(&id);
+                    true
+                }
                 Some(u) => {
                     u.written.add(r);
                     let done = u.written.first_gap(&whole).is_none();

@@ -83,8 +83,11 @@ impl Written {
     /// The first element (partition, free index) of `r` that no written rectangle covers, in
     /// row-major order; `None` when `r` is written whole.
     pub(crate) fn first_gap(&self, r: &Rect) -> Option<(u32, u64)> {
-        if r.is_empty() {
+        if r.is_empty() || self.rects.iter().any(|w| w.contains(r)) {
             return None;
+        }
+        if self.rects.is_empty() {
+            return Some((r.p0, r.f0));
         }
         // Partition bands where the set of rectangles crossing `r` is constant.
         let mut cuts: Vec<u32> = vec![r.p0, r.p1];
