@@ -264,3 +264,27 @@ fn scalar_engine_copies_go_through_fp32() {
         assert_eq!(got, want);
     }
 }
+
+#[test]
+fn transposing_and_indirect_loads_are_exact() {
+    // [2, 4] -> transposed [4, 2]; then rows 1, 0 of the input by index.
+    let a = Hbm::<i32>::from_vec(&[2, 4], I32S.to_vec()).unwrap();
+    for mode in VALUE_MODES {
+        let mut t = Hbm::<i32>::zeros([4, 2]);
+        let mut r = Hbm::<i32>::zeros([2, 4]);
+        let (to, ro) = (t.as_output(), r.as_output());
+        Launch::new(1)
+            .mode(mode)
+            .run(|| {
+                nl::store(&to, &nl::load_transpose2d(&a));
+                // Indices [1, 0] (one per partition).
+                let ids = nisa::iota(&AffineExpr::new(2, -1).free(0, 1).offset(1), DType::I32);
+                nl::store(&ro, &nl::load_indirect(a.view(), &ids));
+            })
+            .unwrap();
+        let want: Vec<i32> = (0..4).flat_map(|c| [I32S[c], I32S[4 + c]]).collect();
+        assert_eq!(t.to_vec().unwrap(), want, "{mode:?}");
+        let want: Vec<i32> = I32S[4..].iter().chain(&I32S[..4]).copied().collect();
+        assert_eq!(r.to_vec().unwrap(), want, "{mode:?}");
+    }
+}

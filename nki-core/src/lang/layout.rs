@@ -40,8 +40,9 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
     ins.issue(
         &[&tv],
         || {
+            // The DMA moves the tensor's slots untouched (same dtype: bit-exact).
             let vals = ins.check(v.gather(API));
-            tv.scatter(exec::transpose2d(&vals, f, p));
+            tv.scatter_slots(exec::transpose2d(&vals, f, p));
         },
         || Instr {
             partitions: p as u32,
