@@ -288,3 +288,19 @@ fn transposing_and_indirect_loads_are_exact() {
         assert_eq!(r.to_vec().unwrap(), want, "{mode:?}");
     }
 }
+
+#[test]
+fn gathered_elements_are_exact() {
+    let idx = Hbm::<u32>::from_vec(&[2, 3], vec![3, 0, 3, 1, 2, 0]).unwrap();
+    for got in each_mode(&I32S, 0, |a, out| {
+        let g = nl::gather_flattened(&nl::load(a), &nl::load(&idx));
+        nl::store(out.slice((.., 0..3)), &g);
+        nl::store(
+            out.slice((.., 3..4)),
+            &nl::zeros(&[2, 1], DType::I32, MemKind::Sbuf),
+        );
+    }) {
+        let want = [I32S[3], I32S[0], I32S[3], 0, I32S[5], I32S[6], I32S[4], 0];
+        assert_eq!(got, want);
+    }
+}
