@@ -304,3 +304,20 @@ fn gathered_elements_are_exact() {
         assert_eq!(got, want);
     }
 }
+
+#[test]
+fn broadcasts_along_the_free_dimension_are_exact() {
+    for got in each_mode(&I32S, 0, |a, out| {
+        let col = nl::load(a.slice((.., 0..1)));
+        nl::store(out, &nl::broadcast_to(&col, &[2, 4]));
+    }) {
+        assert_eq!(
+            got,
+            [I32S[0]; 4]
+                .iter()
+                .chain(&[I32S[4]; 4])
+                .copied()
+                .collect::<Vec<_>>()
+        );
+    }
+}

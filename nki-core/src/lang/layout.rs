@@ -98,9 +98,16 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
     ins.issue(
         &[&ov],
         || {
-            let v = ins.read(&src);
+            // Across partitions the values pass a PSUM matmul (fp32); along the free
+            // dimension VectorE copies the slots untouched (bit-exact).
             let zeros = vec![0.0; dims.iter().product()];
-            ov.scatter(exec::binary(&zeros, dims, &v, src.shape(), dims, |_, b| b));
+            if across_partitions {
+                let v = ins.read(&src);
+                ov.scatter(exec::binary(&zeros, dims, &v, src.shape(), dims, |_, b| b));
+            } else {
+                let v = src.gather_slots(API, ins.loc);
+                ov.scatter_slots(exec::binary(&zeros, dims, &v, src.shape(), dims, |_, b| b));
+            }
         },
         || {
             let rec = |engine, opcode, free: usize| Instr {
