@@ -321,3 +321,34 @@ fn broadcasts_along_the_free_dimension_are_exact() {
         );
     }
 }
+
+#[test]
+fn remote_copies_move_32_bit_integers_exactly() {
+    use nki_core::mesh::{self, Mesh, MeshLaunch, PartitionSpec, ShardedHbm};
+    let m = Mesh::new([2], ["x"]).unwrap();
+    let spec = || PartitionSpec::new([Some("x"), None]);
+    let a = ndarray::Array2::from_shape_vec((2, 4), I32S.to_vec()).unwrap();
+    let x = ShardedHbm::from_array(&m, &a, spec()).unwrap();
+    let (by_hbm, by_tile) = (
+        ShardedHbm::<i32>::zeros(&m, &[2, 4], spec()).unwrap(),
+        ShardedHbm::<i32>::zeros(&m, &[2, 4], spec()).unwrap(),
+    );
+    MeshLaunch::new(&m)
+        .run(|| {
+            let other = 1 - mesh::device_id();
+            let (send, recv) = (mesh::semaphore("send"), mesh::semaphore("recv"));
+            let c = mesh::remote_copy(x.view(), &by_hbm.at(other), &send, &recv);
+            c.start();
+            c.wait();
+            let t = nl::load(x.local().view());
+            let c = mesh::remote_copy(&t, &by_tile.at(other), &send, &recv);
+            c.start();
+            c.wait();
+        })
+        .unwrap();
+    let swapped: Vec<i32> = I32S[4..].iter().chain(&I32S[..4]).copied().collect();
+    for got in [&by_hbm, &by_tile] {
+        let v = got.to_array().unwrap();
+        assert_eq!(v.iter().copied().collect::<Vec<_>>(), swapped);
+    }
+}
