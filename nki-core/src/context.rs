@@ -83,15 +83,17 @@ impl LaunchShared {
     }
 }
 
-/// A tile allocated without a fill that nothing has written yet (tracked in estimate mode,
+/// A tile allocated without a fill that is not written whole yet (tracked in estimate mode,
 /// where no values exist to carry the "written" state through the ops).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct UnwrittenTile {
     pub(crate) mem: MemKind,
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
     /// Where the tile was allocated.
     pub(crate) loc: SourceLoc,
+    /// The parts written so far (kept by the tile's write paths).
+    pub(crate) written: crate::written::Written,
 }
 
 /// Everything one running program instance needs.
@@ -451,16 +453,8 @@ fn unwritten_read(c: &InstanceCtx, first: usize, last: &Instr) -> Option<NkiErro
             if written.contains(&id) {
                 continue;
             }
-            if let Some(u) = c.unwritten.get(&id) {
-                return Some(NkiError::new(
-                    ErrorKind::UninitializedRead,
-                    r.api,
-                    format!(
-                        "reads {} (allocated at {}) before anything wrote it",
-                        crate::tile::describe_tile(u.mem, u.dtype, u.shape),
-                        u.loc
-                    ),
-                ));
+            if let Some(e) = c.unwritten.get(&id).and_then(|u| u.read_error(r.api, reg)) {
+                return Some(e);
             }
         }
         if k == steps.len() {

@@ -2,9 +2,12 @@
 //! Rust type to its tag, rounding from the engines' f32 math to each dtype, and NKI's type
 //! promotion rules.
 //!
-//! All values are held as `f32` on the host: every NKI dtype up to 32 bits is exactly
-//! representable except `int32`/`uint32` magnitudes above 2^24, which the engines themselves
-//! only handle through fp32 arithmetic anyway (documented limit).
+//! All values are held in `f32` slots on the host. Every NKI dtype up to 32 bits is exactly
+//! representable as an f32 value except `int32`/`uint32`, so those two hold the integer's
+//! 32-bit pattern in the slot instead ([`DType::holds_bits`]): a copy (DMA, `tensor_copy`,
+//! load/store of the same dtype) moves slots untouched and stays exact, the engines' fp32 math
+//! reads the value through [`DType::value`] (int32 -> fp32 rounds to nearest even, as the
+//! hardware converts), and integer ALU paths read the exact integer through [`DType::int`].
 
 use half::{bf16, f16};
 use std::fmt;
@@ -111,6 +114,84 @@ impl DType {
                     0.0
                 }
             }
+        }
+    }
+
+    /// True for the dtypes whose host slot holds the integer's 32-bit pattern rather than its
+    /// value (`int32`, `uint32`: their values above 2^24 are not exact f32 values).
+    #[inline]
+    pub const fn holds_bits(self) -> bool {
+        matches!(self, DType::I32 | DType::U32)
+    }
+
+    /// The host slot of engine result `x` in this dtype: `x` rounded to the dtype
+    /// ([`round`](Self::round)), stored as its 32-bit pattern for `int32`/`uint32`.
+    #[inline]
+    pub fn slot(self, x: f32) -> f32 {
+        match self {
+            DType::I32 => f32::from_bits(self.round(x) as i32 as u32),
+            DType::U32 => f32::from_bits(self.round(x) as u32),
+            _ => self.round(x),
+        }
+    }
+
+    /// The value held in slot `s` as the engines' fp32 sees it (`int32`/`uint32` converted
+    /// with round-to-nearest-even, like the hardware's int -> fp32 cast).
+    #[inline]
+    pub fn value(self, s: f32) -> f32 {
+        match self {
+            DType::I32 => s.to_bits() as i32 as f32,
+            DType::U32 => s.to_bits() as f32,
+            _ => s,
+        }
+    }
+
+    /// The exact integer held in slot `s` (for float dtypes, the value truncated toward zero).
+    #[inline]
+    pub fn int(self, s: f32) -> i64 {
+        match self {
+            DType::I32 => s.to_bits() as i32 as i64,
+            DType::U32 => s.to_bits() as i64,
+            _ => s as i64,
+        }
+    }
+
+    /// The slot of integer `v` in this dtype: exact for `int32`/`uint32` (saturating at their
+    /// range, as [`round`](Self::round) does); other dtypes round its value to nearest f32
+    /// first, as [`slot`](Self::slot) does.
+    #[inline]
+    pub fn slot_of_int(self, v: i64) -> f32 {
+        match self {
+            DType::I32 => f32::from_bits(v.clamp(i32::MIN as i64, i32::MAX as i64) as i32 as u32),
+            DType::U32 => f32::from_bits(v.clamp(0, u32::MAX as i64) as u32),
+            _ => self.slot(v as f32),
+        }
+    }
+
+    /// Turns engine results into slots in place ([`slot`](Self::slot) of each; `rounded` says
+    /// they are already representable in the dtype, so only `int32`/`uint32` change).
+    pub fn to_slots(self, xs: &mut [f32], rounded: bool) {
+        if self.holds_bits() {
+            xs.iter_mut().for_each(|x| *x = self.slot(*x));
+        } else if !rounded {
+            self.round_slice(xs);
+        }
+    }
+
+    /// Turns slots into values in place ([`value`](Self::value) of each; a no-op unless the
+    /// dtype holds bits).
+    pub fn to_values(self, xs: &mut [f32]) {
+        if self.holds_bits() {
+            xs.iter_mut().for_each(|x| *x = self.value(*x));
+        }
+    }
+
+    /// Converts slots of `self` into slots of `to` in place: untouched when the dtypes are
+    /// equal (a bit-exact copy), else through the fp32 value (a cast, as DMA and engine casts
+    /// go through fp32).
+    pub fn cast_slots(self, to: DType, xs: &mut [f32]) {
+        if self != to {
+            xs.iter_mut().for_each(|x| *x = to.slot(self.value(*x)));
         }
     }
 
@@ -229,20 +310,48 @@ pub trait Element: Copy + Send + Sync + 'static + fmt::Debug {
     fn to_f32(self) -> f32;
     /// Converts from an f32 value (rounding as the hardware does).
     fn from_f32(x: f32) -> Self;
+    /// The host slot holding this value (see [`DType::slot`]): exact for every element type.
+    #[inline]
+    fn to_slot(self) -> f32 {
+        Self::DTYPE.slot(self.to_f32())
+    }
+    /// The element held in host slot `s` (the inverse of [`to_slot`](Self::to_slot)).
+    #[inline]
+    fn from_slot(s: f32) -> Self {
+        Self::from_f32(s)
+    }
 }
 
+/// Implements [`Element`] for primitive types converted with `as` (plus any extra methods,
+/// e.g. the slot conversions of the 32-bit integers).
 macro_rules! impl_element_prim {
-    ($($t:ty => $d:ident),*) => {$(
+    ($($t:ty => $d:ident { $($extra:tt)* }),*) => {$(
         impl Element for $t {
             const DTYPE: DType = DType::$d;
             #[inline]
             fn to_f32(self) -> f32 { self as f32 }
             #[inline]
             fn from_f32(x: f32) -> Self { DType::$d.round(x) as $t }
+            $($extra)*
         }
     )*};
 }
-impl_element_prim!(f32 => F32, i8 => I8, i16 => I16, i32 => I32, u8 => U8, u16 => U16, u32 => U32);
+impl_element_prim!(f32 => F32 {}, i8 => I8 {}, i16 => I16 {}, u8 => U8 {}, u16 => U16 {});
+// The 32-bit integers' slots hold their bit pattern.
+impl_element_prim!(
+    i32 => I32 {
+        #[inline]
+        fn to_slot(self) -> f32 { f32::from_bits(self as u32) }
+        #[inline]
+        fn from_slot(s: f32) -> Self { s.to_bits() as i32 }
+    },
+    u32 => U32 {
+        #[inline]
+        fn to_slot(self) -> f32 { f32::from_bits(self) }
+        #[inline]
+        fn from_slot(s: f32) -> Self { s.to_bits() }
+    }
+);
 
 /// Implements [`Element`] for the `half` float types through their own conversions.
 macro_rules! impl_element_half {
@@ -332,8 +441,8 @@ pub(crate) fn bf16_rne(x: f32) -> f32 {
     })
 }
 
-/// Copies `src` into `dst` rounding to `dtype` on the way (a plain copy when `exact`, i.e. the
-/// values are already representable in `dtype`).
+/// Copies `src` into `dst` as slots of `dtype` ([`DType::slot`]: rounded, int32/uint32 as
+/// bits); a plain copy when `exact`, i.e. `src` already holds slots of `dtype`.
 #[inline]
 pub(crate) fn copy_round(dtype: DType, exact: bool, dst: &mut [f32], src: &[f32]) {
     if exact || dtype == DType::F32 {
@@ -344,7 +453,7 @@ pub(crate) fn copy_round(dtype: DType, exact: bool, dst: &mut [f32], src: &[f32]
         }
     } else {
         for (d, &s) in dst.iter_mut().zip(src) {
-            *d = dtype.round(s);
+            *d = dtype.slot(s);
         }
     }
 }

@@ -2,7 +2,28 @@
 //! (matrixmultiply's sgemm, f32 accumulation). Pure functions over f32 slices; no checks here.
 
 pub(crate) use crate::dtype::copy_round;
+use crate::dtype::DType;
+use crate::math::AluOp;
 use crate::memory::take_buf;
+
+/// `op` in native integer arithmetic as a map from slots to slots: operand slots of dtypes
+/// `x` and `y` read as exact integers, evaluated at `compute`'s width ([`AluOp::eval_int`],
+/// wrapping around), the result stored as a slot of `out` ([`DType::slot_of_int`]).
+///
+/// # Panics
+/// When `op` has no integer form (callers check [`AluOp::is_integer_on`] first).
+pub(crate) fn int_op(
+    op: AluOp,
+    x: DType,
+    y: DType,
+    compute: DType,
+    out: DType,
+) -> impl Fn(f32, f32) -> f32 {
+    move |p, q| {
+        let r = op.eval_int(x.int(p), y.int(q), compute);
+        out.slot_of_int(r.expect("an operator with an integer form"))
+    }
+}
 
 /// NumPy broadcasting of two shapes (right-aligned); `None` when they do not broadcast.
 pub(crate) fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {

@@ -29,6 +29,7 @@ pub mod tile;
 pub mod timing;
 pub mod typed;
 pub mod view;
+mod written;
 
 pub use nki_macros::nki_kernel;
 

@@ -513,33 +513,69 @@ impl AluOp {
             | AluOp::BitwiseOr
             | AluOp::BitwiseXor
             | AluOp::LeftShift
-            | AluOp::RightShift => {
-                let (bits, signed) = int_layout(dtype);
-                let x = wrap(a as i64, bits, signed);
-                let y = b as i64;
-                let mask = (1i64 << bits) - 1;
-                let r = match self {
-                    AluOp::BitwiseAnd => x & wrap(y, bits, signed),
-                    AluOp::BitwiseOr => x | wrap(y, bits, signed),
-                    AluOp::BitwiseXor => x ^ wrap(y, bits, signed),
-                    AluOp::LeftShift => {
-                        if !(0..bits as i64).contains(&y) {
-                            0
-                        } else {
-                            x << y
-                        }
-                    }
-                    _ => {
-                        if !(0..bits as i64).contains(&y) {
-                            0
-                        } else {
-                            (x & mask) >> y
-                        }
-                    }
-                };
-                wrap(r, bits, signed) as f32
-            }
+            | AluOp::RightShift => self.bitvec(a as i64, b as i64, dtype) as f32,
         }
+    }
+
+    /// A bitvec operator on integers `a`, `b` at the width and signedness of `dtype`.
+    fn bitvec(self, a: i64, y: i64, dtype: DType) -> i64 {
+        let (bits, signed) = int_layout(dtype);
+        let x = wrap(a, bits, signed);
+        let mask = (1i64 << bits) - 1;
+        let r = match self {
+            AluOp::BitwiseAnd => x & wrap(y, bits, signed),
+            AluOp::BitwiseOr => x | wrap(y, bits, signed),
+            AluOp::BitwiseXor => x ^ wrap(y, bits, signed),
+            AluOp::LeftShift if (0..bits as i64).contains(&y) => x << y,
+            AluOp::RightShift if (0..bits as i64).contains(&y) => (x & mask) >> y,
+            _ => 0,
+        };
+        wrap(r, bits, signed)
+    }
+
+    /// Evaluates `a op b` in native integer arithmetic of `dtype`'s width and signedness (what
+    /// GpSimdE does for 32-bit integers, and the bitvec operators do on bit patterns): the
+    /// result wraps around (two's complement), comparisons and logical operators give 1 or 0.
+    /// `None` for the operators without an integer form (divide, power, mod, fmod).
+    pub fn eval_int(self, a: i64, b: i64, dtype: DType) -> Option<i64> {
+        if self.is_bitvec() {
+            return Some(self.bitvec(a, b, dtype));
+        }
+        let (bits, signed) = int_layout(dtype);
+        let r = match self {
+            AluOp::Bypass => a,
+            AluOp::Add => a.wrapping_add(b),
+            AluOp::Subtract => a.wrapping_sub(b),
+            AluOp::Multiply => a.wrapping_mul(b),
+            AluOp::Maximum => a.max(b),
+            AluOp::Minimum => a.min(b),
+            AluOp::Equal => (a == b) as i64,
+            AluOp::NotEqual => (a != b) as i64,
+            AluOp::Greater => (a > b) as i64,
+            AluOp::GreaterEqual => (a >= b) as i64,
+            AluOp::Less => (a < b) as i64,
+            AluOp::LessEqual => (a <= b) as i64,
+            AluOp::LogicalAnd => (a != 0 && b != 0) as i64,
+            AluOp::LogicalOr => (a != 0 || b != 0) as i64,
+            AluOp::LogicalXor => ((a != 0) != (b != 0)) as i64,
+            AluOp::AbsMax => a.abs().max(b.abs()),
+            AluOp::AbsMin => a.abs().min(b.abs()),
+            // Divide, power, mod, fmod (bitvec operators are done above).
+            _ => return None,
+        };
+        Some(wrap(r, bits, signed))
+    }
+
+    /// True when the operator computes in native integer arithmetic ([`eval_int`]) rather
+    /// than fp32 on `engine` for `compute` operands: the bitvec operators always (bit
+    /// patterns), and operators with an integer form on GpSimdE for 32-bit integers (NKI:
+    /// "when all input/output tiles are int32 or uint32, the operation defaults to GpSimd
+    /// Engine, which uses native integer arithmetic"; VectorE and ScalarE compute in fp32).
+    ///
+    /// [`eval_int`]: AluOp::eval_int
+    pub(crate) fn is_integer_on(self, engine: crate::record::Engine, compute: DType) -> bool {
+        let native = engine == crate::record::Engine::GpSimd && compute.holds_bits();
+        (self.is_bitvec() && compute.is_int()) || (native && self.eval_int(0, 0, compute).is_some())
     }
 
     /// NKI's name for the operator (`add`, `bitwise_and`, ...).

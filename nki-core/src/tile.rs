@@ -12,13 +12,15 @@ use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::values::Values;
 use crate::hbm::HbmView;
 use crate::record::{BufId, MemKind, Region};
+use crate::written::Rect;
 use std::cell::{Cell, Ref, RefCell, RefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static NEXT_TILE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// An on-chip tile: dimension 0 is the partition dimension (at most 128), the rest are free
-/// dimensions. Values are held as f32 already rounded to the tile's dtype.
+/// dimensions. Values are held in f32 slots already rounded to the tile's dtype (int32/uint32
+/// as their bit pattern, see [`DType::holds_bits`]).
 pub struct Tile {
     pub(crate) id: u64,
     pub(crate) mem: MemKind,
@@ -38,7 +40,8 @@ pub struct Tile {
     /// and how many they are; `None` while nothing or everything (`init`) is written.
     written: RefCell<Option<(Vec<u64>, usize)>>,
     /// True while the tile is listed in the instance's unwritten tiles (estimate mode, tiles
-    /// allocated without a fill, until the first write).
+    /// allocated without a fill, until written whole), whose written rectangles stand for the
+    /// per-element state there.
     tracked: Cell<bool>,
     pub(crate) loc: SourceLoc,
     /// The (launch, program instance) the tile belongs to: using it in any other is an error.
@@ -72,6 +75,7 @@ impl Tile {
                     dtype,
                     shape,
                     loc,
+                    written: Default::default(),
                 };
                 c.unwritten.insert(id, u);
             }
@@ -86,7 +90,7 @@ impl Tile {
             (false, _) => (Vec::new(), false),
             (true, Some(v)) => {
                 let mut d = take_buf(n);
-                d.resize(n, dtype.round(v));
+                d.resize(n, dtype.slot(v));
                 (d, false)
             }
             (true, None) => (take_buf(n), true),
@@ -174,19 +178,28 @@ impl Tile {
         self.view().slice(index)
     }
 
-    /// The tile's values as a row-major f32 vector (a debugging aid like `nl.device_print`).
+    /// The tile's values as a row-major f32 vector (a debugging aid like `nl.device_print`;
+    /// int32/uint32 values above 2^24 rounded to the nearest f32, see [`Tile::ints`]).
     /// Empty in estimate mode.
     pub fn values(&self) -> Vec<f32> {
-        self.data().clone()
+        let mut v = self.data().clone();
+        self.dtype.to_values(&mut v);
+        v
     }
 
-    /// The values (row-major, f32).
+    /// The tile's values as exact integers (row-major; float values truncated toward zero).
+    /// Empty in estimate mode.
+    pub fn ints(&self) -> Vec<i64> {
+        self.data().iter().map(|&s| self.dtype.int(s)).collect()
+    }
+
+    /// The slots (row-major, f32; int32/uint32 as bit patterns).
     pub(crate) fn data(&self) -> Ref<'_, Vec<f32>> {
         self.materialize();
         self.data.borrow()
     }
 
-    /// The values, mutably.
+    /// The slots, mutably.
     pub(crate) fn data_mut(&self) -> RefMut<'_, Vec<f32>> {
         self.materialize();
         self.data.borrow_mut()
@@ -224,15 +237,40 @@ impl Tile {
         describe_tile(self.mem, self.dtype, self.shape)
     }
 
-    /// Marks the elements of view `ap` written: per element (a bitmap kept only while the
-    /// tile is written in part), the tile becoming written (`init`) once every element is.
-    /// Any write takes the tile off the instance's unwritten tiles (estimate mode, where
-    /// written-ness is tracked per tile).
+    /// Marks the elements of view `ap` (whose instruction region is `region`) written: per
+    /// element (a bitmap kept only while the tile is written in part), the tile becoming
+    /// written (`init`) once every element is. In estimate mode a tracked tile notes the
+    /// region's rectangle in the instance's unwritten tiles instead (no per-element work),
+    /// leaving them once written whole.
     #[inline]
-    fn set_written(&self, ap: &Ap) {
-        if self.tracked.replace(false) {
-            let id = self.id;
-            context::try_with_ctx(|c| c.unwritten.remove(&id));
+    fn set_written(&self, ap: &Ap, region: impl FnOnce() -> Region) {
+        if self.tracked.get() {
+            let (id, whole) = (self.id, self.whole_rect());
+            let r = if ap.offset == 0 && ap.shape == self.shape {
+                whole
+            } else {
+                Rect::of_region(&region(), self.dtype.size() as u64)
+            };
+            let done = context::try_with_ctx(|c| match c.unwritten.get_mut(&id) {
+                Some(_) if r == whole => {
+                    c.unwritten.remove(&id);
+                    true
+                }
+                Some(u) => {
+                    u.written.add(r);
+                    let done = u.written.first_gap(&whole).is_none();
+                    if done {
+                        c.unwritten.remove(&id);
+                    }
+                    done
+                }
+                None => true,
+            });
+            if done.unwrap_or(true) {
+                self.tracked.set(false);
+                self.init.set(true);
+            }
+            return;
         }
         if self.init.get() {
             return;
@@ -254,10 +292,28 @@ impl Tile {
         self.init.set(true);
     }
 
-    /// The first element of view `ap` (flat tile index) nothing has written, if any.
-    fn first_unwritten(&self, ap: &Ap) -> Option<usize> {
+    /// The rectangle of the whole tile.
+    fn whole_rect(&self) -> Rect {
+        Rect {
+            p0: 0,
+            p1: self.shape.partitions() as u32,
+            f0: 0,
+            f1: self.shape.free() as u64,
+        }
+    }
+
+    /// The first element of view `ap` (flat tile index; its instruction region is `region`)
+    /// nothing has written, if any.
+    fn first_unwritten(&self, ap: &Ap, region: impl FnOnce() -> Region) -> Option<usize> {
         if self.init.get() {
             return None;
+        }
+        if self.tracked.get() {
+            let id = self.id;
+            let r = Rect::of_region(&region(), self.dtype.size() as u64);
+            let gap = context::try_with_ctx(|c| c.unwritten.get(&id)?.written.first_gap(&r));
+            let free = self.shape.free();
+            return gap.flatten().map(|(p, f)| p as usize * free + f as usize);
         }
         let g = self.written.borrow();
         let Some((bits, _)) = g.as_ref() else {
@@ -317,6 +373,18 @@ pub(crate) struct Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
+    /// The rows of row-major values `data` of a view of `shape`.
+    fn packed(data: &'a [f32], shape: Shape) -> Rows<'a> {
+        let len = shape.free();
+        Rows {
+            data,
+            offset: 0,
+            stride: len,
+            len,
+            count: shape.partitions(),
+        }
+    }
+
     /// Row `p`.
     #[inline]
     fn get(&self, p: usize) -> &'a [f32] {
@@ -328,6 +396,30 @@ impl<'a> Rows<'a> {
     pub(crate) fn iter(self) -> impl Iterator<Item = &'a [f32]> {
         (0..self.count).map(move |p| self.get(p))
     }
+}
+
+/// The [`ErrorKind::UninitializedRead`] error of op `op` reading the tile `(mem, dtype,
+/// shape)` allocated at `loc`: naming `first`, the first unwritten element read (flat index),
+/// when the tile is written in part.
+pub(crate) fn unwritten_error(
+    op: &'static str,
+    (mem, dtype, shape): (MemKind, DType, Shape),
+    loc: SourceLoc,
+    first: Option<usize>,
+) -> NkiError {
+    let tile = describe_tile(mem, dtype, shape);
+    let what = match first {
+        Some(e) => format!(
+            "element {:?} of {tile}, which is written only in part,",
+            Ap::unravel(e, &shape)
+        ),
+        None => tile,
+    };
+    NkiError::new(
+        ErrorKind::UninitializedRead,
+        op,
+        format!("reads {what} (allocated at {loc}) before anything wrote it"),
+    )
 }
 
 /// Description of a tile for messages: `sbuf tile float32[128, 512]`.
@@ -505,18 +597,45 @@ impl<'a> TileRef<'a> {
             .then(|| self.ap.offset..self.ap.offset + self.ap.shape.numel())
     }
 
-    /// Copies the view's values out (row-major); raises on a read of an unwritten tile.
+    /// Copies the view's values out (row-major, as the engines' fp32 sees them); raises on a
+    /// read of an unwritten tile.
     pub(crate) fn gather(&self, op: &'static str, loc: SourceLoc) -> Vec<f32> {
-        self.with_values(op, loc, |v| {
+        let mut out = self.gather_slots(op, loc);
+        self.tile.dtype.to_values(&mut out);
+        out
+    }
+
+    /// Copies the view's slots out (row-major; int32/uint32 as bit patterns, for exact copies
+    /// and integer ALU paths); raises on a read of an unwritten tile.
+    pub(crate) fn gather_slots(&self, op: &'static str, loc: SourceLoc) -> Vec<f32> {
+        self.with_slots(op, loc, |v| {
             let mut out = take_buf(v.len());
             out.extend_from_slice(v);
             out
         })
     }
 
-    /// Calls `f` with the view's values (row-major) without copying them when the view is
-    /// contiguous; raises on a read of an unwritten tile.
+    /// Calls `f` with the view's values (row-major, as the engines' fp32 sees them) without
+    /// copying them when the view is contiguous and its dtype holds values; raises on a read
+    /// of an unwritten tile.
     pub(crate) fn with_values<R>(
+        &self,
+        op: &'static str,
+        loc: SourceLoc,
+        f: impl FnOnce(&[f32]) -> R,
+    ) -> R {
+        if self.tile.dtype.holds_bits() {
+            let v = self.gather(op, loc);
+            let r = f(&v);
+            give_buf(v);
+            return r;
+        }
+        self.with_slots(op, loc, f)
+    }
+
+    /// Calls `f` with the view's slots (row-major; int32/uint32 as bit patterns) without
+    /// copying them when the view is contiguous; raises on a read of an unwritten tile.
+    pub(crate) fn with_slots<R>(
         &self,
         op: &'static str,
         loc: SourceLoc,
@@ -543,10 +662,24 @@ impl<'a> TileRef<'a> {
         r
     }
 
-    /// Calls `f` with the view's partition rows, read in place when each row is contiguous in
-    /// the tile's values (also values a load reads in place from a kernel input), else from a
-    /// row-major copy; raises on a read of an unwritten tile.
+    /// Calls `f` with the view's partition rows of values (as the engines' fp32 sees them),
+    /// read in place when each row is contiguous in the tile's slots and the dtype holds
+    /// values (also values a load reads in place from a kernel input), else from a row-major
+    /// copy; raises on a read of an unwritten tile.
     pub(crate) fn with_rows<R>(
+        &self,
+        op: &'static str,
+        loc: SourceLoc,
+        f: impl FnOnce(Rows<'_>) -> R,
+    ) -> R {
+        if self.tile.dtype.holds_bits() {
+            return self.with_values(op, loc, |v| f(Rows::packed(v, self.ap.shape)));
+        }
+        self.with_slot_rows(op, loc, f)
+    }
+
+    /// [`with_rows`](Self::with_rows) of the view's slots (int32/uint32 as bit patterns).
+    pub(crate) fn with_slot_rows<R>(
         &self,
         op: &'static str,
         loc: SourceLoc,
@@ -572,16 +705,7 @@ impl<'a> TileRef<'a> {
                 return f(rows);
             }
         }
-        let (count, len) = (self.ap.shape.partitions(), self.ap.shape.free());
-        self.with_values(op, loc, |v| {
-            f(Rows {
-                data: v,
-                offset: 0,
-                stride: len,
-                len,
-                count,
-            })
-        })
+        self.with_slots(op, loc, |v| f(Rows::packed(v, self.ap.shape)))
     }
 
     /// The view's rows within `tile`, the rows of the whole tile, when each of the view's
@@ -619,17 +743,28 @@ impl<'a> TileRef<'a> {
             offset,
             row_stride,
         });
-        self.tile.set_written(&self.ap);
+        self.tile.set_written(&self.ap, || self.region());
         true
     }
 
     /// Writes the view from `fill`, which must push exactly the view's element count of
-    /// row-major values onto the (empty) vector it is given; the values are then rounded to
-    /// the tile's dtype unless `exact` (already representable in it). An unwritten tile
-    /// overwritten whole is filled in place, without a copy.
+    /// row-major values onto the (empty) vector it is given; the values are then made slots of
+    /// the tile's dtype ([`DType::to_slots`]: rounded unless `exact`, i.e. already
+    /// representable in it). An unwritten tile overwritten whole is filled in place.
     pub(crate) fn write_with(&self, exact: bool, fill: impl FnOnce(&mut Vec<f32>)) {
-        let n = self.ap.shape.numel();
         let dtype = self.tile.dtype;
+        self.write_slots(|buf| {
+            fill(buf);
+            dtype.to_slots(buf, exact);
+        })
+    }
+
+    /// Writes the view from `fill`, which must push exactly the view's element count of
+    /// row-major slots of the tile's dtype (int32/uint32 as bit patterns) onto the (empty)
+    /// vector it is given, stored as they are. An unwritten tile overwritten whole is filled
+    /// in place, without a copy.
+    pub(crate) fn write_slots(&self, fill: impl FnOnce(&mut Vec<f32>)) {
+        let n = self.ap.shape.numel();
         if self.is_whole() && (!self.tile.init.get() || self.tile.in_place.borrow().is_some()) {
             // Nothing can be reading this tile (it is unwritten, or its values are read in
             // place and about to be replaced), so take its buffer out, fill it, and put it
@@ -640,17 +775,11 @@ impl<'a> TileRef<'a> {
             buf.clear();
             fill(&mut buf);
             assert_eq!(buf.len(), n, "an op produced the wrong number of values");
-            if !exact {
-                dtype.round_slice(&mut buf);
-            }
             *self.tile.data.borrow_mut() = buf;
         } else {
             let mut tmp = take_buf(n);
             fill(&mut tmp);
             assert_eq!(tmp.len(), n, "an op produced the wrong number of values");
-            if !exact {
-                dtype.round_slice(&mut tmp);
-            }
             let mut data = self.tile.data_mut();
             match self.contiguous_range() {
                 Some(r) => data[r].copy_from_slice(&tmp),
@@ -659,45 +788,37 @@ impl<'a> TileRef<'a> {
             drop(data);
             give_buf(tmp);
         }
-        self.tile.set_written(&self.ap);
+        self.tile.set_written(&self.ap, || self.region());
     }
 
     /// True when every element of the view has been written.
     pub(crate) fn is_written(&self) -> bool {
-        self.tile.first_unwritten(&self.ap).is_none()
+        self.tile
+            .first_unwritten(&self.ap, || self.region())
+            .is_none()
     }
 
     /// Raises [`ErrorKind::UninitializedRead`] when an element of the view was never written
     /// (per element: a tile written in part is read only where it was written).
     pub(crate) fn check_init(&self, op: &'static str, loc: SourceLoc) {
-        let Some(e) = self.tile.first_unwritten(&self.ap) else {
+        let Some(e) = self.tile.first_unwritten(&self.ap, || self.region()) else {
             return;
         };
-        let what = if self.tile.written.borrow().is_some() {
-            format!(
-                "element {:?} of {}, which is written only in part,",
-                Ap::unravel(e, &self.tile.shape),
-                self.tile.describe()
-            )
-        } else {
-            self.tile.describe()
-        };
-        raise(
-            NkiError::new(
-                ErrorKind::UninitializedRead,
-                op,
-                format!(
-                    "reads {what} (allocated at {}) before anything wrote it",
-                    self.tile.loc
-                ),
-            ),
-            loc,
-        );
+        let t = self.tile;
+        let partial = t.written.borrow().is_some();
+        let what = (t.mem, t.dtype, t.shape);
+        raise(unwritten_error(op, what, t.loc, partial.then_some(e)), loc);
     }
 
-    /// Writes row-major `vals` into the view, rounding to the tile's dtype.
+    /// Writes row-major values `vals` into the view, made slots of the tile's dtype
+    /// ([`DType::to_slots`]: rounded; int32/uint32 as bit patterns).
     pub(crate) fn scatter(&self, mut vals: Vec<f32>) {
-        self.tile.dtype.round_slice(&mut vals);
+        self.tile.dtype.to_slots(&mut vals, false);
+        self.scatter_slots(vals)
+    }
+
+    /// Writes row-major slots of the tile's dtype into the view as they are.
+    pub(crate) fn scatter_slots(&self, vals: Vec<f32>) {
         if self.is_whole() {
             self.tile.fill_pending.set(false);
             self.tile.drop_in_place();
@@ -712,12 +833,12 @@ impl<'a> TileRef<'a> {
             drop(data);
             give_buf(vals);
         }
-        self.tile.set_written(&self.ap);
+        self.tile.set_written(&self.ap, || self.region());
     }
 
     /// Marks the tile written without touching values (estimate mode).
     pub(crate) fn mark_written(&self) {
-        self.tile.set_written(&self.ap);
+        self.tile.set_written(&self.ap, || self.region());
     }
 
     /// Description for messages.

@@ -222,3 +222,60 @@ fn an_error_on_one_device_stops_the_devices_waiting_for_it() {
     assert_eq!(e.kind(), ErrorKind::InvalidDevice);
     assert!(e.message().starts_with("on device 2 (x=1, y=0)"), "{e}");
 }
+
+#[test]
+fn an_output_shard_a_device_never_writes_is_an_error_naming_the_device() {
+    use nki_core::prelude::{nl, Mode};
+    let m = Mesh::new([2], ["x"]).unwrap();
+    let spec = || PartitionSpec::new([Some("x"), None]);
+    let x = ShardedHbm::<f32>::zeros(&m, &[4, 8], spec()).unwrap();
+    for mode in [Mode::Execute, Mode::Estimate] {
+        let y = ShardedHbm::<f32>::zeros(&m, &[4, 8], spec()).unwrap();
+        let e = MeshLaunch::new(&m)
+            .mode(mode)
+            .run(|| {
+                // Device 1 takes its output shard but never stores into it.
+                let out = y.local_out();
+                if mesh::device_id() == 0 {
+                    nl::store(&out, &nl::load(x.local().view()));
+                }
+            })
+            .expect_err("device 1 never writes its output");
+        assert_eq!(e.kind(), ErrorKind::OutputNotWritten, "{mode:?}: {e}");
+        assert!(e.message().contains("device 1"), "{e}");
+        assert!(e.message().contains("never written"), "{e}");
+    }
+}
+
+#[test]
+fn an_output_shard_written_by_a_remote_copy_or_a_collective_counts_as_written() {
+    use nki_core::prelude::Mode;
+    let m = Mesh::new([2], ["x"]).unwrap();
+    let spec = || PartitionSpec::new([Some("x"), None]);
+    let x = ShardedHbm::<f32>::zeros(&m, &[4, 8], spec()).unwrap();
+    for mode in [Mode::Execute, Mode::Estimate] {
+        // Each device writes only the other's shard, remotely.
+        let y = ShardedHbm::<f32>::zeros(&m, &[4, 8], spec()).unwrap();
+        MeshLaunch::new(&m)
+            .mode(mode)
+            .run(|| {
+                let _ = y.local_out();
+                let (send, recv) = (mesh::semaphore("send"), mesh::semaphore("recv"));
+                let other = 1 - mesh::device_id();
+                let c = mesh::remote_copy(x.view(), &y.at(other), &send, &recv);
+                c.start();
+                c.wait();
+            })
+            .unwrap();
+        // A collective's destination.
+        let g = ReplicaGroups::along(&m, &["x"]).unwrap();
+        let r = ShardedHbm::<f32>::zeros(&m, &[2, 8], PartitionSpec::replicated(2)).unwrap();
+        MeshLaunch::new(&m)
+            .mode(mode)
+            .run(|| {
+                let _ = r.local_out();
+                mesh::all_reduce(x.view(), r.view(), &g, Algorithm::Direct);
+            })
+            .unwrap();
+    }
+}

@@ -481,7 +481,7 @@ fn a_loop_step_of_zero_is_an_error() {
 #[test]
 fn a_tile_written_in_part_is_read_only_where_it_was_written() {
     let a = Hbm::<f32>::full([8, 16], 2.0);
-    for mode in [Mode::Execute, Mode::Simulate] {
+    for mode in [Mode::Execute, Mode::Simulate, Mode::Estimate] {
         let mut c = Hbm::<f32>::zeros([8, 16]);
         let out = c.as_output();
         // Columns 0..12 written; reading 0..12 is fine, reading the whole tile is not.
@@ -497,6 +497,53 @@ fn a_tile_written_in_part_is_read_only_where_it_was_written() {
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::UninitializedRead, "{mode:?}: {e}");
         assert!(e.message().contains("element [0, 12]"), "{e}");
+        assert!(e.message().contains("written only in part"), "{e}");
+        at_line(&e, line);
+    }
+}
+
+#[test]
+fn estimate_mode_tracks_written_parts_by_region() {
+    // Row blocks and column blocks written in pieces; reads of written parts pass, a read
+    // reaching into an unwritten part names its first unwritten element, in every mode.
+    for mode in [Mode::Execute, Mode::Simulate, Mode::Estimate] {
+        let a = if mode == Mode::Estimate {
+            Hbm::<f32>::shape_only([128, 512])
+        } else {
+            Hbm::<f32>::full([128, 512], 1.0)
+        };
+        let mut c = if mode == Mode::Estimate {
+            Hbm::<f32>::shape_only([128, 512])
+        } else {
+            Hbm::<f32>::zeros([128, 512])
+        };
+        let out = c.as_output();
+        let line = line!() + 20;
+        let e = Launch::new(1)
+            .mode(mode)
+            .run(|| {
+                let t = nl::ndarray(&[128, 512], DType::F32, MemKind::Sbuf);
+                for j in 0..3 {
+                    let cols = j * 128..(j + 1) * 128;
+                    nl::assign(t.slice((.., cols.clone())), &nl::load(a.slice((.., cols))));
+                }
+                let u = nl::ndarray(&[128, 512], DType::F32, MemKind::Sbuf);
+                nl::assign(u.slice((0..64, ..)), &nl::load(a.slice((0..64, ..))));
+                nl::assign(u.slice((64..128, ..)), &nl::load(a.slice((64..128, ..))));
+                // Whole after two row blocks; columns 0..384 of t written in three pieces.
+                nl::store(&out, &nl::add(&u, 1.0));
+                nl::store(
+                    out.slice((.., 0..384)),
+                    &nl::copy(t.slice((.., 0..384)), None),
+                );
+                nl::store(
+                    out.slice((.., 256..512)),
+                    &nl::copy(t.slice((.., 256..512)), None),
+                );
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::UninitializedRead, "{mode:?}: {e}");
+        assert!(e.message().contains("element [0, 384]"), "{mode:?}: {e}");
         assert!(e.message().contains("written only in part"), "{e}");
         at_line(&e, line);
     }

@@ -188,7 +188,7 @@ impl<T: Element> Hbm<T> {
         Self::wrap(HbmStorage::new(
             T::DTYPE,
             s,
-            Some(vec![value.to_f32(); s.numel()]),
+            Some(vec![value.to_slot(); s.numel()]),
         ))
     }
 
@@ -227,7 +227,7 @@ impl<T: Element> Hbm<T> {
     /// A tensor holding a copy of an ndarray (any dimensionality from 1 to 5).
     pub fn from_array<S: Data<Elem = T>, D: Dimension>(a: &ArrayBase<S, D>) -> Result<Self> {
         let shape = Shape::new(a.shape())?;
-        let values: Vec<f32> = a.iter().map(|x| x.to_f32()).collect();
+        let values: Vec<f32> = a.iter().map(|x| x.to_slot()).collect();
         Ok(Self::wrap(HbmStorage::new(T::DTYPE, shape, Some(values))))
     }
 
@@ -251,7 +251,7 @@ impl<T: Element> Hbm<T> {
                 ),
             ));
         }
-        let v = values.iter().map(|x| x.to_f32()).collect();
+        let v = values.iter().map(|x| x.to_slot()).collect();
         Ok(Self::wrap(HbmStorage::new(T::DTYPE, s, Some(v))))
     }
 
@@ -276,15 +276,16 @@ impl<T: Element> Hbm<T> {
             .values
             .as_ref()
             .ok_or_else(|| no_data(&self.st, "Hbm::to_vec"))?;
-        Ok(vals.iter().map(|&x| T::from_f32(x)).collect())
+        Ok(vals.iter().map(|&x| T::from_slot(x)).collect())
     }
 
-    /// The values as f32 (exactly as stored), row-major.
+    /// The values as f32, row-major (exactly as stored, but for int32/uint32 values above
+    /// 2^24, rounded to the nearest f32: use [`Hbm::to_vec`] for those).
     pub fn to_f32_vec(&self) -> Result<Vec<f32>> {
         let g = self.st.read();
         g.values
             .as_ref()
-            .map(|v| v.to_vec())
+            .map(|v| v.iter().map(|&s| self.st.dtype.value(s)).collect())
             .ok_or_else(|| no_data(&self.st, "Hbm::to_f32_vec"))
     }
 

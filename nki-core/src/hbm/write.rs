@@ -59,9 +59,9 @@ pub(crate) fn check_dest_value(
     }
 }
 
-/// Writes row-major `vals` (rounded to the tensor dtype) into `dst` as writer `writer` (a
-/// store at `loc`). An element an unordered writer or reader of this launch touches is an
-/// output-dependency error naming both and the element.
+/// Writes row-major `vals` (slots of the tensor dtype, stored as they are) into `dst` as
+/// writer `writer` (a store at `loc`). An element an unordered writer or reader of this launch
+/// touches is an output-dependency error naming both and the element.
 pub(crate) fn write(
     dst: &HbmView,
     vals: Vec<f32>,
@@ -69,7 +69,7 @@ pub(crate) fn write(
     shared: &LaunchShared,
     loc: SourceLoc,
 ) -> Result<()> {
-    let r = write_slice(dst, &vals, false, writer, shared, loc);
+    let r = write_slice(dst, &vals, true, writer, shared, loc);
     crate::tile::give_buf(vals);
     r
 }
@@ -108,7 +108,7 @@ pub(crate) fn write_slice(
             } else if exact {
                 values.write_run(off, s, src, |_, v| v);
             } else {
-                values.write_run(off, s, src, |_, v| dtype.round(v));
+                values.write_run(off, s, src, |_, v| dtype.slot(v));
             }
         }
     });
@@ -154,7 +154,11 @@ pub(crate) fn atomic(
     let mut pos = 0;
     dst.ap.for_each_row(|off, n| {
         // SAFETY: as in `write_slice`; overlapping atomic updates wait for each other.
-        unsafe { values.write_run(off, s, &vals[pos..pos + n], |old, v| dtype.round(old + v)) };
+        unsafe {
+            values.write_run(off, s, &vals[pos..pos + n], |old, v| {
+                dtype.slot(dtype.value(old) + v)
+            })
+        };
         pos += n;
     });
     drop((g, copying));

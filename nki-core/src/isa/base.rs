@@ -28,6 +28,17 @@ pub enum Operand<'a> {
     },
 }
 
+impl Operand<'_> {
+    /// The dtype of the operand's slots: the tile's, or float32 for a scalar (whose value
+    /// is held as an f32).
+    pub(crate) fn dtype(&self) -> DType {
+        match self {
+            Operand::Tile(t) => t.dtype(),
+            Operand::Scalar { .. } => DType::F32,
+        }
+    }
+}
+
 impl From<f32> for Operand<'_> {
     fn from(v: f32) -> Self {
         Operand::Scalar {

@@ -172,12 +172,14 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
     ins.issue(
         &tile_out,
         || {
-            let vals = match &src {
+            // Slots move untouched (bit-exact); a cast goes through fp32.
+            let mut vals = match &src {
                 DmaEndpoint::Hbm(v) => ins.check(v.gather(API)),
-                DmaEndpoint::Tile(t) => ins.read(t),
+                DmaEndpoint::Tile(t) => t.gather_slots(API, ins.loc),
             };
+            src.dtype().cast_slots(dst.dtype(), &mut vals);
             match &dst {
-                DmaEndpoint::Tile(t) => t.scatter(vals),
+                DmaEndpoint::Tile(t) => t.scatter_slots(vals),
                 DmaEndpoint::Hbm(v) => {
                     let (wid, shared) = writer.as_ref().expect("writer set for HBM targets");
                     ins.check(crate::hbm::write::write(v, vals, *wid, shared, ins.loc));

@@ -121,7 +121,8 @@ impl AffineExpr {
 }
 
 /// Generates `expr`'s int32 values into a new SBUF tile of shape `expr.shape()`, cast to
-/// `dtype` (NKI `nisa.iota`; GpSimdE).
+/// `dtype` (NKI `nisa.iota`; GpSimdE): exact in int32/uint32 (a negative value saturates
+/// to 0 in uint32), rounded to nearest in float dtypes.
 #[track_caller]
 pub fn iota(expr: &AffineExpr, dtype: DType) -> Tile {
     const API: &str = "nisa.iota";
@@ -131,7 +132,8 @@ pub fn iota(expr: &AffineExpr, dtype: DType) -> Tile {
     let ov = out.view();
     let site = Site::new(Engine::GpSimd, Opcode::Iota);
     ins.compute(site, &[], &[], &[&ov], || {
-        ov.scatter(expr.values().into_iter().map(|v| v as f32).collect())
+        let vals = expr.values().into_iter();
+        ov.scatter_slots(vals.map(|v| dtype.slot_of_int(v as i64)).collect())
     });
     out
 }

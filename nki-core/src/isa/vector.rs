@@ -12,6 +12,7 @@ use super::{AluOp, Engine, Operand};
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
+use crate::exec;
 use crate::record::{MemKind, Opcode};
 use crate::target::Target;
 use crate::tile::{Tile, TileRef};
@@ -95,13 +96,20 @@ fn tensor_tensor_to<'d>(ins: &Op, dst: Dst<'d>, a: TileRef, b: TileRef, op: AluO
     let ov = out.view();
     let site = Site::new(engine, Opcode::TensorTensor).with_alu(op);
     ins.compute(site, &[&a, &b], &[], &[&ov], || {
-        let (x, y) = (a.gather(API, ins.loc), b.gather(API, ins.loc));
-        let r = x
-            .iter()
-            .zip(&y)
-            .map(|(&p, &q)| op.eval_typed(p, q, in_dtype))
-            .collect();
-        ov.scatter(r);
+        if op.is_integer_on(engine, in_dtype) {
+            // Native integer arithmetic on the slots (exact for 32-bit integers).
+            let f = exec::int_op(op, a.dtype(), b.dtype(), in_dtype, ov.dtype());
+            let (x, y) = (a.gather_slots(API, ins.loc), b.gather_slots(API, ins.loc));
+            ov.scatter_slots(x.iter().zip(&y).map(|(&p, &q)| f(p, q)).collect());
+        } else {
+            let (x, y) = (a.gather(API, ins.loc), b.gather(API, ins.loc));
+            let r = x
+                .iter()
+                .zip(&y)
+                .map(|(&p, &q)| op.eval_typed(p, q, in_dtype))
+                .collect();
+            ov.scatter(r);
+        }
     });
     out
 }
@@ -250,11 +258,33 @@ fn tensor_scalar_to<'d, 'a>(
         .into_iter()
         .flatten()
         .collect();
+    let integer = ops.iter().all(|o| o.is_integer_on(engine, in_dtype));
     ins.compute(site, &[&x], &extra, &[&ov], || {
-        let v = x.gather(API, ins.loc);
         let c0 = s0.values(ins, p);
         let c1 = s1.map(|s| s.values(ins, p));
         let f = x.free_size();
+        if integer {
+            // Native integer arithmetic on the data's slots (exact for 32-bit integers; the
+            // operands are fp32 values, exact integers up to 2^24).
+            let apply = |o: AluOp, t: i64, c: f32, rev: bool| {
+                let (a, b) = if rev { (c as i64, t) } else { (t, c as i64) };
+                o.eval_int(a, b, in_dtype)
+                    .expect("checked by is_integer_on")
+            };
+            let v = x.gather_slots(API, ins.loc);
+            let out = ov.dtype();
+            let r = v.iter().enumerate().map(|(i, &s)| {
+                let part = i / f.max(1);
+                let mut t = apply(op0, in_dtype.int(s), c0[part], rev0);
+                if let (Some(o1), Some(c1)) = (op1, &c1) {
+                    t = apply(o1, t, c1[part], rev1);
+                }
+                out.slot_of_int(t)
+            });
+            ov.scatter_slots(r.collect());
+            return;
+        }
+        let v = x.gather(API, ins.loc);
         let apply = |o: AluOp, t: f32, c: f32, rev: bool| {
             if rev {
                 o.eval_typed(c, t, in_dtype)
@@ -411,7 +441,15 @@ fn tensor_copy_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, engine: Engine) -> Out
     let ov = out.view();
     let site = Site::new(engine, Opcode::TensorCopy);
     ins.compute(site, &[&x], &[], &[&ov], || {
-        ov.scatter(x.gather(API, ins.loc))
+        if engine == Engine::Scalar {
+            // ScalarE copies through fp32.
+            ov.scatter(x.gather(API, ins.loc))
+        } else {
+            // VectorE and GpSimdE copy equal dtypes bit-exactly; a cast goes through fp32.
+            let mut v = x.gather_slots(API, ins.loc);
+            x.dtype().cast_slots(ov.dtype(), &mut v);
+            ov.scatter_slots(v)
+        }
     });
     out
 }

@@ -89,8 +89,11 @@ fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
         &[&tv],
         || {
             if !tv.load_in_place(&v) {
-                let exact = v.dtype() == dtype;
-                tv.write_with(exact, |out| ins.check(v.gather_into("load", out)))
+                // Slots move untouched (bit-exact); a cast goes through fp32.
+                tv.write_slots(|out| {
+                    ins.check(v.gather_into("load", out));
+                    v.dtype().cast_slots(dtype, out);
+                })
             }
         },
         || Instr {
@@ -121,9 +124,16 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
     ins.issue(
         &[],
         || {
-            let exact = src.dtype() == dst.dtype();
-            ins.check(src.with_values("store", ins.loc, |vals| {
-                crate::hbm::write::write_slice(&dst, vals, exact, wid, &shared, ins.loc)
+            // Slots move untouched (bit-exact); a cast goes through fp32.
+            let (from, to) = (src.dtype(), dst.dtype());
+            ins.check(src.with_slots("store", ins.loc, |vals| {
+                if from == to {
+                    crate::hbm::write::write_slice(&dst, vals, true, wid, &shared, ins.loc)
+                } else {
+                    let mut cast = vals.to_vec();
+                    from.cast_slots(to, &mut cast);
+                    crate::hbm::write::write_slice(&dst, &cast, true, wid, &shared, ins.loc)
+                }
             }));
         },
         || Instr {
@@ -170,13 +180,24 @@ pub(crate) fn copy_to_impl(
     ins.operand("src", &src);
     let t = ins.alloc(mem, dtype, src.shape());
     let tv = t.view();
+    let engine = copy_engine(src.mem());
     ins.issue(
         &[&tv],
         || {
-            let exact = src.dtype() == dtype;
-            src.with_rows("copy", ins.loc, |rows| {
-                tv.write_with(exact, |out| {
-                    rows.iter().for_each(|row| out.extend_from_slice(row))
+            let from = src.dtype();
+            if engine == Engine::Scalar {
+                // ScalarE copies through fp32.
+                return src.with_rows("copy", ins.loc, |rows| {
+                    tv.write_with(from == dtype, |out| {
+                        rows.iter().for_each(|row| out.extend_from_slice(row))
+                    })
+                });
+            }
+            // VectorE: bit-exact between equal dtypes; a cast goes through fp32.
+            src.with_slot_rows("copy", ins.loc, |rows| {
+                tv.write_slots(|out| {
+                    rows.iter().for_each(|row| out.extend_from_slice(row));
+                    from.cast_slots(dtype, out);
                 })
             })
         },
@@ -189,7 +210,7 @@ pub(crate) fn copy_to_impl(
             contiguous: src.ap.inner_stride() == 1,
             reads: vec![src.region()],
             writes: vec![tv.region()],
-            ..Instr::new(copy_engine(src.mem()), Opcode::TensorCopy, api, ins.loc)
+            ..Instr::new(engine, Opcode::TensorCopy, api, ins.loc)
         },
     );
     t
@@ -218,14 +239,16 @@ pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>
     ins.issue(
         &[&dst],
         || {
-            let v = ins.read(&src);
+            // Slots move untouched (bit-exact); a cast goes through fp32.
+            let mut v = src.gather_slots("assign", ins.loc);
+            src.dtype().cast_slots(dst.dtype(), &mut v);
             let vals = if src.shape() == dst.shape() {
                 v
             } else {
                 let zeros = vec![0.0; dst.ap.shape.numel()];
                 crate::exec::binary(&zeros, &out, &v, src.shape(), &out, |_, y| y)
             };
-            dst.scatter(vals)
+            dst.scatter_slots(vals)
         },
         || Instr {
             partitions: dst.partitions() as u32,

@@ -18,11 +18,16 @@ pub(crate) struct Lowering {
     pub(crate) engine: Engine,
     pub(crate) opcode: Opcode,
     pub(crate) alu: Option<AluOp>,
+    /// The dtype the ALU operator computes at when it computes in integers (its width and
+    /// signedness); `None`: the promotion of the operands.
+    pub(crate) int_width: Option<DType>,
 }
 
 /// The shared binary element-wise op: checks operands (on-chip, partition rule, broadcast
 /// compatibility; `partition_broadcast` allows a 1-partition operand), computes in f32, rounds
-/// to the result dtype, writes a new SBUF tile and records one instruction.
+/// to the result dtype, writes a new SBUF tile and records one instruction. When the
+/// lowering's ALU operator computes in native integer arithmetic on its engine
+/// ([`AluOp::is_integer_on`]), it does so exactly ([`exec::int_op`]) instead of calling `f`.
 #[track_caller]
 pub(crate) fn binary_op(
     ins: &Op,
@@ -72,45 +77,16 @@ pub(crate) fn binary_op(
     };
     let out = ins.alloc(MemKind::Sbuf, out_dtype, &out_dims);
     let ov = out.view();
+    let compute = low.int_width.unwrap_or(result_dtype(&x, &y, None));
+    let integer = low.alu.filter(|a| a.is_integer_on(low.engine, compute));
     ins.issue(
         &[&ov],
-        || {
-            // Inputs are read in place, row by row (a tile loaded from a kernel input still
-            // in the tensor's rows); the output tile is fresh, so results go straight into it.
-            match (&x, &y) {
-                (Operand::Tile(a), Operand::Tile(b)) if a.shape() == b.shape() => {
-                    a.with_rows(op, ins.loc, |ra| {
-                        b.with_rows(op, ins.loc, |rb| {
-                            ov.write_with(false, |o| {
-                                for (va, vb) in ra.iter().zip(rb.iter()) {
-                                    o.extend(va.iter().zip(vb).map(|(&p, &q)| f(p, q)));
-                                }
-                            })
-                        })
-                    })
-                }
-                (Operand::Tile(a), Operand::Tile(b)) => {
-                    let (va, vb) = (ins.read(a), ins.read(b));
-                    ov.scatter(exec::binary(&va, a.shape(), &vb, b.shape(), &out_dims, &f))
-                }
-                (Operand::Tile(a), Operand::Scalar { value, .. }) => {
-                    a.with_rows(op, ins.loc, |ra| {
-                        ov.write_with(false, |o| {
-                            ra.iter()
-                                .for_each(|r| o.extend(r.iter().map(|&v| f(v, *value))))
-                        })
-                    })
-                }
-                (Operand::Scalar { value, .. }, Operand::Tile(b)) => {
-                    b.with_rows(op, ins.loc, |rb| {
-                        ov.write_with(false, |o| {
-                            rb.iter()
-                                .for_each(|r| o.extend(r.iter().map(|&v| f(*value, v))))
-                        })
-                    })
-                }
-                _ => unreachable!("checked above"),
+        || match integer {
+            Some(alu) => {
+                let g = exec::int_op(alu, x.dtype(), y.dtype(), compute, out_dtype);
+                execute(ins, (&x, &y), &ov, &out_dims, true, g)
             }
+            None => execute(ins, (&x, &y), &ov, &out_dims, false, &f),
         },
         || {
             let first = tiles[0].1;
@@ -132,6 +108,76 @@ pub(crate) fn binary_op(
     out
 }
 
+/// Computes `f` element-wise over operands `x`, `y` (broadcast to `out_dims`) into the fresh
+/// output view `ov`: on values rounded to its dtype, or on slots as they are when `slots`
+/// (`f` then maps slots to slots, see [`exec::int_op`]). Inputs are read in place, row by
+/// row (a tile loaded from a kernel input still in the tensor's rows); the output tile is
+/// fresh, so results go straight into it.
+fn execute(
+    ins: &Op,
+    (x, y): (&Operand, &Operand),
+    ov: &TileRef,
+    out_dims: &[usize],
+    slots: bool,
+    f: impl Fn(f32, f32) -> f32,
+) {
+    let (op, loc) = (ins.api, ins.loc);
+    let rows = |t: &TileRef, g: &mut dyn FnMut(crate::tile::Rows)| {
+        if slots {
+            t.with_slot_rows(op, loc, &mut *g)
+        } else {
+            t.with_rows(op, loc, &mut *g)
+        }
+    };
+    let write = |fill: &mut dyn FnMut(&mut Vec<f32>)| {
+        if slots {
+            ov.write_slots(|o| fill(o))
+        } else {
+            ov.write_with(false, |o| fill(o))
+        }
+    };
+    match (x, y) {
+        (Operand::Tile(a), Operand::Tile(b)) if a.shape() == b.shape() => rows(a, &mut |ra| {
+            rows(b, &mut |rb| {
+                write(&mut |o| {
+                    for (va, vb) in ra.iter().zip(rb.iter()) {
+                        o.extend(va.iter().zip(vb).map(|(&p, &q)| f(p, q)));
+                    }
+                })
+            })
+        }),
+        (Operand::Tile(a), Operand::Tile(b)) => {
+            let read = |t: &TileRef| {
+                if slots {
+                    t.gather_slots(op, loc)
+                } else {
+                    ins.read(t)
+                }
+            };
+            let (va, vb) = (read(a), read(b));
+            let r = exec::binary(&va, a.shape(), &vb, b.shape(), out_dims, &f);
+            if slots {
+                ov.scatter_slots(r)
+            } else {
+                ov.scatter(r)
+            }
+        }
+        (Operand::Tile(a), Operand::Scalar { value, .. }) => rows(a, &mut |ra| {
+            write(&mut |o| {
+                ra.iter()
+                    .for_each(|r| o.extend(r.iter().map(|&v| f(v, *value))))
+            })
+        }),
+        (Operand::Scalar { value, .. }, Operand::Tile(b)) => rows(b, &mut |rb| {
+            write(&mut |o| {
+                rb.iter()
+                    .for_each(|r| o.extend(r.iter().map(|&v| f(*value, v))))
+            })
+        }),
+        _ => unreachable!("checked above"),
+    }
+}
+
 /// VectorE lowering of a binary op: `tensor_tensor` for two full tiles; `tensor_scalar` (one
 /// pass over N, hardware.md §2.3) for a scalar operand or a `[P, 1]` tile broadcast along the
 /// free dimension, as the compiler lowers it.
@@ -149,6 +195,7 @@ fn vector(x: &Operand, y: &Operand) -> Lowering {
             Opcode::TensorScalar
         },
         alu: None,
+        int_width: None,
     }
 }
 

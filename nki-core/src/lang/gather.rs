@@ -71,7 +71,8 @@ pub fn gather_flattened<'a, 'b>(
         || {
             let f = data.free_size();
             let n = idx.free_size();
-            let vals = ins.read(&data);
+            // The gathered elements move as slots (same dtype: bit-exact).
+            let vals = data.gather_slots(ins.api, ins.loc);
             let ids = ins.read(&idx);
             let mut res = Vec::with_capacity(ids.len());
             for (k, &i) in ids.iter().enumerate() {
@@ -94,7 +95,7 @@ pub fn gather_flattened<'a, 'b>(
             }
             give_buf(vals);
             give_buf(ids);
-            ov.scatter(res);
+            ov.scatter_slots(res);
         },
         || Instr {
             partitions: idx.partitions() as u32,

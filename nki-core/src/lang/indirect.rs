@@ -77,7 +77,8 @@ pub fn load_indirect<'a>(src: impl HbmSource, indices: impl Into<TileRef<'a>>) -
                 let row = v.try_slice(i as usize).unwrap_or_else(|e| raise(e, loc));
                 row.gather_into(API, &mut vals).unwrap_or_else(|e| raise(e, loc));
             }
-            ov.scatter(vals);
+            // The DMA moves the tensor's slots untouched (same dtype: bit-exact).
+            ov.scatter_slots(vals);
         },
         || Instr {
             partitions: p as u32,

@@ -40,8 +40,9 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
     ins.issue(
         &[&tv],
         || {
+            // The DMA moves the tensor's slots untouched (same dtype: bit-exact).
             let vals = ins.check(v.gather(API));
-            tv.scatter(exec::transpose2d(&vals, f, p));
+            tv.scatter_slots(exec::transpose2d(&vals, f, p));
         },
         || Instr {
             partitions: p as u32,
@@ -97,9 +98,16 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
     ins.issue(
         &[&ov],
         || {
-            let v = ins.read(&src);
+            // Across partitions the values pass a PSUM matmul (fp32); along the free
+            // dimension VectorE copies the slots untouched (bit-exact).
             let zeros = vec![0.0; dims.iter().product()];
-            ov.scatter(exec::binary(&zeros, dims, &v, src.shape(), dims, |_, b| b));
+            if across_partitions {
+                let v = ins.read(&src);
+                ov.scatter(exec::binary(&zeros, dims, &v, src.shape(), dims, |_, b| b));
+            } else {
+                let v = src.gather_slots(API, ins.loc);
+                ov.scatter_slots(exec::binary(&zeros, dims, &v, src.shape(), dims, |_, b| b));
+            }
         },
         || {
             let rec = |engine, opcode, free: usize| Instr {
@@ -201,7 +209,8 @@ fn expand_ap(ap: &Ap, axis: usize) -> Result<Ap, String> {
     })
 }
 
-/// The shared index-tile generator (GpSimdE `Iota`): value = `f(index)`.
+/// The shared index-tile generator (GpSimdE `Iota`): value = `f(index)` as int32, exact in
+/// int32/uint32 tiles (see [`DType::slot_of_int`]), rounded to nearest in float ones.
 fn iota_impl(ins: &Op, dims: &[usize], dtype: DType, value: impl Fn(&[usize]) -> i64) -> Tile {
     let out = ins.alloc(MemKind::Sbuf, dtype, dims);
     let ov = out.view();
@@ -212,7 +221,7 @@ fn iota_impl(ins: &Op, dims: &[usize], dtype: DType, value: impl Fn(&[usize]) ->
             let mut idx = vec![0usize; dims.len()];
             let mut vals = Vec::with_capacity(n);
             for _ in 0..n {
-                vals.push(value(&idx) as i32 as f32);
+                vals.push(dtype.slot_of_int(value(&idx) as i32 as i64));
                 for d in (0..dims.len()).rev() {
                     idx[d] += 1;
                     if idx[d] < dims[d] {
@@ -221,7 +230,7 @@ fn iota_impl(ins: &Op, dims: &[usize], dtype: DType, value: impl Fn(&[usize]) ->
                     idx[d] = 0;
                 }
             }
-            ov.scatter(vals);
+            ov.scatter_slots(vals);
         },
         || Instr {
             partitions: dims[0] as u32,

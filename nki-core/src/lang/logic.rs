@@ -146,7 +146,8 @@ pub fn invert<'a>(x: impl Into<TileRef<'a>>) -> Tile {
         Operand::Scalar { .. } => unreachable!("x is a tile"),
     };
     // XOR with all ones at x's own width (not the int32 a weak scalar would promote to).
-    let low = alu_lowering(AluOp::BitwiseXor, &x, &ones);
+    let mut low = alu_lowering(AluOp::BitwiseXor, &x, &ones);
+    low.int_width = Some(dt);
     binary_op(&ins, low, x, ones, Some(dt), true, move |a, _| {
         AluOp::BitwiseXor.eval_typed(a, -1.0, dt)
     })

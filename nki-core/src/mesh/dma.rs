@@ -262,7 +262,12 @@ impl AsyncCopy<'_> {
             Operand::Hbm(v) => start_copy(v, &self.dst, self.send, self.recv, loc),
             Operand::Tile(t) => {
                 let bytes = (t.shape().iter().product::<usize>() * t.dtype().size()) as u64;
-                let values = || Ok(t.gather("remote_copy", loc));
+                let to = self.dst.storage().dtype;
+                let values = || {
+                    let mut slots = t.gather_slots("remote_copy", loc);
+                    t.dtype().cast_slots(to, &mut slots);
+                    Ok(slots)
+                };
                 start_copy_from(values, bytes, &self.dst, self.send, self.recv, loc)
             }
         };
@@ -331,11 +336,17 @@ pub(crate) fn start_copy(
     recv: SemKey,
     loc: SourceLoc,
 ) -> u64 {
-    let values = || src.hbm_view().gather("remote_copy");
+    let values = || {
+        let v = src.hbm_view();
+        let mut slots = v.gather("remote_copy")?;
+        v.dtype().cast_slots(dst.storage().dtype, &mut slots);
+        Ok(slots)
+    };
     start_copy_from(values, src.bytes(), dst, send, recv, loc)
 }
 
-/// [`start_copy`] of the `bytes` whose values `values` reads (an HBM view or a tile).
+/// [`start_copy`] of the `bytes` whose slots (of `dst`'s dtype: a DMA moves equal dtypes bit
+/// for bit) `values` reads (an HBM view or a tile).
 fn start_copy_from(
     values: impl FnOnce() -> Result<Vec<f32>>,
     bytes: u64,
@@ -359,8 +370,9 @@ fn start_copy_from(
         shared.sync.start_copy(state, |d| mesh.describe_device(d)),
         loc,
     );
+    note_written(dst.storage());
     if shared.mode.executes() {
-        context::check(values().and_then(|mut v| write_values(dst, &mut v)), loc);
+        context::check(values().and_then(|v| write_slots(dst, &v)), loc);
     }
     with_device("remote_copy", loc, |d| {
         d.flush();
@@ -379,10 +391,25 @@ fn start_copy_from(
     id
 }
 
-/// Writes row-major `vals` into `dst`, rounding them to its dtype first.
+/// Notes `st` written by the running launch (for the unwritten-output check): remote copies
+/// and collectives write shards without a store's writer tags, in every mode.
+pub(crate) fn note_written(st: &crate::hbm::HbmStorage) {
+    if let Some(base) = context::try_with_ctx(|c| c.shared.writers.base()) {
+        st.last_writer
+            .fetch_max(base, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Writes row-major values `vals` into `dst`, made slots of its dtype first (rounded;
+/// int32/uint32 as bit patterns).
 pub(crate) fn write_values(dst: &MeshView, vals: &mut [f32]) -> Result<()> {
+    dst.storage().dtype.to_slots(vals, false);
+    write_slots(dst, vals)
+}
+
+/// Writes row-major slots of `dst`'s dtype into `dst` as they are.
+fn write_slots(dst: &MeshView, vals: &[f32]) -> Result<()> {
     let st = dst.storage();
-    st.dtype.round_slice(vals);
     let mut g = st.write();
     let values = g
         .values

@@ -12,6 +12,7 @@ use super::topology::Mesh;
 use crate::abort::{run_instance, Stop};
 use crate::context::{InstanceCtx, LaunchShared, Mode};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::hbm::HbmStorage;
 use crate::spmd::Grid;
 use crate::target::Target;
 use std::collections::BTreeMap;
@@ -19,6 +20,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What a device thread hands back: its log and its error.
 type DeviceOutcome = (Vec<Step>, Option<NkiError>);
+
+/// A kernel output of a mesh launch and the device it belongs to (`None`: a tensor borrowed
+/// with `Hbm::as_output`, shared by every device).
+type OutputOf = (Arc<HbmStorage>, Option<usize>);
 
 /// State shared by the devices of one mesh launch.
 pub(crate) struct MeshShared {
@@ -30,12 +35,24 @@ pub(crate) struct MeshShared {
     pub(crate) engine_spans: bool,
     pub(crate) sync: MeshSync,
     collectives: Mutex<BTreeMap<u32, CollectiveEntry>>,
+    /// The shards taken as kernel outputs ([`ShardedHbm::local_out`]), by storage id, with
+    /// the device whose output each is (`None` for tensors borrowed with `Hbm::as_output`):
+    /// the launch must write every one.
+    ///
+    /// [`ShardedHbm::local_out`]: super::ShardedHbm::local_out
+    outputs: Mutex<BTreeMap<u64, OutputOf>>,
 }
 
 impl MeshShared {
     /// The collective registry, by sequence number.
     pub(crate) fn collectives(&self) -> MutexGuard<'_, BTreeMap<u32, CollectiveEntry>> {
         self.collectives.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes `st` as a kernel output of device `device` (checked written at the end).
+    pub(crate) fn note_output(&self, st: &Arc<HbmStorage>, device: Option<usize>) {
+        let mut g = self.outputs.lock().unwrap_or_else(|p| p.into_inner());
+        g.entry(st.id).or_insert_with(|| (st.clone(), device));
     }
 }
 
@@ -116,6 +133,8 @@ impl<'m> MeshLaunch<'m> {
         }
         crate::abort::quiet_kernel_unwinds();
         let n = self.mesh.num_devices();
+        // Tensors borrowed with `Hbm::as_output` before the launch are its outputs too.
+        let borrowed = crate::hbm::take_pending_outputs();
         let launch = LaunchShared::new();
         let shared = Arc::new(MeshShared {
             mesh: self.mesh.clone(),
@@ -125,7 +144,11 @@ impl<'m> MeshLaunch<'m> {
             engine_spans: self.engine_spans,
             sync: MeshSync::new(n, launch.clone()),
             collectives: Mutex::new(BTreeMap::new()),
+            outputs: Mutex::new(BTreeMap::new()),
         });
+        for st in &borrowed {
+            shared.note_output(st, None);
+        }
         let outcomes: Vec<Mutex<Option<DeviceOutcome>>> =
             (0..n).map(|_| Mutex::new(None)).collect();
         std::thread::scope(|s| {
@@ -170,6 +193,7 @@ impl<'m> MeshLaunch<'m> {
             return Err(e);
         }
         end_checks(&shared)?;
+        outputs_written(&shared, &launch)?;
         let timeline = replay(logs, shared.links);
         let collectives = shared
             .collectives()
@@ -254,6 +278,25 @@ fn on_device(e: NkiError, pid: &[usize], device: &str) -> NkiError {
         out = out.with_loc(l);
     }
     out
+}
+
+/// After every device finished: a kernel output (a shard taken with `local_out`, or a tensor
+/// borrowed with `Hbm::as_output` before the launch) that nothing wrote in this launch — no
+/// store, DMA, remote copy or collective — is an [`ErrorKind::OutputNotWritten`] error
+/// (NKI's `err_tensor_output_not_written_to`), as in single-device launches.
+fn outputs_written(shared: &MeshShared, launch: &LaunchShared) -> Result<()> {
+    let base = launch.writers.base();
+    let outputs = shared.outputs.lock().unwrap_or_else(|p| p.into_inner());
+    for (st, d) in outputs.values() {
+        crate::hbm::check_written(st, base).map_err(|e| match d {
+            Some(d) => {
+                let device = shared.mesh.describe_device(*d);
+                NkiError::new(e.kind(), e.op(), format!("on {device}: {}", e.message()))
+            }
+            None => e,
+        })?;
+    }
+    Ok(())
 }
 
 /// After every device finished: a copy whose send side was never waited on, or a semaphore

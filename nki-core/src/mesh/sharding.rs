@@ -201,7 +201,7 @@ impl<T: Element> ShardedHbm<T> {
         a: &ArrayBase<S, D>,
         spec: PartitionSpec,
     ) -> Result<Self> {
-        let flat: Vec<f32> = a.iter().map(|x| x.to_f32()).collect();
+        let flat: Vec<f32> = a.iter().map(|x| x.to_slot()).collect();
         let m = mesh.clone();
         Self::build(mesh, a.shape(), spec, |l, d| {
             let ap = l.global_view(&m, d);
@@ -257,7 +257,7 @@ impl<T: Element> ShardedHbm<T> {
                 }
             }
         }
-        let v: Vec<T> = out.iter().map(|&x| T::from_f32(x)).collect();
+        let v: Vec<T> = out.iter().map(|&x| T::from_slot(x)).collect();
         Ok(ArrayD::from_shape_vec(IxDyn(&self.layout.global), v).expect("shape matches"))
     }
 
@@ -265,7 +265,7 @@ impl<T: Element> ShardedHbm<T> {
     pub fn shard(&self, device: impl Into<DeviceRef>) -> Result<ArrayD<T>> {
         let d = self.mesh.resolve(&device.into())?;
         let vals = self.shard_values(d, "ShardedHbm::shard")?;
-        let v: Vec<T> = vals.iter().map(|&x| T::from_f32(x)).collect();
+        let v: Vec<T> = vals.iter().map(|&x| T::from_slot(x)).collect();
         Ok(ArrayD::from_shape_vec(IxDyn(&self.layout.shard), v).expect("shape matches"))
     }
 
@@ -309,7 +309,10 @@ impl<T: Element> ShardedHbm<T> {
     /// copy into it remotely at the same time).
     #[track_caller]
     pub fn local_out(&self) -> HbmOut<'_, T> {
-        let d = device::current_id("ShardedHbm::local_out", SourceLoc::caller());
+        let d = device::with_device("ShardedHbm::local_out", SourceLoc::caller(), |s| {
+            s.shared.note_output(&self.shards[s.id], Some(s.id));
+            s.id
+        });
         self.out_of(d)
     }
 

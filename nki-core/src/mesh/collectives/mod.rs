@@ -296,16 +296,20 @@ impl Call {
         }
     }
 
-    /// Reads a view's values (none in estimate mode).
+    /// Reads a view's values (as fp32 sees them; none in estimate mode).
     pub(crate) fn read(&self, v: &MeshView) -> Vec<f32> {
         if !self.executes() {
             return Vec::new();
         }
-        context::check(v.hbm_view().gather(self.name()), self.loc)
+        let h = v.hbm_view();
+        let mut vals = context::check(h.gather(self.name()), self.loc);
+        h.dtype().to_values(&mut vals);
+        vals
     }
 
     /// Writes values into a local view (nothing in estimate mode).
     pub(crate) fn write(&self, v: &MeshView, mut vals: Vec<f32>) {
+        super::dma::note_written(v.storage());
         if self.executes() {
             context::check(write_values(v, &mut vals), self.loc);
         }
