@@ -273,16 +273,21 @@ pub fn dma_plan_into(spec: &TargetSpec, r: &Instr, plan: &mut DmaPlan) {
         let p0 = p0.min(n_eng * ppe - 1);
         let p_end = (p0 + parts).min(n_eng * ppe).max(p0 + 1);
         let total = (p_end - p0) as f64;
-        // Engines serving the same number of partitions take the same time: computed once
-        // per run of equal counts.
-        let mut last = (usize::MAX, 0.0);
-        plan.engine_ns.extend((0..n_eng).map(|e| {
-            let n = p_end.min((e + 1) * ppe).saturating_sub(p0.max(e * ppe));
-            if n != last.0 {
-                last = (n, engine_ns(bytes as f64 * n as f64 / total));
-            }
-            last.1
-        }));
+        // Engine `e` serves partitions `e * ppe .. (e + 1) * ppe`: the engines before the
+        // first and after the last partition move nothing, the ones strictly between serve
+        // `ppe` partitions each; only the first and last can be partial.
+        let share = |n: usize| engine_ns(bytes as f64 * n as f64 / total);
+        let served = |e: usize| p_end.min((e + 1) * ppe).saturating_sub(p0.max(e * ppe));
+        let (e_first, e_last) = (p0 / ppe, (p_end - 1) / ppe);
+        let idle = share(0);
+        let v = &mut plan.engine_ns;
+        v.resize(e_first, idle);
+        v.push(share(served(e_first)));
+        if e_last > e_first {
+            v.resize(e_last, share(ppe));
+            v.push(share(served(e_last)));
+        }
+        v.resize(n_eng, idle);
     }
     let hbm_bytes = match (src == MemKind::Hbm, dst == MemKind::Hbm) {
         (true, true) => 2 * bytes,
