@@ -156,7 +156,7 @@ pub fn dependency_latency_ns(spec: &TargetSpec, engine: Engine) -> f64 {
 }
 
 /// How one DMA record occupies the DMA engines of its NeuronCore.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct DmaPlan {
     /// Time, in ns, each DMA engine (index = engine) is busy with the record: its share of the
     /// bytes at the engine's bandwidth (times the record's efficiency), at least
@@ -228,6 +228,14 @@ pub fn writes_partial_words(spec: &TargetSpec, r: &Instr) -> bool {
 /// not it moves bytes; an engine that moves bytes of a DMA with partial-word descriptors
 /// ([`writes_partial_words`]) is held `dma_partial_write_ns` longer for the write receipts.
 pub fn dma_plan(spec: &TargetSpec, r: &Instr) -> DmaPlan {
+    let mut plan = DmaPlan::default();
+    dma_plan_into(spec, r, &mut plan);
+    plan
+}
+
+/// [`dma_plan`] written into `plan`, reusing its `engine_ns` allocation (the scheduler plans
+/// every DMA record into one buffer).
+pub fn dma_plan_into(spec: &TargetSpec, r: &Instr, plan: &mut DmaPlan) {
     let (bytes, src, dst, parts, p0) = match r.dma {
         Some(d) => (
             d.bytes,
@@ -248,43 +256,49 @@ pub fn dma_plan(spec: &TargetSpec, r: &Instr) -> DmaPlan {
     let bw = spec.dma_engine_bytes_per_ns * efficiency;
     let n_eng = spec.dma_engines.max(1);
     let ppe = spec.dma_partitions_per_engine.max(1);
-    let mut shares = vec![0.0f64; n_eng];
-    if src == MemKind::Hbm && dst == MemKind::Hbm {
-        shares.fill(bytes as f64 / n_eng as f64);
-    } else {
-        let p0 = p0.min(n_eng * ppe - 1);
-        let p_end = (p0 + parts).min(n_eng * ppe).max(p0 + 1);
-        let total = (p_end - p0) as f64;
-        for (e, share) in shares.iter_mut().enumerate() {
-            let n = p_end.min((e + 1) * ppe).saturating_sub(p0.max(e * ppe));
-            *share = bytes as f64 * n as f64 / total;
-        }
-    }
     let partial_write = if writes_partial_words(spec, r) {
         spec.dma_partial_write_ns
     } else {
         0.0
     };
-    let engine_ns = shares
-        .into_iter()
-        .map(|b| {
-            let receipt = if b > 0.0 { partial_write } else { 0.0 };
-            (b / bw).max(spec.dma_engine_min_ns) + receipt
-        })
-        .collect();
+    let engine_ns = |b: f64| {
+        let receipt = if b > 0.0 { partial_write } else { 0.0 };
+        (b / bw).max(spec.dma_engine_min_ns) + receipt
+    };
+    plan.engine_ns.clear();
+    if src == MemKind::Hbm && dst == MemKind::Hbm {
+        let share = engine_ns(bytes as f64 / n_eng as f64);
+        plan.engine_ns.resize(n_eng, share);
+    } else {
+        let p0 = p0.min(n_eng * ppe - 1);
+        let p_end = (p0 + parts).min(n_eng * ppe).max(p0 + 1);
+        let total = (p_end - p0) as f64;
+        // Engine `e` serves partitions `e * ppe .. (e + 1) * ppe`: the engines before the
+        // first and after the last partition move nothing, the ones strictly between serve
+        // `ppe` partitions each; only the first and last can be partial.
+        let share = |n: usize| engine_ns(bytes as f64 * n as f64 / total);
+        let served = |e: usize| p_end.min((e + 1) * ppe).saturating_sub(p0.max(e * ppe));
+        let (e_first, e_last) = (p0 / ppe, (p_end - 1) / ppe);
+        let idle = share(0);
+        let v = &mut plan.engine_ns;
+        v.resize(e_first, idle);
+        v.push(share(served(e_first)));
+        if e_last > e_first {
+            v.resize(e_last, share(ppe));
+            v.push(share(served(e_last)));
+        }
+        v.resize(n_eng, idle);
+    }
     let hbm_bytes = match (src == MemKind::Hbm, dst == MemKind::Hbm) {
         (true, true) => 2 * bytes,
         (false, false) => 0,
         _ => bytes,
     };
-    DmaPlan {
-        engine_ns,
-        bytes,
-        hbm_bytes,
-        hbm_ns: hbm_bytes as f64 / spec.hbm_bytes_per_ns,
-        floor_ns: spec.dma_min_transfer_ns,
-        efficiency,
-    }
+    plan.bytes = bytes;
+    plan.hbm_bytes = hbm_bytes;
+    plan.hbm_ns = hbm_bytes as f64 / spec.hbm_bytes_per_ns;
+    plan.floor_ns = spec.dma_min_transfer_ns;
+    plan.efficiency = efficiency;
 }
 
 #[cfg(test)]

@@ -535,6 +535,7 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         dmas: ReadyQueue::default(),
         lat: Engine::ALL.map(|e| cost::dependency_latency_ns(spec, e)),
         placed: 0,
+        plan: DmaPlan::default(),
     };
     for i in 0..n {
         if sim.pending[i] == 0 {
@@ -621,6 +622,8 @@ struct Sim<'s, 'a> {
     dmas: ReadyQueue,
     lat: [f64; ENGINES],
     placed: usize,
+    /// The DMA plan of the record being placed: one buffer for every DMA record.
+    plan: DmaPlan,
 }
 
 impl Sim<'_, '_> {
@@ -748,8 +751,9 @@ impl Sim<'_, '_> {
     fn place_dma(&mut self, i: u32, t: f64) {
         let iu = i as usize;
         let r = self.recs[iu];
-        let plan: DmaPlan = cost::dma_plan(self.spec, r);
-        self.bandwidth_bound[iu] = super::critical::bandwidth_bound(self.spec, &plan);
+        cost::dma_plan_into(self.spec, r, &mut self.plan);
+        let plan = &self.plan;
+        self.bandwidth_bound[iu] = super::critical::bandwidth_bound(self.spec, plan);
         let c = self.core[iu] as usize;
         let st = &mut self.cores[c];
         let mut bound = t;
