@@ -267,13 +267,25 @@ impl Ap {
     /// (on-chip views keep their partition dim); other integer indices drop their dimension.
     /// Missing trailing indices select the whole dimension.
     pub fn slice(&self, index: &[Ix], keep_dim0: bool, what: &str) -> Result<Ap> {
+        self.slice_named(index, keep_dim0, || what.to_string())
+    }
+
+    /// [`Ap::slice`] with the sliced object's description built only for an error (slicing
+    /// sits on every kernel's hot path; describing a tile or tensor formats a string).
+    pub(crate) fn slice_named(
+        &self,
+        index: &[Ix],
+        keep_dim0: bool,
+        describe: impl Fn() -> String,
+    ) -> Result<Ap> {
         let nd = self.shape.ndim();
         if index.len() > nd {
             return Err(NkiError::new(
                 ErrorKind::InvalidArgument,
                 "slice",
                 format!(
-                    "too many indices for {what} of shape {}: got {}",
+                    "too many indices for {} of shape {}: got {}",
+                    describe(),
                     self.shape,
                     index.len()
                 ),
@@ -292,7 +304,7 @@ impl Ap {
             match ix {
                 Ix::At(i) => {
                     if i >= size {
-                        return Err(oob(what, d, i, i, size, &self.shape));
+                        return Err(oob(&describe(), d, i, i, size, &self.shape));
                     }
                     offset += i as isize * self.strides[d];
                     if d == 0 && keep_dim0 {
@@ -306,12 +318,15 @@ impl Ap {
                         return Err(NkiError::new(
                             ErrorKind::InvalidArgument,
                             "slice",
-                            format!("slice step cannot be zero (dimension {d} of {what})"),
+                            format!(
+                                "slice step cannot be zero (dimension {d} of {})",
+                                describe()
+                            ),
                         ));
                     }
                     if start >= end || end > size {
                         let last = end.max(start.saturating_add(1)) - 1;
-                        return Err(oob(what, d, start, last, size, &self.shape));
+                        return Err(oob(&describe(), d, start, last, size, &self.shape));
                     }
                     let n = (end - start).div_ceil(step);
                     offset += start as isize * self.strides[d];

@@ -507,7 +507,7 @@ impl<'a> TileRef<'a> {
                 );
             }
         }
-        match self.ap.slice(&index, true, &self.tile.describe()) {
+        match self.ap.slice_named(&index, true, || self.tile.describe()) {
             Ok(ap) => TileRef {
                 tile: self.tile,
                 ap,

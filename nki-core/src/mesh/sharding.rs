@@ -382,7 +382,7 @@ impl MeshView {
         let st = &self.shards[self.device];
         let ap = self
             .ap
-            .slice(&index.into_index(), false, &format!("tensor {}", st.name))?;
+            .slice_named(&index.into_index(), false, || format!("tensor {}", st.name))?;
         Ok(MeshView {
             shards: self.shards.clone(),
             device: self.device,
