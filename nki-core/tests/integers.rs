@@ -352,3 +352,41 @@ fn remote_copies_move_32_bit_integers_exactly() {
         assert_eq!(v.iter().copied().collect::<Vec<_>>(), swapped);
     }
 }
+
+#[test]
+fn integer_scalars_and_operand_columns_beyond_2_24_are_exact() {
+    const BIG: i32 = 16_777_217;
+    // nl.add with an int scalar: int32 arithmetic on GpSimdE, the scalar exact.
+    for got in each_mode(&I32S, 0, |a, out| {
+        nl::store(out, &nl::add(&nl::load(a), BIG))
+    }) {
+        let want: Vec<i32> = I32S.iter().map(|x| x.wrapping_add(BIG)).collect();
+        assert_eq!(got, want);
+    }
+    // tensor_scalar with a bitvec operator: an int scalar, then a [P, 1] int32 column.
+    for got in each_mode(&I32S, 0, |a, out| {
+        let x = nl::load(a);
+        nl::store(
+            out,
+            &nisa::tensor_scalar(&x, AluOp::BitwiseXor, BIG, TensorScalarArgs::new()),
+        )
+    }) {
+        let want: Vec<i32> = I32S.iter().map(|x| x ^ BIG).collect();
+        assert_eq!(got, want);
+    }
+    let col = Hbm::<i32>::from_vec(&[2, 1], vec![BIG, -BIG - 2]).unwrap();
+    for got in each_mode(&I32S, 0, |a, out| {
+        let (x, c) = (nl::load(a), nl::load(&col));
+        nl::store(
+            out,
+            &nisa::tensor_scalar(&x, AluOp::BitwiseXor, &c, TensorScalarArgs::new()),
+        )
+    }) {
+        let want: Vec<i32> = I32S
+            .iter()
+            .enumerate()
+            .map(|(i, x)| x ^ if i < 4 { BIG } else { -BIG - 2 })
+            .collect();
+        assert_eq!(got, want);
+    }
+}

@@ -21,20 +21,31 @@ pub enum Operand<'a> {
     Tile(TileRef<'a>),
     /// A scalar; `float` tells NKI's weak-type promotion whether it was a float literal.
     Scalar {
-        /// The value.
-        value: f32,
+        /// The value: a float scalar's f32 value, or an integer scalar exactly.
+        value: f64,
         /// True for floats (promotes ints to fp32), false for ints.
         float: bool,
     },
 }
 
 impl Operand<'_> {
-    /// The dtype of the operand's slots: the tile's, or float32 for a scalar (whose value
-    /// is held as an f32).
-    pub(crate) fn dtype(&self) -> DType {
+    /// The dtype in which an exact integer operation reads the operand's slots: the tile's,
+    /// int32 for an integer scalar (see [`Operand::scalar_slot`]), float32 for a float scalar.
+    pub(crate) fn int_dtype(&self) -> DType {
         match self {
             Operand::Tile(t) => t.dtype(),
+            Operand::Scalar { float: false, .. } => DType::I32,
             Operand::Scalar { .. } => DType::F32,
+        }
+    }
+
+    /// A scalar's slot in [`Operand::int_dtype`] (exact for integer scalars), or its f32
+    /// value when `slots` is false.
+    pub(crate) fn scalar_slot(value: f64, float: bool, slots: bool) -> f32 {
+        if slots && !float {
+            DType::I32.slot_of_int(value as i64)
+        } else {
+            value as f32
         }
     }
 }
@@ -42,7 +53,7 @@ impl Operand<'_> {
 impl From<f32> for Operand<'_> {
     fn from(v: f32) -> Self {
         Operand::Scalar {
-            value: v,
+            value: v as f64,
             float: true,
         }
     }
@@ -50,7 +61,7 @@ impl From<f32> for Operand<'_> {
 impl From<f64> for Operand<'_> {
     fn from(v: f64) -> Self {
         Operand::Scalar {
-            value: v as f32,
+            value: v as f32 as f64,
             float: true,
         }
     }
@@ -58,7 +69,7 @@ impl From<f64> for Operand<'_> {
 impl From<i32> for Operand<'_> {
     fn from(v: i32) -> Self {
         Operand::Scalar {
-            value: v as f32,
+            value: v as f64,
             float: false,
         }
     }
@@ -310,7 +321,7 @@ impl Output<'_> {
 /// to every element, or a `[P, 1]` vector broadcast along the free dimension.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum PerPartition<'a> {
-    Scalar(f32),
+    Scalar(f64),
     Vector(TileRef<'a>),
 }
 
@@ -318,8 +329,23 @@ impl<'a> PerPartition<'a> {
     /// The value of each of the `p` partitions (executes only).
     pub(crate) fn values(&self, op: &Op, p: usize) -> Vec<f32> {
         match self {
-            PerPartition::Scalar(v) => vec![*v; p],
+            PerPartition::Scalar(v) => vec![*v as f32; p],
             PerPartition::Vector(t) => op.read(t),
+        }
+    }
+
+    /// The exact integer value of each of the `p` partitions (executes only): an integer
+    /// scalar as given, a vector tile's slots read as integers of its dtype.
+    pub(crate) fn ints(&self, op: &Op, p: usize) -> Vec<i64> {
+        match self {
+            PerPartition::Scalar(v) => vec![*v as i64; p],
+            PerPartition::Vector(t) => {
+                let d = t.dtype();
+                t.gather_slots(op.api, op.loc)
+                    .into_iter()
+                    .map(|s| d.int(s))
+                    .collect()
+            }
         }
     }
 

@@ -173,7 +173,7 @@ fn activate<'d, 'a>(
         let v = x.gather(api, ins.loc);
         let scale = match (&args.scale, &scale_tile) {
             (_, Some(s)) => s.gather(api, ins.loc),
-            (Operand::Scalar { value, .. }, None) => vec![*value; p],
+            (Operand::Scalar { value, .. }, None) => vec![*value as f32; p],
             (Operand::Tile(_), None) => unreachable!("scale tile resolved above"),
         };
         let bias = match &args.bias {

@@ -260,14 +260,14 @@ fn tensor_scalar_to<'d, 'a>(
         .collect();
     let integer = ops.iter().all(|o| o.is_integer_on(engine, in_dtype));
     ins.compute(site, &[&x], &extra, &[&ov], || {
-        let c0 = s0.values(ins, p);
-        let c1 = s1.map(|s| s.values(ins, p));
         let f = x.free_size();
         if integer {
-            // Native integer arithmetic on the data's slots (exact for 32-bit integers; the
-            // operands are fp32 values, exact integers up to 2^24).
-            let apply = |o: AluOp, t: i64, c: f32, rev: bool| {
-                let (a, b) = if rev { (c as i64, t) } else { (t, c as i64) };
+            // Native integer arithmetic on the data's slots and the operands' exact integers
+            // (exact for 32-bit integers).
+            let c0 = s0.ints(ins, p);
+            let c1 = s1.map(|s| s.ints(ins, p));
+            let apply = |o: AluOp, t: i64, c: i64, rev: bool| {
+                let (a, b) = if rev { (c, t) } else { (t, c) };
                 o.eval_int(a, b, in_dtype)
                     .expect("checked by is_integer_on")
             };
@@ -284,6 +284,8 @@ fn tensor_scalar_to<'d, 'a>(
             ov.scatter_slots(r.collect());
             return;
         }
+        let c0 = s0.values(ins, p);
+        let c1 = s1.map(|s| s.values(ins, p));
         let v = x.gather(API, ins.loc);
         let apply = |o: AluOp, t: f32, c: f32, rev: bool| {
             if rev {

@@ -83,7 +83,7 @@ pub(crate) fn binary_op(
         &[&ov],
         || match integer {
             Some(alu) => {
-                let g = exec::int_op(alu, x.dtype(), y.dtype(), compute, out_dtype);
+                let g = exec::int_op(alu, x.int_dtype(), y.int_dtype(), compute, out_dtype);
                 execute(ins, (&x, &y), &ov, &out_dims, true, g)
             }
             None => execute(ins, (&x, &y), &ov, &out_dims, false, &f),
@@ -162,18 +162,18 @@ fn execute(
                 ov.scatter(r)
             }
         }
-        (Operand::Tile(a), Operand::Scalar { value, .. }) => rows(a, &mut |ra| {
-            write(&mut |o| {
-                ra.iter()
-                    .for_each(|r| o.extend(r.iter().map(|&v| f(v, *value))))
+        (Operand::Tile(a), Operand::Scalar { value, float }) => {
+            let c = Operand::scalar_slot(*value, *float, slots);
+            rows(a, &mut |ra| {
+                write(&mut |o| ra.iter().for_each(|r| o.extend(r.iter().map(|&v| f(v, c)))))
             })
-        }),
-        (Operand::Scalar { value, .. }, Operand::Tile(b)) => rows(b, &mut |rb| {
-            write(&mut |o| {
-                rb.iter()
-                    .for_each(|r| o.extend(r.iter().map(|&v| f(*value, v))))
+        }
+        (Operand::Scalar { value, float }, Operand::Tile(b)) => {
+            let c = Operand::scalar_slot(*value, *float, slots);
+            rows(b, &mut |rb| {
+                write(&mut |o| rb.iter().for_each(|r| o.extend(r.iter().map(|&v| f(c, v)))))
             })
-        }),
+        }
         _ => unreachable!("checked above"),
     }
 }

@@ -207,7 +207,7 @@ pub fn where_<'a, 'c>(
             let c = expand(&cond);
             let pick = |o: &Operand| match o {
                 Operand::Tile(t) => expand(t),
-                Operand::Scalar { value, .. } => vec![*value; c.len()],
+                Operand::Scalar { value, .. } => vec![*value as f32; c.len()],
             };
             let (xv, yv) = (pick(&x), pick(&y));
             let vals = c

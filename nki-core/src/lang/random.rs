@@ -231,7 +231,7 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
         }
     };
     let scalar_rate = match rate {
-        Operand::Scalar { value, .. } => value,
+        Operand::Scalar { value, .. } => value as f32,
         Operand::Tile(_) => 0.0,
     };
     let dtype = x.dtype();
