@@ -390,3 +390,32 @@ fn integer_scalars_and_operand_columns_beyond_2_24_are_exact() {
         assert_eq!(got, want);
     }
 }
+
+#[test]
+fn where_selects_32_bit_integers_exactly() {
+    let other = Hbm::<i32>::from_vec(&[2, 4], I32S.iter().map(|x| x ^ 1).collect()).unwrap();
+    for got in each_mode(&I32S, 0, |a, out| {
+        let x = nl::load(a);
+        let y = nl::load(&other);
+        let even = nl::equal(&nl::bitwise_and(&x, 1), 0);
+        nl::store(out, &nl::where_(&even, &x, &y))
+    }) {
+        let want: Vec<i32> = I32S
+            .iter()
+            .map(|&x| if x & 1 == 0 { x } else { x ^ 1 })
+            .collect();
+        assert_eq!(got, want);
+    }
+    // An int scalar beyond 2^24 is selected exactly too.
+    for got in each_mode(&I32S, 0, |a, out| {
+        let x = nl::load(a);
+        let even = nl::equal(&nl::bitwise_and(&x, 1), 0);
+        nl::store(out, &nl::where_(&even, &x, 16_777_217))
+    }) {
+        let want: Vec<i32> = I32S
+            .iter()
+            .map(|&x| if x & 1 == 0 { x } else { 16_777_217 })
+            .collect();
+        assert_eq!(got, want);
+    }
+}

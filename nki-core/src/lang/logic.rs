@@ -195,8 +195,16 @@ pub fn where_<'a, 'c>(
     ins.issue(
         &[&ov],
         || {
-            let expand = |t: &TileRef| {
-                let v = ins.read(t);
+            // Selecting moves values: when the result holds bit patterns (int32/uint32) and
+            // every selected tile has its dtype, slots are selected, so values stay exact.
+            let slots =
+                out_dtype.holds_bits() && tiles[1..].iter().all(|(_, t)| t.dtype() == out_dtype);
+            let expand = |t: &TileRef, slots: bool| {
+                let v = if slots {
+                    t.gather_slots(API, ins.loc)
+                } else {
+                    ins.read(t)
+                };
                 if t.shape() == out_dims.as_slice() {
                     v
                 } else {
@@ -204,9 +212,12 @@ pub fn where_<'a, 'c>(
                     exec::binary(&zeros, &out_dims, &v, t.shape(), &out_dims, |_, b| b)
                 }
             };
-            let c = expand(&cond);
+            let c = expand(&cond, false);
             let pick = |o: &Operand| match o {
-                Operand::Tile(t) => expand(t),
+                Operand::Tile(t) => expand(t, slots),
+                Operand::Scalar { value, .. } if slots => {
+                    vec![out_dtype.slot_of_int(*value as i64); c.len()]
+                }
                 Operand::Scalar { value, .. } => vec![*value as f32; c.len()],
             };
             let (xv, yv) = (pick(&x), pick(&y));
@@ -215,7 +226,11 @@ pub fn where_<'a, 'c>(
                 .zip(xv.iter().zip(&yv))
                 .map(|(&c, (&a, &b))| if c != 0.0 && !c.is_nan() { a } else { b })
                 .collect();
-            ov.scatter(vals);
+            if slots {
+                ov.scatter_slots(vals)
+            } else {
+                ov.scatter(vals)
+            }
         },
         || Instr {
             partitions: out_dims[0] as u32,
