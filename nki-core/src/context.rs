@@ -16,7 +16,6 @@ use crate::memory::MemoryTracker;
 use crate::record::{AffinePos, BufId, Instr, MemKind};
 use crate::target::Target;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -109,7 +108,7 @@ pub(crate) struct InstanceCtx {
     pub(crate) shared: Arc<LaunchShared>,
     /// Estimate mode: the live tiles allocated without a fill and not written yet, by tile id
     /// (kept by `Tile::alloc`, the tile write paths and `Drop for Tile`; read by [`issue`]).
-    pub(crate) unwritten: HashMap<u64, UnwrittenTile>,
+    pub(crate) unwritten: crate::timing::fast_hash::Map<u64, UnwrittenTile>,
     frames: Vec<(u32, u32)>,
     /// `frames` as the records share it (made on the first record after `frames` changed).
     position: Option<AffinePos>,
@@ -142,7 +141,7 @@ impl InstanceCtx {
             records: Vec::new(),
             mem: MemoryTracker::new(target.spec()),
             shared,
-            unwritten: HashMap::new(),
+            unwritten: Default::default(),
             frames: Vec::new(),
             position: None,
             next_activation: 0,
@@ -422,17 +421,18 @@ pub(crate) fn issue(env: OpEnv, exec: impl FnOnce(), record: impl FnOnce() -> In
     } else if env.records {
         // Multi-step ops push the records of their earlier steps from inside `record`.
         let first = try_with_ctx(|c| c.records.len()).unwrap_or(0);
-        let r = record();
-        let loc = r.loc;
-        let unwritten = try_with_ctx(|c| match unwritten_read(c, first, &r) {
-            Some(e) => Some(e),
-            None => {
-                c.push_record(r);
-                None
+        // Held here and taken by the context (a record is large: moving it through the
+        // closures by value copies it each time).
+        let mut r = Some(record());
+        let unwritten = try_with_ctx(|c| {
+            let e = unwritten_read(c, first, r.as_ref()?);
+            if e.is_none() {
+                c.push_record(r.take()?);
             }
+            e
         });
-        if let Some(e) = unwritten.flatten() {
-            raise(e, loc);
+        if let (Some(e), Some(r)) = (unwritten.flatten(), r) {
+            raise(e, r.loc);
         }
     }
 }

@@ -7,11 +7,12 @@ use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::record::MemKind;
 use crate::target::TargetSpec;
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 
 /// A live on-chip tile, as the tracker sees it.
 #[derive(Clone, Debug)]
 struct LiveTile {
+    /// The tile's id (tiles are numbered in allocation order).
+    id: u64,
     mem: MemKind,
     shape: Shape,
     dtype: DType,
@@ -52,9 +53,16 @@ pub(crate) struct MemoryTracker {
     bank_bytes: usize,
     banks: Vec<usize>,
     sbuf_used: usize,
-    live: BTreeMap<u64, LiveTile>,
+    /// The live tiles by slot (a tile keeps its slot; freed slots are reused, so the table
+    /// stays as long as the most tiles live at once).
+    live: Vec<Option<LiveTile>>,
+    /// The free slots of `live`.
+    free_slots: Vec<u32>,
     pub(crate) peak: MemoryPeak,
 }
+
+/// The slot of a tile the tracker does not hold (an HBM buffer).
+pub(crate) const NO_SLOT: u32 = u32::MAX;
 
 impl MemoryTracker {
     pub(crate) fn new(spec: &TargetSpec) -> Self {
@@ -63,12 +71,14 @@ impl MemoryTracker {
             bank_bytes: spec.psum_bank_bytes,
             banks: vec![0; spec.psum_banks],
             sbuf_used: 0,
-            live: BTreeMap::new(),
+            live: Vec::new(),
+            free_slots: Vec::new(),
             peak: MemoryPeak::default(),
         }
     }
 
-    /// Registers a new tile; errors when it does not fit.
+    /// Registers a new tile; returns its slot (for [`MemoryTracker::free`]) or an error
+    /// when it does not fit.
     pub(crate) fn alloc(
         &mut self,
         id: u64,
@@ -76,7 +86,7 @@ impl MemoryTracker {
         shape: Shape,
         dtype: DType,
         loc: SourceLoc,
-    ) -> Result<()> {
+    ) -> Result<u32> {
         let bytes = shape.free() * dtype.size();
         let mut bank = usize::MAX;
         match mem {
@@ -114,19 +124,27 @@ impl MemoryTracker {
                     }
                 }
             }
-            MemKind::Hbm => return Ok(()),
+            MemKind::Hbm => return Ok(NO_SLOT),
         }
-        self.live.insert(
+        let tile = Some(LiveTile {
             id,
-            LiveTile {
-                mem,
-                shape,
-                dtype,
-                bytes,
-                bank,
-                loc,
-            },
-        );
+            mem,
+            shape,
+            dtype,
+            bytes,
+            bank,
+            loc,
+        });
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.live[s as usize] = tile;
+                s
+            }
+            None => {
+                self.live.push(tile);
+                (self.live.len() - 1) as u32
+            }
+        };
         let psum_bytes: usize = self.banks.iter().sum();
         let psum_banks = self.banks.iter().filter(|&&u| u > 0).count();
         self.peak = self.peak.max(MemoryPeak {
@@ -134,12 +152,18 @@ impl MemoryTracker {
             psum_bytes_per_partition: psum_bytes,
             psum_banks,
         });
-        Ok(())
+        Ok(slot)
     }
 
-    /// Releases a tile (no-op for unknown ids).
-    pub(crate) fn free(&mut self, id: u64) {
-        if let Some(t) = self.live.remove(&id) {
+    /// Releases tile `id` held in `slot` (no-op when the slot does not hold it: a tile of
+    /// another instance).
+    pub(crate) fn free(&mut self, slot: u32, id: u64) {
+        let Some(entry) = self.live.get_mut(slot as usize) else {
+            return;
+        };
+        if entry.as_ref().is_some_and(|t| t.id == id) {
+            let t = entry.take().expect("checked above");
+            self.free_slots.push(slot);
             match t.mem {
                 MemKind::Sbuf => self.sbuf_used -= t.bytes,
                 MemKind::Psum => self.banks[t.bank] -= t.bytes,
@@ -161,8 +185,14 @@ impl MemoryTracker {
         } else {
             MemKind::Psum
         };
-        let mut live: Vec<&LiveTile> = self.live.values().filter(|t| t.mem == mem).collect();
-        live.sort_by_key(|t| std::cmp::Reverse(t.bytes));
+        let mut live: Vec<&LiveTile> = self
+            .live
+            .iter()
+            .flatten()
+            .filter(|t| t.mem == mem)
+            .collect();
+        // Largest first, in allocation order among equals.
+        live.sort_by_key(|t| (std::cmp::Reverse(t.bytes), t.id));
         let used: usize = live.iter().map(|t| t.bytes).sum();
         let mut msg = format!(
             "{what} capacity exceeded: a new tile {dtype}{shape} needs {bytes} bytes per \

@@ -194,6 +194,145 @@ impl Region {
     }
 }
 
+/// The regions an instruction reads or writes: up to `N` kept inline in the record (the
+/// common instruction costs no allocation), more on the heap. Reads like a slice of
+/// [`Region`] (`iter`, `len`, indexing, `for reg in &r.reads`) and serialises like one.
+#[derive(Clone)]
+pub struct Regions<const N: usize>(RegionsRepr<N>);
+
+#[derive(Clone)]
+enum RegionsRepr<const N: usize> {
+    /// The first `len` of `items` (the rest are placeholders).
+    Inline { len: u8, items: [Region; N] },
+    /// More than `N` regions.
+    Heap(Vec<Region>),
+}
+
+/// The filler of unused inline slots (never read).
+const NO_REGION: Region = Region {
+    buf: BufId::Hbm(0),
+    p0: 0,
+    p1: 0,
+    lo: 0,
+    hi: 0,
+};
+
+impl<const N: usize> Regions<N> {
+    /// No regions.
+    pub const fn new() -> Self {
+        Regions(RegionsRepr::Inline {
+            len: 0,
+            items: [NO_REGION; N],
+        })
+    }
+
+    /// Appends `r`.
+    pub fn push(&mut self, r: Region) {
+        match &mut self.0 {
+            RegionsRepr::Inline { len, items } if (*len as usize) < N => {
+                items[*len as usize] = r;
+                *len += 1;
+            }
+            RegionsRepr::Inline { len, items } => {
+                let mut v = Vec::with_capacity(N * 2);
+                v.extend_from_slice(&items[..*len as usize]);
+                v.push(r);
+                self.0 = RegionsRepr::Heap(v);
+            }
+            RegionsRepr::Heap(v) => v.push(r),
+        }
+    }
+}
+
+impl<const N: usize> Default for Regions<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize> std::ops::Deref for Regions<N> {
+    type Target = [Region];
+    fn deref(&self) -> &[Region] {
+        match &self.0 {
+            RegionsRepr::Inline { len, items } => &items[..*len as usize],
+            RegionsRepr::Heap(v) => v,
+        }
+    }
+}
+
+impl<const N: usize> std::ops::DerefMut for Regions<N> {
+    fn deref_mut(&mut self) -> &mut [Region] {
+        match &mut self.0 {
+            RegionsRepr::Inline { len, items } => &mut items[..*len as usize],
+            RegionsRepr::Heap(v) => v,
+        }
+    }
+}
+
+impl<'a, const N: usize> IntoIterator for &'a Regions<N> {
+    type Item = &'a Region;
+    type IntoIter = std::slice::Iter<'a, Region>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<const N: usize> Extend<Region> for Regions<N> {
+    fn extend<I: IntoIterator<Item = Region>>(&mut self, iter: I) {
+        iter.into_iter().for_each(|r| self.push(r));
+    }
+}
+
+impl<const N: usize> FromIterator<Region> for Regions<N> {
+    fn from_iter<I: IntoIterator<Item = Region>>(iter: I) -> Self {
+        let mut rs = Self::new();
+        rs.extend(iter);
+        rs
+    }
+}
+
+impl<const N: usize, const K: usize> From<[Region; K]> for Regions<N> {
+    fn from(rs: [Region; K]) -> Self {
+        if K > N {
+            return Regions(RegionsRepr::Heap(rs.to_vec()));
+        }
+        let mut items = [NO_REGION; N];
+        items[..K].copy_from_slice(&rs);
+        Regions(RegionsRepr::Inline {
+            len: K as u8,
+            items,
+        })
+    }
+}
+
+impl<const N: usize> From<Vec<Region>> for Regions<N> {
+    fn from(v: Vec<Region>) -> Self {
+        if v.len() > N {
+            Regions(RegionsRepr::Heap(v))
+        } else {
+            v.into_iter().collect()
+        }
+    }
+}
+
+impl<const N: usize, const M: usize> PartialEq<Regions<M>> for Regions<N> {
+    fn eq(&self, other: &Regions<M>) -> bool {
+        self[..] == other[..]
+    }
+}
+
+impl<const N: usize> std::fmt::Debug for Regions<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<const N: usize> serde::Serialize for Regions<N> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self[..].serialize(s)
+    }
+}
+
 /// TensorE operand sizes of a matmul: `[K, M]` stationary, `[K, N]` moving.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct MatmulDims {
@@ -256,10 +395,10 @@ pub struct Instr {
     /// True when the instruction also reduces its results into the engine's accumulator
     /// (`activation_reduce`, `tensor_scalar` with an accumulate): one more `MIN_II` \[E S13\].
     pub accumulate: bool,
-    /// Regions read.
-    pub reads: Vec<Region>,
-    /// Regions written.
-    pub writes: Vec<Region>,
+    /// Regions read (up to three inline: the operands of a matmul that accumulates).
+    pub reads: Regions<3>,
+    /// Regions written (one inline).
+    pub writes: Regions<1>,
     /// Kernel source line that issued it.
     pub loc: SourceLoc,
     /// The `affine_range` loops it was issued in, outermost first: `(loop activation,
@@ -324,8 +463,8 @@ impl Instr {
             dma: None,
             alu: None,
             accumulate: false,
-            reads: Vec::new(),
-            writes: Vec::new(),
+            reads: Regions::new(),
+            writes: Regions::new(),
             loc,
             affine: AffinePos::default(),
         }

@@ -46,6 +46,8 @@ pub struct Tile {
     pub(crate) loc: SourceLoc,
     /// The (launch, program instance) the tile belongs to: using it in any other is an error.
     owner: (u64, u64),
+    /// The tile's slot in its instance's capacity tracker.
+    slot: u32,
 }
 
 impl Tile {
@@ -65,7 +67,7 @@ impl Tile {
             raise(e, loc);
         }
         let id = NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed);
-        let (executes, r, owner) = context::with_ctx(op, loc, |c| {
+        let (executes, slot, owner) = context::with_ctx(op, loc, |c| {
             let executes = c.mode.executes();
             let owner = (c.shared.id, c.instance);
             let r = c.mem.alloc(id, mem, shape, dtype, loc);
@@ -81,10 +83,11 @@ impl Tile {
             }
             (executes, r, owner)
         });
-        if let Err(e) = r {
+        let slot = match slot {
+            Ok(s) => s,
             // Name the op that allocated (the tracker does not know it).
-            raise(NkiError::new(e.kind(), op, e.message().to_string()), loc);
-        }
+            Err(e) => raise(NkiError::new(e.kind(), op, e.message().to_string()), loc),
+        };
         let n = shape.numel();
         let (data, fill_pending) = match (executes, fill) {
             (false, _) => (Vec::new(), false),
@@ -108,6 +111,7 @@ impl Tile {
             tracked: Cell::new(!executes && fill.is_none()),
             loc,
             owner,
+            slot,
         }
     }
 
@@ -429,9 +433,9 @@ pub(crate) fn describe_tile(mem: MemKind, dtype: DType, shape: Shape) -> String 
 
 impl Drop for Tile {
     fn drop(&mut self) {
-        let (id, tracked) = (self.id, self.tracked.get());
+        let (id, slot, tracked) = (self.id, self.slot, self.tracked.get());
         context::try_with_ctx(|c| {
-            c.mem.free(id);
+            c.mem.free(slot, id);
             if tracked {
                 c.unwritten.remove(&id);
             }

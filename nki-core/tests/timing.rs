@@ -31,8 +31,8 @@ fn op(engine: Engine, free: u32, reads: Vec<Region>, writes: Vec<Region>) -> Ins
     Instr {
         partitions: 128,
         free,
-        reads,
-        writes,
+        reads: reads.into(),
+        writes: writes.into(),
         ..Instr::new(engine, Opcode::TensorCopy, "test.op", SourceLoc::caller())
     }
 }
@@ -54,8 +54,8 @@ fn matmul(stat: Region, mov: Region, out: Region, acc: bool) -> Instr {
             n: 512,
             fp32: false,
         }),
-        reads,
-        writes: vec![out],
+        reads: reads.into(),
+        writes: [out].into(),
         ..Instr::new(
             Engine::Tensor,
             Opcode::Matmul,
@@ -82,14 +82,15 @@ fn load(hbm: u64, tile: u64, parts: u32, bytes_per_partition: u64) -> Instr {
             start_partition: 0,
             chunk_bytes: bytes,
         }),
-        reads: vec![Region {
+        reads: [Region {
             buf: BufId::Hbm(hbm),
             p0: 0,
             p1: 1,
             lo: 0,
             hi: bytes,
-        }],
-        writes: vec![region(tile, 0, parts, 0, bytes_per_partition)],
+        }]
+        .into(),
+        writes: [region(tile, 0, parts, 0, bytes_per_partition)].into(),
         ..Instr::new(
             Engine::Dma,
             Opcode::DmaCopy,
@@ -451,15 +452,15 @@ fn a_late_store_does_not_block_later_loads() {
     let mut store = load(2, 1, 128, 2048);
     store.dma.as_mut().unwrap().src = MemKind::Sbuf;
     store.dma.as_mut().unwrap().dst = MemKind::Hbm;
-    std::mem::swap(&mut store.reads, &mut store.writes);
-    store.reads = vec![whole(1)];
-    store.writes = vec![Region {
+    store.reads = [whole(1)].into();
+    store.writes = [Region {
         buf: BufId::Hbm(2),
         p0: 0,
         p1: 1,
         lo: 0,
         hi: 128 * 2048,
-    }];
+    }]
+    .into();
     let recs = vec![
         op(Engine::Vector, 60000, vec![], vec![whole(1)]),
         store,
@@ -489,14 +490,15 @@ fn store(tile: u64, hbm: u64, p0: u32, parts: u32, lo: u64, hi: u64) -> Instr {
             start_partition: p0,
             chunk_bytes: bytes / parts as u64,
         }),
-        reads: vec![region(tile, p0, p0 + parts, 0, bytes / parts as u64)],
-        writes: vec![Region {
+        reads: [region(tile, p0, p0 + parts, 0, bytes / parts as u64)].into(),
+        writes: [Region {
             buf: BufId::Hbm(hbm),
             p0: 0,
             p1: 1,
             lo,
             hi,
-        }],
+        }]
+        .into(),
         ..Instr::new(
             Engine::Dma,
             Opcode::DmaCopy,

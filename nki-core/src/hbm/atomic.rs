@@ -77,8 +77,8 @@ pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluO
                     chunk_bytes: (run * dst.dtype().size()) as u64,
                 }),
                 alu: Some(AluOp::Add),
-                reads: vec![src.region(), dst.region()],
-                writes: vec![dst.region()],
+                reads: [src.region(), dst.region()].into(),
+                writes: [dst.region()].into(),
                 ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, ins.loc)
             }
         },

@@ -11,7 +11,7 @@ use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::hbm::HbmView;
 use crate::math::AluOp;
-use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode, Region};
+use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode, Regions};
 use crate::tile::{Tile, TileRef};
 
 /// An element-wise operand: a tile view or a scalar.
@@ -596,7 +596,7 @@ impl Op {
     ) -> Instr {
         let main = data.first().or(outs.first()).expect("an operand");
         let contiguous = |t: &&TileRef| t.free_size() <= 1 || t.ap.inner_stride() == 1;
-        let mut reads: Vec<Region> = data.iter().map(|t| t.region()).collect();
+        let mut reads: Regions<3> = data.iter().map(|t| t.region()).collect();
         reads.extend(extra.iter().map(|t| t.region()));
         Instr {
             partitions: main.partitions() as u32,

@@ -232,8 +232,8 @@ fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
             DmaEndpoint::Hbm(_) => true,
         }),
         dma: Some(dims),
-        reads: vec![src.region()],
-        writes: vec![dst.region()],
+        reads: [src.region()].into(),
+        writes: [dst.region()].into(),
         ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, ins.loc)
     }
 }

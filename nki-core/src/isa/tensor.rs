@@ -8,7 +8,7 @@ use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::exec;
-use crate::record::{Instr, MatmulDims, MemKind, Opcode};
+use crate::record::{Instr, MatmulDims, MemKind, Opcode, Regions};
 use crate::tile::{Tile, TileRef};
 
 dst_forms! {
@@ -234,7 +234,7 @@ pub(crate) fn matmul_to<'d>(
         &[&ov],
         || matmul_tiles(ins, (k, mm, n), (&s, &m, &ov), acc),
         || {
-            let mut reads = vec![s.region(), m.region()];
+            let mut reads = Regions::from([s.region(), m.region()]);
             if acc {
                 reads.push(ov.region());
             }
@@ -252,7 +252,7 @@ pub(crate) fn matmul_to<'d>(
                     fp32: m.dtype() == DType::F32,
                 }),
                 reads,
-                writes: vec![ov.region()],
+                writes: [ov.region()].into(),
                 ..Instr::new(Engine::Tensor, Opcode::Matmul, api, ins.loc)
             }
         },
@@ -304,8 +304,8 @@ pub(crate) fn transpose_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, mem: MemKind)
                 n: f as u32,
                 fp32: x.dtype() == DType::F32,
             }),
-            reads: vec![x.region()],
-            writes: vec![ov.region()],
+            reads: [x.region()].into(),
+            writes: [ov.region()].into(),
             ..Instr::new(Engine::Tensor, Opcode::Transpose, api, ins.loc)
         },
     );

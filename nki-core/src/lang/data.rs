@@ -33,7 +33,7 @@ pub fn full(dims: &[usize], value: f32, dtype: DType, mem: MemKind) -> Tile {
                 in_dtype: dtype,
                 out_dtype: dtype,
                 psum: mem == MemKind::Psum,
-                writes: vec![v.region()],
+                writes: [v.region()].into(),
                 ..Instr::new(Engine::Vector, Opcode::Memset, "nl.full", ins.loc)
             }
         },
@@ -102,8 +102,8 @@ fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
             in_dtype: v.dtype(),
             out_dtype: dtype,
             dma: Some(dma_dims(&v, &tv, true)),
-            reads: vec![v.region()],
-            writes: vec![tv.region()],
+            reads: [v.region()].into(),
+            writes: [tv.region()].into(),
             ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", ins.loc)
         },
     );
@@ -143,8 +143,8 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
             out_dtype: dst.dtype(),
             psum: src.mem() == MemKind::Psum,
             dma: Some(dma_dims(&dst, &src, false)),
-            reads: vec![src.region()],
-            writes: vec![dst.region()],
+            reads: [src.region()].into(),
+            writes: [dst.region()].into(),
             ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.store", ins.loc)
         },
     );
@@ -208,8 +208,8 @@ pub(crate) fn copy_to_impl(
             out_dtype: dtype,
             psum: src.mem() == MemKind::Psum || mem == MemKind::Psum,
             contiguous: src.ap.inner_stride() == 1,
-            reads: vec![src.region()],
-            writes: vec![tv.region()],
+            reads: [src.region()].into(),
+            writes: [tv.region()].into(),
             ..Instr::new(engine, Opcode::TensorCopy, api, ins.loc)
         },
     );
@@ -256,8 +256,8 @@ pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>
             in_dtype: src.dtype(),
             out_dtype: dst.dtype(),
             psum: src.mem() == MemKind::Psum || dst.mem() == MemKind::Psum,
-            reads: vec![src.region()],
-            writes: vec![dst.region()],
+            reads: [src.region()].into(),
+            writes: [dst.region()].into(),
             ..Instr::new(Engine::Vector, Opcode::TensorCopy, "nl.assign", ins.loc)
         },
     );

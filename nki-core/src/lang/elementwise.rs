@@ -99,7 +99,7 @@ pub(crate) fn binary_op(
                 psum: tiles.iter().any(|(_, t)| t.mem() == MemKind::Psum),
                 contiguous: tiles.iter().all(|(_, t)| t.ap.inner_stride() == 1),
                 reads: tiles.iter().map(|(_, t)| t.region()).collect(),
-                writes: vec![ov.region()],
+                writes: [ov.region()].into(),
                 alu: low.alu,
                 ..Instr::new(low.engine, low.opcode, op, ins.loc)
             }

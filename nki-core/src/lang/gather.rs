@@ -104,8 +104,8 @@ pub fn gather_flattened<'a, 'b>(
             in_dtype: dtype,
             out_dtype: dtype,
             contiguous: data.ap.inner_stride() == 1 && idx.ap.inner_stride() == 1,
-            reads: vec![data.region(), idx.region()],
-            writes: vec![ov.region()],
+            reads: [data.region(), idx.region()].into(),
+            writes: [ov.region()].into(),
             ..Instr::new(Engine::GpSimd, Opcode::Gather, API, ins.loc)
         },
     );

@@ -93,8 +93,8 @@ pub fn load_indirect<'a>(src: impl HbmSource, indices: impl Into<TileRef<'a>>) -
                 start_partition: 0,
                 chunk_bytes: if v.ap.inner_stride() == 1 { f as u64 * size } else { size },
             }),
-            reads: vec![v.region(), idx.region()],
-            writes: vec![ov.region()],
+            reads: [v.region(), idx.region()].into(),
+            writes: [ov.region()].into(),
             ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, loc)
         },
     );

@@ -58,8 +58,8 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
                 chunk_bytes: dtype.size() as u64,
             }),
             contiguous: false,
-            reads: vec![v.region()],
-            writes: vec![tv.region()],
+            reads: [v.region()].into(),
+            writes: [tv.region()].into(),
             ..Instr::new(Engine::Dma, Opcode::DmaTranspose, API, ins.loc)
         },
     );
@@ -117,8 +117,8 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
                 out_dtype: src.dtype(),
                 psum: src.mem() == MemKind::Psum,
                 contiguous: src.ap.inner_stride() == 1,
-                reads: vec![src.region()],
-                writes: vec![ov.region()],
+                reads: [src.region()].into(),
+                writes: [ov.region()].into(),
                 ..Instr::new(engine, opcode, API, ins.loc)
             };
             let Some(psum) = &psum else {
@@ -143,14 +143,14 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
                         n: cols as u32,
                         fp32: src.dtype() == DType::F32,
                     }),
-                    writes: vec![pv.region()],
+                    writes: [pv.region()].into(),
                     ..rec(Engine::Tensor, Opcode::Matmul, cols)
                 };
                 crate::context::try_with_ctx(|c| c.push_record(mm));
                 last = Some(Instr {
                     psum: true,
                     in_dtype: DType::F32,
-                    reads: vec![pv.region()],
+                    reads: [pv.region()].into(),
                     ..rec(copy_engine(MemKind::Psum), Opcode::TensorCopy, cols)
                 });
             }
@@ -238,8 +238,8 @@ fn iota_impl(ins: &Op, dims: &[usize], dtype: DType, value: impl Fn(&[usize]) ->
             inputs: 0,
             in_dtype: DType::I32,
             out_dtype: dtype,
-            reads: vec![],
-            writes: vec![ov.region()],
+            reads: Default::default(),
+            writes: [ov.region()].into(),
             ..Instr::new(Engine::GpSimd, Opcode::Iota, ins.api, ins.loc)
         },
     );

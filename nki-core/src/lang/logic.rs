@@ -241,7 +241,7 @@ pub fn where_<'a, 'c>(
             psum: tiles.iter().any(|(_, t)| t.mem() == MemKind::Psum),
             contiguous: tiles.iter().all(|(_, t)| t.ap.inner_stride() == 1),
             reads: tiles.iter().map(|(_, t)| t.region()).collect(),
-            writes: vec![ov.region()],
+            writes: [ov.region()].into(),
             ..Instr::new(Engine::Vector, Opcode::Select, API, ins.loc)
         },
     );

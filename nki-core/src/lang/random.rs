@@ -13,7 +13,7 @@ use super::Operand;
 use crate::context::{LaunchShared, Op};
 use crate::dtype::DType;
 use crate::error::ErrorKind;
-use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::record::{Engine, Instr, MemKind, Opcode, Regions};
 use crate::tile::{give_buf, Tile, TileRef};
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
@@ -172,7 +172,7 @@ pub fn rand(dims: &[usize], dtype: DType) -> Tile {
                 inputs: 0,
                 in_dtype: dtype,
                 out_dtype: dtype,
-                writes: vec![ov.region()],
+                writes: [ov.region()].into(),
                 ..Instr::new(Engine::Vector, Opcode::Rng, API, ins.loc)
             }
         },
@@ -265,7 +265,7 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
             if !ins.executes() {
                 with_rng(&ins, |s| s.draw(n, |_, _| {}));
             }
-            let mut reads = vec![x.region()];
+            let mut reads = Regions::from([x.region()]);
             reads.extend(rate_tile.map(|r| r.region()));
             Instr {
                 partitions: x.partitions() as u32,
@@ -275,7 +275,7 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
                 psum: x.mem() == MemKind::Psum,
                 contiguous: x.ap.inner_stride() == 1,
                 reads,
-                writes: vec![ov.region()],
+                writes: [ov.region()].into(),
                 ..Instr::new(Engine::Vector, Opcode::Dropout, API, ins.loc)
             }
         },

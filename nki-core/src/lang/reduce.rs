@@ -13,7 +13,7 @@ use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::isa::{reduced_shape, trailing_axes};
 use crate::math::AluOp;
-use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::record::{Engine, Instr, MemKind, Opcode, Regions};
 use crate::tile::{Tile, TileRef};
 
 /// What a reduction computes.
@@ -156,7 +156,7 @@ pub(crate) fn reduce_impl(
             ov.scatter(r);
         },
         || {
-            let rec = |reads| Instr {
+            let rec = |reads: Regions<3>| Instr {
                 partitions: x.partitions() as u32,
                 free: x.free_size() as u32,
                 inputs: 1,
@@ -165,16 +165,16 @@ pub(crate) fn reduce_impl(
                 psum: x.mem() == MemKind::Psum,
                 contiguous: x.ap.inner_stride() == 1,
                 reads,
-                writes: vec![ov.region()],
+                writes: [ov.region()].into(),
                 ..Instr::new(Engine::Vector, Opcode::TensorReduce, api, ins.loc)
             };
             if kind == ReduceKind::Var {
                 // First pass: the mean (into the output), then the squared deviations.
-                let r = rec(vec![x.region()]);
+                let r = rec([x.region()].into());
                 crate::context::try_with_ctx(|c| c.push_record(r));
-                rec(vec![x.region(), ov.region()])
+                rec([x.region(), ov.region()].into())
             } else {
-                rec(vec![x.region()])
+                rec([x.region()].into())
             }
         },
     );

@@ -14,7 +14,7 @@ use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::isa::Operand;
 use crate::math::{ActFn, AluOp};
-use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::record::{Engine, Instr, MemKind, Opcode, Regions};
 use crate::tile::{Tile, TileRef};
 
 /// How one unary function is lowered: the instruction sequence it records.
@@ -140,14 +140,14 @@ pub(crate) fn map_impl(
             for (i, &(engine, opcode)) in steps.iter().enumerate() {
                 let first = i == 0;
                 let mut reads = if first {
-                    vec![x.region()]
+                    Regions::from([x.region()])
                 } else {
-                    vec![ov.region()]
+                    Regions::from([ov.region()])
                 };
                 if first {
                     reads.extend(extras.bias.map(|b| b.region()));
                 }
-                let mut writes = vec![ov.region()];
+                let mut writes = Regions::from([ov.region()]);
                 if i + 1 == n {
                     writes.extend(acc.as_ref().map(|a| a.view().region()));
                 }

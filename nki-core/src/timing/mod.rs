@@ -13,7 +13,7 @@
 
 pub mod cost;
 mod critical;
-mod fast_hash;
+pub(crate) mod fast_hash;
 mod schedule;
 mod spans;
 

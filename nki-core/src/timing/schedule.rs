@@ -870,8 +870,8 @@ mod tests {
 
     fn rec(engine: Engine, reads: Vec<Region>, writes: Vec<Region>) -> Instr {
         Instr {
-            reads,
-            writes,
+            reads: reads.into(),
+            writes: writes.into(),
             ..Instr::new(
                 engine,
                 crate::record::Opcode::TensorCopy,
