@@ -201,6 +201,15 @@ impl From<RangeFull> for Ix {
 pub trait IntoIndex {
     /// The list of indices.
     fn into_index(self) -> Vec<Ix>;
+
+    /// Calls `f` with the list of indices (slicing calls this: single indices and tuples
+    /// hand over a list on the stack instead of allocating one).
+    fn with_index<R>(self, f: impl FnOnce(&[Ix]) -> R) -> R
+    where
+        Self: Sized,
+    {
+        f(&self.into_index())
+    }
 }
 
 impl IntoIndex for Vec<Ix> {
@@ -215,7 +224,10 @@ impl IntoIndex for &[Ix] {
 }
 macro_rules! impl_into_index_single {
     ($($t:ty),*) => {$(
-        impl IntoIndex for $t { fn into_index(self) -> Vec<Ix> { vec![self.into()] } }
+        impl IntoIndex for $t {
+            fn into_index(self) -> Vec<Ix> { vec![self.into()] }
+            fn with_index<R>(self, f: impl FnOnce(&[Ix]) -> R) -> R { f(&[self.into()]) }
+        }
     )*};
 }
 impl_into_index_single!(
@@ -232,6 +244,11 @@ macro_rules! impl_into_index_tuple {
         impl<$($n: Into<Ix>),+> IntoIndex for ($($n,)+) {
             #[allow(non_snake_case)]
             fn into_index(self) -> Vec<Ix> { let ($($n,)+) = self; vec![$($n.into()),+] }
+            #[allow(non_snake_case)]
+            fn with_index<R>(self, f: impl FnOnce(&[Ix]) -> R) -> R {
+                let ($($n,)+) = self;
+                f(&[$($n.into()),+])
+            }
         }
     };
 }
@@ -292,7 +309,8 @@ impl Ap {
             ));
         }
         let mut offset = self.offset as isize;
-        let mut dims = Vec::with_capacity(nd);
+        // The view's dims (`dims[..n]`) and strides.
+        let (mut dims, mut n) = ([0usize; MAX_DIMS], 0);
         let mut strides = [0isize; MAX_DIMS];
         for d in 0..nd {
             let size = self.shape.dims()[d];
@@ -308,8 +326,8 @@ impl Ap {
                     }
                     offset += i as isize * self.strides[d];
                     if d == 0 && keep_dim0 {
-                        strides[dims.len()] = self.strides[d];
-                        dims.push(1);
+                        (dims[n], strides[n]) = (1, self.strides[d]);
+                        n += 1;
                     }
                 }
                 Ix::Range { start, end, step } => {
@@ -328,20 +346,19 @@ impl Ap {
                         let last = end.max(start.saturating_add(1)) - 1;
                         return Err(oob(&describe(), d, start, last, size, &self.shape));
                     }
-                    let n = (end - start).div_ceil(step);
                     offset += start as isize * self.strides[d];
-                    strides[dims.len()] = self.strides[d] * step as isize;
-                    dims.push(n);
+                    dims[n] = (end - start).div_ceil(step);
+                    strides[n] = self.strides[d] * step as isize;
+                    n += 1;
                 }
             }
         }
-        if dims.is_empty() {
-            dims.push(1);
-            strides[0] = 1;
+        if n == 0 {
+            (dims[0], strides[0], n) = (1, 1, 1);
         }
         Ok(Ap {
             offset: offset as usize,
-            shape: Shape::new(&dims)?,
+            shape: Shape::new(&dims[..n])?,
             strides,
         })
     }

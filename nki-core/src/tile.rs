@@ -494,30 +494,31 @@ impl<'a> TileRef<'a> {
     #[track_caller]
     pub fn slice(&self, index: impl IntoIndex) -> TileRef<'a> {
         let loc = SourceLoc::caller();
-        let index = index.into_index();
-        if let Some(Ix::Range { step, .. }) = index.first() {
-            if *step > 1 {
-                raise(
-                    NkiError::new(
-                        ErrorKind::PartitionOffset,
-                        "slice",
-                        format!(
-                            "partition step {step} on {}: an on-chip access covers contiguous \
-                             partitions (step 1); use a free-dimension step or separate tiles",
-                            self.describe()
+        index.with_index(|index| {
+            if let Some(Ix::Range { step, .. }) = index.first() {
+                if *step > 1 {
+                    raise(
+                        NkiError::new(
+                            ErrorKind::PartitionOffset,
+                            "slice",
+                            format!(
+                                "partition step {step} on {}: an on-chip access covers contiguous \
+                                 partitions (step 1); use a free-dimension step or separate tiles",
+                                self.describe()
+                            ),
                         ),
-                    ),
-                    loc,
-                );
+                        loc,
+                    );
+                }
             }
-        }
-        match self.ap.slice_named(&index, true, || self.tile.describe()) {
-            Ok(ap) => TileRef {
-                tile: self.tile,
-                ap,
-            },
-            Err(e) => raise(e, loc),
-        }
+            match self.ap.slice_named(index, true, || self.tile.describe()) {
+                Ok(ap) => TileRef {
+                    tile: self.tile,
+                    ap,
+                },
+                Err(e) => raise(e, loc),
+            }
+        })
     }
 
     /// The view's shape.

@@ -60,8 +60,9 @@ impl HbmView {
 
     /// Slices the view, returning an error instead of failing the kernel.
     pub fn try_slice(&self, index: impl IntoIndex) -> Result<HbmView> {
-        let ap = self.ap.slice_named(&index.into_index(), false, || {
-            format!("tensor {}", self.st.name)
+        let ap = index.with_index(|index| {
+            self.ap
+                .slice_named(index, false, || format!("tensor {}", self.st.name))
         })?;
         Ok(HbmView {
             st: self.st.clone(),

@@ -1,6 +1,7 @@
 //! Tile creation and data movement: `ndarray`, `zeros`, `ones`, `full`, `load`, `store`,
 //! `copy`, `load_transpose2d`.
 
+use crate::access::MAX_DIMS;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -78,12 +79,20 @@ pub fn load_as(src: impl HbmSource, dtype: DType) -> Tile {
 
 fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
     crate::hbm::write::track_load(&v, "load", ins.loc);
-    let mut dims = v.shape().to_vec();
-    if dims.len() == 1 {
-        dims.insert(0, 1);
-    }
+    // The tile's dims: the view's, a 1-D view as one partition.
+    let (mut dims, n) = ([1; MAX_DIMS + 1], v.shape().len());
+    let dims = match v.shape() {
+        &[f] => {
+            dims[1] = f;
+            &dims[..2]
+        }
+        shape => {
+            dims[..n].copy_from_slice(shape);
+            &dims[..n]
+        }
+    };
     let dtype = dtype.unwrap_or(v.dtype());
-    let t = ins.alloc(MemKind::Sbuf, dtype, &dims);
+    let t = ins.alloc(MemKind::Sbuf, dtype, dims);
     let tv = t.view();
     ins.issue(
         &[&tv],
