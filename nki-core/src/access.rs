@@ -14,10 +14,19 @@ pub const MAX_DIMS: usize = 5;
 pub const MAX_ELEMENTS: usize = isize::MAX as usize / 8;
 
 /// A shape of 1 to [`MAX_DIMS`] dimensions (dimension 0 is the partition dim on chip).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Eq, Hash)]
 pub struct Shape {
+    /// The dims, then 1 up to [`MAX_DIMS`] (so products over all of them need no length).
     dims: [usize; MAX_DIMS],
     ndim: u8,
+}
+
+impl PartialEq for Shape {
+    fn eq(&self, o: &Shape) -> bool {
+        // Element by element: an array comparison calls `memcmp` (shapes are compared on
+        // every tile access).
+        self.ndim == o.ndim && (0..MAX_DIMS).all(|d| self.dims[d] == o.dims[d])
+    }
 }
 
 impl Shape {
@@ -65,7 +74,7 @@ impl Shape {
 
     /// Total number of elements.
     pub fn numel(&self) -> usize {
-        self.dims().iter().product()
+        self.dims[0] * self.free()
     }
 
     /// Size of dimension 0 (the partition dimension of a tile).
@@ -75,7 +84,7 @@ impl Shape {
 
     /// Elements per partition: the product of the free dimensions (1 for a 1-D shape).
     pub fn free(&self) -> usize {
-        self.dims()[1..].iter().product()
+        self.dims[1..].iter().product()
     }
 
     /// Row-major (C order) strides in elements.

@@ -15,7 +15,7 @@ use crate::hbm::writers::{Writer, WriterKind, Writers};
 use crate::memory::MemoryTracker;
 use crate::record::{AffinePos, BufId, Instr, MemKind};
 use crate::target::Target;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -119,6 +119,9 @@ pub(crate) struct InstanceCtx {
 
 thread_local! {
     static CTX: RefCell<Option<InstanceCtx>> = const { RefCell::new(None) };
+    /// The (launch, program instance) of `CTX` (`(0, 0)` when none is installed): what a tile's
+    /// owner check reads on every view, without borrowing the context.
+    static CURRENT: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
 }
 
 impl InstanceCtx {
@@ -224,12 +227,21 @@ impl InstanceCtx {
 
 /// Installs `ctx` on this thread (replacing none) and returns the previous one.
 pub(crate) fn install(ctx: InstanceCtx) -> Option<InstanceCtx> {
+    CURRENT.with(|k| k.set((ctx.shared.id, ctx.instance)));
     CTX.with(|c| c.borrow_mut().replace(ctx))
 }
 
 /// Removes and returns this thread's context.
 pub(crate) fn take() -> Option<InstanceCtx> {
+    CURRENT.with(|k| k.set((0, 0)));
     CTX.with(|c| c.borrow_mut().take())
+}
+
+/// The (launch id, instance) of the kernel instance running on this thread, if any.
+pub(crate) fn current_instance() -> Option<(u64, u64)> {
+    let k = CURRENT.try_with(Cell::get).unwrap_or((0, 0));
+    // Launch ids start at 1.
+    (k.0 != 0).then_some(k)
 }
 
 /// Runs `f` on this thread's context; raises [`ErrorKind::OutsideKernel`] when there is none.

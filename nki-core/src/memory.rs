@@ -145,13 +145,16 @@ impl MemoryTracker {
                 (self.live.len() - 1) as u32
             }
         };
-        let psum_bytes: usize = self.banks.iter().sum();
-        let psum_banks = self.banks.iter().filter(|&&u| u > 0).count();
-        self.peak = self.peak.max(MemoryPeak {
-            sbuf_bytes_per_partition: self.sbuf_used,
-            psum_bytes_per_partition: psum_bytes,
-            psum_banks,
-        });
+        // Only the usage of `mem` grew (the other's is at most its peak already).
+        let peak = &mut self.peak;
+        if mem == MemKind::Sbuf {
+            peak.sbuf_bytes_per_partition = peak.sbuf_bytes_per_partition.max(self.sbuf_used);
+        } else {
+            let psum_bytes: usize = self.banks.iter().sum();
+            let psum_banks = self.banks.iter().filter(|&&u| u > 0).count();
+            peak.psum_bytes_per_partition = peak.psum_bytes_per_partition.max(psum_bytes);
+            peak.psum_banks = peak.psum_banks.max(psum_banks);
+        }
         Ok(slot)
     }
 

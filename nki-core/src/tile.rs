@@ -50,17 +50,32 @@ pub struct Tile {
     slot: u32,
 }
 
+/// How a new tile starts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Fill {
+    /// Every element set to the value: written from the start (`nl.zeros`, `nl.full`).
+    Value(f32),
+    /// Unwritten (`nl.ndarray`, an instruction's output): reading it before it is written is an
+    /// error.
+    Unwritten,
+    /// Unwritten, and the result of the op allocating it, which writes it whole before
+    /// anything can read it (a load's tile): in estimate mode it is not listed with the
+    /// unwritten tiles (the op's own write would take it off the list at once).
+    ResultOfOp,
+}
+
 impl Tile {
     /// Allocates a tile in `mem` inside the running kernel instance: checks the partition limit,
     /// PSUM bank limit and capacity, then registers it with the capacity tracker. `fill` marks
-    /// it as written (zeros/full) or not (ndarray/empty); in estimate mode an unfilled tile is
-    /// also listed in the instance's unwritten tiles, which the funnel checks reads against.
+    /// it as written (zeros/full) or not (ndarray/empty); in estimate mode a tile allocated
+    /// [`Fill::Unwritten`] is also listed in the instance's unwritten tiles, which the funnel
+    /// checks reads against.
     pub(crate) fn alloc(
         op: &'static str,
         mem: MemKind,
         dtype: DType,
         shape: Shape,
-        fill: Option<f32>,
+        fill: Fill,
         loc: SourceLoc,
     ) -> Tile {
         if let Err(e) = check_tile_shape(op, mem, shape) {
@@ -71,7 +86,7 @@ impl Tile {
             let executes = c.mode.executes();
             let owner = (c.shared.id, c.instance);
             let r = c.mem.alloc(id, mem, shape, dtype, loc);
-            if !executes && fill.is_none() && r.is_ok() {
+            if !executes && fill == Fill::Unwritten && r.is_ok() {
                 let u = context::UnwrittenTile {
                     mem,
                     dtype,
@@ -91,13 +106,14 @@ impl Tile {
         let n = shape.numel();
         let (data, fill_pending) = match (executes, fill) {
             (false, _) => (Vec::new(), false),
-            (true, Some(v)) => {
+            (true, Fill::Value(v)) => {
                 let mut d = take_buf(n);
                 d.resize(n, dtype.slot(v));
                 (d, false)
             }
-            (true, None) => (take_buf(n), true),
+            (true, Fill::Unwritten | Fill::ResultOfOp) => (take_buf(n), true),
         };
+        let filled = matches!(fill, Fill::Value(_));
         Tile {
             id,
             mem,
@@ -106,9 +122,9 @@ impl Tile {
             data: RefCell::new(data),
             fill_pending: Cell::new(fill_pending),
             in_place: RefCell::new(None),
-            init: Cell::new(fill.is_some()),
+            init: Cell::new(filled),
             written: RefCell::new(None),
-            tracked: Cell::new(!executes && fill.is_none()),
+            tracked: Cell::new(!executes && fill == Fill::Unwritten),
             loc,
             owner,
             slot,
@@ -145,8 +161,7 @@ impl Tile {
     /// [`ErrorKind::InvalidArgument`] error: a tile belongs to the instance that allocated it.
     #[track_caller]
     pub fn view(&self) -> TileRef<'_> {
-        let here = context::try_with_ctx(|c| (c.shared.id, c.instance));
-        if let Some((launch, instance)) = here {
+        if let Some((launch, instance)) = context::current_instance() {
             if (launch, instance) != self.owner {
                 let pid = context::try_with_ctx(|c| c.program_id.clone()).unwrap_or_default();
                 let whose = if launch == self.owner.0 {
@@ -559,11 +574,20 @@ impl<'a> TileRef<'a> {
 
     /// The view's region for instruction records.
     pub(crate) fn region(&self) -> Region {
+        let sz = self.tile.dtype.size() as u64;
+        if self.is_whole() {
+            return Region {
+                buf: BufId::Tile(self.tile.id),
+                p0: 0,
+                p1: self.partitions() as u32,
+                lo: 0,
+                hi: self.free_size() as u64 * sz,
+            };
+        }
         let row = self.tile.shape.free().max(1);
         let p0 = self.ap.offset / row;
         let (lo, hi) = self.ap.span();
         let p1 = p0 + self.partitions();
-        let sz = self.tile.dtype.size() as u64;
         // Free-byte range within one partition.
         let (flo, fhi) = if self.partitions() == 1 || p1 - p0 == 1 {
             ((lo % row) as u64, ((hi - 1) % row + 1) as u64)

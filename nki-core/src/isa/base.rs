@@ -12,7 +12,7 @@ use crate::error::{ErrorKind, NkiError, Result};
 use crate::hbm::HbmView;
 use crate::math::AluOp;
 use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode, Regions};
-use crate::tile::{Tile, TileRef};
+use crate::tile::{Fill, Tile, TileRef};
 
 /// An element-wise operand: a tile view or a scalar.
 #[derive(Clone, Copy, Debug)]
@@ -504,7 +504,14 @@ impl Op {
 
     /// Allocates a new, unwritten output tile of `dims` (checked as a tile shape).
     pub(crate) fn alloc(&self, mem: MemKind, dtype: DType, dims: &[usize]) -> Tile {
-        self.alloc_with(mem, dtype, dims, None)
+        self.alloc_with(mem, dtype, dims, Fill::Unwritten)
+    }
+
+    /// Allocates a new, unwritten tile of `dims` that this op writes whole before anything
+    /// reads it ([`Fill::ResultOfOp`]: its issue must write the whole tile and its record
+    /// must not read it).
+    pub(crate) fn alloc_result(&self, mem: MemKind, dtype: DType, dims: &[usize]) -> Tile {
+        self.alloc_with(mem, dtype, dims, Fill::ResultOfOp)
     }
 
     /// Allocates a new tile of `dims` filled with `value` (written from the start).
@@ -515,12 +522,12 @@ impl Op {
         dims: &[usize],
         value: f32,
     ) -> Tile {
-        self.alloc_with(mem, dtype, dims, Some(value))
+        self.alloc_with(mem, dtype, dims, Fill::Value(value))
     }
 
     /// Allocates a new tile of `dims` (checked as a tile shape: at most
-    /// [`crate::access::MAX_DIMS`] dims, none zero), filled with `fill` if given.
-    fn alloc_with(&self, mem: MemKind, dtype: DType, dims: &[usize], fill: Option<f32>) -> Tile {
+    /// [`crate::access::MAX_DIMS`] dims, none zero), starting as `fill` says.
+    fn alloc_with(&self, mem: MemKind, dtype: DType, dims: &[usize], fill: Fill) -> Tile {
         let shape = match Shape::new(dims) {
             Ok(s) => s,
             Err(e) => self.fail(e.kind(), e.message().to_string()),

@@ -212,7 +212,9 @@ pub(crate) fn matmul_to<'d>(
     let api = ins.api;
     let (k, mm, n) = ins.check(check_matmul(api, &s, &m));
     let out = match dst {
-        Dst::New(_) => Output::New(ins.alloc(MemKind::Psum, DType::F32, &[mm, n])),
+        // An accumulating matmul reads its new output (an uninitialised read).
+        Dst::New(_) if acc => Output::New(ins.alloc(MemKind::Psum, DType::F32, &[mm, n])),
+        Dst::New(_) => Output::New(ins.alloc_result(MemKind::Psum, DType::F32, &[mm, n])),
         Dst::Into(out) => {
             ins.memory("dst", &out, &[MemKind::Psum]);
             if out.shape() != [mm, n] {

@@ -92,7 +92,7 @@ fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
         }
     };
     let dtype = dtype.unwrap_or(v.dtype());
-    let t = ins.alloc(MemKind::Sbuf, dtype, dims);
+    let t = ins.alloc_result(MemKind::Sbuf, dtype, dims);
     let tv = t.view();
     ins.issue(
         &[&tv],
@@ -187,7 +187,7 @@ pub(crate) fn copy_to_impl(
     mem: MemKind,
 ) -> Tile {
     ins.operand("src", &src);
-    let t = ins.alloc(mem, dtype, src.shape());
+    let t = ins.alloc_result(mem, dtype, src.shape());
     let tv = t.view();
     let engine = copy_engine(src.mem());
     ins.issue(
