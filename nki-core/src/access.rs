@@ -54,8 +54,8 @@ impl Shape {
                 ),
             ));
         }
-        let mut d = [1; MAX_DIMS];
-        d[..dims.len()].copy_from_slice(dims);
+        // Slot by slot (a copy of a run of unknown length calls `memcpy`).
+        let d: [usize; MAX_DIMS] = std::array::from_fn(|i| dims.get(i).copied().unwrap_or(1));
         Ok(Shape {
             dims: d,
             ndim: dims.len() as u8,
@@ -89,10 +89,13 @@ impl Shape {
 
     /// Row-major (C order) strides in elements.
     pub fn contiguous_strides(&self) -> [isize; MAX_DIMS] {
+        // Over all slots (the padding dims are 1): a loop of fixed length, unrolled.
         let mut s = [0isize; MAX_DIMS];
         let mut acc = 1isize;
-        for i in (0..self.ndim()).rev() {
-            s[i] = acc;
+        for i in (0..MAX_DIMS).rev() {
+            if i < self.ndim() {
+                s[i] = acc;
+            }
             acc *= self.dims[i] as isize;
         }
         s
@@ -322,7 +325,7 @@ impl Ap {
         let (mut dims, mut n) = ([0usize; MAX_DIMS], 0);
         let mut strides = [0isize; MAX_DIMS];
         for d in 0..nd {
-            let size = self.shape.dims()[d];
+            let size = self.shape.dims[d];
             let ix = index.get(d).copied().unwrap_or(Ix::Range {
                 start: 0,
                 end: None,

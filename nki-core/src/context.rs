@@ -238,6 +238,7 @@ pub(crate) fn take() -> Option<InstanceCtx> {
 }
 
 /// The (launch id, instance) of the kernel instance running on this thread, if any.
+#[inline]
 pub(crate) fn current_instance() -> Option<(u64, u64)> {
     let k = CURRENT.try_with(Cell::get).unwrap_or((0, 0));
     // Launch ids start at 1.

@@ -160,34 +160,42 @@ impl Tile {
     /// an earlier launch (smuggled out of its instance) fails the launch with an
     /// [`ErrorKind::InvalidArgument`] error: a tile belongs to the instance that allocated it.
     #[track_caller]
+    #[inline]
     pub fn view(&self) -> TileRef<'_> {
-        if let Some((launch, instance)) = context::current_instance() {
-            if (launch, instance) != self.owner {
-                let pid = context::try_with_ctx(|c| c.program_id.clone()).unwrap_or_default();
-                let whose = if launch == self.owner.0 {
-                    "another program instance of this launch"
-                } else {
-                    "an earlier launch"
-                };
-                raise(
-                    NkiError::new(
-                        ErrorKind::InvalidArgument,
-                        "tile",
-                        format!(
-                            "{} (allocated at {}) belongs to {whose}; program id {pid:?} cannot \
-                             use it: a tile lives in the instance that allocated it",
-                            self.describe(),
-                            self.loc
-                        ),
-                    ),
-                    SourceLoc::caller(),
-                );
+        if let Some(here) = context::current_instance() {
+            if here != self.owner {
+                self.foreign_use(here.0, SourceLoc::caller());
             }
         }
         TileRef {
             tile: self,
             ap: Ap::contiguous(self.shape),
         }
+    }
+
+    /// Fails the instance running here (of launch `launch`), which does not own this tile,
+    /// at `loc`.
+    #[cold]
+    fn foreign_use(&self, launch: u64, loc: SourceLoc) -> ! {
+        let pid = context::try_with_ctx(|c| c.program_id.clone()).unwrap_or_default();
+        let whose = if launch == self.owner.0 {
+            "another program instance of this launch"
+        } else {
+            "an earlier launch"
+        };
+        raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                "tile",
+                format!(
+                    "{} (allocated at {}) belongs to {whose}; program id {pid:?} cannot \
+                     use it: a tile lives in the instance that allocated it",
+                    self.describe(),
+                    self.loc
+                ),
+            ),
+            loc,
+        )
     }
 
     /// A view of part of the tile, e.g. `t.slice((0..64, 128..256))`. An integer on dimension 0
@@ -573,17 +581,23 @@ impl<'a> TileRef<'a> {
     }
 
     /// The view's region for instruction records.
+    #[inline]
     pub(crate) fn region(&self) -> Region {
-        let sz = self.tile.dtype.size() as u64;
-        if self.is_whole() {
-            return Region {
-                buf: BufId::Tile(self.tile.id),
-                p0: 0,
-                p1: self.partitions() as u32,
-                lo: 0,
-                hi: self.free_size() as u64 * sz,
-            };
+        if !self.is_whole() {
+            return self.part_region();
         }
+        Region {
+            buf: BufId::Tile(self.tile.id),
+            p0: 0,
+            p1: self.partitions() as u32,
+            lo: 0,
+            hi: (self.free_size() * self.tile.dtype.size()) as u64,
+        }
+    }
+
+    /// [`TileRef::region`] of a view that is not the whole tile.
+    fn part_region(&self) -> Region {
+        let sz = self.tile.dtype.size() as u64;
         let row = self.tile.shape.free().max(1);
         let p0 = self.ap.offset / row;
         let (lo, hi) = self.ap.span();
