@@ -14,7 +14,7 @@ pub const MAX_DIMS: usize = 5;
 pub const MAX_ELEMENTS: usize = isize::MAX as usize / 8;
 
 /// A shape of 1 to [`MAX_DIMS`] dimensions (dimension 0 is the partition dim on chip).
-#[derive(Clone, Copy, Eq, Hash)]
+#[derive(Clone, Copy, Eq)]
 pub struct Shape {
     /// The dims, then 1 up to [`MAX_DIMS`] (so products over all of them need no length).
     dims: [usize; MAX_DIMS],
@@ -26,6 +26,14 @@ impl PartialEq for Shape {
         // Element by element: an array comparison calls `memcmp` (shapes are compared on
         // every tile access).
         self.ndim == o.ndim && (0..MAX_DIMS).all(|d| self.dims[d] == o.dims[d])
+    }
+}
+
+impl std::hash::Hash for Shape {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // The fields in order, as a derived hash (consistent with `eq`: equal fields).
+        self.dims.hash(state);
+        self.ndim.hash(state);
     }
 }
 
