@@ -263,3 +263,31 @@ pub(crate) fn give_buf(b: Vec<f32>) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::Target;
+
+    #[test]
+    fn slots_are_reused_and_a_foreign_tile_frees_nothing() {
+        let mut t = MemoryTracker::new(Target::Trn1.spec());
+        let shape = Shape::new(&[128, 512]).unwrap();
+        let loc = SourceLoc::caller();
+        let a = t.alloc(1, MemKind::Sbuf, shape, DType::F32, loc).unwrap();
+        let b = t.alloc(2, MemKind::Sbuf, shape, DType::F32, loc).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(t.sbuf_used, 2 * 2048);
+        // Slot `a` does not hold tile 3 (a tile of another instance): nothing is freed.
+        t.free(a, 3);
+        t.free(99, 1);
+        assert_eq!(t.sbuf_used, 2 * 2048);
+        t.free(a, 1);
+        assert_eq!(t.sbuf_used, 2048);
+        // Freeing twice frees once; the slot is taken by the next tile.
+        t.free(a, 1);
+        assert_eq!(t.sbuf_used, 2048);
+        assert_eq!(t.alloc(4, MemKind::Sbuf, shape, DType::F32, loc), Ok(a));
+        assert_eq!(t.peak.sbuf_bytes_per_partition, 2 * 2048);
+    }
+}

@@ -505,3 +505,46 @@ pub struct CoreStream {
     /// One record stream per instance (with its program id), in the order the core ran them.
     pub instances: Vec<(Vec<usize>, Vec<Instr>)>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(i: u64) -> Region {
+        Region {
+            buf: BufId::Tile(i),
+            p0: i as u32,
+            p1: i as u32 + 1,
+            lo: i,
+            hi: 2 * i + 1,
+        }
+    }
+
+    #[test]
+    fn regions_read_and_serialise_like_a_vec_inline_or_spilled() {
+        for n in 0..6u64 {
+            let v: Vec<Region> = (0..n).map(region).collect();
+            let mut pushed = Regions::<3>::new();
+            v.iter().for_each(|&r| pushed.push(r));
+            let collected: Regions<3> = v.iter().copied().collect();
+            let converted = Regions::<3>::from(v.clone());
+            for rs in [&pushed, &collected, &converted] {
+                assert_eq!(&rs[..], &v[..], "{n} regions");
+                assert_eq!(rs.len(), v.len());
+                assert_eq!(rs.iter().count(), v.len());
+                assert_eq!(format!("{rs:?}"), format!("{v:?}"));
+                assert_eq!(
+                    serde_json::to_string(rs).unwrap(),
+                    serde_json::to_string(&v).unwrap()
+                );
+            }
+        }
+        let mut rs = Regions::<1>::from([region(1), region(2)]);
+        rs[1].lo = 7;
+        assert_eq!(rs[1].lo, 7);
+        assert_eq!(
+            rs,
+            Regions::<3>::from([region(1), Region { lo: 7, ..region(2) }])
+        );
+    }
+}
