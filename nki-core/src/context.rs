@@ -139,7 +139,11 @@ impl InstanceCtx {
             nc,
             mode,
             target,
-            records: Vec::new(),
+            records: if mode.records() {
+                crate::record::record_buffer()
+            } else {
+                Vec::new()
+            },
             mem: MemoryTracker::new(target.spec()),
             shared,
             unwritten: HashMap::new(),

@@ -366,3 +366,37 @@ pub struct CoreStream {
     /// One record stream per instance (with its program id), in the order the core ran them.
     pub instances: Vec<(Vec<usize>, Vec<Instr>)>,
 }
+
+/// Record buffers handed back after their launch was modelled, kept for the next launches'
+/// instances so recording neither regrows a buffer (realloc and copy) nor touches fresh pages.
+static SPARE_BUFFERS: std::sync::Mutex<Vec<Vec<Instr>>> = std::sync::Mutex::new(Vec::new());
+
+/// Most records the spare buffers hold room for, all together (about 100 MB at 200 bytes a
+/// record): a bound on the memory kept between launches, not a limit on any launch.
+const SPARE_RECORDS: usize = 1 << 19;
+
+/// An empty record buffer for a new instance: a spare one (with the room of an earlier
+/// launch's) when there is one.
+pub(crate) fn record_buffer() -> Vec<Instr> {
+    SPARE_BUFFERS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .pop()
+        .unwrap_or_default()
+}
+
+/// Hands the record buffers of a modelled launch back for later launches (the records are
+/// dropped; the room is kept while the spares stay within [`SPARE_RECORDS`]).
+pub(crate) fn recycle(streams: Vec<CoreStream>) {
+    for (_, mut buf) in streams.into_iter().flat_map(|s| s.instances) {
+        if buf.capacity() == 0 {
+            continue;
+        }
+        buf.clear();
+        let mut spares = SPARE_BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
+        let kept: usize = spares.iter().map(Vec::capacity).sum();
+        if kept + buf.capacity() <= SPARE_RECORDS {
+            spares.push(buf);
+        }
+    }
+}

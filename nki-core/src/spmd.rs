@@ -394,7 +394,9 @@ impl Launch {
             crate::hbm::check_written(out, shared.writers.base())?;
         }
         let profile = if self.mode.records() {
-            Some(crate::timing::model(&streams, self.target, memory))
+            let profile = crate::timing::model(&streams, self.target, memory);
+            crate::record::recycle(streams);
+            Some(profile)
         } else {
             None
         };
