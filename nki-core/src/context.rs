@@ -105,6 +105,8 @@ pub(crate) struct InstanceCtx {
     pub(crate) mode: Mode,
     pub(crate) target: Target,
     pub(crate) records: Vec<Instr>,
+    /// The modelling thread that follows the records as they are made, if the launch has one.
+    pub(crate) feed: Option<crate::timing::RecordFeed>,
     pub(crate) mem: MemoryTracker,
     pub(crate) shared: Arc<LaunchShared>,
     /// Estimate mode: the live tiles allocated without a fill and not written yet, by tile id
@@ -144,6 +146,7 @@ impl InstanceCtx {
             } else {
                 Vec::new()
             },
+            feed: None,
             mem: MemoryTracker::new(target.spec()),
             shared,
             unwritten: HashMap::new(),
@@ -195,6 +198,9 @@ impl InstanceCtx {
             .position
             .get_or_insert_with(|| AffinePos::new(&self.frames))
             .clone();
+        if let Some(feed) = &mut self.feed {
+            feed.push(&r);
+        }
         self.records.push(r);
     }
 

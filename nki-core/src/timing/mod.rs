@@ -14,8 +14,11 @@
 pub mod cost;
 mod critical;
 mod fast_hash;
+mod feed;
 mod schedule;
 mod spans;
+
+pub(crate) use feed::RecordFeed;
 
 use crate::memory::MemoryPeak;
 use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Spans};
@@ -61,8 +64,23 @@ impl std::hash::Hash for LineKey {
 
 /// Models the launch's record streams on `target` and summarises the timeline.
 pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Profile {
+    model_fed(streams, target, memory, None)
+}
+
+/// [`model`], given the feed that followed the first core's records as they were recorded
+/// (its dependency pass is used when it saw all of them; see [`RecordFeed`]).
+pub(crate) fn model_fed(
+    streams: &[CoreStream],
+    target: Target,
+    memory: MemoryPeak,
+    feed: Option<RecordFeed>,
+) -> Profile {
     let spec = target.spec();
-    let sch = schedule::schedule(streams, spec);
+    let first = streams
+        .first()
+        .map_or(0, |s| s.instances.iter().map(|(_, r)| r.len()).sum());
+    let streamed = feed.and_then(|f| f.finish(first));
+    let sch = schedule::schedule(streams, spec, streamed);
     let n = sch.recs.len();
     let ncores = streams.len().max(1);
     let active = sch.end.iter().copied().fold(0.0f64, f64::max);

@@ -242,11 +242,51 @@ impl AccessTable {
 
 /// Dependencies of the records `base..base + recs.len()` of one core, as (pred, edge) pairs.
 fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
-    let mut table = AccessTable::default();
-    for (off, r) in recs.iter().enumerate() {
-        let me = base + off as u32;
-        let tensor = r.engine == Engine::Tensor;
-        for (ri, reg) in r.reads.iter().enumerate() {
+    let mut pass = DepPass::new(base);
+    pass.edges = std::mem::take(out);
+    pass.engines.reserve(recs.len());
+    for r in recs {
+        pass.add(r.engine, &r.reads, &r.writes);
+    }
+    *out = pass.edges;
+}
+
+/// The dependency pass over one core's records, fed one record at a time in program order
+/// (it needs only earlier records, so it can run while the kernel still records: see
+/// [`RecordFeed`](super::feed::RecordFeed)).
+pub(crate) struct DepPass {
+    table: AccessTable,
+    /// Engine of every record fed so far.
+    engines: Vec<Engine>,
+    /// Global index of the first record.
+    base: u32,
+    /// The dependencies found so far, as (pred, edge) pairs.
+    edges: Vec<(u32, Edge)>,
+}
+
+impl DepPass {
+    /// A pass whose first record has global index `base`.
+    pub(crate) fn new(base: u32) -> DepPass {
+        DepPass {
+            table: AccessTable::default(),
+            engines: Vec::new(),
+            base,
+            edges: Vec::new(),
+        }
+    }
+
+    /// Number of records fed.
+    pub(crate) fn records(&self) -> usize {
+        self.engines.len()
+    }
+
+    /// Feeds the next record: it runs on `engine`, reads `reads` and writes `writes`.
+    pub(crate) fn add(&mut self, engine: Engine, reads: &[Region], writes: &[Region]) {
+        let me = self.base + self.engines.len() as u32;
+        self.engines.push(engine);
+        let (table, out) = (&mut self.table, &mut self.edges);
+        let tensor = engine == Engine::Tensor;
+        for (ri, reg) in reads.iter().enumerate() {
             let late = tensor && ri > 0;
             let Some(b) = table.find(reg.buf) else {
                 continue;
@@ -264,7 +304,7 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
                 }
             }
         }
-        for reg in &r.writes {
+        for reg in writes {
             let hbm = matches!(reg.buf, BufId::Hbm(_));
             let Some(b) = table.find(reg.buf) else {
                 continue;
@@ -273,8 +313,8 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
             for (w, j) in table.iter(acc.writes) {
                 if j != me && w.overlaps(reg) {
                     let kind = if hbm
-                        && r.engine == Engine::Dma
-                        && recs[(j - base) as usize].engine == Engine::Dma
+                        && engine == Engine::Dma
+                        && self.engines[(j - self.base) as usize] == Engine::Dma
                     {
                         Kind::Order
                     } else {
@@ -303,13 +343,13 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
                 }
             }
         }
-        for reg in &r.reads {
+        for reg in reads {
             let b = table.slot(reg.buf);
             let mut list = table.bufs[b].reads;
             table.push_capped(&mut list, *reg, me);
             table.bufs[b].reads = list;
         }
-        for reg in &r.writes {
+        for reg in writes {
             let b = table.slot(reg.buf);
             let Accesses {
                 mut reads,
@@ -440,8 +480,14 @@ struct CoreState {
     stack: usize,
 }
 
-/// Schedules every record of `streams` on `spec`.
-pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Schedule<'a> {
+/// Schedules every record of `streams` on `spec`. `streamed`, when given, is the dependency
+/// pass over the first core's records made while they were recorded; it is used when it saw
+/// exactly those records (else the pass runs here).
+pub(crate) fn schedule<'a>(
+    streams: &'a [CoreStream],
+    spec: &TargetSpec,
+    mut streamed: Option<DepPass>,
+) -> Schedule<'a> {
     let mut recs: Vec<&Instr> = Vec::new();
     let mut core: Vec<u16> = Vec::new();
     let mut instance: Vec<u32> = Vec::new();
@@ -457,7 +503,12 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
                 instance.push(ii as u32);
             }
         }
-        dependencies(&mine, base, &mut deps);
+        match streamed.take() {
+            Some(pass) if base == 0 && pass.base == 0 && pass.records() == mine.len() => {
+                deps = pass.edges;
+            }
+            _ => dependencies(&mine, base, &mut deps),
+        }
         let mut st = CoreState {
             queues: Default::default(),
             heads: [0; ENGINES],
@@ -892,6 +943,53 @@ mod tests {
         v.sort_by_key(|x| (x.1, x.0));
         v.dedup();
         v
+    }
+
+    #[test]
+    fn a_feed_finds_the_dependencies_of_the_direct_pass() {
+        // Enough records for several chunks, over a few tiles and HBM tensors, with reads,
+        // writes, TensorE phases and DMA-ordered HBM writes.
+        let mut x = 7u64;
+        let mut next = move |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        let engines = [Engine::Dma, Engine::Tensor, Engine::Vector, Engine::Scalar];
+        let region = |next: &mut dyn FnMut(u64) -> u64| {
+            let buf = if next(3) == 0 {
+                BufId::Hbm(next(2))
+            } else {
+                BufId::Tile(next(40))
+            };
+            let lo = next(8) * 64;
+            reg(buf, 0, 1 + next(128) as u32, lo, lo + 64 * (1 + next(4)))
+        };
+        let recs: Vec<Instr> = (0..9000)
+            .map(|_| {
+                let reads = (0..next(3)).map(|_| region(&mut next)).collect();
+                let writes = (0..next(2)).map(|_| region(&mut next)).collect();
+                rec(engines[next(4) as usize], reads, writes)
+            })
+            .collect();
+        let mut feed = super::super::feed::RecordFeed::new();
+        for r in &recs {
+            feed.push(r);
+        }
+        let pass = feed
+            .finish(recs.len())
+            .expect("the feed's thread ran the pass");
+        let refs: Vec<&Instr> = recs.iter().collect();
+        let mut direct = Vec::new();
+        dependencies(&refs, 0, &mut direct);
+        let flat = |v: &[(u32, Edge)]| -> Vec<(u32, u32, Kind, bool)> {
+            v.iter()
+                .map(|(p, e)| (*p, e.succ, e.kind, e.late))
+                .collect()
+        };
+        assert!(direct.len() > 1000, "{} edges", direct.len());
+        assert_eq!(flat(&pass.edges), flat(&direct));
     }
 
     #[test]
