@@ -93,6 +93,16 @@ pub(crate) fn model_fed(
     // Per core, per engine slot: intervals for the active-time union.
     let mut intervals: Vec<[Vec<(f64, f64)>; Engine::COUNT]> =
         (0..ncores).map(|_| Default::default()).collect();
+    // Reserved exactly (a TensorE record leaves two intervals): no regrowth below.
+    let mut sizes = vec![[0usize; Engine::COUNT]; ncores];
+    for (r, &c) in sch.recs.iter().zip(&sch.core) {
+        sizes[c as usize][r.engine.index()] += if r.engine == Engine::Tensor { 2 } else { 1 };
+    }
+    for (iv, n) in intervals.iter_mut().zip(&sizes) {
+        for (v, &n) in iv.iter_mut().zip(n) {
+            v.reserve_exact(n);
+        }
+    }
     let mut core_counts = vec![[0usize; Engine::COUNT]; ncores];
     let mut core_latency = vec![0.0f64; ncores];
     let mut core_flops = vec![0u64; ncores];

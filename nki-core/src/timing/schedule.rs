@@ -488,15 +488,21 @@ pub(crate) fn schedule<'a>(
     spec: &TargetSpec,
     mut streamed: Option<DepPass>,
 ) -> Schedule<'a> {
-    let mut recs: Vec<&Instr> = Vec::new();
-    let mut core: Vec<u16> = Vec::new();
-    let mut instance: Vec<u32> = Vec::new();
+    let total: usize = streams
+        .iter()
+        .flat_map(|s| &s.instances)
+        .map(|(_, rs)| rs.len())
+        .sum();
+    let mut recs: Vec<&Instr> = Vec::with_capacity(total);
+    let mut core: Vec<u16> = Vec::with_capacity(total);
+    let mut instance: Vec<u32> = Vec::with_capacity(total);
     let mut deps: Vec<(u32, Edge)> = Vec::new();
     let mut cores: Vec<CoreState> = Vec::new();
     let per_stack = spec.ncs_per_hbm_stack.max(1);
     for (ci, s) in streams.iter().enumerate() {
         let base = recs.len() as u32;
-        let mut mine: Vec<&Instr> = Vec::new();
+        let mut mine: Vec<&Instr> =
+            Vec::with_capacity(s.instances.iter().map(|(_, rs)| rs.len()).sum());
         for (ii, (_, rs)) in s.instances.iter().enumerate() {
             for r in rs {
                 mine.push(r);
@@ -523,6 +529,13 @@ pub(crate) fn schedule<'a>(
             dma_last: vec![u32::MAX; spec.dma_engines.max(1)],
             stack: s.nc / per_stack,
         };
+        let mut per_engine = [0usize; ENGINES];
+        for r in &mine {
+            per_engine[r.engine.index()] += 1;
+        }
+        for (q, n) in st.queues.iter_mut().zip(per_engine) {
+            q.reserve_exact(n);
+        }
         for (off, r) in mine.iter().enumerate() {
             if r.engine != Engine::Dma {
                 st.queues[r.engine.index()].push(base + off as u32);
