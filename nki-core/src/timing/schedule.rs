@@ -641,6 +641,19 @@ pub(crate) fn schedule<'a>(
     }
 }
 
+/// DMA engine `e` of core state `st` serves its share of DMA record `i` from `s` to `pe`.
+#[inline(always)]
+fn take_share(st: &mut CoreState, pieces: &mut Vec<Piece>, i: u32, e: usize, s: f64, pe: f64) {
+    st.dma_last[e] = i;
+    st.dma_free[e] = pe;
+    pieces.push(Piece {
+        rec: i,
+        engine: e as u8,
+        start: s,
+        end: pe,
+    });
+}
+
 /// MultiplyMoving duration under the TensorE utilisation limit: the limit restarts at
 /// `pe_throttle_start` when the engine was idle for more than half the ramp window (utilisation
 /// below 50 % over the window) and ramps linearly to 1 over `pe_throttle_ramp_ns`.
@@ -833,37 +846,32 @@ impl Sim<'_, '_> {
         // The previous engine's share, state (free time, last record) and piece: an engine
         // in the same state given the same share ends the same, and changes neither the
         // cause nor `last` (which already covers that end).
-        let mut same: Option<((u64, u64, u32), f64, f64)> = None;
+        let mut same: Option<(u64, u64, u32, f64, f64)> = None;
         for (k, d) in plan.engine_ns.iter().enumerate() {
             let e = k.min(st.dma_free.len() - 1);
             let state = (d.to_bits(), st.dma_free[e].to_bits(), st.dma_last[e]);
-            let (s, pe) = match same {
-                Some((before, s, pe)) if before == state => (s, pe),
-                _ => {
-                    let s = t.max(st.dma_free[e]);
-                    let pe = (s + d).max(bound);
-                    same = Some((state, s, pe));
-                    let prev = st.dma_last[e];
-                    if pe > last || cause.is_none() {
-                        cause = Some(if s > t && prev != u32::MAX && bound <= s + d {
-                            Cause::Engine(prev)
-                        } else {
-                            Cause::Start
-                        });
-                    }
-                    (s, pe)
+            if let Some((db, fb, pl, s, pe)) = same {
+                if (db, fb, pl) == state {
+                    take_share(st, &mut self.pieces, i, e, s, pe);
+                    first = first.min(s);
+                    last = last.max(pe);
+                    continue;
                 }
-            };
-            st.dma_last[e] = i;
-            st.dma_free[e] = pe;
+            }
+            let s = t.max(st.dma_free[e]);
+            let pe = (s + d).max(bound);
+            same = Some((state.0, state.1, state.2, s, pe));
+            let prev = st.dma_last[e];
+            if pe > last || cause.is_none() {
+                cause = Some(if s > t && prev != u32::MAX && bound <= s + d {
+                    Cause::Engine(prev)
+                } else {
+                    Cause::Start
+                });
+            }
+            take_share(st, &mut self.pieces, i, e, s, pe);
             first = first.min(s);
             last = last.max(pe);
-            self.pieces.push(Piece {
-                rec: i,
-                engine: e as u8,
-                start: s,
-                end: pe,
-            });
         }
         if !first.is_finite() {
             first = t;
