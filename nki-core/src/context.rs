@@ -104,6 +104,8 @@ pub(crate) struct InstanceCtx {
     pub(crate) mode: Mode,
     pub(crate) target: Target,
     pub(crate) records: Vec<Instr>,
+    /// The modelling thread that follows the records as they are made, if the launch has one.
+    pub(crate) feed: Option<crate::timing::RecordFeed>,
     pub(crate) mem: MemoryTracker,
     pub(crate) shared: Arc<LaunchShared>,
     /// Estimate mode: the live tiles allocated without a fill and not written yet, by tile id
@@ -141,7 +143,12 @@ impl InstanceCtx {
             nc,
             mode,
             target,
-            records: Vec::new(),
+            records: if mode.records() {
+                crate::record::record_buffer()
+            } else {
+                Vec::new()
+            },
+            feed: None,
             mem: MemoryTracker::new(target.spec()),
             shared,
             unwritten: Default::default(),
@@ -193,6 +200,9 @@ impl InstanceCtx {
             .position
             .get_or_insert_with(|| AffinePos::new(&self.frames))
             .clone();
+        if let Some(feed) = &mut self.feed {
+            feed.push(&r);
+        }
         self.records.push(r);
     }
 

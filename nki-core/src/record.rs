@@ -506,6 +506,40 @@ pub struct CoreStream {
     pub instances: Vec<(Vec<usize>, Vec<Instr>)>,
 }
 
+/// Record buffers handed back after their launch was modelled, kept for the next launches'
+/// instances so recording neither regrows a buffer (realloc and copy) nor touches fresh pages.
+static SPARE_BUFFERS: std::sync::Mutex<Vec<Vec<Instr>>> = std::sync::Mutex::new(Vec::new());
+
+/// Most bytes the spare buffers keep, all together: a bound on the memory kept between
+/// launches, not a limit on any launch.
+const SPARE_BYTES: usize = 128 << 20;
+
+/// An empty record buffer for a new instance: a spare one (with the room of an earlier
+/// launch's) when there is one.
+pub(crate) fn record_buffer() -> Vec<Instr> {
+    SPARE_BUFFERS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .pop()
+        .unwrap_or_default()
+}
+
+/// Hands the record buffers of a modelled launch back for later launches (the records are
+/// dropped; the room is kept while the spares stay within [`SPARE_BYTES`]).
+pub(crate) fn recycle(streams: Vec<CoreStream>) {
+    for (_, mut buf) in streams.into_iter().flat_map(|s| s.instances) {
+        if buf.capacity() == 0 {
+            continue;
+        }
+        buf.clear();
+        let mut spares = SPARE_BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
+        let kept: usize = spares.iter().map(Vec::capacity).sum();
+        if (kept + buf.capacity()) * std::mem::size_of::<Instr>() <= SPARE_BYTES {
+            spares.push(buf);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -331,6 +331,8 @@ impl Launch {
         let threads = self.threads()?;
         abort::quiet_kernel_unwinds();
         let total = self.grid.num_instances();
+        let mut load = HostLoad::enter(threads.min(total));
+        let feed = Mutex::new(self.record_feed(total, &mut load));
         let shared = LaunchShared::with_outputs(crate::hbm::take_pending_outputs());
         let grid_shape = self.grid.shape();
         let next = AtomicUsize::new(0);
@@ -345,7 +347,7 @@ impl Launch {
                 }
                 let index = i as u64;
                 let (pid, core) = self.grid.instance(i);
-                let ctx = InstanceCtx::new(
+                let mut ctx = InstanceCtx::new(
                     pid,
                     grid_shape.clone(),
                     index,
@@ -354,9 +356,11 @@ impl Launch {
                     self.target,
                     shared.clone(),
                 );
+                ctx.feed = feed.lock().unwrap_or_else(|p| p.into_inner()).take();
                 match abort::run_instance(ctx, &kernel) {
-                    (ctx, Ok(())) => done.push(Finished {
+                    (mut ctx, Ok(())) => done.push(Finished {
                         index,
+                        feed: ctx.feed.take(),
                         records: ctx.records,
                         peak: ctx.mem.peak,
                     }),
@@ -379,7 +383,9 @@ impl Launch {
             .collect();
         let mut infos = Vec::with_capacity(finished.len());
         let mut memory = MemoryPeak::default();
+        let mut feed = None;
         for f in finished {
+            feed = feed.or(f.feed);
             let (pid, core) = self.grid.instance(f.index as usize);
             let stream = &mut streams[core];
             infos.push(InstanceInfo {
@@ -394,7 +400,9 @@ impl Launch {
             crate::hbm::check_written(out, shared.writers.base())?;
         }
         let profile = if self.mode.records() {
-            Some(crate::timing::model(&streams, self.target, memory))
+            let profile = crate::timing::model_fed(&streams, self.target, memory, feed);
+            crate::record::recycle(streams);
+            Some(profile)
         } else {
             None
         };
@@ -406,6 +414,15 @@ impl Launch {
             memory,
             profile,
         })
+    }
+
+    /// The modelling thread that follows the records of a one-instance recording launch as
+    /// they are made, when a host core is idle (no launch uses it; `load` then counts it): the
+    /// dependency pass then overlaps the kernel instead of following it. `None` otherwise
+    /// (launches of many instances keep the cores busy with instances).
+    fn record_feed(&self, total: usize, load: &mut HostLoad) -> Option<crate::timing::RecordFeed> {
+        (self.mode.records() && total == 1 && load.claim_idle_core())
+            .then(crate::timing::RecordFeed::new)
     }
 
     /// The number of host threads this launch may use.
@@ -426,8 +443,45 @@ impl Launch {
 struct Finished {
     /// Linear program id (launch order).
     index: u64,
+    /// The modelling thread that followed its records, if any.
+    feed: Option<crate::timing::RecordFeed>,
     records: Vec<crate::record::Instr>,
     peak: MemoryPeak,
+}
+
+/// Host threads running launches in this process right now (summed over running launches).
+static HOST_THREADS_BUSY: AtomicUsize = AtomicUsize::new(0);
+
+/// A running launch's share of [`HOST_THREADS_BUSY`], given back when the launch ends (also by
+/// unwinding).
+struct HostLoad(usize);
+
+impl HostLoad {
+    /// Counts `threads` more busy host threads until the guard is dropped.
+    fn enter(threads: usize) -> HostLoad {
+        HOST_THREADS_BUSY.fetch_add(threads, Ordering::Relaxed);
+        HostLoad(threads)
+    }
+
+    /// Counts one more busy host thread when that leaves none of the host's CPUs
+    /// oversubscribed; false (nothing counted) otherwise.
+    fn claim_idle_core(&mut self) -> bool {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let before = HOST_THREADS_BUSY.fetch_add(1, Ordering::Relaxed);
+        if before < cpus {
+            self.0 += 1;
+            true
+        } else {
+            HOST_THREADS_BUSY.fetch_sub(1, Ordering::Relaxed);
+            false
+        }
+    }
+}
+
+impl Drop for HostLoad {
+    fn drop(&mut self) {
+        HOST_THREADS_BUSY.fetch_sub(self.0, Ordering::Relaxed);
+    }
 }
 
 /// The number of host threads launches run instances on by default: one per host CPU, and at

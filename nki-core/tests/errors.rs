@@ -1193,3 +1193,40 @@ fn hbm_name(e: &NkiError) -> String {
     let at = m.find(" of hbm").expect("names the tensor") + 4;
     m[at..].split_whitespace().next().unwrap().to_string()
 }
+
+// A one-instance estimate whose records are followed by a modelling thread while it records
+// (thousands of records) and that then fails or panics: the launch reports the failure and
+// does not hang; the same kernel then estimates normally.
+#[nki_kernel]
+fn many_records_then(c: &mut Hbm<f32>, how: usize, at: &Line) {
+    let t = nl::zeros(&[128, 4], DType::F32, nl::SBUF);
+    for _ in 0..5000 {
+        let _ = nl::add(&t, 1.0f32);
+    }
+    match how {
+        0 => {
+            at.next(line!());
+            nl::store(c.slice((0..256, ..)), &t);
+        }
+        1 => panic!("late panic"),
+        _ => nl::store(c.slice((0..128, ..)), &t),
+    }
+}
+
+#[test]
+fn a_long_estimate_that_fails_late_reports_its_error() {
+    let mut c = Hbm::<f32>::shape_only([128, 4]);
+    fails(
+        |at| many_records_then::run(estimating(1), &mut c, 0, at),
+        ErrorKind::OutOfBounds,
+        "index",
+        &["[0, 255]"],
+        &[0],
+    );
+    let at = Line::default();
+    let e = many_records_then::run(estimating(1), &mut c, 1, &at).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::KernelPanic, "{e}");
+    let r = many_records_then::run(estimating(1), &mut c, 2, &at).unwrap();
+    let p = r.profile.expect("an estimate models a timeline");
+    assert_eq!(p.instructions, 5002, "{p:?}");
+}

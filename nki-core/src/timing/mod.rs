@@ -14,8 +14,11 @@
 pub mod cost;
 mod critical;
 pub(crate) mod fast_hash;
+mod feed;
 mod schedule;
 mod spans;
+
+pub(crate) use feed::RecordFeed;
 
 use crate::memory::MemoryPeak;
 use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Spans};
@@ -61,8 +64,23 @@ impl std::hash::Hash for LineKey {
 
 /// Models the launch's record streams on `target` and summarises the timeline.
 pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Profile {
+    model_fed(streams, target, memory, None)
+}
+
+/// [`model`], given the feed that followed the first core's records as they were recorded
+/// (its dependency pass is used when it saw all of them; see [`RecordFeed`]).
+pub(crate) fn model_fed(
+    streams: &[CoreStream],
+    target: Target,
+    memory: MemoryPeak,
+    feed: Option<RecordFeed>,
+) -> Profile {
     let spec = target.spec();
-    let sch = schedule::schedule(streams, spec);
+    let first = streams
+        .first()
+        .map_or(0, |s| s.instances.iter().map(|(_, r)| r.len()).sum());
+    let streamed = feed.and_then(|f| f.finish(first));
+    let sch = schedule::schedule(streams, spec, streamed);
     let n = sch.recs.len();
     let ncores = streams.len().max(1);
     let active = sch.end.iter().copied().fold(0.0f64, f64::max);
@@ -75,6 +93,16 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
     // Per core, per engine slot: intervals for the active-time union.
     let mut intervals: Vec<[Vec<(f64, f64)>; Engine::COUNT]> =
         (0..ncores).map(|_| Default::default()).collect();
+    // Reserved exactly (a TensorE record leaves two intervals): no regrowth below.
+    let mut sizes = vec![[0usize; Engine::COUNT]; ncores];
+    for (r, &c) in sch.recs.iter().zip(&sch.core) {
+        sizes[c as usize][r.engine.index()] += if r.engine == Engine::Tensor { 2 } else { 1 };
+    }
+    for (iv, n) in intervals.iter_mut().zip(&sizes) {
+        for (v, &n) in iv.iter_mut().zip(n) {
+            v.reserve_exact(n);
+        }
+    }
     let mut core_counts = vec![[0usize; Engine::COUNT]; ncores];
     let mut core_latency = vec![0.0f64; ncores];
     let mut core_flops = vec![0u64; ncores];

@@ -242,11 +242,51 @@ impl AccessTable {
 
 /// Dependencies of the records `base..base + recs.len()` of one core, as (pred, edge) pairs.
 fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
-    let mut table = AccessTable::default();
-    for (off, r) in recs.iter().enumerate() {
-        let me = base + off as u32;
-        let tensor = r.engine == Engine::Tensor;
-        for (ri, reg) in r.reads.iter().enumerate() {
+    let mut pass = DepPass::new(base);
+    pass.edges = std::mem::take(out);
+    pass.engines.reserve(recs.len());
+    for r in recs {
+        pass.add(r.engine, &r.reads, &r.writes);
+    }
+    *out = pass.edges;
+}
+
+/// The dependency pass over one core's records, fed one record at a time in program order
+/// (it needs only earlier records, so it can run while the kernel still records: see
+/// [`RecordFeed`](super::feed::RecordFeed)).
+pub(crate) struct DepPass {
+    table: AccessTable,
+    /// Engine of every record fed so far.
+    engines: Vec<Engine>,
+    /// Global index of the first record.
+    base: u32,
+    /// The dependencies found so far, as (pred, edge) pairs.
+    edges: Vec<(u32, Edge)>,
+}
+
+impl DepPass {
+    /// A pass whose first record has global index `base`.
+    pub(crate) fn new(base: u32) -> DepPass {
+        DepPass {
+            table: AccessTable::default(),
+            engines: Vec::new(),
+            base,
+            edges: Vec::new(),
+        }
+    }
+
+    /// Number of records fed.
+    pub(crate) fn records(&self) -> usize {
+        self.engines.len()
+    }
+
+    /// Feeds the next record: it runs on `engine`, reads `reads` and writes `writes`.
+    pub(crate) fn add(&mut self, engine: Engine, reads: &[Region], writes: &[Region]) {
+        let me = self.base + self.engines.len() as u32;
+        self.engines.push(engine);
+        let (table, out) = (&mut self.table, &mut self.edges);
+        let tensor = engine == Engine::Tensor;
+        for (ri, reg) in reads.iter().enumerate() {
             let late = tensor && ri > 0;
             let Some(b) = table.find(reg.buf) else {
                 continue;
@@ -264,7 +304,7 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
                 }
             }
         }
-        for reg in &r.writes {
+        for reg in writes {
             let hbm = matches!(reg.buf, BufId::Hbm(_));
             let Some(b) = table.find(reg.buf) else {
                 continue;
@@ -273,8 +313,8 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
             for (w, j) in table.iter(acc.writes) {
                 if j != me && w.overlaps(reg) {
                     let kind = if hbm
-                        && r.engine == Engine::Dma
-                        && recs[(j - base) as usize].engine == Engine::Dma
+                        && engine == Engine::Dma
+                        && self.engines[(j - self.base) as usize] == Engine::Dma
                     {
                         Kind::Order
                     } else {
@@ -303,13 +343,13 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
                 }
             }
         }
-        for reg in &r.reads {
+        for reg in reads {
             let b = table.slot(reg.buf);
             let mut list = table.bufs[b].reads;
             table.push_capped(&mut list, *reg, me);
             table.bufs[b].reads = list;
         }
-        for reg in &r.writes {
+        for reg in writes {
             let b = table.slot(reg.buf);
             let Accesses {
                 mut reads,
@@ -440,24 +480,41 @@ struct CoreState {
     stack: usize,
 }
 
-/// Schedules every record of `streams` on `spec`.
-pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Schedule<'a> {
-    let mut recs: Vec<&Instr> = Vec::new();
-    let mut core: Vec<u16> = Vec::new();
-    let mut instance: Vec<u32> = Vec::new();
+/// Schedules every record of `streams` on `spec`. `streamed`, when given, is the dependency
+/// pass over the first core's records made while they were recorded; it is used when it saw
+/// exactly those records (else the pass runs here).
+pub(crate) fn schedule<'a>(
+    streams: &'a [CoreStream],
+    spec: &TargetSpec,
+    mut streamed: Option<DepPass>,
+) -> Schedule<'a> {
+    let total: usize = streams
+        .iter()
+        .flat_map(|s| &s.instances)
+        .map(|(_, rs)| rs.len())
+        .sum();
+    let mut recs: Vec<&Instr> = Vec::with_capacity(total);
+    let mut core: Vec<u16> = Vec::with_capacity(total);
+    let mut instance: Vec<u32> = Vec::with_capacity(total);
     let mut deps: Vec<(u32, Edge)> = Vec::new();
     let mut cores: Vec<CoreState> = Vec::new();
     let per_stack = spec.ncs_per_hbm_stack.max(1);
     for (ci, s) in streams.iter().enumerate() {
         let base = recs.len() as u32;
-        let mut mine: Vec<&Instr> = Vec::new();
+        let mut mine: Vec<&Instr> =
+            Vec::with_capacity(s.instances.iter().map(|(_, rs)| rs.len()).sum());
         for (ii, (_, rs)) in s.instances.iter().enumerate() {
             for r in rs {
                 mine.push(r);
                 instance.push(ii as u32);
             }
         }
-        dependencies(&mine, base, &mut deps);
+        match streamed.take() {
+            Some(pass) if base == 0 && pass.base == 0 && pass.records() == mine.len() => {
+                deps = pass.edges;
+            }
+            _ => dependencies(&mine, base, &mut deps),
+        }
         let mut st = CoreState {
             queues: Default::default(),
             heads: [0; ENGINES],
@@ -472,6 +529,13 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
             dma_last: vec![u32::MAX; spec.dma_engines.max(1)],
             stack: s.nc / per_stack,
         };
+        let mut per_engine = [0usize; ENGINES];
+        for r in &mine {
+            per_engine[r.engine.index()] += 1;
+        }
+        for (q, n) in st.queues.iter_mut().zip(per_engine) {
+            q.reserve_exact(n);
+        }
         for (off, r) in mine.iter().enumerate() {
             if r.engine != Engine::Dma {
                 st.queues[r.engine.index()].push(base + off as u32);
@@ -575,6 +639,19 @@ pub(crate) fn schedule<'a>(streams: &'a [CoreStream], spec: &TargetSpec) -> Sche
         cause,
         bandwidth_bound,
     }
+}
+
+/// DMA engine `e` of core state `st` serves its share of DMA record `i` from `s` to `pe`.
+#[inline(always)]
+fn take_share(st: &mut CoreState, pieces: &mut Vec<Piece>, i: u32, e: usize, s: f64, pe: f64) {
+    st.dma_last[e] = i;
+    st.dma_free[e] = pe;
+    pieces.push(Piece {
+        rec: i,
+        engine: e as u8,
+        start: s,
+        end: pe,
+    });
 }
 
 /// MultiplyMoving duration under the TensorE utilisation limit: the limit restarts at
@@ -766,11 +843,25 @@ impl Sim<'_, '_> {
         let mut first = f64::INFINITY;
         let mut last: f64 = t;
         let mut cause = None;
+        // The previous engine's share, state (free time, last record) and piece: an engine
+        // in the same state given the same share ends the same, and changes neither the
+        // cause nor `last` (which already covers that end).
+        let mut same: Option<(u64, u64, u32, f64, f64)> = None;
         for (k, d) in plan.engine_ns.iter().enumerate() {
             let e = k.min(st.dma_free.len() - 1);
+            let state = (d.to_bits(), st.dma_free[e].to_bits(), st.dma_last[e]);
+            if let Some((db, fb, pl, s, pe)) = same {
+                if (db, fb, pl) == state {
+                    take_share(st, &mut self.pieces, i, e, s, pe);
+                    first = first.min(s);
+                    last = last.max(pe);
+                    continue;
+                }
+            }
             let s = t.max(st.dma_free[e]);
             let pe = (s + d).max(bound);
-            let prev = std::mem::replace(&mut st.dma_last[e], i);
+            same = Some((state.0, state.1, state.2, s, pe));
+            let prev = st.dma_last[e];
             if pe > last || cause.is_none() {
                 cause = Some(if s > t && prev != u32::MAX && bound <= s + d {
                     Cause::Engine(prev)
@@ -778,15 +869,9 @@ impl Sim<'_, '_> {
                     Cause::Start
                 });
             }
-            st.dma_free[e] = pe;
+            take_share(st, &mut self.pieces, i, e, s, pe);
             first = first.min(s);
             last = last.max(pe);
-            self.pieces.push(Piece {
-                rec: i,
-                engine: e as u8,
-                start: s,
-                end: pe,
-            });
         }
         if !first.is_finite() {
             first = t;
@@ -892,6 +977,53 @@ mod tests {
         v.sort_by_key(|x| (x.1, x.0));
         v.dedup();
         v
+    }
+
+    #[test]
+    fn a_feed_finds_the_dependencies_of_the_direct_pass() {
+        // Enough records for several chunks, over a few tiles and HBM tensors, with reads,
+        // writes, TensorE phases and DMA-ordered HBM writes.
+        let mut x = 7u64;
+        let mut next = move |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        let engines = [Engine::Dma, Engine::Tensor, Engine::Vector, Engine::Scalar];
+        let region = |next: &mut dyn FnMut(u64) -> u64| {
+            let buf = if next(3) == 0 {
+                BufId::Hbm(next(2))
+            } else {
+                BufId::Tile(next(40))
+            };
+            let lo = next(8) * 64;
+            reg(buf, 0, 1 + next(128) as u32, lo, lo + 64 * (1 + next(4)))
+        };
+        let recs: Vec<Instr> = (0..9000)
+            .map(|_| {
+                let reads = (0..next(3)).map(|_| region(&mut next)).collect();
+                let writes = (0..next(2)).map(|_| region(&mut next)).collect();
+                rec(engines[next(4) as usize], reads, writes)
+            })
+            .collect();
+        let mut feed = super::super::feed::RecordFeed::new();
+        for r in &recs {
+            feed.push(r);
+        }
+        let pass = feed
+            .finish(recs.len())
+            .expect("the feed's thread ran the pass");
+        let refs: Vec<&Instr> = recs.iter().collect();
+        let mut direct = Vec::new();
+        dependencies(&refs, 0, &mut direct);
+        let flat = |v: &[(u32, Edge)]| -> Vec<(u32, u32, Kind, bool)> {
+            v.iter()
+                .map(|(p, e)| (*p, e.succ, e.kind, e.late))
+                .collect()
+        };
+        assert!(direct.len() > 1000, "{} edges", direct.len());
+        assert_eq!(flat(&pass.edges), flat(&direct));
     }
 
     #[test]
