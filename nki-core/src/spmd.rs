@@ -434,45 +434,51 @@ struct Finished {
 /// least [`MAX_LOGICAL_CORES`], so the NeuronCores of an `nc` grid can always run side by side
 /// (1 if the OS refuses to start threads).
 pub fn host_threads() -> usize {
-    host_pool().map_or(1, |p| p.current_num_threads() + 1)
+    host_pool().map_or(1, rayon::ThreadPool::current_num_threads)
 }
 
-/// Runs `worker` on `n` host threads at once and returns everything they produced: the
-/// caller's own thread and `n - 1` threads of the launch thread pool.
+/// Runs `worker` on `n` host threads at once and returns everything they produced. One thread
+/// is the caller's own; more are `n` workers of the launch thread pool while the caller waits,
+/// so a launch never has more busy threads than the pool has workers (one per CPU, each
+/// pinned to its own: see [`host_pool`]).
 fn on_host_threads<T: Send>(n: usize, worker: impl Fn() -> Vec<T> + Sync) -> Vec<T> {
     let Some(pool) = host_pool().filter(|_| n > 1) else {
         return worker();
     };
     let out = Mutex::new(Vec::new());
     let collect = |mine: Vec<T>| out.lock().unwrap_or_else(|p| p.into_inner()).extend(mine);
+    // The caller only waits: were it to run instances too, unpinned, next to a worker pinned
+    // to the CPU it happens to be on, two busy threads would share one CPU while another
+    // idles (the scheduler cannot move the pinned one, and wakes the caller where the last
+    // worker ran).
     pool.in_place_scope(|s| {
-        for _ in 1..n {
+        for _ in 0..n {
             s.spawn(|_| collect(worker()));
         }
-        collect(worker());
     });
     out.into_inner().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The rayon pool that lends launches their extra host threads (named `nki-host<i>`): one
-/// thread fewer than [`host_threads`], the launching thread being the other one. `None` when
-/// the OS refuses to start threads (launches then run on the caller's thread alone).
+/// The rayon pool that runs the instances of launches on more than one host thread (threads
+/// named `nki-host<i>`): [`host_threads`] workers, one per host CPU.
+/// `None` when the OS refuses to start threads (launches then run on the caller's thread
+/// alone).
 ///
-/// Pinning (best effort): worker `i` is pinned to host CPU `i` (modulo the CPUs the OS
-/// lists), so a worker stays on one CPU and its caches. Workers are not tied to logical
+/// Pinning (best effort): worker `i` is pinned to host CPU `i` (modulo the CPUs the process
+/// may use), so a worker stays on one CPU and its caches. Workers are not tied to logical
 /// NeuronCores (any worker runs the next instance in launch order, whatever its core; the
 /// model keeps NKI's placement). The launching thread belongs to the caller and is not
-/// pinned: with `n` CPUs the workers cover CPUs `0..n - 1` and the OS places the caller.
-/// Where pinning is unavailable (no CPU list, or the OS refuses), workers run unpinned;
-/// nothing fails.
+/// pinned, so it runs no instance while workers do (see `on_host_threads`): a launch has at
+/// most one busy thread per CPU. Where pinning is unavailable (no CPU list, or the OS
+/// refuses), workers run unpinned; nothing fails.
 fn host_pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let core_ids = core_affinity::get_core_ids().unwrap_or_default();
         rayon::ThreadPoolBuilder::new()
-            .num_threads(cpus.max(MAX_LOGICAL_CORES) - 1)
-            .thread_name(|i| format!("nki-host{}", i + 1))
+            .num_threads(cpus.max(MAX_LOGICAL_CORES))
+            .thread_name(|i| format!("nki-host{i}"))
             .start_handler(move |i| {
                 if !core_ids.is_empty() {
                     // Best effort: a refusal leaves the worker unpinned.
