@@ -439,10 +439,10 @@ pub fn host_threads() -> usize {
     host_pool().map_or(1, rayon::ThreadPool::current_num_threads)
 }
 
-/// Runs `worker` on `n` host threads at once and returns everything they produced. One thread
-/// is the caller's own; more are `n` workers of the launch thread pool while the caller waits,
-/// so a launch never has more busy threads than the pool has workers (one per CPU, each
-/// pinned to its own: see [`host_pool`]).
+/// Runs `worker` on `n` host threads at once and returns everything they produced. With one
+/// thread it runs on the caller's own; with more, on `n` workers of the launch thread pool
+/// while the caller waits, so a launch never has more busy threads than the pool has workers
+/// (one per CPU, each pinned to its own: see [`host_pool`]).
 fn on_host_threads<T: Send>(n: usize, worker: impl Fn() -> Vec<T> + Sync) -> Vec<T> {
     let Some(pool) = host_pool().filter(|_| n > 1) else {
         return worker();
@@ -494,10 +494,12 @@ impl Handout {
     /// Shares of `0..total` for `threads` threads (at least one).
     fn new(total: usize, threads: usize) -> Handout {
         let n = threads.max(1);
+        // `k * total / n` without overflow for any grid that fits in a `usize`.
+        let bound = |k: usize| (k as u128 * total as u128 / n as u128) as usize;
         let shares = (0..n)
             .map(|k| Share {
-                next: AtomicUsize::new(k * total / n),
-                end: (k + 1) * total / n,
+                next: AtomicUsize::new(bound(k)),
+                end: bound(k + 1),
             })
             .collect();
         Handout {
@@ -599,6 +601,14 @@ mod tests {
             got.sort_unstable();
             assert_eq!(got, (0..total).collect::<Vec<_>>(), "{total} on {threads}");
         }
+    }
+
+    #[test]
+    fn shares_of_the_largest_grids_do_not_overflow() {
+        let h = Handout::new(usize::MAX, 3);
+        let ends: Vec<usize> = h.shares.iter().map(|s| s.end).collect();
+        assert_eq!(ends, [usize::MAX / 3, usize::MAX / 3 * 2, usize::MAX]);
+        assert_eq!(h.next(2, |_| false), Some(usize::MAX / 3 * 2));
     }
 
     #[test]
