@@ -1,7 +1,8 @@
 //! SPMD launch: grids of 1 to 3 dimensions, `spmd_dim`/`nc` placement of instances on logical
-//! NeuronCores, and the launcher that runs the instances on every host core (in launch order
-//! as threads free up, whatever their NeuronCore), collects each core's instruction records in
-//! program-id order and turns the failure of the lowest program id into an `Err`.
+//! NeuronCores, and the launcher that runs the instances on every host core (each thread a
+//! contiguous share of the launch order, whatever their NeuronCore), collects each core's
+//! instruction records in program-id order and turns the failure of the lowest program id into
+//! an `Err`.
 
 use crate::abort;
 use crate::context::{InstanceCtx, LaunchShared, Mode};
@@ -302,11 +303,13 @@ impl Launch {
     /// Runs `kernel` once per program instance and returns the report (with a profile in
     /// simulate and estimate modes).
     ///
-    /// The instances run on the host threads in launch order as threads free up, whatever
-    /// NeuronCore they are placed on; the model keeps NKI's placement (each core's records are
-    /// its instances' streams in program-id order). When instances fail, the one with the
-    /// lowest linear program id is reported, whatever the host order: a failure cancels only
-    /// the instances after it in launch order, so every instance before it still runs.
+    /// The instances run on the host threads whatever NeuronCore they are placed on: each
+    /// thread takes its own contiguous share of the launch order, in order, then helps with
+    /// the shares of the others (see `Handout`); the model keeps NKI's placement (each core's
+    /// records are its instances' streams in program-id order). When instances fail, the one
+    /// with the lowest linear program id is reported, whatever the host order: a failure
+    /// cancels only the instances after it in launch order, so every instance before it
+    /// still runs.
     ///
     /// Called from inside a kernel body, it launches nothing and fails the calling instance
     /// with an [`ErrorKind::NestedLaunch`] error at the caller's line (NKI rejects nested
@@ -335,16 +338,15 @@ impl Launch {
         let feed = Mutex::new(self.record_feed(total, &mut load));
         let shared = LaunchShared::with_outputs(crate::hbm::take_pending_outputs());
         let grid_shape = self.grid.shape();
-        let next = AtomicUsize::new(0);
-        // One host worker: takes the next instance in launch order until none is left or a
-        // failure cancels the rest (failures are reported to `shared.cancelled`).
+        let threads = threads.min(total);
+        let handout = Handout::new(total, threads);
+        // One host worker: takes instances from its share, then from the others, until none
+        // is left, a failure cancels the rest or its own instance fails (failures are
+        // reported to `shared.cancelled`).
         let worker = || {
             let mut done = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= total || shared.cancelled.cancels(i as u64) {
-                    break;
-                }
+            let share = handout.join();
+            while let Some(i) = handout.next(share, |i| shared.cancelled.cancels(i as u64)) {
                 let index = i as u64;
                 let (pid, core) = self.grid.instance(i);
                 let mut ctx = InstanceCtx::new(
@@ -369,7 +371,7 @@ impl Launch {
             }
             done
         };
-        let mut finished = on_host_threads(threads.min(total), worker);
+        let mut finished = on_host_threads(threads, worker);
         if let Some(e) = shared.cancelled.take_first() {
             return Err(e);
         }
@@ -488,45 +490,120 @@ impl Drop for HostLoad {
 /// least [`MAX_LOGICAL_CORES`], so the NeuronCores of an `nc` grid can always run side by side
 /// (1 if the OS refuses to start threads).
 pub fn host_threads() -> usize {
-    host_pool().map_or(1, |p| p.current_num_threads() + 1)
+    host_pool().map_or(1, rayon::ThreadPool::current_num_threads)
 }
 
-/// Runs `worker` on `n` host threads at once and returns everything they produced: the
-/// caller's own thread and `n - 1` threads of the launch thread pool.
+/// Runs `worker` on `n` host threads at once and returns everything they produced. With one
+/// thread it runs on the caller's own; with more, on `n` workers of the launch thread pool
+/// while the caller waits, so a launch never has more busy threads than the pool has workers
+/// (one per CPU, each pinned to its own: see [`host_pool`]).
 fn on_host_threads<T: Send>(n: usize, worker: impl Fn() -> Vec<T> + Sync) -> Vec<T> {
     let Some(pool) = host_pool().filter(|_| n > 1) else {
         return worker();
     };
     let out = Mutex::new(Vec::new());
     let collect = |mine: Vec<T>| out.lock().unwrap_or_else(|p| p.into_inner()).extend(mine);
+    // The caller only waits: were it to run instances too, unpinned, next to a worker pinned
+    // to the CPU it happens to be on, two busy threads would share one CPU while another
+    // idles (the scheduler cannot move the pinned one, and wakes the caller where the last
+    // worker ran).
     pool.in_place_scope(|s| {
-        for _ in 1..n {
+        for _ in 0..n {
             s.spawn(|_| collect(worker()));
         }
-        collect(worker());
     });
     out.into_inner().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The rayon pool that lends launches their extra host threads (named `nki-host<i>`): one
-/// thread fewer than [`host_threads`], the launching thread being the other one. `None` when
-/// the OS refuses to start threads (launches then run on the caller's thread alone).
+/// Hands the instance indices `0..total` (launch order) out to the host threads of a launch.
 ///
-/// Pinning (best effort): worker `i` is pinned to host CPU `i` (modulo the CPUs the OS
-/// lists), so a worker stays on one CPU and its caches. Workers are not tied to logical
-/// NeuronCores (any worker runs the next instance in launch order, whatever its core; the
-/// model keeps NKI's placement). The launching thread belongs to the caller and is not
-/// pinned: with `n` CPUs the workers cover CPUs `0..n - 1` and the OS places the caller.
-/// Where pinning is unavailable (no CPU list, or the OS refuses), workers run unpinned;
-/// nothing fails.
+/// The launch order is cut into one contiguous share per thread: a thread takes the
+/// instances of its own share in order, then those of the following shares (wrapping
+/// around), also in order. So threads work on distant parts of the grid, which for the usual
+/// kernels means distant parts of the tensors (two threads on neighbouring tiles of the same
+/// rows slow each other down on the machine's memory), and an uneven share is still helped
+/// by the other threads at its end.
+///
+/// Cancellation: the indices of a share are taken in increasing order, so once a share's next
+/// index is cancelled (after the lowest failing instance), every later one is too, and the
+/// share is skipped. Every instance before the lowest failure still runs: each share has a
+/// thread that starts on it and stays on it until it is done, cancelled, or that thread's
+/// own instance in it fails (every later index of the share is then after a failure).
+struct Handout {
+    shares: Vec<Share>,
+    /// How many threads joined (the next one gets that share).
+    joined: AtomicUsize,
+}
+
+/// One share of a [`Handout`], alone on its cache line (the threads' counters do not
+/// false-share).
+#[repr(align(128))]
+struct Share {
+    /// The next index to hand out (past `end` once the share is done).
+    next: AtomicUsize,
+    end: usize,
+}
+
+impl Handout {
+    /// Shares of `0..total` for `threads` threads (at least one).
+    fn new(total: usize, threads: usize) -> Handout {
+        let n = threads.max(1);
+        // `k * total / n` without overflow for any grid that fits in a `usize`.
+        let bound = |k: usize| (k as u128 * total as u128 / n as u128) as usize;
+        let shares = (0..n)
+            .map(|k| Share {
+                next: AtomicUsize::new(bound(k)),
+                end: bound(k + 1),
+            })
+            .collect();
+        Handout {
+            shares,
+            joined: AtomicUsize::new(0),
+        }
+    }
+
+    /// The share of the calling thread (its own; the threads that join beyond the share
+    /// count start on the shares again from the first).
+    fn join(&self) -> usize {
+        self.joined.fetch_add(1, Ordering::Relaxed) % self.shares.len()
+    }
+
+    /// The next instance for the thread of share `mine`: from its own share, else from the
+    /// following ones; `None` when every share is done or `cancelled` (whose next index
+    /// comes after a failure).
+    fn next(&self, mine: usize, cancelled: impl Fn(usize) -> bool) -> Option<usize> {
+        let n = self.shares.len();
+        (0..n).find_map(|k| {
+            let s = &self.shares[(mine + k) % n];
+            if s.next.load(Ordering::Relaxed) >= s.end {
+                return None;
+            }
+            let i = s.next.fetch_add(1, Ordering::Relaxed);
+            (i < s.end && !cancelled(i)).then_some(i)
+        })
+    }
+}
+
+/// The rayon pool that runs the instances of launches on more than one host thread (threads
+/// named `nki-host<i>`): [`host_threads`] workers, one per host CPU.
+/// `None` when the OS refuses to start threads (launches then run on the caller's thread
+/// alone).
+///
+/// Pinning (best effort): worker `i` is pinned to host CPU `i` (modulo the CPUs the process
+/// may use), so a worker stays on one CPU and its caches. Workers are not tied to logical
+/// NeuronCores (a worker runs the instances of its share of the launch order, whatever their
+/// core; the model keeps NKI's placement). The launching thread belongs to the caller and is not
+/// pinned, so it runs no instance while workers do (see `on_host_threads`): a launch has at
+/// most one busy thread per CPU. Where pinning is unavailable (no CPU list, or the OS
+/// refuses), workers run unpinned; nothing fails.
 fn host_pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let core_ids = core_affinity::get_core_ids().unwrap_or_default();
         rayon::ThreadPoolBuilder::new()
-            .num_threads(cpus.max(MAX_LOGICAL_CORES) - 1)
-            .thread_name(|i| format!("nki-host{}", i + 1))
+            .num_threads(cpus.max(MAX_LOGICAL_CORES))
+            .thread_name(|i| format!("nki-host{i}"))
             .start_handler(move |i| {
                 if !core_ids.is_empty() {
                     // Best effort: a refusal leaves the worker unpinned.
@@ -537,4 +614,66 @@ fn host_pool() -> Option<&'static rayon::ThreadPool> {
             .ok()
     })
     .as_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every index a thread of share `mine` takes, in order, until none is left.
+    fn drain(h: &Handout, mine: usize, cancelled: impl Fn(usize) -> bool) -> Vec<usize> {
+        std::iter::from_fn(|| h.next(mine, &cancelled)).collect()
+    }
+
+    #[test]
+    fn a_thread_takes_its_own_share_in_order_then_the_following_ones() {
+        let h = Handout::new(10, 3);
+        let shares: Vec<usize> = (0..3).map(|_| h.join()).collect();
+        assert_eq!(shares, [0, 1, 2]);
+        // Shares [0, 3), [3, 6), [6, 10); share 1's thread alone takes everything.
+        assert_eq!(h.next(1, |_| false), Some(3));
+        assert_eq!(h.next(2, |_| false), Some(6));
+        assert_eq!(drain(&h, 1, |_| false), [4, 5, 7, 8, 9, 0, 1, 2]);
+        assert_eq!(h.next(0, |_| false), None);
+    }
+
+    #[test]
+    fn every_index_is_taken_once_whatever_the_threads() {
+        for (total, threads) in [(1, 1), (7, 2), (256, 2), (256, 3), (5, 8), (1000, 4)] {
+            let h = Handout::new(total, threads);
+            let mut got: Vec<usize> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..threads)
+                    .map(|_| {
+                        s.spawn(|| {
+                            let mine = h.join();
+                            drain(&h, mine, |_| false)
+                        })
+                    })
+                    .collect();
+                hs.into_iter().flat_map(|t| t.join().unwrap()).collect()
+            });
+            got.sort_unstable();
+            assert_eq!(got, (0..total).collect::<Vec<_>>(), "{total} on {threads}");
+        }
+    }
+
+    #[test]
+    fn shares_of_the_largest_grids_do_not_overflow() {
+        let h = Handout::new(usize::MAX, 3);
+        let ends: Vec<usize> = h.shares.iter().map(|s| s.end).collect();
+        assert_eq!(ends, [usize::MAX / 3, usize::MAX / 3 * 2, usize::MAX]);
+        assert_eq!(h.next(2, |_| false), Some(usize::MAX / 3 * 2));
+    }
+
+    #[test]
+    fn a_cancelled_share_is_skipped_but_earlier_instances_still_run() {
+        // Shares [0, 4), [4, 8); instances after 2 are cancelled.
+        let h = Handout::new(8, 2);
+        let after_failure = |i: usize| i > 2;
+        assert_eq!(h.next(0, after_failure), Some(0));
+        // Share 1's thread finds its own share cancelled and helps with share 0's instances
+        // before the failure, and no other.
+        assert_eq!(drain(&h, 1, after_failure), [1, 2]);
+        assert_eq!(h.next(0, after_failure), None);
+    }
 }
