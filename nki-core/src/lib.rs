@@ -23,6 +23,7 @@ pub mod mesh;
 mod ops;
 pub mod profile;
 pub mod record;
+mod slots;
 pub mod spmd;
 pub mod target;
 pub mod tile;

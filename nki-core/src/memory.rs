@@ -5,6 +5,7 @@ use crate::access::Shape;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::record::MemKind;
+use crate::slots::SlotVec;
 use crate::target::TargetSpec;
 use std::cell::RefCell;
 
@@ -55,9 +56,7 @@ pub(crate) struct MemoryTracker {
     sbuf_used: usize,
     /// The live tiles by slot (a tile keeps its slot; freed slots are reused, so the table
     /// stays as long as the most tiles live at once).
-    live: Vec<Option<LiveTile>>,
-    /// The free slots of `live`.
-    free_slots: Vec<u32>,
+    live: SlotVec<Option<LiveTile>>,
     pub(crate) peak: MemoryPeak,
 }
 
@@ -71,8 +70,7 @@ impl MemoryTracker {
             bank_bytes: spec.psum_bank_bytes,
             banks: vec![0; spec.psum_banks],
             sbuf_used: 0,
-            live: Vec::new(),
-            free_slots: Vec::new(),
+            live: SlotVec::default(),
             peak: MemoryPeak::default(),
         }
     }
@@ -135,16 +133,7 @@ impl MemoryTracker {
             bank,
             loc,
         });
-        let slot = match self.free_slots.pop() {
-            Some(s) => {
-                self.live[s as usize] = tile;
-                s
-            }
-            None => {
-                self.live.push(tile);
-                (self.live.len() - 1) as u32
-            }
-        };
+        let slot = self.live.insert(tile);
         // Only the usage of `mem` grew (the other's is at most its peak already).
         let peak = &mut self.peak;
         if mem == MemKind::Sbuf {
@@ -161,12 +150,12 @@ impl MemoryTracker {
     /// Releases tile `id` held in `slot` (no-op when the slot does not hold it: a tile of
     /// another instance).
     pub(crate) fn free(&mut self, slot: u32, id: u64) {
-        let Some(entry) = self.live.get_mut(slot as usize) else {
+        let Some(entry) = self.live.get_mut(slot) else {
             return;
         };
         if entry.as_ref().is_some_and(|t| t.id == id) {
             let t = entry.take().expect("checked above");
-            self.free_slots.push(slot);
+            self.live.release(slot);
             match t.mem {
                 MemKind::Sbuf => self.sbuf_used -= t.bytes,
                 MemKind::Psum => self.banks[t.bank] -= t.bytes,

@@ -30,6 +30,7 @@ use super::cost::{self, DmaPlan};
 use super::fast_hash;
 use crate::record::CoreStream;
 use crate::record::{BufId, Engine, Instr, Region};
+use crate::slots::SlotVec;
 use crate::target::TargetSpec;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -153,8 +154,7 @@ fn covers(a: &Region, b: &Region) -> bool {
 struct AccessTable {
     slots: fast_hash::Map<BufId, u32>,
     bufs: Vec<Accesses>,
-    nodes: Vec<Node>,
-    free: Vec<u32>,
+    nodes: SlotVec<Node>,
 }
 
 impl AccessTable {
@@ -177,7 +177,7 @@ impl AccessTable {
     fn iter(&self, list: List) -> impl Iterator<Item = (&Region, u32)> + '_ {
         let mut at = list.head;
         std::iter::from_fn(move || {
-            let n = self.nodes.get(at as usize)?;
+            let n = self.nodes.get(at)?;
             at = n.next;
             Some((&n.reg, n.rec))
         })
@@ -188,29 +188,20 @@ impl AccessTable {
     fn push_capped(&mut self, list: &mut List, reg: Region, rec: u32) {
         if list.len as usize >= ACCESS_CAP {
             let old = list.head;
-            list.head = self.nodes[old as usize].next;
+            list.head = self.nodes[old].next;
             list.len -= 1;
-            self.free.push(old);
+            self.nodes.release(old);
         }
         let node = Node {
             reg,
             rec,
             next: NIL,
         };
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.nodes[id as usize] = node;
-                id
-            }
-            None => {
-                self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
-            }
-        };
+        let id = self.nodes.insert(node);
         if list.len == 0 {
             list.head = id;
         } else {
-            self.nodes[list.tail as usize].next = id;
+            self.nodes[list.tail].next = id;
         }
         list.tail = id;
         list.len += 1;
@@ -220,18 +211,18 @@ impl AccessTable {
     fn forget_covered(&mut self, list: &mut List, w: &Region) {
         let (mut prev, mut at) = (NIL, list.head);
         while at != NIL {
-            let next = self.nodes[at as usize].next;
-            if covers(w, &self.nodes[at as usize].reg) {
+            let next = self.nodes[at].next;
+            if covers(w, &self.nodes[at].reg) {
                 if prev == NIL {
                     list.head = next;
                 } else {
-                    self.nodes[prev as usize].next = next;
+                    self.nodes[prev].next = next;
                 }
                 if list.tail == at {
                     list.tail = prev;
                 }
                 list.len -= 1;
-                self.free.push(at);
+                self.nodes.release(at);
             } else {
                 prev = at;
             }
