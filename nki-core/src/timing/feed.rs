@@ -14,7 +14,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::thread::JoinHandle;
 
 /// Records per chunk handed to the modelling thread.
-const CHUNK: usize = 2048;
+pub(super) const CHUNK: usize = 2048;
 
 /// What the dependency pass reads of a run of records, in program order.
 #[derive(Default)]

@@ -79,6 +79,8 @@ pub(crate) fn model_fed(
     let first = streams
         .first()
         .map_or(0, |s| s.instances.iter().map(|(_, r)| r.len()).sum());
+    // A feed holds a host CPU for this launch's modelling (see `spmd::HostLoad`).
+    let spare_core = feed.is_some();
     let streamed = feed.and_then(|f| f.finish(first));
     let sch = schedule::schedule(streams, spec, streamed);
     let n = sch.recs.len();
@@ -111,67 +113,84 @@ pub(crate) fn model_fed(
     let mut dma = DmaStats::default();
     let mut lines: fast_hash::Map<LineKey, (Engine, usize, f64)> = fast_hash::Map::default();
 
-    for i in 0..n {
-        let r = sch.recs[i];
-        let c = sch.core[i] as usize;
-        let (s, e) = (sch.start[i], sch.end[i]);
-        let k = r.engine.index();
-        counts[k] += 1;
-        core_counts[c][k] += 1;
-        core_latency[c] = core_latency[c].max(e);
-        let bytes = r.dma.map(|d| d.bytes).unwrap_or(0);
-        ops.push(OpInfo {
-            engine: r.engine,
-            opcode: r.opcode,
-            api: r.api,
-            partitions: r.partitions,
-            free: r.free,
-            in_dtype: r.in_dtype,
-            out_dtype: r.out_dtype,
-            bytes,
-            kmn: r.matmul.map(|m| [m.k, m.m, m.n]),
-            loc: r.loc,
-            nc: streams.get(c).map(|s| s.nc as u16).unwrap_or(c as u16),
-            instance: sch.instance[i],
-        });
-        let busy = match r.engine {
-            Engine::Tensor => {
-                let f = r.hw_flops();
-                hw_flops += f;
-                core_flops[c] += f;
-                if r.opcode == Opcode::Transpose {
-                    tr_flops += f;
-                }
-                intervals[c][k].push((s, sch.ls_end[i]));
-                intervals[c][k].push((sch.mm_start[i], e));
-                e - sch.mm_start[i]
-            }
-            Engine::Dma => {
-                dma.count += 1;
-                dma.bytes += bytes;
-                core_dma[c] += bytes;
-                if let Some(d) = r.dma {
-                    if d.src == MemKind::Hbm {
-                        dma.hbm_read_bytes += d.bytes;
+    // The critical-path walk reads only the schedule: on the CPU the feed held, it runs while
+    // this thread summarises the records (a launch too small to have fed a chunk walks here).
+    let walk = || critical::bounds(&sch, active, overhead);
+    let bounds = std::thread::scope(|scope| {
+        let apart = (spare_core && n >= feed::CHUNK)
+            .then(|| {
+                std::thread::Builder::new()
+                    .name("nki-critical".into())
+                    .spawn_scoped(scope, walk)
+                    .ok()
+            })
+            .flatten();
+        for i in 0..n {
+            let r = sch.recs[i];
+            let c = sch.core[i] as usize;
+            let (s, e) = (sch.start[i], sch.end[i]);
+            let k = r.engine.index();
+            counts[k] += 1;
+            core_counts[c][k] += 1;
+            core_latency[c] = core_latency[c].max(e);
+            let bytes = r.dma.map(|d| d.bytes).unwrap_or(0);
+            ops.push(OpInfo {
+                engine: r.engine,
+                opcode: r.opcode,
+                api: r.api,
+                partitions: r.partitions,
+                free: r.free,
+                in_dtype: r.in_dtype,
+                out_dtype: r.out_dtype,
+                bytes,
+                kmn: r.matmul.map(|m| [m.k, m.m, m.n]),
+                loc: r.loc,
+                nc: streams.get(c).map(|s| s.nc as u16).unwrap_or(c as u16),
+                instance: sch.instance[i],
+            });
+            let busy = match r.engine {
+                Engine::Tensor => {
+                    let f = r.hw_flops();
+                    hw_flops += f;
+                    core_flops[c] += f;
+                    if r.opcode == Opcode::Transpose {
+                        tr_flops += f;
                     }
-                    if d.dst == MemKind::Hbm {
-                        dma.hbm_write_bytes += d.bytes;
-                    }
+                    intervals[c][k].push((s, sch.ls_end[i]));
+                    intervals[c][k].push((sch.mm_start[i], e));
+                    e - sch.mm_start[i]
                 }
-                intervals[c][k].push((s, e));
-                e - s
-            }
-            _ => {
-                intervals[c][k].push((s, e));
-                e - s
-            }
-        };
-        let ent = lines
-            .entry(LineKey(r.loc, r.api))
-            .or_insert((r.engine, 0, 0.0));
-        ent.1 += 1;
-        ent.2 += busy;
-    }
+                Engine::Dma => {
+                    dma.count += 1;
+                    dma.bytes += bytes;
+                    core_dma[c] += bytes;
+                    if let Some(d) = r.dma {
+                        if d.src == MemKind::Hbm {
+                            dma.hbm_read_bytes += d.bytes;
+                        }
+                        if d.dst == MemKind::Hbm {
+                            dma.hbm_write_bytes += d.bytes;
+                        }
+                    }
+                    intervals[c][k].push((s, e));
+                    e - s
+                }
+                _ => {
+                    intervals[c][k].push((s, e));
+                    e - s
+                }
+            };
+            let ent = lines
+                .entry(LineKey(r.loc, r.api))
+                .or_insert((r.engine, 0, 0.0));
+            ent.1 += 1;
+            ent.2 += busy;
+        }
+        match apart {
+            Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            None => walk(),
+        }
+    });
 
     let pct = |x: f64, den: f64| if den > 0.0 { 100.0 * x / den } else { 0.0 };
     let mut engines: Vec<EngineStat> = Engine::ALL
@@ -239,7 +258,6 @@ pub(crate) fn model_fed(
     });
     top.truncate(10);
     let peak_total = peak_flops_per_ns * latency * ncores as f64;
-    let bounds = critical::bounds(&sch, active, overhead);
     let timeline = spans::Timeline::new(sch, &ops, active, overhead);
     Profile {
         target,
