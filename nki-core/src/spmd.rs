@@ -468,7 +468,7 @@ impl HostLoad {
     /// Counts one more busy host thread when that leaves none of the host's CPUs
     /// oversubscribed; false (nothing counted) otherwise.
     fn claim_idle_core(&mut self) -> bool {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = host_cpus();
         let before = HOST_THREADS_BUSY.fetch_add(1, Ordering::Relaxed);
         if before < cpus {
             self.0 += 1;
@@ -484,6 +484,13 @@ impl Drop for HostLoad {
     fn drop(&mut self) {
         HOST_THREADS_BUSY.fetch_sub(self.0, Ordering::Relaxed);
     }
+}
+
+/// The host CPUs this process may use (asked once: the query reads the OS's CPU and cgroup
+/// limits, too slow to repeat per launch); 1 when the OS does not say.
+fn host_cpus() -> usize {
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The number of host threads launches run instances on by default: one per host CPU, and at
@@ -599,7 +606,7 @@ impl Handout {
 fn host_pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = host_cpus();
         let core_ids = core_affinity::get_core_ids().unwrap_or_default();
         rayon::ThreadPoolBuilder::new()
             .num_threads(cpus.max(MAX_LOGICAL_CORES))
