@@ -58,13 +58,17 @@ struct Edge {
     late: bool,
 }
 
-/// One DMA engine's share of a DMA record.
+/// The shares of a DMA record served by consecutive DMA engines over one interval: engines
+/// `engine..engine + engines` each serve their share from `start` to `end`. A DMA's shares are
+/// runs of these (most DMAs give every engine, all in one state, an equal share: one run).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Piece {
     /// Global record index.
     pub rec: u32,
-    /// DMA engine.
-    pub engine: u8,
+    /// First DMA engine.
+    pub engine: u16,
+    /// Number of DMA engines (at least 1).
+    pub engines: u16,
     /// Start, ns.
     pub start: f64,
     /// End, ns.
@@ -577,10 +581,8 @@ pub(crate) fn schedule<'a>(
         end: vec![0.0; n],
         ls_end: vec![0.0; n],
         mm_start: vec![0.0; n],
-        // Every DMA leaves one piece per DMA engine: reserved once, never regrown.
-        pieces: Vec::with_capacity(
-            recs.iter().filter(|r| r.engine == Engine::Dma).count() * spec.dma_engines.max(1),
-        ),
+        // Most DMAs leave one piece (see [`Piece`]).
+        pieces: Vec::with_capacity(recs.iter().filter(|r| r.engine == Engine::Dma).count()),
         cores,
         hbm_free: vec![0.0; stacks],
         ready_pred: vec![u32::MAX; n],
@@ -630,19 +632,6 @@ pub(crate) fn schedule<'a>(
         cause,
         bandwidth_bound,
     }
-}
-
-/// DMA engine `e` of core state `st` serves its share of DMA record `i` from `s` to `pe`.
-#[inline(always)]
-fn take_share(st: &mut CoreState, pieces: &mut Vec<Piece>, i: u32, e: usize, s: f64, pe: f64) {
-    st.dma_last[e] = i;
-    st.dma_free[e] = pe;
-    pieces.push(Piece {
-        rec: i,
-        engine: e as u8,
-        start: s,
-        end: pe,
-    });
 }
 
 /// MultiplyMoving duration under the TensorE utilisation limit: the limit restarts at
@@ -834,25 +823,30 @@ impl Sim<'_, '_> {
         let mut first = f64::INFINITY;
         let mut last: f64 = t;
         let mut cause = None;
-        // The previous engine's share, state (free time, last record) and piece: an engine
-        // in the same state given the same share ends the same, and changes neither the
-        // cause nor `last` (which already covers that end).
-        let mut same: Option<(u64, u64, u32, f64, f64)> = None;
-        for (k, d) in plan.engine_ns.iter().enumerate() {
-            let e = k.min(st.dma_free.len() - 1);
-            let state = (d.to_bits(), st.dma_free[e].to_bits(), st.dma_last[e]);
-            if let Some((db, fb, pl, s, pe)) = same {
-                if (db, fb, pl) == state {
-                    take_share(st, &mut self.pieces, i, e, s, pe);
-                    first = first.min(s);
-                    last = last.max(pe);
-                    continue;
-                }
+        let (free, held) = (&mut st.dma_free, &mut st.dma_last);
+        let ns = &plan.engine_ns[..plan.engine_ns.len().min(free.len()).min(held.len())];
+        debug_assert_eq!(
+            ns.len(),
+            free.len(),
+            "a DMA plan has one share per DMA engine"
+        );
+        let (free, held) = (&mut free[..ns.len()], &mut held[..ns.len()]);
+        // Engines in one state (free time, last record) given one share end the same: each run
+        // of such engines is placed once and leaves one piece; it changes neither the cause nor
+        // `last` past what its first engine does.
+        let mut k = 0;
+        while k < ns.len() {
+            let (d, f, prev) = (ns[k], free[k], held[k]);
+            let mut to = k + 1;
+            while to < ns.len()
+                && ns[to].to_bits() == d.to_bits()
+                && free[to].to_bits() == f.to_bits()
+                && held[to] == prev
+            {
+                to += 1;
             }
-            let s = t.max(st.dma_free[e]);
+            let s = t.max(f);
             let pe = (s + d).max(bound);
-            same = Some((state.0, state.1, state.2, s, pe));
-            let prev = st.dma_last[e];
             if pe > last || cause.is_none() {
                 cause = Some(if s > t && prev != u32::MAX && bound <= s + d {
                     Cause::Engine(prev)
@@ -860,9 +854,18 @@ impl Sim<'_, '_> {
                     Cause::Start
                 });
             }
-            take_share(st, &mut self.pieces, i, e, s, pe);
+            free[k..to].fill(pe);
+            held[k..to].fill(i);
+            self.pieces.push(Piece {
+                rec: i,
+                engine: k as u16,
+                engines: (to - k) as u16,
+                start: s,
+                end: pe,
+            });
             first = first.min(s);
             last = last.max(pe);
+            k = to;
         }
         if !first.is_finite() {
             first = t;

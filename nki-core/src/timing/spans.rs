@@ -51,7 +51,8 @@ impl Timeline {
     /// DMA queue lanes, the stalls, the pre/postamble and the DMA engines' shares.
     pub(crate) fn spans(&self) -> Vec<Span> {
         let n = self.start.len();
-        let mut spans: Vec<Span> = Vec::with_capacity(n + self.pieces.len());
+        let shares: usize = self.pieces.iter().map(|p| p.engines as usize).sum();
+        let mut spans: Vec<Span> = Vec::with_capacity(n + shares);
         let span = |op: usize, track, start_ns: f64, end_ns: f64| Span {
             op: op as u32,
             nc: self.nc[op],
@@ -134,12 +135,10 @@ impl Timeline {
             });
         }
         for p in &self.pieces {
-            spans.push(span(
-                p.rec as usize,
-                Track::DmaEngine(p.engine),
-                p.start,
-                p.end,
-            ));
+            for e in p.engine..p.engine + p.engines {
+                let track = Track::DmaEngine(e as u8);
+                spans.push(span(p.rec as usize, track, p.start, p.end));
+            }
         }
         spans
     }
