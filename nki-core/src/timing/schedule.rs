@@ -33,7 +33,7 @@ use crate::record::{BufId, Engine, Instr, Region};
 use crate::slots::SlotVec;
 use crate::target::TargetSpec;
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 /// Most accesses remembered per buffer and kind (reads / writes). Older ones are forgotten
 /// (they are far back in program order and have long completed in any realistic schedule).
@@ -385,22 +385,32 @@ impl Ord for Key {
 /// single heap's.
 #[derive(Default)]
 struct ReadyQueue {
-    run: VecDeque<Key>,
+    /// The sorted run: its keys from `head` on (the ones before were popped).
+    run: Vec<Key>,
+    head: usize,
     heap: BinaryHeap<Key>,
 }
 
 impl ReadyQueue {
     fn push(&mut self, k: Key) {
-        match self.run.back() {
+        if self.head == self.run.len() {
+            // The run is empty: start it afresh (its room is reused).
+            self.run.clear();
+            self.head = 0;
+        }
+        match self.run.last() {
             Some(last) if *last < k => self.heap.push(k),
-            _ => self.run.push_back(k),
+            _ => self.run.push(k),
         }
     }
 
     fn pop(&mut self) -> Option<Key> {
-        match (self.run.front(), self.heap.peek()) {
+        match (self.run.get(self.head), self.heap.peek()) {
             (Some(r), Some(h)) if h > r => self.heap.pop(),
-            (Some(_), _) => self.run.pop_front(),
+            (Some(&r), _) => {
+                self.head += 1;
+                Some(r)
+            }
             (None, _) => self.heap.pop(),
         }
     }
