@@ -591,8 +591,13 @@ pub(crate) fn schedule<'a>(
         end: vec![0.0; n],
         ls_end: vec![0.0; n],
         mm_start: vec![0.0; n],
-        // Most DMAs leave one piece (see [`Piece`]).
-        pieces: Vec::with_capacity(recs.iter().filter(|r| r.engine == Engine::Dma).count()),
+        // A DMA leaves at most one piece per DMA engine (most leave one, see [`Piece`]): room
+        // for the most is reserved once, never regrown, and the untouched part is never paged
+        // in. (Reserving only the typical count was measured to page-fault more: 36k -> 135k
+        // faults over 20 tiled estimates, as glibc then keeps fewer freed pages for reuse.)
+        pieces: Vec::with_capacity(
+            recs.iter().filter(|r| r.engine == Engine::Dma).count() * spec.dma_engines.max(1),
+        ),
         cores,
         hbm_free: vec![0.0; stacks],
         ready_pred: vec![u32::MAX; n],
