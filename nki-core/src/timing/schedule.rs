@@ -458,12 +458,14 @@ impl Timeline {
 
     /// The record whose interval ends last at or before `t` (what held the engine until `t`).
     fn holder(&self, t: f64) -> u32 {
-        self.busy
-            .iter()
-            .filter(|x| x.1 <= t + 1e-9)
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|x| x.2)
-            .unwrap_or(u32::MAX)
+        // The last of the latest ends (as `Iterator::max_by` picks).
+        let (mut end, mut rec) = (f64::NEG_INFINITY, u32::MAX);
+        for &(_, e, r) in &self.busy {
+            if e <= t + 1e-9 && (rec == u32::MAX || e.total_cmp(&end).is_ge()) {
+                (end, rec) = (e, r);
+            }
+        }
+        rec
     }
 }
 
@@ -797,15 +799,18 @@ impl Sim<'_, '_> {
             let ready = self.ready[iu].max(self.ready_late[iu]);
             // Records it may not pass (same iteration, or outside affine loops) finish first.
             let tl = &st.timelines[slot];
-            let order = tl
-                .busy
-                .iter()
-                .filter(|x| {
-                    let o = x.2 as usize;
-                    !(self.instance[o] == self.instance[iu] && r.independent_of(self.recs[o]))
-                })
-                .map(|x| x.1)
-                .fold(0.0f64, f64::max);
+            // The latest end among them; an interval ending no later than the latest so far
+            // cannot change it, so only later ones are tested (latest starts first: they tend
+            // to end last).
+            let mut order = 0.0f64;
+            for &(_, e, o) in tl.busy.iter().rev() {
+                let o = o as usize;
+                if e > order
+                    && !(self.instance[o] == self.instance[iu] && r.independent_of(self.recs[o]))
+                {
+                    order = e;
+                }
+            }
             let dur = cost::compute_ns(self.spec, r);
             let s = tl.fit(ready.max(order), dur);
             let e = s + dur;
