@@ -164,6 +164,8 @@ pub struct DmaPlan {
     /// each engine makes), plus `dma_partial_write_ns` on the engines that write partial ECC
     /// words.
     pub engine_ns: Vec<f64>,
+    /// The longest of `engine_ns` (0 when there are none).
+    pub busiest_ns: f64,
     /// Bytes moved.
     pub bytes: u64,
     /// Bytes read from or written to HBM (both for HBM-to-HBM copies).
@@ -266,8 +268,17 @@ pub fn dma_plan_into(spec: &TargetSpec, r: &Instr, plan: &mut DmaPlan) {
         (b / bw).max(spec.dma_engine_min_ns) + receipt
     };
     plan.engine_ns.clear();
+    // The busiest engine: the largest of the few distinct shares present (never NaN: a NaN
+    // quotient becomes the engine minimum).
+    let mut busiest = 0.0f64;
+    let mut has = |x: f64| {
+        if x > busiest {
+            busiest = x;
+        }
+        x
+    };
     if src == MemKind::Hbm && dst == MemKind::Hbm {
-        let share = engine_ns(bytes as f64 / n_eng as f64);
+        let share = has(engine_ns(bytes as f64 / n_eng as f64));
         plan.engine_ns.resize(n_eng, share);
     } else {
         let p0 = p0.min(n_eng * ppe - 1);
@@ -281,14 +292,22 @@ pub fn dma_plan_into(spec: &TargetSpec, r: &Instr, plan: &mut DmaPlan) {
         let (e_first, e_last) = (p0 / ppe, (p_end - 1) / ppe);
         let idle = share(0);
         let v = &mut plan.engine_ns;
+        if e_first > 0 || e_last + 1 < n_eng {
+            has(idle);
+        }
         v.resize(e_first, idle);
-        v.push(share(served(e_first)));
+        v.push(has(share(served(e_first))));
         if e_last > e_first {
-            v.resize(e_last, share(ppe));
-            v.push(share(served(e_last)));
+            let middle = share(ppe);
+            if e_last > e_first + 1 {
+                has(middle);
+            }
+            v.resize(e_last, middle);
+            v.push(has(share(served(e_last))));
         }
         v.resize(n_eng, idle);
     }
+    plan.busiest_ns = busiest;
     let hbm_bytes = match (src == MemKind::Hbm, dst == MemKind::Hbm) {
         (true, true) => 2 * bytes,
         (false, false) => 0,

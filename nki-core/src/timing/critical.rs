@@ -34,12 +34,7 @@ impl Tally {
 /// longer than the per-DMA engine minimum and the small-transfer floor (else it is bound by
 /// DMA count/latency). The scheduler evaluates it on each DMA's plan once.
 pub(crate) fn bandwidth_bound(spec: &TargetSpec, plan: &cost::DmaPlan) -> bool {
-    // Shares are never NaN (see `cost::dma_plan_into`), so a plain comparison takes the same
-    // maximum as `f64::max` without its NaN handling.
-    let bytes_ns = plan
-        .engine_ns
-        .iter()
-        .fold(0.0f64, |m, &x| if x > m { x } else { m });
+    let bytes_ns = plan.busiest_ns;
     bytes_ns > spec.dma_engine_min_ns && bytes_ns > plan.floor_ns
 }
 

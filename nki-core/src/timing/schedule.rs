@@ -458,10 +458,10 @@ impl Timeline {
 
     /// The record whose interval ends last at or before `t` (what held the engine until `t`).
     fn holder(&self, t: f64) -> u32 {
-        // The last of the latest ends (as `Iterator::max_by` picks).
-        let (mut end, mut rec) = (f64::NEG_INFINITY, u32::MAX);
+        // The last of the latest ends (as `Iterator::max_by` picks; ends are never NaN).
+        let (lim, mut end, mut rec) = (t + 1e-9, f64::NEG_INFINITY, u32::MAX);
         for &(_, e, r) in &self.busy {
-            if e <= t + 1e-9 && (rec == u32::MAX || e.total_cmp(&end).is_ge()) {
+            if e <= lim && e >= end {
                 (end, rec) = (e, r);
             }
         }
