@@ -851,6 +851,10 @@ impl Sim<'_, '_> {
             "a DMA plan has one share per DMA engine"
         );
         let (free, held) = (&mut free[..ns.len()], &mut held[..ns.len()]);
+        // When the last DMA placed was this core's and left one piece, every engine is in its
+        // state: only the shares can differ.
+        let one_state = matches!(self.pieces.last(),
+            Some(p) if p.engines as usize == ns.len() && self.core[p.rec as usize] as usize == c);
         // Engines in one state (free time, last record) given one share end the same: each run
         // of such engines is placed once and leaves one piece; it changes neither the cause nor
         // `last` past what its first engine does.
@@ -858,12 +862,18 @@ impl Sim<'_, '_> {
         while k < ns.len() {
             let (d, f, prev) = (ns[k], free[k], held[k]);
             let mut to = k + 1;
-            while to < ns.len()
-                && ns[to].to_bits() == d.to_bits()
-                && free[to].to_bits() == f.to_bits()
-                && held[to] == prev
-            {
-                to += 1;
+            if one_state {
+                while to < ns.len() && ns[to].to_bits() == d.to_bits() {
+                    to += 1;
+                }
+            } else {
+                while to < ns.len()
+                    && ns[to].to_bits() == d.to_bits()
+                    && free[to].to_bits() == f.to_bits()
+                    && held[to] == prev
+                {
+                    to += 1;
+                }
             }
             let s = t.max(f);
             let pe = (s + d).max(bound);
