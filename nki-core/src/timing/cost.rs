@@ -166,6 +166,8 @@ pub struct DmaPlan {
     pub engine_ns: Vec<f64>,
     /// The longest of `engine_ns` (0 when there are none).
     pub busiest_ns: f64,
+    /// Every engine has the same share (`engine_ns` holds one value).
+    pub even: bool,
     /// Bytes moved.
     pub bytes: u64,
     /// Bytes read from or written to HBM (both for HBM-to-HBM copies).
@@ -269,12 +271,13 @@ pub fn dma_plan_into(spec: &TargetSpec, r: &Instr, plan: &mut DmaPlan) {
     };
     plan.engine_ns.clear();
     // The busiest engine: the largest of the few distinct shares present (never NaN: a NaN
-    // quotient becomes the engine minimum).
-    let mut busiest = 0.0f64;
+    // quotient becomes the engine minimum); and whether they are all one value.
+    let (mut busiest, mut one, mut even) = (0.0f64, None, true);
     let mut has = |x: f64| {
         if x > busiest {
             busiest = x;
         }
+        even &= *one.get_or_insert(x.to_bits()) == x.to_bits();
         x
     };
     if src == MemKind::Hbm && dst == MemKind::Hbm {
@@ -308,6 +311,7 @@ pub fn dma_plan_into(spec: &TargetSpec, r: &Instr, plan: &mut DmaPlan) {
         v.resize(n_eng, idle);
     }
     plan.busiest_ns = busiest;
+    plan.even = even;
     let hbm_bytes = match (src == MemKind::Hbm, dst == MemKind::Hbm) {
         (true, true) => 2 * bytes,
         (false, false) => 0,

@@ -862,7 +862,9 @@ impl Sim<'_, '_> {
         while k < ns.len() {
             let (d, f, prev) = (ns[k], free[k], held[k]);
             let mut to = k + 1;
-            if one_state {
+            if one_state && plan.even {
+                to = ns.len();
+            } else if one_state {
                 while to < ns.len() && ns[to].to_bits() == d.to_bits() {
                     to += 1;
                 }
