@@ -477,6 +477,35 @@ mod tests {
     }
 
     #[test]
+    fn a_plan_knows_its_busiest_engine_and_whether_all_shares_are_one() {
+        // Whole, partial, one-engine, HBM-to-HBM and empty DMAs on both targets: the summary
+        // fields agree with the shares themselves.
+        for s in [Target::Trn1.spec(), Target::Trn2.spec()] {
+            let mut hbm = dma(128, 0, 1 << 20);
+            hbm.dma.as_mut().unwrap().dst = MemKind::Hbm;
+            let cases = [
+                dma(128, 0, 128 * 1024),
+                dma(4, 0, 32768),
+                dma(16, 60, 16 * 10_000),
+                dma(100, 3, 100 * 999),
+                dma(1, 127, 64),
+                dma(128, 0, 0),
+                hbm,
+            ];
+            for r in &cases {
+                let p = dma_plan(s, r);
+                let max = p.engine_ns.iter().copied().fold(0.0f64, f64::max);
+                assert_eq!(p.busiest_ns.to_bits(), max.to_bits(), "{:?}", p.engine_ns);
+                let even = p
+                    .engine_ns
+                    .iter()
+                    .all(|x| x.to_bits() == p.engine_ns[0].to_bits());
+                assert_eq!(p.even, even, "{:?}", p.engine_ns);
+            }
+        }
+    }
+
+    #[test]
     fn descriptors_are_partition_rows_or_hbm_runs() {
         // [128, 1] fp32 from a contiguous 512-byte HBM run: 4-byte rows.
         assert_eq!(dma_descriptor_bytes(&dma(128, 0, 512)), 4);
