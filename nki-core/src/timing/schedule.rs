@@ -930,22 +930,22 @@ impl Sim<'_, '_> {
         self.done[iu] = true;
         let (a, b) = (self.first[iu] as usize, self.first[iu + 1] as usize);
         let pe = self.recs[iu].engine;
-        for k in a..b {
-            let e = self.edges[k];
+        let (start, end) = (self.start[iu], self.end[iu]);
+        for e in &self.edges[a..b] {
             let s = e.succ as usize;
-            let se = self.recs[s].engine;
             let c = match e.kind {
                 Kind::Raw => {
+                    let se = self.recs[s].engine;
                     let lat = if se == Engine::Dma || (se == Engine::Tensor && pe == Engine::Tensor)
                     {
                         0.0
                     } else {
                         self.lat[se.index()]
                     };
-                    self.end[iu] + lat
+                    end + lat
                 }
-                Kind::After => self.end[iu],
-                Kind::Order => self.start[iu],
+                Kind::After => end,
+                Kind::Order => start,
             };
             if c >= self.ready[s].max(self.ready_late[s]) {
                 self.ready_pred[s] = i;
