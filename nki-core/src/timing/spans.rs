@@ -13,8 +13,8 @@ use std::collections::BinaryHeap;
 pub(crate) struct Timeline {
     /// NeuronCore index (position in the launch's streams) of each record.
     core: Vec<u16>,
-    /// Logical NeuronCore of each record (as in [`OpInfo::nc`]).
-    nc: Vec<u16>,
+    /// Logical NeuronCore (as in [`OpInfo::nc`]) of each core index.
+    core_nc: Vec<u16>,
     engine: Vec<Engine>,
     start: Vec<f64>,
     end: Vec<f64>,
@@ -32,9 +32,17 @@ impl Timeline {
     /// The timeline of `sch`, whose records are described by `ops`; the launch's last record
     /// ends at `active` and it pays `overhead` of pre/postamble.
     pub(crate) fn new(sch: Schedule<'_>, ops: &[OpInfo], active: f64, overhead: f64) -> Timeline {
+        // Records are grouped by core, in core order: each core's first record tells its nc.
+        let cores = sch.core.last().map_or(0, |&c| c as usize + 1);
+        let core_nc = (0..cores)
+            .map(|c| {
+                let first = sch.core.partition_point(|&x| (x as usize) < c);
+                ops.get(first).map_or(c as u16, |o| o.nc)
+            })
+            .collect();
         Timeline {
             core: sch.core,
-            nc: ops.iter().map(|o| o.nc).collect(),
+            core_nc,
             engine: ops.iter().map(|o| o.engine).collect(),
             start: sch.start,
             end: sch.end,
@@ -55,7 +63,7 @@ impl Timeline {
         let mut spans: Vec<Span> = Vec::with_capacity(n + shares);
         let span = |op: usize, track, start_ns: f64, end_ns: f64| Span {
             op: op as u32,
-            nc: self.nc[op],
+            nc: self.core_nc[self.core[op] as usize],
             track,
             start_ns,
             dur_ns: end_ns - start_ns,
@@ -69,7 +77,9 @@ impl Timeline {
                     spans.push(span(i, Track::LoadStationary, s, self.ls_end[i]));
                     spans.push(span(i, Track::MultiplyMoving, self.mm_start[i], e));
                 }
-                Engine::Dma => dma_spans.push((s, e, i as u32, self.nc[i])),
+                Engine::Dma => {
+                    dma_spans.push((s, e, i as u32, self.core_nc[self.core[i] as usize]))
+                }
                 eng => {
                     let track = match eng {
                         Engine::Vector => Track::Vector,
@@ -127,7 +137,7 @@ impl Timeline {
         if self.overhead > 0.0 {
             spans.push(Span {
                 op: u32::MAX,
-                nc: self.nc.first().copied().unwrap_or(0),
+                nc: self.core_nc.first().copied().unwrap_or(0),
                 track: Track::Launch,
                 start_ns: self.active,
                 dur_ns: self.overhead,
