@@ -424,7 +424,7 @@ impl Launch {
     /// (launches of many instances keep the cores busy with instances).
     fn record_feed(&self, total: usize, load: &mut HostLoad) -> Option<crate::timing::RecordFeed> {
         (self.mode.records() && total == 1 && load.claim_idle_core())
-            .then(crate::timing::RecordFeed::new)
+            .then(|| crate::timing::RecordFeed::new(self.target, self.grid.instance(0).1))
     }
 
     /// The number of host threads this launch may use.

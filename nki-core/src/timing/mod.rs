@@ -15,16 +15,18 @@ pub mod cost;
 mod critical;
 pub(crate) mod fast_hash;
 mod feed;
+mod prepare;
 mod schedule;
 mod spans;
 
 pub(crate) use feed::RecordFeed;
 
 use crate::memory::MemoryPeak;
-use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Spans};
+use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, Profile, Spans};
 use crate::record::CoreStream;
-use crate::record::{Engine, MemKind, Opcode};
+use crate::record::Engine;
 use crate::target::Target;
+use prepare::{LineKey, Prepared};
 
 /// Length of the union of intervals (sorted here).
 fn union_len(v: &mut [(f64, f64)]) -> f64 {
@@ -48,20 +50,6 @@ fn union_len(v: &mut [(f64, f64)]) -> f64 {
     total
 }
 
-/// A source line and the API called there (a row of [`Profile::top_lines`]). Its hash reads
-/// only the numbers (line, column, lengths), not the file name's bytes; equality compares all.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct LineKey(crate::error::SourceLoc, &'static str);
-
-impl std::hash::Hash for LineKey {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        h.write_u32(self.0.line);
-        h.write_u32(self.0.column);
-        h.write_usize(self.0.file.len());
-        h.write_usize(self.1.len());
-    }
-}
-
 /// Models the launch's record streams on `target` and summarises the timeline.
 pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Profile {
     model_fed(streams, target, memory, None)
@@ -76,13 +64,14 @@ pub(crate) fn model_fed(
     feed: Option<RecordFeed>,
 ) -> Profile {
     let spec = target.spec();
+    // A feed holds a host CPU for this launch's modelling (see `spmd::HostLoad`).
+    let spare_core = feed.is_some();
     let first = streams
         .first()
         .map_or(0, |s| s.instances.iter().map(|(_, r)| r.len()).sum());
-    // A feed holds a host CPU for this launch's modelling (see `spmd::HostLoad`).
-    let spare_core = feed.is_some();
-    let streamed = feed.and_then(|f| f.finish(first));
-    let sch = schedule::schedule(streams, spec, streamed);
+    let fed = feed.and_then(|f| f.finish(first));
+    let mut prep = Prepared::of_streams(streams, spec, fed);
+    let sch = schedule::schedule(streams, spec, &mut prep);
     let n = sch.recs.len();
     let ncores = streams.len().max(1);
     let active = sch.end.iter().copied().fold(0.0f64, f64::max);
@@ -90,28 +79,35 @@ pub(crate) fn model_fed(
     let latency = active + overhead;
     let peak_flops_per_ns = 2.0 * spec.pe_array.0 as f64 * spec.pe_array.1 as f64 * spec.tensor_ghz;
 
-    let mut ops = Vec::with_capacity(n);
     let mut counts = [0usize; Engine::COUNT];
-    // Per core, per engine slot: intervals for the active-time union.
-    let mut intervals: Vec<[Vec<(f64, f64)>; Engine::COUNT]> =
-        (0..ncores).map(|_| Default::default()).collect();
-    // Reserved exactly (a TensorE record leaves two intervals): no regrowth below.
-    let mut sizes = vec![[0usize; Engine::COUNT]; ncores];
-    for (r, &c) in sch.recs.iter().zip(&sch.core) {
-        sizes[c as usize][r.engine.index()] += if r.engine == Engine::Tensor { 2 } else { 1 };
-    }
-    for (iv, n) in intervals.iter_mut().zip(&sizes) {
-        for (v, &n) in iv.iter_mut().zip(n) {
-            v.reserve_exact(n);
-        }
-    }
     let mut core_counts = vec![[0usize; Engine::COUNT]; ncores];
-    let mut core_latency = vec![0.0f64; ncores];
     let mut core_flops = vec![0u64; ncores];
     let mut core_dma = vec![0u64; ncores];
-    let (mut hw_flops, mut tr_flops) = (0u64, 0u64);
-    let mut dma = DmaStats::default();
-    let mut lines: fast_hash::Map<LineKey, (Engine, usize, f64)> = fast_hash::Map::default();
+    // Per core, per engine slot: intervals for the active-time union, reserved exactly (a
+    // TensorE record leaves two intervals): no regrowth below.
+    let mut intervals: Vec<[Vec<(f64, f64)>; Engine::COUNT]> =
+        (0..ncores).map(|_| Default::default()).collect();
+    for f in &prep.cores {
+        for (k, &m) in f.counts.iter().enumerate() {
+            counts[k] += m;
+            core_counts[f.pos][k] += m;
+            let per = if k == Engine::Tensor.index() { 2 } else { 1 };
+            intervals[f.pos][k].reserve_exact(m * per);
+        }
+        core_flops[f.pos] += f.hw_flops;
+        core_dma[f.pos] += f.dma_bytes;
+    }
+    let hw_flops: u64 = core_flops.iter().sum();
+    let tr_flops = prep.tr_flops;
+    let mut dma = DmaStats {
+        count: prep.dma.count,
+        bytes: prep.dma.bytes,
+        hbm_read_bytes: prep.dma.hbm_read_bytes,
+        hbm_write_bytes: prep.dma.hbm_write_bytes,
+        ..DmaStats::default()
+    };
+    let mut core_latency = vec![0.0f64; ncores];
+    let mut line_time = vec![0.0f64; prep.lines.keys.len()];
 
     // The critical-path walk reads only the schedule: on the CPU the feed held, it runs while
     // this thread summarises the records (a launch too small to have fed a chunk walks here).
@@ -126,71 +122,30 @@ pub(crate) fn model_fed(
             })
             .flatten();
         for i in 0..n {
-            let r = sch.recs[i];
             let c = sch.core[i] as usize;
             let (s, e) = (sch.start[i], sch.end[i]);
-            let k = r.engine.index();
-            counts[k] += 1;
-            core_counts[c][k] += 1;
+            let eng = prep.engine[i];
+            let k = eng.index();
             core_latency[c] = core_latency[c].max(e);
-            let bytes = r.dma.map(|d| d.bytes).unwrap_or(0);
-            ops.push(OpInfo {
-                engine: r.engine,
-                opcode: r.opcode,
-                api: r.api,
-                partitions: r.partitions,
-                free: r.free,
-                in_dtype: r.in_dtype,
-                out_dtype: r.out_dtype,
-                bytes,
-                kmn: r.matmul.map(|m| [m.k, m.m, m.n]),
-                loc: r.loc,
-                nc: streams.get(c).map(|s| s.nc as u16).unwrap_or(c as u16),
-                instance: sch.instance[i],
-            });
-            let busy = match r.engine {
+            let busy = match eng {
                 Engine::Tensor => {
-                    let f = r.hw_flops();
-                    hw_flops += f;
-                    core_flops[c] += f;
-                    if r.opcode == Opcode::Transpose {
-                        tr_flops += f;
-                    }
                     intervals[c][k].push((s, sch.ls_end[i]));
                     intervals[c][k].push((sch.mm_start[i], e));
                     e - sch.mm_start[i]
-                }
-                Engine::Dma => {
-                    dma.count += 1;
-                    dma.bytes += bytes;
-                    core_dma[c] += bytes;
-                    if let Some(d) = r.dma {
-                        if d.src == MemKind::Hbm {
-                            dma.hbm_read_bytes += d.bytes;
-                        }
-                        if d.dst == MemKind::Hbm {
-                            dma.hbm_write_bytes += d.bytes;
-                        }
-                    }
-                    intervals[c][k].push((s, e));
-                    e - s
                 }
                 _ => {
                     intervals[c][k].push((s, e));
                     e - s
                 }
             };
-            let ent = lines
-                .entry(LineKey(r.loc, r.api))
-                .or_insert((r.engine, 0, 0.0));
-            ent.1 += 1;
-            ent.2 += busy;
+            line_time[prep.line_of[i] as usize] += busy;
         }
         match apart {
             Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
             None => walk(),
         }
     });
+    let ops = std::mem::take(&mut prep.ops);
 
     let pct = |x: f64, den: f64| if den > 0.0 { 100.0 * x / den } else { 0.0 };
     let mut engines: Vec<EngineStat> = Engine::ALL
@@ -239,9 +194,13 @@ pub(crate) fn model_fed(
     } else {
         0.0
     };
+    let lines = &prep.lines;
     let mut top: Vec<LineStat> = lines
-        .into_iter()
-        .map(|(LineKey(loc, api), (eng, cnt, t))| LineStat {
+        .keys
+        .iter()
+        .zip(&lines.counts)
+        .zip(line_time)
+        .map(|((&(LineKey(loc, api), eng), &cnt), t)| LineStat {
             location: loc.to_string(),
             api,
             engine: eng.name(),
@@ -259,6 +218,7 @@ pub(crate) fn model_fed(
     top.truncate(10);
     let peak_total = peak_flops_per_ns * latency * ncores as f64;
     let timeline = spans::Timeline::new(sch, &ops, active, overhead);
+    prep.recycle();
     Profile {
         target,
         latency_ns: latency,
