@@ -23,13 +23,13 @@ use std::thread::JoinHandle;
 /// Records per chunk handed to the modelling thread.
 pub(super) const CHUNK: usize = 2048;
 
-/// What the preparation reads of a record besides its regions (everything but the regions and
-/// the loop position), compact: the kernel thread copies it for every record.
+/// What the preparation reads of a record besides its regions: the fields the cost rules
+/// ([`cost`](super::cost)) read, so not its API name, source line or loop position. Compact:
+/// the kernel thread copies it for every record.
 #[derive(Clone, Copy)]
 struct Head {
     engine: Engine,
     opcode: Opcode,
-    api: &'static str,
     partitions: u32,
     free: u32,
     inputs: u8,
@@ -41,7 +41,6 @@ struct Head {
     dma: Option<DmaDims>,
     alu: Option<AluOp>,
     accumulate: bool,
-    loc: SourceLoc,
     /// How many regions the record reads and writes.
     reads: u32,
     writes: u32,
@@ -52,7 +51,6 @@ impl Head {
         Head {
             engine: r.engine,
             opcode: r.opcode,
-            api: r.api,
             partitions: r.partitions,
             free: r.free,
             inputs: r.inputs,
@@ -64,13 +62,13 @@ impl Head {
             dma: r.dma,
             alu: r.alu,
             accumulate: r.accumulate,
-            loc: r.loc,
             reads: r.reads.len() as u32,
             writes: r.writes.len() as u32,
         }
     }
 
-    /// The record again, without regions and loop position.
+    /// The record again as far as the costs read it (no regions, API name, source line or
+    /// loop position).
     fn instr(&self) -> Instr {
         Instr {
             partitions: self.partitions,
@@ -84,10 +82,17 @@ impl Head {
             dma: self.dma,
             alu: self.alu,
             accumulate: self.accumulate,
-            ..Instr::new(self.engine, self.opcode, self.api, self.loc)
+            ..Instr::new(self.engine, self.opcode, "", NO_LOC)
         }
     }
 }
+
+/// The source line of a record rebuilt from its [`Head`] (never read).
+const NO_LOC: SourceLoc = SourceLoc {
+    file: "",
+    line: 0,
+    column: 0,
+};
 
 /// A run of records, in program order.
 #[derive(Default)]

@@ -16,6 +16,7 @@ mod critical;
 pub(crate) mod fast_hash;
 mod feed;
 mod prepare;
+mod rows;
 mod schedule;
 mod spans;
 
@@ -26,7 +27,8 @@ use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, Profile, Spans
 use crate::record::CoreStream;
 use crate::record::Engine;
 use crate::target::Target;
-use prepare::{LineKey, Prepared};
+use prepare::Prepared;
+use rows::{LineKey, RecordRows};
 
 /// Length of the union of intervals (sorted here).
 fn union_len(v: &mut [(f64, f64)]) -> f64 {
@@ -50,6 +52,32 @@ fn union_len(v: &mut [(f64, f64)]) -> f64 {
     total
 }
 
+/// Runs `here` on this thread and `side` beside it on a scoped thread named `name` when
+/// `apart` (here too when it is not or the thread cannot start); returns both results.
+fn side_by_side<A, B: Send>(
+    apart: bool,
+    name: &str,
+    side: impl Fn() -> B + Sync,
+    here: impl FnOnce() -> A,
+) -> (A, B) {
+    std::thread::scope(|scope| {
+        let beside = apart
+            .then(|| {
+                std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn_scoped(scope, &side)
+                    .ok()
+            })
+            .flatten();
+        let a = here();
+        let b = match beside {
+            Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            None => side(),
+        };
+        (a, b)
+    })
+}
+
 /// Models the launch's record streams on `target` and summarises the timeline.
 pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Profile {
     model_fed(streams, target, memory, None)
@@ -71,8 +99,17 @@ pub(crate) fn model_fed(
         .map_or(0, |s| s.instances.iter().map(|(_, r)| r.len()).sum());
     let fed = feed.and_then(|f| f.finish(first));
     let mut prep = Prepared::of_streams(streams, spec, fed);
-    let sch = schedule::schedule(streams, spec, &mut prep);
-    let n = sch.recs.len();
+    let n = prep.records();
+    // On the CPU the feed held, the rows are built while this thread places the records, and
+    // the critical path is walked while it summarises the placement (a launch too small to
+    // have fed a chunk does both here).
+    let apart = spare_core && n >= feed::CHUNK;
+    let (sch, rows) = side_by_side(
+        apart,
+        "nki-rows",
+        || RecordRows::of_streams(streams),
+        || schedule::schedule(streams, spec, &mut prep),
+    );
     let ncores = streams.len().max(1);
     let active = sch.end.iter().copied().fold(0.0f64, f64::max);
     let overhead = spec.launch_overhead_ns;
@@ -81,8 +118,6 @@ pub(crate) fn model_fed(
 
     let mut counts = [0usize; Engine::COUNT];
     let mut core_counts = vec![[0usize; Engine::COUNT]; ncores];
-    let mut core_flops = vec![0u64; ncores];
-    let mut core_dma = vec![0u64; ncores];
     // Per core, per engine slot: intervals for the active-time union, reserved exactly (a
     // TensorE record leaves two intervals): no regrowth below.
     let mut intervals: Vec<[Vec<(f64, f64)>; Engine::COUNT]> =
@@ -94,58 +129,53 @@ pub(crate) fn model_fed(
             let per = if k == Engine::Tensor.index() { 2 } else { 1 };
             intervals[f.pos][k].reserve_exact(m * per);
         }
-        core_flops[f.pos] += f.hw_flops;
-        core_dma[f.pos] += f.dma_bytes;
     }
+    let RecordRows {
+        ops,
+        line_of,
+        lines,
+        core_flops,
+        core_dma,
+        tr_flops,
+        dma,
+    } = rows;
     let hw_flops: u64 = core_flops.iter().sum();
-    let tr_flops = prep.tr_flops;
     let mut dma = DmaStats {
-        count: prep.dma.count,
-        bytes: prep.dma.bytes,
-        hbm_read_bytes: prep.dma.hbm_read_bytes,
-        hbm_write_bytes: prep.dma.hbm_write_bytes,
+        count: dma.count,
+        bytes: dma.bytes,
+        hbm_read_bytes: dma.hbm_read_bytes,
+        hbm_write_bytes: dma.hbm_write_bytes,
         ..DmaStats::default()
     };
     let mut core_latency = vec![0.0f64; ncores];
-    let mut line_time = vec![0.0f64; prep.lines.keys.len()];
+    let mut line_time = vec![0.0f64; lines.keys.len()];
 
-    // The critical-path walk reads only the schedule: on the CPU the feed held, it runs while
-    // this thread summarises the records (a launch too small to have fed a chunk walks here).
-    let walk = || critical::bounds(&sch, active, overhead);
-    let bounds = std::thread::scope(|scope| {
-        let apart = (spare_core && n >= feed::CHUNK)
-            .then(|| {
-                std::thread::Builder::new()
-                    .name("nki-critical".into())
-                    .spawn_scoped(scope, walk)
-                    .ok()
-            })
-            .flatten();
-        for i in 0..n {
-            let c = sch.core[i] as usize;
-            let (s, e) = (sch.start[i], sch.end[i]);
-            let eng = prep.engine[i];
-            let k = eng.index();
-            core_latency[c] = core_latency[c].max(e);
-            let busy = match eng {
-                Engine::Tensor => {
-                    intervals[c][k].push((s, sch.ls_end[i]));
-                    intervals[c][k].push((sch.mm_start[i], e));
-                    e - sch.mm_start[i]
-                }
-                _ => {
-                    intervals[c][k].push((s, e));
-                    e - s
-                }
-            };
-            line_time[prep.line_of[i] as usize] += busy;
-        }
-        match apart {
-            Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            None => walk(),
-        }
-    });
-    let ops = std::mem::take(&mut prep.ops);
+    let ((), bounds) = side_by_side(
+        apart,
+        "nki-critical",
+        || critical::bounds(&sch, active, overhead),
+        || {
+            for i in 0..n {
+                let c = sch.core[i] as usize;
+                let (s, e) = (sch.start[i], sch.end[i]);
+                let eng = prep.engine[i];
+                let k = eng.index();
+                core_latency[c] = core_latency[c].max(e);
+                let busy = match eng {
+                    Engine::Tensor => {
+                        intervals[c][k].push((s, sch.ls_end[i]));
+                        intervals[c][k].push((sch.mm_start[i], e));
+                        e - sch.mm_start[i]
+                    }
+                    _ => {
+                        intervals[c][k].push((s, e));
+                        e - s
+                    }
+                };
+                line_time[line_of[i] as usize] += busy;
+            }
+        },
+    );
 
     let pct = |x: f64, den: f64| if den > 0.0 { 100.0 * x / den } else { 0.0 };
     let mut engines: Vec<EngineStat> = Engine::ALL
@@ -194,7 +224,6 @@ pub(crate) fn model_fed(
     } else {
         0.0
     };
-    let lines = &prep.lines;
     let mut top: Vec<LineStat> = lines
         .keys
         .iter()

@@ -1,32 +1,14 @@
-//! What the model needs of a launch's records that depends only on the records and the target,
-//! not on when they are placed: dependencies, engine costs, DMA plans, engine queues, the
-//! per-op rows and the summary's counts. One record at a time, in global record order (core
+//! What placement needs of a launch's records that depends only on the records and the target,
+//! not on when they are placed: dependencies, engine costs, DMA plans and engine queues. One record at a time, in global record order (core
 //! 0's stream, then core 1's, ...), so it can run while a kernel still records (see
 //! [`RecordFeed`](super::feed::RecordFeed)); a launch that was not fed prepares its records
 //! the same way before placing them ([`Prepared::of_streams`]).
 
 use super::cost::{self, DmaPlan, TensorCost};
-use super::fast_hash;
 use super::schedule::{DepPass, SimScratch};
-use crate::profile::OpInfo;
-use crate::record::{CoreStream, Engine, Instr, MemKind, Opcode, Region};
+use crate::record::{CoreStream, Engine, Instr, Region};
 use crate::target::TargetSpec;
 use std::sync::Mutex;
-
-/// A source line and the API called there (a row of
-/// [`Profile::top_lines`](crate::profile::Profile::top_lines)). Its hash reads only the
-/// numbers (line, column, lengths), not the file name's bytes; equality compares all.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) struct LineKey(pub crate::error::SourceLoc, pub &'static str);
-
-impl std::hash::Hash for LineKey {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        h.write_u32(self.0.line);
-        h.write_u32(self.0.column);
-        h.write_usize(self.0.file.len());
-        h.write_usize(self.1.len());
-    }
-}
 
 /// How long a record occupies its engine, as far as the record alone decides.
 #[derive(Clone, Copy, Debug)]
@@ -143,29 +125,6 @@ pub(super) struct CoreFacts {
     pub queues: [Vec<u32>; Engine::COUNT],
     /// Records per engine.
     pub counts: [usize; Engine::COUNT],
-    /// Hardware FLOPs of its TensorE records.
-    pub hw_flops: u64,
-    /// Bytes its DMAs move.
-    pub dma_bytes: u64,
-}
-
-/// DMA traffic of a launch (the record-only part of [`DmaStats`](crate::profile::DmaStats)).
-#[derive(Default)]
-pub(super) struct DmaTotals {
-    pub count: usize,
-    pub bytes: u64,
-    pub hbm_read_bytes: u64,
-    pub hbm_write_bytes: u64,
-}
-
-/// The source lines of a launch's records, in order of first use.
-#[derive(Default)]
-pub(super) struct Lines {
-    slots: fast_hash::Map<LineKey, u32>,
-    /// Per line: its key and the engine of its first record.
-    pub keys: Vec<(LineKey, Engine)>,
-    /// Per line: its records.
-    pub counts: Vec<usize>,
 }
 
 /// The record-only facts of a launch's records, prepared one record at a time.
@@ -181,14 +140,8 @@ pub(crate) struct Prepared {
     pub(super) instance: Vec<u32>,
     /// Per record: engine costs.
     pub(super) costs: Costs,
-    /// Per record: its row of [`Profile::ops`](crate::profile::Profile::ops).
-    pub(super) ops: Vec<OpInfo>,
-    /// Per record: its line (index into `lines`).
-    pub(super) line_of: Vec<u32>,
-    pub(super) lines: Lines,
-    /// Hardware FLOPs of the TensorE transposes.
-    pub(super) tr_flops: u64,
-    pub(super) dma: DmaTotals,
+    /// DMA records.
+    pub(super) dmas: usize,
     /// The DMA plan of the record being prepared.
     plan: DmaPlan,
     /// The placement's scratch vectors (kept here from launch to launch).
@@ -223,11 +176,7 @@ impl Prepared {
             core: Vec::new(),
             instance: Vec::new(),
             costs: Costs::default(),
-            ops: Vec::new(),
-            line_of: Vec::new(),
-            lines: Lines::default(),
-            tr_flops: 0,
-            dma: DmaTotals::default(),
+            dmas: 0,
             plan: DmaPlan::default(),
             scratch: SimScratch::default(),
             idle: Vec::new(),
@@ -248,11 +197,7 @@ impl Prepared {
         self.costs.cost.clear();
         self.costs.plans.heads.clear();
         self.costs.plans.runs.clear();
-        self.ops.clear();
-        self.line_of.clear();
-        self.lines = Lines::default();
-        self.tr_flops = 0;
-        self.dma = DmaTotals::default();
+        self.dmas = 0;
         if self.capacity_bytes() <= SPARE_BYTES {
             *SPARE.lock().unwrap_or_else(|p| p.into_inner()) = Some(self);
         }
@@ -263,9 +208,8 @@ impl Prepared {
         use std::mem::size_of;
         let per_record = self.engine.capacity() * size_of::<Engine>()
             + self.core.capacity() * 2
-            + (self.instance.capacity() + self.line_of.capacity()) * 4
-            + self.costs.cost.capacity() * size_of::<Cost>()
-            + self.ops.capacity() * size_of::<OpInfo>();
+            + self.instance.capacity() * 4
+            + self.costs.cost.capacity() * size_of::<Cost>();
         let plans = self.costs.plans.heads.capacity() * size_of::<PlanHead>()
             + self.costs.plans.runs.capacity() * size_of::<(f64, u32)>();
         let cores: usize = self
@@ -324,8 +268,6 @@ impl Prepared {
         self.core.reserve_exact(n);
         self.instance.reserve_exact(n);
         self.costs.cost.reserve_exact(n);
-        self.ops.reserve_exact(n);
-        self.line_of.reserve_exact(n);
     }
 
     /// Starts the stream at position `pos` (logical NeuronCore `nc`): the records added next
@@ -339,8 +281,6 @@ impl Prepared {
                     pos,
                     nc,
                     counts: [0; Engine::COUNT],
-                    hw_flops: 0,
-                    dma_bytes: 0,
                     ..f
                 }
             }
@@ -350,8 +290,6 @@ impl Prepared {
                 deps: DepPass::new(base),
                 queues: Default::default(),
                 counts: [0; Engine::COUNT],
-                hw_flops: 0,
-                dma_bytes: 0,
             },
         };
         self.cores.push(facts);
@@ -374,30 +312,13 @@ impl Prepared {
         self.engine.push(r.engine);
         self.core.push(core.pos as u16);
         self.instance.push(instance);
-        let bytes = r.dma.map(|d| d.bytes).unwrap_or(0);
         let cost = match r.engine {
             Engine::Dma => {
-                let dma = &mut self.dma;
-                dma.count += 1;
-                dma.bytes += bytes;
-                core.dma_bytes += bytes;
-                if let Some(d) = r.dma {
-                    if d.src == MemKind::Hbm {
-                        dma.hbm_read_bytes += d.bytes;
-                    }
-                    if d.dst == MemKind::Hbm {
-                        dma.hbm_write_bytes += d.bytes;
-                    }
-                }
+                self.dmas += 1;
                 cost::dma_plan_into(spec, r, &mut self.plan);
                 Cost::Dma(self.costs.plans.push(&self.plan))
             }
             Engine::Tensor => {
-                let f = r.hw_flops();
-                core.hw_flops += f;
-                if r.opcode == Opcode::Transpose {
-                    self.tr_flops += f;
-                }
                 core.queues[r.engine.index()].push(i);
                 Cost::Tensor(cost::tensor_cost(spec, r))
             }
@@ -407,29 +328,5 @@ impl Prepared {
             }
         };
         self.costs.cost.push(cost);
-        self.ops.push(OpInfo {
-            engine: r.engine,
-            opcode: r.opcode,
-            api: r.api,
-            partitions: r.partitions,
-            free: r.free,
-            in_dtype: r.in_dtype,
-            out_dtype: r.out_dtype,
-            bytes,
-            kmn: r.matmul.map(|m| [m.k, m.m, m.n]),
-            loc: r.loc,
-            nc: core.nc as u16,
-            instance,
-        });
-        let lines = &mut self.lines;
-        let next = lines.keys.len() as u32;
-        let key = LineKey(r.loc, r.api);
-        let slot = *lines.slots.entry(key).or_insert(next);
-        if slot == next {
-            lines.keys.push((key, r.engine));
-            lines.counts.push(0);
-        }
-        lines.counts[slot as usize] += 1;
-        self.line_of.push(slot);
     }
 }

@@ -608,7 +608,7 @@ pub(crate) fn schedule<'a>(
         ls_end: vec![0.0; n],
         mm_start: vec![0.0; n],
         // Every DMA leaves one piece per DMA engine: reserved once, never regrown.
-        pieces: Vec::with_capacity(prep.dma.count * spec.dma_engines.max(1)),
+        pieces: Vec::with_capacity(prep.dmas * spec.dma_engines.max(1)),
         cores,
         hbm_free: vec![0.0; stacks],
         ready_pred: std::mem::take(&mut scr.ready_pred),
