@@ -118,15 +118,20 @@ pub(crate) fn model_fed(
 
     let mut counts = [0usize; Engine::COUNT];
     let mut core_counts = vec![[0usize; Engine::COUNT]; ncores];
-    // Per core, per engine slot: intervals for the active-time union, reserved exactly (a
-    // TensorE record leaves two intervals): no regrowth below.
+    // Per core, per compute engine slot: intervals for the active-time union, reserved
+    // exactly (a TensorE record leaves two intervals): no regrowth below. DMA intervals are
+    // united beside this thread (`dma_active`).
     let mut intervals: Vec<[Vec<(f64, f64)>; Engine::COUNT]> =
         (0..ncores).map(|_| Default::default()).collect();
     for f in &prep.cores {
         for (k, &m) in f.counts.iter().enumerate() {
             counts[k] += m;
             core_counts[f.pos][k] += m;
-            let per = if k == Engine::Tensor.index() { 2 } else { 1 };
+            let per = match Engine::ALL[k] {
+                Engine::Tensor => 2,
+                Engine::Dma => 0,
+                _ => 1,
+            };
             intervals[f.pos][k].reserve_exact(m * per);
         }
     }
@@ -150,10 +155,23 @@ pub(crate) fn model_fed(
     let mut core_latency = vec![0.0f64; ncores];
     let mut line_time = vec![0.0f64; lines.keys.len()];
 
-    let ((), bounds) = side_by_side(
+    // Per core: the union of its DMAs' intervals.
+    let dma_active = || {
+        let mut iv: Vec<Vec<(f64, f64)>> = prep
+            .cores
+            .iter()
+            .map(|f| Vec::with_capacity(f.counts[Engine::Dma.index()]))
+            .collect();
+        iv.resize_with(ncores, Vec::new);
+        for i in (0..n).filter(|&i| prep.engine[i] == Engine::Dma) {
+            iv[sch.core[i] as usize].push((sch.start[i], sch.end[i]));
+        }
+        iv.iter_mut().map(|v| union_len(v)).collect::<Vec<f64>>()
+    };
+    let ((), (bounds, dma_active)) = side_by_side(
         apart,
         "nki-critical",
-        || critical::bounds(&sch, active, overhead),
+        || (critical::bounds(&sch, active, overhead), dma_active()),
         || {
             for i in 0..n {
                 let c = sch.core[i] as usize;
@@ -167,6 +185,7 @@ pub(crate) fn model_fed(
                         intervals[c][k].push((sch.mm_start[i], e));
                         e - sch.mm_start[i]
                     }
+                    Engine::Dma => e - s,
                     _ => {
                         intervals[c][k].push((s, e));
                         e - s
@@ -191,7 +210,10 @@ pub(crate) fn model_fed(
     for (c, iv) in intervals.iter_mut().enumerate() {
         let mut ce = Vec::new();
         for (k, name) in Engine::ALL.iter().map(|e| e.name()).enumerate() {
-            let active = union_len(&mut iv[k]);
+            let active = match Engine::ALL[k] {
+                Engine::Dma => dma_active[c],
+                _ => union_len(&mut iv[k]),
+            };
             engines[k].active_ns += active;
             engines[k].instructions += core_counts[c][k];
             ce.push(EngineStat {

@@ -268,15 +268,21 @@ impl DepPass {
 
     /// The pass emptied for records from global index `base` on, keeping its room.
     pub(crate) fn reset(&mut self, base: u32) {
-        self.table = AccessTable::default();
+        self.table.slots.clear();
+        self.table.bufs.clear();
+        self.table.nodes = SlotVec::default();
         self.engines.clear();
         self.edges.clear();
         self.base = base;
     }
 
-    /// Bytes held by its record-sized vectors.
+    /// Bytes held by its record-sized vectors and buffer tables.
     pub(super) fn capacity_bytes(&self) -> usize {
-        self.engines.capacity() + self.edges.capacity() * std::mem::size_of::<(u32, Edge)>()
+        use std::mem::size_of;
+        self.engines.capacity()
+            + self.edges.capacity() * size_of::<(u32, Edge)>()
+            + self.table.slots.capacity() * (size_of::<(BufId, u32)>() + 1)
+            + self.table.bufs.capacity() * size_of::<Accesses>()
     }
 
     /// Feeds the next record: it runs on `engine`, reads `reads` and writes `writes`.
