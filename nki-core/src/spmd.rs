@@ -402,8 +402,14 @@ impl Launch {
             crate::hbm::check_written(out, shared.writers.base())?;
         }
         let profile = if self.mode.records() {
+            // A launch that held a spare CPU for its modelling drops its records there too.
+            let apart = feed.is_some();
             let profile = crate::timing::model_fed(&streams, self.target, memory, feed);
-            crate::record::recycle(streams);
+            if apart {
+                crate::record::recycle_apart(streams);
+            } else {
+                crate::record::recycle(streams);
+            }
             Some(profile)
         } else {
             None
