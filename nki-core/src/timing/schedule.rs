@@ -157,11 +157,6 @@ struct AccessTable {
 }
 
 impl AccessTable {
-    /// The slot of `buf`, if any record accessed it so far.
-    fn find(&self, buf: BufId) -> Option<usize> {
-        self.slots.get(&buf).map(|&s| s as usize)
-    }
-
     /// The slot of `buf`, created empty on first use.
     fn slot(&mut self, buf: BufId) -> usize {
         let next = self.bufs.len() as u32;
@@ -242,6 +237,10 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
     *out = pass.edges;
 }
 
+/// Regions per record and kind whose buffer slots [`DepPass::add`] remembers between its
+/// checks and its updates (more are looked up again).
+const KEEP: usize = 4;
+
 /// The dependency pass over one core's records, fed one record at a time in program order
 /// (it needs only earlier records, so it can run while the kernel still records: see
 /// [`RecordFeed`](super::feed::RecordFeed)).
@@ -291,11 +290,14 @@ impl DepPass {
         self.engines.push(engine);
         let (table, out) = (&mut self.table, &mut self.edges);
         let tensor = engine == Engine::Tensor;
+        // The slots of the first regions, looked up once for the checks and the updates.
+        let mut slots = [[0usize; KEEP]; 2];
         for (ri, reg) in reads.iter().enumerate() {
             let late = tensor && ri > 0;
-            let Some(b) = table.find(reg.buf) else {
-                continue;
-            };
+            let b = table.slot(reg.buf);
+            if ri < KEEP {
+                slots[0][ri] = b;
+            }
             for (w, j) in table.iter(table.bufs[b].writes) {
                 if j != me && w.overlaps(reg) {
                     out.push((
@@ -309,11 +311,12 @@ impl DepPass {
                 }
             }
         }
-        for reg in writes {
+        for (wi, reg) in writes.iter().enumerate() {
             let hbm = matches!(reg.buf, BufId::Hbm(_));
-            let Some(b) = table.find(reg.buf) else {
-                continue;
-            };
+            let b = table.slot(reg.buf);
+            if wi < KEEP {
+                slots[1][wi] = b;
+            }
             let acc = table.bufs[b];
             for (w, j) in table.iter(acc.writes) {
                 if j != me && w.overlaps(reg) {
@@ -348,14 +351,22 @@ impl DepPass {
                 }
             }
         }
-        for reg in reads {
-            let b = table.slot(reg.buf);
+        for (ri, reg) in reads.iter().enumerate() {
+            let b = if ri < KEEP {
+                slots[0][ri]
+            } else {
+                table.slot(reg.buf)
+            };
             let mut list = table.bufs[b].reads;
             table.push_capped(&mut list, *reg, me);
             table.bufs[b].reads = list;
         }
-        for reg in writes {
-            let b = table.slot(reg.buf);
+        for (wi, reg) in writes.iter().enumerate() {
+            let b = if wi < KEEP {
+                slots[1][wi]
+            } else {
+                table.slot(reg.buf)
+            };
             let Accesses {
                 mut reads,
                 mut writes,
@@ -642,6 +653,16 @@ pub(crate) fn schedule<'a>(
     }
     // Dependencies and engine order only point backwards, so everything gets placed.
     debug_assert_eq!(sim.placed, n, "every record is placed");
+    // Kept for the next launch: the scratch vectors and the engine queues.
+    std::mem::swap(&mut scr.pending, &mut sim.pending);
+    std::mem::swap(&mut scr.first, &mut sim.first);
+    std::mem::swap(&mut scr.edges, &mut sim.edges);
+    std::mem::swap(&mut scr.ready, &mut sim.ready);
+    std::mem::swap(&mut scr.ready_late, &mut sim.ready_late);
+    std::mem::swap(&mut scr.released, &mut sim.released);
+    std::mem::swap(&mut scr.done, &mut sim.done);
+    std::mem::swap(&mut scr.ready_pred, &mut sim.ready_pred);
+    prep.scratch = scr;
     let Sim {
         start,
         end,
@@ -651,28 +672,8 @@ pub(crate) fn schedule<'a>(
         cause,
         bandwidth_bound,
         cores,
-        pending,
-        first,
-        edges,
-        ready,
-        ready_late,
-        released,
-        done,
-        ready_pred,
         ..
     } = sim;
-    // Kept for the next launch: the scratch vectors and the engine queues.
-    prep.scratch = SimScratch {
-        pending,
-        first,
-        edges,
-        ready,
-        ready_late,
-        released,
-        done,
-        ready_pred,
-        ..scr
-    };
     for (f, st) in prep.cores.iter_mut().zip(cores) {
         f.queues = st.queues;
     }
