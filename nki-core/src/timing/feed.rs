@@ -243,7 +243,7 @@ fn start(target: Target, nc: usize) -> Option<Worker> {
     let handle = std::thread::Builder::new()
         .name("nki-model".into())
         .spawn(move || {
-            let mut prep = Prepared::new(target.spec());
+            let mut prep = Prepared::new(target.spec(), true);
             prep.begin_core(0, nc);
             // Ends when the feed is finished or dropped (the sender goes away).
             while let Ok(mut chunk) = full_rx.recv() {

@@ -19,6 +19,9 @@ enum Cost {
     Tensor(TensorCost),
     /// A DMA: its plan's index in [`Plans`].
     Dma(u32),
+    /// A DMA whose plan placement makes when it places it (prepared on the launching thread,
+    /// keeping the plan would only add work).
+    DmaAtPlacement,
 }
 
 /// One DMA plan without its engine times, and where those are in [`Plans::runs`].
@@ -142,6 +145,8 @@ pub(crate) struct Prepared {
     pub(super) costs: Costs,
     /// DMA records.
     pub(super) dmas: usize,
+    /// Whether DMA plans are kept (prepared ahead of placement, on another thread).
+    keep_plans: bool,
     /// The DMA plan of the record being prepared.
     plan: DmaPlan,
     /// The placement's scratch vectors (kept here from launch to launch).
@@ -152,19 +157,23 @@ pub(crate) struct Prepared {
 
 /// The emptied tables of a modelled launch, kept for the next one so that preparing and
 /// placing its records neither regrows vectors nor touches fresh pages.
-static SPARE: Mutex<Option<Prepared>> = Mutex::new(None);
+/// (One per launch modelled at once: estimates on several host threads each keep theirs.)
+static SPARE: Mutex<Vec<Prepared>> = Mutex::new(Vec::new());
 
-/// Most bytes [`SPARE`] keeps: a bound on the memory kept between launches.
+/// Most bytes [`SPARE`] keeps, all together: a bound on the memory kept between launches.
 const SPARE_BYTES: usize = 64 << 20;
 
 impl Prepared {
     /// Nothing prepared yet, for `spec` (in the tables of an earlier launch when there are
-    /// some).
-    pub(crate) fn new(spec: &'static TargetSpec) -> Prepared {
-        let spare = SPARE.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match spare {
-            Some(p) => Prepared { spec, ..p },
-            None => Prepared::empty(spec),
+    /// some). `ahead`: prepared ahead of placement on another thread, so DMA plans are kept
+    /// (else placement plans each DMA as it places it).
+    pub(crate) fn new(spec: &'static TargetSpec, ahead: bool) -> Prepared {
+        let spare = SPARE.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let p = spare.unwrap_or_else(|| Prepared::empty(spec));
+        Prepared {
+            spec,
+            keep_plans: ahead,
+            ..p
         }
     }
 
@@ -177,6 +186,7 @@ impl Prepared {
             instance: Vec::new(),
             costs: Costs::default(),
             dmas: 0,
+            keep_plans: false,
             plan: DmaPlan::default(),
             scratch: SimScratch::default(),
             idle: Vec::new(),
@@ -198,8 +208,11 @@ impl Prepared {
         self.costs.plans.heads.clear();
         self.costs.plans.runs.clear();
         self.dmas = 0;
-        if self.capacity_bytes() <= SPARE_BYTES {
-            *SPARE.lock().unwrap_or_else(|p| p.into_inner()) = Some(self);
+        let bytes = self.capacity_bytes();
+        let mut spares = SPARE.lock().unwrap_or_else(|p| p.into_inner());
+        let kept: usize = spares.iter().map(Prepared::capacity_bytes).sum();
+        if kept + bytes <= SPARE_BYTES {
+            spares.push(self);
         }
     }
 
@@ -244,7 +257,7 @@ impl Prepared {
                         && s.instances[0].1.len() == p.records()
                 })
         });
-        let mut prep = fed.unwrap_or_else(|| Prepared::new(spec));
+        let mut prep = fed.unwrap_or_else(|| Prepared::new(spec, false));
         let total: usize = streams
             .iter()
             .flat_map(|s| &s.instances)
@@ -315,8 +328,12 @@ impl Prepared {
         let cost = match r.engine {
             Engine::Dma => {
                 self.dmas += 1;
-                cost::dma_plan_into(spec, r, &mut self.plan);
-                Cost::Dma(self.costs.plans.push(&self.plan))
+                if self.keep_plans {
+                    cost::dma_plan_into(spec, r, &mut self.plan);
+                    Cost::Dma(self.costs.plans.push(&self.plan))
+                } else {
+                    Cost::DmaAtPlacement
+                }
             }
             Engine::Tensor => {
                 core.queues[r.engine.index()].push(i);
