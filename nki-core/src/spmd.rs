@@ -426,7 +426,9 @@ impl Launch {
 
     /// The modelling thread that follows the records of a one-instance recording launch as
     /// they are made, when a host core is idle (no launch uses it; `load` then counts it): the
-    /// dependency pass then overlaps the kernel instead of following it. `None` otherwise
+    /// record-only model work (dependencies, costs, DMA plans, queues) then overlaps the
+    /// kernel instead of following it, and that core later builds the per-op rows beside
+    /// placement, walks the critical path and drops the records. `None` otherwise
     /// (launches of many instances keep the cores busy with instances).
     fn record_feed(&self, total: usize, load: &mut HostLoad) -> Option<crate::timing::RecordFeed> {
         (self.mode.records() && total == 1 && load.claim_idle_core())

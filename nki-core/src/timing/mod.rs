@@ -84,7 +84,7 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
 }
 
 /// [`model`], given the feed that followed the first core's records as they were recorded
-/// (its dependency pass is used when it saw all of them; see [`RecordFeed`]).
+/// (its preparation of them is used when it saw all of them; see [`RecordFeed`]).
 pub(crate) fn model_fed(
     streams: &[CoreStream],
     target: Target,
