@@ -524,6 +524,16 @@ pub(crate) fn record_buffer() -> Vec<Instr> {
         .unwrap_or_default()
 }
 
+/// [`recycle`] on a thread of its own, so the caller goes on at once (dropping a large
+/// launch's records takes milliseconds; a launch that starts meanwhile takes another spare
+/// buffer or a new one). When the thread cannot start, the records are dropped here and
+/// their buffers not kept.
+pub(crate) fn recycle_apart(streams: Vec<CoreStream>) {
+    let _ = std::thread::Builder::new()
+        .name("nki-recycle".into())
+        .spawn(move || recycle(streams));
+}
+
 /// Hands the record buffers of a modelled launch back for later launches (the records are
 /// dropped; the room is kept while the spares stay within [`SPARE_BYTES`]).
 pub(crate) fn recycle(streams: Vec<CoreStream>) {

@@ -402,8 +402,14 @@ impl Launch {
             crate::hbm::check_written(out, shared.writers.base())?;
         }
         let profile = if self.mode.records() {
+            // A launch that held a spare CPU for its modelling drops its records there too.
+            let apart = feed.is_some();
             let profile = crate::timing::model_fed(&streams, self.target, memory, feed);
-            crate::record::recycle(streams);
+            if apart {
+                crate::record::recycle_apart(streams);
+            } else {
+                crate::record::recycle(streams);
+            }
             Some(profile)
         } else {
             None
@@ -420,11 +426,13 @@ impl Launch {
 
     /// The modelling thread that follows the records of a one-instance recording launch as
     /// they are made, when a host core is idle (no launch uses it; `load` then counts it): the
-    /// dependency pass then overlaps the kernel instead of following it. `None` otherwise
+    /// record-only model work (dependencies, costs, DMA plans, queues) then overlaps the
+    /// kernel instead of following it, and that core later builds the per-op rows beside
+    /// placement, walks the critical path and drops the records. `None` otherwise
     /// (launches of many instances keep the cores busy with instances).
     fn record_feed(&self, total: usize, load: &mut HostLoad) -> Option<crate::timing::RecordFeed> {
         (self.mode.records() && total == 1 && load.claim_idle_core())
-            .then(crate::timing::RecordFeed::new)
+            .then(|| crate::timing::RecordFeed::new(self.target, self.grid.instance(0).1))
     }
 
     /// The number of host threads this launch may use.

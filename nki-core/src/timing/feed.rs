@@ -1,52 +1,151 @@
-//! Modelling overlapped with recording: while a kernel records, a modelling thread runs the
-//! dependency pass (which needs only earlier records) over the records made so far, so that
-//! after the kernel ends only placement and the summary are left.
+//! Modelling overlapped with recording: while a kernel records, a modelling thread prepares
+//! the records made so far (everything the model needs that depends only on the records:
+//! dependencies, costs, DMA plans, queues, per-op rows; see [`Prepared`]), so that after the
+//! kernel ends only placement and the placement-dependent summary are left.
 //!
-//! The kernel thread copies what the pass reads of each record (engine, read and written
-//! regions) into a chunk and hands full chunks to the modelling thread, which hands them back
-//! empty for reuse. The thread is started with the first full chunk (a launch too small to
-//! fill one never starts it) and ends when the feed is finished or dropped: a kernel that fails
-//! or panics drops its feed with its instance context, which closes the channel.
+//! The kernel thread copies what the preparation reads of each record (its fields and regions,
+//! not its loop position) into a chunk and hands full chunks to the modelling thread, which
+//! hands them back empty for reuse (also to later launches' feeds). The thread is started with
+//! the first full chunk (a launch too small to fill one never starts it) and ends when the feed
+//! is finished or dropped: a kernel that fails or panics drops its feed with its instance
+//! context, which closes the channel.
 
-use super::schedule::DepPass;
-use crate::record::{Engine, Instr, Region};
+use super::prepare::Prepared;
+use crate::dtype::DType;
+use crate::error::SourceLoc;
+use crate::math::AluOp;
+use crate::record::{DmaDims, Engine, Instr, MatmulDims, Opcode, Region};
+use crate::target::Target;
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Mutex;
 use std::thread::JoinHandle;
 
 /// Records per chunk handed to the modelling thread.
 pub(super) const CHUNK: usize = 2048;
 
-/// What the dependency pass reads of a run of records, in program order.
+/// What the preparation reads of a record besides its regions: the fields the cost rules
+/// ([`cost`](super::cost)) read, so not its API name, source line or loop position. Compact:
+/// the kernel thread copies it for every record.
+#[derive(Clone, Copy)]
+struct Head {
+    engine: Engine,
+    opcode: Opcode,
+    partitions: u32,
+    free: u32,
+    inputs: u8,
+    in_dtype: DType,
+    out_dtype: DType,
+    psum: bool,
+    contiguous: bool,
+    matmul: Option<MatmulDims>,
+    dma: Option<DmaDims>,
+    alu: Option<AluOp>,
+    accumulate: bool,
+    /// How many regions the record reads and writes.
+    reads: u32,
+    writes: u32,
+}
+
+impl Head {
+    fn of(r: &Instr) -> Head {
+        Head {
+            engine: r.engine,
+            opcode: r.opcode,
+            partitions: r.partitions,
+            free: r.free,
+            inputs: r.inputs,
+            in_dtype: r.in_dtype,
+            out_dtype: r.out_dtype,
+            psum: r.psum,
+            contiguous: r.contiguous,
+            matmul: r.matmul,
+            dma: r.dma,
+            alu: r.alu,
+            accumulate: r.accumulate,
+            reads: r.reads.len() as u32,
+            writes: r.writes.len() as u32,
+        }
+    }
+
+    /// The record again as far as the costs read it (no regions, API name, source line or
+    /// loop position).
+    fn instr(&self) -> Instr {
+        Instr {
+            partitions: self.partitions,
+            free: self.free,
+            inputs: self.inputs,
+            in_dtype: self.in_dtype,
+            out_dtype: self.out_dtype,
+            psum: self.psum,
+            contiguous: self.contiguous,
+            matmul: self.matmul,
+            dma: self.dma,
+            alu: self.alu,
+            accumulate: self.accumulate,
+            ..Instr::new(self.engine, self.opcode, "", NO_LOC)
+        }
+    }
+}
+
+/// The source line of a record rebuilt from its [`Head`] (never read).
+const NO_LOC: SourceLoc = SourceLoc {
+    file: "",
+    line: 0,
+    column: 0,
+};
+
+/// A run of records, in program order.
 #[derive(Default)]
 struct Chunk {
-    /// Per record: its engine and how many regions it reads and writes.
-    heads: Vec<(Engine, u32, u32)>,
+    heads: Vec<Head>,
     /// Per record: its read regions, then its written regions.
     regions: Vec<Region>,
 }
 
 impl Chunk {
-    fn with_capacity() -> Chunk {
-        Chunk {
-            heads: Vec::with_capacity(CHUNK),
-            regions: Vec::with_capacity(CHUNK * 4),
-        }
-    }
-
     fn clear(&mut self) {
         self.heads.clear();
         self.regions.clear();
     }
 
-    /// Feeds the chunk's records to `pass`.
-    fn feed(&self, pass: &mut DepPass) {
+    /// Prepares the chunk's records (instance 0's) in `prep`.
+    fn prepare(&self, prep: &mut Prepared) {
         let mut at = 0;
-        for &(engine, nr, nw) in &self.heads {
-            let (nr, nw) = (nr as usize, nw as usize);
+        for h in &self.heads {
+            let (nr, nw) = (h.reads as usize, h.writes as usize);
             let reads = &self.regions[at..at + nr];
             let writes = &self.regions[at + nr..at + nr + nw];
-            pass.add(engine, reads, writes);
+            prep.add(&h.instr(), reads, writes, 0);
             at += nr + nw;
+        }
+    }
+}
+
+/// Empty chunks of earlier launches' feeds (their pages are resident).
+static SPARE_CHUNKS: Mutex<Vec<Chunk>> = Mutex::new(Vec::new());
+
+/// Most chunks [`SPARE_CHUNKS`] keeps.
+const SPARE_MAX: usize = 16;
+
+impl Chunk {
+    /// An empty chunk: a spare one when there is one.
+    fn spare() -> Chunk {
+        let spare = SPARE_CHUNKS.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        spare.unwrap_or_else(|| Chunk {
+            heads: Vec::with_capacity(CHUNK),
+            regions: Vec::with_capacity(CHUNK * 4),
+        })
+    }
+
+    /// Keeps empty chunks for later feeds (up to [`SPARE_MAX`]).
+    fn keep(chunks: impl IntoIterator<Item = Chunk>) {
+        let mut spares = SPARE_CHUNKS.lock().unwrap_or_else(|p| p.into_inner());
+        for mut c in chunks {
+            if spares.len() >= SPARE_MAX {
+                break;
+            }
+            c.clear();
+            spares.push(c);
         }
     }
 }
@@ -55,26 +154,33 @@ impl Chunk {
 struct Worker {
     full: Sender<Chunk>,
     empty: Receiver<Chunk>,
-    handle: JoinHandle<DepPass>,
+    handle: JoinHandle<Prepared>,
 }
 
-/// The kernel thread's end of a modelling thread that runs the dependency pass of one
-/// instance's records (global index 0 on: the only instance of its NeuronCore's stream).
+/// The kernel thread's end of a modelling thread that prepares one instance's records (see
+/// [`Prepared`]; global index 0 on: the only instance of the launch, first in its NeuronCore's
+/// stream).
 pub(crate) struct RecordFeed {
     chunk: Chunk,
     worker: Option<Worker>,
-    /// Records fed (the pass's result is used only if it saw all the instance's records).
+    /// Target and NeuronCore of the instance.
+    target: Target,
+    nc: usize,
+    /// Records fed (the preparation is used only if it saw all the instance's records).
     fed: usize,
     /// The thread could not be started or went away: nothing more is fed.
     broken: bool,
 }
 
 impl RecordFeed {
-    /// A feed; its thread starts with the first full chunk.
-    pub(crate) fn new() -> RecordFeed {
+    /// A feed for the records of the instance on NeuronCore `nc` of a launch on `target`;
+    /// its thread starts with the first full chunk.
+    pub(crate) fn new(target: Target, nc: usize) -> RecordFeed {
         RecordFeed {
-            chunk: Chunk::default(),
+            chunk: Chunk::spare(),
             worker: None,
+            target,
+            nc,
             fed: 0,
             broken: false,
         }
@@ -86,8 +192,7 @@ impl RecordFeed {
             return;
         }
         let c = &mut self.chunk;
-        c.heads
-            .push((r.engine, r.reads.len() as u32, r.writes.len() as u32));
+        c.heads.push(Head::of(r));
         c.regions.extend_from_slice(&r.reads);
         c.regions.extend_from_slice(&r.writes);
         self.fed += 1;
@@ -99,29 +204,23 @@ impl RecordFeed {
     /// Hands the current chunk to the modelling thread (started here on first use).
     fn hand_over(&mut self) {
         if self.worker.is_none() {
-            self.worker = start();
+            self.worker = start(self.target, self.nc);
         }
         let Some(w) = &self.worker else {
             self.broken = true;
             return;
         };
-        let next = match w.empty.try_recv() {
-            Ok(mut c) => {
-                c.clear();
-                c
-            }
-            Err(_) => Chunk::with_capacity(),
-        };
+        let next = w.empty.try_recv().unwrap_or_else(|_| Chunk::spare());
         let full = std::mem::replace(&mut self.chunk, next);
         if w.full.send(full).is_err() {
             self.broken = true;
         }
     }
 
-    /// Ends the feed after the instance's last record: the dependency pass over its `records`
+    /// Ends the feed after the instance's last record: the preparation of its `records`
     /// records, or `None` when no thread ran or it did not see exactly those records (the
-    /// caller then runs the pass itself).
-    pub(crate) fn finish(mut self, records: usize) -> Option<DepPass> {
+    /// caller then prepares them itself).
+    pub(crate) fn finish(mut self, records: usize) -> Option<Prepared> {
         if self.broken || self.worker.is_none() || self.fed != records {
             return None;
         }
@@ -130,25 +229,29 @@ impl RecordFeed {
         }
         let w = self.worker.take()?;
         drop(w.full);
-        let pass = w.handle.join().ok()?;
-        (!self.broken && pass.records() == records).then_some(pass)
+        let prep = w.handle.join().ok();
+        let chunk = std::mem::take(&mut self.chunk);
+        Chunk::keep(w.empty.try_iter().chain([chunk]));
+        prep.filter(|p| !self.broken && p.records() == records)
     }
 }
 
-/// Starts a modelling thread; `None` when the OS refuses.
-fn start() -> Option<Worker> {
+/// Starts a modelling thread for the instance on NeuronCore `nc`; `None` when the OS refuses.
+fn start(target: Target, nc: usize) -> Option<Worker> {
     let (full, full_rx) = channel::<Chunk>();
     let (empty_tx, empty) = channel::<Chunk>();
     let handle = std::thread::Builder::new()
         .name("nki-model".into())
         .spawn(move || {
-            let mut pass = DepPass::new(0);
+            let mut prep = Prepared::new(target.spec(), true);
+            prep.begin_core(0, nc);
             // Ends when the feed is finished or dropped (the sender goes away).
-            while let Ok(chunk) = full_rx.recv() {
-                chunk.feed(&mut pass);
+            while let Ok(mut chunk) = full_rx.recv() {
+                chunk.prepare(&mut prep);
+                chunk.clear();
                 let _ = empty_tx.send(chunk);
             }
-            pass
+            prep
         })
         .ok()?;
     Some(Worker {

@@ -15,16 +15,20 @@ pub mod cost;
 mod critical;
 pub(crate) mod fast_hash;
 mod feed;
+mod prepare;
+mod rows;
 mod schedule;
 mod spans;
 
 pub(crate) use feed::RecordFeed;
 
 use crate::memory::MemoryPeak;
-use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Spans};
+use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, Profile, Spans};
 use crate::record::CoreStream;
-use crate::record::{Engine, MemKind, Opcode};
+use crate::record::Engine;
 use crate::target::Target;
+use prepare::Prepared;
+use rows::{LineKey, RecordRows};
 
 /// Sorts intervals by start (`total_cmp` order). An engine's intervals come in record order:
 /// sorted, or nearly (DMAs: a few, such as stores, start after records that follow them). So
@@ -88,18 +92,30 @@ fn union_len(v: &mut [(f64, f64)]) -> f64 {
     total
 }
 
-/// A source line and the API called there (a row of [`Profile::top_lines`]). Its hash reads
-/// only the numbers (line, column, lengths), not the file name's bytes; equality compares all.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct LineKey(crate::error::SourceLoc, &'static str);
-
-impl std::hash::Hash for LineKey {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        h.write_u32(self.0.line);
-        h.write_u32(self.0.column);
-        h.write_usize(self.0.file.len());
-        h.write_usize(self.1.len());
-    }
+/// Runs `here` on this thread and `side` beside it on a scoped thread named `name` when
+/// `apart` (here too when it is not or the thread cannot start); returns both results.
+fn side_by_side<A, B: Send>(
+    apart: bool,
+    name: &str,
+    side: impl Fn() -> B + Sync,
+    here: impl FnOnce() -> A,
+) -> (A, B) {
+    std::thread::scope(|scope| {
+        let beside = apart
+            .then(|| {
+                std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn_scoped(scope, &side)
+                    .ok()
+            })
+            .flatten();
+        let a = here();
+        let b = match beside {
+            Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            None => side(),
+        };
+        (a, b)
+    })
 }
 
 /// Models the launch's record streams on `target` and summarises the timeline.
@@ -108,7 +124,7 @@ pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Prof
 }
 
 /// [`model`], given the feed that followed the first core's records as they were recorded
-/// (its dependency pass is used when it saw all of them; see [`RecordFeed`]).
+/// (its preparation of them is used when it saw all of them; see [`RecordFeed`]).
 pub(crate) fn model_fed(
     streams: &[CoreStream],
     target: Target,
@@ -116,121 +132,109 @@ pub(crate) fn model_fed(
     feed: Option<RecordFeed>,
 ) -> Profile {
     let spec = target.spec();
+    // A feed holds a host CPU for this launch's modelling (see `spmd::HostLoad`).
+    let spare_core = feed.is_some();
     let first = streams
         .first()
         .map_or(0, |s| s.instances.iter().map(|(_, r)| r.len()).sum());
-    // A feed holds a host CPU for this launch's modelling (see `spmd::HostLoad`).
-    let spare_core = feed.is_some();
-    let streamed = feed.and_then(|f| f.finish(first));
-    let sch = schedule::schedule(streams, spec, streamed);
-    let n = sch.recs.len();
+    let fed = feed.and_then(|f| f.finish(first));
+    let mut prep = Prepared::of_streams(streams, spec, fed);
+    let n = prep.records();
+    // On the CPU the feed held, the rows are built while this thread places the records, and
+    // the critical path is walked while it summarises the placement (a launch too small to
+    // have fed a chunk does both here).
+    let apart = spare_core && n >= feed::CHUNK;
+    let (sch, rows) = side_by_side(
+        apart,
+        "nki-rows",
+        || RecordRows::of_streams(streams),
+        || schedule::schedule(streams, spec, &mut prep),
+    );
     let ncores = streams.len().max(1);
     let active = sch.end.iter().copied().fold(0.0f64, f64::max);
     let overhead = spec.launch_overhead_ns;
     let latency = active + overhead;
     let peak_flops_per_ns = 2.0 * spec.pe_array.0 as f64 * spec.pe_array.1 as f64 * spec.tensor_ghz;
 
-    let mut ops = Vec::with_capacity(n);
     let mut counts = [0usize; Engine::COUNT];
-    // Per core, per engine slot: intervals for the active-time union.
+    let mut core_counts = vec![[0usize; Engine::COUNT]; ncores];
+    // Per core, per compute engine slot: intervals for the active-time union, reserved
+    // exactly (a TensorE record leaves two intervals): no regrowth below. DMA intervals are
+    // united beside this thread (`dma_active`).
     let mut intervals: Vec<[Vec<(f64, f64)>; Engine::COUNT]> =
         (0..ncores).map(|_| Default::default()).collect();
-    // Reserved exactly (a TensorE record leaves two intervals): no regrowth below.
-    let mut sizes = vec![[0usize; Engine::COUNT]; ncores];
-    for (r, &c) in sch.recs.iter().zip(&sch.core) {
-        sizes[c as usize][r.engine.index()] += if r.engine == Engine::Tensor { 2 } else { 1 };
-    }
-    for (iv, n) in intervals.iter_mut().zip(&sizes) {
-        for (v, &n) in iv.iter_mut().zip(n) {
-            v.reserve_exact(n);
-        }
-    }
-    let mut core_counts = vec![[0usize; Engine::COUNT]; ncores];
-    let mut core_latency = vec![0.0f64; ncores];
-    let mut core_flops = vec![0u64; ncores];
-    let mut core_dma = vec![0u64; ncores];
-    let (mut hw_flops, mut tr_flops) = (0u64, 0u64);
-    let mut dma = DmaStats::default();
-    let mut lines: fast_hash::Map<LineKey, (Engine, usize, f64)> = fast_hash::Map::default();
-
-    // The critical-path walk reads only the schedule: on the CPU the feed held, it runs while
-    // this thread summarises the records (a launch too small to have fed a chunk walks here).
-    let walk = || critical::bounds(&sch, active, overhead);
-    let bounds = std::thread::scope(|scope| {
-        let apart = (spare_core && n >= feed::CHUNK)
-            .then(|| {
-                std::thread::Builder::new()
-                    .name("nki-critical".into())
-                    .spawn_scoped(scope, walk)
-                    .ok()
-            })
-            .flatten();
-        for i in 0..n {
-            let r = sch.recs[i];
-            let c = sch.core[i] as usize;
-            let (s, e) = (sch.start[i], sch.end[i]);
-            let k = r.engine.index();
-            counts[k] += 1;
-            core_counts[c][k] += 1;
-            core_latency[c] = core_latency[c].max(e);
-            let bytes = r.dma.map(|d| d.bytes).unwrap_or(0);
-            ops.push(OpInfo {
-                engine: r.engine,
-                opcode: r.opcode,
-                api: r.api,
-                partitions: r.partitions,
-                free: r.free,
-                in_dtype: r.in_dtype,
-                out_dtype: r.out_dtype,
-                bytes,
-                kmn: r.matmul.map(|m| [m.k, m.m, m.n]),
-                loc: r.loc,
-                nc: streams.get(c).map(|s| s.nc as u16).unwrap_or(c as u16),
-                instance: sch.instance[i],
-            });
-            let busy = match r.engine {
-                Engine::Tensor => {
-                    let f = r.hw_flops();
-                    hw_flops += f;
-                    core_flops[c] += f;
-                    if r.opcode == Opcode::Transpose {
-                        tr_flops += f;
-                    }
-                    intervals[c][k].push((s, sch.ls_end[i]));
-                    intervals[c][k].push((sch.mm_start[i], e));
-                    e - sch.mm_start[i]
-                }
-                Engine::Dma => {
-                    dma.count += 1;
-                    dma.bytes += bytes;
-                    core_dma[c] += bytes;
-                    if let Some(d) = r.dma {
-                        if d.src == MemKind::Hbm {
-                            dma.hbm_read_bytes += d.bytes;
-                        }
-                        if d.dst == MemKind::Hbm {
-                            dma.hbm_write_bytes += d.bytes;
-                        }
-                    }
-                    intervals[c][k].push((s, e));
-                    e - s
-                }
-                _ => {
-                    intervals[c][k].push((s, e));
-                    e - s
-                }
+    for f in &prep.cores {
+        for (k, &m) in f.counts.iter().enumerate() {
+            counts[k] += m;
+            core_counts[f.pos][k] += m;
+            let per = match Engine::ALL[k] {
+                Engine::Tensor => 2,
+                Engine::Dma => 0,
+                _ => 1,
             };
-            let ent = lines
-                .entry(LineKey(r.loc, r.api))
-                .or_insert((r.engine, 0, 0.0));
-            ent.1 += 1;
-            ent.2 += busy;
+            intervals[f.pos][k].reserve_exact(m * per);
         }
-        match apart {
-            Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            None => walk(),
+    }
+    let RecordRows {
+        ops,
+        line_of,
+        lines,
+        core_flops,
+        core_dma,
+        tr_flops,
+        dma,
+    } = rows;
+    let hw_flops: u64 = core_flops.iter().sum();
+    let mut dma = DmaStats {
+        count: dma.count,
+        bytes: dma.bytes,
+        hbm_read_bytes: dma.hbm_read_bytes,
+        hbm_write_bytes: dma.hbm_write_bytes,
+        ..DmaStats::default()
+    };
+    let mut core_latency = vec![0.0f64; ncores];
+    let mut line_time = vec![0.0f64; lines.keys.len()];
+
+    // Per core: the union of its DMAs' intervals.
+    let dma_active = || {
+        let mut iv: Vec<Vec<(f64, f64)>> = prep
+            .cores
+            .iter()
+            .map(|f| Vec::with_capacity(f.counts[Engine::Dma.index()]))
+            .collect();
+        iv.resize_with(ncores, Vec::new);
+        for i in (0..n).filter(|&i| prep.engine[i] == Engine::Dma) {
+            iv[sch.core[i] as usize].push((sch.start[i], sch.end[i]));
         }
-    });
+        iv.iter_mut().map(|v| union_len(v)).collect::<Vec<f64>>()
+    };
+    let ((), (bounds, dma_active)) = side_by_side(
+        apart,
+        "nki-critical",
+        || (critical::bounds(&sch, active, overhead), dma_active()),
+        || {
+            for i in 0..n {
+                let c = sch.core[i] as usize;
+                let (s, e) = (sch.start[i], sch.end[i]);
+                let eng = prep.engine[i];
+                let k = eng.index();
+                core_latency[c] = core_latency[c].max(e);
+                let busy = match eng {
+                    Engine::Tensor => {
+                        intervals[c][k].push((s, sch.ls_end[i]));
+                        intervals[c][k].push((sch.mm_start[i], e));
+                        e - sch.mm_start[i]
+                    }
+                    Engine::Dma => e - s,
+                    _ => {
+                        intervals[c][k].push((s, e));
+                        e - s
+                    }
+                };
+                line_time[line_of[i] as usize] += busy;
+            }
+        },
+    );
 
     let pct = |x: f64, den: f64| if den > 0.0 { 100.0 * x / den } else { 0.0 };
     let mut engines: Vec<EngineStat> = Engine::ALL
@@ -246,7 +250,10 @@ pub(crate) fn model_fed(
     for (c, iv) in intervals.iter_mut().enumerate() {
         let mut ce = Vec::new();
         for (k, name) in Engine::ALL.iter().map(|e| e.name()).enumerate() {
-            let active = union_len(&mut iv[k]);
+            let active = match Engine::ALL[k] {
+                Engine::Dma => dma_active[c],
+                _ => union_len(&mut iv[k]),
+            };
             engines[k].active_ns += active;
             engines[k].instructions += core_counts[c][k];
             ce.push(EngineStat {
@@ -280,8 +287,11 @@ pub(crate) fn model_fed(
         0.0
     };
     let mut top: Vec<LineStat> = lines
-        .into_iter()
-        .map(|(LineKey(loc, api), (eng, cnt, t))| LineStat {
+        .keys
+        .iter()
+        .zip(&lines.counts)
+        .zip(line_time)
+        .map(|((&(LineKey(loc, api), eng), &cnt), t)| LineStat {
             location: loc.to_string(),
             api,
             engine: eng.name(),
@@ -299,6 +309,7 @@ pub(crate) fn model_fed(
     top.truncate(10);
     let peak_total = peak_flops_per_ns * latency * ncores as f64;
     let timeline = spans::Timeline::new(sch, &ops, active, overhead);
+    prep.recycle();
     Profile {
         target,
         latency_ns: latency,

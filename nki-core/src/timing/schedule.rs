@@ -28,6 +28,7 @@
 
 use super::cost::{self, DmaPlan};
 use super::fast_hash;
+use super::prepare::{Costs, Prepared};
 use crate::record::CoreStream;
 use crate::record::{BufId, Engine, Instr, Region};
 use crate::slots::SlotVec;
@@ -82,8 +83,6 @@ pub(crate) struct Schedule<'a> {
     pub recs: Vec<&'a Instr>,
     /// NeuronCore of each record.
     pub core: Vec<u16>,
-    /// Index (into the core's `instances`) of the instance that issued each record.
-    pub instance: Vec<u32>,
     /// Start (first activity) in ns.
     pub start: Vec<f64>,
     /// End (result available) in ns.
@@ -162,11 +161,6 @@ struct AccessTable {
 }
 
 impl AccessTable {
-    /// The slot of `buf`, if any record accessed it so far.
-    fn find(&self, buf: BufId) -> Option<usize> {
-        self.slots.get(&buf).map(|&s| s as usize)
-    }
-
     /// The slot of `buf`, created empty on first use.
     fn slot(&mut self, buf: BufId) -> usize {
         let next = self.bufs.len() as u32;
@@ -236,6 +230,7 @@ impl AccessTable {
 }
 
 /// Dependencies of the records `base..base + recs.len()` of one core, as (pred, edge) pairs.
+#[cfg(test)]
 fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
     let mut pass = DepPass::new(base);
     pass.edges = std::mem::take(out);
@@ -245,6 +240,10 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
     }
     *out = pass.edges;
 }
+
+/// Regions per record and kind whose buffer slots [`DepPass::add`] remembers between its
+/// checks and its updates (more are looked up again).
+const KEEP: usize = 4;
 
 /// The dependency pass over one core's records, fed one record at a time in program order
 /// (it needs only earlier records, so it can run while the kernel still records: see
@@ -270,9 +269,23 @@ impl DepPass {
         }
     }
 
-    /// Number of records fed.
-    pub(crate) fn records(&self) -> usize {
-        self.engines.len()
+    /// The pass emptied for records from global index `base` on, keeping its room.
+    pub(crate) fn reset(&mut self, base: u32) {
+        self.table.slots.clear();
+        self.table.bufs.clear();
+        self.table.nodes = SlotVec::default();
+        self.engines.clear();
+        self.edges.clear();
+        self.base = base;
+    }
+
+    /// Bytes held by its record-sized vectors and buffer tables.
+    pub(super) fn capacity_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.engines.capacity()
+            + self.edges.capacity() * size_of::<(u32, Edge)>()
+            + self.table.slots.capacity() * (size_of::<(BufId, u32)>() + 1)
+            + self.table.bufs.capacity() * size_of::<Accesses>()
     }
 
     /// Feeds the next record: it runs on `engine`, reads `reads` and writes `writes`.
@@ -281,11 +294,14 @@ impl DepPass {
         self.engines.push(engine);
         let (table, out) = (&mut self.table, &mut self.edges);
         let tensor = engine == Engine::Tensor;
+        // The slots of the first regions, looked up once for the checks and the updates.
+        let mut slots = [[0usize; KEEP]; 2];
         for (ri, reg) in reads.iter().enumerate() {
             let late = tensor && ri > 0;
-            let Some(b) = table.find(reg.buf) else {
-                continue;
-            };
+            let b = table.slot(reg.buf);
+            if ri < KEEP {
+                slots[0][ri] = b;
+            }
             for (w, j) in table.iter(table.bufs[b].writes) {
                 if j != me && w.overlaps(reg) {
                     out.push((
@@ -299,11 +315,12 @@ impl DepPass {
                 }
             }
         }
-        for reg in writes {
+        for (wi, reg) in writes.iter().enumerate() {
             let hbm = matches!(reg.buf, BufId::Hbm(_));
-            let Some(b) = table.find(reg.buf) else {
-                continue;
-            };
+            let b = table.slot(reg.buf);
+            if wi < KEEP {
+                slots[1][wi] = b;
+            }
             let acc = table.bufs[b];
             for (w, j) in table.iter(acc.writes) {
                 if j != me && w.overlaps(reg) {
@@ -338,14 +355,22 @@ impl DepPass {
                 }
             }
         }
-        for reg in reads {
-            let b = table.slot(reg.buf);
+        for (ri, reg) in reads.iter().enumerate() {
+            let b = if ri < KEEP {
+                slots[0][ri]
+            } else {
+                table.slot(reg.buf)
+            };
             let mut list = table.bufs[b].reads;
             table.push_capped(&mut list, *reg, me);
             table.bufs[b].reads = list;
         }
-        for reg in writes {
-            let b = table.slot(reg.buf);
+        for (wi, reg) in writes.iter().enumerate() {
+            let b = if wi < KEEP {
+                slots[1][wi]
+            } else {
+                table.slot(reg.buf)
+            };
             let Accesses {
                 mut reads,
                 mut writes,
@@ -487,43 +512,78 @@ struct CoreState {
     stack: usize,
 }
 
-/// Schedules every record of `streams` on `spec`. `streamed`, when given, is the dependency
-/// pass over the first core's records made while they were recorded; it is used when it saw
-/// exactly those records (else the pass runs here).
+/// The per-record vectors a schedule needs only while placing, kept from launch to launch (see
+/// [`Prepared`]) so placing touches no fresh pages.
+#[derive(Default)]
+pub(super) struct SimScratch {
+    pending: Vec<u32>,
+    first: Vec<u32>,
+    fill: Vec<u32>,
+    edges: Vec<Edge>,
+    ready: Vec<f64>,
+    ready_late: Vec<f64>,
+    released: Vec<bool>,
+    done: Vec<bool>,
+    ready_pred: Vec<u32>,
+}
+
+impl SimScratch {
+    /// Every vector at its initial values for `n` records with `nedges` dependencies.
+    fn reset(&mut self, n: usize, nedges: usize) {
+        fn fill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
+            v.clear();
+            v.resize(n, x);
+        }
+        fill(&mut self.pending, n, 0);
+        fill(&mut self.first, n + 1, 0);
+        self.fill.clear();
+        let edge = Edge {
+            succ: 0,
+            kind: Kind::After,
+            late: false,
+        };
+        fill(&mut self.edges, nedges, edge);
+        fill(&mut self.ready, n, 0.0);
+        fill(&mut self.ready_late, n, 0.0);
+        fill(&mut self.released, n, false);
+        fill(&mut self.done, n, false);
+        fill(&mut self.ready_pred, n, u32::MAX);
+    }
+
+    /// Bytes held.
+    pub(super) fn capacity_bytes(&self) -> usize {
+        let words = self.pending.capacity()
+            + self.first.capacity()
+            + self.fill.capacity()
+            + self.ready_pred.capacity();
+        4 * words
+            + std::mem::size_of::<Edge>() * self.edges.capacity()
+            + 8 * (self.ready.capacity() + self.ready_late.capacity())
+            + self.released.capacity()
+            + self.done.capacity()
+    }
+}
+
+/// Schedules every record of `streams` on `spec`, given their record-only facts `prep`
+/// (whose core and instance tables move into the schedule).
 pub(crate) fn schedule<'a>(
     streams: &'a [CoreStream],
     spec: &TargetSpec,
-    mut streamed: Option<DepPass>,
+    prep: &mut Prepared,
 ) -> Schedule<'a> {
-    let total: usize = streams
-        .iter()
-        .flat_map(|s| &s.instances)
-        .map(|(_, rs)| rs.len())
-        .sum();
+    let total = prep.records();
     let mut recs: Vec<&Instr> = Vec::with_capacity(total);
-    let mut core: Vec<u16> = Vec::with_capacity(total);
-    let mut instance: Vec<u32> = Vec::with_capacity(total);
-    let mut deps: Vec<(u32, Edge)> = Vec::new();
-    let mut cores: Vec<CoreState> = Vec::new();
+    for s in streams {
+        for (_, rs) in &s.instances {
+            recs.extend(rs);
+        }
+    }
+    let core = std::mem::take(&mut prep.core);
     let per_stack = spec.ncs_per_hbm_stack.max(1);
-    for (ci, s) in streams.iter().enumerate() {
-        let base = recs.len() as u32;
-        let mut mine: Vec<&Instr> =
-            Vec::with_capacity(s.instances.iter().map(|(_, rs)| rs.len()).sum());
-        for (ii, (_, rs)) in s.instances.iter().enumerate() {
-            for r in rs {
-                mine.push(r);
-                instance.push(ii as u32);
-            }
-        }
-        match streamed.take() {
-            Some(pass) if base == 0 && pass.base == 0 && pass.records() == mine.len() => {
-                deps = pass.edges;
-            }
-            _ => dependencies(&mine, base, &mut deps),
-        }
-        let mut st = CoreState {
-            queues: Default::default(),
+    let mut cores: Vec<CoreState> = Vec::with_capacity(prep.cores.len());
+    for facts in &mut prep.cores {
+        cores.push(CoreState {
+            queues: std::mem::take(&mut facts.queues),
             heads: [0; ENGINES],
             timelines: Default::default(),
             free: [0.0; ENGINES],
@@ -534,45 +594,31 @@ pub(crate) fn schedule<'a>(
             dma_free: vec![0.0; spec.dma_engines.max(1)],
             last: [u32::MAX; ENGINES],
             dma_last: vec![u32::MAX; spec.dma_engines.max(1)],
-            stack: s.nc / per_stack,
-        };
-        let mut per_engine = [0usize; ENGINES];
-        for r in &mine {
-            per_engine[r.engine.index()] += 1;
-        }
-        for (q, n) in st.queues.iter_mut().zip(per_engine) {
-            q.reserve_exact(n);
-        }
-        for (off, r) in mine.iter().enumerate() {
-            if r.engine != Engine::Dma {
-                st.queues[r.engine.index()].push(base + off as u32);
-            }
-        }
-        core.resize(core.len() + mine.len(), ci as u16);
-        recs.extend(mine);
-        cores.push(st);
+            stack: facts.nc / per_stack,
+        });
     }
     let n = recs.len();
-    // Successor lists (CSR).
-    let mut pending = vec![0u32; n];
-    let mut first = vec![0u32; n + 1];
-    for (p, e) in &deps {
+    // Successor lists (CSR), in the scratch vectors of an earlier launch.
+    let mut scr = std::mem::take(&mut prep.scratch);
+    let nedges = prep.cores.iter().map(|f| f.deps.edges.len()).sum();
+    scr.reset(n, nedges);
+    let SimScratch {
+        pending,
+        first,
+        fill,
+        edges,
+        ..
+    } = &mut scr;
+    let deps = || prep.cores.iter().flat_map(|f| &f.deps.edges);
+    for (p, e) in deps() {
         first[*p as usize + 1] += 1;
         pending[e.succ as usize] += 1;
     }
     for i in 0..n {
         first[i + 1] += first[i];
     }
-    let mut fill = first.clone();
-    let mut edges = vec![
-        Edge {
-            succ: 0,
-            kind: Kind::After,
-            late: false
-        };
-        deps.len()
-    ];
-    for (p, e) in deps {
+    fill.extend_from_slice(first);
+    for &(p, e) in deps() {
         edges[fill[p as usize] as usize] = e;
         fill[p as usize] += 1;
     }
@@ -581,14 +627,15 @@ pub(crate) fn schedule<'a>(
         spec,
         recs: &recs,
         core: &core,
-        pending,
-        first,
-        edges,
-        ready: vec![0.0; n],
-        ready_late: vec![0.0; n],
-        released: vec![false; n],
-        done: vec![false; n],
-        instance: &instance,
+        costs: &prep.costs,
+        pending: std::mem::take(&mut scr.pending),
+        first: std::mem::take(&mut scr.first),
+        edges: std::mem::take(&mut scr.edges),
+        ready: std::mem::take(&mut scr.ready),
+        ready_late: std::mem::take(&mut scr.ready_late),
+        released: std::mem::take(&mut scr.released),
+        done: std::mem::take(&mut scr.done),
+        instance: &prep.instance,
         start: vec![0.0; n],
         end: vec![0.0; n],
         ls_end: vec![0.0; n],
@@ -597,12 +644,10 @@ pub(crate) fn schedule<'a>(
         // for the most is reserved once, never regrown, and the untouched part is never paged
         // in. (Reserving only the typical count was measured to page-fault more: 36k -> 135k
         // faults over 20 tiled estimates, as glibc then keeps fewer freed pages for reuse.)
-        pieces: Vec::with_capacity(
-            recs.iter().filter(|r| r.engine == Engine::Dma).count() * spec.dma_engines.max(1),
-        ),
+        pieces: Vec::with_capacity(prep.dmas * spec.dma_engines.max(1)),
         cores,
         hbm_free: vec![0.0; stacks],
-        ready_pred: vec![u32::MAX; n],
+        ready_pred: std::mem::take(&mut scr.ready_pred),
         cause: vec![Cause::Start; n],
         bandwidth_bound: vec![false; n],
         work: ReadyQueue::default(),
@@ -627,6 +672,16 @@ pub(crate) fn schedule<'a>(
     }
     // Dependencies and engine order only point backwards, so everything gets placed.
     debug_assert_eq!(sim.placed, n, "every record is placed");
+    // Kept for the next launch: the scratch vectors and the engine queues.
+    std::mem::swap(&mut scr.pending, &mut sim.pending);
+    std::mem::swap(&mut scr.first, &mut sim.first);
+    std::mem::swap(&mut scr.edges, &mut sim.edges);
+    std::mem::swap(&mut scr.ready, &mut sim.ready);
+    std::mem::swap(&mut scr.ready_late, &mut sim.ready_late);
+    std::mem::swap(&mut scr.released, &mut sim.released);
+    std::mem::swap(&mut scr.done, &mut sim.done);
+    std::mem::swap(&mut scr.ready_pred, &mut sim.ready_pred);
+    prep.scratch = scr;
     let Sim {
         start,
         end,
@@ -635,12 +690,15 @@ pub(crate) fn schedule<'a>(
         pieces,
         cause,
         bandwidth_bound,
+        cores,
         ..
     } = sim;
+    for (f, st) in prep.cores.iter_mut().zip(cores) {
+        f.queues = st.queues;
+    }
     Schedule {
         recs,
         core,
-        instance,
         start,
         end,
         ls_end,
@@ -669,6 +727,8 @@ struct Sim<'s, 'a> {
     spec: &'s TargetSpec,
     recs: &'s [&'a Instr],
     core: &'s [u16],
+    /// The records' engine costs, prepared from the records alone.
+    costs: &'s Costs,
     pending: Vec<u32>,
     first: Vec<u32>,
     edges: Vec<Edge>,
@@ -777,7 +837,7 @@ impl Sim<'_, '_> {
         let r = self.recs[iu];
         let st = &mut self.cores[c];
         if r.engine == Engine::Tensor {
-            let tc = cost::tensor_cost(self.spec, r);
+            let tc = self.costs.tensor(self.spec, iu, r);
             let ls_start = self.ready[iu].max(st.ls_free).max(st.prev_mm_start);
             let ls_end = ls_start + tc.ls_ns;
             let mm_start = ls_end.max(st.free[slot]).max(self.ready_late[iu]);
@@ -811,7 +871,7 @@ impl Sim<'_, '_> {
                     order = e;
                 }
             }
-            let dur = cost::compute_ns(self.spec, r);
+            let dur = self.costs.compute_ns(self.spec, iu, r);
             let s = tl.fit(ready.max(order), dur);
             let e = s + dur;
             let prev = tl.holder(s);
@@ -828,7 +888,7 @@ impl Sim<'_, '_> {
     fn place_dma(&mut self, i: u32, t: f64) {
         let iu = i as usize;
         let r = self.recs[iu];
-        cost::dma_plan_into(self.spec, r, &mut self.plan);
+        self.costs.dma_plan_into(self.spec, iu, r, &mut self.plan);
         let plan = &self.plan;
         self.bandwidth_bound[iu] = super::critical::bandwidth_bound(self.spec, plan);
         let c = self.core[iu] as usize;
@@ -1033,13 +1093,14 @@ mod tests {
                 rec(engines[next(4) as usize], reads, writes)
             })
             .collect();
-        let mut feed = super::super::feed::RecordFeed::new();
+        let mut feed = super::super::feed::RecordFeed::new(crate::target::Target::Trn1, 0);
         for r in &recs {
             feed.push(r);
         }
-        let pass = feed
+        let prep = feed
             .finish(recs.len())
             .expect("the feed's thread ran the pass");
+        let pass = &prep.cores[0].deps;
         let refs: Vec<&Instr> = recs.iter().collect();
         let mut direct = Vec::new();
         dependencies(&refs, 0, &mut direct);

@@ -1,0 +1,349 @@
+//! What placement needs of a launch's records that depends only on the records and the target,
+//! not on when they are placed: dependencies, engine costs, DMA plans and engine queues. One record at a time, in global record order (core
+//! 0's stream, then core 1's, ...), so it can run while a kernel still records (see
+//! [`RecordFeed`](super::feed::RecordFeed)); a launch that was not fed prepares its records
+//! the same way before placing them ([`Prepared::of_streams`]).
+
+use super::cost::{self, DmaPlan, TensorCost};
+use super::schedule::{DepPass, SimScratch};
+use crate::record::{CoreStream, Engine, Instr, Region};
+use crate::target::TargetSpec;
+use std::sync::Mutex;
+
+/// How long a record occupies its engine, as far as the record alone decides.
+#[derive(Clone, Copy, Debug)]
+enum Cost {
+    /// A Vector/Scalar/GpSimd/Sync record: its time on the engine, ns.
+    Compute(f64),
+    /// A TensorE record: its two phases.
+    Tensor(TensorCost),
+    /// A DMA: its plan's index in [`Plans`].
+    Dma(u32),
+    /// A DMA whose plan placement makes when it places it (prepared on the launching thread,
+    /// keeping the plan would only add work).
+    DmaAtPlacement,
+}
+
+/// One DMA plan without its engine times, and where those are in [`Plans::runs`].
+#[derive(Clone, Copy, Debug)]
+struct PlanHead {
+    runs: (u32, u32),
+    bytes: u64,
+    hbm_bytes: u64,
+    hbm_ns: f64,
+    floor_ns: f64,
+    efficiency: f64,
+}
+
+/// The DMA plans of a launch, stored compactly: a plan's per-engine times as runs of equal
+/// values (most DMAs give every engine, or every engine but the first and last, one share).
+#[derive(Default)]
+struct Plans {
+    heads: Vec<PlanHead>,
+    /// `(engine time, engines)` runs, plan after plan.
+    runs: Vec<(f64, u32)>,
+}
+
+impl Plans {
+    /// Keeps `plan`; returns its index.
+    fn push(&mut self, plan: &DmaPlan) -> u32 {
+        let from = self.runs.len();
+        for &ns in &plan.engine_ns {
+            match self.runs[from..].last_mut() {
+                Some((v, n)) if v.to_bits() == ns.to_bits() => *n += 1,
+                _ => self.runs.push((ns, 1)),
+            }
+        }
+        self.heads.push(PlanHead {
+            runs: (from as u32, self.runs.len() as u32),
+            bytes: plan.bytes,
+            hbm_bytes: plan.hbm_bytes,
+            hbm_ns: plan.hbm_ns,
+            floor_ns: plan.floor_ns,
+            efficiency: plan.efficiency,
+        });
+        self.heads.len() as u32 - 1
+    }
+
+    /// Writes plan `k` into `plan` (the values [`cost::dma_plan_into`] wrote when it was kept).
+    fn get_into(&self, k: u32, plan: &mut DmaPlan) {
+        let h = &self.heads[k as usize];
+        plan.engine_ns.clear();
+        for &(ns, n) in &self.runs[h.runs.0 as usize..h.runs.1 as usize] {
+            let len = plan.engine_ns.len();
+            plan.engine_ns.resize(len + n as usize, ns);
+        }
+        plan.bytes = h.bytes;
+        plan.hbm_bytes = h.hbm_bytes;
+        plan.hbm_ns = h.hbm_ns;
+        plan.floor_ns = h.floor_ns;
+        plan.efficiency = h.efficiency;
+    }
+}
+
+/// Per-record engine costs of a launch, looked up by global record index.
+#[derive(Default)]
+pub(super) struct Costs {
+    cost: Vec<Cost>,
+    plans: Plans,
+}
+
+impl Costs {
+    /// TensorE cost of record `i` (`r`), as [`cost::tensor_cost`] gives it.
+    pub(super) fn tensor(&self, spec: &TargetSpec, i: usize, r: &Instr) -> TensorCost {
+        match self.cost[i] {
+            Cost::Tensor(c) => c,
+            _ => cost::tensor_cost(spec, r),
+        }
+    }
+
+    /// Time of compute record `i` (`r`) on its engine, as [`cost::compute_ns`] gives it.
+    pub(super) fn compute_ns(&self, spec: &TargetSpec, i: usize, r: &Instr) -> f64 {
+        match self.cost[i] {
+            Cost::Compute(ns) => ns,
+            _ => cost::compute_ns(spec, r),
+        }
+    }
+
+    /// The plan of DMA record `i` (`r`) written into `plan`, as [`cost::dma_plan_into`]
+    /// writes it.
+    pub(super) fn dma_plan_into(&self, spec: &TargetSpec, i: usize, r: &Instr, plan: &mut DmaPlan) {
+        match self.cost[i] {
+            Cost::Dma(k) => self.plans.get_into(k, plan),
+            _ => cost::dma_plan_into(spec, r, plan),
+        }
+    }
+}
+
+/// What one NeuronCore's stream needs (its records are a contiguous run of the launch's).
+pub(super) struct CoreFacts {
+    /// Position of the stream in the launch's streams.
+    pub pos: usize,
+    /// Logical NeuronCore.
+    pub nc: usize,
+    /// The dependency pass over its records.
+    pub deps: DepPass,
+    /// Per compute engine slot: its records (global indices) in program order; DMAs have
+    /// no queue.
+    pub queues: [Vec<u32>; Engine::COUNT],
+    /// Records per engine.
+    pub counts: [usize; Engine::COUNT],
+}
+
+/// The record-only facts of a launch's records, prepared one record at a time.
+pub(crate) struct Prepared {
+    spec: &'static TargetSpec,
+    /// Per core stream prepared so far, in stream order.
+    pub(super) cores: Vec<CoreFacts>,
+    /// Per record: engine.
+    pub(super) engine: Vec<Engine>,
+    /// Per record: position of its core's stream.
+    pub(super) core: Vec<u16>,
+    /// Per record: index (into its core's `instances`) of the instance that issued it.
+    pub(super) instance: Vec<u32>,
+    /// Per record: engine costs.
+    pub(super) costs: Costs,
+    /// DMA records.
+    pub(super) dmas: usize,
+    /// Whether DMA plans are kept (prepared ahead of placement, on another thread).
+    keep_plans: bool,
+    /// The DMA plan of the record being prepared.
+    plan: DmaPlan,
+    /// The placement's scratch vectors (kept here from launch to launch).
+    pub(super) scratch: SimScratch,
+    /// Emptied core facts of an earlier launch, for reuse.
+    idle: Vec<CoreFacts>,
+}
+
+/// The emptied tables of a modelled launch, kept for the next one so that preparing and
+/// placing its records neither regrows vectors nor touches fresh pages.
+/// (One per launch modelled at once: estimates on several host threads each keep theirs.)
+static SPARE: Mutex<Vec<Prepared>> = Mutex::new(Vec::new());
+
+/// Most bytes [`SPARE`] keeps, all together: a bound on the memory kept between launches.
+const SPARE_BYTES: usize = 64 << 20;
+
+impl Prepared {
+    /// Nothing prepared yet, for `spec` (in the tables of an earlier launch when there are
+    /// some). `ahead`: prepared ahead of placement on another thread, so DMA plans are kept
+    /// (else placement plans each DMA as it places it).
+    pub(crate) fn new(spec: &'static TargetSpec, ahead: bool) -> Prepared {
+        let spare = SPARE.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let p = spare.unwrap_or_else(|| Prepared::empty(spec));
+        Prepared {
+            spec,
+            keep_plans: ahead,
+            ..p
+        }
+    }
+
+    fn empty(spec: &'static TargetSpec) -> Prepared {
+        Prepared {
+            spec,
+            cores: Vec::new(),
+            engine: Vec::new(),
+            core: Vec::new(),
+            instance: Vec::new(),
+            costs: Costs::default(),
+            dmas: 0,
+            keep_plans: false,
+            plan: DmaPlan::default(),
+            scratch: SimScratch::default(),
+            idle: Vec::new(),
+        }
+    }
+
+    /// Empties the tables and keeps them for a later launch (unless they hold more than
+    /// [`SPARE_BYTES`]).
+    pub(crate) fn recycle(mut self) {
+        for mut f in self.cores.drain(..) {
+            f.deps.reset(0);
+            f.queues.iter_mut().for_each(Vec::clear);
+            self.idle.push(f);
+        }
+        self.engine.clear();
+        self.core.clear();
+        self.instance.clear();
+        self.costs.cost.clear();
+        self.costs.plans.heads.clear();
+        self.costs.plans.runs.clear();
+        self.dmas = 0;
+        let bytes = self.capacity_bytes();
+        let mut spares = SPARE.lock().unwrap_or_else(|p| p.into_inner());
+        let kept: usize = spares.iter().map(Prepared::capacity_bytes).sum();
+        if kept + bytes <= SPARE_BYTES {
+            spares.push(self);
+        }
+    }
+
+    /// Bytes held by the record-sized tables.
+    fn capacity_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let per_record = self.engine.capacity() * size_of::<Engine>()
+            + self.core.capacity() * 2
+            + self.instance.capacity() * 4
+            + self.costs.cost.capacity() * size_of::<Cost>();
+        let plans = self.costs.plans.heads.capacity() * size_of::<PlanHead>()
+            + self.costs.plans.runs.capacity() * size_of::<(f64, u32)>();
+        let cores: usize = self
+            .idle
+            .iter()
+            .map(|f| {
+                f.deps.capacity_bytes() + f.queues.iter().map(|q| q.capacity() * 4).sum::<usize>()
+            })
+            .sum();
+        per_record + plans + cores + self.scratch.capacity_bytes()
+    }
+
+    /// Records prepared.
+    pub(crate) fn records(&self) -> usize {
+        self.engine.len()
+    }
+
+    /// Prepares the records of `streams` (continuing `fed`, the preparation of the first
+    /// stream made while it recorded, when it prepared exactly that stream's records).
+    pub(crate) fn of_streams(
+        streams: &[CoreStream],
+        spec: &'static TargetSpec,
+        fed: Option<Prepared>,
+    ) -> Prepared {
+        let fed = fed.filter(|p| {
+            let s = streams.first();
+            p.cores.len() == 1
+                && p.cores[0].pos == 0
+                && s.is_some_and(|s| {
+                    p.cores[0].nc == s.nc
+                        && s.instances.len() == 1
+                        && s.instances[0].1.len() == p.records()
+                })
+        });
+        let mut prep = fed.unwrap_or_else(|| Prepared::new(spec, false));
+        let total: usize = streams
+            .iter()
+            .flat_map(|s| &s.instances)
+            .map(|(_, rs)| rs.len())
+            .sum();
+        prep.reserve(total - prep.records());
+        for (pos, s) in streams.iter().enumerate().skip(prep.cores.len()) {
+            prep.begin_core(pos, s.nc);
+            for (ii, (_, rs)) in s.instances.iter().enumerate() {
+                for r in rs {
+                    prep.add(r, &r.reads, &r.writes, ii as u32);
+                }
+            }
+        }
+        prep
+    }
+
+    /// Room for `n` more records.
+    fn reserve(&mut self, n: usize) {
+        self.engine.reserve_exact(n);
+        self.core.reserve_exact(n);
+        self.instance.reserve_exact(n);
+        self.costs.cost.reserve_exact(n);
+    }
+
+    /// Starts the stream at position `pos` (logical NeuronCore `nc`): the records added next
+    /// are its records.
+    pub(crate) fn begin_core(&mut self, pos: usize, nc: usize) {
+        let base = self.records() as u32;
+        let facts = match self.idle.pop() {
+            Some(mut f) => {
+                f.deps.reset(base);
+                CoreFacts {
+                    pos,
+                    nc,
+                    counts: [0; Engine::COUNT],
+                    ..f
+                }
+            }
+            None => CoreFacts {
+                pos,
+                nc,
+                deps: DepPass::new(base),
+                queues: Default::default(),
+                counts: [0; Engine::COUNT],
+            },
+        };
+        self.cores.push(facts);
+    }
+
+    /// Prepares record `r`, the next record of the current stream, issued by its instance
+    /// `instance`; it reads `reads` and writes `writes` (its regions, which `r` itself need
+    /// not hold).
+    pub(crate) fn add(&mut self, r: &Instr, reads: &[Region], writes: &[Region], instance: u32) {
+        if self.cores.is_empty() {
+            self.begin_core(0, 0);
+        }
+        let Some(core) = self.cores.last_mut() else {
+            return;
+        };
+        let spec = self.spec;
+        let i = self.engine.len() as u32;
+        core.deps.add(r.engine, reads, writes);
+        core.counts[r.engine.index()] += 1;
+        self.engine.push(r.engine);
+        self.core.push(core.pos as u16);
+        self.instance.push(instance);
+        let cost = match r.engine {
+            Engine::Dma => {
+                self.dmas += 1;
+                if self.keep_plans {
+                    cost::dma_plan_into(spec, r, &mut self.plan);
+                    Cost::Dma(self.costs.plans.push(&self.plan))
+                } else {
+                    Cost::DmaAtPlacement
+                }
+            }
+            Engine::Tensor => {
+                core.queues[r.engine.index()].push(i);
+                Cost::Tensor(cost::tensor_cost(spec, r))
+            }
+            e => {
+                core.queues[e.index()].push(i);
+                Cost::Compute(cost::compute_ns(spec, r))
+            }
+        };
+        self.costs.cost.push(cost);
+    }
+}

@@ -1,0 +1,133 @@
+//! What the profile's summary takes from the records alone, whatever their placement: the
+//! per-op rows, instruction and source-line counts, FLOPs and DMA traffic. It reads the
+//! records only, so it can be built beside placement (see `model_fed`).
+
+use super::fast_hash;
+use crate::profile::OpInfo;
+use crate::record::{CoreStream, Engine, MemKind, Opcode};
+
+/// A source line and the API called there (a row of
+/// [`Profile::top_lines`](crate::profile::Profile::top_lines)). Its hash reads only the
+/// numbers (line, column, lengths), not the file name's bytes; equality compares all.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) struct LineKey(pub crate::error::SourceLoc, pub &'static str);
+
+impl std::hash::Hash for LineKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u32(self.0.line);
+        h.write_u32(self.0.column);
+        h.write_usize(self.0.file.len());
+        h.write_usize(self.1.len());
+    }
+}
+
+/// The source lines of a launch's records, in order of first use.
+#[derive(Default)]
+pub(super) struct Lines {
+    slots: fast_hash::Map<LineKey, u32>,
+    /// Per line: its key and the engine of its first record.
+    pub keys: Vec<(LineKey, Engine)>,
+    /// Per line: its records.
+    pub counts: Vec<usize>,
+}
+
+/// DMA traffic of a launch (the record-only part of [`DmaStats`](crate::profile::DmaStats)).
+#[derive(Default)]
+pub(super) struct DmaTotals {
+    pub count: usize,
+    pub bytes: u64,
+    pub hbm_read_bytes: u64,
+    pub hbm_write_bytes: u64,
+}
+
+/// The record-only part of a launch's profile, in global record order (core 0's stream first).
+pub(super) struct RecordRows {
+    /// Per record: its row of [`Profile::ops`](crate::profile::Profile::ops).
+    pub ops: Vec<OpInfo>,
+    /// Per record: its line (index into `lines`).
+    pub line_of: Vec<u32>,
+    pub lines: Lines,
+    /// Per core stream: hardware FLOPs of its TensorE records.
+    pub core_flops: Vec<u64>,
+    /// Per core stream: bytes its DMAs move.
+    pub core_dma: Vec<u64>,
+    /// Hardware FLOPs of the TensorE transposes.
+    pub tr_flops: u64,
+    pub dma: DmaTotals,
+}
+
+impl RecordRows {
+    /// The rows of every record of `streams`.
+    pub(super) fn of_streams(streams: &[CoreStream]) -> RecordRows {
+        let n = streams
+            .iter()
+            .flat_map(|s| &s.instances)
+            .map(|(_, rs)| rs.len())
+            .sum();
+        let mut rows = RecordRows {
+            ops: Vec::with_capacity(n),
+            line_of: Vec::with_capacity(n),
+            lines: Lines::default(),
+            core_flops: vec![0; streams.len().max(1)],
+            core_dma: vec![0; streams.len().max(1)],
+            tr_flops: 0,
+            dma: DmaTotals::default(),
+        };
+        for (c, s) in streams.iter().enumerate() {
+            for (ii, (_, rs)) in s.instances.iter().enumerate() {
+                for r in rs {
+                    let bytes = r.dma.map(|d| d.bytes).unwrap_or(0);
+                    match r.engine {
+                        Engine::Tensor => {
+                            let f = r.hw_flops();
+                            rows.core_flops[c] += f;
+                            if r.opcode == Opcode::Transpose {
+                                rows.tr_flops += f;
+                            }
+                        }
+                        Engine::Dma => {
+                            let dma = &mut rows.dma;
+                            dma.count += 1;
+                            dma.bytes += bytes;
+                            rows.core_dma[c] += bytes;
+                            if let Some(d) = r.dma {
+                                if d.src == MemKind::Hbm {
+                                    dma.hbm_read_bytes += d.bytes;
+                                }
+                                if d.dst == MemKind::Hbm {
+                                    dma.hbm_write_bytes += d.bytes;
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                    rows.ops.push(OpInfo {
+                        engine: r.engine,
+                        opcode: r.opcode,
+                        api: r.api,
+                        partitions: r.partitions,
+                        free: r.free,
+                        in_dtype: r.in_dtype,
+                        out_dtype: r.out_dtype,
+                        bytes,
+                        kmn: r.matmul.map(|m| [m.k, m.m, m.n]),
+                        loc: r.loc,
+                        nc: s.nc as u16,
+                        instance: ii as u32,
+                    });
+                    let lines = &mut rows.lines;
+                    let next = lines.keys.len() as u32;
+                    let key = LineKey(r.loc, r.api);
+                    let slot = *lines.slots.entry(key).or_insert(next);
+                    if slot == next {
+                        lines.keys.push((key, r.engine));
+                        lines.counts.push(0);
+                    }
+                    lines.counts[slot as usize] += 1;
+                    rows.line_of.push(slot);
+                }
+            }
+        }
+        rows
+    }
+}
