@@ -28,6 +28,8 @@ enum Cost {
 #[derive(Clone, Copy, Debug)]
 struct PlanHead {
     runs: (u32, u32),
+    busiest_ns: f64,
+    even: bool,
     bytes: u64,
     hbm_bytes: u64,
     hbm_ns: f64,
@@ -56,6 +58,8 @@ impl Plans {
         }
         self.heads.push(PlanHead {
             runs: (from as u32, self.runs.len() as u32),
+            busiest_ns: plan.busiest_ns,
+            even: plan.even,
             bytes: plan.bytes,
             hbm_bytes: plan.hbm_bytes,
             hbm_ns: plan.hbm_ns,
@@ -73,6 +77,8 @@ impl Plans {
             let len = plan.engine_ns.len();
             plan.engine_ns.resize(len + n as usize, ns);
         }
+        plan.busiest_ns = h.busiest_ns;
+        plan.even = h.even;
         plan.bytes = h.bytes;
         plan.hbm_bytes = h.hbm_bytes;
         plan.hbm_ns = h.hbm_ns;
@@ -345,5 +351,58 @@ impl Prepared {
             }
         };
         self.costs.cost.push(cost);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::SourceLoc;
+    use crate::record::{DmaDims, MemKind, Opcode};
+    use crate::target::Target;
+
+    fn dma(src: MemKind, dst: MemKind, parts: u32, start: u32, bytes: u64) -> Instr {
+        let loc = SourceLoc {
+            file: "t.rs",
+            line: 1,
+            column: 1,
+        };
+        Instr {
+            partitions: parts,
+            dma: Some(DmaDims {
+                src,
+                dst,
+                bytes,
+                partitions: parts,
+                start_partition: start,
+                chunk_bytes: bytes,
+            }),
+            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", loc)
+        }
+    }
+
+    #[test]
+    fn a_kept_plan_reads_back_as_the_plan_placement_would_make() {
+        // Every field, including the summary ones placement and the critical walk read.
+        let (h, s) = (MemKind::Hbm, MemKind::Sbuf);
+        let cases = [
+            dma(h, s, 128, 0, 128 * 1024),
+            dma(h, s, 4, 0, 32768),
+            dma(s, h, 16, 60, 16 * 10_000),
+            dma(h, s, 100, 3, 100 * 999),
+            dma(s, h, 1, 127, 64),
+            dma(h, s, 128, 0, 0),
+            dma(h, h, 128, 0, 1 << 20),
+        ];
+        for spec in [Target::Trn1.spec(), Target::Trn2.spec()] {
+            let mut plans = Plans::default();
+            let made: Vec<DmaPlan> = cases.iter().map(|r| cost::dma_plan(spec, r)).collect();
+            let keys: Vec<u32> = made.iter().map(|p| plans.push(p)).collect();
+            for (p, k) in made.iter().zip(keys) {
+                let mut back = DmaPlan::default();
+                plans.get_into(k, &mut back);
+                assert_eq!(&back, p);
+            }
+        }
     }
 }
