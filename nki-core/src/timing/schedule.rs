@@ -626,6 +626,7 @@ pub(crate) fn schedule<'a>(
     let mut sim = Sim {
         spec,
         recs: &recs,
+        engine: &prep.engine,
         core: &core,
         costs: &prep.costs,
         pending: std::mem::take(&mut scr.pending),
@@ -726,6 +727,8 @@ fn throttled(spec: &TargetSpec, st: &mut CoreState, mm_start: f64, mm_ns: f64) -
 struct Sim<'s, 'a> {
     spec: &'s TargetSpec,
     recs: &'s [&'a Instr],
+    /// Engine of each record (read without touching the record).
+    engine: &'s [Engine],
     core: &'s [u16],
     /// The records' engine costs, prepared from the records alone.
     costs: &'s Costs,
@@ -763,8 +766,8 @@ struct Sim<'s, 'a> {
 impl Sim<'_, '_> {
     /// All of `i`'s dependencies are placed.
     fn release(&mut self, i: u32) {
-        let r = self.recs[i as usize];
-        if r.engine == Engine::Dma {
+        let engine = self.engine[i as usize];
+        if engine == Engine::Dma {
             let t = self.ready[i as usize].max(self.ready_late[i as usize])
                 + self.spec.dma_fixed_latency_ns;
             self.dmas.push(Key(t, i));
@@ -772,8 +775,8 @@ impl Sim<'_, '_> {
         }
         self.released[i as usize] = true;
         let c = self.core[i as usize] as usize;
-        let slot = r.engine.index();
-        if r.engine == Engine::Tensor {
+        let slot = engine.index();
+        if engine == Engine::Tensor {
             // TensorE: program order.
             loop {
                 let st = &self.cores[c];
@@ -989,13 +992,13 @@ impl Sim<'_, '_> {
         self.placed += 1;
         self.done[iu] = true;
         let (a, b) = (self.first[iu] as usize, self.first[iu + 1] as usize);
-        let pe = self.recs[iu].engine;
+        let pe = self.engine[iu];
         let (start, end) = (self.start[iu], self.end[iu]);
         for e in &self.edges[a..b] {
             let s = e.succ as usize;
             let c = match e.kind {
                 Kind::Raw => {
-                    let se = self.recs[s].engine;
+                    let se = self.engine[s];
                     let lat = if se == Engine::Dma || (se == Engine::Tensor && pe == Engine::Tensor)
                     {
                         0.0
