@@ -70,6 +70,18 @@ impl Shape {
         })
     }
 
+    /// The shape of `dims`, known to be valid (1 to [`MAX_DIMS`] dims, at most
+    /// [`MAX_ELEMENTS`] elements: a part of a valid shape), built without [`Shape::new`]'s
+    /// checks.
+    #[inline]
+    pub(crate) fn of_valid(dims: &[usize]) -> Shape {
+        debug_assert!(Shape::new(dims).is_ok(), "invalid shape {dims:?}");
+        Shape {
+            dims: std::array::from_fn(|i| dims.get(i).copied().unwrap_or(1)),
+            ndim: dims.len() as u8,
+        }
+    }
+
     /// The dimensions.
     pub fn dims(&self) -> &[usize] {
         &self.dims[..self.ndim as usize]
@@ -378,7 +390,8 @@ impl Ap {
         }
         Ok(Ap {
             offset: offset as usize,
-            shape: Shape::new(&dims[..n])?,
+            // Every dim is at least 1 and at most the sliced one's: a part of a valid shape.
+            shape: Shape::of_valid(&dims[..n]),
             strides,
         })
     }

@@ -195,15 +195,59 @@ impl InstanceCtx {
     }
 
     /// Keeps record `r`, tagged with the affine_range iterations it was issued in.
-    pub(crate) fn push_record(&mut self, mut r: Instr) {
+    pub(crate) fn push_record(&mut self, r: Instr) {
+        self.records.push(r);
+        self.kept_last();
+    }
+
+    /// Keeps record `r`, the last step of an op whose earlier steps' records start at
+    /// `first`, unless one of the op's steps reads a tile nothing has written: then the
+    /// uninitialised-read error and the line of `r` are returned and nothing is kept.
+    ///
+    /// `r` is moved out (the caller must not use or drop it after this call): a record is
+    /// large, so it is moved once, straight from the op's frame into its slot, and checked
+    /// there.
+    fn push_checked(
+        &mut self,
+        r: &mut std::mem::ManuallyDrop<Instr>,
+        first: usize,
+    ) -> Option<(NkiError, SourceLoc)> {
+        let loc = r.loc;
+        // Room first, so that nothing runs between reading the record and writing its slot.
+        self.records.reserve(1);
+        let n = self.records.len();
+        // SAFETY: the caller hands `r` over (it is never used or dropped again), and slot
+        // `n` is within the capacity reserved above, initialised before the length grows.
+        unsafe {
+            self.records
+                .as_mut_ptr()
+                .add(n)
+                .write(std::mem::ManuallyDrop::take(r));
+            self.records.set_len(n + 1);
+        }
+        if !self.unwritten.is_empty() {
+            if let Some(e) = unwritten_read(self, first) {
+                self.records.pop();
+                return Some((e, loc));
+            }
+        }
+        self.kept_last();
+        None
+    }
+
+    /// Tags the last record with the affine_range iterations it was issued in and hands it
+    /// to the feed.
+    fn kept_last(&mut self) {
+        let Some(r) = self.records.last_mut() else {
+            return;
+        };
         r.affine = self
             .position
             .get_or_insert_with(|| AffinePos::new(&self.frames))
             .clone();
         if let Some(feed) = &mut self.feed {
-            feed.push(&r);
+            feed.push(r);
         }
-        self.records.push(r);
     }
 
     /// Enters a new affine_range activation; returns its id.
@@ -444,33 +488,33 @@ pub(crate) fn issue(env: OpEnv, exec: impl FnOnce(), record: impl FnOnce() -> In
     } else if env.records {
         // Multi-step ops push the records of their earlier steps from inside `record`.
         let first = try_with_ctx(|c| c.records.len()).unwrap_or(0);
-        // Held here and taken by the context (a record is large: moving it through the
-        // closures by value copies it each time).
-        let mut r = Some(record());
+        // Held here and moved by the context straight into its slot (moving a large record
+        // into a closure or an `Option` copies it each time).
+        let mut r = std::mem::ManuallyDrop::new(record());
+        let mut kept = false;
         let unwritten = try_with_ctx(|c| {
-            let e = unwritten_read(c, first, r.as_ref()?);
-            if e.is_none() {
-                c.push_record(r.take()?);
-            }
-            e
+            kept = true;
+            c.push_checked(&mut r, first)
         });
-        if let (Some(e), Some(r)) = (unwritten.flatten(), r) {
-            raise(e, r.loc);
+        if !kept {
+            // No context took it (not inside a kernel).
+            // SAFETY: `r` was not handed over, and is not used after this.
+            unsafe { std::mem::ManuallyDrop::drop(&mut r) };
+        }
+        if let Some((e, loc)) = unwritten.flatten() {
+            raise(e, loc);
         }
     }
 }
 
-/// The uninitialised-read error of the op whose records are `c.records[first..]` then `last`
-/// (in program order), if one of them reads a tile nothing has written: the earlier steps'
-/// writes count as written for the later steps.
-fn unwritten_read(c: &InstanceCtx, first: usize, last: &Instr) -> Option<NkiError> {
-    if c.unwritten.is_empty() {
-        return None;
-    }
+/// The uninitialised-read error of the op whose records are `c.records[first..]` (in program
+/// order), if one of them reads a tile nothing has written: the earlier steps' writes count as
+/// written for the later steps.
+fn unwritten_read(c: &InstanceCtx, first: usize) -> Option<NkiError> {
     let steps = c.records.get(first..).unwrap_or(&[]);
     // The tiles the op's earlier steps wrote (empty, never allocated, for one-step ops).
     let mut written: Vec<u64> = Vec::new();
-    for (k, r) in steps.iter().chain(std::iter::once(last)).enumerate() {
+    for (k, r) in steps.iter().enumerate() {
         for reg in &r.reads {
             let BufId::Tile(id) = reg.buf else { continue };
             if written.contains(&id) {
@@ -480,7 +524,7 @@ fn unwritten_read(c: &InstanceCtx, first: usize, last: &Instr) -> Option<NkiErro
                 return Some(e);
             }
         }
-        if k == steps.len() {
+        if k + 1 == steps.len() {
             break; // the last step: no later step reads what it writes
         }
         written.extend(r.writes.iter().filter_map(|w| match w.buf {

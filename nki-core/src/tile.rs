@@ -82,11 +82,11 @@ impl Tile {
             raise(e, loc);
         }
         let id = NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed);
-        let (executes, slot, owner) = context::with_ctx(op, loc, |c| {
+        // A small result out of the context (an error is boxed: it is rare and large).
+        let placed = context::with_ctx(op, loc, |c| {
+            let slot = c.mem.alloc(id, mem, shape, dtype, loc).map_err(Box::new)?;
             let executes = c.mode.executes();
-            let owner = (c.shared.id, c.instance);
-            let r = c.mem.alloc(id, mem, shape, dtype, loc);
-            if !executes && fill == Fill::Unwritten && r.is_ok() {
+            if !executes && fill == Fill::Unwritten {
                 let u = context::UnwrittenTile {
                     mem,
                     dtype,
@@ -96,10 +96,10 @@ impl Tile {
                 };
                 c.unwritten.insert(id, u);
             }
-            (executes, r, owner)
+            Ok::<_, Box<NkiError>>((executes, slot, (c.shared.id, c.instance)))
         });
-        let slot = match slot {
-            Ok(s) => s,
+        let (executes, slot, owner) = match placed {
+            Ok(p) => p,
             // Name the op that allocated (the tracker does not know it).
             Err(e) => raise(NkiError::new(e.kind(), op, e.message().to_string()), loc),
         };

@@ -514,6 +514,11 @@ impl Op {
         self.alloc_with(mem, dtype, dims, Fill::ResultOfOp)
     }
 
+    /// [`Op::alloc_result`] of a tile of `shape` (a shape already checked as a view's).
+    pub(crate) fn alloc_result_shaped(&self, mem: MemKind, dtype: DType, shape: Shape) -> Tile {
+        Tile::alloc(self.api, mem, dtype, shape, Fill::ResultOfOp, self.loc)
+    }
+
     /// Allocates a new tile of `dims` filled with `value` (written from the start).
     pub(crate) fn alloc_filled(
         &self,
