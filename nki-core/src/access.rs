@@ -109,16 +109,14 @@ impl Shape {
 
     /// Row-major (C order) strides in elements.
     pub fn contiguous_strides(&self) -> [isize; MAX_DIMS] {
-        // Over all slots (the padding dims are 1): a loop of fixed length, unrolled.
-        let mut s = [0isize; MAX_DIMS];
-        let mut acc = 1isize;
-        for i in (0..MAX_DIMS).rev() {
-            if i < self.ndim() {
-                s[i] = acc;
-            }
-            acc *= self.dims[i] as isize;
+        // Suffix products over all slots (the padding dims are 1, so a dim's stride is the
+        // product of every slot after it), then 0 for the padding.
+        let mut s = [1isize; MAX_DIMS];
+        for i in (0..MAX_DIMS - 1).rev() {
+            s[i] = s[i + 1] * self.dims[i + 1] as isize;
         }
-        s
+        let nd = self.ndim();
+        std::array::from_fn(|i| if i < nd { s[i] } else { 0 })
     }
 }
 

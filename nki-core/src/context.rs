@@ -68,11 +68,15 @@ impl LaunchShared {
     /// The shared state of a launch whose kernel outputs are `outputs`.
     pub(crate) fn with_outputs(outputs: Vec<Arc<crate::hbm::HbmStorage>>) -> Arc<LaunchShared> {
         static NEXT_LAUNCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let id = NEXT_LAUNCH.fetch_add(1, Ordering::Relaxed);
+        for s in &outputs {
+            s.output_of.store(id, Ordering::Relaxed);
+        }
         Arc::new(LaunchShared {
             cancelled: Cancellation::new(),
             writers: Writers::new(),
             outputs,
-            id: NEXT_LAUNCH.fetch_add(1, Ordering::Relaxed),
+            id,
         })
     }
 
@@ -111,6 +115,9 @@ pub(crate) struct InstanceCtx {
     /// Estimate mode: the live tiles allocated without a fill and not written yet, by tile id
     /// (kept by `Tile::alloc`, the tile write paths and `Drop for Tile`; read by [`issue`]).
     pub(crate) unwritten: crate::timing::fast_hash::Map<u64, UnwrittenTile>,
+    /// The records the op in progress kept for its earlier steps (multi-step ops push them
+    /// from inside their last step's `record`; `issue` checks all of the op's steps at once).
+    op_steps: usize,
     frames: Vec<(u32, u32)>,
     /// `frames` as the records share it (made on the first record after `frames` changed).
     position: Option<AffinePos>,
@@ -152,6 +159,7 @@ impl InstanceCtx {
             mem: MemoryTracker::new(target.spec()),
             shared,
             unwritten: Default::default(),
+            op_steps: 0,
             frames: Vec::new(),
             position: None,
             next_activation: 0,
@@ -197,12 +205,14 @@ impl InstanceCtx {
     /// Keeps record `r`, tagged with the affine_range iterations it was issued in.
     pub(crate) fn push_record(&mut self, r: Instr) {
         self.records.push(r);
+        self.op_steps += 1;
         self.kept_last();
     }
 
-    /// Keeps record `r`, the last step of an op whose earlier steps' records start at
-    /// `first`, unless one of the op's steps reads a tile nothing has written: then the
-    /// uninitialised-read error and the line of `r` are returned and nothing is kept.
+    /// Keeps record `r`, the last step of an op whose earlier steps' records (if any) are the
+    /// last ones kept ([`InstanceCtx::push_record`] counts them), unless one of the op's steps
+    /// reads a tile nothing has written: then the uninitialised-read error and the line of
+    /// `r` are returned (boxed: the common result stays small) and nothing is kept.
     ///
     /// `r` is moved out (the caller must not use or drop it after this call): a record is
     /// large, so it is moved once, straight from the op's frame into its slot, and checked
@@ -210,9 +220,10 @@ impl InstanceCtx {
     fn push_checked(
         &mut self,
         r: &mut std::mem::ManuallyDrop<Instr>,
-        first: usize,
-    ) -> Option<(NkiError, SourceLoc)> {
+    ) -> Option<Box<(NkiError, SourceLoc)>> {
         let loc = r.loc;
+        let first = self.records.len().saturating_sub(self.op_steps);
+        self.op_steps = 0;
         // Room first, so that nothing runs between reading the record and writing its slot.
         self.records.reserve(1);
         let n = self.records.len();
@@ -228,7 +239,7 @@ impl InstanceCtx {
         if !self.unwritten.is_empty() {
             if let Some(e) = unwritten_read(self, first) {
                 self.records.pop();
-                return Some((e, loc));
+                return Some(Box::new((e, loc)));
             }
         }
         self.kept_last();
@@ -486,22 +497,21 @@ pub(crate) fn issue(env: OpEnv, exec: impl FnOnce(), record: impl FnOnce() -> In
             try_with_ctx(|c| c.push_record(r));
         }
     } else if env.records {
-        // Multi-step ops push the records of their earlier steps from inside `record`.
-        let first = try_with_ctx(|c| c.records.len()).unwrap_or(0);
         // Held here and moved by the context straight into its slot (moving a large record
         // into a closure or an `Option` copies it each time).
         let mut r = std::mem::ManuallyDrop::new(record());
         let mut kept = false;
         let unwritten = try_with_ctx(|c| {
             kept = true;
-            c.push_checked(&mut r, first)
+            c.push_checked(&mut r)
         });
         if !kept {
             // No context took it (not inside a kernel).
             // SAFETY: `r` was not handed over, and is not used after this.
             unsafe { std::mem::ManuallyDrop::drop(&mut r) };
         }
-        if let Some((e, loc)) = unwritten.flatten() {
+        if let Some(e) = unwritten.flatten() {
+            let (e, loc) = *e;
             raise(e, loc);
         }
     }
