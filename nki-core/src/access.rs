@@ -109,14 +109,26 @@ impl Shape {
 
     /// Row-major (C order) strides in elements.
     pub fn contiguous_strides(&self) -> [isize; MAX_DIMS] {
+        const {
+            assert!(
+                MAX_DIMS == 5,
+                "the strides below are written out for 5 slots"
+            )
+        };
         // Suffix products over all slots (the padding dims are 1, so a dim's stride is the
         // product of every slot after it), then 0 for the padding.
-        let mut s = [1isize; MAX_DIMS];
-        for i in (0..MAX_DIMS - 1).rev() {
-            s[i] = s[i + 1] * self.dims[i + 1] as isize;
+        let d = self.dims.map(|x| x as isize);
+        let s3 = d[4];
+        let s2 = s3 * d[3];
+        let s1 = s2 * d[2];
+        let s0 = s1 * d[1];
+        match self.ndim {
+            1 => [s0, 0, 0, 0, 0],
+            2 => [s0, s1, 0, 0, 0],
+            3 => [s0, s1, s2, 0, 0],
+            4 => [s0, s1, s2, s3, 0],
+            _ => [s0, s1, s2, s3, 1],
         }
-        let nd = self.ndim();
-        std::array::from_fn(|i| if i < nd { s[i] } else { 0 })
     }
 }
 
@@ -377,7 +389,12 @@ impl Ap {
                         return Err(oob(&describe(), d, start, last, size, &self.shape));
                     }
                     offset += start as isize * self.strides[d];
-                    dims[n] = (end - start).div_ceil(step);
+                    // (No division for the common unit step.)
+                    dims[n] = if step == 1 {
+                        end - start
+                    } else {
+                        (end - start).div_ceil(step)
+                    };
                     strides[n] = self.strides[d] * step as isize;
                     n += 1;
                 }

@@ -59,8 +59,8 @@ pub(crate) enum Fill {
     /// error.
     Unwritten,
     /// Unwritten, and the result of the op allocating it, which writes it whole before
-    /// anything can read it (a load's tile): in estimate mode it is not listed with the
-    /// unwritten tiles (the op's own write would take it off the list at once).
+    /// anything can read it (a load's tile): in estimate mode it starts written and is not
+    /// listed with the unwritten tiles (the op's own write would take it off the list at once).
     ResultOfOp,
 }
 
@@ -115,7 +115,9 @@ impl Tile {
             }
             (true, Fill::Unwritten | Fill::ResultOfOp) => (take_buf(n), true),
         };
-        let filled = matches!(fill, Fill::Value(_));
+        // In estimate mode an op's result starts written: nothing reads it before the op's
+        // own issue, which writes it whole (and would mark it written there).
+        let filled = matches!(fill, Fill::Value(_)) || (!executes && fill == Fill::ResultOfOp);
         Tile {
             id,
             mem,
@@ -897,8 +899,13 @@ impl<'a> TileRef<'a> {
     }
 
     /// Marks the tile written without touching values (estimate mode).
+    #[inline]
     pub(crate) fn mark_written(&self) {
-        self.tile.set_written(&self.ap, || self.region());
+        let t = self.tile;
+        if t.init.get() && !t.tracked.get() {
+            return; // written already (an op's result starts so)
+        }
+        t.set_written(&self.ap, || self.region());
     }
 
     /// Description for messages.
