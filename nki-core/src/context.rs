@@ -214,10 +214,13 @@ impl InstanceCtx {
     /// reads a tile nothing has written: then the uninitialised-read error and the line of
     /// `r` are returned (boxed: the common result stays small) and nothing is kept.
     ///
-    /// `r` is moved out (the caller must not use or drop it after this call): a record is
-    /// large, so it is moved once, straight from the op's frame into its slot, and checked
-    /// there.
-    fn push_checked(
+    /// A record is large, so it is moved once, straight from the op's frame into its slot,
+    /// and checked there.
+    ///
+    /// # Safety
+    ///
+    /// `r` is moved out: the caller must neither use nor drop it after this call.
+    unsafe fn push_checked(
         &mut self,
         r: &mut std::mem::ManuallyDrop<Instr>,
     ) -> Option<Box<(NkiError, SourceLoc)>> {
@@ -503,7 +506,8 @@ pub(crate) fn issue(env: OpEnv, exec: impl FnOnce(), record: impl FnOnce() -> In
         let mut kept = false;
         let unwritten = try_with_ctx(|c| {
             kept = true;
-            c.push_checked(&mut r)
+            // SAFETY: `r` is handed over here, once (`kept`), and not used or dropped after.
+            unsafe { c.push_checked(&mut r) }
         });
         if !kept {
             // No context took it (not inside a kernel).

@@ -412,10 +412,10 @@ pub struct Instr {
 /// outermost first (empty outside affine loops). Up to [`AffinePos::INLINE`] loops deep it is
 /// held in the record itself (recording allocates nothing per position); deeper nests share
 /// one allocation among the records issued at one position.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct AffinePos(PosRepr);
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 enum PosRepr {
     /// The first `len` of `frames` (the rest are zero).
     Inline {
@@ -442,6 +442,12 @@ impl PartialEq for AffinePos {
 }
 
 impl Eq for AffinePos {}
+
+impl std::fmt::Debug for AffinePos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AffinePos").field(&self.frames()).finish()
+    }
+}
 
 impl AffinePos {
     /// The most loops a position holds inline.

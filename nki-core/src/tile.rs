@@ -5,7 +5,7 @@
 //! part of the type, so the partition limit, the PSUM bank limit, element-wise shape agreement
 //! and the matmul operand limits are checked by rustc (see [`crate::typed`]).
 
-use crate::access::{Ap, IntoIndex, Ix, Shape};
+use crate::access::{Ap, IntoIndex, Ix, Shape, MAX_DIMS};
 use crate::context::{self, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
@@ -26,6 +26,8 @@ pub struct Tile {
     pub(crate) mem: MemKind,
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
+    /// The row-major strides of `shape` (every view of the whole tile starts from them).
+    strides: [isize; MAX_DIMS],
     pub(crate) data: RefCell<Vec<f32>>,
     /// True while `data` is an empty pooled buffer standing for an all-NaN (unwritten) tile:
     /// filled on first access, skipped when an op overwrites the whole tile.
@@ -123,6 +125,7 @@ impl Tile {
             mem,
             dtype,
             shape,
+            strides: shape.contiguous_strides(),
             data: RefCell::new(data),
             fill_pending: Cell::new(fill_pending),
             in_place: RefCell::new(None),
@@ -173,7 +176,11 @@ impl Tile {
         }
         TileRef {
             tile: self,
-            ap: Ap::contiguous(self.shape),
+            ap: Ap {
+                offset: 0,
+                shape: self.shape,
+                strides: self.strides,
+            },
         }
     }
 

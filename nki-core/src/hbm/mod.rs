@@ -74,6 +74,8 @@ pub(crate) struct HbmStorage {
     pub(crate) id: u64,
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
+    /// The access pattern of the whole tensor (what its views and slices start from).
+    pub(crate) whole: crate::access::Ap,
     pub(crate) name: String,
     /// The highest writer id that wrote the tensor (0: never): a kernel output whose last
     /// writer is older than the launch was never written by it.
@@ -100,6 +102,7 @@ impl HbmStorage {
             id,
             dtype,
             shape,
+            whole: crate::access::Ap::contiguous(shape),
             name: format!("hbm{id}"),
             last_writer: AtomicU32::new(0),
             output_of: AtomicU64::new(0),

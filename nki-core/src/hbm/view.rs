@@ -29,7 +29,7 @@ impl HbmView {
     pub(super) fn whole(st: &Arc<HbmStorage>, input: bool) -> HbmView {
         HbmView {
             st: st.clone(),
-            ap: Ap::contiguous(st.shape),
+            ap: st.whole,
             input,
         }
     }
@@ -80,7 +80,7 @@ impl HbmView {
         index: impl IntoIndex,
     ) -> HbmView {
         let loc = crate::error::SourceLoc::caller();
-        match slice_ap(st, &Ap::contiguous(st.shape), index) {
+        match slice_ap(st, &st.whole, index) {
             Ok(ap) => HbmView {
                 st: st.clone(),
                 ap,

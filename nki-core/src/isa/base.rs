@@ -133,6 +133,7 @@ pub(crate) fn alu_engine(op: AluOp, compute: DType, in_psum: bool) -> Engine {
 
 /// The DMA dimensions of a transfer between the HBM view `hbm` and the tile view `tile`
 /// (`to_chip`: HBM -> tile).
+#[inline]
 pub(crate) fn dma_dims(hbm: &HbmView, tile: &TileRef, to_chip: bool) -> DmaDims {
     let bytes = (hbm.ap.shape.numel() * hbm.dtype().size()) as u64;
     let (src, dst) = if to_chip {
