@@ -70,6 +70,18 @@ impl Shape {
         })
     }
 
+    /// The shape of `dims`, known to be valid (1 to [`MAX_DIMS`] dims, at most
+    /// [`MAX_ELEMENTS`] elements: a part of a valid shape), built without [`Shape::new`]'s
+    /// checks.
+    #[inline]
+    pub(crate) fn of_valid(dims: &[usize]) -> Shape {
+        debug_assert!(Shape::new(dims).is_ok(), "invalid shape {dims:?}");
+        Shape {
+            dims: std::array::from_fn(|i| dims.get(i).copied().unwrap_or(1)),
+            ndim: dims.len() as u8,
+        }
+    }
+
     /// The dimensions.
     pub fn dims(&self) -> &[usize] {
         &self.dims[..self.ndim as usize]
@@ -97,16 +109,26 @@ impl Shape {
 
     /// Row-major (C order) strides in elements.
     pub fn contiguous_strides(&self) -> [isize; MAX_DIMS] {
-        // Over all slots (the padding dims are 1): a loop of fixed length, unrolled.
-        let mut s = [0isize; MAX_DIMS];
-        let mut acc = 1isize;
-        for i in (0..MAX_DIMS).rev() {
-            if i < self.ndim() {
-                s[i] = acc;
-            }
-            acc *= self.dims[i] as isize;
+        const {
+            assert!(
+                MAX_DIMS == 5,
+                "the strides below are written out for 5 slots"
+            )
+        };
+        // Suffix products over all slots (the padding dims are 1, so a dim's stride is the
+        // product of every slot after it), then 0 for the padding.
+        let d = self.dims.map(|x| x as isize);
+        let s3 = d[4];
+        let s2 = s3 * d[3];
+        let s1 = s2 * d[2];
+        let s0 = s1 * d[1];
+        match self.ndim {
+            1 => [s0, 0, 0, 0, 0],
+            2 => [s0, s1, 0, 0, 0],
+            3 => [s0, s1, s2, 0, 0],
+            4 => [s0, s1, s2, s3, 0],
+            _ => [s0, s1, s2, s3, 1],
         }
-        s
     }
 }
 
@@ -367,7 +389,12 @@ impl Ap {
                         return Err(oob(&describe(), d, start, last, size, &self.shape));
                     }
                     offset += start as isize * self.strides[d];
-                    dims[n] = (end - start).div_ceil(step);
+                    // (No division for the common unit step.)
+                    dims[n] = if step == 1 {
+                        end - start
+                    } else {
+                        (end - start).div_ceil(step)
+                    };
                     strides[n] = self.strides[d] * step as isize;
                     n += 1;
                 }
@@ -378,7 +405,8 @@ impl Ap {
         }
         Ok(Ap {
             offset: offset as usize,
-            shape: Shape::new(&dims[..n])?,
+            // Every dim is at least 1 and at most the sliced one's: a part of a valid shape.
+            shape: Shape::of_valid(&dims[..n]),
             strides,
         })
     }

@@ -68,11 +68,15 @@ impl LaunchShared {
     /// The shared state of a launch whose kernel outputs are `outputs`.
     pub(crate) fn with_outputs(outputs: Vec<Arc<crate::hbm::HbmStorage>>) -> Arc<LaunchShared> {
         static NEXT_LAUNCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let id = NEXT_LAUNCH.fetch_add(1, Ordering::Relaxed);
+        for s in &outputs {
+            s.output_of.store(id, Ordering::Relaxed);
+        }
         Arc::new(LaunchShared {
             cancelled: Cancellation::new(),
             writers: Writers::new(),
             outputs,
-            id: NEXT_LAUNCH.fetch_add(1, Ordering::Relaxed),
+            id,
         })
     }
 
@@ -111,6 +115,9 @@ pub(crate) struct InstanceCtx {
     /// Estimate mode: the live tiles allocated without a fill and not written yet, by tile id
     /// (kept by `Tile::alloc`, the tile write paths and `Drop for Tile`; read by [`issue`]).
     pub(crate) unwritten: crate::timing::fast_hash::Map<u64, UnwrittenTile>,
+    /// The records the op in progress kept for its earlier steps (multi-step ops push them
+    /// from inside their last step's `record`; `issue` checks all of the op's steps at once).
+    op_steps: usize,
     frames: Vec<(u32, u32)>,
     /// `frames` as the records share it (made on the first record after `frames` changed).
     position: Option<AffinePos>,
@@ -152,6 +159,7 @@ impl InstanceCtx {
             mem: MemoryTracker::new(target.spec()),
             shared,
             unwritten: Default::default(),
+            op_steps: 0,
             frames: Vec::new(),
             position: None,
             next_activation: 0,
@@ -195,15 +203,65 @@ impl InstanceCtx {
     }
 
     /// Keeps record `r`, tagged with the affine_range iterations it was issued in.
-    pub(crate) fn push_record(&mut self, mut r: Instr) {
+    pub(crate) fn push_record(&mut self, r: Instr) {
+        self.records.push(r);
+        self.op_steps += 1;
+        self.kept_last();
+    }
+
+    /// Keeps record `r`, the last step of an op whose earlier steps' records (if any) are the
+    /// last ones kept ([`InstanceCtx::push_record`] counts them), unless one of the op's steps
+    /// reads a tile nothing has written: then the uninitialised-read error and the line of
+    /// `r` are returned (boxed: the common result stays small) and nothing is kept.
+    ///
+    /// A record is large, so it is moved once, straight from the op's frame into its slot,
+    /// and checked there.
+    ///
+    /// # Safety
+    ///
+    /// `r` is moved out: the caller must neither use nor drop it after this call.
+    unsafe fn push_checked(
+        &mut self,
+        r: &mut std::mem::ManuallyDrop<Instr>,
+    ) -> Option<Box<(NkiError, SourceLoc)>> {
+        let loc = r.loc;
+        let first = self.records.len().saturating_sub(self.op_steps);
+        self.op_steps = 0;
+        // Room first, so that nothing runs between reading the record and writing its slot.
+        self.records.reserve(1);
+        let n = self.records.len();
+        // SAFETY: the caller hands `r` over (it is never used or dropped again), and slot
+        // `n` is within the capacity reserved above, initialised before the length grows.
+        unsafe {
+            self.records
+                .as_mut_ptr()
+                .add(n)
+                .write(std::mem::ManuallyDrop::take(r));
+            self.records.set_len(n + 1);
+        }
+        if !self.unwritten.is_empty() {
+            if let Some(e) = unwritten_read(self, first) {
+                self.records.pop();
+                return Some(Box::new((e, loc)));
+            }
+        }
+        self.kept_last();
+        None
+    }
+
+    /// Tags the last record with the affine_range iterations it was issued in and hands it
+    /// to the feed.
+    fn kept_last(&mut self) {
+        let Some(r) = self.records.last_mut() else {
+            return;
+        };
         r.affine = self
             .position
             .get_or_insert_with(|| AffinePos::new(&self.frames))
             .clone();
         if let Some(feed) = &mut self.feed {
-            feed.push(&r);
+            feed.push(r);
         }
-        self.records.push(r);
     }
 
     /// Enters a new affine_range activation; returns its id.
@@ -442,35 +500,35 @@ pub(crate) fn issue(env: OpEnv, exec: impl FnOnce(), record: impl FnOnce() -> In
             try_with_ctx(|c| c.push_record(r));
         }
     } else if env.records {
-        // Multi-step ops push the records of their earlier steps from inside `record`.
-        let first = try_with_ctx(|c| c.records.len()).unwrap_or(0);
-        // Held here and taken by the context (a record is large: moving it through the
-        // closures by value copies it each time).
-        let mut r = Some(record());
+        // Held here and moved by the context straight into its slot (moving a large record
+        // into a closure or an `Option` copies it each time).
+        let mut r = std::mem::ManuallyDrop::new(record());
+        let mut kept = false;
         let unwritten = try_with_ctx(|c| {
-            let e = unwritten_read(c, first, r.as_ref()?);
-            if e.is_none() {
-                c.push_record(r.take()?);
-            }
-            e
+            kept = true;
+            // SAFETY: `r` is handed over here, once (`kept`), and not used or dropped after.
+            unsafe { c.push_checked(&mut r) }
         });
-        if let (Some(e), Some(r)) = (unwritten.flatten(), r) {
-            raise(e, r.loc);
+        if !kept {
+            // No context took it (not inside a kernel).
+            // SAFETY: `r` was not handed over, and is not used after this.
+            unsafe { std::mem::ManuallyDrop::drop(&mut r) };
+        }
+        if let Some(e) = unwritten.flatten() {
+            let (e, loc) = *e;
+            raise(e, loc);
         }
     }
 }
 
-/// The uninitialised-read error of the op whose records are `c.records[first..]` then `last`
-/// (in program order), if one of them reads a tile nothing has written: the earlier steps'
-/// writes count as written for the later steps.
-fn unwritten_read(c: &InstanceCtx, first: usize, last: &Instr) -> Option<NkiError> {
-    if c.unwritten.is_empty() {
-        return None;
-    }
+/// The uninitialised-read error of the op whose records are `c.records[first..]` (in program
+/// order), if one of them reads a tile nothing has written: the earlier steps' writes count as
+/// written for the later steps.
+fn unwritten_read(c: &InstanceCtx, first: usize) -> Option<NkiError> {
     let steps = c.records.get(first..).unwrap_or(&[]);
     // The tiles the op's earlier steps wrote (empty, never allocated, for one-step ops).
     let mut written: Vec<u64> = Vec::new();
-    for (k, r) in steps.iter().chain(std::iter::once(last)).enumerate() {
+    for (k, r) in steps.iter().enumerate() {
         for reg in &r.reads {
             let BufId::Tile(id) = reg.buf else { continue };
             if written.contains(&id) {
@@ -480,7 +538,7 @@ fn unwritten_read(c: &InstanceCtx, first: usize, last: &Instr) -> Option<NkiErro
                 return Some(e);
             }
         }
-        if k == steps.len() {
+        if k + 1 == steps.len() {
             break; // the last step: no later step reads what it writes
         }
         written.extend(r.writes.iter().filter_map(|w| match w.buf {

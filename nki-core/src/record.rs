@@ -409,33 +409,69 @@ pub struct Instr {
 }
 
 /// A position in a kernel's `affine_range` loops: the `(loop activation, iteration)` pairs,
-/// outermost first (empty outside affine loops). Shared, not copied, by every record issued
-/// at one position, so recording costs no allocation per record.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AffinePos(Option<std::sync::Arc<[(u32, u32)]>>);
+/// outermost first (empty outside affine loops). Up to [`AffinePos::INLINE`] loops deep it is
+/// held in the record itself (recording allocates nothing per position); deeper nests share
+/// one allocation among the records issued at one position.
+#[derive(Clone)]
+pub struct AffinePos(PosRepr);
+
+#[derive(Clone)]
+enum PosRepr {
+    /// The first `len` of `frames` (the rest are zero).
+    Inline {
+        len: u8,
+        frames: [(u32, u32); AffinePos::INLINE],
+    },
+    /// More than [`AffinePos::INLINE`] frames.
+    Shared(std::sync::Arc<[(u32, u32)]>),
+}
+
+impl Default for AffinePos {
+    fn default() -> Self {
+        AffinePos(PosRepr::Inline {
+            len: 0,
+            frames: [(0, 0); AffinePos::INLINE],
+        })
+    }
+}
+
+impl PartialEq for AffinePos {
+    fn eq(&self, o: &AffinePos) -> bool {
+        self.frames() == o.frames()
+    }
+}
+
+impl Eq for AffinePos {}
+
+impl std::fmt::Debug for AffinePos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AffinePos").field(&self.frames()).finish()
+    }
+}
 
 impl AffinePos {
+    /// The most loops a position holds inline.
+    pub const INLINE: usize = 3;
+
     /// The position given by `frames` (outermost first).
     pub fn new(frames: &[(u32, u32)]) -> AffinePos {
-        if frames.is_empty() {
-            AffinePos(None)
-        } else {
-            AffinePos(Some(frames.into()))
+        if frames.len() > Self::INLINE {
+            return AffinePos(PosRepr::Shared(frames.into()));
         }
-    }
-
-    /// True when both positions are one shared value (so certainly equal).
-    fn same_as(&self, other: &AffinePos) -> bool {
-        match (&self.0, &other.0) {
-            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        }
+        let mut inline = [(0, 0); Self::INLINE];
+        inline[..frames.len()].copy_from_slice(frames);
+        AffinePos(PosRepr::Inline {
+            len: frames.len() as u8,
+            frames: inline,
+        })
     }
 
     /// The `(loop activation, iteration)` pairs, outermost first.
     pub fn frames(&self) -> &[(u32, u32)] {
-        self.0.as_deref().unwrap_or(&[])
+        match &self.0 {
+            PosRepr::Inline { len, frames } => &frames[..*len as usize],
+            PosRepr::Shared(f) => f,
+        }
     }
 }
 
@@ -473,9 +509,6 @@ impl Instr {
     /// True when `self` and `other` (records of one program instance) lie in different
     /// iterations of a common `affine_range` loop: no ordering between them is required.
     pub fn independent_of(&self, other: &Instr) -> bool {
-        if self.affine.same_as(&other.affine) {
-            return false;
-        }
         for (a, b) in self.affine.frames().iter().zip(other.affine.frames()) {
             if a.0 != b.0 {
                 return false;

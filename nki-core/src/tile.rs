@@ -5,7 +5,7 @@
 //! part of the type, so the partition limit, the PSUM bank limit, element-wise shape agreement
 //! and the matmul operand limits are checked by rustc (see [`crate::typed`]).
 
-use crate::access::{Ap, IntoIndex, Ix, Shape};
+use crate::access::{Ap, IntoIndex, Ix, Shape, MAX_DIMS};
 use crate::context::{self, raise};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
@@ -26,6 +26,8 @@ pub struct Tile {
     pub(crate) mem: MemKind,
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
+    /// The row-major strides of `shape` (every view of the whole tile starts from them).
+    strides: [isize; MAX_DIMS],
     pub(crate) data: RefCell<Vec<f32>>,
     /// True while `data` is an empty pooled buffer standing for an all-NaN (unwritten) tile:
     /// filled on first access, skipped when an op overwrites the whole tile.
@@ -59,8 +61,8 @@ pub(crate) enum Fill {
     /// error.
     Unwritten,
     /// Unwritten, and the result of the op allocating it, which writes it whole before
-    /// anything can read it (a load's tile): in estimate mode it is not listed with the
-    /// unwritten tiles (the op's own write would take it off the list at once).
+    /// anything can read it (a load's tile): in estimate mode it starts written and is not
+    /// listed with the unwritten tiles (the op's own write would take it off the list at once).
     ResultOfOp,
 }
 
@@ -78,15 +80,17 @@ impl Tile {
         fill: Fill,
         loc: SourceLoc,
     ) -> Tile {
-        if let Err(e) = check_tile_shape(op, mem, shape) {
-            raise(e, loc);
+        if !fits_tile(shape) {
+            if let Err(e) = check_tile_shape(op, mem, shape) {
+                raise(e, loc);
+            }
         }
         let id = NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed);
-        let (executes, slot, owner) = context::with_ctx(op, loc, |c| {
+        // A small result out of the context (an error is boxed: it is rare and large).
+        let placed = context::with_ctx(op, loc, |c| {
+            let slot = c.mem.alloc(id, mem, shape, dtype, loc).map_err(Box::new)?;
             let executes = c.mode.executes();
-            let owner = (c.shared.id, c.instance);
-            let r = c.mem.alloc(id, mem, shape, dtype, loc);
-            if !executes && fill == Fill::Unwritten && r.is_ok() {
+            if !executes && fill == Fill::Unwritten {
                 let u = context::UnwrittenTile {
                     mem,
                     dtype,
@@ -96,10 +100,10 @@ impl Tile {
                 };
                 c.unwritten.insert(id, u);
             }
-            (executes, r, owner)
+            Ok::<_, Box<NkiError>>((executes, slot, (c.shared.id, c.instance)))
         });
-        let slot = match slot {
-            Ok(s) => s,
+        let (executes, slot, owner) = match placed {
+            Ok(p) => p,
             // Name the op that allocated (the tracker does not know it).
             Err(e) => raise(NkiError::new(e.kind(), op, e.message().to_string()), loc),
         };
@@ -113,12 +117,15 @@ impl Tile {
             }
             (true, Fill::Unwritten | Fill::ResultOfOp) => (take_buf(n), true),
         };
-        let filled = matches!(fill, Fill::Value(_));
+        // In estimate mode an op's result starts written: nothing reads it before the op's
+        // own issue, which writes it whole (and would mark it written there).
+        let filled = matches!(fill, Fill::Value(_)) || (!executes && fill == Fill::ResultOfOp);
         Tile {
             id,
             mem,
             dtype,
             shape,
+            strides: shape.contiguous_strides(),
             data: RefCell::new(data),
             fill_pending: Cell::new(fill_pending),
             in_place: RefCell::new(None),
@@ -169,7 +176,11 @@ impl Tile {
         }
         TileRef {
             tile: self,
-            ap: Ap::contiguous(self.shape),
+            ap: Ap {
+                offset: 0,
+                shape: self.shape,
+                strides: self.strides,
+            },
         }
     }
 
@@ -463,7 +474,10 @@ impl Drop for Tile {
                 c.unwritten.remove(&id);
             }
         });
-        give_buf(std::mem::take(self.data.get_mut()));
+        let data = self.data.get_mut();
+        if data.capacity() != 0 {
+            give_buf(std::mem::take(data));
+        }
     }
 }
 
@@ -473,8 +487,17 @@ impl std::fmt::Debug for Tile {
     }
 }
 
+/// True when `shape` passes [`check_tile_shape`].
+#[inline]
+fn fits_tile(shape: Shape) -> bool {
+    shape.ndim() >= 2 && shape.partitions() <= 128 && shape.numel() != 0
+}
+
 /// Checks the partition-count limit (and PSUM bank size) of a new tile's shape.
 pub(crate) fn check_tile_shape(op: &'static str, mem: MemKind, shape: Shape) -> Result<()> {
+    if fits_tile(shape) {
+        return Ok(());
+    }
     if shape.ndim() < 2 {
         return Err(NkiError::new(
             ErrorKind::InvalidArgument,
@@ -576,6 +599,9 @@ impl<'a> TileRef<'a> {
 
     /// First partition of the view within its tile.
     pub fn start_partition(&self) -> usize {
+        if self.ap.offset == 0 {
+            return 0; // no division for views from the tile's start
+        }
         let row = self.tile.shape.free().max(1);
         self.ap.offset / row
     }
@@ -880,8 +906,13 @@ impl<'a> TileRef<'a> {
     }
 
     /// Marks the tile written without touching values (estimate mode).
+    #[inline]
     pub(crate) fn mark_written(&self) {
-        self.tile.set_written(&self.ap, || self.region());
+        let t = self.tile;
+        if t.init.get() && !t.tracked.get() {
+            return; // written already (an op's result starts so)
+        }
+        t.set_written(&self.ap, || self.region());
     }
 
     /// Description for messages.

@@ -74,10 +74,15 @@ pub(crate) struct HbmStorage {
     pub(crate) id: u64,
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
+    /// The access pattern of the whole tensor (what its views and slices start from).
+    pub(crate) whole: crate::access::Ap,
     pub(crate) name: String,
     /// The highest writer id that wrote the tensor (0: never): a kernel output whose last
     /// writer is older than the launch was never written by it.
     pub(crate) last_writer: AtomicU32,
+    /// The launch that last took the tensor as a kernel output (0: none), so that a load
+    /// tells a kernel input from an output without the launch's state.
+    pub(crate) output_of: AtomicU64,
     data: RwLock<HbmData>,
     /// The accesses of the running launch (see `track.rs`).
     tracker: Mutex<track::Tracker>,
@@ -97,8 +102,10 @@ impl HbmStorage {
             id,
             dtype,
             shape,
+            whole: crate::access::Ap::contiguous(shape),
             name: format!("hbm{id}"),
             last_writer: AtomicU32::new(0),
+            output_of: AtomicU64::new(0),
             data: RwLock::new(HbmData {
                 values: values.map(Values::from),
             }),
@@ -313,7 +320,7 @@ impl<T: Element> Hbm<T> {
     /// index fails the launch with an out-of-bounds error naming the kernel line.
     #[track_caller]
     pub fn slice(&self, index: impl IntoIndex) -> HbmView {
-        self.view().slice(index)
+        HbmView::slice_of_whole(&self.st, true, index)
     }
 
     /// Borrows the tensor as a kernel output for one launch: the next launch started on this
@@ -359,7 +366,7 @@ impl<T: Element> HbmOut<'_, T> {
     /// A writable slice, e.g. `c.slice((i..i + 128, ..))`.
     #[track_caller]
     pub fn slice(&self, index: impl IntoIndex) -> HbmViewMut {
-        HbmViewMut(HbmView::whole(&self.st, false).slice(index))
+        HbmViewMut(HbmView::slice_of_whole(&self.st, false, index))
     }
 
     /// The shape.

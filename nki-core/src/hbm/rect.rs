@@ -102,6 +102,15 @@ impl Rect {
 /// view's row-major order.
 pub(crate) fn rects_of(ap: &Ap, cols: usize) -> Vec<Rect> {
     let cols = cols.max(1) as u64;
+    match matrix_rect(ap, cols) {
+        Some(r) => vec![r],
+        None => rects_walked(ap, cols),
+    }
+}
+
+/// [`rects_of`] row by row: each row's rectangles, merged into the last one where they
+/// extend it.
+fn rects_walked(ap: &Ap, cols: u64) -> Vec<Rect> {
     let s = ap.inner_stride();
     let mut out: Vec<Rect> = Vec::new();
     ap.for_each_row(|off, n| {
@@ -113,6 +122,31 @@ pub(crate) fn rects_of(ap: &Ap, cols: usize) -> Vec<Rect> {
         run_rects(off, n, step, cols, &mut |r| push_merged(&mut out, r));
     });
     out
+}
+
+/// The one rectangle of a 2-D view whose rows each lie within one tensor row, at the same
+/// columns, and follow each other at a whole number of tensor rows (a tile stored into or
+/// loaded from a matrix): what [`rects_of`]'s row-by-row merging gives, without the walk.
+fn matrix_rect(ap: &Ap, cols: u64) -> Option<Rect> {
+    let dims = ap.shape.dims();
+    let &[rn, n] = dims else {
+        return None;
+    };
+    let (rs, s) = (ap.strides[0], ap.strides[1]);
+    let (rn, n) = (rn as u64, n as u64);
+    let step = if n <= 1 { 0 } else { s.unsigned_abs() as u64 };
+    let mut off = ap.offset as u64;
+    if s < 0 && n > 1 {
+        off -= (n - 1) * step;
+    }
+    let (r, c) = (off / cols, off % cols);
+    let in_row = step == 0 || c + (n - 1) * step < cols;
+    let row_step = (rs > 0 && (rs as u64).is_multiple_of(cols)).then(|| rs as u64 / cols);
+    let row_step = if rn == 1 { 0 } else { row_step? };
+    in_row.then(|| Rect {
+        rows: Prog::new(r, rn, row_step),
+        cols: Prog::new(c, n, step),
+    })
 }
 
 /// The rectangles of the elements `off, off + step, ...` (`n` of them).
@@ -258,6 +292,29 @@ mod tests {
             assert_eq!(rects.len(), 1, "{ap:?}: {rects:?}");
             assert_eq!(elements(&rects, 10), view_elements(ap), "{ap:?}");
         }
+        // The one-rectangle shortcut gives what the row walk gives, wherever it applies.
+        let mut shortcuts = 0;
+        for (r0, r1, rstep) in [(0, 6, 1), (1, 4, 1), (0, 6, 2), (2, 3, 1), (5, 6, 1)] {
+            for (c0, c1, cstep) in [(0, 10, 1), (2, 9, 1), (1, 10, 3), (4, 5, 1), (0, 10, 9)] {
+                let ix = (stepped(r0..r1, rstep), stepped(c0..c1, cstep)).into_index();
+                let mut ap = whole.slice(&ix, false, "t").unwrap();
+                for reversed in [false, true] {
+                    if reversed {
+                        // The same elements, columns read right to left.
+                        let n = ap.shape.dims()[1] as isize;
+                        ap.offset = (ap.offset as isize + (n - 1) * ap.strides[1]) as usize;
+                        ap.strides[1] = -ap.strides[1];
+                    }
+                    let walked = rects_walked(&ap, 10);
+                    assert_eq!(elements(&walked, 10), view_elements(&ap), "{ap:?}");
+                    if let Some(r) = matrix_rect(&ap, 10) {
+                        assert_eq!(walked, vec![r], "{ap:?}");
+                        shortcuts += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(shortcuts, 50);
         // A flat run across rows, and a transposed view.
         let flat = Ap::contiguous(Shape::new(&[60]).unwrap())
             .slice(&(7..43).into_index(), false, "t")

@@ -10,6 +10,11 @@ use crate::error::Result;
 use crate::record::{BufId, Region};
 use std::sync::Arc;
 
+/// Access pattern `ap` of tensor `st` sliced by `index`.
+fn slice_ap(st: &HbmStorage, ap: &Ap, index: impl IntoIndex) -> Result<Ap> {
+    index.with_index(|index| ap.slice_named(index, false, || format!("tensor {}", st.name)))
+}
+
 /// A read-only view (slice) of an HBM tensor.
 #[derive(Clone)]
 pub struct HbmView {
@@ -24,7 +29,7 @@ impl HbmView {
     pub(super) fn whole(st: &Arc<HbmStorage>, input: bool) -> HbmView {
         HbmView {
             st: st.clone(),
-            ap: Ap::contiguous(st.shape),
+            ap: st.whole,
             input,
         }
     }
@@ -60,15 +65,29 @@ impl HbmView {
 
     /// Slices the view, returning an error instead of failing the kernel.
     pub fn try_slice(&self, index: impl IntoIndex) -> Result<HbmView> {
-        let ap = index.with_index(|index| {
-            self.ap
-                .slice_named(index, false, || format!("tensor {}", self.st.name))
-        })?;
         Ok(HbmView {
             st: self.st.clone(),
-            ap,
+            ap: slice_ap(&self.st, &self.ap, index)?,
             input: self.input,
         })
+    }
+
+    /// `HbmView::whole(st, input).slice(index)`, without making the whole view first.
+    #[track_caller]
+    pub(super) fn slice_of_whole(
+        st: &Arc<HbmStorage>,
+        input: bool,
+        index: impl IntoIndex,
+    ) -> HbmView {
+        let loc = crate::error::SourceLoc::caller();
+        match slice_ap(st, &st.whole, index) {
+            Ok(ap) => HbmView {
+                st: st.clone(),
+                ap,
+                input,
+            },
+            Err(e) => crate::context::raise(e, loc),
+        }
     }
 
     /// The view's shape.

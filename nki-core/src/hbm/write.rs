@@ -172,6 +172,11 @@ pub(crate) fn atomic(
 /// or one before it in launch order) is an [`ErrorKind::UninitializedRead`] error. Loads of
 /// kernel inputs cost nothing here.
 pub(crate) fn track_load(src: &HbmView, op: &'static str, loc: SourceLoc) {
+    // Not an output of the launch running here (a kernel input): no state to look up.
+    let output_of = src.st.output_of.load(std::sync::atomic::Ordering::Relaxed);
+    if crate::context::current_instance().is_some_and(|(launch, _)| launch != output_of) {
+        return;
+    }
     let Some((reader, shared)) = crate::context::with_ctx(op, loc, |c| {
         c.shared
             .is_output(src.st.id)

@@ -10,7 +10,7 @@
 //! or both loads.
 
 use crate::error::SourceLoc;
-use std::collections::HashMap;
+use crate::timing::fast_hash::Map;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
@@ -67,8 +67,8 @@ struct Entry {
 /// The interned writers of one launch: writer -> id, and id -> entry.
 #[derive(Default)]
 struct Table {
-    ids: HashMap<Writer, u32>,
-    entries: HashMap<u32, Entry>,
+    ids: Map<Writer, u32>,
+    entries: Map<u32, Entry>,
 }
 
 impl Table {

@@ -133,6 +133,7 @@ pub(crate) fn alu_engine(op: AluOp, compute: DType, in_psum: bool) -> Engine {
 
 /// The DMA dimensions of a transfer between the HBM view `hbm` and the tile view `tile`
 /// (`to_chip`: HBM -> tile).
+#[inline]
 pub(crate) fn dma_dims(hbm: &HbmView, tile: &TileRef, to_chip: bool) -> DmaDims {
     let bytes = (hbm.ap.shape.numel() * hbm.dtype().size()) as u64;
     let (src, dst) = if to_chip {
@@ -153,45 +154,67 @@ pub(crate) fn dma_dims(hbm: &HbmView, tile: &TileRef, to_chip: bool) -> DmaDims 
 
 /// The partition start-offset rule: more than 64 partitions start at 0; 33..=64 at 0 or 64;
 /// up to 32 at 0, 32, 64 or 96.
+#[inline]
 pub(crate) fn partition_start(op: &'static str, what: &str, t: &TileRef) -> Result<()> {
+    if starts_legally(t) {
+        Ok(())
+    } else {
+        Err(partition_start_error(op, what, t))
+    }
+}
+
+/// The error of [`partition_start`].
+#[cold]
+fn partition_start_error(op: &'static str, what: &str, t: &TileRef) -> NkiError {
     let p = t.partitions();
     let s = t.start_partition();
-    let ok = if p > 64 {
+    let valid = if p > 64 {
+        "0"
+    } else if p > 32 {
+        "0 or 64"
+    } else {
+        "0, 32, 64 or 96"
+    };
+    NkiError::new(
+        ErrorKind::PartitionOffset,
+        op,
+        format!(
+            "operand '{what}' {} accesses {p} partitions starting at partition {s}; \
+             an access of {p} partitions must start at partition {valid}",
+            t.describe()
+        ),
+    )
+}
+
+/// True when view `t` starts on a partition its partition count allows (see
+/// [`partition_start`]).
+#[inline]
+fn starts_legally(t: &TileRef) -> bool {
+    let p = t.partitions();
+    let s = t.start_partition();
+    if p > 64 {
         s == 0
     } else if p > 32 {
         s == 0 || s == 64
     } else {
         s.is_multiple_of(32)
-    };
-    if ok {
-        Ok(())
-    } else {
-        let valid = if p > 64 {
-            "0"
-        } else if p > 32 {
-            "0 or 64"
-        } else {
-            "0, 32, 64 or 96"
-        };
-        Err(NkiError::new(
-            ErrorKind::PartitionOffset,
-            op,
-            format!(
-                "operand '{what}' {} accesses {p} partitions starting at partition {s}; \
-                 an access of {p} partitions must start at partition {valid}",
-                t.describe()
-            ),
-        ))
     }
 }
 
 /// The operand must live in one of `allowed` memories.
+#[inline]
 pub(crate) fn memory(op: &'static str, what: &str, t: &TileRef, allowed: &[MemKind]) -> Result<()> {
     if allowed.contains(&t.mem()) {
         return Ok(());
     }
+    Err(memory_error(op, what, t, allowed))
+}
+
+/// The error of [`memory`].
+#[cold]
+fn memory_error(op: &'static str, what: &str, t: &TileRef, allowed: &[MemKind]) -> NkiError {
     let names: Vec<&str> = allowed.iter().map(|m| m.name()).collect();
-    Err(NkiError::new(
+    NkiError::new(
         ErrorKind::WrongMemory,
         op,
         format!(
@@ -200,7 +223,7 @@ pub(crate) fn memory(op: &'static str, what: &str, t: &TileRef, allowed: &[MemKi
             t.mem().name(),
             t.describe()
         ),
-    ))
+    )
 }
 
 /// Two operands must have the same number of partitions (NKI's
@@ -237,6 +260,7 @@ pub(crate) fn same_partitions(
 }
 
 /// Standard checks of an on-chip operand: start-offset rule.
+#[inline]
 pub(crate) fn operand(op: &'static str, what: &str, t: &TileRef) -> Result<()> {
     partition_start(op, what, t)
 }
@@ -397,6 +421,7 @@ impl Site {
 /// handle (they fail with the op's name and line).
 impl Op {
     /// The partition-start rule for every on-chip operand.
+    #[inline]
     pub(crate) fn operand(&self, what: &str, t: &TileRef) {
         self.check(operand(self.api, what, t));
     }
@@ -409,6 +434,7 @@ impl Op {
     }
 
     /// The operand must live in one of `allowed`.
+    #[inline]
     pub(crate) fn memory(&self, what: &str, t: &TileRef, allowed: &[MemKind]) {
         self.check(memory(self.api, what, t, allowed));
     }
@@ -512,6 +538,11 @@ impl Op {
     /// must not read it).
     pub(crate) fn alloc_result(&self, mem: MemKind, dtype: DType, dims: &[usize]) -> Tile {
         self.alloc_with(mem, dtype, dims, Fill::ResultOfOp)
+    }
+
+    /// [`Op::alloc_result`] of a tile of `shape` (a shape already checked as a view's).
+    pub(crate) fn alloc_result_shaped(&self, mem: MemKind, dtype: DType, shape: Shape) -> Tile {
+        Tile::alloc(self.api, mem, dtype, shape, Fill::ResultOfOp, self.loc)
     }
 
     /// Allocates a new tile of `dims` filled with `value` (written from the start).

@@ -236,10 +236,11 @@ pub(crate) fn matmul_to<'d>(
         &[&ov],
         || matmul_tiles(ins, (k, mm, n), (&s, &m, &ov), acc),
         || {
-            let mut reads = Regions::from([s.region(), m.region()]);
-            if acc {
-                reads.push(ov.region());
-            }
+            let reads = if acc {
+                Regions::from([s.region(), m.region(), ov.region()])
+            } else {
+                Regions::from([s.region(), m.region()])
+            };
             Instr {
                 partitions: s.partitions() as u32,
                 free: m.free_size() as u32,

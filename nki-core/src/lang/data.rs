@@ -1,7 +1,7 @@
 //! Tile creation and data movement: `ndarray`, `zeros`, `ones`, `full`, `load`, `store`,
 //! `copy`, `load_transpose2d`.
 
-use crate::access::MAX_DIMS;
+use crate::access::Shape;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -79,20 +79,13 @@ pub fn load_as(src: impl HbmSource, dtype: DType) -> Tile {
 
 fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
     crate::hbm::write::track_load(&v, "load", ins.loc);
-    // The tile's dims: the view's, a 1-D view as one partition.
-    let (mut dims, n) = ([1; MAX_DIMS + 1], v.shape().len());
-    let dims = match v.shape() {
-        &[f] => {
-            dims[1] = f;
-            &dims[..2]
-        }
-        shape => {
-            dims[..n].copy_from_slice(shape);
-            &dims[..n]
-        }
+    // The tile's shape: the view's, a 1-D view as one partition.
+    let shape = match v.shape() {
+        &[f] => Shape::of_valid(&[1, f]),
+        _ => v.ap.shape,
     };
     let dtype = dtype.unwrap_or(v.dtype());
-    let t = ins.alloc_result(MemKind::Sbuf, dtype, dims);
+    let t = ins.alloc_result_shaped(MemKind::Sbuf, dtype, shape);
     let tv = t.view();
     ins.issue(
         &[&tv],
@@ -106,7 +99,7 @@ fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
             }
         },
         || Instr {
-            partitions: dims[0] as u32,
+            partitions: shape.partitions() as u32,
             free: tv.free_size() as u32,
             in_dtype: v.dtype(),
             out_dtype: dtype,
