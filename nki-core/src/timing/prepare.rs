@@ -50,11 +50,10 @@ impl Plans {
     /// Keeps `plan`; returns its index.
     fn push(&mut self, plan: &DmaPlan) -> u32 {
         let from = self.runs.len();
-        for &ns in &plan.engine_ns {
-            match self.runs[from..].last_mut() {
-                Some((v, n)) if v.to_bits() == ns.to_bits() => *n += 1,
-                _ => self.runs.push((ns, 1)),
-            }
+        if plan.even && !plan.engine_ns.is_empty() {
+            self.runs.push((plan.engine_ns[0], plan.engine_ns.len() as u32));
+        } else {
+            self.push_runs(&plan.engine_ns);
         }
         self.heads.push(PlanHead {
             runs: (from as u32, self.runs.len() as u32),
@@ -67,6 +66,17 @@ impl Plans {
             efficiency: plan.efficiency,
         });
         self.heads.len() as u32 - 1
+    }
+
+    /// Appends `engine_ns` as runs of equal (bit-identical) values.
+    fn push_runs(&mut self, engine_ns: &[f64]) {
+        let from = self.runs.len();
+        for &ns in engine_ns {
+            match self.runs[from..].last_mut() {
+                Some((v, n)) if v.to_bits() == ns.to_bits() => *n += 1,
+                _ => self.runs.push((ns, 1)),
+            }
+        }
     }
 
     /// Writes plan `k` into `plan` (the values [`cost::dma_plan_into`] wrote when it was kept).

@@ -153,18 +153,56 @@ fn covers(a: &Region, b: &Region) -> bool {
 /// The accesses of every buffer one core's records touch: a table indexed by a dense buffer
 /// slot (one hash lookup per region finds the slot), whose lists share one node arena with a
 /// free list, so remembering an access allocates nothing per buffer.
+///
+/// Tile ids come from one process-wide counter, so the tiles of one launch have nearly
+/// consecutive ids: a tile finds its slot in a vector indexed by its id's offset from the
+/// first tile seen (a hash lookup per region missed the cache on large kernels). Buffers
+/// outside that range (HBM tensors, tiles older than the first one seen or far beyond the
+/// range, e.g. when other threads' launches took ids in between) use the map.
 #[derive(Default)]
 struct AccessTable {
     slots: fast_hash::Map<BufId, u32>,
+    /// Id of the first tile seen (meaningful when `tile_slots` is not empty).
+    tile_base: u64,
+    /// Slot of tile `tile_base + k` at `k` ([`NIL`]: not seen yet).
+    tile_slots: Vec<u32>,
     bufs: Vec<Accesses>,
     nodes: SlotVec<Node>,
 }
+
+/// Room the tile vector may grow to beyond the buffers seen, as a multiple of them (plus a
+/// fixed allowance): bounds its memory when ids run far ahead.
+const TILE_SPAN_PER_BUFFER: usize = 4;
+const TILE_SPAN_ALLOWANCE: usize = 4096;
 
 impl AccessTable {
     /// The slot of `buf`, created empty on first use.
     fn slot(&mut self, buf: BufId) -> usize {
         let next = self.bufs.len() as u32;
-        let s = *self.slots.entry(buf).or_insert(next);
+        let s = match buf {
+            BufId::Tile(id) => {
+                if self.tile_slots.is_empty() {
+                    self.tile_base = id;
+                }
+                let limit = TILE_SPAN_PER_BUFFER * (self.bufs.len() + TILE_SPAN_ALLOWANCE);
+                match id.checked_sub(self.tile_base).map(|k| k as usize) {
+                    Some(k) if k < self.tile_slots.len() => {
+                        let s = &mut self.tile_slots[k];
+                        if *s == NIL {
+                            *s = next;
+                        }
+                        *s
+                    }
+                    Some(k) if k < limit => {
+                        self.tile_slots.resize(k + 1, NIL);
+                        self.tile_slots[k] = next;
+                        next
+                    }
+                    _ => *self.slots.entry(buf).or_insert(next),
+                }
+            }
+            BufId::Hbm(_) => *self.slots.entry(buf).or_insert(next),
+        };
         if s == next {
             self.bufs.push(Accesses::default());
         }
@@ -272,6 +310,7 @@ impl DepPass {
     /// The pass emptied for records from global index `base` on, keeping its room.
     pub(crate) fn reset(&mut self, base: u32) {
         self.table.slots.clear();
+        self.table.tile_slots.clear();
         self.table.bufs.clear();
         self.table.nodes = SlotVec::default();
         self.engines.clear();
@@ -285,6 +324,7 @@ impl DepPass {
         self.engines.capacity()
             + self.edges.capacity() * size_of::<(u32, Edge)>()
             + self.table.slots.capacity() * (size_of::<(BufId, u32)>() + 1)
+            + self.table.tile_slots.capacity() * size_of::<u32>()
             + self.table.bufs.capacity() * size_of::<Accesses>()
     }
 
@@ -1175,6 +1215,29 @@ mod tests {
         }
         assert_eq!(got, want);
         assert!(q.pop().is_none());
+    }
+
+    #[test]
+    fn every_buffer_keeps_one_slot_wherever_its_id_lies() {
+        // Tiles after the first one seen (dense), before it and far beyond it (map), and HBM
+        // tensors with the same numbers as tiles: the same buffer always finds the same slot,
+        // different buffers different slots.
+        let mut ids = vec![BufId::Tile(1000), BufId::Tile(999), BufId::Hbm(1000)];
+        ids.extend((0..50).map(|k| BufId::Tile(1000 + 3 * k)));
+        ids.extend([BufId::Tile(u64::MAX), BufId::Tile(1 << 40), BufId::Hbm(1)]);
+        ids.extend((0..50).map(|k| BufId::Tile(1000 + 3 * k)));
+        ids.push(BufId::Tile(0));
+        let mut table = AccessTable::default();
+        let mut seen: std::collections::HashMap<BufId, usize> = Default::default();
+        for id in ids {
+            let s = table.slot(id);
+            let fresh = seen.len();
+            assert_eq!(*seen.entry(id).or_insert(s), s, "{id:?}");
+            if seen.len() > fresh {
+                assert_eq!(s, fresh, "{id:?} gets the next slot");
+            }
+        }
+        assert_eq!(table.bufs.len(), seen.len());
     }
 
     #[test]
