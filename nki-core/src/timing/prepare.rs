@@ -51,7 +51,8 @@ impl Plans {
     fn push(&mut self, plan: &DmaPlan) -> u32 {
         let from = self.runs.len();
         if plan.even && !plan.engine_ns.is_empty() {
-            self.runs.push((plan.engine_ns[0], plan.engine_ns.len() as u32));
+            self.runs
+                .push((plan.engine_ns[0], plan.engine_ns.len() as u32));
         } else {
             self.push_runs(&plan.engine_ns);
         }
