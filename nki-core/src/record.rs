@@ -539,6 +539,13 @@ pub struct CoreStream {
     pub instances: Vec<(Vec<usize>, Vec<Instr>)>,
 }
 
+impl CoreStream {
+    /// Records of all its instances.
+    pub fn records(&self) -> usize {
+        self.instances.iter().map(|(_, rs)| rs.len()).sum()
+    }
+}
+
 /// Record buffers handed back after their launch was modelled, kept for the next launches'
 /// instances so recording neither regrows a buffer (realloc and copy) nor touches fresh pages.
 static SPARE_BUFFERS: std::sync::Mutex<Vec<Vec<Instr>>> = std::sync::Mutex::new(Vec::new());

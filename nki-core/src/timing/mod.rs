@@ -23,7 +23,7 @@ mod spans;
 pub(crate) use feed::RecordFeed;
 
 use crate::memory::MemoryPeak;
-use crate::profile::{CoreProfile, DmaStats, EngineStat, LineStat, Profile, Spans};
+use crate::profile::{CoreProfile, EngineStat, LineStat, Profile, Spans};
 use crate::record::CoreStream;
 use crate::record::Engine;
 use crate::target::Target;
@@ -134,9 +134,7 @@ pub(crate) fn model_fed(
     let spec = target.spec();
     // A feed holds a host CPU for this launch's modelling (see `spmd::HostLoad`).
     let spare_core = feed.is_some();
-    let first = streams
-        .first()
-        .map_or(0, |s| s.instances.iter().map(|(_, r)| r.len()).sum());
+    let first = streams.first().map_or(0, CoreStream::records);
     let fed = feed.and_then(|f| f.finish(first));
     let mut prep = Prepared::of_streams(streams, spec, fed);
     let n = prep.records();
@@ -185,13 +183,7 @@ pub(crate) fn model_fed(
         dma,
     } = rows;
     let hw_flops: u64 = core_flops.iter().sum();
-    let mut dma = DmaStats {
-        count: dma.count,
-        bytes: dma.bytes,
-        hbm_read_bytes: dma.hbm_read_bytes,
-        hbm_write_bytes: dma.hbm_write_bytes,
-        ..DmaStats::default()
-    };
+    let mut dma = dma;
     let mut core_latency = vec![0.0f64; ncores];
     let mut line_time = vec![0.0f64; lines.keys.len()];
 

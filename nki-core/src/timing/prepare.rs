@@ -275,11 +275,7 @@ impl Prepared {
                 })
         });
         let mut prep = fed.unwrap_or_else(|| Prepared::new(spec, false));
-        let total: usize = streams
-            .iter()
-            .flat_map(|s| &s.instances)
-            .map(|(_, rs)| rs.len())
-            .sum();
+        let total: usize = streams.iter().map(CoreStream::records).sum();
         prep.reserve(total - prep.records());
         for (pos, s) in streams.iter().enumerate().skip(prep.cores.len()) {
             prep.begin_core(pos, s.nc);

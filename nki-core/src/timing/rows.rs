@@ -3,7 +3,7 @@
 //! records only, so it can be built beside placement (see `model_fed`).
 
 use super::fast_hash;
-use crate::profile::OpInfo;
+use crate::profile::{DmaStats, OpInfo};
 use crate::record::{CoreStream, Engine, MemKind, Opcode};
 
 /// A source line and the API called there (a row of
@@ -31,15 +31,6 @@ pub(super) struct Lines {
     pub counts: Vec<usize>,
 }
 
-/// DMA traffic of a launch (the record-only part of [`DmaStats`](crate::profile::DmaStats)).
-#[derive(Default)]
-pub(super) struct DmaTotals {
-    pub count: usize,
-    pub bytes: u64,
-    pub hbm_read_bytes: u64,
-    pub hbm_write_bytes: u64,
-}
-
 /// The record-only part of a launch's profile, in global record order (core 0's stream first).
 pub(super) struct RecordRows {
     /// Per record: its row of [`Profile::ops`](crate::profile::Profile::ops).
@@ -53,17 +44,14 @@ pub(super) struct RecordRows {
     pub core_dma: Vec<u64>,
     /// Hardware FLOPs of the TensorE transposes.
     pub tr_flops: u64,
-    pub dma: DmaTotals,
+    /// DMA traffic: its record-only fields (count, bytes, HBM reads and writes).
+    pub dma: DmaStats,
 }
 
 impl RecordRows {
     /// The rows of every record of `streams`.
     pub(super) fn of_streams(streams: &[CoreStream]) -> RecordRows {
-        let n = streams
-            .iter()
-            .flat_map(|s| &s.instances)
-            .map(|(_, rs)| rs.len())
-            .sum();
+        let n = streams.iter().map(CoreStream::records).sum();
         let mut rows = RecordRows {
             ops: Vec::with_capacity(n),
             line_of: Vec::with_capacity(n),
@@ -71,7 +59,7 @@ impl RecordRows {
             core_flops: vec![0; streams.len().max(1)],
             core_dma: vec![0; streams.len().max(1)],
             tr_flops: 0,
-            dma: DmaTotals::default(),
+            dma: DmaStats::default(),
         };
         for (c, s) in streams.iter().enumerate() {
             for (ii, (_, rs)) in s.instances.iter().enumerate() {
