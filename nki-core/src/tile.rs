@@ -1000,8 +1000,8 @@ mod tests {
                 let mv = nl::load(&b);
                 let acc = nl::zeros(&[m, n], DType::F32, nl::PSUM);
                 let st = s.slice((.., stepped(1..2 * m, 2)));
-                nisa::nc_matmul_acc(&acc, st, &mv);
-                nisa::nc_matmul_acc(&acc, st, &mv);
+                nisa::nc_matmul(&acc, st, &mv, None);
+                nisa::nc_matmul(&acc, st, &mv, None);
                 nl::store(&out, &nl::copy(&acc, None));
             })
             .unwrap();

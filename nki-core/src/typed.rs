@@ -407,7 +407,7 @@ pub fn matmul<T: Element, const K: usize, const M: usize, const N: usize>(
     moving: &Sbuf<T, K, N>,
 ) -> Psum<f32, M, N> {
     let () = Matmul::<T, K, M, N>::LIMITS_OK;
-    Psum::wrap(crate::isa::nc_matmul(stationary, moving))
+    Psum::wrap(crate::isa::classic::nc_matmul(stationary, moving))
 }
 
 /// `acc += stationary[K, M]^T @ moving[K, N]` in PSUM (NKI `psum[...] += nisa.nc_matmul(...)`).
@@ -419,7 +419,7 @@ pub fn matmul_acc<T: Element, const K: usize, const M: usize, const N: usize>(
     moving: &Sbuf<T, K, N>,
 ) {
     let () = Matmul::<T, K, M, N>::LIMITS_OK;
-    crate::isa::nc_matmul_acc(acc, stationary, moving);
+    crate::isa::classic::nc_matmul_acc(acc, stationary, moving);
 }
 
 #[cfg(test)]
@@ -488,7 +488,7 @@ mod tests {
                     );
                     assert_eq!(m.shape(), &[32, 64]);
                     // Untyped ops accept typed tiles.
-                    let p = crate::isa::nc_matmul(&s, &m);
+                    let p = crate::isa::classic::nc_matmul(&s, &m);
                     let acc: Psum<f32, 32, 64> = Psum::ndarray();
                     matmul_acc(&acc, &s, &m); // opens the accumulation: overwrites
                     matmul_acc(&acc, &s, &m);

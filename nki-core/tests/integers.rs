@@ -5,6 +5,8 @@
 
 use nki_core::isa::{AffineExpr, AluOp, Engine, TensorScalarArgs};
 use nki_core::prelude::*;
+// The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
+use nki_core::isa::classic as nisa;
 
 /// The modes that compute values.
 const VALUE_MODES: [Mode; 2] = [Mode::Execute, Mode::Simulate];

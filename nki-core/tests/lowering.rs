@@ -3,6 +3,8 @@
 //! instruction, the default PSUM -> SBUF copy engine, and `nc_matmul` with `is_transpose`.
 
 use nki_core::prelude::*;
+// The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
+use nki_core::isa::classic as nisa;
 use nki_core::record::{Engine, Opcode};
 
 fn ops(p: &Profile) -> Vec<(Engine, Opcode, &'static str)> {

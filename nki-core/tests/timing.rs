@@ -5,6 +5,8 @@
 use nki_core::error::SourceLoc;
 use nki_core::memory::MemoryPeak;
 use nki_core::prelude::*;
+// The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
+use nki_core::isa::classic as nisa;
 use nki_core::profile::{Bound, Track};
 use nki_core::record::{BufId, CoreStream, DmaDims, Engine, Instr, MatmulDims, Opcode, Region};
 use nki_core::timing::model;

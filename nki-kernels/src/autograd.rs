@@ -15,6 +15,8 @@
 use nki_core::context::raise;
 use nki_core::error::SourceLoc;
 use nki_core::prelude::*;
+// The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
+use nki_core::isa::classic as nisa;
 
 /// Rows of one tile of [`tensor_add_tile`](fn@tensor_add_tile) (the partition dimension).
 pub const ADD_TILE_ROWS: usize = nl::tile_size::PMAX;

@@ -8,6 +8,8 @@
 //! caller hands the kernel the reshaped tensor, which holds the same bytes in the same order.
 
 use nki_core::prelude::*;
+// The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
+use nki_core::isa::classic as nisa;
 
 /// Partitions of a full tile (`nl.tile_size.pmax`).
 const PMAX: usize = nl::tile_size::PMAX;

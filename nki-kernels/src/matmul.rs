@@ -18,6 +18,8 @@ use nki_core::context::raise;
 use nki_core::error::SourceLoc;
 use nki_core::isa::AluOp;
 use nki_core::prelude::*;
+// The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
+use nki_core::isa::classic as nisa;
 
 /// Rows of the result (columns of lhsT) per tile: TensorE's stationary free-dim limit.
 pub const TILE_M: usize = nl::tile_size::GEMM_STATIONARY_FMAX;

@@ -304,9 +304,9 @@ pub(crate) fn per_partition_shape(
 
 /// Where an instruction writes its result: a new tile, or part of an existing one.
 ///
-/// Every builder takes one; the public `nisa::x` returns the new tile (`Dst::New`), and
-/// `nisa::x_into(dst, ...)` writes into `dst` (`Dst::Into`), NKI's `out[:, a:b] = nisa.x(...)`
-/// / `nisa.x(dst=...)`: one instruction either way.
+/// Every builder takes one; the dst-first `nisa::x(dst, ...)` writes into `dst` (`Dst::Into`,
+/// NKI 0.7's `nisa.x(dst=...)`), and the Beta-1 `nisa::classic::x(...)` returns a new tile
+/// (`Dst::New`): one instruction either way.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Dst<'d> {
     /// A new tile; `Some(dtype)` overrides the instruction's default output dtype.
@@ -424,13 +424,6 @@ impl Op {
     #[inline]
     pub(crate) fn operand(&self, what: &str, t: &TileRef) {
         self.check(operand(self.api, what, t));
-    }
-
-    /// The on-chip operand `what` as a view, checked by [`Op::operand`].
-    pub(crate) fn input<'a>(&self, what: &str, t: impl Into<TileRef<'a>>) -> TileRef<'a> {
-        let t = t.into();
-        self.operand(what, &t);
-        t
     }
 
     /// The operand must live in one of `allowed`.
@@ -656,57 +649,3 @@ impl Op {
         }
     }
 }
-
-/// Declares the two public forms of an instruction from one parameter list: `$new` returns a
-/// new tile, `$into` writes into a destination view `dst` (its first parameter). `[dtype]`
-/// marks where `$new` takes its output dtype (`Option<DType>`); without it, `new(expr)` gives
-/// `$new`'s `Dst::New` argument. Both forms begin op `$api` at the caller's line and run
-/// `$build` with the op handle bound to `$ins` and the destination to `$dst`.
-macro_rules! dst_forms {
-    (
-        $(#[$doc:meta])* pub fn $new:ident;
-        $(#[$idoc:meta])* pub fn $into:ident;
-        $api:literal <$($lt:lifetime),*>
-        ($($a:ident : $at:ty,)* [$dt:ident] $(, $b:ident : $bt:ty)*)
-        |$ins:ident, $dst:ident| $build:expr
-    ) => {
-        $(#[$doc])*
-        #[track_caller]
-        pub fn $new<$($lt),*>($($a: $at,)* $dt: Option<DType> $(, $b: $bt)*) -> Tile {
-            let $ins = &Op::begin($api);
-            let $dst = Dst::New($dt);
-            $build.tile()
-        }
-
-        $(#[$idoc])*
-        #[track_caller]
-        pub fn $into<'d, $($lt),*>(dst: impl Into<TileRef<'d>>, $($a: $at,)* $($b: $bt),*) {
-            let $ins = &Op::begin($api);
-            let $dst = Dst::Into(dst.into());
-            $build;
-        }
-    };
-    (
-        $(#[$doc:meta])* pub fn $new:ident;
-        $(#[$idoc:meta])* pub fn $into:ident;
-        $api:literal <$($lt:lifetime),*> ($($a:ident : $at:ty),*) new($new_dst:expr)
-        |$ins:ident, $dst:ident| $build:expr
-    ) => {
-        $(#[$doc])*
-        #[track_caller]
-        pub fn $new<$($lt),*>($($a: $at),*) -> Tile {
-            let $ins = &Op::begin($api);
-            let $dst = Dst::New($new_dst);
-            $build.tile()
-        }
-
-        $(#[$idoc])*
-        #[track_caller]
-        pub fn $into<'d, $($lt),*>(dst: impl Into<TileRef<'d>>, $($a: $at),*) {
-            let $ins = &Op::begin($api);
-            let $dst = Dst::Into(dst.into());
-            $build;
-        }
-    };
-}
-pub(crate) use dst_forms;

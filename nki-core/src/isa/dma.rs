@@ -125,15 +125,139 @@ impl DmaEndpoint<'_> {
     }
 }
 
-/// Copies `src` into `dst` with one DMA transfer (NKI `nisa.dma_copy(dst=..., src=...)`).
+/// How a DMA's descriptors are generated (NKI `nki.isa.dge_mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DgeMode {
+    /// Let the compiler decide (NKI's default).
+    #[default]
+    Unknown,
+    /// No DGE: the runtime writes the descriptors into HBM before the kernel runs.
+    None,
+    /// Software DGE: GpSimdE generates the descriptors when the instruction runs.
+    Swdge,
+    /// Hardware DGE: the Sync or Scalar engine's sequencer drives the DGE block.
+    Hwdge,
+}
+
+/// What an out-of-bounds index of an indirect DMA does (NKI `nki.isa.oob_mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OobMode {
+    /// An error naming the op, the tensor, the index and the line (NKI's default).
+    #[default]
+    Error,
+    /// The element is skipped (a gather leaves the destination element as it was).
+    Skip,
+}
+
+/// The keyword options of [`dma_copy`] (and the rest of the DMA family): `dge_mode`,
+/// `oob_mode`, the engine that triggers a hardware-DGE transfer, and the QoS `priority`.
+///
+/// ```ignore
+/// nisa::dma_copy(&t, a.slice(..), nisa::DmaOpts::new().dge_mode(DgeMode::Hwdge).engine(Engine::Scalar));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DmaOpts {
+    /// Descriptor generation.
+    pub dge_mode: DgeMode,
+    /// Out-of-bounds handling of indirect indices.
+    pub oob_mode: OobMode,
+    /// The engine whose queue issues the transfer: Sync or Scalar for hardware DGE, GpSimd for
+    /// software DGE; `None` lets the DGE mode decide.
+    pub engine: Option<Engine>,
+    /// DMA QoS class 0..=3 (NeuronCore-v4); `None` is the default class.
+    pub priority: Option<u8>,
+}
+
+impl DmaOpts {
+    /// NKI's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the DGE mode.
+    pub fn dge_mode(mut self, mode: DgeMode) -> Self {
+        self.dge_mode = mode;
+        self
+    }
+    /// Sets the out-of-bounds mode.
+    pub fn oob_mode(mut self, mode: OobMode) -> Self {
+        self.oob_mode = mode;
+        self
+    }
+    /// Sets the engine that issues the transfer.
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.engine = Some(engine);
+        self
+    }
+    /// Sets the QoS priority (0..=3).
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+}
+
+/// The rules of a DMA's options, as errors of op `ins`.
+pub(super) fn check_opts(ins: &Op, opts: &DmaOpts, src: &DmaEndpoint, dst: &DmaEndpoint) {
+    if let Some(p) = opts.priority {
+        if p > 3 {
+            ins.fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "priority {p} of '{}' is out of range: DMA QoS classes are 0..=3",
+                    short(ins.api)
+                ),
+            );
+        }
+    }
+    if let Some(e) = opts.engine {
+        let allowed: &[Engine] = match opts.dge_mode {
+            DgeMode::Hwdge => &[Engine::Sync, Engine::Scalar],
+            DgeMode::Swdge => &[Engine::GpSimd],
+            DgeMode::None | DgeMode::Unknown => &[Engine::Sync, Engine::Scalar, Engine::GpSimd],
+        };
+        if !allowed.contains(&e) {
+            let names: Vec<&str> = allowed.iter().map(|e| e.name()).collect();
+            ins.fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "'{}' with dge_mode={:?} cannot be issued by {}; supported engines: {}",
+                    short(ins.api),
+                    opts.dge_mode,
+                    e.name(),
+                    names.join(", ")
+                ),
+            );
+        }
+    }
+    if opts.dge_mode == DgeMode::Hwdge && src.dtype() != dst.dtype() {
+        ins.fail(
+            ErrorKind::DType,
+            format!(
+                "'{}' with dge_mode=hwdge cannot cast: src {} is {} and dst {} is {}; use equal dtypes or another dge_mode",
+                short(ins.api),
+                src.describe(),
+                src.dtype(),
+                dst.describe(),
+                dst.dtype()
+            ),
+        );
+    }
+}
+
+/// Copies `src` into `dst` with one DMA transfer (NKI `nisa.dma_copy(dst, src, oob_mode,
+/// dge_mode, engine, priority)`; `opts` `None` for NKI's defaults).
 ///
 /// Either side is an HBM view or an SBUF tile view; both must hold the same number of elements
 /// (they are matched in row-major order). A cast happens when the dtypes differ (DMA casts go
-/// through fp32). PSUM is not reachable by DMA. HBM writes are race-checked like `nl::store`:
-/// two program instances (or affine_range iterations) writing one element is an error.
-/// Writing into a kernel input does not compile.
+/// through fp32); hardware DGE cannot cast. PSUM is not reachable by DMA. HBM writes are
+/// race-checked like `nl::store`: two program instances (or affine_range iterations) writing
+/// one element is an error. Writing into a kernel input does not compile.
 #[track_caller]
-pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
+pub fn dma_copy<'a, 'b>(
+    dst: impl DmaTarget<'a>,
+    src: impl DmaSource<'b>,
+    opts: impl Into<Option<DmaOpts>>,
+) {
+    let opts = opts.into().unwrap_or_default();
     let ins = Op::begin(API);
     let (dst, src) = (dst.dma_target(), src.dma_source());
     for (what, end) in [("dst", &dst), ("src", &src)] {
@@ -144,6 +268,7 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
                 ));
         }
     }
+    check_opts(&ins, &opts, &src, &dst);
     if dst.numel() != src.numel() {
         ins.fail(
             ErrorKind::ShapeMismatch,

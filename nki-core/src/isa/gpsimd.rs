@@ -1,15 +1,16 @@
 //! GpSimdE instructions: `iota`, `affine_select` (causal masks) and `tensor_partition_reduce`.
 //! GpSimd cannot access PSUM.
 
-use super::base::{short, Site};
-use super::vector::{bitvec_needs_ints, fold};
+use super::base::{short, Dst, Output, Site};
+use super::opts::Opts;
+use super::vector::{bitvec_needs_ints, fold, only_engine};
 use super::{AluOp, Engine};
 use crate::access::MAX_DIMS;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{MemKind, Opcode};
-use crate::tile::{Tile, TileRef};
+use crate::tile::TileRef;
 
 /// An affine index expression over a `[partitions, num_1, ..., num_k]` iteration space (NKI's
 /// `iota` pattern / `affine_select` predicate):
@@ -120,16 +121,23 @@ impl AffineExpr {
     }
 }
 
-/// Generates `expr`'s int32 values into a new SBUF tile of shape `expr.shape()`, cast to
-/// `dtype` (NKI `nisa.iota`; GpSimdE): exact in int32/uint32 (a negative value saturates
-/// to 0 in uint32), rounded to nearest in float dtypes.
+/// Generates `expr`'s int32 values into `dst` (NKI `nisa.iota(dst, pattern, offset,
+/// channel_multiplier)`; GpSimdE), cast to `dst`'s dtype: exact in int32/uint32 (a negative
+/// value saturates to 0 in uint32), rounded to nearest in float dtypes. `dst` (SBUF) has
+/// `expr`'s partitions and elements per partition.
 #[track_caller]
-pub fn iota(expr: &AffineExpr, dtype: DType) -> Tile {
-    const API: &str = "nisa.iota";
-    let ins = Op::begin(API);
-    expr.validate(&ins);
-    let out = ins.alloc(MemKind::Sbuf, dtype, &expr.shape());
+pub fn iota<'d>(dst: impl Into<TileRef<'d>>, expr: &AffineExpr, opts: impl Into<Option<Opts>>) {
+    let ins = Op::begin("nisa.iota");
+    only_engine(&ins, opts.into(), Engine::GpSimd);
+    iota_to(&ins, Dst::Into(dst.into()), expr);
+}
+
+/// The `iota` builder.
+pub(crate) fn iota_to<'d>(ins: &Op, dst: Dst<'d>, expr: &AffineExpr) -> Output<'d> {
+    expr.validate(ins);
+    let out = ins.output(dst, MemKind::Sbuf, DType::I32, &expr.shape(), false);
     let ov = out.view();
+    let dtype = ov.dtype();
     let site = Site::new(Engine::GpSimd, Opcode::Iota);
     ins.compute(site, &[], &[], &[&ov], || {
         let vals = expr.values().into_iter();
@@ -150,27 +158,43 @@ fn compare(cmp: AluOp, v: i64) -> bool {
     }
 }
 
-/// `out = cmp(pred, 0) ? on_true : on_false_value` element-wise, with the predicate's affine
-/// value computed on the fly (NKI `nisa.affine_select`; GpSimdE). `pred`'s iteration space must
+/// `dst = cmp(pred, 0) ? on_true : on_false_value` element-wise, with the predicate's affine
+/// value computed on the fly (NKI `nisa.affine_select(dst, pattern, channel_multiplier,
+/// on_true_tile, on_false_value, cmp_op, offset)`; GpSimdE). `pred`'s iteration space must
 /// have `on_true`'s partitions and elements per partition; `cmp` is one of equal, not_equal,
 /// greater, greater_equal, less, less_equal. A causal mask:
-/// `affine_select(&AffineExpr::new(128, 1).free(-1, 128), AluOp::GreaterEqual, &scores, -9984.0, None)`.
+/// `affine_select(&out, &AffineExpr::new(128, 1).free(-1, 128), AluOp::GreaterEqual, &scores, -9984.0, None)`.
 ///
-/// Data and output dtypes are floats or 8/16-bit integers; `on_false_value` is fp32. The output
-/// (SBUF, `on_true`'s shape) has `dtype` or `on_true`'s dtype.
+/// `on_true` and `dst` (SBUF, `on_true`'s partitions and elements per partition) are floats
+/// or 8/16-bit integers; `on_false_value` is fp32.
 #[track_caller]
-pub fn affine_select<'a>(
+pub fn affine_select<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
     pred: &AffineExpr,
     cmp: AluOp,
     on_true: impl Into<TileRef<'a>>,
     on_false_value: f32,
-    dtype: Option<DType>,
-) -> Tile {
+    opts: impl Into<Option<Opts>>,
+) {
+    let ins = Op::begin("nisa.affine_select");
+    only_engine(&ins, opts.into(), Engine::GpSimd);
+    let dst = Dst::Into(dst.into());
+    affine_select_to(&ins, dst, pred, cmp, on_true.into(), on_false_value);
+}
+
+/// The `affine_select` builder.
+pub(crate) fn affine_select_to<'d>(
+    ins: &Op,
+    dst: Dst<'d>,
+    pred: &AffineExpr,
+    cmp: AluOp,
+    x: TileRef,
+    on_false_value: f32,
+) -> Output<'d> {
     const API: &str = "nisa.affine_select";
-    let ins = Op::begin(API);
-    let x = ins.input("on_true_tile", on_true);
+    ins.operand("on_true_tile", &x);
     ins.gpsimd_sbuf("on_true_tile", &x);
-    pred.validate(&ins);
+    pred.validate(ins);
     if !cmp.is_comparison() {
         ins.fail(ErrorKind::InvalidArgument, format!(
                 "'{cmp}' is not a comparison operator; 'affine_select' compares the affine value with 0 using equal, not_equal, greater, greater_equal, less or less_equal"
@@ -190,16 +214,15 @@ pub fn affine_select<'a>(
                 x.shape()
             ));
     }
-    let out_dtype = dtype.unwrap_or(x.dtype());
-    for (what, d) in [("on_true_tile", x.dtype()), ("output", out_dtype)] {
+    let out = ins.output(dst, MemKind::Sbuf, x.dtype(), x.shape(), false);
+    let ov = out.view();
+    for (what, d) in [("on_true_tile", x.dtype()), ("output", ov.dtype())] {
         if matches!(d, DType::I32 | DType::U32) {
             ins.fail(ErrorKind::DType, format!(
                     "{what} dtype {d} of 'affine_select' is not supported: use a float or an 8/16-bit integer type"
                 ));
         }
     }
-    let out = ins.alloc(MemKind::Sbuf, out_dtype, x.shape());
-    let ov = out.view();
     let site = Site::new(Engine::GpSimd, Opcode::AffineSelect);
     ins.compute(site, &[&x], &[], &[&ov], || {
         let v = x.gather(API, ins.loc);
@@ -219,18 +242,30 @@ pub fn affine_select<'a>(
     out
 }
 
-/// Reduces `data[P, ...]` across its partitions into a new `[1, ...]` SBUF tile (NKI
-/// `nisa.tensor_partition_reduce`; GpSimdE). `op` is add, maximum, bitwise_or or bitwise_and.
-/// Output dtype: `dtype` or `data`'s.
+/// Reduces `data[P, ...]` across its partitions into `dst` (one partition, `data`'s
+/// elements per partition; NKI `nisa.tensor_partition_reduce(dst, op, data)`; GpSimdE). `op`
+/// is add, maximum, bitwise_or or bitwise_and. The result is rounded to `dst`'s dtype.
 #[track_caller]
-pub fn tensor_partition_reduce<'a>(
+pub fn tensor_partition_reduce<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
     op: AluOp,
     data: impl Into<TileRef<'a>>,
-    dtype: Option<DType>,
-) -> Tile {
+    opts: impl Into<Option<Opts>>,
+) {
+    let ins = Op::begin("nisa.tensor_partition_reduce");
+    only_engine(&ins, opts.into(), Engine::GpSimd);
+    tensor_partition_reduce_to(&ins, Dst::Into(dst.into()), op, data.into());
+}
+
+/// The `tensor_partition_reduce` builder.
+pub(crate) fn tensor_partition_reduce_to<'d>(
+    ins: &Op,
+    dst: Dst<'d>,
+    op: AluOp,
+    x: TileRef,
+) -> Output<'d> {
     const API: &str = "nisa.tensor_partition_reduce";
-    let ins = Op::begin(API);
-    let x = ins.input("data", data);
+    ins.operand("data", &x);
     ins.gpsimd_sbuf("data", &x);
     if !matches!(
         op,
@@ -240,12 +275,11 @@ pub fn tensor_partition_reduce<'a>(
                 "'{op}' is not supported by 'tensor_partition_reduce'; use add, maximum, bitwise_or or bitwise_and"
             ));
     }
-    bitvec_needs_ints(&ins, op, &[("data", x.dtype())]);
+    bitvec_needs_ints(ins, op, &[("data", x.dtype())]);
     let mut dims = x.shape().to_vec();
     dims[0] = 1;
-    let out_dtype = dtype.unwrap_or(x.dtype());
     let in_dtype = x.dtype();
-    let out = ins.alloc(MemKind::Sbuf, out_dtype, &dims);
+    let out = ins.output(dst, MemKind::Sbuf, in_dtype, &dims, false);
     let ov = out.view();
     let site = Site::new(Engine::GpSimd, Opcode::PartitionReduce);
     ins.compute(site, &[&x], &[], &[&ov], || {

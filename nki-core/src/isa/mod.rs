@@ -1,38 +1,44 @@
-//! `nisa`: engine-level instructions. Each call is exactly one instruction record on one engine
-//! (see [`crate::record`]), with the hardware's numerics (f32 engine math, rounding to the
-//! output dtype) and the compiler's operand rules as errors.
+//! `nisa`: engine-level instructions, in NKI 0.7's spelling. Each call is exactly one
+//! instruction record on one engine (see [`crate::record`]), with the hardware's numerics (f32
+//! engine math, rounding to the output dtype) and the compiler's operand rules as errors.
 //!
-//! | module | instructions |
+//! **Destination first.** As in NKI 0.7, every instruction writes into an existing tile or view
+//! given first (`nisa.tensor_tensor(dst=out, data1=a, data2=b, op=nl.add)` is
+//! `nisa::tensor_tensor(&out, &a, &b, AluOp::Add, None)`) and returns nothing; the result is
+//! rounded to `dst`'s dtype, and `dst` must have the result's partitions and elements per
+//! partition and live where the engine can write. NKI's keyword arguments are the last
+//! argument: `None` for the defaults, or a small options struct built with its methods
+//! ([`Opts`] for `engine`, [`TensorScalarArgs`], [`ActivationArgs`], [`ReduceOpts`],
+//! [`MatmulOpts`], [`ScanArgs`], [`SttOpts`], [`DmaOpts`]). Scalars-or-vectors (`scale`,
+//! `operand0`, `initial`) take any [`Operand`]: an `f32` or a `[P, 1]` tile.
+//!
+//! | engine | instructions |
 //! |---|---|
-//! | TensorE | [`nc_matmul`], [`nc_matmul_acc`], [`nc_transpose`] (also VectorE for <= 32x32) |
+//! | TensorE | [`nc_matmul`] (accumulating, or a transpose with `is_transpose`), [`nc_transpose`] (also VectorE for <= 32x32) |
 //! | ScalarE | [`activation`], [`activation_reduce`] |
-//! | VectorE | [`tensor_tensor`], [`tensor_scalar`], [`tensor_reduce`], [`tensor_copy`], [`tensor_tensor_scan`], [`reciprocal`], [`memset`], [`bn_stats`], [`bn_aggr`] |
+//! | VectorE | [`tensor_tensor`], [`tensor_scalar`], [`scalar_tensor_tensor`], [`tensor_reduce`], [`tensor_copy`], [`tensor_tensor_scan`], [`reciprocal`], [`memset`], [`bn_stats`], [`bn_aggr`] |
 //! | GpSimdE | [`iota`], [`affine_select`], [`tensor_partition_reduce`] |
 //! | DMA | [`dma_copy`] |
 //!
-//! Classic NKI keyword arguments map to positional `Option`s, or to an args struct with
-//! `Default` and builder methods where an instruction has several ([`ActivationArgs`],
-//! [`TensorScalarArgs`], [`ScanArgs`]). Scalars-or-vectors (`scale`, `operand0`, `initial`)
-//! take any [`Operand`]: an `f32` or a `[P, 1]` tile.
-//!
-//! **Destination form.** Where NKI writes an instruction's result into part of an existing
-//! tile (`out[:, a:b] = nisa.bn_stats(...)`, `nisa.x(dst=...)`, `acc[...] += x`), the builder
-//! has an `_into` twin taking the destination view first: `x_into(dst, <same operands>)`,
-//! with `dst` any tile or view whose partitions and elements per partition match the result;
-//! the result is rounded to `dst`'s dtype (the `dtype` argument of the allocating form is not
-//! taken). It is one instruction, the same record as the allocating form with `dst`'s region
-//! as the write. Available: [`tensor_tensor_into`], [`tensor_scalar_into`],
-//! [`activation_into`], [`tensor_copy_into`], [`tensor_reduce_into`], [`bn_stats_into`],
-//! [`nc_matmul_into`], [`nc_transpose_into`] (and [`nc_matmul_acc`], which accumulates).
-//! Each builder is one private `*_to(op, Dst, ...)` function; both forms call it.
-//!
 //! ```ignore
-//! nisa::bn_stats_into(stats.slice((0..128, 6 * i..6 * (i + 1))), x.slice((0..128, 512 * i..512 * (i + 1))));
+//! let out = nl::ndarray(&[128, 512], BF16, SBUF);
+//! nisa::tensor_tensor(&out, &a, &b, AluOp::Add, None);
+//! nisa::activation(&out, ActFn::Exp, &out, ActivationArgs::new().bias(&b).scale(0.5));
+//! nisa::bn_stats(stats.slice((0..128, 6 * i..6 * (i + 1))), &x, None);
 //! ```
+//!
+//! **Beta 1.** The forms that return a new tile (`y = nisa.tensor_tensor(a, b, op, dtype)`)
+//! and their `_into` twins live in [`classic`]; each is a thin wrapper over the same builder,
+//! so both spellings leave the same records. Each instruction is one private `*_to(op, Dst,
+//! ...)` builder that both call.
 
 pub(crate) mod base;
+pub mod classic;
 mod dma;
 mod gpsimd;
+mod opts;
+#[cfg(test)]
+mod same_records;
 mod scalar;
 mod scalar_tensor_tensor;
 pub(crate) mod tensor;
@@ -43,17 +49,15 @@ mod vector;
 pub use crate::math::{ActFn, AluOp};
 pub use crate::record::Engine;
 pub use base::Operand;
-pub use dma::{dma_copy, DmaEndpoint, DmaSource, DmaTarget};
+pub use dma::{dma_copy, DgeMode, DmaEndpoint, DmaOpts, DmaSource, DmaTarget, OobMode};
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
-pub use scalar::{activation, activation_into, activation_reduce, ActivationArgs};
-pub use scalar_tensor_tensor::scalar_tensor_tensor;
-pub use tensor::{
-    nc_matmul, nc_matmul_acc, nc_matmul_into, nc_matmul_transpose, nc_transpose, nc_transpose_into,
-};
+pub use opts::{MatmulOpts, Opts, ReduceOpts};
+pub use scalar::{activation, activation_reduce, ActivationArgs};
+pub use scalar_tensor_tensor::{scalar_tensor_tensor, SttOpts};
+pub use tensor::{nc_matmul, nc_transpose};
 pub use vector::{
-    bn_aggr, bn_stats, bn_stats_into, memset, memset_into, reciprocal, tensor_copy,
-    tensor_copy_into, tensor_reduce, tensor_reduce_into, tensor_scalar, tensor_scalar_into,
-    tensor_tensor, tensor_tensor_into, tensor_tensor_scan, ScanArgs, TensorScalarArgs,
+    bn_aggr, bn_stats, memset, reciprocal, tensor_copy, tensor_reduce, tensor_scalar,
+    tensor_tensor, tensor_tensor_scan, ScanArgs, TensorScalarArgs,
 };
 pub(crate) use vector::{reduced_shape, trailing_axes};
 

@@ -1,14 +1,15 @@
 //! ScalarE instructions: `activation` and `activation_reduce` (`f(data * scale + bias)`, with
 //! an optional per-partition add-reduction of the result).
 
-use super::base::{dst_forms, per_partition_shape, short, Dst, Output, Site};
-use super::{ActFn, Operand};
+use super::base::{per_partition_shape, short, Dst, Output, Site};
+use super::vector::dtype_is_dst;
+use super::{ActFn, AluOp, Operand};
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::target::Target;
-use crate::tile::{Tile, TileRef};
+use crate::tile::TileRef;
 
 /// The keyword arguments of [`activation`] / [`activation_reduce`]: `bias` (a `[P, 1]`
 /// fp32/fp16/bf16 tile), `scale` (an fp32 scalar or a `[P, 1]` fp32 tile; default 1.0) and the
@@ -62,53 +63,67 @@ impl<'a> ActivationArgs<'a> {
     }
 }
 
-dst_forms! {
-    /// `op(data * scale + bias)` on ScalarE into a new SBUF tile (NKI `nisa.activation`). All math
-    /// is fp32 (`data * scale` and `+ bias` each rounded to fp32, then the function), rounded once
-    /// to the output dtype.
-    ///
-    /// Errors: `op` not in the activation table; `bias` not `[P, 1]` or not fp32/fp16/bf16
-    /// (`err_activation_bias_invalid_type`); `scale` not an fp32 scalar or `[P, 1]` fp32 tile
-    /// (`err_activation_scale_invalid_type`, `err_activation_scale_scalar_or_vector`); a bias on
-    /// `reciprocal` on trn1.
-    pub fn activation;
-    /// [`activation`] writing into `dst` (a view with `data`'s partitions and elements per
-    /// partition; the result is rounded to its dtype, `args.dtype` is not used): NKI's
-    /// `out[...] = nisa.activation(...)`. One instruction.
-    pub fn activation_into;
-    "nisa.activation" <'a>(
-        op: ActFn,
-        data: impl Into<TileRef<'a>>,
-        args: ActivationArgs<'a>
-    ) new(args.dtype)
-    |ins, out| activate(ins, out, op, data.into(), args, false).0
+/// `dst = op(data * scale + bias)` on ScalarE (NKI `nisa.activation(dst, op, data, bias,
+/// scale)`; `args`: `None` for no bias and scale 1.0). All math is fp32 (`data * scale` and
+/// `+ bias` each rounded to fp32, then the function), rounded once to `dst`'s dtype; `dst`
+/// (SBUF or PSUM) has `data`'s partitions and elements per partition.
+///
+/// Errors: `op` not in the activation table; `bias` not `[P, 1]` or not fp32/fp16/bf16
+/// (`err_activation_bias_invalid_type`); `scale` not an fp32 scalar or `[P, 1]` fp32 tile
+/// (`err_activation_scale_invalid_type`, `err_activation_scale_scalar_or_vector`); a bias on
+/// `reciprocal` on trn1; `args.dtype` other than `dst`'s.
+#[track_caller]
+pub fn activation<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    op: ActFn,
+    data: impl Into<TileRef<'a>>,
+    args: impl Into<Option<ActivationArgs<'a>>>,
+) {
+    let ins = Op::begin("nisa.activation");
+    let args = args.into().unwrap_or_default();
+    let dst: TileRef = dst.into();
+    dtype_is_dst(&ins, args.dtype, &dst);
+    activate(&ins, Dst::Into(dst), op, data.into(), args, None);
 }
 
 /// [`activation`] plus the add-reduction of the activated values along the free dimension
-/// (NKI `nisa.activation_reduce` / `activation(reduce_cmd=reset_reduce)`): returns
-/// `(out, reduce_res)` where `reduce_res` is a new `[P, 1]` fp32 SBUF tile holding the sum of
-/// each partition's fp32 results (before rounding to the output dtype). One instruction.
+/// into `reduce_res` (NKI `nisa.activation_reduce(dst, op, data, reduce_op=nl.add,
+/// reduce_res, bias, scale)`): `reduce_res` is a `[P, 1]` view that receives the sum of each
+/// partition's fp32 results (before rounding to `dst`'s dtype), rounded to its dtype.
+/// `reduce_op` must be `add`. One instruction.
 #[track_caller]
-pub fn activation_reduce<'a>(
+pub fn activation_reduce<'d, 'r, 'a>(
+    dst: impl Into<TileRef<'d>>,
     op: ActFn,
     data: impl Into<TileRef<'a>>,
-    args: ActivationArgs<'a>,
-) -> (Tile, Tile) {
+    reduce_op: AluOp,
+    reduce_res: impl Into<TileRef<'r>>,
+    args: impl Into<Option<ActivationArgs<'a>>>,
+) {
     let ins = Op::begin("nisa.activation_reduce");
-    let dst = Dst::New(args.dtype);
-    let (out, red) = activate(&ins, dst, op, data.into(), args, true);
-    (out.tile(), red.expect("reduce requested"))
+    if reduce_op != AluOp::Add {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!("reduce_op '{reduce_op}' of 'activation_reduce' is not supported; the Scalar Engine accumulator adds (nl.add)"),
+        );
+    }
+    let args = args.into().unwrap_or_default();
+    let dst: TileRef = dst.into();
+    dtype_is_dst(&ins, args.dtype, &dst);
+    let red = Dst::Into(reduce_res.into());
+    activate(&ins, Dst::Into(dst), op, data.into(), args, Some(red));
 }
 
-/// The `activation` builder (`reduce`: also the per-partition sum into a new `[P, 1]` tile).
-fn activate<'d, 'a>(
+/// The `activation` builder (`reduce`: also the per-partition sum into a new `[P, 1]` fp32
+/// tile or a `[P, 1]` view).
+pub(crate) fn activate<'d, 'r, 'a>(
     ins: &Op,
     dst: Dst<'d>,
     op: ActFn,
     x: TileRef<'a>,
     args: ActivationArgs<'a>,
-    reduce: bool,
-) -> (Output<'d>, Option<Tile>) {
+    reduce: Option<Dst<'r>>,
+) -> (Output<'d>, Option<Output<'r>>) {
     let api = ins.api;
     ins.operand("data", &x);
     if !op.in_activation_table() {
@@ -163,12 +178,12 @@ fn activate<'d, 'a>(
         }
     };
     let out = ins.output(dst, MemKind::Sbuf, x.dtype(), x.shape(), true);
-    let red = reduce.then(|| ins.alloc(MemKind::Sbuf, DType::F32, &[p, 1]));
+    let red = reduce.map(|r| ins.output(r, MemKind::Sbuf, DType::F32, &[p, 1], true));
     let ov = out.view();
     let rv = red.as_ref().map(|t| t.view());
     let extra: Vec<&TileRef> = args.bias.iter().chain(scale_tile.iter()).collect();
     let outs: Vec<&TileRef> = std::iter::once(&ov).chain(rv.iter()).collect();
-    let site = Site::new(Engine::Scalar, Opcode::Activation).accumulating(reduce);
+    let site = Site::new(Engine::Scalar, Opcode::Activation).accumulating(rv.is_some());
     ins.compute(site, &[&x], &extra, &outs, || {
         let v = x.gather(api, ins.loc);
         let scale = match (&args.scale, &scale_tile) {

@@ -5,35 +5,77 @@
 //! and only the final result is rounded to the output dtype. Its cost class is
 //! [`Opcode::ScalarTensorTensor`] (hardware.md §2.3).
 
-use super::base::{Dst, Site};
+use super::base::{Dst, Output, Site};
 use super::vector::bitvec_needs_ints;
 use super::{AluOp, Engine, Operand};
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{MemKind, Opcode};
-use crate::tile::{Tile, TileRef};
+use crate::tile::TileRef;
 
-/// `(data op0 operand0) op1 data1` element-wise (NKI `nisa.scalar_tensor_tensor`), with
-/// `operand0` a scalar or a per-partition `[P, 1]` tile broadcast along the free dimension.
+/// The operand-order options of [`scalar_tensor_tensor`] (NKI `reverse0`, `reverse1`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SttOpts {
+    /// Computes `operand0 op0 data` instead of `data op0 operand0`.
+    pub reverse0: bool,
+    /// Computes `data1 op1 t` instead of `t op1 data1`.
+    pub reverse1: bool,
+}
+
+impl SttOpts {
+    /// NKI's defaults (no reversal).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Reverses the operands of the first operator.
+    pub fn reverse0(mut self) -> Self {
+        self.reverse0 = true;
+        self
+    }
+    /// Reverses the operands of the second operator.
+    pub fn reverse1(mut self) -> Self {
+        self.reverse1 = true;
+        self
+    }
+}
+
+/// `dst = (data op0 operand0) op1 data1` element-wise (NKI `nisa.scalar_tensor_tensor(dst,
+/// data, op0, operand0, op1, data1, reverse0, reverse1)`), with `operand0` a scalar or a
+/// per-partition `[P, 1]` tile broadcast along the free dimension.
 ///
-/// `data` and `data1` need the same partition count and elements per partition and cannot
+/// `data` and `data1` need `dst`'s partition count and elements per partition and cannot
 /// both be in PSUM; both operators are arithmetic, or both bitvec (integer inputs). The
-/// intermediate `data op0 operand0` is kept in fp32; the result (SBUF, `data`'s shape) is
-/// rounded once to `dtype`, or the promoted input dtype. Runs on VectorE. NKI's
-/// `reverse0`/`reverse1` operand-order flags are not taken (write the reversed form with
-/// [`super::tensor_scalar`] and [`super::tensor_tensor`]).
+/// intermediate `data op0 operand0` is kept in fp32; the result is rounded once to `dst`'s
+/// dtype. Runs on VectorE. `opts` (`None`: no reversal) reverses either operator's operands.
 #[track_caller]
-pub fn scalar_tensor_tensor<'a, 'b>(
+pub fn scalar_tensor_tensor<'d, 'a, 'b>(
+    dst: impl Into<TileRef<'d>>,
     data: impl Into<TileRef<'a>>,
     op0: AluOp,
     operand0: impl Into<Operand<'a>>,
     op1: AluOp,
     data1: impl Into<TileRef<'b>>,
-    dtype: Option<DType>,
-) -> Tile {
+    opts: impl Into<Option<SttOpts>>,
+) {
     let ins = Op::begin("nisa.scalar_tensor_tensor");
-    let (x, y) = (ins.input("data", data), ins.input("data1", data1));
+    let opts = opts.into().unwrap_or_default();
+    let dst = Dst::Into(dst.into());
+    let first = (op0, operand0.into());
+    scalar_tensor_tensor_to(&ins, dst, data.into(), first, (op1, data1.into()), opts);
+}
+
+/// The `scalar_tensor_tensor` builder.
+pub(crate) fn scalar_tensor_tensor_to<'d, 'a>(
+    ins: &Op,
+    dst: Dst<'d>,
+    x: TileRef<'a>,
+    (op0, operand0): (AluOp, Operand<'a>),
+    (op1, y): (AluOp, TileRef),
+    opts: SttOpts,
+) -> Output<'d> {
+    ins.operand("data", &x);
+    ins.operand("data1", &y);
     ins.same_partitions(("data", &x), ("data1", &y));
     ins.same_free(("data", &x), ("data1", &y));
     ins.not_both_psum(("data", &x), ("data1", &y));
@@ -44,27 +86,34 @@ pub fn scalar_tensor_tensor<'a, 'b>(
         );
     }
     let dtypes = [("data", x.dtype()), ("data1", y.dtype())];
-    bitvec_needs_ints(&ins, op0, &dtypes);
+    bitvec_needs_ints(ins, op0, &dtypes);
     let p = x.partitions();
-    let s0 = ins.per_partition("operand0", operand0.into(), p);
+    let s0 = ins.per_partition("operand0", operand0, p);
     let in_dtype = DType::promote(x.dtype(), y.dtype());
-    let out = ins
-        .output(Dst::New(dtype), MemKind::Sbuf, in_dtype, x.shape(), true)
-        .tile();
+    let out = ins.output(dst, MemKind::Sbuf, in_dtype, x.shape(), true);
     let ov = out.view();
     let site = Site::new(Engine::Vector, Opcode::ScalarTensorTensor).with_alu(op1);
     let extra: Vec<&TileRef> = s0.tile().into_iter().collect();
     ins.compute(site, &[&x, &y], &extra, &[&ov], || {
         let (a, b) = (ins.read(&x), ins.read(&y));
-        let c0 = s0.values(&ins, p);
+        let c0 = s0.values(ins, p);
         let f = x.free_size().max(1);
         let r = a
             .iter()
             .zip(&b)
             .enumerate()
             .map(|(i, (&a, &b))| {
-                let t = op0.eval_typed(a, c0[i / f], in_dtype);
-                op1.eval_typed(t, b, in_dtype)
+                let c = c0[i / f];
+                let t = if opts.reverse0 {
+                    op0.eval_typed(c, a, in_dtype)
+                } else {
+                    op0.eval_typed(a, c, in_dtype)
+                };
+                if opts.reverse1 {
+                    op1.eval_typed(b, t, in_dtype)
+                } else {
+                    op1.eval_typed(t, b, in_dtype)
+                }
             })
             .collect();
         ov.scatter(r);

@@ -2,61 +2,51 @@
 //! (TensorE, or VectorE for blocks up to 32x32). `nl.matmul` / `nl.transpose` lower onto the
 //! builders here.
 
-use super::base::{dst_forms, memory, operand, Dst, Output, Site};
+use super::base::{memory, operand, Dst, Output, Site};
+use super::opts::{MatmulOpts, Opts};
 use super::Engine;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::exec;
 use crate::record::{Instr, MatmulDims, MemKind, Opcode, Regions};
-use crate::tile::{Tile, TileRef};
+use crate::tile::TileRef;
 
-dst_forms! {
-    /// `stationary[K, M]^T @ moving[K, N]` into a new fp32 PSUM tile [M, N] (NKI `nisa.nc_matmul`).
-    pub fn nc_matmul;
-    /// `dst = stationary^T @ moving` into an existing PSUM tile or view `dst` of shape [M, N]
-    /// (NKI's `psum[...] = nisa.nc_matmul(...)`): one TensorE instruction that overwrites `dst`.
-    pub fn nc_matmul_into;
-    "nisa.nc_matmul" <'a, 'b>(
-        stationary: impl Into<TileRef<'a>>,
-        moving: impl Into<TileRef<'b>>
-    ) new(None)
-    |ins, out| matmul_to(ins, out, stationary.into(), moving.into(), false)
-}
-
-/// `acc += stationary^T @ moving` in PSUM: one accumulating TensorE instruction (NKI's
-/// `psum += nisa.nc_matmul(...)`). The first matmul into an unwritten accumulator overwrites it
-/// (it opens the accumulation group).
+/// `dst (+)= stationary[K, M]^T @ moving[K, N]` on TensorE (NKI `nisa.nc_matmul(dst,
+/// stationary, moving, accumulate=..., is_transpose=...)`): `dst` is a PSUM tile or view of
+/// shape `[M, N]`; PSUM accumulates in fp32. With `opts` `None` the first matmul into an
+/// unwritten `dst` overwrites it and later ones accumulate (an accumulation group), see
+/// [`MatmulOpts`]. With `is_transpose`, `moving` must be a `[K, K]` identity and `dst`
+/// (`[M, K]`) receives `stationary` transposed (costed as a transpose).
 #[track_caller]
-pub fn nc_matmul_acc<'a, 'b, 'c>(
-    acc: impl Into<TileRef<'c>>,
+pub fn nc_matmul<'d, 'a, 'b>(
+    dst: impl Into<TileRef<'d>>,
     stationary: impl Into<TileRef<'a>>,
     moving: impl Into<TileRef<'b>>,
+    opts: impl Into<Option<MatmulOpts>>,
 ) {
     let ins = Op::begin("nisa.nc_matmul");
-    let acc = acc.into();
-    let first = !acc.is_written();
-    matmul_to(
-        &ins,
-        Dst::Into(acc),
-        stationary.into(),
-        moving.into(),
-        !first,
-    );
+    let opts = opts.into().unwrap_or_default();
+    let (dst, s, m): (TileRef, TileRef, TileRef) = (dst.into(), stationary.into(), moving.into());
+    if opts.is_transpose {
+        if opts.accumulate == Some(true) {
+            ins.fail(
+                ErrorKind::InvalidArgument,
+                "'nc_matmul' with is_transpose=True cannot accumulate".to_string(),
+            );
+        }
+        check_identity(&ins, &s, &m);
+        nc_transpose_to(&ins, Dst::Into(dst), s, Engine::Tensor);
+        return;
+    }
+    let acc = opts.accumulate.unwrap_or_else(|| dst.is_written());
+    matmul_to(&ins, Dst::Into(dst), s, m, acc);
 }
 
-/// Transposes `data[P, F]` to `[F, P]` on TensorE as NKI kernels write it with an explicit
-/// identity: `nisa.nc_matmul(data, identity, is_transpose=True)`. `identity` is the moving
-/// operand, a `[P, P]` identity matrix (checked when values are computed: anything else would
-/// not transpose); the result is a new fp32 PSUM tile. Costs what [`nc_transpose`] costs.
-#[track_caller]
-pub fn nc_matmul_transpose<'a, 'b>(
-    data: impl Into<TileRef<'a>>,
-    identity: impl Into<TileRef<'b>>,
-) -> Tile {
-    let ins = Op::begin("nisa.nc_matmul");
-    let (x, id): (TileRef, TileRef) = (data.into(), identity.into());
-    ins.operand("identity", &id);
+/// `moving` of a transposing matmul must be a `[P, P]` identity for `data`'s `P` partitions
+/// (its values are checked when values are computed: anything else would not transpose).
+pub(crate) fn check_identity(ins: &Op, x: &TileRef, id: &TileRef) {
+    ins.operand("identity", id);
     let p = x.partitions();
     if id.shape() != [p, p] {
         ins.fail(
@@ -69,7 +59,7 @@ pub fn nc_matmul_transpose<'a, 'b>(
         );
     }
     if ins.executes() {
-        let v = ins.read(&id);
+        let v = ins.read(id);
         let off = (0..p * p).find(|&i| v[i] != if i / p == i % p { 1.0 } else { 0.0 });
         if let Some(i) = off {
             ins.fail(
@@ -84,25 +74,38 @@ pub fn nc_matmul_transpose<'a, 'b>(
             );
         }
     }
-    nc_transpose_to(&ins, Dst::New(None), x, Engine::Tensor).tile()
 }
 
-dst_forms! {
-    /// Transposes a 2-D tile `data[P, F]` to `[F, P]` (NKI `nisa.nc_transpose`).
-    ///
-    /// * `Engine::Tensor`: P, F <= 128; reads SBUF, writes a new fp32 PSUM tile (a matmul against
-    ///   the identity).
-    /// * `Engine::Vector`: P, F <= 32; reads SBUF or PSUM, writes a new SBUF tile of `data`'s dtype.
-    pub fn nc_transpose;
-    /// [`nc_transpose`] writing into `dst` (a view of shape [F, P]: PSUM for `Engine::Tensor`, SBUF
-    /// or PSUM for `Engine::Vector`; the result is rounded to its dtype). One instruction.
-    pub fn nc_transpose_into;
-    "nisa.nc_transpose" <'a>(data: impl Into<TileRef<'a>>, engine: Engine) new(None)
-    |ins, out| nc_transpose_to(ins, out, data.into(), engine)
+/// Transposes the 2-D `data[P, F]` into `dst[F, P]` (NKI `nisa.nc_transpose(dst, data,
+/// engine=...)`).
+///
+/// * `Engine::Tensor` (the default): P, F <= 128; reads SBUF, writes PSUM (a matmul against
+///   the identity).
+/// * `Engine::Vector`: P, F <= 32; reads SBUF or PSUM, writes SBUF or PSUM.
+///
+/// The result is rounded to `dst`'s dtype.
+#[track_caller]
+pub fn nc_transpose<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    data: impl Into<TileRef<'a>>,
+    opts: impl Into<Option<Opts>>,
+) {
+    let ins = Op::begin("nisa.nc_transpose");
+    let engine = opts
+        .into()
+        .unwrap_or_default()
+        .engine
+        .unwrap_or(Engine::Tensor);
+    nc_transpose_to(&ins, Dst::Into(dst.into()), data.into(), engine);
 }
 
 /// The `nc_transpose` builder.
-fn nc_transpose_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, engine: Engine) -> Output<'d> {
+pub(crate) fn nc_transpose_to<'d>(
+    ins: &Op,
+    dst: Dst<'d>,
+    x: TileRef,
+    engine: Engine,
+) -> Output<'d> {
     const API: &str = "nisa.nc_transpose";
     ins.engine_in(engine, &[Engine::Tensor, Engine::Vector]);
     if engine == Engine::Tensor {

@@ -1,8 +1,8 @@
 //! The records `nisa` instructions leave: one per call, with the right engine, opcode, sizes,
 //! dtypes, PSUM flag and regions; and estimate mode (records without values).
 
+use super::classic::*;
 use super::trace::{run, run_on};
-use super::*;
 use crate::context::Mode;
 use crate::dtype::DType;
 use crate::error::ErrorKind;

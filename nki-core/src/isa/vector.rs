@@ -7,7 +7,8 @@
 //! accumulate in f64 and round once, i.e. they return the correctly rounded fp32 result; the
 //! hardware's own summation order is not public.
 
-use super::base::{alu_engine, dst_forms, short, Dst, Output, Site};
+use super::base::{alu_engine, short, Dst, Output, Site};
+use super::opts::{Opts, ReduceOpts};
 use super::{AluOp, Engine, Operand};
 use crate::context::Op;
 use crate::dtype::DType;
@@ -15,7 +16,7 @@ use crate::error::ErrorKind;
 use crate::exec;
 use crate::record::{MemKind, Opcode};
 use crate::target::Target;
-use crate::tile::{Tile, TileRef};
+use crate::tile::TileRef;
 
 /// Bitvec operators need integer operands.
 pub(super) fn bitvec_needs_ints(ins: &Op, op: AluOp, dtypes: &[(&str, DType)]) {
@@ -48,30 +49,35 @@ fn bitvec_on_vector(ins: &Op, ops: &[AluOp], engine: Engine) {
     }
 }
 
-dst_forms! {
-    /// Element-wise `data1 op data2` (NKI `nisa.tensor_tensor`).
-    ///
-    /// Both tiles need the same partition count and the same number of elements per partition,
-    /// and cannot both be in PSUM. The output (SBUF, `data1`'s shape) has `dtype`, or the promoted
-    /// input dtype. Runs on VectorE, or on GpSimdE for `power` and 32-bit integer
-    /// add/subtract/multiply (then neither input may be in PSUM).
-    pub fn tensor_tensor;
-    /// [`tensor_tensor`] writing into `dst` (a tile or a view of one with `data1`'s partitions and
-    /// elements per partition; the result is rounded to its dtype): NKI's
-    /// `dst[...] = nisa.tensor_tensor(...)`, and `acc[...] += x` as
-    /// `tensor_tensor_into(acc_view, acc_view, x, AluOp::Add)`. One instruction.
-    pub fn tensor_tensor_into;
-    "nisa.tensor_tensor" <'a, 'b>(
-        data1: impl Into<TileRef<'a>>,
-        data2: impl Into<TileRef<'b>>,
-        op: AluOp,
-        [dtype]
-    )
-    |ins, out| tensor_tensor_to(ins, out, data1.into(), data2.into(), op)
+/// Element-wise `dst = data1 op data2` (NKI `nisa.tensor_tensor(dst, data1, data2, op)`).
+///
+/// Both inputs need `dst`'s partition count and elements per partition, and cannot both be in
+/// PSUM; the fp32 result is rounded to `dst`'s dtype. The engine is VectorE, or GpSimdE for
+/// `power` and 32-bit integer add/subtract/multiply (NKI's table; then nothing may be in PSUM);
+/// `opts.engine` picks VectorE or GpSimdE explicitly (bitvec operators run on VectorE only).
+#[track_caller]
+pub fn tensor_tensor<'d, 'a, 'b>(
+    dst: impl Into<TileRef<'d>>,
+    data1: impl Into<TileRef<'a>>,
+    data2: impl Into<TileRef<'b>>,
+    op: AluOp,
+    opts: impl Into<Option<Opts>>,
+) {
+    let ins = Op::begin("nisa.tensor_tensor");
+    let engine = opts.into().unwrap_or_default().engine;
+    let dst = Dst::Into(dst.into());
+    tensor_tensor_to(&ins, dst, data1.into(), data2.into(), op, engine);
 }
 
 /// The `tensor_tensor` builder.
-fn tensor_tensor_to<'d>(ins: &Op, dst: Dst<'d>, a: TileRef, b: TileRef, op: AluOp) -> Output<'d> {
+pub(crate) fn tensor_tensor_to<'d>(
+    ins: &Op,
+    dst: Dst<'d>,
+    a: TileRef,
+    b: TileRef,
+    op: AluOp,
+    engine: Option<Engine>,
+) -> Output<'d> {
     const API: &str = "nisa.tensor_tensor";
     ins.operand("data1", &a);
     ins.operand("data2", &b);
@@ -80,8 +86,11 @@ fn tensor_tensor_to<'d>(ins: &Op, dst: Dst<'d>, a: TileRef, b: TileRef, op: AluO
     ins.not_both_psum(("data1", &a), ("data2", &b));
     bitvec_needs_ints(ins, op, &[("data1", a.dtype()), ("data2", b.dtype())]);
     let in_dtype = DType::promote(a.dtype(), b.dtype());
-    // The instruction runs where the table puts it; a PSUM operand is an error there.
-    let engine = alu_engine(op, in_dtype, false);
+    // The instruction runs where the table (or the caller) puts it; a PSUM operand is an
+    // error on GpSimdE.
+    let engine = engine.unwrap_or_else(|| alu_engine(op, in_dtype, false));
+    ins.engine_in(engine, &[Engine::Vector, Engine::GpSimd]);
+    bitvec_on_vector(ins, &[op], engine);
     if engine == Engine::GpSimd {
         ins.gpsimd_sbuf("data1", &a);
         ins.gpsimd_sbuf("data2", &b);
@@ -181,30 +190,57 @@ impl<'a> TensorScalarArgs<'a> {
     }
 }
 
-dst_forms! {
-    /// `(data op0 operand0) op1 operand1` with scalar or per-partition `[P, 1]` operands broadcast
-    /// along the free dimension (NKI `nisa.tensor_scalar`). The second operator and the `reverse`
-    /// flags come from `args`.
-    ///
-    /// Both operators are arithmetic, or both bitvec (integer data, VectorE only). ScalarE needs
-    /// trn2 or later and supports only `multiply`, `add` and `multiply` then `add`; GpSimdE cannot
-    /// access PSUM.
-    pub fn tensor_scalar;
-    /// [`tensor_scalar`] writing into `dst` (a tile or view with `data`'s partitions and elements
-    /// per partition; the result is rounded to its dtype, `args.dtype` is not used). One
-    /// instruction.
-    pub fn tensor_scalar_into;
-    "nisa.tensor_scalar" <'a>(
-        data: impl Into<TileRef<'a>>,
-        op0: AluOp,
-        operand0: impl Into<Operand<'a>>,
-        args: TensorScalarArgs<'a>
-    ) new(args.dtype)
-    |ins, out| tensor_scalar_to(ins, out, data.into(), op0, operand0.into(), args)
+/// `dst = (data op0 operand0) op1 operand1` with scalar or per-partition `[P, 1]` operands
+/// broadcast along the free dimension (NKI `nisa.tensor_scalar(dst, data, op0, operand0,
+/// ...)`). The second operator, the `reverse` flags and the engine come from `args` (`None`:
+/// one operator on VectorE).
+///
+/// Both operators are arithmetic, or both bitvec (integer data, VectorE only). ScalarE needs
+/// trn2 or later and supports only `multiply`, `add` and `multiply` then `add`; GpSimdE cannot
+/// access PSUM. `dst` has `data`'s partitions and elements per partition; the result is
+/// rounded to its dtype (`args.dtype`, the classic form's output dtype, must be unset or
+/// `dst`'s).
+#[track_caller]
+pub fn tensor_scalar<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    data: impl Into<TileRef<'a>>,
+    op0: AluOp,
+    operand0: impl Into<Operand<'a>>,
+    args: impl Into<Option<TensorScalarArgs<'a>>>,
+) {
+    let ins = Op::begin("nisa.tensor_scalar");
+    let args = args.into().unwrap_or_default();
+    let dst: TileRef = dst.into();
+    dtype_is_dst(&ins, args.dtype, &dst);
+    tensor_scalar_to(
+        &ins,
+        Dst::Into(dst),
+        data.into(),
+        op0,
+        operand0.into(),
+        args,
+    );
+}
+
+/// The classic forms' output `dtype`, when a dst-first call passes one, must be `dst`'s.
+pub(super) fn dtype_is_dst(ins: &Op, dtype: Option<DType>, dst: &TileRef) {
+    if let Some(d) = dtype {
+        if d != dst.dtype() {
+            ins.fail(
+                ErrorKind::DType,
+                format!(
+                    "'{}' writes dst {} in its dtype {}; the args' dtype {d} is only for the classic form that allocates its output",
+                    short(ins.api),
+                    dst.describe(),
+                    dst.dtype()
+                ),
+            );
+        }
+    }
 }
 
 /// The `tensor_scalar` builder.
-fn tensor_scalar_to<'d, 'a>(
+pub(crate) fn tensor_scalar_to<'d, 'a>(
     ins: &Op,
     dst: Dst<'d>,
     x: TileRef<'a>,
@@ -341,31 +377,29 @@ pub(crate) fn reduced_shape(shape: &[usize], first: usize, keepdims: bool) -> (V
     (dims, shape[first..].iter().product())
 }
 
-dst_forms! {
-    /// Reduces `data` along free axes `axes` with `op` (NKI `nisa.tensor_reduce`).
-    ///
-    /// `axes` must be the last dimensions of `data` in order (`[1]`, `[1, 2]`, ...); the partition
-    /// axis 0 cannot be reduced (use `tensor_partition_reduce` or a matmul). `keepdims` keeps the
-    /// reduced axes as size 1; when no free axis would remain the result is `[P, 1]` (tiles are at
-    /// least 2-D). `negate` multiplies the result by -1. Output: SBUF, `dtype` or `data`'s dtype.
-    pub fn tensor_reduce;
-    /// [`tensor_reduce`] writing into `dst` (a view with the result's partitions and elements per
-    /// partition, e.g. one column of a `[P, n]` tile; the result is rounded to its dtype). One
-    /// instruction.
-    pub fn tensor_reduce_into;
-    "nisa.tensor_reduce" <'a>(
-        op: AluOp,
-        data: impl Into<TileRef<'a>>,
-        axes: &[usize],
-        keepdims: bool,
-        negate: bool,
-        [dtype]
-    )
-    |ins, out| tensor_reduce_to(ins, out, op, data.into(), (axes, keepdims, negate))
+/// Reduces `data` along its free axes `axes` with `op` into `dst` (NKI
+/// `nisa.tensor_reduce(dst, op, data, axis, negate=...)`).
+///
+/// `axes` must be the last dimensions of `data` in order (`[1]`, `[1, 2]`, ...); the partition
+/// axis 0 cannot be reduced (use `tensor_partition_reduce` or a matmul). `dst` holds the
+/// result's partitions and elements per partition (e.g. a `[P, 1]` column); the result is
+/// rounded to its dtype. `opts.negate` multiplies the result by -1.
+#[track_caller]
+pub fn tensor_reduce<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    op: AluOp,
+    data: impl Into<TileRef<'a>>,
+    axes: &[usize],
+    opts: impl Into<Option<ReduceOpts>>,
+) {
+    let ins = Op::begin("nisa.tensor_reduce");
+    let negate = opts.into().unwrap_or_default().negate;
+    let dst = Dst::Into(dst.into());
+    tensor_reduce_to(&ins, dst, op, data.into(), (axes, false, negate));
 }
 
 /// The `tensor_reduce` builder; `how` is `(axes, keepdims, negate)`.
-fn tensor_reduce_to<'d>(
+pub(crate) fn tensor_reduce_to<'d>(
     ins: &Op,
     dst: Dst<'d>,
     op: AluOp,
@@ -419,19 +453,27 @@ fn tensor_reduce_to<'d>(
     out
 }
 
-dst_forms! {
-    /// Copies (and casts) a tile into a new SBUF tile (NKI `nisa.tensor_copy`) on VectorE,
-    /// ScalarE or GpSimdE (GpSimd cannot read PSUM). Values go through fp32.
-    pub fn tensor_copy;
-    /// [`tensor_copy`] writing (and casting) into `dst` (a view with `src`'s partitions and
-    /// elements per partition). One instruction.
-    pub fn tensor_copy_into;
-    "nisa.tensor_copy" <'a>(src: impl Into<TileRef<'a>>, [dtype], engine: Engine)
-    |ins, out| tensor_copy_to(ins, out, src.into(), engine)
+/// Copies (and casts) `src` into `dst` (NKI `nisa.tensor_copy(dst, src, engine=...)`) on
+/// VectorE (the default), ScalarE or GpSimdE (GpSimd cannot access PSUM). `dst` has `src`'s
+/// partitions and elements per partition; values go through fp32 unless the dtypes are equal
+/// (VectorE and GpSimdE then copy bits).
+#[track_caller]
+pub fn tensor_copy<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    src: impl Into<TileRef<'a>>,
+    opts: impl Into<Option<Opts>>,
+) {
+    let ins = Op::begin("nisa.tensor_copy");
+    let engine = opts
+        .into()
+        .unwrap_or_default()
+        .engine
+        .unwrap_or(Engine::Vector);
+    tensor_copy_to(&ins, Dst::Into(dst.into()), src.into(), engine);
 }
 
 /// The `tensor_copy` builder.
-fn tensor_copy_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, engine: Engine) -> Output<'d> {
+pub(crate) fn tensor_copy_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, engine: Engine) -> Output<'d> {
     const API: &str = "nisa.tensor_copy";
     ins.engine_in(engine, &[Engine::Vector, Engine::Scalar, Engine::GpSimd]);
     ins.operand("src", &x);
@@ -467,22 +509,47 @@ pub struct ScanArgs {
     pub dtype: Option<DType>,
 }
 
-/// Scan along the free dimension of each partition (NKI `nisa.tensor_tensor_scan`):
+/// Scan along the free dimension of each partition into `dst` (NKI
+/// `nisa.tensor_tensor_scan(dst, data0, data1, initial, op0, op1)`):
 /// `r[i] = op1(op0(data0[i], r[i-1]), data1[i])` with `r[-1] = initial` (a scalar or a
-/// `[P, 1]` tile). The running value stays fp32; each output is rounded to the dtype.
-/// `data0` and `data1` need the same partitions and free size and cannot both be in PSUM.
+/// `[P, 1]` tile). The running value stays fp32; each output is rounded to `dst`'s dtype.
+/// `data0` and `data1` need the same partitions and free size and cannot both be in PSUM;
+/// `args` (`None`: no reversal) holds the operand-order flags.
 #[track_caller]
-pub fn tensor_tensor_scan<'a, 'b>(
+pub fn tensor_tensor_scan<'d, 'a, 'b>(
+    dst: impl Into<TileRef<'d>>,
     data0: impl Into<TileRef<'a>>,
     data1: impl Into<TileRef<'b>>,
     initial: impl Into<Operand<'a>>,
     op0: AluOp,
     op1: AluOp,
+    args: impl Into<Option<ScanArgs>>,
+) {
+    let ins = Op::begin("nisa.tensor_tensor_scan");
+    let args = args.into().unwrap_or_default();
+    let dst: TileRef = dst.into();
+    dtype_is_dst(&ins, args.dtype, &dst);
+    let (a, b) = (data0.into(), data1.into());
+    tensor_tensor_scan_to(
+        &ins,
+        Dst::Into(dst),
+        (a, b),
+        initial.into(),
+        (op0, op1),
+        args,
+    );
+}
+
+/// The `tensor_tensor_scan` builder.
+pub(crate) fn tensor_tensor_scan_to<'d>(
+    ins: &Op,
+    dst: Dst<'d>,
+    (a, b): (TileRef, TileRef),
+    initial: Operand,
+    (op0, op1): (AluOp, AluOp),
     args: ScanArgs,
-) -> Tile {
+) -> Output<'d> {
     const API: &str = "nisa.tensor_tensor_scan";
-    let ins = Op::begin(API);
-    let (a, b): (TileRef, TileRef) = (data0.into(), data1.into());
     ins.operand("data0", &a);
     ins.operand("data1", &b);
     ins.same_partitions(("data0", &a), ("data1", &b));
@@ -499,15 +566,18 @@ pub fn tensor_tensor_scan<'a, 'b>(
         }
     }
     let p = a.partitions();
-    let init = ins.per_partition("initial", initial.into(), p);
-    let out_dtype = args.dtype.unwrap_or(a.dtype());
-    let out = ins.alloc(MemKind::Sbuf, out_dtype, a.shape());
+    let init = ins.per_partition("initial", initial, p);
+    let dst = match dst {
+        Dst::New(None) => Dst::New(args.dtype),
+        d => d,
+    };
+    let out = ins.output(dst, MemKind::Sbuf, a.dtype(), a.shape(), true);
     let ov = out.view();
     let site = Site::new(Engine::Vector, Opcode::TensorTensorScan);
     let extra: Vec<&TileRef> = init.tile().into_iter().collect();
     ins.compute(site, &[&a, &b], &extra, &[&ov], || {
         let (x, y) = (a.gather(API, ins.loc), b.gather(API, ins.loc));
-        let r0 = init.values(&ins, p);
+        let r0 = init.values(ins, p);
         let f = a.free_size();
         let mut out = Vec::with_capacity(x.len());
         for (part, (xs, ys)) in x.chunks(f).zip(y.chunks(f)).enumerate() {
@@ -531,15 +601,32 @@ pub fn tensor_tensor_scan<'a, 'b>(
     out
 }
 
-/// Element-wise `1 / x` on VectorE at full fp32 precision (NKI `nisa.reciprocal`; ScalarE's
-/// `activation(Reciprocal)` is faster but approximate on hardware).
+/// Element-wise `dst = 1 / data` on VectorE at full fp32 precision (NKI
+/// `nisa.reciprocal(dst, data)`; ScalarE's `activation(Reciprocal)` is faster but
+/// approximate on hardware). `opts.engine` may only be VectorE.
 #[track_caller]
-pub fn reciprocal<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
+pub fn reciprocal<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    data: impl Into<TileRef<'a>>,
+    opts: impl Into<Option<Opts>>,
+) {
+    let ins = Op::begin("nisa.reciprocal");
+    only_engine(&ins, opts.into(), Engine::Vector);
+    reciprocal_to(&ins, Dst::Into(dst.into()), data.into());
+}
+
+/// An instruction with one engine takes `opts.engine` only when it names that engine.
+pub(super) fn only_engine(ins: &Op, opts: Option<Opts>, engine: Engine) {
+    if let Some(e) = opts.and_then(|o| o.engine) {
+        ins.engine_in(e, &[engine]);
+    }
+}
+
+/// The `reciprocal` builder.
+pub(crate) fn reciprocal_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d> {
     const API: &str = "nisa.reciprocal";
-    let ins = Op::begin(API);
-    let x = ins.input("data", data);
-    let out_dtype = dtype.unwrap_or(x.dtype());
-    let out = ins.alloc(MemKind::Sbuf, out_dtype, x.shape());
+    ins.operand("data", &x);
+    let out = ins.output(dst, MemKind::Sbuf, x.dtype(), x.shape(), true);
     let ov = out.view();
     let site = Site::new(Engine::Vector, Opcode::Reciprocal);
     ins.compute(site, &[&x], &[], &[&ov], || {
@@ -553,27 +640,24 @@ pub fn reciprocal<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Til
     out
 }
 
-/// A new SBUF tile of `shape` filled with the compile-time constant `value` rounded to
-/// `dtype` (NKI `nisa.memset`), on VectorE or GpSimdE.
+/// Fills `dst` with the compile-time constant `value` rounded to its dtype (NKI
+/// `nisa.memset(dst, value, engine=...)`), on VectorE (the default) or GpSimdE. `dst` is an
+/// SBUF tile or view.
 #[track_caller]
-pub fn memset(shape: &[usize], value: f32, dtype: DType, engine: Engine) -> Tile {
+pub fn memset<'d>(dst: impl Into<TileRef<'d>>, value: f32, opts: impl Into<Option<Opts>>) {
     let ins = Op::begin("nisa.memset");
-    let dst = Dst::New(Some(dtype));
-    memset_to(&ins, dst, shape, value, engine).tile()
-}
-
-/// [`memset`] writing into `dst` (an SBUF tile or view, filled with `value` rounded to its
-/// dtype; NKI `nisa.memset(dst=..., value)`), on VectorE. One instruction.
-#[track_caller]
-pub fn memset_into<'d>(dst: impl Into<TileRef<'d>>, value: f32) {
-    let ins = Op::begin("nisa.memset");
+    let engine = opts
+        .into()
+        .unwrap_or_default()
+        .engine
+        .unwrap_or(Engine::Vector);
     let dst: TileRef = dst.into();
     let shape = dst.shape().to_vec();
-    memset_to(&ins, Dst::Into(dst), &shape, value, Engine::Vector);
+    memset_to(&ins, Dst::Into(dst), &shape, value, engine);
 }
 
 /// The `memset` builder.
-fn memset_to<'d>(
+pub(crate) fn memset_to<'d>(
     ins: &Op,
     dst: Dst<'d>,
     shape: &[usize],
@@ -608,22 +692,24 @@ fn moments(xs: impl Iterator<Item = f32> + Clone) -> (f64, f64, f64) {
     (n, mean, m2)
 }
 
-dst_forms! {
-    /// Per-partition mean/variance statistics (NKI `nisa.bn_stats`): a `[P, 6]` tile holding
-    /// `(count, mean, variance * count)` of the even-indexed elements then of the odd-indexed
-    /// elements of each partition (free dims flattened). At most 512 elements per partition
-    /// (`bn_stats_fmax`); feed one or more results to [`bn_aggr`]. Output dtype: `dtype` or
-    /// `data`'s.
-    pub fn bn_stats;
-    /// [`bn_stats`] writing into `dst` (a `[P, 6]`-element view, e.g. NKI's
-    /// `stats[:, 6 * i:6 * (i + 1)] = nisa.bn_stats(...)`). One instruction.
-    pub fn bn_stats_into;
-    "nisa.bn_stats" <'a>(data: impl Into<TileRef<'a>>, [dtype])
-    |ins, out| bn_stats_to(ins, out, data.into())
+/// Per-partition mean/variance statistics into `dst` (NKI `nisa.bn_stats(dst, data)`): six
+/// values per partition, `(count, mean, variance * count)` of the even-indexed elements then
+/// of the odd-indexed elements of each partition (free dims flattened). At most 512 elements
+/// per partition (`bn_stats_fmax`); `dst` is `[P, 6]` elements per partition (e.g.
+/// `stats[:, 6 * i..6 * (i + 1)]`); feed one or more results to [`bn_aggr`].
+#[track_caller]
+pub fn bn_stats<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    data: impl Into<TileRef<'a>>,
+    opts: impl Into<Option<Opts>>,
+) {
+    let ins = Op::begin("nisa.bn_stats");
+    only_engine(&ins, opts.into(), Engine::Vector);
+    bn_stats_to(&ins, Dst::Into(dst.into()), data.into());
 }
 
 /// The `bn_stats` builder.
-fn bn_stats_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d> {
+pub(crate) fn bn_stats_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d> {
     const API: &str = "nisa.bn_stats";
     ins.operand("data", &x);
     let f = x.free_size();
@@ -651,15 +737,26 @@ fn bn_stats_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d> {
     out
 }
 
-/// Aggregates one or more [`bn_stats`] results per partition into `[P, 2]` = (mean, variance)
-/// (NKI `nisa.bn_aggr`). `data` holds `(count, mean, variance * count)` triples along its free
-/// dimension (a multiple of 3 elements per partition); groups with count 0 contribute nothing.
-/// The variance is the population variance. Output dtype: `dtype` or `data`'s.
+/// Aggregates one or more [`bn_stats`] results per partition into `dst` = (mean, variance)
+/// (NKI `nisa.bn_aggr(dst, data)`). `data` holds `(count, mean, variance * count)` triples
+/// along its free dimension (a multiple of 3 elements per partition); groups with count 0
+/// contribute nothing. The variance is the population variance; `dst` holds two elements per
+/// partition.
 #[track_caller]
-pub fn bn_aggr<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
+pub fn bn_aggr<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    data: impl Into<TileRef<'a>>,
+    opts: impl Into<Option<Opts>>,
+) {
+    let ins = Op::begin("nisa.bn_aggr");
+    only_engine(&ins, opts.into(), Engine::Vector);
+    bn_aggr_to(&ins, Dst::Into(dst.into()), data.into());
+}
+
+/// The `bn_aggr` builder.
+pub(crate) fn bn_aggr_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d> {
     const API: &str = "nisa.bn_aggr";
-    let ins = Op::begin(API);
-    let x = ins.input("data", data);
+    ins.operand("data", &x);
     let f = x.free_size();
     if !f.is_multiple_of(3) {
         ins.fail(ErrorKind::InvalidArgument, format!(
@@ -667,9 +764,8 @@ pub fn bn_aggr<'a>(data: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
                 x.shape()
             ));
     }
-    let out_dtype = dtype.unwrap_or(x.dtype());
     let p = x.partitions();
-    let out = ins.alloc(MemKind::Sbuf, out_dtype, &[p, 2]);
+    let out = ins.output(dst, MemKind::Sbuf, x.dtype(), &[p, 2], true);
     let ov = out.view();
     let site = Site::new(Engine::Vector, Opcode::BnAggr);
     ins.compute(site, &[&x], &[], &[&ov], || {

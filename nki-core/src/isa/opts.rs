@@ -1,0 +1,89 @@
+//! The keyword options of the dst-first instructions that have no richer options struct of
+//! their own: [`Opts`] (`engine`), [`ReduceOpts`] (`tensor_reduce`'s `negate`) and
+//! [`MatmulOpts`] (`nc_matmul`'s `accumulate` and `is_transpose`).
+//!
+//! Every dst-first instruction takes its options last as `impl Into<Option<..>>`: `None` for
+//! NKI's defaults, or the struct built with its builder methods
+//! (`Opts::new().engine(Engine::GpSimd)`). NKI 0.7's `name=` keyword is not taken yet:
+//! records and errors name the instruction by its API and the kernel line.
+
+use crate::record::Engine;
+
+/// The options of an instruction whose only 0.7 keyword (besides `name`) is `engine`:
+/// `tensor_tensor`, `tensor_copy`, `nc_transpose`, `memset`, and the instructions with no
+/// engine choice (which accept only their own engine here).
+///
+/// ```ignore
+/// nisa::tensor_tensor(&out, &a, &b, AluOp::Add, None);
+/// nisa::tensor_copy(&out, &x, nisa::Opts::new().engine(Engine::Scalar));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Opts {
+    /// The engine to run on; `None` is NKI's `engine=unknown`: the instruction's own default.
+    pub engine: Option<Engine>,
+}
+
+impl Opts {
+    /// NKI's defaults (`engine=unknown`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Runs the instruction on `engine` (an engine the instruction does not run on is an
+    /// error naming the ones it does).
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.engine = Some(engine);
+        self
+    }
+}
+
+/// The options of `nisa::tensor_reduce`: `negate` multiplies the result by -1. (NKI's
+/// `keepdims` only shapes an allocated result; a dst-first call takes the shape from `dst`.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReduceOpts {
+    /// Negates the reduced values.
+    pub negate: bool,
+}
+
+impl ReduceOpts {
+    /// NKI's defaults (`negate=False`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Negates the result.
+    pub fn negate(mut self) -> Self {
+        self.negate = true;
+        self
+    }
+}
+
+/// The options of `nisa::nc_matmul`.
+///
+/// `accumulate`: `None` (NKI's default) accumulates into `dst` when it already holds a
+/// value (a later matmul of an accumulation group) and overwrites an unwritten `dst` (the
+/// first one); `Some(true)` always accumulates (reading an unwritten `dst` is an error);
+/// `Some(false)` always overwrites. `is_transpose` makes the instruction a PE transpose:
+/// `moving` must be a `[P, P]` identity and `dst` receives `stationary` transposed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MatmulOpts {
+    /// Accumulate into `dst` (see the type's docs).
+    pub accumulate: Option<bool>,
+    /// Transpose `stationary` through an identity `moving` (NKI `is_transpose=True`).
+    pub is_transpose: bool,
+}
+
+impl MatmulOpts {
+    /// NKI's defaults (`accumulate=None`, `is_transpose=False`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets `accumulate` (`true`: always add into `dst`; `false`: always overwrite it).
+    pub fn accumulate(mut self, accumulate: bool) -> Self {
+        self.accumulate = Some(accumulate);
+        self
+    }
+    /// Makes the matmul a transpose (NKI `is_transpose=True`).
+    pub fn transpose(mut self) -> Self {
+        self.is_transpose = true;
+        self
+    }
+}

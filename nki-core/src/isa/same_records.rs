@@ -1,0 +1,365 @@
+//! The two spellings of every instruction are one instruction: a Beta-1 call of
+//! [`super::classic`] (a new tile) and the dst-first call into a tile allocated just before it
+//! leave the same records (everything but the source line) and the same values.
+
+use super::classic as c;
+use super::trace::run;
+use super::*;
+use crate::context::Mode;
+use crate::dtype::DType;
+use crate::lang;
+use crate::record::{Instr, MemKind};
+use crate::tile::Tile;
+use std::cell::RefCell;
+
+/// A record stream as JSON without source lines, with tile ids renumbered in order of first
+/// appearance (ids are unique per process, not per instance).
+fn plain(recs: &[Instr]) -> Vec<serde_json::Value> {
+    let mut ids = std::collections::HashMap::new();
+    recs.iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(r).expect("records serialize");
+            v.as_object_mut()
+                .expect("a record is an object")
+                .remove("loc");
+            for side in ["reads", "writes"] {
+                for reg in v[side].as_array_mut().expect("regions").iter_mut() {
+                    if let Some(id) = reg["buf"].get_mut("Tile") {
+                        let n = ids.len();
+                        *id = (*ids.entry(id.as_u64().expect("an id")).or_insert(n)).into();
+                    }
+                }
+            }
+            v
+        })
+        .collect()
+}
+
+/// Runs `setup` then the classic call (`old`) and, in a fresh instance, `setup`, a new tile of
+/// the classic output's shape, dtype and memory, and the dst-first call (`new`) into it;
+/// asserts equal records and equal output values in both modes that record.
+fn same(
+    what: &str,
+    setup: impl Fn() -> Vec<Tile>,
+    old: impl Fn(&[Tile]) -> Tile,
+    new: impl Fn(&[Tile], &Tile),
+) {
+    for mode in [Mode::Simulate, Mode::Estimate] {
+        let shape = RefCell::new(None);
+        let vals = RefCell::new((Vec::new(), Vec::new()));
+        let a = run(mode, || {
+            let s = setup();
+            let t = old(&s);
+            *shape.borrow_mut() = Some((t.shape().to_vec(), t.dtype(), t.mem()));
+            if mode == Mode::Simulate {
+                vals.borrow_mut().0 = t.values();
+            }
+        })
+        .unwrap_or_else(|e| panic!("{what}: classic form fails: {e}"));
+        let (dims, dtype, mem) = shape.into_inner().expect("classic ran");
+        let b = run(mode, || {
+            let s = setup();
+            let t = lang::ndarray(&dims, dtype, mem);
+            new(&s, &t);
+            if mode == Mode::Simulate {
+                vals.borrow_mut().1 = t.values();
+            }
+        })
+        .unwrap_or_else(|e| panic!("{what}: dst-first form fails: {e}"));
+        assert_eq!(a.len(), b.len(), "{what}: record counts");
+        for (x, y) in plain(&a).iter().zip(&plain(&b)) {
+            assert_eq!(x, y, "{what}: records differ");
+        }
+        let (x, y) = vals.into_inner();
+        assert_eq!(
+            x.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{what}: values differ"
+        );
+    }
+}
+
+/// A `[p, f]` SBUF tile of `dtype` holding `scale * (i + p * f / 3)` for element `i`
+/// (varied values; one iota and one tensor_scalar record).
+fn ramp(p: usize, f: usize, dtype: DType, scale: f32) -> Tile {
+    let i = c::iota(&AffineExpr::new(p, f as i32).free(1, f), DType::F32);
+    let args = TensorScalarArgs::new()
+        .then(AluOp::Subtract, (p * f / 3) as f32)
+        .dtype(dtype);
+    c::tensor_scalar(&i, AluOp::Multiply, scale, args)
+}
+
+#[test]
+fn vector_instructions_record_the_same_in_both_spellings() {
+    let two = || {
+        vec![
+            ramp(128, 64, DType::BF16, 0.01),
+            ramp(128, 64, DType::F32, -0.02),
+        ]
+    };
+    same(
+        "tensor_tensor",
+        two,
+        |s| c::tensor_tensor(&s[0], &s[1], AluOp::Multiply, None),
+        |s, d| tensor_tensor(d, &s[0], &s[1], AluOp::Multiply, None),
+    );
+    same(
+        "tensor_tensor (int32 on GpSimd)",
+        || vec![ramp(64, 32, DType::I32, 3.0)],
+        |s| c::tensor_tensor(&s[0], &s[0], AluOp::Add, None),
+        |s, d| tensor_tensor(d, &s[0], &s[0], AluOp::Add, None),
+    );
+    let vec_and_data = || {
+        vec![
+            ramp(128, 64, DType::F32, 0.5),
+            ramp(128, 1, DType::F32, 0.25),
+        ]
+    };
+    same(
+        "tensor_scalar",
+        vec_and_data,
+        |s| {
+            let args = TensorScalarArgs::new().then(AluOp::Add, 2.5).reverse0();
+            c::tensor_scalar(&s[0], AluOp::Subtract, &s[1], args)
+        },
+        |s, d| {
+            let args = TensorScalarArgs::new().then(AluOp::Add, 2.5).reverse0();
+            tensor_scalar(d, &s[0], AluOp::Subtract, &s[1], args)
+        },
+    );
+    same(
+        "tensor_reduce",
+        || vec![ramp(128, 64, DType::F32, 0.5)],
+        |s| c::tensor_reduce(AluOp::Maximum, &s[0], &[1], false, true, Some(DType::BF16)),
+        |s, d| tensor_reduce(d, AluOp::Maximum, &s[0], &[1], ReduceOpts::new().negate()),
+    );
+    same(
+        "tensor_copy",
+        || vec![ramp(128, 64, DType::F32, 0.5)],
+        |s| c::tensor_copy(&s[0], Some(DType::BF16), Engine::Scalar),
+        |s, d| tensor_copy(d, &s[0], Opts::new().engine(Engine::Scalar)),
+    );
+    same(
+        "tensor_tensor_scan",
+        || vec![ramp(32, 16, DType::F32, 0.5), ramp(32, 16, DType::F32, 0.1)],
+        |s| {
+            c::tensor_tensor_scan(
+                &s[0],
+                &s[1],
+                1.0,
+                AluOp::Multiply,
+                AluOp::Add,
+                ScanArgs::default(),
+            )
+        },
+        |s, d| tensor_tensor_scan(d, &s[0], &s[1], 1.0, AluOp::Multiply, AluOp::Add, None),
+    );
+    same(
+        "reciprocal",
+        || vec![ramp(128, 64, DType::F32, 0.5)],
+        |s| c::reciprocal(&s[0], None),
+        |s, d| reciprocal(d, &s[0], None),
+    );
+    same(
+        "memset",
+        Vec::<Tile>::new,
+        |_| c::memset(&[128, 64], 1.5, DType::BF16, Engine::GpSimd),
+        |_, d| memset(d, 1.5, Opts::new().engine(Engine::GpSimd)),
+    );
+    same(
+        "bn_stats",
+        || vec![ramp(128, 512, DType::F32, 0.01)],
+        |s| c::bn_stats(&s[0], None),
+        |s, d| bn_stats(d, &s[0], None),
+    );
+    same(
+        "bn_aggr",
+        || vec![c::bn_stats(&ramp(128, 512, DType::F32, 0.01), None)],
+        |s| c::bn_aggr(&s[0], None),
+        |s, d| bn_aggr(d, &s[0], None),
+    );
+    same(
+        "scalar_tensor_tensor",
+        two,
+        |s| c::scalar_tensor_tensor(&s[0], AluOp::Multiply, 0.5, AluOp::Add, &s[1], None),
+        |s, d| scalar_tensor_tensor(d, &s[0], AluOp::Multiply, 0.5, AluOp::Add, &s[1], None),
+    );
+}
+
+#[test]
+fn scalar_tensor_and_gpsimd_instructions_record_the_same_in_both_spellings() {
+    let data_bias = || {
+        vec![
+            ramp(128, 64, DType::F32, 0.01),
+            ramp(128, 1, DType::F32, 0.1),
+        ]
+    };
+    same(
+        "activation",
+        data_bias,
+        |s| {
+            c::activation(
+                ActFn::Exp,
+                &s[0],
+                ActivationArgs::new().bias(&s[1]).scale(0.5),
+            )
+        },
+        |s, d| {
+            activation(
+                d,
+                ActFn::Exp,
+                &s[0],
+                ActivationArgs::new().bias(&s[1]).scale(0.5),
+            )
+        },
+    );
+    same(
+        "nc_matmul",
+        || {
+            vec![
+                ramp(128, 64, DType::BF16, 0.01),
+                ramp(128, 256, DType::BF16, 0.02),
+            ]
+        },
+        |s| c::nc_matmul(&s[0], &s[1]),
+        |s, d| nc_matmul(d, &s[0], &s[1], None),
+    );
+    same(
+        "nc_transpose (TensorE)",
+        || vec![ramp(128, 64, DType::BF16, 0.01)],
+        |s| c::nc_transpose(&s[0], Engine::Tensor),
+        |s, d| nc_transpose(d, &s[0], None),
+    );
+    same(
+        "nc_transpose (VectorE)",
+        || vec![ramp(32, 16, DType::F32, 0.01)],
+        |s| c::nc_transpose(&s[0], Engine::Vector),
+        |s, d| nc_transpose(d, &s[0], Opts::new().engine(Engine::Vector)),
+    );
+    let expr = AffineExpr::new(128, 1).free(-1, 64).offset(3);
+    same(
+        "iota",
+        Vec::<Tile>::new,
+        |_| c::iota(&expr, DType::I32),
+        |_, d| iota(d, &expr, None),
+    );
+    same(
+        "affine_select",
+        || vec![ramp(128, 64, DType::BF16, 0.01)],
+        |s| c::affine_select(&expr, AluOp::GreaterEqual, &s[0], -9984.0, None),
+        |s, d| affine_select(d, &expr, AluOp::GreaterEqual, &s[0], -9984.0, None),
+    );
+    same(
+        "tensor_partition_reduce",
+        || vec![ramp(128, 64, DType::F32, 0.01)],
+        |s| c::tensor_partition_reduce(AluOp::Add, &s[0], None),
+        |s, d| tensor_partition_reduce(d, AluOp::Add, &s[0], None),
+    );
+}
+
+#[test]
+fn activation_reduce_and_accumulating_matmuls_record_the_same_in_both_spellings() {
+    // activation_reduce: two outputs; the dst-first call takes both.
+    let recs = |dst_first: bool| {
+        run(Mode::Simulate, || {
+            let x = ramp(128, 64, DType::F32, 0.01);
+            if dst_first {
+                let out = lang::ndarray(&[128, 64], DType::BF16, MemKind::Sbuf);
+                let red = lang::ndarray(&[128, 1], DType::F32, MemKind::Sbuf);
+                let args = ActivationArgs::new().scale(0.5);
+                activation_reduce(&out, ActFn::Exp, &x, AluOp::Add, &red, args);
+            } else {
+                let args = ActivationArgs::new().scale(0.5).dtype(DType::BF16);
+                c::activation_reduce(ActFn::Exp, &x, args);
+            }
+        })
+        .expect("runs")
+    };
+    let (a, b) = (recs(false), recs(true));
+    assert_eq!(plain(&a), plain(&b));
+
+    // Three matmuls into one accumulator: nc_matmul_acc vs nc_matmul with its defaults.
+    let recs = |dst_first: bool| {
+        run(Mode::Simulate, || {
+            let s = ramp(128, 64, DType::BF16, 0.01);
+            let m = ramp(128, 256, DType::BF16, 0.02);
+            let acc = lang::ndarray(&[64, 256], DType::F32, MemKind::Psum);
+            for _ in 0..3 {
+                if dst_first {
+                    nc_matmul(&acc, &s, &m, None);
+                } else {
+                    c::nc_matmul_acc(&acc, &s, &m);
+                }
+            }
+        })
+        .expect("runs")
+    };
+    let (a, b) = (recs(false), recs(true));
+    assert_eq!(plain(&a), plain(&b));
+    assert_eq!(a[a.len() - 3].reads.len(), 2, "the first matmul overwrites");
+    assert_eq!(
+        a[a.len() - 1].reads.len(),
+        3,
+        "later matmuls read the accumulator"
+    );
+}
+
+#[test]
+fn dst_first_rules() {
+    // A dst of the wrong shape, memory or classic dtype is an error naming the op.
+    let err = |f: &dyn Fn()| run(Mode::Simulate, f).expect_err("must fail").to_string();
+    let e = err(&|| {
+        let a = lang::zeros(&[128, 64], DType::F32, MemKind::Sbuf);
+        let d = lang::ndarray(&[128, 32], DType::F32, MemKind::Sbuf);
+        tensor_tensor(&d, &a, &a, AluOp::Add, None);
+    });
+    assert!(
+        e.contains("tensor_tensor") && e.contains("dst[128, 32]"),
+        "{e}"
+    );
+    let e = err(&|| {
+        let a = lang::zeros(&[128, 64], DType::F32, MemKind::Sbuf);
+        let d = lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf);
+        nc_matmul(&d, &a, &a, None);
+    });
+    assert!(e.contains("psum"), "{e}");
+    let e = err(&|| {
+        let a = lang::zeros(&[128, 64], DType::F32, MemKind::Sbuf);
+        let d = lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf);
+        tensor_scalar(
+            &d,
+            &a,
+            AluOp::Add,
+            1.0,
+            TensorScalarArgs::new().dtype(DType::BF16),
+        );
+    });
+    assert!(e.contains("dtype"), "{e}");
+    let e = err(&|| {
+        let a = lang::zeros(&[128, 64], DType::F32, MemKind::Sbuf);
+        let d = lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf);
+        reciprocal(&d, &a, Opts::new().engine(Engine::GpSimd));
+    });
+    assert!(e.contains("cannot run on"), "{e}");
+    let e = err(&|| {
+        let x = lang::zeros(&[128, 64], DType::F32, MemKind::Sbuf);
+        let out = lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf);
+        let red = lang::ndarray(&[128, 1], DType::F32, MemKind::Sbuf);
+        activation_reduce(&out, ActFn::Exp, &x, AluOp::Maximum, &red, None);
+    });
+    assert!(e.contains("reduce_op"), "{e}");
+    // scalar_tensor_tensor's reverse flags: (2 - x) / y, computed as reversed operands.
+    run(Mode::Simulate, || {
+        let x = lang::full(&[4, 4], 0.5, DType::F32, MemKind::Sbuf);
+        let y = lang::full(&[4, 4], 4.0, DType::F32, MemKind::Sbuf);
+        let d = lang::ndarray(&[4, 4], DType::F32, MemKind::Sbuf);
+        let o = SttOpts::new().reverse0().reverse1();
+        scalar_tensor_tensor(&d, &x, AluOp::Subtract, 2.0, AluOp::Divide, &y, o);
+        assert!(
+            d.values().iter().all(|&v| v == 4.0 / 1.5),
+            "{:?}",
+            d.values()
+        );
+    })
+    .expect("runs");
+}
