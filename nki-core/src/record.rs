@@ -13,6 +13,9 @@ pub enum Opcode {
     DmaCopy,
     /// DMA with a 2-D transpose (`load_transpose2d`, `dma_transpose`).
     DmaTranspose,
+    /// Descriptor generation of a DMA with software DGE (on GpSimdE) or hardware DGE
+    /// (triggered by the Sync or Scalar engine); `free` is the number of descriptors.
+    DmaDescriptors,
     /// TensorE matmul (LoadStationary + MultiplyMoving).
     Matmul,
     /// TensorE transpose (matmul against identity).
@@ -65,6 +68,7 @@ impl Opcode {
         match self {
             Opcode::DmaCopy => "DMA_COPY",
             Opcode::DmaTranspose => "DMA_TRANSPOSE",
+            Opcode::DmaDescriptors => "DMA_DESCRIPTORS",
             Opcode::Matmul => "MATMUL",
             Opcode::Transpose => "TRANSPOSE",
             Opcode::TensorTensor => "TENSOR_TENSOR",

@@ -135,6 +135,13 @@ pub struct TargetSpec {
     pub min_ii: u64,
     /// GpSimd instruction start overhead, cycles (`GPSIMD_START`) \[E S13\].
     pub gpsimd_start: u64,
+    /// Time, in ns, a hardware-DGE DMA instruction occupies the Sync or Scalar engine that
+    /// triggers the DGE block: "approximately 600 ns" per instruction (NKI docs,
+    /// deep-dives/nki-dge.rst, for trn2). trn1 has no hardware DGE (a `dge_mode=hwdge` DMA is
+    /// an error there); trn3: no figure, trn2's assumed \[A\]. Software DGE costs GpSimdE
+    /// its instruction start-up plus one cycle per descriptor (the GpSimd rule `150 + N`
+    /// applied to descriptors; no public figure) \[A\].
+    pub hwdge_ns: f64,
     /// Minimum II of dynamic-offset copies, cycles (`MIN_II_DYNAMIC`) \[E S13\].
     pub min_ii_dynamic: u64,
     /// Extra cycles an instruction waits when it depends on an earlier instruction's result
@@ -239,6 +246,7 @@ pub static TRN1: TargetSpec = TargetSpec {
     pe_throttle_ramp_ns: 3000.0,
     min_ii: 64,
     gpsimd_start: 150,
+    hwdge_ns: 600.0,
     min_ii_dynamic: 600,
     dependency_latency_cycles: 200,
     vector_perf_modes: false,
@@ -284,6 +292,7 @@ pub static TRN2: TargetSpec = TargetSpec {
     pe_throttle_ramp_ns: 3000.0,
     min_ii: 64,
     gpsimd_start: 150,
+    hwdge_ns: 600.0,
     min_ii_dynamic: 600,
     dependency_latency_cycles: 200,
     vector_perf_modes: true,
@@ -329,6 +338,7 @@ pub static TRN3: TargetSpec = TargetSpec {
     pe_throttle_ramp_ns: 3000.0,
     min_ii: 64,
     gpsimd_start: 150,
+    hwdge_ns: 600.0,
     min_ii_dynamic: 600,
     dependency_latency_cycles: 200,
     vector_perf_modes: true,

@@ -76,7 +76,12 @@ impl<'a, T: HbmDest> DmaTarget<'a> for T {
     }
 }
 
-impl DmaEndpoint<'_> {
+impl<'a> DmaEndpoint<'a> {
+    /// The endpoint of anything a DMA reads (an HBM view, a tile or view): the sources of
+    /// [`dma_compute`], e.g. `[DmaEndpoint::of(&acc), DmaEndpoint::of(x.slice(..))]`.
+    pub fn of(src: impl DmaSource<'a>) -> DmaEndpoint<'a> {
+        src.dma_source()
+    }
     fn mem(&self) -> MemKind {
         match self {
             DmaEndpoint::Hbm(_) => MemKind::Hbm,
@@ -228,6 +233,15 @@ pub(super) fn check_opts(ins: &Op, opts: &DmaOpts, src: &DmaEndpoint, dst: &DmaE
             );
         }
     }
+    if opts.dge_mode == DgeMode::Hwdge && ins.target() == crate::target::Target::Trn1 {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'{}' with dge_mode=hwdge needs NeuronCore-v3 or later (trn2+); trn1 has no hardware DGE",
+                short(ins.api)
+            ),
+        );
+    }
     if opts.dge_mode == DgeMode::Hwdge && src.dtype() != dst.dtype() {
         ins.fail(
             ErrorKind::DType,
@@ -259,32 +273,73 @@ pub fn dma_copy<'a, 'b>(
 ) {
     let opts = opts.into().unwrap_or_default();
     let ins = Op::begin(API);
-    let (dst, src) = (dst.dma_target(), src.dma_source());
-    for (what, end) in [("dst", &dst), ("src", &src)] {
+    transfer(&ins, dst.dma_target(), &[src.dma_source()], &opts);
+}
+
+/// `dst = srcs[0] + srcs[1] + ...` computed by the DMA engines (NKI `nisa.dma_compute(dst,
+/// srcs, reduce_op=nl.add)`): every source is read as fp32, the sum is rounded once to
+/// `dst`'s dtype. Sources and `dst` are HBM views or SBUF tiles with the same number of
+/// elements (matched in row-major order); `reduce_op` must be `add` (as in 0.7, whose
+/// `scales` must all be 1.0, so none are taken here). A read-modify-write names `dst`
+/// among the sources: `dma_compute(out, &[out_view, tile.into()], ..)` is a scatter-add
+/// into HBM, `dma_compute(&acc, &[acc.into(), hbm_view], ..)` a gather-add into SBUF. One
+/// DMA instruction; HBM writes are race-checked like [`dma_copy`]'s.
+#[track_caller]
+pub fn dma_compute<'a, 'b>(
+    dst: impl DmaTarget<'a>,
+    srcs: &[DmaEndpoint<'b>],
+    reduce_op: crate::math::AluOp,
+    opts: impl Into<Option<DmaOpts>>,
+) {
+    let opts = opts.into().unwrap_or_default();
+    let ins = Op::begin("nisa.dma_compute");
+    if reduce_op != crate::math::AluOp::Add {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!("reduce_op '{reduce_op}' of 'dma_compute' is not supported: the DMA engines add (nl.add)"),
+        );
+    }
+    if srcs.is_empty() {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            "'dma_compute' needs at least one source".to_string(),
+        );
+    }
+    transfer(&ins, dst.dma_target(), srcs, &opts);
+}
+
+/// The DMA builder: `dst = srcs[0]` (a copy: slots move untouched, a cast goes through fp32)
+/// or, for several sources, `dst = sum(srcs)` in fp32.
+fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
+    let api = ins.api;
+    for (what, end) in std::iter::once(("dst", &dst)).chain(srcs.iter().map(|s| ("src", s))) {
         if end.mem() == MemKind::Psum {
             ins.fail(ErrorKind::WrongMemory, format!(
-                    "expected operand '{what}' of 'dma_copy' to be in address space 'hbm|sbuf', but got a tile in 'psum' instead ({}): DMA engines cannot access psum",
+                    "expected operand '{what}' of '{}' to be in address space 'hbm|sbuf', but got a tile in 'psum' instead ({}): DMA engines cannot access psum",
+                    short(api),
                     end.describe()
                 ));
         }
     }
-    check_opts(&ins, &opts, &src, &dst);
-    if dst.numel() != src.numel() {
-        ins.fail(
-            ErrorKind::ShapeMismatch,
-            format!(
-                "dst {} and src {} of '{}' have different numbers of elements ({} vs {})",
-                dst.describe(),
-                src.describe(),
-                short(API),
-                dst.numel(),
-                src.numel()
-            ),
-        );
-    }
-    // HBM accesses are tagged in every mode: estimate mode tracks races without values.
-    if let DmaEndpoint::Hbm(v) = &src {
-        crate::hbm::write::track_load(v, API, ins.loc);
+    for src in srcs {
+        check_opts(ins, opts, src, &dst);
+        if dst.numel() != src.numel() {
+            ins.fail(
+                ErrorKind::ShapeMismatch,
+                format!(
+                    "dst {} and src {} of '{}' have different numbers of elements ({} vs {})",
+                    dst.describe(),
+                    src.describe(),
+                    short(api),
+                    dst.numel(),
+                    src.numel()
+                ),
+            );
+        }
+        // HBM accesses are tagged in every mode: estimate mode tracks races without values.
+        if let DmaEndpoint::Hbm(v) = src {
+            crate::hbm::write::track_load(v, api, ins.loc);
+        }
     }
     let writer = match &dst {
         DmaEndpoint::Hbm(_) => Some(ins.hbm_writer()),
@@ -294,15 +349,30 @@ pub fn dma_copy<'a, 'b>(
         DmaEndpoint::Tile(t) => vec![t],
         DmaEndpoint::Hbm(_) => Vec::new(),
     };
+    descriptors(ins, opts, &dst, &srcs[0]);
+    let read = |src: &DmaEndpoint| match src {
+        DmaEndpoint::Hbm(v) => ins.check(v.gather(api)),
+        DmaEndpoint::Tile(t) => t.gather_slots(api, ins.loc),
+    };
     ins.issue(
         &tile_out,
         || {
-            // Slots move untouched (bit-exact); a cast goes through fp32.
-            let mut vals = match &src {
-                DmaEndpoint::Hbm(v) => ins.check(v.gather(API)),
-                DmaEndpoint::Tile(t) => t.gather_slots(API, ins.loc),
+            let vals = if let [src] = srcs {
+                // Slots move untouched (bit-exact); a cast goes through fp32.
+                let mut vals = read(src);
+                src.dtype().cast_slots(dst.dtype(), &mut vals);
+                vals
+            } else {
+                // The DMA engines' compute path: fp32 values, one rounding to dst's dtype.
+                let mut sum = vec![0.0f32; dst.numel()];
+                for src in srcs {
+                    let mut v = read(src);
+                    src.dtype().cast_slots(crate::dtype::DType::F32, &mut v);
+                    sum.iter_mut().zip(&v).for_each(|(s, x)| *s += x);
+                }
+                crate::dtype::DType::F32.cast_slots(dst.dtype(), &mut sum);
+                sum
             };
-            src.dtype().cast_slots(dst.dtype(), &mut vals);
             match &dst {
                 DmaEndpoint::Tile(t) => t.scatter_slots(vals),
                 DmaEndpoint::Hbm(v) => {
@@ -311,13 +381,51 @@ pub fn dma_copy<'a, 'b>(
                 }
             }
         },
-        || dma_record(&dst, &src, &ins),
+        || {
+            let mut r = dma_record(&dst, &srcs[0], ins);
+            if srcs.len() > 1 {
+                r.reads = srcs.iter().map(|s| s.region()).collect();
+                r.alu = Some(crate::math::AluOp::Add);
+            }
+            r
+        },
     );
     if !ins.executes() {
         if let (DmaEndpoint::Hbm(v), Some((wid, shared))) = (&dst, &writer) {
             ins.check(crate::hbm::write::track(v, *wid, shared, ins.loc));
         }
     }
+}
+
+/// With software or hardware DGE, the descriptor generation that precedes the transfer: one
+/// record on the generating engine (GpSimdE for swdge; the Sync engine, or `opts.engine`, for
+/// hwdge), costed by the target (`hwdge_ns`, GpSimd's start-up plus one cycle per
+/// descriptor), whose write of `dst`'s region the transfer waits for. `dge_mode` none or
+/// unknown records nothing more (the compiler's choice is not public; the DMA costs what it
+/// did before).
+fn descriptors(ins: &Op, opts: &DmaOpts, dst: &DmaEndpoint, src: &DmaEndpoint) {
+    let engine = match opts.dge_mode {
+        DgeMode::Swdge => Engine::GpSimd,
+        DgeMode::Hwdge => opts.engine.unwrap_or(Engine::Sync),
+        DgeMode::None | DgeMode::Unknown => return,
+    };
+    ins.issue(
+        &[],
+        || {},
+        || {
+            let r = dma_record(dst, src, ins);
+            let d = r.dma.expect("a DMA record has DMA dimensions");
+            let count = d.bytes.div_ceil(d.chunk_bytes.max(1));
+            Instr {
+                partitions: r.partitions,
+                free: count.min(u32::MAX as u64) as u32,
+                in_dtype: r.in_dtype,
+                out_dtype: r.out_dtype,
+                writes: [dst.region()].into(),
+                ..Instr::new(engine, Opcode::DmaDescriptors, ins.api, ins.loc)
+            }
+        },
+    );
 }
 
 /// The DMA record: bytes moved (counted on the HBM side when there is one, else the source),
@@ -359,6 +467,6 @@ fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
         dma: Some(dims),
         reads: [src.region()].into(),
         writes: [dst.region()].into(),
-        ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, ins.loc)
+        ..Instr::new(Engine::Dma, Opcode::DmaCopy, ins.api, ins.loc)
     }
 }

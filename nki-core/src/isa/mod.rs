@@ -18,7 +18,7 @@
 //! | ScalarE | [`activation`], [`activation_reduce`] |
 //! | VectorE | [`tensor_tensor`], [`tensor_scalar`], [`scalar_tensor_tensor`], [`tensor_reduce`], [`tensor_copy`], [`tensor_tensor_scan`], [`reciprocal`], [`memset`], [`bn_stats`], [`bn_aggr`] |
 //! | GpSimdE | [`iota`], [`affine_select`], [`tensor_partition_reduce`] |
-//! | DMA | [`dma_copy`] |
+//! | DMA | [`dma_copy`], [`dma_compute`] |
 //!
 //! ```ignore
 //! let out = nl::ndarray(&[128, 512], BF16, SBUF);
@@ -35,6 +35,8 @@
 pub(crate) mod base;
 pub mod classic;
 mod dma;
+#[cfg(test)]
+mod dma_tests;
 mod gpsimd;
 mod opts;
 #[cfg(test)]
@@ -49,7 +51,9 @@ mod vector;
 pub use crate::math::{ActFn, AluOp};
 pub use crate::record::Engine;
 pub use base::Operand;
-pub use dma::{dma_copy, DgeMode, DmaEndpoint, DmaOpts, DmaSource, DmaTarget, OobMode};
+pub use dma::{
+    dma_compute, dma_copy, DgeMode, DmaEndpoint, DmaOpts, DmaSource, DmaTarget, OobMode,
+};
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
 pub use opts::{MatmulOpts, Opts, ReduceOpts};
 pub use scalar::{activation, activation_reduce, ActivationArgs};

@@ -88,6 +88,8 @@ fn per_element(r: &Instr) -> f64 {
         | Opcode::Gather
         | Opcode::Rng
         | Opcode::SetRngSeed
+        // Software DGE: one GpSimd cycle per descriptor after its start-up [A].
+        | Opcode::DmaDescriptors
         | Opcode::Dropout => 1.0,
         // Costed by `tensor_cost` / `dma_plan`; a full pass over the data if asked here.
         Opcode::Matmul | Opcode::Transpose | Opcode::DmaCopy | Opcode::DmaTranspose => 1.0,
@@ -119,6 +121,10 @@ pub fn vector_perf_mode(spec: &TargetSpec, r: &Instr) -> f64 {
 
 /// Cycles of a Vector/Scalar/GpSimd/Sync record on its engine.
 pub fn compute_cycles(spec: &TargetSpec, r: &Instr) -> u64 {
+    if r.opcode == Opcode::DmaDescriptors && r.engine != Engine::GpSimd {
+        // Hardware DGE: a fixed time per DMA instruction on the triggering engine.
+        return (spec.hwdge_ns * spec.engine_ghz(r.engine)).ceil() as u64;
+    }
     let n = r.free.max(1) as f64;
     let work = (per_element(r) * n / vector_perf_mode(spec, r)).ceil() as u64;
     match r.engine {

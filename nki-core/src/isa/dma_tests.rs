@@ -1,0 +1,180 @@
+//! The DMA family's options and rules: `dma_copy` with `DmaOpts`, `dma_compute` (scatter-add
+//! into HBM, gather-add into SBUF).
+
+use super::trace::{run, run_on};
+use super::*;
+use crate::context::Mode;
+use crate::dtype::DType;
+use crate::hbm::Hbm;
+use crate::lang;
+use crate::record::{MemKind, Opcode};
+use crate::target::Target;
+
+#[test]
+fn dma_compute_scatter_add_into_hbm_and_gather_add_into_sbuf() {
+    let mut c = Hbm::<f32>::from_vec(&[2, 4], (0..8).map(|i| i as f32).collect()).unwrap();
+    let x = Hbm::<f32>::from_vec(&[2, 4], vec![0.5; 8]).unwrap();
+    let out = c.as_output();
+    let got = std::cell::RefCell::new(Vec::new());
+    let recs = run(Mode::Simulate, || {
+        let t = lang::full(&[2, 4], 10.0, DType::BF16, MemKind::Sbuf);
+        // Scatter-add: out = out + t (read-modify-write of HBM).
+        dma_compute(
+            out.view(),
+            &[DmaEndpoint::of(out.view()), DmaEndpoint::of(&t)],
+            AluOp::Add,
+            None,
+        );
+        // Gather-add: acc = acc + x (into SBUF), three sources.
+        let acc = lang::full(&[2, 4], 1.0, DType::F32, MemKind::Sbuf);
+        let srcs = [
+            DmaEndpoint::of(&acc),
+            DmaEndpoint::of(x.view()),
+            DmaEndpoint::of(x.view()),
+        ];
+        dma_compute(&acc, &srcs, AluOp::Add, None);
+        *got.borrow_mut() = acc.values();
+    })
+    .expect("runs");
+    assert_eq!(
+        c.to_vec().unwrap(),
+        (0..8).map(|i| i as f32 + 10.0).collect::<Vec<_>>()
+    );
+    assert_eq!(got.into_inner(), vec![2.0; 8]);
+    let r = recs
+        .iter()
+        .find(|r| r.api == "nisa.dma_compute")
+        .expect("recorded");
+    assert_eq!((r.engine, r.opcode), (Engine::Dma, Opcode::DmaCopy));
+    assert_eq!(
+        (r.reads.len(), r.writes.len(), r.alu),
+        (2, 1, Some(AluOp::Add))
+    );
+    assert_eq!(
+        r.reads[0], r.writes[0],
+        "a read-modify-write reads what it writes"
+    );
+}
+
+#[test]
+fn dma_rules_are_clear_errors() {
+    let err = |f: &dyn Fn()| {
+        run_on(Target::Trn2, Mode::Simulate, f)
+            .expect_err("fails")
+            .to_string()
+    };
+    let x = Hbm::<f32>::from_vec(&[2, 4], vec![0.5; 8]).unwrap();
+    // hwdge cannot cast.
+    let e = err(&|| {
+        let t = lang::ndarray(&[2, 4], DType::BF16, MemKind::Sbuf);
+        dma_copy(&t, x.view(), DmaOpts::new().dge_mode(DgeMode::Hwdge));
+    });
+    assert!(e.contains("hwdge") && e.contains("dma_copy"), "{e}");
+    // hwdge is triggered by Sync or Scalar only.
+    let e = err(&|| {
+        let t = lang::ndarray(&[2, 4], DType::F32, MemKind::Sbuf);
+        dma_copy(
+            &t,
+            x.view(),
+            DmaOpts::new()
+                .dge_mode(DgeMode::Hwdge)
+                .engine(Engine::Vector),
+        );
+    });
+    assert!(
+        e.contains("Sync") || e.contains("sync") || e.contains("supported engines"),
+        "{e}"
+    );
+    // QoS classes are 0..=3.
+    let e = err(&|| {
+        let t = lang::ndarray(&[2, 4], DType::F32, MemKind::Sbuf);
+        dma_copy(&t, x.view(), DmaOpts::new().priority(4));
+    });
+    assert!(e.contains("priority 4"), "{e}");
+    // No PSUM source; element counts must match.
+    let e = err(&|| {
+        let p = lang::zeros(&[2, 4], DType::F32, MemKind::Psum);
+        let t = lang::ndarray(&[2, 4], DType::F32, MemKind::Sbuf);
+        dma_copy(&t, &p, None);
+    });
+    assert!(e.contains("psum"), "{e}");
+    let e = err(&|| {
+        let t = lang::ndarray(&[2, 2], DType::F32, MemKind::Sbuf);
+        dma_copy(&t, x.view(), None);
+    });
+    assert!(e.contains("different numbers of elements"), "{e}");
+    let e = err(&|| {
+        let t = lang::ndarray(&[2, 4], DType::F32, MemKind::Sbuf);
+        dma_compute(&t, &[DmaEndpoint::of(x.view())], AluOp::Maximum, None);
+    });
+    assert!(e.contains("reduce_op"), "{e}");
+    // Legal options pass; the transfer's record is the defaults' (hwdge adds its
+    // descriptor generation before it).
+    let rec = |o: DmaOpts| {
+        run_on(Target::Trn2, Mode::Estimate, || {
+            let t = lang::ndarray(&[2, 4], DType::F32, MemKind::Sbuf);
+            dma_copy(&t, x.view(), o);
+        })
+        .expect("runs")
+    };
+    let a = rec(DmaOpts::new());
+    let b = rec(DmaOpts::new()
+        .dge_mode(DgeMode::Hwdge)
+        .engine(Engine::Scalar)
+        .priority(2));
+    let t = b.last().expect("the transfer");
+    assert_eq!((a[0].engine, a[0].dma, b.len()), (t.engine, t.dma, 2));
+}
+
+#[test]
+fn dge_modes_cost_descriptor_generation_on_their_engine() {
+    let x = Hbm::<f32>::from_vec(&[128, 64], vec![0.5; 128 * 64]).unwrap();
+    let recs = |o: DmaOpts| {
+        run_on(Target::Trn2, Mode::Estimate, || {
+            let t = lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf);
+            dma_copy(&t, x.view(), o);
+        })
+        .expect("runs")
+    };
+    let spec = Target::Trn2.spec();
+    // Default / none: the transfer only, as before.
+    assert_eq!(recs(DmaOpts::new()).len(), 1);
+    assert_eq!(recs(DmaOpts::new().dge_mode(DgeMode::None)).len(), 1);
+    // Hardware DGE: ~600 ns on the triggering engine, then the transfer, which waits for it.
+    for (engine, want) in [(None, Engine::Sync), (Some(Engine::Scalar), Engine::Scalar)] {
+        let mut o = DmaOpts::new().dge_mode(DgeMode::Hwdge);
+        if let Some(e) = engine {
+            o = o.engine(e);
+        }
+        let r = recs(o);
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].engine, r[0].opcode), (want, Opcode::DmaDescriptors));
+        let ns = crate::timing::cost::compute_ns(spec, &r[0]);
+        assert!((ns - spec.hwdge_ns).abs() < 1.0, "{ns}");
+        assert_eq!(
+            r[0].writes[0], r[1].writes[0],
+            "the transfer waits for its descriptors"
+        );
+    }
+    // Software DGE: GpSimdE, start-up plus one cycle per descriptor (one row per partition).
+    let r = recs(DmaOpts::new().dge_mode(DgeMode::Swdge));
+    assert_eq!((r[0].engine, r[0].free), (Engine::GpSimd, 1));
+    let strided = run_on(Target::Trn2, Mode::Estimate, || {
+        let t = lang::ndarray(&[128, 32], DType::F32, MemKind::Sbuf);
+        let o = DmaOpts::new().dge_mode(DgeMode::Swdge);
+        dma_copy(&t, x.slice((.., crate::access::stepped(0..64, 2))), o);
+    })
+    .expect("runs");
+    assert!(
+        strided[0].free > 1,
+        "a strided source needs a descriptor per element run"
+    );
+    // hwdge does not exist on trn1.
+    let e = run_on(Target::Trn1, Mode::Estimate, || {
+        let t = lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf);
+        dma_copy(&t, x.view(), DmaOpts::new().dge_mode(DgeMode::Hwdge));
+    })
+    .expect_err("trn1 has no hwdge")
+    .to_string();
+    assert!(e.contains("trn2+"), "{e}");
+}
