@@ -407,7 +407,10 @@ pub fn matmul<T: Element, const K: usize, const M: usize, const N: usize>(
     moving: &Sbuf<T, K, N>,
 ) -> Psum<f32, M, N> {
     let () = Matmul::<T, K, M, N>::LIMITS_OK;
-    Psum::wrap(crate::isa::classic::nc_matmul(stationary, moving))
+    let ins = crate::context::Op::begin("nisa.nc_matmul");
+    let (s, m) = (stationary.into(), moving.into());
+    let dst = crate::isa::base::Dst::New(None);
+    Psum::wrap(crate::isa::tensor::matmul_to(&ins, dst, s, m, false).tile())
 }
 
 /// `acc += stationary[K, M]^T @ moving[K, N]` in PSUM (NKI `psum[...] += nisa.nc_matmul(...)`).
@@ -419,7 +422,7 @@ pub fn matmul_acc<T: Element, const K: usize, const M: usize, const N: usize>(
     moving: &Sbuf<T, K, N>,
 ) {
     let () = Matmul::<T, K, M, N>::LIMITS_OK;
-    crate::isa::classic::nc_matmul_acc(acc, stationary, moving);
+    crate::isa::nc_matmul(acc, stationary, moving, None);
 }
 
 #[cfg(test)]
@@ -488,7 +491,8 @@ mod tests {
                     );
                     assert_eq!(m.shape(), &[32, 64]);
                     // Untyped ops accept typed tiles.
-                    let p = crate::isa::classic::nc_matmul(&s, &m);
+                    let p: Psum<f32, 32, 64> = Psum::ndarray();
+                    crate::isa::nc_matmul(&p, &s, &m, None);
                     let acc: Psum<f32, 32, 64> = Psum::ndarray();
                     matmul_acc(&acc, &s, &m); // opens the accumulation: overwrites
                     matmul_acc(&acc, &s, &m);
@@ -558,7 +562,8 @@ mod tests {
             .run(|| {
                 let s: Sbuf<bf16, 128, 128> = Sbuf::load(&a);
                 let m: Sbuf<bf16, 128, 512> = Sbuf::load(&b);
-                let p = matmul(&s, &m);
+                let p: Psum<f32, 32, 64> = Psum::ndarray();
+                crate::isa::nc_matmul(&p, &s, &m, None);
                 let y = &m + &m;
                 crate::lang::store(&co, &p);
                 drop(y);

@@ -470,3 +470,153 @@ fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
         ..Instr::new(Engine::Dma, Opcode::DmaCopy, ins.api, ins.loc)
     }
 }
+
+/// `values` (row-major over `shape`) permuted: the result's dimension `k` is the input's
+/// dimension `axes[k]`.
+fn permute(values: &[f32], shape: &[usize], axes: &[usize]) -> Vec<f32> {
+    let nd = shape.len();
+    let mut strides = vec![1usize; nd];
+    for d in (0..nd.saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * shape[d + 1];
+    }
+    let out_shape: Vec<usize> = axes.iter().map(|&a| shape[a]).collect();
+    let mut idx = vec![0usize; nd];
+    let mut out = Vec::with_capacity(values.len());
+    for _ in 0..values.len() {
+        let at: usize = idx.iter().zip(axes).map(|(&i, &a)| i * strides[a]).sum();
+        out.push(values[at]);
+        for d in (0..nd).rev() {
+            idx[d] += 1;
+            if idx[d] < out_shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    out
+}
+
+/// Transposes `src` into `dst` with one DMA (NKI `nisa.dma_transpose(dst, src, axes, dge_mode,
+/// oob_mode)`): `dst`'s dimension `k` is `src`'s dimension `axes[k]` (`&[1, 0]` for a 2-D
+/// transpose; 3- and 4-D permutations likewise).
+///
+/// Rules (0.7's, as errors): 2 to 4 dimensions with `axes` a permutation of them; 2-byte
+/// dtypes (bf16, fp16, int16, uint16), equal on both sides; `dst`'s shape is the permuted
+/// shape; no PSUM side. Slots move untouched. Recorded as a `DMA_TRANSPOSE` moving one element
+/// per descriptor (the target's `dma_transpose_efficiency` applies), after the descriptor
+/// generation of `opts.dge_mode` (see [`dma_copy`]).
+#[track_caller]
+pub fn dma_transpose<'a, 'b>(
+    dst: impl DmaTarget<'a>,
+    src: impl DmaSource<'b>,
+    axes: &[usize],
+    opts: impl Into<Option<DmaOpts>>,
+) {
+    let opts = opts.into().unwrap_or_default();
+    let ins = Op::begin("nisa.dma_transpose");
+    let (dst, src) = (dst.dma_target(), src.dma_source());
+    for (what, end) in [("dst", &dst), ("src", &src)] {
+        if end.mem() == MemKind::Psum {
+            ins.fail(ErrorKind::WrongMemory, format!(
+                    "expected operand '{what}' of 'dma_transpose' to be in address space 'hbm|sbuf', but got a tile in 'psum' instead ({}): DMA engines cannot access psum",
+                    end.describe()
+                ));
+        }
+        if end.elem_size() != 2 {
+            ins.fail(
+                ErrorKind::DType,
+                format!(
+                    "'dma_transpose' moves 2-byte elements (bfloat16, float16, int16, uint16); {what} {} is {}",
+                    end.describe(),
+                    end.dtype()
+                ),
+            );
+        }
+    }
+    if src.dtype() != dst.dtype() {
+        ins.fail(
+            ErrorKind::DType,
+            format!(
+                "'dma_transpose' cannot cast: src {} is {}, dst {} is {}",
+                src.describe(),
+                src.dtype(),
+                dst.describe(),
+                dst.dtype()
+            ),
+        );
+    }
+    check_opts(&ins, &opts, &src, &dst);
+    let shape = src.shape().to_vec();
+    let nd = shape.len();
+    let mut seen = [false; 4];
+    let perm_ok = (2..=4).contains(&nd)
+        && axes.len() == nd
+        && axes
+            .iter()
+            .all(|&a| a < nd && !std::mem::replace(&mut seen[a], true));
+    if !perm_ok {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "axes {axes:?} of 'dma_transpose' must be a permutation of the {nd} dimensions of src {} (2 to 4 dimensions)",
+                src.describe()
+            ),
+        );
+    }
+    let want: Vec<usize> = axes.iter().map(|&a| shape[a]).collect();
+    if dst.shape() != want.as_slice() {
+        ins.fail(
+            ErrorKind::ShapeMismatch,
+            format!(
+                "dst {} of 'dma_transpose' must have the transposed shape {want:?} of src {} with axes {axes:?}",
+                dst.describe(),
+                src.describe()
+            ),
+        );
+    }
+    if let DmaEndpoint::Hbm(v) = &src {
+        crate::hbm::write::track_load(v, ins.api, ins.loc);
+    }
+    descriptors(&ins, &opts, &dst, &src);
+    let writer = match &dst {
+        DmaEndpoint::Hbm(_) => Some(ins.hbm_writer()),
+        DmaEndpoint::Tile(_) => None,
+    };
+    let tile_out: Vec<&TileRef> = match &dst {
+        DmaEndpoint::Tile(t) => vec![t],
+        DmaEndpoint::Hbm(_) => Vec::new(),
+    };
+    ins.issue(
+        &tile_out,
+        || {
+            let vals = match &src {
+                DmaEndpoint::Hbm(v) => ins.check(v.gather(ins.api)),
+                DmaEndpoint::Tile(t) => t.gather_slots(ins.api, ins.loc),
+            };
+            let vals = permute(&vals, &shape, axes);
+            match &dst {
+                DmaEndpoint::Tile(t) => t.scatter_slots(vals),
+                DmaEndpoint::Hbm(v) => {
+                    let (wid, shared) = writer.as_ref().expect("writer set for HBM targets");
+                    ins.check(crate::hbm::write::write(v, vals, *wid, shared, ins.loc));
+                }
+            }
+        },
+        || {
+            let mut r = dma_record(&dst, &src, &ins);
+            if let Some(d) = r.dma.as_mut() {
+                d.chunk_bytes = src.elem_size() as u64;
+            }
+            r.contiguous = false;
+            Instr {
+                opcode: Opcode::DmaTranspose,
+                ..r
+            }
+        },
+    );
+    if !ins.executes() {
+        if let (DmaEndpoint::Hbm(v), Some((wid, shared))) = (&dst, &writer) {
+            ins.check(crate::hbm::write::track(v, *wid, shared, ins.loc));
+        }
+    }
+}

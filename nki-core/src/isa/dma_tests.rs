@@ -178,3 +178,52 @@ fn dge_modes_cost_descriptor_generation_on_their_engine() {
     .to_string();
     assert!(e.contains("trn2+"), "{e}");
 }
+
+#[test]
+fn dma_transpose_permutes_2_3_and_4_d_and_checks_its_rules() {
+    let x = Hbm::<half::bf16>::from_vec(
+        &[2, 3, 4],
+        (0..24).map(|i| half::bf16::from_f32(i as f32)).collect(),
+    )
+    .unwrap();
+    let got = std::cell::RefCell::new(Vec::new());
+    let recs = run(Mode::Simulate, || {
+        // [2, 3, 4] -> [4, 2, 3] (axes 2, 0, 1).
+        let t = lang::ndarray(&[4, 2, 3], DType::BF16, MemKind::Sbuf);
+        dma_transpose(&t, x.view(), &[2, 0, 1], None);
+        *got.borrow_mut() = t.values();
+        // A 2-D view, and a 4-D permutation.
+        let t2 = lang::ndarray(&[4, 6], DType::BF16, MemKind::Sbuf);
+        dma_transpose(&t2, x.view().reshape(&[6, 4]), &[1, 0], None);
+        let t4 = lang::ndarray(&[4, 1, 3, 2], DType::BF16, MemKind::Sbuf);
+        dma_transpose(&t4, x.view().reshape(&[2, 1, 3, 4]), &[3, 1, 2, 0], None);
+    })
+    .expect("runs");
+    let want: Vec<f32> = (0..4)
+        .flat_map(|k| (0..2).flat_map(move |i| (0..3).map(move |j| (i * 12 + j * 4 + k) as f32)))
+        .collect();
+    assert_eq!(got.into_inner(), want);
+    let r = recs
+        .iter()
+        .find(|r| r.api == "nisa.dma_transpose")
+        .expect("recorded");
+    assert_eq!((r.engine, r.opcode), (Engine::Dma, Opcode::DmaTranspose));
+    assert_eq!(r.dma.expect("dims").chunk_bytes, 2);
+    let err = |f: &dyn Fn()| run(Mode::Simulate, f).expect_err("fails").to_string();
+    let y = Hbm::<f32>::from_vec(&[2, 4], vec![0.5; 8]).unwrap();
+    let e = err(&|| {
+        let t = lang::ndarray(&[4, 2], DType::F32, MemKind::Sbuf);
+        dma_transpose(&t, y.view(), &[1, 0], None);
+    });
+    assert!(e.contains("2-byte"), "{e}");
+    let e = err(&|| {
+        let t = lang::ndarray(&[3, 2, 4], DType::BF16, MemKind::Sbuf);
+        dma_transpose(&t, x.view(), &[2, 0, 1], None);
+    });
+    assert!(e.contains("transposed shape [4, 2, 3]"), "{e}");
+    let e = err(&|| {
+        let t = lang::ndarray(&[4, 2, 3], DType::BF16, MemKind::Sbuf);
+        dma_transpose(&t, x.view(), &[2, 0, 0], None);
+    });
+    assert!(e.contains("permutation"), "{e}");
+}

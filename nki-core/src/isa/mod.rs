@@ -18,7 +18,7 @@
 //! | ScalarE | [`activation`], [`activation_reduce`] |
 //! | VectorE | [`tensor_tensor`], [`tensor_scalar`], [`scalar_tensor_tensor`], [`tensor_reduce`], [`tensor_copy`], [`tensor_tensor_scan`], [`reciprocal`], [`memset`], [`bn_stats`], [`bn_aggr`] |
 //! | GpSimdE | [`iota`], [`affine_select`], [`tensor_partition_reduce`] |
-//! | DMA | [`dma_copy`], [`dma_compute`] |
+//! | DMA | [`dma_copy`], [`dma_compute`], [`dma_transpose`] |
 //!
 //! ```ignore
 //! let out = nl::ndarray(&[128, 512], BF16, SBUF);
