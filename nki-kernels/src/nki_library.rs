@@ -242,7 +242,7 @@ pub fn rope<T: Element>(x: &Hbm<T>, cos: &Hbm<T>, sin: &Hbm<T>, out: &mut Hbm<T>
     const OP: &str = "rope";
     let shape = expect_rank(OP, "x", x.shape(), 4).to_vec();
     let (d, batch, heads, s) = (shape[0], shape[1], shape[2], shape[3]);
-    require(OP, d % 2 == 0 && d <= P, || {
+    require(OP, d.is_multiple_of(2) && d <= P, || {
         format!("d_head = {d} must be even and at most {P}")
     });
     let half = d / 2;
@@ -348,7 +348,7 @@ pub fn qkv_tkg<T: Element>(x: &Hbm<T>, gamma: &Hbm<T>, w: &Hbm<T>, out: &mut Hbm
     const OP: &str = "qkv_tkg";
     let shape = expect_rank(OP, "x", x.shape(), 2).to_vec();
     let (t, h) = (shape[0], shape[1]);
-    require(OP, t <= P && h % P == 0, || {
+    require(OP, t <= P && h.is_multiple_of(P), || {
         format!("x{shape:?}: T must be at most {P} and H a multiple of {P}")
     });
     expect_rank(OP, "w", w.shape(), 2);
@@ -391,9 +391,11 @@ pub fn mlp_tkg<T: Element>(
     let (t, h) = (shape[0], shape[1]);
     expect_rank(OP, "w_gate", w_gate.shape(), 2);
     let i = w_gate.shape()[1];
-    require(OP, t <= P && h % P == 0 && i % P == 0, || {
-        format!("x{shape:?}, I = {i}: T must be at most {P}, H and I multiples of {P}")
-    });
+    require(
+        OP,
+        t <= P && h.is_multiple_of(P) && i.is_multiple_of(P),
+        || format!("x{shape:?}, I = {i}: T must be at most {P}, H and I multiples of {P}"),
+    );
     expect_shape(OP, "w_up", w_up.shape(), &[h, i]);
     expect_shape(OP, "w_down", w_down.shape(), &[i, h]);
     expect_shape(OP, "out", out.shape(), &[t, h]);
@@ -439,7 +441,7 @@ pub fn attention_tkg<T: Element>(
     let (d, tq) = (qs[0], qs[1]);
     expect_rank(OP, "k_t", k_t.shape(), 2);
     let s = k_t.shape()[1];
-    require(OP, d <= P && tq <= P && s % P == 0, || {
+    require(OP, d <= P && tq <= P && s.is_multiple_of(P), || {
         format!("q{qs:?}, S = {s}: d and Tq must be at most {P}, S a multiple of {P}")
     });
     expect_shape(OP, "k_t", k_t.shape(), &[d, s]);
@@ -519,7 +521,7 @@ pub fn router_topk<T: Element>(
     let e = w.shape()[1];
     require(
         OP,
-        h % P == 0 && (8..=FMAX).contains(&e) && (1..=8).contains(&k),
+        h.is_multiple_of(P) && (8..=FMAX).contains(&e) && (1..=8).contains(&k),
         || {
             format!("x{xs:?}, E = {e}, k = {k}: H must be a multiple of {P}, 8 <= E <= {FMAX}, 1 <= k <= 8")
         },

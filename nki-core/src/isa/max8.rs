@@ -105,7 +105,8 @@ fn dst_operand(ins: &Op, dst: &TileRef, p: usize) {
 /// Writes the 8 largest values of each partition of `src` into `dst` (`[P, 8]`), in
 /// descending order, rounded to `dst`'s dtype (NKI 0.7 `nisa.max8(dst, src)`). `src` has
 /// 8..=16384 elements per partition; it is read as fp32. One VectorE instruction of `N`
-/// cycles. See the [module docs](self) for ties and NaN.
+/// cycles. Equal values are all kept (a maximum occurring three times fills three slots);
+/// NaN, on which the documentation is silent, orders above every number.
 #[track_caller]
 pub fn max8<'d, 's>(dst: impl Into<TileRef<'d>>, src: impl Into<TileRef<'s>>) {
     let ins = Op::begin("nisa.max8");
