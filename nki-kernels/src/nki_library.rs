@@ -4,7 +4,7 @@
 //! attention, the MLP and the MoE router top-k. Each is written from the library's algorithm
 //! in the destination-first style (`nl::ndarray` + `nisa::x(dst, ...)` / `x_into`), and each
 //! doc comment says what differs from the library's kernel. Every kernel runs as one program
-//! instance (grid `[1]`); its independent reference is in [`reference`].
+//! instance (grid `[1]`); its independent reference is in [`reference`](mod@reference).
 //!
 //! Differences common to all of them: outputs are `&mut Hbm` parameters (the library
 //! allocates and returns them); LNC sharding, the library's layout and dtype switches and its
@@ -830,7 +830,7 @@ pub mod reference {
 }
 
 /// Runs each ported kernel at a representative shape on deterministic random inputs and
-/// compares it with its [`reference`]: the check behind `cargo run --example nki_library`
+/// compares it with its [`reference`](mod@reference): the check behind `cargo run --example nki_library`
 /// and the tests. Shapes and tolerances follow shared/reference/test-cases.md where it lists
 /// one for the kernel's family.
 pub mod check {
