@@ -29,7 +29,7 @@
 
 #![warn(missing_docs)]
 
-mod error;
+pub mod error;
 mod kernel;
 mod op;
 pub mod ops;
@@ -37,8 +37,9 @@ mod profile;
 mod storage;
 pub mod testing;
 
-pub use kernel::{arity_error, NkiKernel, NoKernel};
-pub use op::{GridFn, KernelOp, OutputShapeFn};
+pub use error::{kernel_error, nki_error, KernelError};
+pub use kernel::{arity_error, HbmTensor, NkiKernel, NoKernel};
+pub use op::{GridFn, KernelOp, OutputShapeFn, OutputsFn};
 pub use profile::{OpStats, Profiler};
 pub use storage::BridgeElement;
 
