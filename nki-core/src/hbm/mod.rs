@@ -85,6 +85,7 @@ pub(crate) fn try_zeros(op: &'static str, s: &Shape, dtype: DType) -> Result<Vec
         if p.is_null() {
             return Err(fail());
         }
+        borrow::advise_huge_pages(p, n);
         Ok(Vec::from_raw_parts(p, n, n))
     }
 }
