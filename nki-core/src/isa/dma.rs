@@ -416,14 +416,11 @@ fn descriptors(ins: &Op, opts: &DmaOpts, dst: &DmaEndpoint, src: &DmaEndpoint) {
             let r = dma_record(dst, src, ins);
             let d = r.dma.expect("a DMA record has DMA dimensions");
             let count = d.bytes.div_ceil(d.chunk_bytes.max(1));
-            Instr {
-                partitions: r.partitions,
-                free: count.min(u32::MAX as u64) as u32,
-                in_dtype: r.in_dtype,
-                out_dtype: r.out_dtype,
-                writes: [dst.region()].into(),
-                ..Instr::new(engine, Opcode::DmaDescriptors, ins.api, ins.loc)
-            }
+            ins.record(engine, Opcode::DmaDescriptors)
+                .size(r.partitions, count.min(u32::MAX as u64) as u32)
+                .dtypes(r.in_dtype, r.out_dtype)
+                .writes([dst.region()])
+                .done()
         },
     );
 }
@@ -455,20 +452,17 @@ fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
             chunk_bytes: (run * src.elem_size()) as u64,
         },
     };
-    Instr {
-        partitions: partitions as u32,
-        free: free as u32,
-        in_dtype: src.dtype(),
-        out_dtype: dst.dtype(),
-        contiguous: [dst, src].iter().all(|end| match end {
+    ins.record(Engine::Dma, Opcode::DmaCopy)
+        .size(partitions as u32, free as u32)
+        .dtypes(src.dtype(), dst.dtype())
+        .contiguous([dst, src].iter().all(|end| match end {
             DmaEndpoint::Tile(t) => t.free_size() <= 1 || t.ap.inner_stride() == 1,
             DmaEndpoint::Hbm(_) => true,
-        }),
-        dma: Some(dims),
-        reads: [src.region()].into(),
-        writes: [dst.region()].into(),
-        ..Instr::new(Engine::Dma, Opcode::DmaCopy, ins.api, ins.loc)
-    }
+        }))
+        .dma(dims)
+        .reads([src.region()])
+        .writes([dst.region()])
+        .done()
 }
 
 /// `values` (row-major over `shape`) permuted: the result's dimension `k` is the input's
@@ -608,10 +602,8 @@ pub fn dma_transpose<'a, 'b>(
                 d.chunk_bytes = src.elem_size() as u64;
             }
             r.contiguous = false;
-            Instr {
-                opcode: Opcode::DmaTranspose,
-                ..r
-            }
+            r.opcode = Opcode::DmaTranspose;
+            r
         },
     );
     if !ins.executes() {
