@@ -563,7 +563,7 @@ mod tests {
             .run(|| {
                 let s: Sbuf<bf16, 128, 128> = Sbuf::load(&a);
                 let m: Sbuf<bf16, 128, 512> = Sbuf::load(&b);
-                let p: Psum<f32, 32, 64> = Psum::ndarray();
+                let p: Psum<f32, 128, 512> = Psum::ndarray();
                 crate::isa::nc_matmul(&p, &s, &m, None);
                 let y = &m + &m;
                 crate::lang::store(&co, &p);
