@@ -93,6 +93,9 @@ pub enum ErrorKind {
     Synchronization,
     /// A device id or mesh coordinate outside the mesh.
     InvalidDevice,
+    /// A tensor placed with `address=` overlaps another live placed tensor, or a PSUM tensor
+    /// does not start a bank.
+    AddressOverlap,
 }
 
 /// An error from nki-core.
