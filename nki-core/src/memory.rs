@@ -20,6 +20,8 @@ struct LiveTile {
     bytes: usize,
     bank: usize,
     loc: SourceLoc,
+    /// The tile's name (`nl::ndarray(.., nl::sbuf.name(..))`), if it has one.
+    name: Option<Box<str>>,
 }
 
 /// Peak on-chip usage of an instance (or a launch: the max over instances).
@@ -147,6 +149,7 @@ impl MemoryTracker {
             bytes,
             bank,
             loc,
+            name: None,
         });
         let slot = self.live.insert(tile);
         // Only the usage of `mem` grew (the other's is at most its peak already).
@@ -160,6 +163,15 @@ impl MemoryTracker {
             peak.psum_banks = peak.psum_banks.max(psum_banks);
         }
         Ok(slot)
+    }
+
+    /// Names the live tile `id` held in `slot` (for the capacity error's list of live tiles).
+    pub(crate) fn set_name(&mut self, slot: u32, id: u64, name: &str) {
+        if let Some(Some(t)) = self.live.get_mut(slot) {
+            if t.id == id {
+                t.name = Some(name.into());
+            }
+        }
     }
 
     /// Places the live tile `id` (in `slot`, described as `what`) at partition `partition`,
@@ -288,8 +300,9 @@ impl MemoryTracker {
             live.len()
         );
         for t in live.iter().take(8) {
+            let name = t.name.as_ref().map_or(String::new(), |n| format!("'{n}' "));
             msg.push_str(&format!(
-                "\n  {}{} {} B/partition (allocated at {})",
+                "\n  {name}{}{} {} B/partition (allocated at {})",
                 t.dtype, t.shape, t.bytes, t.loc
             ));
         }

@@ -13,8 +13,26 @@
 //! (instances must agree on its shape and dtype), and a `#[nki_kernel]` returning `Hbm<T>`
 //! (or a tuple of them) hands it to the caller as an [`Hbm`] ([`ReturnSlot`]). Private HBM
 //! (`nl::private_hbm`, NKI's `nl.hbm`) is scratch of one instance.
+//!
+//! ```
+//! use nki_core::prelude::*;
+//!
+//! #[nki_kernel]
+//! fn scale(a: &Hbm<f32>) -> Hbm<f32> {
+//!     let out = nl::ndarray(a.shape(), DType::F32, nl::shared_hbm.name("out"));
+//!     let x = nl::ndarray(&[128, 64], DType::F32, nl::sbuf);
+//!     nisa::dma_copy(&x, a);
+//!     let y = nl::multiply(&x, 2.0);
+//!     nisa::dma_copy(&out, &y);
+//!     out
+//! }
+//!
+//! let a = Hbm::<f32>::full([128, 64], 1.5);
+//! let (out, _report) = scale::launch(1, &a).unwrap();
+//! assert_eq!(out.to_vec().unwrap(), vec![3.0; 128 * 64]);
+//! ```
 
-use crate::access::{Ap, IntoIndex, Shape, MAX_DIMS};
+use crate::access::{Ap, IntoIndex, Shape};
 use crate::context::{self, raise, Op};
 use crate::dtype::{DType, Element};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
@@ -309,8 +327,9 @@ impl Tensor {
     fn on_chip(ins: &Op, mut t: Tile, alloc: Alloc) -> Tensor {
         t.name = alloc.name.map(String::into_boxed_str);
         if let Some(n) = &t.name {
-            let id = t.id;
+            let (id, slot) = (t.id, t.slot());
             context::try_with_ctx(|c| {
+                c.mem.set_name(slot, id, n);
                 if let Some(u) = c.unwritten.get_mut(&id) {
                     u.name = Some(n.clone());
                 }
@@ -576,16 +595,9 @@ impl<'a> TensorRef<'a> {
     /// reaching outside the storage is an [`ErrorKind::OutOfBounds`] error naming the tensor.
     #[track_caller]
     pub fn ap(&self, pattern: &[[usize; 2]], offset: usize) -> TensorRef<'a> {
-        let loc = SourceLoc::caller();
         match self {
-            TensorRef::Chip(t) => match chip_pattern(t.tile, pattern, offset) {
-                Ok(ap) => TensorRef::Chip(TileRef { tile: t.tile, ap }),
-                Err(e) => raise(e, loc),
-            },
-            TensorRef::Hbm(v) => {
-                let whole = HbmView::of(v.st.clone(), v.st.whole);
-                TensorRef::Hbm(whole.ap(pattern, offset))
-            }
+            TensorRef::Chip(t) => TensorRef::Chip(t.ap(pattern, offset)),
+            TensorRef::Hbm(v) => TensorRef::Hbm(v.ap(pattern, offset)),
         }
     }
 
@@ -596,63 +608,6 @@ impl<'a> TensorRef<'a> {
             TensorRef::Hbm(v) => v.describe(),
         }
     }
-}
-
-/// The access pattern `pattern` at `offset` over the storage of on-chip tile `t` (see
-/// [`TensorRef::ap`]).
-fn chip_pattern(t: &Tile, pattern: &[[usize; 2]], offset: usize) -> Result<Ap> {
-    let what = t.describe();
-    let fail = |kind, msg: String| Err(NkiError::new(kind, "ap", msg));
-    if pattern.len() < 2 || pattern.len() > MAX_DIMS {
-        return fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "access pattern {pattern:?} on {what}: an on-chip pattern has a partition pair \
-                 and 1 to 4 free pairs"
-            ),
-        );
-    }
-    let free = t.free_size();
-    let [pstep, parts] = pattern[0];
-    if parts > 1 && pstep != free {
-        return fail(
-            ErrorKind::PartitionOffset,
-            format!(
-                "access pattern {pattern:?} on {what}: the partition step must be the tensor's \
-                 {free} free elements per partition (partitions are contiguous; got {pstep})"
-            ),
-        );
-    }
-    let dims: Vec<usize> = pattern.iter().map(|p| p[1]).collect();
-    let shape = Shape::new(&dims)?;
-    let mut strides = [0isize; MAX_DIMS];
-    strides[0] = free as isize;
-    for (k, p) in pattern.iter().enumerate().skip(1) {
-        strides[k] = p[0] as isize;
-    }
-    let (p0, f0) = (offset / free.max(1), offset % free.max(1));
-    let reach: usize = pattern[1..]
-        .iter()
-        .map(|p| p[0] * p[1].saturating_sub(1))
-        .sum();
-    if shape.numel() == 0 || p0 + parts > t.partitions() || f0 + reach >= free {
-        return fail(
-            ErrorKind::OutOfBounds,
-            format!(
-                "access pattern {pattern:?} at offset {offset} on {what} reaches outside its \
-                 storage: partitions {p0}..{} of {}, free elements {f0}..={} of {free} per \
-                 partition",
-                p0 + parts,
-                t.partitions(),
-                f0 + reach
-            ),
-        );
-    }
-    Ok(Ap {
-        offset,
-        shape,
-        strides,
-    })
 }
 
 impl<'a> From<&'a Tensor> for TensorRef<'a> {

@@ -409,3 +409,34 @@ fn zeros_and_full_make_on_chip_tensors_only() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
 }
+
+#[test]
+fn capacity_errors_name_the_live_tensors() {
+    let e = Launch::new(1)
+        .target(Target::Trn1)
+        .run(|| {
+            let _big = nl::ndarray(&[128, 40_000], DType::F32, nl::sbuf.name("big"));
+            let _more = nl::ndarray(&[128, 40_000], DType::F32, nl::sbuf);
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Capacity, "{e}");
+    assert!(e.message().contains("'big' float32[128, 40000]"), "{e}");
+}
+
+#[nki_kernel]
+fn ap_of_an_input_slice(a: &Hbm<f32>, out: &mut Hbm<f32>) {
+    // The slice is ignored: the pattern reads columns 1, 3, 5, 7 of rows 0 and 1.
+    let t = nl::load(a.slice((3, ..)).ap(&[[8, 2], [2, 4]], 1));
+    nl::store(out, &t);
+}
+
+#[test]
+fn ap_of_an_hbm_view_is_absolute_on_the_tensor() {
+    let a = Hbm::from_vec(&[4, 8], seq(32)).unwrap();
+    let mut out = Hbm::<f32>::zeros([2, 4]);
+    ap_of_an_input_slice::launch(1, &a, &mut out).unwrap();
+    assert_eq!(
+        out.to_f32_vec().unwrap(),
+        vec![1., 3., 5., 7., 9., 11., 13., 15.]
+    );
+}
