@@ -39,7 +39,7 @@ use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::{Hbm, HbmStorage, HbmView};
 use crate::isa::Operand;
 use crate::isa::{DmaEndpoint, DmaSource, DmaTarget};
-use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::record::{Engine, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -224,15 +224,12 @@ pub(crate) fn full_tile(ins: &Op, mem: MemKind, dims: &[usize], value: f32, dtyp
         || {},
         || {
             let v = t.view();
-            Instr {
-                partitions: t.partitions() as u32,
-                free: t.free_size() as u32,
-                in_dtype: dtype,
-                out_dtype: dtype,
-                psum: mem == MemKind::Psum,
-                writes: [v.region()].into(),
-                ..Instr::new(Engine::Vector, Opcode::Memset, "nl.full", ins.loc)
-            }
+            ins.record_as("nl.full", Engine::Vector, Opcode::Memset)
+                .size(t.partitions() as u32, t.free_size() as u32)
+                .dtypes(dtype, dtype)
+                .psum(mem == MemKind::Psum)
+                .writes([v.region()])
+                .done()
         },
     );
     t
