@@ -4,6 +4,8 @@
 //! parameter names in errors; and the errors of bad input, each at the user's line.
 
 use nki_core::prelude::*;
+// The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
+use nki_core::isa::classic as nisa;
 
 fn seq(n: usize) -> Vec<f32> {
     (0..n).map(|x| x as f32).collect()
