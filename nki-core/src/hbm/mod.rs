@@ -14,6 +14,7 @@
 //! conflict, `atomic.rs` `nl.atomic_rmw`.
 
 pub(crate) mod atomic;
+pub(crate) mod observe;
 mod rect;
 pub(crate) mod track;
 pub(crate) mod values;
