@@ -329,7 +329,7 @@ impl<T: Element> ShardedHbm<T> {
         let ids: Vec<_> = self
             .shards
             .iter()
-            .map(|s| (s.id, s.name.clone(), s.shape))
+            .map(|s| (s.id, s.name.to_string(), s.shape))
             .collect();
         shared.sync.register(&ids, &self.marks);
         d
