@@ -5,7 +5,8 @@
 //! the same way before placing them ([`Prepared::of_streams`]).
 
 use super::cost::{self, DmaPlan, TensorCost};
-use super::schedule::{DepPass, SimScratch};
+use super::deps::DepPass;
+use super::scratch::SimScratch;
 use crate::record::{CoreStream, Engine, Instr, Region};
 use crate::target::TargetSpec;
 use std::sync::Mutex;
