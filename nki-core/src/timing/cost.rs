@@ -5,12 +5,82 @@
 
 use crate::dtype::DType;
 use crate::math::AluOp;
-use crate::record::{Engine, Instr, Opcode};
+use crate::record::{DmaDims, Engine, Instr, MatmulDims, Opcode};
 use crate::target::TargetSpec;
 
 pub use super::dma::{
     dma_descriptor_bytes, dma_efficiency, dma_plan, dma_plan_into, writes_partial_words, DmaPlan,
 };
+
+/// What the cost rules read of an instruction record, and nothing else (not its regions, API
+/// name, source line or loop position): the rules take this, so a record costs the same
+/// whether it is costed as it is recorded (on the modelling thread, from a copy of these
+/// fields) or afterwards. Every rule accepts a record too (`&Instr` converts).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostFacts {
+    /// The engine it runs on.
+    pub engine: Engine,
+    /// What it does.
+    pub opcode: Opcode,
+    /// Partitions processed.
+    pub partitions: u32,
+    /// Free elements per partition (N of the cost formulas).
+    pub free: u32,
+    /// Tile inputs the engine reads.
+    pub inputs: u8,
+    /// Dtype of the (first) input.
+    pub in_dtype: DType,
+    /// Dtype of the output.
+    pub out_dtype: DType,
+    /// An input or the output is in PSUM.
+    pub psum: bool,
+    /// All on-chip accesses have a unit innermost stride.
+    pub contiguous: bool,
+    /// TensorE sizes.
+    pub matmul: Option<MatmulDims>,
+    /// DMA sizes.
+    pub dma: Option<DmaDims>,
+    /// The ALU operator of an element-wise instruction.
+    pub alu: Option<AluOp>,
+    /// It also reduces into the engine's accumulator.
+    pub accumulate: bool,
+}
+
+impl CostFacts {
+    /// The cost-relevant fields of `r`.
+    #[inline]
+    pub fn of(r: &Instr) -> CostFacts {
+        CostFacts {
+            engine: r.engine,
+            opcode: r.opcode,
+            partitions: r.partitions,
+            free: r.free,
+            inputs: r.inputs,
+            in_dtype: r.in_dtype,
+            out_dtype: r.out_dtype,
+            psum: r.psum,
+            contiguous: r.contiguous,
+            matmul: r.matmul,
+            dma: r.dma,
+            alu: r.alu,
+            accumulate: r.accumulate,
+        }
+    }
+}
+
+impl From<&Instr> for CostFacts {
+    #[inline]
+    fn from(r: &Instr) -> CostFacts {
+        CostFacts::of(r)
+    }
+}
+
+impl From<&CostFacts> for CostFacts {
+    #[inline]
+    fn from(r: &CostFacts) -> CostFacts {
+        *r
+    }
+}
 
 /// The two TensorE phases of a matmul or transpose, in ns.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -25,7 +95,8 @@ pub struct TensorCost {
 /// TensorE cost of a matmul or transpose record. A transpose of a `[P, F]` tile is a matmul
 /// with the tile as stationary (`N_stat = F`) and the identity as moving (`N_mov = P`), so the
 /// same formula gives the documented `max(P, min(64, F))`.
-pub fn tensor_cost(spec: &TargetSpec, r: &Instr) -> TensorCost {
+pub fn tensor_cost(spec: &TargetSpec, r: impl Into<CostFacts>) -> TensorCost {
+    let r = r.into();
     let (n_stat, n_mov, fp32) = match (r.opcode, r.matmul) {
         (Opcode::Transpose, _) => (
             r.free.max(1) as u64,
@@ -57,7 +128,7 @@ fn is16(d: DType) -> bool {
 /// Cycles per free element (`k` of `k * N`, before performance modes) of a non-TensorE,
 /// non-DMA instruction (hardware.md §2.3 / §2.4 table, S13). Every opcode has its rule here
 /// (no default arm): a new opcode does not compile until it has a cost.
-fn per_element(r: &Instr) -> f64 {
+fn per_element(r: &CostFacts) -> f64 {
     let all16 = is16(r.in_dtype) && is16(r.out_dtype);
     match r.opcode {
         Opcode::TensorTensor => {
@@ -102,7 +173,8 @@ fn per_element(r: &Instr) -> f64 {
 /// VectorE performance-mode speed-up on NC-v3+ \[E S2\]: 4x for tensor_copy / tensor_scalar with
 /// 16-bit SBUF input and output and contiguous data, 2x for those when one side is PSUM or the
 /// data is strided, 2x for tensor_tensor with both inputs in SBUF and all 16-bit.
-pub fn vector_perf_mode(spec: &TargetSpec, r: &Instr) -> f64 {
+pub fn vector_perf_mode(spec: &TargetSpec, r: impl Into<CostFacts>) -> f64 {
+    let r = r.into();
     if !spec.vector_perf_modes || r.engine != Engine::Vector {
         return 1.0;
     }
@@ -123,9 +195,10 @@ pub fn vector_perf_mode(spec: &TargetSpec, r: &Instr) -> f64 {
 }
 
 /// Cycles of a Vector/Scalar/GpSimd/Sync record on its engine.
-pub fn compute_cycles(spec: &TargetSpec, r: &Instr) -> u64 {
+pub fn compute_cycles(spec: &TargetSpec, r: impl Into<CostFacts>) -> u64 {
+    let r = r.into();
     let n = r.free.max(1) as f64;
-    let work = (per_element(r) * n / vector_perf_mode(spec, r)).ceil() as u64;
+    let work = (per_element(&r) * n / vector_perf_mode(spec, r)).ceil() as u64;
     match r.engine {
         Engine::GpSimd => spec.gpsimd_start + work,
         Engine::Sync => spec.min_ii,
@@ -147,7 +220,8 @@ pub fn compute_cycles(spec: &TargetSpec, r: &Instr) -> u64 {
 }
 
 /// ns a Vector/Scalar/GpSimd/Sync record occupies its engine.
-pub fn compute_ns(spec: &TargetSpec, r: &Instr) -> f64 {
+pub fn compute_ns(spec: &TargetSpec, r: impl Into<CostFacts>) -> f64 {
+    let r = r.into();
     compute_cycles(spec, r) as f64 / spec.engine_ghz(r.engine)
 }
 

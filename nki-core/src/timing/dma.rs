@@ -16,7 +16,8 @@
 //! - A DMA takes at least `dma_min_transfer_ns` from its first engine's start (latency, not
 //!   occupancy).
 
-use crate::record::{Instr, MemKind, Opcode};
+use super::cost::CostFacts;
+use crate::record::{MemKind, Opcode};
 use crate::target::TargetSpec;
 
 /// When a DMA whose inputs are ready at `ready` joins the DMA queues: after the fixed trigger
@@ -90,7 +91,8 @@ pub struct DmaPlan {
 /// Bandwidth efficiency of a DMA: `dma_transpose_efficiency` for transposing DMAs, times
 /// `dma_row_gather_efficiency` when its HBM side is gathered from separate rows (the
 /// contiguous run is shorter than the transfer).
-pub fn dma_efficiency(spec: &TargetSpec, r: &Instr) -> f64 {
+pub fn dma_efficiency(spec: &TargetSpec, r: impl Into<CostFacts>) -> f64 {
+    let r = r.into();
     let transpose = if r.opcode == Opcode::DmaTranspose {
         spec.dma_transpose_efficiency
     } else {
@@ -109,7 +111,8 @@ pub fn dma_efficiency(spec: &TargetSpec, r: &Instr) -> f64 {
 /// An on-chip side splits the transfer into partition rows (`bytes / partitions`, or single
 /// elements when the tile's free access is strided); the HBM side into its contiguous runs
 /// (`chunk_bytes`).
-pub fn dma_descriptor_bytes(r: &Instr) -> u64 {
+pub fn dma_descriptor_bytes(r: impl Into<CostFacts>) -> u64 {
+    let r = r.into();
     let Some(d) = r.dma else {
         return r.free.max(1) as u64 * r.in_dtype.size() as u64;
     };
@@ -128,7 +131,8 @@ pub fn dma_descriptor_bytes(r: &Instr) -> u64 {
 /// (`dma_write_word_bytes`), so every write is a read-modify-write whose receipt the
 /// completion semaphore waits for. Transposing DMAs write whole `[P, 16]` blocks cooperatively
 /// \[E S2\] and never do.
-pub fn writes_partial_words(spec: &TargetSpec, r: &Instr) -> bool {
+pub fn writes_partial_words(spec: &TargetSpec, r: impl Into<CostFacts>) -> bool {
+    let r = r.into();
     r.opcode != Opcode::DmaTranspose && dma_descriptor_bytes(r) < spec.dma_write_word_bytes
 }
 
@@ -137,7 +141,7 @@ pub fn writes_partial_words(spec: &TargetSpec, r: &Instr) -> bool {
 /// `dma_engine_min_ns` (descriptor processing and its completion-semaphore write), whether or
 /// not it moves bytes; an engine that moves bytes of a DMA with partial-word descriptors
 /// ([`writes_partial_words`]) is held `dma_partial_write_ns` longer for the write receipts.
-pub fn dma_plan(spec: &TargetSpec, r: &Instr) -> DmaPlan {
+pub fn dma_plan(spec: &TargetSpec, r: impl Into<CostFacts>) -> DmaPlan {
     let mut plan = DmaPlan::default();
     dma_plan_into(spec, r, &mut plan);
     plan
@@ -145,7 +149,8 @@ pub fn dma_plan(spec: &TargetSpec, r: &Instr) -> DmaPlan {
 
 /// [`dma_plan`] written into `plan`, reusing its `engine_ns` allocation (the scheduler plans
 /// every DMA record into one buffer).
-pub fn dma_plan_into(spec: &TargetSpec, r: &Instr, plan: &mut DmaPlan) {
+pub fn dma_plan_into(spec: &TargetSpec, r: impl Into<CostFacts>, plan: &mut DmaPlan) {
+    let r = r.into();
     let (bytes, src, dst, parts, p0) = match r.dma {
         Some(d) => (
             d.bytes,
@@ -235,7 +240,7 @@ mod tests {
     use super::*;
     use crate::dtype::DType;
     use crate::error::SourceLoc;
-    use crate::record::{DmaDims, Engine};
+    use crate::record::{DmaDims, Engine, Instr};
     use crate::target::Target;
 
     fn loc() -> SourceLoc {
