@@ -16,7 +16,7 @@
 //! - A DMA takes at least `dma_min_transfer_ns` from its first engine's start (latency, not
 //!   occupancy).
 
-use super::cost::CostFacts;
+use super::facts::CostFacts;
 use crate::record::{MemKind, Opcode};
 use crate::target::TargetSpec;
 

@@ -13,6 +13,7 @@
 
 pub mod cost;
 mod dma;
+mod facts;
 mod order;
 mod tensor;
 
