@@ -7,7 +7,7 @@ use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::hbm::{HbmDest, HbmSource, HbmView};
 use crate::isa::base::{copy_engine, dma_dims};
-use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::record::{Engine, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
 /// A new, uninitialised tile (NKI `nl.ndarray`). Reading it before writing it is an error.
@@ -28,15 +28,12 @@ pub fn full(dims: &[usize], value: f32, dtype: DType, mem: MemKind) -> Tile {
         || {},
         || {
             let v = t.view();
-            Instr {
-                partitions: t.partitions() as u32,
-                free: t.free_size() as u32,
-                in_dtype: dtype,
-                out_dtype: dtype,
-                psum: mem == MemKind::Psum,
-                writes: [v.region()].into(),
-                ..Instr::new(Engine::Vector, Opcode::Memset, "nl.full", ins.loc)
-            }
+            ins.record_as("nl.full", Engine::Vector, Opcode::Memset)
+                .size(t.partitions() as u32, t.free_size() as u32)
+                .dtypes(dtype, dtype)
+                .psum(mem == MemKind::Psum)
+                .writes([v.region()])
+                .done()
         },
     );
     t
@@ -98,15 +95,14 @@ fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
                 })
             }
         },
-        || Instr {
-            partitions: shape.partitions() as u32,
-            free: tv.free_size() as u32,
-            in_dtype: v.dtype(),
-            out_dtype: dtype,
-            dma: Some(dma_dims(&v, &tv, true)),
-            reads: [v.region()].into(),
-            writes: [tv.region()].into(),
-            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", ins.loc)
+        || {
+            ins.record_as("nl.load", Engine::Dma, Opcode::DmaCopy)
+                .size(shape.partitions() as u32, tv.free_size() as u32)
+                .dtypes(v.dtype(), dtype)
+                .dma(dma_dims(&v, &tv, true))
+                .reads([v.region()])
+                .writes([tv.region()])
+                .done()
         },
     );
     t
@@ -138,16 +134,15 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
                 }
             }));
         },
-        || Instr {
-            partitions: src.partitions() as u32,
-            free: src.free_size() as u32,
-            in_dtype: src.dtype(),
-            out_dtype: dst.dtype(),
-            psum: src.mem() == MemKind::Psum,
-            dma: Some(dma_dims(&dst, &src, false)),
-            reads: [src.region()].into(),
-            writes: [dst.region()].into(),
-            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.store", ins.loc)
+        || {
+            ins.record_as("nl.store", Engine::Dma, Opcode::DmaCopy)
+                .size(src.partitions() as u32, src.free_size() as u32)
+                .dtypes(src.dtype(), dst.dtype())
+                .psum(src.mem() == MemKind::Psum)
+                .dma(dma_dims(&dst, &src, false))
+                .reads([src.region()])
+                .writes([dst.region()])
+                .done()
         },
     );
     if !ins.executes() {
@@ -203,16 +198,15 @@ pub(crate) fn copy_to_impl(
                 })
             })
         },
-        || Instr {
-            partitions: src.partitions() as u32,
-            free: src.free_size() as u32,
-            in_dtype: src.dtype(),
-            out_dtype: dtype,
-            psum: src.mem() == MemKind::Psum || mem == MemKind::Psum,
-            contiguous: src.ap.inner_stride() == 1,
-            reads: [src.region()].into(),
-            writes: [tv.region()].into(),
-            ..Instr::new(engine, Opcode::TensorCopy, api, ins.loc)
+        || {
+            ins.record_as(api, engine, Opcode::TensorCopy)
+                .size(src.partitions() as u32, src.free_size() as u32)
+                .dtypes(src.dtype(), dtype)
+                .psum(src.mem() == MemKind::Psum || mem == MemKind::Psum)
+                .contiguous(src.ap.inner_stride() == 1)
+                .reads([src.region()])
+                .writes([tv.region()])
+                .done()
         },
     );
     t
@@ -252,15 +246,14 @@ pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>
             };
             dst.scatter_slots(vals)
         },
-        || Instr {
-            partitions: dst.partitions() as u32,
-            free: dst.free_size() as u32,
-            in_dtype: src.dtype(),
-            out_dtype: dst.dtype(),
-            psum: src.mem() == MemKind::Psum || dst.mem() == MemKind::Psum,
-            reads: [src.region()].into(),
-            writes: [dst.region()].into(),
-            ..Instr::new(Engine::Vector, Opcode::TensorCopy, "nl.assign", ins.loc)
+        || {
+            ins.record_as("nl.assign", Engine::Vector, Opcode::TensorCopy)
+                .size(dst.partitions() as u32, dst.free_size() as u32)
+                .dtypes(src.dtype(), dst.dtype())
+                .psum(src.mem() == MemKind::Psum || dst.mem() == MemKind::Psum)
+                .reads([src.region()])
+                .writes([dst.region()])
+                .done()
         },
     );
 }

@@ -26,7 +26,6 @@ pub use crate::record::MemKind;
 pub use blocks::{ndarray_blocks, BlockTile};
 pub use check::{check, fail, require};
 pub use data::{assign, copy, full, load, load_as, ndarray, ones, store, zeros};
-pub(crate) use elementwise::operator;
 pub use gather::gather_flattened;
 pub use grid::{
     affine_range, affine_range_step, core_id, num_programs, num_programs_total, num_tiles,
