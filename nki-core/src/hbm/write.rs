@@ -178,8 +178,7 @@ pub(crate) fn track_load(src: &HbmView, op: &'static str, loc: SourceLoc) {
         return;
     }
     let Some((reader, shared)) = crate::context::with_ctx(op, loc, |c| {
-        c.shared
-            .is_output(src.st.id)
+        (src.st.in_kernel || c.shared.is_output(src.st.id))
             .then(|| (c.reader_id(loc), c.shared.clone()))
     }) else {
         return;

@@ -8,57 +8,36 @@ use crate::error::ErrorKind;
 use crate::hbm::{HbmDest, HbmSource, HbmView};
 use crate::isa::base::{copy_engine, dma_dims};
 use crate::record::{Engine, MemKind, Opcode};
+use crate::tensor::Placement;
 use crate::tile::{Tile, TileRef};
 
-/// A new, uninitialised tile (NKI `nl.ndarray`). Reading it before writing it is an error.
+/// A new, unwritten tensor (NKI `nl.ndarray(shape, dtype, buffer, name, address)`); reading
+/// it before writing it is an error. `buffer` is NKI 0.7's `nl::sbuf`, `nl::psum`,
+/// `nl::private_hbm` (`nl::hbm`) or `nl::shared_hbm`, optionally with `.name("x")` and
+/// `.address(partition, byte)`, giving a [`Tensor`](crate::tensor::Tensor); or the Beta-1
+/// `nl::SBUF` / `nl::PSUM` ([`MemKind`]), giving a [`Tile`].
 #[track_caller]
-pub fn ndarray(dims: &[usize], dtype: DType, mem: MemKind) -> Tile {
-    let ins = Op::begin("ndarray");
-    ins.alloc(on_chip(&ins, mem), dtype, dims)
+pub fn ndarray<P: Placement>(dims: &[usize], dtype: DType, buffer: P) -> P::Out {
+    buffer.ndarray("ndarray", dims, dtype)
 }
 
-/// A tile filled with `value` (NKI `nl.full`). Recorded as a memset.
+/// A tensor filled with `value` (NKI `nl.full`), recorded as a memset; on chip only. See
+/// [`ndarray`] for `buffer`.
 #[track_caller]
-pub fn full(dims: &[usize], value: f32, dtype: DType, mem: MemKind) -> Tile {
-    let ins = Op::begin("full");
-    let mem = on_chip(&ins, mem);
-    let t = ins.alloc_filled(mem, dtype, dims, value);
-    ins.issue(
-        &[],
-        || {},
-        || {
-            let v = t.view();
-            ins.record_as("nl.full", Engine::Vector, Opcode::Memset)
-                .size(t.partitions() as u32, t.free_size() as u32)
-                .dtypes(dtype, dtype)
-                .psum(mem == MemKind::Psum)
-                .writes([v.region()])
-                .done()
-        },
-    );
-    t
+pub fn full<P: Placement>(dims: &[usize], value: f32, dtype: DType, buffer: P) -> P::Out {
+    buffer.full("full", dims, value, dtype)
 }
 
-/// A zero-filled tile (NKI `nl.zeros`).
+/// A zero-filled tensor (NKI `nl.zeros`); on chip only. See [`ndarray`] for `buffer`.
 #[track_caller]
-pub fn zeros(dims: &[usize], dtype: DType, mem: MemKind) -> Tile {
-    full(dims, 0.0, dtype, mem)
+pub fn zeros<P: Placement>(dims: &[usize], dtype: DType, buffer: P) -> P::Out {
+    buffer.full("full", dims, 0.0, dtype)
 }
 
-/// A tile of ones (NKI `nl.ones`).
+/// A tensor of ones (NKI `nl.ones`); on chip only. See [`ndarray`] for `buffer`.
 #[track_caller]
-pub fn ones(dims: &[usize], dtype: DType, mem: MemKind) -> Tile {
-    full(dims, 1.0, dtype, mem)
-}
-
-fn on_chip(ins: &Op, mem: MemKind) -> MemKind {
-    if mem == MemKind::Hbm {
-        ins.fail(
-            ErrorKind::WrongMemory,
-            "on-chip tiles live in sbuf or psum; HBM tensors are created on the host with Hbm::zeros / Hbm::from_array (err_hbm_tensor_with_init_value_not_supported)",
-        );
-    }
-    mem
+pub fn ones<P: Placement>(dims: &[usize], dtype: DType, buffer: P) -> P::Out {
+    buffer.full("full", dims, 1.0, dtype)
 }
 
 /// Loads an HBM view into a new SBUF tile of the same shape (NKI `nl.load`); the first

@@ -98,7 +98,8 @@ fn per_element(r: &CostFacts) -> f64 {
         | Opcode::SetRngSeed
         | Opcode::Dropout
         | Opcode::Max8
-        | Opcode::FindIndex8 => 1.0,
+        | Opcode::FindIndex8
+        | Opcode::MatchReplace8 => 1.0,
         // Costed by `tensor_cost` / `dma_plan`; a full pass over the data if asked here.
         Opcode::Matmul | Opcode::Transpose | Opcode::DmaCopy | Opcode::DmaTranspose => 1.0,
     }
@@ -140,8 +141,12 @@ pub fn compute_cycles(spec: &TargetSpec, r: impl Into<CostFacts>) -> u64 {
             // iota / affine_select pay GpSimd's start-up on whichever engine runs them.
             let base = if matches!(r.opcode, Opcode::Iota | Opcode::AffineSelect) {
                 spec.gpsimd_start + work
-            } else if matches!(r.opcode, Opcode::Max8 | Opcode::FindIndex8) {
-                // `N` cycles, no MIN_II floor (hardware.md §2.3; nki.isa.max8 2.26 docs).
+            } else if matches!(
+                r.opcode,
+                Opcode::Max8 | Opcode::FindIndex8 | Opcode::MatchReplace8
+            ) {
+                // `N` cycles, no MIN_II floor (hardware.md §2.3; nki.isa.max8 2.26 docs);
+                // nc_match_replace8 has no published figure: assumed the same as its siblings.
                 work
             } else {
                 work.max(spec.min_ii)
