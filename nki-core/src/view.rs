@@ -32,7 +32,8 @@ fn err(kind: ErrorKind, op: &'static str, msg: String) -> NkiError {
 /// to each other (NumPy's no-copy reshape rule).
 pub(crate) fn reshape(ap: &Ap, dims: &[usize], what: &str) -> Result<Ap> {
     const OP: &str = "reshape";
-    let new = Shape::new(dims)?;
+    // A bad target shape is the reshape's error, not a `shape` constructor's.
+    let new = Shape::new(dims).map_err(|e| err(e.kind(), OP, e.message().to_string()))?;
     if new.numel() != ap.shape.numel() {
         return Err(err(
             ErrorKind::ShapeMismatch,
@@ -157,7 +158,7 @@ pub(crate) fn pattern(
     what: &str,
 ) -> Result<Ap> {
     let dims: Vec<usize> = pairs.iter().map(|p| p[1]).collect();
-    let shape = Shape::new(&dims)?;
+    let shape = Shape::new(&dims).map_err(|e| err(e.kind(), "ap", e.message().to_string()))?;
     let mut strides = [0isize; MAX_DIMS];
     for (k, p) in pairs.iter().enumerate() {
         strides[k] = p[0] as isize;
@@ -167,7 +168,17 @@ pub(crate) fn pattern(
         shape,
         strides,
     };
-    if shape.numel() == 0 || out.span().1 > len {
+    if shape.numel() == 0 {
+        return Err(err(
+            ErrorKind::InvalidArgument,
+            "ap",
+            format!(
+                "access pattern {pairs:?} of {what} has a count of 0: every [stride, count] pair \
+                 needs a count of at least 1"
+            ),
+        ));
+    }
+    if out.span().1 > len {
         return Err(err(
             ErrorKind::OutOfBounds,
             "ap",

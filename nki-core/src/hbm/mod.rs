@@ -16,6 +16,7 @@
 
 pub(crate) mod atomic;
 mod borrow;
+pub(crate) mod observe;
 mod rect;
 pub(crate) mod track;
 pub(crate) mod values;

@@ -31,7 +31,7 @@ use crate::tile::{Tile, TileRef};
 
 pub use super::dma::{DmaEndpoint, DmaSource, DmaTarget};
 pub use super::gpsimd::AffineExpr;
-pub use super::max8::{max8, nc_find_index8, MAX8_MAX_ELEMENTS};
+pub use super::max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
 pub use super::scalar::ActivationArgs;
 pub use super::vector::{ScanArgs, TensorScalarArgs};
 pub use super::Operand;

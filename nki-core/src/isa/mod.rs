@@ -17,7 +17,7 @@
 //! | TensorE | [`nc_matmul`] (accumulating, or a transpose with `is_transpose`), [`nc_transpose`] (also VectorE for <= 32x32) |
 //! | ScalarE | [`activation`], [`activation_reduce`] |
 //! | VectorE | [`tensor_tensor`], [`tensor_scalar`], [`scalar_tensor_tensor`], [`tensor_reduce`], [`tensor_copy`], [`tensor_tensor_scan`], [`reciprocal`], [`memset`], [`bn_stats`], [`bn_aggr`] |
-//! | VectorE top-8 | [`max8`], [`nc_find_index8`] |
+//! | VectorE top-8 | [`max8`], [`nc_find_index8`], [`nc_match_replace8`] |
 //! | GpSimdE | [`iota`], [`affine_select`], [`tensor_partition_reduce`] |
 //! | DMA | [`dma_copy`], [`dma_compute`], [`dma_transpose`] |
 //!
@@ -58,7 +58,7 @@ pub use dma::{
     OobMode,
 };
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
-pub use max8::{max8, nc_find_index8, MAX8_MAX_ELEMENTS};
+pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
 pub use opts::{MatmulOpts, Opts, ReduceOpts};
 pub use scalar::{activation, activation_reduce, ActivationArgs};
 pub use scalar_tensor_tensor::{scalar_tensor_tensor, SttOpts};

@@ -53,6 +53,7 @@ pub fn load_indirect<'a>(src: impl HbmSource, indices: impl Into<TileRef<'a>>) -
             ),
         );
     }
+    crate::hbm::observe::notify(v.st.id, &v.ap, false, API, loc);
     let (rows, f) = (s[0], s[1]);
     let p = idx.partitions();
     let out = ins.alloc(MemKind::Sbuf, v.dtype(), &[p, f]);
