@@ -25,6 +25,7 @@ pub mod profile;
 pub mod record;
 mod slots;
 pub mod spmd;
+pub mod sweep;
 pub mod target;
 pub mod tile;
 pub mod timing;
@@ -33,6 +34,14 @@ pub mod view;
 mod written;
 
 pub use nki_macros::nki_kernel;
+
+/// The `ndarray` crate, at the version nki-core's API takes (`Hbm::from_array`,
+/// `Hbm::to_array`, ...): use `nki_core::ndarray` instead of adding `ndarray` yourself, so the
+/// versions always match.
+pub use ndarray;
+
+/// The `half` crate (`bf16`, `f16`), at the version nki-core's API takes.
+pub use half;
 
 extern crate self as nki_core;
 
