@@ -110,7 +110,8 @@ fn main() -> ExitCode {
     let report = Sweep::new(grid)
         .reject_if(|p| {
             let rows = 128 * p["m_block"];
-            (M % rows != 0).then(|| format!("M = {M} is not a multiple of 128 x m_block = {rows}"))
+            (!M.is_multiple_of(rows))
+                .then(|| format!("M = {M} is not a multiple of 128 x m_block = {rows}"))
         })
         .run(|p| {
             let mut out = Hbm::<bf16>::shape_only([M, N]);

@@ -37,9 +37,9 @@
 //! assert!(best.latency_ns().unwrap() > 0.0);
 //! ```
 //!
-//! With the `criterion` feature, [`ModelledTime`] is a criterion measurement whose values are
+//! With the `criterion` feature, `ModelledTime` is a criterion measurement whose values are
 //! modelled device nanoseconds, so `cargo bench` reports modelled latency per configuration
-//! (see [`bench_grid`]).
+//! (see `bench_grid`).
 
 use crate::error::{ErrorKind, NkiError};
 use crate::profile::Profile;
@@ -699,6 +699,87 @@ mod tests {
         assert_eq!(pts[0].get("c"), None);
         assert!(ParamGrid::new().axis("a", []).points().is_empty());
         assert_eq!(ParamGrid::new().points().len(), 1);
+    }
+
+    /// `out = in + 1` through a PSUM tile `chunk` fp32 wide: over 512 it breaks the bank limit.
+    #[crate::nki_kernel]
+    fn bump(a: &crate::hbm::Hbm<f32>, out: &mut crate::hbm::Hbm<f32>, chunk: usize) {
+        use crate::lang as nl;
+        for j in nl::affine_range(a.shape()[1] / chunk) {
+            let cols = j * chunk..(j + 1) * chunk;
+            let x = nl::load(a.slice((0..128, cols.clone())));
+            let p = nl::zeros(&[128, chunk], crate::dtype::DType::F32, nl::PSUM);
+            nl::assign(&p, &(&x + 1.0));
+            nl::store(out.slice((0..128, cols)), &nl::copy(&p, None));
+        }
+    }
+
+    fn sweep_bump(threads: usize) -> SweepReport {
+        let a = crate::hbm::Hbm::<f32>::shape_only([128, 2048]);
+        let grid = ParamGrid::new().axis("chunk", [128, 256, 512, 1024, 3]);
+        Sweep::new(grid)
+            .threads(threads)
+            .progress(false)
+            .reject_if(|p| (p["chunk"] == 3).then(|| "3 does not divide 2048".to_string()))
+            .run(|p| {
+                if p["chunk"] == 256 && threads == 99 {
+                    panic!("a bug in the sweep closure");
+                }
+                let mut out = crate::hbm::Hbm::<f32>::shape_only([128, 2048]);
+                bump::estimate(1, crate::target::Target::Trn2, &a, &mut out, p["chunk"])
+            })
+    }
+
+    #[test]
+    fn a_sweep_lists_rejections_with_reasons_and_picks_the_fastest_point() {
+        let r = sweep_bump(2);
+        assert_eq!(r.points.len(), 5);
+        assert_eq!(r.estimated().count(), 3);
+        let rejected: Vec<(usize, &str, String)> = r
+            .rejected()
+            .map(|(p, j)| (p["chunk"], j.category(), j.reason.clone()))
+            .collect();
+        assert_eq!(rejected.len(), 2);
+        assert_eq!((rejected[0].0, rejected[0].1), (1024, "shape"));
+        assert!(rejected[0].2.contains("PSUM"), "{}", rejected[0].2);
+        assert_eq!(
+            (rejected[1].0, rejected[1].1, rejected[1].2.as_str()),
+            (3, "shape", "3 does not divide 2048")
+        );
+        // The best point is the estimated one with the lowest latency.
+        let best = r.best().unwrap();
+        let min = r
+            .estimated()
+            .map(|p| p.latency_ns().unwrap())
+            .fold(f64::INFINITY, f64::min);
+        assert_eq!(best.latency_ns(), Some(min));
+        // The same report on one thread (the model is deterministic).
+        let one = sweep_bump(1);
+        assert_eq!(one.points, r.points);
+        // CSV: a header and a row per point; JSON parses and names the best point.
+        let csv = r.to_csv();
+        assert_eq!(csv.lines().count(), 6);
+        assert!(csv.lines().nth(4).unwrap().starts_with("1024,shape,"));
+        let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(json["best"]["params"]["chunk"], best.params["chunk"]);
+        assert_eq!(json["points"][3]["status"], "shape");
+        let text = r.to_string();
+        assert!(text.contains("best: chunk="), "{text}");
+        assert!(text.contains("chunk=1024: shape:"), "{text}");
+    }
+
+    #[test]
+    fn a_panic_in_the_sweep_closure_rejects_its_point_only() {
+        let r = sweep_bump(99);
+        let (p, j) = r.rejected().next().unwrap();
+        assert_eq!(p["chunk"], 256);
+        assert_eq!(j.category(), "error");
+        assert!(
+            j.reason.contains("a bug in the sweep closure"),
+            "{}",
+            j.reason
+        );
+        assert_eq!(r.estimated().count(), 2);
     }
 
     #[test]
