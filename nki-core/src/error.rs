@@ -93,6 +93,9 @@ pub enum ErrorKind {
     Synchronization,
     /// A device id or mesh coordinate outside the mesh.
     InvalidDevice,
+    /// The host could not allocate the values of a tensor of a user-given size (the message
+    /// names the shape and the bytes asked for).
+    HostMemory,
 }
 
 /// An error from nki-core.

@@ -15,11 +15,20 @@ use crate::target::Target;
 
 /// `k::launch(grid, args...)`: runs the kernel on `grid` in execute mode on the default
 /// target; `run` is the kernel's `run` with its arguments.
+#[track_caller]
 pub fn launch(
     grid: impl Into<Grid>,
     run: impl FnOnce(Launch) -> Result<LaunchReport>,
 ) -> Result<LaunchReport> {
-    run(Launch::new(grid))
+    run(called_here(Launch::new(grid)))
+}
+
+/// `l` remembering its caller's caller (the user's launch call, through the `#[track_caller]`
+/// launchers): the closure between the launcher and [`Launch::run`] would hide it.
+#[track_caller]
+fn called_here(mut l: Launch) -> Launch {
+    l.called_at = Some(crate::error::SourceLoc::caller());
+    l
 }
 
 /// `k::simulate(grid, target, args...)` (`mode` [`Mode::Simulate`]: values and the modelled
@@ -27,6 +36,7 @@ pub fn launch(
 /// inputs may be `Hbm::shape_only`): runs the kernel on `target` in the recording `mode` and
 /// returns the modelled timeline. [`Mode::Execute`] models none: an
 /// [`ErrorKind::InvalidArgument`] error.
+#[track_caller]
 pub fn modelled(
     grid: impl Into<Grid>,
     target: Target,
@@ -43,7 +53,7 @@ pub fn modelled(
     if !mode.records() {
         return Err(no_timeline());
     }
-    let report = run(Launch::new(grid).target(target).mode(mode))?;
+    let report = run(called_here(Launch::new(grid).target(target).mode(mode)))?;
     report.profile.ok_or_else(no_timeline)
 }
 

@@ -11,6 +11,7 @@ mod abort;
 pub mod access;
 pub mod context;
 pub mod dtype;
+mod engine;
 pub mod error;
 mod exec;
 pub mod hbm;

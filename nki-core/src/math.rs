@@ -573,8 +573,8 @@ impl AluOp {
     /// Engine, which uses native integer arithmetic"; VectorE and ScalarE compute in fp32).
     ///
     /// [`eval_int`]: AluOp::eval_int
-    pub(crate) fn is_integer_on(self, engine: crate::record::Engine, compute: DType) -> bool {
-        let native = engine == crate::record::Engine::GpSimd && compute.holds_bits();
+    pub(crate) fn is_integer_on(self, engine: crate::engine::Engine, compute: DType) -> bool {
+        let native = engine == crate::engine::Engine::GpSimd && compute.holds_bits();
         (self.is_bitvec() && compute.is_int()) || (native && self.eval_int(0, 0, compute).is_some())
     }
 

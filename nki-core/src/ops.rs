@@ -9,7 +9,9 @@
 //! partition-mismatch error (use `nl::add`, which allows it, or `nl::broadcast_to`).
 
 use crate::context::Op;
-use crate::lang::{alu_binary, map_impl, ActExtras, Operand};
+use crate::isa::Operand;
+use crate::lang::elementwise::alu_binary;
+use crate::lang::unary::{map_impl, ActExtras};
 use crate::math::{ActFn, AluOp};
 use crate::record::{Engine, Opcode};
 use crate::tile::{Tile, TileRef};

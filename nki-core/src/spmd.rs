@@ -266,6 +266,9 @@ pub struct Launch {
     target: Target,
     mode: Mode,
     host_threads: Option<usize>,
+    /// Where the user launched the kernel when a launcher closure stands between that call and
+    /// [`Launch::run`] (see `launcher`): errors of the launch itself point there.
+    pub(crate) called_at: Option<crate::error::SourceLoc>,
 }
 
 impl Launch {
@@ -276,6 +279,7 @@ impl Launch {
             target: Target::default(),
             mode: Mode::Execute,
             host_threads: None,
+            called_at: None,
         }
     }
 
@@ -316,6 +320,7 @@ impl Launch {
     /// launches).
     #[track_caller]
     pub fn run<F: Fn() + Sync>(&self, kernel: F) -> Result<LaunchReport> {
+        let here = crate::error::SourceLoc::caller();
         if crate::context::in_kernel() {
             crate::context::raise(
                 NkiError::new(
@@ -327,16 +332,19 @@ impl Launch {
                         self.grid
                     ),
                 ),
-                crate::error::SourceLoc::caller(),
+                self.called_at.unwrap_or(here),
             );
         }
+        // The outputs borrowed for this launch belong to it even when it is refused below: a
+        // refused launch must not hand them to the next launch on this thread.
+        let outputs = crate::hbm::take_pending_outputs();
         self.grid.validate()?;
         let threads = self.threads()?;
         abort::quiet_kernel_unwinds();
         let total = self.grid.num_instances();
         let mut load = HostLoad::enter(threads.min(total));
         let feed = Mutex::new(self.record_feed(total, &mut load));
-        let shared = LaunchShared::with_outputs(crate::hbm::take_pending_outputs());
+        let shared = LaunchShared::with_outputs(outputs);
         let grid_shape = self.grid.shape();
         let threads = threads.min(total);
         let handout = Handout::new(total, threads);

@@ -34,3 +34,20 @@ fn zeros_dyn_takes_a_run_time_shape() {
     assert!(z.to_vec().unwrap().iter().all(|v| v.to_f32() == 0.0));
     assert!(Hbm::<f16>::zeros_dyn(&[1, 1, 1, 1, 1, 1]).is_err());
 }
+
+#[test]
+fn a_shape_the_host_cannot_allocate_is_an_error_not_an_abort() {
+    // 2^36 f32 slots (256 GiB): a valid shape no test machine holds.
+    let e = Hbm::<f32>::zeros_dyn(&[1 << 18, 1 << 18])
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::HostMemory, "{e}");
+    assert!(e.message().contains("[262144, 262144]"), "{e}");
+    assert!(e.message().contains("274877906944 bytes"), "{e}");
+    let m = nki_core::mesh::Mesh::new([2], ["x"]).unwrap();
+    let spec = nki_core::mesh::PartitionSpec::new([Some("x"), None]);
+    let e = nki_core::mesh::ShardedHbm::<f32>::zeros(&m, &[1 << 19, 1 << 18], spec)
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::HostMemory, "{e}");
+}

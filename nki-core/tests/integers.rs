@@ -419,3 +419,75 @@ fn where_selects_32_bit_integers_exactly() {
         assert_eq!(got, want);
     }
 }
+
+#[test]
+fn indirect_loads_use_exact_row_numbers_beyond_2_pow_24() {
+    // A one-column tensor of 2^24 + 3 rows holding each row's number: index 2^24 + 1 is no
+    // f32, so a path through f32 would fetch row 2^24 instead.
+    let rows = (1usize << 24) + 3;
+    let data = Hbm::<u32>::from_vec(&[rows, 1], (0..rows as u32).collect()).unwrap();
+    let picks: [u32; 4] = [16_777_217, 16_777_218, 3, 16_777_216];
+    for dtype_i32 in [false, true] {
+        let idx_u = Hbm::<u32>::from_vec(&[4, 1], picks.to_vec()).unwrap();
+        let idx_i =
+            Hbm::<i32>::from_vec(&[4, 1], picks.iter().map(|&p| p as i32).collect()).unwrap();
+        for mode in VALUE_MODES {
+            let mut c = Hbm::<u32>::zeros([4, 1]);
+            let out = c.as_output();
+            Launch::new(1)
+                .mode(mode)
+                .run(|| {
+                    let idx = if dtype_i32 {
+                        nl::load(&idx_i)
+                    } else {
+                        nl::load(&idx_u)
+                    };
+                    nl::store(&out, &nl::load_indirect(&data, &idx));
+                })
+                .unwrap();
+            assert_eq!(
+                c.to_vec().unwrap(),
+                picks.to_vec(),
+                "{mode:?} i32 {dtype_i32}"
+            );
+        }
+    }
+}
+
+#[test]
+fn out_of_range_indices_are_reported_exactly() {
+    let data = Hbm::<f32>::zeros([8, 2]);
+    let idx = Hbm::<u32>::from_vec(&[2, 1], vec![1, u32::MAX]).unwrap();
+    let e = Launch::new(1)
+        .run(|| {
+            let i = nl::load(&idx);
+            let _ = nl::load_indirect(&data, &i);
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutOfBounds, "{e}");
+    assert!(
+        e.message().contains("index 4294967295 at partition 1"),
+        "{e}"
+    );
+    let neg = Hbm::<i32>::from_vec(&[1, 1], vec![-16_777_217]).unwrap();
+    let e = Launch::new(1)
+        .run(|| {
+            let i = nl::load(&neg);
+            let _ = nl::load_indirect(&data, &i);
+        })
+        .unwrap_err();
+    assert!(
+        e.message().contains("index -16777217 at partition 0"),
+        "{e}"
+    );
+    // gather_flattened: a uint32 index no f32 holds is named exactly.
+    let d = Hbm::<f32>::zeros([1, 4]);
+    let gi = Hbm::<u32>::from_vec(&[1, 2], vec![0, 16_777_217]).unwrap();
+    let e = Launch::new(1)
+        .run(|| {
+            let (t, i) = (nl::load(&d), nl::load(&gi));
+            let _ = nl::gather_flattened(&t, &i);
+        })
+        .unwrap_err();
+    assert!(e.message().contains("index 16777217 at partition 0"), "{e}");
+}

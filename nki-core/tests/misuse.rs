@@ -548,3 +548,92 @@ fn estimate_mode_tracks_written_parts_by_region() {
         at_line(&e, line);
     }
 }
+
+// ---- Issue 20 item 3: a refused launch leaves nothing behind --------------------------------
+
+#[test]
+fn a_refused_launch_leaves_no_outputs_for_the_next_one() {
+    let a = Hbm::<f32>::full([2, 4], 1.0);
+    for refuse in [Launch::new([0usize]), Launch::new(1).host_threads(0)] {
+        let mut stale = Hbm::<f32>::zeros([2, 4]);
+        let _o = stale.as_output();
+        assert!(refuse.run(|| ()).is_err());
+        // The next good launch on this thread writes only its own output.
+        let mut c = Hbm::<f32>::zeros([2, 4]);
+        let out = c.as_output();
+        Launch::new(1)
+            .run(|| nl::store(&out, &nl::load(&a)))
+            .unwrap();
+        assert_eq!(c.to_vec().unwrap(), vec![1.0; 8]);
+    }
+    // The same for a refused mesh launch (a grid over two NeuronCores).
+    let m = nki_core::mesh::Mesh::new([2], ["x"]).unwrap();
+    let mut stale = Hbm::<f32>::zeros([2, 4]);
+    let _o = stale.as_output();
+    assert!(nki_core::mesh::MeshLaunch::new(&m)
+        .grid([nc(2)])
+        .run(|| ())
+        .is_err());
+    let mut c = Hbm::<f32>::zeros([2, 4]);
+    let out = c.as_output();
+    Launch::new(1)
+        .run(|| nl::store(&out, &nl::load(&a)))
+        .unwrap();
+}
+
+#[test]
+fn a_mesh_launch_inside_a_kernel_is_a_nested_launch_at_its_line() {
+    let m = nki_core::mesh::Mesh::new([2], ["x"]).unwrap();
+    let inner_ran = AtomicBool::new(false);
+    let line = line!() + 4;
+    let e = Launch::new(1)
+        .run(|| {
+            let _ =
+                nki_core::mesh::MeshLaunch::new(&m).run(|| inner_ran.store(true, Ordering::SeqCst));
+        })
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NestedLaunch, "{e}");
+    at_line(&e, line);
+    assert!(!inner_ran.load(Ordering::SeqCst));
+    // Inside a mesh device's kernel too.
+    let line = line!() + 4;
+    let e = nki_core::mesh::MeshLaunch::new(&m)
+        .run(|| {
+            let _ =
+                nki_core::mesh::MeshLaunch::new(&m).run(|| inner_ran.store(true, Ordering::SeqCst));
+        })
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NestedLaunch, "{e}");
+    at_line(&e, line);
+    assert!(!inner_ran.load(Ordering::SeqCst));
+}
+
+#[nki_kernel]
+fn copy_kernel(a: &Hbm<f32>, c: &mut Hbm<f32>) {
+    nl::store(c, &nl::load(a));
+}
+
+#[test]
+fn a_nested_kernel_launch_points_at_the_call_not_the_kernel() {
+    let a = Hbm::<f32>::full([2, 4], 1.0);
+    let mut c = Hbm::<f32>::zeros([2, 4]);
+    for how in 0..3 {
+        let line = line!() + 5;
+        let e = Launch::new(1)
+            .run(|| {
+                let mut inner = Hbm::<f32>::zeros([2, 4]);
+                let _ = match how {
+                    0 => copy_kernel::launch(1, &a, &mut inner).map(|_| ()),
+                    1 => copy_kernel::simulate(1, Target::default(), &a, &mut inner).map(|_| ()),
+                    _ => copy_kernel::run(Launch::new(1), &a, &mut inner).map(|_| ()),
+                };
+            })
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NestedLaunch, "{e}");
+        at_line(&e, line + how);
+    }
+    copy_kernel::launch(1, &a, &mut c).unwrap();
+}

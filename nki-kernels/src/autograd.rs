@@ -12,8 +12,6 @@
 //! All arithmetic runs in fp32 on chip (inputs are loaded as fp32), and results are rounded to
 //! the tensors' dtype when stored.
 
-use nki_core::context::raise;
-use nki_core::error::SourceLoc;
 use nki_core::prelude::*;
 
 /// Rows of one tile of [`tensor_add_tile`](fn@tensor_add_tile) (the partition dimension).
@@ -71,15 +69,14 @@ fn checked_rmsnorm_shapes(
     gain: &[usize],
     others: &[&[usize]],
 ) -> usize {
-    let loc = SourceLoc::caller();
-    let (_, d) = rmsnorm_shapes(op, x, gain).unwrap_or_else(|e| raise(e, loc));
+    let (_, d) = nl::check(rmsnorm_shapes(op, x, gain));
     if let Some(bad) = others.iter().find(|s| **s != x) {
         let e = NkiError::new(
             ErrorKind::ShapeMismatch,
             op,
             format!("every [rows, features] operand must match x{x:?}, got {bad:?}"),
         );
-        raise(e, loc);
+        nl::fail(e);
     }
     d
 }
@@ -146,7 +143,7 @@ pub fn rmsnorm_bwd<T: Element>(
                 gain.shape()
             ),
         );
-        raise(e, SourceLoc::caller());
+        nl::fail(e);
     }
     let n = x.shape()[0];
     let mut dgain_sum = nl::zeros(&[1, d], DType::F32, nl::SBUF);

@@ -1,33 +1,23 @@
 //! Argument checks shared by the kernels: a failed check fails the launch with an
 //! [`NkiError`] naming the kernel and the offending shapes, at the kernel's call site.
 
-use nki_core::context::raise;
-use nki_core::error::SourceLoc;
 use nki_core::prelude::*;
 
 /// Fails the launch with an `InvalidArgument` error from `op` unless `ok`.
 #[track_caller]
 pub(crate) fn require(op: &'static str, ok: bool, message: impl FnOnce() -> String) {
-    if !ok {
-        raise(
-            NkiError::new(ErrorKind::InvalidArgument, op, message()),
-            SourceLoc::caller(),
-        );
-    }
+    nl::require(ok, op, message);
 }
 
 /// Fails the launch with a `ShapeMismatch` error from `op` unless `what`'s shape is `want`.
 #[track_caller]
 pub(crate) fn expect_shape(op: &'static str, what: &str, got: &[usize], want: &[usize]) {
     if got != want {
-        raise(
-            NkiError::new(
-                ErrorKind::ShapeMismatch,
-                op,
-                format!("{what} has shape {got:?}, expected {want:?}"),
-            ),
-            SourceLoc::caller(),
-        );
+        nl::fail(NkiError::new(
+            ErrorKind::ShapeMismatch,
+            op,
+            format!("{what} has shape {got:?}, expected {want:?}"),
+        ));
     }
 }
 

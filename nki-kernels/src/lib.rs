@@ -16,6 +16,8 @@
 //!   [`rotary`](mod@rotary), [`sd_attention`] (v1 and v2),
 //!   [`flash_attention`] (causal forward with LSE), [`mamba`] (v1 and v2),
 //!   [`rmsnorm_qkv`](mod@rmsnorm_qkv), [`conv2d`] (conv2d + max-pool, CS149 form).
+//! - [`kernel_optimization`]: the SDK's kernel-optimization tutorial (NKI 0.7 surface), all
+//!   five matmul versions from a single tile to fully blocked.
 //! - [`reference`](mod@reference): independent plain-loop / ndarray references of every kernel.
 //! - [`report`]: the check-and-profile printing the tutorial examples share.
 //! - [`testing`]: deterministic random inputs and a NumPy-style `allclose` for the tests and
@@ -31,6 +33,7 @@ pub mod calibration_kernels;
 mod checks;
 pub mod conv2d;
 pub mod flash_attention;
+pub mod kernel_optimization;
 pub mod layernorm;
 pub mod mamba;
 pub mod matmul;

@@ -14,8 +14,6 @@
 //! Every kernel runs as one program instance (grid `[1]`). [`MatmulKernel`] names the four
 //! stages and launches any of them with its tutorial block sizes.
 
-use nki_core::context::raise;
-use nki_core::error::SourceLoc;
 use nki_core::isa::AluOp;
 use nki_core::prelude::*;
 
@@ -114,10 +112,7 @@ fn dims_or_raise(
     result: &[usize],
     mult: [usize; 3],
 ) -> (usize, usize, usize) {
-    match matmul_dims(op, lhs_t, rhs, result, mult) {
-        Ok(d) => d,
-        Err(e) => raise(e, SourceLoc::caller()),
-    }
+    nl::check(matmul_dims(op, lhs_t, rhs, result, mult))
 }
 
 /// The tiled matmul: for every `[128, 512]` result tile, loop over K in `[128]`-row steps, loading

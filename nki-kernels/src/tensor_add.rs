@@ -3,8 +3,6 @@
 //! `free_dim`. The free-dimension chunk size trades DMA efficiency (bigger transfers) against
 //! SBUF footprint, which is what the tile-size sweeps in `benches/sweeps.rs` explore.
 
-use nki_core::context::raise;
-use nki_core::error::SourceLoc;
 use nki_core::prelude::*;
 
 /// Rows per tile: the partition dimension of a tile (NKI `nl.tile_size.pmax`).
@@ -56,10 +54,7 @@ fn add_shapes(
 /// `free_dim` whose three live chunks exceed SBUF fails it with a capacity error.
 #[nki_kernel]
 pub fn tensor_add_stream<T: Element>(a: &Hbm<T>, b: &Hbm<T>, c: &mut Hbm<T>, free_dim: usize) {
-    let (rows, cols) = match add_shapes(a.shape(), b.shape(), c.shape(), free_dim) {
-        Ok(s) => s,
-        Err(e) => raise(e, SourceLoc::caller()),
-    };
+    let (rows, cols) = nl::check(add_shapes(a.shape(), b.shape(), c.shape(), free_dim));
     for p in nl::affine_range(rows.div_ceil(PARTITIONS)) {
         let r0 = p * PARTITIONS;
         let rows_here = PARTITIONS.min(rows - r0);

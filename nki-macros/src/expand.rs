@@ -99,22 +99,26 @@ fn launchers(k: &Kernel) -> TokenStream {
         #[allow(dead_code, clippy::too_many_arguments)]
         impl #name {
             /// Runs the kernel on `grid` (execute mode, default target) and returns the report.
+            #[track_caller]
             pub fn launch<#generic_params>(#grid, #(#params),*) -> #report #where_clause {
                 #nki::launcher::launch(grid, #run)
             }
 
             /// Runs the kernel computing values and the modelled timeline on `target`.
+            #[track_caller]
             pub fn simulate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
                 #nki::launcher::modelled(grid, target, #nki::context::Mode::Simulate, #run)
             }
 
             /// Models the kernel's timeline on `target` without computing values (inputs may be
             /// `Hbm::shape_only`).
+            #[track_caller]
             pub fn estimate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
                 #nki::launcher::modelled(grid, target, #nki::context::Mode::Estimate, #run)
             }
 
             /// Runs the kernel with a configured [`::nki_core::spmd::Launch`].
+            #[track_caller]
             pub fn run<#generic_params>(launch: #nki::spmd::Launch, #(#params),*) -> #report #where_clause {
                 #(let #borrowed = #outputs.as_output();)*
                 launch.run(|| #name #turbofish (#(#instance_args),*))

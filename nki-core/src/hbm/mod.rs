@@ -53,6 +53,39 @@ pub(crate) fn take_pending_outputs() -> Vec<Arc<HbmStorage>> {
     v
 }
 
+/// Zero-filled host slots for a tensor of shape `s` and `dtype`, made by `op`: an
+/// [`ErrorKind::HostMemory`] error naming the shape and the bytes when the host cannot
+/// allocate them (`Vec`'s infallible allocation would abort the process instead). The pages
+/// come zeroed from the allocator, so a large tensor costs what it touches.
+pub(crate) fn try_zeros(op: &'static str, s: &Shape, dtype: DType) -> Result<Vec<f32>> {
+    let n = s.numel();
+    let fail = || {
+        NkiError::new(
+            ErrorKind::HostMemory,
+            op,
+            format!(
+                "the host cannot allocate the values of a {dtype} tensor of shape {s} ({n} elements, \
+                 {} bytes of host memory as f32 slots)",
+                n as u128 * 4
+            ),
+        )
+    };
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<f32>(n).map_err(|_| fail())?;
+    // SAFETY: `layout` has a non-zero size (n > 0). A non-null result is an allocation of
+    // `layout` from the global allocator, all zero bytes (0.0f32), which is exactly what a
+    // `Vec<f32>` of capacity and length `n` owns and frees.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut f32;
+        if p.is_null() {
+            return Err(fail());
+        }
+        Ok(Vec::from_raw_parts(p, n, n))
+    }
+}
+
 /// The error of a launch that wrote none of the output `st` (NKI's
 /// `err_tensor_output_not_written_to`), if it did not: `base` is the launch's first writer id.
 pub(crate) fn check_written(st: &HbmStorage, base: u32) -> Result<()> {
@@ -199,14 +232,13 @@ impl<T: Element> Hbm<T> {
         ))
     }
 
-    /// A zero-filled tensor of a shape known only at run time (1 to 5 dimensions).
+    /// A zero-filled tensor of a shape known only at run time (1 to 5 dimensions). A shape
+    /// whose values the host cannot allocate is an [`ErrorKind::HostMemory`] error naming the
+    /// shape and the bytes (never an abort of the process).
     pub fn zeros_dyn(shape: &[usize]) -> Result<Self> {
         let s = Shape::new(shape)?;
-        Ok(Self::wrap(HbmStorage::new(
-            T::DTYPE,
-            s,
-            Some(vec![0.0; s.numel()]),
-        )))
+        let values = try_zeros("Hbm::zeros_dyn", &s, T::DTYPE)?;
+        Ok(Self::wrap(HbmStorage::new(T::DTYPE, s, Some(values))))
     }
 
     /// A tensor with a shape but no values: enough for estimate-mode launches (timeline only)

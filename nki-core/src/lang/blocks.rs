@@ -36,7 +36,7 @@ pub fn ndarray_blocks(blocks: usize, dims: &[usize], dtype: DType, mem: MemKind)
     }
     BlockTile {
         blocks: (0..blocks)
-            .map(|_| super::ndarray(dims, dtype, mem))
+            .map(|_| super::data::ndarray(dims, dtype, mem))
             .collect(),
     }
 }

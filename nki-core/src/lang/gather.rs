@@ -73,12 +73,13 @@ pub fn gather_flattened<'a, 'b>(
             let n = idx.free_size();
             // The gathered elements move as slots (same dtype: bit-exact).
             let vals = data.gather_slots(ins.api, ins.loc);
-            let ids = ins.read(&idx);
+            // Indices are read as the integers they are (uint32 slots hold their bit
+            // patterns): exact beyond 2^24, where an f32 would round them.
+            let ids = idx.gather_slots(ins.api, ins.loc);
             let mut res = Vec::with_capacity(ids.len());
-            for (k, &i) in ids.iter().enumerate() {
+            for (k, &slot) in ids.iter().enumerate() {
                 let (p, j) = (k / n, k % n);
-                // uint32 values are exact integers >= 0 in their f32 form.
-                let i = i as u64;
+                let i = idx.dtype().int(slot) as u64;
                 if i >= f as u64 {
                     ins.fail(
                         ErrorKind::OutOfBounds,

@@ -61,10 +61,13 @@ pub fn load_indirect<'a>(src: impl HbmSource, indices: impl Into<TileRef<'a>>) -
     ins.issue(
         &[&ov],
         || {
-            let ids = idx.gather(API, loc);
+            // Indices are read as the integers they are (int32/uint32 slots hold their bit
+            // patterns): exact beyond 2^24, where an f32 would round them.
+            let ids = idx.gather_slots(API, loc);
             let mut vals = Vec::with_capacity(p * f);
-            for (part, &i) in ids.iter().enumerate() {
-                if i < 0.0 || i as usize >= rows {
+            for (part, &slot) in ids.iter().enumerate() {
+                let i = idx.dtype().int(slot);
+                if i < 0 || i as u64 >= rows as u64 {
                     fail(
                         ErrorKind::OutOfBounds,
                         format!(

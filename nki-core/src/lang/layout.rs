@@ -1,7 +1,7 @@
 //! Layout and index-generation ops: `nl.load_transpose2d`, `nl.broadcast_to`, `nl.expand_dims`,
 //! index tiles (`iota`, `arange`) and `astype` casts.
 
-use super::copy_to_impl;
+use super::data::copy_to_impl;
 use crate::access::{Ap, Shape, MAX_DIMS};
 use crate::context::{raise, Op};
 use crate::dtype::DType;

@@ -3,8 +3,9 @@
 //! going through the funnel in [`crate::context`].
 
 mod blocks;
+mod check;
 mod data;
-mod elementwise;
+pub(crate) mod elementwise;
 mod gather;
 mod grid;
 mod indirect;
@@ -13,7 +14,7 @@ mod logic;
 mod matmul;
 mod random;
 mod reduce;
-mod unary;
+pub(crate) mod unary;
 
 pub use crate::access::{ds, stepped, Ix};
 pub use crate::dtype::DType;
@@ -23,9 +24,9 @@ pub use crate::math::{ActFn, AluOp};
 pub use crate::ops::TileArith;
 pub use crate::record::MemKind;
 pub use blocks::{ndarray_blocks, BlockTile};
-pub(crate) use data::copy_to_impl;
+pub use check::{check, fail, require};
 pub use data::{assign, copy, full, load, load_as, ndarray, ones, store, zeros};
-pub(crate) use elementwise::{alu_binary, operator};
+pub(crate) use elementwise::operator;
 pub use gather::gather_flattened;
 pub use grid::{
     affine_range, affine_range_step, core_id, num_programs, num_programs_total, num_tiles,
@@ -47,23 +48,10 @@ pub use unary::{
     rms_norm, rsqrt, sigmoid, sign, silu, silu_dx, sin, softmax, softplus, sqrt, square, tan, tanh,
     trunc, unary,
 };
-pub(crate) use unary::{map_impl, ActExtras};
 
 /// NKI `nl.sbuf`.
 pub const SBUF: MemKind = MemKind::Sbuf;
 /// NKI `nl.psum`.
 pub const PSUM: MemKind = MemKind::Psum;
 
-/// NKI `nl.tile_size` constants.
-pub mod tile_size {
-    /// Maximum partitions of a tile.
-    pub const PMAX: usize = 128;
-    /// fp32 elements per partition in one PSUM bank.
-    pub const PSUM_FMAX: usize = 512;
-    /// Matmul stationary free-dim limit.
-    pub const GEMM_STATIONARY_FMAX: usize = 128;
-    /// Matmul moving free-dim limit.
-    pub const GEMM_MOVING_FMAX: usize = 512;
-    /// bn_stats free-dim limit.
-    pub const BN_STATS_FMAX: usize = 512;
-}
+pub mod tile_size;

@@ -9,10 +9,10 @@
 //! re-seeding with one seed replays one stream. [`rand`] and [`dropout`] draw one number per
 //! element, in row-major order, from the same stream.
 
-use super::Operand;
 use crate::context::{LaunchShared, Op};
 use crate::dtype::DType;
 use crate::error::ErrorKind;
+use crate::isa::Operand;
 use crate::record::{Engine, Instr, MemKind, Opcode, Regions};
 use crate::tile::{give_buf, Tile, TileRef};
 use std::cell::RefCell;

@@ -119,7 +119,29 @@ impl<'m> MeshLaunch<'m> {
 
     /// Runs `kernel` on every device and returns the report. The first failing device (lowest
     /// id) gives the error; a deadlock names every blocked device.
+    ///
+    /// Called from inside a kernel body (or a mesh device's kernel), it launches nothing and
+    /// fails the calling instance with an [`ErrorKind::NestedLaunch`] error at the caller's
+    /// line, as [`Launch::run`](crate::spmd::Launch::run) does.
+    #[track_caller]
     pub fn run<F: Fn() + Sync>(&self, kernel: F) -> Result<MeshReport> {
+        if crate::context::in_kernel() {
+            crate::context::raise(
+                NkiError::new(
+                    ErrorKind::NestedLaunch,
+                    "MeshLaunch",
+                    format!(
+                        "a mesh launch (mesh {}) inside a kernel: NKI rejects nested launches; \
+                         launch kernels from host code",
+                        self.mesh
+                    ),
+                ),
+                SourceLoc::caller(),
+            );
+        }
+        // Tensors borrowed with `Hbm::as_output` before the launch are its outputs, also
+        // when it is refused below (a refused launch leaves nothing for the next one).
+        let borrowed = crate::hbm::take_pending_outputs();
         self.grid.validate()?;
         if self.grid.num_cores() != 1 {
             return Err(NkiError::new(
@@ -133,8 +155,6 @@ impl<'m> MeshLaunch<'m> {
         }
         crate::abort::quiet_kernel_unwinds();
         let n = self.mesh.num_devices();
-        // Tensors borrowed with `Hbm::as_output` before the launch are its outputs too.
-        let borrowed = crate::hbm::take_pending_outputs();
         let launch = LaunchShared::new();
         let shared = Arc::new(MeshShared {
             mesh: self.mesh.clone(),

@@ -179,13 +179,13 @@ impl<T: Element> ShardedHbm<T> {
         mesh: &Mesh,
         global: &[usize],
         spec: PartitionSpec,
-        mut values: impl FnMut(&Layout, usize) -> Option<Vec<f32>>,
+        mut values: impl FnMut(&Layout, usize) -> Result<Option<Vec<f32>>>,
     ) -> Result<Self> {
         let layout = Layout::new(mesh, global, &spec)?;
         let shape = Shape::new(&layout.shard)?;
         let shards = (0..mesh.num_devices())
-            .map(|d| HbmStorage::new(T::DTYPE, shape, values(&layout, d)))
-            .collect();
+            .map(|d| Ok(HbmStorage::new(T::DTYPE, shape, values(&layout, d)?)))
+            .collect::<Result<_>>()?;
         Ok(ShardedHbm {
             mesh: mesh.clone(),
             spec,
@@ -205,22 +205,24 @@ impl<T: Element> ShardedHbm<T> {
         let m = mesh.clone();
         Self::build(mesh, a.shape(), spec, |l, d| {
             let ap = l.global_view(&m, d);
-            let mut out = vec![0.0; ap.shape.numel()];
+            let mut out = crate::hbm::try_zeros("ShardedHbm::from_array", &ap.shape, T::DTYPE)?;
             ap.gather(&flat, &mut out);
-            Some(out)
+            Ok(Some(out))
         })
     }
 
-    /// A zero-filled sharded tensor of global shape `global`.
+    /// A zero-filled sharded tensor of global shape `global`. Shards the host cannot allocate
+    /// are an [`ErrorKind::HostMemory`] error naming the shard shape and bytes.
     pub fn zeros(mesh: &Mesh, global: &[usize], spec: PartitionSpec) -> Result<Self> {
         Self::build(mesh, global, spec, |l, _| {
-            Some(vec![0.0; l.shard.iter().product()])
+            let s = Shape::new(&l.shard)?;
+            crate::hbm::try_zeros("ShardedHbm::zeros", &s, T::DTYPE).map(Some)
         })
     }
 
     /// A sharded tensor with shapes but no values, for estimate-mode launches of large meshes.
     pub fn shape_only(mesh: &Mesh, global: &[usize], spec: PartitionSpec) -> Result<Self> {
-        Self::build(mesh, global, spec, |_, _| None)
+        Self::build(mesh, global, spec, |_, _| Ok(None))
     }
 
     /// The global tensor, assembled from the shards. Replicas of one block must agree; a

@@ -1,0 +1,113 @@
+//! The kernel-optimization tutorial's five matmul versions against an f32 reference, in fp32
+//! and bf16, in execute, simulate and estimate modes (atol 1e-4, rtol 1e-2: the matmul
+//! tutorials' test tolerance; shared/reference/test-cases.md).
+
+use ndarray::Array2;
+use nki_core::prelude::*;
+use nki_kernels::kernel_optimization::{Tiles, Version, BENCHMARK_KMN};
+use nki_kernels::testing::{check_modes, random_f32};
+
+/// `lhs_t^T @ rhs` in f32 (inputs already rounded to the kernel's dtype), by ndarray.
+fn reference(lhs_t: &Array2<f32>, rhs: &Array2<f32>) -> Array2<f32> {
+    lhs_t.t().dot(rhs)
+}
+
+fn check<T: Element>(v: Version, (k, m, n): (usize, usize, usize), atol: f32, rtol: f32) {
+    let lhs_t = random_f32(k, m, 11).mapv(T::from_f32);
+    let rhs = random_f32(k, n, 12).mapv(T::from_f32);
+    let want = reference(&lhs_t.mapv(|x| x.to_f32()), &rhs.mapv(|x| x.to_f32()));
+    let (lh, rh) = (
+        Hbm::from_array(&lhs_t).unwrap(),
+        Hbm::from_array(&rhs).unwrap(),
+    );
+    let label = format!("{v} {} [{k}, {m}] x [{k}, {n}]", T::DTYPE);
+    if v.fp32_result() {
+        check_modes(&label, &want, atol, rtol, |launch| {
+            let mut out = Hbm::<f32>::zeros([m, n]);
+            let r = v.run(launch, &lh, &rh, Ok(&mut out))?;
+            Ok((out.to_array()?, r))
+        });
+    } else {
+        check_modes(&label, &want, atol, rtol, |launch| {
+            let mut out = Hbm::<T>::zeros([m, n]);
+            let r = v.run(launch, &lh, &rh, Err(&mut out))?;
+            Ok((out.to_array()?.mapv(|x| x.to_f32()), r))
+        });
+    }
+}
+
+#[test]
+fn every_version_matches_in_fp32_and_bf16() {
+    let small = Tiles { m: 2, n: 1, k: 2 };
+    for v in Version::ALL.into_iter().map(|v| match v {
+        Version::FullyBlocked(_) => Version::FullyBlocked(small),
+        v => v,
+    }) {
+        check::<f32>(v, v.small_kmn(), 1e-4, 1e-2);
+        check::<bf16>(v, v.small_kmn(), 1e-4, 1e-2);
+    }
+}
+
+#[test]
+fn single_tile_edges() {
+    // Single tiles smaller than the limits: the tutorial's (64, 128) @ (128, 512) and one row.
+    check::<bf16>(Version::SingleTile, (128, 64, 512), 1e-4, 1e-2);
+    check::<f32>(Version::SingleTile, (1, 1, 1), 1e-4, 1e-2);
+}
+
+#[test]
+fn mismatched_result_kind_is_an_error() {
+    let lh = Hbm::<f32>::zeros([128, 128]);
+    let rh = Hbm::<f32>::zeros([128, 512]);
+    let mut out = Hbm::<f32>::zeros([128, 512]);
+    let e = Version::Tiled
+        .run(Launch::new(1), &lh, &rh, Ok(&mut out))
+        .unwrap_err();
+    assert!(e.to_string().contains("Err(&mut Hbm<T>)"), "{e}");
+}
+
+#[test]
+fn wrong_shapes_are_errors() {
+    let lh = Hbm::<f32>::zeros([256, 128]);
+    let rh = Hbm::<f32>::zeros([128, 512]);
+    let mut out = Hbm::<f32>::zeros([128, 512]);
+    let e = Version::Tiled
+        .run(Launch::new(1), &lh, &rh, Err(&mut out))
+        .unwrap_err();
+    assert!(e.to_string().contains("contraction"), "{e}");
+    let big = Hbm::<f32>::zeros([256, 128]);
+    let mut out = Hbm::<f32>::zeros([128, 512]);
+    let e = Version::SingleTile
+        .run(
+            Launch::new(1),
+            &big,
+            &Hbm::<f32>::zeros([256, 512]),
+            Ok(&mut out),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("partition dimension"), "{e}");
+}
+
+#[test]
+fn benchmark_shape_estimates_on_trn2_in_bf16() {
+    let (k, m, n) = BENCHMARK_KMN;
+    let lh = Hbm::<bf16>::shape_only([k, m]);
+    let rh = Hbm::<bf16>::shape_only([k, n]);
+    let launch = || Launch::new(1).target(Target::Trn2).mode(Mode::Estimate);
+    let mut lat = Vec::new();
+    for v in [Version::Tiled, Version::FullyBlocked(Tiles::TUTORIAL)] {
+        let r = if v.fp32_result() {
+            v.run(launch(), &lh, &rh, Ok(&mut Hbm::<f32>::shape_only([m, n])))
+        } else {
+            v.run(
+                launch(),
+                &lh,
+                &rh,
+                Err(&mut Hbm::<bf16>::shape_only([m, n])),
+            )
+        };
+        lat.push(r.unwrap().profile.unwrap().latency_ns);
+    }
+    // The fully blocked version is the tutorial's compute-bound end point: faster than tiled.
+    assert!(lat[1] < lat[0], "{lat:?}");
+}
