@@ -6,10 +6,11 @@
 //! every combination on all host cores (shape-only tensors: nothing is computed), lists the
 //! combinations the hardware rules reject (a PSUM tile over one 2 KiB bank, SBUF capacity) or
 //! the kernel cannot take (a block that does not divide M) with their reasons, and prints the
-//! table and the best configuration. `--csv PATH` / `--json PATH` write the report.
+//! table and the best configuration. `--csv PATH` / `--json PATH` write the report, `--html
+//! PATH` the best configuration's profile as an HTML page.
 //!
 //! ```text
-//! cargo run --release --example tile_sweep [-- --target trn1|trn2|trn3] [--csv out.csv] [--json out.json]
+//! cargo run --release --example tile_sweep [-- --target trn1|trn2|trn3] [--csv out.csv] [--json out.json] [--html best.html]
 //! ```
 //!
 //! The same grid runs under `cargo bench` with the criterion measurement of modelled time
@@ -66,6 +67,7 @@ struct Options {
     target: Target,
     csv: Option<String>,
     json: Option<String>,
+    html: Option<String>,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -73,6 +75,7 @@ fn parse_args() -> Result<Options, String> {
         target: Target::Trn2,
         csv: None,
         json: None,
+        html: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -83,6 +86,7 @@ fn parse_args() -> Result<Options, String> {
             }
             "--csv" => o.csv = Some(args.next().ok_or("--csv needs a path")?),
             "--json" => o.json = Some(args.next().ok_or("--json needs a path")?),
+            "--html" => o.html = Some(args.next().ok_or("--html needs a path")?),
             "-h" | "--help" => {
                 return Err(
                     "usage: tile_sweep [--target trn1|trn2|trn3] [--csv PATH] [--json PATH]".into(),
@@ -131,9 +135,23 @@ fn main() -> ExitCode {
             println!("wrote {path}");
         }
     }
-    if report.best().is_some() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    let Some(best) = report.best() else {
+        return ExitCode::FAILURE;
+    };
+    if let Some(path) = &o.html {
+        // The sweep keeps a summary per point: estimate the best one again for its profile.
+        let mut out = Hbm::<bf16>::shape_only([M, N]);
+        let (tile_n, m_block) = (best.params["tile_n"], best.params["m_block"]);
+        let written = matmul_relu::estimate(1, o.target, &x_t, &w, &mut out, tile_n, m_block)
+            .map_err(|e| e.to_string())
+            .and_then(|p| p.write_html(path).map_err(|e| e.to_string()));
+        match written {
+            Ok(()) => println!("wrote {path} (the best configuration's profile)"),
+            Err(e) => {
+                eprintln!("cannot write {path}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
     }
+    ExitCode::SUCCESS
 }
