@@ -4,12 +4,16 @@
 //! counterpart of calling an NKI kernel from a PyTorch or JAX model.
 //!
 //! A [`KernelOp`] wraps a forward kernel ([`NkiKernel`], usually written with [`kernel!`]), its
-//! launch grid as a function of the input shapes and the output shape; candle's `cpu_fwd`
-//! moves the CPU tensors into [`Hbm`](nki_core::hbm::Hbm) tensors (one copy each), launches the
-//! kernel and hands the output back as candle storage (one copy). With a backward kernel (or
-//! the pass-through backward of an addition), `bwd` launches it so `Var` + `backward()` give
-//! gradients through the op. A [`Profiler`] makes each call also model its device time on a
-//! Trainium target and keeps per-op calls, latency and bottleneck engine.
+//! launch grid as a function of the input shapes and its outputs (by default one, shaped and
+//! typed like the first input; [`KernelOp::outputs`] gives several, each with its own dtype).
+//! candle's `cpu_fwd` lends the CPU tensors' storage to the kernel as
+//! [`Hbm`](nki_core::hbm::Hbm) inputs without copying them (contiguous f32, i32 and u32
+//! tensors; strided views are gathered once, 16- and 8-bit types converted once), launches
+//! the kernel and moves the output's buffer into candle storage (no copy for f32, i32, u32).
+//! With a backward kernel (or the pass-through backward of an addition), `bwd` launches it so
+//! `Var` + `backward()` give gradients through the op. A [`Profiler`] makes each call also
+//! model its device time on a Trainium target and keeps per-op calls, latency and bottleneck
+//! engine. Errors are candle's typed variants (see [`error`]).
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
@@ -29,7 +33,7 @@
 
 #![warn(missing_docs)]
 
-mod error;
+pub mod error;
 mod kernel;
 mod op;
 pub mod ops;
@@ -37,8 +41,9 @@ mod profile;
 mod storage;
 pub mod testing;
 
-pub use kernel::{arity_error, NkiKernel, NoKernel};
-pub use op::{GridFn, KernelOp, OutputShapeFn};
+pub use error::{kernel_error, nki_error, KernelError};
+pub use kernel::{arity_error, HbmTensor, NkiKernel, NoKernel};
+pub use op::{GridFn, KernelOp, OutputShapeFn, OutputsFn};
 pub use profile::{OpStats, Profiler};
 pub use storage::BridgeElement;
 

@@ -4,18 +4,26 @@
 use crate::error::op_error;
 use crate::kernel::{NkiKernel, NoKernel};
 use crate::profile::Profiler;
-use crate::storage::{self, to_hbm, with_element, BridgeElement};
-use candle_core::backend::BackendStorage;
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Tensor};
+use crate::storage::{self, Source};
+use candle_core::op::BackpropOp;
+use candle_core::{
+    CpuStorage, CustomOp1, CustomOp2, CustomOp3, DType, Device, Error, Layout, Shape, Storage,
+    Tensor,
+};
 use nki_core::prelude::*;
 use std::sync::Arc;
 
 /// The launch grid of a kernel as a function of its input tensors' shapes.
 pub type GridFn = dyn Fn(&[&[usize]]) -> Grid + Send + Sync;
 
-/// The output shape as a function of the input shapes, or a message saying why the inputs do
-/// not fit the kernel.
-pub type OutputShapeFn = dyn Fn(&[&[usize]]) -> Result<Vec<usize>, String> + Send + Sync;
+/// The output shape as a function of the input shapes, or the (typed) error saying why the
+/// inputs do not fit the kernel.
+pub type OutputShapeFn = dyn Fn(&[&[usize]]) -> candle_core::Result<Vec<usize>> + Send + Sync;
+
+/// The shape and dtype of every output as a function of the input shapes and dtypes, or the
+/// error saying why the inputs do not fit the kernel.
+pub type OutputsFn =
+    dyn Fn(&[&[usize]], &[DType]) -> candle_core::Result<Vec<(Vec<usize>, DType)>> + Send + Sync;
 
 /// How gradients flow back through the op.
 #[derive(Clone)]
@@ -31,23 +39,30 @@ enum Backward<B> {
 /// An nki-rs kernel as a candle custom op.
 ///
 /// Built from a name, a forward [`NkiKernel`] and its launch grid as a function of the input
-/// shapes; [`output_shape`](KernelOp::output_shape) says what the output is (default: the first
-/// input's shape; the dtype is always the inputs' dtype). A backward —
+/// shapes. [`output_shape`](KernelOp::output_shape) says what the output is (default: the
+/// first input's shape, with the first input's dtype); [`outputs`](KernelOp::outputs) gives
+/// several outputs, each with its own shape and dtype. A backward —
 /// [`backward_pass_through`](KernelOp::backward_pass_through) or a
 /// [`backward`](KernelOp::backward) kernel — makes the op differentiable, so `Var`s upstream
 /// get gradients from `backward()`. [`profiled`](KernelOp::profiled) turns on modelled device
 /// time.
 ///
-/// Apply it with [`apply1`](KernelOp::apply1), [`apply2`](KernelOp::apply2) or
-/// [`apply3`](KernelOp::apply3) (or candle's own `Tensor::apply_op2(…, op.clone())`). Inputs
-/// must be CPU tensors of one dtype among f32, bf16 and f16, of rank 1 to 5; anything else, a
-/// shape the output function rejects, or a kernel error (out-of-bounds tile, SBUF overflow, …)
-/// is a `candle_core::Error` whose message names the op and carries nki-rs's message.
+/// Apply a one-output op with [`apply1`](KernelOp::apply1), [`apply2`](KernelOp::apply2) or
+/// [`apply3`](KernelOp::apply3) (or candle's own `Tensor::apply_op2(…, op.clone())`), any op
+/// with [`apply`](KernelOp::apply) (every output; no autograd). Inputs are CPU tensors of
+/// rank 1 to 5 in f32, bf16, f16, u8, u32, i16 or i32, all of one dtype unless
+/// [`mixed_dtypes`](KernelOp::mixed_dtypes) is set; contiguous f32/i32/u32 inputs are read in
+/// place and outputs moved into candle storage without a copy (see `storage.rs`). Errors are
+/// typed (see the crate's error module): `UnsupportedDTypeForOp` for f64, i64 and the 8-bit
+/// floats, `DTypeMismatchBinaryOp` for mixed dtypes, the shape errors the output function
+/// returns, and a kernel error (out-of-bounds tile, SBUF overflow, …) wrapped with its
+/// [`NkiError`] ([`nki_error`](crate::nki_error)).
 pub struct KernelOp<F, B = NoKernel> {
     name: &'static str,
     forward: F,
     grid: Arc<GridFn>,
-    output: Arc<OutputShapeFn>,
+    outputs: Arc<OutputsFn>,
+    mixed_dtypes: bool,
     backward: Backward<B>,
     profiler: Option<Profiler>,
 }
@@ -58,7 +73,8 @@ impl<F: Clone, B: Clone> Clone for KernelOp<F, B> {
             name: self.name,
             forward: self.forward.clone(),
             grid: self.grid.clone(),
-            output: self.output.clone(),
+            outputs: self.outputs.clone(),
+            mixed_dtypes: self.mixed_dtypes,
             backward: self.backward.clone(),
             profiler: self.profiler.clone(),
         }
@@ -77,7 +93,10 @@ impl<F: NkiKernel + Clone> KernelOp<F> {
             name,
             forward,
             grid: Arc::new(grid),
-            output: Arc::new(|shapes: &[&[usize]]| Ok(shapes[0].to_vec())),
+            outputs: Arc::new(|shapes: &[&[usize]], dtypes: &[DType]| {
+                Ok(vec![(shapes[0].to_vec(), dtypes[0])])
+            }),
+            mixed_dtypes: false,
             backward: Backward::None,
             profiler: None,
         }
@@ -85,7 +104,8 @@ impl<F: NkiKernel + Clone> KernelOp<F> {
 
     /// Backward through a kernel: `kernel` gets the forward inputs, the forward output and the
     /// output gradient (in that order) and writes one gradient per forward input, shaped like
-    /// that input; `grid` is its launch grid as a function of the forward input shapes.
+    /// that input and of its dtype; `grid` is its launch grid as a function of the forward
+    /// input shapes.
     pub fn backward<B: NkiKernel + Clone>(
         self,
         kernel: B,
@@ -95,7 +115,8 @@ impl<F: NkiKernel + Clone> KernelOp<F> {
             name: self.name,
             forward: self.forward,
             grid: self.grid,
-            output: self.output,
+            outputs: self.outputs,
+            mixed_dtypes: self.mixed_dtypes,
             backward: Backward::Kernel {
                 kernel,
                 grid: Arc::new(grid),
@@ -106,13 +127,38 @@ impl<F: NkiKernel + Clone> KernelOp<F> {
 }
 
 impl<F: NkiKernel + Clone, B: NkiKernel + Clone> KernelOp<F, B> {
-    /// Sets the output shape function; returning `Err(message)` rejects the inputs with that
-    /// message.
+    /// Sets the shape of the (one) output, of the first input's dtype; an error rejects the
+    /// inputs (return candle's shape errors, e.g. `Error::UnexpectedShape`, so callers can
+    /// match on them).
     pub fn output_shape(
         mut self,
-        f: impl Fn(&[&[usize]]) -> Result<Vec<usize>, String> + Send + Sync + 'static,
+        f: impl Fn(&[&[usize]]) -> candle_core::Result<Vec<usize>> + Send + Sync + 'static,
     ) -> Self {
-        self.output = Arc::new(f);
+        self.outputs = Arc::new(move |shapes: &[&[usize]], dtypes: &[DType]| {
+            Ok(vec![(f(shapes)?, dtypes[0])])
+        });
+        self
+    }
+
+    /// Sets the outputs: `f(input shapes, input dtypes)` gives each output's shape and dtype
+    /// (the kernel gets them zero-filled, in this order). An op with other than one output is
+    /// applied with [`apply`](KernelOp::apply).
+    pub fn outputs(
+        mut self,
+        f: impl Fn(&[&[usize]], &[DType]) -> candle_core::Result<Vec<(Vec<usize>, DType)>>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        self.outputs = Arc::new(f);
+        self
+    }
+
+    /// Lets the inputs have different dtypes (the kernel checks them: see
+    /// [`kernel!`](crate::kernel!)'s typed form). Without it, inputs of mixed dtypes are a
+    /// `DTypeMismatchBinaryOp` error.
+    pub fn mixed_dtypes(mut self) -> Self {
+        self.mixed_dtypes = true;
         self
     }
 
@@ -151,6 +197,28 @@ impl<F: NkiKernel + Clone, B: NkiKernel + Clone> KernelOp<F, B> {
         a.apply_op3(b, c, self.clone())
     }
 
+    /// Applies the op to any number of CPU tensors and returns every output (in the order
+    /// of [`outputs`](KernelOp::outputs)). The outputs are new leaf tensors: candle's custom
+    /// ops have one output, so gradients do not flow back through this call (use
+    /// [`apply2`](KernelOp::apply2) and friends for that).
+    pub fn apply(&self, inputs: &[&Tensor]) -> candle_core::Result<Vec<Tensor>> {
+        let outs = with_cpu(self.name, inputs, |pairs| {
+            self.run(
+                self.name,
+                &self.forward,
+                self.grid.as_ref(),
+                pairs,
+                |s, d| self.output_specs(s, d),
+            )
+        })?;
+        Ok(outs
+            .into_iter()
+            .map(|(storage, shape)| {
+                Tensor::from_storage(Storage::Cpu(storage), shape, BackpropOp::none(), false)
+            })
+            .collect())
+    }
+
     /// The launch of a kernel on `grid`, simulated on the profiler's target when profiling.
     fn launch(&self, grid: Grid) -> Launch {
         match &self.profiler {
@@ -159,54 +227,95 @@ impl<F: NkiKernel + Clone, B: NkiKernel + Clone> KernelOp<F, B> {
         }
     }
 
-    /// Runs `kernel` on `inputs` into zero-filled outputs of `out_shapes`, recording the
-    /// profile under `stat` when profiling.
-    fn run<K: NkiKernel, T: BridgeElement>(
+    /// The op's output shapes and dtypes for inputs of `shapes` and `dtypes`.
+    fn output_specs(
+        &self,
+        shapes: &[&[usize]],
+        dtypes: &[DType],
+    ) -> candle_core::Result<Vec<(Vec<usize>, DType)>> {
+        (self.outputs)(shapes, dtypes)
+    }
+
+    /// Runs `kernel` (on the grid `grid(input shapes)`) on `inputs` into outputs of the
+    /// shapes and dtypes `outputs` gives, recording the profile under `stat` when profiling.
+    /// Inputs are lent in place where their layout allows; outputs come back as candle
+    /// storage with their shapes.
+    fn run<K: NkiKernel>(
         &self,
         stat: &str,
         kernel: &K,
-        grid: Grid,
-        inputs: &[Hbm<T>],
-        out_shapes: &[&[usize]],
-    ) -> candle_core::Result<Vec<Hbm<T>>> {
-        let mut outputs = out_shapes
+        grid: &GridFn,
+        inputs: &[(&CpuStorage, &Layout)],
+        outputs: impl FnOnce(&[&[usize]], &[DType]) -> candle_core::Result<Vec<(Vec<usize>, DType)>>,
+    ) -> candle_core::Result<Vec<(CpuStorage, Shape)>> {
+        let sources = inputs
             .iter()
-            .map(|s| Hbm::<T>::zeros_dyn(s))
-            .collect::<Result<Vec<_>, NkiError>>()
-            .map_err(|e| op_error(stat, format!("output: {e}")))?;
-        let refs: Vec<&Hbm<T>> = inputs.iter().collect();
-        let report = kernel
-            .launch(self.launch(grid), &refs, &mut outputs)
-            .map_err(|e| op_error(stat, e))?;
-        if let (Some(profiler), Some(profile)) = (&self.profiler, &report.profile) {
-            profiler.record(stat, profile);
+            .map(|(s, l)| Source::new(self.name, s, l))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        let dtypes: Vec<DType> = sources.iter().map(Source::dtype).collect();
+        if let Some(&other) = dtypes.iter().find(|d| **d != dtypes[0]) {
+            if !self.mixed_dtypes {
+                return Err(Error::DTypeMismatchBinaryOp {
+                    lhs: dtypes[0],
+                    rhs: other,
+                    op: self.name,
+                });
+            }
         }
-        Ok(outputs)
+        let shapes: Vec<&[usize]> = sources.iter().map(Source::dims).collect();
+        let specs = outputs(&shapes, &dtypes)?;
+        let grid = grid(&shapes);
+        nki_core::hbm::with_borrowed(|lend| {
+            let hbms = sources
+                .iter()
+                .map(|s| s.lend(self.name, lend))
+                .collect::<candle_core::Result<Vec<_>>>()?;
+            let mut outs = specs
+                .iter()
+                .map(|(shape, dtype)| storage::output(self.name, shape, *dtype))
+                .collect::<candle_core::Result<Vec<_>>>()?;
+            let report = kernel
+                .launch(self.launch(grid), &hbms, &mut outs)
+                .map_err(|e| op_error(stat, e))?;
+            if let (Some(profiler), Some(profile)) = (&self.profiler, &report.profile) {
+                profiler.record(stat, profile);
+            }
+            // Let the launch and the inputs go first: the outputs' buffers then move out.
+            drop((report, hbms));
+            outs.into_iter()
+                .zip(&specs)
+                .map(|(o, (shape, _))| {
+                    let storage = storage::into_storage(stat, o)?;
+                    Ok((storage, Shape::from_dims(shape)))
+                })
+                .collect()
+        })
     }
 
-    /// `cpu_fwd` of every arity.
+    /// `cpu_fwd` of every arity: the op's one output.
     fn forward_cpu(
         &self,
         inputs: &[(&CpuStorage, &Layout)],
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        with_element!(self.name, inputs[0].0.dtype(), T => self.forward_typed::<T>(inputs))
-    }
-
-    fn forward_typed<T: BridgeElement>(
-        &self,
-        inputs: &[(&CpuStorage, &Layout)],
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let hbms = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, (s, l))| to_hbm::<T>(self.name, i, s, l))
-            .collect::<candle_core::Result<Vec<_>>>()?;
-        let shapes: Vec<&[usize]> = inputs.iter().map(|(_, l)| l.dims()).collect();
-        let out_shape = (self.output)(&shapes).map_err(|m| op_error(self.name, m))?;
-        let grid = (self.grid)(&shapes);
-        let out = self.run(self.name, &self.forward, grid, &hbms, &[&out_shape])?;
-        let storage = storage::to_storage(self.name, &out[0])?;
-        Ok((storage, Shape::from_dims(&out_shape)))
+        let mut outs = self.run(
+            self.name,
+            &self.forward,
+            self.grid.as_ref(),
+            inputs,
+            |s, d| {
+                let specs = self.output_specs(s, d)?;
+                if specs.len() != 1 {
+                    return Err(Error::Msg(format!(
+                        "nki op `{}` has {} outputs; a candle custom op has one: apply it with \
+                     KernelOp::apply",
+                        self.name,
+                        specs.len()
+                    )));
+                }
+                Ok(specs)
+            },
+        )?;
+        Ok(outs.remove(0))
     }
 
     /// `bwd` of every arity: one gradient per input.
@@ -217,55 +326,75 @@ impl<F: NkiKernel + Clone, B: NkiKernel + Clone> KernelOp<F, B> {
         grad: &Tensor,
     ) -> candle_core::Result<Vec<Option<Tensor>>> {
         match &self.backward {
-            Backward::None => Err(candle_core::Error::BackwardNotSupported { op: self.name }),
+            Backward::None => Err(Error::BackwardNotSupported { op: self.name }),
             Backward::PassThrough => args
                 .iter()
                 .map(|a| {
                     if a.dims() == grad.dims() {
                         return Ok(Some(grad.clone()));
                     }
-                    let message = format!(
-                        "the pass-through backward needs inputs shaped like the output gradient \
-                         {:?}, got {:?}",
-                        grad.dims(),
-                        a.dims()
-                    );
-                    Err(op_error(self.name, message))
+                    Err(Error::UnexpectedShape {
+                        msg: format!(
+                            "nki op `{}`: the pass-through backward needs inputs shaped like \
+                             the output gradient",
+                            self.name
+                        ),
+                        expected: grad.shape().clone(),
+                        got: a.shape().clone(),
+                    })
                 })
                 .collect(),
             Backward::Kernel { kernel, grid } => {
-                with_element!(self.name, grad.dtype(), T => {
-                    self.backward_typed::<T, B>(kernel, grid.as_ref(), args, res, grad)
+                let stat = format!("{}.bwd", self.name);
+                let tensors: Vec<&Tensor> = args.iter().copied().chain([res, grad]).collect();
+                let arg_dtypes: Vec<DType> = args.iter().map(|t| t.dtype()).collect();
+                let grads = with_cpu(self.name, &tensors, |pairs| {
+                    self.run(&stat, kernel, grid.as_ref(), pairs, |s, _| {
+                        Ok(s[..args.len()]
+                            .iter()
+                            .zip(&arg_dtypes)
+                            .map(|(s, d)| (s.to_vec(), *d))
+                            .collect())
+                    })
+                })?;
+                Ok(grads
+                    .into_iter()
+                    .map(|(storage, shape)| {
+                        Some(Tensor::from_storage(
+                            Storage::Cpu(storage),
+                            shape,
+                            BackpropOp::none(),
+                            false,
+                        ))
+                    })
+                    .collect())
+            }
+        }
+    }
+}
+
+/// Runs `f` on the CPU storages and layouts of `tensors`; a tensor on another device is an
+/// error of op `op`.
+fn with_cpu<R>(
+    op: &'static str,
+    tensors: &[&Tensor],
+    f: impl FnOnce(&[(&CpuStorage, &Layout)]) -> candle_core::Result<R>,
+) -> candle_core::Result<R> {
+    let guards: Vec<_> = tensors.iter().map(|t| t.storage_and_layout()).collect();
+    let mut pairs = Vec::with_capacity(guards.len());
+    for ((storage, layout), t) in guards.iter().zip(tensors) {
+        match &**storage {
+            Storage::Cpu(cpu) => pairs.push((cpu, *layout)),
+            _ => {
+                return Err(Error::DeviceMismatchBinaryOp {
+                    lhs: Device::Cpu.location(),
+                    rhs: t.device().location(),
+                    op,
                 })
             }
         }
     }
-
-    fn backward_typed<T: BridgeElement, K: NkiKernel>(
-        &self,
-        kernel: &K,
-        grid: &GridFn,
-        args: &[&Tensor],
-        res: &Tensor,
-        grad: &Tensor,
-    ) -> candle_core::Result<Vec<Option<Tensor>>> {
-        let stat = format!("{}.bwd", self.name);
-        let tensors = args.iter().copied().chain([res, grad]);
-        let hbms = tensors
-            .enumerate()
-            .map(|(i, t)| storage::tensor_to_hbm::<T>(&stat, i, t))
-            .collect::<candle_core::Result<Vec<_>>>()?;
-        let shapes: Vec<&[usize]> = args.iter().map(|t| t.dims()).collect();
-        let grads = self.run(&stat, kernel, grid(&shapes), &hbms, &shapes)?;
-        grads
-            .iter()
-            .zip(&shapes)
-            .map(|(g, s)| {
-                let values = g.to_vec().map_err(|e| op_error(&stat, e))?;
-                Tensor::from_vec(values, *s, grad.device()).map(Some)
-            })
-            .collect()
-    }
+    f(&pairs)
 }
 
 impl<F: NkiKernel + Clone, B: NkiKernel + Clone> CustomOp1 for KernelOp<F, B> {

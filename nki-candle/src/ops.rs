@@ -2,6 +2,7 @@
 //! of NKI's custom-operator guide and RMSNorm with its backward kernel.
 
 use crate::op::KernelOp;
+use candle_core::{Error, Shape};
 use nki_core::prelude::*;
 use nki_kernels::autograd::{
     rmsnorm_bwd, rmsnorm_fwd, tensor_add_tile, ADD_TILE_COLS, ADD_TILE_ROWS,
@@ -25,19 +26,37 @@ pub fn tensor_add() -> KernelOp<AddTile> {
 }
 
 /// The output shape of [`tensor_add`]: the operands' common shape, which must be 2-D with
-/// multiples of the tile size.
-fn add_output_shape(s: &[&[usize]]) -> Result<Vec<usize>, String> {
+/// multiples of the tile size (`ShapeMismatchBinaryOp` for operands of two shapes,
+/// `UnexpectedShape` naming the nearest fitting shape otherwise).
+fn add_output_shape(s: &[&[usize]]) -> candle_core::Result<Vec<usize>> {
+    const OP: &str = "nki_tensor_add";
     let (a, b) = (s[0], s[1]);
     if a != b {
-        return Err(format!("operands must have one shape, got {a:?} and {b:?}"));
+        return Err(Error::ShapeMismatchBinaryOp {
+            lhs: Shape::from_dims(a),
+            rhs: Shape::from_dims(b),
+            op: OP,
+        });
     }
     match *a {
         [r, c] if r > 0 && c > 0 && r % ADD_TILE_ROWS == 0 && c % ADD_TILE_COLS == 0 => {
             Ok(a.to_vec())
         }
-        _ => Err(format!(
-            "expected a 2-D shape [N * {ADD_TILE_ROWS}, M * {ADD_TILE_COLS}] (N, M >= 1), got {a:?}"
-        )),
+        _ => {
+            let round = |n: usize, m: usize| n.div_ceil(m).max(1) * m;
+            let expected = match *a {
+                [r, c] => vec![round(r, ADD_TILE_ROWS), round(c, ADD_TILE_COLS)],
+                _ => vec![ADD_TILE_ROWS, ADD_TILE_COLS],
+            };
+            Err(Error::UnexpectedShape {
+                msg: format!(
+                    "nki op `{OP}`: operands must have one shape, 2-D [N * {ADD_TILE_ROWS}, \
+                     M * {ADD_TILE_COLS}] (N, M >= 1), got {a:?}"
+                ),
+                expected: Shape::from_dims(&expected),
+                got: Shape::from_dims(a),
+            })
+        }
     }
 }
 
@@ -72,12 +91,21 @@ pub fn rmsnorm(eps: f32) -> KernelOp<RmsNormForward, RmsNormBackward> {
     .backward(RmsNormBackward { eps }, |_| Grid::new([1]))
 }
 
-/// The output shape of [`rmsnorm`]: `x`'s, with `x` 2-D and `gain` `[1, d]`.
-fn rmsnorm_output_shape(s: &[&[usize]]) -> Result<Vec<usize>, String> {
+/// The output shape of [`rmsnorm`]: `x`'s, with `x` 2-D (`UnexpectedNumberOfDims`
+/// otherwise) and `gain` `[1, d]` (`UnexpectedShape` otherwise).
+fn rmsnorm_output_shape(s: &[&[usize]]) -> candle_core::Result<Vec<usize>> {
     let (x, gain) = (s[0], s[1]);
     match *x {
         [n, d] if n > 0 && gain == [1, d] => Ok(x.to_vec()),
-        [_, d] => Err(format!("gain must be [1, {d}] for x{x:?}, got {gain:?}")),
-        _ => Err(format!("x must be 2-D [rows, features], got {x:?}")),
+        [_, d] => Err(Error::UnexpectedShape {
+            msg: format!("nki op `nki_rmsnorm`: gain must be [1, {d}] for x{x:?}"),
+            expected: Shape::from_dims(&[1, d]),
+            got: Shape::from_dims(gain),
+        }),
+        _ => Err(Error::UnexpectedNumberOfDims {
+            expected: 2,
+            got: x.len(),
+            shape: Shape::from_dims(x),
+        }),
     }
 }

@@ -1,24 +1,40 @@
-//! Moving candle CPU storage into nki-rs [`Hbm`] tensors and back.
+//! Moving candle CPU storage into nki-rs [`Hbm`] tensors and back, without copies where the
+//! layout allows.
 //!
-//! A contiguous candle tensor (any start offset) becomes an `Hbm` in one pass over its slice
-//! ([`Hbm::from_slice`]); a strided view (a transpose, a broadcast) is first gathered into
-//! row-major order. A kernel's output comes back in one pass ([`Hbm::to_vec`]) and its `Vec`
-//! moves into the candle storage without another copy.
+//! A contiguous input (any start offset) is lent to the kernel in place
+//! ([`nki_core::hbm::with_borrowed`]: f32, i32 and u32, whose host slots are their own bits;
+//! bf16, f16, u8 and i16 are converted in one pass, as nki-rs keeps every element in an f32
+//! slot). A strided view (a transpose, a broadcast, a narrowed column range) is gathered once
+//! into row-major order first, then lent. An output is allocated zeroed (fresh pages the kernel
+//! writes first) and its buffer moved into the candle storage ([`Hbm::into_vec`]): no copy
+//! for f32, i32 and u32, one conversion pass for the others.
 
-use crate::error::op_error;
+use crate::kernel::{each_hbm, HbmTensor};
 use candle_core::backend::BackendStorage;
-use candle_core::{CpuStorage, Layout, Storage, Tensor, WithDType};
+use candle_core::{CpuStorage, DType, Error, Layout, WithDType};
+use nki_core::hbm::Lender;
 use nki_core::prelude::*;
 
 /// The element types the bridge moves between candle and nki-rs.
-pub trait BridgeElement: Element + WithDType {}
+pub trait BridgeElement: Element + WithDType {
+    /// The tensor as an [`HbmTensor`].
+    fn into_tensor(h: Hbm<Self>) -> HbmTensor;
+}
 
-impl BridgeElement for f32 {}
-impl BridgeElement for bf16 {}
-impl BridgeElement for f16 {}
+macro_rules! bridge_element {
+    ($($t:ty => $v:ident),*) => {$(
+        impl BridgeElement for $t {
+            fn into_tensor(h: Hbm<Self>) -> HbmTensor {
+                HbmTensor::$v(h)
+            }
+        }
+    )*};
+}
+bridge_element!(f32 => F32, bf16 => BF16, f16 => F16, u8 => U8, u32 => U32, i16 => I16, i32 => I32);
 
-/// Runs `$body` with the type alias `$t` bound to the element type of candle dtype `$dtype`, or
-/// evaluates to an unsupported-dtype error of op `$op`.
+/// Runs `$body` with the type alias `$t` bound to the element type of candle dtype `$dtype`,
+/// or evaluates to `Err(UnsupportedDTypeForOp)` of op `$op` (f64, i64, the 8-bit and smaller
+/// floats: nki-rs has no element type for them).
 macro_rules! with_element {
     ($op:expr, $dtype:expr, $t:ident => $body:expr) => {
         match $dtype {
@@ -34,68 +50,126 @@ macro_rules! with_element {
                 type $t = nki_core::prelude::f16;
                 $body
             }
-            other => Err($crate::error::op_error(
-                $op,
-                format!("dtype {other:?} is not supported (f32, bf16 and f16 are)"),
-            )),
+            candle_core::DType::U8 => {
+                type $t = u8;
+                $body
+            }
+            candle_core::DType::U32 => {
+                type $t = u32;
+                $body
+            }
+            candle_core::DType::I16 => {
+                type $t = i16;
+                $body
+            }
+            candle_core::DType::I32 => {
+                type $t = i32;
+                $body
+            }
+            other => Err(candle_core::Error::UnsupportedDTypeForOp(other, $op)),
         }
     };
 }
-pub(crate) use with_element;
 
-/// Copies candle storage seen through `layout` into a new `Hbm`. `index` and `first` (the
-/// dtype of the op's first input) make the dtype-mismatch message.
-pub(crate) fn to_hbm<T: BridgeElement>(
-    op: &str,
-    index: usize,
-    storage: &CpuStorage,
-    layout: &Layout,
-) -> candle_core::Result<Hbm<T>> {
-    if storage.dtype() != <T as WithDType>::DTYPE {
-        return Err(op_error(
-            op,
-            format!(
-                "input {index} has dtype {:?} but input 0 has {:?}; the tensors of an nki-rs op \
-                 share one dtype",
-                storage.dtype(),
-                <T as WithDType>::DTYPE
-            ),
-        ));
-    }
-    let data = T::cpu_storage_as_slice(storage)?;
-    let hbm = match layout.contiguous_offsets() {
-        Some((start, end)) => Hbm::from_slice(layout.dims(), &data[start..end]),
-        None => Hbm::from_vec(layout.dims(), gather(data, layout)),
-    };
-    hbm.map_err(|e| op_error(op, format!("input {index}: {e}")))
+/// One input ready to lend: contiguous storage as it is, or a strided view gathered once.
+pub(crate) enum Source<'s> {
+    /// The candle storage (contiguous elements `start..end` of it) and the view's shape.
+    Contiguous {
+        storage: &'s CpuStorage,
+        start: usize,
+        end: usize,
+        dims: &'s [usize],
+    },
+    /// The view's elements gathered into row-major order.
+    Gathered {
+        storage: CpuStorage,
+        dims: &'s [usize],
+    },
 }
 
-/// Copies a CPU tensor into a new `Hbm`.
-pub(crate) fn tensor_to_hbm<T: BridgeElement>(
-    op: &str,
-    index: usize,
-    t: &Tensor,
-) -> candle_core::Result<Hbm<T>> {
-    let (storage, layout) = t.storage_and_layout();
-    match &*storage {
-        Storage::Cpu(cpu) => to_hbm(op, index, cpu, layout),
-        _ => Err(op_error(
-            op,
-            format!(
-                "input {index} is on {:?}; nki-rs kernels run on the CPU device",
-                t.device().location()
-            ),
-        )),
+impl<'s> Source<'s> {
+    /// The source of an input of op `op` seen through `layout`.
+    pub(crate) fn new(
+        op: &'static str,
+        storage: &'s CpuStorage,
+        layout: &'s Layout,
+    ) -> candle_core::Result<Source<'s>> {
+        let dims = layout.dims();
+        if let Some((start, end)) = layout.contiguous_offsets() {
+            // Check the dtype now, as the gathered case does.
+            with_element!(op, storage.dtype(), T => T::cpu_storage_as_slice(storage).map(|_| ()))?;
+            return Ok(Source::Contiguous {
+                storage,
+                start,
+                end,
+                dims,
+            });
+        }
+        let storage = with_element!(op, storage.dtype(), T => {
+            T::cpu_storage_as_slice(storage).map(|data| T::to_cpu_storage_owned(gather(data, layout)))
+        })?;
+        Ok(Source::Gathered { storage, dims })
+    }
+
+    /// The candle dtype.
+    pub(crate) fn dtype(&self) -> DType {
+        match self {
+            Source::Contiguous { storage, .. } => storage.dtype(),
+            Source::Gathered { storage, .. } => storage.dtype(),
+        }
+    }
+
+    /// The shape.
+    pub(crate) fn dims(&self) -> &[usize] {
+        match self {
+            Source::Contiguous { dims, .. } | Source::Gathered { dims, .. } => dims,
+        }
+    }
+
+    /// The input as a kernel input lent by `lend` (see the module doc).
+    pub(crate) fn lend<'a>(
+        &'a self,
+        op: &'static str,
+        lend: &Lender<'a>,
+    ) -> candle_core::Result<HbmTensor> {
+        let (storage, range) = match self {
+            Source::Contiguous {
+                storage,
+                start,
+                end,
+                ..
+            } => (*storage, *start..*end),
+            Source::Gathered { storage, dims } => (storage, 0..dims.iter().product::<usize>()),
+        };
+        with_element!(op, storage.dtype(), T => {
+            let data = T::cpu_storage_as_slice(storage)?;
+            lend.hbm(self.dims(), &data[range])
+                .map(T::into_tensor)
+                .map_err(|e| crate::error::op_error(op, e))
+        })
     }
 }
 
-/// The values of a kernel output as candle CPU storage.
-pub(crate) fn to_storage<T: BridgeElement>(
-    op: &str,
-    hbm: &Hbm<T>,
-) -> candle_core::Result<CpuStorage> {
-    let values = hbm.to_vec().map_err(|e| op_error(op, e))?;
-    Ok(T::to_cpu_storage_owned(values))
+/// A zero-filled output of op `op`.
+pub(crate) fn output(
+    op: &'static str,
+    shape: &[usize],
+    dtype: DType,
+) -> candle_core::Result<HbmTensor> {
+    with_element!(op, dtype, T => {
+        Hbm::<T>::zeros_dyn(shape)
+            .map(T::into_tensor)
+            .map_err(|e| crate::error::op_error(op, e))
+    })
+}
+
+/// The values of a kernel output as candle CPU storage: the tensor's own buffer where its
+/// element type allows (see the module doc).
+pub(crate) fn into_storage(op: &str, t: HbmTensor) -> Result<CpuStorage, Error> {
+    each_hbm!(t, h, T => h
+        .into_vec()
+        .map(T::to_cpu_storage_owned)
+        .map_err(|e| crate::error::op_error(op, e)))
 }
 
 /// The elements a strided layout addresses, in row-major order.

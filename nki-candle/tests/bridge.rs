@@ -1,12 +1,13 @@
 //! The candle bridge against candle-native computations: forward values and gradients (f32 and
-//! bf16), a finite-difference check of the RMSNorm backward kernel, strided inputs, errors, and
-//! the modelled-time profiler.
+//! bf16), a finite-difference check of the RMSNorm backward kernel, borrowed and strided
+//! inputs, integer dtypes, several outputs of their own dtypes, typed errors, and the
+//! modelled-time profiler.
 
-use candle_core::{DType, Device, Tensor, Var};
+use candle_core::{DType, Device, Error, Tensor, Var};
 use nki_candle::ops::{rmsnorm, tensor_add, AddTile};
 use nki_candle::testing::{random_tensor, rmsnorm_reference};
-use nki_candle::{KernelOp, Profiler};
-use nki_core::prelude::{Grid, Target};
+use nki_candle::{nki_error, KernelOp, Profiler};
+use nki_core::prelude::*;
 use nki_kernels::autograd::RMSNORM_EPS;
 
 /// A `[rows, cols]` tensor of values uniform in [-1, 1), deterministic in `seed`.
@@ -178,50 +179,88 @@ fn strided_inputs_are_read_through_their_layout() {
     assert!(max_diff(&y, &reference) <= 1e-5 * max_abs(&reference));
 }
 
-/// The error message of a failing op call.
-fn message(r: candle_core::Result<Tensor>) -> String {
+/// The error of a failing op call.
+fn error(r: candle_core::Result<Tensor>) -> Error {
     match r {
         Ok(t) => panic!("expected an error, got a tensor {:?}", t.shape()),
-        Err(e) => e.to_string(),
+        Err(e) => e,
     }
 }
 
 #[test]
 fn wrong_shapes_are_errors_naming_the_op() {
     let add = tensor_add();
-    let m = message(add.apply2(
+    let e = error(add.apply2(
         &random(100, 1024, 1, DType::F32),
         &random(100, 1024, 2, DType::F32),
     ));
+    let m = e.to_string();
     assert!(
         m.contains("nki op `nki_tensor_add`") && m.contains("[100, 1024]"),
         "{m}"
     );
-    let m = message(add.apply2(
+    assert!(
+        matches!(&e, Error::UnexpectedShape { expected, .. } if expected.dims() == [128, 1024]),
+        "{e:?}"
+    );
+    let e = error(add.apply2(
         &random(128, 512, 1, DType::F32),
         &random(256, 512, 2, DType::F32),
     ));
-    assert!(m.contains("one shape"), "{m}");
+    assert!(
+        matches!(&e, Error::ShapeMismatchBinaryOp { lhs, rhs, op: "nki_tensor_add" }
+            if lhs.dims() == [128, 512] && rhs.dims() == [256, 512]),
+        "{e:?}"
+    );
     let x = random(8, 32, 3, DType::F32);
-    let m = message(rmsnorm(RMSNORM_EPS).apply2(&x, &random(1, 31, 4, DType::F32)));
+    let e = error(rmsnorm(RMSNORM_EPS).apply2(&x, &random(1, 31, 4, DType::F32)));
+    let m = e.to_string();
     assert!(
         m.contains("nki op `nki_rmsnorm`") && m.contains("gain must be [1, 32]"),
         "{m}"
     );
+    assert!(matches!(e, Error::UnexpectedShape { .. }), "{e:?}");
+    let e = error(rmsnorm(RMSNORM_EPS).apply2(&x.flatten_all().unwrap(), &x));
+    assert!(
+        matches!(
+            e,
+            Error::UnexpectedNumberOfDims {
+                expected: 2,
+                got: 1,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
 }
 
 #[test]
-fn wrong_dtypes_are_errors_naming_the_op() {
+fn wrong_dtypes_are_typed_errors_naming_the_op() {
     let add = tensor_add();
     let a = random(128, 512, 1, DType::F32);
-    let ints = a.to_dtype(DType::U32).unwrap();
-    let m = message(add.apply2(&ints, &ints));
+    // nki-rs has no 64-bit element types.
+    for dtype in [DType::F64, DType::I64] {
+        let x = a.to_dtype(dtype).unwrap();
+        let e = error(add.apply2(&x, &x));
+        assert!(
+            matches!(e, Error::UnsupportedDTypeForOp(d, "nki_tensor_add") if d == dtype),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("nki_tensor_add"), "{e}");
+    }
+    let e = error(add.apply2(&a, &a.to_dtype(DType::BF16).unwrap()));
+    assert!(e.to_string().to_lowercase().contains("dtype"), "{e}");
     assert!(
-        m.contains("nki_tensor_add") && m.contains("not supported"),
-        "{m}"
+        matches!(
+            e,
+            Error::DTypeMismatchBinaryOp {
+                lhs: DType::F32,
+                rhs: DType::BF16,
+                op: "nki_tensor_add"
+            }
+        ),
+        "{e:?}"
     );
-    let m = message(add.apply2(&a, &a.to_dtype(DType::BF16).unwrap()));
-    assert!(m.to_lowercase().contains("dtype"), "{m}");
 }
 
 #[test]
@@ -229,13 +268,134 @@ fn kernel_errors_carry_the_nki_message() {
     // A grid one tile too tall: instance (2, 0) slices rows 256..384 of a 256-row tensor.
     let op = KernelOp::new("bad_grid_add", AddTile, |_| Grid::new([3, 2]));
     let a = random(256, 1024, 1, DType::F32);
-    let m = message(op.apply2(&a, &a));
+    let e = error(op.apply2(&a, &a));
+    let m = e.to_string();
     assert!(m.contains("nki op `bad_grid_add`"), "{m}");
     assert!(m.contains("autograd.rs"), "the kernel line is named: {m}");
     assert!(
         m.contains("[2, 0]") || m.contains("(2, 0)"),
         "the program id is named: {m}"
     );
+    let nki = nki_error(&e).expect("the nki-rs error is reachable");
+    assert_eq!(nki.kind(), ErrorKind::OutOfBounds, "{nki}");
+}
+
+#[test]
+fn contiguous_inputs_at_an_offset_and_strided_inputs_add_like_candle() {
+    let add = tensor_add();
+    let big = random(512, 1024, 21, DType::F32);
+    // Rows 128..384: contiguous, starting inside the storage (lent in place).
+    let a = big.narrow(0, 128, 256).unwrap();
+    assert!(a.is_contiguous());
+    // Columns 0..512 of a [256, 1024] tensor: strided (gathered once), and a transpose.
+    let b = random(256, 1024, 22, DType::F32).narrow(1, 0, 512).unwrap();
+    let bt = random(512, 256, 23, DType::F32).t().unwrap();
+    assert!(!b.is_contiguous() && !bt.is_contiguous());
+    let a = a.narrow(1, 0, 512).unwrap().contiguous().unwrap();
+    for other in [&b, &bt] {
+        let out = add.apply2(&a, other).unwrap();
+        assert_eq!(max_diff(&out, &(&a + other).unwrap()), 0.0);
+    }
+    // The inputs are untouched by the kernel.
+    let again = add.apply2(&a, &b).unwrap();
+    assert_eq!(max_diff(&again, &(&a + &b).unwrap()), 0.0);
+}
+
+#[test]
+fn integer_dtypes_run_through_a_generic_kernel() {
+    let add = tensor_add();
+    let base: Vec<u32> = (0..128 * 512).map(|i| (i * 7 % 1000) as u32).collect();
+    let a = Tensor::from_vec(base, (128, 512), &Device::Cpu).unwrap();
+    let b = (a.ones_like().unwrap() * 3.0).unwrap();
+    for dtype in [DType::U32, DType::I32, DType::I16, DType::U8] {
+        let (x, y) = (a.to_dtype(dtype).unwrap(), b.to_dtype(dtype).unwrap());
+        let (x, y) = if dtype == DType::U8 {
+            // Values within u8.
+            ((x / 8.0).unwrap(), y)
+        } else {
+            (x, y)
+        };
+        let out = add.apply2(&x, &y).unwrap();
+        assert_eq!(out.dtype(), dtype);
+        let expected = (&x + &y).unwrap();
+        assert_eq!(
+            out.to_dtype(DType::F32)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap(),
+            expected
+                .to_dtype(DType::F32)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap(),
+            "{dtype:?}"
+        );
+    }
+}
+
+/// `sum = a + b` and the same sum rounded to bf16, on one [128, 512] tile.
+#[nki_kernel]
+fn sum_and_bf16(a: &Hbm<f32>, b: &Hbm<f32>, sum: &mut Hbm<f32>, low: &mut Hbm<bf16>) {
+    let s = &nl::load(a.view()) + &nl::load(b.view());
+    nl::store(sum.view(), &s);
+    nl::store(
+        low.view(),
+        &nl::copy(&s, Some(nki_core::dtype::DType::BF16)),
+    );
+}
+
+nki_candle::kernel!(
+    /// [`sum_and_bf16`] with a type per tensor.
+    SumAndBf16 = |launch, [a: f32, b: f32], [sum: f32, low: bf16]| {
+        sum_and_bf16::run(launch, a, b, sum, low)
+    }
+);
+
+/// The two-output op over [`SumAndBf16`].
+fn sum_and_bf16_op() -> KernelOp<SumAndBf16> {
+    KernelOp::new("sum_and_bf16", SumAndBf16, |_| Grid::new([1])).outputs(|s, _| {
+        Ok(vec![
+            (s[0].to_vec(), DType::F32),
+            (s[0].to_vec(), DType::BF16),
+        ])
+    })
+}
+
+#[test]
+fn several_outputs_each_of_its_own_dtype() {
+    let (a, b) = (
+        random(128, 512, 31, DType::F32),
+        random(128, 512, 32, DType::F32),
+    );
+    let outs = sum_and_bf16_op().apply(&[&a, &b]).unwrap();
+    let [sum, low] = &outs[..] else {
+        panic!("two outputs, got {}", outs.len())
+    };
+    let reference = (&a + &b).unwrap();
+    assert_eq!((sum.dtype(), low.dtype()), (DType::F32, DType::BF16));
+    assert_eq!(max_diff(sum, &reference), 0.0);
+    assert_eq!(
+        max_diff(low, &reference.to_dtype(DType::BF16).unwrap()),
+        0.0
+    );
+    // A candle custom op has one output.
+    let e = error(sum_and_bf16_op().apply2(&a, &b));
+    assert!(e.to_string().contains("2 outputs"), "{e}");
+    // The typed kernel checks its tensors' element types.
+    let e = error(
+        sum_and_bf16_op()
+            .apply(&[
+                &a.to_dtype(DType::BF16).unwrap(),
+                &b.to_dtype(DType::BF16).unwrap(),
+            ])
+            .map(|mut v| v.remove(0)),
+    );
+    let nki = nki_error(&e).expect("a kernel error");
+    assert!(nki.to_string().contains("tensor `a`"), "{nki}");
 }
 
 #[test]

@@ -57,6 +57,10 @@ pub enum Opcode {
     SetRngSeed,
     /// Random zeroing of elements with a drop probability (`nl.dropout`).
     Dropout,
+    /// The 8 largest values of each partition (`nisa.max8`).
+    Max8,
+    /// Indices of the first occurrences of 8 values per partition (`nisa.nc_find_index8`).
+    FindIndex8,
 }
 
 impl Opcode {
@@ -87,6 +91,8 @@ impl Opcode {
             Opcode::Rng => "RNG",
             Opcode::SetRngSeed => "SET_RNG_SEED",
             Opcode::Dropout => "DROPOUT",
+            Opcode::Max8 => "MAX8",
+            Opcode::FindIndex8 => "FIND_INDEX8",
         }
     }
 }

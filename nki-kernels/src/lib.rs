@@ -18,6 +18,8 @@
 //!   [`rmsnorm_qkv`](mod@rmsnorm_qkv), [`conv2d`] (conv2d + max-pool, CS149 form).
 //! - [`kernel_optimization`]: the SDK's kernel-optimization tutorial (NKI 0.7 surface), all
 //!   five matmul versions from a single tile to fully blocked.
+//! - [`nki_library`]: ports of NKI Library kernels (cumsum, rmsnorm_quant, layernorm_tkg,
+//!   RoPE, QKV, attention_tkg, MLP, MoE router top-k) in the NKI 0.7 surface.
 //! - [`reference`](mod@reference): independent plain-loop / ndarray references of every kernel.
 //! - [`report`]: the check-and-profile printing the tutorial examples share.
 //! - [`testing`]: deterministic random inputs and a NumPy-style `allclose` for the tests and
@@ -37,6 +39,7 @@ pub mod kernel_optimization;
 pub mod layernorm;
 pub mod mamba;
 pub mod matmul;
+pub mod nki_library;
 pub mod reference;
 pub mod report;
 pub mod rmsnorm;

@@ -9,11 +9,13 @@
 //! estimate-mode launches on [`Hbm::shape_only`] tensors detect races too.
 //!
 //! The folder: this module holds the tensors, `view.rs` their views and slices, `values.rs`
-//! their values; `write.rs` the tracked stores and loads, `track.rs` the access tracker,
+//! their values, `borrow.rs` tensors over lent host memory ([`with_borrowed`]) and
+//! moving values out ([`Hbm::into_vec`]); `write.rs` the tracked stores and loads, `track.rs` the access tracker,
 //! `rect.rs` the rectangles it keeps, `writers.rs` who wrote what and which writers
 //! conflict, `atomic.rs` `nl.atomic_rmw`.
 
 pub(crate) mod atomic;
+mod borrow;
 mod rect;
 pub(crate) mod track;
 pub(crate) mod values;
@@ -21,6 +23,7 @@ mod view;
 pub(crate) mod write;
 pub(crate) mod writers;
 
+pub use borrow::{with_borrowed, Lender};
 pub use view::{HbmDest, HbmSource, HbmView, HbmViewMut};
 
 use crate::access::{IntoIndex, Shape};
@@ -82,6 +85,7 @@ pub(crate) fn try_zeros(op: &'static str, s: &Shape, dtype: DType) -> Result<Vec
         if p.is_null() {
             return Err(fail());
         }
+        borrow::advise_huge_pages(p, n);
         Ok(Vec::from_raw_parts(p, n, n))
     }
 }
@@ -130,6 +134,15 @@ pub(crate) struct HbmData {
 
 impl HbmStorage {
     pub(crate) fn new(dtype: DType, shape: Shape, values: Option<Vec<f32>>) -> Arc<HbmStorage> {
+        Self::with_values(dtype, shape, values.map(Values::from))
+    }
+
+    /// [`HbmStorage::new`] over values already made (lent ones, see `borrow.rs`).
+    pub(crate) fn with_values(
+        dtype: DType,
+        shape: Shape,
+        values: Option<Values>,
+    ) -> Arc<HbmStorage> {
         let id = NEXT_HBM_ID.fetch_add(1, Ordering::Relaxed);
         Arc::new(HbmStorage {
             id,
@@ -139,9 +152,7 @@ impl HbmStorage {
             name: format!("hbm{id}"),
             last_writer: AtomicU32::new(0),
             output_of: AtomicU64::new(0),
-            data: RwLock::new(HbmData {
-                values: values.map(Values::from),
-            }),
+            data: RwLock::new(HbmData { values }),
             tracker: Mutex::new(track::Tracker::default()),
             turn: Condvar::new(),
         })

@@ -12,47 +12,124 @@
 //! the tensor's access tracker (`super::track`) covers. The tracker lets two accesses of
 //! overlapping elements run at once only when both are loads, which is what makes the
 //! unsynchronised copies sound; the elements sit in `UnsafeCell`s for that reason.
+//!
+//! The buffer may also be host memory lent for one scope (`Hbm::with_borrowed`, see
+//! `super::borrow`): such values are only ever read. They are never shared with tiles
+//! ([`Values::share`] says no, so tile loads copy), never written (making them unique first
+//! copies them into an owned buffer), and the scope replaces them with a copy, under the
+//! tensor's write lock, before the loan ends if anything else still holds the tensor.
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// The row-major values of an HBM tensor (already rounded to its dtype), shared with the
 /// tiles loaded from it until something writes them.
-#[derive(Clone)]
 pub(crate) struct Values(Arc<Cells>);
 
-/// The elements, each writable through a shared reference (see the module doc).
-struct Cells(Box<[UnsafeCell<f32>]>);
+/// The elements: owned, each writable through a shared reference (see the module doc), or
+/// lent read-only for a scope.
+enum Cells {
+    /// A buffer of the tensor's own.
+    Owned(Box<[UnsafeCell<f32>]>),
+    /// `len` slots at `ptr` lent by `Hbm::with_borrowed` for the duration of its scope; the
+    /// scope ends only after these cells are gone or replaced (see the module doc).
+    Borrowed { ptr: NonNull<f32>, len: usize },
+}
 
-// SAFETY: the cells are written through shared references only by `Values::write_run`, whose
-// callers hold a claim of the tracker that no other running access overlaps (see its doc).
+// SAFETY: owned cells are written through shared references only by `Values::write_run` and
+// friends, whose callers hold a claim of the tracker that no other running access overlaps
+// (see their docs); borrowed cells are plain `f32`s that nothing writes, valid for as long as
+// the cells exist (`Hbm::with_borrowed` drops or replaces them before its loan ends), so they
+// may be read from any thread.
 unsafe impl Sync for Cells {}
+// SAFETY: as above; the cells own nothing thread-bound.
+unsafe impl Send for Cells {}
 
 impl Cells {
     fn from_slice(v: &[f32]) -> Cells {
-        Cells(v.iter().map(|&x| UnsafeCell::new(x)).collect())
+        Cells::Owned(v.iter().map(|&x| UnsafeCell::new(x)).collect())
     }
 
     fn as_slice(&self) -> &[f32] {
-        // SAFETY: `UnsafeCell<f32>` has the layout of `f32`; nothing writes the elements
-        // while this shared view lives (writes happen only in claimed regions, which no
-        // reader of this slice overlaps: see `Values::write_run`).
-        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast::<f32>(), self.0.len()) }
+        match self {
+            // SAFETY: `UnsafeCell<f32>` has the layout of `f32`; nothing writes the elements
+            // while this shared view lives (writes happen only in claimed regions, which no
+            // reader of this slice overlaps: see `Values::write_run`).
+            Cells::Owned(cells) => unsafe {
+                std::slice::from_raw_parts(cells.as_ptr().cast::<f32>(), cells.len())
+            },
+            // SAFETY: the loan outlives the cells and nothing writes lent values.
+            Cells::Borrowed { ptr, len } => unsafe {
+                std::slice::from_raw_parts(ptr.as_ptr(), *len)
+            },
+        }
+    }
+
+    /// The owned cells, for writing.
+    fn owned(&self) -> &[UnsafeCell<f32>] {
+        match self {
+            Cells::Owned(cells) => cells,
+            // Lent values back kernel inputs only, and making values unique for writing
+            // copies them first (`Values::make_unique`).
+            Cells::Borrowed { .. } => unreachable!("lent HBM values are never written"),
+        }
     }
 }
 
 impl Values {
-    /// A handle on the same values for a tile to read in place.
-    pub(crate) fn share(&self) -> Values {
-        Values(Arc::clone(&self.0))
+    /// A handle on the same values for a tile to read in place; `None` for lent values,
+    /// which must not outlive their loan inside a tile.
+    pub(crate) fn share(&self) -> Option<Values> {
+        match *self.0 {
+            Cells::Owned(_) => Some(Values(Arc::clone(&self.0))),
+            Cells::Borrowed { .. } => None,
+        }
     }
 
-    /// Makes the buffer unique (copying it if a tile still shares it), so that a launch may
-    /// write it in place.
-    pub(crate) fn make_unique(&mut self) {
-        if Arc::get_mut(&mut self.0).is_none() {
+    /// Values reading `len` slots at `ptr`, lent for a scope, without a copy.
+    ///
+    /// # Safety
+    /// The `len` f32s at `ptr` stay valid and unwritten until these values (and every handle
+    /// on them) are dropped or made owned ([`Values::make_owned`]); `Hbm::with_borrowed`
+    /// guarantees it.
+    pub(crate) unsafe fn borrowed(ptr: NonNull<f32>, len: usize) -> Values {
+        Values(Arc::new(Cells::Borrowed { ptr, len }))
+    }
+
+    /// True for values lent for a scope (read-only; see the module doc).
+    pub(crate) fn is_borrowed(&self) -> bool {
+        matches!(*self.0, Cells::Borrowed { .. })
+    }
+
+    /// Replaces lent values with an owned copy (nothing for owned values).
+    pub(crate) fn make_owned(&mut self) {
+        if self.is_borrowed() {
             self.0 = Arc::new(Cells::from_slice(self.0.as_slice()));
+        }
+    }
+
+    /// Makes the buffer unique and owned (copying it if a tile still shares it or it is
+    /// lent), so that a launch may write it in place.
+    pub(crate) fn make_unique(&mut self) {
+        if Arc::get_mut(&mut self.0).is_none() || self.is_borrowed() {
+            self.0 = Arc::new(Cells::from_slice(self.0.as_slice()));
+        }
+    }
+
+    /// The buffer itself as a `Vec`, without a copy, when it is owned and nothing shares it;
+    /// the values back otherwise.
+    pub(crate) fn into_vec(self) -> Result<Vec<f32>, Values> {
+        match Arc::try_unwrap(self.0) {
+            Ok(Cells::Owned(cells)) => {
+                // SAFETY: `UnsafeCell<f32>` is `repr(transparent)` over `f32`, so the boxed
+                // slice is a valid `[f32]` of the same length and allocation layout.
+                let b = unsafe { Box::from_raw(Box::into_raw(cells) as *mut [f32]) };
+                Ok(b.into_vec())
+            }
+            Ok(borrowed) => Err(Values(Arc::new(borrowed))),
+            Err(shared) => Err(Values(shared)),
         }
     }
 
@@ -65,7 +142,7 @@ impl Values {
     /// the slice is dropped before the claim ends.
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn run_mut(&self, off: usize, n: usize) -> &mut [f32] {
-        let cells = &self.0 .0[off..off + n];
+        let cells = &self.0.owned()[off..off + n];
         std::slice::from_raw_parts_mut(UnsafeCell::raw_get(cells.as_ptr()), n)
     }
 
@@ -112,7 +189,7 @@ impl Values {
         src: &[f32],
         f: impl Fn(f32, f32) -> f32,
     ) {
-        let cells = &self.0 .0;
+        let cells = self.0.owned();
         for (j, &v) in src.iter().enumerate() {
             let cell = cells[(off as isize + j as isize * stride) as usize].get();
             *cell = f(*cell, v);
@@ -124,7 +201,19 @@ impl Values {
     /// # Safety
     /// As [`Values::write_run`], except that other loads may overlap.
     pub(crate) unsafe fn read_run(&self, off: usize, stride: isize, n: usize, out: &mut Vec<f32>) {
-        let cells = &self.0 .0;
+        let cells = match &*self.0 {
+            Cells::Owned(cells) => cells,
+            Cells::Borrowed { .. } => {
+                // Nothing writes lent values: read them as plain f32s.
+                let v = self.0.as_slice();
+                if stride == 1 {
+                    out.extend_from_slice(&v[off..off + n]);
+                } else {
+                    out.extend((0..n).map(|j| v[(off as isize + j as isize * stride) as usize]));
+                }
+                return;
+            }
+        };
         if stride == 1 {
             let src = &cells[off..off + n];
             out.extend_from_slice(std::slice::from_raw_parts(src.as_ptr().cast::<f32>(), n));
@@ -134,11 +223,24 @@ impl Values {
     }
 }
 
+impl Clone for Values {
+    /// Another handle on owned values ([`Values::share`]); an owned copy of lent ones, which
+    /// no handle may keep past their loan.
+    fn clone(&self) -> Values {
+        self.share()
+            .unwrap_or_else(|| Values(Arc::new(Cells::from_slice(self.0.as_slice()))))
+    }
+}
+
 impl From<Vec<f32>> for Values {
+    /// The vector's own buffer, without a copy (and without touching its pages: a freshly
+    /// allocated zeroed buffer stays unmapped until a store writes it).
     fn from(v: Vec<f32>) -> Values {
-        Values(Arc::new(Cells(
-            v.into_iter().map(UnsafeCell::new).collect(),
-        )))
+        let b = v.into_boxed_slice();
+        // SAFETY: `UnsafeCell<f32>` is `repr(transparent)` over `f32`: same layout, same
+        // allocation.
+        let cells = unsafe { Box::from_raw(Box::into_raw(b) as *mut [UnsafeCell<f32>]) };
+        Values(Arc::new(Cells::Owned(cells)))
     }
 }
 
@@ -154,9 +256,11 @@ impl DerefMut for Values {
     /// The values for writing: copied first when a tile still shares them.
     fn deref_mut(&mut self) -> &mut [f32] {
         self.make_unique();
-        let cells = Arc::get_mut(&mut self.0).expect("made unique above");
+        let Some(Cells::Owned(cells)) = Arc::get_mut(&mut self.0) else {
+            unreachable!("made unique and owned above")
+        };
         // SAFETY: exclusive access to the cells; `UnsafeCell<f32>` has the layout of `f32`.
-        unsafe { std::slice::from_raw_parts_mut(cells.0.as_mut_ptr().cast::<f32>(), cells.0.len()) }
+        unsafe { std::slice::from_raw_parts_mut(cells.as_mut_ptr().cast::<f32>(), cells.len()) }
     }
 }
 
@@ -167,7 +271,7 @@ mod tests {
     #[test]
     fn a_write_leaves_a_shared_handle_with_the_old_values() {
         let mut v = Values::from(vec![1.0, 2.0]);
-        let tile = v.share();
+        let tile = v.share().expect("owned values are shared");
         assert!(
             std::ptr::eq(tile.as_ptr(), v.as_ptr()),
             "shared, not copied"

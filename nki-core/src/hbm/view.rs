@@ -143,9 +143,9 @@ impl HbmView {
 
     /// For a load of a kernel-input view whose partition rows are each contiguous: the tensor's
     /// values shared (not copied) with the view's offset and row stride in them, for a tile
-    /// to read in place. `None` for outputs, strided rows, shape-only tensors, and tensors
-    /// the running launch accesses as an output (through another view), which it writes in
-    /// place.
+    /// to read in place. `None` for outputs, strided rows, shape-only tensors, lent host
+    /// memory (`Hbm::with_borrowed`), and tensors the running launch accesses as an output
+    /// (through another view), which it writes in place.
     pub(crate) fn share_rows(&self) -> Option<(Values, usize, usize)> {
         if !self.input {
             return None;
@@ -163,7 +163,7 @@ impl HbmView {
             (col_stride == 1 || self.ap.shape.free() == 1).then_some((offset, row_stride))?
         };
         let g = self.st.read();
-        Some((g.values.as_ref()?.share(), offset, row_stride))
+        Some((g.values.as_ref()?.share()?, offset, row_stride))
     }
 
     /// Human-readable description for messages: `hbm3[0:128, 0:512]`.

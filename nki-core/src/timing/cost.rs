@@ -88,7 +88,9 @@ fn per_element(r: &Instr) -> f64 {
         | Opcode::Gather
         | Opcode::Rng
         | Opcode::SetRngSeed
-        | Opcode::Dropout => 1.0,
+        | Opcode::Dropout
+        | Opcode::Max8
+        | Opcode::FindIndex8 => 1.0,
         // Costed by `tensor_cost` / `dma_plan`; a full pass over the data if asked here.
         Opcode::Matmul | Opcode::Transpose | Opcode::DmaCopy | Opcode::DmaTranspose => 1.0,
     }
@@ -128,6 +130,9 @@ pub fn compute_cycles(spec: &TargetSpec, r: &Instr) -> u64 {
             // iota / affine_select pay GpSimd's start-up on whichever engine runs them.
             let base = if matches!(r.opcode, Opcode::Iota | Opcode::AffineSelect) {
                 spec.gpsimd_start + work
+            } else if matches!(r.opcode, Opcode::Max8 | Opcode::FindIndex8) {
+                // `N` cycles, no MIN_II floor (hardware.md §2.3; nki.isa.max8 2.26 docs).
+                work
             } else {
                 work.max(spec.min_ii)
             };

@@ -1,0 +1,222 @@
+//! `nisa::max8` and `nisa::nc_find_index8` against independent references written from the
+//! NKI 0.7 definitions (repeated selection of the largest remaining value; a linear search for
+//! the first equal element), with ties, NaN, infinities, absent values and the operand rules;
+//! and their cost (`N` VectorE cycles).
+
+use nki_core::prelude::*;
+use nki_core::target::Target;
+
+mod common;
+use common::{fails_with, hbm, run_into, Rng};
+
+/// The 8 largest values of `row` by repeated selection: each step takes the largest remaining
+/// value (NaN counts as largest; among equals the earliest), and removes that one element.
+fn reference_top8(row: &[f32]) -> Vec<f32> {
+    let mut left: Vec<f32> = row.to_vec();
+    let mut out = Vec::new();
+    for _ in 0..8 {
+        let mut best = 0;
+        for (i, &v) in left.iter().enumerate() {
+            let b = left[best];
+            let better = if b.is_nan() {
+                false
+            } else {
+                v.is_nan() || v > b
+            };
+            if better {
+                best = i;
+            }
+        }
+        out.push(left.remove(best));
+    }
+    out
+}
+
+/// For each of `vals`, the first `i` with `row[i] == v`, else `sentinel`.
+fn reference_find(row: &[f32], vals: &[f32], sentinel: f32) -> Vec<f32> {
+    let mut out = Vec::new();
+    for &v in vals {
+        let mut found = sentinel;
+        for (i, &x) in row.iter().enumerate() {
+            if x == v {
+                found = i as f32;
+                break;
+            }
+        }
+        out.push(found);
+    }
+    out
+}
+
+/// Runs max8 over `xs` as `[p, f]` and returns the `[p, 8]` result (f32 dst).
+fn run_max8(p: usize, f: usize, xs: &[f32]) -> Vec<f32> {
+    let a = hbm(&[p, f], xs.to_vec());
+    run_into(Hbm::<f32>::zeros([p, 8]), |o| {
+        let x = nl::load(&a);
+        let top = nl::ndarray(&[p, 8], DType::F32, MemKind::Sbuf);
+        nisa::max8(&top, &x);
+        nl::store(o, &top);
+    })
+    .unwrap()
+}
+
+fn bits_eq(got: &[f32], want: &[f32]) -> bool {
+    got.len() == want.len()
+        && got
+            .iter()
+            .zip(want)
+            .all(|(g, w)| (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits())
+}
+
+#[test]
+fn max8_random_rows_match_repeated_selection() {
+    // The SDK example: [32, 128] of random values; plus a full [128, 1000] tile.
+    for (p, f, seed) in [(32, 128, 1), (128, 1000, 2)] {
+        let xs = Rng(seed).vec(p * f, -100.0, 100.0);
+        let got = run_max8(p, f, &xs);
+        let want: Vec<f32> = xs.chunks(f).flat_map(reference_top8).collect();
+        assert!(bits_eq(&got, &want), "[{p}, {f}]");
+    }
+}
+
+#[test]
+fn max8_edges_ties_nan_infinities_and_bounds() {
+    let f = 16;
+    let rows: Vec<Vec<f32>> = vec![
+        // Ties: the maximum three times, then another pair.
+        vec![
+            1.0, 5.0, 5.0, 2.0, 5.0, 4.0, 4.0, 0.0, -1.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+        ],
+        // NaN and infinities.
+        {
+            let mut r = vec![0.5; f];
+            r[3] = f32::NAN;
+            r[7] = f32::INFINITY;
+            r[9] = f32::NEG_INFINITY;
+            r[10] = -0.0;
+            r
+        },
+        // All equal.
+        vec![-7.0; f],
+        // Exactly 8 distinct values among negatives.
+        (0..f).map(|i| -(i as f32)).collect(),
+    ];
+    let xs: Vec<f32> = rows.concat();
+    let got = run_max8(rows.len(), f, &xs);
+    let want: Vec<f32> = rows.iter().flat_map(|r| reference_top8(r)).collect();
+    assert!(bits_eq(&got, &want), "got {got:?}\nwant {want:?}");
+    assert_eq!(&got[..8], &[5.0, 5.0, 5.0, 4.0, 4.0, 3.0, 2.0, 1.0]);
+    assert!(got[8].is_nan() && got[9] == f32::INFINITY);
+
+    // bf16 destination: values rounded to bf16 (the source read as fp32).
+    let xs: Vec<f32> = (0..8).map(|i| 1.0 + i as f32 * 1e-3).collect();
+    let a = hbm(&[1, 8], xs.clone());
+    let got = run_into(Hbm::<f32>::zeros([1, 8]), |o| {
+        let top = nl::ndarray(&[1, 8], DType::BF16, MemKind::Sbuf);
+        nisa::max8(&top, &nl::load(&a));
+        nl::store(o, &top);
+    })
+    .unwrap();
+    let mut want: Vec<f32> = xs
+        .iter()
+        .rev()
+        .map(|&v| bf16::from_f32(v).to_f32())
+        .collect();
+    want.sort_by(|a, b| b.total_cmp(a));
+    assert_eq!(got, want);
+
+    // Bounds: fewer than 8 elements per partition, a dst of the wrong shape.
+    let small = hbm(&[4, 7], vec![0.0; 28]);
+    let e = fails_with(ErrorKind::ShapeMismatch, || {
+        let top = nl::ndarray(&[4, 8], DType::F32, MemKind::Sbuf);
+        nisa::max8(&top, &nl::load(&small));
+    });
+    assert!(e.to_string().contains("between 8 and 16384"), "{e}");
+    let ok = hbm(&[4, 64], vec![0.0; 256]);
+    let e = fails_with(ErrorKind::ShapeMismatch, || {
+        let top = nl::ndarray(&[4, 4], DType::F32, MemKind::Sbuf);
+        nisa::max8(&top, &nl::load(&ok));
+    });
+    assert!(e.to_string().contains("[4, 8]"), "{e}");
+}
+
+#[test]
+fn find_index8_matches_linear_search_with_sentinels() {
+    let (p, f) = (32, 128);
+    let xs = Rng(5).vec(p * f, 0.0, 1.0);
+    let a = hbm(&[p, f], xs.clone());
+    // max8 then nc_find_index8: the SDK example, indices distinct and in range.
+    let got = run_into(Hbm::<u32>::zeros([p, 8]), |o| {
+        let x = nl::load(&a);
+        let top = nl::ndarray(&[p, 8], DType::F32, MemKind::Sbuf);
+        nisa::max8(&top, &x);
+        let idx = nl::ndarray(&[p, 8], DType::U32, MemKind::Sbuf);
+        nisa::nc_find_index8(&idx, &x, &top);
+        nl::store(o, &idx);
+    })
+    .unwrap();
+    let want: Vec<f32> = xs
+        .chunks(f)
+        .flat_map(|r| reference_find(r, &reference_top8(r), u32::MAX as f32))
+        .collect();
+    assert_eq!(got, want);
+
+    // Ties, an absent value, NaN, -0.0 vs 0.0, and uint16 indices.
+    let row: Vec<f32> = vec![3.0, 1.0, 3.0, f32::NAN, 0.0, 2.0, 1.0, 9.0, 2.0, 4.0];
+    let vals: Vec<f32> = vec![3.0, 3.0, 7.0, f32::NAN, -0.0, 9.0, 1.0, 2.0];
+    let (d, v) = (hbm(&[1, 10], row.clone()), hbm(&[1, 8], vals.clone()));
+    for (dtype, sentinel) in [(DType::U32, u32::MAX as f32), (DType::U16, u16::MAX as f32)] {
+        let got = run_into(Hbm::<u32>::zeros([1, 8]), |o| {
+            let idx = nl::ndarray(&[1, 8], dtype, MemKind::Sbuf);
+            nisa::nc_find_index8(&idx, &nl::load(&d), &nl::load(&v));
+            nl::store(o, &idx);
+        })
+        .unwrap();
+        assert_eq!(got, reference_find(&row, &vals, sentinel), "{dtype}");
+        assert_eq!(got, vec![0.0, 0.0, sentinel, sentinel, 4.0, 7.0, 1.0, 5.0]);
+    }
+
+    // A float destination is an error; vals must hold 8 values.
+    let e = fails_with(ErrorKind::DType, || {
+        let idx = nl::ndarray(&[1, 8], DType::F32, MemKind::Sbuf);
+        nisa::nc_find_index8(&idx, &nl::load(&d), &nl::load(&v));
+    });
+    assert!(e.to_string().contains("uint32 or uint16"), "{e}");
+    let short = hbm(&[1, 4], vec![0.0; 4]);
+    let e = fails_with(ErrorKind::ShapeMismatch, || {
+        let idx = nl::ndarray(&[1, 8], DType::U32, MemKind::Sbuf);
+        nisa::nc_find_index8(&idx, &nl::load(&d), &nl::load(&short));
+    });
+    assert!(e.to_string().contains("exactly 8"), "{e}");
+}
+
+#[test]
+fn top8_costs_n_vector_cycles() {
+    let (p, f) = (128, 4096);
+    let a = Hbm::<f32>::shape_only([p, f]);
+    for target in [Target::Trn1, Target::Trn2] {
+        let mut out = Hbm::<u32>::shape_only([p, 8]);
+        let o = out.as_output();
+        let report = Launch::new(1)
+            .target(target)
+            .mode(Mode::Estimate)
+            .run(|| {
+                let x = nl::load(&a);
+                let top = nl::ndarray(&[p, 8], DType::F32, MemKind::Sbuf);
+                nisa::max8(&top, &x);
+                let idx = nl::ndarray(&[p, 8], DType::U32, MemKind::Sbuf);
+                nisa::nc_find_index8(&idx, &x, &top);
+                nl::store(&o, &idx);
+            })
+            .unwrap();
+        let prof = report.profile.unwrap();
+        let vec = prof.engine("VectorE").unwrap();
+        assert_eq!(vec.instructions, 2);
+        let want = 2.0 * f as f64 / target.spec().vector_ghz;
+        assert!(
+            (vec.active_ns - want).abs() < 1.0,
+            "{target:?}: {} vs {want}",
+            vec.active_ns
+        );
+    }
+}
