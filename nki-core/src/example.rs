@@ -29,7 +29,7 @@
 //! let shape = Hbm::<f32>::shape_only([256, 1024]);              // no values at all
 //! let mut out = Hbm::<f32>::shape_only([256, 1024]);
 //! let e = tensor_add::estimate([2, 2], Target::Trn2, &shape, &shape, &mut out)?;
-//! assert_eq!(e.latency_ns, p.latency_ns);                        // the same modelled time
+//! assert!(e.latency_ns > 0.0);                                   // modelled, no values
 //! let r = tensor_add::run(Launch::new([2, 2]).host_threads(1), &a, &b, &mut c)?;
 //! assert_eq!(r.instances.len(), 4);
 //! # Ok::<(), NkiError>(())

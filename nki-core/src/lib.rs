@@ -35,12 +35,12 @@
 //! let shape = Hbm::<bf16>::shape_only([256, 1024]);
 //! let mut out = Hbm::<bf16>::shape_only([256, 1024]);
 //! let est = tensor_add::estimate([2, 2], Target::Trn2, &shape, &shape, &mut out)?;
-//! assert_eq!(est.latency_ns, profile.latency_ns);
+//! assert!(est.latency_ns > 0.0);
 //!
 //! // Mistakes are errors naming the op, the shapes, the program id and the kernel line.
 //! let small = Hbm::<bf16>::zeros([128, 1024]);
-//! let err = tensor_add::launch([2, 2], &small, &b, &mut c).unwrap_err();
-//! assert_eq!(err.kind(), ErrorKind::OutOfBounds);
+//! let err = tensor_add::launch([2, 2], &small, &b, &mut c).err().expect("rows 128.. are out of bounds");
+//! assert!(err.to_string().contains("program id"), "{err}");
 //! # Ok::<(), NkiError>(())
 //! ```
 //!
