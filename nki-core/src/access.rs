@@ -384,9 +384,20 @@ impl Ap {
                             ),
                         ));
                     }
-                    if start >= end || end > size {
-                        let last = end.max(start.saturating_add(1)) - 1;
-                        return Err(oob(&describe(), d, start, last, size, &self.shape));
+                    if start >= end {
+                        return Err(NkiError::new(
+                            ErrorKind::InvalidArgument,
+                            "index",
+                            format!(
+                                "the range {start}..{end} on dimension {d} of {} (shape {}) is \
+                                 empty: a view needs at least one element on every dimension",
+                                describe(),
+                                self.shape
+                            ),
+                        ));
+                    }
+                    if end > size {
+                        return Err(oob(&describe(), d, start, end - 1, size, &self.shape));
                     }
                     offset += start as isize * self.strides[d];
                     // (No division for the common unit step.)

@@ -52,6 +52,10 @@ pub(crate) struct LaunchShared {
     pub(crate) writers: Writers,
     /// The launch's kernel outputs (see `Hbm::as_output`).
     pub(crate) outputs: Vec<Arc<crate::hbm::HbmStorage>>,
+    /// The tensors the kernel allocates in shared HBM (`nl::ndarray(.., nl::shared_hbm)`, its
+    /// returned outputs), in allocation order: every instance's `k`-th such allocation is
+    /// the launch's `k`-th tensor (see `crate::tensor`).
+    pub(crate) kernel_outputs: std::sync::Mutex<Vec<Arc<crate::hbm::HbmStorage>>>,
     /// A number no other launch of the process has (tiles remember the launch they belong to).
     pub(crate) id: u64,
 }
@@ -76,6 +80,7 @@ impl LaunchShared {
             cancelled: Cancellation::new(),
             writers: Writers::new(),
             outputs,
+            kernel_outputs: Default::default(),
             id,
         })
     }
@@ -95,6 +100,8 @@ pub(crate) struct UnwrittenTile {
     pub(crate) shape: Shape,
     /// Where the tile was allocated.
     pub(crate) loc: SourceLoc,
+    /// The tile's name (`nl::ndarray(.., nl::sbuf.name(..))`), if it has one.
+    pub(crate) name: Option<Box<str>>,
     /// The parts written so far (kept by the tile's write paths).
     pub(crate) written: crate::written::Written,
 }
@@ -124,6 +131,9 @@ pub(crate) struct InstanceCtx {
     next_activation: u32,
     /// This instance's writer ids (store, atomic, read) at its current affine_range position.
     writer: [Option<u32>; 3],
+    /// How many tensors this instance allocated in shared HBM so far (the next one is the
+    /// launch's tensor of this number, see [`LaunchShared::kernel_outputs`]).
+    pub(crate) shared_hbm_allocs: usize,
 }
 
 thread_local! {
@@ -164,6 +174,7 @@ impl InstanceCtx {
             position: None,
             next_activation: 0,
             writer: [None; 3],
+            shared_hbm_allocs: 0,
         }
     }
 

@@ -96,6 +96,9 @@ pub enum ErrorKind {
     /// The host could not allocate the values of a tensor of a user-given size (the message
     /// names the shape and the bytes asked for).
     HostMemory,
+    /// A tensor placed with `address=` overlaps another live placed tensor, or a PSUM tensor
+    /// does not start a bank.
+    AddressOverlap,
 }
 
 /// An error from nki-core.

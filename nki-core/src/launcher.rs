@@ -57,6 +57,40 @@ pub fn modelled(
     report.profile.ok_or_else(no_timeline)
 }
 
+/// `k::launch(grid, args...)` of a kernel that returns its outputs (`-> Hbm<T>`): as
+/// [`launch`], handing back the outputs with the report.
+pub fn launch_returning<O>(
+    grid: impl Into<Grid>,
+    run: impl FnOnce(Launch) -> Result<(O, LaunchReport)>,
+) -> Result<(O, LaunchReport)> {
+    run(Launch::new(grid))
+}
+
+/// `k::simulate` and `k::estimate` of a kernel that returns its outputs: as [`modelled`],
+/// handing back the outputs with the profile.
+pub fn modelled_returning<O>(
+    grid: impl Into<Grid>,
+    target: Target,
+    mode: Mode,
+    run: impl FnOnce(Launch) -> Result<(O, LaunchReport)>,
+) -> Result<(O, Profile)> {
+    let mut outputs = None;
+    let profile = modelled(grid, target, mode, |l| {
+        let (o, report) = run(l)?;
+        outputs = Some(o);
+        Ok(report)
+    })?;
+    // `modelled` returns a profile only after `run` succeeded.
+    let o = outputs.ok_or_else(|| {
+        NkiError::new(
+            ErrorKind::InvalidArgument,
+            "launch",
+            "the launch ran no kernel",
+        )
+    })?;
+    Ok((o, profile))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

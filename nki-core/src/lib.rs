@@ -84,6 +84,7 @@ mod slots;
 pub mod spmd;
 pub mod sweep;
 pub mod target;
+pub mod tensor;
 pub mod tile;
 pub mod timing;
 pub mod typed;
@@ -115,6 +116,7 @@ pub mod prelude {
     pub use crate::record::MemKind;
     pub use crate::spmd::{nc, spmd_dim, Grid, Launch, LaunchReport};
     pub use crate::target::Target;
+    pub use crate::tensor::{Tensor, TensorRef};
     pub use crate::tile::{Tile, TileRef};
     pub use crate::typed::{Psum, Sbuf};
     pub use crate::{launch, nki_kernel};

@@ -20,6 +20,8 @@ struct LiveTile {
     bytes: usize,
     bank: usize,
     loc: SourceLoc,
+    /// The tile's name (`nl::ndarray(.., nl::sbuf.name(..))`), if it has one.
+    name: Option<Box<str>>,
 }
 
 /// Peak on-chip usage of an instance (or a launch: the max over instances).
@@ -57,7 +59,21 @@ pub(crate) struct MemoryTracker {
     /// The live tiles by slot (a tile keeps its slot; freed slots are reused, so the table
     /// stays as long as the most tiles live at once).
     live: SlotVec<Option<LiveTile>>,
+    /// The live tiles placed by hand (`address=`), checked against each other for overlap.
+    placed: Vec<Placed>,
     pub(crate) peak: MemoryPeak,
+}
+
+/// A tile placed by hand (NKI `nl.ndarray(..., address=(partition, byte))`): the partitions
+/// and bytes per partition it occupies.
+#[derive(Clone, Debug)]
+struct Placed {
+    id: u64,
+    mem: MemKind,
+    what: String,
+    partitions: std::ops::Range<usize>,
+    bytes: std::ops::Range<usize>,
+    loc: SourceLoc,
 }
 
 /// The slot of a tile the tracker does not hold (an HBM buffer).
@@ -71,6 +87,7 @@ impl MemoryTracker {
             banks: vec![0; spec.psum_banks],
             sbuf_used: 0,
             live: SlotVec::default(),
+            placed: Vec::new(),
             peak: MemoryPeak::default(),
         }
     }
@@ -132,6 +149,7 @@ impl MemoryTracker {
             bytes,
             bank,
             loc,
+            name: None,
         });
         let slot = self.live.insert(tile);
         // Only the usage of `mem` grew (the other's is at most its peak already).
@@ -147,9 +165,99 @@ impl MemoryTracker {
         Ok(slot)
     }
 
+    /// Names the live tile `id` held in `slot` (for the capacity error's list of live tiles).
+    pub(crate) fn set_name(&mut self, slot: u32, id: u64, name: &str) {
+        if let Some(Some(t)) = self.live.get_mut(slot) {
+            if t.id == id {
+                t.name = Some(name.into());
+            }
+        }
+    }
+
+    /// Places the live tile `id` (in `slot`, described as `what`) at partition `partition`,
+    /// byte `byte` of every partition (NKI `address=`): the tile's partitions and bytes must
+    /// lie inside the memory, a PSUM tile must start a bank (its bank is then that one), and
+    /// it must not overlap another live placed tile. The error names both tiles.
+    pub(crate) fn place(
+        &mut self,
+        slot: u32,
+        id: u64,
+        what: String,
+        (partition, byte): (usize, usize),
+        loc: SourceLoc,
+    ) -> Result<()> {
+        let Some(Some(t)) = self.live.get_mut(slot) else {
+            return Ok(());
+        };
+        if t.id != id {
+            return Ok(());
+        }
+        let (mem, parts, bytes) = (t.mem, t.shape.partitions(), t.bytes);
+        let (cap, mem_name) = match mem {
+            MemKind::Sbuf => (self.sbuf_cap, "SBUF"),
+            _ => (self.banks.len() * self.bank_bytes, "PSUM"),
+        };
+        let place = |msg: String| NkiError::new(ErrorKind::AddressOverlap, "ndarray", msg);
+        let end = (partition.checked_add(parts), byte.checked_add(bytes));
+        let (Some(p1), Some(b1)) = end else {
+            return Err(place(format!(
+                "address ({partition}, {byte}) of {what} is out of range"
+            )));
+        };
+        if p1 > 128 || b1 > cap {
+            return Err(NkiError::new(
+                ErrorKind::OutOfBounds,
+                "ndarray",
+                format!(
+                    "address ({partition}, {byte}) places {what} at partitions {partition}..{p1},                      bytes {byte}..{b1} of each partition, outside {mem_name} (128 partitions of                      {cap} bytes)"
+                ),
+            ));
+        }
+        if mem == MemKind::Psum {
+            if byte % self.bank_bytes != 0 {
+                return Err(place(format!(
+                    "address ({partition}, {byte}) of PSUM {what} does not start a PSUM bank:                      a PSUM tensor's byte offset must be a multiple of {} (address=(0, bank * {}))",
+                    self.bank_bytes, self.bank_bytes
+                )));
+            }
+            let bank = byte / self.bank_bytes;
+            if bank != t.bank {
+                self.banks[t.bank] -= bytes;
+                self.banks[bank] += bytes;
+                t.bank = bank;
+            }
+        }
+        let (partitions, bytes) = (partition..p1, byte..b1);
+        let overlaps = |o: &&Placed| {
+            o.mem == mem
+                && o.partitions.start < partitions.end
+                && partitions.start < o.partitions.end
+                && o.bytes.start < bytes.end
+                && bytes.start < o.bytes.end
+        };
+        if let Some(o) = self.placed.iter().find(overlaps) {
+            return Err(place(format!(
+                "{what} placed at partitions {partitions:?}, bytes {bytes:?} overlaps the live                  {} placed at partitions {:?}, bytes {:?} (allocated at {}): two live tensors                  cannot share {mem_name} bytes",
+                o.what, o.partitions, o.bytes, o.loc
+            )));
+        }
+        self.placed.push(Placed {
+            id,
+            mem,
+            what,
+            partitions,
+            bytes,
+            loc,
+        });
+        Ok(())
+    }
+
     /// Releases tile `id` held in `slot` (no-op when the slot does not hold it: a tile of
     /// another instance).
     pub(crate) fn free(&mut self, slot: u32, id: u64) {
+        if !self.placed.is_empty() {
+            self.placed.retain(|p| p.id != id);
+        }
         let Some(entry) = self.live.get_mut(slot) else {
             return;
         };
@@ -192,8 +300,9 @@ impl MemoryTracker {
             live.len()
         );
         for t in live.iter().take(8) {
+            let name = t.name.as_ref().map_or(String::new(), |n| format!("'{n}' "));
             msg.push_str(&format!(
-                "\n  {}{} {} B/partition (allocated at {})",
+                "\n  {name}{}{} {} B/partition (allocated at {})",
                 t.dtype, t.shape, t.bytes, t.loc
             ));
         }

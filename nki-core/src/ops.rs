@@ -57,6 +57,14 @@ fn apply(op: AluOp, api: &'static str, x: impl TileArith, y: impl TileArith) -> 
     x.with_operand(|a| y.with_operand(|b| alu_binary(&ins, op, a, b, None, false)))
 }
 
+/// THE lowering of a tile operator (`&x + &y`, `Sbuf + Sbuf`, `x * 2.0`): op `api` is
+/// `nl`'s ALU operator `op` (the same promotion, engine choice and exact 32-bit integer
+/// arithmetic as the `nl` call) without broadcasting along partitions.
+#[track_caller]
+pub(crate) fn operator(op: AluOp, api: &'static str, x: Operand, y: Operand) -> Tile {
+    alu_binary(&Op::begin(api), op, x, y, None, false)
+}
+
 #[track_caller]
 fn negate(x: impl TileArith) -> Tile {
     let ins = Op::begin("nl.negative");

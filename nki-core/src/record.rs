@@ -61,6 +61,8 @@ pub enum Opcode {
     Max8,
     /// Indices of the first occurrences of 8 values per partition (`nisa.nc_find_index8`).
     FindIndex8,
+    /// Replaces the first occurrences of 8 values per partition (`nisa.nc_match_replace8`).
+    MatchReplace8,
 }
 
 impl Opcode {
@@ -93,6 +95,7 @@ impl Opcode {
             Opcode::Dropout => "DROPOUT",
             Opcode::Max8 => "MAX8",
             Opcode::FindIndex8 => "FIND_INDEX8",
+            Opcode::MatchReplace8 => "MATCH_REPLACE8",
         }
     }
 }

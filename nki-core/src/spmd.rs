@@ -409,6 +409,14 @@ impl Launch {
         for out in &shared.outputs {
             crate::hbm::check_written(out, shared.writers.base())?;
         }
+        for out in shared
+            .kernel_outputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            crate::hbm::check_written(out, shared.writers.base())?;
+        }
         let profile = if self.mode.records() {
             // A launch that held a spare CPU for its modelling drops its records there too.
             let apart = feed.is_some();

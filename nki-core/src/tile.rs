@@ -50,6 +50,8 @@ pub struct Tile {
     owner: (u64, u64),
     /// The tile's slot in its instance's capacity tracker.
     slot: u32,
+    /// The name `nl::ndarray` gave it (NKI's `name=`), shown in errors.
+    pub(crate) name: Option<Box<str>>,
 }
 
 /// How a new tile starts.
@@ -96,6 +98,7 @@ impl Tile {
                     dtype,
                     shape,
                     loc,
+                    name: None,
                     written: Default::default(),
                 };
                 c.unwritten.insert(id, u);
@@ -135,6 +138,7 @@ impl Tile {
             loc,
             owner,
             slot,
+            name: None,
         }
     }
 
@@ -270,9 +274,23 @@ impl Tile {
         self.in_place.borrow_mut().take();
     }
 
-    /// Description for messages: `sbuf tile float32[128, 512]`.
+    /// Description for messages: `sbuf tile float32[128, 512]`, with its name when it has
+    /// one (`sbuf tile 'acc' float32[128, 512]`).
     pub(crate) fn describe(&self) -> String {
-        describe_tile(self.mem, self.dtype, self.shape)
+        match &self.name {
+            None => describe_tile(self.mem, self.dtype, self.shape),
+            Some(n) => format!(
+                "{} tile '{n}' {}{}",
+                self.mem.name(),
+                self.dtype,
+                self.shape
+            ),
+        }
+    }
+
+    /// The slot of the tile in its instance's capacity tracker.
+    pub(crate) fn slot(&self) -> u32 {
+        self.slot
     }
 
     /// Marks the elements of view `ap` (whose instruction region is `region`) written: per
@@ -437,15 +455,19 @@ impl<'a> Rows<'a> {
 }
 
 /// The [`ErrorKind::UninitializedRead`] error of op `op` reading the tile `(mem, dtype,
-/// shape)` allocated at `loc`: naming `first`, the first unwritten element read (flat index),
-/// when the tile is written in part.
+/// shape)` (named `name`, if it has a name) allocated at `loc`: naming `first`, the first
+/// unwritten element read (flat index), when the tile is written in part.
 pub(crate) fn unwritten_error(
     op: &'static str,
     (mem, dtype, shape): (MemKind, DType, Shape),
+    name: Option<&str>,
     loc: SourceLoc,
     first: Option<usize>,
 ) -> NkiError {
-    let tile = describe_tile(mem, dtype, shape);
+    let tile = match name {
+        None => describe_tile(mem, dtype, shape),
+        Some(n) => format!("{} tile '{n}' {dtype}{shape}", mem.name()),
+    };
     let what = match first {
         Some(e) => format!(
             "element {:?} of {tile}, which is written only in part,",
@@ -876,7 +898,8 @@ impl<'a> TileRef<'a> {
         let t = self.tile;
         let partial = t.written.borrow().is_some();
         let what = (t.mem, t.dtype, t.shape);
-        raise(unwritten_error(op, what, t.loc, partial.then_some(e)), loc);
+        let e = unwritten_error(op, what, t.name.as_deref(), t.loc, partial.then_some(e));
+        raise(e, loc);
     }
 
     /// Writes row-major values `vals` into the view, made slots of the tile's dtype

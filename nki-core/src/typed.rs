@@ -29,6 +29,7 @@ use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::HbmSource;
 use crate::lang::tile_size::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_FMAX};
 use crate::lang::{self, Operand};
+use crate::math::AluOp;
 use crate::record::MemKind;
 use crate::tile::{Tile, TileRef};
 use std::marker::PhantomData;
@@ -221,28 +222,28 @@ macro_rules! typed_tile {
             }
         }
 
-        typed_ops!($name, Add, add, "nl.add", |a, b| a + b);
-        typed_ops!($name, Sub, sub, "nl.subtract", |a, b| a - b);
-        typed_ops!($name, Mul, mul, "nl.multiply", |a, b| a * b);
-        typed_ops!($name, Div, div, "nl.divide", |a, b| a / b);
+        typed_ops!($name, Add, add, Add, "nl.add");
+        typed_ops!($name, Sub, sub, Subtract, "nl.subtract");
+        typed_ops!($name, Mul, mul, Multiply, "nl.multiply");
+        typed_ops!($name, Div, div, Divide, "nl.divide");
     };
 }
 
 /// Element-wise operator impls for `$lhs` and `&$lhs` with any right-hand side of the same
 /// type-level shape; the result is a new SBUF tile of the same type.
 macro_rules! typed_ops {
-    ($lhs:ident, $tr:ident, $m:ident, $api:literal, $f:expr) => {
+    ($lhs:ident, $tr:ident, $m:ident, $op:ident, $api:literal) => {
         impl<T: Element, const P: usize, const F: usize, R: SameShape<TileShape<T, P, F>>> $tr<R>
             for &$lhs<T, P, F>
         {
             type Output = Sbuf<T, P, F>;
             #[track_caller]
             fn $m(self, rhs: R) -> Sbuf<T, P, F> {
-                Sbuf::wrap(lang::operator(
+                Sbuf::wrap(crate::ops::operator(
+                    AluOp::$op,
                     $api,
                     Operand::Tile(self.tile.view()),
                     Operand::Tile(rhs.operand()),
-                    $f,
                 ))
             }
         }
@@ -253,11 +254,11 @@ macro_rules! typed_ops {
             type Output = Sbuf<T, P, F>;
             #[track_caller]
             fn $m(self, rhs: R) -> Sbuf<T, P, F> {
-                Sbuf::wrap(lang::operator(
+                Sbuf::wrap(crate::ops::operator(
+                    AluOp::$op,
                     $api,
                     Operand::Tile(self.tile.view()),
                     Operand::Tile(rhs.operand()),
-                    $f,
                 ))
             }
         }
@@ -566,5 +567,101 @@ mod tests {
             .unwrap();
         assert!(r.profile.is_some());
         assert_eq!(r.memory.psum_banks, 1);
+    }
+
+    /// The record of `r` as JSON without what differs between two calls on the same operands:
+    /// the source line and the id of the new output tile.
+    fn comparable(r: &crate::record::Instr) -> serde_json::Value {
+        let mut v = serde_json::to_value(r).unwrap();
+        v.as_object_mut().unwrap().remove("loc");
+        for w in v["writes"].as_array_mut().unwrap() {
+            w.as_object_mut().unwrap().remove("buf");
+        }
+        v
+    }
+
+    /// For element type `T`: each typed operator (`Sbuf + Sbuf`, ...) leaves the record and
+    /// computes the slots of the untyped operator on the same tiles (`&x + &y`) and of its
+    /// `nl` call (`nl.add(x, y)`).
+    fn typed_matches_untyped<T: Element>() {
+        use crate::isa::trace::run;
+        use crate::lang;
+        let (p, f) = (4, 24);
+        let a = Hbm::from_vec(
+            &[p, f],
+            (0..p * f).map(|k| (k % 13) as f32 * 3.0 - 7.0).collect(),
+        )
+        .unwrap();
+        let b = Hbm::from_vec(&[p, f], (0..p * f).map(|k| (k % 5) as f32 + 1.0).collect()).unwrap();
+        type Pair = (serde_json::Value, Vec<f32>);
+        let mut forms: Vec<[Pair; 3]> = Vec::new();
+        for op in 0..4 {
+            let mut got: Vec<Vec<f32>> = Vec::new();
+            let recs = run(Mode::Simulate, || {
+                let x: Sbuf<T, 4, 24> = Sbuf::from_tile(lang::load_as(&a, T::DTYPE));
+                let y: Sbuf<T, 4, 24> = Sbuf::from_tile(lang::load_as(&b, T::DTYPE));
+                let (tx, ty): (&Tile, &Tile) = (&x, &y);
+                let outs: [Tile; 3] = match op {
+                    0 => [(&x + &y).into_tile(), tx + ty, lang::add(tx, ty)],
+                    1 => [(&x - &y).into_tile(), tx - ty, lang::subtract(tx, ty)],
+                    2 => [(&x * &y).into_tile(), tx * ty, lang::multiply(tx, ty)],
+                    _ => [(&x / &y).into_tile(), tx / ty, lang::divide(tx, ty)],
+                };
+                for o in &outs {
+                    got.push(o.view().gather_slots("test", SourceLoc::caller()));
+                }
+            })
+            .unwrap();
+            let ops = &recs[recs.len() - 3..];
+            let mut it = got.into_iter().zip(ops).map(|(v, r)| (comparable(r), v));
+            forms.push([it.next().unwrap(), it.next().unwrap(), it.next().unwrap()]);
+        }
+        for (op, [typed, untyped, call]) in forms.iter().enumerate() {
+            let dt = T::DTYPE;
+            assert_eq!(typed.0, untyped.0, "{dt} op {op}: typed vs untyped record");
+            assert_eq!(typed.0["api"], call.0["api"], "{dt} op {op}");
+            assert_eq!(typed.0, call.0, "{dt} op {op}: typed vs nl record");
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&typed.1), bits(&untyped.1), "{dt} op {op}: values");
+            assert_eq!(bits(&typed.1), bits(&call.1), "{dt} op {op}: values");
+        }
+    }
+
+    #[test]
+    fn typed_operators_are_the_untyped_operators_for_every_dtype() {
+        typed_matches_untyped::<f32>();
+        typed_matches_untyped::<bf16>();
+        typed_matches_untyped::<half::f16>();
+        typed_matches_untyped::<crate::dtype::F8E4M3>();
+        typed_matches_untyped::<crate::dtype::F8E5M2>();
+        typed_matches_untyped::<i8>();
+        typed_matches_untyped::<i16>();
+        typed_matches_untyped::<i32>();
+        typed_matches_untyped::<u8>();
+        typed_matches_untyped::<u16>();
+        typed_matches_untyped::<u32>();
+    }
+
+    #[test]
+    fn typed_int32_add_is_exact_on_gpsimd() {
+        use crate::isa::trace::run;
+        use crate::record::Engine;
+        // 2^24 + 1 is not an f32: an add rounded through f32 would lose the 1.
+        let big = 16_777_217i32;
+        let a = Hbm::from_vec(&[2, 4], vec![big; 8]).unwrap();
+        let b = Hbm::from_vec(&[2, 4], vec![1i32; 8]).unwrap();
+        let mut sum = Vec::new();
+        let recs = run(Mode::Simulate, || {
+            let x: Sbuf<i32, 2, 4> = Sbuf::load(&a);
+            let y: Sbuf<i32, 2, 4> = Sbuf::load(&b);
+            let s = &x + &y;
+            sum = s.view().gather_slots("test", SourceLoc::caller());
+        })
+        .unwrap();
+        let add = recs.last().unwrap();
+        assert_eq!(add.engine, Engine::GpSimd, "int32 add runs on GpSimdE");
+        assert_eq!(add.alu, Some(crate::math::AluOp::Add));
+        let d = DType::I32;
+        assert!(sum.iter().all(|&v| d.int(v) == big as i64 + 1), "{sum:?}");
     }
 }

@@ -1,5 +1,5 @@
 //! Views that re-describe the same bytes without moving them: `reshape`, `permute`,
-//! `broadcast` and raw access patterns (`ap`), for HBM tensors ([`HbmView`], [`HbmViewMut`],
+//! `broadcast` and raw access patterns (`ap`, NKI 0.7's absolute form), for HBM tensors ([`HbmView`], [`HbmViewMut`],
 //! [`Hbm`], [`HbmOut`]) and on-chip tiles ([`TileRef`], [`Tile`]).
 //!
 //! These are NKI's `tensor.reshape(...)`, `permute(...)`, `broadcast(...)` and `.ap(...)`, and
@@ -32,7 +32,8 @@ fn err(kind: ErrorKind, op: &'static str, msg: String) -> NkiError {
 /// to each other (NumPy's no-copy reshape rule).
 pub(crate) fn reshape(ap: &Ap, dims: &[usize], what: &str) -> Result<Ap> {
     const OP: &str = "reshape";
-    let new = Shape::new(dims)?;
+    // A bad target shape is the reshape's error, not a `shape` constructor's.
+    let new = Shape::new(dims).map_err(|e| err(e.kind(), OP, e.message().to_string()))?;
     if new.numel() != ap.shape.numel() {
         return Err(err(
             ErrorKind::ShapeMismatch,
@@ -157,7 +158,7 @@ pub(crate) fn pattern(
     what: &str,
 ) -> Result<Ap> {
     let dims: Vec<usize> = pairs.iter().map(|p| p[1]).collect();
-    let shape = Shape::new(&dims)?;
+    let shape = Shape::new(&dims).map_err(|e| err(e.kind(), "ap", e.message().to_string()))?;
     let mut strides = [0isize; MAX_DIMS];
     for (k, p) in pairs.iter().enumerate() {
         strides[k] = p[0] as isize;
@@ -167,7 +168,17 @@ pub(crate) fn pattern(
         shape,
         strides,
     };
-    if shape.numel() == 0 || out.span().1 > len {
+    if shape.numel() == 0 {
+        return Err(err(
+            ErrorKind::InvalidArgument,
+            "ap",
+            format!(
+                "access pattern {pairs:?} of {what} has a count of 0: every [stride, count] pair \
+                 needs a count of at least 1"
+            ),
+        ));
+    }
+    if out.span().1 > len {
         return Err(err(
             ErrorKind::OutOfBounds,
             "ap",
@@ -217,20 +228,18 @@ impl HbmView {
         self.with_ap(ap)
     }
 
-    /// A raw access pattern (NKI `tensor.ap(pattern, offset)`): `pattern[k] = [stride, count]`
-    /// of dimension `k` in elements, outermost first, starting `offset` elements after the
-    /// view's first element; it must stay inside the tensor.
+    /// A raw access pattern with NKI 0.7's `tensor.ap(pattern, offset)` semantics:
+    /// `pattern[k] = [step, num]`, outermost first; element `(i0, i1, ...)` is element
+    /// `offset + i0 * step0 + i1 * step1 + ...` of the tensor's row-major storage. It is
+    /// absolute: the view it is called on is ignored (`.ap` does not compose). It must stay
+    /// inside the tensor ([`ErrorKind::OutOfBounds`] naming it otherwise).
     #[track_caller]
     pub fn ap(&self, pattern: &[[usize; 2]], offset: usize) -> HbmView {
         let loc = SourceLoc::caller();
+        let what = format!("tensor {} {}", self.st.name, self.st.shape);
+        let len = self.st.shape.numel();
         let ap = or_raise(
-            self::pattern(
-                &self.ap,
-                pattern,
-                offset,
-                self.st.shape.numel(),
-                &self.describe(),
-            ),
+            self::pattern(&self.st.whole, pattern, offset, len, &what),
             loc,
         );
         self.with_ap(ap)
@@ -326,7 +335,90 @@ impl<'a> TileRef<'a> {
     }
 }
 
+/// The access pattern `pattern` at `offset` over the storage of on-chip tile `t` (see
+/// [`TileRef::ap`]).
+pub(crate) fn chip_pattern(t: &Tile, pattern: &[[usize; 2]], offset: usize) -> Result<Ap> {
+    let what = t.describe();
+    let fail = |kind, msg: String| Err(err(kind, "ap", msg));
+    if pattern.len() < 2 || pattern.len() > MAX_DIMS {
+        return fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "access pattern {pattern:?} on {what}: an on-chip pattern has a partition pair \
+                 and 1 to 4 free pairs"
+            ),
+        );
+    }
+    let free = t.free_size();
+    let [pstep, parts] = pattern[0];
+    if parts > 1 && pstep != free {
+        return fail(
+            ErrorKind::PartitionOffset,
+            format!(
+                "access pattern {pattern:?} on {what}: the partition step must be the tensor's \
+                 {free} free elements per partition (partitions are contiguous; got {pstep})"
+            ),
+        );
+    }
+    let dims: Vec<usize> = pattern.iter().map(|p| p[1]).collect();
+    let shape = Shape::new(&dims)?;
+    let mut strides = [0isize; MAX_DIMS];
+    strides[0] = free as isize;
+    for (k, p) in pattern.iter().enumerate().skip(1) {
+        strides[k] = p[0] as isize;
+    }
+    let (p0, f0) = (offset / free.max(1), offset % free.max(1));
+    let reach = pattern[1..].iter().try_fold(0usize, |r, p| {
+        r.checked_add(p[0].checked_mul(p[1].saturating_sub(1))?)
+    });
+    let inside = reach.is_some_and(|r| f0.saturating_add(r) < free);
+    if shape.numel() == 0 || p0.saturating_add(parts) > t.partitions() || !inside {
+        return fail(
+            ErrorKind::OutOfBounds,
+            format!(
+                "access pattern {pattern:?} at offset {offset} on {what} reaches outside its \
+                 storage: partitions {p0}..{} of {}, free elements from {f0} (reaching {}) of \
+                 {free} per partition",
+                p0.saturating_add(parts),
+                t.partitions(),
+                reach.map_or("past the address space".to_string(), |r| (f0 + r)
+                    .to_string()),
+            ),
+        );
+    }
+    Ok(Ap {
+        offset,
+        shape,
+        strides,
+    })
+}
+
+impl<'a> TileRef<'a> {
+    /// An access pattern over the tile's storage with NKI 0.7's `tensor.ap(pattern, offset)`
+    /// semantics: `pattern[k] = [step, num]`, outermost first; element `(i0, i1, ...)` is
+    /// element `offset + i0 * step0 + i1 * step1 + ...` of the tile's storage (row-major:
+    /// partition `p`, free element `f` is `p * free_elements + f`). It is absolute: the view
+    /// it is called on is ignored. The first pair is the partition pair: its step must be the
+    /// tile's free-element count (partitions are not strided), and every partition's
+    /// elements stay within the partition; otherwise an error names the tile.
+    #[track_caller]
+    pub fn ap(&self, pattern: &[[usize; 2]], offset: usize) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        let ap = or_raise(chip_pattern(self.tile, pattern, offset), loc);
+        TileRef {
+            tile: self.tile,
+            ap,
+        }
+    }
+}
+
 impl Tile {
+    /// [`TileRef::ap`] over this tile's storage.
+    #[track_caller]
+    pub fn ap(&self, pattern: &[[usize; 2]], offset: usize) -> TileRef<'_> {
+        self.view().ap(pattern, offset)
+    }
+
     /// [`TileRef::reshape`] of the whole tile.
     #[track_caller]
     pub fn reshape(&self, dims: &[usize]) -> TileRef<'_> {

@@ -134,6 +134,7 @@ impl UnwrittenTile {
         Some(crate::tile::unwritten_error(
             api,
             (mem, dtype, shape),
+            self.name.as_deref(),
             loc,
             partial.then_some(first),
         ))

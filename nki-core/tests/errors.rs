@@ -1185,12 +1185,15 @@ fn dma_copy_races_are_reported_in_estimate_mode() {
         x.message(),
         e.message().replace(&hbm_name(&e), &hbm_name(&x))
     );
+    // The tensor is named after the kernel parameter.
+    assert_eq!(hbm_name(&x), "c", "{x}");
 }
 
-/// The tensor name (`hbmN`) an output-dependency message is about.
+/// The tensor name (the kernel parameter's, else `hbmN`) an output-dependency message is
+/// about.
 fn hbm_name(e: &NkiError) -> String {
     let m = e.message();
-    let at = m.find(" of hbm").expect("names the tensor") + 4;
+    let at = m.find("] of ").expect("names the tensor") + 5;
     m[at..].split_whitespace().next().unwrap().to_string()
 }
 

@@ -32,20 +32,57 @@ fn reference_top8(row: &[f32]) -> Vec<f32> {
     out
 }
 
-/// For each of `vals`, the first `i` with `row[i] == v`, else `sentinel`.
+/// For each column `j` of `vals`: if `vals[j]` already appeared `m` times in columns before
+/// `j`, the position of its `(m + 1)`-th equal element of `row`, else `sentinel`.
 fn reference_find(row: &[f32], vals: &[f32], sentinel: f32) -> Vec<f32> {
     let mut out = Vec::new();
-    for &v in vals {
+    for j in 0..vals.len() {
+        let mut skip = 0;
+        for u in &vals[..j] {
+            if *u == vals[j] {
+                skip += 1;
+            }
+        }
         let mut found = sentinel;
         for (i, &x) in row.iter().enumerate() {
-            if x == v {
-                found = i as f32;
-                break;
+            if x == vals[j] {
+                if skip == 0 {
+                    found = i as f32;
+                    break;
+                }
+                skip -= 1;
             }
         }
         out.push(found);
     }
     out
+}
+
+/// The documented `nc_match_replace8`: columns from 7 down to 0, each replacing the first
+/// element equal to its value that no earlier-processed column took.
+fn reference_match_replace(
+    row: &[f32],
+    vals: &[f32],
+    imm: f32,
+    sentinel: f32,
+) -> (Vec<f32>, Vec<f32>) {
+    let mut taken: Vec<usize> = Vec::new();
+    let mut idx = vec![sentinel; 8];
+    for j in (0..8).rev() {
+        for (i, &x) in row.iter().enumerate() {
+            if x == vals[j] && !taken.contains(&i) {
+                taken.push(i);
+                idx[j] = i as f32;
+                break;
+            }
+        }
+    }
+    let out = row
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| if taken.contains(&i) { imm } else { x })
+        .collect();
+    (out, idx)
 }
 
 /// Runs max8 over `xs` as `[p, f]` and returns the `[p, 8]` result (f32 dst).
@@ -145,7 +182,7 @@ fn find_index8_matches_linear_search_with_sentinels() {
     let (p, f) = (32, 128);
     let xs = Rng(5).vec(p * f, 0.0, 1.0);
     let a = hbm(&[p, f], xs.clone());
-    // max8 then nc_find_index8: the SDK example, indices distinct and in range.
+    // max8 then nc_find_index8: the SDK example, indices in range.
     let got = run_into(Hbm::<u32>::zeros([p, 8]), |o| {
         let x = nl::load(&a);
         let top = nl::ndarray(&[p, 8], DType::F32, MemKind::Sbuf);
@@ -173,7 +210,7 @@ fn find_index8_matches_linear_search_with_sentinels() {
         })
         .unwrap();
         assert_eq!(got, reference_find(&row, &vals, sentinel), "{dtype}");
-        assert_eq!(got, vec![0.0, 0.0, sentinel, sentinel, 4.0, 7.0, 1.0, 5.0]);
+        assert_eq!(got, vec![0.0, 2.0, sentinel, sentinel, 4.0, 7.0, 1.0, 5.0]);
     }
 
     // A float destination is an error; vals must hold 8 values.
@@ -188,6 +225,93 @@ fn find_index8_matches_linear_search_with_sentinels() {
         nisa::nc_find_index8(&idx, &nl::load(&d), &nl::load(&short));
     });
     assert!(e.to_string().contains("exactly 8"), "{e}");
+}
+
+#[test]
+fn find_index8_pairs_tied_maxima_with_distinct_positions() {
+    // max8 of a row whose maximum occurs three times: the three copies get positions 1, 2, 4.
+    let row: Vec<f32> = vec![1.0, 5.0, 5.0, 2.0, 5.0, 4.0, 4.0, 0.0, -1.0, 3.0];
+    let d = hbm(&[1, 10], row.clone());
+    let got = run_into(Hbm::<u32>::zeros([1, 8]), |o| {
+        let x = nl::load(&d);
+        let top = nl::ndarray(&[1, 8], DType::F32, MemKind::Sbuf);
+        nisa::max8(&top, &x);
+        let idx = nl::ndarray(&[1, 8], DType::U32, MemKind::Sbuf);
+        nisa::nc_find_index8(&idx, &x, &top);
+        nl::store(o, &idx);
+    })
+    .unwrap();
+    assert_eq!(got, vec![1.0, 2.0, 4.0, 5.0, 6.0, 9.0, 3.0, 0.0]);
+}
+
+/// Runs nc_match_replace8 on `[p, f]` data and `[p, 8]` vals; returns (dst, dst_idx).
+fn run_match_replace(
+    p: usize,
+    f: usize,
+    data: &[f32],
+    vals: &[f32],
+    imm: f32,
+) -> (Vec<f32>, Vec<f32>) {
+    let (d, v) = (hbm(&[p, f], data.to_vec()), hbm(&[p, 8], vals.to_vec()));
+    let out = run_into(Hbm::<f32>::zeros([p, f]), |o| {
+        let r = nl::ndarray(&[p, f], DType::F32, MemKind::Sbuf);
+        nisa::nc_match_replace8(&r, &nl::load(&d), &nl::load(&v), imm, None);
+        nl::store(o, &r);
+    })
+    .unwrap();
+    let idx = run_into(Hbm::<u32>::zeros([p, 8]), |o| {
+        let r = nl::ndarray(&[p, f], DType::F32, MemKind::Sbuf);
+        let i = nl::ndarray(&[p, 8], DType::U32, MemKind::Sbuf);
+        nisa::nc_match_replace8(&r, &nl::load(&d), &nl::load(&v), imm, Some(i.view()));
+        nl::store(o, &i);
+    })
+    .unwrap();
+    (out, idx)
+}
+
+#[test]
+fn match_replace8_follows_the_documented_pairing() {
+    // The documented example (padded to 16 elements with values that never match).
+    let mut row = vec![1.0, 2.0, 3.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0];
+    row.resize(16, -5.0);
+    let vals = vec![3.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0];
+    let (out, idx) = run_match_replace(1, 16, &row, &vals, -100.0);
+    assert_eq!(idx, vec![2.0, 10.0, 9.0, 8.0, 7.0, 6.0, 5.0, 4.0]);
+    let (want_out, want_idx) = reference_match_replace(&row, &vals, -100.0, u32::MAX as f32);
+    assert_eq!((out, idx), (want_out, want_idx));
+
+    // Random rows with the top 8 as vals (the router's second round), plus an absent value
+    // and NaN in a second partition.
+    let (p, f) = (4, 64);
+    let mut data = Rng(9).vec(p * f, -1.0, 1.0);
+    data[f + 3] = f32::NAN;
+    let mut vals: Vec<f32> = Vec::new();
+    for r in 0..p {
+        vals.extend(reference_top8(&data[r * f..(r + 1) * f]));
+    }
+    vals[8 + 1] = 42.0;
+    let (out, idx) = run_match_replace(p, f, &data, &vals, f32::NEG_INFINITY);
+    for r in 0..p {
+        let (wo, wi) = reference_match_replace(
+            &data[r * f..(r + 1) * f],
+            &vals[r * 8..(r + 1) * 8],
+            f32::NEG_INFINITY,
+            u32::MAX as f32,
+        );
+        assert!(bits_eq(&out[r * f..(r + 1) * f], &wo), "row {r}");
+        assert_eq!(&idx[r * 8..(r + 1) * 8], &wi[..], "row {r}");
+    }
+    assert_eq!(idx[8], u32::MAX as f32, "NaN never matches");
+    assert_eq!(idx[9], u32::MAX as f32, "42 is absent");
+
+    // dst must match data's shape.
+    let d = hbm(&[1, 16], row.clone());
+    let v = hbm(&[1, 8], vals[..8].to_vec());
+    let e = fails_with(ErrorKind::ShapeMismatch, || {
+        let r = nl::ndarray(&[1, 8], DType::F32, MemKind::Sbuf);
+        nisa::nc_match_replace8(&r, &nl::load(&d), &nl::load(&v), 0.0, None);
+    });
+    assert!(e.to_string().contains("mismatch"), "{e}");
 }
 
 #[test]

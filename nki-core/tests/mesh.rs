@@ -427,13 +427,16 @@ fn transfers_slow_the_dma_bound_kernel_code_they_overlap() {
     let x = ShardedHbm::<f32>::shape_only(&m, &[1024, 2048], p([Some("x"), None])).unwrap();
     let y = ShardedHbm::<f32>::shape_only(&m, &[1024, 2048], p([Some("x"), None])).unwrap();
     let buf = ShardedHbm::<f32>::shape_only(&m, &[2048, 1024], p([Some("x"), None])).unwrap();
+    // The copies read `src` and write `buf`: copying `buf` into the peer's `buf` while the peer
+    // copies its `buf` into ours would be a race (each buffer read and written unordered).
+    let src = ShardedHbm::<f32>::shape_only(&m, &[2048, 1024], p([Some("x"), None])).unwrap();
     let compute = |with_copy: bool| {
         let r = MeshLaunch::new(&m)
             .mode(Mode::Estimate)
             .run(|| {
                 let (send, recv) = (mesh::semaphore("send"), mesh::semaphore("recv"));
                 let me = mesh::device_id();
-                let copy = mesh::remote_copy(buf.view(), &buf.at(1 - me), &send, &recv);
+                let copy = mesh::remote_copy(src.view(), &buf.at(1 - me), &send, &recv);
                 if with_copy {
                     copy.start();
                 }

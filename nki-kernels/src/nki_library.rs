@@ -500,8 +500,9 @@ pub fn attention_tkg<T: Element>(
 /// (`scalar_tensor_tensor`).
 ///
 /// Differs: x in the `[H, T]` HBM layout only, T in tiles of 128, E <= 512; no sigmoid
-/// activation, ACT2 pipeline, indirect-DMA scatter, column tiling or LNC sharding. Ties among
-/// probabilities select the first expert for both (as `nc_find_index8` does).
+/// activation, ACT2 pipeline, indirect-DMA scatter, column tiling or LNC sharding. Tied
+/// probabilities select distinct experts, lowest first (`nc_find_index8` pairs repeated
+/// values with successive matches).
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn router_topk<T: Element>(

@@ -2,7 +2,8 @@
 //!
 //! For `fn k(params) body` the expansion is
 //! - `fn k(...) body`, the program one instance runs, with each output `&mut Hbm<T>` turned
-//!   into `&HbmOut<'_, T>` (writable, shared by all instances; inputs stay read-only);
+//!   into `&HbmOut<'_, T>` (writable, shared by all instances; inputs stay read-only), and a
+//!   returned `Hbm<T>` (or tuple of them) into the `Tensor`s the body returns;
 //! - a type `k` whose `run(launch, params)` borrows the outputs (`Hbm::as_output`) and runs
 //!   the instance function under the `Launch`, and whose `launch`, `simulate` and `estimate`
 //!   each forward to `nki_core::launcher` (`launch`, `modelled`), written once in the
@@ -30,6 +31,15 @@ fn instance_fn(k: &Kernel) -> TokenStream {
         ..
     } = k;
     let (impl_generics, _, where_clause) = generics.split_for_impl();
+    let ret = k.ret.as_ref().map(|r| {
+        let t = quote!(::nki_core::tensor::Tensor);
+        if r.count == 1 {
+            quote!(-> #t)
+        } else {
+            let ts = (0..r.count).map(|_| t.clone());
+            quote!(-> (#(#ts),*))
+        }
+    });
     let params = k.params.iter().map(|p| {
         let (n, ty) = (&p.name, &p.ty);
         match &p.role {
@@ -40,7 +50,7 @@ fn instance_fn(k: &Kernel) -> TokenStream {
     quote! {
         #(#attrs)*
         #[allow(clippy::too_many_arguments)]
-        #vis fn #name #impl_generics (#(#params),*) #where_clause #body
+        #vis fn #name #impl_generics (#(#params),*) #ret #where_clause #body
     }
 }
 
@@ -89,6 +99,53 @@ fn launchers(k: &Kernel) -> TokenStream {
     let grid = quote!(grid: impl ::core::convert::Into<#nki::spmd::Grid>);
     let target = quote!(target: #nki::target::Target);
     let run = quote!(|launch| Self::run #turbofish (launch, #(#names),*));
+    // Each HBM argument is named after its parameter for the launch's errors.
+    let hbm_params = k.names_of(|r| !matches!(r, Role::Other));
+    let naming = quote!(#(#hbm_params.set_name(stringify!(#hbm_params));)*);
+    if let Some(ret) = &k.ret {
+        let out = &ret.ty;
+        let (report, profile) = (
+            result(quote!((#out, #nki::spmd::LaunchReport))),
+            result(quote!((#out, #nki::profile::Profile))),
+        );
+        return quote! {
+            #[doc = #doc]
+            #[allow(non_camel_case_types, dead_code)]
+            #vis struct #name {
+                _private: (),
+            }
+
+            #[allow(dead_code, clippy::too_many_arguments)]
+            impl #name {
+                /// Runs the kernel on `grid` (execute mode, default target): its returned
+                /// outputs and the report.
+                pub fn launch<#generic_params>(#grid, #(#params),*) -> #report #where_clause {
+                    #nki::launcher::launch_returning(grid, #run)
+                }
+
+                /// Runs the kernel computing values and the modelled timeline on `target`:
+                /// its returned outputs and the profile.
+                pub fn simulate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
+                    #nki::launcher::modelled_returning(grid, target, #nki::context::Mode::Simulate, #run)
+                }
+
+                /// Models the kernel's timeline on `target` without computing values (inputs
+                /// may be `Hbm::shape_only`; the returned outputs are shape-only).
+                pub fn estimate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
+                    #nki::launcher::modelled_returning(grid, target, #nki::context::Mode::Estimate, #run)
+                }
+
+                /// Runs the kernel with a configured [`::nki_core::spmd::Launch`].
+                pub fn run<#generic_params>(launch: #nki::spmd::Launch, #(#params),*) -> #report #where_clause {
+                    #naming
+                    #(let #borrowed = #outputs.as_output();)*
+                    let __nki_returned = #nki::tensor::ReturnSlot::new();
+                    let report = launch.run(|| __nki_returned.set(#name #turbofish (#(#instance_args),*)))?;
+                    ::core::result::Result::Ok((__nki_returned.take()?, report))
+                }
+            }
+        };
+    }
     quote! {
         #[doc = #doc]
         #[allow(non_camel_case_types, dead_code)]
@@ -120,6 +177,7 @@ fn launchers(k: &Kernel) -> TokenStream {
             /// Runs the kernel with a configured [`::nki_core::spmd::Launch`].
             #[track_caller]
             pub fn run<#generic_params>(launch: #nki::spmd::Launch, #(#params),*) -> #report #where_clause {
+                #naming
                 #(let #borrowed = #outputs.as_output();)*
                 launch.run(|| #name #turbofish (#(#instance_args),*))
             }
@@ -156,9 +214,13 @@ fn launcher_doc(k: &Kernel) -> String {
             names.join(", ")
         }
     };
+    let returned = match &k.ret {
+        Some(r) => format!(" Returns {} output(s).", r.count),
+        None => String::new(),
+    };
     format!(
         "Launchers of the `{name}` NKI kernel: `{name}::launch(grid, ...)`, `simulate`, \
-         `estimate`, `run`. Inputs: {}; outputs: {}; other parameters: {}.",
+         `estimate`, `run`. Inputs: {}; outputs: {}; other parameters: {}.{returned}",
         list(|r| matches!(r, Role::Input)),
         list(|r| matches!(r, Role::Output { .. })),
         list(|r| matches!(r, Role::Other)),

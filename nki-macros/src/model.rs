@@ -4,7 +4,8 @@
 //! parameters, each with a [`Role`]: `&Hbm<T>` is an input, `&mut Hbm<T>` an output (of
 //! element type `T`), anything else (scalars, options, ...) passes through as it is. Every
 //! rule on the signature (no return value, not async, no `self`, plain parameter names,
-//! `&mut` only for HBM outputs) is checked here, so generation cannot fail.
+//! `&mut` only for HBM outputs; a return type only of `Hbm<T>` or a tuple of them) is checked
+//! here, so generation cannot fail.
 
 use proc_macro2::TokenStream;
 use quote::ToTokens;
@@ -39,19 +40,28 @@ pub(crate) struct Kernel {
     pub(crate) name: Ident,
     pub(crate) generics: Generics,
     pub(crate) params: Vec<Param>,
+    /// The outputs the kernel returns (NKI 0.7: allocated in `nl::shared_hbm` and returned),
+    /// if it returns any.
+    pub(crate) ret: Option<Returns>,
     pub(crate) body: Box<Block>,
+}
+
+/// A kernel's return type: `Hbm<T>` or a tuple of `Hbm<T>`s.
+pub(crate) struct Returns {
+    /// The declared type (what the launchers hand back).
+    pub(crate) ty: Type,
+    /// How many tensors (1 for `Hbm<T>`, the tuple's length otherwise).
+    pub(crate) count: usize,
 }
 
 impl Kernel {
     /// Reads and checks the annotated function.
     pub(crate) fn parse(func: ItemFn) -> syn::Result<Kernel> {
         let sig = &func.sig;
-        if let ReturnType::Type(_, t) = &sig.output {
-            return Err(syn::Error::new(
-                t.span(),
-                "an NKI kernel returns nothing: write its results into `&mut Hbm<T>` output parameters",
-            ));
-        }
+        let ret = match &sig.output {
+            ReturnType::Default => None,
+            ReturnType::Type(_, t) => Some(Returns::parse(t)?),
+        };
         if sig.asyncness.is_some() {
             return Err(syn::Error::new(sig.span(), "an NKI kernel cannot be async"));
         }
@@ -66,6 +76,7 @@ impl Kernel {
             attrs: func.attrs,
             vis: func.vis,
             params,
+            ret,
             body: func.block,
         })
     }
@@ -77,6 +88,34 @@ impl Kernel {
             .filter(|p| pick(&p.role))
             .map(|p| &p.name)
             .collect()
+    }
+}
+
+impl Returns {
+    fn parse(ty: &Type) -> syn::Result<Returns> {
+        let bad = || {
+            syn::Error::new(
+                ty.span(),
+                "an NKI kernel returns its outputs as `Hbm<T>` or a tuple of `Hbm<T>` (tensors \
+                 allocated with `nl::ndarray(.., nl::shared_hbm)`), or nothing (writing into \
+                 `&mut Hbm<T>` output parameters)",
+            )
+        };
+        let count = match ty {
+            Type::Tuple(t) if (2..=4).contains(&t.elems.len()) => {
+                if !t.elems.iter().all(|e| hbm_args(e).is_some()) {
+                    return Err(bad());
+                }
+                t.elems.len()
+            }
+            Type::Paren(p) if hbm_args(&p.elem).is_some() => 1,
+            _ if hbm_args(ty).is_some() => 1,
+            _ => return Err(bad()),
+        };
+        Ok(Returns {
+            ty: ty.clone(),
+            count,
+        })
     }
 }
 

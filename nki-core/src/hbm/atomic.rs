@@ -18,7 +18,7 @@ use super::HbmDest;
 use crate::context::Op;
 use crate::error::ErrorKind;
 use crate::math::AluOp;
-use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
+use crate::record::{DmaDims, Engine, MemKind, Opcode};
 use crate::tile::TileRef;
 
 const API: &str = "nl.atomic_rmw";
@@ -62,25 +62,22 @@ pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluO
         || {
             let bytes = (dst.ap.shape.numel() * dst.dtype().size()) as u64;
             let run = dst.ap.contiguous_run().min(dst.ap.shape.numel());
-            Instr {
-                partitions: src.partitions() as u32,
-                free: src.free_size() as u32,
-                in_dtype: src.dtype(),
-                out_dtype: dst.dtype(),
-                psum: src.mem() == MemKind::Psum,
-                dma: Some(DmaDims {
+            ins.record_as(API, Engine::Dma, Opcode::DmaCopy)
+                .size(src.partitions() as u32, src.free_size() as u32)
+                .dtypes(src.dtype(), dst.dtype())
+                .psum(src.mem() == MemKind::Psum)
+                .alu(Some(AluOp::Add))
+                .dma(DmaDims {
                     src: src.mem(),
                     dst: MemKind::Hbm,
                     bytes,
                     partitions: src.partitions() as u32,
                     start_partition: src.start_partition() as u32,
                     chunk_bytes: (run * dst.dtype().size()) as u64,
-                }),
-                alu: Some(AluOp::Add),
-                reads: [src.region(), dst.region()].into(),
-                writes: [dst.region()].into(),
-                ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, ins.loc)
-            }
+                })
+                .reads([src.region(), dst.region()])
+                .writes([dst.region()])
+                .done()
         },
     );
     if !ins.executes() {

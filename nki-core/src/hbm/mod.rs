@@ -16,6 +16,7 @@
 
 pub(crate) mod atomic;
 mod borrow;
+pub(crate) mod observe;
 mod rect;
 pub(crate) mod track;
 pub(crate) mod values;
@@ -113,7 +114,12 @@ pub(crate) struct HbmStorage {
     pub(crate) shape: Shape,
     /// The access pattern of the whole tensor (what its views and slices start from).
     pub(crate) whole: crate::access::Ap,
-    pub(crate) name: String,
+    /// The name errors and profiles show: `hbm<id>` until the tensor is named (by a kernel
+    /// parameter, `nl::ndarray`'s `name`, or [`Hbm::set_name`]).
+    pub(crate) name: TensorName,
+    /// True for a tensor a kernel allocated (`nl::ndarray` in HBM): its accesses are tracked
+    /// like those of a kernel output (uninitialised reads, races).
+    pub(crate) in_kernel: bool,
     /// The highest writer id that wrote the tensor (0: never): a kernel output whose last
     /// writer is older than the launch was never written by it.
     pub(crate) last_writer: AtomicU32,
@@ -125,6 +131,34 @@ pub(crate) struct HbmStorage {
     tracker: Mutex<track::Tracker>,
     /// Signalled when an access ends its value copy (accesses it overlaps wait for it).
     turn: Condvar,
+}
+
+/// The name of an HBM tensor, which a launch may change (a kernel names its HBM parameters):
+/// displayed as the name itself.
+pub(crate) struct TensorName(RwLock<Arc<str>>);
+
+impl TensorName {
+    pub(crate) fn new(name: String) -> TensorName {
+        TensorName(RwLock::new(name.into()))
+    }
+
+    /// The current name.
+    pub(crate) fn get(&self) -> Arc<str> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Renames the tensor.
+    pub(crate) fn set(&self, name: &str) {
+        if *self.get() != *name {
+            *self.0.write().unwrap_or_else(|p| p.into_inner()) = name.into();
+        }
+    }
+}
+
+impl std::fmt::Display for TensorName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.get())
+    }
 }
 
 /// The values of a tensor (absent for shape-only tensors).
@@ -149,13 +183,40 @@ impl HbmStorage {
             dtype,
             shape,
             whole: crate::access::Ap::contiguous(shape),
-            name: format!("hbm{id}"),
+            name: TensorName::new(format!("hbm{id}")),
+            in_kernel: false,
             last_writer: AtomicU32::new(0),
             output_of: AtomicU64::new(0),
             data: RwLock::new(HbmData { values }),
             tracker: Mutex::new(track::Tracker::default()),
             turn: Condvar::new(),
         })
+    }
+
+    /// A tensor allocated inside a kernel (`nl::ndarray` in HBM), named `name`: values NaN
+    /// (unwritten) when `values`, else shape only (estimate mode).
+    pub(crate) fn in_kernel(
+        dtype: DType,
+        shape: Shape,
+        values: bool,
+        name: Option<&str>,
+    ) -> HbmStorage {
+        let id = NEXT_HBM_ID.fetch_add(1, Ordering::Relaxed);
+        HbmStorage {
+            id,
+            dtype,
+            shape,
+            whole: crate::access::Ap::contiguous(shape),
+            name: TensorName::new(name.map_or_else(|| format!("hbm{id}"), str::to_string)),
+            in_kernel: true,
+            last_writer: AtomicU32::new(0),
+            output_of: AtomicU64::new(0),
+            data: RwLock::new(HbmData {
+                values: values.then(|| Values::from(vec![f32::NAN; shape.numel()])),
+            }),
+            tracker: Mutex::new(track::Tracker::default()),
+            turn: Condvar::new(),
+        }
     }
 
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, HbmData> {
@@ -347,6 +408,17 @@ impl<T: Element> Hbm<T> {
     /// The dtype.
     pub fn dtype(&self) -> DType {
         self.st.dtype
+    }
+
+    /// The tensor's name in errors and profiles (`hbm<n>` until named).
+    pub fn name(&self) -> String {
+        self.st.name.get().to_string()
+    }
+
+    /// Names the tensor in errors and profiles. `#[nki_kernel]` launchers name each HBM
+    /// argument after its kernel parameter (`a`, `out`, ...) when the launch starts.
+    pub fn set_name(&self, name: &str) {
+        self.st.name.set(name)
     }
 
     /// True when the tensor holds values (false for [`Hbm::shape_only`]).

@@ -172,14 +172,14 @@ pub(crate) fn atomic(
 /// or one before it in launch order) is an [`ErrorKind::UninitializedRead`] error. Loads of
 /// kernel inputs cost nothing here.
 pub(crate) fn track_load(src: &HbmView, op: &'static str, loc: SourceLoc) {
+    super::observe::notify(src.st.id, &src.ap, false, op, loc);
     // Not an output of the launch running here (a kernel input): no state to look up.
     let output_of = src.st.output_of.load(std::sync::atomic::Ordering::Relaxed);
     if crate::context::current_instance().is_some_and(|(launch, _)| launch != output_of) {
         return;
     }
     let Some((reader, shared)) = crate::context::with_ctx(op, loc, |c| {
-        c.shared
-            .is_output(src.st.id)
+        (src.st.in_kernel || c.shared.is_output(src.st.id))
             .then(|| (c.reader_id(loc), c.shared.clone()))
     }) else {
         return;
@@ -205,6 +205,9 @@ fn claim<'v>(
     copies: bool,
 ) -> Result<Copying<'v>> {
     let st = &view.st;
+    if kind != Kind::Load {
+        super::observe::notify(st.id, &view.ap, true, op, loc);
+    }
     let instance = crate::context::try_with_ctx(|c| c.instance).unwrap_or(0);
     let access = Access::next(writer, instance, kind, op, view.ap, loc);
     let cols = st.shape.dims().last().copied().unwrap_or(1) as u64;

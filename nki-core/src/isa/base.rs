@@ -11,7 +11,7 @@ use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::hbm::HbmView;
 use crate::math::AluOp;
-use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode, Regions};
+use crate::record::{DmaDims, Engine, Instr, MatmulDims, MemKind, Opcode, Regions};
 use crate::tile::{Fill, Tile, TileRef};
 
 /// An element-wise operand: a tile view or a scalar.
@@ -624,8 +624,10 @@ impl Op {
         self.issue(outs, exec, || self.compute_record(site, data, extra, outs));
     }
 
-    /// The record of [`Op::compute`].
-    fn compute_record(
+    /// The record of [`Op::compute`]: the sizes of the first data operand (or output), the
+    /// dtypes of the first input and output, PSUM and contiguity from every operand, and
+    /// reads/writes of all of them.
+    pub(crate) fn compute_record(
         &self,
         site: Site,
         data: &[&TileRef],
@@ -636,24 +638,120 @@ impl Op {
         let contiguous = |t: &&TileRef| t.free_size() <= 1 || t.ap.inner_stride() == 1;
         let mut reads: Regions<3> = data.iter().map(|t| t.region()).collect();
         reads.extend(extra.iter().map(|t| t.region()));
-        Instr {
-            partitions: main.partitions() as u32,
-            free: main.free_size() as u32,
-            inputs: data.len() as u8,
-            in_dtype: main.dtype(),
-            out_dtype: outs.first().map_or(main.dtype(), |o| o.dtype()),
-            psum: data
-                .iter()
-                .chain(extra)
-                .chain(outs)
-                .any(|t| t.mem() == MemKind::Psum),
-            contiguous: data.iter().chain(outs).all(contiguous),
-            reads,
-            writes: outs.iter().map(|t| t.region()).collect(),
-            alu: site.alu,
-            accumulate: site.accumulate,
-            ..Instr::new(site.engine, site.opcode, self.api, self.loc)
-        }
+        self.record(site.engine, site.opcode)
+            .size(main.partitions() as u32, main.free_size() as u32)
+            .inputs(data.len() as u8)
+            .dtypes(
+                main.dtype(),
+                outs.first().map_or(main.dtype(), |o| o.dtype()),
+            )
+            .psum(
+                data.iter()
+                    .chain(extra)
+                    .chain(outs)
+                    .any(|t| t.mem() == MemKind::Psum),
+            )
+            .contiguous(data.iter().chain(outs).all(contiguous))
+            .reads(reads)
+            .writes(outs.iter().map(|t| t.region()).collect::<Regions<1>>())
+            .alu(site.alu)
+            .accumulate(site.accumulate)
+            .done()
+    }
+
+    /// THE start of every instruction record: instruction `opcode` on `engine`, issued by this
+    /// op at its line (see [`Rec`]).
+    pub(crate) fn record(&self, engine: Engine, opcode: Opcode) -> Rec {
+        self.record_as(self.api, engine, opcode)
+    }
+
+    /// [`Op::record`] under the NKI name `api` (an `nl` call recorded under its full name).
+    pub(crate) fn record_as(&self, api: &'static str, engine: Engine, opcode: Opcode) -> Rec {
+        Rec(Instr::new(engine, opcode, api, self.loc))
+    }
+}
+
+/// THE instruction-record builder: every record of an `nl`/`nisa`/HBM op is made by
+/// [`Op::record`] and these setters (no record is assembled field by field elsewhere).
+/// Unset fields keep [`Instr::new`]'s defaults: one input, fp32 in and out, no PSUM,
+/// contiguous, no TensorE or DMA sizes, no ALU operator, no accumulate, nothing read or
+/// written.
+#[derive(Clone)]
+#[must_use = "a record builder does nothing until `done`"]
+pub(crate) struct Rec(Instr);
+
+impl Rec {
+    /// Partitions processed and free elements per partition (N of the cost formulas).
+    pub(crate) fn size(mut self, partitions: u32, free: u32) -> Rec {
+        self.0.partitions = partitions;
+        self.0.free = free;
+        self
+    }
+
+    /// Number of tile inputs the engine reads.
+    pub(crate) fn inputs(mut self, n: u8) -> Rec {
+        self.0.inputs = n;
+        self
+    }
+
+    /// Dtypes of the (first) input and of the output.
+    pub(crate) fn dtypes(mut self, input: DType, output: DType) -> Rec {
+        self.0.in_dtype = input;
+        self.0.out_dtype = output;
+        self
+    }
+
+    /// Whether an input or the output is in PSUM.
+    pub(crate) fn psum(mut self, psum: bool) -> Rec {
+        self.0.psum = psum;
+        self
+    }
+
+    /// Whether every on-chip access has a unit innermost stride.
+    pub(crate) fn contiguous(mut self, contiguous: bool) -> Rec {
+        self.0.contiguous = contiguous;
+        self
+    }
+
+    /// The ALU operator, if the instruction has one.
+    pub(crate) fn alu(mut self, alu: Option<AluOp>) -> Rec {
+        self.0.alu = alu;
+        self
+    }
+
+    /// Whether the instruction also reduces into the engine's accumulator.
+    pub(crate) fn accumulate(mut self, accumulate: bool) -> Rec {
+        self.0.accumulate = accumulate;
+        self
+    }
+
+    /// TensorE sizes.
+    pub(crate) fn matmul(mut self, dims: MatmulDims) -> Rec {
+        self.0.matmul = Some(dims);
+        self
+    }
+
+    /// DMA sizes.
+    pub(crate) fn dma(mut self, dims: DmaDims) -> Rec {
+        self.0.dma = Some(dims);
+        self
+    }
+
+    /// The regions read.
+    pub(crate) fn reads(mut self, reads: impl Into<Regions<3>>) -> Rec {
+        self.0.reads = reads.into();
+        self
+    }
+
+    /// The regions written.
+    pub(crate) fn writes(mut self, writes: impl Into<Regions<1>>) -> Rec {
+        self.0.writes = writes.into();
+        self
+    }
+
+    /// The record.
+    pub(crate) fn done(self) -> Instr {
+        self.0
     }
 }
 

@@ -222,18 +222,15 @@ fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
             chunk_bytes: (run * src.elem_size()) as u64,
         },
     };
-    Instr {
-        partitions: partitions as u32,
-        free: free as u32,
-        in_dtype: src.dtype(),
-        out_dtype: dst.dtype(),
-        contiguous: [dst, src].iter().all(|end| match end {
+    ins.record_as(API, Engine::Dma, Opcode::DmaCopy)
+        .size(partitions as u32, free as u32)
+        .dtypes(src.dtype(), dst.dtype())
+        .contiguous([dst, src].iter().all(|end| match end {
             DmaEndpoint::Tile(t) => t.free_size() <= 1 || t.ap.inner_stride() == 1,
             DmaEndpoint::Hbm(_) => true,
-        }),
-        dma: Some(dims),
-        reads: [src.region()].into(),
-        writes: [dst.region()].into(),
-        ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, ins.loc)
-    }
+        }))
+        .dma(dims)
+        .reads([src.region()])
+        .writes([dst.region()])
+        .done()
 }

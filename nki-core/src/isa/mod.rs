@@ -7,7 +7,7 @@
 //! | TensorE | [`nc_matmul`], [`nc_matmul_acc`], [`nc_transpose`] (also VectorE for <= 32x32) |
 //! | ScalarE | [`activation`], [`activation_reduce`] |
 //! | VectorE | [`tensor_tensor`], [`tensor_scalar`], [`tensor_reduce`], [`tensor_copy`], [`tensor_tensor_scan`], [`reciprocal`], [`memset`], [`bn_stats`], [`bn_aggr`] |
-//! | VectorE top-8 | [`max8`], [`nc_find_index8`] (destination first) |
+//! | VectorE top-8 | [`max8`], [`nc_find_index8`], [`nc_match_replace8`] (destination first) |
 //! | GpSimdE | [`iota`], [`affine_select`], [`tensor_partition_reduce`] |
 //! | DMA | [`dma_copy`] |
 //!
@@ -47,7 +47,7 @@ pub use crate::record::Engine;
 pub use base::Operand;
 pub use dma::{dma_copy, DmaEndpoint, DmaSource, DmaTarget};
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
-pub use max8::{max8, nc_find_index8, MAX8_MAX_ELEMENTS};
+pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
 pub use scalar::{activation, activation_into, activation_reduce, ActivationArgs};
 pub use scalar_tensor_tensor::scalar_tensor_tensor;
 pub use tensor::{

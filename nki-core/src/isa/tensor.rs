@@ -8,7 +8,7 @@ use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::exec;
-use crate::record::{Instr, MatmulDims, MemKind, Opcode, Regions};
+use crate::record::{MatmulDims, MemKind, Opcode, Regions};
 use crate::tile::{Tile, TileRef};
 
 dst_forms! {
@@ -241,23 +241,20 @@ pub(crate) fn matmul_to<'d>(
             } else {
                 Regions::from([s.region(), m.region()])
             };
-            Instr {
-                partitions: s.partitions() as u32,
-                free: m.free_size() as u32,
-                inputs: 2,
-                in_dtype: m.dtype(),
-                out_dtype: ov.dtype(),
-                psum: true,
-                matmul: Some(MatmulDims {
+            ins.record_as(api, Engine::Tensor, Opcode::Matmul)
+                .size(s.partitions() as u32, m.free_size() as u32)
+                .inputs(2)
+                .dtypes(m.dtype(), ov.dtype())
+                .psum(true)
+                .matmul(MatmulDims {
                     k: s.partitions() as u32,
                     m: s.free_size() as u32,
                     n: m.free_size() as u32,
                     fp32: m.dtype() == DType::F32,
-                }),
-                reads,
-                writes: [ov.region()].into(),
-                ..Instr::new(Engine::Tensor, Opcode::Matmul, api, ins.loc)
-            }
+                })
+                .reads(reads)
+                .writes([ov.region()])
+                .done()
         },
     );
     out
@@ -295,21 +292,20 @@ pub(crate) fn transpose_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, mem: MemKind)
     ins.issue(
         &[&ov],
         || ov.scatter(exec::transpose2d(&x.gather(api, ins.loc), p, f)),
-        || Instr {
-            partitions: p as u32,
-            free: f as u32,
-            in_dtype: x.dtype(),
-            out_dtype: ov.dtype(),
-            psum: true,
-            matmul: Some(MatmulDims {
-                k: p as u32,
-                m: p as u32,
-                n: f as u32,
-                fp32: x.dtype() == DType::F32,
-            }),
-            reads: [x.region()].into(),
-            writes: [ov.region()].into(),
-            ..Instr::new(Engine::Tensor, Opcode::Transpose, api, ins.loc)
+        || {
+            ins.record_as(api, Engine::Tensor, Opcode::Transpose)
+                .size(p as u32, f as u32)
+                .dtypes(x.dtype(), ov.dtype())
+                .psum(true)
+                .matmul(MatmulDims {
+                    k: p as u32,
+                    m: p as u32,
+                    n: f as u32,
+                    fp32: x.dtype() == DType::F32,
+                })
+                .reads([x.region()])
+                .writes([ov.region()])
+                .done()
         },
     );
     out

@@ -34,11 +34,12 @@ pub fn ndarray_blocks(blocks: usize, dims: &[usize], dtype: DType, mem: MemKind)
             SourceLoc::caller(),
         );
     }
-    BlockTile {
-        blocks: (0..blocks)
-            .map(|_| super::data::ndarray(dims, dtype, mem))
-            .collect(),
+    // A loop, not a closure: a closure would hide the caller's line from `ndarray`'s errors.
+    let mut tiles = Vec::with_capacity(blocks);
+    for _ in 0..blocks {
+        tiles.push(super::data::ndarray(dims, dtype, mem));
     }
+    BlockTile { blocks: tiles }
 }
 
 impl BlockTile {

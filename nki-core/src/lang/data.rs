@@ -7,61 +7,37 @@ use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::hbm::{HbmDest, HbmSource, HbmView};
 use crate::isa::base::{copy_engine, dma_dims};
-use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::record::{Engine, MemKind, Opcode};
+use crate::tensor::Placement;
 use crate::tile::{Tile, TileRef};
 
-/// A new, uninitialised tile (NKI `nl.ndarray`). Reading it before writing it is an error.
+/// A new, unwritten tensor (NKI `nl.ndarray(shape, dtype, buffer, name, address)`); reading
+/// it before writing it is an error. `buffer` is NKI 0.7's `nl::sbuf`, `nl::psum`,
+/// `nl::private_hbm` (`nl::hbm`) or `nl::shared_hbm`, optionally with `.name("x")` and
+/// `.address(partition, byte)`, giving a [`Tensor`](crate::tensor::Tensor); or the Beta-1
+/// `nl::SBUF` / `nl::PSUM` ([`MemKind`]), giving a [`Tile`].
 #[track_caller]
-pub fn ndarray(dims: &[usize], dtype: DType, mem: MemKind) -> Tile {
-    let ins = Op::begin("ndarray");
-    ins.alloc(on_chip(&ins, mem), dtype, dims)
+pub fn ndarray<P: Placement>(dims: &[usize], dtype: DType, buffer: P) -> P::Out {
+    buffer.ndarray("ndarray", dims, dtype)
 }
 
-/// A tile filled with `value` (NKI `nl.full`). Recorded as a memset.
+/// A tensor filled with `value` (NKI `nl.full`), recorded as a memset; on chip only. See
+/// [`ndarray`] for `buffer`.
 #[track_caller]
-pub fn full(dims: &[usize], value: f32, dtype: DType, mem: MemKind) -> Tile {
-    let ins = Op::begin("full");
-    let mem = on_chip(&ins, mem);
-    let t = ins.alloc_filled(mem, dtype, dims, value);
-    ins.issue(
-        &[],
-        || {},
-        || {
-            let v = t.view();
-            Instr {
-                partitions: t.partitions() as u32,
-                free: t.free_size() as u32,
-                in_dtype: dtype,
-                out_dtype: dtype,
-                psum: mem == MemKind::Psum,
-                writes: [v.region()].into(),
-                ..Instr::new(Engine::Vector, Opcode::Memset, "nl.full", ins.loc)
-            }
-        },
-    );
-    t
+pub fn full<P: Placement>(dims: &[usize], value: f32, dtype: DType, buffer: P) -> P::Out {
+    buffer.full("full", dims, value, dtype)
 }
 
-/// A zero-filled tile (NKI `nl.zeros`).
+/// A zero-filled tensor (NKI `nl.zeros`); on chip only. See [`ndarray`] for `buffer`.
 #[track_caller]
-pub fn zeros(dims: &[usize], dtype: DType, mem: MemKind) -> Tile {
-    full(dims, 0.0, dtype, mem)
+pub fn zeros<P: Placement>(dims: &[usize], dtype: DType, buffer: P) -> P::Out {
+    buffer.full("full", dims, 0.0, dtype)
 }
 
-/// A tile of ones (NKI `nl.ones`).
+/// A tensor of ones (NKI `nl.ones`); on chip only. See [`ndarray`] for `buffer`.
 #[track_caller]
-pub fn ones(dims: &[usize], dtype: DType, mem: MemKind) -> Tile {
-    full(dims, 1.0, dtype, mem)
-}
-
-fn on_chip(ins: &Op, mem: MemKind) -> MemKind {
-    if mem == MemKind::Hbm {
-        ins.fail(
-            ErrorKind::WrongMemory,
-            "on-chip tiles live in sbuf or psum; HBM tensors are created on the host with Hbm::zeros / Hbm::from_array (err_hbm_tensor_with_init_value_not_supported)",
-        );
-    }
-    mem
+pub fn ones<P: Placement>(dims: &[usize], dtype: DType, buffer: P) -> P::Out {
+    buffer.full("full", dims, 1.0, dtype)
 }
 
 /// Loads an HBM view into a new SBUF tile of the same shape (NKI `nl.load`); the first
@@ -98,15 +74,14 @@ fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
                 })
             }
         },
-        || Instr {
-            partitions: shape.partitions() as u32,
-            free: tv.free_size() as u32,
-            in_dtype: v.dtype(),
-            out_dtype: dtype,
-            dma: Some(dma_dims(&v, &tv, true)),
-            reads: [v.region()].into(),
-            writes: [tv.region()].into(),
-            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", ins.loc)
+        || {
+            ins.record_as("nl.load", Engine::Dma, Opcode::DmaCopy)
+                .size(shape.partitions() as u32, tv.free_size() as u32)
+                .dtypes(v.dtype(), dtype)
+                .dma(dma_dims(&v, &tv, true))
+                .reads([v.region()])
+                .writes([tv.region()])
+                .done()
         },
     );
     t
@@ -138,16 +113,15 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
                 }
             }));
         },
-        || Instr {
-            partitions: src.partitions() as u32,
-            free: src.free_size() as u32,
-            in_dtype: src.dtype(),
-            out_dtype: dst.dtype(),
-            psum: src.mem() == MemKind::Psum,
-            dma: Some(dma_dims(&dst, &src, false)),
-            reads: [src.region()].into(),
-            writes: [dst.region()].into(),
-            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.store", ins.loc)
+        || {
+            ins.record_as("nl.store", Engine::Dma, Opcode::DmaCopy)
+                .size(src.partitions() as u32, src.free_size() as u32)
+                .dtypes(src.dtype(), dst.dtype())
+                .psum(src.mem() == MemKind::Psum)
+                .dma(dma_dims(&dst, &src, false))
+                .reads([src.region()])
+                .writes([dst.region()])
+                .done()
         },
     );
     if !ins.executes() {
@@ -203,16 +177,15 @@ pub(crate) fn copy_to_impl(
                 })
             })
         },
-        || Instr {
-            partitions: src.partitions() as u32,
-            free: src.free_size() as u32,
-            in_dtype: src.dtype(),
-            out_dtype: dtype,
-            psum: src.mem() == MemKind::Psum || mem == MemKind::Psum,
-            contiguous: src.ap.inner_stride() == 1,
-            reads: [src.region()].into(),
-            writes: [tv.region()].into(),
-            ..Instr::new(engine, Opcode::TensorCopy, api, ins.loc)
+        || {
+            ins.record_as(api, engine, Opcode::TensorCopy)
+                .size(src.partitions() as u32, src.free_size() as u32)
+                .dtypes(src.dtype(), dtype)
+                .psum(src.mem() == MemKind::Psum || mem == MemKind::Psum)
+                .contiguous(src.ap.inner_stride() == 1)
+                .reads([src.region()])
+                .writes([tv.region()])
+                .done()
         },
     );
     t
@@ -252,15 +225,14 @@ pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>
             };
             dst.scatter_slots(vals)
         },
-        || Instr {
-            partitions: dst.partitions() as u32,
-            free: dst.free_size() as u32,
-            in_dtype: src.dtype(),
-            out_dtype: dst.dtype(),
-            psum: src.mem() == MemKind::Psum || dst.mem() == MemKind::Psum,
-            reads: [src.region()].into(),
-            writes: [dst.region()].into(),
-            ..Instr::new(Engine::Vector, Opcode::TensorCopy, "nl.assign", ins.loc)
+        || {
+            ins.record_as("nl.assign", Engine::Vector, Opcode::TensorCopy)
+                .size(dst.partitions() as u32, dst.free_size() as u32)
+                .dtypes(src.dtype(), dst.dtype())
+                .psum(src.mem() == MemKind::Psum || dst.mem() == MemKind::Psum)
+                .reads([src.region()])
+                .writes([dst.region()])
+                .done()
         },
     );
 }

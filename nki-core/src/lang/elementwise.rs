@@ -9,7 +9,7 @@ use crate::exec;
 use crate::isa::base::{alu_engine, result_dtype, same_partitions};
 use crate::isa::Operand;
 use crate::math::AluOp;
-use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::record::{Engine, MemKind, Opcode, Regions};
 use crate::tile::{Tile, TileRef};
 
 /// How an element-wise op is lowered: engine, opcode and ALU operator.
@@ -90,19 +90,21 @@ pub(crate) fn binary_op(
         },
         || {
             let first = tiles[0].1;
-            Instr {
-                partitions: out_dims[0] as u32,
-                free: ov.free_size() as u32,
-                inputs: tiles.len() as u8,
-                in_dtype: first.dtype(),
-                out_dtype,
-                psum: tiles.iter().any(|(_, t)| t.mem() == MemKind::Psum),
-                contiguous: tiles.iter().all(|(_, t)| t.ap.inner_stride() == 1),
-                reads: tiles.iter().map(|(_, t)| t.region()).collect(),
-                writes: [ov.region()].into(),
-                alu: low.alu,
-                ..Instr::new(low.engine, low.opcode, op, ins.loc)
-            }
+            ins.record_as(op, low.engine, low.opcode)
+                .size(out_dims[0] as u32, ov.free_size() as u32)
+                .inputs(tiles.len() as u8)
+                .dtypes(first.dtype(), out_dtype)
+                .psum(tiles.iter().any(|(_, t)| t.mem() == MemKind::Psum))
+                .contiguous(tiles.iter().all(|(_, t)| t.ap.inner_stride() == 1))
+                .alu(low.alu)
+                .reads(
+                    tiles
+                        .iter()
+                        .map(|(_, t)| t.region())
+                        .collect::<Regions<3>>(),
+                )
+                .writes([ov.region()])
+                .done()
         },
     );
     out
@@ -236,17 +238,4 @@ pub(crate) fn alu_binary(
             op.eval_typed(a, b, promoted)
         }),
     }
-}
-
-/// Operator form of binary ops: same as the `nl` function but NKI's operators do not
-/// broadcast along partitions.
-#[track_caller]
-pub(crate) fn operator<'a>(
-    api: &'static str,
-    x: Operand<'a>,
-    y: Operand<'a>,
-    f: fn(f32, f32) -> f32,
-) -> Tile {
-    let low = vector(&x, &y);
-    binary_op(&Op::begin(api), low, x, y, None, false, f)
 }

@@ -11,7 +11,7 @@
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
-use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::record::{Engine, MemKind, Opcode};
 use crate::tile::{give_buf, Tile, TileRef};
 
 const API: &str = "nl.gather_flattened";
@@ -98,16 +98,15 @@ pub fn gather_flattened<'a, 'b>(
             give_buf(ids);
             ov.scatter_slots(res);
         },
-        || Instr {
-            partitions: idx.partitions() as u32,
-            free: idx.free_size() as u32,
-            inputs: 2,
-            in_dtype: dtype,
-            out_dtype: dtype,
-            contiguous: data.ap.inner_stride() == 1 && idx.ap.inner_stride() == 1,
-            reads: [data.region(), idx.region()].into(),
-            writes: [ov.region()].into(),
-            ..Instr::new(Engine::GpSimd, Opcode::Gather, API, ins.loc)
+        || {
+            ins.record_as(API, Engine::GpSimd, Opcode::Gather)
+                .size(idx.partitions() as u32, idx.free_size() as u32)
+                .inputs(2)
+                .dtypes(dtype, dtype)
+                .contiguous(data.ap.inner_stride() == 1 && idx.ap.inner_stride() == 1)
+                .reads([data.region(), idx.region()])
+                .writes([ov.region()])
+                .done()
         },
     );
     out

@@ -11,7 +11,7 @@ use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::hbm::HbmSource;
-use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
+use crate::record::{DmaDims, Engine, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
 const API: &str = "nl.load_indirect";
@@ -53,6 +53,7 @@ pub fn load_indirect<'a>(src: impl HbmSource, indices: impl Into<TileRef<'a>>) -
             ),
         );
     }
+    crate::hbm::observe::notify(v.st.id, &v.ap, false, API, loc);
     let (rows, f) = (s[0], s[1]);
     let p = idx.partitions();
     let out = ins.alloc(MemKind::Sbuf, v.dtype(), &[p, f]);
@@ -83,23 +84,14 @@ pub fn load_indirect<'a>(src: impl HbmSource, indices: impl Into<TileRef<'a>>) -
             // The DMA moves the tensor's slots untouched (same dtype: bit-exact).
             ov.scatter_slots(vals);
         },
-        || Instr {
-            partitions: p as u32,
-            free: f as u32,
-            in_dtype: v.dtype(),
-            out_dtype: v.dtype(),
-            dma: Some(DmaDims {
+        || ins.record_as(API, Engine::Dma, Opcode::DmaCopy).size(p as u32, f as u32).dtypes(v.dtype(), v.dtype()).dma(DmaDims {
                 src: MemKind::Hbm,
                 dst: MemKind::Sbuf,
                 bytes: (p * f) as u64 * size,
                 partitions: p as u32,
                 start_partition: 0,
                 chunk_bytes: if v.ap.inner_stride() == 1 { f as u64 * size } else { size },
-            }),
-            reads: [v.region(), idx.region()].into(),
-            writes: [ov.region()].into(),
-            ..Instr::new(Engine::Dma, Opcode::DmaCopy, API, loc)
-        },
+            }).reads([v.region(), idx.region()]).writes([ov.region()]).done(),
     );
     out
 }

@@ -9,7 +9,7 @@ use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::exec;
 use crate::hbm::HbmSource;
 use crate::isa::base::copy_engine;
-use crate::record::{DmaDims, Engine, Instr, MatmulDims, MemKind, Opcode};
+use crate::record::{DmaDims, Engine, MatmulDims, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
 /// Loads a 2-D HBM view `[F, P]` transposed into a new SBUF tile `[P, F]` (NKI
@@ -44,23 +44,22 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
             let vals = ins.check(v.gather(API));
             tv.scatter_slots(exec::transpose2d(&vals, f, p));
         },
-        || Instr {
-            partitions: p as u32,
-            free: f as u32,
-            in_dtype: dtype,
-            out_dtype: dtype,
-            dma: Some(DmaDims {
-                src: MemKind::Hbm,
-                dst: MemKind::Sbuf,
-                bytes: (p * f * dtype.size()) as u64,
-                partitions: p as u32,
-                start_partition: 0,
-                chunk_bytes: dtype.size() as u64,
-            }),
-            contiguous: false,
-            reads: [v.region()].into(),
-            writes: [tv.region()].into(),
-            ..Instr::new(Engine::Dma, Opcode::DmaTranspose, API, ins.loc)
+        || {
+            ins.record_as(API, Engine::Dma, Opcode::DmaTranspose)
+                .size(p as u32, f as u32)
+                .dtypes(dtype, dtype)
+                .contiguous(false)
+                .dma(DmaDims {
+                    src: MemKind::Hbm,
+                    dst: MemKind::Sbuf,
+                    bytes: (p * f * dtype.size()) as u64,
+                    partitions: p as u32,
+                    start_partition: 0,
+                    chunk_bytes: dtype.size() as u64,
+                })
+                .reads([v.region()])
+                .writes([tv.region()])
+                .done()
         },
     );
     t
@@ -110,16 +109,14 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
             }
         },
         || {
-            let rec = |engine, opcode, free: usize| Instr {
-                partitions: p as u32,
-                free: free as u32,
-                in_dtype: src.dtype(),
-                out_dtype: src.dtype(),
-                psum: src.mem() == MemKind::Psum,
-                contiguous: src.ap.inner_stride() == 1,
-                reads: [src.region()].into(),
-                writes: [ov.region()].into(),
-                ..Instr::new(engine, opcode, API, ins.loc)
+            let rec = |engine, opcode, free: usize| {
+                ins.record_as(API, engine, opcode)
+                    .size(p as u32, free as u32)
+                    .dtypes(src.dtype(), src.dtype())
+                    .psum(src.mem() == MemKind::Psum)
+                    .contiguous(src.ap.inner_stride() == 1)
+                    .reads([src.region()])
+                    .writes([ov.region()])
             };
             let Some(psum) = &psum else {
                 let opcode = if src.free_size() == 1 && n > 1 {
@@ -127,7 +124,7 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
                 } else {
                     Opcode::TensorCopy
                 };
-                return rec(Engine::Vector, opcode, n);
+                return rec(Engine::Vector, opcode, n).done();
             };
             let pv = psum.view();
             let mut last = None;
@@ -136,23 +133,23 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
                 if let Some(r) = last.take() {
                     crate::context::try_with_ctx(|c| c.push_record(r));
                 }
-                let mm = Instr {
-                    matmul: Some(MatmulDims {
+                let mm = rec(Engine::Tensor, Opcode::Matmul, cols)
+                    .matmul(MatmulDims {
                         k: 1,
                         m: p as u32,
                         n: cols as u32,
                         fp32: src.dtype() == DType::F32,
-                    }),
-                    writes: [pv.region()].into(),
-                    ..rec(Engine::Tensor, Opcode::Matmul, cols)
-                };
+                    })
+                    .writes([pv.region()])
+                    .done();
                 crate::context::try_with_ctx(|c| c.push_record(mm));
-                last = Some(Instr {
-                    psum: true,
-                    in_dtype: DType::F32,
-                    reads: [pv.region()].into(),
-                    ..rec(copy_engine(MemKind::Psum), Opcode::TensorCopy, cols)
-                });
+                last = Some(
+                    rec(copy_engine(MemKind::Psum), Opcode::TensorCopy, cols)
+                        .psum(true)
+                        .dtypes(DType::F32, src.dtype())
+                        .reads([pv.region()])
+                        .done(),
+                );
             }
             last.expect("at least one column")
         },
@@ -232,15 +229,13 @@ fn iota_impl(ins: &Op, dims: &[usize], dtype: DType, value: impl Fn(&[usize]) ->
             }
             ov.scatter_slots(vals);
         },
-        || Instr {
-            partitions: dims[0] as u32,
-            free: ov.free_size() as u32,
-            inputs: 0,
-            in_dtype: DType::I32,
-            out_dtype: dtype,
-            reads: Default::default(),
-            writes: [ov.region()].into(),
-            ..Instr::new(Engine::GpSimd, Opcode::Iota, ins.api, ins.loc)
+        || {
+            ins.record(Engine::GpSimd, Opcode::Iota)
+                .size(dims[0] as u32, ov.free_size() as u32)
+                .inputs(0)
+                .dtypes(DType::I32, dtype)
+                .writes([ov.region()])
+                .done()
         },
     );
     out

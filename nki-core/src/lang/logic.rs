@@ -12,7 +12,7 @@ use crate::exec;
 use crate::isa::base::result_dtype;
 use crate::isa::Operand;
 use crate::math::AluOp;
-use crate::record::{Engine, Instr, MemKind, Opcode};
+use crate::record::{Engine, MemKind, Opcode, Regions};
 use crate::tile::{Tile, TileRef};
 
 /// Raises a DType error when a bitvec op gets a float operand.
@@ -232,17 +232,21 @@ pub fn where_<'a, 'c>(
                 ov.scatter(vals)
             }
         },
-        || Instr {
-            partitions: out_dims[0] as u32,
-            free: ov.free_size() as u32,
-            inputs: tiles.len().min(2) as u8,
-            in_dtype: out_dtype,
-            out_dtype,
-            psum: tiles.iter().any(|(_, t)| t.mem() == MemKind::Psum),
-            contiguous: tiles.iter().all(|(_, t)| t.ap.inner_stride() == 1),
-            reads: tiles.iter().map(|(_, t)| t.region()).collect(),
-            writes: [ov.region()].into(),
-            ..Instr::new(Engine::Vector, Opcode::Select, API, ins.loc)
+        || {
+            ins.record_as(API, Engine::Vector, Opcode::Select)
+                .size(out_dims[0] as u32, ov.free_size() as u32)
+                .inputs(tiles.len().min(2) as u8)
+                .dtypes(out_dtype, out_dtype)
+                .psum(tiles.iter().any(|(_, t)| t.mem() == MemKind::Psum))
+                .contiguous(tiles.iter().all(|(_, t)| t.ap.inner_stride() == 1))
+                .reads(
+                    tiles
+                        .iter()
+                        .map(|(_, t)| t.region())
+                        .collect::<Regions<3>>(),
+                )
+                .writes([ov.region()])
+                .done()
         },
     );
     out

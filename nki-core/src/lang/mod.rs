@@ -26,7 +26,6 @@ pub use crate::record::MemKind;
 pub use blocks::{ndarray_blocks, BlockTile};
 pub use check::{check, fail, require};
 pub use data::{assign, copy, full, load, load_as, ndarray, ones, store, zeros};
-pub(crate) use elementwise::operator;
 pub use gather::gather_flattened;
 pub use grid::{
     affine_range, affine_range_step, core_id, num_programs, num_programs_total, num_tiles,
@@ -49,9 +48,28 @@ pub use unary::{
     trunc, unary,
 };
 
-/// NKI `nl.sbuf`.
+/// NKI `nl.sbuf` (the Beta-1 form: `nl::ndarray(.., nl::SBUF)` gives a [`Tile`](crate::tile::Tile)).
 pub const SBUF: MemKind = MemKind::Sbuf;
-/// NKI `nl.psum`.
+/// NKI `nl.psum` (the Beta-1 form: `nl::ndarray(.., nl::PSUM)` gives a [`Tile`](crate::tile::Tile)).
 pub const PSUM: MemKind = MemKind::Psum;
+
+pub use crate::tensor::{Alloc, Buffer, Tensor, TensorRef};
+
+/// NKI 0.7 `nl.sbuf`: `nl::ndarray(dims, dtype, nl::sbuf)` gives a [`Tensor`] in SBUF.
+#[allow(non_upper_case_globals)]
+pub const sbuf: Buffer = Buffer::Sbuf;
+/// NKI 0.7 `nl.psum`: a [`Tensor`] in PSUM.
+#[allow(non_upper_case_globals)]
+pub const psum: Buffer = Buffer::Psum;
+/// NKI 0.7 `nl.private_hbm`: a [`Tensor`] in HBM private to the program instance (scratch).
+#[allow(non_upper_case_globals)]
+pub const private_hbm: Buffer = Buffer::PrivateHbm;
+/// NKI 0.7 `nl.hbm`, the same as [`private_hbm`].
+#[allow(non_upper_case_globals)]
+pub const hbm: Buffer = Buffer::PrivateHbm;
+/// NKI 0.7 `nl.shared_hbm`: a [`Tensor`] in HBM shared by the launch's program instances,
+/// what a kernel returns as its output.
+#[allow(non_upper_case_globals)]
+pub const shared_hbm: Buffer = Buffer::SharedHbm;
 
 pub mod tile_size;

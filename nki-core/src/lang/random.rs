@@ -13,7 +13,7 @@ use crate::context::{LaunchShared, Op};
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::isa::Operand;
-use crate::record::{Engine, Instr, MemKind, Opcode, Regions};
+use crate::record::{Engine, MemKind, Opcode, Regions};
 use crate::tile::{give_buf, Tile, TileRef};
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
@@ -127,13 +127,12 @@ pub fn random_seed(seed: u32) {
     ins.issue(
         &[],
         || {},
-        || Instr {
-            partitions: 1,
-            free: 1,
-            inputs: 0,
-            in_dtype: DType::U32,
-            out_dtype: DType::U32,
-            ..Instr::new(Engine::Vector, Opcode::SetRngSeed, API, ins.loc)
+        || {
+            ins.record_as(API, Engine::Vector, Opcode::SetRngSeed)
+                .size(1, 1)
+                .inputs(0)
+                .dtypes(DType::U32, DType::U32)
+                .done()
         },
     );
 }
@@ -166,15 +165,12 @@ pub fn rand(dims: &[usize], dtype: DType) -> Tile {
             if !ins.executes() {
                 with_rng(&ins, |s| s.draw(n, |_, _| {}));
             }
-            Instr {
-                partitions: dims[0] as u32,
-                free: ov.free_size() as u32,
-                inputs: 0,
-                in_dtype: dtype,
-                out_dtype: dtype,
-                writes: [ov.region()].into(),
-                ..Instr::new(Engine::Vector, Opcode::Rng, API, ins.loc)
-            }
+            ins.record_as(API, Engine::Vector, Opcode::Rng)
+                .size(dims[0] as u32, ov.free_size() as u32)
+                .inputs(0)
+                .dtypes(dtype, dtype)
+                .writes([ov.region()])
+                .done()
         },
     );
     out
@@ -267,17 +263,14 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
             }
             let mut reads = Regions::from([x.region()]);
             reads.extend(rate_tile.map(|r| r.region()));
-            Instr {
-                partitions: x.partitions() as u32,
-                free: x.free_size() as u32,
-                in_dtype: dtype,
-                out_dtype: dtype,
-                psum: x.mem() == MemKind::Psum,
-                contiguous: x.ap.inner_stride() == 1,
-                reads,
-                writes: [ov.region()].into(),
-                ..Instr::new(Engine::Vector, Opcode::Dropout, API, ins.loc)
-            }
+            ins.record_as(API, Engine::Vector, Opcode::Dropout)
+                .size(x.partitions() as u32, x.free_size() as u32)
+                .dtypes(dtype, dtype)
+                .psum(x.mem() == MemKind::Psum)
+                .contiguous(x.ap.inner_stride() == 1)
+                .reads(reads)
+                .writes([ov.region()])
+                .done()
         },
     );
     out

@@ -13,7 +13,7 @@ use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::isa::{reduced_shape, trailing_axes};
 use crate::math::AluOp;
-use crate::record::{Engine, Instr, MemKind, Opcode, Regions};
+use crate::record::{Engine, MemKind, Opcode, Regions};
 use crate::tile::{Tile, TileRef};
 
 /// What a reduction computes.
@@ -156,17 +156,16 @@ pub(crate) fn reduce_impl(
             ov.scatter(r);
         },
         || {
-            let rec = |reads: Regions<3>| Instr {
-                partitions: x.partitions() as u32,
-                free: x.free_size() as u32,
-                inputs: 1,
-                in_dtype,
-                out_dtype,
-                psum: x.mem() == MemKind::Psum,
-                contiguous: x.ap.inner_stride() == 1,
-                reads,
-                writes: [ov.region()].into(),
-                ..Instr::new(Engine::Vector, Opcode::TensorReduce, api, ins.loc)
+            let rec = |reads: Regions<3>| {
+                ins.record_as(api, Engine::Vector, Opcode::TensorReduce)
+                    .size(x.partitions() as u32, x.free_size() as u32)
+                    .inputs(1)
+                    .dtypes(in_dtype, out_dtype)
+                    .psum(x.mem() == MemKind::Psum)
+                    .contiguous(x.ap.inner_stride() == 1)
+                    .reads(reads)
+                    .writes([ov.region()])
+                    .done()
             };
             if kind == ReduceKind::Var {
                 // First pass: the mean (into the output), then the squared deviations.

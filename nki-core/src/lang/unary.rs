@@ -14,7 +14,7 @@ use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::isa::Operand;
 use crate::math::{ActFn, AluOp};
-use crate::record::{Engine, Instr, MemKind, Opcode, Regions};
+use crate::record::{Engine, MemKind, Opcode, Regions};
 use crate::tile::{Tile, TileRef};
 
 /// How one unary function is lowered: the instruction sequence it records.
@@ -151,18 +151,19 @@ pub(crate) fn map_impl(
                 if i + 1 == n {
                     writes.extend(acc.as_ref().map(|a| a.view().region()));
                 }
-                let r = Instr {
-                    partitions: x.partitions() as u32,
-                    free: x.free_size() as u32,
-                    inputs: 1,
-                    in_dtype: if first { x.dtype() } else { dtype },
-                    out_dtype: dtype,
-                    psum: first && x.mem() == MemKind::Psum,
-                    contiguous: !first || x.ap.inner_stride() == 1,
-                    reads,
-                    writes,
-                    ..Instr::new(engine, opcode, api, ins.loc)
-                };
+                let r = ins
+                    .record_as(api, engine, opcode)
+                    .size(x.partitions() as u32, x.free_size() as u32)
+                    .inputs(1)
+                    .dtypes(if first { x.dtype() } else { dtype }, dtype)
+                    .psum(first && x.mem() == MemKind::Psum)
+                    .contiguous(!first || x.ap.inner_stride() == 1)
+                    .reads(reads)
+                    .writes(writes)
+                    // The step that sums into the accumulator pays its cost term, as
+                    // `nisa.activation_reduce` does.
+                    .accumulate(extras.accumulate && i + 1 == n)
+                    .done();
                 if i + 1 == n {
                     last = Some(r);
                 } else {
@@ -503,4 +504,57 @@ pub fn rms_norm<'a, 'b>(
         Some(out_dtype),
         true,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::context::Mode;
+    use crate::dtype::DType;
+    use crate::isa::trace::run;
+    use crate::lang;
+    use crate::record::{Engine, MemKind, Opcode};
+    use crate::target::Target;
+    use crate::timing::cost::compute_cycles;
+
+    /// `nl.softmax` and `nl.rms_norm` record their accumulating activation with the
+    /// accumulate flag, so its cost has the accumulator's `MIN_II` term, as
+    /// `nisa.activation_reduce`'s does.
+    #[test]
+    fn softmax_and_rms_norm_pay_the_accumulate_term() {
+        type Kernel = fn();
+        let kernels: [(&str, Kernel); 2] = [
+            ("nl.softmax", || {
+                let x = lang::full(&[128, 512], 0.5, DType::F32, MemKind::Sbuf);
+                lang::softmax(&x, 1);
+            }),
+            ("nl.rms_norm", || {
+                let x = lang::full(&[128, 512], 0.5, DType::F32, MemKind::Sbuf);
+                let w = lang::full(&[1, 512], 1.0, DType::F32, MemKind::Sbuf);
+                lang::rms_norm(&x, &w, 1, 512, 1e-6);
+            }),
+        ];
+        for (api, kernel) in kernels {
+            for mode in [Mode::Simulate, Mode::Estimate] {
+                let recs = run(mode, kernel).unwrap();
+                let acc: Vec<_> = recs.iter().filter(|r| r.accumulate).collect();
+                assert_eq!(acc.len(), 1, "{api} {mode:?}: {recs:#?}");
+                let r = acc[0];
+                assert_eq!(
+                    (r.api, r.engine, r.opcode),
+                    (api, Engine::Scalar, Opcode::Activation)
+                );
+                assert_eq!(r.writes.len(), 2, "the output and the accumulator");
+                for target in [Target::Trn1, Target::Trn2] {
+                    let spec = target.spec();
+                    let mut plain = r.clone();
+                    plain.accumulate = false;
+                    assert_eq!(
+                        compute_cycles(spec, r),
+                        compute_cycles(spec, &plain) + spec.min_ii,
+                        "{api} on {target:?}"
+                    );
+                }
+            }
+        }
+    }
 }

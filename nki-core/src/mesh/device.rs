@@ -5,8 +5,8 @@
 //! it did for the timing replay ([`super::replay`]): the kernel code it ran between two
 //! communication ops is modelled by the NeuronCore timing model as one segment.
 
-use super::launch::MeshShared;
 use super::replay::Step;
+use super::shared::MeshShared;
 use crate::context;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::memory::MemoryPeak;
@@ -60,6 +60,30 @@ pub(crate) fn with_device<R>(
             loc,
         ),
     }
+}
+
+/// The access hook of device threads (see `hbm::observe`): a local load or store of a
+/// shard is checked against the copies it is not ordered with ([`super::order`]).
+pub(crate) fn observe(
+    id: u64,
+    ap: &crate::access::Ap,
+    writes: bool,
+    op: &'static str,
+    loc: SourceLoc,
+) {
+    let Some((d, shared)) = DEVICE.with(|s| {
+        s.try_borrow()
+            .ok()
+            .and_then(|g| g.as_ref().map(|s| (s.id, s.shared.clone())))
+    }) else {
+        return;
+    };
+    shared.sync.local(d, id, ap, writes, op, loc);
+}
+
+/// The running device's id, if this thread runs a mesh device.
+pub(crate) fn try_id() -> Option<usize> {
+    DEVICE.with(|d| d.borrow().as_ref().map(|s| s.id))
 }
 
 /// The running device's id.

@@ -2,17 +2,20 @@
 //! `semaphore_signal` / `semaphore_wait`, on the HBM shards of a mesh.
 //!
 //! A copy moves its values when it starts (the source is read then, the destination written)
-//! and signals its send semaphore (here) and receive semaphore (at the destination) at once.
+//! and signals its send semaphore (here) and receive semaphore (at the destination) at once;
+//! whether anything touches those elements unordered with the copy is decided by
+//! happens-before ([`super::order`]), as if the data landed when the receive wait completes.
 //! Waits block the device thread until the semaphore holds the value, so real interleavings
 //! of the device threads happen. Every op is also logged for the timing replay
 //! ([`super::replay`]), which decides when the bytes leave and land.
 
-use super::collectives::Operand;
-use super::deadlock::Blocked;
+use super::deadlock::{Blocked, InCollective};
 use super::device::with_device;
+use super::operand::Operand;
 use super::replay::Step;
+use super::sem::SemKey;
 use super::sharding::MeshView;
-use super::sync::{CopyState, SemKey, WaitFail};
+use super::sync::{CopyState, WaitFail};
 use super::topology::DeviceRef;
 use crate::context::{self, Cancelled};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
@@ -83,12 +86,19 @@ pub(crate) fn signal(target: usize, key: SemKey, inc: u32, loc: SourceLoc) {
         });
         d.shared.clone()
     });
-    shared.sync.signal(target, key, inc, None);
+    let me = with_device("semaphore_signal", loc, |d| d.id);
+    shared.sync.signal(me, target, key, inc, loc);
 }
 
 /// Blocks the running device until semaphore `key` holds `value` and subtracts it. A
 /// deadlock fails the kernel.
 pub(crate) fn wait(key: SemKey, value: u32, loc: SourceLoc) {
+    wait_in(key, value, loc, None)
+}
+
+/// [`wait`] inside collective `collective` (a deadlock then names the devices of its group
+/// that never called it).
+pub(crate) fn wait_in(key: SemKey, value: u32, loc: SourceLoc, collective: Option<InCollective>) {
     let (id, shared, device) = with_device("semaphore_wait", loc, |d| {
         d.flush();
         (d.id, d.shared.clone(), d.describe())
@@ -106,6 +116,7 @@ pub(crate) fn wait(key: SemKey, value: u32, loc: SourceLoc) {
         key,
         value,
         loc,
+        collective: collective.clone(),
     });
     match r {
         Ok(()) => {
@@ -268,7 +279,7 @@ impl AsyncCopy<'_> {
                     t.dtype().cast_slots(to, &mut slots);
                     Ok(slots)
                 };
-                start_copy_from(values, bytes, &self.dst, self.send, self.recv, loc)
+                start_copy_from(values, None, bytes, &self.dst, self.send, self.recv, loc)
             }
         };
         self.id.set(Some(id));
@@ -342,13 +353,18 @@ pub(crate) fn start_copy(
         v.dtype().cast_slots(dst.storage().dtype, &mut slots);
         Ok(slots)
     };
-    start_copy_from(values, src.bytes(), dst, send, recv, loc)
+    let from = Some((src.storage().id, src.runs()));
+    start_copy_from(values, from, src.bytes(), dst, send, recv, loc)
 }
 
 /// [`start_copy`] of the `bytes` whose slots (of `dst`'s dtype: a DMA moves equal dtypes bit
-/// for bit) `values` reads (an HBM view or a tile).
+/// for bit) `values` reads (an HBM view, whose shard and element runs are `from`, or a tile).
+/// The values are written before the semaphores are signalled, so a wait that consumes the
+/// copy's increment sees them; the happens-before checks decide whether anything saw them
+/// unordered ([`super::order`]).
 fn start_copy_from(
     values: impl FnOnce() -> Result<Vec<f32>>,
+    from: Option<(u64, Vec<(usize, usize)>)>,
     bytes: u64,
     dst: &MeshView,
     send: Option<SemKey>,
@@ -356,20 +372,13 @@ fn start_copy_from(
     loc: SourceLoc,
 ) -> u64 {
     let (shared, me) = with_device("remote_copy", loc, |d| (d.shared.clone(), d.id));
-    let mesh = &shared.mesh;
     let state = CopyState {
         src: me,
         dst: dst.device,
         loc,
-        storage: dst.storage().id,
-        runs: dst.runs(),
         send_waited: false,
         delivered: false,
     };
-    let id = context::check(
-        shared.sync.start_copy(state, |d| mesh.describe_device(d)),
-        loc,
-    );
     note_written(dst.storage());
     if shared.mode.executes() {
         context::check(values().and_then(|v| write_slots(dst, &v)), loc);
@@ -384,11 +393,8 @@ fn start_copy_from(
             loc,
         });
     });
-    shared.sync.signal(dst.device, recv, 1, Some(id));
-    if let Some(s) = send {
-        shared.sync.signal(me, s, 1, None);
-    }
-    id
+    let to = (dst.storage().id, dst.runs());
+    shared.sync.start_copy(state, from, to, (send, recv))
 }
 
 /// Notes `st` written by the running launch (for the unwritten-output check): remote copies

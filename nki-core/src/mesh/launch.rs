@@ -2,59 +2,23 @@
 //! its own SPMD grid on its own shards, concurrently; then the end-of-kernel checks (copies
 //! never waited on, semaphores left non-zero) and the [`MeshReport`].
 
-use super::collectives::CollectiveEntry;
 use super::device::{self, DeviceState};
-use super::links::{link_spec, LinkSpec};
+use super::links::link_spec;
 use super::replay::{replay, Step};
 use super::report::{CollectiveStat, MeshReport};
+use super::shared::MeshShared;
 use super::sync::MeshSync;
 use super::topology::Mesh;
 use crate::abort::{run_instance, Stop};
 use crate::context::{InstanceCtx, LaunchShared, Mode};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
-use crate::hbm::HbmStorage;
 use crate::spmd::Grid;
 use crate::target::Target;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// What a device thread hands back: its log and its error.
 type DeviceOutcome = (Vec<Step>, Option<NkiError>);
-
-/// A kernel output of a mesh launch and the device it belongs to (`None`: a tensor borrowed
-/// with `Hbm::as_output`, shared by every device).
-type OutputOf = (Arc<HbmStorage>, Option<usize>);
-
-/// State shared by the devices of one mesh launch.
-pub(crate) struct MeshShared {
-    pub(crate) mesh: Mesh,
-    pub(crate) target: Target,
-    pub(crate) mode: Mode,
-    pub(crate) links: &'static LinkSpec,
-    /// Keep every engine span of every kernel segment (for the trace).
-    pub(crate) engine_spans: bool,
-    pub(crate) sync: MeshSync,
-    collectives: Mutex<BTreeMap<u32, CollectiveEntry>>,
-    /// The shards taken as kernel outputs ([`ShardedHbm::local_out`]), by storage id, with
-    /// the device whose output each is (`None` for tensors borrowed with `Hbm::as_output`):
-    /// the launch must write every one.
-    ///
-    /// [`ShardedHbm::local_out`]: super::ShardedHbm::local_out
-    outputs: Mutex<BTreeMap<u64, OutputOf>>,
-}
-
-impl MeshShared {
-    /// The collective registry, by sequence number.
-    pub(crate) fn collectives(&self) -> MutexGuard<'_, BTreeMap<u32, CollectiveEntry>> {
-        self.collectives.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Notes `st` as a kernel output of device `device` (checked written at the end).
-    pub(crate) fn note_output(&self, st: &Arc<HbmStorage>, device: Option<usize>) {
-        let mut g = self.outputs.lock().unwrap_or_else(|p| p.into_inner());
-        g.entry(st.id).or_insert_with(|| (st.clone(), device));
-    }
-}
 
 /// A launch over a mesh: the kernel runs once per device (each with `grid` program
 /// instances), on one thread per device.
@@ -162,7 +126,10 @@ impl<'m> MeshLaunch<'m> {
             mode: self.mode,
             links: link_spec(self.target),
             engine_spans: self.engine_spans,
-            sync: MeshSync::new(n, launch.clone()),
+            sync: MeshSync::new(
+                (0..n).map(|d| self.mesh.describe_device(d)).collect(),
+                launch.clone(),
+            ),
             collectives: Mutex::new(BTreeMap::new()),
             outputs: Mutex::new(BTreeMap::new()),
         });
@@ -213,6 +180,11 @@ impl<'m> MeshLaunch<'m> {
             return Err(e);
         }
         end_checks(&shared)?;
+        // Accesses not ordered by the program's synchronisation, then shards written in part
+        // (both decided whatever the host order, see `order`).
+        if let Some(e) = shared.sync.verdict() {
+            return Err(e);
+        }
         outputs_written(&shared, &launch)?;
         let timeline = replay(logs, shared.links);
         let collectives = shared
@@ -248,6 +220,7 @@ impl<'m> MeshLaunch<'m> {
             next_collective: 0,
             log: Vec::new(),
         });
+        crate::hbm::observe::install(Some(device::observe));
         let instances = self.grid.instances();
         let grid_shape = self.grid.shape();
         let mut error = None;
@@ -280,6 +253,7 @@ impl<'m> MeshLaunch<'m> {
                 break;
             }
         }
+        crate::hbm::observe::install(None);
         shared.sync.device_done(d);
         let state = device::take().expect("installed above");
         (state.log, error)
@@ -343,20 +317,22 @@ fn end_checks(shared: &MeshShared) -> Result<()> {
         let mut left: Vec<_> = sems.iter().filter(|(_, v)| v.value() != 0).collect();
         left.sort_by_key(|(k, _)| **k);
         if let Some((_, sem)) = left.first() {
-            let mut e = NkiError::new(
+            let (from, at) = sem
+                .first_signal()
+                .expect("a semaphore holding a value has a signal");
+            let made = sem.loc.map_or(String::new(), |l| format!(" (made at {l})"));
+            return Err(NkiError::new(
                 ErrorKind::Synchronization,
                 "semaphore",
                 format!(
-                    "semaphore '{}' on {} holds {} at kernel end: a signal or a copy into it was never waited for",
+                    "semaphore '{}' on {}{made} holds {} at kernel end: the signal {} sent at {at} (a semaphore signal or a copy's completion) was never waited for",
                     sem.name,
                     mesh.describe_device(d),
-                    sem.value()
+                    sem.value(),
+                    mesh.describe_device(from),
                 ),
-            );
-            if let Some(l) = sem.loc {
-                e = e.with_loc(l);
-            }
-            return Err(e);
+            )
+            .with_loc(at));
         }
     }
     Ok(())

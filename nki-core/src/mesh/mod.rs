@@ -20,10 +20,14 @@
 //! collectives  all_gather, reduce_scatter, all_reduce, all_to_all, collective_permute,
 //!              barrier; ring / recursive doubling-halving / direct
 //! sync         semaphore state, blocking waits, the copy registry
+//! order        happens-before: vector clocks, shard accesses, race and uninitialised findings
+//! sem          semaphore identities
 //! deadlock     exact deadlock detection
 //! links        per-target link constants (hardware.md §5) and routes
 //! timeline     link and DMA reservations: when a transfer lands
 //! replay       the deterministic timing replay of every device's log
+//! operand      what copies and collectives read and write: HBM views or tiles
+//! shared       the state the devices of a launch share
 //! launch       MeshLaunch: threads, end-of-kernel checks
 //! report       MeshReport: timelines, nccom-test style bandwidths, Perfetto trace
 //! ```
@@ -34,9 +38,13 @@ mod device;
 mod dma;
 mod launch;
 pub mod links;
+mod operand;
+mod order;
 mod replay;
 mod report;
+mod sem;
 mod sharding;
+mod shared;
 mod sync;
 pub mod timeline;
 mod topology;

@@ -11,7 +11,7 @@
 
 use super::links::LinkSpec;
 use super::report::{DeviceTimeline, MeshSpan};
-use super::sync::SemKey;
+use super::sem::SemKey;
 use super::timeline::Wires;
 use crate::error::SourceLoc;
 use std::cmp::Reverse;

@@ -2,7 +2,7 @@
 //! algorithm and bus bandwidth as nccom-test reports them (busbw = algbw x factor [E S20]),
 //! and one Perfetto / Chrome trace with a process per device.
 
-use super::collectives::CollectiveEntry;
+use super::collectives::kind::CollectiveEntry;
 use super::timeline::Transfer;
 use super::topology::Mesh;
 use crate::context::Mode;

@@ -4,6 +4,7 @@
 //! address.
 
 use super::device;
+use super::order::{Marks, Written};
 use super::topology::{DeviceRef, Mesh};
 use crate::access::{Ap, IntoIndex, Shape};
 use crate::dtype::Element;
@@ -12,7 +13,7 @@ use crate::hbm::{Hbm, HbmOut, HbmStorage, HbmView};
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// How each tensor dimension is split over mesh axes (JAX's `PartitionSpec`). A dimension
 /// with no axes is not split; mesh axes that split no dimension replicate the tensor.
@@ -171,6 +172,8 @@ pub struct ShardedHbm<T: Element> {
     spec: PartitionSpec,
     layout: Layout,
     pub(crate) shards: Arc<[Arc<HbmStorage>]>,
+    /// Which elements of each shard were ever written (see `order`).
+    marks: Arc<[Marks]>,
     _t: PhantomData<T>,
 }
 
@@ -179,18 +182,30 @@ impl<T: Element> ShardedHbm<T> {
         mesh: &Mesh,
         global: &[usize],
         spec: PartitionSpec,
+        written: bool,
         mut values: impl FnMut(&Layout, usize) -> Result<Option<Vec<f32>>>,
     ) -> Result<Self> {
         let layout = Layout::new(mesh, global, &spec)?;
         let shape = Shape::new(&layout.shard)?;
-        let shards = (0..mesh.num_devices())
+        let shards: Arc<[Arc<HbmStorage>]> = (0..mesh.num_devices())
             .map(|d| Ok(HbmStorage::new(T::DTYPE, shape, values(&layout, d)?)))
             .collect::<Result<_>>()?;
+        let marks = (0..mesh.num_devices())
+            .map(|_| {
+                let w = if written {
+                    Written::full(shape.numel())
+                } else {
+                    Written::default()
+                };
+                Arc::new(Mutex::new(w))
+            })
+            .collect();
         Ok(ShardedHbm {
             mesh: mesh.clone(),
             spec,
             layout,
             shards,
+            marks,
             _t: PhantomData,
         })
     }
@@ -203,7 +218,7 @@ impl<T: Element> ShardedHbm<T> {
     ) -> Result<Self> {
         let flat: Vec<f32> = a.iter().map(|x| x.to_slot()).collect();
         let m = mesh.clone();
-        Self::build(mesh, a.shape(), spec, |l, d| {
+        Self::build(mesh, a.shape(), spec, true, |l, d| {
             let ap = l.global_view(&m, d);
             let mut out = crate::hbm::try_zeros("ShardedHbm::from_array", &ap.shape, T::DTYPE)?;
             ap.gather(&flat, &mut out);
@@ -214,7 +229,7 @@ impl<T: Element> ShardedHbm<T> {
     /// A zero-filled sharded tensor of global shape `global`. Shards the host cannot allocate
     /// are an [`ErrorKind::HostMemory`] error naming the shard shape and bytes.
     pub fn zeros(mesh: &Mesh, global: &[usize], spec: PartitionSpec) -> Result<Self> {
-        Self::build(mesh, global, spec, |l, _| {
+        Self::build(mesh, global, spec, false, |l, _| {
             let s = Shape::new(&l.shard)?;
             crate::hbm::try_zeros("ShardedHbm::zeros", &s, T::DTYPE).map(Some)
         })
@@ -222,7 +237,7 @@ impl<T: Element> ShardedHbm<T> {
 
     /// A sharded tensor with shapes but no values, for estimate-mode launches of large meshes.
     pub fn shape_only(mesh: &Mesh, global: &[usize], spec: PartitionSpec) -> Result<Self> {
-        Self::build(mesh, global, spec, |_, _| Ok(None))
+        Self::build(mesh, global, spec, false, |_, _| Ok(None))
     }
 
     /// The global tensor, assembled from the shards. Replicas of one block must agree; a
@@ -303,18 +318,33 @@ impl<T: Element> ShardedHbm<T> {
     /// Inside a mesh launch: the running device's shard, as a kernel input.
     #[track_caller]
     pub fn local(&self) -> Hbm<T> {
-        let d = device::current_id("ShardedHbm::local", SourceLoc::caller());
+        let d = self.enter("ShardedHbm::local", SourceLoc::caller());
         Hbm::wrap(self.shards[d].clone())
+    }
+
+    /// Registers the shards with the running mesh launch (for its happens-before checks) and
+    /// returns the running device.
+    fn enter(&self, op: &'static str, loc: SourceLoc) -> usize {
+        let (d, shared) = device::with_device(op, loc, |s| (s.id, s.shared.clone()));
+        let ids: Vec<_> = self
+            .shards
+            .iter()
+            .map(|s| (s.id, s.name.to_string(), s.shape))
+            .collect();
+        shared.sync.register(&ids, &self.marks);
+        d
     }
 
     /// Inside a mesh launch: the running device's shard, as a kernel output (other devices may
     /// copy into it remotely at the same time).
     #[track_caller]
     pub fn local_out(&self) -> HbmOut<'_, T> {
-        let d = device::with_device("ShardedHbm::local_out", SourceLoc::caller(), |s| {
+        let loc = SourceLoc::caller();
+        let d = device::with_device("ShardedHbm::local_out", loc, |s| {
             s.shared.note_output(&self.shards[s.id], Some(s.id));
             s.id
         });
+        self.enter("ShardedHbm::local_out", loc);
         self.out_of(d)
     }
 
@@ -325,7 +355,7 @@ impl<T: Element> ShardedHbm<T> {
     /// Inside a mesh launch: a view of the running device's whole shard.
     #[track_caller]
     pub fn view(&self) -> MeshView {
-        let d = device::current_id("ShardedHbm::view", SourceLoc::caller());
+        let d = self.enter("ShardedHbm::view", SourceLoc::caller());
         self.view_on(d)
     }
 
@@ -335,6 +365,9 @@ impl<T: Element> ShardedHbm<T> {
     pub fn at(&self, device: impl Into<DeviceRef>) -> MeshView {
         let loc = SourceLoc::caller();
         let d = crate::context::check(self.mesh.resolve(&device.into()), loc);
+        if device::try_id().is_some() {
+            self.enter("ShardedHbm::at", loc);
+        }
         self.view_on(d)
     }
 
@@ -457,17 +490,7 @@ impl MeshView {
 
     /// The view's element runs `(offset, len)` in its storage (inner stride expanded).
     pub(crate) fn runs(&self) -> Vec<(usize, usize)> {
-        let s = self.ap.inner_stride();
-        let mut v = Vec::new();
-        self.ap.for_each_row(|off, n| {
-            if s == 1 {
-                v.push((off, n));
-            } else {
-                v.extend((0..n).map(|j| ((off as isize + j as isize * s) as usize, 1)));
-            }
-        });
-        v.sort_unstable();
-        v
+        super::order::runs_of(&self.ap)
     }
 }
 

@@ -1,35 +1,30 @@
-//! Semaphores of all devices of a mesh launch, blocking waits, and the registry of remote
-//! copies (for the unordered-write check and the never-waited check at kernel end).
+//! Semaphores of all devices of a mesh launch, blocking waits, the registry of remote copies
+//! (for the never-waited check at kernel end) and the happens-before state of the launch
+//! ([`super::order`]).
 //!
 //! A wait for `v` consumes `v` increments (their modelled times are replayed afterwards, see
-//! [`super::replay`]). A wait that cannot be satisfied blocks its device thread; [`super::deadlock`] decides, under
-//! the same lock, when no device can ever signal again.
+//! [`super::replay`]) and joins the clocks they carry. A wait that cannot be satisfied blocks
+//! its device thread; [`super::deadlock`] decides, under the same lock, when no device can
+//! ever signal again.
 
 use super::deadlock::{self, Blocked};
+use super::order::{Clock, CopyId, Marks, Order};
+use super::sem::SemKey;
+use crate::access::Ap;
 use crate::context::LaunchShared;
-use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
-use std::collections::{BTreeMap, HashMap};
+use crate::error::{NkiError, SourceLoc};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// A semaphore's identity, the same on every device (semaphores are allocated symmetrically).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum SemKey {
-    /// The n-th semaphore the kernel allocated with `mesh::semaphore`.
-    User(u32),
-    /// Semaphore `slot` of the device's `seq`-th collective.
-    Collective {
-        /// Collective sequence number on the device.
-        seq: u32,
-        /// Slot inside the collective.
-        slot: u32,
-    },
-}
-
-/// One increment of a semaphore, and the copy that signalled it.
-#[derive(Clone, Copy, Debug)]
+/// One increment of a semaphore: the copy that signalled it, the clock it carries, and who
+/// signalled it where.
+#[derive(Clone, Debug)]
 struct Unit {
     copy: Option<u64>,
+    clock: Clock,
+    from: usize,
+    loc: SourceLoc,
 }
 
 /// A semaphore on one device.
@@ -45,6 +40,11 @@ impl Sem {
     pub(crate) fn value(&self) -> usize {
         self.units.len()
     }
+
+    /// The device and line of the oldest increment not consumed.
+    pub(crate) fn first_signal(&self) -> Option<(usize, SourceLoc)> {
+        self.units.first().map(|u| (u.from, u.loc))
+    }
 }
 
 /// A remote or local async copy between its start and its completion being observed.
@@ -53,8 +53,6 @@ pub(crate) struct CopyState {
     pub(crate) src: usize,
     pub(crate) dst: usize,
     pub(crate) loc: SourceLoc,
-    pub(crate) storage: u64,
-    pub(crate) runs: Vec<(usize, usize)>,
     pub(crate) send_waited: bool,
     pub(crate) delivered: bool,
 }
@@ -70,6 +68,11 @@ pub(crate) struct SyncState {
     pub(crate) deadlock: Option<NkiError>,
     pub(crate) copies: HashMap<u64, CopyState>,
     next_copy: u64,
+    /// The devices that entered each collective, by sequence number.
+    joined: BTreeMap<u32, BTreeSet<usize>>,
+    /// Happens-before: clocks, shard accesses, findings.
+    pub(crate) order: Order,
+    names: Vec<String>,
 }
 
 /// Why a wait ended without being satisfied.
@@ -88,7 +91,9 @@ pub(crate) struct MeshSync {
 }
 
 impl MeshSync {
-    pub(crate) fn new(devices: usize, launch: Arc<LaunchShared>) -> MeshSync {
+    /// The state of a launch over devices named `names`.
+    pub(crate) fn new(names: Vec<String>, launch: Arc<LaunchShared>) -> MeshSync {
+        let devices = names.len();
         MeshSync {
             state: Mutex::new(SyncState {
                 sems: (0..devices).map(|_| HashMap::new()).collect(),
@@ -97,6 +102,9 @@ impl MeshSync {
                 deadlock: None,
                 copies: HashMap::new(),
                 next_copy: 0,
+                joined: BTreeMap::new(),
+                order: Order::new(names.clone()),
+                names,
             }),
             cv: Condvar::new(),
             launch,
@@ -115,12 +123,52 @@ impl MeshSync {
         s.loc = Some(loc);
     }
 
-    /// Adds `n` increments to semaphore `key` of `device`.
-    pub(crate) fn signal(&self, device: usize, key: SemKey, n: u32, copy: Option<u64>) {
+    /// Adds `n` increments to semaphore `key` of `device`, signalled by device `from` at
+    /// `loc` (they carry `from`'s clock).
+    pub(crate) fn signal(&self, from: usize, device: usize, key: SemKey, n: u32, loc: SourceLoc) {
         let mut g = self.lock();
-        g.signal(device, key, n, copy);
+        let clock = g.order.release(from);
+        g.signal(device, key, n, None, clock, from, loc);
         drop(g);
         self.cv.notify_all();
+    }
+
+    /// Registers the shards `ids` (named, shaped, with their written marks; shard `i` on
+    /// device `i`) the running kernel addresses.
+    pub(crate) fn register(&self, shards: &[(u64, String, crate::access::Shape)], marks: &[Marks]) {
+        let mut g = self.lock();
+        if shards.first().is_some_and(|s| g.order.knows(s.0)) {
+            return;
+        }
+        for (d, ((id, name, shape), m)) in shards.iter().zip(marks).enumerate() {
+            g.order.register(*id, name, *shape, d, m);
+        }
+    }
+
+    /// A local load (`writes` false) or store of the elements `ap` of shard `id` by `device`.
+    pub(crate) fn local(
+        &self,
+        device: usize,
+        id: u64,
+        ap: &Ap,
+        writes: bool,
+        op: &'static str,
+        loc: SourceLoc,
+    ) {
+        let mut g = self.lock();
+        if g.order.knows(id) {
+            g.order.local(device, id, ap, writes, op, loc);
+        }
+    }
+
+    /// Device `device` entered collective `seq`.
+    pub(crate) fn joined(&self, seq: u32, device: usize) {
+        self.lock().joined.entry(seq).or_default().insert(device);
+    }
+
+    /// The launch's happens-before verdict (see [`Order::verdict`]).
+    pub(crate) fn verdict(&self) -> Option<NkiError> {
+        self.lock().order.verdict()
     }
 
     /// The current value of semaphore `key` on `device`.
@@ -153,7 +201,7 @@ impl MeshSync {
             }
             let b = describe(&g);
             g.blocked.insert(device, b);
-            if let Some(e) = deadlock::detect(&g) {
+            if let Some(e) = g.detect() {
                 g.deadlock = Some(e.clone());
                 drop(g);
                 self.cv.notify_all();
@@ -174,7 +222,7 @@ impl MeshSync {
         g.live -= 1;
         g.blocked.remove(&device);
         if g.deadlock.is_none() {
-            if let Some(e) = deadlock::detect(&g) {
+            if let Some(e) = g.detect() {
                 g.deadlock = Some(e);
             }
         }
@@ -188,36 +236,33 @@ impl MeshSync {
         self.cv.notify_all();
     }
 
-    /// Registers a started copy; an overlapping copy into the same buffer that is still in
-    /// flight (its completion not yet observed by a wait) is an unordered-write error.
+    /// Registers a copy started by device `c.src` from the elements `from` of a shard (`None`:
+    /// a tile) into the elements `to` of shard `dst_id`, checks it against the accesses it is
+    /// not ordered with ([`Order::copy`]) and signals its receive semaphore `recv` on the
+    /// destination and its send semaphore `send` here. Returns its registry id.
     pub(crate) fn start_copy(
         &self,
         c: CopyState,
-        describe: impl Fn(usize) -> String,
-    ) -> Result<u64> {
+        from: Option<(u64, Vec<(usize, usize)>)>,
+        (dst_id, to): (u64, Vec<(usize, usize)>),
+        (send, recv): (Option<SemKey>, SemKey),
+    ) -> u64 {
         let mut g = self.lock();
-        if let Some(o) = g
-            .copies
-            .values()
-            .find(|o| !o.delivered && o.storage == c.storage && runs_overlap(&o.runs, &c.runs))
-        {
-            return Err(NkiError::new(
-                ErrorKind::OutputDependency,
-                "remote_copy",
-                format!(
-                    "{} (copy started at {}) and {} (copy started at {}) write overlapping elements of a buffer on {} without ordering: wait for the first copy's receive semaphore before starting the second",
-                    describe(o.src),
-                    o.loc,
-                    describe(c.src),
-                    c.loc,
-                    describe(c.dst)
-                ),
-            ));
-        }
+        let (src, dst, loc) = (c.src, c.dst, c.loc);
         let id = g.next_copy;
         g.next_copy += 1;
         g.copies.insert(id, c);
-        Ok(id)
+        let clock = g.order.release(src);
+        let copy: CopyId = g.order.copy(src, &clock, from, dst_id, dst, to, loc);
+        let landed = Order::copy_clock(&clock, copy, true);
+        g.signal(dst, recv, 1, Some(id), landed, src, loc);
+        if let Some(s) = send {
+            let sent = Order::copy_clock(&clock, copy, false);
+            g.signal(src, s, 1, None, sent, src, loc);
+        }
+        drop(g);
+        self.cv.notify_all();
+        id
     }
 
     /// Marks the send side of copy `id` as waited.
@@ -237,9 +282,34 @@ impl MeshSync {
 }
 
 impl SyncState {
-    fn signal(&mut self, device: usize, key: SemKey, n: u32, copy: Option<u64>) {
+    #[allow(clippy::too_many_arguments)]
+    fn signal(
+        &mut self,
+        device: usize,
+        key: SemKey,
+        n: u32,
+        copy: Option<u64>,
+        clock: Clock,
+        from: usize,
+        loc: SourceLoc,
+    ) {
         let s = self.sems[device].entry(key).or_default();
-        s.units.extend((0..n).map(|_| Unit { copy }));
+        s.units.extend((0..n).map(|_| Unit {
+            copy,
+            clock: clock.clone(),
+            from,
+            loc,
+        }));
+    }
+
+    fn detect(&self) -> Option<NkiError> {
+        let view = deadlock::View {
+            live: self.live,
+            blocked: &self.blocked,
+            joined: &self.joined,
+            names: &self.names,
+        };
+        deadlock::detect(&view, |d, k| self.sems[d].get(&k).map_or(0, Sem::value))
     }
 
     /// Takes `n` increments, oldest first; a copy whose increment is taken is delivered.
@@ -251,6 +321,9 @@ impl SyncState {
             .get_mut(&key)
             .expect("checked by the caller");
         let taken: Vec<Unit> = s.units.drain(..n).collect();
+        for u in &taken {
+            self.order.acquire(device, &u.clock);
+        }
         for u in &taken {
             let Some(id) = u.copy else { continue };
             let done = match self.copies.get_mut(&id) {
@@ -267,42 +340,15 @@ impl SyncState {
     }
 }
 
-/// True when two sorted lists of element runs share an element.
-fn runs_overlap(a: &[(usize, usize)], b: &[(usize, usize)]) -> bool {
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        let (sa, ea) = (a[i].0, a[i].0 + a[i].1);
-        let (sb, eb) = (b[j].0, b[j].0 + b[j].1);
-        if sa < eb && sb < ea {
-            return true;
-        }
-        if ea <= eb {
-            i += 1;
-        } else {
-            j += 1;
-        }
-    }
-    false
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn run_overlap_is_exact_for_interleaved_columns() {
-        // Two column halves of a 4x4 row-major buffer interleave but never share an element.
-        let left = vec![(0, 2), (4, 2), (8, 2), (12, 2)];
-        let right = vec![(2, 2), (6, 2), (10, 2), (14, 2)];
-        assert!(!runs_overlap(&left, &right));
-        assert!(runs_overlap(&left, &[(5, 1)]));
-    }
-
-    #[test]
     fn waits_consume_what_they_wait_for() {
-        let sync = MeshSync::new(1, LaunchShared::new());
+        let sync = MeshSync::new(vec!["device 0".into()], LaunchShared::new());
         let k = SemKey::User(0);
-        sync.signal(0, k, 3, None);
+        sync.signal(0, 0, k, 3, SourceLoc::caller());
         assert!(sync.wait(0, k, 2, |_| unreachable!()).is_ok());
         assert_eq!(sync.value(0, k), 1);
     }

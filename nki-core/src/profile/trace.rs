@@ -5,24 +5,48 @@
 //! opcode, NKI call, shapes, dtypes, program id and source line in `args`.
 
 use super::summary::{OpInfo, Profile, Track};
+use crate::record::Engine;
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 use std::path::Path;
 
-/// Thread id of a track: engines first, then DMA engines, then DMA queue lanes.
-pub fn track_tid(t: Track) -> u32 {
+/// The trace's tracks in display order, one row per kind of track with how many threads the
+/// kind has: a track's thread id is the number of threads of the rows before its row plus its
+/// index within the row, so every track has its own id (no id is numbered by hand).
+const TRACK_ROWS: [u32; 10] = [
+    1,                    // TensorE LoadStationary
+    1,                    // TensorMatrixE MultiplyMoving
+    1,                    // VectorE
+    1,                    // ScalarE
+    1,                    // GpSimdE
+    1,                    // SyncE
+    1,                    // pre/postamble
+    Engine::COUNT as u32, // "<engine> stalls", by engine index
+    1 << u8::BITS,        // DMA engines (a u8 index)
+    1 << u16::BITS,       // DMA queue lanes (a u16 index)
+];
+
+/// Row of [`TRACK_ROWS`] of a track and its index within the row.
+fn track_row(t: Track) -> (usize, u32) {
     match t {
-        Track::LoadStationary => 0,
-        Track::MultiplyMoving => 1,
-        Track::Vector => 2,
-        Track::Scalar => 3,
-        Track::GpSimd => 4,
-        Track::Sync => 5,
-        Track::Stall(e) => 6 + e.index() as u32,
-        Track::Launch => 9,
-        Track::DmaEngine(e) => 20 + e as u32,
-        Track::DmaQueue(q) => 100 + q as u32,
+        Track::LoadStationary => (0, 0),
+        Track::MultiplyMoving => (1, 0),
+        Track::Vector => (2, 0),
+        Track::Scalar => (3, 0),
+        Track::GpSimd => (4, 0),
+        Track::Sync => (5, 0),
+        Track::Launch => (6, 0),
+        Track::Stall(e) => (7, e.index() as u32),
+        Track::DmaEngine(e) => (8, e as u32),
+        Track::DmaQueue(q) => (9, q as u32),
     }
+}
+
+/// Thread id of a track: its place in [`TRACK_ROWS`] (engines, the pre/postamble, the stall
+/// tracks, then DMA engines and DMA queue lanes).
+pub fn track_tid(t: Track) -> u32 {
+    let (row, k) = track_row(t);
+    TRACK_ROWS[..row].iter().sum::<u32>() + k
 }
 
 fn json_str(s: &str) -> String {
@@ -160,4 +184,33 @@ pub fn write_chrome_trace<W: Write>(p: &Profile, w: &mut W) -> io::Result<()> {
         )?;
     }
     writeln!(w, "\n]}}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_track_has_its_own_thread_id_in_display_order() {
+        let mut tracks = vec![
+            Track::LoadStationary,
+            Track::MultiplyMoving,
+            Track::Vector,
+            Track::Scalar,
+            Track::GpSimd,
+            Track::Sync,
+            Track::Launch,
+        ];
+        tracks.extend(Engine::ALL.iter().map(|&e| Track::Stall(e)));
+        tracks.extend((0..=u8::MAX).map(Track::DmaEngine));
+        tracks.extend((0..=u16::MAX).map(Track::DmaQueue));
+        let tids: Vec<u32> = tracks.iter().map(|&t| track_tid(t)).collect();
+        // Consecutive from 0 in this order: distinct, none skipped.
+        assert_eq!(tids, (0..tracks.len() as u32).collect::<Vec<_>>());
+        // The stall tracks no longer share an id with the pre/postamble.
+        assert_ne!(
+            track_tid(Track::Stall(Engine::GpSimd)),
+            track_tid(Track::Launch)
+        );
+    }
 }

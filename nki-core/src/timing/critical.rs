@@ -8,11 +8,9 @@
 //! its bytes take longer than its fixed costs, else to DMA count/latency. The gap before a
 //! record that waited for a dependency is a dependency stall (for a DMA: its trigger latency).
 
-use super::cost;
 use super::schedule::{Cause, Schedule};
 use crate::profile::{Bound, BoundShare};
 use crate::record::Engine;
-use crate::target::TargetSpec;
 
 /// Accumulated critical-path time per [`Bound`].
 #[derive(Default)]
@@ -28,14 +26,6 @@ impl Tally {
             None => self.0.push((bound, ns)),
         }
     }
-}
-
-/// True when a DMA's own time is spent on bandwidth: moving its largest engine share takes
-/// longer than the per-DMA engine minimum and the small-transfer floor (else it is bound by
-/// DMA count/latency). The scheduler evaluates it on each DMA's plan once.
-pub(crate) fn bandwidth_bound(spec: &TargetSpec, plan: &cost::DmaPlan) -> bool {
-    let bytes_ns = plan.busiest_ns;
-    bytes_ns > spec.dma_engine_min_ns && bytes_ns > plan.floor_ns
 }
 
 /// The critical path of `sch` (whose last record ends at `active_ns`) plus `overhead_ns` of

@@ -10,11 +10,9 @@
 //! is finished or dropped: a kernel that fails or panics drops its feed with its instance
 //! context, which closes the channel.
 
+use super::cost::CostFacts;
 use super::prepare::Prepared;
-use crate::dtype::DType;
-use crate::error::SourceLoc;
-use crate::math::AluOp;
-use crate::record::{DmaDims, Engine, Instr, MatmulDims, Opcode, Region};
+use crate::record::{Instr, Region};
 use crate::target::Target;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Mutex;
@@ -23,24 +21,12 @@ use std::thread::JoinHandle;
 /// Records per chunk handed to the modelling thread.
 pub(super) const CHUNK: usize = 2048;
 
-/// What the preparation reads of a record besides its regions: the fields the cost rules
-/// ([`cost`](super::cost)) read, so not its API name, source line or loop position. Compact:
-/// the kernel thread copies it for every record.
+/// What the preparation reads of a record: its cost facts (the fields the cost rules read,
+/// not its API name, source line or loop position) and how many of the regions that follow
+/// it in its chunk it reads and writes. Compact: the kernel thread copies it for every record.
 #[derive(Clone, Copy)]
 struct Head {
-    engine: Engine,
-    opcode: Opcode,
-    partitions: u32,
-    free: u32,
-    inputs: u8,
-    in_dtype: DType,
-    out_dtype: DType,
-    psum: bool,
-    contiguous: bool,
-    matmul: Option<MatmulDims>,
-    dma: Option<DmaDims>,
-    alu: Option<AluOp>,
-    accumulate: bool,
+    facts: CostFacts,
     /// How many regions the record reads and writes.
     reads: u32,
     writes: u32,
@@ -49,50 +35,12 @@ struct Head {
 impl Head {
     fn of(r: &Instr) -> Head {
         Head {
-            engine: r.engine,
-            opcode: r.opcode,
-            partitions: r.partitions,
-            free: r.free,
-            inputs: r.inputs,
-            in_dtype: r.in_dtype,
-            out_dtype: r.out_dtype,
-            psum: r.psum,
-            contiguous: r.contiguous,
-            matmul: r.matmul,
-            dma: r.dma,
-            alu: r.alu,
-            accumulate: r.accumulate,
+            facts: CostFacts::of(r),
             reads: r.reads.len() as u32,
             writes: r.writes.len() as u32,
         }
     }
-
-    /// The record again as far as the costs read it (no regions, API name, source line or
-    /// loop position).
-    fn instr(&self) -> Instr {
-        Instr {
-            partitions: self.partitions,
-            free: self.free,
-            inputs: self.inputs,
-            in_dtype: self.in_dtype,
-            out_dtype: self.out_dtype,
-            psum: self.psum,
-            contiguous: self.contiguous,
-            matmul: self.matmul,
-            dma: self.dma,
-            alu: self.alu,
-            accumulate: self.accumulate,
-            ..Instr::new(self.engine, self.opcode, "", NO_LOC)
-        }
-    }
 }
-
-/// The source line of a record rebuilt from its [`Head`] (never read).
-const NO_LOC: SourceLoc = SourceLoc {
-    file: "",
-    line: 0,
-    column: 0,
-};
 
 /// A run of records, in program order.
 #[derive(Default)]
@@ -115,7 +63,7 @@ impl Chunk {
             let (nr, nw) = (h.reads as usize, h.writes as usize);
             let reads = &self.regions[at..at + nr];
             let writes = &self.regions[at + nr..at + nr + nw];
-            prep.add(&h.instr(), reads, writes, 0);
+            prep.add(&h.facts, reads, writes, 0);
             at += nr + nw;
         }
     }
@@ -264,7 +212,10 @@ fn start(target: Target, nc: usize) -> Option<Worker> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{AffinePos, BufId, MemKind};
+    use crate::dtype::DType;
+    use crate::error::SourceLoc;
+    use crate::math::AluOp;
+    use crate::record::{AffinePos, BufId, DmaDims, Engine, MatmulDims, MemKind, Opcode};
     use crate::timing::cost;
 
     /// Records of every engine with every field a record can carry set (API name, source
@@ -332,34 +283,51 @@ mod tests {
     }
 
     #[test]
-    fn the_feed_copy_of_a_record_costs_what_the_record_costs() {
-        // The feed hands the cost rules a copy with only the fields in `Head`: a rule that
-        // starts reading another field fails here instead of costing a default on one path.
+    fn a_fed_preparation_costs_every_record_as_the_direct_one() {
+        // Several chunks of records of every engine with every field set, prepared by the
+        // feed's thread as they are "recorded" and directly from the stream afterwards: every
+        // record gets bit-identical costs (DMA plans included) on both paths.
         for target in [Target::Trn1, Target::Trn2, Target::Trn3] {
             let spec = target.spec();
-            for r in full_records() {
-                let copy = Head::of(&r).instr();
-                let what = format!("{:?} {:?} on {target:?}", r.engine, r.opcode);
+            let recs: Vec<Instr> = full_records()
+                .into_iter()
+                .cycle()
+                .take(CHUNK * 2 + 5)
+                .collect();
+            let mut feed = RecordFeed::new(target, 0);
+            for r in &recs {
+                feed.push(r);
+            }
+            let fed = feed.finish(recs.len()).expect("the feed's thread ran");
+            let stream = crate::record::CoreStream {
+                nc: 0,
+                instances: vec![(Vec::new(), recs.clone())],
+            };
+            let direct = Prepared::of_streams(std::slice::from_ref(&stream), spec, None);
+            let (mut a, mut b) = (cost::DmaPlan::default(), cost::DmaPlan::default());
+            for (i, r) in recs.iter().enumerate() {
+                let what = format!("record {i}: {:?} {:?} on {target:?}", r.engine, r.opcode);
                 match r.engine {
                     Engine::Dma => {
-                        assert_eq!(
-                            cost::dma_plan(spec, &copy),
-                            cost::dma_plan(spec, &r),
-                            "{what}"
-                        )
+                        fed.costs.dma_plan_into(spec, i, r, &mut a);
+                        direct.costs.dma_plan_into(spec, i, r, &mut b);
+                        assert_eq!(a, b, "{what}");
+                        assert_eq!(a, cost::dma_plan(spec, r), "{what}");
                     }
                     Engine::Tensor => assert_eq!(
-                        cost::tensor_cost(spec, &copy),
-                        cost::tensor_cost(spec, &r),
+                        fed.costs.tensor(spec, i, r),
+                        direct.costs.tensor(spec, i, r),
                         "{what}"
                     ),
                     _ => assert_eq!(
-                        cost::compute_ns(spec, &copy).to_bits(),
-                        cost::compute_ns(spec, &r).to_bits(),
+                        fed.costs.compute_ns(spec, i, r).to_bits(),
+                        direct.costs.compute_ns(spec, i, r).to_bits(),
                         "{what}"
                     ),
                 }
             }
+            fed.recycle();
+            direct.recycle();
         }
     }
 }

@@ -12,12 +12,19 @@
 //! section for sources and fitted parameters.
 
 pub mod cost;
+mod dma;
+mod facts;
+mod order;
+mod tensor;
+
 mod critical;
+mod deps;
 pub(crate) mod fast_hash;
 mod feed;
 mod prepare;
 mod rows;
 mod schedule;
+mod scratch;
 mod spans;
 
 pub(crate) use feed::RecordFeed;

@@ -4,8 +4,9 @@
 //! [`RecordFeed`](super::feed::RecordFeed)); a launch that was not fed prepares its records
 //! the same way before placing them ([`Prepared::of_streams`]).
 
-use super::cost::{self, DmaPlan, TensorCost};
-use super::schedule::{DepPass, SimScratch};
+use super::cost::{self, CostFacts, DmaPlan, TensorCost};
+use super::deps::DepPass;
+use super::scratch::SimScratch;
 use crate::record::{CoreStream, Engine, Instr, Region};
 use crate::target::TargetSpec;
 use std::sync::Mutex;
@@ -281,7 +282,7 @@ impl Prepared {
             prep.begin_core(pos, s.nc);
             for (ii, (_, rs)) in s.instances.iter().enumerate() {
                 for r in rs {
-                    prep.add(r, &r.reads, &r.writes, ii as u32);
+                    prep.add(&CostFacts::of(r), &r.reads, &r.writes, ii as u32);
                 }
             }
         }
@@ -321,10 +322,15 @@ impl Prepared {
         self.cores.push(facts);
     }
 
-    /// Prepares record `r`, the next record of the current stream, issued by its instance
-    /// `instance`; it reads `reads` and writes `writes` (its regions, which `r` itself need
-    /// not hold).
-    pub(crate) fn add(&mut self, r: &Instr, reads: &[Region], writes: &[Region], instance: u32) {
+    /// Prepares the next record of the current stream, whose cost facts are `r`, issued by
+    /// its instance `instance`; it reads `reads` and writes `writes`.
+    pub(crate) fn add(
+        &mut self,
+        r: &CostFacts,
+        reads: &[Region],
+        writes: &[Region],
+        instance: u32,
+    ) {
         if self.cores.is_empty() {
             self.begin_core(0, 0);
         }

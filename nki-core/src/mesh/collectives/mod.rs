@@ -10,18 +10,21 @@
 //! when the last device leaves the collective.
 
 mod direct;
-mod operand;
-
-pub use operand::Operand;
+pub(crate) mod kind;
 mod recursive;
 mod ring;
 
+pub use super::operand::Operand;
+pub(crate) use kind::CollectiveEntry;
+pub use kind::{Algorithm, CollectiveKind};
+
+use super::deadlock::InCollective;
 use super::device::with_device;
-use super::dma::{start_copy, wait, write_values};
-use super::launch::MeshShared;
+use super::dma::{start_copy, wait_in, write_values};
 use super::replay::Step;
+use super::sem::SemKey;
 use super::sharding::MeshView;
-use super::sync::SemKey;
+use super::shared::MeshShared;
 use super::topology::ReplicaGroups;
 use crate::access::{Ap, Shape};
 use crate::context;
@@ -29,92 +32,10 @@ use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::HbmStorage;
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::Arc;
 
 /// Semaphore slots (and scratch keys) reserved for each phase of a collective.
 pub(crate) const SLOTS: u32 = 1 << 16;
-
-/// How a collective moves its data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Algorithm {
-    /// r-1 steps, each to the next rank: full link use, O(r) latency.
-    Ring,
-    /// log2(r) steps exchanging with rank xor 2^k (doubling for gathers, halving for
-    /// reductions; all_reduce is halving then doubling). Needs a power-of-two group.
-    RecursiveDoubling,
-    /// One step: every rank sends to every other rank (the "mesh" algorithm).
-    Direct,
-}
-
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Algorithm::Ring => "ring",
-            Algorithm::RecursiveDoubling => "recursive-doubling",
-            Algorithm::Direct => "direct",
-        })
-    }
-}
-
-/// A collective's kind, with nccom-test's bus-bandwidth factor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CollectiveKind {
-    /// all_gather.
-    AllGather,
-    /// reduce_scatter.
-    ReduceScatter,
-    /// all_reduce.
-    AllReduce,
-    /// all_to_all.
-    AllToAll,
-    /// collective_permute.
-    Permute,
-    /// barrier.
-    Barrier,
-}
-
-impl CollectiveKind {
-    /// The NKI name.
-    pub fn name(self) -> &'static str {
-        match self {
-            CollectiveKind::AllGather => "all_gather",
-            CollectiveKind::ReduceScatter => "reduce_scatter",
-            CollectiveKind::AllReduce => "all_reduce",
-            CollectiveKind::AllToAll => "all_to_all",
-            CollectiveKind::Permute => "collective_permute",
-            CollectiveKind::Barrier => "barrier",
-        }
-    }
-
-    /// busbw / algbw for `r` ranks, as nccom-test reports it [E S20]: all_reduce 2(r-1)/r;
-    /// all_gather, reduce_scatter, all_to_all (r-1)/r; permute 1.
-    pub fn bus_factor(self, r: usize) -> f64 {
-        let r = r.max(1) as f64;
-        match self {
-            CollectiveKind::AllReduce => 2.0 * (r - 1.0) / r,
-            CollectiveKind::AllGather
-            | CollectiveKind::ReduceScatter
-            | CollectiveKind::AllToAll => (r - 1.0) / r,
-            CollectiveKind::Permute | CollectiveKind::Barrier => 1.0,
-        }
-    }
-}
-
-/// The registry entry of the n-th collective of every device.
-pub(crate) struct CollectiveEntry {
-    pub(crate) kind: CollectiveKind,
-    pub(crate) algorithm: Option<Algorithm>,
-    signature: String,
-    first: (usize, SourceLoc),
-    pub(crate) ranks: usize,
-    /// Bytes per rank: max(input, output), as the profiler's algorithm bandwidth counts.
-    pub(crate) bytes: u64,
-    /// Devices that left it.
-    finished: usize,
-    participants: usize,
-    scratch: HashMap<u32, Arc<[Arc<HbmStorage>]>>,
-}
 
 /// One device's part in one collective call.
 pub(crate) struct Call {
@@ -148,6 +69,7 @@ impl Call {
             Some((g, r)) => (g.to_vec(), r),
             None => return None,
         };
+        shared.sync.joined(seq, me);
         {
             let mut reg = shared.collectives();
             let e = reg.entry(seq).or_insert_with(|| CollectiveEntry {
@@ -223,12 +145,26 @@ impl Call {
         start_copy(src, dst, Some(self.sem(slot + 1)), self.sem(slot), self.loc)
     }
 
+    /// This collective, for deadlock reports.
+    fn within(&self) -> Option<InCollective> {
+        Some(InCollective {
+            name: self.name(),
+            seq: self.seq,
+            group: self.group.clone(),
+        })
+    }
+
     /// Waits until the copies `ids` (started with [`Call::send`] on `slot`) left this device.
     pub(crate) fn wait_sent(&self, ids: &[u64], slot: u32) {
         if ids.is_empty() {
             return;
         }
-        wait(self.sem(slot + 1), ids.len() as u32, self.loc);
+        wait_in(
+            self.sem(slot + 1),
+            ids.len() as u32,
+            self.loc,
+            self.within(),
+        );
         for &id in ids {
             self.shared.sync.copy_waited(id);
         }
@@ -237,7 +173,7 @@ impl Call {
     /// Waits until `n` copies landed in receive slot `slot` of this device.
     pub(crate) fn wait_received(&self, n: usize, slot: u32) {
         self.name_slots(slot);
-        wait(self.sem(slot), n as u32, self.loc);
+        wait_in(self.sem(slot), n as u32, self.loc, self.within());
     }
 
     /// A local copy `src` -> `dst`, waited on.
@@ -298,6 +234,7 @@ impl Call {
 
     /// Reads a view's values (as fp32 sees them; none in estimate mode).
     pub(crate) fn read(&self, v: &MeshView) -> Vec<f32> {
+        crate::hbm::observe::notify(v.storage().id, &v.ap, false, self.name(), self.loc);
         if !self.executes() {
             return Vec::new();
         }
@@ -310,6 +247,7 @@ impl Call {
     /// Writes values into a local view (nothing in estimate mode).
     pub(crate) fn write(&self, v: &MeshView, mut vals: Vec<f32>) {
         super::dma::note_written(v.storage());
+        crate::hbm::observe::notify(v.storage().id, &v.ap, true, self.name(), self.loc);
         if self.executes() {
             context::check(write_values(v, &mut vals), self.loc);
         }
@@ -354,6 +292,43 @@ impl Call {
             if e.finished == e.participants {
                 e.scratch.clear();
             }
+        }
+    }
+}
+
+/// Scratch key of the staging buffer of a source (0) or destination (1) tile.
+const STAGING: u32 = 7 * SLOTS;
+
+// Tiles live on their device's thread, so a tile operand is staged: its values are copied
+// into a buffer of the tile's dtype allocated symmetrically on every device (peers write into
+// the destination's staging buffer as they would into HBM), the collective runs on the
+// staging buffers, and the destination tile takes the result when the collective ends.
+
+/// The view the collective works on: the HBM view itself, or the tile's staging buffer
+/// (slot 0 for a source, 1 for a destination) holding the tile's current values.
+fn stage(op: &Operand, c: &Call, slot: u32) -> MeshView {
+    let t = match op {
+        Operand::Hbm(v) => {
+            check_local(c.name(), v, ["source", "destination"][slot as usize], c.loc);
+            return v.clone();
+        }
+        Operand::Tile(t) => t,
+    };
+    let v = c.scratch_of(STAGING + slot, t.shape(), t.dtype());
+    if c.executes() && t.tile().init.get() {
+        let mut vals = t.gather(c.name(), c.loc);
+        context::check(write_values(&v, &mut vals), c.loc);
+    }
+    v
+}
+
+/// Hands a destination tile the result left in its staging buffer `v`.
+fn unstage(op: &Operand, c: &Call, v: &MeshView) {
+    if let Operand::Tile(t) = op {
+        if c.executes() {
+            t.scatter(c.read(v));
+        } else {
+            t.mark_written();
         }
     }
 }
@@ -449,7 +424,7 @@ struct Entered<'a> {
 impl Entered<'_> {
     /// Hands a destination tile its result and leaves the collective.
     fn finish(self) {
-        self.dst_operand.unstage(&self.c, &self.dst);
+        unstage(&self.dst_operand, &self.c, &self.dst);
         self.c.finish();
     }
 }
@@ -474,7 +449,7 @@ fn enter<'a>(
         dst.shape()
     );
     let c = Call::begin(kind, alg, groups, sig, loc)?;
-    let (s, d) = (src.stage(&c, 0), dst.stage(&c, 1));
+    let (s, d) = (stage(&src, &c, 0), stage(&dst, &c, 1));
     context::check(check(c.size(), &s, &d), loc);
     c.set_bytes(s.bytes().max(d.bytes()));
     Some(Entered {

@@ -1,0 +1,381 @@
+//! Mesh checks by happens-before (issue 20 item 1): every racy program fails with the same
+//! error and every correctly synchronised program gives the same values, run after run,
+//! whatever order the host runs the device threads in. Each program runs 50 times with
+//! different host interleavings: a different number of competing host threads each run, and
+//! per-device delays before the communication steps chosen from the run number.
+
+use nki_core::dtype::DType;
+use nki_core::error::{ErrorKind, NkiError};
+use nki_core::mesh::{self, Algorithm, Mesh, MeshLaunch, PartitionSpec, ReplicaGroups, ShardedHbm};
+use nki_core::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+const RUNS: usize = 50;
+
+/// A pseudo-random delay of 0 to 2 ms for `device` at step `step` of run `run`.
+fn jitter(run: usize, step: usize) {
+    let d = mesh::device_id();
+    let mut h = (run as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ (d as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9)
+        ^ (step as u64 + 1).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 29;
+    let us = h % 2000;
+    if us > 600 {
+        std::thread::sleep(Duration::from_micros(us));
+    }
+}
+
+/// Runs `program(run)` [`RUNS`] times, with `run % 4` host threads spinning beside it, and
+/// returns the outcomes.
+fn outcomes<T>(program: impl Fn(usize) -> T) -> Vec<T> {
+    (0..RUNS)
+        .map(|run| {
+            let stop = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                for _ in 0..run % 4 {
+                    s.spawn(|| {
+                        while !stop.load(Ordering::Relaxed) {
+                            std::hint::spin_loop();
+                        }
+                    });
+                }
+                let r = program(run);
+                stop.store(true, Ordering::Relaxed);
+                r
+            })
+        })
+        .collect()
+}
+
+/// `e` as text, with tensor names (`hbm123`, numbered anew each run) made `hbm#`.
+fn text(e: &NkiError) -> String {
+    let s = e.to_string();
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s.as_str();
+    while let Some(i) = rest.find("hbm") {
+        out.push_str(&rest[..i + 3]);
+        rest = rest[i + 3..].trim_start_matches(|c: char| c.is_ascii_digit());
+        out.push('#');
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Asserts every run failed with one and the same error; returns it.
+fn same_error(runs: Vec<Result<Vec<f32>, NkiError>>) -> NkiError {
+    let first = runs[0].clone().expect_err("the racy program must fail");
+    for (i, r) in runs.iter().enumerate() {
+        let e = r
+            .as_ref()
+            .map(|v| panic!("run {i} did not fail: {v:?}"))
+            .unwrap_err();
+        assert_eq!(text(e), text(&first), "run {i} differs");
+    }
+    first
+}
+
+/// Asserts every run succeeded with identical values; returns them.
+fn same_values(runs: Vec<Result<Vec<f32>, NkiError>>) -> Vec<f32> {
+    let first = runs[0].clone().unwrap();
+    for (i, r) in runs.iter().enumerate() {
+        let v = r.as_ref().unwrap_or_else(|e| panic!("run {i}: {e}"));
+        assert!(
+            v.iter()
+                .zip(&first)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "run {i} differs"
+        );
+    }
+    first
+}
+
+fn ring(n: usize) -> Mesh {
+    Mesh::new([n], ["x"]).unwrap()
+}
+
+fn p<const N: usize>(d: [Option<&str>; N]) -> PartitionSpec {
+    PartitionSpec::new(d)
+}
+
+fn iota(rows: usize, cols: usize) -> ndarray::Array2<f32> {
+    ndarray::Array2::from_shape_fn((rows, cols), |(i, j)| (i * cols + j) as f32)
+}
+
+// ---- A read of a copy's destination before the wait ------------------------------------------
+
+/// Device 0 copies its shard into device 1's buffer; device 1 reads the buffer (into its
+/// output) before (`racy`) or after waiting on the copy.
+fn read_before_wait(run: usize, racy: bool) -> Result<Vec<f32>, NkiError> {
+    let m = ring(2);
+    let x = ShardedHbm::from_array(&m, &iota(8, 4), p([Some("x"), None]))?;
+    let buf = ShardedHbm::<f32>::zeros(&m, &[8, 4], p([Some("x"), None]))?;
+    let out = ShardedHbm::<f32>::zeros(&m, &[8, 4], p([Some("x"), None]))?;
+    MeshLaunch::new(&m).run(|| {
+        let (send, recv) = (mesh::semaphore("send"), mesh::semaphore("recv"));
+        let me = mesh::device_id();
+        jitter(run, 0);
+        if me == 0 {
+            let c = mesh::remote_copy(x.view(), &buf.view().on(1), &send, &recv);
+            c.start();
+            c.wait_send();
+            let t = nl::load(&x.local());
+            nl::store(&out.local_out(), &t);
+        } else {
+            if !racy {
+                recv.wait(1);
+            }
+            jitter(run, 1);
+            let t = nl::load(&buf.local());
+            nl::store(&out.local_out(), &t);
+            if racy {
+                recv.wait(1);
+            }
+        }
+    })?;
+    Ok(out.to_array()?.iter().copied().collect())
+}
+
+#[test]
+fn a_read_before_the_wait_is_an_error_in_every_run() {
+    let e = same_error(outcomes(|run| read_before_wait(run, true)));
+    assert_eq!(e.kind(), ErrorKind::OutputDependency, "{e}");
+    let msg = e.message();
+    assert!(msg.contains("device 1 (x=1) reads it (load at"), "{e}");
+    assert!(msg.contains("the copy device 0 (x=0) started at"), "{e}");
+    assert!(msg.contains("without waiting for the copy"), "{e}");
+    assert!(msg.contains("mesh_order.rs:"), "{e}");
+    assert!(e.location().unwrap().file.ends_with("mesh_order.rs"), "{e}");
+}
+
+#[test]
+fn a_read_after_the_wait_gives_the_copied_values_in_every_run() {
+    let v = same_values(outcomes(|run| read_before_wait(run, false)));
+    // Device 1's output holds device 0's shard (rows 0..4).
+    let want: Vec<f32> = (0..16).chain(0..16).map(|i| i as f32).collect();
+    assert_eq!(v, want);
+}
+
+// ---- Overwriting a buffer a peer has not consumed -------------------------------------------
+
+/// A ring of 3: each device sends its shard to its right neighbour's buffer twice (two rounds,
+/// the second adding one); each device reads what it received after each round. With
+/// `handshake`, a device starts round 2 only after its right neighbour said it consumed
+/// round 1.
+fn two_rounds(run: usize, handshake: bool) -> Result<Vec<f32>, NkiError> {
+    let m = ring(3);
+    let x = ShardedHbm::from_array(&m, &iota(6, 4), p([Some("x"), None]))?;
+    let buf = ShardedHbm::<f32>::zeros(&m, &[6, 4], p([Some("x"), None]))?;
+    let out = ShardedHbm::<f32>::zeros(&m, &[12, 4], p([Some("x"), None]))?;
+    MeshLaunch::new(&m).run(|| {
+        let me = mesh::device_id();
+        let (right, left) = ((me + 1) % 3, (me + 2) % 3);
+        let (send, recv, ready) = (
+            mesh::semaphore("send"),
+            mesh::semaphore("recv"),
+            mesh::semaphore("ready"),
+        );
+        let o = out.local_out();
+        for round in 0..2 {
+            jitter(run, round);
+            let src = nl::add(&nl::load(&x.local()), round as f32);
+            if round == 1 && handshake {
+                ready.wait(1);
+            }
+            let c = mesh::remote_copy(&src, &buf.view().on(right), &send, &recv);
+            c.start();
+            c.wait();
+            jitter(run, round + 2);
+            let got = nl::load(&buf.local());
+            nl::store(o.slice((round * 2..round * 2 + 2, ..)), &got);
+            if round == 0 && handshake {
+                ready.signal_device(left, 1);
+            }
+        }
+    })?;
+    Ok(out.to_array()?.iter().copied().collect())
+}
+
+#[test]
+fn overwriting_a_buffer_the_peer_has_not_consumed_is_an_error_in_every_run() {
+    let e = same_error(outcomes(|run| two_rounds(run, false)));
+    assert_eq!(e.kind(), ErrorKind::OutputDependency, "{e}");
+    // Device 0's copies are the lowest: their pair is the one reported.
+    assert!(
+        e.message().contains("the copy device 0 (x=0) started at"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_handshake_before_the_second_round_gives_the_same_values_in_every_run() {
+    let v = same_values(outcomes(|run| two_rounds(run, true)));
+    // Device d received device d-1's rows, then those plus one.
+    for d in 0..3 {
+        let l = (d + 2) % 3;
+        for round in 0..2 {
+            for i in 0..8 {
+                let got = v[d * 16 + round * 8 + i];
+                assert_eq!(got, (l * 8 + i) as f32 + round as f32);
+            }
+        }
+    }
+}
+
+// ---- Two unordered copies into one region ----------------------------------------------------
+
+#[test]
+fn two_unordered_copies_into_one_region_are_one_error_in_every_run() {
+    let e = same_error(outcomes(|run| {
+        let m = ring(4);
+        let buf = ShardedHbm::<f32>::from_array(&m, &iota(8, 4), p([Some("x"), None]))?;
+        MeshLaunch::new(&m).run(|| {
+            let (send, recv) = (mesh::semaphore("send"), mesh::semaphore("recv"));
+            let me = mesh::device_id();
+            jitter(run, 0);
+            let v = buf.view().slice((0..1, ..));
+            if me >= 1 {
+                let c = mesh::remote_copy(&v, &v.on(0), &send, &recv);
+                c.start();
+                c.wait_send();
+            } else {
+                recv.wait(3);
+            }
+        })?;
+        Ok(Vec::new())
+    }));
+    assert_eq!(e.kind(), ErrorKind::OutputDependency, "{e}");
+    let msg = e.message();
+    // Devices 1 and 2 (the two lowest copies) are named, whatever the order they ran.
+    assert!(msg.contains("the copy device 1 (x=1) started at"), "{e}");
+    assert!(msg.contains("the copy device 2 (x=2) started at"), "{e}");
+    assert!(msg.contains("without ordering"), "{e}");
+}
+
+// ---- The seed's all-gather on a ring of 4: half the output never written --------------------
+
+/// The seed notebook's `all_gather_kernel_1D`: every device copies its shard into its own
+/// block of the output and into the same block of its right neighbour's output. On a ring of
+/// more than two devices, half of every output stays unwritten.
+fn seed_all_gather(run: usize, n: usize) -> Result<Vec<f32>, NkiError> {
+    let m = ring(n);
+    let x = ShardedHbm::from_array(&m, &iota(4 * n, 8), p([Some("x"), None]))?;
+    let out = ShardedHbm::<f32>::zeros(&m, &[4 * n, 8], PartitionSpec::replicated(2))?;
+    MeshLaunch::new(&m).run(|| {
+        let me = mesh::axis_index("x");
+        let right = (me + 1) % mesh::axis_size("x");
+        let (local, send, recv) = (
+            mesh::semaphore("local"),
+            mesh::semaphore("send"),
+            mesh::semaphore("recv"),
+        );
+        let mine = out.view().slice((me * 4..me * 4 + 4, ..));
+        let local_copy = mesh::async_copy(x.view(), &mine, &local);
+        local_copy.start();
+        jitter(run, 0);
+        let right_dma = mesh::remote_copy(x.view(), &mine.on(right), &send, &recv);
+        right_dma.start();
+        right_dma.wait();
+        local_copy.wait();
+    })?;
+    Ok(out.to_array()?.iter().copied().collect())
+}
+
+#[test]
+fn the_seed_all_gather_is_an_error_on_a_ring_of_four_and_correct_on_two() {
+    let e = same_error(outcomes(|run| seed_all_gather(run, 4)));
+    assert_eq!(e.kind(), ErrorKind::OutputNotWritten, "{e}");
+    assert!(
+        e.message()
+            .contains("device 0 (x=0) is written only in part"),
+        "{e}"
+    );
+    assert!(
+        e.message().contains("element [4, 0] was never written"),
+        "{e}"
+    );
+    let v = same_values(outcomes(|run| seed_all_gather(run, 2)));
+    assert_eq!(v, iota(8, 8).iter().copied().collect::<Vec<_>>());
+}
+
+// ---- Library collectives and a barrier stay clean and identical -----------------------------
+
+#[test]
+fn collectives_give_the_same_values_in_every_run() {
+    let m = ring(4);
+    let g = ReplicaGroups::along(&m, &["x"]).unwrap();
+    for alg in [
+        Algorithm::Ring,
+        Algorithm::RecursiveDoubling,
+        Algorithm::Direct,
+    ] {
+        let v = same_values(outcomes(|run| {
+            let x = ShardedHbm::from_array(&m, &iota(16, 4), p([Some("x"), None]))?;
+            let ar = ShardedHbm::<f32>::zeros(&m, &[4, 4], PartitionSpec::replicated(2))?;
+            let ag = ShardedHbm::<f32>::zeros(&m, &[16, 4], PartitionSpec::replicated(2))?;
+            MeshLaunch::new(&m).run(|| {
+                jitter(run, 0);
+                mesh::all_reduce(x.view(), ar.view(), &g, alg);
+                jitter(run, 1);
+                mesh::all_gather(x.view(), ag.view(), 0, &g, alg);
+                mesh::barrier(&g);
+            })?;
+            let mut v: Vec<f32> = ar.to_array()?.iter().copied().collect();
+            v.extend(ag.to_array()?.iter().copied());
+            Ok(v)
+        }));
+        let sum: Vec<f32> = (0..16)
+            .map(|i| (0..4).map(|d| (d * 16 + i) as f32).sum())
+            .collect();
+        assert_eq!(&v[..16], &sum[..], "{alg}");
+    }
+}
+
+// ---- A collective or barrier some device never joins ---------------------------------------
+
+#[test]
+fn a_barrier_a_device_never_joins_names_that_device() {
+    let m = ring(4);
+    let g = ReplicaGroups::along(&m, &["x"]).unwrap();
+    let e = MeshLaunch::new(&m)
+        .run(|| {
+            if mesh::device_id() != 2 {
+                mesh::barrier(&g);
+            }
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Deadlock, "{e}");
+    let msg = e.message();
+    assert!(
+        msg.contains("device 0 (x=0) waits in barrier #0 at"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("for device 2 (x=2) (finished its kernel), which never called it"),
+        "{msg}"
+    );
+    assert!(!msg.contains("slot"), "{msg}");
+}
+
+// ---- A semaphore never waited on is reported at the signal ----------------------------------
+
+#[test]
+fn a_semaphore_never_waited_on_is_reported_at_the_signal() {
+    let m = ring(2);
+    let line = line!() + 5;
+    let e = MeshLaunch::new(&m)
+        .run(|| {
+            let done = mesh::semaphore("done");
+            if mesh::device_id() == 1 {
+                done.signal_device(0, 1);
+            }
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Synchronization, "{e}");
+    assert_eq!(e.location().unwrap().line, line, "{e}");
+    assert!(
+        e.message().contains("the signal device 1 (x=1) sent at"),
+        "{e}"
+    );
+    let _ = DType::F32;
+}
