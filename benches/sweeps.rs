@@ -1,6 +1,7 @@
 //! Tile-size sweeps on modelled device time.
 //!
-//! These criterion benches do not time the host: their measurement, [`ModelledTime`], is the
+//! These criterion benches do not time the host: their measurement, `nki_core::sweep::ModelledTime`
+//! (the `criterion` feature of nki-core, usable for any kernel), is the
 //! latency the timing model gives a kernel on a NeuronCore (estimate mode, so nothing is
 //! computed and the tensors are shape-only). Each benchmark point is one tile or block size, so
 //! criterion's report reads as "modelled latency per tile size":
@@ -13,126 +14,20 @@
 //!   benchmark shape (lhsT [8192, 4096] x rhs [8192, 8192] bf16) for several TILES_IN_BLOCK
 //!   choices. Blockings whose tiles do not fit SBUF are reported and skipped.
 //!
+//! - `scale_stream/trn2/<chunk>x<bufs>`: a kernel written in this file, as a user would write
+//!   one, swept over a [`ParamGrid`] with `nki_core::sweep::bench_grid`.
+//!
 //! The model is deterministic, so every sample of a point is the same value; plots are off
 //! (criterion 0.5's density plots cannot draw a zero-width distribution). Run with
 //! `cargo bench --bench sweeps` (a few minutes on two cores); filter with e.g.
 //! `cargo bench --bench sweeps -- tensor_add_stream/trn2`.
 
-use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use nki_core::prelude::*;
+use nki_core::sweep::{bench_grid, ModelledTime, ParamGrid};
 use nki_kernels::matmul::{Blocking, MatmulKernel, TUTORIAL_BENCHMARK_KMN};
 use nki_kernels::tensor_add::tensor_add_stream;
 use std::time::Duration;
-
-/// A criterion measurement whose values are modelled device nanoseconds, supplied by the
-/// benchmark through `Bencher::iter_custom` (it has no clock of its own: `start`/`end` measure
-/// nothing, so `iter`-style benchmarks read zero).
-pub struct ModelledTime;
-
-impl Measurement for ModelledTime {
-    type Intermediate = ();
-    type Value = f64;
-
-    fn start(&self) -> Self::Intermediate {}
-
-    fn end(&self, _i: Self::Intermediate) -> Self::Value {
-        0.0
-    }
-
-    fn add(&self, v1: &Self::Value, v2: &Self::Value) -> Self::Value {
-        v1 + v2
-    }
-
-    fn zero(&self) -> Self::Value {
-        0.0
-    }
-
-    fn to_f64(&self, value: &Self::Value) -> f64 {
-        *value
-    }
-
-    fn formatter(&self) -> &dyn ValueFormatter {
-        &ModelledTimeFormatter
-    }
-}
-
-/// Formats modelled nanoseconds as ns / µs / ms / s, and throughputs per modelled second.
-pub struct ModelledTimeFormatter;
-
-impl ModelledTimeFormatter {
-    /// The divisor and unit for a typical value in ns.
-    fn time_unit(typical_ns: f64) -> (f64, &'static str) {
-        if typical_ns < 1e3 {
-            (1.0, "ns")
-        } else if typical_ns < 1e6 {
-            (1e3, "µs")
-        } else if typical_ns < 1e9 {
-            (1e6, "ms")
-        } else {
-            (1e9, "s")
-        }
-    }
-
-    /// Converts per-iteration times in ns to `amount` per second, scaled to a unit.
-    fn rate(
-        amount: f64,
-        typical_ns: f64,
-        values: &mut [f64],
-        units: [&'static str; 4],
-    ) -> &'static str {
-        let per_s = amount * 1e9 / typical_ns;
-        let (div, unit) = if per_s < 1e3 {
-            (1.0, units[0])
-        } else if per_s < 1e6 {
-            (1e3, units[1])
-        } else if per_s < 1e9 {
-            (1e6, units[2])
-        } else {
-            (1e9, units[3])
-        };
-        for v in values {
-            *v = amount * 1e9 / *v / div;
-        }
-        unit
-    }
-}
-
-impl ValueFormatter for ModelledTimeFormatter {
-    fn scale_values(&self, typical_value: f64, values: &mut [f64]) -> &'static str {
-        let (div, unit) = Self::time_unit(typical_value);
-        for v in values {
-            *v /= div;
-        }
-        unit
-    }
-
-    fn scale_throughputs(
-        &self,
-        typical_value: f64,
-        throughput: &Throughput,
-        values: &mut [f64],
-    ) -> &'static str {
-        match *throughput {
-            Throughput::Bytes(b) | Throughput::BytesDecimal(b) => Self::rate(
-                b as f64,
-                typical_value,
-                values,
-                ["B/s", "KB/s", "MB/s", "GB/s"],
-            ),
-            Throughput::Elements(e) => Self::rate(
-                e as f64,
-                typical_value,
-                values,
-                ["elem/s", "Kelem/s", "Melem/s", "Gelem/s"],
-            ),
-        }
-    }
-
-    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
-        "ns"
-    }
-}
 
 /// The criterion configuration of the sweeps: short, since every sample is the same. Each
 /// sample runs one estimate whatever its iteration count, so the measurement time only sets
@@ -241,9 +136,41 @@ fn sweep_matmul(c: &mut Criterion<ModelledTime>) {
     }
 }
 
+/// A kernel written in the bench, as a user would: `out = x * scale` streamed in
+/// `chunk`-wide column strips, with `bufs` strips loaded before they are scaled and stored.
+#[nki_kernel]
+fn scale_stream(x: &Hbm<bf16>, out: &mut Hbm<bf16>, chunk: usize, bufs: usize) {
+    let rows = nl::program_id(0) * 128..(nl::program_id(0) + 1) * 128;
+    let strips = x.shape()[1] / chunk;
+    for g in nl::affine_range(strips / bufs) {
+        let tiles: Vec<Tile> = (0..bufs)
+            .map(|b| {
+                let c0 = (g * bufs + b) * chunk;
+                nl::load(x.slice((rows.clone(), c0..c0 + chunk)))
+            })
+            .collect();
+        for (b, t) in tiles.iter().enumerate() {
+            let c0 = (g * bufs + b) * chunk;
+            nl::store(out.slice((rows.clone(), c0..c0 + chunk)), &(t * 0.5));
+        }
+    }
+}
+
+/// A user kernel swept with `nki_core::sweep::bench_grid`: `scale_stream/trn2/<chunk>x<bufs>`.
+fn sweep_user_kernel(c: &mut Criterion<ModelledTime>) {
+    let x = Hbm::<bf16>::shape_only([1024, 8192]);
+    let grid = ParamGrid::new()
+        .axis("chunk", [512, 1024, 2048])
+        .axis("bufs", [1, 2, 4]);
+    bench_grid(c, "scale_stream/trn2", &grid, |p| {
+        let mut out = Hbm::<bf16>::shape_only([1024, 8192]);
+        scale_stream::estimate(8, Target::Trn2, &x, &mut out, p["chunk"], p["bufs"])
+    });
+}
+
 criterion_group! {
     name = sweeps;
     config = config();
-    targets = sweep_tensor_add, sweep_matmul
+    targets = sweep_tensor_add, sweep_matmul, sweep_user_kernel
 }
 criterion_main!(sweeps);

@@ -1,29 +1,27 @@
-//! A tile-size sweep, as a kernel author tunes: estimate 100 blockings of a 4096³ bf16 GEMM
-//! (`lhsT[K, M]^T @ rhs[K, N]`, the tutorial's fully optimised kernel with every block count
-//! in M, N and K from the candidates below, then the free-dimension blocked kernel) and pick
-//! the fastest modelled one.
+//! A tile-size sweep of the library's blocked matmuls: estimate every blocking of a 4096³ bf16
+//! GEMM (`lhsT[K, M]^T @ rhs[K, N]`: the tutorial's fully optimised kernel with every block
+//! count in M, N and K from the candidates below, and the free-dimension blocked kernel) with
+//! `nki_core::sweep` and pick the fastest modelled one. (`tile_sweep` sweeps a kernel of your
+//! own the same way.)
 //!
 //! Blockings whose tiles do not fit on chip are rejected by the capacity check and counted.
 //! The estimates are independent, so they run on every host core (`--threads N` caps them);
-//! the chosen 100 and the best blocking are the same for any thread count. The example prints
-//! the wall and CPU time of the sweep and the instruction records estimated per second.
+//! the best blocking is the same for any thread count. The example prints the wall and CPU
+//! time of the sweep and the instruction records estimated per second.
 //!
 //! ```text
 //! cargo run --release --example blocking_sweep [-- --target trn1|trn2|trn3] [--threads N]
 //! ```
 
 use nki_core::prelude::*;
+use nki_core::sweep::{ParamGrid, Params, Sweep};
 use nki_kernels::calibration::cpu_seconds;
 use nki_kernels::matmul::{Blocking, MatmulKernel};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
 /// GEMM size (M = N = K).
 const SIZE: usize = 4096;
-/// Blockings to estimate (those that fit on chip).
-const WANTED: usize = 100;
 
 /// Command-line options.
 struct Options {
@@ -59,115 +57,77 @@ fn parse_args() -> Result<Options, String> {
     Ok(o)
 }
 
-/// The candidate kernels, in the order the sweep tries them.
-fn candidates() -> Vec<MatmulKernel> {
-    let mut v = Vec::new();
-    for m in [1, 2, 4, 8, 16, 32] {
-        for n in [1, 2, 4, 8] {
-            for k in [1, 2, 4, 8, 16, 32] {
-                v.push(MatmulKernel::FullyOptimized(Blocking::new(m, n, k)));
-            }
-            v.push(MatmulKernel::BlockFreeDimension(Blocking::new(m, n, 1)));
-        }
+/// The kernel of grid point `p`: `variant` 0 is the fully optimised kernel with `m x n x k`
+/// tiles per block, 1 the free-dimension blocked one (`k` must then be 1).
+fn kernel_of(p: &Params) -> MatmulKernel {
+    let b = Blocking::new(p["m"], p["n"], p["k"]);
+    if p["variant"] == 0 {
+        MatmulKernel::FullyOptimized(b)
+    } else {
+        MatmulKernel::BlockFreeDimension(b)
     }
-    v
-}
-
-/// What estimating one candidate gave: its modelled latency (ns) and instruction count, or
-/// `None` when the capacity check rejected it.
-type Outcome = Option<(f64, usize)>;
-
-/// Estimates candidates in order on `threads` host threads until [`WANTED`] of them fit (or
-/// none is left). Returns the outcome of every candidate tried: always a prefix of
-/// `kernels`, so the first [`WANTED`] fitting ones are the same for any thread count.
-fn sweep(
-    kernels: &[MatmulKernel],
-    target: Target,
-    threads: usize,
-) -> Result<Vec<Outcome>, NkiError> {
-    let lhs_t = Hbm::<bf16>::shape_only([SIZE, SIZE]);
-    let rhs = Hbm::<bf16>::shape_only([SIZE, SIZE]);
-    let next = AtomicUsize::new(0);
-    let fitted = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, Result<Outcome, NkiError>)>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                let mut result = Hbm::<bf16>::shape_only([SIZE, SIZE]);
-                while fitted.load(Ordering::Relaxed) < WANTED {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(kernel) = kernels.get(i) else { break };
-                    let r = match kernel.estimate(target, &lhs_t, &rhs, &mut result) {
-                        Ok(p) => {
-                            fitted.fetch_add(1, Ordering::Relaxed);
-                            Ok(Some((p.latency_ns, p.instructions)))
-                        }
-                        Err(e) if e.kind() == ErrorKind::Capacity => Ok(None),
-                        Err(e) => Err(e),
-                    };
-                    let failed = r.is_err();
-                    results
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push((i, r));
-                    if failed {
-                        fitted.store(WANTED, Ordering::Relaxed); // stop the other threads too
-                    }
-                }
-            });
-        }
-    });
-    let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
-    results.sort_by_key(|(i, _)| *i);
-    results.into_iter().map(|(_, r)| r).collect()
 }
 
 fn run(o: &Options) -> Result<(), NkiError> {
-    let kernels = candidates();
+    let grid = ParamGrid::new()
+        .axis("variant", [0, 1])
+        .axis("m", [1, 2, 4, 8, 16, 32])
+        .axis("n", [1, 2, 4, 8])
+        .axis("k", [1, 2, 4, 8, 16, 32]);
+    let lhs_t = Hbm::<bf16>::shape_only([SIZE, SIZE]);
+    let rhs = Hbm::<bf16>::shape_only([SIZE, SIZE]);
     let (t0, cpu0) = (Instant::now(), cpu_seconds());
-    let outcomes = sweep(&kernels, o.target, o.threads)?;
+    let report = Sweep::new(grid)
+        .threads(o.threads)
+        .reject_if(|p| {
+            (p["variant"] == 1 && p["k"] != 1)
+                .then(|| "the free-dimension blocked kernel does not block K".to_string())
+        })
+        .run(|p| {
+            let mut result = Hbm::<bf16>::shape_only([SIZE, SIZE]);
+            kernel_of(p).estimate(o.target, &lhs_t, &rhs, &mut result)
+        });
     let wall = t0.elapsed().as_secs_f64();
     let cpu = cpu_seconds().zip(cpu0).map_or(0.0, |(b, a)| b - a);
-
-    // The first WANTED candidates that fit (later ones a thread finished are left out).
-    let mut chosen = Vec::new();
-    let mut rejected = 0;
-    for (kernel, outcome) in kernels.iter().zip(&outcomes) {
-        if chosen.len() == WANTED {
-            break;
-        }
-        match outcome {
-            Some((ns, records)) => chosen.push((*kernel, *ns, *records)),
-            None => rejected += 1,
-        }
+    let capacity = report
+        .rejected()
+        .filter(|(_, r)| r.category() == "capacity")
+        .count();
+    // Anything rejected for a reason other than capacity or the K rule is a bug: report it.
+    if let Some((p, r)) = report
+        .rejected()
+        .find(|(_, r)| !matches!(r.category(), "capacity" | "shape"))
+    {
+        return Err(NkiError::new(
+            ErrorKind::InvalidArgument,
+            "blocking_sweep",
+            format!("{p}: {}", r.reason),
+        ));
     }
-    let records: usize = outcomes.iter().flatten().map(|(_, r)| r).sum();
+    let records: usize = report
+        .estimated()
+        .filter_map(|p| p.outcome.as_ref().ok())
+        .map(|e| e.instructions)
+        .sum();
     println!(
-        "Sweep of {} blockings of a {SIZE}^3 bf16 GEMM on {} ({} rejected by the capacity check), {} host thread(s):",
-        chosen.len(),
+        "Sweep of {} blockings of a {SIZE}^3 bf16 GEMM on {} ({capacity} rejected by the capacity check), {} host thread(s):",
+        report.estimated().count(),
         o.target,
-        rejected,
-        o.threads
+        report.threads
     );
     println!(
         "  {wall:.2} s wall, {cpu:.2} s CPU; {records} instruction records estimated, {:.2} M records/s",
         records as f64 / wall.max(1e-9) / 1e6
     );
-    let best = chosen
-        .iter()
-        .min_by(|a, b| a.1.total_cmp(&b.1).then(a.2.cmp(&b.2)));
-    if let Some((kernel, ns, _)) = best {
-        let b = match kernel {
-            MatmulKernel::BlockFreeDimension(b) | MatmulKernel::FullyOptimized(b) => *b,
-            _ => Blocking::new(1, 1, 1),
-        };
+    if let Some(best) = report.best() {
+        let kernel = kernel_of(&best.params);
         println!(
             "  best: {} with {} x {} x {} tiles in M x N x K: {:.3} ms modelled",
             kernel.name(),
-            b.m,
-            b.n,
-            b.k,
-            ns / 1e6
+            best.params["m"],
+            best.params["n"],
+            best.params["k"],
+            best.latency_ns().unwrap_or_default() / 1e6
         );
     }
     Ok(())

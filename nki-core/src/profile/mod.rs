@@ -1,7 +1,9 @@
 //! Profiles of modelled launches: the summary ([`summary`]: latency, bottleneck shares,
 //! engine activity, DMA traffic, ...) and its Chrome-trace writer ([`trace`]). The writer
-//! depends on the summary types, never the other way round.
+//! depends on the summary types, never the other way round; so does the self-contained HTML
+//! page ([`html`]).
 
+pub mod html;
 pub mod summary;
 pub mod trace;
 

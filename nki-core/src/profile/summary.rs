@@ -60,7 +60,9 @@ pub struct CoreProfile {
     pub dma_bytes: u64,
 }
 
-/// Time spent by one kernel source line on one engine.
+/// Time spent by one kernel source line on one engine: its share of the critical path (what
+/// the line costs the kernel's latency; the shares of all lines sum to at most 100 %), its
+/// engines' busy time and, for DMAs, the bytes it moves and the DMA-engine time they take.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct LineStat {
     /// `file:line:column` of the NKI call.
@@ -71,10 +73,19 @@ pub struct LineStat {
     pub engine: &'static str,
     /// Instructions it issued.
     pub instructions: usize,
-    /// Summed instruction durations, in ns (DMAs: trigger-ready to completion of the transfer).
+    /// Time the critical path spends in the line's instructions, in ns (the path's stretches
+    /// are disjoint, so the lines' times sum to at most the latency).
     pub time_ns: f64,
-    /// `time_ns` over the latency, in percent (can exceed 100 for overlapping DMAs).
+    /// `time_ns` over the latency, in percent.
     pub percent: f64,
+    /// Summed instruction durations, in ns (overlapping instructions, e.g. queued DMAs, add
+    /// up: this can exceed the latency). DMAs: trigger-ready to completion.
+    pub busy_ns: f64,
+    /// Bytes moved by the line's DMAs (0 for compute lines).
+    pub bytes: u64,
+    /// DMA lines: summed DMA-engine time, each DMA's longest engine share (its bytes at the
+    /// engine bandwidth, at least the per-DMA engine minimum), in ns; 0 for compute lines.
+    pub dma_engine_ns: f64,
 }
 
 /// What a traced instruction was (one per record; spans point here).
@@ -310,7 +321,8 @@ pub struct Profile {
     pub dma: DmaStats,
     /// Peak on-chip usage (SBUF bytes per partition, PSUM bytes and banks).
     pub memory: MemoryPeak,
-    /// Source lines that took the most engine time, most first (at most 10).
+    /// Source lines that take the most critical-path time (then engine time), most first (at
+    /// most 10).
     pub top_lines: Vec<LineStat>,
     /// Program id of each instance, per core: `program_ids[nc][i]`.
     #[serde(skip)]
@@ -468,16 +480,30 @@ impl fmt::Display for Profile {
             }
         }
         if !self.top_lines.is_empty() {
-            writeln!(f, "  top source lines by time:")?;
+            writeln!(
+                f,
+                "  top source lines: critical path   busy   instrs api              engine   DMA bytes (engine time)"
+            )?;
             for l in &self.top_lines {
+                let dma = if l.bytes > 0 {
+                    format!(
+                        "{} ({})",
+                        human_bytes(l.bytes as f64),
+                        human_ns(l.dma_engine_ns)
+                    )
+                } else {
+                    String::new()
+                };
                 writeln!(
                     f,
-                    "    {:>11} {:>6.1}%  {:>7}x {:<16} {:<8} {}",
+                    "    {:>11} {:>5.1}% {:>11} {:>7}x {:<16} {:<8} {:<22} {}",
                     human_ns(l.time_ns),
                     l.percent,
+                    human_ns(l.busy_ns),
                     l.instructions,
                     l.api,
                     l.engine,
+                    dma,
                     l.location
                 )?;
             }

@@ -29,8 +29,15 @@ impl Tally {
 }
 
 /// The critical path of `sch` (whose last record ends at `active_ns`) plus `overhead_ns` of
-/// pre/postamble, as shares of the total, largest first.
-pub(crate) fn bounds(sch: &Schedule<'_>, active_ns: f64, overhead_ns: f64) -> Vec<BoundShare> {
+/// pre/postamble, as shares of the total, largest first; and the records on the path with the
+/// time of their own that the path spends in them (disjoint stretches: they sum to at most
+/// the active time).
+pub(crate) fn bounds(
+    sch: &Schedule<'_>,
+    active_ns: f64,
+    overhead_ns: f64,
+) -> (Vec<BoundShare>, Vec<(u32, f64)>) {
+    let mut path: Vec<(u32, f64)> = Vec::new();
     let mut tally = Tally::default();
     tally.add(Bound::LaunchOverhead, overhead_ns);
     let last = (0..sch.end.len()).max_by(|&a, &b| sch.end[a].total_cmp(&sch.end[b]));
@@ -51,6 +58,9 @@ pub(crate) fn bounds(sch: &Schedule<'_>, active_ns: f64, overhead_ns: f64) -> Ve
             e => Bound::Engine(e),
         };
         tally.add(own, t - start);
+        if t > start {
+            path.push((i as u32, t - start));
+        }
         t = start;
         cur = match sch.cause[i] {
             Cause::Start => {
@@ -88,7 +98,7 @@ pub(crate) fn bounds(sch: &Schedule<'_>, active_ns: f64, overhead_ns: f64) -> Ve
         })
         .collect();
     shares.sort_by(|a, b| b.ns.total_cmp(&a.ns));
-    shares
+    (shares, path)
 }
 
 /// The stall intervals of compute records: `(record, waited-for record, start, end)` for every

@@ -207,7 +207,7 @@ pub(crate) fn model_fed(
         }
         iv.iter_mut().map(|v| union_len(v)).collect::<Vec<f64>>()
     };
-    let ((), (bounds, dma_active)) = side_by_side(
+    let ((), ((bounds, path), dma_active)) = side_by_side(
         apart,
         "nki-critical",
         || (critical::bounds(&sch, active, overhead), dma_active()),
@@ -285,23 +285,49 @@ pub(crate) fn model_fed(
     } else {
         0.0
     };
+    // Per line: its time on the critical path, DMA bytes and DMA-engine time (each DMA's
+    // longest engine share: a tiny DMA holds its engines far shorter than a large one, even
+    // when both take the small-transfer floor end to end).
+    let mut line_critical = vec![0.0f64; lines.keys.len()];
+    for &(i, ns) in &path {
+        line_critical[line_of[i as usize] as usize] += ns;
+    }
+    let mut line_bytes = vec![0u64; lines.keys.len()];
+    let mut line_dma_engine = vec![0.0f64; lines.keys.len()];
+    let mut longest_share = vec![0.0f64; n];
+    for pc in &sch.pieces {
+        let r = pc.rec as usize;
+        longest_share[r] = longest_share[r].max(pc.end - pc.start);
+    }
+    for (i, op) in ops.iter().enumerate() {
+        if op.engine == Engine::Dma {
+            let l = line_of[i] as usize;
+            line_bytes[l] += op.bytes;
+            line_dma_engine[l] += longest_share[i];
+        }
+    }
     let mut top: Vec<LineStat> = lines
         .keys
         .iter()
         .zip(&lines.counts)
         .zip(line_time)
-        .map(|((&(LineKey(loc, api), eng), &cnt), t)| LineStat {
+        .enumerate()
+        .map(|(l, ((&(LineKey(loc, api), eng), &cnt), busy))| LineStat {
             location: loc.to_string(),
             api,
             engine: eng.name(),
             instructions: cnt,
-            time_ns: t,
-            percent: pct(t, latency),
+            time_ns: line_critical[l],
+            percent: pct(line_critical[l], latency),
+            busy_ns: busy,
+            bytes: line_bytes[l],
+            dma_engine_ns: line_dma_engine[l],
         })
         .collect();
     top.sort_by(|a, b| {
         b.time_ns
             .total_cmp(&a.time_ns)
+            .then(b.busy_ns.total_cmp(&a.busy_ns))
             .then(a.location.cmp(&b.location))
             .then(a.api.cmp(b.api))
     });
