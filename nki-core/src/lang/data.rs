@@ -22,19 +22,19 @@ pub fn ndarray<P: Placement>(dims: &[usize], dtype: DType, buffer: P) -> P::Out 
 }
 
 /// A tensor filled with `value` (NKI `nl.full`), recorded as a memset; on chip only. See
-/// [`ndarray`] for `buffer`.
+/// [`ndarray()`] for `buffer`.
 #[track_caller]
 pub fn full<P: Placement>(dims: &[usize], value: f32, dtype: DType, buffer: P) -> P::Out {
     buffer.full("full", dims, value, dtype)
 }
 
-/// A zero-filled tensor (NKI `nl.zeros`); on chip only. See [`ndarray`] for `buffer`.
+/// A zero-filled tensor (NKI `nl.zeros`); on chip only. See [`ndarray()`] for `buffer`.
 #[track_caller]
 pub fn zeros<P: Placement>(dims: &[usize], dtype: DType, buffer: P) -> P::Out {
     buffer.full("full", dims, 0.0, dtype)
 }
 
-/// A tensor of ones (NKI `nl.ones`); on chip only. See [`ndarray`] for `buffer`.
+/// A tensor of ones (NKI `nl.ones`); on chip only. See [`ndarray()`] for `buffer`.
 #[track_caller]
 pub fn ones<P: Placement>(dims: &[usize], dtype: DType, buffer: P) -> P::Out {
     buffer.full("full", dims, 1.0, dtype)

@@ -42,7 +42,7 @@ fn track_row(t: Track) -> (usize, u32) {
     }
 }
 
-/// Thread id of a track: its place in [`TRACK_ROWS`] (engines, the pre/postamble, the stall
+/// Thread id of a track: its place in `TRACK_ROWS` (engines, the pre/postamble, the stall
 /// tracks, then DMA engines and DMA queue lanes).
 pub fn track_tid(t: Track) -> u32 {
     let (row, k) = track_row(t);

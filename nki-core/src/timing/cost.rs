@@ -1,7 +1,7 @@
 //! Per-instruction costs: how long one record occupies its engine, from the target's table
 //! (shared/reference/hardware.md §2.2–2.5). Costs are initiation intervals in cycles of the
 //! executing engine, converted to ns with that engine's clock. DMA costs (bytes over bandwidth,
-//! per DMA engine) are in [`dma`](super::dma) and re-exported here.
+//! per DMA engine) are in `timing::dma` and re-exported here.
 
 use crate::dtype::DType;
 use crate::math::AluOp;
