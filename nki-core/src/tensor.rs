@@ -21,9 +21,9 @@
 //! fn scale(a: &Hbm<f32>) -> Hbm<f32> {
 //!     let out = nl::ndarray(a.shape(), DType::F32, nl::shared_hbm.name("out"));
 //!     let x = nl::ndarray(&[128, 64], DType::F32, nl::sbuf);
-//!     nisa::dma_copy(&x, a);
+//!     nisa::dma_copy(&x, a, None);
 //!     let y = nl::multiply(&x, 2.0);
-//!     nisa::dma_copy(&out, &y);
+//!     nisa::dma_copy(&out, &y, None);
 //!     out
 //! }
 //!
