@@ -34,7 +34,7 @@
 //! criterion_main!(sweeps);
 //! ```
 
-use super::{first_line, ParamGrid, Params};
+use super::grid::{first_line, ParamGrid, Params};
 use crate::error::NkiError;
 use crate::profile::Profile;
 use criterion::measurement::{Measurement, ValueFormatter};
