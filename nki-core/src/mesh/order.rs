@@ -577,6 +577,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn interleaved_column_runs_share_no_element() {
+        // Two column halves of a 4x4 row-major buffer interleave but never share an element.
+        let left = [(0, 2), (4, 2), (8, 2), (12, 2)];
+        let right = [(2, 2), (6, 2), (10, 2), (14, 2)];
+        assert_eq!(first_common(&left, &right), None);
+        assert_eq!(first_common(&left, &[(5, 1)]), Some(5));
+        assert_eq!(first_common(&right, &[(3, 4)]), Some(3));
+    }
+
+    #[test]
     fn written_runs_merge_and_find_gaps() {
         let mut w = Written::default();
         w.add(4, 8);
