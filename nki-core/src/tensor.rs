@@ -263,12 +263,12 @@ fn hbm_tensor(ins: &Op, alloc: Alloc, dims: &[usize], dtype: DType) -> Tensor {
         let values = c.mode.executes();
         let launch = c.shared.id;
         let new = || {
-            let st = HbmStorage::in_kernel(dtype, shape, values, name);
+            let st = HbmStorage::in_kernel(dtype, shape, values, name)?;
             st.output_of.store(launch, Ordering::Relaxed);
-            Arc::new(st)
+            Ok::<_, NkiError>(Arc::new(st))
         };
         if alloc.buffer == Buffer::PrivateHbm {
-            return Ok(new());
+            return new();
         }
         let k = c.shared_hbm_allocs;
         c.shared_hbm_allocs += 1;
@@ -279,7 +279,7 @@ fn hbm_tensor(ins: &Op, alloc: Alloc, dims: &[usize], dtype: DType) -> Tensor {
             .unwrap_or_else(|p| p.into_inner());
         match all.get(k) {
             None => {
-                let st = new();
+                let st = new()?;
                 all.push(st.clone());
                 Ok(st)
             }

@@ -193,16 +193,22 @@ impl HbmStorage {
         })
     }
 
-    /// A tensor allocated inside a kernel (`nl::ndarray` in HBM), named `name`: values NaN
-    /// (unwritten) when `values`, else shape only (estimate mode).
+    /// A tensor allocated inside a kernel (`nl::ndarray` in HBM), named `name`: with values
+    /// when `values` (zero pages until written; reads before a write are tracked errors), else
+    /// shape only (estimate mode). An [`ErrorKind::HostMemory`] error when the host cannot
+    /// hold its values.
     pub(crate) fn in_kernel(
         dtype: DType,
         shape: Shape,
         values: bool,
         name: Option<&str>,
-    ) -> HbmStorage {
+    ) -> Result<HbmStorage> {
+        let values = match values {
+            true => Some(Values::from(try_zeros("ndarray", &shape, dtype)?)),
+            false => None,
+        };
         let id = NEXT_HBM_ID.fetch_add(1, Ordering::Relaxed);
-        HbmStorage {
+        Ok(HbmStorage {
             id,
             dtype,
             shape,
@@ -211,12 +217,10 @@ impl HbmStorage {
             in_kernel: true,
             last_writer: AtomicU32::new(0),
             output_of: AtomicU64::new(0),
-            data: RwLock::new(HbmData {
-                values: values.then(|| Values::from(vec![f32::NAN; shape.numel()])),
-            }),
+            data: RwLock::new(HbmData { values }),
             tracker: Mutex::new(track::Tracker::default()),
             turn: Condvar::new(),
-        }
+        })
     }
 
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, HbmData> {
