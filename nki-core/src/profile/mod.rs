@@ -4,9 +4,11 @@
 //! page ([`html`]).
 
 pub mod html;
+pub(crate) mod loops;
 pub mod summary;
 pub mod trace;
 
+pub use loops::LoopStat;
 pub use summary::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Span, Spans,
     Track,

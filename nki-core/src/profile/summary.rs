@@ -324,6 +324,11 @@ pub struct Profile {
     /// Source lines that take the most critical-path time (then engine time), most first (at
     /// most 10).
     pub top_lines: Vec<LineStat>,
+    /// The kernel's device loops (`nl::fori_loop`, `nl::while_loop`): iterations, time per
+    /// iteration and the loop's own overhead (empty for a kernel without device loops, and
+    /// then left out of the JSON).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device_loops: Vec<super::loops::LoopStat>,
     /// Program id of each instance, per core: `program_ids[nc][i]`.
     #[serde(skip)]
     pub program_ids: Vec<Vec<Vec<usize>>>,
@@ -478,6 +483,9 @@ impl fmt::Display for Profile {
                     human_bytes(c.dma_bytes as f64)
                 )?;
             }
+        }
+        for l in &self.device_loops {
+            writeln!(f, "  device loop {l}")?;
         }
         if !self.top_lines.is_empty() {
             writeln!(
