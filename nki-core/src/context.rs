@@ -136,10 +136,10 @@ pub(crate) struct InstanceCtx {
     pub(crate) shared_hbm_allocs: usize,
     /// Device loops (`nl::fori_loop`, `nl::while_loop`): the active ones, their body tiles'
     /// ids, the launch's estimate trip counts and the finished runs for the profile.
-    pub(crate) loops: crate::lang::control::Loops,
+    pub(crate) loops: crate::lang::loop_state::Loops,
     /// The meeting point of the two cores of an LNC=2 launch (`nisa::sendrecv`,
     /// `nisa::core_barrier`); `None` in other launches.
-    pub(crate) lnc: Option<Arc<crate::isa::lnc::Pair>>,
+    pub(crate) lnc: Option<Arc<crate::isa::lnc_state::Pair>>,
 }
 
 thread_local! {

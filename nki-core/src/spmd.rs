@@ -402,7 +402,7 @@ impl Launch {
         };
         // LNC=2: both cores' instances at once, each on its own thread (they may wait for
         // each other at sendrecv / core_barrier).
-        let pair = self.grid.is_lnc2().then(crate::isa::lnc::Pair::new);
+        let pair = self.grid.is_lnc2().then(crate::isa::lnc_state::Pair::new);
         let mut finished = match &pair {
             Some(pair) => self.run_pair(pair, &shared, &kernel)?,
             None => on_host_threads(threads, worker),
@@ -493,7 +493,7 @@ impl Launch {
     /// (they meet at `pair`); returns those that ran to their end.
     fn run_pair<F: Fn() + Sync>(
         &self,
-        pair: &std::sync::Arc<crate::isa::lnc::Pair>,
+        pair: &std::sync::Arc<crate::isa::lnc_state::Pair>,
         shared: &std::sync::Arc<LaunchShared>,
         kernel: &F,
     ) -> Result<Vec<Finished>> {
@@ -568,7 +568,7 @@ struct Finished {
     records: Vec<crate::record::Instr>,
     peak: MemoryPeak,
     /// Its device loops' runs.
-    loops: Vec<crate::profile::loops::LoopLog>,
+    loops: Vec<crate::lang::loop_state::LoopLog>,
 }
 
 impl Finished {

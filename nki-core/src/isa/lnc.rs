@@ -17,79 +17,14 @@
 //! waits for the other there. What comes after the call on a core waits for the wait record
 //! through the data it touches (the barrier's `data`, the sendrecv's `dst`).
 
+use super::lnc_state::{Arrival, Pair, Payload};
 use crate::context::{self, Op};
-use crate::dtype::DType;
-use crate::error::{ErrorKind, SourceLoc};
+use crate::error::ErrorKind;
 use crate::hbm::{Hbm, HbmView};
 use crate::record::{DmaDims, Engine, MemKind, Opcode, Region};
 use crate::tensor::{Tensor, TensorRef};
 use crate::tile::{Tile, TileRef};
-use std::sync::{Arc, Condvar, Mutex};
-
-/// What a sendrecv hands the other core: its `src` slots.
-struct Payload {
-    dtype: DType,
-    shape: Vec<usize>,
-    slots: Vec<f32>,
-}
-
-/// One core's arrival at its `k`-th synchronising call.
-struct Arrival {
-    api: &'static str,
-    loc: SourceLoc,
-    payload: Option<Payload>,
-}
-
-#[derive(Default)]
-struct PairState {
-    arrivals: [Vec<Arrival>; 2],
-    /// Set when a core's kernel ended: `Some(true)` when it ended without error.
-    finished: [Option<bool>; 2],
-    /// Per core, per call: the (signal, wait) record indices in its record stream.
-    syncs: [Vec<(usize, usize)>; 2],
-}
-
-/// The meeting point of the two cores of an LNC=2 launch.
-#[derive(Default)]
-pub(crate) struct Pair {
-    state: Mutex<PairState>,
-    cv: Condvar,
-}
-
-impl Pair {
-    /// A meeting point for a new LNC=2 launch.
-    pub(crate) fn new() -> Arc<Pair> {
-        Arc::new(Pair::default())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, PairState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Marks core `c`'s kernel as ended (`ok` when without error) and wakes the other.
-    pub(crate) fn finish(&self, c: usize, ok: bool) {
-        if let Some(f) = self.lock().finished.get_mut(c) {
-            *f = Some(ok);
-        }
-        self.cv.notify_all();
-    }
-
-    /// The cross-core edges of the launch, as (signal record, wait record) pairs of
-    /// `(core, index in its stream)`: each core's wait waits for the other's signal.
-    pub(crate) fn edges(&self) -> Vec<((usize, usize), (usize, usize))> {
-        let st = self.lock();
-        let mut out = Vec::new();
-        for c in 0..2 {
-            let o = 1 - c;
-            for (k, &(_, wait)) in st.syncs[c].iter().enumerate() {
-                if let Some(&(signal, _)) = st.syncs[o].get(k) {
-                    out.push(((o, signal), (c, wait)));
-                }
-            }
-        }
-        out
-    }
-}
+use std::sync::Arc;
 
 /// Data a barrier orders: a tile or an HBM tensor (what the cores exchange through).
 pub struct BarrierData<'a>(TensorRef<'a>);

@@ -40,6 +40,7 @@ mod dma;
 mod dma_tests;
 mod gpsimd;
 pub(crate) mod lnc;
+pub(crate) mod lnc_state;
 mod max8;
 pub(crate) mod nki_scalar;
 mod opts;

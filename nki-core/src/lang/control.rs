@@ -20,116 +20,19 @@
 //! (the Sync engine's for TensorE and DMA work), the loop's own per-iteration cost; the
 //! profile lists every device loop ([`Profile::device_loops`](crate::profile::Profile)).
 
+pub use super::loop_state::TripCounts;
+use super::loop_state::{Frame, LoopLog};
 use crate::context::{self, raise, Op};
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::isa::nki_scalar::IntoScalar;
 use crate::isa::NkiScalar;
-use crate::profile::loops::LoopLog;
 use crate::record::{Engine, Opcode};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// Most iterations one run of a device loop may take in nki-rs before the launch fails (a
 /// `while_loop` whose condition never becomes zero would otherwise hang the host). A limit of
 /// the simulator, not of the hardware.
 pub const MAX_DEVICE_LOOP_ITERATIONS: u64 = 1 << 24;
-
-/// Trip counts of device loops for estimate mode, where no values exist to decide them: per
-/// loop line, one count for every run of the loop or a list consumed one per run (the
-/// tokens routed to each expert, say), and optionally a count for every other loop.
-///
-/// ```
-/// use nki_core::lang::TripCounts;
-/// let trips = TripCounts::new().line(42, 16).runs(57, [3, 0, 9, 4]).all(1);
-/// assert_eq!(trips.count_for(42, 0), Some(16));
-/// assert_eq!(trips.count_for(57, 2), Some(9));
-/// assert_eq!(trips.count_for(99, 0), Some(1));
-/// ```
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TripCounts {
-    lines: Vec<(u32, Vec<u64>, bool)>,
-    all: Option<u64>,
-}
-
-impl TripCounts {
-    /// No trip counts: every loop whose trip count is not known fails the estimate.
-    pub fn new() -> TripCounts {
-        TripCounts::default()
-    }
-
-    /// Every run of the device loop at source line `line` takes `n` iterations.
-    pub fn line(mut self, line: u32, n: u64) -> TripCounts {
-        self.lines.retain(|l| l.0 != line);
-        self.lines.push((line, vec![n], true));
-        self
-    }
-
-    /// The `k`-th run of the device loop at `line` (in each instance) takes `counts[k]`
-    /// iterations; a run past the list's end has no trip count.
-    pub fn runs(mut self, line: u32, counts: impl IntoIterator<Item = u64>) -> TripCounts {
-        self.lines.retain(|l| l.0 != line);
-        self.lines.push((line, counts.into_iter().collect(), false));
-        self
-    }
-
-    /// Every device loop not named by [`line`](Self::line) or [`runs`](Self::runs) takes `n`
-    /// iterations.
-    pub fn all(mut self, n: u64) -> TripCounts {
-        self.all = Some(n);
-        self
-    }
-
-    /// The trip count of run `run` (0-based, per instance) of the loop at `line`, if given.
-    pub fn count_for(&self, line: u32, run: usize) -> Option<u64> {
-        match self.lines.iter().find(|l| l.0 == line) {
-            Some((_, v, true)) => v.first().copied(),
-            Some((_, v, false)) => v.get(run).copied(),
-            None => self.all,
-        }
-    }
-}
-
-/// One active device loop of an instance.
-struct Frame {
-    loc: SourceLoc,
-    /// Allocations per line in the current iteration (the key of a body tile is its line and
-    /// how many tiles that line allocated before it in the iteration).
-    seen: HashMap<SourceLoc, u32>,
-}
-
-/// The device-loop state of a running instance (held by its context).
-#[derive(Default)]
-pub(crate) struct Loops {
-    /// The launch's trip counts for estimate mode.
-    pub(crate) trips: Option<Arc<TripCounts>>,
-    /// Runs of each loop line so far (the index into [`TripCounts::runs`]).
-    runs: HashMap<SourceLoc, usize>,
-    stack: Vec<Frame>,
-    /// The tile id of each body allocation (loop nest, line, occurrence), kept while the
-    /// outermost device loop runs.
-    ids: HashMap<(Vec<SourceLoc>, SourceLoc, u32), u64>,
-    /// Every finished loop run, for the profile.
-    pub(crate) log: Vec<LoopLog>,
-}
-
-impl Loops {
-    /// The id of a tile allocated at `loc`: inside a device loop, the same id for the same
-    /// allocation in every iteration (`fresh` gives a new one the first time); `None`
-    /// outside device loops.
-    pub(crate) fn tile_id(&mut self, loc: SourceLoc, fresh: impl FnOnce() -> u64) -> Option<u64> {
-        let top = self.stack.last_mut()?;
-        let n = top.seen.entry(loc).or_insert(0);
-        let occurrence = *n;
-        *n += 1;
-        let nest: Vec<SourceLoc> = self.stack.iter().map(|f| f.loc).collect();
-        Some(
-            *self
-                .ids
-                .entry((nest, loc, occurrence))
-                .or_insert_with(fresh),
-        )
-    }
-}
 
 /// Runs `iteration` for each iteration of a device loop at `loc`; `next(k)` says whether
 /// iteration `k` runs (it is called before each one, and may run kernel code).
@@ -397,10 +300,10 @@ mod tests {
         for mode in [Mode::Simulate, Mode::Estimate] {
             let device = written_tiles(mode, || {
                 fori_loop(0, 4, |_| {
-                    let _a = crate::lang::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
-                    let _b = crate::lang::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
+                    let _a = super::super::data::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
+                    let _b = super::super::data::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
                     fori_loop(0, 3, |_| {
-                        let _c = crate::lang::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
+                        let _c = super::super::data::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
                     });
                 });
             });
@@ -408,7 +311,7 @@ mod tests {
             assert_eq!(device.len(), 3, "{mode:?}");
             let host = written_tiles(mode, || {
                 for _ in 0..4 {
-                    let _a = crate::lang::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
+                    let _a = super::super::data::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
                 }
             });
             assert_eq!(host.len(), 4, "{mode:?}");
@@ -419,7 +322,7 @@ mod tests {
     fn each_iteration_ends_with_a_branch_on_every_engine_it_used() {
         let recs = crate::isa::trace::run(Mode::Simulate, || {
             fori_loop(0, 2, |_| {
-                let _a = crate::lang::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
+                let _a = super::super::data::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
             });
         })
         .unwrap();

@@ -12,6 +12,7 @@ mod grid;
 mod indirect;
 mod layout;
 mod logic;
+pub(crate) mod loop_state;
 mod matmul;
 mod random;
 mod reduce;

@@ -1,65 +1,9 @@
-//! Device loops in a profile: what an instance logged about each `nl::fori_loop` /
-//! `nl::while_loop` it ran ([`LoopLog`]) and the per-loop summary a profile shows
-//! ([`LoopStat`]: iterations, time per iteration, the loop's own per-iteration overhead).
+//! Device loops in a profile: from what each instance logged about the `nl::fori_loop` /
+//! `nl::while_loop` runs it made, the per-loop summary a profile shows ([`LoopStat`]:
+//! iterations, time per iteration, the loop's own per-iteration overhead).
 
-use super::Profile;
-use crate::error::SourceLoc;
-
-/// One run of a device loop by one instance: the records (indices into the instance's record
-/// stream) of each iteration.
-#[derive(Clone, Debug)]
-pub(crate) struct LoopLog {
-    /// `nl.fori_loop` or `nl.while_loop`.
-    pub(crate) api: &'static str,
-    /// The loop's line.
-    pub(crate) loc: SourceLoc,
-    /// Per iteration: its first record, the first of its loop-branch records, and the end of
-    /// its records (`start..branch` is the body, `branch..end` the loop's own branches).
-    pub(crate) iterations: Vec<(usize, usize, usize)>,
-}
-
-/// A device loop of the kernel, summed over every time it ran on one NeuronCore.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct LoopStat {
-    /// `nl.fori_loop` or `nl.while_loop`.
-    pub api: &'static str,
-    /// The loop's line in the kernel source.
-    pub loc: SourceLoc,
-    /// The NeuronCore it ran on.
-    pub nc: usize,
-    /// How many times the loop was entered (a loop inside another device loop or run by
-    /// several instances is entered many times).
-    pub runs: usize,
-    /// Iterations, summed over its runs.
-    pub iterations: u64,
-    /// Modelled time of its runs (each from its first iteration's first start to its last
-    /// iteration's last end), summed, in ns.
-    pub time_ns: f64,
-    /// `time_ns / iterations`.
-    pub ns_per_iteration: f64,
-    /// The loop's own cost per iteration: the longest of each iteration's compare-and-branch
-    /// records (one per engine the iteration used; one `MIN_II` of that engine's clock each,
-    /// an assumption: see `timing::cost`), averaged over the iterations, in ns.
-    pub overhead_ns_per_iteration: f64,
-}
-
-impl std::fmt::Display for LoopStat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} at line {} (nc{}): {} run{}, {} iterations, {:.1} ns/iteration \
-             (loop overhead {:.1} ns/iteration)",
-            self.api,
-            self.loc.line,
-            self.nc,
-            self.runs,
-            if self.runs == 1 { "" } else { "s" },
-            self.iterations,
-            self.ns_per_iteration,
-            self.overhead_ns_per_iteration
-        )
-    }
-}
+use super::summary::{LoopStat, Profile};
+use crate::lang::loop_state::LoopLog;
 
 /// The loop summaries of `profile`, given every loop run with the NeuronCore it ran on and the
 /// global index of its instance's first record. Loops are listed by core, then in order of

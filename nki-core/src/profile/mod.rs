@@ -8,8 +8,7 @@ pub(crate) mod loops;
 pub mod summary;
 pub mod trace;
 
-pub use loops::LoopStat;
 pub use summary::{
-    Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Span, Spans,
-    Track,
+    Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
+    Span, Spans, Track,
 };
