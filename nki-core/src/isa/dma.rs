@@ -159,7 +159,7 @@ pub fn dma_copy<'a, 'b>(dst: impl DmaTarget<'a>, src: impl DmaSource<'b>) {
     }
     // HBM accesses are tagged in every mode: estimate mode tracks races without values.
     if let DmaEndpoint::Hbm(v) = &src {
-        crate::hbm::write::track_load(v, API, ins.loc);
+        ins.track_load(v, API);
     }
     let writer = match &dst {
         DmaEndpoint::Hbm(_) => Some(ins.hbm_writer()),
