@@ -265,11 +265,16 @@ mod tests {
     }
 
     #[test]
-    fn a_kernel_abort_gives_its_error() {
+    fn a_kernel_abort_gives_its_error_with_the_program_id() {
         let e = NkiError::new(ErrorKind::ShapeMismatch, "nl.add", "shapes differ");
         let got = failed(catch(&[3], || panic::panic_any(KernelAbort(e.clone()))));
         assert_eq!(got.kind(), ErrorKind::ShapeMismatch);
-        assert_eq!(got.to_string(), e.to_string());
+        assert_eq!(got.program_id(), Some(&[3][..]));
+        assert_eq!(got.to_string(), e.with_program_id(&[3]).to_string());
+        // An error that already names its instance keeps it.
+        let other = e.with_program_id(&[7]);
+        let got = failed(catch(&[3], || panic::panic_any(KernelAbort(other.clone()))));
+        assert_eq!(got.to_string(), other.to_string());
     }
 
     #[test]
