@@ -270,7 +270,7 @@ mod tests {
         let got = failed(catch(&[3], || panic::panic_any(KernelAbort(e.clone()))));
         assert_eq!(got.kind(), ErrorKind::ShapeMismatch);
         assert_eq!(got.program_id(), Some(&[3][..]));
-        assert_eq!(got.to_string(), e.with_program_id(&[3]).to_string());
+        assert_eq!(got.to_string(), e.clone().with_program_id(&[3]).to_string());
         // An error that already names its instance keeps it.
         let other = e.with_program_id(&[7]);
         let got = failed(catch(&[3], || panic::panic_any(KernelAbort(other.clone()))));
