@@ -393,7 +393,7 @@ impl Launch {
                 );
                 ctx.feed = feed.lock().unwrap_or_else(|p| p.into_inner()).take();
                 ctx.loops.trips = self.trip_counts.clone();
-                match abort::run_instance(ctx, &kernel) {
+                match crate::context::run_instance(ctx, &kernel) {
                     (ctx, Ok(())) => done.push(Finished::of(index, ctx)),
                     (_, Err(_)) => break,
                 }
@@ -511,7 +511,7 @@ impl Launch {
             );
             ctx.loops.trips = self.trip_counts.clone();
             ctx.lnc = Some(pair.clone());
-            let (ctx, outcome) = abort::run_instance(ctx, kernel);
+            let (ctx, outcome) = crate::context::run_instance(ctx, kernel);
             pair.finish(core, outcome.is_ok());
             outcome.ok().map(|()| Finished::of(i as u64, ctx))
         };

@@ -5,7 +5,7 @@
 mod blocks;
 mod check;
 pub(crate) mod control;
-mod data;
+pub(crate) mod data;
 pub(crate) mod elementwise;
 mod gather;
 mod grid;
