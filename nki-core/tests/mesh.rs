@@ -523,7 +523,11 @@ fn one_pre_postamble_per_launch_whatever_the_semaphore_calls() {
         split.latency_ns
     );
     for d in &split.devices {
-        let launches = d.spans.iter().filter(|s| s.track == "pre/postamble").count();
+        let launches = d
+            .spans
+            .iter()
+            .filter(|s| s.track == "pre/postamble")
+            .count();
         assert_eq!(launches, 1, "device {}", d.device);
     }
 }
@@ -533,10 +537,8 @@ fn the_runtime_picks_mesh_for_small_messages_and_rdh_then_ring_for_large() {
     let m = Mesh::new([4], ["x"]).unwrap();
     let g = ReplicaGroups::all(&m);
     let pick = |rows: usize| {
-        let x = ShardedHbm::<f32>::shape_only(&m, &[4 * rows, 1024], p([Some("x"), None]))
-            .unwrap();
-        let y = ShardedHbm::<f32>::shape_only(&m, &[4 * rows, 1024], p([Some("x"), None]))
-            .unwrap();
+        let x = ShardedHbm::<f32>::shape_only(&m, &[4 * rows, 1024], p([Some("x"), None])).unwrap();
+        let y = ShardedHbm::<f32>::shape_only(&m, &[4 * rows, 1024], p([Some("x"), None])).unwrap();
         let r = MeshLaunch::new(&m)
             .target(Target::Trn1)
             .mode(Mode::Estimate)
@@ -557,10 +559,12 @@ fn reductions_are_priced_by_their_dtype_and_collectives_pay_a_fixed_cost() {
     let m = Mesh::new([2], ["x"]).unwrap();
     let g = ReplicaGroups::all(&m);
     fn time<T: Element>(m: &Mesh, g: &ReplicaGroups) -> f64 {
-        let x = ShardedHbm::<T>::shape_only(m, &[4096, 2048], PartitionSpec::new([Some("x"), None]))
-            .unwrap();
-        let y = ShardedHbm::<T>::shape_only(m, &[4096, 2048], PartitionSpec::new([Some("x"), None]))
-            .unwrap();
+        let x =
+            ShardedHbm::<T>::shape_only(m, &[4096, 2048], PartitionSpec::new([Some("x"), None]))
+                .unwrap();
+        let y =
+            ShardedHbm::<T>::shape_only(m, &[4096, 2048], PartitionSpec::new([Some("x"), None]))
+                .unwrap();
         let r = MeshLaunch::new(m)
             .target(Target::Trn1)
             .mode(Mode::Estimate)
@@ -578,10 +582,10 @@ fn reductions_are_priced_by_their_dtype_and_collectives_pay_a_fixed_cost() {
     let (f, b) = (time::<f32>(&m, &g), time::<bf16>(&m, &g));
     assert!((f / b - 2.0).abs() < 1e-9, "f32 {f} ns, bf16 {b} ns");
     // A 1-element all-reduce still pays the reducing collectives' fixed cost.
-    let x = ShardedHbm::<f32>::shape_only(&m, &[2, 1], PartitionSpec::new([Some("x"), None]))
-        .unwrap();
-    let y = ShardedHbm::<f32>::shape_only(&m, &[2, 1], PartitionSpec::new([Some("x"), None]))
-        .unwrap();
+    let x =
+        ShardedHbm::<f32>::shape_only(&m, &[2, 1], PartitionSpec::new([Some("x"), None])).unwrap();
+    let y =
+        ShardedHbm::<f32>::shape_only(&m, &[2, 1], PartitionSpec::new([Some("x"), None])).unwrap();
     let r = MeshLaunch::new(&m)
         .target(Target::Trn1)
         .mode(Mode::Estimate)

@@ -302,10 +302,7 @@ fn collective_us<T: Element>(
         }
     };
     let c = &report.collectives[0];
-    Ok((
-        c.time_ns / 1e3,
-        c.algorithm.clone().unwrap_or_default(),
-    ))
+    Ok((c.time_ns / 1e3, c.algorithm.clone().unwrap_or_default()))
 }
 
 /// Section 4: nccom-test's example results (trn1).

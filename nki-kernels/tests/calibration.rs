@@ -109,7 +109,9 @@ fn section4_collectives_within_25_percent() {
         .map(|r| r.model)
         .collect();
     assert_eq!(floor.len(), 3);
-    let (lo, hi) = floor.iter().fold((f64::MAX, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
+    let (lo, hi) = floor
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
     assert!(hi / lo < 1.1, "{}", table(&s4));
 }
 

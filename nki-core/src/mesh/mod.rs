@@ -55,8 +55,8 @@ pub use collectives::{
 };
 pub use device::{axis_index, axis_size, device_id, num_devices};
 pub use dma::{async_copy, remote_copy, semaphore, AsyncCopy, Semaphore};
-pub use links::Topology;
 pub use launch::MeshLaunch;
+pub use links::Topology;
 pub use report::{CollectiveStat, DeviceTimeline, MeshReport, MeshSpan};
 pub use sharding::{MeshView, PartitionSpec, ShardedHbm};
 pub use topology::{DeviceRef, Mesh, ReplicaGroups};

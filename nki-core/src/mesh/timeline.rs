@@ -54,9 +54,7 @@ impl Wires {
         let spec = topo.spec();
         let mut route: Route = topo.route(src, dst);
         if collective {
-            route.gbps = route
-                .gbps
-                .min(spec.dma_gbps * spec.collective_dma_fraction);
+            route.gbps = route.gbps.min(spec.dma_gbps * spec.collective_dma_fraction);
         }
         let dur = bytes as f64 / route.gbps;
         let ready = t + spec.dma_fixed_ns;

@@ -46,17 +46,14 @@ impl Algorithm {
         if self != Algorithm::Runtime {
             return self;
         }
-        let pick = if bytes < MESH_BELOW || !splits {
+        if bytes < MESH_BELOW || !splits {
             Algorithm::Direct
-        } else if bytes <= RDH_UP_TO
-            && ranks.is_power_of_two()
-            && kind != CollectiveKind::AllToAll
+        } else if bytes <= RDH_UP_TO && ranks.is_power_of_two() && kind != CollectiveKind::AllToAll
         {
             Algorithm::RecursiveDoubling
         } else {
             Algorithm::Ring
-        };
-        pick
+        }
     }
 }
 

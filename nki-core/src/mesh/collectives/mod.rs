@@ -519,7 +519,14 @@ pub fn all_gather<'a>(
     };
     let ops = (src.into(), dst.into(), dim);
     let splits = |_, _: &MeshView| true;
-    if let Some(e) = enter(CollectiveKind::AllGather, Some(alg), ops, groups, splits, check) {
+    if let Some(e) = enter(
+        CollectiveKind::AllGather,
+        Some(alg),
+        ops,
+        groups,
+        splits,
+        check,
+    ) {
         gather_into(&e.c, &e.src, &e.dst, dim, e.alg, 0);
         e.finish();
     }
@@ -537,9 +544,7 @@ fn scatter_into(c: &Call, src: &MeshView, dst: &MeshView, dim: usize, alg: Algor
     match alg {
         Algorithm::Ring => ring::reduce_scatter(c, src, dst, dim, phase),
         Algorithm::RecursiveDoubling => recursive::reduce_scatter(c, src, dst, dim, phase),
-        Algorithm::Direct | Algorithm::Runtime => {
-            direct::reduce_scatter(c, src, dst, dim, phase)
-        }
+        Algorithm::Direct | Algorithm::Runtime => direct::reduce_scatter(c, src, dst, dim, phase),
     }
 }
 
@@ -645,7 +650,14 @@ pub fn all_to_all<'a>(
     };
     let ops = (src.into(), dst.into(), dim);
     let splits = |_, _: &MeshView| true;
-    if let Some(e) = enter(CollectiveKind::AllToAll, Some(alg), ops, groups, splits, check) {
+    if let Some(e) = enter(
+        CollectiveKind::AllToAll,
+        Some(alg),
+        ops,
+        groups,
+        splits,
+        check,
+    ) {
         direct::all_to_all(&e.c, &e.src, &e.dst, dim, e.alg == Algorithm::Ring);
         e.finish();
     }
