@@ -266,6 +266,9 @@ pub struct Launch {
     target: Target,
     mode: Mode,
     host_threads: Option<usize>,
+    /// Whether every element of the outputs must be written (see
+    /// [`Launch::outputs_uninitialised`]).
+    uninitialised_outputs: bool,
     /// Where the user launched the kernel when a launcher closure stands between that call and
     /// [`Launch::run`] (see `launcher`): errors of the launch itself point there.
     pub(crate) called_at: Option<crate::error::SourceLoc>,
@@ -279,6 +282,7 @@ impl Launch {
             target: Target::default(),
             mode: Mode::Execute,
             host_threads: None,
+            uninitialised_outputs: false,
             called_at: None,
         }
     }
@@ -301,6 +305,16 @@ impl Launch {
     /// [`ErrorKind::InvalidArgument`] error of the launch.
     pub fn host_threads(mut self, n: usize) -> Launch {
         self.host_threads = Some(n);
+        self
+    }
+
+    /// Treats the outputs (`&mut Hbm` parameters) as freshly allocated device memory, as a
+    /// framework's output allocation is (the candle bridge launches so): an element the launch
+    /// leaves unwritten is an [`ErrorKind::OutputNotWritten`] error naming it, where by default
+    /// it keeps the value the host gave it (the seeds' form: outputs are tensors the caller
+    /// owns, and writing part of one is allowed).
+    pub fn outputs_uninitialised(mut self) -> Launch {
+        self.uninitialised_outputs = true;
         self
     }
 
@@ -408,6 +422,9 @@ impl Launch {
         }
         for out in &shared.outputs {
             crate::hbm::check_written(out, shared.writers.base())?;
+            if self.uninitialised_outputs {
+                crate::hbm::write::check_fully_written(out, shared.id)?;
+            }
         }
         for out in shared
             .kernel_outputs
