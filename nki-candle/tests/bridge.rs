@@ -405,6 +405,18 @@ fn an_op_without_backward_says_so() {
 }
 
 #[test]
+fn an_output_the_kernel_writes_in_part_is_an_error_not_zeros() {
+    // AddTile writes one [128, 512] tile: the rows below it would hold garbage on the device.
+    let op = KernelOp::new("half_written_add", AddTile, |_| Grid::new([1, 1]))
+        .output_shape(|_| Ok(vec![256, 512]));
+    let a = random(128, 512, 1, DType::F32);
+    let e = op.apply2(&a, &a).unwrap_err();
+    let nki = nki_error(&e).expect("the nki-rs error is reachable");
+    assert_eq!(nki.kind(), ErrorKind::OutputNotWritten, "{nki}");
+    assert!(nki.to_string().contains("[128, 0]"), "{nki}");
+}
+
+#[test]
 fn pass_through_backward_needs_inputs_shaped_like_the_output() {
     // The left half of a + b: the output is narrower than the inputs.
     let op = KernelOp::new("left_half_add", AddTile, |_| Grid::new([1, 1]))

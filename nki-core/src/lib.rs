@@ -135,8 +135,8 @@ pub use crate::record::{
 };
 // Profiles of modelled launches.
 pub use crate::profile::{
-    Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Span, Spans,
-    Track,
+    Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
+    Span, Spans, Track,
 };
 
 /// The NKI language (`nki.language`, imported as `nl`): loads and stores, element-wise math,

@@ -594,6 +594,43 @@ fn add_tiles(a: &Hbm<bf16>, b: &Hbm<bf16>, c: &mut Hbm<bf16>) {
     }
 }
 
+#[nki_kernel]
+fn store_psum(a: &Hbm<bf16>, c: &mut Hbm<f32>) {
+    let x = nl::load(a.view());
+    let m = nl::matmul(&x, &x, true);
+    nl::store(c.view(), &m);
+}
+
+#[test]
+fn a_psum_tile_stored_to_hbm_goes_through_an_inserted_scalar_copy() {
+    // Beta 1 nl.store of a PSUM tile: the compiler inserts a PSUM -> SBUF copy (ScalarE), and
+    // the DMA reads the SBUF copy, after it.
+    let a = Hbm::<bf16>::shape_only([128, 128]);
+    let mut c = Hbm::<f32>::shape_only([128, 128]);
+    let p = store_psum::estimate(Grid::new([1]), Target::Trn2, &a, &mut c).unwrap();
+    let copy = p
+        .ops
+        .iter()
+        .position(|o| o.api == "nl.store (PSUM copy)")
+        .expect("an inserted copy");
+    assert_eq!(p.ops[copy].engine, Engine::Scalar);
+    let store = p.ops.iter().position(|o| o.api == "nl.store").unwrap();
+    assert!(store > copy);
+    let span = |i: usize| {
+        p.spans
+            .iter()
+            .find(|s| s.op as usize == i && s.track != Track::Launch)
+            .map(|s| (s.start_ns, s.start_ns + s.dur_ns))
+            .unwrap()
+    };
+    assert!(
+        span(store).0 >= span(copy).1,
+        "{:?} {:?}",
+        span(copy),
+        span(store)
+    );
+}
+
 #[test]
 fn chrome_trace_is_valid_and_tracks_never_partially_overlap() {
     let a = Hbm::<bf16>::shape_only([512, 128]);
