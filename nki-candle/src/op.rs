@@ -268,7 +268,7 @@ impl<F: NkiKernel + Clone, B: NkiKernel + Clone> KernelOp<F, B> {
         let shapes: Vec<&[usize]> = sources.iter().map(Source::dims).collect();
         let specs = outputs(&shapes, &dtypes)?;
         let grid = grid(&shapes);
-        nki_core::hbm::with_borrowed(|lend| {
+        nki_core::with_borrowed(|lend| {
             let hbms = sources
                 .iter()
                 .map(|s| s.lend(self.name, lend))

@@ -342,10 +342,7 @@ fn integer_dtypes_run_through_a_generic_kernel() {
 fn sum_and_bf16(a: &Hbm<f32>, b: &Hbm<f32>, sum: &mut Hbm<f32>, low: &mut Hbm<bf16>) {
     let s = &nl::load(a.view()) + &nl::load(b.view());
     nl::store(sum.view(), &s);
-    nl::store(
-        low.view(),
-        &nl::copy(&s, Some(nki_core::dtype::DType::BF16)),
-    );
+    nl::store(low.view(), &nl::copy(&s, Some(nki_core::DType::BF16)));
 }
 
 nki_candle::kernel!(

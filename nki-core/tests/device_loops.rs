@@ -3,8 +3,8 @@
 //! whose condition the device changes, one buffer per body allocation, iterations ordered for
 //! the race checks, scalar arithmetic and dynamic DMA offsets, and the profile's loop rows.
 
-use nki_core::isa::NkiScalar;
-use nki_core::lang::TripCounts;
+use nki_core::nisa::NkiScalar;
+use nki_core::nl::TripCounts;
 use nki_core::prelude::*;
 
 const FILE: &str = file!();

@@ -60,7 +60,7 @@ fn sendrecv_exchanges_tiles_between_the_two_cores_in_every_mode() {
     assert!((e.latency_ns - p.latency_ns).abs() < 1e-6 * p.latency_ns);
 }
 
-use nki_core::isa::Engine;
+use nki_core::nisa::Engine;
 
 /// Core 0 runs a chain of `work` activations into `t`, then both cores meet at a barrier on
 /// `t`; core 1 then copies its `t` (when `barrier` is false, nothing orders the cores).

@@ -2,14 +2,14 @@
 //! small kernels. Expected times are computed here from the target table, independently of the
 //! model's code.
 
-use nki_core::error::SourceLoc;
-use nki_core::memory::MemoryPeak;
+use nki_core::__private::MemoryPeak;
 use nki_core::prelude::*;
+use nki_core::SourceLoc;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
-use nki_core::profile::{Bound, Track};
-use nki_core::record::{BufId, CoreStream, DmaDims, Engine, Instr, MatmulDims, Opcode, Region};
-use nki_core::timing::model;
+use nki_core::__private::model;
+use nki_core::nisa::classic as nisa;
+use nki_core::{Bound, Track};
+use nki_core::{BufId, CoreStream, DmaDims, Engine, Instr, MatmulDims, Opcode, Region};
 use std::collections::HashMap;
 
 const EPS: f64 = 1e-6;

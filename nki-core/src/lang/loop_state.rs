@@ -24,7 +24,7 @@ pub(crate) struct LoopLog {
 /// tokens routed to each expert, say), and optionally a count for every other loop.
 ///
 /// ```
-/// use nki_core::lang::TripCounts;
+/// use nki_core::nl::TripCounts;
 /// let trips = TripCounts::new().line(42, 16).runs(57, [3, 0, 9, 4]).all(1);
 /// assert_eq!(trips.count_for(42, 0), Some(16));
 /// assert_eq!(trips.count_for(57, 2), Some(9));
