@@ -15,7 +15,7 @@
 //!
 //! Run with `cargo run --release --example moe_experts`.
 
-use nki_core::lang::TripCounts;
+use nki_core::nl::TripCounts;
 use nki_core::prelude::*;
 use std::process::ExitCode;
 

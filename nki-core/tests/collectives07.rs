@@ -1,8 +1,8 @@
-//! `nki.collectives` by its 0.7 names (`mesh::collectives::names`): the reducing operator as
+//! `nki.collectives` by its 0.7 names (`mesh::names`): the reducing operator as
 //! a parameter (add, max, min), `rank_id`, `ReplicaGroup`, and the other collectives as thin
 //! calls into the mesh layer.
 
-use nki_core::mesh::collectives::names::{self as cc, ReduceOp, ReplicaGroup};
+use nki_core::mesh::names::{self as cc, ReduceOp, ReplicaGroup};
 use nki_core::mesh::{Mesh, MeshLaunch, PartitionSpec, ShardedHbm};
 use nki_core::ndarray::Array2;
 use std::sync::Mutex;
@@ -70,7 +70,12 @@ fn rank_id_all_gather_and_permute_by_their_07_names() {
         .run(|| {
             ranks.lock().unwrap().push(cc::rank_id());
             cc::all_gather(x.view(), cat.view(), 0, &g);
-            cc::collective_permute(x.view(), moved.view(), &[(0, 1), (1, 2), (2, 3), (3, 0)], &g);
+            cc::collective_permute(
+                x.view(),
+                moved.view(),
+                &[(0, 1), (1, 2), (2, 3), (3, 0)],
+                &g,
+            );
             cc::all_to_all(x.view(), swapped.view(), 0, &g);
         })
         .unwrap();
