@@ -134,6 +134,8 @@ pub(crate) struct InstanceCtx {
     /// How many tensors this instance allocated in shared HBM so far (the next one is the
     /// launch's tensor of this number, see [`LaunchShared::kernel_outputs`]).
     pub(crate) shared_hbm_allocs: usize,
+    /// The ScalarE and VectorE accumulator registers (`reduce_cmd` chaining).
+    pub(crate) accum: crate::isa::accum::Accumulators,
 }
 
 thread_local! {
@@ -175,6 +177,7 @@ impl InstanceCtx {
             next_activation: 0,
             writer: [None; 3],
             shared_hbm_allocs: 0,
+            accum: Default::default(),
         }
     }
 

@@ -66,6 +66,13 @@ pub enum Opcode {
     FindIndex8,
     /// Replaces the first occurrences of 8 values per partition (`nisa.nc_match_replace8`).
     MatchReplace8,
+    /// Running tensor-scalar reduction written element by element
+    /// (`nisa.tensor_scalar_cumulative`).
+    TensorScalarCumulative,
+    /// Free-index range selection with a max-reduction (`nisa.range_select`).
+    RangeSelect,
+    /// VectorE `exp(x - max)` with a running sum (`nisa.exponential`, NC-v4).
+    Exponential,
 }
 
 impl Opcode {
@@ -100,6 +107,9 @@ impl Opcode {
             Opcode::Max8 => "MAX8",
             Opcode::FindIndex8 => "FIND_INDEX8",
             Opcode::MatchReplace8 => "MATCH_REPLACE8",
+            Opcode::TensorScalarCumulative => "TENSOR_SCALAR_CUMULATIVE",
+            Opcode::RangeSelect => "RANGE_SELECT",
+            Opcode::Exponential => "EXPONENTIAL",
         }
     }
 }
