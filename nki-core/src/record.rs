@@ -73,6 +73,8 @@ pub enum Opcode {
     RangeSelect,
     /// VectorE `exp(x - max)` with a running sum (`nisa.exponential`, NC-v4).
     Exponential,
+    /// Indices of the non-zero elements and their count (`nisa.nonzero_with_count`, GpSimd).
+    NonzeroWithCount,
 }
 
 impl Opcode {
@@ -110,6 +112,7 @@ impl Opcode {
             Opcode::TensorScalarCumulative => "TENSOR_SCALAR_CUMULATIVE",
             Opcode::RangeSelect => "RANGE_SELECT",
             Opcode::Exponential => "EXPONENTIAL",
+            Opcode::NonzeroWithCount => "NONZERO_WITH_COUNT",
         }
     }
 }

@@ -98,7 +98,10 @@ fn tensor_scalar_reduce_sums_and_chains_through_the_registers() {
     assert_eq!(dst, want_d);
     for r in 0..p {
         let a = row_sum(&want_d[r * f..(r + 1) * f]);
-        let b: Vec<f32> = ys[r * f..(r + 1) * f].iter().map(|v| v * scale[r]).collect();
+        let b: Vec<f32> = ys[r * f..(r + 1) * f]
+            .iter()
+            .map(|v| v * scale[r])
+            .collect();
         let chained = a + row_sum(&b);
         let m = ys[r * f..(r + 1) * f]
             .iter()
@@ -412,4 +415,141 @@ fn accumulator_rules_are_errors() {
         })
         .expect_err("trn1 has no range_select");
     assert!(e.to_string().contains("NeuronCore-v3"), "{e}");
+}
+
+#[test]
+fn activation_chains_scalar_registers_and_takes_a_scalar_bias() {
+    use nisa::{ActFn, ActivationArgs};
+    let (p, f) = (64, 48);
+    let mut rng = Rng(19);
+    let xs = rng.vec(p * f, -2.0, 2.0);
+    let ys = rng.vec(p * f, -2.0, 2.0);
+    let (xh, yh) = (hbm(&[p, f], xs.clone()), hbm(&[p, f], ys.clone()));
+    let (got, res) = run2(Target::Trn2, &[p, f], &[p, 3], |o, r| {
+        let (x, y) = (nl::load(&xh), nl::load(&yh));
+        let d = sbuf(&[p, f], DType::F32);
+        let rr = sbuf(&[p, 3], DType::F32);
+        // sum(exp(x * 0.5 + 0.25)) into the registers, no read-out.
+        nisa::activation(
+            &d,
+            ActFn::Exp,
+            &x,
+            ActivationArgs::new()
+                .scale(0.5)
+                .bias(0.25)
+                .reduce(AluOp::Add, ReduceCmd::ResetReduce),
+        );
+        // ... plus sum(square(y)), read out: a norm over two tiles of one row.
+        let d2 = sbuf(&[p, f], DType::F32);
+        nisa::activation(
+            &d2,
+            ActFn::Square,
+            &y,
+            ActivationArgs::new()
+                .reduce(AluOp::Add, ReduceCmd::Reduce)
+                .reduce_res(rr.slice((.., 0..1))),
+        );
+        // idle keeps them; a read-out only.
+        nisa::activation(
+            &d2,
+            ActFn::Copy,
+            &y,
+            ActivationArgs::new().reduce_res(rr.slice((.., 1..2))),
+        );
+        // activation_reduce resets them to its own sums.
+        nisa::activation_reduce(&d2, ActFn::Copy, &y, AluOp::Add, rr.slice((.., 2..3)), None);
+        nl::store(o, &d);
+        nl::store(r, &rr);
+    })
+    .unwrap();
+    let want: Vec<f32> = xs
+        .iter()
+        .map(|&v| ((v * 0.5 + 0.25) as f64).exp() as f32)
+        .collect();
+    assert_f32_close(&got, &want, "exp(0.5 x + 0.25)");
+    for r in 0..p {
+        let a: f64 = want[r * f..(r + 1) * f].iter().map(|&v| v as f64).sum();
+        let b: f64 = ys[r * f..(r + 1) * f]
+            .iter()
+            .map(|&v| (v as f64) * (v as f64))
+            .sum();
+        let c: f64 = ys[r * f..(r + 1) * f].iter().map(|&v| v as f64).sum();
+        common::assert_close(&[res[3 * r]], &[(a + b) as f32], 1e-5, 1e-6, "chained");
+        assert_eq!(res[3 * r + 1], res[3 * r], "idle leaves the registers");
+        common::assert_close(&[res[3 * r + 2]], &[c as f32], 1e-5, 1e-6, "reset");
+    }
+    // A scalar bias is NeuronCore-v3+.
+    let e = Launch::new(1)
+        .target(Target::Trn1)
+        .run(|| {
+            let x = sbuf(&[8, 8], DType::F32);
+            nisa::memset(&x, 0.0, None);
+            nisa::activation(&x, ActFn::Exp, &x, ActivationArgs::new().bias(1.0));
+        })
+        .expect_err("trn1 needs a bias vector");
+    assert!(e.to_string().contains("NeuronCore-v3"), "{e}");
+}
+
+#[test]
+fn activate2_stages_and_abs_max_reduction_on_trn3() {
+    use nisa::{ActFn, Activate2Args};
+    let (p, f) = (32, 40);
+    let mut rng = Rng(23);
+    let xs = rng.vec(p * f, -3.0, 3.0);
+    let sc = rng.vec(p, 0.5, 2.0);
+    let (xh, sh) = (hbm(&[p, f], xs.clone()), hbm(&[p, 1], sc.clone()));
+    let cases = [
+        (AluOp::Multiply, AluOp::Add, false, false),
+        (AluOp::Multiply, AluOp::Subtract, false, true),
+        (AluOp::Subtract, AluOp::Bypass, true, false),
+        (AluOp::Bypass, AluOp::Bypass, false, false),
+    ];
+    for (op0, op1, r0, r1) in cases {
+        let (got, res) = run2(Target::Trn3, &[p, f], &[p, 1], |o, r| {
+            let (x, s) = (nl::load(&xh), nl::load(&sh));
+            let d = sbuf(&[p, f], DType::F32);
+            let rr = sbuf(&[p, 1], DType::F32);
+            let mut args = Activate2Args::new()
+                .reduce(AluOp::AbsMax, ReduceCmd::ResetReduce)
+                .reduce_res(&rr);
+            if r0 {
+                args = args.reverse0();
+            }
+            if r1 {
+                args = args.reverse1();
+            }
+            nisa::activate2(&d, ActFn::Tanh, &x, &s, 0.75, op0, op1, args);
+            nl::store(o, &d);
+            nl::store(r, &rr);
+        })
+        .unwrap();
+        let stage = |o: AluOp, rev: bool, v: f32, imm: f32| {
+            let (a, b) = if rev { (imm, v) } else { (v, imm) };
+            match o {
+                AluOp::Multiply => a * b,
+                AluOp::Add => a + b,
+                AluOp::Subtract => a - b,
+                _ => v,
+            }
+        };
+        let want: Vec<f32> = (0..p * f)
+            .map(|i| {
+                let v = stage(op1, r1, stage(op0, r0, xs[i], sc[i / f]), 0.75);
+                (v as f64).tanh() as f32
+            })
+            .collect();
+        assert_f32_close(&got, &want, &format!("{op0:?} {op1:?}"));
+        for r in 0..p {
+            let m = got[r * f..(r + 1) * f]
+                .iter()
+                .fold(0.0f32, |a, &b| a.max(b.abs()));
+            assert_eq!(res[r], m, "row {r} abs_max");
+        }
+    }
+    let e = fails_with(ErrorKind::InvalidArgument, || {
+        let x = sbuf(&[8, 8], DType::F32);
+        nisa::memset(&x, 0.0, None);
+        nisa::activate2(&x, ActFn::Exp, &x, 1.0, 1.0, AluOp::Add, AluOp::Add, None);
+    });
+    assert!(e.to_string().contains("NeuronCore-v4"), "{e}");
 }

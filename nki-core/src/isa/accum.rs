@@ -306,7 +306,7 @@ impl<'a> Accum<'a> {
                 ErrorKind::InvalidArgument,
                 format!("'{api}' with reduce_cmd=load_reduce needs reduce_init"),
             ),
-            (Some(Operand::Scalar { value, .. }), _) if value == 0.0 => None,
+            (Some(Operand::Scalar { value: 0.0, .. }), _) => None,
             (Some(_), _) => ins.fail(
                 ErrorKind::InvalidArgument,
                 format!(

@@ -50,7 +50,10 @@ pub fn exponential<'d, 'a>(
         if t.shape().len() > 4 {
             ins.fail(
                 ErrorKind::InvalidArgument,
-                format!("{what} {} of 'exponential' has more than 4 dimensions", t.describe()),
+                format!(
+                    "{what} {} of 'exponential' has more than 4 dimensions",
+                    t.describe()
+                ),
             );
         }
     }
@@ -68,7 +71,10 @@ pub fn exponential<'d, 'a>(
         if t.dtype() != DType::F32 {
             ins.fail(
                 ErrorKind::DType,
-                format!("max_value {} of 'exponential' must be float32", t.describe()),
+                format!(
+                    "max_value {} of 'exponential' must be float32",
+                    t.describe()
+                ),
             );
         }
     }

@@ -15,13 +15,13 @@
 //! | engine | instructions |
 //! |---|---|
 //! | TensorE | [`nc_matmul`] (accumulating, or a transpose with `is_transpose`), [`nc_transpose`] (also VectorE for <= 32x32) |
-//! | ScalarE | [`activation`], [`activation_reduce`] |
+//! | ScalarE | [`activation`] (with accumulator chaining), [`activation_reduce`], [`activate2`] (trn3) |
 //! | VectorE | [`tensor_tensor`], [`tensor_scalar`], [`scalar_tensor_tensor`], [`tensor_reduce`], [`tensor_copy`], [`tensor_tensor_scan`], [`reciprocal`], [`memset`], [`bn_stats`], [`bn_aggr`] |
 //! | VectorE top-8 | [`max8`], [`nc_find_index8`], [`nc_match_replace8`] |
 //! | VectorE accumulators ([`ReduceArgs`], [`ReduceCmd`]) | [`tensor_scalar_reduce`], [`tensor_scalar_cumulative`], [`select_reduce`], [`range_select`], [`exponential`] (trn3) |
 //! | VectorE predicated copy | [`tensor_copy_predicated`] |
 //! | trace-time queries | [`get_nc_version`], [`get_nc_sub_version`] |
-//! | GpSimdE | [`iota`], [`affine_select`], [`tensor_partition_reduce`] |
+//! | GpSimdE | [`iota`], [`affine_select`], [`tensor_partition_reduce`], [`nonzero_with_count`] |
 //! | DMA | [`dma_copy`], [`dma_compute`], [`dma_transpose`] |
 //!
 //! ```ignore
@@ -37,6 +37,7 @@
 //! ...)` builder that both call.
 
 pub(crate) mod accum;
+mod activate2;
 pub(crate) mod base;
 pub mod classic;
 mod dma;
@@ -45,6 +46,7 @@ mod dma_tests;
 mod exponential;
 mod gpsimd;
 mod max8;
+mod nonzero;
 mod opts;
 #[cfg(test)]
 mod same_records;
@@ -61,6 +63,7 @@ mod version;
 pub use crate::math::{ActFn, AluOp};
 pub use crate::record::Engine;
 pub use accum::{ReduceArgs, ReduceCmd};
+pub use activate2::{activate2, Activate2Args};
 pub use base::Operand;
 pub use dma::{
     dma_compute, dma_copy, dma_transpose, DgeMode, DmaEndpoint, DmaOpts, DmaSource, DmaTarget,
@@ -69,6 +72,7 @@ pub use dma::{
 pub use exponential::exponential;
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
 pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
+pub use nonzero::{nonzero_with_count, NONZERO_PARTITION_STEP};
 pub use opts::{MatmulOpts, Opts, ReduceOpts};
 pub use scalar::{activation, activation_reduce, ActivationArgs};
 pub use scalar_tensor_tensor::{scalar_tensor_tensor, SttOpts};

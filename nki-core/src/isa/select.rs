@@ -202,11 +202,13 @@ pub fn select_reduce<'d, 'p, 'a>(
         let mut rows = Vec::with_capacity(p);
         for (r, (row, qrow)) in v.chunks(f).zip(q.chunks(f)).enumerate() {
             let start = out.len();
-            out.extend(
-                row.iter()
-                    .zip(qrow)
-                    .map(|(&x, &b)| if (pd.int(b) != 0) != reverse { x } else { f_vals[r] }),
-            );
+            out.extend(row.iter().zip(qrow).map(|(&x, &b)| {
+                if (pd.int(b) != 0) != reverse {
+                    x
+                } else {
+                    f_vals[r]
+                }
+            }));
             rows.push(acc.fold(&out[start..]));
         }
         dst.scatter(out);

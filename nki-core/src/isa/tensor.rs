@@ -181,7 +181,11 @@ pub(crate) fn check_matmul(
                 op,
                 format!(
                     "matmul dst dtype {d} is not supported: dst must be float32{} on {target}",
-                    if spec.matmul_moving_fmax_bf16_dst.is_some() { " or bfloat16" } else { "" }
+                    if spec.matmul_moving_fmax_bf16_dst.is_some() {
+                        " or bfloat16"
+                    } else {
+                        ""
+                    }
                 ),
             ))
         }

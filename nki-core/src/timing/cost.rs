@@ -105,6 +105,8 @@ fn per_element(r: &CostFacts) -> f64 {
         | Opcode::TensorScalarCumulative
         | Opcode::RangeSelect
         | Opcode::Exponential
+        // GpSimd 150 + T, no published figure [A] (isa/nonzero.rs).
+        | Opcode::NonzeroWithCount
         // Software DGE: one GpSimd cycle per descriptor after its start-up [A].
         | Opcode::DmaDescriptors => 1.0,
         // Costed by `tensor_cost` / `dma_plan`; a full pass over the data if asked here.
