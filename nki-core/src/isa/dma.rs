@@ -338,7 +338,7 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
         }
         // HBM accesses are tagged in every mode: estimate mode tracks races without values.
         if let DmaEndpoint::Hbm(v) = src {
-            crate::hbm::write::track_load(v, api, ins.loc);
+            ins.track_load(v, api);
         }
     }
     let writer = match &dst {
@@ -569,7 +569,7 @@ pub fn dma_transpose<'a, 'b>(
         );
     }
     if let DmaEndpoint::Hbm(v) = &src {
-        crate::hbm::write::track_load(v, ins.api, ins.loc);
+        ins.track_load(v, ins.api);
     }
     descriptors(&ins, &opts, &dst, &src);
     let writer = match &dst {

@@ -90,7 +90,8 @@ pub use version::{get_nc_sub_version, get_nc_version, NcVersion};
 pub(crate) mod trace {
     //! Runs a closure as one simulated program instance and returns its records or error.
 
-    use crate::abort::{run_instance, Stop};
+    use crate::abort::Stop;
+    use crate::context::run_instance;
     use crate::context::{InstanceCtx, LaunchShared, Mode};
     use crate::error::{ErrorKind, NkiError};
     use crate::record::Instr;

@@ -23,7 +23,7 @@
 //! order        happens-before: vector clocks, shard accesses, race and uninitialised findings
 //! sem          semaphore identities
 //! deadlock     exact deadlock detection
-//! links        per-target link constants (hardware.md §5) and routes
+//! links        per-target link constants (hardware.md §5), routes, the Topology builder
 //! timeline     link and DMA reservations: when a transfer lands
 //! replay       the deterministic timing replay of every device's log
 //! operand      what copies and collectives read and write: HBM views or tiles
@@ -56,6 +56,7 @@ pub use collectives::{
 pub use device::{axis_index, axis_size, device_id, num_devices};
 pub use dma::{async_copy, remote_copy, semaphore, AsyncCopy, Semaphore};
 pub use launch::MeshLaunch;
+pub use links::Topology;
 pub use report::{CollectiveStat, DeviceTimeline, MeshReport, MeshSpan};
 pub use sharding::{MeshView, PartitionSpec, ShardedHbm};
 pub use topology::{DeviceRef, Mesh, ReplicaGroups};
