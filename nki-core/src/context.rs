@@ -77,6 +77,12 @@ pub(crate) struct InstanceCtx {
     pub(crate) shared_hbm_allocs: usize,
     /// The ScalarE and VectorE accumulator registers (`reduce_cmd` chaining).
     pub(crate) accum: crate::isa::accum::Accumulators,
+    /// Device loops (`nl::fori_loop`, `nl::while_loop`): the active ones, their body tiles'
+    /// ids, the launch's estimate trip counts and the finished runs for the profile.
+    pub(crate) loops: crate::lang::loop_state::Loops,
+    /// The meeting point of the two cores of an LNC=2 launch (`nisa::sendrecv`,
+    /// `nisa::core_barrier`); `None` in other launches.
+    pub(crate) lnc: Option<Arc<crate::isa::lnc_state::Pair>>,
 }
 
 thread_local! {
@@ -116,6 +122,8 @@ impl InstanceCtx {
             writer: [None; 3],
             shared_hbm_allocs: 0,
             accum: Default::default(),
+            loops: Default::default(),
+            lnc: None,
         }
     }
 

@@ -7,11 +7,11 @@ mod common;
 use common::Rng;
 use half::bf16;
 use ndarray::{concatenate, s, Array2, ArrayD, Axis};
-use nki_core::dtype::DType;
-use nki_core::lang as nl;
-use nki_core::mesh::links::link_spec;
+use nki_core::mesh::link_spec;
 use nki_core::mesh::{self, Algorithm, Mesh, MeshLaunch, PartitionSpec, ReplicaGroups, ShardedHbm};
+use nki_core::nl;
 use nki_core::prelude::*;
+use nki_core::DType;
 
 const ALGORITHMS: [Algorithm; 3] = [
     Algorithm::Ring,

@@ -10,7 +10,7 @@ use crate::calibration_kernels::{
 use crate::matmul::{PUBLISHED_TRN1, TUTORIAL_BENCHMARK_KMN};
 use nki_core::mesh::{CollectiveKind, ShardedHbm};
 use nki_core::prelude::*;
-use nki_core::profile::Track;
+use nki_core::Track;
 use std::path::Path;
 
 /// One published figure and its modelled value.

@@ -29,12 +29,12 @@ type DeviceOutcome = (Vec<Step>, Option<NkiError>);
 /// let m = Mesh::new([2], ["x"])?;
 /// let ids = ShardedHbm::<f32>::zeros(&m, &[2], PartitionSpec::new([Some("x")]))?;
 /// MeshLaunch::new(&m).run(|| {
-///     let v = nki_core::lang::full(&[1, 1], mesh::device_id() as f32, nki_core::dtype::DType::F32,
-///         nki_core::record::MemKind::Sbuf);
-///     nki_core::lang::store(ids.local_out().view().slice(0..1), &v);
+///     let v = nki_core::nl::full(&[1, 1], mesh::device_id() as f32, nki_core::DType::F32,
+///         nki_core::MemKind::Sbuf);
+///     nki_core::nl::store(ids.local_out().view().slice(0..1), &v);
 /// })?;
 /// assert_eq!(ids.to_array()?.as_slice().unwrap(), &[0.0, 1.0]);
-/// # Ok::<(), nki_core::error::NkiError>(())
+/// # Ok::<(), nki_core::NkiError>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct MeshLaunch<'m> {

@@ -250,8 +250,8 @@ pub fn link_spec(target: Target) -> &'static LinkSpec {
 /// device `d` sits on slot `d`, as ranks fill chips in order).
 ///
 /// ```
-/// use nki_core::mesh::links::Topology;
-/// use nki_core::target::Target;
+/// use nki_core::mesh::Topology;
+/// use nki_core::Target;
 /// // trn2 with twice the link bandwidth and the four devices spread over four chips.
 /// let t = Topology::of(Target::Trn2)
 ///     .link_gbps(512.0)

@@ -32,12 +32,12 @@
 //! report       MeshReport: timelines, nccom-test style bandwidths, Perfetto trace
 //! ```
 
-pub mod collectives;
+mod collectives;
 mod deadlock;
 mod device;
 mod dma;
 mod launch;
-pub mod links;
+mod links;
 mod operand;
 mod order;
 mod replay;
@@ -46,7 +46,7 @@ mod sem;
 mod sharding;
 mod shared;
 mod sync;
-pub mod timeline;
+mod timeline;
 mod topology;
 
 pub use collectives::{
@@ -56,7 +56,8 @@ pub use collectives::{
 pub use device::{axis_index, axis_size, device_id, num_devices};
 pub use dma::{async_copy, remote_copy, semaphore, AsyncCopy, Semaphore};
 pub use launch::MeshLaunch;
-pub use links::Topology;
+pub use links::{link_spec, Fabric, LinkSpec, Resource, Route, Topology};
 pub use report::{CollectiveStat, DeviceTimeline, MeshReport, MeshSpan};
 pub use sharding::{MeshView, PartitionSpec, ShardedHbm};
+pub use timeline::Transfer;
 pub use topology::{DeviceRef, Mesh, ReplicaGroups};
