@@ -4,7 +4,7 @@
 //! instructions (`reduce` after `reset_reduce`, `load_reduce`), edge values (NaN, -inf fill,
 //! a single element), and the rules as errors.
 
-use nki_core::isa::{ReduceArgs, ReduceCmd};
+use nki_core::nisa::{ReduceArgs, ReduceCmd};
 use nki_core::prelude::*;
 
 mod common;

@@ -172,7 +172,7 @@ fn trn3_psum_tiles_take_whole_banks() {
 
 #[test]
 fn get_nc_version_inside_a_kernel() {
-    use nki_core::isa::NcVersion;
+    use nki_core::nisa::NcVersion;
     for (t, v) in [
         (Target::Trn1, NcVersion::Gen2),
         (Target::Trn2, NcVersion::Gen3),
