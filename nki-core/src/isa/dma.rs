@@ -2,6 +2,7 @@
 //! SBUF->SBUF), with a cast when the dtypes differ.
 
 use super::base::{dma_dims, short};
+pub use super::dma_indirect::IndirectAp;
 use crate::context::Op;
 use crate::dtype::Element;
 use crate::error::ErrorKind;
@@ -19,6 +20,9 @@ pub enum DmaEndpoint<'a> {
     Hbm(HbmView),
     /// A view of an SBUF tile.
     Tile(TileRef<'a>),
+    /// HBM rows chosen at run time by an SBUF index tile (NKI `.ap(.., vector_offset=idx)`):
+    /// a gather source or a scatter destination.
+    Indirect(IndirectAp<'a>),
 }
 
 /// What [`dma_copy`] can read from: any HBM view (inputs and outputs) or a tile (`&Tile`,
@@ -70,6 +74,27 @@ tile_endpoints! {
     ['a, T: Element, const P: usize, const F: usize] &'a Sbuf<T, P, F> => |t| t.into();
 }
 
+impl<'a> DmaSource<'a> for IndirectAp<'a> {
+    fn dma_source(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Indirect(self)
+    }
+}
+impl<'a> DmaTarget<'a> for IndirectAp<'a> {
+    fn dma_target(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Indirect(self)
+    }
+}
+impl<'a> DmaSource<'a> for &IndirectAp<'a> {
+    fn dma_source(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Indirect(self.clone())
+    }
+}
+impl<'a> DmaTarget<'a> for &IndirectAp<'a> {
+    fn dma_target(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Indirect(self.clone())
+    }
+}
+
 impl<'a, T: HbmDest> DmaTarget<'a> for T {
     fn dma_target(self) -> DmaEndpoint<'a> {
         DmaEndpoint::Hbm(self.hbm_dest())
@@ -84,29 +109,28 @@ impl<'a> DmaEndpoint<'a> {
     }
     fn mem(&self) -> MemKind {
         match self {
-            DmaEndpoint::Hbm(_) => MemKind::Hbm,
+            DmaEndpoint::Hbm(_) | DmaEndpoint::Indirect(_) => MemKind::Hbm,
             DmaEndpoint::Tile(t) => t.mem(),
         }
     }
-    fn shape(&self) -> &[usize] {
+    pub(super) fn shape(&self) -> &[usize] {
         match self {
             DmaEndpoint::Hbm(v) => v.shape(),
             DmaEndpoint::Tile(t) => t.shape(),
+            DmaEndpoint::Indirect(i) => i.shape(),
         }
     }
     fn numel(&self) -> usize {
         self.shape().iter().product()
     }
     fn elem_size(&self) -> usize {
-        match self {
-            DmaEndpoint::Hbm(v) => v.dtype().size(),
-            DmaEndpoint::Tile(t) => t.dtype().size(),
-        }
+        self.dtype().size()
     }
-    fn dtype(&self) -> crate::dtype::DType {
+    pub(super) fn dtype(&self) -> crate::dtype::DType {
         match self {
             DmaEndpoint::Hbm(v) => v.dtype(),
             DmaEndpoint::Tile(t) => t.dtype(),
+            DmaEndpoint::Indirect(i) => i.dtype(),
         }
     }
     /// Length of the innermost contiguous run in elements.
@@ -114,18 +138,31 @@ impl<'a> DmaEndpoint<'a> {
         match self {
             DmaEndpoint::Hbm(v) => v.ap.contiguous_run().min(v.ap.shape.numel()),
             DmaEndpoint::Tile(t) => t.ap.contiguous_run().min(t.free_size().max(1)),
+            // One row at most: the rows are not adjacent in general.
+            DmaEndpoint::Indirect(i) => i.rows.ap.contiguous_run().min(i.row_len()),
         }
     }
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
             DmaEndpoint::Hbm(v) => v.describe(),
             DmaEndpoint::Tile(t) => t.describe(),
+            DmaEndpoint::Indirect(i) => i.describe(),
         }
     }
-    fn region(&self) -> crate::record::Region {
+    pub(super) fn region(&self) -> crate::record::Region {
         match self {
             DmaEndpoint::Hbm(v) => v.region(),
             DmaEndpoint::Tile(t) => t.region(),
+            DmaEndpoint::Indirect(i) => i.region(),
+        }
+    }
+    /// The HBM view a record describes this endpoint by (for an indirect one, its rows as if
+    /// the indices were `0..P`: the same shape, bytes and runs).
+    fn hbm(&self) -> Option<&HbmView> {
+        match self {
+            DmaEndpoint::Hbm(v) => Some(v),
+            DmaEndpoint::Indirect(i) => Some(&i.rows),
+            DmaEndpoint::Tile(_) => None,
         }
     }
 }
@@ -160,7 +197,7 @@ pub enum OobMode {
 /// ```ignore
 /// nisa::dma_copy(&t, a.slice(..), nisa::DmaOpts::new().dge_mode(DgeMode::Hwdge).engine(Engine::Scalar));
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DmaOpts {
     /// Descriptor generation.
     pub dge_mode: DgeMode,
@@ -171,6 +208,21 @@ pub struct DmaOpts {
     pub engine: Option<Engine>,
     /// DMA QoS class 0..=3 (NeuronCore-v4); `None` is the default class.
     pub priority: Option<u8>,
+    /// `dma_compute`'s promise that the rows a `vector_offset` names are distinct (NKI's
+    /// `unique_indices`, default true; 0.7 supports only true with a `vector_offset`).
+    pub unique_indices: bool,
+}
+
+impl Default for DmaOpts {
+    fn default() -> Self {
+        DmaOpts {
+            dge_mode: DgeMode::Unknown,
+            oob_mode: OobMode::Error,
+            engine: None,
+            priority: None,
+            unique_indices: true,
+        }
+    }
 }
 
 impl DmaOpts {
@@ -196,6 +248,11 @@ impl DmaOpts {
     /// Sets the QoS priority (0..=3).
     pub fn priority(mut self, priority: u8) -> Self {
         self.priority = Some(priority);
+        self
+    }
+    /// Sets `dma_compute`'s `unique_indices`.
+    pub fn unique_indices(mut self, unique: bool) -> Self {
+        self.unique_indices = unique;
         self
     }
 }
@@ -273,6 +330,14 @@ pub fn dma_copy<'a, 'b>(
 ) {
     let opts = opts.into().unwrap_or_default();
     let ins = Op::begin(API);
+    if !opts.unique_indices {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            "'dma_copy' has no unique_indices option (it is dma_compute's); the rows of a \
+             scatter are always distinct"
+                .to_string(),
+        );
+    }
     transfer(&ins, dst.dma_target(), &[src.dma_source()], &opts);
 }
 
@@ -341,18 +406,24 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
             crate::hbm::write::track_load(v, api, ins.loc);
         }
     }
+    if matches!(dst, DmaEndpoint::Indirect(_))
+        || srcs.iter().any(|s| matches!(s, DmaEndpoint::Indirect(_)))
+    {
+        return super::dma_indirect::transfer(ins, dst, srcs, opts);
+    }
     let writer = match &dst {
         DmaEndpoint::Hbm(_) => Some(ins.hbm_writer()),
-        DmaEndpoint::Tile(_) => None,
+        _ => None,
     };
     let tile_out: Vec<&TileRef> = match &dst {
         DmaEndpoint::Tile(t) => vec![t],
-        DmaEndpoint::Hbm(_) => Vec::new(),
+        _ => Vec::new(),
     };
     descriptors(ins, opts, &dst, &srcs[0]);
     let read = |src: &DmaEndpoint| match src {
         DmaEndpoint::Hbm(v) => ins.check(v.gather(api)),
         DmaEndpoint::Tile(t) => t.gather_slots(api, ins.loc),
+        DmaEndpoint::Indirect(_) => unreachable!("indirect transfers are built apart"),
     };
     ins.issue(
         &tile_out,
@@ -379,6 +450,7 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
                     let (wid, shared) = writer.as_ref().expect("writer set for HBM targets");
                     ins.check(crate::hbm::write::write(v, vals, *wid, shared, ins.loc));
                 }
+                DmaEndpoint::Indirect(_) => unreachable!("indirect transfers are built apart"),
             }
         },
         || {
@@ -403,7 +475,7 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
 /// descriptor), whose write of `dst`'s region the transfer waits for. `dge_mode` none or
 /// unknown records nothing more (the compiler's choice is not public; the DMA costs what it
 /// did before).
-fn descriptors(ins: &Op, opts: &DmaOpts, dst: &DmaEndpoint, src: &DmaEndpoint) {
+pub(super) fn descriptors(ins: &Op, opts: &DmaOpts, dst: &DmaEndpoint, src: &DmaEndpoint) {
     let engine = match opts.dge_mode {
         DgeMode::Swdge => Engine::GpSimd,
         DgeMode::Hwdge => opts.engine.unwrap_or(Engine::Sync),
@@ -427,7 +499,7 @@ fn descriptors(ins: &Op, opts: &DmaOpts, dst: &DmaEndpoint, src: &DmaEndpoint) {
 
 /// The DMA record: bytes moved (counted on the HBM side when there is one, else the source),
 /// the on-chip side's partitions, and the descriptor (contiguous run) size.
-fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
+pub(super) fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
     let chip = match (dst, src) {
         (DmaEndpoint::Tile(t), _) | (_, DmaEndpoint::Tile(t)) => Some(*t),
         _ => None,
@@ -440,9 +512,17 @@ fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
         }
     };
     let run = src.run().min(dst.run()).max(1);
-    let dims = match (dst, src) {
-        (DmaEndpoint::Hbm(h), DmaEndpoint::Tile(t)) => dma_dims(h, t, false),
-        (DmaEndpoint::Tile(t), DmaEndpoint::Hbm(h)) => dma_dims(h, t, true),
+    let dims = match (dst.hbm(), src.hbm(), dst, src) {
+        (Some(h), None, _, DmaEndpoint::Tile(t)) => {
+            let mut d = dma_dims(h, t, false);
+            d.chunk_bytes = d.chunk_bytes.min((dst.run() * dst.elem_size()) as u64);
+            d
+        }
+        (None, Some(h), DmaEndpoint::Tile(t), _) => {
+            let mut d = dma_dims(h, t, true);
+            d.chunk_bytes = d.chunk_bytes.min((src.run() * src.elem_size()) as u64);
+            d
+        }
         _ => DmaDims {
             src: src.mem(),
             dst: dst.mem(),
@@ -457,7 +537,7 @@ fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
         .dtypes(src.dtype(), dst.dtype())
         .contiguous([dst, src].iter().all(|end| match end {
             DmaEndpoint::Tile(t) => t.free_size() <= 1 || t.ap.inner_stride() == 1,
-            DmaEndpoint::Hbm(_) => true,
+            DmaEndpoint::Hbm(_) | DmaEndpoint::Indirect(_) => true,
         }))
         .dma(dims)
         .reads([src.region()])
@@ -540,6 +620,18 @@ pub fn dma_transpose<'a, 'b>(
         );
     }
     check_opts(&ins, &opts, &src, &dst);
+    for end in [&dst, &src] {
+        if let DmaEndpoint::Indirect(i) = end {
+            ins.fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "'dma_transpose' of an indirect access ({}) is not supported yet (issue 19: \
+                     gather-transpose); gather with dma_copy first",
+                    i.describe()
+                ),
+            );
+        }
+    }
     let shape = src.shape().to_vec();
     let nd = shape.len();
     let mut seen = [false; 4];
@@ -574,11 +666,11 @@ pub fn dma_transpose<'a, 'b>(
     descriptors(&ins, &opts, &dst, &src);
     let writer = match &dst {
         DmaEndpoint::Hbm(_) => Some(ins.hbm_writer()),
-        DmaEndpoint::Tile(_) => None,
+        _ => None,
     };
     let tile_out: Vec<&TileRef> = match &dst {
         DmaEndpoint::Tile(t) => vec![t],
-        DmaEndpoint::Hbm(_) => Vec::new(),
+        _ => Vec::new(),
     };
     ins.issue(
         &tile_out,
@@ -586,6 +678,7 @@ pub fn dma_transpose<'a, 'b>(
             let vals = match &src {
                 DmaEndpoint::Hbm(v) => ins.check(v.gather(ins.api)),
                 DmaEndpoint::Tile(t) => t.gather_slots(ins.api, ins.loc),
+                DmaEndpoint::Indirect(_) => unreachable!("rejected above"),
             };
             let vals = permute(&vals, &shape, axes);
             match &dst {
@@ -594,6 +687,7 @@ pub fn dma_transpose<'a, 'b>(
                     let (wid, shared) = writer.as_ref().expect("writer set for HBM targets");
                     ins.check(crate::hbm::write::write(v, vals, *wid, shared, ins.loc));
                 }
+                DmaEndpoint::Indirect(_) => unreachable!("rejected above"),
             }
         },
         || {

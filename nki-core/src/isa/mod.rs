@@ -36,6 +36,7 @@
 pub(crate) mod base;
 pub mod classic;
 mod dma;
+mod dma_indirect;
 #[cfg(test)]
 mod dma_tests;
 mod gpsimd;
@@ -55,7 +56,7 @@ pub use crate::record::Engine;
 pub use base::Operand;
 pub use dma::{
     dma_compute, dma_copy, dma_transpose, DgeMode, DmaEndpoint, DmaOpts, DmaSource, DmaTarget,
-    OobMode,
+    IndirectAp, OobMode,
 };
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
 pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
