@@ -1,18 +1,17 @@
 //! How a failing kernel instance stops: by unwinding, as rayon's workers do.
 //!
-//! An error inside a kernel (a failed check of an `nl`/`nisa` op, see `context::raise`)
-//! unwinds the instance's thread with a [`KernelAbort`] payload carrying the [`NkiError`]; an
+//! An error inside a kernel (a failed check of an `nl`/`nisa` op) is [`raise`]d: it unwinds
+//! the instance's thread with a [`KernelAbort`] payload carrying the [`NkiError`]; an
 //! instance that notices another instance already failed unwinds with [`Cancelled`]. The
-//! launcher runs each instance with [`run_instance`], under [`catch`], which turns the unwind back into a value: the
-//! error, a cancellation, or — for any other panic of the kernel body — an
-//! [`ErrorKind::KernelPanic`] error. [`quiet_kernel_unwinds`] keeps these unwinds from
+//! launcher runs each instance (`context::run_instance`) under [`catch`], which turns the
+//! unwind back into a value: the error (with the instance's program id), a cancellation, or
+//! — for any other panic of the kernel body — an [`ErrorKind::KernelPanic`] error. [`quiet_kernel_unwinds`] keeps these unwinds from
 //! printing panic messages.
 //!
 //! Under `panic = "abort"` nothing unwinds: the first error inside a kernel ends the process
 //! (after the panic hook printed the error). Errors found before the kernel runs (an invalid
 //! grid) are still returned as `Err`.
 
-use crate::context::{self, InstanceCtx};
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use std::any::Any;
 use std::cell::Cell;
@@ -25,6 +24,31 @@ thread_local! {
     /// Where the last panic of a kernel body on this thread happened (set by the panic hook,
     /// taken by [`catch`]).
     static PANIC_AT: Cell<Option<SourceLoc>> = const { Cell::new(None) };
+    /// How many [`catch`]es are running on this thread (a kernel instance runs inside one).
+    static CATCHING: Cell<u32> = const { Cell::new(0) };
+}
+
+/// True while a kernel instance (a [`catch`]) runs on this thread.
+pub(crate) fn in_instance() -> bool {
+    CATCHING.try_with(Cell::get).unwrap_or(0) > 0
+}
+
+/// Fails the running kernel instance with `e` at `loc` (its program id is attached where the
+/// instance is caught). Outside a kernel this panics with the error's message.
+pub fn raise(e: NkiError, loc: SourceLoc) -> ! {
+    let e = e.with_loc(loc);
+    if !in_instance() {
+        panic!("{e}");
+    }
+    panic::panic_any(KernelAbort(e))
+}
+
+/// Unwraps a result inside a kernel: an `Err` fails the instance (see [`raise`]).
+pub(crate) fn check<T>(r: crate::error::Result<T>, loc: SourceLoc) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => raise(e, loc),
+    }
 }
 
 /// The payload a failing kernel unwinds with.
@@ -132,7 +156,10 @@ pub(crate) enum Stop {
 /// panicked (recorded by the hook of [`quiet_kernel_unwinds`]).
 pub(crate) fn catch<R>(program_id: &[usize], f: impl FnOnce() -> R) -> Result<R, Stop> {
     PANIC_AT.with(|p| p.set(None));
-    panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+    CATCHING.with(|c| c.set(c.get() + 1));
+    let outcome = panic::catch_unwind(AssertUnwindSafe(f));
+    CATCHING.with(|c| c.set(c.get() - 1));
+    outcome.map_err(|payload| {
         let at = PANIC_AT.with(|p| p.take());
         match stop_of(payload, program_id) {
             Stop::Failed(e) if e.kind() == ErrorKind::KernelPanic => Stop::Failed(match at {
@@ -165,36 +192,12 @@ fn source_loc(l: &panic::Location<'_>) -> SourceLoc {
     }
 }
 
-/// Runs `f` as the program instance `ctx` on this thread under [`catch`]; returns the
-/// instance's context (its records, memory peak) with the outcome. A failure is reported to
-/// the launch's [`Cancellation`] at the instance's point of failure ([`FailureKey::own`]).
-/// The thread's previous context, if any, is restored afterwards.
-pub(crate) fn run_instance<R>(
-    ctx: InstanceCtx,
-    f: impl FnOnce() -> R,
-) -> (InstanceCtx, Result<R, Stop>) {
-    let pid = ctx.program_id.clone();
-    let prev = context::install(ctx);
-    let prev_accesses = crate::hbm::track::reset_accesses();
-    let outcome = catch(&pid, f);
-    let ctx = context::take().expect("the instance context was installed above");
-    if let Err(Stop::Failed(e)) = &outcome {
-        let key = FailureKey::own(ctx.instance, crate::hbm::track::accesses_so_far());
-        ctx.shared.cancelled.report(key, e.clone());
-    }
-    crate::hbm::track::restore_accesses(prev_accesses);
-    if let Some(p) = prev {
-        context::install(p);
-    }
-    (ctx, outcome)
-}
-
 fn stop_of(payload: Box<dyn Any + Send>, program_id: &[usize]) -> Stop {
     if payload.is::<Cancelled>() {
         return Stop::Cancelled;
     }
     let payload = match payload.downcast::<KernelAbort>() {
-        Ok(abort) => return Stop::Failed(abort.0),
+        Ok(abort) => return Stop::Failed(abort.0.with_program_id(program_id)),
         Err(p) => p,
     };
     let msg = payload
@@ -233,7 +236,7 @@ pub(crate) fn quiet_kernel_unwinds() {
             if p.is::<Cancelled>() {
                 return;
             }
-            let in_kernel = context::in_kernel();
+            let in_kernel = in_instance();
             if in_kernel {
                 if let Some(l) = info.location() {
                     let loc = source_loc(l);
@@ -262,11 +265,16 @@ mod tests {
     }
 
     #[test]
-    fn a_kernel_abort_gives_its_error() {
+    fn a_kernel_abort_gives_its_error_with_the_program_id() {
         let e = NkiError::new(ErrorKind::ShapeMismatch, "nl.add", "shapes differ");
         let got = failed(catch(&[3], || panic::panic_any(KernelAbort(e.clone()))));
         assert_eq!(got.kind(), ErrorKind::ShapeMismatch);
-        assert_eq!(got.to_string(), e.to_string());
+        assert_eq!(got.program_id(), Some(&[3][..]));
+        assert_eq!(got.to_string(), e.clone().with_program_id(&[3]).to_string());
+        // An error that already names its instance keeps it.
+        let other = e.with_program_id(&[7]);
+        let got = failed(catch(&[3], || panic::panic_any(KernelAbort(other.clone()))));
+        assert_eq!(got.to_string(), other.to_string());
     }
 
     #[test]

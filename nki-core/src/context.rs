@@ -4,18 +4,16 @@
 //! target, the instruction records, the capacity tracker and the affine_range frames. Every
 //! `nl`/`nisa` op goes through `issue`, which executes it (unless the launch is estimate-only)
 //! and appends its [`Instr`] record (unless the launch is execute-only). Errors inside a kernel
-//! are raised with [`raise`], which unwinds to the launcher as a typed payload. In estimate
+//! are raised with [`raise`] (in `abort`), which unwinds to the launcher as a typed payload. In estimate
 //! mode the funnel also checks the records' tile reads against the tiles nothing has written
 //! yet, the uninitialised-read check the value path makes in the other modes.
 
-use crate::access::Shape;
-use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
-use crate::hbm::writers::{Writer, WriterKind, Writers};
+use crate::hbm::writers::{Writer, WriterKind};
 use crate::memory::MemoryTracker;
-use crate::record::{AffinePos, BufId, Instr, MemKind};
+use crate::record::{AffinePos, BufId, Instr};
 use crate::target::Target;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -43,68 +41,11 @@ impl Mode {
 }
 
 // The unwind payloads of a failing and a cancelled instance (caught in `abort`).
-pub(crate) use crate::abort::{Cancellation, Cancelled, KernelAbort};
+pub(crate) use crate::abort::Cancelled;
+use crate::abort::{catch, FailureKey, Stop};
 
-/// State shared by all instances of one launch.
-pub(crate) struct LaunchShared {
-    pub(crate) cancelled: Cancellation,
-    /// The launch's HBM writers (the output-dependency check of HBM writes).
-    pub(crate) writers: Writers,
-    /// The launch's kernel outputs (see `Hbm::as_output`).
-    pub(crate) outputs: Vec<Arc<crate::hbm::HbmStorage>>,
-    /// The tensors the kernel allocates in shared HBM (`nl::ndarray(.., nl::shared_hbm)`, its
-    /// returned outputs), in allocation order: every instance's `k`-th such allocation is
-    /// the launch's `k`-th tensor (see `crate::tensor`).
-    pub(crate) kernel_outputs: std::sync::Mutex<Vec<Arc<crate::hbm::HbmStorage>>>,
-    /// A number no other launch of the process has (tiles remember the launch they belong to).
-    pub(crate) id: u64,
-}
-
-impl LaunchShared {
-    /// The shared state of a launch that checks no outputs (mesh launches, unit tests): the
-    /// tensors borrowed as outputs on this thread so far are let go, so that no later launch
-    /// takes them for its own.
-    pub(crate) fn new() -> Arc<LaunchShared> {
-        drop(crate::hbm::take_pending_outputs());
-        Self::with_outputs(Vec::new())
-    }
-
-    /// The shared state of a launch whose kernel outputs are `outputs`.
-    pub(crate) fn with_outputs(outputs: Vec<Arc<crate::hbm::HbmStorage>>) -> Arc<LaunchShared> {
-        static NEXT_LAUNCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let id = NEXT_LAUNCH.fetch_add(1, Ordering::Relaxed);
-        for s in &outputs {
-            s.output_of.store(id, Ordering::Relaxed);
-        }
-        Arc::new(LaunchShared {
-            cancelled: Cancellation::new(),
-            writers: Writers::new(),
-            outputs,
-            kernel_outputs: Default::default(),
-            id,
-        })
-    }
-
-    /// True when the tensor with storage id `id` is an output of this launch.
-    pub(crate) fn is_output(&self, id: u64) -> bool {
-        self.outputs.iter().any(|s| s.id == id)
-    }
-}
-
-/// A tile allocated without a fill that is not written whole yet (tracked in estimate mode,
-/// where no values exist to carry the "written" state through the ops).
-#[derive(Clone, Debug)]
-pub(crate) struct UnwrittenTile {
-    pub(crate) mem: MemKind,
-    pub(crate) dtype: DType,
-    pub(crate) shape: Shape,
-    /// Where the tile was allocated.
-    pub(crate) loc: SourceLoc,
-    /// The tile's name (`nl::ndarray(.., nl::sbuf.name(..))`), if it has one.
-    pub(crate) name: Option<Box<str>>,
-    /// The parts written so far (kept by the tile's write paths).
-    pub(crate) written: crate::written::Written,
-}
+pub(crate) use crate::hbm::shared::{current_instance, LaunchShared};
+pub(crate) use crate::written::UnwrittenTile;
 
 /// Everything one running program instance needs.
 pub(crate) struct InstanceCtx {
@@ -138,9 +79,6 @@ pub(crate) struct InstanceCtx {
 
 thread_local! {
     static CTX: RefCell<Option<InstanceCtx>> = const { RefCell::new(None) };
-    /// The (launch, program instance) of `CTX` (`(0, 0)` when none is installed): what a tile's
-    /// owner check reads on every view, without borrowing the context.
-    static CURRENT: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
 }
 
 impl InstanceCtx {
@@ -306,22 +244,14 @@ impl InstanceCtx {
 
 /// Installs `ctx` on this thread (replacing none) and returns the previous one.
 pub(crate) fn install(ctx: InstanceCtx) -> Option<InstanceCtx> {
-    CURRENT.with(|k| k.set((ctx.shared.id, ctx.instance)));
+    crate::hbm::shared::set_current((ctx.shared.id, ctx.instance));
     CTX.with(|c| c.borrow_mut().replace(ctx))
 }
 
 /// Removes and returns this thread's context.
 pub(crate) fn take() -> Option<InstanceCtx> {
-    CURRENT.with(|k| k.set((0, 0)));
+    crate::hbm::shared::set_current((0, 0));
     CTX.with(|c| c.borrow_mut().take())
-}
-
-/// The (launch id, instance) of the kernel instance running on this thread, if any.
-#[inline]
-pub(crate) fn current_instance() -> Option<(u64, u64)> {
-    let k = CURRENT.try_with(Cell::get).unwrap_or((0, 0));
-    // Launch ids start at 1.
-    (k.0 != 0).then_some(k)
 }
 
 /// Runs `f` on this thread's context; raises [`ErrorKind::OutsideKernel`] when there is none.
@@ -358,23 +288,31 @@ pub(crate) fn try_with_ctx<R>(f: impl FnOnce(&mut InstanceCtx) -> R) -> Option<R
         .flatten()
 }
 
-/// Fails the running kernel instance with `e` (attaching its program id and `loc`). Outside a
-/// kernel this panics with the error's message.
-pub fn raise(e: NkiError, loc: SourceLoc) -> ! {
-    let e = e.with_loc(loc);
-    let e = match try_with_ctx(|c| c.program_id.clone()) {
-        Some(pid) => e.with_program_id(&pid),
-        None => panic!("{e}"),
-    };
-    std::panic::panic_any(KernelAbort(e))
-}
+pub(crate) use crate::abort::check;
+pub use crate::abort::raise;
 
-/// Unwraps a result inside a kernel: an `Err` fails the instance (see [`raise`]).
-pub(crate) fn check<T>(r: crate::error::Result<T>, loc: SourceLoc) -> T {
-    match r {
-        Ok(v) => v,
-        Err(e) => raise(e, loc),
+/// Runs `f` as the program instance `ctx` on this thread under [`catch`]; returns the
+/// instance's context (its records, memory peak) with the outcome. A failure is reported to
+/// the launch's [`Cancellation`] at the instance's point of failure ([`FailureKey::own`]).
+/// The thread's previous context, if any, is restored afterwards.
+pub(crate) fn run_instance<R>(
+    ctx: InstanceCtx,
+    f: impl FnOnce() -> R,
+) -> (InstanceCtx, Result<R, Stop>) {
+    let pid = ctx.program_id.clone();
+    let prev = install(ctx);
+    let prev_accesses = crate::hbm::track::reset_accesses();
+    let outcome = catch(&pid, f);
+    let ctx = take().expect("the instance context was installed above");
+    if let Err(Stop::Failed(e)) = &outcome {
+        let key = FailureKey::own(ctx.instance, crate::hbm::track::accesses_so_far());
+        ctx.shared.cancelled.report(key, e.clone());
     }
+    crate::hbm::track::restore_accesses(prev_accesses);
+    if let Some(p) = prev {
+        install(p);
+    }
+    (ctx, outcome)
 }
 
 /// Execution facts an op needs before doing its work.
@@ -449,6 +387,25 @@ impl Op {
         self.with_ctx(|c| (c.writer_id(self.loc), c.shared.clone()))
     }
 
+    /// Starts a load of `src` by this op (as operation `what`): when `src` is an output of
+    /// the running launch, the load claims the elements it reads (see
+    /// [`crate::hbm::write::track_load`]) under this instance's reader tag.
+    pub(crate) fn track_load(&self, src: &crate::hbm::HbmView, what: &'static str) {
+        crate::hbm::observe::notify(src.st.id, &src.ap, false, what, self.loc);
+        // Not an output of the launch running here (a kernel input): no state to look up.
+        let output_of = src.st.output_of.load(Ordering::Relaxed);
+        if current_instance().is_some_and(|(launch, _)| launch != output_of) {
+            return;
+        }
+        let reader = self.with_ctx(|c| {
+            (src.st.in_kernel || c.shared.is_output(src.st.id))
+                .then(|| (c.reader_id(self.loc), c.shared.clone()))
+        });
+        if let Some((reader, shared)) = reader {
+            crate::hbm::write::track_load(src, reader, &shared, what, self.loc);
+        }
+    }
+
     /// This instance's writer tag for the HBM atomic read-modify-writes of this op (atomics
     /// of one launch never conflict with each other), and the launch state that checks it.
     pub(crate) fn hbm_atomic_writer(&self) -> (u32, Arc<LaunchShared>) {
@@ -459,23 +416,6 @@ impl Op {
     /// outputs (the RNG stream, the HBM writer tags) is reached through its op handle.
     pub(crate) fn with_ctx<R>(&self, f: impl FnOnce(&mut InstanceCtx) -> R) -> R {
         with_ctx(self.api, self.loc, f)
-    }
-
-    /// THE funnel for this op: executes (unless estimating), records (unless only executing)
-    /// and, in estimate mode, marks `outs` written (the views whose regions the record writes)
-    /// so later reads of them are not flagged as uninitialised.
-    pub(crate) fn issue(
-        &self,
-        outs: &[&crate::tile::TileRef],
-        exec: impl FnOnce(),
-        record: impl FnOnce() -> Instr,
-    ) {
-        issue(self.env, exec, record);
-        if !self.env.executes {
-            for o in outs {
-                o.mark_written();
-            }
-        }
     }
 }
 

@@ -367,7 +367,7 @@ impl Launch {
                     shared.clone(),
                 );
                 ctx.feed = feed.lock().unwrap_or_else(|p| p.into_inner()).take();
-                match abort::run_instance(ctx, &kernel) {
+                match crate::context::run_instance(ctx, &kernel) {
                     (mut ctx, Ok(())) => done.push(Finished {
                         index,
                         feed: ctx.feed.take(),

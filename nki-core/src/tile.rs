@@ -5,14 +5,15 @@
 //! part of the type, so the partition limit, the PSUM bank limit, element-wise shape agreement
 //! and the matmul operand limits are checked by rustc (see [`crate::typed`]).
 
+use crate::abort::raise;
 use crate::access::{Ap, IntoIndex, Ix, Shape, MAX_DIMS};
-use crate::context::{self, raise};
+use crate::context;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::values::Values;
 use crate::hbm::HbmView;
 use crate::record::{BufId, MemKind, Region};
-use crate::written::Rect;
+use crate::written::{describe_tile, unwritten_error, Rect, UnwrittenTile};
 use std::cell::{Cell, Ref, RefCell, RefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -93,7 +94,7 @@ impl Tile {
             let slot = c.mem.alloc(id, mem, shape, dtype, loc).map_err(Box::new)?;
             let executes = c.mode.executes();
             if !executes && fill == Fill::Unwritten {
-                let u = context::UnwrittenTile {
+                let u = UnwrittenTile {
                     mem,
                     dtype,
                     shape,
@@ -452,39 +453,6 @@ impl<'a> Rows<'a> {
     pub(crate) fn iter(self) -> impl Iterator<Item = &'a [f32]> {
         (0..self.count).map(move |p| self.get(p))
     }
-}
-
-/// The [`ErrorKind::UninitializedRead`] error of op `op` reading the tile `(mem, dtype,
-/// shape)` (named `name`, if it has a name) allocated at `loc`: naming `first`, the first
-/// unwritten element read (flat index), when the tile is written in part.
-pub(crate) fn unwritten_error(
-    op: &'static str,
-    (mem, dtype, shape): (MemKind, DType, Shape),
-    name: Option<&str>,
-    loc: SourceLoc,
-    first: Option<usize>,
-) -> NkiError {
-    let tile = match name {
-        None => describe_tile(mem, dtype, shape),
-        Some(n) => format!("{} tile '{n}' {dtype}{shape}", mem.name()),
-    };
-    let what = match first {
-        Some(e) => format!(
-            "element {:?} of {tile}, which is written only in part,",
-            Ap::unravel(e, &shape)
-        ),
-        None => tile,
-    };
-    NkiError::new(
-        ErrorKind::UninitializedRead,
-        op,
-        format!("reads {what} (allocated at {loc}) before anything wrote it"),
-    )
-}
-
-/// Description of a tile for messages: `sbuf tile float32[128, 512]`.
-pub(crate) fn describe_tile(mem: MemKind, dtype: DType, shape: Shape) -> String {
-    format!("{} tile {}{}", mem.name(), dtype, shape)
 }
 
 impl Drop for Tile {

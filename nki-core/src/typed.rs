@@ -106,8 +106,7 @@ macro_rules! typed_tile {
             /// A tile filled with zeros (NKI `nl.zeros((P, F), dtype, buffer)`).
             #[track_caller]
             pub fn zeros() -> Self {
-                let () = Self::SHAPE_OK;
-                Self::wrap(lang::zeros(&[P, F], T::DTYPE, $mem))
+                Self::full(T::from_f32(0.0))
             }
 
             /// A tile filled with `value` (NKI `nl.full`).
@@ -233,23 +232,12 @@ macro_rules! typed_tile {
 /// type-level shape; the result is a new SBUF tile of the same type.
 macro_rules! typed_ops {
     ($lhs:ident, $tr:ident, $m:ident, $op:ident, $api:literal) => {
+        typed_ops!(@impl [&] $lhs, $tr, $m, $op, $api);
+        typed_ops!(@impl [] $lhs, $tr, $m, $op, $api);
+    };
+    (@impl [$($r:tt)?] $lhs:ident, $tr:ident, $m:ident, $op:ident, $api:literal) => {
         impl<T: Element, const P: usize, const F: usize, R: SameShape<TileShape<T, P, F>>> $tr<R>
-            for &$lhs<T, P, F>
-        {
-            type Output = Sbuf<T, P, F>;
-            #[track_caller]
-            fn $m(self, rhs: R) -> Sbuf<T, P, F> {
-                Sbuf::wrap(crate::ops::operator(
-                    AluOp::$op,
-                    $api,
-                    Operand::Tile(self.tile.view()),
-                    Operand::Tile(rhs.operand()),
-                ))
-            }
-        }
-
-        impl<T: Element, const P: usize, const F: usize, R: SameShape<TileShape<T, P, F>>> $tr<R>
-            for $lhs<T, P, F>
+            for $($r)? $lhs<T, P, F>
         {
             type Output = Sbuf<T, P, F>;
             #[track_caller]

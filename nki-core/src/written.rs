@@ -5,9 +5,10 @@
 //! view). Adjacent rectangles are merged, so the usual patterns (column blocks, row blocks,
 //! a loop of slices) stay a handful of rectangles.
 
-use crate::context::UnwrittenTile;
-use crate::error::NkiError;
-use crate::record::Region;
+use crate::access::{Ap, Shape};
+use crate::dtype::DType;
+use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::record::{MemKind, Region};
 
 /// A rectangle of a tile: partitions `p0..p1` × free elements `f0..f1` of each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,6 +123,21 @@ impl Written {
     }
 }
 
+/// A tile allocated without a fill that is not written whole yet (tracked in estimate mode,
+/// where no values exist to carry the "written" state through the ops).
+#[derive(Clone, Debug)]
+pub(crate) struct UnwrittenTile {
+    pub(crate) mem: MemKind,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Shape,
+    /// Where the tile was allocated.
+    pub(crate) loc: SourceLoc,
+    /// The tile's name (`nl::ndarray(.., nl::sbuf.name(..))`), if it has one.
+    pub(crate) name: Option<Box<str>>,
+    /// The parts written so far (kept by the tile's write paths).
+    pub(crate) written: Written,
+}
+
 impl UnwrittenTile {
     /// The uninitialised-read error of op `api` reading region `reg` of this tile, if part of
     /// it was never written.
@@ -131,7 +147,7 @@ impl UnwrittenTile {
         let partial = !self.written.rects.is_empty();
         let first = p as usize * self.shape.free() + f as usize;
         let (mem, dtype, shape, loc) = (self.mem, self.dtype, self.shape, self.loc);
-        Some(crate::tile::unwritten_error(
+        Some(unwritten_error(
             api,
             (mem, dtype, shape),
             self.name.as_deref(),
@@ -139,6 +155,39 @@ impl UnwrittenTile {
             partial.then_some(first),
         ))
     }
+}
+
+/// The [`ErrorKind::UninitializedRead`] error of op `op` reading the tile `(mem, dtype,
+/// shape)` (named `name`, if it has a name) allocated at `loc`: naming `first`, the first
+/// unwritten element read (flat index), when the tile is written in part.
+pub(crate) fn unwritten_error(
+    op: &'static str,
+    (mem, dtype, shape): (MemKind, DType, Shape),
+    name: Option<&str>,
+    loc: SourceLoc,
+    first: Option<usize>,
+) -> NkiError {
+    let tile = match name {
+        None => describe_tile(mem, dtype, shape),
+        Some(n) => format!("{} tile '{n}' {dtype}{shape}", mem.name()),
+    };
+    let what = match first {
+        Some(e) => format!(
+            "element {:?} of {tile}, which is written only in part,",
+            Ap::unravel(e, &shape)
+        ),
+        None => tile,
+    };
+    NkiError::new(
+        ErrorKind::UninitializedRead,
+        op,
+        format!("reads {what} (allocated at {loc}) before anything wrote it"),
+    )
+}
+
+/// Description of a tile for messages: `sbuf tile float32[128, 512]`.
+pub(crate) fn describe_tile(mem: MemKind, dtype: DType, shape: Shape) -> String {
+    format!("{} tile {}{}", mem.name(), dtype, shape)
 }
 
 #[cfg(test)]

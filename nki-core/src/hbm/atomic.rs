@@ -49,7 +49,7 @@ pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluO
             ),
         );
     }
-    super::write::check_dest_value(API, "atomic_rmw", &dst, &src, ins.loc);
+    crate::lang::data::check_dest_value(API, "atomic_rmw", &dst, &src, ins.loc);
     // The writer is tagged in every mode: estimate mode tracks races without values.
     let (wid, shared) = ins.hbm_atomic_writer();
     ins.issue(

@@ -18,9 +18,10 @@ pub(crate) mod atomic;
 mod borrow;
 pub(crate) mod observe;
 mod rect;
+pub(crate) mod shared;
 pub(crate) mod track;
 pub(crate) mod values;
-mod view;
+pub(crate) mod view;
 pub(crate) mod write;
 pub(crate) mod writers;
 

@@ -59,7 +59,7 @@ impl HbmView {
         let loc = crate::error::SourceLoc::caller();
         match self.try_slice(index) {
             Ok(v) => v,
-            Err(e) => crate::context::raise(e, loc),
+            Err(e) => crate::abort::raise(e, loc),
         }
     }
 
@@ -86,7 +86,7 @@ impl HbmView {
                 ap,
                 input,
             },
-            Err(e) => crate::context::raise(e, loc),
+            Err(e) => crate::abort::raise(e, loc),
         }
     }
 
@@ -120,7 +120,7 @@ impl HbmView {
 
     /// Copies the view's values out in row-major order.
     pub(crate) fn gather(&self, op: &'static str) -> Result<Vec<f32>> {
-        let mut out = crate::tile::take_buf(self.ap.shape.numel());
+        let mut out = crate::memory::take_buf(self.ap.shape.numel());
         self.gather_into(op, &mut out)?;
         Ok(out)
     }
@@ -150,7 +150,7 @@ impl HbmView {
         if !self.input {
             return None;
         }
-        let launch = crate::context::try_with_ctx(|c| c.shared.id).unwrap_or(0);
+        let launch = super::shared::current_instance().map_or(0, |k| k.0);
         if self.st.tracked_in(launch) {
             return None;
         }

@@ -14,50 +14,12 @@
 //! threads write disjoint parts of an output at the same time.
 
 use super::rect::rects_of;
+use super::shared::{current_instance, LaunchShared};
 use super::track::{Access, Conflict, Kind};
 use super::{no_data, HbmStorage, HbmView};
 use crate::access::Ap;
-use crate::context::LaunchShared;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
-use crate::tile::TileRef;
-
-/// Checks the value operand of a write into HBM (`store`, `atomic_rmw`) and that it fits the
-/// destination as the DMA moves it: the same partition count (a 1-D destination is one
-/// partition) and the same elements per partition, the free dimensions being flattened in
-/// row-major order (a `[4, 3, 5]` tile stores into `[4, 15]`). Any other pair is a
-/// [`ErrorKind::ShapeMismatch`] error of operation `op` (named `name` in the message), even
-/// with equal element counts: a `[128, 512]` tile does not store into `[512, 128]` or
-/// `[64, 1024]` (no implicit reshape across partitions).
-pub(crate) fn check_dest_value(
-    op: &'static str,
-    name: &str,
-    dst: &HbmView,
-    src: &TileRef,
-    loc: SourceLoc,
-) {
-    crate::context::check(crate::isa::base::operand(op, "value", src), loc);
-    let d = dst.shape();
-    let (dp, dfree) = match d.len() {
-        1 => (1, d[0]),
-        _ => (d[0], d[1..].iter().product()),
-    };
-    if (dp, dfree) != (src.partitions(), src.free_size()) {
-        crate::context::raise(
-            NkiError::new(
-                ErrorKind::ShapeMismatch,
-                op,
-                format!(
-                    "destination {} and value {} of '{name}' have different shapes \
-                     (partitions and elements per partition must match)",
-                    dst.describe(),
-                    src.describe()
-                ),
-            ),
-            loc,
-        );
-    }
-}
 
 /// Writes row-major `vals` (slots of the tensor dtype, stored as they are) into `dst` as
 /// writer `writer` (a store at `loc`). An element an unordered writer or reader of this launch
@@ -70,7 +32,7 @@ pub(crate) fn write(
     loc: SourceLoc,
 ) -> Result<()> {
     let r = write_slice(dst, &vals, true, writer, shared, loc);
-    crate::tile::give_buf(vals);
+    crate::memory::give_buf(vals);
     r
 }
 
@@ -165,27 +127,21 @@ pub(crate) fn atomic(
     Ok(())
 }
 
-/// Notes a load of `src` by operation `op` of the running instance (at `loc`): when the
-/// tensor is an output of the running launch, the load claims the elements it reads, so a
+/// Notes a load of `src`, an output of the running launch, by operation `op` of the running
+/// instance (reader tag `reader`, at `loc`): the load claims the elements it reads, so a
 /// read-write race with an unordered writer (in either order) is an output-dependency error
 /// naming both, and a read of an element nothing in this launch wrote yet (by this instance
-/// or one before it in launch order) is an [`ErrorKind::UninitializedRead`] error. Loads of
-/// kernel inputs cost nothing here.
-pub(crate) fn track_load(src: &HbmView, op: &'static str, loc: SourceLoc) {
-    super::observe::notify(src.st.id, &src.ap, false, op, loc);
-    // Not an output of the launch running here (a kernel input): no state to look up.
-    let output_of = src.st.output_of.load(std::sync::atomic::Ordering::Relaxed);
-    if crate::context::current_instance().is_some_and(|(launch, _)| launch != output_of) {
-        return;
-    }
-    let Some((reader, shared)) = crate::context::with_ctx(op, loc, |c| {
-        (src.st.in_kernel || c.shared.is_output(src.st.id))
-            .then(|| (c.reader_id(loc), c.shared.clone()))
-    }) else {
-        return;
-    };
-    if let Err(e) = claim(src, reader, Kind::Load, op, loc, &shared, false) {
-        crate::context::raise(e, loc);
+/// or one before it in launch order) is an [`ErrorKind::UninitializedRead`] error.
+/// `Op::track_load` calls it for the loads that need it (loads of kernel inputs cost nothing).
+pub(crate) fn track_load(
+    src: &HbmView,
+    reader: u32,
+    shared: &LaunchShared,
+    op: &'static str,
+    loc: SourceLoc,
+) {
+    if let Err(e) = claim(src, reader, Kind::Load, op, loc, shared, false) {
+        crate::abort::raise(e, loc);
     }
 }
 
@@ -208,7 +164,7 @@ fn claim<'v>(
     if kind != Kind::Load {
         super::observe::notify(st.id, &view.ap, true, op, loc);
     }
-    let instance = crate::context::try_with_ctx(|c| c.instance).unwrap_or(0);
+    let instance = current_instance().map_or(0, |k| k.1);
     let access = Access::next(writer, instance, kind, op, view.ap, loc);
     let cols = st.shape.dims().last().copied().unwrap_or(1) as u64;
     let rects = rects_of(&view.ap, cols as usize);

@@ -9,7 +9,7 @@ use crate::access::Shape;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
-use crate::hbm::HbmView;
+use crate::hbm::view::HbmView;
 use crate::math::AluOp;
 use crate::record::{DmaDims, Engine, Instr, MatmulDims, MemKind, Opcode, Regions};
 use crate::tile::{Fill, Tile, TileRef};
@@ -420,6 +420,35 @@ impl Site {
 /// The operand rules and the output handling of every instruction, as methods of the op
 /// handle (they fail with the op's name and line).
 impl Op {
+    /// THE funnel for this op: executes (unless estimating), records (unless only executing)
+    /// and, in estimate mode, marks `outs` written (the views whose regions the record writes)
+    /// so later reads of them are not flagged as uninitialised.
+    pub(crate) fn issue(
+        &self,
+        outs: &[&TileRef],
+        exec: impl FnOnce(),
+        record: impl FnOnce() -> Instr,
+    ) {
+        crate::context::issue(self.env, exec, record);
+        if !self.env.executes {
+            for o in outs {
+                o.mark_written();
+            }
+        }
+    }
+
+    /// The `(rows, columns)` of the 2-D HBM view `v`; a view of another rank fails with
+    /// "`wants`, got <v> of <n> dimensions".
+    pub(crate) fn hbm_2d(&self, v: &HbmView, wants: &str) -> (usize, usize) {
+        match *v.shape() {
+            [rows, cols] => (rows, cols),
+            ref s => self.fail(
+                ErrorKind::InvalidArgument,
+                format!("{wants}, got {} of {} dimensions", v.describe(), s.len()),
+            ),
+        }
+    }
+
     /// The partition-start rule for every on-chip operand.
     #[inline]
     pub(crate) fn operand(&self, what: &str, t: &TileRef) {
@@ -673,61 +702,38 @@ impl Op {
 #[must_use = "a record builder does nothing until `done`"]
 pub(crate) struct Rec(Instr);
 
+/// Setters of [`Rec`]: `name(value)` sets the record's field of that name (or the listed
+/// fields) to the argument.
+macro_rules! rec_setters {
+    ($($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty => $field:ident $(as $wrap:ident)?),+);)*) => {$(
+        $(#[$doc])*
+        pub(crate) fn $name(mut self, $($arg: $ty),+) -> Rec {
+            $(self.0.$field = $($wrap)?($arg);)+
+            self
+        }
+    )*};
+}
+
 impl Rec {
-    /// Partitions processed and free elements per partition (N of the cost formulas).
-    pub(crate) fn size(mut self, partitions: u32, free: u32) -> Rec {
-        self.0.partitions = partitions;
-        self.0.free = free;
-        self
-    }
-
-    /// Number of tile inputs the engine reads.
-    pub(crate) fn inputs(mut self, n: u8) -> Rec {
-        self.0.inputs = n;
-        self
-    }
-
-    /// Dtypes of the (first) input and of the output.
-    pub(crate) fn dtypes(mut self, input: DType, output: DType) -> Rec {
-        self.0.in_dtype = input;
-        self.0.out_dtype = output;
-        self
-    }
-
-    /// Whether an input or the output is in PSUM.
-    pub(crate) fn psum(mut self, psum: bool) -> Rec {
-        self.0.psum = psum;
-        self
-    }
-
-    /// Whether every on-chip access has a unit innermost stride.
-    pub(crate) fn contiguous(mut self, contiguous: bool) -> Rec {
-        self.0.contiguous = contiguous;
-        self
-    }
-
-    /// The ALU operator, if the instruction has one.
-    pub(crate) fn alu(mut self, alu: Option<AluOp>) -> Rec {
-        self.0.alu = alu;
-        self
-    }
-
-    /// Whether the instruction also reduces into the engine's accumulator.
-    pub(crate) fn accumulate(mut self, accumulate: bool) -> Rec {
-        self.0.accumulate = accumulate;
-        self
-    }
-
-    /// TensorE sizes.
-    pub(crate) fn matmul(mut self, dims: MatmulDims) -> Rec {
-        self.0.matmul = Some(dims);
-        self
-    }
-
-    /// DMA sizes.
-    pub(crate) fn dma(mut self, dims: DmaDims) -> Rec {
-        self.0.dma = Some(dims);
-        self
+    rec_setters! {
+        /// Partitions processed and free elements per partition (N of the cost formulas).
+        size(partitions: u32 => partitions, free: u32 => free);
+        /// Number of tile inputs the engine reads.
+        inputs(n: u8 => inputs);
+        /// Dtypes of the (first) input and of the output.
+        dtypes(input: DType => in_dtype, output: DType => out_dtype);
+        /// Whether an input or the output is in PSUM.
+        psum(psum: bool => psum);
+        /// Whether every on-chip access has a unit innermost stride.
+        contiguous(contiguous: bool => contiguous);
+        /// The ALU operator, if the instruction has one.
+        alu(alu: Option<AluOp> => alu);
+        /// Whether the instruction also reduces into the engine's accumulator.
+        accumulate(accumulate: bool => accumulate);
+        /// TensorE sizes.
+        matmul(dims: MatmulDims => matmul as Some);
+        /// DMA sizes.
+        dma(dims: DmaDims => dma as Some);
     }
 
     /// The regions read.
@@ -740,6 +746,19 @@ impl Rec {
     pub(crate) fn writes(mut self, writes: impl Into<Regions<1>>) -> Rec {
         self.0.writes = writes.into();
         self
+    }
+
+    /// Reads the tile `inputs` (all of them) and writes `out`: PSUM when an input is in PSUM,
+    /// contiguous when every input has a unit innermost stride.
+    pub(crate) fn over<'t, 'a: 't>(
+        self,
+        inputs: impl Iterator<Item = &'t TileRef<'a>> + Clone,
+        out: &TileRef,
+    ) -> Rec {
+        self.psum(inputs.clone().any(|t| t.mem() == MemKind::Psum))
+            .contiguous(inputs.clone().all(|t| t.ap.inner_stride() == 1))
+            .reads(inputs.map(|t| t.region()).collect::<Regions<3>>())
+            .writes([out.region()])
     }
 
     /// The record.

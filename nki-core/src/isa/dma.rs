@@ -403,7 +403,7 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
         }
         // HBM accesses are tagged in every mode: estimate mode tracks races without values.
         if let DmaEndpoint::Hbm(v) = src {
-            crate::hbm::write::track_load(v, api, ins.loc);
+            ins.track_load(v, api);
         }
     }
     if matches!(dst, DmaEndpoint::Indirect(_))
@@ -661,7 +661,7 @@ pub fn dma_transpose<'a, 'b>(
         );
     }
     if let DmaEndpoint::Hbm(v) = &src {
-        crate::hbm::write::track_load(v, ins.api, ins.loc);
+        ins.track_load(v, ins.api);
     }
     descriptors(&ins, &opts, &dst, &src);
     let writer = match &dst {

@@ -74,7 +74,8 @@ pub(crate) use vector::{reduced_shape, trailing_axes};
 pub(crate) mod trace {
     //! Runs a closure as one simulated program instance and returns its records or error.
 
-    use crate::abort::{run_instance, Stop};
+    use crate::abort::Stop;
+    use crate::context::run_instance;
     use crate::context::{InstanceCtx, LaunchShared, Mode};
     use crate::error::{ErrorKind, NkiError};
     use crate::record::Instr;

@@ -1,12 +1,14 @@
 //! Tile creation and data movement: `ndarray`, `zeros`, `ones`, `full`, `load`, `store`,
 //! `copy`, `load_transpose2d`.
 
+use crate::abort::{check, raise};
 use crate::access::Shape;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
+use crate::error::{NkiError, SourceLoc};
 use crate::hbm::{HbmDest, HbmSource, HbmView};
-use crate::isa::base::{copy_engine, dma_dims};
+use crate::isa::base::{copy_engine, dma_dims, operand};
 use crate::record::{Engine, MemKind, Opcode};
 use crate::tensor::Placement;
 use crate::tile::{Tile, TileRef};
@@ -54,7 +56,7 @@ pub fn load_as(src: impl HbmSource, dtype: DType) -> Tile {
 }
 
 fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
-    crate::hbm::write::track_load(&v, "load", ins.loc);
+    ins.track_load(&v, "load");
     // The tile's shape: the view's, a 1-D view as one partition.
     let shape = match v.shape() {
         &[f] => Shape::of_valid(&[1, f]),
@@ -95,7 +97,7 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
     let ins = Op::begin("store");
     let dst = dst.hbm_dest();
     let src: TileRef = value.into();
-    crate::hbm::write::check_dest_value("store", "store", &dst, &src, ins.loc);
+    check_dest_value("store", "store", &dst, &src, ins.loc);
     // The writer is tagged in every mode: estimate mode tracks races without values.
     let (wid, shared) = ins.hbm_writer();
     ins.issue(
@@ -126,6 +128,43 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
     );
     if !ins.executes() {
         ins.check(crate::hbm::write::track(&dst, wid, &shared, ins.loc));
+    }
+}
+
+/// Checks the value operand of a write into HBM (`store`, `atomic_rmw`) and that it fits the
+/// destination as the DMA moves it: the same partition count (a 1-D destination is one
+/// partition) and the same elements per partition, the free dimensions being flattened in
+/// row-major order (a `[4, 3, 5]` tile stores into `[4, 15]`). Any other pair is a
+/// [`ErrorKind::ShapeMismatch`] error of operation `op` (named `name` in the message), even
+/// with equal element counts: a `[128, 512]` tile does not store into `[512, 128]` or
+/// `[64, 1024]` (no implicit reshape across partitions).
+pub(crate) fn check_dest_value(
+    op: &'static str,
+    name: &str,
+    dst: &HbmView,
+    src: &TileRef,
+    loc: SourceLoc,
+) {
+    check(operand(op, "value", src), loc);
+    let d = dst.shape();
+    let (dp, dfree) = match d.len() {
+        1 => (1, d[0]),
+        _ => (d[0], d[1..].iter().product()),
+    };
+    if (dp, dfree) != (src.partitions(), src.free_size()) {
+        raise(
+            NkiError::new(
+                ErrorKind::ShapeMismatch,
+                op,
+                format!(
+                    "destination {} and value {} of '{name}' have different shapes \
+                     (partitions and elements per partition must match)",
+                    dst.describe(),
+                    src.describe()
+                ),
+            ),
+            loc,
+        );
     }
 }
 

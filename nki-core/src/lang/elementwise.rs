@@ -9,7 +9,7 @@ use crate::exec;
 use crate::isa::base::{alu_engine, result_dtype, same_partitions};
 use crate::isa::Operand;
 use crate::math::AluOp;
-use crate::record::{Engine, MemKind, Opcode, Regions};
+use crate::record::{Engine, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
 /// How an element-wise op is lowered: engine, opcode and ALU operator.
@@ -94,16 +94,8 @@ pub(crate) fn binary_op(
                 .size(out_dims[0] as u32, ov.free_size() as u32)
                 .inputs(tiles.len() as u8)
                 .dtypes(first.dtype(), out_dtype)
-                .psum(tiles.iter().any(|(_, t)| t.mem() == MemKind::Psum))
-                .contiguous(tiles.iter().all(|(_, t)| t.ap.inner_stride() == 1))
+                .over(tiles.iter().map(|(_, t)| t), &ov)
                 .alu(low.alu)
-                .reads(
-                    tiles
-                        .iter()
-                        .map(|(_, t)| t.region())
-                        .collect::<Regions<3>>(),
-                )
-                .writes([ov.region()])
                 .done()
         },
     );

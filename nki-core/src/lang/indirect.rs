@@ -42,19 +42,8 @@ pub fn load_indirect<'a>(src: impl HbmSource, indices: impl Into<TileRef<'a>>) -
             ),
         );
     }
-    let s = v.shape().to_vec();
-    if s.len() != 2 {
-        fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "'load_indirect' gathers rows of a 2-D view, got {} of {} dimensions",
-                v.describe(),
-                s.len()
-            ),
-        );
-    }
+    let (rows, f) = ins.hbm_2d(&v, "'load_indirect' gathers rows of a 2-D view");
     crate::hbm::observe::notify(v.st.id, &v.ap, false, API, loc);
-    let (rows, f) = (s[0], s[1]);
     let p = idx.partitions();
     let out = ins.alloc(MemKind::Sbuf, v.dtype(), &[p, f]);
     let ov = out.view();

@@ -21,19 +21,8 @@ pub fn load_transpose2d(src: impl HbmSource) -> Tile {
     const API: &str = "nl.load_transpose2d";
     let ins = Op::begin(API);
     let v = src.hbm_view();
-    crate::hbm::write::track_load(&v, API, ins.loc);
-    let s = v.shape().to_vec();
-    if s.len() != 2 {
-        ins.fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "'load_transpose2d' takes a 2-D source, got {} of {} dimensions",
-                v.describe(),
-                s.len()
-            ),
-        );
-    }
-    let (f, p) = (s[0], s[1]);
+    ins.track_load(&v, API);
+    let (f, p) = ins.hbm_2d(&v, "'load_transpose2d' takes a 2-D source");
     let dtype = v.dtype();
     let t = ins.alloc(MemKind::Sbuf, dtype, &[p, f]);
     let tv = t.view();

@@ -12,7 +12,7 @@ use crate::exec;
 use crate::isa::base::result_dtype;
 use crate::isa::Operand;
 use crate::math::AluOp;
-use crate::record::{Engine, MemKind, Opcode, Regions};
+use crate::record::{Engine, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 
 /// Raises a DType error when a bitvec op gets a float operand.
@@ -237,15 +237,7 @@ pub fn where_<'a, 'c>(
                 .size(out_dims[0] as u32, ov.free_size() as u32)
                 .inputs(tiles.len().min(2) as u8)
                 .dtypes(out_dtype, out_dtype)
-                .psum(tiles.iter().any(|(_, t)| t.mem() == MemKind::Psum))
-                .contiguous(tiles.iter().all(|(_, t)| t.ap.inner_stride() == 1))
-                .reads(
-                    tiles
-                        .iter()
-                        .map(|(_, t)| t.region())
-                        .collect::<Regions<3>>(),
-                )
-                .writes([ov.region()])
+                .over(tiles.iter().map(|(_, t)| t), &ov)
                 .done()
         },
     );

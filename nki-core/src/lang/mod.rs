@@ -4,7 +4,7 @@
 
 mod blocks;
 mod check;
-mod data;
+pub(crate) mod data;
 pub(crate) mod elementwise;
 mod gather;
 mod grid;

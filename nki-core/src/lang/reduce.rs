@@ -161,10 +161,8 @@ pub(crate) fn reduce_impl(
                     .size(x.partitions() as u32, x.free_size() as u32)
                     .inputs(1)
                     .dtypes(in_dtype, out_dtype)
-                    .psum(x.mem() == MemKind::Psum)
-                    .contiguous(x.ap.inner_stride() == 1)
+                    .over([x].iter(), &ov)
                     .reads(reads)
-                    .writes([ov.region()])
                     .done()
             };
             if kind == ReduceKind::Var {
