@@ -342,7 +342,7 @@ pub(super) fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &
             let read_other = || -> Vec<f32> {
                 match other {
                     DmaEndpoint::Hbm(v) => {
-                        crate::hbm::write::track_load(v, api, ins.loc);
+                        ins.track_load(v, api);
                         ins.check(v.gather(api))
                     }
                     DmaEndpoint::Tile(t) => t.gather_slots(api, ins.loc),
@@ -362,7 +362,7 @@ pub(super) fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &
                     };
                     for (k, row) in rows.iter().enumerate() {
                         let Some(row) = row else { continue };
-                        crate::hbm::write::track_load(row, api, ins.loc);
+                        ins.track_load(row, api);
                         let mut r = crate::tile::take_buf(n);
                         ins.check(row.gather_into(api, &mut r));
                         let out = &mut vals[k * n..(k + 1) * n];
