@@ -27,13 +27,12 @@
 //! and loads are checked.
 
 use super::base::short;
-use super::dma::{DgeMode, DmaEndpoint, DmaOpts, OobMode};
-use crate::access::{Ap, Ix, Shape, MAX_DIMS};
+use crate::access::{Ap, Shape, MAX_DIMS};
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::hbm::HbmView;
-use crate::record::{Engine, MemKind, Region};
+use crate::record::{MemKind, Region};
 use crate::tile::TileRef;
 
 /// An HBM access pattern whose first dimension picks rows at run time from an SBUF index
@@ -184,7 +183,7 @@ impl<'a> IndirectAp<'a> {
 
     /// The whole indexed tensor (what the record reads or writes: the rows are not known
     /// before the kernel runs).
-    fn whole(&self) -> HbmView {
+    pub(super) fn whole(&self) -> HbmView {
         HbmView::of(self.rows.st.clone(), self.rows.st.whole)
     }
 
@@ -205,7 +204,7 @@ impl<'a> IndirectAp<'a> {
     }
 
     /// Whether `other` names the same rows of the same tensor through the same index tile.
-    fn same_as(&self, other: &IndirectAp) -> bool {
+    pub(super) fn same_as(&self, other: &IndirectAp) -> bool {
         self.rows.st.id == other.rows.st.id
             && self.rows.ap == other.rows.ap
             && std::ptr::eq(self.index.tile, other.index.tile)
@@ -213,246 +212,15 @@ impl<'a> IndirectAp<'a> {
     }
 }
 
-/// What one indirect DMA does.
-enum Form {
-    /// `dst = src[idx]`.
-    Gather,
-    /// `dst[idx] = src`.
-    Scatter,
-    /// `dst = dst + src[idx]` (dma_compute, dst in SBUF).
-    GatherAdd,
-    /// `dst[idx] = dst[idx] + src` (dma_compute, dst in HBM).
-    ScatterAdd,
-}
-
-/// The DMA builder for transfers with an indirect side (called by `dma.rs`'s `transfer`
-/// after the checks common to every DMA: no PSUM side, equal element counts, the options).
-pub(super) fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
-    let api = ins.api;
-    let name = short(api);
-    if !matches!(opts.dge_mode, DgeMode::Unknown | DgeMode::Swdge)
-        || opts.engine.is_some_and(|e| e != Engine::GpSimd)
-    {
-        ins.fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "'{name}' with a vector_offset gathers or scatters through software DGE \
-                 (GpSimdE): dge_mode={:?}{} cannot; leave dge_mode unknown or use swdge",
-                opts.dge_mode,
-                opts.engine
-                    .map(|e| format!(" with engine {}", e.name()))
-                    .unwrap_or_default()
-            ),
-        );
-    }
-    let is_ind = |e: &DmaEndpoint| matches!(e, DmaEndpoint::Indirect(_));
-    let (form, ind, other): (Form, &IndirectAp, &DmaEndpoint) = match (&dst, srcs) {
-        (DmaEndpoint::Indirect(d), [s]) if !is_ind(s) => (Form::Scatter, d, s),
-        (_, [DmaEndpoint::Indirect(s)]) if !is_ind(&dst) => (Form::Gather, s, &dst),
-        (DmaEndpoint::Indirect(d), [a, b]) => match (a, b) {
-            (DmaEndpoint::Indirect(x), t @ DmaEndpoint::Tile(_))
-            | (t @ DmaEndpoint::Tile(_), DmaEndpoint::Indirect(x))
-                if x.same_as(d) =>
-            {
-                (Form::ScatterAdd, d, t)
-            }
-            _ => compute_forms(ins),
-        },
-        (DmaEndpoint::Tile(d), [a, b]) => match (a, b) {
-            (DmaEndpoint::Tile(t), DmaEndpoint::Indirect(x))
-            | (DmaEndpoint::Indirect(x), DmaEndpoint::Tile(t))
-                if std::ptr::eq(t.tile, d.tile) && t.ap == d.ap =>
-            {
-                (Form::GatherAdd, x, &dst)
-            }
-            _ => compute_forms(ins),
-        },
-        (_, [_]) => ins.fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "'{name}' with a vector_offset on both sides ({} and {}) is not supported: one \
-                 side gathers or scatters, the other is a plain tensor",
-                dst.describe(),
-                srcs[0].describe()
-            ),
-        ),
-        _ => compute_forms(ins),
-    };
-    if !opts.unique_indices {
-        ins.fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "'{name}' with a vector_offset needs unique_indices=true (NKI 0.7 does not \
-                 support non-unique indices with vector_offset)"
-            ),
-        );
-    }
-    if matches!(form, Form::Scatter | Form::ScatterAdd) && !ind.writable {
-        ins.fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "'{name}' cannot scatter into {}: it is a kernel input (immutable); declare \
-                 the parameter as `&mut Hbm<T>` to update it",
-                ind.describe()
-            ),
-        );
-    }
-    let p = ind.partitions();
-    if other.shape().first() != Some(&p) {
-        ins.fail(
-            ErrorKind::ShapeMismatch,
-            format!(
-                "{} of '{name}' must have the {p} partitions of the indirect side {} as its \
-                 first dimension (one row per index)",
-                other.describe(),
-                ind.describe()
-            ),
-        );
-    }
-    ins.operand("vector_offset", &ind.index);
-    // Descriptors: software DGE on GpSimdE, one record before the transfer.
-    let swdge = DmaOpts {
-        dge_mode: DgeMode::Swdge,
-        ..*opts
-    };
-    super::dma::descriptors(ins, &swdge, &dst, &srcs[0]);
-    let tile_out: Vec<&TileRef> = match &dst {
-        DmaEndpoint::Tile(t) => vec![t],
-        _ => Vec::new(),
-    };
-    let adds = matches!(form, Form::GatherAdd | Form::ScatterAdd);
-    let writer = match form {
-        Form::Scatter => Some(ins.hbm_writer()),
-        Form::ScatterAdd => Some(ins.hbm_atomic_writer()),
-        _ => match &dst {
-            DmaEndpoint::Hbm(_) => Some(ins.hbm_writer()),
-            _ => None,
-        },
-    };
-    ins.issue(
-        &tile_out,
-        || {
-            let rows = index_rows(
-                ins,
-                ind,
-                opts,
-                matches!(form, Form::Scatter | Form::ScatterAdd),
-            );
-            let n = ind.row_len();
-            let read_other = || -> Vec<f32> {
-                match other {
-                    DmaEndpoint::Hbm(v) => {
-                        ins.track_load(v, api);
-                        ins.check(v.gather(api))
-                    }
-                    DmaEndpoint::Tile(t) => t.gather_slots(api, ins.loc),
-                    DmaEndpoint::Indirect(_) => unreachable!("one indirect side"),
-                }
-            };
-            match form {
-                Form::Gather | Form::GatherAdd => {
-                    // Rows read from HBM, cast (or added in fp32) into dst's rows.
-                    let mut vals = vec![0.0f32; p * n];
-                    let base = if adds {
-                        let mut b = read_other();
-                        other.dtype().to_values(&mut b);
-                        Some(b)
-                    } else {
-                        None
-                    };
-                    for (k, row) in rows.iter().enumerate() {
-                        let Some(row) = row else { continue };
-                        ins.track_load(row, api);
-                        let mut r = crate::tile::take_buf(n);
-                        ins.check(row.gather_into(api, &mut r));
-                        let out = &mut vals[k * n..(k + 1) * n];
-                        match &base {
-                            Some(b) => {
-                                ind.dtype().to_values(&mut r);
-                                for ((o, x), y) in out.iter_mut().zip(&r).zip(&b[k * n..]) {
-                                    *o = x + y;
-                                }
-                            }
-                            None => out.copy_from_slice(&r),
-                        }
-                        crate::tile::give_buf(r);
-                    }
-                    let from = if adds { DType::F32 } else { ind.dtype() };
-                    from.cast_slots(other.dtype(), &mut vals);
-                    write_rows(ins, other, &rows, vals, n, writer.as_ref());
-                }
-                Form::Scatter | Form::ScatterAdd => {
-                    let mut vals = read_other();
-                    if adds {
-                        other.dtype().to_values(&mut vals);
-                    } else {
-                        other.dtype().cast_slots(ind.dtype(), &mut vals);
-                    }
-                    let (wid, shared) = writer.as_ref().expect("a scatter has a writer");
-                    for (k, row) in rows.iter().enumerate() {
-                        let Some(row) = row else { continue };
-                        let part = &vals[k * n..(k + 1) * n];
-                        let r = if adds {
-                            crate::hbm::write::atomic(row, Some(part), *wid, shared, ins.loc)
-                        } else {
-                            crate::hbm::write::write_slice(row, part, true, *wid, shared, ins.loc)
-                        };
-                        ins.check(r);
-                    }
-                }
-            }
-        },
-        || {
-            let data_src = match form {
-                Form::ScatterAdd => other,
-                _ => &srcs[0],
-            };
-            let mut r = super::dma::dma_record(&dst, data_src, ins);
-            r.reads = srcs
-                .iter()
-                .map(|s| s.region())
-                .chain([ind.index.region()])
-                .collect();
-            if adds {
-                r.alu = Some(crate::math::AluOp::Add);
-            }
-            r
-        },
-    );
-    if !ins.executes() {
-        if let (Form::Scatter | Form::ScatterAdd, Some((_, shared))) = (&form, &writer) {
-            // No index values: the whole tensor is claimed, as an atomic-kind writer.
-            let (wid, _) = ins.hbm_atomic_writer();
-            ins.check(crate::hbm::write::atomic(
-                &ind.whole(),
-                None,
-                wid,
-                shared,
-                ins.loc,
-            ));
-        } else if let (DmaEndpoint::Hbm(v), Some((wid, shared))) = (&dst, &writer) {
-            ins.check(crate::hbm::write::track(v, *wid, shared, ins.loc));
-        }
-    }
-}
-
-/// The error for a `dma_compute` with a vector_offset that is neither 0.7 form.
-fn compute_forms(ins: &Op) -> ! {
-    ins.fail(
-        ErrorKind::InvalidArgument,
-        format!(
-            "'{}' with a vector_offset takes exactly two sources in one of two forms: a \
-             scatter-add `dst = HBM.ap(.., vector_offset)` with sources [dst, an SBUF tensor], \
-             or a gather-add into an SBUF `dst` with sources [dst, HBM.ap(.., vector_offset)]",
-            short(ins.api)
-        ),
-    )
-}
-
 /// The row each partition of `ind` names (read from its index tile), `None` for a row
 /// skipped under `oob_mode=skip`; an out-of-range index under `oob_mode=error`, or (for a
-/// scatter) two partitions naming one row, fails the op.
-fn index_rows(ins: &Op, ind: &IndirectAp, opts: &DmaOpts, scatter: bool) -> Vec<Option<HbmView>> {
+/// scatter) two partitions naming one row, fails the op (`skip`: `oob_mode=skip`).
+pub(super) fn index_rows(
+    ins: &Op,
+    ind: &IndirectAp,
+    skip: bool,
+    scatter: bool,
+) -> Vec<Option<HbmView>> {
     let name = short(ins.api);
     let ids = ind.index.gather_slots(ins.api, ins.loc);
     let dt = ind.index.dtype();
@@ -463,7 +231,7 @@ fn index_rows(ins: &Op, ind: &IndirectAp, opts: &DmaOpts, scatter: bool) -> Vec<
         .map(|(p, &slot)| {
             let i = dt.int(slot);
             let row = ind.row(i);
-            if row.is_none() && opts.oob_mode == OobMode::Error {
+            if row.is_none() && !skip {
                 ins.fail(
                     ErrorKind::OutOfBounds,
                     format!(
@@ -498,56 +266,6 @@ fn index_rows(ins: &Op, ind: &IndirectAp, opts: &DmaOpts, scatter: bool) -> Vec<
         .collect();
     crate::tile::give_buf(ids);
     rows
-}
-
-/// Writes gathered rows `vals` (slots of `dst`'s dtype, `n` per partition) into `dst`: all at
-/// once when no row was skipped, else partition by partition (skipped rows stay as they were).
-fn write_rows(
-    ins: &Op,
-    dst: &DmaEndpoint,
-    rows: &[Option<HbmView>],
-    vals: Vec<f32>,
-    n: usize,
-    writer: Option<&(u32, std::sync::Arc<crate::context::LaunchShared>)>,
-) {
-    let all = rows.iter().all(Option::is_some);
-    let part = |k: usize, keep0: bool, ap: &Ap| -> Ap {
-        ins.check(ap.slice(&[Ix::from(k..k + 1)], keep0, "dst"))
-    };
-    match dst {
-        DmaEndpoint::Tile(t) if all => t.scatter_slots(vals),
-        DmaEndpoint::Tile(t) => {
-            for (k, _) in rows.iter().enumerate().filter(|(_, r)| r.is_some()) {
-                let v = TileRef {
-                    tile: t.tile,
-                    ap: part(k, true, &t.ap),
-                };
-                v.scatter_slots(vals[k * n..(k + 1) * n].to_vec());
-            }
-            crate::tile::give_buf(vals);
-        }
-        DmaEndpoint::Hbm(v) => {
-            let (wid, shared) = writer.expect("an HBM destination has a writer");
-            if all {
-                ins.check(crate::hbm::write::write(v, vals, *wid, shared, ins.loc));
-            } else {
-                for (k, _) in rows.iter().enumerate().filter(|(_, r)| r.is_some()) {
-                    let row = HbmView::of(v.st.clone(), part(k, true, &v.ap));
-                    let r = crate::hbm::write::write_slice(
-                        &row,
-                        &vals[k * n..(k + 1) * n],
-                        true,
-                        *wid,
-                        shared,
-                        ins.loc,
-                    );
-                    ins.check(r);
-                }
-                crate::tile::give_buf(vals);
-            }
-        }
-        DmaEndpoint::Indirect(_) => unreachable!("one indirect side"),
-    }
 }
 
 #[cfg(test)]
