@@ -26,7 +26,7 @@ use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criteri
 use ndarray::{Array2, ArrayView2};
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 use nki_kernels::matmul::{MatmulKernel, TUTORIAL_BENCHMARK_KMN};
 use std::time::Duration;
 

@@ -1,6 +1,7 @@
 //! Every public calibration point of the timing model (shared/reference/calibration.md
-//! sections 1–3), modelled from kernels written as their sources write them, beside the
-//! published figure: error and what bounds the kernel, per row.
+//! sections 1–4), modelled from kernels written as their sources write them, beside the
+//! published figure: error and what bounds the kernel, per row (for section 4's collectives:
+//! the algorithm the runtime picks).
 //!
 //! ```text
 //! cargo run --release --example calibration [-- --json] [--trace DIR]

@@ -28,11 +28,11 @@
 //! trace per run with a process per device (open in Perfetto).
 
 use half::bf16;
-use nki_core::hbm::{HbmView, HbmViewMut};
 use nki_core::mesh::{
     self, Algorithm, Mesh, MeshLaunch, MeshReport, PartitionSpec, ReplicaGroups, ShardedHbm,
 };
 use nki_core::prelude::*;
+use nki_core::{HbmView, HbmViewMut};
 use nki_kernels::testing::{allclose, random_bf16};
 use std::path::PathBuf;
 use std::process::ExitCode;

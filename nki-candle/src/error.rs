@@ -10,7 +10,7 @@
 //! ([`nki_error`] finds it) carries the kind, program id and kernel source line.
 
 use candle_core::Error;
-use nki_core::error::NkiError;
+use nki_core::NkiError;
 use std::fmt;
 
 /// An nki-rs error raised while op `op` ran its kernel (or moved its tensors).

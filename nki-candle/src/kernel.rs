@@ -279,10 +279,10 @@ macro_rules! kernel {
             #[allow(unused_variables)]
             fn launch(
                 &self,
-                $launch: $crate::nki_core::spmd::Launch,
+                $launch: $crate::nki_core::Launch,
                 inputs: &[$crate::HbmTensor],
                 outputs: &mut [$crate::HbmTensor],
-            ) -> ::core::result::Result<$crate::nki_core::spmd::LaunchReport, $crate::nki_core::error::NkiError> {
+            ) -> ::core::result::Result<$crate::nki_core::LaunchReport, $crate::nki_core::NkiError> {
                 const NAME: &str = stringify!($name);
                 let $this = self;
                 $crate::__with_first_element!(NAME, inputs, T => {
@@ -297,10 +297,10 @@ macro_rules! kernel {
             #[allow(unused_variables)]
             fn launch(
                 &self,
-                $launch: $crate::nki_core::spmd::Launch,
+                $launch: $crate::nki_core::Launch,
                 inputs: &[$crate::HbmTensor],
                 outputs: &mut [$crate::HbmTensor],
-            ) -> ::core::result::Result<$crate::nki_core::spmd::LaunchReport, $crate::nki_core::error::NkiError> {
+            ) -> ::core::result::Result<$crate::nki_core::LaunchReport, $crate::nki_core::NkiError> {
                 const NAME: &str = stringify!($name);
                 let $this = self;
                 $crate::kernel!(@bind NAME, inputs, outputs, [$($input: $ity),*], [$($output: $oty),*]);

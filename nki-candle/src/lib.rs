@@ -7,7 +7,7 @@
 //! launch grid as a function of the input shapes and its outputs (by default one, shaped and
 //! typed like the first input; [`KernelOp::outputs`] gives several, each with its own dtype).
 //! candle's `cpu_fwd` lends the CPU tensors' storage to the kernel as
-//! [`Hbm`](nki_core::hbm::Hbm) inputs without copying them (contiguous f32, i32 and u32
+//! [`Hbm`](nki_core::Hbm) inputs without copying them (contiguous f32, i32 and u32
 //! tensors; strided views are gathered once, 16- and 8-bit types converted once), launches
 //! the kernel and moves the output's buffer into candle storage (no copy for f32, i32, u32).
 //! With a backward kernel (or the pass-through backward of an addition), `bwd` launches it so

@@ -220,10 +220,13 @@ impl<F: NkiKernel + Clone, B: NkiKernel + Clone> KernelOp<F, B> {
     }
 
     /// The launch of a kernel on `grid`, simulated on the profiler's target when profiling.
+    /// The outputs are fresh allocations candle reads whole: an element the kernel leaves
+    /// unwritten is an error, not a zero (on the device it would hold garbage).
     fn launch(&self, grid: Grid) -> Launch {
+        let launch = Launch::new(grid).outputs_uninitialised();
         match &self.profiler {
-            Some(p) => Launch::new(grid).target(p.target()).mode(Mode::Simulate),
-            None => Launch::new(grid),
+            Some(p) => launch.target(p.target()).mode(Mode::Simulate),
+            None => launch,
         }
     }
 
@@ -265,7 +268,7 @@ impl<F: NkiKernel + Clone, B: NkiKernel + Clone> KernelOp<F, B> {
         let shapes: Vec<&[usize]> = sources.iter().map(Source::dims).collect();
         let specs = outputs(&shapes, &dtypes)?;
         let grid = grid(&shapes);
-        nki_core::hbm::with_borrowed(|lend| {
+        nki_core::with_borrowed(|lend| {
             let hbms = sources
                 .iter()
                 .map(|s| s.lend(self.name, lend))

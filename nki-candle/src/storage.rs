@@ -2,7 +2,7 @@
 //! layout allows.
 //!
 //! A contiguous input (any start offset) is lent to the kernel in place
-//! ([`nki_core::hbm::with_borrowed`]: f32, i32 and u32, whose host slots are their own bits;
+//! ([`nki_core::with_borrowed`]: f32, i32 and u32, whose host slots are their own bits;
 //! bf16, f16, u8 and i16 are converted in one pass, as nki-rs keeps every element in an f32
 //! slot). A strided view (a transpose, a broadcast, a narrowed column range) is gathered once
 //! into row-major order first, then lent. An output is allocated zeroed (fresh pages the kernel
@@ -12,8 +12,8 @@
 use crate::kernel::{each_hbm, HbmTensor};
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, DType, Error, Layout, WithDType};
-use nki_core::hbm::Lender;
 use nki_core::prelude::*;
+use nki_core::Lender;
 
 /// The element types the bridge moves between candle and nki-rs.
 pub trait BridgeElement: Element + WithDType {

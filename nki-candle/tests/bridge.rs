@@ -342,10 +342,7 @@ fn integer_dtypes_run_through_a_generic_kernel() {
 fn sum_and_bf16(a: &Hbm<f32>, b: &Hbm<f32>, sum: &mut Hbm<f32>, low: &mut Hbm<bf16>) {
     let s = &nl::load(a.view()) + &nl::load(b.view());
     nl::store(sum.view(), &s);
-    nl::store(
-        low.view(),
-        &nl::copy(&s, Some(nki_core::dtype::DType::BF16)),
-    );
+    nl::store(low.view(), &nl::copy(&s, Some(nki_core::DType::BF16)));
 }
 
 nki_candle::kernel!(
@@ -405,6 +402,18 @@ fn an_op_without_backward_says_so() {
     let c = op.apply2(a.as_tensor(), a.as_tensor()).unwrap();
     let e = c.sum_all().unwrap().backward().unwrap_err().to_string();
     assert!(e.contains("forward_only_add"), "{e}");
+}
+
+#[test]
+fn an_output_the_kernel_writes_in_part_is_an_error_not_zeros() {
+    // AddTile writes one [128, 512] tile: the rows below it would hold garbage on the device.
+    let op = KernelOp::new("half_written_add", AddTile, |_| Grid::new([1, 1]))
+        .output_shape(|_| Ok(vec![256, 512]));
+    let a = random(128, 512, 1, DType::F32);
+    let e = op.apply2(&a, &a).unwrap_err();
+    let nki = nki_error(&e).expect("the nki-rs error is reachable");
+    assert_eq!(nki.kind(), ErrorKind::OutputNotWritten, "{nki}");
+    assert!(nki.to_string().contains("[128, 0]"), "{nki}");
 }
 
 #[test]

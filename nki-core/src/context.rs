@@ -75,6 +75,12 @@ pub(crate) struct InstanceCtx {
     /// How many tensors this instance allocated in shared HBM so far (the next one is the
     /// launch's tensor of this number, see [`LaunchShared::kernel_outputs`]).
     pub(crate) shared_hbm_allocs: usize,
+    /// Device loops (`nl::fori_loop`, `nl::while_loop`): the active ones, their body tiles'
+    /// ids, the launch's estimate trip counts and the finished runs for the profile.
+    pub(crate) loops: crate::lang::loop_state::Loops,
+    /// The meeting point of the two cores of an LNC=2 launch (`nisa::sendrecv`,
+    /// `nisa::core_barrier`); `None` in other launches.
+    pub(crate) lnc: Option<Arc<crate::isa::lnc_state::Pair>>,
 }
 
 thread_local! {
@@ -113,6 +119,8 @@ impl InstanceCtx {
             next_activation: 0,
             writer: [None; 3],
             shared_hbm_allocs: 0,
+            loops: Default::default(),
+            lnc: None,
         }
     }
 

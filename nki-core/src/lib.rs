@@ -3,8 +3,8 @@
 //! NKI — AWS Neuron's tile-level kernel language for Trainium — as a Rust crate that runs on any
 //! CPU. Write a kernel with [`#[nki_kernel]`](macro@nki_kernel), launch it on an SPMD grid, and
 //! get the values the hardware would compute, the rules the Neuron compiler enforces (as
-//! compile errors or as an [`NkiError`](error::NkiError) naming your kernel's line) and a
-//! modelled NeuronCore timeline ([`Profile`](profile::Profile)).
+//! compile errors or as an [`NkiError`] naming your kernel's line) and a
+//! modelled NeuronCore timeline ([`Profile`]).
 //!
 //! ```
 //! use nki_core::prelude::*;
@@ -48,13 +48,14 @@
 //!
 //! - [`example`]: a documented kernel and the launchers `#[nki_kernel]` generates
 //!   (`launch`, `simulate`, `estimate`, `run`).
-//! - [`lang`] (`nl`) and [`isa`] (`nisa`): the language and the engine instructions;
-//!   [`prelude`] brings in everything a kernel needs.
-//! - [`hbm`]: device-memory tensors ([`Hbm`](hbm::Hbm), shape-only tensors for estimates);
-//!   [`typed`]: tiles whose shape is checked at compile time.
-//! - [`spmd`]: grids, `nc(2)`, the [`Launch`](spmd::Launch) builder.
-//! - [`profile`]: what a modelled launch reports, its Chrome trace and HTML page;
-//!   [`target`]: the hardware figures of trn1 / trn2 / trn3; [`timing`]: the model.
+//! - [`nl`] and [`nisa`]: the language and the engine instructions; [`prelude`] brings in
+//!   everything a kernel needs.
+//! - The crate root: device-memory tensors ([`Hbm`], shape-only tensors for estimates), tiles
+//!   ([`Tile`], [`Tensor`]), grids and launches ([`Grid`], `nc(2)`, the [`Launch`] builder),
+//!   the targets ([`Target`]: trn1 / trn2 / trn3), errors ([`NkiError`]), the instruction
+//!   records the timing model reads ([`Instr`]) and what a modelled launch reports
+//!   ([`Profile`], its Chrome trace and HTML page).
+//! - [`typed`]: tiles whose shape is checked at compile time.
 //! - [`sweep`]: parameter sweeps on modelled time (and, with the `criterion` feature, a
 //!   criterion measurement of modelled time).
 //! - [`mesh`]: multi-device meshes with sharded tensors, remote DMA and collectives.
@@ -62,33 +63,37 @@
 
 #![warn(missing_docs)]
 
+// The crate's modules are private: what a user names is re-exported below (the root), in the
+// language namespaces `nl` and `nisa`, and in the small public modules `typed`, `mesh`,
+// `sweep` and `example`. Inside the crate, modules depend on each other in one order (see
+// tests/module_cycles.rs).
 mod abort;
-pub mod access;
-pub mod context;
-pub mod dtype;
+mod access;
+mod context;
+mod dtype;
 mod engine;
-pub mod error;
+mod error;
 pub mod example;
 mod exec;
-pub mod hbm;
-pub mod isa;
-pub mod lang;
-pub mod launcher;
-pub mod math;
-pub mod memory;
+mod hbm;
+mod isa;
+mod lang;
+mod launcher;
+mod math;
+mod memory;
 pub mod mesh;
 mod ops;
-pub mod profile;
-pub mod record;
+mod profile;
+mod record;
 mod slots;
-pub mod spmd;
+mod spmd;
 pub mod sweep;
-pub mod target;
-pub mod tensor;
-pub mod tile;
-pub mod timing;
+mod target;
+mod tensor;
+mod tile;
+mod timing;
 pub mod typed;
-pub mod view;
+mod view;
 mod written;
 
 pub use nki_macros::nki_kernel;
@@ -103,24 +108,79 @@ pub use half;
 
 extern crate self as nki_core;
 
+// Shapes, indices and access patterns.
+pub use crate::access::{ds, stepped, Ap, IntoIndex, Ix, Shape, MAX_DIMS, MAX_ELEMENTS};
+// Element types.
+pub use crate::dtype::{DType, Element, F8E4M3, F8E5M2};
+// Errors.
+pub use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+// Device memory (HBM) tensors and the views kernels read and write.
+pub use crate::hbm::{with_borrowed, Hbm, HbmDest, HbmOut, HbmSource, HbmView, HbmViewMut, Lender};
+// On-chip tiles and tensors.
+pub use crate::tensor::{Alloc, Buffer, Placement, Tensor, TensorRef};
+pub use crate::tile::{Tile, TileRef};
+// Launching: grids, launch modes and what a launch reports.
+pub use crate::context::Mode;
+pub use crate::spmd::{
+    host_threads, nc, spmd_dim, Factor, Grid, GridDim, InstanceInfo, Launch, LaunchReport,
+    MAX_LOGICAL_CORES,
+};
+// The hardware targets.
+pub use crate::target::{Target, TargetSpec};
+// Instruction records: what the timing model reads (one stream per NeuronCore).
+pub use crate::math::{ActFn, AluOp};
+pub use crate::record::{
+    AffinePos, BufId, CoreStream, DmaDims, Engine, Instr, MatmulDims, MemKind, Opcode, Region,
+    Regions,
+};
+// Profiles of modelled launches.
+pub use crate::profile::{
+    Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
+    Span, Spans, Track,
+};
+
+/// The NKI language (`nki.language`, imported as `nl`): loads and stores, element-wise math,
+/// activations, reductions, matmul and transpose, iota and masks, the SPMD grid
+/// (`program_id`, affine/sequential/static ranges), and [`nl::require`]
+/// to reject bad kernel arguments. Each call lowers onto the engine instructions of
+/// [`nisa`].
+pub mod nl {
+    pub use crate::lang::*;
+}
+
+/// The engine instructions (`nki.isa`, imported as `nisa`): `nc_matmul`, `activation`,
+/// `tensor_tensor`, `tensor_scalar`, `tensor_reduce`, `tensor_copy`, `iota`, `memset`,
+/// `dma_copy`, ... with NKI 0.7's destination-first signatures; [`classic`](nisa::classic)
+/// holds the older value-returning forms.
+pub mod nisa {
+    pub use crate::isa::*;
+}
+
 /// Everything a kernel and its launcher need.
 pub mod prelude {
-    pub use crate::access::{ds, stepped, Ix};
-    pub use crate::context::Mode;
-    pub use crate::dtype::{DType, Element, F8E4M3, F8E5M2};
-    pub use crate::error::{ErrorKind, NkiError};
-    pub use crate::hbm::{Hbm, HbmOut, HbmView, HbmViewMut};
-    pub use crate::isa as nisa;
-    pub use crate::lang as nl;
-    pub use crate::profile::Profile;
-    pub use crate::record::MemKind;
-    pub use crate::spmd::{nc, spmd_dim, Grid, Launch, LaunchReport};
-    pub use crate::target::Target;
-    pub use crate::tensor::{Tensor, TensorRef};
-    pub use crate::tile::{Tile, TileRef};
-    pub use crate::typed::{Psum, Sbuf};
+    pub use crate::{ds, stepped, Ix};
     pub use crate::{launch, nki_kernel};
+    pub use crate::{nc, spmd_dim, Grid, Launch, LaunchReport};
+    pub use crate::{nisa, nl};
+    pub use crate::{DType, Element, F8E4M3, F8E5M2};
+    pub use crate::{ErrorKind, NkiError};
+    pub use crate::{Hbm, HbmOut, HbmView, HbmViewMut};
+    pub use crate::{MemKind, Mode, Profile, Target};
+    pub use crate::{Psum, Sbuf};
+    pub use crate::{Tensor, TensorRef, Tile, TileRef};
     pub use half::{bf16, f16};
+}
+
+pub use crate::typed::{Psum, Sbuf};
+
+/// What `#[nki_kernel]` expansions, the benches and the crate's own tests call; not part of
+/// the API (no stability promise).
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::launcher::{launch, launch_returning, modelled, modelled_returning};
+    pub use crate::memory::MemoryPeak;
+    pub use crate::tensor::{KernelOutputs, KernelReturn, ReturnSlot, Returned};
+    pub use crate::timing::{cost, model};
 }
 
 /// Launches a `#[nki_kernel]` function with NKI's grid syntax:
@@ -130,7 +190,7 @@ pub mod prelude {
 macro_rules! launch {
     ($kernel:ident [ $($g:expr),+ $(,)? ] ( $($arg:expr),* $(,)? )) => {
         $kernel::launch(
-            $crate::spmd::Grid::from_dims(vec![$($crate::spmd::GridDim::from($g)),+]),
+            $crate::Grid::from_dims(vec![$($crate::GridDim::from($g)),+]),
             $($arg),*
         )
     };

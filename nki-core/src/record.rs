@@ -66,6 +66,18 @@ pub enum Opcode {
     FindIndex8,
     /// Replaces the first occurrences of 8 values per partition (`nisa.nc_match_replace8`).
     MatchReplace8,
+    /// Loads a 1x1 tile into a sequencer register (`nisa.scalar_load`).
+    ScalarLoad,
+    /// Stores a sequencer register into a 1x1 tile (`nisa.scalar_store`).
+    ScalarStore,
+    /// The compare-and-branch that closes one iteration of a device loop
+    /// (`nl.fori_loop` / `nl.while_loop`) on one engine's sequencer.
+    LoopBranch,
+    /// Arrival of this core at a barrier of the two cores of a logical NeuronCore
+    /// (`nisa.core_barrier`, `nisa.sendrecv`): a semaphore write to the other core.
+    CoreBarrier,
+    /// Wait for the other core's arrival at the same barrier (no engine time of its own).
+    CoreWait,
 }
 
 impl Opcode {
@@ -100,6 +112,11 @@ impl Opcode {
             Opcode::Max8 => "MAX8",
             Opcode::FindIndex8 => "FIND_INDEX8",
             Opcode::MatchReplace8 => "MATCH_REPLACE8",
+            Opcode::ScalarLoad => "SCALAR_LOAD",
+            Opcode::ScalarStore => "SCALAR_STORE",
+            Opcode::LoopBranch => "LOOP_BRANCH",
+            Opcode::CoreBarrier => "CORE_BARRIER",
+            Opcode::CoreWait => "CORE_WAIT",
         }
     }
 }

@@ -103,6 +103,20 @@ impl Grid {
         }
     }
 
+    /// The grid of a logical NeuronCore of `k` physical cores (NKI 0.7 `kernel[k]`, `k` 1 or
+    /// 2): one instance per physical core, `nl::program_id(0)` the core index. It is Beta 1's
+    /// `[nc(k)]`; with `k = 2` the two instances run side by side (each on its own host thread)
+    /// and may exchange tiles with [`nisa::sendrecv`](crate::isa::sendrecv) and wait for each
+    /// other with [`nisa::core_barrier`](crate::isa::core_barrier).
+    pub fn lnc(k: usize) -> Grid {
+        Grid::new([nc(k)])
+    }
+
+    /// True for the grid of a logical NeuronCore of two physical cores (one instance on each).
+    pub fn is_lnc2(&self) -> bool {
+        self.num_instances() == 2 && self.num_cores() == 2
+    }
+
     /// A grid from a list of dimensions.
     pub fn from_dims(dims: Vec<GridDim>) -> Grid {
         Grid { dims }
@@ -266,6 +280,11 @@ pub struct Launch {
     target: Target,
     mode: Mode,
     host_threads: Option<usize>,
+    /// Estimate mode: the trip counts of device loops whose bounds have no value.
+    trip_counts: Option<std::sync::Arc<crate::lang::TripCounts>>,
+    /// Whether every element of the outputs must be written (see
+    /// [`Launch::outputs_uninitialised`]).
+    uninitialised_outputs: bool,
     /// Where the user launched the kernel when a launcher closure stands between that call and
     /// [`Launch::run`] (see `launcher`): errors of the launch itself point there.
     pub(crate) called_at: Option<crate::error::SourceLoc>,
@@ -279,6 +298,8 @@ impl Launch {
             target: Target::default(),
             mode: Mode::Execute,
             host_threads: None,
+            trip_counts: None,
+            uninitialised_outputs: false,
             called_at: None,
         }
     }
@@ -295,12 +316,30 @@ impl Launch {
         self
     }
 
+    /// The trip counts of the kernel's device loops (`nl::fori_loop`, `nl::while_loop`) for
+    /// estimate mode, where bounds and conditions read from tiles have no value (execute and
+    /// simulate modes run the loops on the values and ignore them).
+    pub fn trip_counts(mut self, trips: crate::lang::TripCounts) -> Launch {
+        self.trip_counts = Some(std::sync::Arc::new(trips));
+        self
+    }
+
     /// Runs the program instances on at most `n` host threads (default: one per host CPU, see
     /// [`host_threads`]). Only host speed changes: values, records, the modelled placement on
     /// NeuronCores and the reported errors are the same for every `n`. `n = 0` is an
     /// [`ErrorKind::InvalidArgument`] error of the launch.
     pub fn host_threads(mut self, n: usize) -> Launch {
         self.host_threads = Some(n);
+        self
+    }
+
+    /// Treats the outputs (`&mut Hbm` parameters) as freshly allocated device memory, as a
+    /// framework's output allocation is (the candle bridge launches so): an element the launch
+    /// leaves unwritten is an [`ErrorKind::OutputNotWritten`] error naming it, where by default
+    /// it keeps the value the host gave it (the seeds' form: outputs are tensors the caller
+    /// owns, and writing part of one is allowed).
+    pub fn outputs_uninitialised(mut self) -> Launch {
+        self.uninitialised_outputs = true;
         self
     }
 
@@ -367,19 +406,21 @@ impl Launch {
                     shared.clone(),
                 );
                 ctx.feed = feed.lock().unwrap_or_else(|p| p.into_inner()).take();
+                ctx.loops.trips = self.trip_counts.clone();
                 match crate::context::run_instance(ctx, &kernel) {
-                    (mut ctx, Ok(())) => done.push(Finished {
-                        index,
-                        feed: ctx.feed.take(),
-                        records: ctx.records,
-                        peak: ctx.mem.peak,
-                    }),
+                    (ctx, Ok(())) => done.push(Finished::of(index, ctx)),
                     (_, Err(_)) => break,
                 }
             }
             done
         };
-        let mut finished = on_host_threads(threads, worker);
+        // LNC=2: both cores' instances at once, each on its own thread (they may wait for
+        // each other at sendrecv / core_barrier).
+        let pair = self.grid.is_lnc2().then(crate::isa::lnc_state::Pair::new);
+        let mut finished = match &pair {
+            Some(pair) => self.run_pair(pair, &shared, &kernel)?,
+            None => on_host_threads(threads, worker),
+        };
         if let Some(e) = shared.cancelled.take_first() {
             return Err(e);
         }
@@ -394,10 +435,15 @@ impl Launch {
         let mut infos = Vec::with_capacity(finished.len());
         let mut memory = MemoryPeak::default();
         let mut feed = None;
+        // Each instance's device loops, with its core and the index of its first record
+        // within its core's stream (made global below).
+        let mut loops = Vec::new();
         for f in finished {
             feed = feed.or(f.feed);
             let (pid, core) = self.grid.instance(f.index as usize);
             let stream = &mut streams[core];
+            let first = stream.records();
+            loops.extend(f.loops.into_iter().map(|l| (core, first, l)));
             infos.push(InstanceInfo {
                 program_id: pid.clone(),
                 nc: core,
@@ -408,6 +454,9 @@ impl Launch {
         }
         for out in &shared.outputs {
             crate::hbm::check_written(out, shared.writers.base())?;
+            if self.uninitialised_outputs {
+                crate::hbm::write::check_fully_written(out, shared.id)?;
+            }
         }
         for out in shared
             .kernel_outputs
@@ -420,7 +469,24 @@ impl Launch {
         let profile = if self.mode.records() {
             // A launch that held a spare CPU for its modelling drops its records there too.
             let apart = feed.is_some();
-            let profile = crate::timing::model_fed(&streams, self.target, memory, feed);
+            // Global record index of the first record of each core's stream.
+            let mut base = vec![0usize; streams.len() + 1];
+            for (c, st) in streams.iter().enumerate() {
+                base[c + 1] = base[c] + st.records();
+            }
+            let cross: Vec<(usize, usize)> = pair
+                .as_ref()
+                .map(|p| p.edges())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|((c0, i0), (c1, i1))| (base[c0] + i0, base[c1] + i1))
+                .collect();
+            let mut profile =
+                crate::timing::model_synced(&streams, self.target, memory, feed, &cross);
+            for l in &mut loops {
+                l.1 += base[l.0];
+            }
+            profile.device_loops = crate::profile::loops::stats(&profile, &loops);
             if apart {
                 crate::record::recycle_apart(streams);
             } else {
@@ -437,6 +503,51 @@ impl Launch {
             instances: infos,
             memory,
             profile,
+        })
+    }
+
+    /// Runs the two instances of an LNC=2 launch side by side, each on its own host thread
+    /// (they meet at `pair`); returns those that ran to their end.
+    fn run_pair<F: Fn() + Sync>(
+        &self,
+        pair: &std::sync::Arc<crate::isa::lnc_state::Pair>,
+        shared: &std::sync::Arc<LaunchShared>,
+        kernel: &F,
+    ) -> Result<Vec<Finished>> {
+        let grid_shape = self.grid.shape();
+        let one = |i: usize| {
+            let (pid, core) = self.grid.instance(i);
+            let mut ctx = InstanceCtx::new(
+                pid,
+                grid_shape.clone(),
+                i as u64,
+                core,
+                self.mode,
+                self.target,
+                shared.clone(),
+            );
+            ctx.loops.trips = self.trip_counts.clone();
+            ctx.lnc = Some(pair.clone());
+            let (ctx, outcome) = crate::context::run_instance(ctx, kernel);
+            pair.finish(core, outcome.is_ok());
+            outcome.ok().map(|()| Finished::of(i as u64, ctx))
+        };
+        std::thread::scope(|s| {
+            let other = std::thread::Builder::new()
+                .name("nki-lnc-core1".into())
+                .spawn_scoped(s, || one(1))
+                .map_err(|e| {
+                    NkiError::new(
+                        ErrorKind::HostMemory,
+                        "launch",
+                        format!(
+                            "could not start the host thread of core 1 of an LNC=2 launch: {e}"
+                        ),
+                    )
+                })?;
+            let a = one(0);
+            let b = other.join().ok().flatten();
+            Ok(a.into_iter().chain(b).collect())
         })
     }
 
@@ -473,6 +584,21 @@ struct Finished {
     feed: Option<crate::timing::RecordFeed>,
     records: Vec<crate::record::Instr>,
     peak: MemoryPeak,
+    /// Its device loops' runs.
+    loops: Vec<crate::lang::loop_state::LoopLog>,
+}
+
+impl Finished {
+    /// What is kept of instance `index`, whose context is `ctx`.
+    fn of(index: u64, mut ctx: InstanceCtx) -> Finished {
+        Finished {
+            index,
+            feed: ctx.feed.take(),
+            loops: std::mem::take(&mut ctx.loops.log),
+            records: ctx.records,
+            peak: ctx.mem.peak,
+        }
+    }
 }
 
 /// Host threads running launches in this process right now (summed over running launches).

@@ -88,9 +88,11 @@ impl Tile {
                 raise(e, loc);
             }
         }
-        let id = NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed);
         // A small result out of the context (an error is boxed: it is rare and large).
         let placed = context::with_ctx(op, loc, |c| {
+            // Inside a device loop, one body allocation is one buffer in every iteration.
+            let fresh = || NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed);
+            let id = c.loops.tile_id(loc, fresh).unwrap_or_else(fresh);
             let slot = c.mem.alloc(id, mem, shape, dtype, loc).map_err(Box::new)?;
             let executes = c.mode.executes();
             if !executes && fill == Fill::Unwritten {
@@ -104,9 +106,9 @@ impl Tile {
                 };
                 c.unwritten.insert(id, u);
             }
-            Ok::<_, Box<NkiError>>((executes, slot, (c.shared.id, c.instance)))
+            Ok::<_, Box<NkiError>>((id, executes, slot, (c.shared.id, c.instance)))
         });
-        let (executes, slot, owner) = match placed {
+        let (id, executes, slot, owner) = match placed {
             Ok(p) => p,
             // Name the op that allocated (the tracker does not know it).
             Err(e) => raise(NkiError::new(e.kind(), op, e.message().to_string()), loc),

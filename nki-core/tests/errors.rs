@@ -5,7 +5,7 @@
 
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 use nki_core::typed;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -612,7 +612,7 @@ fn failure_cancels_remaining_instances() {
         &[1],
     );
     let n = started.load(Ordering::SeqCst);
-    let most = 1 + nki_core::spmd::host_threads();
+    let most = 1 + nki_core::host_threads();
     assert!((2..=most.min(8)).contains(&n), "{n} instances started");
 }
 

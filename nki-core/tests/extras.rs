@@ -6,10 +6,10 @@
 mod common;
 
 use common::Rng;
-use nki_core::math::AluOp;
+use nki_core::__private::cost;
 use nki_core::prelude::*;
-use nki_core::record::{Engine, Opcode};
-use nki_core::timing::cost;
+use nki_core::AluOp;
+use nki_core::{Engine, Opcode};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -682,17 +682,12 @@ fn atomic_rmw_rejects_other_operators_and_shapes() {
 fn cost_table_entries_of_the_new_opcodes() {
     for t in [Target::Trn1, Target::Trn2] {
         let s = t.spec();
-        let mk = |engine, opcode, free| nki_core::record::Instr {
+        let mk = |engine, opcode, free| nki_core::Instr {
             partitions: 128,
             free,
             in_dtype: DType::BF16,
             out_dtype: DType::BF16,
-            ..nki_core::record::Instr::new(
-                engine,
-                opcode,
-                "test",
-                nki_core::error::SourceLoc::caller(),
-            )
+            ..nki_core::Instr::new(engine, opcode, "test", nki_core::SourceLoc::caller())
         };
         for n in [1u32, 100, 4096] {
             let g = mk(Engine::GpSimd, Opcode::Gather, n);

@@ -3,10 +3,10 @@
 //! 32-bit integer arithmetic and the bitvec operators are exact, and casts to float round to
 //! nearest even, as the hardware converts — in every mode that computes values.
 
-use nki_core::isa::{AffineExpr, AluOp, Engine, TensorScalarArgs};
+use nki_core::nisa::{AffineExpr, AluOp, Engine, TensorScalarArgs};
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 
 /// The modes that compute values.
 const VALUE_MODES: [Mode; 2] = [Mode::Execute, Mode::Simulate];

@@ -3,10 +3,12 @@
 //! fp32), plus bf16 rounding checks and the instructions' error cases.
 
 use half::bf16;
-use nki_core::isa::{ActFn, ActivationArgs, AffineExpr, AluOp, Engine, ScanArgs, TensorScalarArgs};
+use nki_core::nisa::{
+    ActFn, ActivationArgs, AffineExpr, AluOp, Engine, ScanArgs, TensorScalarArgs,
+};
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 
 mod common;
 use common::{assert_close, assert_f32_close, bf, fails_with, hbm, numel, run_into, Rng};

@@ -7,9 +7,9 @@
 //! engine/opcode each op records.
 
 use half::{bf16, f16};
-use nki_core::isa::Engine;
+use nki_core::nisa::Engine;
 use nki_core::prelude::*;
-use nki_core::record::Opcode;
+use nki_core::Opcode;
 
 mod common;
 use common::{assert_close, assert_f32_close, bf, fails_with, hbm, numel, run_into, zeros, Rng};

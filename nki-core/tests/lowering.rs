@@ -4,8 +4,8 @@
 
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
-use nki_core::record::{Engine, Opcode};
+use nki_core::nisa::classic as nisa;
+use nki_core::{Engine, Opcode};
 
 fn ops(p: &Profile) -> Vec<(Engine, Opcode, &'static str)> {
     p.ops.iter().map(|o| (o.engine, o.opcode, o.api)).collect()

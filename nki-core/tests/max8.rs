@@ -4,7 +4,7 @@
 //! and their cost (`N` VectorE cycles).
 
 use nki_core::prelude::*;
-use nki_core::target::Target;
+use nki_core::Target;
 
 mod common;
 use common::{fails_with, hbm, run_into, Rng};

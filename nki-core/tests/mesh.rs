@@ -7,11 +7,11 @@ mod common;
 use common::Rng;
 use half::bf16;
 use ndarray::{concatenate, s, Array2, ArrayD, Axis};
-use nki_core::dtype::DType;
-use nki_core::lang as nl;
-use nki_core::mesh::links::link_spec;
+use nki_core::mesh::link_spec;
 use nki_core::mesh::{self, Algorithm, Mesh, MeshLaunch, PartitionSpec, ReplicaGroups, ShardedHbm};
+use nki_core::nl;
 use nki_core::prelude::*;
+use nki_core::DType;
 
 const ALGORITHMS: [Algorithm; 3] = [
     Algorithm::Ring,
@@ -250,9 +250,11 @@ fn all_to_all_and_permute() {
 
 #[test]
 fn ring_all_gather_time_matches_the_link_model_closed_form() {
-    // 8 trn2 devices = 2 chips of 4: the ring crosses chip 0 -> chip 1 and back. Each step
-    // waits for the slowest sender (a chip-crossing link), so after the local copy the ring
-    // takes (r - 1) chip-link transfers, plus one hop latency on the last step.
+    // 8 trn2 devices = 2 chips of 4: the ring crosses chip 0 -> chip 1 and back. After the
+    // collective's fixed cost and the local copy the ring takes (r - 1) transfers at the
+    // collective rings' bandwidth (below the chip link's on trn2, so every step streams at
+    // one rate); each of the two chip crossings (3 -> 4, 7 -> 0) delays the chain of steps by
+    // one hop latency; the launch pays its pre/postamble once.
     let m = Mesh::new([8], ["x"]).unwrap();
     let g = ReplicaGroups::along(&m, &["x"]).unwrap();
     let shard_rows = 512; // 512 x 1024 bf16 = 1 MiB per device
@@ -268,8 +270,14 @@ fn ring_all_gather_time_matches_the_link_model_closed_form() {
         .unwrap();
     let l = link_spec(Target::Trn2);
     let bytes = (shard_rows * 1024 * 2) as f64;
-    let local = l.dma_fixed_ns + bytes / l.dma_gbps;
-    let want = local + 7.0 * (l.dma_fixed_ns + bytes / l.link_gbps) + l.hop_ns;
+    let cc = l.dma_gbps * l.collective_dma_fraction;
+    let overhead = Target::Trn2.spec().launch_overhead_ns;
+    let local = l.dma_fixed_ns + bytes / cc;
+    let want = l.collective_fixed_ns
+        + local
+        + 7.0 * (l.dma_fixed_ns + bytes / l.link_gbps.min(cc))
+        + 2.0 * l.hop_ns
+        + overhead;
     assert!(
         (report.latency_ns - want).abs() < 1e-6 * want,
         "modelled {} ns, closed form {want} ns",
@@ -287,7 +295,8 @@ fn ring_all_gather_time_matches_the_link_model_closed_form() {
         .mode(Mode::Estimate)
         .run(|| mesh::all_gather(x.view(), out.view(), 0, &g4, Algorithm::Ring))
         .unwrap();
-    assert!((r4.latency_ns - 4.0 * local).abs() < 1e-6 * r4.latency_ns);
+    let want4 = l.collective_fixed_ns + 4.0 * local + overhead;
+    assert!((r4.latency_ns - want4).abs() < 1e-6 * r4.latency_ns);
     // nccom-test's bus bandwidth: algbw x (r-1)/r, algbw = output bytes / time.
     let c = &report.collectives[0];
     assert_eq!((c.name, c.ranks), ("all_gather", 8));
@@ -476,4 +485,149 @@ fn remote_copy_from_an_sbuf_tile() {
     for j in 0..4 {
         assert_close(&out.shard(j).unwrap(), &(&shards[(j + 3) % 4] * 2.0), 0.0);
     }
+}
+
+#[test]
+fn one_pre_postamble_per_launch_whatever_the_semaphore_calls() {
+    // A kernel split into stretches by no-op signal/wait pairs on its own semaphore pays the
+    // launch pre/postamble once (one span per device), not once per stretch: the three
+    // pairs cost less than one pre/postamble in all (what they do cost: the stretches no
+    // longer overlap each other's DMAs).
+    let m = Mesh::new([2], ["x"]).unwrap();
+    let x = ShardedHbm::<f32>::shape_only(&m, &[256, 512], p([Some("x"), None])).unwrap();
+    let y = ShardedHbm::<f32>::shape_only(&m, &[256, 512], p([Some("x"), None])).unwrap();
+    let latency = |pairs: usize| {
+        MeshLaunch::new(&m)
+            .target(Target::Trn2)
+            .mode(Mode::Estimate)
+            .run(|| {
+                let sem = mesh::semaphore("noop");
+                for i in 0..4 {
+                    let t = nl::load(x.local().slice((i * 32..(i + 1) * 32, ..)));
+                    nl::store(y.local_out().slice((i * 32..(i + 1) * 32, ..)), &t);
+                    if i < pairs {
+                        sem.signal(1);
+                        sem.wait(1);
+                    }
+                }
+            })
+            .unwrap()
+    };
+    let (plain, split) = (latency(0), latency(3));
+    let overhead = Target::Trn2.spec().launch_overhead_ns;
+    assert!(plain.latency_ns > overhead, "{}", plain.latency_ns);
+    assert!(
+        (split.latency_ns - plain.latency_ns).abs() < overhead,
+        "3 no-op signal/wait pairs moved the latency from {} to {} ns",
+        plain.latency_ns,
+        split.latency_ns
+    );
+    for d in &split.devices {
+        let launches = d
+            .spans
+            .iter()
+            .filter(|s| s.track == "pre/postamble")
+            .count();
+        assert_eq!(launches, 1, "device {}", d.device);
+    }
+}
+
+#[test]
+fn the_runtime_picks_mesh_for_small_messages_and_rdh_then_ring_for_large() {
+    let m = Mesh::new([4], ["x"]).unwrap();
+    let g = ReplicaGroups::all(&m);
+    let pick = |rows: usize| {
+        let x = ShardedHbm::<f32>::shape_only(&m, &[4 * rows, 1024], p([Some("x"), None])).unwrap();
+        let y = ShardedHbm::<f32>::shape_only(&m, &[4 * rows, 1024], p([Some("x"), None])).unwrap();
+        let r = MeshLaunch::new(&m)
+            .target(Target::Trn1)
+            .mode(Mode::Estimate)
+            .run(|| mesh::all_reduce(x.view(), y.view(), &g, Algorithm::Runtime))
+            .unwrap();
+        r.collectives[0].algorithm.clone().unwrap()
+    };
+    // 4 KiB per row: 16 rows = 64 KiB, 1024 rows = 4 MiB, 16384 rows = 64 MiB.
+    assert_eq!(pick(16), "direct");
+    assert_eq!(pick(1024), "recursive-doubling");
+    assert_eq!(pick(16 * 1024), "ring");
+}
+
+#[test]
+fn reductions_are_priced_by_their_dtype_and_collectives_pay_a_fixed_cost() {
+    // The same element count all-reduced in bf16 and in f32 (ring, 2 ranks on one trn1
+    // chip): the bf16 reduction moves and reduces half the bytes.
+    let m = Mesh::new([2], ["x"]).unwrap();
+    let g = ReplicaGroups::all(&m);
+    fn time<T: Element>(m: &Mesh, g: &ReplicaGroups) -> f64 {
+        let x =
+            ShardedHbm::<T>::shape_only(m, &[4096, 2048], PartitionSpec::new([Some("x"), None]))
+                .unwrap();
+        let y =
+            ShardedHbm::<T>::shape_only(m, &[4096, 2048], PartitionSpec::new([Some("x"), None]))
+                .unwrap();
+        let r = MeshLaunch::new(m)
+            .target(Target::Trn1)
+            .mode(Mode::Estimate)
+            .run(|| mesh::all_reduce(x.view(), y.view(), g, Algorithm::Ring))
+            .unwrap();
+        let reduce: f64 = r.devices[0]
+            .spans
+            .iter()
+            .filter(|s| s.track == "DMA reductions")
+            .map(|s| s.dur_ns)
+            .sum();
+        assert!(reduce > 0.0);
+        reduce
+    }
+    let (f, b) = (time::<f32>(&m, &g), time::<bf16>(&m, &g));
+    assert!((f / b - 2.0).abs() < 1e-9, "f32 {f} ns, bf16 {b} ns");
+    // A 1-element all-reduce still pays the reducing collectives' fixed cost.
+    let x =
+        ShardedHbm::<f32>::shape_only(&m, &[2, 1], PartitionSpec::new([Some("x"), None])).unwrap();
+    let y =
+        ShardedHbm::<f32>::shape_only(&m, &[2, 1], PartitionSpec::new([Some("x"), None])).unwrap();
+    let r = MeshLaunch::new(&m)
+        .target(Target::Trn1)
+        .mode(Mode::Estimate)
+        .run(|| mesh::all_reduce(x.view(), y.view(), &g, Algorithm::Runtime))
+        .unwrap();
+    let fixed = link_spec(Target::Trn1).reduction_fixed_ns;
+    assert!(r.collectives[0].time_ns >= fixed, "{:?}", r.collectives[0]);
+}
+
+#[test]
+fn a_topology_places_devices_for_what_if_studies() {
+    // Two trn2 devices on one chip, then on two chips: the copy crosses a link and its hop.
+    let m = Mesh::new([2], ["x"]).unwrap();
+    let src = ShardedHbm::<f32>::shape_only(&m, &[512, 1024], p([Some("x"), None])).unwrap();
+    let dst = ShardedHbm::<f32>::shape_only(&m, &[512, 1024], p([Some("x"), None])).unwrap();
+    let time = |t: mesh::Topology| {
+        MeshLaunch::new(&m)
+            .mode(Mode::Estimate)
+            .topology(t)
+            .run(|| {
+                let (send, recv) = (mesh::semaphore("send"), mesh::semaphore("recv"));
+                let me = mesh::device_id();
+                let c = mesh::remote_copy(src.view(), &dst.at(1 - me), &send, &recv);
+                c.start();
+                c.wait();
+            })
+            .unwrap()
+            .latency_ns
+    };
+    let near = time(mesh::Topology::of(Target::Trn2));
+    let far = time(mesh::Topology::of(Target::Trn2).placement(vec![0, 4]));
+    let l = link_spec(Target::Trn2);
+    assert!(far > near + l.hop_ns * 0.99, "{near} {far}");
+    let slow = time(
+        mesh::Topology::of(Target::Trn2)
+            .placement(vec![0, 4])
+            .link_gbps(l.link_gbps / 4.0),
+    );
+    assert!(slow > far, "{far} {slow}");
+    let bad = MeshLaunch::new(&m)
+        .topology(mesh::Topology::of(Target::Trn2).placement(vec![3, 3]))
+        .run(|| {})
+        .unwrap_err();
+    assert!(bad.to_string().contains("slot 3"), "{bad}");
 }

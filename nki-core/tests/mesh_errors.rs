@@ -3,8 +3,8 @@
 //! copies never waited on, unordered remote writes, bad device ids, mismatched shard shapes and
 //! collectives called in different orders.
 
-use nki_core::error::{ErrorKind, NkiError};
 use nki_core::mesh::{self, Algorithm, Mesh, MeshLaunch, PartitionSpec, ReplicaGroups, ShardedHbm};
+use nki_core::{ErrorKind, NkiError};
 use std::time::{Duration, Instant};
 
 fn mesh4() -> Mesh {

@@ -4,10 +4,10 @@
 //! different host interleavings: a different number of competing host threads each run, and
 //! per-device delays before the communication steps chosen from the run number.
 
-use nki_core::dtype::DType;
-use nki_core::error::{ErrorKind, NkiError};
 use nki_core::mesh::{self, Algorithm, Mesh, MeshLaunch, PartitionSpec, ReplicaGroups, ShardedHbm};
 use nki_core::prelude::*;
+use nki_core::DType;
+use nki_core::{ErrorKind, NkiError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 

@@ -637,3 +637,72 @@ fn a_nested_kernel_launch_points_at_the_call_not_the_kernel() {
     }
     copy_kernel::launch(1, &a, &mut c).unwrap();
 }
+
+// ---- Class 6: the two cases decided against NKI's documented behaviour --------------------
+
+/// Stores `a` through an access pattern of `c`: `pattern`/`offset` as in NKI's `tensor.ap`.
+#[nki_kernel]
+fn store_through_ap(a: &Hbm<f32>, c: &mut Hbm<f32>, pattern: &[[usize; 2]], offset: usize) {
+    nl::store(c.view().ap(pattern, offset), &nl::load(a));
+}
+
+#[test]
+fn a_store_writing_one_element_twice_is_an_output_dependency_in_every_mode() {
+    // [[0, 4], [1, 8]]: all four partitions land on row 0; which one stays depends on the
+    // order the DMA queues run in on the device, so it is an error, not "the last one wins".
+    let a =
+        Hbm::<f32>::from_slice(&[4, 8], &(0..32).map(|i| i as f32).collect::<Vec<_>>()).unwrap();
+    for mode in [Mode::Execute, Mode::Simulate] {
+        let mut c = Hbm::<f32>::zeros([4, 8]);
+        let e = store_through_ap::run(Launch::new(1).mode(mode), &a, &mut c, &[[0, 4], [1, 8]], 0)
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::OutputDependency, "{e}");
+        assert!(e.to_string().contains("more than once"), "{e}");
+        assert!(e.to_string().contains("[0, 0]"), "{e}");
+    }
+    // Overlapping but not stride-0: steps of 4 over rows of 8 reach elements 4.. twice.
+    let mut c = Hbm::<f32>::zeros([4, 8]);
+    let e = store_through_ap::launch(1, &a, &mut c, &[[4, 4], [1, 8]], 0)
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutputDependency, "{e}");
+    assert!(e.to_string().contains("[0, 4]"), "{e}");
+    // A permutation (columns first) writes every element once: allowed, values transposed.
+    let t =
+        Hbm::<f32>::from_slice(&[8, 4], &(0..32).map(|i| i as f32).collect::<Vec<_>>()).unwrap();
+    let mut c = Hbm::<f32>::zeros([4, 8]);
+    store_through_ap::launch(1, &t, &mut c, &[[1, 8], [8, 4]], 0).unwrap();
+    let got = c.to_vec().unwrap();
+    assert_eq!(got[8], 1.0, "element [1, 0] holds a[0, 1]");
+    assert_eq!(got[1], 4.0, "element [0, 1] holds a[1, 0]");
+}
+
+/// Writes the first `rows` rows of `c` from `a`.
+#[nki_kernel]
+fn write_rows(a: &Hbm<f32>, c: &mut Hbm<f32>, rows: usize) {
+    nl::store(c.slice((0..rows, ..)), &nl::load(a.slice((0..rows, ..))));
+}
+
+#[test]
+fn an_output_written_in_part_keeps_its_host_values_unless_outputs_start_uninitialised() {
+    let a = Hbm::<f32>::full([4, 8], 2.0);
+    // The seeds' form: the caller owns the output; writing part of it is allowed.
+    let mut c = Hbm::<f32>::full([4, 8], 7.0);
+    write_rows::launch(1, &a, &mut c, 3).unwrap();
+    let v = c.to_vec().unwrap();
+    assert_eq!((v[0], v[3 * 8]), (2.0, 7.0));
+    // A framework's fresh output: the unwritten row is an error naming its first element.
+    for mode in [Mode::Execute, Mode::Estimate] {
+        let mut c = Hbm::<f32>::zeros([4, 8]);
+        let launch = Launch::new(1).mode(mode).outputs_uninitialised();
+        let e = write_rows::run(launch, &a, &mut c, 3)
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::OutputNotWritten, "{e}");
+        assert!(e.to_string().contains("[3, 0]"), "{e}");
+    }
+    let mut c = Hbm::<f32>::zeros([4, 8]);
+    write_rows::run(Launch::new(1).outputs_uninitialised(), &a, &mut c, 4).unwrap();
+    assert_eq!(c.to_vec().unwrap(), vec![2.0; 32]);
+}

@@ -4,7 +4,7 @@
 //! host's threads (with or without `nc`).
 
 use nki_core::prelude::*;
-use nki_core::spmd::{host_threads, GridDim, InstanceInfo};
+use nki_core::{host_threads, GridDim, InstanceInfo};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

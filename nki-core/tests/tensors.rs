@@ -5,7 +5,7 @@
 
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 
 fn seq(n: usize) -> Vec<f32> {
     (0..n).map(|x| x as f32).collect()

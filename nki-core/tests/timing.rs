@@ -2,14 +2,14 @@
 //! small kernels. Expected times are computed here from the target table, independently of the
 //! model's code.
 
-use nki_core::error::SourceLoc;
-use nki_core::memory::MemoryPeak;
+use nki_core::__private::MemoryPeak;
 use nki_core::prelude::*;
+use nki_core::SourceLoc;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
-use nki_core::profile::{Bound, Track};
-use nki_core::record::{BufId, CoreStream, DmaDims, Engine, Instr, MatmulDims, Opcode, Region};
-use nki_core::timing::model;
+use nki_core::__private::model;
+use nki_core::nisa::classic as nisa;
+use nki_core::{Bound, Track};
+use nki_core::{BufId, CoreStream, DmaDims, Engine, Instr, MatmulDims, Opcode, Region};
 use std::collections::HashMap;
 
 const EPS: f64 = 1e-6;
@@ -592,6 +592,43 @@ fn add_tiles(a: &Hbm<bf16>, b: &Hbm<bf16>, c: &mut Hbm<bf16>) {
         let z = nl::add(&m, &y);
         nl::store(c.slice((base + r.start..base + r.end, ..)), &z);
     }
+}
+
+#[nki_kernel]
+fn store_psum(a: &Hbm<bf16>, c: &mut Hbm<f32>) {
+    let x = nl::load(a.view());
+    let m = nl::matmul(&x, &x, true);
+    nl::store(c.view(), &m);
+}
+
+#[test]
+fn a_psum_tile_stored_to_hbm_goes_through_an_inserted_scalar_copy() {
+    // Beta 1 nl.store of a PSUM tile: the compiler inserts a PSUM -> SBUF copy (ScalarE), and
+    // the DMA reads the SBUF copy, after it.
+    let a = Hbm::<bf16>::shape_only([128, 128]);
+    let mut c = Hbm::<f32>::shape_only([128, 128]);
+    let p = store_psum::estimate(Grid::new([1]), Target::Trn2, &a, &mut c).unwrap();
+    let copy = p
+        .ops
+        .iter()
+        .position(|o| o.api == "nl.store (PSUM copy)")
+        .expect("an inserted copy");
+    assert_eq!(p.ops[copy].engine, Engine::Scalar);
+    let store = p.ops.iter().position(|o| o.api == "nl.store").unwrap();
+    assert!(store > copy);
+    let span = |i: usize| {
+        p.spans
+            .iter()
+            .find(|s| s.op as usize == i && s.track != Track::Launch)
+            .map(|s| (s.start_ns, s.start_ns + s.dur_ns))
+            .unwrap()
+    };
+    assert!(
+        span(store).0 >= span(copy).1,
+        "{:?} {:?}",
+        span(copy),
+        span(store)
+    );
 }
 
 #[test]

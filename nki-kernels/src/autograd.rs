@@ -14,7 +14,7 @@
 
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 
 /// Rows of one tile of [`tensor_add_tile`](fn@tensor_add_tile) (the partition dimension).
 pub const ADD_TILE_ROWS: usize = nl::tile_size::PMAX;

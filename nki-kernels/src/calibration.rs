@@ -1,5 +1,5 @@
 //! The public calibration points of the timing model (shared/reference/calibration.md
-//! sections 1–3) and their modelled values: each point names its published figure and the
+//! sections 1–4) and their modelled values: each point names its published figure and the
 //! kernel (written as the source writes it) that [`points`] estimates for it. The
 //! `calibration` example prints them; `tests/calibration.rs` holds the accuracy bands.
 
@@ -8,14 +8,15 @@ use crate::calibration_kernels::{
     vector_add_tiled,
 };
 use crate::matmul::{PUBLISHED_TRN1, TUTORIAL_BENCHMARK_KMN};
+use nki_core::mesh::{CollectiveKind, ShardedHbm};
 use nki_core::prelude::*;
-use nki_core::profile::Track;
+use nki_core::Track;
 use std::path::Path;
 
 /// One published figure and its modelled value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
-    /// Section of calibration.md (1, 2 or 3).
+    /// Section of calibration.md (1 to 4).
     pub section: u8,
     /// What was measured.
     pub name: String,
@@ -264,6 +265,99 @@ fn section3(rows: &mut Vec<Row>, dir: Option<&Path>) -> Result<(), NkiError> {
     Ok(())
 }
 
+/// One nccom-test style collective on trn1 (the guide's instances): `ranks` devices in a row,
+/// a message of `bytes` (per rank for all-reduce, the gathered output for all-gather) of
+/// `T`, the algorithm the runtime picks. Returns the collective's modelled time (first rank
+/// in to last rank out, as nccom-test times it, no launch pre/postamble) in µs and the
+/// algorithm.
+fn collective_us<T: Element>(
+    kind: CollectiveKind,
+    ranks: usize,
+    bytes: usize,
+) -> Result<(f64, String), NkiError> {
+    use nki_core::mesh::{self, Algorithm, Mesh, MeshLaunch, PartitionSpec, ReplicaGroups};
+    let m = Mesh::new([ranks], ["r"])?;
+    let g = ReplicaGroups::all(&m);
+    let elems = bytes / std::mem::size_of::<T>();
+    let split = PartitionSpec::new([Some("r"), None]);
+    let report = match kind {
+        CollectiveKind::AllReduce => {
+            // One row per rank of the group: dimension 0 splits over the ranks.
+            let shape = [ranks * ranks, elems / ranks];
+            let x = ShardedHbm::<T>::shape_only(&m, &shape, split.clone())?;
+            let y = ShardedHbm::<T>::shape_only(&m, &shape, split)?;
+            MeshLaunch::new(&m)
+                .target(Target::Trn1)
+                .mode(Mode::Estimate)
+                .run(|| mesh::all_reduce(x.view(), y.view(), &g, Algorithm::Runtime))?
+        }
+        _ => {
+            let per = elems / ranks;
+            let x = ShardedHbm::<T>::shape_only(&m, &[ranks, per], split)?;
+            let y = ShardedHbm::<T>::shape_only(&m, &[ranks, per], PartitionSpec::replicated(2))?;
+            MeshLaunch::new(&m)
+                .target(Target::Trn1)
+                .mode(Mode::Estimate)
+                .run(|| mesh::all_gather(x.view(), y.view(), 0, &g, Algorithm::Runtime))?
+        }
+    };
+    let c = &report.collectives[0];
+    Ok((c.time_ns / 1e3, c.algorithm.clone().unwrap_or_default()))
+}
+
+/// Section 4: nccom-test's example results (trn1).
+fn section4(rows: &mut Vec<Row>) -> Result<(), NkiError> {
+    use nki_core::mesh::CollectiveKind::{AllGather, AllReduce};
+    // GiB/s of algorithm bandwidth to µs for `bytes`.
+    let us = |bytes: usize, gib_s: f64| bytes as f64 / (gib_s * (1u64 << 30) as f64) * 1e6;
+    let mib = 1usize << 20;
+    let mut push = |name: String, published: f64, (model, alg): (f64, String)| {
+        rows.push(Row {
+            section: 4,
+            name,
+            target: Target::Trn1,
+            published,
+            model,
+            percent: false,
+            bottleneck: format!("{alg} algorithm"),
+        });
+    };
+    push(
+        "all-reduce 2 ranks uint8 32 MiB".into(),
+        768.0,
+        collective_us::<u8>(AllReduce, 2, 32 * mib)?,
+    );
+    for bytes in [8usize, 1024, 64 * 1024] {
+        push(
+            format!("all-reduce 2 ranks fp32 {bytes} B (floor)"),
+            58.0,
+            collective_us::<f32>(AllReduce, 2, bytes)?,
+        );
+    }
+    for (bytes, gib_s, label) in [
+        (mib, 14.4, "1 MiB"),
+        (16 * mib, 47.0, "16 MiB"),
+        (1024 * mib, 52.8, "1 GiB"),
+    ] {
+        push(
+            format!("all-reduce 2 ranks fp32 {label}"),
+            us(bytes, gib_s),
+            collective_us::<f32>(AllReduce, 2, bytes)?,
+        );
+    }
+    push(
+        "all-gather 8 ranks fp32 1 KiB (p50)".into(),
+        10.0,
+        collective_us::<f32>(AllGather, 8, 1024)?,
+    );
+    push(
+        "all-gather 8 ranks fp32 524 KiB".into(),
+        14.8,
+        collective_us::<f32>(AllGather, 8, 524 * 1024)?,
+    );
+    Ok(())
+}
+
 /// Every public calibration point with its modelled value, in section order, and the wall
 /// and CPU time (s) the four full-size tutorial matmul estimates took. `trace_dir` receives a
 /// Chrome trace per section-3 kernel.
@@ -272,6 +366,7 @@ pub fn points(trace_dir: Option<&Path>) -> Result<(Vec<Row>, (f64, f64)), NkiErr
     let tutorial = section1(&mut rows)?;
     section2(&mut rows)?;
     section3(&mut rows, trace_dir)?;
+    section4(&mut rows)?;
     Ok((rows, tutorial))
 }
 

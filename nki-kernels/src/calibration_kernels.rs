@@ -9,7 +9,7 @@
 
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 
 /// Partitions of a full tile (`nl.tile_size.pmax`).
 const PMAX: usize = nl::tile_size::PMAX;

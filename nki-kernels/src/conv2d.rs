@@ -19,10 +19,10 @@
 //! loads, the bias and the pooling overlap with them, so pooling is free.
 
 use crate::checks::{expect_rank, expect_shape, require};
-use nki_core::lang::BlockTile;
+use nki_core::nl::BlockTile;
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 
 const OP: &str = "conv2d_maxpool";
 const PMAX: usize = nl::tile_size::PMAX;

@@ -26,7 +26,7 @@ use crate::checks::{expect_rank, expect_shape, require};
 use crate::sd_attention::load_v_tiles;
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 
 const OP: &str = "flash_attention_fwd";
 const PMAX: usize = nl::tile_size::PMAX;

@@ -33,7 +33,7 @@ use crate::checks::require;
 use crate::testing::{allclose, random_f32, Mismatch};
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 
 /// Rows of the result per tile: TensorE's stationary free-dim limit (128).
 pub const TILE_M: usize = nl::tile_size::GEMM_STATIONARY_FMAX;

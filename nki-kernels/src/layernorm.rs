@@ -22,7 +22,7 @@
 use crate::checks::{expect_rank, expect_shape};
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 
 const EPS: f32 = 1e-5;
 const PMAX: usize = nl::tile_size::PMAX;

@@ -14,10 +14,10 @@
 //! Every kernel runs as one program instance (grid `[1]`). [`MatmulKernel`] names the four
 //! stages and launches any of them with its tutorial block sizes.
 
-use nki_core::isa::AluOp;
+use nki_core::nisa::AluOp;
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 
 /// Rows of the result (columns of lhsT) per tile: TensorE's stationary free-dim limit.
 pub const TILE_M: usize = nl::tile_size::GEMM_STATIONARY_FMAX;

@@ -12,10 +12,12 @@
 //! default); loops are Rust loops.
 
 use crate::checks::{expect_rank, expect_shape, require};
-use nki_core::isa::{ActFn, ActivationArgs, AffineExpr, AluOp, Engine, ScanArgs, TensorScalarArgs};
+use nki_core::nisa::{
+    ActFn, ActivationArgs, AffineExpr, AluOp, Engine, ScanArgs, TensorScalarArgs,
+};
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 
 const P: usize = nl::tile_size::PMAX;
 const FMAX: usize = nl::tile_size::GEMM_MOVING_FMAX;

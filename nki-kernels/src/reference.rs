@@ -8,7 +8,7 @@ use crate::adaptive_avg_pool2d::window;
 use crate::flash_attention::MASK_VALUE;
 use crate::rmsnorm_qkv::EPS;
 use ndarray::{s, Array1, Array2, Array3, Array4, ArrayD, ArrayView3, Axis, IxDyn};
-use nki_core::dtype::Element;
+use nki_core::Element;
 
 /// `out[p, y * X + x] = a[p, x * Y + y]` by loops (each row's `X x Y` matrix transposed).
 pub fn transpose2d(a: &Array2<i8>, x: usize, y: usize) -> Array2<f32> {

@@ -19,7 +19,7 @@
 use crate::checks::{expect_rank, expect_shape, require};
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 
 const OP: &str = "rmsnorm_qkv";
 const PMAX: usize = nl::tile_size::PMAX;

@@ -26,10 +26,10 @@
 //! (1.41x faster), 1.17 ms on trn2 (1.24x).
 
 use crate::checks::{expect_rank, expect_shape, require};
-use nki_core::lang::BlockTile;
+use nki_core::nl::BlockTile;
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::isa::classic as nisa;
+use nki_core::nisa::classic as nisa;
 
 /// The softmax scale of the SD tutorial (`1 / sqrt(64)`).
 pub const SD_SCALE: f32 = 0.125;

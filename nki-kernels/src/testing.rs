@@ -17,8 +17,8 @@
 
 use half::bf16;
 use ndarray::{Array2, ArrayBase, ArrayD, Data, Dimension, IntoDimension};
-use nki_core::dtype::Element;
 use nki_core::prelude::{Launch, LaunchReport, Mode, NkiError};
+use nki_core::Element;
 use std::fmt;
 
 /// A seeded xorshift64 generator of deterministic pseudo-random test inputs.

@@ -6,7 +6,7 @@
 //!   returned `Hbm<T>` (or tuple of them) into the `Tensor`s the body returns;
 //! - a type `k` whose `run(launch, params)` borrows the outputs (`Hbm::as_output`) and runs
 //!   the instance function under the `Launch`, and whose `launch`, `simulate` and `estimate`
-//!   each forward to `nki_core::launcher` (`launch`, `modelled`), written once in the
+//!   each forward to `nki_core::__private` (`launch`, `modelled`), written once in the
 //!   runtime, with a closure that calls `run`.
 
 use crate::model::{Kernel, Role};
@@ -32,7 +32,7 @@ fn instance_fn(k: &Kernel) -> TokenStream {
     } = k;
     let (impl_generics, _, where_clause) = generics.split_for_impl();
     let ret = k.ret.as_ref().map(|r| {
-        let t = quote!(::nki_core::tensor::Tensor);
+        let t = quote!(::nki_core::Tensor);
         if r.count == 1 {
             quote!(-> #t)
         } else {
@@ -43,7 +43,7 @@ fn instance_fn(k: &Kernel) -> TokenStream {
     let params = k.params.iter().map(|p| {
         let (n, ty) = (&p.name, &p.ty);
         match &p.role {
-            Role::Output { elem } => quote!(#n: &::nki_core::hbm::HbmOut<'_, #elem>),
+            Role::Output { elem } => quote!(#n: &::nki_core::HbmOut<'_, #elem>),
             Role::Input | Role::Other => quote!(#n: #ty),
         }
     });
@@ -91,13 +91,13 @@ fn launchers(k: &Kernel) -> TokenStream {
     });
     let doc = launcher_doc(k);
     let nki = quote!(::nki_core);
-    let result = |t: TokenStream| quote!(::core::result::Result<#t, #nki::error::NkiError>);
+    let result = |t: TokenStream| quote!(::core::result::Result<#t, #nki::NkiError>);
     let (report, profile) = (
-        result(quote!(#nki::spmd::LaunchReport)),
-        result(quote!(#nki::profile::Profile)),
+        result(quote!(#nki::LaunchReport)),
+        result(quote!(#nki::Profile)),
     );
-    let grid = quote!(grid: impl ::core::convert::Into<#nki::spmd::Grid>);
-    let target = quote!(target: #nki::target::Target);
+    let grid = quote!(grid: impl ::core::convert::Into<#nki::Grid>);
+    let target = quote!(target: #nki::Target);
     let run = quote!(|launch| Self::run #turbofish (launch, #(#names),*));
     // Each HBM argument is named after its parameter for the launch's errors.
     let hbm_params = k.names_of(|r| !matches!(r, Role::Other));
@@ -105,8 +105,8 @@ fn launchers(k: &Kernel) -> TokenStream {
     if let Some(ret) = &k.ret {
         let out = &ret.ty;
         let (report, profile) = (
-            result(quote!((#out, #nki::spmd::LaunchReport))),
-            result(quote!((#out, #nki::profile::Profile))),
+            result(quote!((#out, #nki::LaunchReport))),
+            result(quote!((#out, #nki::Profile))),
         );
         return quote! {
             #[doc = #doc]
@@ -120,26 +120,26 @@ fn launchers(k: &Kernel) -> TokenStream {
                 /// Runs the kernel on `grid` (execute mode, default target): its returned
                 /// outputs and the report.
                 pub fn launch<#generic_params>(#grid, #(#params),*) -> #report #where_clause {
-                    #nki::launcher::launch_returning(grid, #run)
+                    #nki::__private::launch_returning(grid, #run)
                 }
 
                 /// Runs the kernel computing values and the modelled timeline on `target`:
                 /// its returned outputs and the profile.
                 pub fn simulate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
-                    #nki::launcher::modelled_returning(grid, target, #nki::context::Mode::Simulate, #run)
+                    #nki::__private::modelled_returning(grid, target, #nki::Mode::Simulate, #run)
                 }
 
                 /// Models the kernel's timeline on `target` without computing values (inputs
                 /// may be `Hbm::shape_only`; the returned outputs are shape-only).
                 pub fn estimate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
-                    #nki::launcher::modelled_returning(grid, target, #nki::context::Mode::Estimate, #run)
+                    #nki::__private::modelled_returning(grid, target, #nki::Mode::Estimate, #run)
                 }
 
-                /// Runs the kernel with a configured [`::nki_core::spmd::Launch`].
-                pub fn run<#generic_params>(launch: #nki::spmd::Launch, #(#params),*) -> #report #where_clause {
+                /// Runs the kernel with a configured [`::nki_core::Launch`].
+                pub fn run<#generic_params>(launch: #nki::Launch, #(#params),*) -> #report #where_clause {
                     #naming
                     #(let #borrowed = #outputs.as_output();)*
-                    let __nki_returned = #nki::tensor::ReturnSlot::new();
+                    let __nki_returned = #nki::__private::ReturnSlot::new();
                     let report = launch.run(|| __nki_returned.set(#name #turbofish (#(#instance_args),*)))?;
                     ::core::result::Result::Ok((__nki_returned.take()?, report))
                 }
@@ -158,25 +158,25 @@ fn launchers(k: &Kernel) -> TokenStream {
             /// Runs the kernel on `grid` (execute mode, default target) and returns the report.
             #[track_caller]
             pub fn launch<#generic_params>(#grid, #(#params),*) -> #report #where_clause {
-                #nki::launcher::launch(grid, #run)
+                #nki::__private::launch(grid, #run)
             }
 
             /// Runs the kernel computing values and the modelled timeline on `target`.
             #[track_caller]
             pub fn simulate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
-                #nki::launcher::modelled(grid, target, #nki::context::Mode::Simulate, #run)
+                #nki::__private::modelled(grid, target, #nki::Mode::Simulate, #run)
             }
 
             /// Models the kernel's timeline on `target` without computing values (inputs may be
             /// `Hbm::shape_only`).
             #[track_caller]
             pub fn estimate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
-                #nki::launcher::modelled(grid, target, #nki::context::Mode::Estimate, #run)
+                #nki::__private::modelled(grid, target, #nki::Mode::Estimate, #run)
             }
 
-            /// Runs the kernel with a configured [`::nki_core::spmd::Launch`].
+            /// Runs the kernel with a configured [`::nki_core::Launch`].
             #[track_caller]
-            pub fn run<#generic_params>(launch: #nki::spmd::Launch, #(#params),*) -> #report #where_clause {
+            pub fn run<#generic_params>(launch: #nki::Launch, #(#params),*) -> #report #where_clause {
                 #naming
                 #(let #borrowed = #outputs.as_output();)*
                 launch.run(|| #name #turbofish (#(#instance_args),*))

@@ -10,7 +10,7 @@
 //! The macro works in two steps: `model` reads the function into a kernel model (its
 //! parameters with their roles: input, output, other) and checks the signature;
 //! `expand` generates the per-instance function and `run` from the model. The other three
-//! launchers are one-line calls of `nki_core::launcher`, where they are written once.
+//! launchers are one-line calls of `nki_core::__private`, where they are written once.
 //!
 //! `#[nki_kernel(debug)]` prints the expansion to the compiler's standard error while the
 //! kernel compiles (as one line of Rust tokens; pipe it through `rustfmt` to read it).

@@ -144,7 +144,7 @@ impl Drop for DetachOnDrop<'_, '_> {
 /// its own copy of the values.
 ///
 /// ```
-/// use nki_core::hbm::{self, Hbm};
+/// use nki_core::{self, Hbm};
 /// use nki_core::prelude::*;
 ///
 /// #[nki_kernel]

@@ -19,7 +19,7 @@
 //! still copying values, unless both are loads ([`Tracker::begin`] / [`Tracker::end`]), so
 //! instances write disjoint parts of an output at the same time without a tensor-wide lock.
 
-use super::rect::Rect;
+use super::rect::{Prog, Rect};
 use super::writers::Writers;
 use crate::abort::FailureKey;
 use crate::access::Ap;
@@ -343,26 +343,70 @@ impl Tracker {
     /// The first element (flat) of load `a` over `rects` that no write of its own instance
     /// or of an earlier one covers.
     fn first_unwritten(&self, a: &Access, rects: &[Rect], cand: &[u32], cols: u64) -> Option<u64> {
-        let writes: Vec<Rect> = cand
+        let writes = self.writes_among(cand, a.instance);
+        rects
             .iter()
-            .map(|&c| self.claims[c as usize])
-            .filter(|c| {
-                let w = &self.accesses[c.access as usize];
-                w.kind != Kind::Load && w.instance <= a.instance
-            })
-            .map(|c| c.rect)
-            .collect();
-        for r in rects {
-            for i in 0..r.rows.n {
-                let row = r.rows.start + i * r.rows.step;
-                let in_row: Vec<&Rect> = writes.iter().filter(|w| w.rows.contains(row)).collect();
-                if let Some(col) = first_uncovered(r, &in_row) {
-                    return Some(row * cols + col);
-                }
+            .find_map(|r| first_uncovered_in(r, &writes, cols))
+    }
+
+    /// The first element (flat) of a `rows` x `cols` tensor that no write of launch `launch`
+    /// covers, when the launch leaves some element unwritten (every element when this
+    /// tracker holds another launch's accesses).
+    pub(crate) fn first_unwritten_element(&self, launch: u64, rows: u64, cols: u64) -> Option<u64> {
+        if rows == 0 || cols == 0 {
+            return None;
+        }
+        if self.launch != launch {
+            return Some(0);
+        }
+        // One band of claim-index rows at a time, so a row is checked against the writes of
+        // its own band, not against every write of the launch.
+        let mut band = 0;
+        while band < rows {
+            let n = BUCKET_ROWS.min(rows - band);
+            let r = Rect {
+                rows: Prog {
+                    start: band,
+                    n,
+                    step: 1,
+                },
+                cols: Prog {
+                    start: 0,
+                    n: cols,
+                    step: 1,
+                },
+            };
+            let writes = self.writes_among(&self.candidates(&[r]), u64::MAX);
+            if let Some(e) = first_uncovered_in(&r, &writes, cols) {
+                return Some(e);
             }
+            band += n;
         }
         None
     }
+
+    /// The rectangles of the writes (stores and atomic updates) among claims `cand` made by
+    /// instances up to `instance` in launch order.
+    fn writes_among(&self, cand: &[u32], instance: u64) -> Vec<Rect> {
+        cand.iter()
+            .map(|&c| self.claims[c as usize])
+            .filter(|c| {
+                let w = &self.accesses[c.access as usize];
+                w.kind != Kind::Load && w.instance <= instance
+            })
+            .map(|c| c.rect)
+            .collect()
+    }
+}
+
+/// The first element (flat, in a tensor of rows `cols` long) of `r` that none of `writes`
+/// covers.
+fn first_uncovered_in(r: &Rect, writes: &[Rect], cols: u64) -> Option<u64> {
+    (0..r.rows.n).find_map(|i| {
+        let row = r.rows.start + i * r.rows.step;
+        let in_row: Vec<&Rect> = writes.iter().filter(|w| w.rows.contains(row)).collect();
+        first_uncovered(r, &in_row).map(|col| row * cols + col)
+    })
 }
 
 /// The first column of `r` that none of `cover` holds.

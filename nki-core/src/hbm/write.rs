@@ -145,6 +145,61 @@ pub(crate) fn track_load(
     }
 }
 
+/// The error of a launch that left part of output `st` unwritten, when the launch (id
+/// `launch`) treats its outputs as uninitialised device memory
+/// ([`Launch::outputs_uninitialised`](crate::spmd::Launch::outputs_uninitialised)): names the
+/// first element no store, DMA or atomic update of the launch covered.
+pub(crate) fn check_fully_written(st: &HbmStorage, launch: u64) -> Result<()> {
+    let dims = st.shape.dims();
+    let cols = dims.last().copied().unwrap_or(1) as u64;
+    let rows = st.shape.numel() as u64 / cols.max(1);
+    let Some(e) = st.tracker().first_unwritten_element(launch, rows, cols) else {
+        return Ok(());
+    };
+    Err(NkiError::new(
+        ErrorKind::OutputNotWritten,
+        "launch",
+        format!(
+            "output tensor {} {} is written only in part: element {:?} is never written by the \
+             kernel, and the output starts uninitialised (a framework's output allocation holds \
+             garbage there on the device)",
+            st.name,
+            st.shape,
+            Ap::unravel(e as usize, &st.shape)
+        ),
+    ))
+}
+
+/// The first tensor element (flat) a store's view `ap` writes twice, if any: two elements of
+/// one DMA landing on one address (a stride-0 or overlapping access pattern), whose final
+/// value depends on the order the DMA queues run in on the device.
+fn repeated_element(ap: &Ap) -> Option<usize> {
+    let nd = ap.shape.ndim();
+    let dims = ap.shape.dims();
+    // Sufficient for no repeat: with the dimensions ordered by stride, each stride steps over
+    // everything the smaller ones reach (row-major views, slices, permutations, `.ap` steps).
+    let mut by_stride: Vec<(u64, u64)> = (0..nd)
+        .filter(|&d| dims[d] > 1)
+        .map(|d| (ap.strides[d].unsigned_abs() as u64, dims[d] as u64))
+        .collect();
+    by_stride.sort_unstable();
+    let mut reach = 0u64;
+    if by_stride.iter().all(|&(step, n)| {
+        let steps_over = step > reach;
+        reach += step * (n - 1);
+        steps_over
+    }) {
+        return None;
+    }
+    let inner = ap.inner_stride();
+    let mut offsets = Vec::with_capacity(ap.shape.numel());
+    ap.for_each_row(|off, n| {
+        offsets.extend((0..n as isize).map(|k| (off as isize + k * inner) as usize));
+    });
+    offsets.sort_unstable();
+    offsets.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
+}
+
 /// Claims the elements of `view` for one access of the running instance (writer id `writer`,
 /// operation `op` at `loc`), waiting while an overlapping access copies values. Conflicts
 /// with earlier accesses are reported to the launch (each belongs to the later access in
@@ -161,6 +216,21 @@ fn claim<'v>(
     copies: bool,
 ) -> Result<Copying<'v>> {
     let st = &view.st;
+    if kind == Kind::Store {
+        if let Some(e) = repeated_element(&view.ap) {
+            return Err(NkiError::new(
+                ErrorKind::OutputDependency,
+                op,
+                format!(
+                    "writes element {:?} of {} more than once in one access ({}): which value \
+                     lands depends on the order of the DMA queues on the device",
+                    Ap::unravel(e, &st.shape),
+                    st.name,
+                    view.describe()
+                ),
+            ));
+        }
+    }
     if kind != Kind::Load {
         super::observe::notify(st.id, &view.ap, true, op, loc);
     }

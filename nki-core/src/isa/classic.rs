@@ -1,19 +1,19 @@
 //! The Beta-1 (`neuronxcc.nki`) spelling of the instructions: each returns a new tile (with an
 //! optional output `dtype`) instead of writing a `dst`, plus the `_into(dst, ...)` twins the
 //! seeds' kernels use. Every function here is a thin wrapper over the same builder as the
-//! dst-first instruction of [`crate::isa`], so both spellings check the same rules and leave
+//! dst-first instruction of [`crate::nisa`], so both spellings check the same rules and leave
 //! the same instruction record; a program written against this module records exactly what it
 //! recorded before the dst-first surface became primary.
 //!
 //! Use it by importing it under the usual name:
 //!
 //! ```ignore
-//! use nki_core::isa::classic as nisa;
+//! use nki_core::nisa::classic as nisa;
 //! let y = nisa::tensor_tensor(&a, &b, AluOp::Add, None);        // Beta 1: a new tile
 //! ```
 //!
 //! instead of the 0.7 form `nisa::tensor_tensor(&y, &a, &b, AluOp::Add, None)` (see
-//! [`crate::isa`]).
+//! [`crate::nisa`]).
 
 use super::base::Dst;
 use super::gpsimd::{affine_select_to, iota_to, tensor_partition_reduce_to};

@@ -40,7 +40,10 @@ mod dma_indirect;
 #[cfg(test)]
 mod dma_tests;
 mod gpsimd;
+pub(crate) mod lnc;
+pub(crate) mod lnc_state;
 mod max8;
+pub(crate) mod nki_scalar;
 mod opts;
 #[cfg(test)]
 mod same_records;
@@ -59,7 +62,9 @@ pub use dma::{
     IndirectAp, OobMode,
 };
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
+pub use lnc::{core_barrier, sendrecv, BarrierData};
 pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
+pub use nki_scalar::{scalar_load, scalar_store, NkiScalar};
 pub use opts::{MatmulOpts, Opts, ReduceOpts};
 pub use scalar::{activation, activation_reduce, ActivationArgs};
 pub use scalar_tensor_tensor::{scalar_tensor_tensor, SttOpts};

@@ -94,9 +94,25 @@ fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
 /// instances or affine_range iterations are an output-dependency error.
 #[track_caller]
 pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
+    let src: TileRef = value.into();
+    if src.mem() == MemKind::Psum {
+        // Beta 1 `nl.store` (nki.language.store docs): "If the tile is in PSUM, an extra copy
+        // will be performed to move the tile to SBUF first." That copy, recorded as
+        // `nl.store (PSUM copy)`, runs where a PSUM -> SBUF copy runs (`copy_engine`:
+        // ScalarE); the DMA then stores the SBUF tile.
+        let ins = Op::begin("store");
+        let staged = copy_to_impl(
+            &ins,
+            "nl.store (PSUM copy)",
+            src,
+            src.dtype(),
+            MemKind::Sbuf,
+        );
+        store(dst, &staged);
+        return;
+    }
     let ins = Op::begin("store");
     let dst = dst.hbm_dest();
-    let src: TileRef = value.into();
     check_dest_value("store", "store", &dst, &src, ins.loc);
     // The writer is tagged in every mode: estimate mode tracks races without values.
     let (wid, shared) = ins.hbm_writer();

@@ -4,6 +4,7 @@
 
 mod blocks;
 mod check;
+pub(crate) mod control;
 pub(crate) mod data;
 pub(crate) mod elementwise;
 mod gather;
@@ -11,6 +12,7 @@ mod grid;
 mod indirect;
 mod layout;
 mod logic;
+pub(crate) mod loop_state;
 mod matmul;
 mod random;
 mod reduce;
@@ -25,6 +27,7 @@ pub use crate::ops::TileArith;
 pub use crate::record::MemKind;
 pub use blocks::{ndarray_blocks, BlockTile};
 pub use check::{check, fail, require};
+pub use control::{fori_loop, fori_loop_step, while_loop, TripCounts, MAX_DEVICE_LOOP_ITERATIONS};
 pub use data::{assign, copy, full, load, load_as, ndarray, ones, store, zeros};
 pub use gather::gather_flattened;
 pub use grid::{

@@ -127,7 +127,7 @@ pub fn axis_size(name: &str) -> usize {
 
 impl DeviceState {
     /// Models the instruction records left since the last call as one kernel segment (the
-    /// NeuronCore timing model) and logs it.
+    /// NeuronCore timing model, without the launch's pre/postamble) and logs it.
     pub(crate) fn flush(&mut self) {
         if !self.shared.mode.records() {
             return;
@@ -141,7 +141,9 @@ impl DeviceState {
             instances: vec![(self.program_id.clone(), recs)],
         };
         let p = crate::timing::model(&[stream], self.shared.target, MemoryPeak::default());
-        let dur = p.latency_ns;
+        // The segment's instructions only: the launch pays its pre/postamble once, at the end
+        // of the replay, not once per stretch between two communication ops.
+        let dur = p.active_ns;
         let dma_busy = p.engine("DMA").map_or(0.0, |e| e.active_ns);
         let dma_fraction = if dur > 0.0 {
             (dma_busy / dur).min(1.0)

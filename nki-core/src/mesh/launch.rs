@@ -3,7 +3,7 @@
 //! never waited on, semaphores left non-zero) and the [`MeshReport`].
 
 use super::device::{self, DeviceState};
-use super::links::link_spec;
+use super::links::Topology;
 use super::replay::{replay, Step};
 use super::report::{CollectiveStat, MeshReport};
 use super::shared::MeshShared;
@@ -29,12 +29,12 @@ type DeviceOutcome = (Vec<Step>, Option<NkiError>);
 /// let m = Mesh::new([2], ["x"])?;
 /// let ids = ShardedHbm::<f32>::zeros(&m, &[2], PartitionSpec::new([Some("x")]))?;
 /// MeshLaunch::new(&m).run(|| {
-///     let v = nki_core::lang::full(&[1, 1], mesh::device_id() as f32, nki_core::dtype::DType::F32,
-///         nki_core::record::MemKind::Sbuf);
-///     nki_core::lang::store(ids.local_out().view().slice(0..1), &v);
+///     let v = nki_core::nl::full(&[1, 1], mesh::device_id() as f32, nki_core::DType::F32,
+///         nki_core::MemKind::Sbuf);
+///     nki_core::nl::store(ids.local_out().view().slice(0..1), &v);
 /// })?;
 /// assert_eq!(ids.to_array()?.as_slice().unwrap(), &[0.0, 1.0]);
-/// # Ok::<(), nki_core::error::NkiError>(())
+/// # Ok::<(), nki_core::NkiError>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct MeshLaunch<'m> {
@@ -43,6 +43,7 @@ pub struct MeshLaunch<'m> {
     target: Target,
     mode: Mode,
     engine_spans: bool,
+    topology: Option<Topology>,
 }
 
 impl<'m> MeshLaunch<'m> {
@@ -54,7 +55,15 @@ impl<'m> MeshLaunch<'m> {
             target: Target::default(),
             mode: Mode::Execute,
             engine_spans: true,
+            topology: None,
         }
+    }
+
+    /// The layout the launch is timed on (what-if studies: placement, link and DMA figures);
+    /// by default the target's own ([`Topology::of`]). The engines' costs stay the target's.
+    pub fn topology(mut self, t: Topology) -> Self {
+        self.topology = Some(t);
+        self
     }
 
     /// The SPMD grid every device runs.
@@ -120,12 +129,17 @@ impl<'m> MeshLaunch<'m> {
         }
         crate::abort::quiet_kernel_unwinds();
         let n = self.mesh.num_devices();
+        let topology = self
+            .topology
+            .clone()
+            .unwrap_or_else(|| Topology::of(self.target));
+        topology.check(n)?;
         let launch = LaunchShared::new();
         let shared = Arc::new(MeshShared {
             mesh: self.mesh.clone(),
             target: self.target,
             mode: self.mode,
-            links: link_spec(self.target),
+            links: topology,
             engine_spans: self.engine_spans,
             sync: MeshSync::new(
                 (0..n).map(|d| self.mesh.describe_device(d)).collect(),
@@ -187,7 +201,13 @@ impl<'m> MeshLaunch<'m> {
             return Err(e);
         }
         outputs_written(&shared, &launch)?;
-        let timeline = replay(logs, shared.links);
+        // One pre/postamble per launch (when time is modelled), not one per kernel segment.
+        let overhead = if self.mode.records() {
+            self.target.spec().launch_overhead_ns
+        } else {
+            0.0
+        };
+        let timeline = replay(logs, &shared.links, overhead);
         let collectives = shared
             .collectives()
             .iter()

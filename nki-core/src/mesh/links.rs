@@ -44,6 +44,13 @@ pub struct LinkSpec {
     pub node_gbps: f64,
     /// Inter-node point-to-point latency, in ns.
     pub node_ns: f64,
+    /// Share of the device's DMA bandwidth a collective's DMA rings move (and reduce) at.
+    pub collective_dma_fraction: f64,
+    /// Fixed cost of a collective that moves data without reducing it (all_gather,
+    /// all_to_all, collective_permute, barrier): runtime setup and the ranks' handshake, in ns.
+    pub collective_fixed_ns: f64,
+    /// Fixed cost of a reducing collective (all_reduce, reduce_scatter), in ns.
+    pub reduction_fixed_ns: f64,
     /// Where each constant comes from (hardware.md source keys and derivations).
     pub sources: &'static [(&'static str, &'static str)],
 }
@@ -55,6 +62,39 @@ const EFA_SOURCES: [(&str, &str); 2] = [
         "[E S18] trn2 16 x 200 Gbps EFA = 50 Gbps per rank at LNC=2 = 6.25 GB/s (used for all targets: gap)",
     ),
     ("node_ns", "[A S18] ~15 us per inter-node hop (ib_write_lat)"),
+];
+
+/// Share of the DMA bandwidth a collective moves at. Fit [F calibration.md §4]: the 2-rank
+/// fp32 all-reduce at 1 GiB (52.8 GiB/s algorithm bandwidth, the large-message asymptote) on
+/// trn1, whose two ranks share a chip: the ring moves S/2 each way and reduces S/2 at half
+/// rate, 2·S/(f·272 GB/s) = 18.88 ms after the fixed cost, so f = 0.418. The other targets
+/// have no published figure and take trn1's share (gap).
+const CC_DMA_FRACTION: f64 = 0.418;
+/// Fixed cost of a non-reducing collective. Fit [F calibration.md §4]: the 8-rank fp32
+/// all-gather of 1 KiB (10 µs p50) less what the link model gives its direct algorithm (the
+/// local copy, then the sends to every peer: two DMA starts and two chip hops, 5.6 µs); the
+/// 524 KiB all-gather of the same table then lands within 10 % with no further parameter.
+/// trn1 figures, taken for every target (gap).
+const CC_FIXED_NS: f64 = 4_400.0;
+/// Fixed cost of a reducing collective. Fit [F calibration.md §4]: the flat ~58 µs floor of
+/// 2-rank fp32 all-reduces up to 64 KiB less the link model's direct step (1.3 µs at 8 B to
+/// 3.0 µs at 64 KiB: their mean, 2.2 µs). trn1 figures, taken for every target (gap).
+const CC_REDUCTION_FIXED_NS: f64 = 55_800.0;
+
+/// Sources of the collective constants (the same on every target).
+const CC_SOURCES: [(&str, &str); 3] = [
+    (
+        "collective_dma_fraction",
+        "[F calibration.md §4] 2-rank fp32 all-reduce 1 GiB on trn1 (52.8 GiB/s): 0.418 of 272 GB/s; other targets: gap",
+    ),
+    (
+        "collective_fixed_ns",
+        "[F calibration.md §4] 8-rank fp32 all-gather 1 KiB p50 10 us less the modelled direct step",
+    ),
+    (
+        "reduction_fixed_ns",
+        "[F calibration.md §4] 2-rank fp32 all-reduce floor ~58 us less the modelled direct step",
+    ),
 ];
 
 const TRN1: LinkSpec = LinkSpec {
@@ -69,6 +109,9 @@ const TRN1: LinkSpec = LinkSpec {
     reduce_fraction: 0.5,
     node_gbps: 6.25,
     node_ns: 15_000.0,
+    collective_dma_fraction: CC_DMA_FRACTION,
+    collective_fixed_ns: CC_FIXED_NS,
+    reduction_fixed_ns: CC_REDUCTION_FIXED_NS,
     sources: &[
         (
             "devices_per_chip",
@@ -92,6 +135,9 @@ const TRN1: LinkSpec = LinkSpec {
         ),
         EFA_SOURCES[0],
         EFA_SOURCES[1],
+        CC_SOURCES[0],
+        CC_SOURCES[1],
+        CC_SOURCES[2],
     ],
 };
 
@@ -107,6 +153,9 @@ const TRN2: LinkSpec = LinkSpec {
     reduce_fraction: 0.5,
     node_gbps: 6.25,
     node_ns: 15_000.0,
+    collective_dma_fraction: CC_DMA_FRACTION,
+    collective_fixed_ns: CC_FIXED_NS,
+    reduction_fixed_ns: CC_REDUCTION_FIXED_NS,
     sources: &[
         (
             "devices_per_chip",
@@ -130,6 +179,9 @@ const TRN2: LinkSpec = LinkSpec {
         ),
         EFA_SOURCES[0],
         EFA_SOURCES[1],
+        CC_SOURCES[0],
+        CC_SOURCES[1],
+        CC_SOURCES[2],
     ],
 };
 
@@ -145,6 +197,9 @@ const TRN3: LinkSpec = LinkSpec {
     reduce_fraction: 1.0,
     node_gbps: 6.25,
     node_ns: 15_000.0,
+    collective_dma_fraction: CC_DMA_FRACTION,
+    collective_fixed_ns: CC_FIXED_NS,
+    reduction_fixed_ns: CC_REDUCTION_FIXED_NS,
     sources: &[
         (
             "devices_per_chip",
@@ -174,6 +229,9 @@ const TRN3: LinkSpec = LinkSpec {
         ),
         EFA_SOURCES[0],
         EFA_SOURCES[1],
+        CC_SOURCES[0],
+        CC_SOURCES[1],
+        CC_SOURCES[2],
     ],
 };
 
@@ -183,6 +241,174 @@ pub fn link_spec(target: Target) -> &'static LinkSpec {
         Target::Trn1 => &TRN1,
         Target::Trn2 => &TRN2,
         Target::Trn3 => &TRN3,
+    }
+}
+
+/// The physical layout a mesh launch is timed on, for what-if studies: a target's link
+/// constants ([`link_spec`]), any of them overridden, and the placement of the mesh's devices
+/// on NeuronCore slots (slot `s` is on chip `s / devices_per_chip`; without a placement,
+/// device `d` sits on slot `d`, as ranks fill chips in order).
+///
+/// ```
+/// use nki_core::mesh::Topology;
+/// use nki_core::Target;
+/// // trn2 with twice the link bandwidth and the four devices spread over four chips.
+/// let t = Topology::of(Target::Trn2)
+///     .link_gbps(512.0)
+///     .placement(vec![0, 4, 8, 12]);
+/// assert_eq!(t.route(0, 1).hops, 1);
+/// assert_eq!(t.route(0, 1).gbps, 368.0_f64.min(512.0));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Topology {
+    spec: LinkSpec,
+    placement: Vec<usize>,
+}
+
+impl Topology {
+    /// The target's own layout: its link constants, ranks filling chips in order.
+    pub fn of(target: Target) -> Topology {
+        Topology {
+            spec: *link_spec(target),
+            placement: Vec::new(),
+        }
+    }
+
+    /// The link constants in use.
+    pub fn spec(&self) -> &LinkSpec {
+        &self.spec
+    }
+
+    /// Places device `d` on NeuronCore slot `slots[d]` (slots must be distinct).
+    pub fn placement(mut self, slots: Vec<usize>) -> Topology {
+        self.placement = slots;
+        self
+    }
+
+    /// Sets the logical NeuronCores per chip.
+    pub fn devices_per_chip(mut self, n: usize) -> Topology {
+        self.spec.devices_per_chip = n.max(1);
+        self
+    }
+
+    /// Sets the chips per node.
+    pub fn chips_per_node(mut self, n: usize) -> Topology {
+        self.spec.chips_per_node = n.max(1);
+        self
+    }
+
+    /// Sets the chip-to-chip link bandwidth, one direction, in GB/s.
+    pub fn link_gbps(mut self, gbps: f64) -> Topology {
+        self.spec.link_gbps = gbps;
+        self
+    }
+
+    /// Sets the latency per chip-to-chip hop, in ns.
+    pub fn hop_ns(mut self, ns: f64) -> Topology {
+        self.spec.hop_ns = ns;
+        self
+    }
+
+    /// Sets a device's DMA bandwidth (all its engines), in GB/s.
+    pub fn dma_gbps(mut self, gbps: f64) -> Topology {
+        self.spec.dma_gbps = gbps;
+        self
+    }
+
+    /// Sets the fixed cost of a DMA, in ns.
+    pub fn dma_fixed_ns(mut self, ns: f64) -> Topology {
+        self.spec.dma_fixed_ns = ns;
+        self
+    }
+
+    /// Sets the inter-node bandwidth per device (GB/s) and latency (ns).
+    pub fn inter_node(mut self, gbps: f64, ns: f64) -> Topology {
+        self.spec.node_gbps = gbps;
+        self.spec.node_ns = ns;
+        self
+    }
+
+    /// Sets the collectives' fixed costs (non-reducing, reducing), in ns.
+    pub fn collective_fixed_ns(mut self, plain: f64, reducing: f64) -> Topology {
+        self.spec.collective_fixed_ns = plain;
+        self.spec.reduction_fixed_ns = reducing;
+        self
+    }
+
+    /// The NeuronCore slot of device `d`.
+    pub fn slot(&self, d: usize) -> usize {
+        self.placement.get(d).copied().unwrap_or(d)
+    }
+
+    /// The chip of device `d`.
+    pub fn chip(&self, d: usize) -> usize {
+        self.spec.chip(self.slot(d))
+    }
+
+    /// The route from device `src` to device `dst` (through their slots).
+    pub fn route(&self, src: usize, dst: usize) -> Route {
+        let (a, b) = (self.slot(src), self.slot(dst));
+        let mut r = self.spec.route(a, b);
+        // Resources are named by device (DMA engines, EFA share) and by chip (links).
+        for res in &mut r.resources {
+            match res {
+                Resource::Dma(x) | Resource::Efa(x) if *x == a => *x = src,
+                _ => {}
+            }
+        }
+        r
+    }
+
+    /// Checks the layout for a mesh of `devices` devices: a placement names one distinct
+    /// slot per device, and every figure is positive.
+    pub fn check(&self, devices: usize) -> crate::error::Result<()> {
+        let bad = |m: String| {
+            Err(crate::error::NkiError::new(
+                crate::error::ErrorKind::InvalidArgument,
+                "MeshLaunch::topology",
+                m,
+            ))
+        };
+        if !self.placement.is_empty() {
+            if self.placement.len() != devices {
+                return bad(format!(
+                    "the placement names {} slots for a mesh of {devices} devices",
+                    self.placement.len()
+                ));
+            }
+            let mut seen = self.placement.clone();
+            seen.sort_unstable();
+            if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
+                return bad(format!(
+                    "the placement {:?} puts two devices on slot {}",
+                    self.placement, w[0]
+                ));
+            }
+        }
+        let s = &self.spec;
+        for (name, v) in [
+            ("link_gbps", s.link_gbps),
+            ("dma_gbps", s.dma_gbps),
+            ("node_gbps", s.node_gbps),
+            ("collective_dma_fraction", s.collective_dma_fraction),
+            ("reduce_fraction", s.reduce_fraction),
+        ] {
+            if !(v > 0.0 && v.is_finite()) {
+                return bad(format!("{name} must be positive and finite, got {v}"));
+            }
+        }
+        for (name, v) in [
+            ("hop_ns", s.hop_ns),
+            ("dma_fixed_ns", s.dma_fixed_ns),
+            ("node_ns", s.node_ns),
+            ("collective_fixed_ns", s.collective_fixed_ns),
+            ("reduction_fixed_ns", s.reduction_fixed_ns),
+        ] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return bad(format!("{name} must be non-negative and finite, got {v}"));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -251,12 +477,15 @@ impl LinkSpec {
                 let base = na * self.chips_per_node;
                 let (mut x, mut y) = ((ca - base) % w, (ca - base) / w);
                 let (tx, ty) = ((cb - base) % w, (cb - base) / w);
+                // Half-way round a ring both ways are as short: even chips go forward, odd
+                // chips backward, so the traffic of an all-to-all pattern spreads over both
+                // directions of the ring's links.
                 let step = |from: usize, to: usize, n: usize| -> Option<(bool, usize)> {
                     if from == to {
                         return None;
                     }
                     let fwd = (to + n - from) % n;
-                    if fwd <= n - fwd {
+                    if fwd < n - fwd || (fwd == n - fwd && ca % 2 == 0) {
                         Some((true, (from + 1) % n))
                     } else {
                         Some((false, (from + n - 1) % n))

@@ -23,7 +23,7 @@
 //! order        happens-before: vector clocks, shard accesses, race and uninitialised findings
 //! sem          semaphore identities
 //! deadlock     exact deadlock detection
-//! links        per-target link constants (hardware.md §5) and routes
+//! links        per-target link constants (hardware.md §5), routes, the Topology builder
 //! timeline     link and DMA reservations: when a transfer lands
 //! replay       the deterministic timing replay of every device's log
 //! operand      what copies and collectives read and write: HBM views or tiles
@@ -32,12 +32,12 @@
 //! report       MeshReport: timelines, nccom-test style bandwidths, Perfetto trace
 //! ```
 
-pub mod collectives;
+mod collectives;
 mod deadlock;
 mod device;
 mod dma;
 mod launch;
-pub mod links;
+mod links;
 mod operand;
 mod order;
 mod replay;
@@ -46,7 +46,7 @@ mod sem;
 mod sharding;
 mod shared;
 mod sync;
-pub mod timeline;
+mod timeline;
 mod topology;
 
 pub use collectives::{
@@ -56,6 +56,8 @@ pub use collectives::{
 pub use device::{axis_index, axis_size, device_id, num_devices};
 pub use dma::{async_copy, remote_copy, semaphore, AsyncCopy, Semaphore};
 pub use launch::MeshLaunch;
+pub use links::{link_spec, Fabric, LinkSpec, Resource, Route, Topology};
 pub use report::{CollectiveStat, DeviceTimeline, MeshReport, MeshSpan};
 pub use sharding::{MeshView, PartitionSpec, ShardedHbm};
+pub use timeline::Transfer;
 pub use topology::{DeviceRef, Mesh, ReplicaGroups};

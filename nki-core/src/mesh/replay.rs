@@ -9,7 +9,7 @@
 //! `v` completes at the `v`-th earliest landing (never before its device's clock). The result
 //! does not depend on how the threads happened to interleave.
 
-use super::links::LinkSpec;
+use super::links::Topology;
 use super::report::{DeviceTimeline, MeshSpan};
 use super::sem::SemKey;
 use super::timeline::Wires;
@@ -45,8 +45,20 @@ pub(crate) enum Step {
         label: String,
         loc: SourceLoc,
     },
-    /// A DMA reduction of `elems` f32 elements.
-    Reduce { elems: usize, loc: SourceLoc },
+    /// A DMA reduction of `elems` elements of `elem_bytes` bytes each (the collective's
+    /// dtype: the DMA engines reduce in it).
+    Reduce {
+        elems: usize,
+        elem_bytes: usize,
+        loc: SourceLoc,
+    },
+    /// The fixed cost of collective `name` on this device (runtime setup and the ranks'
+    /// handshake), in ns.
+    Setup {
+        ns: f64,
+        name: &'static str,
+        loc: SourceLoc,
+    },
     /// Entering collective `seq`.
     Begin { seq: u32 },
     /// Leaving collective `seq`.
@@ -112,8 +124,10 @@ fn wake(heap: &mut Heap, units: &mut Units, devs: &mut [Cursor], d: usize) {
     }
 }
 
-/// Replays every device's log on `links`.
-pub(crate) fn replay(logs: Vec<Vec<Step>>, links: &LinkSpec) -> Replay {
+/// Replays every device's log on `topo`; every device then pays the launch's pre/postamble
+/// `overhead_ns` once, after its last step.
+pub(crate) fn replay(logs: Vec<Vec<Step>>, topo: &Topology, overhead_ns: f64) -> Replay {
+    let links = topo.spec();
     let mut wires = Wires::default();
     let mut units: Units = HashMap::new();
     let mut collectives: BTreeMap<u32, Vec<(usize, f64, f64)>> = BTreeMap::new();
@@ -179,7 +193,8 @@ pub(crate) fn replay(logs: Vec<Vec<Step>>, links: &LinkSpec) -> Replay {
                 recv,
                 loc,
             } => {
-                let tr = wires.book(links, d, dst, bytes, c.t.end_ns);
+                let collective = matches!(recv, SemKey::Collective { .. });
+                let tr = wires.book(topo, (d, dst), bytes, c.t.end_ns, collective);
                 c.t.bytes_sent += bytes;
                 c.t.spans.push(MeshSpan::transfer(&tr, dst, bytes, loc));
                 units.entry((dst, recv)).or_default().push(tr.landed_ns);
@@ -192,7 +207,7 @@ pub(crate) fn replay(logs: Vec<Vec<Step>>, links: &LinkSpec) -> Replay {
                 let lat = if dst == d {
                     0.0
                 } else {
-                    links.route(d, dst).latency_ns
+                    topo.route(d, dst).latency_ns
                 };
                 let at = c.t.end_ns + lat;
                 units
@@ -215,9 +230,19 @@ pub(crate) fn replay(logs: Vec<Vec<Step>>, links: &LinkSpec) -> Replay {
                 }
                 units.entry((d, key)).or_default().drain(..value as usize);
             }
-            Step::Reduce { elems, loc } => {
-                let ns = (elems * 4) as f64 / (links.dma_gbps * links.reduce_fraction);
-                c.t.spans.push(MeshSpan::reduce(c.t.end_ns, ns, elems, loc));
+            Step::Reduce {
+                elems,
+                elem_bytes,
+                loc,
+            } => {
+                let gbps = links.dma_gbps * links.collective_dma_fraction * links.reduce_fraction;
+                let ns = (elems * elem_bytes) as f64 / gbps;
+                c.t.spans
+                    .push(MeshSpan::reduce(c.t.end_ns, ns, elems, elem_bytes, loc));
+                c.t.end_ns += ns;
+            }
+            Step::Setup { ns, name, loc } => {
+                c.t.spans.push(MeshSpan::setup(c.t.end_ns, ns, name, loc));
                 c.t.end_ns += ns;
             }
             Step::Begin { seq } => {
@@ -242,8 +267,19 @@ pub(crate) fn replay(logs: Vec<Vec<Step>>, links: &LinkSpec) -> Replay {
             wake(&mut heap, &mut units, &mut devs, w);
         }
     }
+    let devices = devs
+        .into_iter()
+        .map(|c| {
+            let mut t = c.t;
+            if overhead_ns > 0.0 {
+                t.spans.push(MeshSpan::launch(t.end_ns, overhead_ns));
+                t.end_ns += overhead_ns;
+            }
+            t
+        })
+        .collect();
     Replay {
-        devices: devs.into_iter().map(|c| c.t).collect(),
+        devices,
         collectives,
     }
 }

@@ -24,6 +24,10 @@ const TID_WAIT: u32 = 1002;
 const TID_REDUCE: u32 = 1003;
 /// Trace thread of whole collectives.
 const TID_COLLECTIVE: u32 = 1004;
+/// Trace thread of the collectives' fixed costs.
+const TID_SETUP: u32 = 1005;
+/// Trace thread of the launch's pre/postamble.
+const TID_LAUNCH: u32 = 1006;
 
 /// One span of a device's timeline.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -79,15 +83,45 @@ impl MeshSpan {
         }
     }
 
-    /// A DMA reduction of `elems` f32 elements.
-    pub(crate) fn reduce(start: f64, dur: f64, elems: usize, loc: SourceLoc) -> MeshSpan {
+    /// A DMA reduction of `elems` elements of `elem_bytes` bytes.
+    pub(crate) fn reduce(
+        start: f64,
+        dur: f64,
+        elems: usize,
+        elem_bytes: usize,
+        loc: SourceLoc,
+    ) -> MeshSpan {
         MeshSpan {
             tid: TID_REDUCE,
             track: "DMA reductions".into(),
             name: "reduce".into(),
             start_ns: start,
             dur_ns: dur,
-            detail: format!("{elems} f32 elements, at {loc}"),
+            detail: format!("{elems} elements of {elem_bytes} bytes, at {loc}"),
+        }
+    }
+
+    /// The fixed cost of collective `name` (runtime setup, the ranks' handshake).
+    pub(crate) fn setup(start: f64, dur: f64, name: &str, loc: SourceLoc) -> MeshSpan {
+        MeshSpan {
+            tid: TID_SETUP,
+            track: "collective setup".into(),
+            name: format!("{name} setup"),
+            start_ns: start,
+            dur_ns: dur,
+            detail: format!("fixed cost of the collective, at {loc}"),
+        }
+    }
+
+    /// The launch's pre/postamble, paid once per launch.
+    pub(crate) fn launch(start: f64, dur: f64) -> MeshSpan {
+        MeshSpan {
+            tid: TID_LAUNCH,
+            track: "pre/postamble".into(),
+            name: "pre/postamble".into(),
+            start_ns: start,
+            dur_ns: dur,
+            detail: "the launch's fixed cost, once per launch".into(),
         }
     }
 

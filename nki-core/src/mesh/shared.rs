@@ -3,7 +3,7 @@
 //! kernel outputs.
 
 use super::collectives::kind::CollectiveEntry;
-use super::links::LinkSpec;
+use super::links::Topology;
 use super::sync::MeshSync;
 use super::topology::Mesh;
 use crate::context::Mode;
@@ -21,7 +21,8 @@ pub(crate) struct MeshShared {
     pub(crate) mesh: Mesh,
     pub(crate) target: Target,
     pub(crate) mode: Mode,
-    pub(crate) links: &'static LinkSpec,
+    /// The layout the launch is timed on.
+    pub(crate) links: Topology,
     /// Keep every engine span of every kernel segment (for the trace).
     pub(crate) engine_spans: bool,
     pub(crate) sync: MeshSync,

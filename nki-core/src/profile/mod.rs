@@ -4,10 +4,11 @@
 //! page ([`html`]).
 
 pub mod html;
+pub(crate) mod loops;
 pub mod summary;
 pub mod trace;
 
 pub use summary::{
-    Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, OpInfo, Profile, Span, Spans,
-    Track,
+    Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
+    Span, Spans, Track,
 };

@@ -324,6 +324,11 @@ pub struct Profile {
     /// Source lines that take the most critical-path time (then engine time), most first (at
     /// most 10).
     pub top_lines: Vec<LineStat>,
+    /// The kernel's device loops (`nl::fori_loop`, `nl::while_loop`): iterations, time per
+    /// iteration and the loop's own overhead (empty for a kernel without device loops, and
+    /// then left out of the JSON).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device_loops: Vec<LoopStat>,
     /// Program id of each instance, per core: `program_ids[nc][i]`.
     #[serde(skip)]
     pub program_ids: Vec<Vec<Vec<usize>>>,
@@ -479,6 +484,9 @@ impl fmt::Display for Profile {
                 )?;
             }
         }
+        for l in &self.device_loops {
+            writeln!(f, "  device loop {l}")?;
+        }
         if !self.top_lines.is_empty() {
             writeln!(
                 f,
@@ -548,5 +556,48 @@ mod tests {
         assert_eq!(copy[1], span(1));
         assert_eq!(Spans::from(vec![span(7)]).first(), Some(&span(7)));
         assert!(Spans::default().is_empty());
+    }
+}
+
+/// A device loop of the kernel, summed over every time it ran on one NeuronCore.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LoopStat {
+    /// `nl.fori_loop` or `nl.while_loop`.
+    pub api: &'static str,
+    /// The loop's line in the kernel source.
+    pub loc: SourceLoc,
+    /// The NeuronCore it ran on.
+    pub nc: usize,
+    /// How many times the loop was entered (a loop inside another device loop or run by
+    /// several instances is entered many times).
+    pub runs: usize,
+    /// Iterations, summed over its runs.
+    pub iterations: u64,
+    /// Modelled time of its runs (each from its first iteration's first start to its last
+    /// iteration's last end), summed, in ns.
+    pub time_ns: f64,
+    /// `time_ns / iterations`.
+    pub ns_per_iteration: f64,
+    /// The loop's own cost per iteration: the longest of each iteration's compare-and-branch
+    /// records (one per engine the iteration used; one `MIN_II` of that engine's clock each,
+    /// an assumption: see `timing::cost`), averaged over the iterations, in ns.
+    pub overhead_ns_per_iteration: f64,
+}
+
+impl fmt::Display for LoopStat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} at line {} (nc{}): {} run{}, {} iterations, {:.1} ns/iteration \
+             (loop overhead {:.1} ns/iteration)",
+            self.api,
+            self.loc.line,
+            self.nc,
+            self.runs,
+            if self.runs == 1 { "" } else { "s" },
+            self.iterations,
+            self.ns_per_iteration,
+            self.overhead_ns_per_iteration
+        )
     }
 }

@@ -100,6 +100,11 @@ fn per_element(r: &CostFacts) -> f64 {
         | Opcode::Max8
         | Opcode::FindIndex8
         | Opcode::MatchReplace8
+        | Opcode::ScalarLoad
+        | Opcode::ScalarStore
+        | Opcode::LoopBranch
+        | Opcode::CoreBarrier
+        | Opcode::CoreWait
         // Software DGE: one GpSimd cycle per descriptor after its start-up [A].
         | Opcode::DmaDescriptors => 1.0,
         // Costed by `tensor_cost` / `dma_plan`; a full pass over the data if asked here.
@@ -138,6 +143,9 @@ pub fn compute_cycles(spec: &TargetSpec, r: impl Into<CostFacts>) -> u64 {
         // Hardware DGE: a fixed time per DMA instruction on the triggering engine.
         return (spec.hwdge_ns * spec.engine_ghz(r.engine)).ceil() as u64;
     }
+    if let Some(c) = control_cycles(spec, &r) {
+        return c;
+    }
     let n = r.free.max(1) as f64;
     let work = (per_element(&r) * n / vector_perf_mode(spec, r)).ceil() as u64;
     match r.engine {
@@ -164,6 +172,25 @@ pub fn compute_cycles(spec: &TargetSpec, r: impl Into<CostFacts>) -> u64 {
                 base
             }
         }
+    }
+}
+
+/// Cycles of the sequencer-only records (register loads/stores, loop branches, core
+/// barriers) on any engine, `None` for the others. No public figure exists for sequencer
+/// instructions (hardware.md §7, "Semaphore and cross-engine sync latency"): a register
+/// access and a loop's compare-and-branch are assumed to take the sequencer floor of every
+/// non-TensorE instruction, one `MIN_II`; a core barrier's semaphore write to the other core
+/// is assumed to take the documented cross-engine semaphore-to-start latency, the DMA fixed
+/// latency (hardware.md §2.5 [A S5], ~1.3 µs); waiting for the other core takes no engine
+/// time of its own (the wait is the dependency on the other core's arrival).
+fn control_cycles(spec: &TargetSpec, r: &CostFacts) -> Option<u64> {
+    match r.opcode {
+        Opcode::ScalarLoad | Opcode::ScalarStore | Opcode::LoopBranch => Some(spec.min_ii),
+        Opcode::CoreBarrier => {
+            Some((spec.dma_fixed_latency_ns * spec.engine_ghz(r.engine)).ceil() as u64)
+        }
+        Opcode::CoreWait => Some(0),
+        _ => None,
     }
 }
 

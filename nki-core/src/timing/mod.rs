@@ -138,6 +138,33 @@ pub(crate) fn model_fed(
     memory: MemoryPeak,
     feed: Option<RecordFeed>,
 ) -> Profile {
+    model_synced(streams, target, memory, feed, &[])
+}
+
+/// [`model_fed`] with cross-core edges: each `(a, b)` (global record indices) starts record
+/// `b` no earlier than record `a` ends (plus `b`'s engine's dependency latency), as a
+/// read-after-write would; the two cores of an LNC=2 launch wait for each other this way at
+/// `sendrecv` and `core_barrier` (see `isa::lnc`).
+pub(crate) fn model_synced(
+    streams: &[CoreStream],
+    target: Target,
+    memory: MemoryPeak,
+    feed: Option<RecordFeed>,
+    cross: &[(usize, usize)],
+) -> Profile {
+    let cross: Vec<(u32, order::Edge)> = cross
+        .iter()
+        .map(|&(a, b)| {
+            (
+                a as u32,
+                order::Edge {
+                    succ: b as u32,
+                    kind: order::Kind::Raw,
+                    late: false,
+                },
+            )
+        })
+        .collect();
     let spec = target.spec();
     // A feed holds a host CPU for this launch's modelling (see `spmd::HostLoad`).
     let spare_core = feed.is_some();
@@ -153,7 +180,7 @@ pub(crate) fn model_fed(
         apart,
         "nki-rows",
         || RecordRows::of_streams(streams),
-        || schedule::schedule(streams, spec, &mut prep),
+        || schedule::schedule(streams, spec, &mut prep, &cross),
     );
     let ncores = streams.len().max(1);
     let active = sch.end.iter().copied().fold(0.0f64, f64::max);
@@ -356,6 +383,7 @@ pub(crate) fn model_fed(
         dma,
         memory,
         top_lines: top,
+        device_loops: Vec::new(),
         program_ids: streams
             .iter()
             .map(|s| s.instances.iter().map(|(p, _)| p.clone()).collect())

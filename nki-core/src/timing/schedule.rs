@@ -150,10 +150,14 @@ struct CoreState {
 
 /// Schedules every record of `streams` on `spec`, given their record-only facts `prep`
 /// (whose core and instance tables move into the schedule).
+///
+/// `cross` holds dependencies between records of different cores (LNC=2 synchronisation),
+/// placed like the per-core ones.
 pub(crate) fn schedule<'a>(
     streams: &'a [CoreStream],
     spec: &TargetSpec,
     prep: &mut Prepared,
+    cross: &[(u32, Edge)],
 ) -> Schedule<'a> {
     let total = prep.records();
     let mut recs: Vec<&Instr> = Vec::with_capacity(total);
@@ -180,7 +184,7 @@ pub(crate) fn schedule<'a>(
     let n = recs.len();
     // Successor lists (CSR), in the scratch vectors of an earlier launch.
     let mut scr = std::mem::take(&mut prep.scratch);
-    let nedges = prep.cores.iter().map(|f| f.deps.edges.len()).sum();
+    let nedges = prep.cores.iter().map(|f| f.deps.edges.len()).sum::<usize>() + cross.len();
     scr.reset(n, nedges);
     let SimScratch {
         pending,
@@ -189,7 +193,12 @@ pub(crate) fn schedule<'a>(
         edges,
         ..
     } = &mut scr;
-    let deps = || prep.cores.iter().flat_map(|f| &f.deps.edges);
+    let deps = || {
+        prep.cores
+            .iter()
+            .flat_map(|f| &f.deps.edges)
+            .chain(cross.iter())
+    };
     for (p, e) in deps() {
         first[*p as usize + 1] += 1;
         pending[e.succ as usize] += 1;

@@ -39,7 +39,8 @@ fn sum_in_rank_order(c: &Call, own: &MeshView, inbox: &MeshView, dim: usize, dst
             block(inbox, dim, q, r)
         };
         let vals = c.read(&v);
-        c.accumulate(&mut acc, &vals, dst.numel());
+        // The first buffer starts the sum: only the r - 1 others are DMA reductions.
+        c.accumulate(&mut acc, &vals, if q == 0 { 0 } else { dst.numel() });
     }
     c.write(dst, acc);
 }

@@ -18,6 +18,43 @@ pub enum Algorithm {
     RecursiveDoubling,
     /// One step: every rank sends to every other rank (the "mesh" algorithm).
     Direct,
+    /// The algorithm the Neuron runtime picks for the message size (bytes per rank,
+    /// max(input, output)) [E S18, hardware.md §5]: Mesh (here [`Algorithm::Direct`]) below
+    /// 1 MB, recursive doubling-halving from 1 MB to 56 MB (on a power-of-two group, else
+    /// ring), KangaRing above 56 MB (modelled as [`Algorithm::Ring`]: its duplicated writes
+    /// are not modelled). A ring or RDH all_reduce whose dimension 0 does not split over the
+    /// group falls back to direct.
+    Runtime,
+}
+
+/// Message sizes where the runtime changes algorithm [E S18, hardware.md §5]: Mesh below
+/// 1 MB, RDH up to 56 MB, KangaRing above.
+const MESH_BELOW: u64 = 1_000_000;
+const RDH_UP_TO: u64 = 56_000_000;
+
+impl Algorithm {
+    /// The algorithm that runs: `self`, or for [`Algorithm::Runtime`] the runtime's pick for
+    /// a `kind` collective of `bytes` per rank over `ranks` ranks (`splits`: whether the
+    /// ring and RDH forms of the call are possible).
+    pub(crate) fn resolve(
+        self,
+        kind: CollectiveKind,
+        ranks: usize,
+        bytes: u64,
+        splits: bool,
+    ) -> Algorithm {
+        if self != Algorithm::Runtime {
+            return self;
+        }
+        if bytes < MESH_BELOW || !splits {
+            Algorithm::Direct
+        } else if bytes <= RDH_UP_TO && ranks.is_power_of_two() && kind != CollectiveKind::AllToAll
+        {
+            Algorithm::RecursiveDoubling
+        } else {
+            Algorithm::Ring
+        }
+    }
 }
 
 impl fmt::Display for Algorithm {
@@ -26,6 +63,7 @@ impl fmt::Display for Algorithm {
             Algorithm::Ring => "ring",
             Algorithm::RecursiveDoubling => "recursive-doubling",
             Algorithm::Direct => "direct",
+            Algorithm::Runtime => "runtime's choice",
         })
     }
 }
@@ -71,6 +109,14 @@ impl CollectiveKind {
             | CollectiveKind::AllToAll => (r - 1.0) / r,
             CollectiveKind::Permute | CollectiveKind::Barrier => 1.0,
         }
+    }
+
+    /// Whether the collective reduces (sums) what it receives.
+    pub fn reduces(self) -> bool {
+        matches!(
+            self,
+            CollectiveKind::AllReduce | CollectiveKind::ReduceScatter
+        )
     }
 }
 

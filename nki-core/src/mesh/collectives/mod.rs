@@ -45,6 +45,9 @@ pub(crate) struct Call {
     pub(crate) group: Vec<usize>,
     pub(crate) rank: usize,
     pub(crate) loc: SourceLoc,
+    /// Bytes per element of the collective's data (its source operand's dtype): what its
+    /// DMA reductions are priced by.
+    pub(crate) elem_bytes: usize,
 }
 
 impl Call {
@@ -69,6 +72,23 @@ impl Call {
             Some((g, r)) => (g.to_vec(), r),
             None => return None,
         };
+        // The collective's fixed cost (runtime setup, the ranks' handshake) before any byte
+        // moves [F calibration.md §4, see `links`].
+        let spec = shared.links.spec();
+        let ns = if kind.reduces() {
+            spec.reduction_fixed_ns
+        } else {
+            spec.collective_fixed_ns
+        };
+        if shared.mode.records() && group.len() > 1 {
+            with_device(kind.name(), loc, |d| {
+                d.log.push(Step::Setup {
+                    ns,
+                    name: kind.name(),
+                    loc,
+                })
+            });
+        }
         shared.sync.joined(seq, me);
         {
             let mut reg = shared.collectives();
@@ -105,6 +125,7 @@ impl Call {
             group,
             rank,
             loc,
+            elem_bytes: 4,
         })
     }
 
@@ -253,16 +274,20 @@ impl Call {
         }
     }
 
-    /// Adds `b` into `acc` element-wise in f32, logging a DMA reduction of `elems` f32
-    /// elements.
+    /// Adds `b` into `acc` element-wise in f32, logging a DMA reduction of `elems` elements
+    /// of the collective's dtype (none when `elems` is 0).
     pub(crate) fn accumulate(&self, acc: &mut [f32], b: &[f32], elems: usize) {
         for (a, x) in acc.iter_mut().zip(b) {
             *a += x;
+        }
+        if elems == 0 {
+            return;
         }
         with_device("reduce", self.loc, |d| {
             d.flush();
             d.log.push(Step::Reduce {
                 elems,
+                elem_bytes: self.elem_bytes,
                 loc: self.loc,
             });
         });
@@ -413,12 +438,14 @@ fn needs_power_of_two(op: &'static str, r: usize, alg: Algorithm) -> Result<()> 
     Ok(())
 }
 
-/// A collective entered by the running device: the call and the views it works on.
+/// A collective entered by the running device: the call, the views it works on and the
+/// algorithm that runs.
 struct Entered<'a> {
     c: Call,
     src: MeshView,
     dst: MeshView,
     dst_operand: Operand<'a>,
+    alg: Algorithm,
 }
 
 impl Entered<'_> {
@@ -430,15 +457,18 @@ impl Entered<'_> {
 }
 
 /// The common entry of a collective on `src` and `dst` (HBM views or tiles of the running
-/// device): enters the collective (`None` outside every group), stages tile operands and
-/// checks the views with `check(group size, src, dst)`.
+/// device): enters the collective (`None` outside every group), stages tile operands, picks
+/// the algorithm ([`Algorithm::resolve`]; `splits(group size, src)`: whether the ring and
+/// RDH forms are possible) and checks the views with `check(group size, algorithm, src,
+/// dst)`.
 #[track_caller]
 fn enter<'a>(
     kind: CollectiveKind,
     alg: Option<Algorithm>,
     (src, dst, dim): (Operand<'a>, Operand<'a>, usize),
     groups: &ReplicaGroups,
-    check: impl FnOnce(usize, &MeshView, &MeshView) -> Result<()>,
+    splits: impl FnOnce(usize, &MeshView) -> bool,
+    check: impl FnOnce(usize, Algorithm, &MeshView, &MeshView) -> Result<()>,
 ) -> Option<Entered<'a>> {
     let loc = SourceLoc::caller();
     let op = kind.name();
@@ -448,15 +478,27 @@ fn enter<'a>(
         src.shape(),
         dst.shape()
     );
-    let c = Call::begin(kind, alg, groups, sig, loc)?;
+    let mut c = Call::begin(kind, alg, groups, sig, loc)?;
     let (s, d) = (stage(&src, &c, 0), stage(&dst, &c, 1));
-    context::check(check(c.size(), &s, &d), loc);
-    c.set_bytes(s.bytes().max(d.bytes()));
+    c.elem_bytes = s.storage().dtype.size();
+    let bytes = s.bytes().max(d.bytes());
+    let splits = splits(c.size(), &s);
+    let alg = alg.map_or(Algorithm::Direct, |a| {
+        a.resolve(kind, c.size(), bytes, splits)
+    });
+    context::check(check(c.size(), alg, &s, &d), loc);
+    c.set_bytes(bytes);
+    if let Some(e) = c.shared.collectives().get_mut(&c.seq) {
+        if e.algorithm.is_some() {
+            e.algorithm = Some(alg);
+        }
+    }
     Some(Entered {
         c,
         src: s,
         dst: d,
         dst_operand: dst,
+        alg,
     })
 }
 
@@ -472,12 +514,20 @@ pub fn all_gather<'a>(
     alg: Algorithm,
 ) {
     let op = "all_gather";
-    let check = |r, s: &MeshView, d: &MeshView| {
+    let check = |r, alg, s: &MeshView, d: &MeshView| {
         check_scaled(op, s, d, dim, r).and(needs_power_of_two(op, r, alg))
     };
     let ops = (src.into(), dst.into(), dim);
-    if let Some(e) = enter(CollectiveKind::AllGather, Some(alg), ops, groups, check) {
-        gather_into(&e.c, &e.src, &e.dst, dim, alg, 0);
+    let splits = |_, _: &MeshView| true;
+    if let Some(e) = enter(
+        CollectiveKind::AllGather,
+        Some(alg),
+        ops,
+        groups,
+        splits,
+        check,
+    ) {
+        gather_into(&e.c, &e.src, &e.dst, dim, e.alg, 0);
         e.finish();
     }
 }
@@ -486,7 +536,7 @@ fn gather_into(c: &Call, src: &MeshView, dst: &MeshView, dim: usize, alg: Algori
     match alg {
         Algorithm::Ring => ring::all_gather(c, src, dst, dim, phase),
         Algorithm::RecursiveDoubling => recursive::all_gather(c, src, dst, dim, phase),
-        Algorithm::Direct => direct::all_gather(c, src, dst, dim, phase),
+        Algorithm::Direct | Algorithm::Runtime => direct::all_gather(c, src, dst, dim, phase),
     }
 }
 
@@ -494,7 +544,7 @@ fn scatter_into(c: &Call, src: &MeshView, dst: &MeshView, dim: usize, alg: Algor
     match alg {
         Algorithm::Ring => ring::reduce_scatter(c, src, dst, dim, phase),
         Algorithm::RecursiveDoubling => recursive::reduce_scatter(c, src, dst, dim, phase),
-        Algorithm::Direct => direct::reduce_scatter(c, src, dst, dim, phase),
+        Algorithm::Direct | Algorithm::Runtime => direct::reduce_scatter(c, src, dst, dim, phase),
     }
 }
 
@@ -509,12 +559,14 @@ pub fn reduce_scatter<'a>(
     alg: Algorithm,
 ) {
     let op = "reduce_scatter";
-    let check = |r, s: &MeshView, d: &MeshView| {
+    let check = |r, alg, s: &MeshView, d: &MeshView| {
         check_scaled(op, d, s, dim, r).and(needs_power_of_two(op, r, alg))
     };
     let ops = (src.into(), dst.into(), dim);
-    if let Some(e) = enter(CollectiveKind::ReduceScatter, Some(alg), ops, groups, check) {
-        scatter_into(&e.c, &e.src, &e.dst, dim, alg, 0);
+    let kind = CollectiveKind::ReduceScatter;
+    let splits = |_, _: &MeshView| true;
+    if let Some(e) = enter(kind, Some(alg), ops, groups, splits, check) {
+        scatter_into(&e.c, &e.src, &e.dst, dim, e.alg, 0);
         e.finish();
     }
 }
@@ -530,7 +582,7 @@ pub fn all_reduce<'a>(
     alg: Algorithm,
 ) {
     let op = "all_reduce";
-    let check = |r: usize, s: &MeshView, d: &MeshView| {
+    let check = |r: usize, alg, s: &MeshView, d: &MeshView| {
         check_scaled(op, s, d, 0, 1)?;
         needs_power_of_two(op, r, alg)?;
         if alg != Algorithm::Direct && !s.shape()[0].is_multiple_of(r) {
@@ -546,16 +598,18 @@ pub fn all_reduce<'a>(
         Ok(())
     };
     let ops = (src.into(), dst.into(), 0);
-    let Some(e) = enter(CollectiveKind::AllReduce, Some(alg), ops, groups, check) else {
+    let splits = |r: usize, s: &MeshView| s.shape()[0].is_multiple_of(r);
+    let kind = CollectiveKind::AllReduce;
+    let Some(e) = enter(kind, Some(alg), ops, groups, splits, check) else {
         return;
     };
     let (c, src, dst) = (&e.c, &e.src, &e.dst);
-    match alg {
-        Algorithm::Direct => direct::all_reduce(c, src, dst),
+    match e.alg {
+        Algorithm::Direct | Algorithm::Runtime => direct::all_reduce(c, src, dst),
         _ => {
             let mine = block(dst, 0, c.rank, c.size());
-            scatter_into(c, src, &mine, 0, alg, 0);
-            gather_into(c, &mine, dst, 0, alg, 1);
+            scatter_into(c, src, &mine, 0, e.alg, 0);
+            gather_into(c, &mine, dst, 0, e.alg, 1);
         }
     }
     e.finish();
@@ -573,7 +627,7 @@ pub fn all_to_all<'a>(
     alg: Algorithm,
 ) {
     let op = "all_to_all";
-    let check = |r: usize, s: &MeshView, d: &MeshView| {
+    let check = |r: usize, alg, s: &MeshView, d: &MeshView| {
         check_scaled(op, s, d, dim, 1)?;
         if !s.shape()[dim].is_multiple_of(r) {
             return Err(NkiError::new(
@@ -595,8 +649,16 @@ pub fn all_to_all<'a>(
         Ok(())
     };
     let ops = (src.into(), dst.into(), dim);
-    if let Some(e) = enter(CollectiveKind::AllToAll, Some(alg), ops, groups, check) {
-        direct::all_to_all(&e.c, &e.src, &e.dst, dim, alg == Algorithm::Ring);
+    let splits = |_, _: &MeshView| true;
+    if let Some(e) = enter(
+        CollectiveKind::AllToAll,
+        Some(alg),
+        ops,
+        groups,
+        splits,
+        check,
+    ) {
+        direct::all_to_all(&e.c, &e.src, &e.dst, dim, e.alg == Algorithm::Ring);
         e.finish();
     }
 }
@@ -611,7 +673,7 @@ pub fn collective_permute<'a>(
     groups: &ReplicaGroups,
 ) {
     let op = "collective_permute";
-    let check = |r: usize, s: &MeshView, d: &MeshView| {
+    let check = |r: usize, _, s: &MeshView, d: &MeshView| {
         check_scaled(op, s, d, 0, 1)?;
         for (i, &(a, b)) in pairs.iter().enumerate() {
             if a >= r || b >= r {
@@ -632,7 +694,8 @@ pub fn collective_permute<'a>(
         Ok(())
     };
     let ops = (src.into(), dst.into(), 0);
-    if let Some(e) = enter(CollectiveKind::Permute, None, ops, groups, check) {
+    let splits = |_, _: &MeshView| true;
+    if let Some(e) = enter(CollectiveKind::Permute, None, ops, groups, splits, check) {
         direct::permute(&e.c, &e.src, &e.dst, pairs);
         e.finish();
     }

@@ -32,10 +32,12 @@ pub(super) fn reduce_scatter(c: &Call, src: &MeshView, dst: &MeshView, dim: usiz
         return;
     }
     let len = dst.shape()[dim];
+    // Step 0 reads `src` itself; later steps the f32 partial sums in `acc`; the last step
+    // (one block left) writes `dst`: no local copies in or out.
     let acc = c.scratch(base, src.shape());
-    c.local_copy(src, &acc, base);
     let (mut lo, mut n, mut mask, mut k) = (0, r, r / 2, 0u32);
     while mask > 0 {
+        let from = if k == 0 { src } else { &acc };
         let half = n / 2;
         let partner = c.peer(c.rank ^ mask);
         let (keep, give) = if c.rank & mask == 0 {
@@ -48,18 +50,21 @@ pub(super) fn reduce_scatter(c: &Call, src: &MeshView, dst: &MeshView, dim: usiz
         let inbox = c.scratch(base + 1 + k, &shape);
         let slot = base + 2 + 2 * k;
         let id = c.send(
-            &sub_view(&acc, dim, give * len, half * len),
+            &sub_view(from, dim, give * len, half * len),
             &inbox.on(partner),
             slot,
         );
         c.wait_sent(&[id], slot);
         c.wait_received(1, slot);
-        let kept = sub_view(&acc, dim, keep * len, half * len);
+        let kept = sub_view(from, dim, keep * len, half * len);
         let mut a = c.read(&kept);
         let b = c.read(&inbox);
         c.accumulate(&mut a, &b, kept.numel());
-        c.write(&kept, a);
+        if mask == 1 {
+            c.write(dst, a);
+        } else {
+            c.write(&sub_view(&acc, dim, keep * len, half * len), a);
+        }
         (lo, n, mask, k) = (keep, half, mask / 2, k + 1);
     }
-    c.local_copy(&sub_view(&acc, dim, lo * len, len), dst, base + 2 + 2 * k);
 }

@@ -1,0 +1,312 @@
+//! The two physical cores of a logical NeuronCore (LNC=2, trn2 and trn3): `nisa::sendrecv`
+//! (tiles between the two cores) and `nisa::core_barrier` (both cores wait for each other).
+//!
+//! A launch of [`Grid::lnc(2)`](crate::spmd::Grid::lnc) (the same grid as Beta 1's `[nc(2)]`)
+//! runs the kernel once per physical core, each on its own host thread, with
+//! `nl::program_id(0)` the core index. The `k`-th `sendrecv`/`core_barrier` call of one core
+//! meets the `k`-th call of the other (0.7 requires both cores to take the same control flow):
+//! the call waits on the host until the other core reaches its own, in every mode. A call one
+//! core makes and the other never does (it finished its kernel first) fails the launch with an
+//! [`ErrorKind::Deadlock`] error naming the call's line, never a hang; two cores meeting at
+//! different kinds of call fail with [`ErrorKind::Synchronization`].
+//!
+//! Timing: each call leaves a *signal* record on its core (a barrier's semaphore write,
+//! [`Opcode::CoreBarrier`], or a sendrecv's SBUF-to-SBUF DMA) and a *wait* record
+//! ([`Opcode::CoreWait`], no engine time) that the timing model starts no earlier than the
+//! other core's signal record ends: the two cores' timelines are modelled together and each
+//! waits for the other there. What comes after the call on a core waits for the wait record
+//! through the data it touches (the barrier's `data`, the sendrecv's `dst`).
+
+use super::lnc_state::{Arrival, Pair, Payload};
+use crate::context::{self, Op};
+use crate::error::ErrorKind;
+use crate::hbm::{Hbm, HbmView};
+use crate::record::{DmaDims, Engine, MemKind, Opcode, Region};
+use crate::tensor::{Tensor, TensorRef};
+use crate::tile::{Tile, TileRef};
+use std::sync::Arc;
+
+/// Data a barrier orders: a tile or an HBM tensor (what the cores exchange through).
+pub struct BarrierData<'a>(TensorRef<'a>);
+
+impl<'a> From<TileRef<'a>> for BarrierData<'a> {
+    fn from(t: TileRef<'a>) -> Self {
+        BarrierData(TensorRef::Chip(t))
+    }
+}
+impl<'a> From<&'a Tile> for BarrierData<'a> {
+    fn from(t: &'a Tile) -> Self {
+        BarrierData(TensorRef::Chip(t.into()))
+    }
+}
+impl From<HbmView> for BarrierData<'_> {
+    fn from(v: HbmView) -> Self {
+        BarrierData(TensorRef::Hbm(v))
+    }
+}
+impl From<&HbmView> for BarrierData<'_> {
+    fn from(v: &HbmView) -> Self {
+        BarrierData(TensorRef::Hbm(v.clone()))
+    }
+}
+impl<'a, T: crate::dtype::Element> From<&'a Hbm<T>> for BarrierData<'a> {
+    fn from(h: &'a Hbm<T>) -> Self {
+        BarrierData(TensorRef::Hbm(h.view()))
+    }
+}
+impl<'a> From<TensorRef<'a>> for BarrierData<'a> {
+    fn from(t: TensorRef<'a>) -> Self {
+        BarrierData(t)
+    }
+}
+impl<'a> From<&'a Tensor> for BarrierData<'a> {
+    fn from(t: &'a Tensor) -> Self {
+        BarrierData(t.into())
+    }
+}
+
+fn region(t: &TensorRef) -> Region {
+    match t {
+        TensorRef::Chip(t) => t.region(),
+        TensorRef::Hbm(v) => v.region(),
+    }
+}
+
+/// This core's index and the launch's meeting point; fails `ins` outside an LNC=2 launch.
+fn pair_of(ins: &Op) -> (usize, Arc<Pair>) {
+    let found = ins.with_ctx(|c| (c.nc, c.lnc.clone(), c.grid.clone()));
+    match found {
+        (nc, Some(p), _) => (nc, p),
+        (_, None, grid) => ins.fail(
+            ErrorKind::InvalidGrid,
+            format!(
+                "{} synchronises the two physical cores of a logical NeuronCore: launch the \
+                 kernel with Grid::lnc(2) (one instance per core; this launch's grid is {grid:?})",
+                ins.api
+            ),
+        ),
+    }
+}
+
+/// Meets the other core at this core's next synchronising call: records `signal` first,
+/// then waits for the other core's call of the same number (or fails), then records the
+/// wait (writing `waits`). Returns the other core's payload.
+fn meet(
+    ins: &Op,
+    me: usize,
+    pair: &Pair,
+    payload: Option<Payload>,
+    signal: impl FnOnce(),
+    waits: Region,
+    wait_engine: Engine,
+) -> Option<Payload> {
+    let s = ins.with_ctx(|c| c.records.len());
+    signal();
+    let o = 1 - me;
+    let k;
+    let got = {
+        let mut st = pair.lock();
+        k = st.arrivals[me].len();
+        st.arrivals[me].push(Arrival {
+            api: ins.api,
+            loc: ins.loc,
+            payload: None,
+        });
+        if let Some(a) = st.arrivals[me].last_mut() {
+            a.payload = payload;
+        }
+        pair.cv.notify_all();
+        loop {
+            if st.arrivals[o].len() > k {
+                let theirs = &mut st.arrivals[o][k];
+                if theirs.api != ins.api {
+                    let (api, loc) = (theirs.api, theirs.loc);
+                    drop(st);
+                    ins.fail(
+                        ErrorKind::Synchronization,
+                        format!(
+                            "call {} of the cores' synchronising calls: core {me} is at {} \
+                             (line {}) but core {o} is at {api} (line {}): both cores of a \
+                             logical NeuronCore must take the same control flow",
+                            k + 1,
+                            ins.api,
+                            ins.loc.line,
+                            loc.line
+                        ),
+                    );
+                }
+                break theirs.payload.take();
+            }
+            match st.finished[o] {
+                Some(true) => {
+                    drop(st);
+                    ins.fail(
+                        ErrorKind::Deadlock,
+                        format!(
+                            "deadlock: core {me} waits at this {} (its call {} of \
+                             sendrecv/core_barrier), but core {o} finished its kernel after \
+                             {k} such call{} without reaching it",
+                            ins.api,
+                            k + 1,
+                            if k == 1 { "" } else { "s" }
+                        ),
+                    );
+                }
+                // The other core failed: its error is the launch's; this one stops.
+                Some(false) => std::panic::panic_any(context::Cancelled),
+                None => {}
+            }
+            st = pair.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    };
+    let w = ins.with_ctx(|c| c.records.len());
+    ins.issue(
+        &[],
+        || {},
+        || {
+            ins.record(wait_engine, Opcode::CoreWait)
+                .size(1, 1)
+                .writes([waits])
+                .done()
+        },
+    );
+    if ins.env.records {
+        let mut st = pair.lock();
+        st.syncs[me].push((s, w));
+    }
+    got
+}
+
+/// Both physical cores of the logical NeuronCore wait here for each other (NKI 0.7
+/// `nisa.core_barrier(data, cores=(0, 1), engine=...)`); `data` is the tensor the cores
+/// exchange through (what comes after the barrier on each core and touches `data` waits for
+/// it). `engine` is the engine that signals and waits (NKI's default: GpSimdE).
+///
+/// Modelled as a semaphore write to the other core on `engine` (the documented cross-engine
+/// semaphore-to-start latency, an assumption: see `timing::cost`), then a wait for the other
+/// core's write. Needs a [`Grid::lnc(2)`](crate::spmd::Grid::lnc) launch.
+#[track_caller]
+pub fn core_barrier<'a>(data: impl Into<BarrierData<'a>>, engine: impl Into<Option<Engine>>) {
+    let ins = Op::begin("nisa.core_barrier");
+    let engine = engine.into().unwrap_or(Engine::GpSimd);
+    ins.engine_in(
+        engine,
+        &[Engine::GpSimd, Engine::Vector, Engine::Scalar, Engine::Sync],
+    );
+    let data = data.into().0;
+    let (me, pair) = pair_of(&ins);
+    let reg = region(&data);
+    meet(
+        &ins,
+        me,
+        &pair,
+        None,
+        || {
+            ins.issue(
+                &[],
+                || {},
+                || {
+                    ins.record(engine, Opcode::CoreBarrier)
+                        .size(1, 1)
+                        .reads([reg])
+                        .done()
+                },
+            )
+        },
+        reg,
+        engine,
+    );
+}
+
+/// Sends `src` to the other physical core and receives the other core's `src` into `dst`
+/// (NKI 0.7 `nisa.sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id)`): with two
+/// cores, `send_to_rank` and `recv_from_rank` must both be the other core's index. `src` and
+/// `dst` are SBUF tiles with the same number of elements (the other core's values are cast to
+/// `dst`'s dtype).
+///
+/// Modelled as an SBUF-to-SBUF DMA of `src`'s bytes on this core (its DMA cost) and a wait
+/// that ends no earlier than the other core's DMA: `dst` is written when the other core's
+/// data has arrived. Needs a [`Grid::lnc(2)`](crate::spmd::Grid::lnc) launch.
+#[track_caller]
+pub fn sendrecv<'s, 'd>(
+    src: impl Into<TileRef<'s>>,
+    dst: impl Into<TileRef<'d>>,
+    send_to_rank: usize,
+    recv_from_rank: usize,
+) {
+    let ins = Op::begin("nisa.sendrecv");
+    let (src, dst) = (src.into(), dst.into());
+    ins.operand("src", &src);
+    ins.operand("dst", &dst);
+    ins.memory("src", &src, &[MemKind::Sbuf]);
+    ins.memory("dst", &dst, &[MemKind::Sbuf]);
+    let (me, pair) = pair_of(&ins);
+    let o = 1 - me;
+    if send_to_rank != o || recv_from_rank != o {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "send_to_rank={send_to_rank}, recv_from_rank={recv_from_rank} on core {me}: \
+                 the two cores of a logical NeuronCore exchange with each other (both must be \
+                 {o} here)"
+            ),
+        );
+    }
+    let payload = ins.executes().then(|| Payload {
+        dtype: src.dtype(),
+        shape: src.shape().to_vec(),
+        slots: src.gather_slots(ins.api, ins.loc),
+    });
+    let bytes = (src.shape().iter().product::<usize>() * src.dtype().size()) as u64;
+    let dims = DmaDims {
+        src: MemKind::Sbuf,
+        dst: MemKind::Sbuf,
+        bytes,
+        partitions: src.partitions() as u32,
+        start_partition: src.start_partition() as u32,
+        chunk_bytes: (src.free_size() * src.dtype().size()) as u64,
+    };
+    let src_reg = src.region();
+    let got = meet(
+        &ins,
+        me,
+        &pair,
+        payload,
+        || {
+            ins.issue(
+                &[],
+                || {},
+                || {
+                    ins.record(Engine::Dma, Opcode::DmaCopy)
+                        .size(src.partitions() as u32, src.free_size() as u32)
+                        .dtypes(src.dtype(), src.dtype())
+                        .dma(dims)
+                        .reads([src_reg])
+                        .done()
+                },
+            )
+        },
+        dst.region(),
+        Engine::Sync,
+    );
+    let n_dst: usize = dst.shape().iter().product();
+    if let Some(p) = got {
+        let n_src: usize = p.shape.iter().product();
+        if n_src != n_dst {
+            ins.fail(
+                ErrorKind::ShapeMismatch,
+                format!(
+                    "core {o} sends src of shape {:?} ({n_src} elements) but core {me}'s dst \
+                     has shape {:?} ({n_dst} elements)",
+                    p.shape,
+                    dst.shape()
+                ),
+            );
+        }
+        let mut slots = p.slots;
+        p.dtype.cast_slots(dst.dtype(), &mut slots);
+        dst.scatter_slots(slots);
+    } else if !ins.executes() {
+        dst.mark_written();
+    }
+}

@@ -1,0 +1,345 @@
+//! Device loops: `nl::fori_loop` and `nl::while_loop` (NKI 0.7), loops the hardware runs (one
+//! copy of the body, a compare-and-branch per iteration on each engine's sequencer) whose trip
+//! count may come from data ([`NkiScalar`] bounds and conditions). Rust loops in a kernel stay
+//! host loops: unrolled into the record stream, as NKI unrolls Python loops.
+//!
+//! What each launch mode does:
+//! - execute and simulate run the body once per iteration on the values (a bound or condition
+//!   read from a tile has its value);
+//! - estimate (no values) needs the trip count of every loop whose bounds or condition it
+//!   cannot know: from [`TripCounts`] given to the launch ([`Launch::trip_counts`](
+//!   crate::spmd::Launch::trip_counts)), or the launch fails with an [`ErrorKind::NoData`]
+//!   error naming the loop and its line. Nothing is guessed.
+//!
+//! As in 0.7, a tile allocated inside a device loop body exists once: every iteration's
+//! allocation at one line is the same buffer (the timing model sees one buffer, so iterations
+//! wait for each other's reads and writes of it; no rotation). Iterations run in order, so
+//! the HBM race checks treat them as ordered (two iterations writing one location is not a
+//! race, unlike two `affine_range` iterations). Each iteration ends with one
+//! [`LOOP_BRANCH`](crate::record::Opcode::LoopBranch) record on every engine its records used
+//! (the Sync engine's for TensorE and DMA work), the loop's own per-iteration cost; the
+//! profile lists every device loop ([`Profile::device_loops`](crate::profile::Profile)).
+
+pub use super::loop_state::TripCounts;
+use super::loop_state::{Frame, LoopLog};
+use crate::context::{self, raise, Op};
+use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::isa::nki_scalar::IntoScalar;
+use crate::isa::NkiScalar;
+use crate::record::{Engine, Opcode};
+use std::collections::HashMap;
+
+/// Most iterations one run of a device loop may take in nki-rs before the launch fails (a
+/// `while_loop` whose condition never becomes zero would otherwise hang the host). A limit of
+/// the simulator, not of the hardware.
+pub const MAX_DEVICE_LOOP_ITERATIONS: u64 = 1 << 24;
+
+/// Runs `iteration` for each iteration of a device loop at `loc`; `next(k)` says whether
+/// iteration `k` runs (it is called before each one, and may run kernel code).
+fn run_loop(
+    api: &'static str,
+    loc: SourceLoc,
+    mut next: impl FnMut(u64) -> bool,
+    mut iteration: impl FnMut(u64),
+) {
+    let records = Op::at(api, loc).env.records;
+    context::with_ctx(api, loc, |c| {
+        c.loops.stack.push(Frame {
+            loc,
+            seen: HashMap::new(),
+        })
+    });
+    let mut log = LoopLog {
+        api,
+        loc,
+        iterations: Vec::new(),
+    };
+    let mut k = 0u64;
+    while next(k) {
+        if k >= MAX_DEVICE_LOOP_ITERATIONS {
+            raise(
+                NkiError::new(
+                    ErrorKind::InvalidArgument,
+                    api,
+                    format!(
+                        "the device loop ran {k} iterations without ending (nki-rs stops a \
+                         device loop at {MAX_DEVICE_LOOP_ITERATIONS} iterations): its trip \
+                         count or condition never ends it"
+                    ),
+                ),
+                loc,
+            );
+        }
+        let first = context::with_ctx(api, loc, |c| {
+            if let Some(f) = c.loops.stack.last_mut() {
+                f.seen.clear();
+            }
+            c.records.len()
+        });
+        iteration(k);
+        if records {
+            let (branch, end) = branches(api, loc, first);
+            log.iterations.push((first, branch, end));
+        }
+        k += 1;
+    }
+    context::with_ctx(api, loc, |c| {
+        c.loops.stack.pop();
+        if c.loops.stack.is_empty() {
+            c.loops.ids.clear();
+        }
+        if records {
+            c.loops.log.push(log);
+        }
+    });
+}
+
+/// Issues the loop-branch records closing an iteration whose records start at `first`: one
+/// per engine the iteration used (the Sync engine's for TensorE and DMA work, which the
+/// sequencers of the engines that trigger them run). Returns the range of those records.
+fn branches(api: &'static str, loc: SourceLoc, first: usize) -> (usize, usize) {
+    let mut used = [false; Engine::COUNT];
+    let start = context::with_ctx(api, loc, |c| {
+        for r in c.records.get(first..).unwrap_or(&[]) {
+            let e = match r.engine {
+                Engine::Tensor | Engine::Dma => Engine::Sync,
+                e => e,
+            };
+            used[e.index()] = true;
+        }
+        c.records.len()
+    });
+    if !used.iter().any(|&u| u) {
+        used[Engine::Sync.index()] = true;
+    }
+    let op = Op::at(api, loc);
+    for e in Engine::ALL.iter().filter(|e| used[e.index()]) {
+        op.issue(
+            &[],
+            || {},
+            || op.record(*e, Opcode::LoopBranch).size(1, 1).done(),
+        );
+    }
+    let end = context::with_ctx(api, loc, |c| c.records.len());
+    (start, end)
+}
+
+/// The trip count the launch's [`TripCounts`] give the current run of the loop at `loc`.
+fn given_trips(api: &'static str, loc: SourceLoc) -> Option<u64> {
+    context::with_ctx(api, loc, |c| {
+        let run = c.loops.runs.get(&loc).copied().unwrap_or(0);
+        c.loops
+            .trips
+            .as_ref()
+            .and_then(|t| t.count_for(loc.line, run))
+    })
+}
+
+/// The trip count the launch's [`TripCounts`] give the current run of the loop at `loc`, or
+/// the estimate-mode error naming the loop (whose `why` has no value).
+fn estimate_trips(api: &'static str, loc: SourceLoc, why: &str) -> u64 {
+    match given_trips(api, loc) {
+        Some(n) => n,
+        None => raise(
+            NkiError::new(
+                ErrorKind::NoData,
+                api,
+                format!(
+                    "estimate mode has no values, and this device loop's {why} is read from a \
+                     tile: give its trip count to the launch (Launch::trip_counts(\
+                     TripCounts::new().line({}, n)), or .runs({}, [..]) for one count per run)",
+                    loc.line, loc.line
+                ),
+            ),
+            loc,
+        ),
+    }
+}
+
+/// Counts a run of the loop at `loc` (the index of its next run's trip count).
+fn count_run(api: &'static str, loc: SourceLoc) {
+    context::with_ctx(api, loc, |c| *c.loops.runs.entry(loc).or_insert(0) += 1);
+}
+
+/// A device loop (NKI 0.7 `nl.fori_loop(lower, upper, body_fun)`): `body(i)` for `i` from
+/// `lower` to `upper` (exclusive), step 1, run by the hardware (see the module docs). The
+/// bounds are integers or [`NkiScalar`]s (32-bit); `i` is an [`NkiScalar`] (usable as a
+/// dynamic DMA offset or in scalar arithmetic). Loop state lives in SBUF or HBM.
+///
+/// In estimate mode a bound read from a tile has no value: the trip count comes from the
+/// launch's [`TripCounts`] (by this call's line), or the launch fails naming the loop.
+#[track_caller]
+pub fn fori_loop(lower: impl IntoScalar, upper: impl IntoScalar, body: impl FnMut(NkiScalar)) {
+    fori_at("nl.fori_loop", SourceLoc::caller(), lower, upper, 1, body);
+}
+
+/// [`fori_loop`] with a step (NKI's `step=`, a compile-time positive integer).
+#[track_caller]
+pub fn fori_loop_step(
+    lower: impl IntoScalar,
+    upper: impl IntoScalar,
+    step: u32,
+    body: impl FnMut(NkiScalar),
+) {
+    fori_at(
+        "nl.fori_loop",
+        SourceLoc::caller(),
+        lower,
+        upper,
+        step,
+        body,
+    );
+}
+
+fn fori_at(
+    api: &'static str,
+    loc: SourceLoc,
+    lower: impl IntoScalar,
+    upper: impl IntoScalar,
+    step: u32,
+    mut body: impl FnMut(NkiScalar),
+) {
+    if step == 0 || step > i32::MAX as u32 {
+        raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                api,
+                format!("step={step}: a device loop's step is a positive 32-bit integer"),
+            ),
+            loc,
+        );
+    }
+    let (lo, hi) = (lower.into_scalar(loc), upper.into_scalar(loc));
+    let trips = match (lo.value(), hi.value()) {
+        (Some(a), Some(b)) if b > a => ((b - a + i64::from(step) - 1) / i64::from(step)) as u64,
+        (Some(_), Some(_)) => 0,
+        _ => estimate_trips(api, loc, "bound"),
+    };
+    count_run(api, loc);
+    run_loop(
+        api,
+        loc,
+        |k| k < trips,
+        |k| {
+            let i = match lo.value() {
+                Some(a) => NkiScalar::known((a + k as i64 * i64::from(step)) as i32),
+                None => NkiScalar::unknown(),
+            };
+            body(i)
+        },
+    );
+}
+
+/// A device `while` loop (NKI `nl.while_loop(cond, body_fun)`): while `cond` is non-zero, run
+/// `body`, which returns the next condition (usually [`scalar_load`](crate::isa::scalar_load)
+/// of a tile the body updated). A zero `cond` skips the body.
+///
+/// In estimate mode a condition read from a tile has no value: the number of body runs comes
+/// from the launch's [`TripCounts`] (by this call's line), or the launch fails naming the
+/// loop. A loop that runs [`MAX_DEVICE_LOOP_ITERATIONS`] iterations fails the launch instead
+/// of hanging the host.
+#[track_caller]
+pub fn while_loop(cond: NkiScalar, mut body: impl FnMut() -> NkiScalar) {
+    let api = "nl.while_loop";
+    let loc = SourceLoc::caller();
+    let estimate = !Op::at(api, loc).executes();
+    // Estimate mode: a trip count given for this loop decides it; otherwise the condition
+    // must have a value (one computed from constants), or the launch fails.
+    let trips = match (estimate, cond.value()) {
+        (true, _) => given_trips(api, loc),
+        (false, _) => None,
+    };
+    if trips.is_none() && cond.value().is_none() {
+        estimate_trips(api, loc, "condition");
+    }
+    count_run(api, loc);
+    let c = std::cell::Cell::new(cond);
+    run_loop(
+        api,
+        loc,
+        |k| match trips {
+            Some(n) => k < n,
+            None => c.get().value().unwrap_or(0) != 0,
+        },
+        |_| {
+            let next = body();
+            if trips.is_none() && next.value().is_none() {
+                estimate_trips(api, loc, "condition");
+            }
+            c.set(next);
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::Mode;
+    use crate::dtype::DType;
+    use crate::record::{BufId, MemKind};
+
+    /// The tiles the records of `f` write.
+    fn written_tiles(mode: Mode, f: impl FnOnce()) -> Vec<u64> {
+        let recs = crate::isa::trace::run(mode, f).unwrap();
+        let mut ids: Vec<u64> = recs
+            .iter()
+            .filter(|r| r.opcode == Opcode::Memset)
+            .flat_map(|r| r.writes.iter().map(|w| w.buf))
+            .filter_map(|b| match b {
+                BufId::Tile(id) => Some(id),
+                BufId::Hbm(_) => None,
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    #[test]
+    fn a_body_allocation_is_one_buffer_in_every_iteration_and_nest() {
+        for mode in [Mode::Simulate, Mode::Estimate] {
+            let device = written_tiles(mode, || {
+                fori_loop(0, 4, |_| {
+                    let _a = super::super::data::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
+                    let _b = super::super::data::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
+                    fori_loop(0, 3, |_| {
+                        let _c = super::super::data::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
+                    });
+                });
+            });
+            // a, b and c: three buffers, whatever the iteration counts.
+            assert_eq!(device.len(), 3, "{mode:?}");
+            let host = written_tiles(mode, || {
+                for _ in 0..4 {
+                    let _a = super::super::data::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
+                }
+            });
+            assert_eq!(host.len(), 4, "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn each_iteration_ends_with_a_branch_on_every_engine_it_used() {
+        let recs = crate::isa::trace::run(Mode::Simulate, || {
+            fori_loop(0, 2, |_| {
+                let _a = super::super::data::zeros(&[128, 8], DType::F32, MemKind::Sbuf);
+            });
+        })
+        .unwrap();
+        let branches: Vec<_> = recs
+            .iter()
+            .filter(|r| r.opcode == Opcode::LoopBranch)
+            .map(|r| r.engine)
+            .collect();
+        let memset_engine = recs
+            .iter()
+            .find(|r| r.opcode == Opcode::Memset)
+            .unwrap()
+            .engine;
+        assert_eq!(branches, vec![memset_engine; 2]);
+        // A loop with nothing in it still branches (on the Sync engine).
+        let recs = crate::isa::trace::run(Mode::Simulate, || fori_loop(0, 3, |_| {})).unwrap();
+        assert_eq!(recs.len(), 3);
+        assert!(recs.iter().all(|r| r.engine == Engine::Sync));
+    }
+}

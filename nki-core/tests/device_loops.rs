@@ -1,0 +1,286 @@
+//! Device loops (`nl::fori_loop`, `nl::while_loop`) and `NkiScalar`: data-dependent trip
+//! counts in every mode (estimate needs trip counts or fails naming the loop), a while loop
+//! whose condition the device changes, one buffer per body allocation, iterations ordered for
+//! the race checks, scalar arithmetic and dynamic DMA offsets, and the profile's loop rows.
+
+use nki_core::nisa::NkiScalar;
+use nki_core::nl::TripCounts;
+use nki_core::prelude::*;
+
+const FILE: &str = file!();
+
+/// `out = sum over i < count of x[:, 8i .. 8i + 8]`, `count` read on the device: one
+/// `fori_loop` whose trip count is data.
+#[nki_kernel]
+fn sum_blocks(count: &Hbm<i32>, x: &Hbm<f32>, out: &mut Hbm<f32>) {
+    let c = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&c, count.view(), None);
+    let n = nisa::scalar_load(&c);
+    let acc = nl::zeros(&[128, 8], DType::F32, nl::sbuf);
+    nl::fori_loop(0, n, |i| {
+        let blk = nl::ndarray(&[128, 8], DType::F32, nl::sbuf);
+        nisa::dma_copy(&blk, x.slice((.., 0..8)).scalar_offset(i * 8, 1), None);
+        nisa::tensor_tensor(&acc, &acc, &blk, nl::AluOp::Add, None);
+    });
+    nl::store(out.slice((.., ..)), &acc);
+}
+
+/// The line of the `fori_loop` of `sum_blocks`.
+fn sum_blocks_loop_line() -> u32 {
+    let src = include_str!("device_loops.rs");
+    let at = src
+        .lines()
+        .position(|l| l.contains("nl::fori_loop(0, n, |i|"))
+        .unwrap();
+    at as u32 + 1
+}
+
+fn blocks_input(count: i32) -> (Hbm<i32>, Hbm<f32>, Vec<f32>) {
+    let x: Vec<f32> = (0..128 * 64).map(|k| ((k * 7) % 13) as f32).collect();
+    let mut want = vec![0.0f32; 128 * 8];
+    for p in 0..128 {
+        for j in 0..8 {
+            for i in 0..count as usize {
+                want[p * 8 + j] += x[p * 64 + 8 * i + j];
+            }
+        }
+    }
+    let c = Hbm::from_vec(&[1, 1], vec![count]).unwrap();
+    (c, Hbm::from_vec(&[128, 64], x).unwrap(), want)
+}
+
+#[test]
+fn a_data_dependent_trip_count_runs_on_the_values_in_execute_and_simulate() {
+    for count in [0, 1, 5, 8] {
+        let (c, x, want) = blocks_input(count);
+        let mut out = Hbm::<f32>::zeros([128, 8]);
+        launch!(sum_blocks[1](&c, &x, &mut out)).unwrap();
+        assert_eq!(out.to_f32_vec().unwrap(), want, "count {count}");
+        let mut out2 = Hbm::<f32>::zeros([128, 8]);
+        let p = sum_blocks::simulate(1, Target::Trn2, &c, &x, &mut out2).unwrap();
+        assert_eq!(out2.to_f32_vec().unwrap(), want, "count {count}");
+        let l = &p.device_loops;
+        assert_eq!(l.len(), 1, "{p}");
+        assert_eq!(l[0].iterations, count as u64);
+        assert_eq!(l[0].api, "nl.fori_loop");
+        assert_eq!(l[0].loc.line, sum_blocks_loop_line());
+        if count > 0 {
+            assert!(l[0].ns_per_iteration > 0.0, "{:?}", l[0]);
+            // One MIN_II (64 cycles) at the engines' clocks: between 40 and 100 ns on trn2.
+            let o = l[0].overhead_ns_per_iteration;
+            assert!(o > 10.0 && o < 100.0, "overhead {o}");
+            assert!(p.to_string().contains("device loop nl.fori_loop"), "{p}");
+        }
+    }
+}
+
+#[test]
+fn more_iterations_take_longer_in_simulate_and_estimate_alike() {
+    let mut sim = Vec::new();
+    for count in [2, 6] {
+        let (c, x, _) = blocks_input(count);
+        let mut out = Hbm::<f32>::zeros([128, 8]);
+        sim.push(sum_blocks::simulate(1, Target::Trn2, &c, &x, &mut out).unwrap());
+    }
+    assert!(sim[1].latency_ns > sim[0].latency_ns);
+    // Estimate mode given the same trip counts models the same timeline.
+    for (k, count) in [2u64, 6].into_iter().enumerate() {
+        let c = Hbm::<i32>::shape_only([1, 1]);
+        let x = Hbm::<f32>::shape_only([128, 64]);
+        let mut out = Hbm::<f32>::shape_only([128, 8]);
+        let l = Launch::new(1)
+            .mode(Mode::Estimate)
+            .trip_counts(TripCounts::new().line(sum_blocks_loop_line(), count));
+        let r = sum_blocks::run(l, &c, &x, &mut out).unwrap();
+        let est = r.profile.unwrap();
+        assert_eq!(est.device_loops[0].iterations, count);
+        assert_eq!(est.instructions, sim[k].instructions, "count {count}");
+        let rel = (est.latency_ns - sim[k].latency_ns).abs() / sim[k].latency_ns;
+        assert!(
+            rel < 0.05,
+            "estimate {} vs simulate {}",
+            est.latency_ns,
+            sim[k].latency_ns
+        );
+    }
+}
+
+#[test]
+fn estimate_without_a_trip_count_is_a_clear_error_naming_the_loop() {
+    let c = Hbm::<i32>::shape_only([1, 1]);
+    let x = Hbm::<f32>::shape_only([128, 64]);
+    let mut out = Hbm::<f32>::shape_only([128, 8]);
+    let e = sum_blocks::estimate(1, Target::Trn2, &c, &x, &mut out).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoData, "{e}");
+    assert_eq!(e.op(), "nl.fori_loop", "{e}");
+    let loc = e.location().expect("the loop's line");
+    assert_eq!(loc.line, sum_blocks_loop_line(), "{e}");
+    assert!(e.message().contains("trip count"), "{e}");
+    // A trip count for another line does not do.
+    let l = Launch::new(1)
+        .mode(Mode::Estimate)
+        .trip_counts(TripCounts::new().line(1, 3));
+    let e = sum_blocks::run(l, &c, &x, &mut out).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoData, "{e}");
+}
+
+/// Halves `v` (a `[1, 1]` int32 in HBM) on the device while it is positive, counting the
+/// iterations into `steps`: a while loop whose condition the body changes.
+#[nki_kernel]
+fn halve(v: &Hbm<i32>, steps: &mut Hbm<i32>) {
+    let cur = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&cur, v.view(), None);
+    let count = nl::zeros(&[1, 1], DType::I32, nl::sbuf);
+    let cond = nisa::scalar_load(&cur);
+    nl::while_loop(cond, || {
+        nisa::tensor_scalar(
+            &cur,
+            &cur,
+            nl::AluOp::RightShift,
+            1.0,
+            None::<nisa::TensorScalarArgs>,
+        );
+        let k = nisa::scalar_load(&count);
+        nisa::scalar_store(&count, k + 1);
+        nisa::scalar_load(&cur)
+    });
+    nisa::dma_copy(steps.view(), &count, None);
+}
+
+#[test]
+fn a_while_loop_runs_until_the_device_changes_its_condition() {
+    for (v, want) in [(0, 0), (1, 1), (5, 3), (1000, 10)] {
+        let input = Hbm::from_vec(&[1, 1], vec![v]).unwrap();
+        let mut steps = Hbm::<i32>::zeros([1, 1]);
+        launch!(halve[1](&input, &mut steps)).unwrap();
+        assert_eq!(steps.to_vec().unwrap(), vec![want], "v = {v}");
+        let mut steps = Hbm::<i32>::zeros([1, 1]);
+        let p = halve::simulate(1, Target::Trn2, &input, &mut steps).unwrap();
+        assert_eq!(p.device_loops[0].iterations, want as u64);
+        assert_eq!(p.device_loops[0].api, "nl.while_loop");
+    }
+    let input = Hbm::<i32>::shape_only([1, 1]);
+    let mut steps = Hbm::<i32>::shape_only([1, 1]);
+    let e = halve::estimate(1, Target::Trn2, &input, &mut steps).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoData, "{e}");
+    assert_eq!(e.op(), "nl.while_loop", "{e}");
+    let l = Launch::new(1)
+        .mode(Mode::Estimate)
+        .trip_counts(TripCounts::new().all(4));
+    let r = halve::run(l, &input, &mut steps).unwrap();
+    assert_eq!(r.profile.unwrap().device_loops[0].iterations, 4);
+}
+
+/// A body tile of a device loop is one buffer; a host loop's is a new buffer each time.
+#[nki_kernel]
+fn body_tiles(x: &Hbm<f32>, out: &mut Hbm<f32>, device: bool) {
+    let body = |i: usize| {
+        let t = nl::ndarray(&[128, 64], DType::F32, nl::sbuf);
+        nisa::dma_copy(&t, x.slice((.., 64 * i..64 * i + 64)), None);
+        nisa::dma_copy(out.slice((.., 64 * i..64 * i + 64)), &t, None);
+    };
+    if device {
+        nl::fori_loop(0, 4, |i| body(i.value().unwrap() as usize));
+    } else {
+        for i in 0..4 {
+            body(i);
+        }
+    }
+}
+
+#[test]
+fn a_tile_allocated_in_a_device_loop_exists_once() {
+    // (The records' buffer ids are checked by the unit test in `lang::control`.)
+    let x = Hbm::from_vec(&[128, 256], (0..128 * 256).map(|k| k as f32).collect()).unwrap();
+    let mut lat = Vec::new();
+    for device in [true, false] {
+        let mut out = Hbm::<f32>::zeros([128, 256]);
+        let p = body_tiles::simulate(1, Target::Trn2, &x, &mut out, device).unwrap();
+        assert_eq!(out.to_f32_vec().unwrap(), x.to_f32_vec().unwrap());
+        lat.push(p.latency_ns);
+    }
+    // One buffer: each iteration's load waits for the previous iteration's store to have
+    // read it; four buffers let the loads run ahead.
+    assert!(lat[0] > lat[1], "device {} vs unrolled {}", lat[0], lat[1]);
+}
+
+/// Every iteration stores to the same HBM rows.
+#[nki_kernel]
+fn same_rows(x: &Hbm<f32>, out: &mut Hbm<f32>, device: bool) {
+    let body = || {
+        let t = nl::load(x.slice((0..128, 0..8)));
+        nl::store(out.slice((0..128, 0..8)), &t);
+    };
+    if device {
+        nl::fori_loop(0, 3, |_| body());
+    } else {
+        for _ in nl::affine_range(3) {
+            body();
+        }
+    }
+}
+
+#[test]
+fn iterations_of_a_device_loop_are_ordered_for_the_race_checks() {
+    let x = Hbm::<f32>::full([128, 8], 1.0);
+    let mut out = Hbm::<f32>::zeros([128, 8]);
+    launch!(same_rows[1](&x, &mut out, true)).unwrap();
+    let e = launch!(same_rows[1](&x, &mut out, false)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutputDependency, "{e}");
+}
+
+#[nki_kernel]
+fn arithmetic(v: &Hbm<i32>, out: &mut Hbm<i32>) {
+    let t = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&t, v.view(), None);
+    let i = nisa::scalar_load(&t);
+    let r = -(i * 4 + 1) - i * i;
+    nisa::scalar_store(&t, r);
+    nisa::dma_copy(out.view(), &t, None);
+}
+
+#[test]
+fn scalar_arithmetic_wraps_at_32_bits() {
+    for v in [3i32, -7, 100000] {
+        let input = Hbm::from_vec(&[1, 1], vec![v]).unwrap();
+        let mut out = Hbm::<i32>::zeros([1, 1]);
+        launch!(arithmetic[1](&input, &mut out)).unwrap();
+        let want = (v.wrapping_mul(4).wrapping_add(1))
+            .wrapping_neg()
+            .wrapping_sub(v.wrapping_mul(v));
+        assert_eq!(out.to_vec().unwrap(), vec![want], "v = {v}");
+    }
+    let s = NkiScalar::from(100000) * 100000;
+    assert_eq!(s.value(), Some(1410065408));
+}
+
+#[nki_kernel]
+fn bad_offset(count: &Hbm<i32>, x: &Hbm<f32>, out: &mut Hbm<f32>) {
+    let c = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&c, count.view(), None);
+    let n = nisa::scalar_load(&c);
+    let t = nl::load(x.slice((.., 0..8)).scalar_offset(n, 1));
+    nl::store(out.slice((.., ..)), &t);
+}
+
+#[test]
+fn a_scalar_offset_outside_the_tensor_is_an_error_naming_it() {
+    let c = Hbm::from_vec(&[1, 1], vec![60]).unwrap();
+    let x = Hbm::<f32>::zeros([128, 64]);
+    let mut out = Hbm::<f32>::zeros([128, 8]);
+    let e = launch!(bad_offset[1](&c, &x, &mut out)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutOfBounds, "{e}");
+    assert!(e.message().contains("scalar_offset 60"), "{e}");
+    assert_eq!(e.location().unwrap().file, FILE);
+    let c = Hbm::from_vec(&[1, 1], vec![56]).unwrap();
+    launch!(bad_offset[1](&c, &x, &mut out)).unwrap();
+}
+
+#[test]
+fn trip_counts_per_run_are_taken_in_order() {
+    let t = TripCounts::new().runs(10, [3, 0, 7]);
+    assert_eq!(t.count_for(10, 0), Some(3));
+    assert_eq!(t.count_for(10, 2), Some(7));
+    assert_eq!(t.count_for(10, 3), None);
+    assert_eq!(t.count_for(11, 0), None);
+}

@@ -1,0 +1,219 @@
+//! Logical NeuronCores of two physical cores (`Grid::lnc(2)`): `program_id(0)` is the core
+//! index, `nisa::sendrecv` moves tiles between the cores, `nisa::core_barrier` orders them
+//! (both cores' timelines wait for each other), and a barrier one core never reaches is a
+//! deadlock error naming its line, in every mode, never a hang.
+
+use nki_core::prelude::*;
+use std::time::{Duration, Instant};
+
+const FILE: &str = file!();
+
+/// `out[0..64] = x[0..64] + x[64..128]` (rows), each core loading its half and the two
+/// exchanging their halves with `sendrecv`; core 0 stores.
+#[nki_kernel]
+fn half_sum(x: &Hbm<f32>, out: &mut Hbm<f32>) {
+    let me = nl::program_id(0);
+    let mine = nl::ndarray(&[64, 32], DType::F32, nl::sbuf);
+    nisa::dma_copy(&mine, x.slice((64 * me..64 * me + 64, ..)), None);
+    let theirs = nl::ndarray(&[64, 32], DType::F32, nl::sbuf);
+    nisa::sendrecv(&mine, &theirs, 1 - me, 1 - me);
+    let sum = nl::ndarray(&[64, 32], DType::F32, nl::sbuf);
+    nisa::tensor_tensor(&sum, &mine, &theirs, nl::AluOp::Add, None);
+    if me == 0 {
+        nisa::dma_copy(out.slice((.., ..)), &sum, None);
+    }
+}
+
+fn half_sum_input() -> (Hbm<f32>, Vec<f32>) {
+    let v: Vec<f32> = (0..128 * 32).map(|k| (k % 97) as f32).collect();
+    let want = (0..64 * 32).map(|k| v[k] + v[64 * 32 + k]).collect();
+    (Hbm::from_vec(&[128, 32], v).unwrap(), want)
+}
+
+#[test]
+fn sendrecv_exchanges_tiles_between_the_two_cores_in_every_mode() {
+    let (x, want) = half_sum_input();
+    let mut out = Hbm::<f32>::zeros([64, 32]);
+    let r = launch!(half_sum[nc(2)](&x, &mut out)).unwrap();
+    assert_eq!(r.instances.len(), 2);
+    assert_eq!(out.to_f32_vec().unwrap(), want);
+
+    let mut out = Hbm::<f32>::zeros([64, 32]);
+    let p = half_sum::simulate(Grid::lnc(2), Target::Trn2, &x, &mut out).unwrap();
+    assert_eq!(out.to_f32_vec().unwrap(), want);
+    assert_eq!(p.cores.len(), 2, "{p}");
+    // Each core: one load, one sendrecv DMA.
+    let dmas = |nc: u16| {
+        p.ops
+            .iter()
+            .filter(|o| o.nc == nc && o.api == "nisa.sendrecv" && o.engine == Engine::Dma)
+            .map(|o| o.bytes)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(dmas(0), vec![64 * 32 * 4]);
+    assert_eq!(dmas(1), vec![64 * 32 * 4]);
+
+    let xs = Hbm::<f32>::shape_only([128, 32]);
+    let mut outs = Hbm::<f32>::shape_only([64, 32]);
+    let e = half_sum::estimate(Grid::lnc(2), Target::Trn2, &xs, &mut outs).unwrap();
+    assert_eq!(e.instructions, p.instructions);
+    assert!((e.latency_ns - p.latency_ns).abs() < 1e-6 * p.latency_ns);
+}
+
+use nki_core::nisa::Engine;
+
+/// Core 0 runs a chain of `work` activations into `t`, then both cores meet at a barrier on
+/// `t`; core 1 then copies its `t` (when `barrier` is false, nothing orders the cores).
+#[nki_kernel]
+fn ordered(out: &mut Hbm<f32>, work: usize, barrier: bool) {
+    let me = nl::program_id(0);
+    let t = nl::zeros(&[128, 512], DType::F32, nl::sbuf);
+    if me == 0 {
+        for _ in 0..work {
+            nisa::activation(&t, nl::ActFn::Exp, &t, None);
+        }
+    }
+    if barrier {
+        nisa::core_barrier(&t, None);
+    }
+    if me == 1 {
+        let u = nl::ndarray(&[128, 512], DType::F32, nl::sbuf);
+        nisa::tensor_copy(&u, &t, None); // the op after the barrier
+        nisa::dma_copy(out.slice((.., ..)), &u, None);
+    }
+}
+
+/// The end of core 0's last activation and the start of core 1's copy, in ns.
+fn work_end_and_copy_start(p: &Profile) -> (f64, f64) {
+    let mut end = 0.0f64;
+    let mut start = f64::INFINITY;
+    for s in p.spans.iter().filter(|s| s.cause.is_none()) {
+        let Some(op) = p.ops.get(s.op as usize) else {
+            continue;
+        };
+        if op.nc == 0 && op.api == "nisa.activation" {
+            end = end.max(s.start_ns + s.dur_ns);
+        }
+        if op.nc == 1 && op.api == "nisa.tensor_copy" {
+            start = start.min(s.start_ns);
+        }
+    }
+    (end, start)
+}
+
+#[test]
+fn a_core_barrier_makes_each_core_wait_for_the_other() {
+    for mode in [Mode::Simulate, Mode::Estimate] {
+        let mut out = if mode == Mode::Estimate {
+            Hbm::<f32>::shape_only([128, 512])
+        } else {
+            Hbm::<f32>::zeros([128, 512])
+        };
+        let run = |out: &mut Hbm<f32>, barrier| {
+            let l = Launch::new(Grid::lnc(2)).mode(mode);
+            let r = ordered::run(l, out, 20, barrier).unwrap();
+            r.profile.unwrap()
+        };
+        let with = run(&mut out, true);
+        let (end, start) = work_end_and_copy_start(&with);
+        assert!(
+            start >= end,
+            "{mode:?}: core 1's copy starts at {start} ns, before core 0's work ends at {end} ns"
+        );
+        // The barrier's own cost, a semaphore write (~1.3 us), is on the way.
+        assert!(start >= end + 1000.0, "{mode:?}: {start} vs {end}");
+        let without = run(&mut out, false);
+        let (end, start) = work_end_and_copy_start(&without);
+        assert!(
+            start < end,
+            "{mode:?}: without a barrier the cores are independent"
+        );
+        assert!(with.latency_ns > without.latency_ns);
+        assert_eq!(with.cores.len(), 2);
+    }
+}
+
+/// Only core `who` reaches the barrier.
+#[nki_kernel]
+fn lonely(x: &Hbm<f32>, who: usize) {
+    let t = nl::load(x.slice((0..128, 0..8)));
+    if nl::program_id(0) == who {
+        nisa::core_barrier(&t, None);
+    }
+}
+
+#[test]
+fn a_barrier_one_core_never_reaches_is_a_deadlock_error_not_a_hang() {
+    let x = Hbm::<f32>::zeros([128, 8]);
+    let xs = Hbm::<f32>::shape_only([128, 8]);
+    let lines: Vec<u32> = include_str!("lnc.rs")
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim() == "nisa::core_barrier(&t, None);")
+        .map(|(k, _)| k as u32 + 1)
+        .collect();
+    let line = lines[1]; // `lonely`'s
+    let t0 = Instant::now();
+    for who in [0, 1] {
+        for mode in [Mode::Execute, Mode::Simulate, Mode::Estimate] {
+            let input = if mode == Mode::Estimate { &xs } else { &x };
+            let e = lonely::run(Launch::new(Grid::lnc(2)).mode(mode), input, who).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Deadlock, "{mode:?}: {e}");
+            assert_eq!(e.op(), "nisa.core_barrier");
+            let loc = e.location().unwrap();
+            assert_eq!((loc.file, loc.line), (FILE, line), "{e}");
+            assert_eq!(e.program_id(), Some(&[who][..]), "{e}");
+            assert!(e.message().contains(&format!("core {}", 1 - who)), "{e}");
+        }
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10));
+}
+
+/// Core 0 meets the other at a barrier, core 1 at a sendrecv.
+#[nki_kernel]
+fn mismatched(x: &Hbm<f32>) {
+    let t = nl::load(x.slice((0..128, 0..8)));
+    let u = nl::ndarray(&[128, 8], DType::F32, nl::sbuf);
+    if nl::program_id(0) == 0 {
+        nisa::core_barrier(&t, None);
+    } else {
+        nisa::sendrecv(&t, &u, 0, 0);
+    }
+}
+
+#[test]
+fn cores_meeting_at_different_calls_is_a_synchronization_error() {
+    let x = Hbm::<f32>::zeros([128, 8]);
+    let e = launch!(mismatched[nc(2)](&x)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Synchronization, "{e}");
+    assert!(e.message().contains("same control flow"), "{e}");
+}
+
+#[test]
+fn sendrecv_and_core_barrier_need_an_lnc2_launch() {
+    let x = Hbm::<f32>::zeros([128, 8]);
+    for grid in [
+        Grid::new([2]),
+        Grid::from_dims(vec![4.into(), nc(2).into()]),
+    ] {
+        let e = lonely::launch(grid.clone(), &x, 0).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidGrid, "{grid}: {e}");
+        assert!(e.message().contains("Grid::lnc(2)"), "{e}");
+    }
+}
+
+#[test]
+fn sendrecv_checks_the_ranks() {
+    let (x, _) = half_sum_input();
+    let e = launch!(bad_ranks[nc(2)](&x)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("send_to_rank=0"), "{e}");
+}
+
+#[nki_kernel]
+fn bad_ranks(x: &Hbm<f32>) {
+    let t = nl::load(x.slice((0..64, ..)));
+    let u = nl::ndarray(&[64, 32], DType::F32, nl::sbuf);
+    let me = nl::program_id(0);
+    nisa::sendrecv(&t, &u, me, 1 - me);
+}
