@@ -37,8 +37,6 @@ fn slots_are_bits<T: Element>() -> bool {
     t == TypeId::of::<f32>() || t == TypeId::of::<i32>() || t == TypeId::of::<u32>()
 }
 
-/// Size of a transparent huge page on x86-64 and aarch64 Linux (4 KiB base pages).
-
 /// Lends host slices to [`Hbm`] tensors for the duration of one [`with_borrowed`] call.
 pub struct Lender<'a> {
     /// The tensors over lent memory, detached when the call ends.

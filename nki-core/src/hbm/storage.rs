@@ -236,6 +236,7 @@ impl HbmStorage {
     }
 }
 
+/// Size of a transparent huge page on x86-64 and aarch64 Linux (4 KiB base pages).
 #[cfg(target_os = "linux")]
 const HUGE_PAGE: usize = 2 << 20;
 
