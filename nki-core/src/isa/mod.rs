@@ -41,6 +41,7 @@ mod activate2;
 pub(crate) mod base;
 pub mod classic;
 mod dma;
+mod dma_indirect;
 #[cfg(test)]
 mod dma_tests;
 mod exponential;
@@ -70,7 +71,7 @@ pub use activate2::{activate2, Activate2Args};
 pub use base::Operand;
 pub use dma::{
     dma_compute, dma_copy, dma_transpose, DgeMode, DmaEndpoint, DmaOpts, DmaSource, DmaTarget,
-    OobMode,
+    IndirectAp, OobMode,
 };
 pub use exponential::exponential;
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
