@@ -76,7 +76,7 @@ pub(crate) struct InstanceCtx {
     /// launch's tensor of this number, see [`LaunchShared::kernel_outputs`]).
     pub(crate) shared_hbm_allocs: usize,
     /// The ScalarE and VectorE accumulator registers (`reduce_cmd` chaining).
-    pub(crate) accum: crate::isa::accum::Accumulators,
+    pub(crate) accum: crate::isa::accum_regs::Accumulators,
     /// Device loops (`nl::fori_loop`, `nl::while_loop`): the active ones, their body tiles'
     /// ids, the launch's estimate trip counts and the finished runs for the profile.
     pub(crate) loops: crate::lang::loop_state::Loops,

@@ -57,33 +57,6 @@ impl ReduceCmd {
     }
 }
 
-/// The accumulator registers of ScalarE and VectorE of one program instance.
-#[derive(Clone, Debug)]
-pub(crate) struct Accumulators {
-    /// ScalarE's 128 registers and whether they hold a defined value.
-    scalar: ([f32; 128], bool),
-    /// VectorE's 128 registers and whether they hold a defined value.
-    vector: ([f32; 128], bool),
-}
-
-impl Default for Accumulators {
-    fn default() -> Self {
-        Accumulators {
-            scalar: ([0.0; 128], false),
-            vector: ([0.0; 128], false),
-        }
-    }
-}
-
-impl Accumulators {
-    fn regs(&mut self, engine: Engine) -> &mut ([f32; 128], bool) {
-        match engine {
-            Engine::Scalar => &mut self.scalar,
-            _ => &mut self.vector,
-        }
-    }
-}
-
 /// The identity of reduction `op` (what `reset` loads): 0 for add/subtract, 1 for multiply,
 /// -inf for max, +inf for min, 0 for abs_max, +inf for abs_min.
 pub(crate) fn identity(op: AluOp) -> f32 {

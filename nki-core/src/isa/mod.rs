@@ -37,6 +37,7 @@
 //! ...)` builder that both call.
 
 pub(crate) mod accum;
+pub(crate) mod accum_regs;
 mod activate2;
 pub(crate) mod base;
 pub mod classic;
