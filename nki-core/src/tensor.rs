@@ -442,6 +442,18 @@ impl Tensor {
         self.view().ap(pattern, offset)
     }
 
+    /// Rows chosen at run time by an SBUF index tile (NKI `tensor.ap(pattern, offset,
+    /// vector_offset=index, indirect_dim=0)`); see [`TensorRef::ap_indirect`].
+    #[track_caller]
+    pub fn ap_indirect<'a>(
+        &self,
+        pattern: &[[usize; 2]],
+        offset: usize,
+        vector_offset: impl Into<TileRef<'a>>,
+    ) -> crate::isa::IndirectAp<'a> {
+        self.view().ap_indirect(pattern, offset, vector_offset)
+    }
+
     /// The launch's storage of a shared-HBM tensor (what a kernel returns).
     fn returned(&self, loc: SourceLoc) -> Arc<HbmStorage> {
         match &self.repr {
@@ -595,6 +607,38 @@ impl<'a> TensorRef<'a> {
         match self {
             TensorRef::Chip(t) => TensorRef::Chip(t.ap(pattern, offset)),
             TensorRef::Hbm(v) => TensorRef::Hbm(v.ap(pattern, offset)),
+        }
+    }
+
+    /// An access pattern whose rows are chosen at run time (NKI 0.7 `tensor.ap(pattern,
+    /// offset, vector_offset=index, indirect_dim=0)`), for DMA gathers and scatters: see
+    /// [`HbmView::ap_indirect`]. Only HBM tensors take a `vector_offset` (an on-chip tensor is
+    /// a [`ErrorKind::WrongMemory`] error); a kernel-allocated HBM tensor is also a scatter
+    /// destination.
+    #[track_caller]
+    pub fn ap_indirect<'b>(
+        &self,
+        pattern: &[[usize; 2]],
+        offset: usize,
+        vector_offset: impl Into<TileRef<'b>>,
+    ) -> crate::isa::IndirectAp<'b> {
+        let loc = SourceLoc::caller();
+        match self {
+            TensorRef::Hbm(v) => {
+                let r = crate::isa::IndirectAp::new(v, pattern, offset, vector_offset.into(), true);
+                r.unwrap_or_else(|e| raise(e, loc))
+            }
+            TensorRef::Chip(t) => raise(
+                NkiError::new(
+                    ErrorKind::WrongMemory,
+                    "ap",
+                    format!(
+                        "a vector_offset indexes HBM tensors only (DMA gather/scatter), not {}",
+                        t.describe()
+                    ),
+                ),
+                loc,
+            ),
         }
     }
 

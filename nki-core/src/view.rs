@@ -246,7 +246,48 @@ impl HbmView {
     }
 }
 
+impl HbmView {
+    /// An access pattern whose rows are chosen at run time (NKI 0.7 `tensor.ap(pattern,
+    /// offset, vector_offset=index, indirect_dim=0)`): element `(p, i1, ..)` is element
+    /// `offset + index[p] * row_step + i1 * step1 + ..` of the tensor's storage, `row_step`
+    /// being the product of the tensor's dimensions after the first (the pattern's leading
+    /// step is ignored). `index` is a `[P, 1]` int32/uint32 SBUF tile, `P` the pattern's
+    /// first count. The result is a [`dma_copy`](crate::isa::dma_copy) source (a gather; a
+    /// scatter needs a writable view) or a [`dma_compute`](crate::isa::dma_compute) operand;
+    /// out-of-range indices follow the DMA's `oob_mode`. A pattern reaching outside the
+    /// tensor for index 0, or an index tile of the wrong shape, dtype or memory, is an error
+    /// naming the tensor.
+    #[track_caller]
+    pub fn ap_indirect<'a>(
+        &self,
+        pattern: &[[usize; 2]],
+        offset: usize,
+        vector_offset: impl Into<TileRef<'a>>,
+    ) -> crate::isa::IndirectAp<'a> {
+        let loc = SourceLoc::caller();
+        or_raise(
+            crate::isa::IndirectAp::new(self, pattern, offset, vector_offset.into(), false),
+            loc,
+        )
+    }
+}
+
 impl HbmViewMut {
+    /// [`HbmView::ap_indirect`] of a writable view: also a scatter destination.
+    #[track_caller]
+    pub fn ap_indirect<'a>(
+        &self,
+        pattern: &[[usize; 2]],
+        offset: usize,
+        vector_offset: impl Into<TileRef<'a>>,
+    ) -> crate::isa::IndirectAp<'a> {
+        let loc = SourceLoc::caller();
+        or_raise(
+            crate::isa::IndirectAp::new(&self.0, pattern, offset, vector_offset.into(), true),
+            loc,
+        )
+    }
+
     /// [`HbmView::reshape`] of a writable view.
     #[track_caller]
     pub fn reshape(&self, dims: &[usize]) -> HbmViewMut {

@@ -17,10 +17,11 @@
 //! else holds) instead of copying it. So that such a buffer (a kernel output handed to the
 //! framework) costs little more than the kernel's own stores, large zero-filled tensor buffers
 //! ask the OS for transparent huge pages before anything touches them
-//! ([`advise_huge_pages`]): a fresh 64 MiB output then takes 32 page faults, not 16 384.
+//! ([`super::storage::advise_huge_pages`]): a fresh 64 MiB output then takes 32 page faults, not 16 384.
 
+use super::storage::{no_data, HbmStorage};
+use super::tensor::Hbm;
 use super::values::Values;
-use super::{no_data, Hbm, HbmStorage};
 use crate::access::Shape;
 use crate::dtype::Element;
 use crate::error::{ErrorKind, NkiError, Result};
@@ -34,39 +35,6 @@ use std::sync::{Arc, Mutex};
 fn slots_are_bits<T: Element>() -> bool {
     let t = TypeId::of::<T>();
     t == TypeId::of::<f32>() || t == TypeId::of::<i32>() || t == TypeId::of::<u32>()
-}
-
-/// Size of a transparent huge page on x86-64 and aarch64 Linux (4 KiB base pages).
-#[cfg(target_os = "linux")]
-const HUGE_PAGE: usize = 2 << 20;
-
-/// Advises the OS to back the whole 2 MiB pages inside the fresh, untouched allocation of `n`
-/// f32s at `p` with transparent huge pages (`madvise(MADV_HUGEPAGE)`, what PyTorch's CPU
-/// allocator does for large tensors): the kernel's first stores then fault once per 2 MiB
-/// instead of once per 4 KiB. Only advice: contents are unchanged, nothing happens where the
-/// OS has no such pages (THP "never") or on other systems, and a failure is ignored.
-pub(crate) fn advise_huge_pages(p: *mut f32, n: usize) {
-    #[cfg(target_os = "linux")]
-    {
-        let (start, end) = (p as usize, p as usize + n * 4);
-        let (first, last) = (
-            start.next_multiple_of(HUGE_PAGE),
-            end / HUGE_PAGE * HUGE_PAGE,
-        );
-        if last > first {
-            // SAFETY: `first..last` lies inside the caller's allocation, whole pages of it;
-            // MADV_HUGEPAGE changes how the pages are backed, never their contents.
-            unsafe {
-                libc::madvise(
-                    first as *mut libc::c_void,
-                    last - first,
-                    libc::MADV_HUGEPAGE,
-                );
-            }
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (p, n);
 }
 
 /// Lends host slices to [`Hbm`] tensors for the duration of one [`with_borrowed`] call.

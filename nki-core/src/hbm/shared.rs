@@ -34,11 +34,11 @@ pub(crate) struct LaunchShared {
     /// The launch's HBM writers (the output-dependency check of HBM writes).
     pub(crate) writers: Writers,
     /// The launch's kernel outputs (see `Hbm::as_output`).
-    pub(crate) outputs: Vec<Arc<super::HbmStorage>>,
+    pub(crate) outputs: Vec<Arc<super::storage::HbmStorage>>,
     /// The tensors the kernel allocates in shared HBM (`nl::ndarray(.., nl::shared_hbm)`, its
     /// returned outputs), in allocation order: every instance's `k`-th such allocation is
     /// the launch's `k`-th tensor (see `crate::tensor`).
-    pub(crate) kernel_outputs: std::sync::Mutex<Vec<Arc<super::HbmStorage>>>,
+    pub(crate) kernel_outputs: std::sync::Mutex<Vec<Arc<super::storage::HbmStorage>>>,
     /// A number no other launch of the process has (tiles remember the launch they belong to).
     pub(crate) id: u64,
 }
@@ -48,12 +48,12 @@ impl LaunchShared {
     /// tensors borrowed as outputs on this thread so far are let go, so that no later launch
     /// takes them for its own.
     pub(crate) fn new() -> Arc<LaunchShared> {
-        drop(super::take_pending_outputs());
+        drop(super::storage::take_pending_outputs());
         Self::with_outputs(Vec::new())
     }
 
     /// The shared state of a launch whose kernel outputs are `outputs`.
-    pub(crate) fn with_outputs(outputs: Vec<Arc<super::HbmStorage>>) -> Arc<LaunchShared> {
+    pub(crate) fn with_outputs(outputs: Vec<Arc<super::storage::HbmStorage>>) -> Arc<LaunchShared> {
         static NEXT_LAUNCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let id = NEXT_LAUNCH.fetch_add(1, Ordering::Relaxed);
         for s in &outputs {

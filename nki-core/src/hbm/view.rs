@@ -2,10 +2,10 @@
 //! output), and the [`HbmSource`] / [`HbmDest`] traits that `nl::load` / `nl::store` /
 //! `nisa::dma_copy` take.
 
+use super::storage::HbmStorage;
 use super::values::Values;
-use super::{no_data, Hbm, HbmOut, HbmStorage};
 use crate::access::{Ap, IntoIndex};
-use crate::dtype::{DType, Element};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::record::{BufId, Region};
 use std::sync::Arc;
@@ -118,29 +118,6 @@ impl HbmView {
         }
     }
 
-    /// Copies the view's values out in row-major order.
-    pub(crate) fn gather(&self, op: &'static str) -> Result<Vec<f32>> {
-        let mut out = crate::memory::take_buf(self.ap.shape.numel());
-        self.gather_into(op, &mut out)?;
-        Ok(out)
-    }
-
-    /// Appends the view's values (row-major) to `out`.
-    /// Waits while a store or atomic update of overlapping elements copies values (see
-    /// `write::reading`).
-    pub(crate) fn gather_into(&self, op: &'static str, out: &mut Vec<f32>) -> Result<()> {
-        super::write::reading(self, || {
-            let g = self.st.read();
-            let vals = g.values.as_ref().ok_or_else(|| no_data(&self.st, op))?;
-            out.reserve(self.ap.shape.numel());
-            let s = self.ap.inner_stride();
-            // SAFETY: `reading` keeps every write of these elements waiting meanwhile.
-            self.ap
-                .for_each_row(|off, n| unsafe { vals.read_run(off, s, n, out) });
-            Ok(())
-        })
-    }
-
     /// For a load of a kernel-input view whose partition rows are each contiguous: the tensor's
     /// values shared (not copied) with the view's offset and row stride in them, for a tile
     /// to read in place. `None` for outputs, strided rows, shape-only tensors, lent host
@@ -228,16 +205,6 @@ impl HbmSource for &HbmViewMut {
         self.0.clone()
     }
 }
-impl<T: Element> HbmSource for &Hbm<T> {
-    fn hbm_view(&self) -> HbmView {
-        self.view()
-    }
-}
-impl<T: Element> HbmSource for &HbmOut<'_, T> {
-    fn hbm_view(&self) -> HbmView {
-        self.view().0
-    }
-}
 
 /// Something `nl::store` can write to: only views of kernel outputs. Kernel inputs
 /// (`&Hbm<T>` parameters) are immutable, so storing into one does not compile.
@@ -258,10 +225,5 @@ impl HbmDest for HbmViewMut {
 impl HbmDest for &HbmViewMut {
     fn hbm_dest(&self) -> HbmView {
         self.0.clone()
-    }
-}
-impl<T: Element> HbmDest for &HbmOut<'_, T> {
-    fn hbm_dest(&self) -> HbmView {
-        self.view().0
     }
 }

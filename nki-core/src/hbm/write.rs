@@ -15,8 +15,9 @@
 
 use super::rect::rects_of;
 use super::shared::{current_instance, LaunchShared};
+use super::storage::{no_data, HbmStorage};
 use super::track::{Access, Conflict, Kind};
-use super::{no_data, HbmStorage, HbmView};
+use super::view::HbmView;
 use crate::access::Ap;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
@@ -301,6 +302,31 @@ impl Drop for Copying<'_> {
                 self.st.turn.notify_all();
             }
         }
+    }
+}
+
+impl HbmView {
+    /// Copies the view's values out in row-major order.
+    pub(crate) fn gather(&self, op: &'static str) -> Result<Vec<f32>> {
+        let mut out = crate::memory::take_buf(self.ap.shape.numel());
+        self.gather_into(op, &mut out)?;
+        Ok(out)
+    }
+
+    /// Appends the view's values (row-major) to `out`.
+    /// Waits while a store or atomic update of overlapping elements copies values (see
+    /// `reading`).
+    pub(crate) fn gather_into(&self, op: &'static str, out: &mut Vec<f32>) -> Result<()> {
+        reading(self, || {
+            let g = self.st.read();
+            let vals = g.values.as_ref().ok_or_else(|| no_data(&self.st, op))?;
+            out.reserve(self.ap.shape.numel());
+            let s = self.ap.inner_stride();
+            // SAFETY: `reading` keeps every write of these elements waiting meanwhile.
+            self.ap
+                .for_each_row(|off, n| unsafe { vals.read_run(off, s, n, out) });
+            Ok(())
+        })
     }
 }
 

@@ -2,7 +2,10 @@
 //! SBUF->SBUF), with a cast when the dtypes differ.
 
 use super::base::{dma_dims, short};
+pub use super::dma_indirect::IndirectAp;
+use crate::access::{Ap, Ix};
 use crate::context::Op;
+use crate::dtype::DType;
 use crate::dtype::Element;
 use crate::error::ErrorKind;
 use crate::hbm::{HbmDest, HbmSource, HbmView};
@@ -19,6 +22,9 @@ pub enum DmaEndpoint<'a> {
     Hbm(HbmView),
     /// A view of an SBUF tile.
     Tile(TileRef<'a>),
+    /// HBM rows chosen at run time by an SBUF index tile (NKI `.ap(.., vector_offset=idx)`):
+    /// a gather source or a scatter destination.
+    Indirect(IndirectAp<'a>),
 }
 
 /// What [`dma_copy`] can read from: any HBM view (inputs and outputs) or a tile (`&Tile`,
@@ -70,6 +76,27 @@ tile_endpoints! {
     ['a, T: Element, const P: usize, const F: usize] &'a Sbuf<T, P, F> => |t| t.into();
 }
 
+impl<'a> DmaSource<'a> for IndirectAp<'a> {
+    fn dma_source(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Indirect(self)
+    }
+}
+impl<'a> DmaTarget<'a> for IndirectAp<'a> {
+    fn dma_target(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Indirect(self)
+    }
+}
+impl<'a> DmaSource<'a> for &IndirectAp<'a> {
+    fn dma_source(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Indirect(self.clone())
+    }
+}
+impl<'a> DmaTarget<'a> for &IndirectAp<'a> {
+    fn dma_target(self) -> DmaEndpoint<'a> {
+        DmaEndpoint::Indirect(self.clone())
+    }
+}
+
 impl<'a, T: HbmDest> DmaTarget<'a> for T {
     fn dma_target(self) -> DmaEndpoint<'a> {
         DmaEndpoint::Hbm(self.hbm_dest())
@@ -84,29 +111,28 @@ impl<'a> DmaEndpoint<'a> {
     }
     fn mem(&self) -> MemKind {
         match self {
-            DmaEndpoint::Hbm(_) => MemKind::Hbm,
+            DmaEndpoint::Hbm(_) | DmaEndpoint::Indirect(_) => MemKind::Hbm,
             DmaEndpoint::Tile(t) => t.mem(),
         }
     }
-    fn shape(&self) -> &[usize] {
+    pub(super) fn shape(&self) -> &[usize] {
         match self {
             DmaEndpoint::Hbm(v) => v.shape(),
             DmaEndpoint::Tile(t) => t.shape(),
+            DmaEndpoint::Indirect(i) => i.shape(),
         }
     }
     fn numel(&self) -> usize {
         self.shape().iter().product()
     }
     fn elem_size(&self) -> usize {
-        match self {
-            DmaEndpoint::Hbm(v) => v.dtype().size(),
-            DmaEndpoint::Tile(t) => t.dtype().size(),
-        }
+        self.dtype().size()
     }
-    fn dtype(&self) -> crate::dtype::DType {
+    pub(super) fn dtype(&self) -> crate::dtype::DType {
         match self {
             DmaEndpoint::Hbm(v) => v.dtype(),
             DmaEndpoint::Tile(t) => t.dtype(),
+            DmaEndpoint::Indirect(i) => i.dtype(),
         }
     }
     /// Length of the innermost contiguous run in elements.
@@ -114,18 +140,31 @@ impl<'a> DmaEndpoint<'a> {
         match self {
             DmaEndpoint::Hbm(v) => v.ap.contiguous_run().min(v.ap.shape.numel()),
             DmaEndpoint::Tile(t) => t.ap.contiguous_run().min(t.free_size().max(1)),
+            // One row at most: the rows are not adjacent in general.
+            DmaEndpoint::Indirect(i) => i.rows.ap.contiguous_run().min(i.row_len()),
         }
     }
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
             DmaEndpoint::Hbm(v) => v.describe(),
             DmaEndpoint::Tile(t) => t.describe(),
+            DmaEndpoint::Indirect(i) => i.describe(),
         }
     }
-    fn region(&self) -> crate::record::Region {
+    pub(super) fn region(&self) -> crate::record::Region {
         match self {
             DmaEndpoint::Hbm(v) => v.region(),
             DmaEndpoint::Tile(t) => t.region(),
+            DmaEndpoint::Indirect(i) => i.region(),
+        }
+    }
+    /// The HBM view a record describes this endpoint by (for an indirect one, its rows as if
+    /// the indices were `0..P`: the same shape, bytes and runs).
+    fn hbm(&self) -> Option<&HbmView> {
+        match self {
+            DmaEndpoint::Hbm(v) => Some(v),
+            DmaEndpoint::Indirect(i) => Some(&i.rows),
+            DmaEndpoint::Tile(_) => None,
         }
     }
 }
@@ -160,7 +199,7 @@ pub enum OobMode {
 /// ```ignore
 /// nisa::dma_copy(&t, a.slice(..), nisa::DmaOpts::new().dge_mode(DgeMode::Hwdge).engine(Engine::Scalar));
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DmaOpts {
     /// Descriptor generation.
     pub dge_mode: DgeMode,
@@ -171,6 +210,21 @@ pub struct DmaOpts {
     pub engine: Option<Engine>,
     /// DMA QoS class 0..=3 (NeuronCore-v4); `None` is the default class.
     pub priority: Option<u8>,
+    /// `dma_compute`'s promise that the rows a `vector_offset` names are distinct (NKI's
+    /// `unique_indices`, default true; 0.7 supports only true with a `vector_offset`).
+    pub unique_indices: bool,
+}
+
+impl Default for DmaOpts {
+    fn default() -> Self {
+        DmaOpts {
+            dge_mode: DgeMode::Unknown,
+            oob_mode: OobMode::Error,
+            engine: None,
+            priority: None,
+            unique_indices: true,
+        }
+    }
 }
 
 impl DmaOpts {
@@ -196,6 +250,11 @@ impl DmaOpts {
     /// Sets the QoS priority (0..=3).
     pub fn priority(mut self, priority: u8) -> Self {
         self.priority = Some(priority);
+        self
+    }
+    /// Sets `dma_compute`'s `unique_indices`.
+    pub fn unique_indices(mut self, unique: bool) -> Self {
+        self.unique_indices = unique;
         self
     }
 }
@@ -273,6 +332,14 @@ pub fn dma_copy<'a, 'b>(
 ) {
     let opts = opts.into().unwrap_or_default();
     let ins = Op::begin(API);
+    if !opts.unique_indices {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            "'dma_copy' has no unique_indices option (it is dma_compute's); the rows of a \
+             scatter are always distinct"
+                .to_string(),
+        );
+    }
     transfer(&ins, dst.dma_target(), &[src.dma_source()], &opts);
 }
 
@@ -341,18 +408,24 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
             ins.track_load(v, api);
         }
     }
+    if matches!(dst, DmaEndpoint::Indirect(_))
+        || srcs.iter().any(|s| matches!(s, DmaEndpoint::Indirect(_)))
+    {
+        return transfer_indirect(ins, dst, srcs, opts);
+    }
     let writer = match &dst {
         DmaEndpoint::Hbm(_) => Some(ins.hbm_writer()),
-        DmaEndpoint::Tile(_) => None,
+        _ => None,
     };
     let tile_out: Vec<&TileRef> = match &dst {
         DmaEndpoint::Tile(t) => vec![t],
-        DmaEndpoint::Hbm(_) => Vec::new(),
+        _ => Vec::new(),
     };
     descriptors(ins, opts, &dst, &srcs[0]);
     let read = |src: &DmaEndpoint| match src {
         DmaEndpoint::Hbm(v) => ins.check(v.gather(api)),
         DmaEndpoint::Tile(t) => t.gather_slots(api, ins.loc),
+        DmaEndpoint::Indirect(_) => unreachable!("indirect transfers are built apart"),
     };
     ins.issue(
         &tile_out,
@@ -379,6 +452,7 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
                     let (wid, shared) = writer.as_ref().expect("writer set for HBM targets");
                     ins.check(crate::hbm::write::write(v, vals, *wid, shared, ins.loc));
                 }
+                DmaEndpoint::Indirect(_) => unreachable!("indirect transfers are built apart"),
             }
         },
         || {
@@ -403,7 +477,7 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
 /// descriptor), whose write of `dst`'s region the transfer waits for. `dge_mode` none or
 /// unknown records nothing more (the compiler's choice is not public; the DMA costs what it
 /// did before).
-fn descriptors(ins: &Op, opts: &DmaOpts, dst: &DmaEndpoint, src: &DmaEndpoint) {
+pub(super) fn descriptors(ins: &Op, opts: &DmaOpts, dst: &DmaEndpoint, src: &DmaEndpoint) {
     let engine = match opts.dge_mode {
         DgeMode::Swdge => Engine::GpSimd,
         DgeMode::Hwdge => opts.engine.unwrap_or(Engine::Sync),
@@ -427,7 +501,7 @@ fn descriptors(ins: &Op, opts: &DmaOpts, dst: &DmaEndpoint, src: &DmaEndpoint) {
 
 /// The DMA record: bytes moved (counted on the HBM side when there is one, else the source),
 /// the on-chip side's partitions, and the descriptor (contiguous run) size.
-fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
+pub(super) fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
     let chip = match (dst, src) {
         (DmaEndpoint::Tile(t), _) | (_, DmaEndpoint::Tile(t)) => Some(*t),
         _ => None,
@@ -440,9 +514,17 @@ fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
         }
     };
     let run = src.run().min(dst.run()).max(1);
-    let dims = match (dst, src) {
-        (DmaEndpoint::Hbm(h), DmaEndpoint::Tile(t)) => dma_dims(h, t, false),
-        (DmaEndpoint::Tile(t), DmaEndpoint::Hbm(h)) => dma_dims(h, t, true),
+    let dims = match (dst.hbm(), src.hbm(), dst, src) {
+        (Some(h), None, _, DmaEndpoint::Tile(t)) => {
+            let mut d = dma_dims(h, t, false);
+            d.chunk_bytes = d.chunk_bytes.min((dst.run() * dst.elem_size()) as u64);
+            d
+        }
+        (None, Some(h), DmaEndpoint::Tile(t), _) => {
+            let mut d = dma_dims(h, t, true);
+            d.chunk_bytes = d.chunk_bytes.min((src.run() * src.elem_size()) as u64);
+            d
+        }
         _ => DmaDims {
             src: src.mem(),
             dst: dst.mem(),
@@ -457,12 +539,295 @@ fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Instr {
         .dtypes(src.dtype(), dst.dtype())
         .contiguous([dst, src].iter().all(|end| match end {
             DmaEndpoint::Tile(t) => t.free_size() <= 1 || t.ap.inner_stride() == 1,
-            DmaEndpoint::Hbm(_) => true,
+            DmaEndpoint::Hbm(_) | DmaEndpoint::Indirect(_) => true,
         }))
         .dma(dims)
         .reads([src.region()])
         .writes([dst.region()])
         .done()
+}
+
+/// What one indirect DMA does.
+enum Form {
+    /// `dst = src[idx]`.
+    Gather,
+    /// `dst[idx] = src`.
+    Scatter,
+    /// `dst = dst + src[idx]` (dma_compute, dst in SBUF).
+    GatherAdd,
+    /// `dst[idx] = dst[idx] + src` (dma_compute, dst in HBM).
+    ScatterAdd,
+}
+
+/// The DMA builder for transfers with an indirect side (called by [`transfer`]
+/// after the checks common to every DMA: no PSUM side, equal element counts, the options).
+fn transfer_indirect(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
+    let api = ins.api;
+    let name = short(api);
+    if !matches!(opts.dge_mode, DgeMode::Unknown | DgeMode::Swdge)
+        || opts.engine.is_some_and(|e| e != Engine::GpSimd)
+    {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'{name}' with a vector_offset gathers or scatters through software DGE \
+                 (GpSimdE): dge_mode={:?}{} cannot; leave dge_mode unknown or use swdge",
+                opts.dge_mode,
+                opts.engine
+                    .map(|e| format!(" with engine {}", e.name()))
+                    .unwrap_or_default()
+            ),
+        );
+    }
+    let is_ind = |e: &DmaEndpoint| matches!(e, DmaEndpoint::Indirect(_));
+    let (form, ind, other): (Form, &IndirectAp, &DmaEndpoint) = match (&dst, srcs) {
+        (DmaEndpoint::Indirect(d), [s]) if !is_ind(s) => (Form::Scatter, d, s),
+        (_, [DmaEndpoint::Indirect(s)]) if !is_ind(&dst) => (Form::Gather, s, &dst),
+        (DmaEndpoint::Indirect(d), [a, b]) => match (a, b) {
+            (DmaEndpoint::Indirect(x), t @ DmaEndpoint::Tile(_))
+            | (t @ DmaEndpoint::Tile(_), DmaEndpoint::Indirect(x))
+                if x.same_as(d) =>
+            {
+                (Form::ScatterAdd, d, t)
+            }
+            _ => compute_forms(ins),
+        },
+        (DmaEndpoint::Tile(d), [a, b]) => match (a, b) {
+            (DmaEndpoint::Tile(t), DmaEndpoint::Indirect(x))
+            | (DmaEndpoint::Indirect(x), DmaEndpoint::Tile(t))
+                if std::ptr::eq(t.tile, d.tile) && t.ap == d.ap =>
+            {
+                (Form::GatherAdd, x, &dst)
+            }
+            _ => compute_forms(ins),
+        },
+        (_, [_]) => ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'{name}' with a vector_offset on both sides ({} and {}) is not supported: one \
+                 side gathers or scatters, the other is a plain tensor",
+                dst.describe(),
+                srcs[0].describe()
+            ),
+        ),
+        _ => compute_forms(ins),
+    };
+    if !opts.unique_indices {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'{name}' with a vector_offset needs unique_indices=true (NKI 0.7 does not \
+                 support non-unique indices with vector_offset)"
+            ),
+        );
+    }
+    if matches!(form, Form::Scatter | Form::ScatterAdd) && !ind.writable {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'{name}' cannot scatter into {}: it is a kernel input (immutable); declare \
+                 the parameter as `&mut Hbm<T>` to update it",
+                ind.describe()
+            ),
+        );
+    }
+    let p = ind.partitions();
+    if other.shape().first() != Some(&p) {
+        ins.fail(
+            ErrorKind::ShapeMismatch,
+            format!(
+                "{} of '{name}' must have the {p} partitions of the indirect side {} as its \
+                 first dimension (one row per index)",
+                other.describe(),
+                ind.describe()
+            ),
+        );
+    }
+    ins.operand("vector_offset", &ind.index);
+    // Descriptors: software DGE on GpSimdE, one record before the transfer.
+    let swdge = DmaOpts {
+        dge_mode: DgeMode::Swdge,
+        ..*opts
+    };
+    descriptors(ins, &swdge, &dst, &srcs[0]);
+    let tile_out: Vec<&TileRef> = match &dst {
+        DmaEndpoint::Tile(t) => vec![t],
+        _ => Vec::new(),
+    };
+    let adds = matches!(form, Form::GatherAdd | Form::ScatterAdd);
+    let writer = match form {
+        Form::Scatter => Some(ins.hbm_writer()),
+        Form::ScatterAdd => Some(ins.hbm_atomic_writer()),
+        _ => match &dst {
+            DmaEndpoint::Hbm(_) => Some(ins.hbm_writer()),
+            _ => None,
+        },
+    };
+    ins.issue(
+        &tile_out,
+        || {
+            let scatter = matches!(form, Form::Scatter | Form::ScatterAdd);
+            let skip = opts.oob_mode == OobMode::Skip;
+            let rows = super::dma_indirect::index_rows(ins, ind, skip, scatter);
+            let n = ind.row_len();
+            let read_other = || -> Vec<f32> {
+                match other {
+                    DmaEndpoint::Hbm(v) => {
+                        ins.track_load(v, api);
+                        ins.check(v.gather(api))
+                    }
+                    DmaEndpoint::Tile(t) => t.gather_slots(api, ins.loc),
+                    DmaEndpoint::Indirect(_) => unreachable!("one indirect side"),
+                }
+            };
+            match form {
+                Form::Gather | Form::GatherAdd => {
+                    // Rows read from HBM, cast (or added in fp32) into dst's rows.
+                    let mut vals = vec![0.0f32; p * n];
+                    let base = if adds {
+                        let mut b = read_other();
+                        other.dtype().to_values(&mut b);
+                        Some(b)
+                    } else {
+                        None
+                    };
+                    for (k, row) in rows.iter().enumerate() {
+                        let Some(row) = row else { continue };
+                        ins.track_load(row, api);
+                        let mut r = crate::tile::take_buf(n);
+                        ins.check(row.gather_into(api, &mut r));
+                        let out = &mut vals[k * n..(k + 1) * n];
+                        match &base {
+                            Some(b) => {
+                                ind.dtype().to_values(&mut r);
+                                for ((o, x), y) in out.iter_mut().zip(&r).zip(&b[k * n..]) {
+                                    *o = x + y;
+                                }
+                            }
+                            None => out.copy_from_slice(&r),
+                        }
+                        crate::tile::give_buf(r);
+                    }
+                    let from = if adds { DType::F32 } else { ind.dtype() };
+                    from.cast_slots(other.dtype(), &mut vals);
+                    write_rows(ins, other, &rows, vals, n, writer.as_ref());
+                }
+                Form::Scatter | Form::ScatterAdd => {
+                    let mut vals = read_other();
+                    if adds {
+                        other.dtype().to_values(&mut vals);
+                    } else {
+                        other.dtype().cast_slots(ind.dtype(), &mut vals);
+                    }
+                    let (wid, shared) = writer.as_ref().expect("a scatter has a writer");
+                    for (k, row) in rows.iter().enumerate() {
+                        let Some(row) = row else { continue };
+                        let part = &vals[k * n..(k + 1) * n];
+                        let r = if adds {
+                            crate::hbm::write::atomic(row, Some(part), *wid, shared, ins.loc)
+                        } else {
+                            crate::hbm::write::write_slice(row, part, true, *wid, shared, ins.loc)
+                        };
+                        ins.check(r);
+                    }
+                }
+            }
+        },
+        || {
+            let data_src = match form {
+                Form::ScatterAdd => other,
+                _ => &srcs[0],
+            };
+            let mut r = dma_record(&dst, data_src, ins);
+            r.reads = srcs
+                .iter()
+                .map(|s| s.region())
+                .chain([ind.index.region()])
+                .collect();
+            if adds {
+                r.alu = Some(crate::math::AluOp::Add);
+            }
+            r
+        },
+    );
+    if !ins.executes() {
+        if let (Form::Scatter | Form::ScatterAdd, Some((_, shared))) = (&form, &writer) {
+            // No index values: the whole tensor is claimed, as an atomic-kind writer.
+            let (wid, _) = ins.hbm_atomic_writer();
+            ins.check(crate::hbm::write::atomic(
+                &ind.whole(),
+                None,
+                wid,
+                shared,
+                ins.loc,
+            ));
+        } else if let (DmaEndpoint::Hbm(v), Some((wid, shared))) = (&dst, &writer) {
+            ins.check(crate::hbm::write::track(v, *wid, shared, ins.loc));
+        }
+    }
+}
+
+/// The error for a `dma_compute` with a vector_offset that is neither 0.7 form.
+fn compute_forms(ins: &Op) -> ! {
+    ins.fail(
+        ErrorKind::InvalidArgument,
+        format!(
+            "'{}' with a vector_offset takes exactly two sources in one of two forms: a \
+             scatter-add `dst = HBM.ap(.., vector_offset)` with sources [dst, an SBUF tensor], \
+             or a gather-add into an SBUF `dst` with sources [dst, HBM.ap(.., vector_offset)]",
+            short(ins.api)
+        ),
+    )
+}
+
+/// Writes gathered rows `vals` (slots of `dst`'s dtype, `n` per partition) into `dst`: all at
+/// once when no row was skipped, else partition by partition (skipped rows stay as they were).
+fn write_rows(
+    ins: &Op,
+    dst: &DmaEndpoint,
+    rows: &[Option<HbmView>],
+    vals: Vec<f32>,
+    n: usize,
+    writer: Option<&(u32, std::sync::Arc<crate::context::LaunchShared>)>,
+) {
+    let all = rows.iter().all(Option::is_some);
+    let part = |k: usize, keep0: bool, ap: &Ap| -> Ap {
+        ins.check(ap.slice(&[Ix::from(k..k + 1)], keep0, "dst"))
+    };
+    match dst {
+        DmaEndpoint::Tile(t) if all => t.scatter_slots(vals),
+        DmaEndpoint::Tile(t) => {
+            for (k, _) in rows.iter().enumerate().filter(|(_, r)| r.is_some()) {
+                let v = TileRef {
+                    tile: t.tile,
+                    ap: part(k, true, &t.ap),
+                };
+                v.scatter_slots(vals[k * n..(k + 1) * n].to_vec());
+            }
+            crate::tile::give_buf(vals);
+        }
+        DmaEndpoint::Hbm(v) => {
+            let (wid, shared) = writer.expect("an HBM destination has a writer");
+            if all {
+                ins.check(crate::hbm::write::write(v, vals, *wid, shared, ins.loc));
+            } else {
+                for (k, _) in rows.iter().enumerate().filter(|(_, r)| r.is_some()) {
+                    let row = HbmView::of(v.st.clone(), part(k, true, &v.ap));
+                    let r = crate::hbm::write::write_slice(
+                        &row,
+                        &vals[k * n..(k + 1) * n],
+                        true,
+                        *wid,
+                        shared,
+                        ins.loc,
+                    );
+                    ins.check(r);
+                }
+                crate::tile::give_buf(vals);
+            }
+        }
+        DmaEndpoint::Indirect(_) => unreachable!("one indirect side"),
+    }
 }
 
 /// `values` (row-major over `shape`) permuted: the result's dimension `k` is the input's
@@ -540,6 +905,18 @@ pub fn dma_transpose<'a, 'b>(
         );
     }
     check_opts(&ins, &opts, &src, &dst);
+    for end in [&dst, &src] {
+        if let DmaEndpoint::Indirect(i) = end {
+            ins.fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "'dma_transpose' of an indirect access ({}) is not supported yet (issue 19: \
+                     gather-transpose); gather with dma_copy first",
+                    i.describe()
+                ),
+            );
+        }
+    }
     let shape = src.shape().to_vec();
     let nd = shape.len();
     let mut seen = [false; 4];
@@ -574,11 +951,11 @@ pub fn dma_transpose<'a, 'b>(
     descriptors(&ins, &opts, &dst, &src);
     let writer = match &dst {
         DmaEndpoint::Hbm(_) => Some(ins.hbm_writer()),
-        DmaEndpoint::Tile(_) => None,
+        _ => None,
     };
     let tile_out: Vec<&TileRef> = match &dst {
         DmaEndpoint::Tile(t) => vec![t],
-        DmaEndpoint::Hbm(_) => Vec::new(),
+        _ => Vec::new(),
     };
     ins.issue(
         &tile_out,
@@ -586,6 +963,7 @@ pub fn dma_transpose<'a, 'b>(
             let vals = match &src {
                 DmaEndpoint::Hbm(v) => ins.check(v.gather(ins.api)),
                 DmaEndpoint::Tile(t) => t.gather_slots(ins.api, ins.loc),
+                DmaEndpoint::Indirect(_) => unreachable!("rejected above"),
             };
             let vals = permute(&vals, &shape, axes);
             match &dst {
@@ -594,6 +972,7 @@ pub fn dma_transpose<'a, 'b>(
                     let (wid, shared) = writer.as_ref().expect("writer set for HBM targets");
                     ins.check(crate::hbm::write::write(v, vals, *wid, shared, ins.loc));
                 }
+                DmaEndpoint::Indirect(_) => unreachable!("rejected above"),
             }
         },
         || {
