@@ -65,7 +65,7 @@ fn reducing<R>(op: ReduceOp, f: impl FnOnce() -> R) -> R {
 /// The rank of the device running the kernel over the whole mesh (`nki.collectives.rank_id`).
 #[track_caller]
 pub fn rank_id() -> usize {
-    crate::mesh::device_id()
+    crate::mesh::device::device_id()
 }
 
 /// `dst = op over the group of every rank's src` (`nki.collectives.all_reduce`).
