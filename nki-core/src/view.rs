@@ -389,7 +389,7 @@ pub(crate) fn chip_pattern(
     let what = t.describe();
     let fail = |kind, msg: String| Err(err(kind, "ap", msg));
     let row_bytes = t.free_size() * t.dtype().size();
-    if row_bytes % dtype.size() != 0 {
+    if !row_bytes.is_multiple_of(dtype.size()) {
         return fail(
             ErrorKind::DType,
             format!(
