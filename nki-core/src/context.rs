@@ -75,6 +75,8 @@ pub(crate) struct InstanceCtx {
     /// How many tensors this instance allocated in shared HBM so far (the next one is the
     /// launch's tensor of this number, see [`LaunchShared::kernel_outputs`]).
     pub(crate) shared_hbm_allocs: usize,
+    /// The ScalarE and VectorE accumulator registers (`reduce_cmd` chaining).
+    pub(crate) accum: crate::isa::accum_regs::Accumulators,
     /// Device loops (`nl::fori_loop`, `nl::while_loop`): the active ones, their body tiles'
     /// ids, the launch's estimate trip counts and the finished runs for the profile.
     pub(crate) loops: crate::lang::loop_state::Loops,
@@ -119,6 +121,7 @@ impl InstanceCtx {
             next_activation: 0,
             writer: [None; 3],
             shared_hbm_allocs: 0,
+            accum: Default::default(),
             loops: Default::default(),
             lnc: None,
         }

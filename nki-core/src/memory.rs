@@ -18,7 +18,10 @@ struct LiveTile {
     shape: Shape,
     dtype: DType,
     bytes: usize,
+    /// First PSUM bank (PSUM tiles only).
     bank: usize,
+    /// PSUM banks held: 1, or the whole banks of a tile larger than one bank (NC-v4).
+    nbanks: usize,
     loc: SourceLoc,
     /// The tile's name (`nl::ndarray(.., nl::sbuf.name(..))`), if it has one.
     name: Option<Box<str>>,
@@ -55,6 +58,8 @@ pub(crate) struct MemoryTracker {
     sbuf_cap: usize,
     bank_bytes: usize,
     banks: Vec<usize>,
+    /// Most banks one PSUM tile may span ([`TargetSpec::psum_tile_max_banks`]).
+    max_tile_banks: usize,
     sbuf_used: usize,
     /// The live tiles by slot (a tile keeps its slot; freed slots are reused, so the table
     /// stays as long as the most tiles live at once).
@@ -85,6 +90,7 @@ impl MemoryTracker {
             sbuf_cap: spec.sbuf_bytes_per_partition,
             bank_bytes: spec.psum_bank_bytes,
             banks: vec![0; spec.psum_banks],
+            max_tile_banks: spec.psum_tile_max_banks,
             sbuf_used: 0,
             live: SlotVec::default(),
             placed: Vec::new(),
@@ -104,12 +110,41 @@ impl MemoryTracker {
     ) -> Result<u32> {
         let bytes = shape.free() * dtype.size();
         let mut bank = usize::MAX;
+        let mut nbanks = 1;
         match mem {
             MemKind::Sbuf => {
                 if self.sbuf_used + bytes > self.sbuf_cap {
                     return Err(self.full_error("SBUF", bytes, shape, dtype, self.sbuf_cap));
                 }
                 self.sbuf_used += bytes;
+            }
+            MemKind::Psum if bytes > self.bank_bytes && self.max_tile_banks > 1 => {
+                // NC-v4: a tile over one bank takes whole, consecutive, empty banks.
+                let k = bytes.div_ceil(self.bank_bytes);
+                if k > self.max_tile_banks {
+                    return Err(NkiError::new(
+                        ErrorKind::PsumBankLimit,
+                        "psum",
+                        format!(
+                            "PSUM tile {dtype}{shape} needs {bytes} bytes per partition; a PSUM \
+                             tile spans at most {} banks of {} bytes",
+                            self.max_tile_banks, self.bank_bytes
+                        ),
+                    ));
+                }
+                match (0..=self.banks.len().saturating_sub(k))
+                    .find(|&b| self.banks[b..b + k].iter().all(|&u| u == 0))
+                {
+                    Some(b) => {
+                        self.banks[b..b + k].fill(self.bank_bytes);
+                        bank = b;
+                        nbanks = k;
+                    }
+                    None => {
+                        let cap = self.banks.len() * self.bank_bytes;
+                        return Err(self.full_error("PSUM", bytes, shape, dtype, cap));
+                    }
+                }
             }
             MemKind::Psum => {
                 if bytes > self.bank_bytes {
@@ -148,6 +183,7 @@ impl MemoryTracker {
             dtype,
             bytes,
             bank,
+            nbanks,
             loc,
             name: None,
         });
@@ -221,7 +257,19 @@ impl MemoryTracker {
                 )));
             }
             let bank = byte / self.bank_bytes;
-            if bank != t.bank {
+            if t.nbanks > 1 && bank != t.bank {
+                let k = t.nbanks;
+                if bank + k > self.banks.len() {
+                    return Err(place(format!(
+                        "address ({partition}, {byte}) of PSUM {what} needs banks {bank}..{} of {}",
+                        bank + k,
+                        self.banks.len()
+                    )));
+                }
+                self.banks[t.bank..t.bank + k].fill(0);
+                self.banks[bank..bank + k].fill(self.bank_bytes);
+                t.bank = bank;
+            } else if bank != t.bank {
                 self.banks[t.bank] -= bytes;
                 self.banks[bank] += bytes;
                 t.bank = bank;
@@ -266,6 +314,7 @@ impl MemoryTracker {
             self.live.release(slot);
             match t.mem {
                 MemKind::Sbuf => self.sbuf_used -= t.bytes,
+                MemKind::Psum if t.nbanks > 1 => self.banks[t.bank..t.bank + t.nbanks].fill(0),
                 MemKind::Psum => self.banks[t.bank] -= t.bytes,
                 MemKind::Hbm => {}
             }

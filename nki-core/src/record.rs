@@ -66,6 +66,15 @@ pub enum Opcode {
     FindIndex8,
     /// Replaces the first occurrences of 8 values per partition (`nisa.nc_match_replace8`).
     MatchReplace8,
+    /// Running tensor-scalar reduction written element by element
+    /// (`nisa.tensor_scalar_cumulative`).
+    TensorScalarCumulative,
+    /// Free-index range selection with a max-reduction (`nisa.range_select`).
+    RangeSelect,
+    /// VectorE `exp(x - max)` with a running sum (`nisa.exponential`, NC-v4).
+    Exponential,
+    /// Indices of the non-zero elements and their count (`nisa.nonzero_with_count`, GpSimd).
+    NonzeroWithCount,
     /// Loads a 1x1 tile into a sequencer register (`nisa.scalar_load`).
     ScalarLoad,
     /// Stores a sequencer register into a 1x1 tile (`nisa.scalar_store`).
@@ -112,6 +121,10 @@ impl Opcode {
             Opcode::Max8 => "MAX8",
             Opcode::FindIndex8 => "FIND_INDEX8",
             Opcode::MatchReplace8 => "MATCH_REPLACE8",
+            Opcode::TensorScalarCumulative => "TENSOR_SCALAR_CUMULATIVE",
+            Opcode::RangeSelect => "RANGE_SELECT",
+            Opcode::Exponential => "EXPONENTIAL",
+            Opcode::NonzeroWithCount => "NONZERO_WITH_COUNT",
             Opcode::ScalarLoad => "SCALAR_LOAD",
             Opcode::ScalarStore => "SCALAR_STORE",
             Opcode::LoopBranch => "LOOP_BRANCH",

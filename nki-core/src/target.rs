@@ -156,6 +156,36 @@ pub struct TargetSpec {
     /// three few-DMA `vector_add_stream` rows leave 14.7–16 µs beside their instructions:
     /// 15 µs). trn3: no figure, trn2's value assumed \[A\].
     pub launch_overhead_ns: f64,
+    /// NeuronCore generation (NKI `nc_version`: gen2 = trn1, gen3 = trn2, gen4 = trn3), as
+    /// `nisa::get_nc_version()` reports it inside a kernel \[E SDK `nki.isa.nc_version`\].
+    pub nc_version: u8,
+    /// Largest moving free size of one `nc_matmul` writing a float32 `dst`: 512 on NC-v2/v3
+    /// ("matching the maximum number of float32 elements per PSUM bank"), 4096 on NC-v4
+    /// ("matching the size of 8x PSUM banks") \[E SDK `nki.isa.nc_matmul`, "Tile size"\].
+    pub matmul_moving_fmax_fp32_dst: usize,
+    /// Largest moving free size of one `nc_matmul` writing a bfloat16 `dst`, or `None` where
+    /// `dst` must be float32 (NC-v2/v3); 8192 on NC-v4 \[E SDK `nki.isa.nc_matmul`, "Data
+    /// types" and "Tile size"\].
+    pub matmul_moving_fmax_bf16_dst: Option<usize>,
+    /// Most PSUM banks one PSUM tile may span: 1 on NC-v2/v3 (a tile fits one 2 KiB bank);
+    /// 8 on NC-v4, where a matmul's `dst` may cover "the entire PSUM" \[E SDK
+    /// `nki.isa.nc_matmul`\].
+    pub psum_tile_max_banks: usize,
+    /// ScalarE runs `tensor_scalar` / `tensor_copy` with a 2x mode for bf16/fp16 data
+    /// (NC-v4: "256 BF16/FP16/FP8 elements per cycle, 128 other" and "a 2x BF16/FP16 mode")
+    /// \[E ARCH3 trainium3_arch, ScalarE\]; false on NC-v2/v3 (no ScalarE perf mode).
+    pub scalar_perf_mode: bool,
+    /// VectorE performance modes also apply to FP8 data (NC-v4: "512 elements/cycle
+    /// BF16/FP16/FP8, 256 other dtypes") \[E ARCH3\]; NC-v3's modes cover bf16/fp16 only.
+    pub vector_perf_mode_fp8: bool,
+    /// Throughput of VectorE `exponential` relative to its element count: NC-v4 runs it at
+    /// "4x ScalarE activation(exp)" \[E ARCH3\], i.e. N/4 VectorE cycles (ScalarE's exp is
+    /// N cycles); 0 where the instruction does not exist (NC-v2/v3).
+    pub exponential_elems_per_cycle: u64,
+    /// MX matmul (`nc_matmul_mx`) exists: NC-v4 only, "4x BF16 throughput" at the same cycles
+    /// as a bf16 matmul of the same moving free size (K = 4 x 128 per instruction) \[E ARCH3,
+    /// SDK `nki.isa.nc_matmul_mx`\].
+    pub mx_matmul: bool,
 }
 
 impl TargetSpec {
@@ -251,6 +281,14 @@ pub static TRN1: TargetSpec = TargetSpec {
     dependency_latency_cycles: 200,
     vector_perf_modes: false,
     launch_overhead_ns: 15_000.0,
+    nc_version: 2,
+    matmul_moving_fmax_fp32_dst: 512,
+    matmul_moving_fmax_bf16_dst: None,
+    psum_tile_max_banks: 1,
+    scalar_perf_mode: false,
+    vector_perf_mode_fp8: false,
+    exponential_elems_per_cycle: 0,
+    mx_matmul: false,
 };
 
 /// Trainium2 (NeuronCore-v3).
@@ -297,6 +335,14 @@ pub static TRN2: TargetSpec = TargetSpec {
     dependency_latency_cycles: 200,
     vector_perf_modes: true,
     launch_overhead_ns: 12_800.0,
+    nc_version: 3,
+    matmul_moving_fmax_fp32_dst: 512,
+    matmul_moving_fmax_bf16_dst: None,
+    psum_tile_max_banks: 1,
+    scalar_perf_mode: false,
+    vector_perf_mode_fp8: false,
+    exponential_elems_per_cycle: 0,
+    mx_matmul: false,
 };
 
 /// Trainium3 (NeuronCore-v4).
@@ -343,4 +389,12 @@ pub static TRN3: TargetSpec = TargetSpec {
     dependency_latency_cycles: 200,
     vector_perf_modes: true,
     launch_overhead_ns: 12_800.0,
+    nc_version: 4,
+    matmul_moving_fmax_fp32_dst: 4096,
+    matmul_moving_fmax_bf16_dst: Some(8192),
+    psum_tile_max_banks: 8,
+    scalar_perf_mode: true,
+    vector_perf_mode_fp8: true,
+    exponential_elems_per_cycle: 4,
+    mx_matmul: true,
 };

@@ -112,7 +112,7 @@ impl Drop for DetachOnDrop<'_, '_> {
 /// its own copy of the values.
 ///
 /// ```
-/// use nki_core::{self, Hbm};
+/// use nki_core::Hbm;
 /// use nki_core::prelude::*;
 ///
 /// #[nki_kernel]
@@ -122,7 +122,7 @@ impl Drop for DetachOnDrop<'_, '_> {
 /// }
 ///
 /// let host = vec![1.0f32, 2.0, 3.0, 4.0];
-/// let out = hbm::with_borrowed(|lend| -> Result<Vec<f32>, NkiError> {
+/// let out = nki_core::with_borrowed(|lend| -> Result<Vec<f32>, NkiError> {
 ///     let x = lend.hbm(&[2, 2], &host)?; // reads `host` in place
 ///     let mut y = Hbm::<f32>::zeros([2, 2]);
 ///     double::run(Launch::new([1]), &x, &mut y)?;

@@ -179,10 +179,15 @@ fn repeated_element(ap: &Ap) -> Option<usize> {
     let dims = ap.shape.dims();
     // Sufficient for no repeat: with the dimensions ordered by stride, each stride steps over
     // everything the smaller ones reach (row-major views, slices, permutations, `.ap` steps).
-    let mut by_stride: Vec<(u64, u64)> = (0..nd)
-        .filter(|&d| dims[d] > 1)
-        .map(|d| (ap.strides[d].unsigned_abs() as u64, dims[d] as u64))
-        .collect();
+    // (stride, size) of the dimensions of more than one element, on the stack: this runs on
+    // every store.
+    let mut by_stride = [(0u64, 0u64); crate::access::MAX_DIMS];
+    let mut used = 0;
+    for d in (0..nd).filter(|&d| dims[d] > 1) {
+        by_stride[used] = (ap.strides[d].unsigned_abs() as u64, dims[d] as u64);
+        used += 1;
+    }
+    let by_stride = &mut by_stride[..used];
     by_stride.sort_unstable();
     let mut reach = 0u64;
     if by_stride.iter().all(|&(step, n)| {

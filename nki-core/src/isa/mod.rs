@@ -15,10 +15,13 @@
 //! | engine | instructions |
 //! |---|---|
 //! | TensorE | [`nc_matmul`] (accumulating, or a transpose with `is_transpose`), [`nc_transpose`] (also VectorE for <= 32x32) |
-//! | ScalarE | [`activation`], [`activation_reduce`] |
+//! | ScalarE | [`activation`] (with accumulator chaining), [`activation_reduce`], [`activate2`] (trn3) |
 //! | VectorE | [`tensor_tensor`], [`tensor_scalar`], [`scalar_tensor_tensor`], [`tensor_reduce`], [`tensor_copy`], [`tensor_tensor_scan`], [`reciprocal`], [`memset`], [`bn_stats`], [`bn_aggr`] |
 //! | VectorE top-8 | [`max8`], [`nc_find_index8`], [`nc_match_replace8`] |
-//! | GpSimdE | [`iota`], [`affine_select`], [`tensor_partition_reduce`] |
+//! | VectorE accumulators ([`ReduceArgs`], [`ReduceCmd`]) | [`tensor_scalar_reduce`], [`tensor_scalar_cumulative`], [`select_reduce`], [`range_select`], [`exponential`] (trn3) |
+//! | VectorE predicated copy | [`tensor_copy_predicated`] |
+//! | trace-time queries | [`get_nc_version`], [`get_nc_sub_version`] |
+//! | GpSimdE | [`iota`], [`affine_select`], [`tensor_partition_reduce`], [`nonzero_with_count`] |
 //! | DMA | [`dma_copy`], [`dma_compute`], [`dma_transpose`] |
 //!
 //! ```ignore
@@ -33,47 +36,62 @@
 //! so both spellings leave the same records. Each instruction is one private `*_to(op, Dst,
 //! ...)` builder that both call.
 
+pub(crate) mod accum;
+pub(crate) mod accum_regs;
+mod activate2;
 pub(crate) mod base;
 pub mod classic;
 mod dma;
 mod dma_indirect;
 #[cfg(test)]
 mod dma_tests;
+mod exponential;
 mod gpsimd;
 pub(crate) mod lnc;
 pub(crate) mod lnc_state;
 mod max8;
 pub(crate) mod nki_scalar;
+mod nonzero;
 mod opts;
 #[cfg(test)]
 mod same_records;
 mod scalar;
 mod scalar_tensor_tensor;
+mod select;
 pub(crate) mod tensor;
+mod tensor_scalar_reduce;
 #[cfg(test)]
 mod tests;
 mod vector;
+mod version;
 
 pub use crate::math::{ActFn, AluOp};
 pub use crate::record::Engine;
+pub use accum::{ReduceArgs, ReduceCmd};
+pub use activate2::{activate2, Activate2Args};
 pub use base::Operand;
 pub use dma::{
     dma_compute, dma_copy, dma_transpose, DgeMode, DmaEndpoint, DmaOpts, DmaSource, DmaTarget,
     IndirectAp, OobMode,
 };
+pub use exponential::exponential;
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
 pub use lnc::{core_barrier, sendrecv, BarrierData};
 pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
 pub use nki_scalar::{scalar_load, scalar_store, NkiScalar};
+pub use nonzero::{nonzero_with_count, NONZERO_PARTITION_STEP};
 pub use opts::{MatmulOpts, Opts, ReduceOpts};
 pub use scalar::{activation, activation_reduce, ActivationArgs};
 pub use scalar_tensor_tensor::{scalar_tensor_tensor, SttOpts};
+pub use select::{range_select, select_reduce, tensor_copy_predicated, PredicateOpts, FP32_MIN};
 pub use tensor::{nc_matmul, nc_transpose};
+pub use tensor_scalar_reduce::{tensor_scalar_cumulative, tensor_scalar_reduce};
 pub use vector::{
     bn_aggr, bn_stats, memset, reciprocal, tensor_copy, tensor_reduce, tensor_scalar,
     tensor_tensor, tensor_tensor_scan, ScanArgs, TensorScalarArgs,
 };
 pub(crate) use vector::{reduced_shape, trailing_axes};
+pub use version::{get_nc_sub_version, get_nc_version, NcVersion};
 
 #[cfg(test)]
 pub(crate) mod trace {

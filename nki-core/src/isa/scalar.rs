@@ -1,6 +1,7 @@
 //! ScalarE instructions: `activation` and `activation_reduce` (`f(data * scale + bias)`, with
 //! an optional per-partition add-reduction of the result).
 
+use super::accum::{Accum, AccumUse, Extra, ReduceArgs, ReduceCmd};
 use super::base::{per_partition_shape, short, Dst, Output, Site};
 use super::vector::dtype_is_dst;
 use super::{ActFn, AluOp, Operand};
@@ -12,20 +13,26 @@ use crate::target::Target;
 use crate::tile::TileRef;
 
 /// The keyword arguments of [`activation`] / [`activation_reduce`]: `bias` (a `[P, 1]`
-/// fp32/fp16/bf16 tile), `scale` (an fp32 scalar or a `[P, 1]` fp32 tile; default 1.0) and the
-/// output `dtype` (default: `data`'s).
+/// fp32/fp16/bf16 tile, or a scalar on NeuronCore-v3+), `scale` (an fp32 scalar or a `[P, 1]`
+/// fp32 tile; default 1.0), the output `dtype` (default: `data`'s), and the accumulator
+/// keywords `reduce_op`/`reduce_cmd` ([`ActivationArgs::reduce`]) and `reduce_res`.
 ///
 /// ```ignore
 /// let y = nisa::activation(ActFn::Exp, &x, ActivationArgs::new().bias(&b).scale(0.5));
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct ActivationArgs<'a> {
-    /// Per-partition bias added after scaling.
-    pub bias: Option<TileRef<'a>>,
+    /// Bias added after scaling: a `[P, 1]` tile, or (NeuronCore-v3 and newer) a scalar.
+    pub bias: Option<Operand<'a>>,
     /// Scalar or per-partition multiplier applied first.
     pub scale: Operand<'a>,
     /// Output dtype.
     pub dtype: Option<DType>,
+    /// The reduction of the activated values into ScalarE's accumulator registers
+    /// (`reduce_op`, only `add`), and the register command (`reduce_cmd`, `idle` by default).
+    pub reduce: Option<(AluOp, ReduceCmd)>,
+    /// The `[P, 1]` tile the registers are read out into after the instruction.
+    pub reduce_res: Option<TileRef<'a>>,
 }
 
 impl Default for ActivationArgs<'_> {
@@ -37,6 +44,8 @@ impl Default for ActivationArgs<'_> {
                 float: true,
             },
             dtype: None,
+            reduce: None,
+            reduce_res: None,
         }
     }
 }
@@ -46,9 +55,21 @@ impl<'a> ActivationArgs<'a> {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Sets the `[P, 1]` bias.
-    pub fn bias(mut self, bias: impl Into<TileRef<'a>>) -> Self {
+    /// Sets the bias: a `[P, 1]` tile, or a scalar (NeuronCore-v3 and newer).
+    pub fn bias(mut self, bias: impl Into<Operand<'a>>) -> Self {
         self.bias = Some(bias.into());
+        self
+    }
+    /// Reduces the activated values of each partition with `op` (`AluOp::Add`) into ScalarE's
+    /// accumulator registers as `cmd` says (NKI `reduce_op=`, `reduce_cmd=`).
+    pub fn reduce(mut self, op: AluOp, cmd: ReduceCmd) -> Self {
+        self.reduce = Some((op, cmd));
+        self
+    }
+    /// Reads the accumulator registers out into the `[P, 1]` tile `t` after the instruction
+    /// (NKI `reduce_res=`; one extra instruction's cost).
+    pub fn reduce_res(mut self, t: impl Into<TileRef<'a>>) -> Self {
+        self.reduce_res = Some(t.into());
         self
     }
     /// Sets the scale: an `f32` or a `[P, 1]` fp32 tile.
@@ -67,6 +88,15 @@ impl<'a> ActivationArgs<'a> {
 /// scale)`; `args`: `None` for no bias and scale 1.0). All math is fp32 (`data * scale` and
 /// `+ bias` each rounded to fp32, then the function), rounded once to `dst`'s dtype; `dst`
 /// (SBUF or PSUM) has `data`'s partitions and elements per partition.
+///
+/// Accumulator (NKI 0.7 `reduce_op`, `reduce_res`, `reduce_cmd`, set with
+/// [`ActivationArgs::reduce`] / [`ActivationArgs::reduce_res`]): each partition's fp32
+/// results are added up and, as `reduce_cmd` says, reset into (`reset_reduce`) or added onto
+/// (`reduce`) ScalarE's 128 registers, which persist across `activation` calls; `reset` only
+/// zeroes them, `idle` (the default) leaves them. `reduce_res` receives the registers after
+/// the instruction (`+ MIN_II`). The docs' pseudocode (`result = reduce_op(regs, sum)`, then
+/// `regs += result`) would count the registers twice; nki-rs follows the prose ("stored into
+/// or reduced on top of"): `regs = sum` or `regs += sum`.
 ///
 /// Errors: `op` not in the activation table; `bias` not `[P, 1]` or not fp32/fp16/bf16
 /// (`err_activation_bias_invalid_type`); `scale` not an fp32 scalar or `[P, 1]` fp32 tile
@@ -133,26 +163,71 @@ pub(crate) fn activate<'d, 'r, 'a>(
             ));
     }
     let p = x.partitions();
-    if let Some(b) = &args.bias {
-        ins.check(per_partition_shape(api, "bias", b, p));
-        ins.operand("bias", b);
-        if !matches!(b.dtype(), DType::F32 | DType::F16 | DType::BF16) {
-            ins.fail(ErrorKind::DType, format!(
-                    "bias {} of '{}' must be float32, float16 or bfloat16 (err_activation_bias_invalid_type)",
-                    b.describe(),
-                    short(ins.api)
-                ));
+    let bias = match args.bias {
+        None => None,
+        Some(Operand::Scalar { value, .. }) => {
+            if ins.target() == Target::Trn1 {
+                ins.fail(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "bias of '{}' must be a [{p}, 1] vector on NeuronCore-v2 (trn1); a scalar bias needs NeuronCore-v3 or newer",
+                        short(ins.api)
+                    ),
+                );
+            }
+            Some(super::base::PerPartition::Scalar(value))
         }
-        if op == ActFn::Reciprocal && ins.target() == Target::Trn1 {
+        Some(Operand::Tile(b)) => {
+            ins.check(per_partition_shape(api, "bias", &b, p));
+            ins.operand("bias", &b);
+            if !matches!(b.dtype(), DType::F32 | DType::F16 | DType::BF16) {
+                ins.fail(ErrorKind::DType, format!(
+                        "bias {} of '{}' must be float32, float16 or bfloat16 (err_activation_bias_invalid_type)",
+                        b.describe(),
+                        short(ins.api)
+                    ));
+            }
+            Some(super::base::PerPartition::Vector(b))
+        }
+    };
+    if bias.is_some() && op == ActFn::Reciprocal && ins.target() == Target::Trn1 {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "activation 'reciprocal' of '{}' cannot take a bias on NeuronCore-v2 (trn1)",
+                short(ins.api)
+            ),
+        );
+    }
+    // The accumulator keywords (`reduce_op`, `reduce_cmd`, `reduce_res`).
+    let acc = if args.reduce.is_some() || args.reduce_res.is_some() {
+        let (rop, cmd) = args.reduce.unwrap_or((AluOp::Add, ReduceCmd::Idle));
+        if rop != AluOp::Add {
             ins.fail(
                 ErrorKind::InvalidArgument,
-                format!(
-                    "activation 'reciprocal' of '{}' cannot take a bias on NeuronCore-v2 (trn1)",
-                    short(ins.api)
-                ),
+                format!("reduce_op '{rop}' of '{}' is not supported; the Scalar Engine accumulator adds (nl.add)", short(ins.api)),
             );
         }
-    }
+        let mut ra = ReduceArgs::new().cmd(cmd);
+        ra.reduce_res = args.reduce_res;
+        Some(Accum::check(
+            ins,
+            Engine::Scalar,
+            AluOp::Add,
+            &ra,
+            (x.start_partition(), p),
+            &[
+                ReduceCmd::Idle,
+                ReduceCmd::Reset,
+                ReduceCmd::Reduce,
+                ReduceCmd::ResetReduce,
+            ],
+            ReduceCmd::Idle,
+            Extra::None,
+        ))
+    } else {
+        None
+    };
     let scale_tile = match args.scale {
         Operand::Scalar { .. } => None,
         Operand::Tile(s) => {
@@ -181,9 +256,28 @@ pub(crate) fn activate<'d, 'r, 'a>(
     let red = reduce.map(|r| ins.output(r, MemKind::Sbuf, DType::F32, &[p, 1], true));
     let ov = out.view();
     let rv = red.as_ref().map(|t| t.view());
-    let extra: Vec<&TileRef> = args.bias.iter().chain(scale_tile.iter()).collect();
-    let outs: Vec<&TileRef> = std::iter::once(&ov).chain(rv.iter()).collect();
-    let site = Site::new(Engine::Scalar, Opcode::Activation).accumulating(rv.is_some());
+    let extra: Vec<&TileRef> = bias
+        .iter()
+        .filter_map(|b| b.tile())
+        .chain(scale_tile.iter())
+        .collect();
+    let acc_res = acc.as_ref().and_then(|a| a.res.as_ref());
+    let outs: Vec<&TileRef> = std::iter::once(&ov)
+        .chain(rv.iter())
+        .chain(acc_res)
+        .collect();
+    let reads_out = rv.is_some() || acc.as_ref().is_some_and(|a| a.costs());
+    let site = Site::new(Engine::Scalar, Opcode::Activation).accumulating(reads_out);
+    // activation_reduce is activation with reduce_cmd=reset_reduce: it leaves its sums in the
+    // registers too.
+    let reduce_regs = rv.is_some().then_some(AccumUse {
+        engine: Engine::Scalar,
+        cmd: ReduceCmd::ResetReduce,
+        op: AluOp::Add,
+        start: x.start_partition(),
+        p,
+        reads_out: false,
+    });
     ins.compute(site, &[&x], &extra, &outs, || {
         let v = x.gather(api, ins.loc);
         let scale = match (&args.scale, &scale_tile) {
@@ -191,8 +285,8 @@ pub(crate) fn activate<'d, 'r, 'a>(
             (Operand::Scalar { value, .. }, None) => vec![*value as f32; p],
             (Operand::Tile(_), None) => unreachable!("scale tile resolved above"),
         };
-        let bias = match &args.bias {
-            Some(b) => b.gather(api, ins.loc),
+        let bias = match &bias {
+            Some(b) => b.values(ins, p),
             None => vec![0.0; p],
         };
         let f = x.free_size().max(1);
@@ -208,9 +302,25 @@ pub(crate) fn activate<'d, 'r, 'a>(
             sums.push(acc as f32);
         }
         ov.scatter(r);
+        if let Some(u) = &reduce_regs {
+            u.begin(ins, None);
+            u.finish(ins, Some(&sums));
+        }
+        if let Some(a) = &acc {
+            a.run(ins, &sums);
+        }
         if let Some(rv) = &rv {
             rv.scatter(sums);
         }
     });
+    if !ins.executes() {
+        if let Some(u) = &reduce_regs {
+            u.begin(ins, None);
+            u.finish(ins, None);
+        }
+    }
+    if let Some(a) = &acc {
+        a.trace(ins);
+    }
     (out, red)
 }

@@ -10,6 +10,7 @@ use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::exec;
 use crate::record::{MatmulDims, MemKind, Opcode, Regions};
+use crate::target::Target;
 use crate::tile::TileRef;
 
 /// `dst (+)= stationary[K, M]^T @ moving[K, N]` on TensorE (NKI `nisa.nc_matmul(dst,
@@ -137,12 +138,20 @@ pub(crate) fn nc_transpose_to<'d>(
     out
 }
 
-/// Validates `stationary[K, M]` and `moving[K, N]` for one TensorE matmul; returns (K, M, N).
+/// Validates `stationary[K, M]` and `moving[K, N]` for one TensorE matmul on `target` writing
+/// a `dst_dtype` result; returns (K, M, N).
+///
+/// The moving free size is limited per target and result dtype (SDK `nki.isa.nc_matmul`,
+/// "Tile size"): 512 on NC-v2/v3 (one PSUM bank of fp32), 4096 for an fp32 `dst` and 8192
+/// for a bf16 `dst` on NC-v4 (all 8 PSUM banks); `dst` must be float32 before NC-v4.
 pub(crate) fn check_matmul(
     op: &'static str,
+    target: Target,
     s: &TileRef,
     m: &TileRef,
+    dst_dtype: DType,
 ) -> Result<(usize, usize, usize)> {
+    let spec = target.spec();
     memory(op, "stationary", s, &[MemKind::Sbuf])?;
     memory(op, "moving", m, &[MemKind::Sbuf])?;
     operand(op, "stationary", s)?;
@@ -160,21 +169,54 @@ pub(crate) fn check_matmul(
             ),
         ));
     }
-    let limits = [
-        ("stationary", s, mm, "gemm_stationary_fmax", 128),
-        ("moving", m, n, "gemm_moving_fmax", 512),
-    ];
-    for (what, t, size, name, max) in limits {
-        if size > max {
+    let moving_max = match dst_dtype {
+        DType::F32 => spec.matmul_moving_fmax_fp32_dst,
+        DType::BF16 => match spec.matmul_moving_fmax_bf16_dst {
+            Some(max) => max,
+            None => return Err(bf16_dst_error(op, target)),
+        },
+        d => {
             return Err(NkiError::new(
-                ErrorKind::MatmulLimit,
+                ErrorKind::DType,
                 op,
                 format!(
-                    "{what}{:?} free size {size} exceeds {name} of {max}",
-                    t.shape()
+                    "matmul dst dtype {d} is not supported: dst must be float32{} on {target}",
+                    if spec.matmul_moving_fmax_bf16_dst.is_some() {
+                        " or bfloat16"
+                    } else {
+                        ""
+                    }
                 ),
-            ));
+            ))
         }
+    };
+    if mm > spec.gemm_stationary_fmax {
+        return Err(NkiError::new(
+            ErrorKind::MatmulLimit,
+            op,
+            format!(
+                "stationary{:?} free size {mm} exceeds gemm_stationary_fmax of {}",
+                s.shape(),
+                spec.gemm_stationary_fmax
+            ),
+        ));
+    }
+    if n > moving_max {
+        return Err(NkiError::new(
+            ErrorKind::MatmulLimit,
+            op,
+            format!(
+                "moving{:?} free size {n} exceeds the moving free size limit of {moving_max} \
+                 for a {dst_dtype} dst on {target} (NeuronCore-v{}: {})",
+                m.shape(),
+                spec.nc_version,
+                if spec.nc_version >= 4 {
+                    "4096 for a float32 dst, 8192 for a bfloat16 dst"
+                } else {
+                    "gemm_moving_fmax of 512, one PSUM bank of float32"
+                }
+            ),
+        ));
     }
     let f32ish = |d: DType| d == DType::F32;
     if f32ish(s.dtype()) != f32ish(m.dtype()) {
@@ -203,6 +245,19 @@ pub(crate) fn check_matmul(
     Ok((k, mm, n))
 }
 
+/// The error of a bfloat16 matmul `dst` before NeuronCore-v4.
+#[cold]
+fn bf16_dst_error(op: &'static str, target: Target) -> NkiError {
+    NkiError::new(
+        ErrorKind::DType,
+        op,
+        format!(
+            "matmul dst must be float32 on {target} (NeuronCore-v{}); a bfloat16 PSUM dst needs NeuronCore-v4 (trn3)",
+            target.spec().nc_version
+        ),
+    )
+}
+
 /// The TensorE matmul builder: `out (+)= stationary^T @ moving` (one instruction) into a new
 /// fp32 PSUM tile [M, N] or the PSUM view `dst` of that shape; `acc` accumulates onto `dst`.
 pub(crate) fn matmul_to<'d>(
@@ -213,7 +268,11 @@ pub(crate) fn matmul_to<'d>(
     acc: bool,
 ) -> Output<'d> {
     let api = ins.api;
-    let (k, mm, n) = ins.check(check_matmul(api, &s, &m));
+    let dst_dtype = match dst {
+        Dst::New(_) => DType::F32,
+        Dst::Into(out) => out.dtype(),
+    };
+    let (k, mm, n) = ins.check(check_matmul(api, ins.target(), &s, &m, dst_dtype));
     let out = match dst {
         // An accumulating matmul reads its new output (an uninitialised read).
         Dst::New(_) if acc => Output::New(ins.alloc(MemKind::Psum, DType::F32, &[mm, n])),

@@ -49,6 +49,9 @@ mod sync;
 mod timeline;
 mod topology;
 
+/// `nki.collectives` by its NKI 0.7 names (reducing op add / max / min, `rank_id`,
+/// `ReplicaGroup`).
+pub use collectives::names;
 pub use collectives::{
     all_gather, all_reduce, all_to_all, barrier, collective_permute, reduce_scatter, Algorithm,
     CollectiveKind, Operand,

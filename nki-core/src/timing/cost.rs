@@ -100,6 +100,13 @@ fn per_element(r: &CostFacts) -> f64 {
         | Opcode::Max8
         | Opcode::FindIndex8
         | Opcode::MatchReplace8
+        // No published figures: one pass over the data [A] (isa/select.rs,
+        // isa/tensor_scalar_reduce.rs); exponential's 4x is its perf mode below.
+        | Opcode::TensorScalarCumulative
+        | Opcode::RangeSelect
+        | Opcode::Exponential
+        // GpSimd 150 + T, no published figure [A] (isa/nonzero.rs).
+        | Opcode::NonzeroWithCount
         | Opcode::ScalarLoad
         | Opcode::ScalarStore
         | Opcode::LoopBranch
@@ -117,11 +124,23 @@ fn per_element(r: &CostFacts) -> f64 {
 /// data is strided, 2x for tensor_tensor with both inputs in SBUF and all 16-bit.
 pub fn vector_perf_mode(spec: &TargetSpec, r: impl Into<CostFacts>) -> f64 {
     let r = r.into();
+    // NC-v4 ScalarE: a 2x mode for tensor_scalar / tensor_copy on bf16/fp16 data [E ARCH3].
+    if spec.scalar_perf_mode && r.engine == Engine::Scalar {
+        let two16 = is16(r.in_dtype) && is16(r.out_dtype);
+        return match r.opcode {
+            Opcode::TensorCopy | Opcode::TensorScalar if two16 => 2.0,
+            _ => 1.0,
+        };
+    }
     if !spec.vector_perf_modes || r.engine != Engine::Vector {
         return 1.0;
     }
-    let all16 = is16(r.in_dtype) && is16(r.out_dtype);
+    // NC-v4 VectorE: FP8 runs at the 16-bit width too (512 elements/cycle) [E ARCH3].
+    let narrow = |d: DType| is16(d) || (spec.vector_perf_mode_fp8 && d.size() == 1 && d.is_float());
+    let all16 = narrow(r.in_dtype) && narrow(r.out_dtype);
     match r.opcode {
+        // "4x ScalarE activation(exp)" [E ARCH3].
+        Opcode::Exponential => spec.exponential_elems_per_cycle.max(1) as f64,
         Opcode::TensorCopy | Opcode::TensorScalar => {
             if all16 && !r.psum && r.contiguous {
                 4.0
@@ -326,5 +345,28 @@ mod tests {
         // ScalarE has no performance mode on trn2.
         let sc = vec_op(Opcode::TensorCopy, Engine::Scalar, 2048, DType::BF16);
         assert_eq!(compute_cycles(s2, &sc), 2048);
+    }
+
+    #[test]
+    fn trn3_scalar_fp8_and_exponential_modes() {
+        let (s2, s3) = (Target::Trn2.spec(), Target::Trn3.spec());
+        // ScalarE's 2x bf16/fp16 mode for tensor_copy / tensor_scalar (NC-v4 only).
+        let sc = vec_op(Opcode::TensorCopy, Engine::Scalar, 2048, DType::BF16);
+        assert_eq!(compute_cycles(s3, &sc), 1024);
+        let act = vec_op(Opcode::Activation, Engine::Scalar, 2048, DType::BF16);
+        assert_eq!(compute_cycles(s3, &act), 2048);
+        let f32c = vec_op(Opcode::TensorCopy, Engine::Scalar, 2048, DType::F32);
+        assert_eq!(compute_cycles(s3, &f32c), 2048);
+        // VectorE fp8 at the 16-bit width on NC-v4, not on NC-v3.
+        let f8 = vec_op(Opcode::TensorCopy, Engine::Vector, 2048, DType::F8E4M3);
+        assert_eq!(compute_cycles(s3, &f8), 512);
+        assert_eq!(compute_cycles(s2, &f8), 2048);
+        // exponential: 4 elements per cycle, MIN_II floor, + MIN_II for a read-out.
+        let mut e = vec_op(Opcode::Exponential, Engine::Vector, 2048, DType::F32);
+        assert_eq!(compute_cycles(s3, &e), 512);
+        e.accumulate = true;
+        assert_eq!(compute_cycles(s3, &e), 576);
+        let small = vec_op(Opcode::Exponential, Engine::Vector, 100, DType::F32);
+        assert_eq!(compute_cycles(s3, &small), 64);
     }
 }

@@ -11,6 +11,7 @@
 
 mod direct;
 pub(crate) mod kind;
+pub mod names;
 mod recursive;
 mod ring;
 
@@ -274,11 +275,20 @@ impl Call {
         }
     }
 
-    /// Adds `b` into `acc` element-wise in f32, logging a DMA reduction of `elems` elements
-    /// of the collective's dtype (none when `elems` is 0).
+    /// Reduces `b` into `acc` element-wise in f32 (a sum, or the operator a
+    /// [`names`] call chose), logging a DMA reduction of `elems` elements of the collective's
+    /// dtype (none when `elems` is 0).
     pub(crate) fn accumulate(&self, acc: &mut [f32], b: &[f32], elems: usize) {
-        for (a, x) in acc.iter_mut().zip(b) {
-            *a += x;
+        let op = names::current_reduce();
+        if elems == 0 && op != names::ReduceOp::Add {
+            // The first buffer starts the reduction (the zeros it lands on are no operand).
+            for (a, x) in acc.iter_mut().zip(b) {
+                *a = *x;
+            }
+        } else {
+            for (a, x) in acc.iter_mut().zip(b) {
+                *a = op.apply(*a, *x);
+            }
         }
         if elems == 0 {
             return;

@@ -1,0 +1,109 @@
+//! A matmul split over the two physical cores of a logical NeuronCore (NKI 0.7 `kernel[2]`,
+//! here `Grid::lnc(2)`): `nl::program_id(0)` is the core index; each core multiplies its half
+//! of the contraction dimension, the cores exchange their partial products with
+//! `nisa::sendrecv`, and each core adds the two and stores its half of the output rows.
+//!
+//! Prints "match" when the output equals a host reference, and the modelled time in simulate
+//! mode and in estimate mode (no values), with each core's timeline length.
+//!
+//! Run with `cargo run --release --example lnc2`.
+
+use nki_core::prelude::*;
+use std::process::ExitCode;
+
+const M: usize = 128;
+const K: usize = 256;
+const N: usize = 512;
+
+/// `c = a @ b` with `at = a^T` ([K, M]) and `b` ([K, N]); core `me` contracts rows
+/// `128 me .. 128 me + 128` of `at` and `b`, and stores rows `64 me .. 64 me + 64` of `c`.
+#[nki_kernel]
+fn matmul_lnc2(at: &Hbm<f32>, b: &Hbm<f32>, c: &mut Hbm<f32>) {
+    let me = nl::program_id(0);
+    let k0 = 128 * me;
+    let a_part = nl::ndarray(&[128, M], DType::F32, nl::sbuf);
+    nisa::dma_copy(&a_part, at.slice((k0..k0 + 128, ..)), None);
+    let b_part = nl::ndarray(&[128, N], DType::F32, nl::sbuf);
+    nisa::dma_copy(&b_part, b.slice((k0..k0 + 128, ..)), None);
+    // This core's partial product, [M, N].
+    let ps = nl::matmul(&a_part, &b_part, true);
+    let mine = nl::ndarray(&[M, N], DType::F32, nl::sbuf);
+    nisa::tensor_copy(&mine, &ps, None);
+    // Swap partial products with the other core.
+    let theirs = nl::ndarray(&[M, N], DType::F32, nl::sbuf);
+    nisa::sendrecv(&mine, &theirs, 1 - me, 1 - me);
+    let sum = nl::ndarray(&[M, N], DType::F32, nl::sbuf);
+    nisa::tensor_tensor(&sum, &mine, &theirs, nl::AluOp::Add, None);
+    let r0 = 64 * me;
+    nisa::dma_copy(
+        c.slice((r0..r0 + 64, ..)),
+        sum.slice((r0..r0 + 64, ..)),
+        None,
+    );
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<bool, NkiError> {
+    let val = |k: usize, s: usize| ((k * s + 11) % 17) as f32 / 17.0 - 0.5;
+    let at: Vec<f32> = (0..K * M).map(|k| val(k, 5)).collect();
+    let bv: Vec<f32> = (0..K * N).map(|k| val(k, 3)).collect();
+    let mut want = vec![0.0f32; M * N];
+    for i in 0..M {
+        for j in 0..N {
+            want[i * N + j] = (0..K).map(|k| at[k * M + i] * bv[k * N + j]).sum();
+        }
+    }
+    let a = Hbm::from_vec(&[K, M], at)?;
+    let b = Hbm::from_vec(&[K, N], bv)?;
+    let mut c = Hbm::<f32>::zeros([M, N]);
+    println!("c[{M}, {N}] = a[{M}, {K}] @ b[{K}, {N}] on a logical NeuronCore of 2 cores (trn2)");
+
+    let sim = matmul_lnc2::simulate(Grid::lnc(2), Target::Trn2, &a, &b, &mut c)?;
+    let got = c.to_f32_vec()?;
+    let worst = got
+        .iter()
+        .zip(&want)
+        .map(|(x, y)| (x - y).abs() / (1e-2 + y.abs()))
+        .fold(0.0f32, f32::max);
+    let ok = worst < 1e-4;
+    println!(
+        "{} (largest relative difference {worst:.2e})",
+        if ok { "match" } else { "MISMATCH" }
+    );
+    let cores = |p: &Profile| {
+        p.cores
+            .iter()
+            .map(|c| format!("nc{} {:.2} us", c.nc, c.latency_ns / 1e3))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "simulate: modelled time {:.2} us ({})",
+        sim.latency_us(),
+        cores(&sim)
+    );
+    let mut c_est = Hbm::<f32>::shape_only([M, N]);
+    let est = matmul_lnc2::estimate(
+        Grid::lnc(2),
+        Target::Trn2,
+        &Hbm::<f32>::shape_only([K, M]),
+        &Hbm::<f32>::shape_only([K, N]),
+        &mut c_est,
+    )?;
+    println!(
+        "estimate: modelled time {:.2} us ({})",
+        est.latency_us(),
+        cores(&est)
+    );
+    Ok(ok)
+}

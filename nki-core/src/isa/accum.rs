@@ -1,0 +1,366 @@
+//! The engines' accumulator registers (NKI `reduce_regs`) and `nisa.reduce_cmd`: one fp32
+//! register per partition on ScalarE (shared by `activation`, `activate2`) and on VectorE
+//! (shared by `exponential`, `range_select`, `select_reduce`, `tensor_scalar_reduce`,
+//! `tensor_scalar_cumulative`). An instruction may reset, load or reduce into them, and a
+//! later instruction may keep reducing ("chaining") and read them out into `reduce_res`.
+//!
+//! The registers are part of the program instance's state, indexed by absolute partition
+//! (a view starting at partition 32 uses registers 32..). The docs leave a register's value
+//! undefined until it is reset or loaded, and say a VectorE instruction run with
+//! `reduce_cmd=idle` may modify it ("always use reset_reduce after ... idle"): reducing onto
+//! (`reduce`) or reading out such a register is an error naming the instruction. That check
+//! follows the instruction stream only, so it behaves the same in every launch mode.
+
+use super::base::{per_partition_shape, short, PerPartition};
+use super::{AluOp, Operand};
+use crate::context::Op;
+use crate::dtype::DType;
+use crate::error::ErrorKind;
+use crate::record::{Engine, MemKind};
+use crate::tile::TileRef;
+
+/// What an instruction does with its engine's accumulator registers (NKI `nisa.reduce_cmd`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceCmd {
+    /// Leaves the registers alone (`idle`).
+    Idle,
+    /// Resets the registers to the reduction's identity, without reducing (`reset`).
+    Reset,
+    /// Reduces this instruction's results onto the current registers (`reduce`).
+    Reduce,
+    /// Resets the registers, then reduces this instruction's results into them
+    /// (`reset_reduce`).
+    ResetReduce,
+    /// Loads a given value into the registers, then reduces this instruction's results
+    /// onto it (`load_reduce`).
+    LoadReduce,
+}
+
+impl ReduceCmd {
+    /// NKI's name (`reset_reduce`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceCmd::Idle => "idle",
+            ReduceCmd::Reset => "reset",
+            ReduceCmd::Reduce => "reduce",
+            ReduceCmd::ResetReduce => "reset_reduce",
+            ReduceCmd::LoadReduce => "load_reduce",
+        }
+    }
+
+    /// True when the instruction's results are reduced into the registers.
+    pub fn reduces(self) -> bool {
+        matches!(
+            self,
+            ReduceCmd::Reduce | ReduceCmd::ResetReduce | ReduceCmd::LoadReduce
+        )
+    }
+}
+
+/// The identity of reduction `op` (what `reset` loads): 0 for add/subtract, 1 for multiply,
+/// -inf for max, +inf for min, 0 for abs_max, +inf for abs_min.
+pub(crate) fn identity(op: AluOp) -> f32 {
+    match op {
+        AluOp::Multiply => 1.0,
+        AluOp::Maximum => f32::NEG_INFINITY,
+        AluOp::Minimum | AluOp::AbsMin => f32::INFINITY,
+        _ => 0.0,
+    }
+}
+
+/// `reg op v` for a reduction operator (max/min propagate NaN, as the ALU does).
+pub(crate) fn combine(op: AluOp, reg: f32, v: f32) -> f32 {
+    op.eval(reg, v)
+}
+
+/// One instruction's use of the registers of `engine`, checked against the stream so far.
+/// `rows` are the absolute partitions the instruction covers. Returns the registers' values
+/// for those rows before this instruction's reduction (after a reset or load), when values
+/// are computed.
+pub(crate) struct AccumUse {
+    pub(crate) engine: Engine,
+    pub(crate) cmd: ReduceCmd,
+    pub(crate) op: AluOp,
+    /// Partitions start..start+p.
+    pub(crate) start: usize,
+    pub(crate) p: usize,
+    /// Whether the instruction reads the registers out into `reduce_res`.
+    pub(crate) reads_out: bool,
+}
+
+impl AccumUse {
+    /// Applies the command's reset/load and the definedness rules; returns the registers'
+    /// starting values for this instruction's rows (`load` gives `load_reduce`'s values).
+    pub(crate) fn begin(&self, ins: &Op, load: Option<&[f32]>) -> Vec<f32> {
+        let (start, p, engine, cmd, op) = (self.start, self.p, self.engine, self.cmd, self.op);
+        let reads_out = self.reads_out;
+        ins.with_ctx(|c| {
+            let (regs, defined) = c.accum.regs(engine);
+            match cmd {
+                ReduceCmd::Reset | ReduceCmd::ResetReduce => {
+                    regs[start..start + p].fill(identity(op));
+                    *defined = true;
+                }
+                ReduceCmd::LoadReduce => {
+                    if let Some(l) = load {
+                        regs[start..start + p].copy_from_slice(&l[..p]);
+                    }
+                    *defined = true;
+                }
+                ReduceCmd::Reduce | ReduceCmd::Idle => {
+                    if (cmd == ReduceCmd::Reduce || reads_out) && !*defined {
+                        return Err(());
+                    }
+                }
+            }
+            Ok(regs[start..start + p].to_vec())
+        })
+        .unwrap_or_else(|()| {
+            ins.fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "'{}' with reduce_cmd={}{} uses the {} accumulator registers, which hold no \
+                     defined value: reset them first (reduce_cmd=reset_reduce, reset or load_reduce)",
+                    short(ins.api),
+                    cmd.name(),
+                    if reads_out { " and reduce_res" } else { "" },
+                    engine.name()
+                ),
+            )
+        })
+    }
+
+    /// Stores the registers' new values for this instruction's rows (`vals`, when values are
+    /// computed) and applies VectorE's `idle` rule (the registers become undefined).
+    pub(crate) fn finish(&self, ins: &Op, vals: Option<&[f32]>) {
+        let (start, p, engine, cmd) = (self.start, self.p, self.engine, self.cmd);
+        ins.with_ctx(|c| {
+            let (regs, defined) = c.accum.regs(engine);
+            if let Some(v) = vals {
+                if cmd.reduces() {
+                    regs[start..start + p].copy_from_slice(&v[..p]);
+                }
+            }
+            if cmd == ReduceCmd::Idle && engine == Engine::Vector {
+                *defined = false;
+            }
+        });
+    }
+}
+
+/// The accumulator keywords of the VectorE/ScalarE instructions that reduce into the engine's
+/// registers: `reduce_res` (a `[P, 1]` tile that receives the registers after the
+/// instruction; `None` keeps them in the engine for a later instruction), `reduce_cmd`
+/// (`None`: the instruction's own default), `reduce_init` (`load_reduce`'s value: a scalar
+/// or a `[P, 1]` fp32 tile), `reduce_res_negate` (`tensor_scalar_reduce` only),
+/// `reverse_pred` (`select_reduce` only) and `range_start` (`range_select` only). Each
+/// instruction names the keywords it takes; setting another is an error.
+///
+/// ```ignore
+/// nisa::tensor_scalar_reduce(&y, &x, AluOp::Multiply, 2.0, AluOp::Add,
+///     ReduceArgs::new().reduce_res(&sums));
+/// nisa::exponential(&p, &s, &neg_max, ReduceArgs::new().cmd(ReduceCmd::ResetReduce));
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReduceArgs<'a> {
+    /// The `[P, 1]` tile the registers are read out into, if any.
+    pub reduce_res: Option<TileRef<'a>>,
+    /// The register command (`None`: the instruction's default).
+    pub reduce_cmd: Option<ReduceCmd>,
+    /// The value `load_reduce` loads.
+    pub reduce_init: Option<Operand<'a>>,
+    /// Negates what is written to `reduce_res` (not the registers).
+    pub reduce_res_negate: bool,
+    /// Selects where the predicate is false instead.
+    pub reverse_pred: bool,
+    /// The index of the first free element (`range_select`).
+    pub range_start: i64,
+}
+
+impl<'a> ReduceArgs<'a> {
+    /// NKI's defaults: no `reduce_res`, the instruction's default command.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Reads the registers out into the `[P, 1]` tile `t` after the instruction.
+    pub fn reduce_res(mut self, t: impl Into<TileRef<'a>>) -> Self {
+        self.reduce_res = Some(t.into());
+        self
+    }
+    /// Sets the register command.
+    pub fn cmd(mut self, cmd: ReduceCmd) -> Self {
+        self.reduce_cmd = Some(cmd);
+        self
+    }
+    /// Sets `load_reduce`'s value (a scalar or a `[P, 1]` fp32 tile).
+    pub fn init(mut self, v: impl Into<Operand<'a>>) -> Self {
+        self.reduce_init = Some(v.into());
+        self
+    }
+    /// Negates the value written to `reduce_res`.
+    pub fn negate(mut self) -> Self {
+        self.reduce_res_negate = true;
+        self
+    }
+    /// Reverses the predicate.
+    pub fn reverse_pred(mut self) -> Self {
+        self.reverse_pred = true;
+        self
+    }
+    /// Sets the index of the first free element.
+    pub fn range_start(mut self, start: i64) -> Self {
+        self.range_start = start;
+        self
+    }
+}
+
+/// The keywords an instruction accepts besides `reduce_res`, `reduce_cmd`, `reduce_init`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Extra {
+    None,
+    Negate,
+    ReversePred,
+    RangeStart,
+}
+
+/// A checked accumulator use: the registers' engine, command and operator, the `reduce_res`
+/// view and the `load_reduce` operand.
+pub(crate) struct Accum<'a> {
+    pub(crate) use_: AccumUse,
+    pub(crate) res: Option<TileRef<'a>>,
+    pub(crate) init: Option<PerPartition<'a>>,
+    pub(crate) negate: bool,
+}
+
+impl<'a> Accum<'a> {
+    /// Validates `args` for instruction `ins` on `engine` over the `p` partitions starting at
+    /// `start`: `cmds` are the commands it accepts, `default` its default, `extra` the one
+    /// extra keyword it takes.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn check(
+        ins: &Op,
+        engine: Engine,
+        op: AluOp,
+        args: &ReduceArgs<'a>,
+        (start, p): (usize, usize),
+        cmds: &[ReduceCmd],
+        default: ReduceCmd,
+        extra: Extra,
+    ) -> Accum<'a> {
+        let cmd = args.reduce_cmd.unwrap_or(default);
+        let api = short(ins.api);
+        if !cmds.contains(&cmd) {
+            let names: Vec<&str> = cmds.iter().map(|c| c.name()).collect();
+            ins.fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "reduce_cmd={} is not supported by '{api}'; supported: {}",
+                    cmd.name(),
+                    names.join(", ")
+                ),
+            );
+        }
+        let unexpected = [
+            (args.reduce_res_negate, Extra::Negate, "reduce_res_negate"),
+            (args.reverse_pred, Extra::ReversePred, "reverse_pred"),
+            (args.range_start != 0, Extra::RangeStart, "range_start"),
+        ];
+        for (set, which, name) in unexpected {
+            if set && extra != which {
+                ins.fail(
+                    ErrorKind::InvalidArgument,
+                    format!("'{api}' takes no '{name}' argument"),
+                );
+            }
+        }
+        let init = match (args.reduce_init, cmd) {
+            (Some(v), ReduceCmd::LoadReduce) => Some(ins.per_partition("reduce_init", v, p)),
+            (None, ReduceCmd::LoadReduce) => ins.fail(
+                ErrorKind::InvalidArgument,
+                format!("'{api}' with reduce_cmd=load_reduce needs reduce_init"),
+            ),
+            (Some(Operand::Scalar { value: 0.0, .. }), _) => None,
+            (Some(_), _) => ins.fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "reduce_init of '{api}' is only used with reduce_cmd=load_reduce (got {})",
+                    cmd.name()
+                ),
+            ),
+            (None, _) => None,
+        };
+        if let Some(PerPartition::Vector(t)) = &init {
+            if t.dtype() != DType::F32 {
+                ins.fail(
+                    ErrorKind::DType,
+                    format!("reduce_init {} of '{api}' must be float32", t.describe()),
+                );
+            }
+        }
+        if let Some(r) = &args.reduce_res {
+            ins.check(per_partition_shape(ins.api, "reduce_res", r, p));
+            ins.operand("reduce_res", r);
+            ins.memory("reduce_res", r, &[MemKind::Sbuf, MemKind::Psum]);
+        }
+        Accum {
+            use_: AccumUse {
+                engine,
+                cmd,
+                op,
+                start,
+                p,
+                reads_out: args.reduce_res.is_some(),
+            },
+            res: args.reduce_res,
+            init,
+            negate: args.reduce_res_negate,
+        }
+    }
+
+    /// True when the record also reads out or reduces into the registers (the accumulator
+    /// cost of S13: `+ MIN_II`).
+    pub(crate) fn costs(&self) -> bool {
+        self.res.is_some()
+    }
+
+    /// The registers' state in estimate mode (no values): the definedness rules only.
+    pub(crate) fn trace(&self, ins: &Op) {
+        if !ins.executes() {
+            self.use_.begin(ins, None);
+            self.use_.finish(ins, None);
+        }
+    }
+
+    /// Executes the register part of the instruction: `rows(r)` is the reduction of row `r`'s
+    /// results (already folded with [`Accum::fold`]); writes `reduce_res`.
+    pub(crate) fn run(&self, ins: &Op, row_results: &[f32]) {
+        let load = self.init.as_ref().map(|i| i.values(ins, self.use_.p));
+        let mut regs = self.use_.begin(ins, load.as_deref());
+        if self.use_.cmd.reduces() {
+            for (r, v) in regs.iter_mut().zip(row_results) {
+                *r = combine(self.use_.op, *r, *v);
+            }
+        }
+        self.use_.finish(ins, Some(&regs));
+        if let Some(res) = &self.res {
+            let sign = if self.negate { -1.0 } else { 1.0 };
+            res.scatter(regs.iter().map(|v| v * sign).collect());
+        }
+    }
+
+    /// The reduction of one row of fp32 results by the registers' operator: add and multiply
+    /// are computed exactly (f64) and rounded once to fp32; max/min/abs_max/abs_min fold in
+    /// order (NaN propagates through max/min).
+    pub(crate) fn fold(&self, row: &[f32]) -> f32 {
+        fold(self.use_.op, row)
+    }
+}
+
+/// See [`Accum::fold`].
+pub(crate) fn fold(op: AluOp, row: &[f32]) -> f32 {
+    match op {
+        AluOp::Add => row.iter().map(|&v| v as f64).sum::<f64>() as f32,
+        AluOp::Multiply => row.iter().map(|&v| v as f64).product::<f64>() as f32,
+        _ => row.iter().fold(identity(op), |a, &v| op.eval(a, v)),
+    }
+}

@@ -1,0 +1,218 @@
+//! ScalarE `activate2` (NeuronCore-v4 only): a tensor-scalar stage `(data op0 imm0) op1 imm1`,
+//! an activation function, and an optional reduction into ScalarE's accumulator registers
+//! (shared with `activation`), in one instruction.
+//!
+//! Definition (NKI 0.7 `nki.isa.activate2`): per element, `v = data[i]`; unless `op0` is
+//! bypass, `v = v op0 imm0` (`imm0 op0 v` with `reverse0`); unless `op1` is bypass, `v = v op1
+//! imm1` (`imm1 op1 v` with `reverse1`); `dst[i] = op(v)`; with `reduce_cmd` `reset_reduce`
+//! or `reduce`, the register accumulates `reduce_op(acc, dst[i])` (add, max, min, abs_max,
+//! abs_min; `reset` loads the operator's identity). Math is fp32, the result rounded to `dst`'s
+//! dtype; the reduction uses the fp32 results. `(op0, op1)` is one of (multiply, add),
+//! (multiply, subtract), (multiply, bypass), (add, bypass), (subtract, bypass), (bypass,
+//! bypass). `relu_param` is not taken: no function of nki-rs's activation table has a
+//! parameter.
+//!
+//! Cost: one ScalarE activation (`max(MIN_II, N)` cycles, `+ MIN_II` when `reduce_res` is
+//! read out) \[E S13, as `activation`\].
+
+use super::accum::{Accum, Extra, ReduceArgs, ReduceCmd};
+use super::base::{short, PerPartition, Site};
+use super::{ActFn, AluOp, Operand};
+use crate::context::Op;
+use crate::error::ErrorKind;
+use crate::record::{Engine, MemKind, Opcode};
+use crate::tile::TileRef;
+
+/// The keywords of [`activate2`]: `reverse0`, `reverse1`, the reduction (`reduce_op`,
+/// `reduce_cmd`) and `reduce_res`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Activate2Args<'a> {
+    /// Computes `imm0 op0 data` instead of `data op0 imm0`.
+    pub reverse0: bool,
+    /// Computes `imm1 op1 v` instead of `v op1 imm1`.
+    pub reverse1: bool,
+    /// The reduction into ScalarE's registers and its command (`idle` when `None`).
+    pub reduce: Option<(AluOp, ReduceCmd)>,
+    /// The `[P, 1]` tile the registers are read out into.
+    pub reduce_res: Option<TileRef<'a>>,
+}
+
+impl<'a> Activate2Args<'a> {
+    /// NKI's defaults: no reversal, no reduction.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Reverses `op0`'s operands.
+    pub fn reverse0(mut self) -> Self {
+        self.reverse0 = true;
+        self
+    }
+    /// Reverses `op1`'s operands.
+    pub fn reverse1(mut self) -> Self {
+        self.reverse1 = true;
+        self
+    }
+    /// Reduces the results with `op` into the registers as `cmd` says.
+    pub fn reduce(mut self, op: AluOp, cmd: ReduceCmd) -> Self {
+        self.reduce = Some((op, cmd));
+        self
+    }
+    /// Reads the registers out into the `[P, 1]` tile `t`.
+    pub fn reduce_res(mut self, t: impl Into<TileRef<'a>>) -> Self {
+        self.reduce_res = Some(t.into());
+        self
+    }
+}
+
+/// `dst = op((data op0 imm0) op1 imm1)` on ScalarE with an optional reduction into its
+/// accumulator registers (NKI 0.7 `nisa.activate2(dst, op, data, imm0, imm1, op0, op1,
+/// reverse0, reverse1, reduce_op, reduce_res, reduce_cmd)`; NeuronCore-v4 only). `imm0` and
+/// `imm1` are scalars or `[P, 1]` tiles (of one dtype when both are tiles); `dst` (SBUF or
+/// PSUM) has `data`'s partitions and elements per partition. See the module docs for the
+/// accepted `(op0, op1)` pairs.
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn activate2<'d, 'a>(
+    dst: impl Into<TileRef<'d>>,
+    op: ActFn,
+    data: impl Into<TileRef<'a>>,
+    imm0: impl Into<Operand<'a>>,
+    imm1: impl Into<Operand<'a>>,
+    op0: AluOp,
+    op1: AluOp,
+    args: impl Into<Option<Activate2Args<'a>>>,
+) {
+    let ins = Op::begin("nisa.activate2");
+    let (dst, x): (TileRef, TileRef) = (dst.into(), data.into());
+    let args = args.into().unwrap_or_default();
+    if ins.target().spec().nc_version < 4 {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'activate2' is available only on NeuronCore-v4 (trn3), not on {}",
+                ins.target()
+            ),
+        );
+    }
+    if !op.in_activation_table() {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!("'{op}' is not in the Scalar Engine activation table of 'activate2'"),
+        );
+    }
+    use AluOp::{Add, Bypass, Multiply, Subtract};
+    let pair_ok = matches!(
+        (op0, op1),
+        (Multiply, Add)
+            | (Multiply, Subtract)
+            | (Multiply, Bypass)
+            | (Add, Bypass)
+            | (Subtract, Bypass)
+            | (Bypass, Bypass)
+    );
+    if !pair_ok {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "(op0, op1) = ({op0}, {op1}) of 'activate2' is not supported; use (multiply, add), (multiply, subtract), (multiply, bypass), (add, bypass), (subtract, bypass) or (bypass, bypass)"
+            ),
+        );
+    }
+    if (args.reverse0 && op0 == Bypass) || (args.reverse1 && op1 == Bypass) {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            "reverse0/reverse1 of 'activate2' need op0/op1 to be set (not bypass)".to_string(),
+        );
+    }
+    for (what, t) in [("data", &x), ("dst", &dst)] {
+        ins.operand(what, t);
+        ins.memory(what, t, &[MemKind::Sbuf, MemKind::Psum]);
+    }
+    ins.same_partitions(("data", &x), ("dst", &dst));
+    ins.same_free(("data", &x), ("dst", &dst));
+    let p = x.partitions();
+    let i0 = ins.per_partition("imm0", imm0.into(), p);
+    let i1 = ins.per_partition("imm1", imm1.into(), p);
+    if let (PerPartition::Vector(a), PerPartition::Vector(b)) = (&i0, &i1) {
+        if a.dtype() != b.dtype() {
+            ins.fail(
+                ErrorKind::DType,
+                format!(
+                    "imm0 {} and imm1 {} of 'activate2' must have the same dtype",
+                    a.describe(),
+                    b.describe()
+                ),
+            );
+        }
+    }
+    let acc = if args.reduce.is_some() || args.reduce_res.is_some() {
+        let (rop, cmd) = args.reduce.unwrap_or((AluOp::Add, ReduceCmd::Idle));
+        if !matches!(
+            rop,
+            AluOp::Add | AluOp::Maximum | AluOp::Minimum | AluOp::AbsMax | AluOp::AbsMin
+        ) {
+            ins.fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "reduce_op '{rop}' of '{}' must be add, max, min, abs_max or abs_min",
+                    short(ins.api)
+                ),
+            );
+        }
+        let mut ra = ReduceArgs::new().cmd(cmd);
+        ra.reduce_res = args.reduce_res;
+        Some(Accum::check(
+            &ins,
+            Engine::Scalar,
+            rop,
+            &ra,
+            (x.start_partition(), p),
+            &[
+                ReduceCmd::Idle,
+                ReduceCmd::Reset,
+                ReduceCmd::Reduce,
+                ReduceCmd::ResetReduce,
+            ],
+            ReduceCmd::Idle,
+            Extra::None,
+        ))
+    } else {
+        None
+    };
+    let site = Site::new(Engine::Scalar, Opcode::Activation)
+        .accumulating(acc.as_ref().is_some_and(|a| a.costs()));
+    let extra: Vec<&TileRef> = i0.tile().into_iter().chain(i1.tile()).collect();
+    let outs: Vec<&TileRef> = std::iter::once(&dst)
+        .chain(acc.as_ref().and_then(|a| a.res.as_ref()))
+        .collect();
+    let (r0, r1) = (args.reverse0, args.reverse1);
+    ins.compute(site, &[&x], &extra, &outs, || {
+        let v = ins.read(&x);
+        let (a, b) = (i0.values(&ins, p), i1.values(&ins, p));
+        let f = x.free_size().max(1);
+        let stage = |o: AluOp, rev: bool, v: f32, imm: f32| match (o, rev) {
+            (Bypass, _) => v,
+            (_, false) => o.eval(v, imm),
+            (_, true) => o.eval(imm, v),
+        };
+        let mut out = Vec::with_capacity(v.len());
+        let mut rows = Vec::with_capacity(p);
+        for (r, row) in v.chunks(f).enumerate() {
+            let first = out.len();
+            out.extend(row.iter().map(|&d| {
+                let t = stage(op1, r1, stage(op0, r0, d, a[r]), b[r]);
+                op.eval(t)
+            }));
+            if let Some(acc) = &acc {
+                rows.push(acc.fold(&out[first..]));
+            }
+        }
+        dst.scatter(out);
+        if let Some(acc) = &acc {
+            acc.run(&ins, &rows);
+        }
+    });
+    if let Some(acc) = &acc {
+        acc.trace(&ins);
+    }
+}
