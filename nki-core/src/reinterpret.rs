@@ -186,8 +186,11 @@ mod tests {
                     continue; // NaN patterns other than the canonical one need not survive
                 }
                 assert_eq!(bits(d, s), b, "{d} pattern {b:#x} (value {s})");
-                // The slot is a value of the dtype (rounding leaves it as it is).
-                assert_eq!(d.round(s).to_bits(), s.to_bits(), "{d} {b:#x}");
+                // The slot is a value of the dtype (rounding leaves it as it is), except the
+                // fp8 infinity patterns: they read as infinities, which fp8 casts saturate.
+                if s.is_finite() || !d.is_fp8() {
+                    assert_eq!(d.round(s).to_bits(), s.to_bits(), "{d} {b:#x}");
+                }
             }
         }
     }

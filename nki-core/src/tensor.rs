@@ -632,8 +632,8 @@ impl<'a> TensorRef<'a> {
                     ErrorKind::InvalidArgument,
                     "ap",
                     format!(
-                        "reading HBM tensor {} as {dtype} (ap dtype=) is not supported yet \
-                         (issue 19): DMA it on chip and reinterpret the tile there",
+                        "reading HBM tensor {} as {dtype} (ap dtype=) is not supported: \
+                         DMA it on chip and reinterpret the tile there",
                         v.describe()
                     ),
                 ),
