@@ -5,6 +5,7 @@
 
 pub mod html;
 pub(crate) mod loops;
+pub mod spills;
 pub mod summary;
 pub mod trace;
 
@@ -12,3 +13,4 @@ pub use summary::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
     Span, Spans, Track,
 };
+pub use spills::{SpillKind, SpillLine, SpillStats};

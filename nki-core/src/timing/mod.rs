@@ -25,6 +25,7 @@ mod prepare;
 mod rows;
 mod schedule;
 mod scratch;
+pub(crate) mod spill;
 mod spans;
 
 pub(crate) use feed::RecordFeed;
@@ -384,6 +385,7 @@ pub(crate) fn model_synced(
         memory,
         top_lines: top,
         device_loops: Vec::new(),
+        spills: Default::default(),
         program_ids: streams
             .iter()
             .map(|s| s.instances.iter().map(|(p, _)| p.clone()).collect())
