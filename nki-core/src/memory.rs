@@ -518,8 +518,12 @@ mod tests {
         let mut t = MemoryTracker::new(Target::Trn1.spec());
         let shape = Shape::new(&[128, 512]).unwrap();
         let loc = SourceLoc::caller();
-        let a = t.alloc(1, MemKind::Sbuf, shape, DType::F32, loc, 0).unwrap();
-        let b = t.alloc(2, MemKind::Sbuf, shape, DType::F32, loc, 0).unwrap();
+        let a = t
+            .alloc(1, MemKind::Sbuf, shape, DType::F32, loc, 0)
+            .unwrap();
+        let b = t
+            .alloc(2, MemKind::Sbuf, shape, DType::F32, loc, 0)
+            .unwrap();
         assert_ne!(a, b);
         assert_eq!(t.sbuf_used, 2 * 2048);
         // Slot `a` does not hold tile 3 (a tile of another instance): nothing is freed.
@@ -543,20 +547,26 @@ mod tests {
         let loc = SourceLoc::caller();
         // 64 KiB per partition each: the third does not fit beside two on trn1 (176 KiB).
         let shape = Shape::new(&[128, 16384]).unwrap();
-        t.alloc(1, MemKind::Sbuf, shape, DType::F32, loc, 0).unwrap();
-        t.alloc(2, MemKind::Sbuf, shape, DType::F32, loc, 3).unwrap();
+        t.alloc(1, MemKind::Sbuf, shape, DType::F32, loc, 0)
+            .unwrap();
+        t.alloc(2, MemKind::Sbuf, shape, DType::F32, loc, 3)
+            .unwrap();
         assert!(t.over.is_none());
-        t.alloc(3, MemKind::Sbuf, shape, DType::F32, loc, 7).unwrap();
+        t.alloc(3, MemKind::Sbuf, shape, DType::F32, loc, 7)
+            .unwrap();
         let over = t.over.as_ref().expect("over-committed");
         assert_eq!(over.start, 7);
         let ids: Vec<u64> = over.tiles.iter().map(|t| t.id).collect();
         assert_eq!(ids, [1, 2, 3]);
-        t.alloc(4, MemKind::Sbuf, shape, DType::F32, loc, 9).unwrap();
+        t.alloc(4, MemKind::Sbuf, shape, DType::F32, loc, 9)
+            .unwrap();
         assert_eq!(t.over.as_ref().unwrap().tiles.len(), 4);
         assert_eq!(t.over.as_ref().unwrap().start, 7);
         // One tile larger than a partition's SBUF is what the compiler rejects.
         let huge = Shape::new(&[128, spec.sbuf_bytes_per_partition / 4 + 1]).unwrap();
-        let e = t.alloc(5, MemKind::Sbuf, huge, DType::F32, loc, 9).unwrap_err();
+        let e = t
+            .alloc(5, MemKind::Sbuf, huge, DType::F32, loc, 9)
+            .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Capacity);
         assert!(e.message().contains("more than a partition holds"), "{e}");
     }

@@ -449,8 +449,7 @@ impl Launch {
                 let r = crate::timing::spill::resolve(records, &over, cap, &pid)?;
                 f.records = r.records;
                 f.feed = None;
-                f.peak.sbuf_bytes_per_partition =
-                    over.peak_before.max(r.stats.resident_peak_bytes);
+                f.peak.sbuf_bytes_per_partition = over.peak_before.max(r.stats.resident_peak_bytes);
                 spills.merge(r.stats);
             }
             feed = feed.or(f.feed);

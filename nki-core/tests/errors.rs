@@ -319,15 +319,20 @@ fn sbuf_capacity_exceeded_by_one_instruction_lists_its_tiles() {
         let free = cap / 4 / 3 + 256;
         let mut c = Hbm::<f32>::shape_only([128, free]);
         let at = Line::default();
-        let e = sbuf_one_op_too_big::estimate(Grid::new([1]), target, &mut c, free, &at)
-            .unwrap_err();
+        let e =
+            sbuf_one_op_too_big::estimate(Grid::new([1]), target, &mut c, free, &at).unwrap_err();
         let bytes = format!("{} B/partition", free * 4);
         let usable = format!("{cap} usable");
         expect(
             &e,
             ErrorKind::Capacity,
             "add",
-            &["SBUF capacity exceeded", &format!("[128, {free}]"), &bytes, &usable],
+            &[
+                "SBUF capacity exceeded",
+                &format!("[128, {free}]"),
+                &bytes,
+                &usable,
+            ],
             &[0],
             &at,
         );

@@ -118,10 +118,15 @@ fn blocked_fp32_versions_at_the_tutorial_shape_on_trn2_are_not_rejected() {
     // holds and run on trn2; the compiler makes them fit, so must the model.
     let cap = Target::Trn2.spec().sbuf_bytes_per_partition;
     for v in [Version::BlockedFree, Version::FullyBlocked(Tiles::TUTORIAL)] {
-        let p = v.estimate::<f32>(Target::Trn2, BENCHMARK_KMN).unwrap_or_else(|e| {
-            panic!("{v} fp32 on trn2 rejected: {e}");
-        });
-        assert!(!p.spills.is_empty(), "{v}: over-committed tiles, but no spill line");
+        let p = v
+            .estimate::<f32>(Target::Trn2, BENCHMARK_KMN)
+            .unwrap_or_else(|e| {
+                panic!("{v} fp32 on trn2 rejected: {e}");
+            });
+        assert!(
+            !p.spills.is_empty(),
+            "{v}: over-committed tiles, but no spill line"
+        );
         assert!(p.spills.resident_peak_bytes <= cap, "{v}: {:?}", p.spills);
         assert!(p.memory.sbuf_bytes_per_partition <= cap, "{v}");
         let s = &p.spills;

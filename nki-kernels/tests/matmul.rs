@@ -231,6 +231,10 @@ fn blocks_too_big_for_sbuf_are_resolved_with_spill_traffic() {
     // The added traffic is on the HBM counters, beside what the kernel moves itself (one
     // block of N and of M: lhsT and rhs read once, the result written once).
     let (lhs_bytes, rhs_bytes, out_bytes) = (8192 * 8192 * 2, 8192 * 1024 * 2, 8192 * 1024 * 2);
-    assert_eq!(big.dma.hbm_read_bytes, lhs_bytes + rhs_bytes + added, "{s:?}");
+    assert_eq!(
+        big.dma.hbm_read_bytes,
+        lhs_bytes + rhs_bytes + added,
+        "{s:?}"
+    );
     assert_eq!(big.dma.hbm_write_bytes, out_bytes + s.save_bytes, "{s:?}");
 }

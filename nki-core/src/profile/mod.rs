@@ -9,8 +9,8 @@ pub mod spills;
 pub mod summary;
 pub mod trace;
 
+pub use spills::{SpillKind, SpillLine, SpillStats};
 pub use summary::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
     Span, Spans, Track,
 };
-pub use spills::{SpillKind, SpillLine, SpillStats};

@@ -25,8 +25,8 @@ mod prepare;
 mod rows;
 mod schedule;
 mod scratch;
-pub(crate) mod spill;
 mod spans;
+pub(crate) mod spill;
 
 pub(crate) use feed::RecordFeed;
 

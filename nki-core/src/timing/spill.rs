@@ -153,12 +153,11 @@ pub(crate) fn resolve(
             w.note_writes(i, r, &tracked);
         }
     }
-    for k in 0..tiles.len() {
-        let s = &mut w.state[k];
+    for (k, (s, t)) in w.state.iter_mut().zip(tiles).enumerate() {
         if s.place == Place::Resident && s.uses.is_empty() {
             s.place = Place::Absent;
         } else if s.place == Place::Resident {
-            w.resident += tiles[k].bytes;
+            w.resident += t.bytes;
             w.res.push(k);
         }
     }
@@ -563,7 +562,11 @@ mod tests {
     fn dead_tiles_free_their_space_and_nothing_moves() {
         // Three 64 KiB tiles allocated at once on a 160 KiB SBUF, but each dies at its
         // first read: live ranges fit.
-        let tiles = vec![tile(1, 64 * KB, 1), tile(2, 64 * KB, 2), tile(3, 64 * KB, 3)];
+        let tiles = vec![
+            tile(1, 64 * KB, 1),
+            tile(2, 64 * KB, 2),
+            tile(3, 64 * KB, 3),
+        ];
         let recs = vec![
             load(1, 64 * KB, 10),
             op(&[(1, 64 * KB)], (2, 64 * KB), 11),
@@ -584,13 +587,25 @@ mod tests {
     fn an_input_tile_leaves_first_and_is_re_read_per_use() {
         // Tile 1 holds an input, tile 2 a computed value; both stay in use. Tile 3 needs room
         // at line 12: the input leaves (no save), lines 13 and 14 re-read the parts they use.
-        let tiles = vec![tile(1, 64 * KB, 1), tile(2, 64 * KB, 2), tile(3, 64 * KB, 3)];
+        let tiles = vec![
+            tile(1, 64 * KB, 1),
+            tile(2, 64 * KB, 2),
+            tile(3, 64 * KB, 3),
+        ];
         let recs = vec![
             load(1, 64 * KB, 10),
             op(&[(1, 64 * KB)], (2, 64 * KB), 11),
             load(3, 64 * KB, 12),
-            op_on(&[part(1, 0, 16 * KB), whole(3, 64 * KB)], whole(3, 64 * KB), 13),
-            op_on(&[part(1, 16 * KB, 32 * KB), whole(2, 64 * KB)], whole(2, 64 * KB), 14),
+            op_on(
+                &[part(1, 0, 16 * KB), whole(3, 64 * KB)],
+                whole(3, 64 * KB),
+                13,
+            ),
+            op_on(
+                &[part(1, 16 * KB, 32 * KB), whole(2, 64 * KB)],
+                whole(2, 64 * KB),
+                14,
+            ),
         ];
         let over = Overcommit {
             start: 0,
@@ -606,7 +621,11 @@ mod tests {
         let lines: Vec<u32> = s.lines.iter().map(|l| l.line.line).collect();
         assert!(lines.contains(&13) && lines.contains(&14), "{s:?}");
         // The re-loads read the input the load read, and come right before their reader.
-        let at = r.records.iter().position(|x| x.api == "input reload").unwrap();
+        let at = r
+            .records
+            .iter()
+            .position(|x| x.api == "input reload")
+            .unwrap();
         assert_eq!(r.records[at].reads[0].buf, BufId::Hbm(7));
         assert_eq!(r.records[at + 1].loc.line, 13);
         assert!(s.resident_peak_bytes <= 160 * KB);
@@ -626,8 +645,16 @@ mod tests {
             op(&[(1, 16 * KB)], (3, 64 * KB), 12),
             op(&[(1, 16 * KB), (3, 64 * KB)], (4, 64 * KB), 13),
             op(&[(4, 64 * KB)], (4, 64 * KB), 14),
-            op_on(&[part(2, 0, 16 * KB), whole(4, 64 * KB)], whole(4, 64 * KB), 15),
-            op_on(&[part(2, 16 * KB, 32 * KB), whole(3, 64 * KB)], whole(4, 64 * KB), 16),
+            op_on(
+                &[part(2, 0, 16 * KB), whole(4, 64 * KB)],
+                whole(4, 64 * KB),
+                15,
+            ),
+            op_on(
+                &[part(2, 16 * KB, 32 * KB), whole(3, 64 * KB)],
+                whole(4, 64 * KB),
+                16,
+            ),
         ];
         let over = Overcommit {
             start: 0,
@@ -646,7 +673,11 @@ mod tests {
 
     #[test]
     fn one_instruction_whose_tiles_cannot_fit_is_an_error_naming_it() {
-        let tiles = vec![tile(1, 64 * KB, 1), tile(2, 64 * KB, 2), tile(3, 64 * KB, 3)];
+        let tiles = vec![
+            tile(1, 64 * KB, 1),
+            tile(2, 64 * KB, 2),
+            tile(3, 64 * KB, 3),
+        ];
         let recs = vec![
             load(1, 64 * KB, 10),
             load(2, 64 * KB, 11),
