@@ -332,8 +332,8 @@ pub struct Profile {
     /// What the compiler's capacity resolution added when the kernel's SBUF tiles did not all
     /// fit: kernel-input reloads, spill saves and reloads, per line (empty, and left out of
     /// the JSON, when every tile fit).
-    #[serde(skip_serializing_if = "crate::profile::SpillStats::is_empty")]
-    pub spills: crate::profile::SpillStats,
+    #[serde(skip_serializing_if = "crate::profile::spills::SpillStats::is_empty")]
+    pub spills: crate::profile::spills::SpillStats,
     /// Program id of each instance, per core: `program_ids[nc][i]`.
     #[serde(skip)]
     pub program_ids: Vec<Vec<Vec<usize>>>,

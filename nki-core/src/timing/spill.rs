@@ -37,7 +37,7 @@
 
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::memory::{Overcommit, SpillTile};
-use crate::profile::{SpillKind, SpillStats};
+use crate::profile::spills::{SpillKind, SpillStats};
 use crate::record::{BufId, DmaDims, Engine, Instr, MemKind, Opcode, Region, Regions};
 use crate::timing::fast_hash::Map;
 
@@ -558,26 +558,36 @@ mod tests {
 
     const KB: usize = 1024;
 
-    #[test]
-    fn dead_tiles_free_their_space_and_nothing_moves() {
-        // Three 64 KiB tiles allocated at once on a 160 KiB SBUF, but each dies at its
-        // first read: live ranges fit.
-        let tiles = vec![
-            tile(1, 64 * KB, 1),
-            tile(2, 64 * KB, 2),
-            tile(3, 64 * KB, 3),
-        ];
-        let recs = vec![
-            load(1, 64 * KB, 10),
-            op(&[(1, 64 * KB)], (2, 64 * KB), 11),
-            op(&[(2, 64 * KB)], (3, 64 * KB), 12),
-        ];
+    /// Tiles 1, 2, ... of the given KiB per partition, allocated at lines 1, 2, ...
+    fn tiles_of(kib: &[usize]) -> Vec<SpillTile> {
+        (1..)
+            .zip(kib)
+            .map(|(k, &b)| tile(k, b * KB, k as u32))
+            .collect()
+    }
+
+    /// Resolves `recs` over `tiles` (over-committed from the first record) on a 160 KiB SBUF,
+    /// as program `[pid]`.
+    fn run(tiles: Vec<SpillTile>, recs: Vec<Instr>, pid: usize) -> Result<Resolved, NkiError> {
         let over = Overcommit {
             start: 0,
             peak_before: 0,
             tiles,
         };
-        let r = resolve(recs, &over, 160 * KB, &[0]).unwrap();
+        resolve(recs, &over, 160 * KB, &[pid])
+    }
+
+    #[test]
+    fn dead_tiles_free_their_space_and_nothing_moves() {
+        // Three 64 KiB tiles allocated at once on a 160 KiB SBUF, but each dies at its
+        // first read: live ranges fit.
+        let tiles = tiles_of(&[64, 64, 64]);
+        let recs = vec![
+            load(1, 64 * KB, 10),
+            op(&[(1, 64 * KB)], (2, 64 * KB), 11),
+            op(&[(2, 64 * KB)], (3, 64 * KB), 12),
+        ];
+        let r = run(tiles, recs, 0).unwrap();
         assert_eq!(r.records.len(), 3);
         assert!(r.stats.is_empty());
         assert_eq!(r.stats.resident_peak_bytes, 128 * KB);
@@ -587,11 +597,7 @@ mod tests {
     fn an_input_tile_leaves_first_and_is_re_read_per_use() {
         // Tile 1 holds an input, tile 2 a computed value; both stay in use. Tile 3 needs room
         // at line 12: the input leaves (no save), lines 13 and 14 re-read the parts they use.
-        let tiles = vec![
-            tile(1, 64 * KB, 1),
-            tile(2, 64 * KB, 2),
-            tile(3, 64 * KB, 3),
-        ];
+        let tiles = tiles_of(&[64, 64, 64]);
         let recs = vec![
             load(1, 64 * KB, 10),
             op(&[(1, 64 * KB)], (2, 64 * KB), 11),
@@ -607,12 +613,7 @@ mod tests {
                 14,
             ),
         ];
-        let over = Overcommit {
-            start: 0,
-            peak_before: 0,
-            tiles,
-        };
-        let r = resolve(recs, &over, 160 * KB, &[0]).unwrap();
+        let r = run(tiles, recs, 0).unwrap();
         let s = &r.stats;
         assert_eq!(s.save_bytes, 0, "{s:?}");
         assert_eq!(s.input_reload_bytes, 2 * 128 * 16 * KB as u64, "{s:?}");
@@ -633,12 +634,7 @@ mod tests {
 
     #[test]
     fn a_computed_tile_is_saved_once_and_re_loaded_per_read() {
-        let tiles = vec![
-            tile(1, 16 * KB, 1),
-            tile(2, 64 * KB, 2),
-            tile(3, 64 * KB, 3),
-            tile(4, 64 * KB, 4),
-        ];
+        let tiles = tiles_of(&[16, 64, 64, 64]);
         let recs = vec![
             load(1, 16 * KB, 10),
             op(&[(1, 16 * KB)], (2, 64 * KB), 11),
@@ -656,12 +652,7 @@ mod tests {
                 16,
             ),
         ];
-        let over = Overcommit {
-            start: 0,
-            peak_before: 0,
-            tiles,
-        };
-        let r = resolve(recs, &over, 160 * KB, &[0]).unwrap();
+        let r = run(tiles, recs, 0).unwrap();
         let s = &r.stats;
         // At 13 tile 4 needs room beside 1, 2 and 3 (208 KiB): 1 and 3 are its operands, so
         // the computed tile 2 leaves, saved whole once; 15 and 16 re-load the parts they read.
@@ -673,22 +664,13 @@ mod tests {
 
     #[test]
     fn one_instruction_whose_tiles_cannot_fit_is_an_error_naming_it() {
-        let tiles = vec![
-            tile(1, 64 * KB, 1),
-            tile(2, 64 * KB, 2),
-            tile(3, 64 * KB, 3),
-        ];
+        let tiles = tiles_of(&[64, 64, 64]);
         let recs = vec![
             load(1, 64 * KB, 10),
             load(2, 64 * KB, 11),
             op(&[(1, 64 * KB), (2, 64 * KB)], (3, 64 * KB), 12),
         ];
-        let over = Overcommit {
-            start: 0,
-            peak_before: 0,
-            tiles,
-        };
-        let e = resolve(recs, &over, 160 * KB, &[3]).err().expect("too big");
+        let e = run(tiles, recs, 3).err().expect("too big");
         assert_eq!(e.kind(), ErrorKind::Capacity);
         assert_eq!(e.op(), "nl.add");
         assert_eq!(e.program_id(), Some(&[3usize][..]));
