@@ -85,6 +85,7 @@ pub mod mesh;
 mod ops;
 mod profile;
 mod record;
+mod reinterpret;
 mod slots;
 mod spmd;
 pub mod sweep;

@@ -80,7 +80,7 @@ pub use lnc::{core_barrier, sendrecv, BarrierData};
 pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
 pub use nki_scalar::{scalar_load, scalar_store, NkiScalar};
 pub use nonzero::{nonzero_with_count, NONZERO_PARTITION_STEP};
-pub use opts::{MatmulOpts, Opts, ReduceOpts};
+pub use opts::{MatmulOpts, MatmulPerfMode, Opts, ReduceOpts};
 pub use scalar::{activation, activation_reduce, ActivationArgs};
 pub use scalar_tensor_tensor::{scalar_tensor_tensor, SttOpts};
 pub use select::{range_select, select_reduce, tensor_copy_predicated, PredicateOpts, FP32_MIN};

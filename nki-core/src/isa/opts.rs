@@ -69,6 +69,26 @@ pub struct MatmulOpts {
     pub accumulate: Option<bool>,
     /// Transpose `stationary` through an identity `moving` (NKI `is_transpose=True`).
     pub is_transpose: bool,
+    /// PE-array tiling: `(start_row, start_column)` (NKI `tile_position`); set together with
+    /// `tile_size`.
+    pub tile_position: Option<(usize, usize)>,
+    /// PE-array tiling: `(row_size, column_size)`, each 128, 64 or (NeuronCore-v3+) 32 (NKI
+    /// `tile_size`).
+    pub tile_size: Option<(usize, usize)>,
+    /// TensorE performance mode (NKI `perf_mode`).
+    pub perf_mode: MatmulPerfMode,
+}
+
+/// TensorE performance mode of `nc_matmul` (NKI `nki.isa.matmul_perf_mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MatmulPerfMode {
+    /// No performance mode (`none`).
+    #[default]
+    None,
+    /// FP8 double-row mode (`double_row`, NeuronCore-v3+): the contraction covers the
+    /// partitions and a first free dimension of 2 (`stationary[K, 2, M]`, `moving[K, 2, N]`,
+    /// K up to 2 x 128), at the cycles of a K <= 128 matmul: 2x FP8 throughput.
+    DoubleRow,
 }
 
 impl MatmulOpts {
@@ -84,6 +104,18 @@ impl MatmulOpts {
     /// Makes the matmul a transpose (NKI `is_transpose=True`).
     pub fn transpose(mut self) -> Self {
         self.is_transpose = true;
+        self
+    }
+    /// Runs on the PE tile of `size` (rows, columns) starting at `position` (NKI
+    /// `tile_position=`, `tile_size=`).
+    pub fn tile(mut self, position: (usize, usize), size: (usize, usize)) -> Self {
+        self.tile_position = Some(position);
+        self.tile_size = Some(size);
+        self
+    }
+    /// Sets the performance mode (NKI `perf_mode=`).
+    pub fn perf_mode(mut self, mode: MatmulPerfMode) -> Self {
+        self.perf_mode = mode;
         self
     }
 }

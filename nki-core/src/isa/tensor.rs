@@ -3,7 +3,7 @@
 //! builders here.
 
 use super::base::{memory, operand, Dst, Output, Site};
-use super::opts::{MatmulOpts, Opts};
+use super::opts::{MatmulOpts, MatmulPerfMode, Opts};
 use super::Engine;
 use crate::context::Op;
 use crate::dtype::DType;
@@ -19,6 +19,11 @@ use crate::tile::TileRef;
 /// unwritten `dst` overwrites it and later ones accumulate (an accumulation group), see
 /// [`MatmulOpts`]. With `is_transpose`, `moving` must be a `[K, K]` identity and `dst`
 /// (`[M, K]`) receives `stationary` transposed (costed as a transpose).
+///
+/// `tile_position`/`tile_size` (see [`MatmulOpts::tile`]) place the matmul on a row/column
+/// tile of the 128 x 128 PE array; `perf_mode=double_row` (NeuronCore-v3+) takes fp8
+/// `stationary[K, 2, M]` / `moving[K, 2, N]` and contracts over both rows of each partition
+/// at the cost of one `K`-row matmul.
 #[track_caller]
 pub fn nc_matmul<'d, 'a, 'b>(
     dst: impl Into<TileRef<'d>>,
@@ -40,8 +45,106 @@ pub fn nc_matmul<'d, 'a, 'b>(
         nc_transpose_to(&ins, Dst::Into(dst), s, Engine::Tensor);
         return;
     }
+    check_tiling(&ins, &opts, &s);
     let acc = opts.accumulate.unwrap_or_else(|| dst.is_written());
-    matmul_to(&ins, Dst::Into(dst), s, m, acc);
+    let rows = match opts.perf_mode {
+        MatmulPerfMode::None => 1,
+        MatmulPerfMode::DoubleRow => {
+            check_double_row(&ins, &s, &m);
+            2
+        }
+    };
+    matmul_rows(&ins, Dst::Into(dst), s, m, acc, rows);
+}
+
+/// The PE-array tiling options (SDK `nki.isa.nc_matmul`, "Tiling mode"): `tile_position` and
+/// `tile_size` set together; sizes 128, 64 or (NeuronCore-v3+) 32; each start a multiple of
+/// its size inside the 128 x 128 array; the stationary operand within the tile (K rows, M
+/// columns); no column tiling with `double_row`. Tiling places the matmul on part of the
+/// array; the values are the same. The model runs tiled matmuls one after another on TensorE
+/// (the hardware may overlap matmuls on disjoint tiles) \[A\].
+fn check_tiling(ins: &Op, opts: &MatmulOpts, s: &TileRef) {
+    let (pos, size) = match (opts.tile_position, opts.tile_size) {
+        (None, None) => return,
+        (Some(p), Some(z)) => (p, z),
+        _ => ins.fail(
+            ErrorKind::InvalidArgument,
+            "tile_position and tile_size of 'nc_matmul' must be set together".to_string(),
+        ),
+    };
+    let sizes: &[usize] = if ins.target().spec().nc_version >= 3 {
+        &[32, 64, 128]
+    } else {
+        &[64, 128]
+    };
+    for (what, start, z) in [("row", pos.0, size.0), ("column", pos.1, size.1)] {
+        if !sizes.contains(&z) || start % z != 0 || start + z > 128 {
+            ins.fail(
+                ErrorKind::MatmulLimit,
+                format!(
+                    "tile {what} start {start} / size {z} of 'nc_matmul' on {}: the size must be one of {sizes:?} and the start a multiple of it inside the 128-wide PE array",
+                    ins.target()
+                ),
+            );
+        }
+    }
+    let (k, mm) = match opts.perf_mode {
+        MatmulPerfMode::DoubleRow => (s.partitions(), s.shape().last().copied().unwrap_or(1)),
+        MatmulPerfMode::None => (s.partitions(), s.free_size()),
+    };
+    if k > size.0 || mm > size.1 {
+        ins.fail(
+            ErrorKind::MatmulLimit,
+            format!(
+                "stationary{:?} ({k} rows, {mm} columns) does not fit tile_size {size:?} of 'nc_matmul'",
+                s.shape()
+            ),
+        );
+    }
+    if opts.perf_mode == MatmulPerfMode::DoubleRow && size.1 != 128 {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            "perf_mode=double_row cannot be combined with column tiling (column size must be 128)"
+                .to_string(),
+        );
+    }
+}
+
+/// Checks the operands of an FP8 double-row matmul (`perf_mode=double_row`, NeuronCore-v3+):
+/// `stationary[K, 2, M]` and `moving[K, 2, N]` in fp8 (float8_e4m3 / float8_e5m2). The pair
+/// of free rows doubles the contraction: `dst[M, N] (+)= sum over (p, j) of
+/// stationary[p, j, M] * moving[p, j, N]`, at the cycles of a `K <= 128` matmul.
+fn check_double_row(ins: &Op, s: &TileRef, m: &TileRef) {
+    if ins.target().spec().nc_version < 3 {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "perf_mode=double_row needs NeuronCore-v3 or newer, not {}",
+                ins.target()
+            ),
+        );
+    }
+    for (what, t) in [("stationary", s), ("moving", m)] {
+        if !matches!(t.dtype(), DType::F8E4M3 | DType::F8E5M2) {
+            ins.fail(
+                ErrorKind::DType,
+                format!(
+                    "perf_mode=double_row needs fp8 (float8_e4m3 / float8_e5m2) operands; {what} {} is {}",
+                    t.describe(),
+                    t.dtype()
+                ),
+            );
+        }
+        if t.shape().len() != 3 || t.shape()[1] != 2 {
+            ins.fail(
+                ErrorKind::ShapeMismatch,
+                format!(
+                    "perf_mode=double_row splits the contraction over the partitions and a first free dimension of 2: {what} must be [K, 2, F], got {}",
+                    t.describe()
+                ),
+            );
+        }
+    }
 }
 
 /// `moving` of a transposing matmul must be a `[P, P]` identity for `data`'s `P` partitions
@@ -144,20 +247,24 @@ pub(crate) fn nc_transpose_to<'d>(
 /// The moving free size is limited per target and result dtype (SDK `nki.isa.nc_matmul`,
 /// "Tile size"): 512 on NC-v2/v3 (one PSUM bank of fp32), 4096 for an fp32 `dst` and 8192
 /// for a bf16 `dst` on NC-v4 (all 8 PSUM banks); `dst` must be float32 before NC-v4.
+///
+/// `rows` is 1, or 2 for the FP8 double-row mode (`[K, 2, M]` / `[K, 2, N]` operands: the free
+/// sizes are halved).
 pub(crate) fn check_matmul(
     op: &'static str,
     target: Target,
     s: &TileRef,
     m: &TileRef,
     dst_dtype: DType,
+    rows: usize,
 ) -> Result<(usize, usize, usize)> {
     let spec = target.spec();
     memory(op, "stationary", s, &[MemKind::Sbuf])?;
     memory(op, "moving", m, &[MemKind::Sbuf])?;
     operand(op, "stationary", s)?;
     operand(op, "moving", m)?;
-    let (k, mm) = (s.partitions(), s.free_size());
-    let (k2, n) = (m.partitions(), m.free_size());
+    let (k, mm) = (s.partitions(), s.free_size() / rows);
+    let (k2, n) = (m.partitions(), m.free_size() / rows);
     if k != k2 {
         return Err(NkiError::new(
             ErrorKind::ContractionMismatch,
@@ -267,12 +374,26 @@ pub(crate) fn matmul_to<'d>(
     m: TileRef,
     acc: bool,
 ) -> Output<'d> {
+    matmul_rows(ins, dst, s, m, acc, 1)
+}
+
+/// [`matmul_to`] over `rows` free rows per partition: 1, or 2 for the FP8 double-row mode
+/// (checked by `check_double_row`), which contracts over `2 K` rows at the recorded cost of
+/// a `K`-row matmul (2x FP8 throughput, SDK `nki.isa.matmul_perf_mode.double_row`).
+fn matmul_rows<'d>(
+    ins: &Op,
+    dst: Dst<'d>,
+    s: TileRef,
+    m: TileRef,
+    acc: bool,
+    rows: usize,
+) -> Output<'d> {
     let api = ins.api;
     let dst_dtype = match dst {
         Dst::New(_) => DType::F32,
         Dst::Into(out) => out.dtype(),
     };
-    let (k, mm, n) = ins.check(check_matmul(api, ins.target(), &s, &m, dst_dtype));
+    let (k, mm, n) = ins.check(check_matmul(api, ins.target(), &s, &m, dst_dtype, rows));
     let out = match dst {
         // An accumulating matmul reads its new output (an uninitialised read).
         Dst::New(_) if acc => Output::New(ins.alloc(MemKind::Psum, DType::F32, &[mm, n])),
@@ -296,7 +417,7 @@ pub(crate) fn matmul_to<'d>(
     let ov = out.view();
     ins.issue(
         &[&ov],
-        || matmul_tiles(ins, (k, mm, n), (&s, &m, &ov), acc),
+        || matmul_tiles(ins, (k * rows, mm, n), (&s, &m, &ov), acc, rows == 1),
         || {
             let reads = if acc {
                 Regions::from([s.region(), m.region(), ov.region()])
@@ -304,14 +425,14 @@ pub(crate) fn matmul_to<'d>(
                 Regions::from([s.region(), m.region()])
             };
             ins.record_as(api, Engine::Tensor, Opcode::Matmul)
-                .size(s.partitions() as u32, m.free_size() as u32)
+                .size(k as u32, n as u32)
                 .inputs(2)
                 .dtypes(m.dtype(), ov.dtype())
                 .psum(true)
                 .matmul(MatmulDims {
-                    k: s.partitions() as u32,
-                    m: s.free_size() as u32,
-                    n: m.free_size() as u32,
+                    k: k as u32,
+                    m: mm as u32,
+                    n: n as u32,
                     fp32: m.dtype() == DType::F32,
                 })
                 .reads(reads)
@@ -375,15 +496,21 @@ pub(crate) fn transpose_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, mem: MemKind)
 
 /// One TensorE matmul on tile views: `out (+)= s^T @ m` for `s` [K, M], `m` [K, N] and the
 /// PSUM view `out` [M, N], reading the operands in place when they are plain strided matrices
-/// (copying them otherwise). Raises on reads of unwritten tiles.
+/// (copying them otherwise; always with `strided` false, as for the `[K, 2, F]` double-row
+/// operands, whose gathered rows are the `2 K` contraction rows). Raises on reads of
+/// unwritten tiles.
 fn matmul_tiles(
     ins: &Op,
     (k, mm, n): (usize, usize, usize),
     (s, m, out): (&TileRef, &TileRef, &TileRef),
     acc: bool,
+    strided: bool,
 ) {
     let (api, loc) = (ins.api, ins.loc);
-    let distinct = !std::ptr::eq(s.tile, out.tile) && !std::ptr::eq(m.tile, out.tile);
+    let distinct = strided
+        && !std::ptr::eq(s.tile, out.tile)
+        && !std::ptr::eq(m.tile, out.tile)
+        && [s, m, out].iter().all(|t| t.cast.is_none());
     if let (true, DType::F32, Some(sa), Some(ma), Some(oa)) = (
         distinct,
         out.dtype(),

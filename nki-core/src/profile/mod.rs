@@ -8,6 +8,7 @@ pub(crate) mod loops;
 pub mod spills;
 pub mod summary;
 pub mod trace;
+pub(crate) mod units;
 
 pub use spills::{SpillKind, SpillLine, SpillStats};
 pub use summary::{
