@@ -141,7 +141,7 @@ pub use crate::profile::{
 };
 
 /// The NKI language (`nki.language`, imported as `nl`): loads and stores, element-wise math,
-/// activations, reductions, matmul and transpose, iota and masks, the SPMD grid
+/// activations, reductions, matmul and transpose, iota, the SPMD grid
 /// (`program_id`, affine/sequential/static ranges), and [`nl::require`]
 /// to reject bad kernel arguments. Each call lowers onto the engine instructions of
 /// [`nisa`].
