@@ -137,7 +137,7 @@ pub use crate::record::{
 // Profiles of modelled launches.
 pub use crate::profile::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
-    Span, Spans, Track,
+    Span, Spans, SpillKind, SpillLine, SpillStats, Track,
 };
 
 /// The NKI language (`nki.language`, imported as `nl`): loads and stores, element-wise math,
