@@ -346,6 +346,16 @@ pub static TRN2: TargetSpec = TargetSpec {
 };
 
 /// Trainium3 (NeuronCore-v4).
+///
+/// From trn3 sources (ARCH3, the SDK's `nki.isa` pages, S11): the engine clocks but
+/// `base_ghz`, `sbuf_bytes_per_partition`, `dma_engine_bytes_per_ns`, `hbm_bytes_per_ns`, the
+/// matmul moving limits and PSUM span, the ScalarE / VectorE FP8 / `exponential` modes and the
+/// MX instructions. Still borrowed from trn2 with no trn3 figure \[A\] (each field's doc says
+/// so): `base_ghz`, `dma_min_transfer_ns`, `dma_fixed_latency_ns`, `dma_engine_min_ns`,
+/// `dma_row_gather_efficiency`, `dma_write_word_bytes`, `dma_partial_write_ns`, `hwdge_ns`,
+/// `launch_overhead_ns`; the TensorE pipeline (`mm_init_cycles`, `ls_speedup`, the fp32
+/// factors, `pe_throttle_*`), `min_ii`, `min_ii_dynamic`, `gpsimd_start` and
+/// `dependency_latency_cycles` are trn2's measured or documented values, assumed unchanged.
 pub static TRN3: TargetSpec = TargetSpec {
     name: "trn3",
     tensor_ghz: 2.4,
