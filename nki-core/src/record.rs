@@ -480,6 +480,7 @@ impl serde::Serialize for AffinePos {
 
 impl Instr {
     /// A record with the common fields; fill the rest with struct update syntax or setters.
+    #[inline]
     pub fn new(engine: Engine, opcode: Opcode, api: &'static str, loc: SourceLoc) -> Instr {
         Instr {
             engine,

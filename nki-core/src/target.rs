@@ -292,7 +292,10 @@ pub static TRN1: TargetSpec = TargetSpec {
 };
 
 /// Trainium2 (NeuronCore-v3).
-pub static TRN2: TargetSpec = TargetSpec {
+pub static TRN2: TargetSpec = TRN2_SPEC;
+
+/// trn2's table as a constant, so that [`TRN3`] can start from it.
+const TRN2_SPEC: TargetSpec = TargetSpec {
     name: "trn2",
     tensor_ghz: 2.4,
     vector_ghz: 0.96,
@@ -345,60 +348,18 @@ pub static TRN2: TargetSpec = TargetSpec {
     mx_matmul: false,
 };
 
-/// Trainium3 (NeuronCore-v4).
-///
-/// From trn3 sources (ARCH3, the SDK's `nki.isa` pages, S11): the engine clocks but
-/// `base_ghz`, `sbuf_bytes_per_partition`, `dma_engine_bytes_per_ns`, `hbm_bytes_per_ns`, the
-/// matmul moving limits and PSUM span, the ScalarE / VectorE FP8 / `exponential` modes and the
-/// MX instructions. Still borrowed from trn2 with no trn3 figure \[A\] (each field's doc says
-/// so): `base_ghz`, `dma_min_transfer_ns`, `dma_fixed_latency_ns`, `dma_engine_min_ns`,
-/// `dma_row_gather_efficiency`, `dma_write_word_bytes`, `dma_partial_write_ns`, `hwdge_ns`,
-/// `launch_overhead_ns`; the TensorE pipeline (`mm_init_cycles`, `ls_speedup`, the fp32
-/// factors, `pe_throttle_*`), `min_ii`, `min_ii_dynamic`, `gpsimd_start` and
-/// `dependency_latency_cycles` are trn2's measured or documented values, assumed unchanged.
+/// Trainium3 (NeuronCore-v4). The fields listed here are trn3's own figures (each field's
+/// doc names its source); every other field is **borrowed from trn2** for want of a published
+/// trn3 figure [A]: the DMA fits (`dma_engine_min_ns`, `dma_row_gather_efficiency`,
+/// `dma_partial_write_ns`, `dma_min_transfer_ns`, `dma_fixed_latency_ns`,
+/// `dma_transpose_efficiency`), `launch_overhead_ns`, `hwdge_ns`, `base_ghz`, the engine
+/// clocks other than VectorE's, the TensorE throttle and the instruction overheads.
 pub static TRN3: TargetSpec = TargetSpec {
     name: "trn3",
-    tensor_ghz: 2.4,
     vector_ghz: 1.2,
-    scalar_ghz: 1.2,
-    gpsimd_ghz: 1.2,
-    base_ghz: 1.2,
-    pe_array: (128, 128),
-    pmax: 128,
-    gemm_stationary_fmax: 128,
-    gemm_moving_fmax: 512,
-    bn_stats_fmax: 512,
     sbuf_bytes_per_partition: 245_752,
-    psum_banks: 8,
-    psum_bank_bytes: 2048,
-    ncs_per_device: 8,
-    dma_engines: 16,
-    dma_queues_per_engine: 16,
-    dma_partitions_per_engine: 8,
     dma_engine_bytes_per_ns: 33.0,
-    dma_min_transfer_ns: 850.0,
-    dma_fixed_latency_ns: 1300.0,
-    // No trn3 figures: trn2's values assumed [A].
-    dma_engine_min_ns: 140.0,
-    dma_row_gather_efficiency: 0.82,
-    dma_write_word_bytes: 8,
-    dma_partial_write_ns: 220.0,
     hbm_bytes_per_ns: 1225.0,
-    dma_transpose_efficiency: 0.9,
-    ncs_per_hbm_stack: 2,
-    mm_init_cycles: 64,
-    fp32_matmul_factor: 4,
-    fp32_transpose_factor: 2,
-    ls_speedup: 4,
-    pe_throttle_start: 0.5,
-    pe_throttle_ramp_ns: 3000.0,
-    min_ii: 64,
-    gpsimd_start: 150,
-    hwdge_ns: 600.0,
-    min_ii_dynamic: 600,
-    dependency_latency_cycles: 200,
-    vector_perf_modes: true,
-    launch_overhead_ns: 12_800.0,
     nc_version: 4,
     matmul_moving_fmax_fp32_dst: 4096,
     matmul_moving_fmax_bf16_dst: Some(8192),
@@ -407,4 +368,5 @@ pub static TRN3: TargetSpec = TargetSpec {
     vector_perf_mode_fp8: true,
     exponential_elems_per_cycle: 4,
     mx_matmul: true,
+    ..TRN2_SPEC
 };

@@ -16,7 +16,7 @@
 //! read out) \[E S13, as `activation`\].
 
 use super::accum::{Accum, Extra, ReduceArgs, ReduceCmd};
-use super::base::{short, PerPartition, Site};
+use super::base::{PerPartition, Site};
 use super::{ActFn, AluOp, Operand};
 use crate::context::Op;
 use crate::error::ErrorKind;
@@ -147,18 +147,17 @@ pub fn activate2<'d, 'a>(
     }
     let acc = if args.reduce.is_some() || args.reduce_res.is_some() {
         let (rop, cmd) = args.reduce.unwrap_or((AluOp::Add, ReduceCmd::Idle));
-        if !matches!(
+        ins.require_alu(
+            "reduce_op",
             rop,
-            AluOp::Add | AluOp::Maximum | AluOp::Minimum | AluOp::AbsMax | AluOp::AbsMin
-        ) {
-            ins.fail(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "reduce_op '{rop}' of '{}' must be add, max, min, abs_max or abs_min",
-                    short(ins.api)
-                ),
-            );
-        }
+            &[
+                AluOp::Add,
+                AluOp::Maximum,
+                AluOp::Minimum,
+                AluOp::AbsMax,
+                AluOp::AbsMin,
+            ],
+        );
         let mut ra = ReduceArgs::new().cmd(cmd);
         ra.reduce_res = args.reduce_res;
         Some(Accum::check(

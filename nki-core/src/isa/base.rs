@@ -420,6 +420,22 @@ impl Site {
 /// The operand rules and the output handling of every instruction, as methods of the op
 /// handle (they fail with the op's name and line).
 impl Op {
+    /// Fails unless `op` (the argument `what`) is one of `allowed`, listing them.
+    pub(crate) fn require_alu(&self, what: &str, op: AluOp, allowed: &[AluOp]) {
+        if allowed.contains(&op) {
+            return;
+        }
+        let names: Vec<&str> = allowed.iter().map(|a| a.name()).collect();
+        let list = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => names.join(""),
+        };
+        self.fail(
+            ErrorKind::InvalidArgument,
+            format!("{what} '{op}' of '{}' must be {list}", short(self.api)),
+        );
+    }
+
     /// THE funnel for this op: executes (unless estimating), records (unless only executing)
     /// and, in estimate mode, marks `outs` written (the views whose regions the record writes)
     /// so later reads of them are not flagged as uninitialised.
@@ -683,11 +699,13 @@ impl Op {
 
     /// THE start of every instruction record: instruction `opcode` on `engine`, issued by this
     /// op at its line (see [`Rec`]).
+    #[inline(always)]
     pub(crate) fn record(&self, engine: Engine, opcode: Opcode) -> Rec {
         self.record_as(self.api, engine, opcode)
     }
 
     /// [`Op::record`] under the NKI name `api` (an `nl` call recorded under its full name).
+    #[inline(always)]
     pub(crate) fn record_as(&self, api: &'static str, engine: Engine, opcode: Opcode) -> Rec {
         Rec(Instr::new(engine, opcode, api, self.loc))
     }
@@ -707,6 +725,7 @@ pub(crate) struct Rec(Instr);
 macro_rules! rec_setters {
     ($($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty => $field:ident $(as $wrap:ident)?),+);)*) => {$(
         $(#[$doc])*
+        #[inline(always)]
         pub(crate) fn $name(mut self, $($arg: $ty),+) -> Rec {
             $(self.0.$field = $($wrap)?($arg);)+
             self
@@ -737,12 +756,14 @@ impl Rec {
     }
 
     /// The regions read.
+    #[inline(always)]
     pub(crate) fn reads(mut self, reads: impl Into<Regions<3>>) -> Rec {
         self.0.reads = reads.into();
         self
     }
 
     /// The regions written.
+    #[inline(always)]
     pub(crate) fn writes(mut self, writes: impl Into<Regions<1>>) -> Rec {
         self.0.writes = writes.into();
         self
@@ -750,6 +771,7 @@ impl Rec {
 
     /// Reads the tile `inputs` (all of them) and writes `out`: PSUM when an input is in PSUM,
     /// contiguous when every input has a unit innermost stride.
+    #[inline(always)]
     pub(crate) fn over<'t, 'a: 't>(
         self,
         inputs: impl Iterator<Item = &'t TileRef<'a>> + Clone,
@@ -762,6 +784,7 @@ impl Rec {
     }
 
     /// The record.
+    #[inline(always)]
     pub(crate) fn done(self) -> Instr {
         self.0
     }

@@ -264,15 +264,17 @@ pub fn range_select<'d, 'a>(
         );
     }
     for (what, op) in [("comp_op0", comp_op0), ("comp_op1", comp_op1)] {
-        if !matches!(
+        ins.require_alu(
+            what,
             op,
-            AluOp::Equal | AluOp::Less | AluOp::LessEqual | AluOp::Greater | AluOp::GreaterEqual
-        ) {
-            ins.fail(
-                ErrorKind::InvalidArgument,
-                format!("{what} '{op}' of 'range_select' must be equal, less, less_equal, greater or greater_equal"),
-            );
-        }
+            &[
+                AluOp::Equal,
+                AluOp::Less,
+                AluOp::LessEqual,
+                AluOp::Greater,
+                AluOp::GreaterEqual,
+            ],
+        );
     }
     if reduce_op != AluOp::Maximum {
         ins.fail(

@@ -97,15 +97,11 @@ pub fn tensor_scalar_reduce<'d, 'a>(
             "bitvec operators are not supported by 'tensor_scalar_reduce'".to_string(),
         );
     }
-    if !matches!(
+    ins.require_alu(
+        "reduce_op",
         reduce_op,
-        AluOp::Add | AluOp::Multiply | AluOp::Maximum | AluOp::Minimum
-    ) {
-        ins.fail(
-            ErrorKind::InvalidArgument,
-            format!("reduce_op '{reduce_op}' of 'tensor_scalar_reduce' must be add, multiply, max or min"),
-        );
-    }
+        &[AluOp::Add, AluOp::Multiply, AluOp::Maximum, AluOp::Minimum],
+    );
     let p = x.partitions();
     let operand = ins.per_partition("operand0", operand0.into(), p);
     let acc = Accum::check(
@@ -168,15 +164,17 @@ pub fn tensor_scalar_cumulative<'d, 'a>(
     let args = args.into().unwrap_or_default();
     data_and_dst(&ins, ("src", &x), &dst);
     arithmetic(&ins, "op0", op0);
-    if !matches!(
+    ins.require_alu(
+        "op1",
         op1,
-        AluOp::Add | AluOp::Subtract | AluOp::Multiply | AluOp::Maximum | AluOp::Minimum
-    ) {
-        ins.fail(
-            ErrorKind::InvalidArgument,
-            format!("op1 '{op1}' of 'tensor_scalar_cumulative' must be add, subtract, multiply, max or min"),
-        );
-    }
+        &[
+            AluOp::Add,
+            AluOp::Subtract,
+            AluOp::Multiply,
+            AluOp::Maximum,
+            AluOp::Minimum,
+        ],
+    );
     for (what, t) in [("src", &x), ("dst", &dst)] {
         if matches!(t.dtype(), DType::I32 | DType::U32) {
             ins.fail(

@@ -265,6 +265,17 @@ pub struct Topology {
     placement: Vec<usize>,
 }
 
+/// `name(v)` setters of [`Topology`] that write `v` into the link spec's field `name`.
+macro_rules! spec_setters {
+    ($($(#[$doc:meta])* $field:ident: $ty:ty;)*) => {$(
+        $(#[$doc])*
+        pub fn $field(mut self, value: $ty) -> Topology {
+            self.spec.$field = value;
+            self
+        }
+    )*};
+}
+
 impl Topology {
     /// The target's own layout: its link constants, ranks filling chips in order.
     pub fn of(target: Target) -> Topology {
@@ -297,28 +308,15 @@ impl Topology {
         self
     }
 
-    /// Sets the chip-to-chip link bandwidth, one direction, in GB/s.
-    pub fn link_gbps(mut self, gbps: f64) -> Topology {
-        self.spec.link_gbps = gbps;
-        self
-    }
-
-    /// Sets the latency per chip-to-chip hop, in ns.
-    pub fn hop_ns(mut self, ns: f64) -> Topology {
-        self.spec.hop_ns = ns;
-        self
-    }
-
-    /// Sets a device's DMA bandwidth (all its engines), in GB/s.
-    pub fn dma_gbps(mut self, gbps: f64) -> Topology {
-        self.spec.dma_gbps = gbps;
-        self
-    }
-
-    /// Sets the fixed cost of a DMA, in ns.
-    pub fn dma_fixed_ns(mut self, ns: f64) -> Topology {
-        self.spec.dma_fixed_ns = ns;
-        self
+    spec_setters! {
+        /// Sets the chip-to-chip link bandwidth, one direction, in GB/s.
+        link_gbps: f64;
+        /// Sets the latency per chip-to-chip hop, in ns.
+        hop_ns: f64;
+        /// Sets a device's DMA bandwidth (all its engines), in GB/s.
+        dma_gbps: f64;
+        /// Sets the fixed cost of a DMA, in ns.
+        dma_fixed_ns: f64;
     }
 
     /// Sets the inter-node bandwidth per device (GB/s) and latency (ns).

@@ -224,6 +224,33 @@ struct CopyRec {
     loc: SourceLoc,
 }
 
+/// The copies of `copies` that an access (`writes`, elements `runs`) of a device with clock
+/// `clock` conflicts with: at least one side writes, the elements overlap, and the clock does
+/// not order the copy before the access (a copy's write must have landed, its read been sent).
+/// `skip` is the accessing copy itself. Each comes with the first element both touch.
+fn unordered_copies<'a>(
+    copies: &'a [CopyRec],
+    clock: &'a Clock,
+    writes: bool,
+    runs: &'a [(usize, usize)],
+    skip: Option<CopyId>,
+) -> impl Iterator<Item = (Side, usize)> + 'a {
+    copies.iter().filter_map(move |c| {
+        if !(c.writes || writes) || Some(c.id) == skip {
+            return None;
+        }
+        let ordered = if c.writes {
+            clock.knows_landed(c.id)
+        } else {
+            clock.knows_sent(c.id)
+        };
+        if ordered {
+            return None;
+        }
+        first_common(&c.runs, runs).map(|e| (Side::Copy(c.clone()), e))
+    })
+}
+
 /// What the launch knows about one shard.
 struct Region {
     name: String,
@@ -348,22 +375,7 @@ impl Order {
         };
         let clock = &self.clocks[d];
         let mut found = Vec::new();
-        for c in &r.copies {
-            if !(c.writes || writes) {
-                continue;
-            }
-            let ordered = if c.writes {
-                clock.knows_landed(c.id)
-            } else {
-                clock.knows_sent(c.id)
-            };
-            if ordered {
-                continue;
-            }
-            if let Some(e) = first_common(&c.runs, &me.runs) {
-                found.push((Side::Copy(c.clone()), e));
-            }
-        }
+        found.extend(unordered_copies(&r.copies, clock, writes, &me.runs, None));
         if writes {
             let mut m = r.marks.lock().unwrap_or_else(|p| p.into_inner());
             for &(s, n) in &me.runs {
@@ -443,22 +455,13 @@ impl Order {
                 found.push((Side::Local(l.clone()), e));
             }
         }
-        for c in &r.copies {
-            if !(c.writes || me.writes) || c.id == me.id {
-                continue;
-            }
-            let ordered = if c.writes {
-                clock.knows_landed(c.id)
-            } else {
-                clock.knows_sent(c.id)
-            };
-            if ordered {
-                continue;
-            }
-            if let Some(e) = first_common(&c.runs, &me.runs) {
-                found.push((Side::Copy(c.clone()), e));
-            }
-        }
+        found.extend(unordered_copies(
+            &r.copies,
+            clock,
+            me.writes,
+            &me.runs,
+            Some(me.id),
+        ));
         for (other, e) in found {
             let f = self.race(id, e, other, Side::Copy(me.clone()));
             self.findings.push(f);

@@ -3,6 +3,7 @@
 //! style sheet or font from elsewhere: the page opens offline in any browser.
 
 use super::summary::{Profile, Track};
+use super::units::{human_bytes, human_ns};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io;
@@ -276,28 +277,6 @@ fn esc(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
-}
-
-fn human_bytes(b: f64) -> String {
-    if b >= 1e9 {
-        format!("{:.2} GB", b / 1e9)
-    } else if b >= 1e6 {
-        format!("{:.2} MB", b / 1e6)
-    } else if b >= 1e3 {
-        format!("{:.1} KB", b / 1e3)
-    } else {
-        format!("{b:.0} B")
-    }
-}
-
-fn human_ns(ns: f64) -> String {
-    if ns >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.2} us", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub mod html;
 pub(crate) mod loops;
 pub mod summary;
 pub mod trace;
+pub(crate) mod units;
 
 pub use summary::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,

@@ -4,6 +4,7 @@
 //! instruction counts and the source lines that cost the most time. A profile also keeps the
 //! timeline itself ([`Profile::spans`]), which [`super::trace`] writes out.
 
+use super::units::{human_bytes, human_ns};
 use crate::dtype::DType;
 use crate::error::SourceLoc;
 use crate::memory::MemoryPeak;
@@ -391,28 +392,6 @@ impl fmt::Debug for Profile {
             .field("ops", &format_args!("[{} ops]", self.ops.len()))
             .field("spans", &format_args!("[{} spans]", self.spans.len()))
             .finish()
-    }
-}
-
-fn human_bytes(b: f64) -> String {
-    if b >= 1e9 {
-        format!("{:.2} GB", b / 1e9)
-    } else if b >= 1e6 {
-        format!("{:.2} MB", b / 1e6)
-    } else if b >= 1e3 {
-        format!("{:.1} KB", b / 1e3)
-    } else {
-        format!("{b:.0} B")
-    }
-}
-
-fn human_ns(ns: f64) -> String {
-    if ns >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.2} us", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
     }
 }
 

@@ -42,6 +42,7 @@
 //! (see `bench_grid`).
 
 use crate::error::{ErrorKind, NkiError};
+use crate::profile::units::human_ns;
 use crate::profile::Profile;
 use std::fmt;
 use std::io::{IsTerminal, Write};
@@ -323,16 +324,6 @@ impl Progress {
         if self.on {
             let _ = writeln!(std::io::stderr());
         }
-    }
-}
-
-fn human_ns(ns: f64) -> String {
-    if ns >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else if ns >= 1e3 {
-        format!("{:.2} us", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
     }
 }
 
