@@ -69,7 +69,7 @@ pub fn quantize_mx<'d, 'a, 's>(
     dtype_in(&ins, "dst_scale", &scale, &[DType::U8, DType::F8E8M0]);
     let (p, f) = (x.partitions(), x.free_size());
     quadrants(&ins, "src", &x);
-    if f % 4 != 0 {
+    if !f.is_multiple_of(4) {
         ins.fail(
             ErrorKind::ShapeMismatch,
             format!(
@@ -155,7 +155,7 @@ pub fn nc_matmul_mx<'d, 'a, 'b, 's, 't>(
     ins.same_partitions(("stationary", &s), ("moving", &m));
     let (k, mm, n) = (s.partitions(), s.free_size(), m.free_size());
     let n_max = if dst.dtype() == DType::F32 { 512 } else { 1024 };
-    if mm % 2 != 0 || mm > 128 || n > n_max {
+    if !mm.is_multiple_of(2) || mm > 128 || n > n_max {
         ins.fail(
             ErrorKind::MatmulLimit,
             format!(
@@ -307,7 +307,7 @@ fn dtype_in(ins: &Op, what: &str, t: &TileRef, allowed: &[DType]) {
 /// Fails unless `t` spans whole quadrants: 32, 64, 96 or 128 partitions.
 fn quadrants(ins: &Op, what: &str, t: &TileRef) {
     let p = t.partitions();
-    if p == 0 || p % 32 != 0 || p > 128 {
+    if p == 0 || !p.is_multiple_of(32) || p > 128 {
         ins.fail(
             ErrorKind::ShapeMismatch,
             format!(
