@@ -86,6 +86,7 @@ mod mx;
 mod ops;
 mod profile;
 mod record;
+mod reinterpret;
 mod slots;
 mod spmd;
 pub mod sweep;

@@ -454,6 +454,13 @@ impl Tensor {
         self.view().ap_indirect(pattern, offset, vector_offset)
     }
 
+    /// An access pattern reading the storage as `dtype` (NKI `tensor.ap(pattern, offset,
+    /// dtype=dtype)`); see [`TensorRef::ap_as`].
+    #[track_caller]
+    pub fn ap_as(&self, pattern: &[[usize; 2]], offset: usize, dtype: DType) -> TensorRef<'_> {
+        self.view().ap_as(pattern, offset, dtype)
+    }
+
     /// The launch's storage of a shared-HBM tensor (what a kernel returns).
     fn returned(&self, loc: SourceLoc) -> Arc<HbmStorage> {
         match &self.repr {
@@ -607,6 +614,31 @@ impl<'a> TensorRef<'a> {
         match self {
             TensorRef::Chip(t) => TensorRef::Chip(t.ap(pattern, offset)),
             TensorRef::Hbm(v) => TensorRef::Hbm(v.ap(pattern, offset)),
+        }
+    }
+
+    /// [`TensorRef::ap`] with NKI 0.7's `dtype=`: the storage's bytes read as `dtype`, the
+    /// pattern's steps, counts and offset in elements of `dtype` (an int32 `[128, 256]`
+    /// tensor seen as bfloat16 takes `[[512, 128], [1, 512]]`); see [`TileRef::ap_as`].
+    /// On chip only so far: an HBM tensor with a `dtype` other than its own is an
+    /// [`ErrorKind::InvalidArgument`] error (reinterpret on chip after the DMA).
+    #[track_caller]
+    pub fn ap_as(&self, pattern: &[[usize; 2]], offset: usize, dtype: DType) -> TensorRef<'a> {
+        match self {
+            TensorRef::Chip(t) => TensorRef::Chip(t.ap_as(pattern, offset, dtype)),
+            TensorRef::Hbm(v) if v.dtype() == dtype => TensorRef::Hbm(v.ap(pattern, offset)),
+            TensorRef::Hbm(v) => raise(
+                NkiError::new(
+                    ErrorKind::InvalidArgument,
+                    "ap",
+                    format!(
+                        "reading HBM tensor {} as {dtype} (ap dtype=) is not supported: \
+                         DMA it on chip and reinterpret the tile there",
+                        v.describe()
+                    ),
+                ),
+                SourceLoc::caller(),
+            ),
         }
     }
 

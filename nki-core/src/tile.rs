@@ -188,6 +188,7 @@ impl Tile {
                 shape: self.shape,
                 strides: self.strides,
             },
+            cast: None,
         }
     }
 
@@ -525,6 +526,9 @@ pub(crate) fn check_tile_shape(op: &'static str, mem: MemKind, shape: Shape) -> 
 pub struct TileRef<'a> {
     pub(crate) tile: &'a Tile,
     pub(crate) ap: Ap,
+    /// The dtype the view reads the tile's bytes as, when `.ap(.., dtype)` reinterprets them
+    /// (`ap` then counts elements of it); `None` for the tile's own dtype.
+    pub(crate) cast: Option<DType>,
 }
 
 impl<'a> TileRef<'a> {
@@ -553,6 +557,7 @@ impl<'a> TileRef<'a> {
                 Ok(ap) => TileRef {
                     tile: self.tile,
                     ap,
+                    cast: self.cast,
                 },
                 Err(e) => raise(e, loc),
             }
@@ -564,9 +569,50 @@ impl<'a> TileRef<'a> {
         self.ap.shape.dims()
     }
 
-    /// The tile's dtype.
+    /// The view's dtype: the tile's, or the one `.ap(.., dtype)` reinterprets its bytes as.
     pub fn dtype(&self) -> DType {
-        self.tile.dtype
+        self.cast.unwrap_or(self.tile.dtype)
+    }
+
+    /// Elements of the view's dtype per partition of the tile's storage.
+    fn row_elems(&self) -> usize {
+        match self.cast {
+            None => self.tile.shape.free(),
+            Some(c) => self.tile.shape.free() * self.tile.dtype.size() / c.size(),
+        }
+    }
+
+    /// The tile elements the view touches, as an access pattern over the tile (for the
+    /// written-element tracking): the view itself, or for a reinterpreting view of another
+    /// element size, the span of tile elements its bytes cover in each of its partitions.
+    fn tile_ap(&self) -> Ap {
+        let Some(c) = self.cast.filter(|c| c.size() != self.tile.dtype.size()) else {
+            return self.ap;
+        };
+        let (vs, ts) = (c.size(), self.tile.dtype.size());
+        let row = self.row_elems().max(1);
+        let (p0, base) = (self.ap.offset / row, (self.ap.offset % row) as isize);
+        let (mut lo, mut hi) = (base, base);
+        for d in 1..self.ap.shape.ndim() {
+            let ext = (self.ap.shape.dims()[d] as isize - 1) * self.ap.strides[d];
+            if ext < 0 {
+                lo += ext
+            } else {
+                hi += ext
+            }
+        }
+        let (lo_t, hi_t) = (lo as usize * vs / ts, ((hi as usize + 1) * vs).div_ceil(ts));
+        let free = self.tile.shape.free();
+        Ap {
+            offset: p0 * free + lo_t,
+            shape: Shape::of_valid(&[self.partitions(), hi_t - lo_t]),
+            strides: {
+                let mut s = [0isize; MAX_DIMS];
+                s[0] = free as isize;
+                s[1] = 1;
+                s
+            },
+        }
     }
 
     /// The memory of the tile.
@@ -594,7 +640,7 @@ impl<'a> TileRef<'a> {
         if self.ap.offset == 0 {
             return 0; // no division for views from the tile's start
         }
-        let row = self.tile.shape.free().max(1);
+        let row = self.row_elems().max(1);
         self.ap.offset / row
     }
 
@@ -615,8 +661,8 @@ impl<'a> TileRef<'a> {
 
     /// [`TileRef::region`] of a view that is not the whole tile.
     fn part_region(&self) -> Region {
-        let sz = self.tile.dtype.size() as u64;
-        let row = self.tile.shape.free().max(1);
+        let sz = self.dtype().size() as u64;
+        let row = self.row_elems().max(1);
         let p0 = self.ap.offset / row;
         let (lo, hi) = self.ap.span();
         let p1 = p0 + self.partitions();
@@ -648,7 +694,7 @@ impl<'a> TileRef<'a> {
 
     /// True when the view is the whole tile.
     pub(crate) fn is_whole(&self) -> bool {
-        self.ap.offset == 0 && self.ap.shape == self.tile.shape
+        self.ap.offset == 0 && self.ap.shape == self.tile.shape && self.cast.is_none()
     }
 
     /// The flat index range of the view when it is one contiguous block of the tile.
@@ -662,7 +708,7 @@ impl<'a> TileRef<'a> {
     /// read of an unwritten tile.
     pub(crate) fn gather(&self, op: &'static str, loc: SourceLoc) -> Vec<f32> {
         let mut out = self.gather_slots(op, loc);
-        self.tile.dtype.to_values(&mut out);
+        self.dtype().to_values(&mut out);
         out
     }
 
@@ -685,7 +731,7 @@ impl<'a> TileRef<'a> {
         loc: SourceLoc,
         f: impl FnOnce(&[f32]) -> R,
     ) -> R {
-        if self.tile.dtype.holds_bits() {
+        if self.dtype().holds_bits() {
             let v = self.gather(op, loc);
             let r = f(&v);
             give_buf(v);
@@ -703,6 +749,13 @@ impl<'a> TileRef<'a> {
         f: impl FnOnce(&[f32]) -> R,
     ) -> R {
         self.check_init(op, loc);
+        if let Some(c) = self.cast {
+            let mut tmp = take_buf(self.ap.shape.numel());
+            crate::reinterpret::read(&self.tile.data(), self.tile.dtype, c, &self.ap, &mut tmp);
+            let r = f(&tmp);
+            give_buf(tmp);
+            return r;
+        }
         if let Some(src) = self.tile.in_place_values() {
             let rows = self.rows_in(src.rows(self.tile.shape));
             if let Some(r) = rows.filter(|r| r.count <= 1 || r.stride == r.len) {
@@ -733,7 +786,7 @@ impl<'a> TileRef<'a> {
         loc: SourceLoc,
         f: impl FnOnce(Rows<'_>) -> R,
     ) -> R {
-        if self.tile.dtype.holds_bits() {
+        if self.dtype().holds_bits() {
             return self.with_values(op, loc, |v| f(Rows::packed(v, self.ap.shape)));
         }
         self.with_slot_rows(op, loc, f)
@@ -772,6 +825,9 @@ impl<'a> TileRef<'a> {
     /// The view's rows within `tile`, the rows of the whole tile, when each of the view's
     /// partitions is one contiguous run of a tile row.
     fn rows_in<'t>(&self, tile: Rows<'t>) -> Option<Rows<'t>> {
+        if self.cast.is_some() {
+            return None;
+        }
         let (offset, row_stride, col_stride) = self.ap.as_matrix()?;
         let (count, len) = (self.ap.shape.partitions(), self.ap.shape.free());
         let free = self.tile.shape.free();
@@ -813,7 +869,7 @@ impl<'a> TileRef<'a> {
     /// the tile's dtype ([`DType::to_slots`]: rounded unless `exact`, i.e. already
     /// representable in it). An unwritten tile overwritten whole is filled in place.
     pub(crate) fn write_with(&self, exact: bool, fill: impl FnOnce(&mut Vec<f32>)) {
-        let dtype = self.tile.dtype;
+        let dtype = self.dtype();
         self.write_slots(|buf| {
             fill(buf);
             dtype.to_slots(buf, exact);
@@ -842,27 +898,30 @@ impl<'a> TileRef<'a> {
             fill(&mut tmp);
             assert_eq!(tmp.len(), n, "an op produced the wrong number of values");
             let mut data = self.tile.data_mut();
-            match self.contiguous_range() {
-                Some(r) => data[r].copy_from_slice(&tmp),
-                None => self.ap.scatter(&mut data, &tmp),
+            match (self.cast, self.contiguous_range()) {
+                (Some(c), _) => {
+                    crate::reinterpret::write(&mut data, self.tile.dtype, c, &self.ap, &tmp)
+                }
+                (None, Some(r)) => data[r].copy_from_slice(&tmp),
+                (None, None) => self.ap.scatter(&mut data, &tmp),
             }
             drop(data);
             give_buf(tmp);
         }
-        self.tile.set_written(&self.ap, || self.region());
+        self.tile.set_written(&self.tile_ap(), || self.region());
     }
 
     /// True when every element of the view has been written.
     pub(crate) fn is_written(&self) -> bool {
         self.tile
-            .first_unwritten(&self.ap, || self.region())
+            .first_unwritten(&self.tile_ap(), || self.region())
             .is_none()
     }
 
     /// Raises [`ErrorKind::UninitializedRead`] when an element of the view was never written
     /// (per element: a tile written in part is read only where it was written).
     pub(crate) fn check_init(&self, op: &'static str, loc: SourceLoc) {
-        let Some(e) = self.tile.first_unwritten(&self.ap, || self.region()) else {
+        let Some(e) = self.tile.first_unwritten(&self.tile_ap(), || self.region()) else {
             return;
         };
         let t = self.tile;
@@ -875,7 +934,7 @@ impl<'a> TileRef<'a> {
     /// Writes row-major values `vals` into the view, made slots of the tile's dtype
     /// ([`DType::to_slots`]: rounded; int32/uint32 as bit patterns).
     pub(crate) fn scatter(&self, mut vals: Vec<f32>) {
-        self.tile.dtype.to_slots(&mut vals, false);
+        self.dtype().to_slots(&mut vals, false);
         self.scatter_slots(vals)
     }
 
@@ -888,14 +947,17 @@ impl<'a> TileRef<'a> {
             give_buf(old);
         } else {
             let mut data = self.tile.data_mut();
-            match self.contiguous_range() {
-                Some(r) => data[r].copy_from_slice(&vals),
-                None => self.ap.scatter(&mut data, &vals),
+            match (self.cast, self.contiguous_range()) {
+                (Some(c), _) => {
+                    crate::reinterpret::write(&mut data, self.tile.dtype, c, &self.ap, &vals)
+                }
+                (None, Some(r)) => data[r].copy_from_slice(&vals),
+                (None, None) => self.ap.scatter(&mut data, &vals),
             }
             drop(data);
             give_buf(vals);
         }
-        self.tile.set_written(&self.ap, || self.region());
+        self.tile.set_written(&self.tile_ap(), || self.region());
     }
 
     /// Marks the tile written without touching values (estimate mode).
@@ -905,15 +967,15 @@ impl<'a> TileRef<'a> {
         if t.init.get() && !t.tracked.get() {
             return; // written already (an op's result starts so)
         }
-        t.set_written(&self.ap, || self.region());
+        t.set_written(&self.tile_ap(), || self.region());
     }
 
     /// Description for messages.
     pub(crate) fn describe(&self) -> String {
-        if self.ap.shape == self.tile.shape {
-            self.tile.describe()
-        } else {
-            format!("{} (view {})", self.tile.describe(), self.ap.shape)
+        match self.cast {
+            Some(c) => format!("{} (view {} as {c})", self.tile.describe(), self.ap.shape),
+            None if self.ap.shape == self.tile.shape => self.tile.describe(),
+            None => format!("{} (view {})", self.tile.describe(), self.ap.shape),
         }
     }
 }

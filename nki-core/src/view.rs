@@ -18,7 +18,7 @@
 
 use crate::access::{Ap, Shape, MAX_DIMS};
 use crate::context::raise;
-use crate::dtype::Element;
+use crate::dtype::{DType, Element};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::{Hbm, HbmOut, HbmView, HbmViewMut};
 use crate::tile::{Tile, TileRef};
@@ -359,6 +359,7 @@ impl<'a> TileRef<'a> {
         TileRef {
             tile: self.tile,
             ap,
+            cast: self.cast,
         }
     }
 
@@ -372,15 +373,31 @@ impl<'a> TileRef<'a> {
         TileRef {
             tile: self.tile,
             ap,
+            cast: self.cast,
         }
     }
 }
 
 /// The access pattern `pattern` at `offset` over the storage of on-chip tile `t` (see
 /// [`TileRef::ap`]).
-pub(crate) fn chip_pattern(t: &Tile, pattern: &[[usize; 2]], offset: usize) -> Result<Ap> {
+pub(crate) fn chip_pattern(
+    t: &Tile,
+    pattern: &[[usize; 2]],
+    offset: usize,
+    dtype: DType,
+) -> Result<Ap> {
     let what = t.describe();
     let fail = |kind, msg: String| Err(err(kind, "ap", msg));
+    let row_bytes = t.free_size() * t.dtype().size();
+    if !row_bytes.is_multiple_of(dtype.size()) {
+        return fail(
+            ErrorKind::DType,
+            format!(
+                "cannot view {what} as {dtype}: a partition's {row_bytes} bytes are not a whole \
+                 number of {dtype} elements"
+            ),
+        );
+    }
     if pattern.len() < 2 || pattern.len() > MAX_DIMS {
         return fail(
             ErrorKind::InvalidArgument,
@@ -390,7 +407,8 @@ pub(crate) fn chip_pattern(t: &Tile, pattern: &[[usize; 2]], offset: usize) -> R
             ),
         );
     }
-    let free = t.free_size();
+    // Steps and offset count elements of `dtype` (NKI: "in terms of number of elements").
+    let free = row_bytes / dtype.size();
     let [pstep, parts] = pattern[0];
     if parts > 1 && pstep != free {
         return fail(
@@ -445,10 +463,32 @@ impl<'a> TileRef<'a> {
     #[track_caller]
     pub fn ap(&self, pattern: &[[usize; 2]], offset: usize) -> TileRef<'a> {
         let loc = SourceLoc::caller();
-        let ap = or_raise(chip_pattern(self.tile, pattern, offset), loc);
+        let ap = or_raise(
+            chip_pattern(self.tile, pattern, offset, self.tile.dtype()),
+            loc,
+        );
         TileRef {
             tile: self.tile,
             ap,
+            cast: None,
+        }
+    }
+
+    /// [`TileRef::ap`] reading the tile's bytes as `dtype` (NKI 0.7 `tensor.ap(pattern,
+    /// offset, dtype=dtype)`, a reinterpret cast): the steps, the counts and the offset count
+    /// elements of `dtype`, so an int32 `[128, 256]` tile seen as bfloat16 takes the pattern
+    /// `[[512, 128], [1, 512]]`. Every instruction reads and writes the view as `dtype`
+    /// (bytes little-endian within an element; a write changes only the bytes it covers).
+    /// The partition step must be the partition's size in `dtype` elements; a partition
+    /// whose bytes are not a whole number of them is a [`ErrorKind::DType`] error.
+    #[track_caller]
+    pub fn ap_as(&self, pattern: &[[usize; 2]], offset: usize, dtype: DType) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        let ap = or_raise(chip_pattern(self.tile, pattern, offset, dtype), loc);
+        TileRef {
+            tile: self.tile,
+            ap,
+            cast: (dtype != self.tile.dtype()).then_some(dtype),
         }
     }
 }
@@ -458,6 +498,12 @@ impl Tile {
     #[track_caller]
     pub fn ap(&self, pattern: &[[usize; 2]], offset: usize) -> TileRef<'_> {
         self.view().ap(pattern, offset)
+    }
+
+    /// [`TileRef::ap_as`] over this tile's storage (a reinterpret cast to `dtype`).
+    #[track_caller]
+    pub fn ap_as(&self, pattern: &[[usize; 2]], offset: usize, dtype: DType) -> TileRef<'_> {
+        self.view().ap_as(pattern, offset, dtype)
     }
 
     /// [`TileRef::reshape`] of the whole tile.

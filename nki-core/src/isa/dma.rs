@@ -801,6 +801,7 @@ fn write_rows(
                 let v = TileRef {
                     tile: t.tile,
                     ap: part(k, true, &t.ap),
+                    cast: t.cast,
                 };
                 v.scatter_slots(vals[k * n..(k + 1) * n].to_vec());
             }

@@ -519,7 +519,10 @@ fn matmul_tiles(
     strided: bool,
 ) {
     let (api, loc) = (ins.api, ins.loc);
-    let distinct = strided && !std::ptr::eq(s.tile, out.tile) && !std::ptr::eq(m.tile, out.tile);
+    let distinct = strided
+        && !std::ptr::eq(s.tile, out.tile)
+        && !std::ptr::eq(m.tile, out.tile)
+        && [s, m, out].iter().all(|t| t.cast.is_none());
     if let (true, DType::F32, Some(sa), Some(ma), Some(oa)) = (
         distinct,
         out.dtype(),

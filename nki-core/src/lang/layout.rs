@@ -153,7 +153,11 @@ pub fn expand_dims<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> TileRef<'a> {
     let loc = SourceLoc::caller();
     let x: TileRef = x.into();
     match expand_ap(&x.ap, axis) {
-        Ok(ap) => TileRef { tile: x.tile, ap },
+        Ok(ap) => TileRef {
+            tile: x.tile,
+            ap,
+            cast: x.cast,
+        },
         Err(msg) => raise(
             NkiError::new(
                 ErrorKind::InvalidArgument,
