@@ -143,6 +143,30 @@ impl Mini {
     }
 }
 
+/// The bit pattern of the float8_e4m3fn value `v` (NaN: `0x7f` with `v`'s sign).
+pub(crate) fn e4m3fn_bits(v: f32) -> u32 {
+    let b = E4M3FN.encode(v);
+    if v.is_nan() && v.is_sign_negative() {
+        b | 0x80
+    } else {
+        b
+    }
+}
+
+/// The float8_e4m3fn value of bit pattern `b` (low 8 bits).
+pub(crate) fn e4m3fn_value(b: u32) -> f32 {
+    E4M3FN.decode(b & 0xff)
+}
+
+/// The e8m0 code of the float8_e8m0fnu slot `s` (a power of two, or NaN for code 255).
+pub(crate) fn e8m0_code(s: f32) -> u32 {
+    if s.is_nan() {
+        255
+    } else {
+        ((s as f64).log2().round() + 127.0) as u32
+    }
+}
+
 /// The four values packed in the slot `s` of an element of MX type `x4`.
 pub(crate) fn unpack(x4: DType, s: f32) -> [f32; 4] {
     let (f, bits) = format(x4);

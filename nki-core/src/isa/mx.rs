@@ -261,8 +261,7 @@ fn scale_views<'a>(scale: &TileRef<'a>, p: usize) -> Vec<TileRef<'a>> {
 /// The e8m0 code held in slot `s` of a scale tile of `dtype` (`uint8`: the code itself).
 fn scale_code(dtype: DType, s: f32) -> u32 {
     match dtype {
-        DType::F8E8M0 if s.is_nan() => 255,
-        DType::F8E8M0 => ((s as f64).log2().round() + 127.0) as u32,
+        DType::F8E8M0 => mx::e8m0_code(s),
         _ => s as u32,
     }
 }
