@@ -138,11 +138,11 @@ pub use crate::record::{
 // Profiles of modelled launches.
 pub use crate::profile::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
-    Span, Spans, Track,
+    Span, Spans, SpillKind, SpillLine, SpillStats, Track,
 };
 
 /// The NKI language (`nki.language`, imported as `nl`): loads and stores, element-wise math,
-/// activations, reductions, matmul and transpose, iota and masks, the SPMD grid
+/// activations, reductions, matmul and transpose, iota, the SPMD grid
 /// (`program_id`, affine/sequential/static ranges), and [`nl::require`]
 /// to reject bad kernel arguments. Each call lowers onto the engine instructions of
 /// [`nisa`].

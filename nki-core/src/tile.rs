@@ -93,7 +93,10 @@ impl Tile {
             // Inside a device loop, one body allocation is one buffer in every iteration.
             let fresh = || NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed);
             let id = c.loops.tile_id(loc, fresh).unwrap_or_else(fresh);
-            let slot = c.mem.alloc(id, mem, shape, dtype, loc).map_err(Box::new)?;
+            let slot = c
+                .mem
+                .alloc(id, mem, shape, dtype, loc, c.records.len())
+                .map_err(Box::new)?;
             let executes = c.mode.executes();
             if !executes && fill == Fill::Unwritten {
                 let u = UnwrittenTile {

@@ -1002,14 +1002,14 @@ fn iota_and_arange_generate_indices() {
         }
     }
     let got = run_out(&[1, 6], |o| {
-        let t = nl::arange(10, -3, 6, DType::F32);
+        let t = nl::classic::arange(10, -3, 6, DType::F32);
         assert_eq!(t.shape(), &[1, 6]);
         nl::store(o, &t);
     });
     assert_eq!(got, vec![10.0, 7.0, 4.0, 1.0, -2.0, -5.0]);
     // Cast to bf16: 257 is not representable and rounds to 256.
     let got = run_out(&[1, 3], |o| {
-        nl::store(o, &nl::arange(255, 1, 3, DType::BF16))
+        nl::store(o, &nl::classic::arange(255, 1, 3, DType::BF16))
     });
     assert_eq!(got, vec![255.0, 256.0, 256.0]);
 }

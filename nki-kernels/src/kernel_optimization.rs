@@ -3,9 +3,9 @@
 //! version a step from "obviously correct" to "compute bound".
 //!
 //! Every kernel is written in the destination-first style of the tutorial: on-chip tensors are
-//! allocated with [`nl::ndarray`] and every instruction writes into a `dst` it is given
-//! ([`nisa::dma_copy`], [`nisa::nc_matmul_acc`], [`nisa::tensor_copy_into`],
-//! [`nisa::tensor_tensor_into`], [`nisa::memset_into`]).
+//! allocated with [`nl::ndarray`] in `nl::sbuf` / `nl::psum` and every instruction writes into
+//! a `dst` it is given, with NKI's keyword options last ([`nisa::dma_copy`],
+//! [`nisa::nc_matmul`], [`nisa::tensor_copy`], [`nisa::tensor_tensor`], [`nisa::memset`]).
 //!
 //! | version | kernel | what changes |
 //! |---|---|---|
@@ -19,21 +19,19 @@
 //! - Outputs are `&mut Hbm` parameters (the tutorial allocates `result` in HBM inside the
 //!   kernel and returns it); each output keeps the tutorial's dtype: fp32 for versions 1, 3 and
 //!   5, the input dtype for versions 2 and 4.
-//! - `nisa.nc_matmul(dst=psum, ...)` accumulating over k is [`nisa::nc_matmul_acc`] (the first
-//!   matmul into an unwritten PSUM tensor overwrites it, as on hardware).
+//! - `nisa.nc_matmul(dst=psum, ...)` accumulating over k relies on `accumulate=None` (the
+//!   first matmul into an unwritten PSUM tensor overwrites it, as on hardware).
 //! - The tutorial's `tensor_copy` leaves the engine to the compiler; PSUM read-outs here run
 //!   on ScalarE, where the compiler places them (shared/reference/calibration.md §3b).
 //! - Tiles kept in Python lists are Rust `Vec`s; a tile's SBUF space is freed when its `Vec`
 //!   goes out of scope. In fp32 at the tutorial's benchmark shape, versions 4 and 5 keep more
-//!   tiles live than SBUF holds; the hardware runs them because the compiler spills and
-//!   reuses space, while nki-rs's capacity check rejects them (see the `kernel_optimization`
-//!   example).
+//!   tiles allocated than SBUF holds; the hardware runs them because the compiler shortens
+//!   live ranges, re-loads inputs and spills, and so does the model (the profile's `spills`;
+//!   see the `kernel_optimization` example).
 
 use crate::checks::require;
 use crate::testing::{allclose, random_f32, Mismatch};
 use nki_core::prelude::*;
-// The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::nisa::classic as nisa;
 
 /// Rows of the result per tile: TensorE's stationary free-dim limit (128).
 pub const TILE_M: usize = nl::tile_size::GEMM_STATIONARY_FMAX;
@@ -114,15 +112,19 @@ pub fn mm_single_tile<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm
     require(op, n <= TILE_N, || {
         format!("N = {n} exceeds the moving free size {TILE_N}")
     });
-    let lhs_tile = nl::ndarray(&[k, m], lhs_t.dtype(), MemKind::Sbuf);
-    let rhs_tile = nl::ndarray(&[k, n], rhs.dtype(), MemKind::Sbuf);
-    nisa::dma_copy(&lhs_tile, lhs_t.view());
-    nisa::dma_copy(&rhs_tile, rhs.view());
-    let result_tile = nl::ndarray(&[m, n], DType::F32, MemKind::Psum);
-    nisa::nc_matmul_acc(&result_tile, &lhs_tile, &rhs_tile);
-    let result_tmp = nl::ndarray(&[m, n], DType::F32, MemKind::Sbuf);
-    nisa::tensor_copy_into(&result_tmp, &result_tile, nisa::Engine::Scalar);
-    nisa::dma_copy(result.view(), &result_tmp);
+    let lhs_tile = nl::ndarray(&[k, m], lhs_t.dtype(), nl::sbuf);
+    let rhs_tile = nl::ndarray(&[k, n], rhs.dtype(), nl::sbuf);
+    nisa::dma_copy(&lhs_tile, lhs_t.view(), None);
+    nisa::dma_copy(&rhs_tile, rhs.view(), None);
+    let result_tile = nl::ndarray(&[m, n], DType::F32, nl::psum);
+    nisa::nc_matmul(&result_tile, &lhs_tile, &rhs_tile, None);
+    let result_tmp = nl::ndarray(&[m, n], DType::F32, nl::sbuf);
+    nisa::tensor_copy(
+        &result_tmp,
+        &result_tile,
+        nisa::Opts::new().engine(nisa::Engine::Scalar),
+    );
+    nisa::dma_copy(result.view(), &result_tmp, None);
 }
 
 /// Version 2, "writing the kernel": for every `[128, 512]` result tile, the k loop copies a
@@ -136,26 +138,36 @@ pub fn mm_tiled<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm<T>) {
     let (k, m, n) = dims("mm_tiled", lhs_t.shape(), rhs.shape(), result.shape(), mult);
     for mi in nl::affine_range(m / TILE_M) {
         for ni in nl::affine_range(n / TILE_N) {
-            let result_tile = nl::ndarray(&[TILE_M, TILE_N], DType::F32, MemKind::Psum);
+            let result_tile = nl::ndarray(&[TILE_M, TILE_N], DType::F32, nl::psum);
             for ki in nl::affine_range(k / TILE_K) {
-                let lhs_tile = nl::ndarray(&[TILE_K, TILE_M], lhs_t.dtype(), MemKind::Sbuf);
-                let rhs_tile = nl::ndarray(&[TILE_K, TILE_N], rhs.dtype(), MemKind::Sbuf);
+                let lhs_tile = nl::ndarray(&[TILE_K, TILE_M], lhs_t.dtype(), nl::sbuf);
+                let rhs_tile = nl::ndarray(&[TILE_K, TILE_N], rhs.dtype(), nl::sbuf);
                 let kr = ki * TILE_K..(ki + 1) * TILE_K;
                 nisa::dma_copy(
                     &lhs_tile,
                     lhs_t.slice((kr.clone(), mi * TILE_M..(mi + 1) * TILE_M)),
+                    None,
                 );
-                nisa::dma_copy(&rhs_tile, rhs.slice((kr, ni * TILE_N..(ni + 1) * TILE_N)));
-                nisa::nc_matmul_acc(&result_tile, &lhs_tile, &rhs_tile);
+                nisa::dma_copy(
+                    &rhs_tile,
+                    rhs.slice((kr, ni * TILE_N..(ni + 1) * TILE_N)),
+                    None,
+                );
+                nisa::nc_matmul(&result_tile, &lhs_tile, &rhs_tile, None);
             }
-            let result_tmp = nl::ndarray(&[TILE_M, TILE_N], DType::F32, MemKind::Sbuf);
-            nisa::tensor_copy_into(&result_tmp, &result_tile, nisa::Engine::Scalar);
+            let result_tmp = nl::ndarray(&[TILE_M, TILE_N], DType::F32, nl::sbuf);
+            nisa::tensor_copy(
+                &result_tmp,
+                &result_tile,
+                nisa::Opts::new().engine(nisa::Engine::Scalar),
+            );
             nisa::dma_copy(
                 result.slice((
                     mi * TILE_M..(mi + 1) * TILE_M,
                     ni * TILE_N..(ni + 1) * TILE_N,
                 )),
                 &result_tmp,
+                None,
             );
         }
     }
@@ -180,41 +192,48 @@ pub fn mm_hoisted<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm<f32
     for mi in nl::affine_range(m / TILE_M) {
         let mut lhs_tiles = Vec::with_capacity(k_tiles);
         for ki in nl::affine_range(k_tiles) {
-            let lhs_tile = nl::ndarray(&[TILE_K, TILE_M], lhs_t.dtype(), MemKind::Sbuf);
+            let lhs_tile = nl::ndarray(&[TILE_K, TILE_M], lhs_t.dtype(), nl::sbuf);
             nisa::dma_copy(
                 &lhs_tile,
                 lhs_t.slice((
                     ki * TILE_K..(ki + 1) * TILE_K,
                     mi * TILE_M..(mi + 1) * TILE_M,
                 )),
+                None,
             );
             lhs_tiles.push(lhs_tile);
         }
         for ni in nl::affine_range(n / TILE_N) {
             let mut rhs_tiles = Vec::with_capacity(k_tiles);
             for ki in nl::affine_range(k_tiles) {
-                let rhs_tile = nl::ndarray(&[TILE_K, TILE_N], rhs.dtype(), MemKind::Sbuf);
+                let rhs_tile = nl::ndarray(&[TILE_K, TILE_N], rhs.dtype(), nl::sbuf);
                 nisa::dma_copy(
                     &rhs_tile,
                     rhs.slice((
                         ki * TILE_K..(ki + 1) * TILE_K,
                         ni * TILE_N..(ni + 1) * TILE_N,
                     )),
+                    None,
                 );
                 rhs_tiles.push(rhs_tile);
             }
-            let result_tile = nl::ndarray(&[TILE_M, TILE_N], DType::F32, MemKind::Psum);
+            let result_tile = nl::ndarray(&[TILE_M, TILE_N], DType::F32, nl::psum);
             for ki in nl::affine_range(k_tiles) {
-                nisa::nc_matmul_acc(&result_tile, &lhs_tiles[ki], &rhs_tiles[ki]);
+                nisa::nc_matmul(&result_tile, &lhs_tiles[ki], &rhs_tiles[ki], None);
             }
-            let result_tmp = nl::ndarray(&[TILE_M, TILE_N], DType::F32, MemKind::Sbuf);
-            nisa::tensor_copy_into(&result_tmp, &result_tile, nisa::Engine::Scalar);
+            let result_tmp = nl::ndarray(&[TILE_M, TILE_N], DType::F32, nl::sbuf);
+            nisa::tensor_copy(
+                &result_tmp,
+                &result_tile,
+                nisa::Opts::new().engine(nisa::Engine::Scalar),
+            );
             nisa::dma_copy(
                 result.slice((
                     mi * TILE_M..(mi + 1) * TILE_M,
                     ni * TILE_N..(ni + 1) * TILE_N,
                 )),
                 &result_tmp,
+                None,
             );
         }
     }
@@ -241,30 +260,32 @@ pub fn mm_blocked_free<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hb
     );
     let k_tiles = k / TILE_K;
     for mb in nl::affine_range(m / block_m) {
-        let mut lhs_tiles: Vec<Vec<Tile>> = Vec::with_capacity(tiles_m);
+        let mut lhs_tiles: Vec<Vec<Tensor>> = Vec::with_capacity(tiles_m);
         for bm in nl::affine_range(tiles_m) {
             let r0 = (mb * tiles_m + bm) * TILE_M;
             let mut inner = Vec::with_capacity(k_tiles);
             for ki in nl::affine_range(k_tiles) {
-                let lhs_tile = nl::ndarray(&[TILE_K, TILE_M], lhs_t.dtype(), MemKind::Sbuf);
+                let lhs_tile = nl::ndarray(&[TILE_K, TILE_M], lhs_t.dtype(), nl::sbuf);
                 nisa::dma_copy(
                     &lhs_tile,
                     lhs_t.slice((ki * TILE_K..(ki + 1) * TILE_K, r0..r0 + TILE_M)),
+                    None,
                 );
                 inner.push(lhs_tile);
             }
             lhs_tiles.push(inner);
         }
         for nb in nl::affine_range(n / block_n) {
-            let mut rhs_tiles: Vec<Vec<Tile>> = Vec::with_capacity(tiles_n);
+            let mut rhs_tiles: Vec<Vec<Tensor>> = Vec::with_capacity(tiles_n);
             for bn in nl::affine_range(tiles_n) {
                 let c0 = (nb * tiles_n + bn) * TILE_N;
                 let mut inner = Vec::with_capacity(k_tiles);
                 for ki in nl::affine_range(k_tiles) {
-                    let rhs_tile = nl::ndarray(&[TILE_K, TILE_N], rhs.dtype(), MemKind::Sbuf);
+                    let rhs_tile = nl::ndarray(&[TILE_K, TILE_N], rhs.dtype(), nl::sbuf);
                     nisa::dma_copy(
                         &rhs_tile,
                         rhs.slice((ki * TILE_K..(ki + 1) * TILE_K, c0..c0 + TILE_N)),
+                        None,
                     );
                     inner.push(rhs_tile);
                 }
@@ -274,15 +295,20 @@ pub fn mm_blocked_free<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hb
                 let r0 = (mb * tiles_m + bm) * TILE_M;
                 for bn in nl::affine_range(tiles_n) {
                     let c0 = (nb * tiles_n + bn) * TILE_N;
-                    let result_tile = nl::ndarray(&[TILE_M, TILE_N], DType::F32, MemKind::Psum);
+                    let result_tile = nl::ndarray(&[TILE_M, TILE_N], DType::F32, nl::psum);
                     for ki in nl::affine_range(k_tiles) {
-                        nisa::nc_matmul_acc(&result_tile, &lhs_tiles[bm][ki], &rhs_tiles[bn][ki]);
+                        nisa::nc_matmul(&result_tile, &lhs_tiles[bm][ki], &rhs_tiles[bn][ki], None);
                     }
-                    let result_tmp = nl::ndarray(&[TILE_M, TILE_N], result.dtype(), MemKind::Sbuf);
-                    nisa::tensor_copy_into(&result_tmp, &result_tile, nisa::Engine::Scalar);
+                    let result_tmp = nl::ndarray(&[TILE_M, TILE_N], result.dtype(), nl::sbuf);
+                    nisa::tensor_copy(
+                        &result_tmp,
+                        &result_tile,
+                        nisa::Opts::new().engine(nisa::Engine::Scalar),
+                    );
                     nisa::dma_copy(
                         result.slice((r0..r0 + TILE_M, c0..c0 + TILE_N)),
                         &result_tmp,
+                        None,
                     );
                 }
             }
@@ -320,14 +346,14 @@ pub fn mm_fully_blocked<T: Element>(
     let (num_m, num_n, num_k) = (m / block_m, n / block_n, k / block_k);
     for nb in nl::affine_range(num_n) {
         // result_tmps[mb][bm][bn]: the SBUF partial sums of one [128, 512] result tile.
-        let mut result_tmps: Vec<Vec<Vec<Tile>>> = Vec::with_capacity(num_m);
+        let mut result_tmps: Vec<Vec<Vec<Tensor>>> = Vec::with_capacity(num_m);
         for _ in 0..num_m {
             let mut block_m_tiles = Vec::with_capacity(tiles.m);
             for _ in 0..tiles.m {
                 let mut block_n_tiles = Vec::with_capacity(tiles.n);
                 for _ in 0..tiles.n {
-                    let tile = nl::ndarray(&[TILE_M, TILE_N], lhs_t.dtype(), MemKind::Sbuf);
-                    nisa::memset_into(&tile, 0.0);
+                    let tile = nl::ndarray(&[TILE_M, TILE_N], lhs_t.dtype(), nl::sbuf);
+                    nisa::memset(&tile, 0.0, None);
                     block_n_tiles.push(tile);
                 }
                 block_m_tiles.push(block_n_tiles);
@@ -338,10 +364,11 @@ pub fn mm_fully_blocked<T: Element>(
             let mut rhs_tiles = Vec::with_capacity(tiles.k);
             for bk in 0..tiles.k {
                 let k0 = (tiles.k * kb + bk) * TILE_K;
-                let rhs_tile = nl::ndarray(&[TILE_K, block_n], rhs.dtype(), MemKind::Sbuf);
+                let rhs_tile = nl::ndarray(&[TILE_K, block_n], rhs.dtype(), nl::sbuf);
                 nisa::dma_copy(
                     &rhs_tile,
                     rhs.slice((k0..k0 + TILE_K, block_n * nb..block_n * (nb + 1))),
+                    None,
                 );
                 rhs_tiles.push(rhs_tile);
             }
@@ -349,43 +376,46 @@ pub fn mm_fully_blocked<T: Element>(
                 let mut lhs_tiles = Vec::with_capacity(tiles.k);
                 for bk in nl::affine_range(tiles.k) {
                     let k0 = (tiles.k * kb + bk) * TILE_K;
-                    let lhs_tile = nl::ndarray(&[TILE_K, block_m], lhs_t.dtype(), MemKind::Sbuf);
+                    let lhs_tile = nl::ndarray(&[TILE_K, block_m], lhs_t.dtype(), nl::sbuf);
                     nisa::dma_copy(
                         &lhs_tile,
                         lhs_t.slice((k0..k0 + TILE_K, block_m * mb..block_m * (mb + 1))),
+                        None,
                     );
                     lhs_tiles.push(lhs_tile);
                 }
                 for bn in nl::affine_range(tiles.n) {
                     for bm in nl::affine_range(tiles.m) {
-                        let result_tile = nl::ndarray(&[TILE_M, TILE_N], DType::F32, MemKind::Psum);
+                        let result_tile = nl::ndarray(&[TILE_M, TILE_N], DType::F32, nl::psum);
                         for bk in nl::affine_range(tiles.k) {
-                            nisa::nc_matmul_acc(
+                            nisa::nc_matmul(
                                 &result_tile,
                                 lhs_tiles[bk].slice((.., bm * TILE_M..(bm + 1) * TILE_M)),
                                 rhs_tiles[bk].slice((.., bn * TILE_N..(bn + 1) * TILE_N)),
+                                None,
                             );
                         }
                         let acc = &result_tmps[mb][bm][bn];
-                        nisa::tensor_tensor_into(acc, acc, &result_tile, nisa::AluOp::Add);
+                        nisa::tensor_tensor(acc, acc, &result_tile, nisa::AluOp::Add, None);
                     }
                 }
             }
         }
         for mb in nl::affine_range(num_m) {
             for bm in nl::affine_range(tiles.m) {
-                let result_packed = nl::ndarray(&[TILE_M, block_n], DType::F32, MemKind::Sbuf);
+                let result_packed = nl::ndarray(&[TILE_M, block_n], DType::F32, nl::sbuf);
                 for bn in nl::affine_range(tiles.n) {
-                    nisa::tensor_copy_into(
+                    nisa::tensor_copy(
                         result_packed.slice((.., bn * TILE_N..(bn + 1) * TILE_N)),
                         &result_tmps[mb][bm][bn],
-                        nisa::Engine::Vector,
+                        nisa::Opts::new().engine(nisa::Engine::Vector),
                     );
                 }
                 let r0 = (tiles.m * mb + bm) * TILE_M;
                 nisa::dma_copy(
                     result.slice((r0..r0 + TILE_M, block_n * nb..block_n * (nb + 1))),
                     &result_packed,
+                    None,
                 );
             }
         }

@@ -4,6 +4,7 @@
 
 mod blocks;
 mod check;
+pub mod classic;
 pub(crate) mod control;
 pub(crate) mod data;
 pub(crate) mod elementwise;
@@ -35,7 +36,7 @@ pub use grid::{
     program_id, program_ndim, sequential_range, static_range, tile_range, AffineRange,
 };
 pub use indirect::load_indirect;
-pub use layout::{arange, broadcast_to, expand_dims, iota, load_transpose2d};
+pub use layout::{broadcast_to, expand_dims, iota, load_transpose2d};
 pub use logic::{
     add, binary, bitwise_and, bitwise_or, bitwise_xor, divide, equal, fmod, greater, greater_equal,
     invert, left_shift, less, less_equal, logical_and, logical_not, logical_or, logical_xor,

@@ -1,0 +1,14 @@
+//! The Beta-1 (`neuronxcc.nki`) indexing forms that NKI 0.7 removed: `nl.arange` index
+//! vectors. 0.7 kernels address partial tiles with `min()`-clamped slices
+//! ([`tile_range`](super::tile_range)) and access patterns (`.ap`); the seeds' programs, which
+//! predate that, reach these forms here:
+//!
+//! ```ignore
+//! use nki_core::nl::classic as beta1;
+//! let idx = beta1::arange(0, 1, 128, DType::I32);
+//! ```
+//!
+//! Beta 1's `mask=` argument has no counterpart in nki-rs: a masked load or store of rows
+//! `i_p < n` is the slice `nl::tile_range(t, 128, n)` of the tensor, in both dialects.
+
+pub use super::layout::arange;
