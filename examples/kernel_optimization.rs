@@ -87,10 +87,19 @@ fn model<T: Element>(v: Version) -> Result<(), NkiError> {
                 format!("{e} {pct:.0}%"),
                 p.hfu_percent
             );
+            if !p.spills.is_empty() {
+                let s = &p.spills;
+                println!(
+                    "  {:<24} its tiles exceed SBUF together: the compiler re-loads {:.1} MB of inputs, spills {:.1} MB and re-loads {:.1} MB of them",
+                    "",
+                    s.input_reload_bytes as f64 / 1e6,
+                    s.save_bytes as f64 / 1e6,
+                    s.reload_bytes as f64 / 1e6
+                );
+            }
         }
         Err(e) if e.kind() == ErrorKind::Capacity => println!(
-            "  {label:<24} rejected by nki-rs's SBUF capacity check (ran on hardware: the \
-             compiler spills; capacity as the compiler resolves it is not modelled yet):\n      {}",
+            "  {label:<24} rejected: one instruction's tiles exceed SBUF:\n      {}",
             e.to_string().lines().next().unwrap_or_default()
         ),
         Err(e) => return Err(e),

@@ -1,5 +1,13 @@
 //! On-chip capacity accounting for one program instance: live SBUF tiles against the target's
 //! usable bytes per partition, live PSUM tiles packed into 2 KiB banks, and the peaks of both.
+//!
+//! What is an error here is what the compiler rejects: one tile larger than a partition's SBUF,
+//! a PSUM tile over its banks, PSUM banks exhausted. Allocated SBUF tiles that together exceed
+//! SBUF are not an error: the compiler shortens live ranges, re-loads kernel inputs and spills
+//! computed tiles to make them fit (shared/reference/calibration.md section 5: such kernels
+//! compile and run). The tracker then *over-commits*: it remembers from which record on and
+//! which SBUF tiles were involved ([`Overcommit`]), and `timing::spill` resolves the records
+//! into the traffic the compiler adds.
 
 use crate::access::Shape;
 use crate::dtype::DType;
@@ -67,6 +75,37 @@ pub(crate) struct MemoryTracker {
     /// The live tiles placed by hand (`address=`), checked against each other for overlap.
     placed: Vec<Placed>,
     pub(crate) peak: MemoryPeak,
+    /// Set once the allocated SBUF tiles exceed SBUF (see the module doc).
+    pub(crate) over: Option<Overcommit>,
+}
+
+/// An SBUF tile the capacity resolution (`timing::spill`) may move out of SBUF.
+#[derive(Clone, Debug)]
+pub(crate) struct SpillTile {
+    /// The tile's id (its `BufId::Tile`).
+    pub(crate) id: u64,
+    /// Bytes per partition.
+    pub(crate) bytes: usize,
+    /// Shape and dtype (for the spill DMAs and the profile's lines).
+    pub(crate) shape: Shape,
+    pub(crate) dtype: DType,
+    /// Where it was allocated.
+    pub(crate) loc: SourceLoc,
+    /// Its name, if it has one.
+    pub(crate) name: Option<Box<str>>,
+}
+
+/// What the tracker knows once allocated SBUF tiles exceeded SBUF: the index of the first
+/// record issued after the over-committing allocation (every record before it ran with all
+/// its tiles resident) and every SBUF tile live at that point or allocated after it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Overcommit {
+    /// Record index at the first over-committing allocation.
+    pub(crate) start: usize,
+    /// Peak SBUF bytes per partition before it (when every tile was resident).
+    pub(crate) peak_before: usize,
+    /// The SBUF tiles live then or allocated later, in allocation order.
+    pub(crate) tiles: Vec<SpillTile>,
 }
 
 /// A tile placed by hand (NKI `nl.ndarray(..., address=(partition, byte))`): the partitions
@@ -95,11 +134,14 @@ impl MemoryTracker {
             live: SlotVec::default(),
             placed: Vec::new(),
             peak: MemoryPeak::default(),
+            over: None,
         }
     }
 
-    /// Registers a new tile; returns its slot (for [`MemoryTracker::free`]) or an error
-    /// when it does not fit.
+    /// Registers a new tile, allocated before record `at` of the instance; returns its slot
+    /// (for [`MemoryTracker::free`]) or an error when the compiler would reject it: an SBUF
+    /// tile larger than a partition's SBUF, a PSUM tile over its banks or no PSUM bank left.
+    /// SBUF tiles that fit one by one but not together over-commit (see the module doc).
     pub(crate) fn alloc(
         &mut self,
         id: u64,
@@ -107,14 +149,28 @@ impl MemoryTracker {
         shape: Shape,
         dtype: DType,
         loc: SourceLoc,
+        at: usize,
     ) -> Result<u32> {
         let bytes = shape.free() * dtype.size();
         let mut bank = usize::MAX;
         let mut nbanks = 1;
         match mem {
             MemKind::Sbuf => {
-                if self.sbuf_used + bytes > self.sbuf_cap {
+                if bytes > self.sbuf_cap {
                     return Err(self.full_error("SBUF", bytes, shape, dtype, self.sbuf_cap));
+                }
+                if self.over.is_none() && self.sbuf_used + bytes > self.sbuf_cap {
+                    self.over = Some(self.overcommit(at));
+                }
+                if let Some(o) = &mut self.over {
+                    o.tiles.push(SpillTile {
+                        id,
+                        bytes,
+                        shape,
+                        dtype,
+                        loc,
+                        name: None,
+                    });
                 }
                 self.sbuf_used += bytes;
             }
@@ -201,10 +257,40 @@ impl MemoryTracker {
         Ok(slot)
     }
 
+    /// The over-commit record of the live SBUF tiles, made when an allocation before record
+    /// `at` first exceeds SBUF.
+    fn overcommit(&self, at: usize) -> Overcommit {
+        let mut tiles: Vec<SpillTile> = self
+            .live
+            .iter()
+            .flatten()
+            .filter(|t| t.mem == MemKind::Sbuf)
+            .map(|t| SpillTile {
+                id: t.id,
+                bytes: t.bytes,
+                shape: t.shape,
+                dtype: t.dtype,
+                loc: t.loc,
+                name: t.name.clone(),
+            })
+            .collect();
+        tiles.sort_by_key(|t| t.id);
+        Overcommit {
+            start: at,
+            peak_before: self.peak.sbuf_bytes_per_partition,
+            tiles,
+        }
+    }
+
     /// Names the live tile `id` held in `slot` (for the capacity error's list of live tiles).
     pub(crate) fn set_name(&mut self, slot: u32, id: u64, name: &str) {
         if let Some(Some(t)) = self.live.get_mut(slot) {
             if t.id == id {
+                t.name = Some(name.into());
+            }
+        }
+        if let Some(o) = &mut self.over {
+            if let Some(t) = o.tiles.iter_mut().rev().find(|t| t.id == id) {
                 t.name = Some(name.into());
             }
         }
@@ -321,6 +407,8 @@ impl MemoryTracker {
         }
     }
 
+    /// The error of an SBUF tile larger than a partition's SBUF, or of PSUM with no room
+    /// (`what` is "SBUF" or "PSUM"), listing the live tiles of that memory.
     fn full_error(
         &self,
         what: &str,
@@ -343,11 +431,20 @@ impl MemoryTracker {
         // Largest first, in allocation order among equals.
         live.sort_by_key(|t| (std::cmp::Reverse(t.bytes), t.id));
         let used: usize = live.iter().map(|t| t.bytes).sum();
-        let mut msg = format!(
-            "{what} capacity exceeded: a new tile {dtype}{shape} needs {bytes} bytes per \
-             partition but {used} of {cap} are held by {} live tiles:",
-            live.len()
-        );
+        let mut msg = if mem == MemKind::Sbuf {
+            format!(
+                "SBUF capacity exceeded: a new tile {dtype}{shape} needs {bytes} bytes per \
+                 partition, more than a partition holds ({cap}); {used} are held by {} live \
+                 tiles:",
+                live.len()
+            )
+        } else {
+            format!(
+                "{what} capacity exceeded: a new tile {dtype}{shape} needs {bytes} bytes per \
+                 partition but {used} of {cap} are held by {} live tiles:",
+                live.len()
+            )
+        };
         for t in live.iter().take(8) {
             let name = t.name.as_ref().map_or(String::new(), |n| format!("'{n}' "));
             msg.push_str(&format!(
@@ -421,8 +518,12 @@ mod tests {
         let mut t = MemoryTracker::new(Target::Trn1.spec());
         let shape = Shape::new(&[128, 512]).unwrap();
         let loc = SourceLoc::caller();
-        let a = t.alloc(1, MemKind::Sbuf, shape, DType::F32, loc).unwrap();
-        let b = t.alloc(2, MemKind::Sbuf, shape, DType::F32, loc).unwrap();
+        let a = t
+            .alloc(1, MemKind::Sbuf, shape, DType::F32, loc, 0)
+            .unwrap();
+        let b = t
+            .alloc(2, MemKind::Sbuf, shape, DType::F32, loc, 0)
+            .unwrap();
         assert_ne!(a, b);
         assert_eq!(t.sbuf_used, 2 * 2048);
         // Slot `a` does not hold tile 3 (a tile of another instance): nothing is freed.
@@ -434,7 +535,39 @@ mod tests {
         // Freeing twice frees once; the slot is taken by the next tile.
         t.free(a, 1);
         assert_eq!(t.sbuf_used, 2048);
-        assert_eq!(t.alloc(4, MemKind::Sbuf, shape, DType::F32, loc), Ok(a));
+        assert_eq!(t.alloc(4, MemKind::Sbuf, shape, DType::F32, loc, 0), Ok(a));
         assert_eq!(t.peak.sbuf_bytes_per_partition, 2 * 2048);
+        assert!(t.over.is_none());
+    }
+
+    #[test]
+    fn tiles_over_sbuf_together_overcommit_and_one_tile_over_a_partition_is_an_error() {
+        let spec = Target::Trn1.spec();
+        let mut t = MemoryTracker::new(spec);
+        let loc = SourceLoc::caller();
+        // 64 KiB per partition each: the third does not fit beside two on trn1 (176 KiB).
+        let shape = Shape::new(&[128, 16384]).unwrap();
+        t.alloc(1, MemKind::Sbuf, shape, DType::F32, loc, 0)
+            .unwrap();
+        t.alloc(2, MemKind::Sbuf, shape, DType::F32, loc, 3)
+            .unwrap();
+        assert!(t.over.is_none());
+        t.alloc(3, MemKind::Sbuf, shape, DType::F32, loc, 7)
+            .unwrap();
+        let over = t.over.as_ref().expect("over-committed");
+        assert_eq!(over.start, 7);
+        let ids: Vec<u64> = over.tiles.iter().map(|t| t.id).collect();
+        assert_eq!(ids, [1, 2, 3]);
+        t.alloc(4, MemKind::Sbuf, shape, DType::F32, loc, 9)
+            .unwrap();
+        assert_eq!(t.over.as_ref().unwrap().tiles.len(), 4);
+        assert_eq!(t.over.as_ref().unwrap().start, 7);
+        // One tile larger than a partition's SBUF is what the compiler rejects.
+        let huge = Shape::new(&[128, spec.sbuf_bytes_per_partition / 4 + 1]).unwrap();
+        let e = t
+            .alloc(5, MemKind::Sbuf, huge, DType::F32, loc, 9)
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Capacity);
+        assert!(e.message().contains("more than a partition holds"), "{e}");
     }
 }

@@ -438,9 +438,21 @@ impl Launch {
         // Each instance's device loops, with its core and the index of its first record
         // within its core's stream (made global below).
         let mut loops = Vec::new();
-        for f in finished {
-            feed = feed.or(f.feed);
+        let mut spills = crate::profile::SpillStats::default();
+        for mut f in finished {
             let (pid, core) = self.grid.instance(f.index as usize);
+            if let (Some(over), true) = (f.over.take(), self.mode.records()) {
+                // Over-committed SBUF: the records with the compiler's spill traffic (the
+                // feed, which saw the records as made, is dropped).
+                let cap = self.target.spec().sbuf_bytes_per_partition;
+                let records = std::mem::take(&mut f.records);
+                let r = crate::timing::spill::resolve(records, &over, cap, &pid)?;
+                f.records = r.records;
+                f.feed = None;
+                f.peak.sbuf_bytes_per_partition = over.peak_before.max(r.stats.resident_peak_bytes);
+                spills.merge(r.stats);
+            }
+            feed = feed.or(f.feed);
             let stream = &mut streams[core];
             let first = stream.records();
             loops.extend(f.loops.into_iter().map(|l| (core, first, l)));
@@ -483,6 +495,8 @@ impl Launch {
                 .collect();
             let mut profile =
                 crate::timing::model_synced(&streams, self.target, memory, feed, &cross);
+            spills.sort();
+            profile.spills = spills;
             for l in &mut loops {
                 l.1 += base[l.0];
             }
@@ -584,6 +598,8 @@ struct Finished {
     feed: Option<crate::timing::RecordFeed>,
     records: Vec<crate::record::Instr>,
     peak: MemoryPeak,
+    /// Set when its SBUF tiles over-committed SBUF (resolved by `timing::spill`).
+    over: Option<crate::memory::Overcommit>,
     /// Its device loops' runs.
     loops: Vec<crate::lang::loop_state::LoopLog>,
 }
@@ -597,6 +613,7 @@ impl Finished {
             loops: std::mem::take(&mut ctx.loops.log),
             records: ctx.records,
             peak: ctx.mem.peak,
+            over: ctx.mem.over.take(),
         }
     }
 }

@@ -25,9 +25,9 @@
 //!   on ScalarE, where the compiler places them (docs/calibration.md §3b).
 //! - Tiles kept in Python lists are Rust `Vec`s; a tile's SBUF space is freed when its `Vec`
 //!   goes out of scope. In fp32 at the tutorial's benchmark shape, versions 4 and 5 keep more
-//!   tiles live than SBUF holds; the hardware runs them because the compiler spills and
-//!   reuses space, while nki-rs's capacity check rejects them (see the `kernel_optimization`
-//!   example).
+//!   tiles allocated than SBUF holds; the hardware runs them because the compiler shortens
+//!   live ranges, re-loads inputs and spills, and so does the model (the profile's `spills`;
+//!   see the `kernel_optimization` example).
 
 use crate::checks::require;
 use crate::testing::{allclose, random_f32, Mismatch};

@@ -111,3 +111,29 @@ fn benchmark_shape_estimates_on_trn2_in_bf16() {
     // The fully blocked version is the tutorial's compute-bound end point: faster than tiled.
     assert!(lat[1] < lat[0], "{lat:?}");
 }
+
+#[test]
+fn blocked_fp32_versions_at_the_tutorial_shape_on_trn2_are_not_rejected() {
+    // calibration.md section 5: versions 4 and 5 in fp32 keep more tiles allocated than SBUF
+    // holds and run on trn2; the compiler makes them fit, so must the model.
+    let cap = Target::Trn2.spec().sbuf_bytes_per_partition;
+    for v in [Version::BlockedFree, Version::FullyBlocked(Tiles::TUTORIAL)] {
+        let p = v
+            .estimate::<f32>(Target::Trn2, BENCHMARK_KMN)
+            .unwrap_or_else(|e| {
+                panic!("{v} fp32 on trn2 rejected: {e}");
+            });
+        assert!(
+            !p.spills.is_empty(),
+            "{v}: over-committed tiles, but no spill line"
+        );
+        assert!(p.spills.resident_peak_bytes <= cap, "{v}: {:?}", p.spills);
+        assert!(p.memory.sbuf_bytes_per_partition <= cap, "{v}");
+        let s = &p.spills;
+        assert!(
+            p.dma.hbm_read_bytes >= s.input_reload_bytes + s.reload_bytes
+                && p.dma.hbm_write_bytes >= s.save_bytes,
+            "{v}: {s:?}"
+        );
+    }
+}

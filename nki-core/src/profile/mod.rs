@@ -5,10 +5,12 @@
 
 pub mod html;
 pub(crate) mod loops;
+pub mod spills;
 pub mod summary;
 pub mod trace;
 pub(crate) mod units;
 
+pub use spills::{SpillKind, SpillLine, SpillStats};
 pub use summary::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
     Span, Spans, Track,

@@ -330,6 +330,11 @@ pub struct Profile {
     /// then left out of the JSON).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub device_loops: Vec<LoopStat>,
+    /// What the compiler's capacity resolution added when the kernel's SBUF tiles did not all
+    /// fit: kernel-input reloads, spill saves and reloads, per line (empty, and left out of
+    /// the JSON, when every tile fit).
+    #[serde(skip_serializing_if = "crate::profile::spills::SpillStats::is_empty")]
+    pub spills: crate::profile::spills::SpillStats,
     /// Program id of each instance, per core: `program_ids[nc][i]`.
     #[serde(skip)]
     pub program_ids: Vec<Vec<Vec<usize>>>,
@@ -465,6 +470,23 @@ impl fmt::Display for Profile {
         }
         for l in &self.device_loops {
             writeln!(f, "  device loop {l}")?;
+        }
+        if !self.spills.is_empty() {
+            let s = &self.spills;
+            writeln!(
+                f,
+                "  SBUF over-committed, resolved as the compiler does: {} resident at most; input reloads {}, spill save {}, spill reload {}",
+                s.resident_peak_bytes,
+                human_bytes(s.input_reload_bytes as f64),
+                human_bytes(s.save_bytes as f64),
+                human_bytes(s.reload_bytes as f64)
+            )?;
+            for l in s.lines.iter().take(10) {
+                writeln!(f, "    {l}")?;
+            }
+            if s.lines.len() > 10 {
+                writeln!(f, "    ... and {} more", s.lines.len() - 10)?;
+            }
         }
         if !self.top_lines.is_empty() {
             writeln!(

@@ -26,6 +26,7 @@ mod rows;
 mod schedule;
 mod scratch;
 mod spans;
+pub(crate) mod spill;
 
 pub(crate) use feed::RecordFeed;
 
@@ -384,6 +385,7 @@ pub(crate) fn model_synced(
         memory,
         top_lines: top,
         device_loops: Vec::new(),
+        spills: Default::default(),
         program_ids: streams
             .iter()
             .map(|s| s.instances.iter().map(|(p, _)| p.clone()).collect())

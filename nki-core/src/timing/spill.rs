@@ -1,0 +1,680 @@
+//! Capacity as the compiler resolves it: the records of an instance whose SBUF tiles, kept
+//! from allocation to drop, exceed SBUF, rewritten with the traffic the compiler adds to make
+//! them fit (shared/reference/calibration.md section 5: such kernels compile and run).
+//!
+//! What the documentation says: NKI tensors are allocated by the compiler, which "may
+//! spill" SBUF tensors to HBM and re-load them when SBUF is over-subscribed (nki.language
+//! memory-hierarchy notes; the NKIBench baselines' profiles count "spill save" and "spill
+//! reload" bytes, and the compiler-emitted programs name `_spill_*` HBM and `_reload_*` SBUF
+//! buffers). The algorithm it uses is not documented. What this model assumes, each choice
+//! a mechanism (nothing is keyed to a kernel):
+//!
+//! 1. **Live ranges.** A tile occupies SBUF from its first write to its last access, not from
+//!    allocation to drop (a Rust `Vec` of tiles keeps every tile allocated to the end of its
+//!    scope; the compiler sees the accesses).
+//! 2. **Who leaves.** When the tiles an instruction writes first (or re-loads) do not fit
+//!    beside the resident ones, tiles the instruction does not touch leave SBUF until there is
+//!    room: tiles holding kernel inputs (every write so far a DMA from HBM) before computed
+//!    ones, since a kernel input leaves for free and only its re-load costs; within each
+//!    class the tile whose next access is furthest (Belady's choice, available to a compiler
+//!    that sees the whole static program). Assumed, checked against section 5's counters:
+//!    NKIBench matmul reads its rhs block once per M tile with no spill, which is this
+//!    choice applied to a resident rhs block that does not fit beside the transposed lhs.
+//! 3. **What a tile out of SBUF costs.** A computed tile is saved once, whole, when it
+//!    leaves. Afterwards every instruction reads the part it needs through a re-load into a
+//!    transient buffer (a kernel input from its HBM source, a computed tile from the scratch)
+//!    and a write to it is saved back; the tile does not come back whole. This is how the
+//!    compiler-emitted NKIBench programs read a spilled tensor (`_reload_*` tiles of the
+//!    accessed block, per use).
+//! 4. **Errors.** Only an instruction whose own tiles cannot fit at once is rejected: the
+//!    compiler cannot spill the operands of the instruction it places.
+//!
+//! The spill DMAs go into the record stream right before the instruction that needs them (a
+//! save after a write to a tile out of SBUF goes right after it), at its source line and loop
+//! position, so they are costed and scheduled as the DMAs they are; the profile lists them
+//! ([`crate::profile::SpillStats`]). Only over-committed instances come here: a kernel whose
+//! tiles fit is modelled exactly as recorded.
+
+use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::memory::{Overcommit, SpillTile};
+use crate::profile::spills::{SpillKind, SpillStats};
+use crate::record::{BufId, DmaDims, Engine, Instr, MemKind, Opcode, Region, Regions};
+use crate::timing::fast_hash::Map;
+
+/// HBM ids of spill scratch buffers: the tile id with the top bit set (real HBM tensors are
+/// numbered from 0 by a process-wide counter and never reach it).
+const SCRATCH_BIT: u64 = 1 << 63;
+
+/// Where a tracked tile is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// Not written yet (or dead): holds no SBUF.
+    Absent,
+    /// In SBUF.
+    Resident,
+    /// Out of SBUF: accesses go through HBM.
+    Out,
+}
+
+/// A tracked tile's state during the walk.
+struct State {
+    place: Place,
+    /// True once a write that is not a DMA from HBM reached it.
+    dirty: bool,
+    /// True once it was saved whole to its scratch.
+    saved: bool,
+    /// The DMA loads from HBM that wrote it (the sources of an input re-load).
+    loads: Vec<usize>,
+    /// Record indices (from the over-commit point on) that access it, and the next one.
+    uses: Vec<u32>,
+    next: usize,
+}
+
+impl State {
+    /// The next access at or after record `i` (`u32::MAX` when none is left).
+    fn next_use(&self) -> u32 {
+        self.uses.get(self.next).copied().unwrap_or(u32::MAX)
+    }
+}
+
+/// The result of resolving one instance.
+pub(crate) struct Resolved {
+    /// The records with the spill traffic in place.
+    pub(crate) records: Vec<Instr>,
+    /// What was added, by line.
+    pub(crate) stats: SpillStats,
+}
+
+/// Aggregation key of the added traffic: kind, the line that needed it, the tile's index.
+type Key = (SpillKind, SourceLoc, usize);
+
+/// The walk over an instance's records.
+struct Walk<'a> {
+    cap: usize,
+    tiles: &'a [SpillTile],
+    state: Vec<State>,
+    /// The tiles in SBUF (a short list: SBUF holds few tiles at once).
+    res: Vec<usize>,
+    resident: usize,
+    peak: usize,
+    out: Vec<Instr>,
+    added: Map<Key, (usize, u64)>,
+}
+
+/// Resolves `records` (one instance, program id `pid`) whose SBUF tiles over-committed as
+/// `over` says, against `cap` usable SBUF bytes per partition. An error when one
+/// instruction's own tiles do not fit.
+pub(crate) fn resolve(
+    records: Vec<Instr>,
+    over: &Overcommit,
+    cap: usize,
+    pid: &[usize],
+) -> Result<Resolved, NkiError> {
+    let tiles = &over.tiles[..];
+    let mut index: Map<u64, usize> = Map::default();
+    for (k, t) in tiles.iter().enumerate() {
+        index.insert(t.id, k);
+    }
+    let mut w = Walk {
+        cap,
+        tiles,
+        state: tiles
+            .iter()
+            .map(|_| State {
+                place: Place::Absent,
+                dirty: false,
+                saved: false,
+                loads: Vec::new(),
+                uses: Vec::new(),
+                next: 0,
+            })
+            .collect(),
+        res: Vec::new(),
+        resident: 0,
+        peak: 0,
+        out: Vec::with_capacity(records.len() + records.len() / 8),
+        added: Map::default(),
+    };
+    let tracked = |reg: &Region| match reg.buf {
+        BufId::Tile(id) => index.get(&id).copied(),
+        BufId::Hbm(_) => None,
+    };
+    // Accesses, and what the records before the over-commit point left each tile holding.
+    for (i, r) in records.iter().enumerate() {
+        for reg in r.reads.iter().chain(r.writes.iter()) {
+            if let Some(k) = tracked(reg) {
+                let s = &mut w.state[k];
+                if i >= over.start && s.uses.last() != Some(&(i as u32)) {
+                    s.uses.push(i as u32);
+                }
+            }
+        }
+        if i < over.start {
+            w.note_writes(i, r, &tracked);
+        }
+    }
+    for (k, (s, t)) in w.state.iter_mut().zip(tiles).enumerate() {
+        if s.place == Place::Resident && s.uses.is_empty() {
+            s.place = Place::Absent;
+        } else if s.place == Place::Resident {
+            w.resident += t.bytes;
+            w.res.push(k);
+        }
+    }
+    w.peak = w.resident;
+    let mut records = records.into_iter().enumerate();
+    for (i, r) in records.by_ref() {
+        if i >= over.start {
+            break_into(&mut w, i, r, &tracked, pid)?;
+        } else {
+            w.out.push(r);
+        }
+    }
+    Ok(w.finish())
+}
+
+/// Walks record `i` (from the over-commit point on): makes room, adds the spill traffic,
+/// keeps the record.
+fn break_into(
+    w: &mut Walk,
+    i: usize,
+    r: Instr,
+    tracked: &impl Fn(&Region) -> Option<usize>,
+    pid: &[usize],
+) -> Result<(), NkiError> {
+    // The tracked tiles the record touches (a record touches a handful).
+    let mut touched: Vec<usize> = Vec::new();
+    for reg in r.reads.iter().chain(r.writes.iter()) {
+        if let Some(k) = tracked(reg) {
+            if !touched.contains(&k) {
+                touched.push(k);
+            }
+        }
+    }
+    if touched.is_empty() {
+        w.out.push(r);
+        return Ok(());
+    }
+    // Room: tiles written for the first time, and the parts of tiles out of SBUF it accesses.
+    let mut need = 0usize;
+    let mut transient = 0usize;
+    for &k in &touched {
+        match w.state[k].place {
+            Place::Absent => need += w.tiles[k].bytes,
+            Place::Out => {
+                transient += r
+                    .reads
+                    .iter()
+                    .chain(r.writes.iter())
+                    .filter(|reg| tracked(reg) == Some(k))
+                    .map(|reg| (reg.hi - reg.lo) as usize)
+                    .max()
+                    .unwrap_or(0);
+            }
+            Place::Resident => {}
+        }
+    }
+    while w.resident + need + transient > w.cap {
+        let victim = w
+            .res
+            .iter()
+            .copied()
+            .filter(|k| !touched.contains(k))
+            .min_by_key(|&k| {
+                let s = &w.state[k];
+                (s.dirty, std::cmp::Reverse(s.next_use()), k)
+            });
+        let Some(v) = victim else {
+            return Err(too_big(w, &r, &touched, need + transient, pid));
+        };
+        w.evict(v, &r);
+    }
+    for &k in &touched {
+        if w.state[k].place == Place::Absent {
+            w.state[k].place = Place::Resident;
+            w.res.push(k);
+        }
+    }
+    w.resident += need;
+    w.peak = w.peak.max(w.resident + transient);
+    // Reads of tiles out of SBUF: re-loads before the record.
+    for reg in r.reads.iter() {
+        if let Some(k) = tracked(reg) {
+            if w.state[k].place == Place::Out {
+                w.reload(k, reg, &r);
+            }
+        }
+    }
+    let saves: Vec<(usize, Region)> = r
+        .writes
+        .iter()
+        .filter_map(|reg| tracked(reg).map(|k| (k, *reg)))
+        .filter(|&(k, _)| w.state[k].place == Place::Out && !from_hbm(&r))
+        .collect();
+    let at = w.out.len();
+    w.note_writes(at, &r, tracked);
+    let (loc, affine) = (r.loc, r.affine.clone());
+    w.out.push(r);
+    for (k, reg) in saves {
+        // A write to a tile out of SBUF goes back to its scratch.
+        let (bytes, rec) = w.dma(k, reg, MemKind::Sbuf, MemKind::Hbm, loc, &affine);
+        w.out.push(rec);
+        w.count(SpillKind::Save, loc, k, bytes);
+        w.state[k].saved = true;
+    }
+    // Tiles whose last access this was leave SBUF.
+    for &k in &touched {
+        let s = &mut w.state[k];
+        while s.next < s.uses.len() && s.uses[s.next] as usize <= i {
+            s.next += 1;
+        }
+        if s.next == s.uses.len() {
+            if s.place == Place::Resident {
+                w.resident -= w.tiles[k].bytes;
+                w.res.retain(|&x| x != k);
+            }
+            s.place = Place::Absent;
+        }
+    }
+    Ok(())
+}
+
+/// True when `r` is a DMA from HBM (its writes leave a tile holding kernel-input bytes).
+fn from_hbm(r: &Instr) -> bool {
+    r.engine == Engine::Dma && r.dma.is_some_and(|d| d.src == MemKind::Hbm)
+}
+
+impl Walk<'_> {
+    /// Notes the writes of record `r`, kept at index `i` of the output: a DMA from HBM is a
+    /// source for re-loads, anything else makes the tile computed. A written tile that holds
+    /// no SBUF yet becomes resident (before the over-commit point, where every tile fit).
+    fn note_writes(&mut self, i: usize, r: &Instr, tracked: &impl Fn(&Region) -> Option<usize>) {
+        let load = from_hbm(r);
+        for reg in r.writes.iter() {
+            if let Some(k) = tracked(reg) {
+                let s = &mut self.state[k];
+                if load {
+                    if s.loads.last() != Some(&i) {
+                        s.loads.push(i);
+                    }
+                } else {
+                    s.dirty = true;
+                }
+                if s.place == Place::Absent {
+                    s.place = Place::Resident;
+                }
+            }
+        }
+    }
+
+    /// Takes tile `k` out of SBUF to make room for record `r`: a computed tile not saved yet
+    /// is saved whole first.
+    fn evict(&mut self, k: usize, r: &Instr) {
+        let t = &self.tiles[k];
+        if self.state[k].dirty && !self.state[k].saved {
+            let whole = Region {
+                buf: BufId::Tile(t.id),
+                p0: 0,
+                p1: t.shape.partitions() as u32,
+                lo: 0,
+                hi: t.bytes as u64,
+            };
+            let (bytes, rec) = self.dma(k, whole, MemKind::Sbuf, MemKind::Hbm, r.loc, &r.affine);
+            self.out.push(rec);
+            self.count(SpillKind::Save, r.loc, k, bytes);
+            self.state[k].saved = true;
+        }
+        self.state[k].place = Place::Out;
+        self.resident -= t.bytes;
+        self.res.retain(|&x| x != k);
+    }
+
+    /// Re-loads region `reg` of tile `k` (out of SBUF) for record `r`: from its kernel input
+    /// when it holds one, else from its scratch.
+    fn reload(&mut self, k: usize, reg: &Region, r: &Instr) {
+        let s = &self.state[k];
+        if !s.dirty && !s.loads.is_empty() {
+            // The HBM sources of the loads that wrote the part read.
+            let mut src: Regions<3> = Regions::new();
+            let mut chunk = u64::MAX;
+            for &l in &s.loads {
+                let load = &self.out[l];
+                if load.writes.iter().any(|w| w.overlaps(reg)) {
+                    for h in load.reads.iter() {
+                        src.push(*h);
+                    }
+                    if let Some(d) = load.dma {
+                        chunk = chunk.min(d.chunk_bytes);
+                    }
+                }
+            }
+            let (bytes, mut rec) = self.dma(k, *reg, MemKind::Hbm, MemKind::Sbuf, r.loc, &r.affine);
+            if !src.is_empty() {
+                rec.reads = src;
+            }
+            if let Some(d) = &mut rec.dma {
+                d.chunk_bytes = d.chunk_bytes.min(chunk);
+            }
+            rec.api = SpillKind::InputReload.name();
+            self.out.push(rec);
+            self.count(SpillKind::InputReload, r.loc, k, bytes);
+        } else {
+            let (bytes, rec) = self.dma(k, *reg, MemKind::Hbm, MemKind::Sbuf, r.loc, &r.affine);
+            self.out.push(rec);
+            self.count(SpillKind::Reload, r.loc, k, bytes);
+        }
+    }
+
+    /// A DMA record moving region `reg` of tile `k` between SBUF and its HBM scratch
+    /// (`src` to `dst`), at `loc` and `affine`; returns its bytes and the record.
+    fn dma(
+        &self,
+        k: usize,
+        reg: Region,
+        src: MemKind,
+        dst: MemKind,
+        loc: SourceLoc,
+        affine: &crate::record::AffinePos,
+    ) -> (u64, Instr) {
+        let t = &self.tiles[k];
+        let parts = reg.p1.saturating_sub(reg.p0);
+        let row = reg.hi.saturating_sub(reg.lo);
+        let bytes = parts as u64 * row;
+        let esize = t.dtype.size().max(1) as u64;
+        // The scratch holds the tile partition after partition.
+        let stride = t.bytes as u64;
+        let scratch = Region {
+            buf: BufId::Hbm(SCRATCH_BIT | t.id),
+            p0: 0,
+            p1: 1,
+            lo: reg.p0 as u64 * stride + reg.lo,
+            hi: (reg.p1.max(1) - 1) as u64 * stride + reg.hi,
+        };
+        let (kind, reads, writes) = if dst == MemKind::Hbm {
+            (SpillKind::Save, scratch, reg)
+        } else {
+            (SpillKind::Reload, scratch, reg)
+        };
+        let (read, write) = if dst == MemKind::Hbm {
+            (writes, reads)
+        } else {
+            (reads, writes)
+        };
+        let mut rec = Instr {
+            partitions: parts,
+            free: (row / esize) as u32,
+            in_dtype: t.dtype,
+            out_dtype: t.dtype,
+            dma: Some(DmaDims {
+                src,
+                dst,
+                bytes,
+                partitions: parts,
+                start_partition: reg.p0,
+                chunk_bytes: row.max(1),
+            }),
+            affine: affine.clone(),
+            ..Instr::new(Engine::Dma, Opcode::DmaCopy, kind.name(), loc)
+        };
+        rec.reads.push(read);
+        rec.writes.push(write);
+        (bytes, rec)
+    }
+
+    /// Counts `bytes` of `kind` for tile `k` at `loc`.
+    fn count(&mut self, kind: SpillKind, loc: SourceLoc, k: usize, bytes: u64) {
+        let e = self.added.entry((kind, loc, k)).or_insert((0, 0));
+        e.0 += 1;
+        e.1 += bytes;
+    }
+
+    /// The records and the per-line stats (tiles allocated at one line are one line).
+    fn finish(self) -> Resolved {
+        let mut stats = SpillStats {
+            resident_peak_bytes: self.peak,
+            ..SpillStats::default()
+        };
+        let mut added: Vec<(Key, (usize, u64))> = self.added.into_iter().collect();
+        added.sort_by_key(|((kind, loc, k), _)| (*kind, loc.file, loc.line, loc.column, *k));
+        for ((kind, loc, k), (count, bytes)) in added {
+            stats.add(kind, loc, &describe(&self.tiles[k]), count, bytes);
+        }
+        stats.sort();
+        Resolved {
+            records: self.out,
+            stats,
+        }
+    }
+}
+
+/// A tile as the profile names it: `'name' float32[128, 512] (allocated at k.rs:30:9)`.
+fn describe(t: &SpillTile) -> String {
+    let name = t.name.as_ref().map_or(String::new(), |n| format!("'{n}' "));
+    format!("{name}{}{} (allocated at {})", t.dtype, t.shape, t.loc)
+}
+
+/// The error of record `r` whose own tiles `touched` need `need` more bytes per partition
+/// than SBUF has left beside them.
+fn too_big(w: &Walk, r: &Instr, touched: &[usize], need: usize, pid: &[usize]) -> NkiError {
+    let list: Vec<String> = touched
+        .iter()
+        .map(|&k| format!("{} {} B/partition", describe(&w.tiles[k]), w.tiles[k].bytes))
+        .collect();
+    NkiError::new(
+        ErrorKind::Capacity,
+        r.api,
+        format!(
+            "SBUF capacity exceeded: the tiles of one instruction cannot be in SBUF at once \
+             ({} B/partition resident, {need} more needed, {} usable); its tiles:\n  {}",
+            w.resident,
+            w.cap,
+            list.join("\n  ")
+        ),
+    )
+    .with_program_id(pid)
+    .with_loc(r.loc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::Shape;
+    use crate::dtype::DType;
+
+    fn loc(line: u32) -> SourceLoc {
+        SourceLoc {
+            file: "k.rs",
+            line,
+            column: 1,
+        }
+    }
+
+    fn tile(id: u64, bytes: usize, line: u32) -> SpillTile {
+        SpillTile {
+            id,
+            bytes,
+            shape: Shape::new(&[128, bytes / 4]).unwrap(),
+            dtype: DType::F32,
+            loc: loc(line),
+            name: None,
+        }
+    }
+
+    fn whole(id: u64, bytes: usize) -> Region {
+        Region {
+            buf: BufId::Tile(id),
+            p0: 0,
+            p1: 128,
+            lo: 0,
+            hi: bytes as u64,
+        }
+    }
+
+    fn part(id: u64, lo: usize, hi: usize) -> Region {
+        Region {
+            lo: lo as u64,
+            hi: hi as u64,
+            ..whole(id, hi)
+        }
+    }
+
+    fn load(id: u64, bytes: usize, line: u32) -> Instr {
+        let mut r = Instr {
+            partitions: 128,
+            dma: Some(DmaDims {
+                src: MemKind::Hbm,
+                dst: MemKind::Sbuf,
+                bytes: 128 * bytes as u64,
+                partitions: 128,
+                start_partition: 0,
+                chunk_bytes: bytes as u64,
+            }),
+            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", loc(line))
+        };
+        r.reads.push(Region {
+            buf: BufId::Hbm(7),
+            p0: 0,
+            p1: 1,
+            lo: 0,
+            hi: 128 * bytes as u64,
+        });
+        r.writes.push(whole(id, bytes));
+        r
+    }
+
+    fn op(reads: &[(u64, usize)], write: (u64, usize), line: u32) -> Instr {
+        let regs: Vec<Region> = reads.iter().map(|&(id, b)| whole(id, b)).collect();
+        op_on(&regs, whole(write.0, write.1), line)
+    }
+
+    fn op_on(reads: &[Region], write: Region, line: u32) -> Instr {
+        let mut r = Instr::new(Engine::Vector, Opcode::TensorTensor, "nl.add", loc(line));
+        for &reg in reads {
+            r.reads.push(reg);
+        }
+        r.writes.push(write);
+        r
+    }
+
+    const KB: usize = 1024;
+
+    /// Tiles 1, 2, ... of the given KiB per partition, allocated at lines 1, 2, ...
+    fn tiles_of(kib: &[usize]) -> Vec<SpillTile> {
+        (1..)
+            .zip(kib)
+            .map(|(k, &b)| tile(k, b * KB, k as u32))
+            .collect()
+    }
+
+    /// Resolves `recs` over `tiles` (over-committed from the first record) on a 160 KiB SBUF,
+    /// as program `[pid]`.
+    fn run(tiles: Vec<SpillTile>, recs: Vec<Instr>, pid: usize) -> Result<Resolved, NkiError> {
+        let over = Overcommit {
+            start: 0,
+            peak_before: 0,
+            tiles,
+        };
+        resolve(recs, &over, 160 * KB, &[pid])
+    }
+
+    #[test]
+    fn dead_tiles_free_their_space_and_nothing_moves() {
+        // Three 64 KiB tiles allocated at once on a 160 KiB SBUF, but each dies at its
+        // first read: live ranges fit.
+        let tiles = tiles_of(&[64, 64, 64]);
+        let recs = vec![
+            load(1, 64 * KB, 10),
+            op(&[(1, 64 * KB)], (2, 64 * KB), 11),
+            op(&[(2, 64 * KB)], (3, 64 * KB), 12),
+        ];
+        let r = run(tiles, recs, 0).unwrap();
+        assert_eq!(r.records.len(), 3);
+        assert!(r.stats.is_empty());
+        assert_eq!(r.stats.resident_peak_bytes, 128 * KB);
+    }
+
+    #[test]
+    fn an_input_tile_leaves_first_and_is_re_read_per_use() {
+        // Tile 1 holds an input, tile 2 a computed value; both stay in use. Tile 3 needs room
+        // at line 12: the input leaves (no save), lines 13 and 14 re-read the parts they use.
+        let tiles = tiles_of(&[64, 64, 64]);
+        let recs = vec![
+            load(1, 64 * KB, 10),
+            op(&[(1, 64 * KB)], (2, 64 * KB), 11),
+            load(3, 64 * KB, 12),
+            op_on(
+                &[part(1, 0, 16 * KB), whole(3, 64 * KB)],
+                whole(3, 64 * KB),
+                13,
+            ),
+            op_on(
+                &[part(1, 16 * KB, 32 * KB), whole(2, 64 * KB)],
+                whole(2, 64 * KB),
+                14,
+            ),
+        ];
+        let r = run(tiles, recs, 0).unwrap();
+        let s = &r.stats;
+        assert_eq!(s.save_bytes, 0, "{s:?}");
+        assert_eq!(s.input_reload_bytes, 2 * 128 * 16 * KB as u64, "{s:?}");
+        assert_eq!(s.reload_bytes, 0);
+        assert_eq!(r.records.len(), 5 + 2);
+        let lines: Vec<u32> = s.lines.iter().map(|l| l.line.line).collect();
+        assert!(lines.contains(&13) && lines.contains(&14), "{s:?}");
+        // The re-loads read the input the load read, and come right before their reader.
+        let at = r
+            .records
+            .iter()
+            .position(|x| x.api == "input reload")
+            .unwrap();
+        assert_eq!(r.records[at].reads[0].buf, BufId::Hbm(7));
+        assert_eq!(r.records[at + 1].loc.line, 13);
+        assert!(s.resident_peak_bytes <= 160 * KB);
+    }
+
+    #[test]
+    fn a_computed_tile_is_saved_once_and_re_loaded_per_read() {
+        let tiles = tiles_of(&[16, 64, 64, 64]);
+        let recs = vec![
+            load(1, 16 * KB, 10),
+            op(&[(1, 16 * KB)], (2, 64 * KB), 11),
+            op(&[(1, 16 * KB)], (3, 64 * KB), 12),
+            op(&[(1, 16 * KB), (3, 64 * KB)], (4, 64 * KB), 13),
+            op(&[(4, 64 * KB)], (4, 64 * KB), 14),
+            op_on(
+                &[part(2, 0, 16 * KB), whole(4, 64 * KB)],
+                whole(4, 64 * KB),
+                15,
+            ),
+            op_on(
+                &[part(2, 16 * KB, 32 * KB), whole(3, 64 * KB)],
+                whole(4, 64 * KB),
+                16,
+            ),
+        ];
+        let r = run(tiles, recs, 0).unwrap();
+        let s = &r.stats;
+        // At 13 tile 4 needs room beside 1, 2 and 3 (208 KiB): 1 and 3 are its operands, so
+        // the computed tile 2 leaves, saved whole once; 15 and 16 re-load the parts they read.
+        assert_eq!(s.save_bytes, 128 * 64 * KB as u64, "{s:?}");
+        assert_eq!(s.reload_bytes, 2 * 128 * 16 * KB as u64, "{s:?}");
+        assert_eq!(s.input_reload_bytes, 0, "{s:?}");
+        assert_eq!(r.records.len(), 7 + 3);
+    }
+
+    #[test]
+    fn one_instruction_whose_tiles_cannot_fit_is_an_error_naming_it() {
+        let tiles = tiles_of(&[64, 64, 64]);
+        let recs = vec![
+            load(1, 64 * KB, 10),
+            load(2, 64 * KB, 11),
+            op(&[(1, 64 * KB), (2, 64 * KB)], (3, 64 * KB), 12),
+        ];
+        let e = run(tiles, recs, 3).err().expect("too big");
+        assert_eq!(e.kind(), ErrorKind::Capacity);
+        assert_eq!(e.op(), "nl.add");
+        assert_eq!(e.program_id(), Some(&[3usize][..]));
+        assert_eq!(e.location().map(|l| l.line), Some(12));
+        assert!(e.message().contains("allocated at k.rs:3:1"), "{e}");
+    }
+}
