@@ -13,7 +13,7 @@ use crate::hbm::writers::{Writer, WriterKind};
 use crate::memory::MemoryTracker;
 use crate::record::{AffinePos, BufId, Instr};
 use crate::target::Target;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -87,6 +87,34 @@ pub(crate) struct InstanceCtx {
 
 thread_local! {
     static CTX: RefCell<Option<InstanceCtx>> = const { RefCell::new(None) };
+    /// A tile of another instance or launch made into a view on this thread, not yet
+    /// reported: its message and where the view was made (see [`defer_foreign_use`]).
+    static FOREIGN_USE: Cell<Option<Box<(String, SourceLoc)>>> = const { Cell::new(None) };
+}
+
+/// Notes that the running instance made a view of a tile it does not own (`message` says
+/// whose it is), at `loc`. The error is raised by the op that takes the view as an operand
+/// ([`raise_foreign_use`], at its start and at its funnel), so it names that op (`nl.store`,
+/// `nisa.tensor_copy`) rather than the conversion; a view no op takes fails the instance
+/// when it ends.
+#[cold]
+pub(crate) fn defer_foreign_use(message: String, loc: SourceLoc) {
+    FOREIGN_USE.with(|f| {
+        let first = f.take();
+        f.set(first.or(Some(Box::new((message, loc)))));
+    });
+}
+
+/// Raises the pending foreign-tile error ([`defer_foreign_use`]), if any, as an error of op
+/// `op` at `loc`.
+#[inline]
+pub(crate) fn raise_foreign_use(op: &'static str, loc: SourceLoc) {
+    if let Some(pending) = FOREIGN_USE.with(Cell::take) {
+        raise(
+            NkiError::new(ErrorKind::InvalidArgument, op, pending.0),
+            loc,
+        );
+    }
 }
 
 impl InstanceCtx {
@@ -255,12 +283,14 @@ impl InstanceCtx {
 
 /// Installs `ctx` on this thread (replacing none) and returns the previous one.
 pub(crate) fn install(ctx: InstanceCtx) -> Option<InstanceCtx> {
+    FOREIGN_USE.with(|f| f.set(None));
     crate::hbm::shared::set_current((ctx.shared.id, ctx.instance));
     CTX.with(|c| c.borrow_mut().replace(ctx))
 }
 
 /// Removes and returns this thread's context.
 pub(crate) fn take() -> Option<InstanceCtx> {
+    FOREIGN_USE.with(|f| f.set(None));
     crate::hbm::shared::set_current((0, 0));
     CTX.with(|c| c.borrow_mut().take())
 }
@@ -313,7 +343,17 @@ pub(crate) fn run_instance<R>(
     let pid = ctx.program_id.clone();
     let prev = install(ctx);
     let prev_accesses = crate::hbm::track::reset_accesses();
-    let outcome = catch(&pid, f);
+    let outcome = catch(&pid, || {
+        let r = f();
+        // A view of a foreign tile that no op took (e.g. only read on the host side).
+        if let Some(pending) = FOREIGN_USE.with(Cell::take) {
+            raise(
+                NkiError::new(ErrorKind::InvalidArgument, "tile", pending.0),
+                pending.1,
+            );
+        }
+        r
+    });
     let ctx = take().expect("the instance context was installed above");
     if let Err(Stop::Failed(e)) = &outcome {
         let key = FailureKey::own(ctx.instance, crate::hbm::track::accesses_so_far());
@@ -365,11 +405,9 @@ impl Op {
 
     /// Begins op `api` at a known location `loc`.
     pub(crate) fn at(api: &'static str, loc: SourceLoc) -> Op {
-        Op {
-            api,
-            loc,
-            env: env(api, loc),
-        }
+        let env = env(api, loc);
+        raise_foreign_use(api, loc);
+        Op { api, loc, env }
     }
 
     /// True when values are computed.

@@ -195,29 +195,26 @@ impl Tile {
         }
     }
 
-    /// Fails the instance running here (of launch `launch`), which does not own this tile,
-    /// at `loc`.
+    /// Reports that the instance running here (of launch `launch`), which does not own this
+    /// tile, made a view of it at `loc`: the op that takes the view fails the instance,
+    /// naming itself (see `context::defer_foreign_use`).
     #[cold]
-    fn foreign_use(&self, launch: u64, loc: SourceLoc) -> ! {
+    fn foreign_use(&self, launch: u64, loc: SourceLoc) {
         let pid = context::try_with_ctx(|c| c.program_id.clone()).unwrap_or_default();
         let whose = if launch == self.owner.0 {
             "another program instance of this launch"
         } else {
             "an earlier launch"
         };
-        raise(
-            NkiError::new(
-                ErrorKind::InvalidArgument,
-                "tile",
-                format!(
-                    "{} (allocated at {}) belongs to {whose}; program id {pid:?} cannot \
-                     use it: a tile lives in the instance that allocated it",
-                    self.describe(),
-                    self.loc
-                ),
+        context::defer_foreign_use(
+            format!(
+                "{} (allocated at {}) belongs to {whose}; program id {pid:?} cannot use it: a \
+                 tile lives in the instance that allocated it",
+                self.describe(),
+                self.loc
             ),
             loc,
-        )
+        );
     }
 
     /// A view of part of the tile, e.g. `t.slice((0..64, 128..256))`. An integer on dimension 0

@@ -451,6 +451,25 @@ fn a_tile_from_another_instance_or_launch_is_an_error() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     assert!(e.message().contains("an earlier launch"), "{e}");
+    // The error names the op that used the tile, at the user's line.
+    let mut out = Hbm::<f32>::zeros([4, 8]);
+    let o = out.as_output();
+    let line = line!() + 8;
+    let e = Launch::new(2)
+        .run(|| {
+            let mut g = kept.lock().unwrap_or_else(|p| p.into_inner());
+            match g.take() {
+                None => *g = Some(nl::zeros(&[4, 8], DType::F32, MemKind::Sbuf)),
+                Some(t) => {
+                    drop(g);
+                    nl::store(&o, &t)
+                }
+            }
+        })
+        .unwrap_err();
+    assert_eq!(e.op(), "store", "{e}");
+    assert!(e.message().contains("another program instance"), "{e}");
+    at_line(&e, line);
 }
 
 #[test]

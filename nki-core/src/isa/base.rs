@@ -451,6 +451,7 @@ impl Op {
         exec: impl FnOnce(),
         record: impl FnOnce() -> Instr,
     ) {
+        crate::context::raise_foreign_use(self.api, self.loc);
         crate::context::issue(self.env, exec, record);
         if !self.env.executes {
             for o in outs {
