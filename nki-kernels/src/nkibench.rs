@@ -41,9 +41,11 @@ pub fn matmul_baseline(lhs: &Hbm<f32>, rhs: &Hbm<f32>, identity: &Hbm<f32>, out:
     expect_shape(op, "rhs", rhs.shape(), &[k, n]);
     expect_shape(op, "identity", identity.shape(), &[P, P]);
     expect_shape(op, "out", out.shape(), &[m, n]);
-    require(op, m % P == 0 && k % BLOCK == 0 && n % BLOCK == 0, || {
-        format!("expected M = {m} a multiple of {P}, K = {k} and N = {n} multiples of {BLOCK}")
-    });
+    require(
+        op,
+        m.is_multiple_of(P) && k.is_multiple_of(BLOCK) && n.is_multiple_of(BLOCK),
+        || format!("expected M = {m} a multiple of {P}, K = {k} and N = {n} multiples of {BLOCK}"),
+    );
     let id = nl::load(identity.view());
     let (k_tiles, k_blocks) = (k / P, k / BLOCK);
     let per_block = BLOCK / P;
@@ -133,9 +135,11 @@ pub fn bmm_softmax_baseline(
     expect_shape(op, "rhs", rhs.shape(), &[b, k, n]);
     expect_shape(op, "identity", identity.shape(), &[P, P]);
     expect_shape(op, "out", out.shape(), &[b, m, n]);
-    require(op, k <= P && m % BLOCK == 0 && n % BLOCK == 0, || {
-        format!("expected K = {k} <= {P}, M = {m} and N = {n} multiples of {BLOCK}")
-    });
+    require(
+        op,
+        k <= P && m.is_multiple_of(BLOCK) && n.is_multiple_of(BLOCK),
+        || format!("expected K = {k} <= {P}, M = {m} and N = {n} multiples of {BLOCK}"),
+    );
     let id = nl::load(identity.view());
     let (mb, nb, per_block, halves) = (m / BLOCK, n / BLOCK, BLOCK / P, BLOCK / FMAX);
     // Index of a score tile: (M block, M tile in it, N block, half of the N block).
