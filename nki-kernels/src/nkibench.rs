@@ -6,7 +6,7 @@
 //! What differs from the Python:
 //! - A multi-dimensional SBUF tensor whose leading (block) indices all follow the loops
 //!   becomes one tile per iteration of the loop that allocates it; a block of tiles the
-//!   program reads as one buffer (the rhs block of [`matmul_baseline`]) is one tile with the
+//!   program reads as one buffer (the rhs block of [`matmul_baseline`](fn@matmul_baseline)) is one tile with the
 //!   blocks side by side in every partition, as NKI lays them out.
 //! - `nl.loop_reduce` (a running max or sum over loop iterations) is a copy in the first
 //!   iteration and a `tensor_tensor` with the running value after.

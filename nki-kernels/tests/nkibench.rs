@@ -77,8 +77,8 @@ fn bad_arguments_are_errors() {
     let a = Hbm::<f32>::shape_only([128, 1000]);
     let b = Hbm::<f32>::shape_only([1000, 1024]);
     let mut c = Hbm::<f32>::shape_only([128, 1024]);
-    let e = matmul_baseline::estimate(Grid::new([1]), Target::Trn1, &a, &b, &id, &mut c)
-        .unwrap_err();
+    let e =
+        matmul_baseline::estimate(Grid::new([1]), Target::Trn1, &a, &b, &id, &mut c).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     let x = Hbm::<f32>::shape_only([1, 1024, 256]);
     let y = Hbm::<f32>::shape_only([1, 256, 1024]);
@@ -93,7 +93,9 @@ fn bad_arguments_are_errors() {
 fn the_nkibench_problems_are_modelled_with_the_compilers_traffic_not_rejected() {
     let cap = Target::Trn1.spec().sbuf_bytes_per_partition;
     for b in Baseline::ALL {
-        let p = b.estimate(Target::Trn1).unwrap_or_else(|e| panic!("{b:?} rejected: {e}"));
+        let p = b
+            .estimate(Target::Trn1)
+            .unwrap_or_else(|e| panic!("{b:?} rejected: {e}"));
         assert!(!p.spills.is_empty(), "{b:?}: no capacity resolution");
         assert!(p.spills.resident_peak_bytes <= cap, "{b:?}: {:?}", p.spills);
         // The profile names the lines that moved bytes.
