@@ -3,8 +3,8 @@
 //! promotion rules.
 //!
 //! All values are held in `f32` slots on the host. Every NKI dtype up to 32 bits is exactly
-//! representable as an f32 value except `int32`/`uint32`, so those two hold the integer's
-//! 32-bit pattern in the slot instead ([`DType::holds_bits`]): a copy (DMA, `tensor_copy`,
+//! representable as an f32 value except `int32`/`uint32` and the 32-bit packed MX types, so
+//! those hold their 32-bit pattern in the slot instead ([`DType::holds_bits`]): a copy (DMA, `tensor_copy`,
 //! load/store of the same dtype) moves slots untouched and stays exact, the engines' fp32 math
 //! reads the value through [`DType::value`] (int32 -> fp32 rounds to nearest even, as the
 //! hardware converts), and integer ALU paths read the exact integer through [`DType::int`].
@@ -40,15 +40,37 @@ pub enum DType {
     U32,
     /// Boolean, stored as one byte (0 or 1).
     Bool,
+    /// OCP fp8 e4m3 (NKI `float8_e4m3fn`: 1S 4E 3M, bias 7, max 448, no infinities; NaN is
+    /// `S.1111.111`).
+    F8E4M3FN,
+    /// The MX scale type (NKI `float8_e8m0fnu`: 8 exponent bits, no sign or mantissa: the
+    /// value `2^(e - 127)` for `e` in 0..=254; 255 is NaN).
+    F8E8M0,
+    /// Four packed float8_e4m3fn values in 32 bits (NKI `float8_e4m3fn_x4`, MX data; value
+    /// `j` of an element in bits `8j..8j+8`). The host slot holds the 32-bit pattern.
+    F8E4M3FNx4,
+    /// Four packed float8_e5m2 values in 32 bits (NKI `float8_e5m2_x4`, MX data; value `j`
+    /// in bits `8j..8j+8`). The host slot holds the 32-bit pattern.
+    F8E5M2x4,
+    /// Four packed float4_e2m1fn values in 16 bits (NKI `float4_e2m1fn_x4`, MX data: 1S 2E
+    /// 1M, bias 1, max 6, no inf/NaN; value `j` in bits `4j..4j+4`). The host slot holds the
+    /// 16-bit pattern as an integer value.
+    F4E2M1FNx4,
 }
 
 impl DType {
     /// Size of one element in bytes.
     pub const fn size(self) -> usize {
         match self {
-            DType::F32 | DType::I32 | DType::U32 => 4,
-            DType::BF16 | DType::F16 | DType::I16 | DType::U16 => 2,
-            DType::F8E4M3 | DType::F8E5M2 | DType::I8 | DType::U8 | DType::Bool => 1,
+            DType::F32 | DType::I32 | DType::U32 | DType::F8E4M3FNx4 | DType::F8E5M2x4 => 4,
+            DType::BF16 | DType::F16 | DType::I16 | DType::U16 | DType::F4E2M1FNx4 => 2,
+            DType::F8E4M3
+            | DType::F8E5M2
+            | DType::I8
+            | DType::U8
+            | DType::Bool
+            | DType::F8E4M3FN
+            | DType::F8E8M0 => 1,
         }
     }
 
@@ -67,15 +89,39 @@ impl DType {
             DType::U16 => "uint16",
             DType::U32 => "uint32",
             DType::Bool => "bool",
+            DType::F8E4M3FN => "float8_e4m3fn",
+            DType::F8E8M0 => "float8_e8m0fnu",
+            DType::F8E4M3FNx4 => "float8_e4m3fn_x4",
+            DType::F8E5M2x4 => "float8_e5m2_x4",
+            DType::F4E2M1FNx4 => "float4_e2m1fn_x4",
         }
     }
 
-    /// True for the floating-point types.
+    /// True for the floating-point types (the packed MX x4 types are not: their elements are
+    /// groups of four values).
     pub const fn is_float(self) -> bool {
         matches!(
             self,
-            DType::F32 | DType::BF16 | DType::F16 | DType::F8E4M3 | DType::F8E5M2
+            DType::F32
+                | DType::BF16
+                | DType::F16
+                | DType::F8E4M3
+                | DType::F8E5M2
+                | DType::F8E4M3FN
+                | DType::F8E8M0
         )
+    }
+
+    /// The element format packed four to an element by an MX x4 type (`float8_e4m3fn_x4` ->
+    /// `float8_e4m3fn`, ...; `None` for the other types). The fp4 format has no dtype of its
+    /// own: `float4_e2m1fn_x4` maps to itself.
+    pub const fn mx_element(self) -> Option<DType> {
+        match self {
+            DType::F8E4M3FNx4 => Some(DType::F8E4M3FN),
+            DType::F8E5M2x4 => Some(DType::F8E5M2),
+            DType::F4E2M1FNx4 => Some(DType::F4E2M1FNx4),
+            _ => None,
+        }
     }
 
     /// True for the integer types (bool excluded).
@@ -86,9 +132,9 @@ impl DType {
         )
     }
 
-    /// True for fp8 types.
+    /// True for fp8 data types (the e8m0 scale type excluded).
     pub const fn is_fp8(self) -> bool {
-        matches!(self, DType::F8E4M3 | DType::F8E5M2)
+        matches!(self, DType::F8E4M3 | DType::F8E5M2 | DType::F8E4M3FN)
     }
 
     /// Rounds an f32 engine result to this dtype (round-to-nearest-even for floats, saturating
@@ -101,6 +147,13 @@ impl DType {
             DType::F16 => f16::from_f32(x).to_f32(),
             DType::F8E4M3 => round_minifloat(x, 3, 7, 240.0, true),
             DType::F8E5M2 => round_minifloat(x, 2, 15, 57344.0, true),
+            // OCP e4m3: no infinities, saturating like NKI's other fp8 casts [A: the docs do
+            // not say what a cast overflow gives].
+            DType::F8E4M3FN => round_minifloat(x, 3, 7, 448.0, true),
+            DType::F8E8M0 => round_e8m0(x),
+            // A packed element's value is its bit pattern as an unsigned integer.
+            DType::F8E4M3FNx4 | DType::F8E5M2x4 => round_int(x, 0.0, u32::MAX as f32),
+            DType::F4E2M1FNx4 => round_int(x, 0.0, u16::MAX as f32),
             DType::I8 => round_int(x, i8::MIN as f32, i8::MAX as f32),
             DType::I16 => round_int(x, i16::MIN as f32, i16::MAX as f32),
             DType::I32 => round_int(x, i32::MIN as f32, i32::MAX as f32),
@@ -121,7 +174,10 @@ impl DType {
     /// value (`int32`, `uint32`: their values above 2^24 are not exact f32 values).
     #[inline]
     pub const fn holds_bits(self) -> bool {
-        matches!(self, DType::I32 | DType::U32)
+        matches!(
+            self,
+            DType::I32 | DType::U32 | DType::F8E4M3FNx4 | DType::F8E5M2x4
+        )
     }
 
     /// The host slot of engine result `x` in this dtype: `x` rounded to the dtype
@@ -130,7 +186,9 @@ impl DType {
     pub fn slot(self, x: f32) -> f32 {
         match self {
             DType::I32 => f32::from_bits(self.round(x) as i32 as u32),
-            DType::U32 => f32::from_bits(self.round(x) as u32),
+            DType::U32 | DType::F8E4M3FNx4 | DType::F8E5M2x4 => {
+                f32::from_bits(self.round(x) as u32)
+            }
             _ => self.round(x),
         }
     }
@@ -141,7 +199,7 @@ impl DType {
     pub fn value(self, s: f32) -> f32 {
         match self {
             DType::I32 => s.to_bits() as i32 as f32,
-            DType::U32 => s.to_bits() as f32,
+            DType::U32 | DType::F8E4M3FNx4 | DType::F8E5M2x4 => s.to_bits() as f32,
             _ => s,
         }
     }
@@ -151,7 +209,7 @@ impl DType {
     pub fn int(self, s: f32) -> i64 {
         match self {
             DType::I32 => s.to_bits() as i32 as i64,
-            DType::U32 => s.to_bits() as i64,
+            DType::U32 | DType::F8E4M3FNx4 | DType::F8E5M2x4 => s.to_bits() as i64,
             _ => s as i64,
         }
     }
@@ -163,7 +221,9 @@ impl DType {
     pub fn slot_of_int(self, v: i64) -> f32 {
         match self {
             DType::I32 => f32::from_bits(v.clamp(i32::MIN as i64, i32::MAX as i64) as i32 as u32),
-            DType::U32 => f32::from_bits(v.clamp(0, u32::MAX as i64) as u32),
+            DType::U32 | DType::F8E4M3FNx4 | DType::F8E5M2x4 => {
+                f32::from_bits(v.clamp(0, u32::MAX as i64) as u32)
+            }
             _ => self.slot(v as f32),
         }
     }
@@ -189,7 +249,14 @@ impl DType {
     /// Converts slots of `self` into slots of `to` in place: untouched when the dtypes are
     /// equal (a bit-exact copy), else through the fp32 value (a cast, as DMA and engine casts
     /// go through fp32).
+    ///
+    /// A 32-bit MX x4 type and `int32`/`uint32` (or another 32-bit x4 type) convert bit for
+    /// bit: a packed element is no number, so its bits are kept.
     pub fn cast_slots(self, to: DType, xs: &mut [f32]) {
+        let packed = self.mx_element().is_some() || to.mx_element().is_some();
+        if packed && self.holds_bits() && to.holds_bits() {
+            return;
+        }
         if self != to {
             xs.iter_mut().for_each(|x| *x = to.slot(self.value(*x)));
         }
@@ -277,6 +344,18 @@ impl fmt::Display for DType {
     }
 }
 
+/// Rounds a positive value to the nearest power of two `2^e`, `e` in -127..=127 (the
+/// float8_e8m0fnu values); zero, negative values and NaN give NaN (e8m0 has no zero and no
+/// sign) [A: the docs define the type, not a cast into it; ties of the exponent (the
+/// geometric mean of two powers) round up].
+fn round_e8m0(x: f32) -> f32 {
+    if x.is_nan() || x <= 0.0 {
+        return f32::NAN;
+    }
+    let e = (x as f64).log2().round().clamp(-127.0, 127.0) as i32;
+    2f64.powi(e) as f32
+}
+
 fn round_int(x: f32, lo: f32, hi: f32) -> f32 {
     if x.is_nan() {
         return 0.0;
@@ -301,7 +380,7 @@ fn round_minifloat(x: f32, mant: i32, bias: i32, max: f32, saturate: bool) -> f3
     q.min(max).copysign(x)
 }
 
-/// A Rust element type with an NKI dtype. Implemented for f32, bf16, f16, [`F8E4M3`],
+/// A Rust element type with an NKI dtype. Implemented for f32, bf16, f16, [`F8E4M3`], [`F8E4M3FN`],
 /// [`F8E5M2`], i8, i16, i32, u8, u16, u32 and bool.
 pub trait Element: Copy + Send + Sync + 'static + fmt::Debug {
     /// The dtype tag of this element type.
@@ -425,6 +504,11 @@ fp8_type!(
     F8E5M2,
     F8E5M2,
     "An fp8 e5m2 value (NKI `float8_e5m2`), held exactly as f32."
+);
+fp8_type!(
+    F8E4M3FN,
+    F8E4M3FN,
+    "An OCP fp8 e4m3 value (NKI `float8_e4m3fn`, max 448, no infinities), held exactly as f32."
 );
 
 /// bfloat16 round-to-nearest-even of an f32, returned as f32: the same result as

@@ -82,6 +82,7 @@ mod launcher;
 mod math;
 mod memory;
 pub mod mesh;
+mod mx;
 mod ops;
 mod profile;
 mod record;
@@ -112,7 +113,7 @@ extern crate self as nki_core;
 // Shapes, indices and access patterns.
 pub use crate::access::{ds, stepped, Ap, IntoIndex, Ix, Shape, MAX_DIMS, MAX_ELEMENTS};
 // Element types.
-pub use crate::dtype::{DType, Element, F8E4M3, F8E5M2};
+pub use crate::dtype::{DType, Element, F8E4M3, F8E4M3FN, F8E5M2};
 // Errors.
 pub use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 // Device memory (HBM) tensors and the views kernels read and write.
@@ -163,7 +164,7 @@ pub mod prelude {
     pub use crate::{launch, nki_kernel};
     pub use crate::{nc, spmd_dim, Grid, Launch, LaunchReport};
     pub use crate::{nisa, nl};
-    pub use crate::{DType, Element, F8E4M3, F8E5M2};
+    pub use crate::{DType, Element, F8E4M3, F8E4M3FN, F8E5M2};
     pub use crate::{ErrorKind, NkiError};
     pub use crate::{Hbm, HbmOut, HbmView, HbmViewMut};
     pub use crate::{MemKind, Mode, Profile, Target};

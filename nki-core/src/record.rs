@@ -87,6 +87,8 @@ pub enum Opcode {
     CoreBarrier,
     /// Wait for the other core's arrival at the same barrier (no engine time of its own).
     CoreWait,
+    /// MXFP8 quantisation with its block scales (`nisa.quantize_mx`, VectorE, NC-v4).
+    QuantizeMx,
 }
 
 impl Opcode {
@@ -125,6 +127,7 @@ impl Opcode {
             Opcode::RangeSelect => "RANGE_SELECT",
             Opcode::Exponential => "EXPONENTIAL",
             Opcode::NonzeroWithCount => "NONZERO_WITH_COUNT",
+            Opcode::QuantizeMx => "QUANTIZE_MX",
             Opcode::ScalarLoad => "SCALAR_LOAD",
             Opcode::ScalarStore => "SCALAR_STORE",
             Opcode::LoopBranch => "LOOP_BRANCH",

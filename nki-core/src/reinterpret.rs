@@ -17,7 +17,10 @@ use crate::dtype::DType;
 /// The bit pattern (in the low `size * 8` bits) of slot `s` of `dtype`.
 pub(crate) fn bits(dtype: DType, s: f32) -> u32 {
     match dtype {
-        DType::F32 | DType::I32 | DType::U32 => s.to_bits(),
+        // The 32-bit MX x4 slots hold their pattern too.
+        DType::F32 | DType::I32 | DType::U32 | DType::F8E4M3FNx4 | DType::F8E5M2x4 => s.to_bits(),
+        DType::F8E4M3FN => crate::mx::e4m3fn_bits(s),
+        DType::F8E8M0 => crate::mx::e8m0_code(s),
         // A bf16 slot is an f32 whose low 16 bits are zero.
         DType::BF16 => s.to_bits() >> 16,
         DType::F16 => half::f16::from_f32(s).to_bits() as u32,
@@ -26,14 +29,18 @@ pub(crate) fn bits(dtype: DType, s: f32) -> u32 {
         DType::I8 => s as i8 as u8 as u32,
         DType::I16 => s as i16 as u16 as u32,
         DType::U8 | DType::Bool => s as u8 as u32,
-        DType::U16 => s as u16 as u32,
+        DType::U16 | DType::F4E2M1FNx4 => s as u16 as u32,
     }
 }
 
 /// The slot of `dtype` whose bit pattern is the low `size * 8` bits of `b`.
 pub(crate) fn from_bits(dtype: DType, b: u32) -> f32 {
     match dtype {
-        DType::F32 | DType::I32 | DType::U32 => f32::from_bits(b),
+        DType::F32 | DType::I32 | DType::U32 | DType::F8E4M3FNx4 | DType::F8E5M2x4 => {
+            f32::from_bits(b)
+        }
+        DType::F8E4M3FN => crate::mx::e4m3fn_value(b),
+        DType::F8E8M0 => crate::mx::scale_value(b & 0xff) as f32,
         DType::BF16 => f32::from_bits((b & 0xffff) << 16),
         DType::F16 => half::f16::from_bits(b as u16).to_f32(),
         DType::F8E4M3 => minifloat_value(b as u8, 3, 7),
@@ -41,7 +48,7 @@ pub(crate) fn from_bits(dtype: DType, b: u32) -> f32 {
         DType::I8 => b as u8 as i8 as f32,
         DType::I16 => b as u16 as i16 as f32,
         DType::U8 => (b & 0xff) as f32,
-        DType::U16 => (b & 0xffff) as f32,
+        DType::U16 | DType::F4E2M1FNx4 => (b & 0xffff) as f32,
         // Any non-zero byte reads as true.
         DType::Bool => ((b & 0xff) != 0) as u8 as f32,
     }
@@ -159,7 +166,7 @@ mod tests {
     use super::*;
     use crate::access::Shape;
 
-    const ALL: [DType; 12] = [
+    const ALL: [DType; 15] = [
         DType::F32,
         DType::BF16,
         DType::F16,
@@ -172,6 +179,9 @@ mod tests {
         DType::U16,
         DType::U32,
         DType::Bool,
+        DType::F8E4M3FN,
+        DType::F8E8M0,
+        DType::F4E2M1FNx4,
     ];
 
     #[test]

@@ -63,7 +63,7 @@ pub fn nc_matmul<'d, 'a, 'b>(
 /// columns); no column tiling with `double_row`. Tiling places the matmul on part of the
 /// array; the values are the same. The model runs tiled matmuls one after another on TensorE
 /// (the hardware may overlap matmuls on disjoint tiles) \[A\].
-fn check_tiling(ins: &Op, opts: &MatmulOpts, s: &TileRef) {
+pub(crate) fn check_tiling(ins: &Op, opts: &MatmulOpts, s: &TileRef) {
     let (pos, size) = match (opts.tile_position, opts.tile_size) {
         (None, None) => return,
         (Some(p), Some(z)) => (p, z),
@@ -418,29 +418,41 @@ fn matmul_rows<'d>(
     ins.issue(
         &[&ov],
         || matmul_tiles(ins, (k * rows, mm, n), (&s, &m, &ov), acc, rows == 1),
-        || {
-            let reads = if acc {
-                Regions::from([s.region(), m.region(), ov.region()])
-            } else {
-                Regions::from([s.region(), m.region()])
-            };
-            ins.record_as(api, Engine::Tensor, Opcode::Matmul)
-                .size(k as u32, n as u32)
-                .inputs(2)
-                .dtypes(m.dtype(), ov.dtype())
-                .psum(true)
-                .matmul(MatmulDims {
-                    k: k as u32,
-                    m: mm as u32,
-                    n: n as u32,
-                    fp32: m.dtype() == DType::F32,
-                })
-                .reads(reads)
-                .writes([ov.region()])
-                .done()
-        },
+        || matmul_record(ins, (k, mm, n), (&s, &m), &ov, acc, &[]),
     );
     out
+}
+
+/// The record of one TensorE matmul of `(K, M, N)` (`K` partitions: the cost does not depend
+/// on how many values each PE row contracts) from `stationary`/`moving` (and the `extra`
+/// reads, e.g. MX scales) into `out`, which it also reads when accumulating.
+pub(crate) fn matmul_record(
+    ins: &Op,
+    (k, mm, n): (usize, usize, usize),
+    (s, m): (&TileRef, &TileRef),
+    out: &TileRef,
+    acc: bool,
+    extra: &[&TileRef],
+) -> crate::record::Instr {
+    let mut reads: Regions<3> = [s.region(), m.region()].into_iter().collect();
+    reads.extend(extra.iter().map(|t| t.region()));
+    if acc {
+        reads.extend([out.region()]);
+    }
+    ins.record_as(ins.api, Engine::Tensor, Opcode::Matmul)
+        .size(k as u32, n as u32)
+        .inputs(2)
+        .dtypes(m.dtype(), out.dtype())
+        .psum(true)
+        .matmul(MatmulDims {
+            k: k as u32,
+            m: mm as u32,
+            n: n as u32,
+            fp32: m.dtype() == DType::F32,
+        })
+        .reads(reads)
+        .writes([out.region()])
+        .done()
 }
 
 /// The TensorE transpose builder: `x` [P, F] (both at most 128, SBUF) to [F, P] in a new tile in

@@ -114,6 +114,8 @@ fn per_element(r: &CostFacts) -> f64 {
         | Opcode::CoreWait
         // Software DGE: one GpSimd cycle per descriptor after its start-up [A].
         | Opcode::DmaDescriptors => 1.0,
+        // "4 elements/partition/cycle" (4x the VectorE rate) [E ARCH3] (isa/mx.rs).
+        Opcode::QuantizeMx => 0.25,
         // Costed by `tensor_cost` / `dma_plan`; a full pass over the data if asked here.
         Opcode::Matmul | Opcode::Transpose | Opcode::DmaCopy | Opcode::DmaTranspose => 1.0,
     }
