@@ -461,6 +461,13 @@ impl Tensor {
         self.view().ap_as(pattern, offset, dtype)
     }
 
+    /// The same bytes read as `dtype` (NKI 0.7 `tensor.view(dtype)`); see
+    /// [`TensorRef::view_as`].
+    #[track_caller]
+    pub fn view_as(&self, dtype: DType) -> TensorRef<'_> {
+        self.view().view_as(dtype)
+    }
+
     /// The launch's storage of a shared-HBM tensor (what a kernel returns).
     fn returned(&self, loc: SourceLoc) -> Arc<HbmStorage> {
         match &self.repr {
@@ -627,18 +634,18 @@ impl<'a> TensorRef<'a> {
         match self {
             TensorRef::Chip(t) => TensorRef::Chip(t.ap_as(pattern, offset, dtype)),
             TensorRef::Hbm(v) if v.dtype() == dtype => TensorRef::Hbm(v.ap(pattern, offset)),
-            TensorRef::Hbm(v) => raise(
-                NkiError::new(
-                    ErrorKind::InvalidArgument,
-                    "ap",
-                    format!(
-                        "reading HBM tensor {} as {dtype} (ap dtype=) is not supported: \
-                         DMA it on chip and reinterpret the tile there",
-                        v.describe()
-                    ),
-                ),
-                SourceLoc::caller(),
-            ),
+            TensorRef::Hbm(v) => hbm_reinterpret(v, "ap", dtype, SourceLoc::caller()),
+        }
+    }
+
+    /// The same bytes read as `dtype` (NKI 0.7 `tensor.view(dtype)`): see
+    /// [`TileRef::view_as`]. On chip only, as [`TensorRef::ap_as`].
+    #[track_caller]
+    pub fn view_as(&self, dtype: DType) -> TensorRef<'a> {
+        match self {
+            TensorRef::Chip(t) => TensorRef::Chip(t.view_as(dtype)),
+            TensorRef::Hbm(v) if v.dtype() == dtype => TensorRef::Hbm(v.clone()),
+            TensorRef::Hbm(v) => hbm_reinterpret(v, "view", dtype, SourceLoc::caller()),
         }
     }
 
@@ -681,6 +688,23 @@ impl<'a> TensorRef<'a> {
             TensorRef::Hbm(v) => v.describe(),
         }
     }
+}
+
+/// Raises the error of reading HBM tensor `v` as another `dtype` through `op` (`ap` or
+/// `view`): reinterpreting views exist on chip only.
+fn hbm_reinterpret(v: &HbmView, op: &'static str, dtype: DType, loc: SourceLoc) -> ! {
+    raise(
+        NkiError::new(
+            ErrorKind::InvalidArgument,
+            op,
+            format!(
+                "reading HBM tensor {} as {dtype} is not supported: DMA it on chip and \
+                 reinterpret the tile there",
+                v.describe()
+            ),
+        ),
+        loc,
+    )
 }
 
 impl<'a> From<&'a Tensor> for TensorRef<'a> {

@@ -578,11 +578,25 @@ impl<'a> TileRef<'a> {
     }
 
     /// Elements of the view's dtype per partition of the tile's storage.
-    fn row_elems(&self) -> usize {
+    pub(crate) fn row_elems(&self) -> usize {
         match self.cast {
             None => self.tile.shape.free(),
             Some(c) => self.tile.shape.free() * self.tile.dtype.size() / c.size(),
         }
+    }
+
+    /// The lowest and highest element (inclusive, in elements of the view's dtype from the
+    /// start of a partition) that one partition of the view touches.
+    fn free_extent(&self) -> (isize, isize) {
+        let base = (self.ap.offset % self.row_elems().max(1)) as isize;
+        (1..self.ap.shape.ndim()).fold((base, base), |(lo, hi), d| {
+            let ext = (self.ap.shape.dims()[d] as isize - 1) * self.ap.strides[d];
+            if ext < 0 {
+                (lo + ext, hi)
+            } else {
+                (lo, hi + ext)
+            }
+        })
     }
 
     /// The tile elements the view touches, as an access pattern over the tile (for the
@@ -593,17 +607,8 @@ impl<'a> TileRef<'a> {
             return self.ap;
         };
         let (vs, ts) = (c.size(), self.tile.dtype.size());
-        let row = self.row_elems().max(1);
-        let (p0, base) = (self.ap.offset / row, (self.ap.offset % row) as isize);
-        let (mut lo, mut hi) = (base, base);
-        for d in 1..self.ap.shape.ndim() {
-            let ext = (self.ap.shape.dims()[d] as isize - 1) * self.ap.strides[d];
-            if ext < 0 {
-                lo += ext
-            } else {
-                hi += ext
-            }
-        }
+        let p0 = self.ap.offset / self.row_elems().max(1);
+        let (lo, hi) = self.free_extent();
         let (lo_t, hi_t) = (lo as usize * vs / ts, ((hi as usize + 1) * vs).div_ceil(ts));
         let free = self.tile.shape.free();
         Ap {
@@ -673,17 +678,7 @@ impl<'a> TileRef<'a> {
         let (flo, fhi) = if self.partitions() == 1 || p1 - p0 == 1 {
             ((lo % row) as u64, ((hi - 1) % row + 1) as u64)
         } else {
-            let base = (self.ap.offset % row) as isize;
-            let mut lo_f = base;
-            let mut hi_f = base;
-            for d in 1..self.ap.shape.ndim() {
-                let ext = (self.ap.shape.dims()[d] as isize - 1) * self.ap.strides[d];
-                if ext < 0 {
-                    lo_f += ext
-                } else {
-                    hi_f += ext
-                }
-            }
+            let (lo_f, hi_f) = self.free_extent();
             (lo_f as u64, hi_f as u64 + 1)
         };
         Region {

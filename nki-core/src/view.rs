@@ -493,6 +493,61 @@ impl<'a> TileRef<'a> {
     }
 }
 
+impl<'a> TileRef<'a> {
+    /// The same bytes read as `dtype` (NKI 0.7 `tensor.view(dtype)`, NumPy's `view`): the
+    /// last dimension is scaled by the ratio of the element sizes (an int32 `[128, 256]` view
+    /// becomes a bfloat16 `[128, 512]` one), the other dimensions keep their extents, and
+    /// reads and writes go through the bytes as for [`TileRef::ap_as`]. The last dimension
+    /// must have unit stride, and its byte size, the view's byte offset within a partition
+    /// and the other dimensions' byte steps must be whole numbers of `dtype` elements;
+    /// otherwise a [`ErrorKind::DType`] error names the view.
+    #[track_caller]
+    pub fn view_as(&self, dtype: DType) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        let (pattern, offset) = or_raise(self.dtype_pattern(dtype), loc);
+        self.ap_as(&pattern, offset, dtype)
+    }
+
+    /// The `.ap_as` pattern and offset of [`TileRef::view_as`].
+    fn dtype_pattern(&self, dtype: DType) -> Result<(Vec<[usize; 2]>, usize)> {
+        let (from, to) = (self.dtype().size(), dtype.size());
+        let dims = self.ap.shape.dims();
+        let row = self.ap.offset / self.row_elems().max(1);
+        let fail = |why: &str| {
+            Err(err(
+                ErrorKind::DType,
+                "view",
+                format!("cannot view {} as {dtype}: {why}", self.describe()),
+            ))
+        };
+        let n = dims.len();
+        if n < 2 || (self.ap.strides[n - 1] != 1 && dims[n - 1] > 1) {
+            return fail("its last dimension must be a free dimension of unit stride");
+        }
+        // Bytes to elements of `dtype`, when whole.
+        let conv = |elems: usize| (elems * from).is_multiple_of(to).then(|| elems * from / to);
+        let Some(last) = conv(dims[n - 1]) else {
+            return fail("the last dimension's bytes are not a whole number of elements");
+        };
+        let Some(within) = conv(self.ap.offset % self.row_elems().max(1)) else {
+            return fail("the view does not start at a whole element");
+        };
+        let mut pattern = Vec::with_capacity(n);
+        let Some(row_to) = conv(self.row_elems().max(1)) else {
+            return fail("a partition's bytes are not a whole number of elements");
+        };
+        pattern.push([row_to, dims[0]]);
+        for (&dim, &stride) in dims.iter().zip(&self.ap.strides).take(n - 1).skip(1) {
+            match usize::try_from(stride).ok().and_then(conv) {
+                Some(step) => pattern.push([step, dim]),
+                None => return fail("a step is negative or not a whole number of elements"),
+            }
+        }
+        pattern.push([1, last]);
+        Ok((pattern, row * row_to + within))
+    }
+}
+
 impl Tile {
     /// [`TileRef::ap`] over this tile's storage.
     #[track_caller]
@@ -504,6 +559,12 @@ impl Tile {
     #[track_caller]
     pub fn ap_as(&self, pattern: &[[usize; 2]], offset: usize, dtype: DType) -> TileRef<'_> {
         self.view().ap_as(pattern, offset, dtype)
+    }
+
+    /// [`TileRef::view_as`] of the whole tile (NKI `tensor.view(dtype)`).
+    #[track_caller]
+    pub fn view_as(&self, dtype: DType) -> TileRef<'_> {
+        self.view().view_as(dtype)
     }
 
     /// [`TileRef::reshape`] of the whole tile.

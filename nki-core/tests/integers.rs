@@ -268,6 +268,31 @@ fn scalar_engine_copies_go_through_fp32() {
 }
 
 #[test]
+fn atomic_adds_compute_in_fp32_as_the_dma_engine_does() {
+    // `atomic_rmw` is a DMA read-modify-write; the DMA engines compute in fp32 whatever the
+    // dtypes (nki.isa.dma_compute docs), so int32 sums round to the nearest fp32 value
+    // before they are cast back: 16,777,217 + 0 lands as 16,777,216, small sums stay exact.
+    let start = [16_777_217, 5, -16_777_219, 1_000];
+    let add = [0, 7, 0, -1_000];
+    let v = Hbm::<i32>::from_vec(&[1, 4], add.to_vec()).unwrap();
+    for mode in VALUE_MODES {
+        let mut c = Hbm::<i32>::from_vec(&[1, 4], start.to_vec()).unwrap();
+        let out = c.as_output();
+        Launch::new(1)
+            .mode(mode)
+            .run(|| nl::atomic_rmw(&out, &nl::load(&v), AluOp::Add))
+            .unwrap();
+        let want: Vec<i32> = start
+            .iter()
+            .zip(add)
+            .map(|(&a, b)| (a as f32 + b as f32) as i32)
+            .collect();
+        assert_eq!(want, [16_777_216, 12, -16_777_220, 0]);
+        assert_eq!(c.to_vec().unwrap(), want, "{mode:?}");
+    }
+}
+
+#[test]
 fn transposing_and_indirect_loads_are_exact() {
     // [2, 4] -> transposed [4, 2]; then rows 1, 0 of the input by index.
     let a = Hbm::<i32>::from_vec(&[2, 4], I32S.to_vec()).unwrap();

@@ -223,6 +223,21 @@ pub(crate) enum Extra {
     RangeStart,
 }
 
+/// Every VectorE register command: `idle`, `reset_reduce`, `reduce`, `load_reduce`.
+pub(crate) const VECTOR_CMDS: &[ReduceCmd] = &[
+    ReduceCmd::Idle,
+    ReduceCmd::ResetReduce,
+    ReduceCmd::Reduce,
+    ReduceCmd::LoadReduce,
+];
+
+/// The VectorE register commands that accumulate: [`VECTOR_CMDS`] but `idle`.
+pub(crate) const ACCUMULATING_CMDS: &[ReduceCmd] = &[
+    ReduceCmd::ResetReduce,
+    ReduceCmd::Reduce,
+    ReduceCmd::LoadReduce,
+];
+
 /// A checked accumulator use: the registers' engine, command and operator, the `reduce_res`
 /// view and the `load_reduce` operand.
 pub(crate) struct Accum<'a> {
@@ -317,6 +332,20 @@ impl<'a> Accum<'a> {
         }
     }
 
+    /// The tiles the record reads besides its data: `extra` and the `load_reduce` operand's
+    /// tile, if it is one.
+    pub(crate) fn inputs<'t>(&'t self, mut extra: Vec<&'t TileRef<'t>>) -> Vec<&'t TileRef<'t>> {
+        if let Some(PerPartition::Vector(t)) = &self.init {
+            extra.push(t);
+        }
+        extra
+    }
+
+    /// The views the record writes: `dst` and `reduce_res`, if given.
+    pub(crate) fn outputs<'t>(&'t self, dst: &'t TileRef<'t>) -> Vec<&'t TileRef<'t>> {
+        std::iter::once(dst).chain(self.res.iter()).collect()
+    }
+
     /// True when the record also reads out or reduces into the registers (the accumulator
     /// cost of S13: `+ MIN_II`).
     pub(crate) fn costs(&self) -> bool {
@@ -354,6 +383,40 @@ impl<'a> Accum<'a> {
     pub(crate) fn fold(&self, row: &[f32]) -> f32 {
         fold(self.use_.op, row)
     }
+}
+
+/// The ScalarE accumulator of an activation-family instruction (NKI 0.7 `reduce_op`,
+/// `reduce_cmd`, `reduce_res`; `reduce` is `(reduce_op, reduce_cmd)`, `idle` by default):
+/// `None` when neither keyword is given, else the checked use, `reduce_op` one of `ops`.
+pub(crate) fn scalar_accum<'a>(
+    ins: &Op,
+    reduce: Option<(AluOp, ReduceCmd)>,
+    reduce_res: Option<TileRef<'a>>,
+    ops: &[AluOp],
+    partitions: (usize, usize),
+) -> Option<Accum<'a>> {
+    if reduce.is_none() && reduce_res.is_none() {
+        return None;
+    }
+    let (op, cmd) = reduce.unwrap_or((AluOp::Add, ReduceCmd::Idle));
+    ins.require_alu("reduce_op", op, ops);
+    let mut args = ReduceArgs::new().cmd(cmd);
+    args.reduce_res = reduce_res;
+    Some(Accum::check(
+        ins,
+        Engine::Scalar,
+        op,
+        &args,
+        partitions,
+        &[
+            ReduceCmd::Idle,
+            ReduceCmd::Reset,
+            ReduceCmd::Reduce,
+            ReduceCmd::ResetReduce,
+        ],
+        ReduceCmd::Idle,
+        Extra::None,
+    ))
 }
 
 /// See [`Accum::fold`].

@@ -1,7 +1,7 @@
 //! `dma_copy`: one DMA transfer between HBM and SBUF (any direction, including HBM->HBM and
 //! SBUF->SBUF), with a cast when the dtypes differ.
 
-use super::base::{dma_dims, short};
+use super::base::{dma_dims, dma_rows_contiguous, short};
 pub use super::dma_indirect::IndirectAp;
 use crate::access::{Ap, Ix};
 use crate::context::Op;
@@ -538,7 +538,7 @@ pub(super) fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Inst
         .size(partitions as u32, free as u32)
         .dtypes(src.dtype(), dst.dtype())
         .contiguous([dst, src].iter().all(|end| match end {
-            DmaEndpoint::Tile(t) => t.free_size() <= 1 || t.ap.inner_stride() == 1,
+            DmaEndpoint::Tile(t) => dma_rows_contiguous(t),
             DmaEndpoint::Hbm(_) | DmaEndpoint::Indirect(_) => true,
         }))
         .dma(dims)

@@ -1,7 +1,7 @@
 //! ScalarE instructions: `activation` and `activation_reduce` (`f(data * scale + bias)`, with
 //! an optional per-partition add-reduction of the result).
 
-use super::accum::{Accum, AccumUse, Extra, ReduceArgs, ReduceCmd};
+use super::accum::{scalar_accum, AccumUse, ReduceCmd};
 use super::base::{per_partition_shape, short, Dst, Output, Site};
 use super::vector::dtype_is_dst;
 use super::{ActFn, AluOp, Operand};
@@ -200,34 +200,14 @@ pub(crate) fn activate<'d, 'r, 'a>(
         );
     }
     // The accumulator keywords (`reduce_op`, `reduce_cmd`, `reduce_res`).
-    let acc = if args.reduce.is_some() || args.reduce_res.is_some() {
-        let (rop, cmd) = args.reduce.unwrap_or((AluOp::Add, ReduceCmd::Idle));
-        if rop != AluOp::Add {
-            ins.fail(
-                ErrorKind::InvalidArgument,
-                format!("reduce_op '{rop}' of '{}' is not supported; the Scalar Engine accumulator adds (nl.add)", short(ins.api)),
-            );
-        }
-        let mut ra = ReduceArgs::new().cmd(cmd);
-        ra.reduce_res = args.reduce_res;
-        Some(Accum::check(
-            ins,
-            Engine::Scalar,
-            AluOp::Add,
-            &ra,
-            (x.start_partition(), p),
-            &[
-                ReduceCmd::Idle,
-                ReduceCmd::Reset,
-                ReduceCmd::Reduce,
-                ReduceCmd::ResetReduce,
-            ],
-            ReduceCmd::Idle,
-            Extra::None,
-        ))
-    } else {
-        None
-    };
+    // The ScalarE accumulator of `activation` adds (`nl.add` is its only reduce_op).
+    let acc = scalar_accum(
+        ins,
+        args.reduce,
+        args.reduce_res,
+        &[AluOp::Add],
+        (x.start_partition(), p),
+    );
     let scale_tile = match args.scale {
         Operand::Scalar { .. } => None,
         Operand::Tile(s) => {
