@@ -482,6 +482,34 @@ fn indirect_loads_use_exact_row_numbers_beyond_2_pow_24() {
 }
 
 #[test]
+fn vector_offset_gathers_use_exact_row_numbers_beyond_2_pow_24() {
+    // NKI 0.7's indirect DMA (`.ap(.., vector_offset=idx)`): the same rows as the Beta-1
+    // `load_indirect` above, through `ap_indirect` + `dma_copy` (the index tile is read as
+    // integers, never through f32).
+    let rows = (1usize << 24) + 3;
+    let data = Hbm::<u32>::from_vec(&[rows, 1], (0..rows as u32).collect()).unwrap();
+    let picks: [i32; 4] = [16_777_217, 16_777_218, 3, 16_777_216];
+    let ids = Hbm::<i32>::from_vec(&[4, 1], picks.to_vec()).unwrap();
+    for mode in VALUE_MODES {
+        let mut c = Hbm::<u32>::zeros([4, 1]);
+        let out = c.as_output();
+        Launch::new(1)
+            .mode(mode)
+            .run(|| {
+                let idx = nl::ndarray(&[4, 1], DType::I32, MemKind::Sbuf);
+                nki_core::nisa::dma_copy(&idx, &ids, None);
+                let t = nl::ndarray(&[4, 1], DType::U32, MemKind::Sbuf);
+                let src = data.view().ap_indirect(&[[1, 4], [1, 1]], 0, &idx);
+                nki_core::nisa::dma_copy(&t, src, None);
+                nki_core::nisa::dma_copy(&out, &t, None);
+            })
+            .unwrap();
+        let want: Vec<u32> = picks.iter().map(|&p| p as u32).collect();
+        assert_eq!(c.to_vec().unwrap(), want, "{mode:?}");
+    }
+}
+
+#[test]
 fn out_of_range_indices_are_reported_exactly() {
     let data = Hbm::<f32>::zeros([8, 2]);
     let idx = Hbm::<u32>::from_vec(&[2, 1], vec![1, u32::MAX]).unwrap();

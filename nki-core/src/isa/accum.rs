@@ -156,10 +156,28 @@ impl AccumUse {
 /// `reverse_pred` (`select_reduce` only) and `range_start` (`range_select` only). Each
 /// instruction names the keywords it takes; setting another is an error.
 ///
-/// ```ignore
-/// nisa::tensor_scalar_reduce(&y, &x, AluOp::Multiply, 2.0, AluOp::Add,
-///     ReduceArgs::new().reduce_res(&sums));
-/// nisa::exponential(&p, &s, &neg_max, ReduceArgs::new().cmd(ReduceCmd::ResetReduce));
+/// ```
+/// use nki_core::nisa::{AluOp, ReduceArgs, ReduceCmd};
+/// use nki_core::prelude::*;
+///
+/// let x = Hbm::from_vec(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+/// let mut sums = Hbm::<f32>::zeros([2, 1]);
+/// let out = sums.as_output();
+/// Launch::new(1)
+///     .run(|| {
+///         let t = nl::load(&x);
+///         let y = nl::ndarray(&[2, 3], DType::F32, MemKind::Sbuf);
+///         let s = nl::ndarray(&[2, 1], DType::F32, MemKind::Sbuf);
+///         // y = 2x, each partition's sum of y left in the registers (reset first) ...
+///         let args = ReduceArgs::new().cmd(ReduceCmd::ResetReduce);
+///         nisa::tensor_scalar_reduce(&y, &t, AluOp::Multiply, 2.0, AluOp::Add, args);
+///         // ... then x + 1 summed on top of them and read out into `s`.
+///         let args = ReduceArgs::new().cmd(ReduceCmd::Reduce).reduce_res(&s);
+///         nisa::tensor_scalar_reduce(&y, &t, AluOp::Add, 1.0, AluOp::Add, args);
+///         nl::store(&out, &s);
+///     })
+///     .unwrap();
+/// assert_eq!(sums.to_vec().unwrap(), [12.0 + 9.0, 30.0 + 18.0]);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReduceArgs<'a> {

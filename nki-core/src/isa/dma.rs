@@ -196,8 +196,23 @@ pub enum OobMode {
 /// The keyword options of [`dma_copy`] (and the rest of the DMA family): `dge_mode`,
 /// `oob_mode`, the engine that triggers a hardware-DGE transfer, and the QoS `priority`.
 ///
-/// ```ignore
-/// nisa::dma_copy(&t, a.slice(..), nisa::DmaOpts::new().dge_mode(DgeMode::Hwdge).engine(Engine::Scalar));
+/// ```
+/// use nki_core::nisa::{DgeMode, DmaOpts, Engine};
+/// use nki_core::prelude::*;
+///
+/// let a = Hbm::from_vec(&[2, 4], (0..8).map(|i| i as f32).collect()).unwrap();
+/// let mut b = Hbm::<f32>::zeros([2, 4]);
+/// let out = b.as_output();
+/// Launch::new(1)
+///     .run(|| {
+///         let t = nl::ndarray(&[2, 4], DType::F32, MemKind::Sbuf);
+///         // hardware descriptor generation, triggered from the Scalar Engine's queue
+///         let opts = DmaOpts::new().dge_mode(DgeMode::Hwdge).engine(Engine::Scalar);
+///         nisa::dma_copy(&t, &a, opts);
+///         nisa::dma_copy(&out, &t, None);
+///     })
+///     .unwrap();
+/// assert_eq!(b.to_vec().unwrap(), a.to_vec().unwrap());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DmaOpts {

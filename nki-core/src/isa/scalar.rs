@@ -17,8 +17,25 @@ use crate::tile::TileRef;
 /// fp32 tile; default 1.0), the output `dtype` (default: `data`'s), and the accumulator
 /// keywords `reduce_op`/`reduce_cmd` ([`ActivationArgs::reduce`]) and `reduce_res`.
 ///
-/// ```ignore
-/// let y = nisa::activation(ActFn::Exp, &x, ActivationArgs::new().bias(&b).scale(0.5));
+/// ```
+/// use nki_core::nisa::{ActFn, ActivationArgs};
+/// use nki_core::prelude::*;
+///
+/// let x = Hbm::from_vec(&[2, 2], vec![0.0f32, 2.0, 4.0, 6.0]).unwrap();
+/// let b = Hbm::from_vec(&[2, 1], vec![1.0f32, -1.0]).unwrap();
+/// let mut y = Hbm::<f32>::zeros([2, 2]);
+/// let out = y.as_output();
+/// Launch::new(1)
+///     .run(|| {
+///         let (t, bias) = (nl::load(&x), nl::load(&b));
+///         let d = nl::ndarray(&[2, 2], DType::F32, MemKind::Sbuf);
+///         // d = copy(0.5 * x + bias), the bias one value per partition
+///         let args = ActivationArgs::new().bias(&bias).scale(0.5);
+///         nisa::activation(&d, ActFn::Copy, &t, args);
+///         nl::store(&out, &d);
+///     })
+///     .unwrap();
+/// assert_eq!(y.to_vec().unwrap(), [1.0, 2.0, 1.0, 2.0]);
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct ActivationArgs<'a> {
