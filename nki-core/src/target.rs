@@ -1,6 +1,6 @@
 //! Hardware targets: one table of constants per NeuronCore generation. Every constant the
 //! language checks or the timing model uses lives here, with its source beside it
-//! (keys refer to shared/reference/hardware.md: S1 = Trn/Inf2 arch guide, S2 = Trn2 arch guide,
+//! (keys refer to docs/reference/hardware.md: S1 = Trn/Inf2 arch guide, S2 = Trn2 arch guide,
 //! S3 = Trn3 arch guide, S5/S6 = DMA guides, S13 = ISA cost docstrings, S15 = profiler schema,
 //! KLR = `nl.tile_size` values).
 

@@ -268,6 +268,31 @@ fn scalar_engine_copies_go_through_fp32() {
 }
 
 #[test]
+fn atomic_adds_compute_in_fp32_as_the_dma_engine_does() {
+    // `atomic_rmw` is a DMA read-modify-write; the DMA engines compute in fp32 whatever the
+    // dtypes (nki.isa.dma_compute docs), so int32 sums round to the nearest fp32 value
+    // before they are cast back: 16,777,217 + 0 lands as 16,777,216, small sums stay exact.
+    let start = [16_777_217, 5, -16_777_219, 1_000];
+    let add = [0, 7, 0, -1_000];
+    let v = Hbm::<i32>::from_vec(&[1, 4], add.to_vec()).unwrap();
+    for mode in VALUE_MODES {
+        let mut c = Hbm::<i32>::from_vec(&[1, 4], start.to_vec()).unwrap();
+        let out = c.as_output();
+        Launch::new(1)
+            .mode(mode)
+            .run(|| nl::atomic_rmw(&out, &nl::load(&v), AluOp::Add))
+            .unwrap();
+        let want: Vec<i32> = start
+            .iter()
+            .zip(add)
+            .map(|(&a, b)| (a as f32 + b as f32) as i32)
+            .collect();
+        assert_eq!(want, [16_777_216, 12, -16_777_220, 0]);
+        assert_eq!(c.to_vec().unwrap(), want, "{mode:?}");
+    }
+}
+
+#[test]
 fn transposing_and_indirect_loads_are_exact() {
     // [2, 4] -> transposed [4, 2]; then rows 1, 0 of the input by index.
     let a = Hbm::<i32>::from_vec(&[2, 4], I32S.to_vec()).unwrap();
@@ -453,6 +478,34 @@ fn indirect_loads_use_exact_row_numbers_beyond_2_pow_24() {
                 "{mode:?} i32 {dtype_i32}"
             );
         }
+    }
+}
+
+#[test]
+fn vector_offset_gathers_use_exact_row_numbers_beyond_2_pow_24() {
+    // NKI 0.7's indirect DMA (`.ap(.., vector_offset=idx)`): the same rows as the Beta-1
+    // `load_indirect` above, through `ap_indirect` + `dma_copy` (the index tile is read as
+    // integers, never through f32).
+    let rows = (1usize << 24) + 3;
+    let data = Hbm::<u32>::from_vec(&[rows, 1], (0..rows as u32).collect()).unwrap();
+    let picks: [i32; 4] = [16_777_217, 16_777_218, 3, 16_777_216];
+    let ids = Hbm::<i32>::from_vec(&[4, 1], picks.to_vec()).unwrap();
+    for mode in VALUE_MODES {
+        let mut c = Hbm::<u32>::zeros([4, 1]);
+        let out = c.as_output();
+        Launch::new(1)
+            .mode(mode)
+            .run(|| {
+                let idx = nl::ndarray(&[4, 1], DType::I32, MemKind::Sbuf);
+                nki_core::nisa::dma_copy(&idx, &ids, None);
+                let t = nl::ndarray(&[4, 1], DType::U32, MemKind::Sbuf);
+                let src = data.view().ap_indirect(&[[1, 4], [1, 1]], 0, &idx);
+                nki_core::nisa::dma_copy(&t, src, None);
+                nki_core::nisa::dma_copy(&out, &t, None);
+            })
+            .unwrap();
+        let want: Vec<u32> = picks.iter().map(|&p| p as u32).collect();
+        assert_eq!(c.to_vec().unwrap(), want, "{mode:?}");
     }
 }
 

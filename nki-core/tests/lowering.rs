@@ -130,3 +130,38 @@ fn nc_matmul_is_transpose_needs_an_identity_and_transposes() {
     let err = launch!(transpose_with_identity[1](&a, &small, &mut out)).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ShapeMismatch);
 }
+
+/// Stores column block `[.., 0..512]` (`strided == false`) or every second column of a
+/// `[128, 1024]` tile into a `[128, 512]` output.
+#[nki_kernel]
+fn store_columns(src: &Hbm<f32>, out: &mut Hbm<f32>, strided: bool) {
+    let t = nl::load(src);
+    if strided {
+        nl::store(out, t.view().ap(&[[1024, 128], [2, 512]], 0));
+    } else {
+        nl::store(out, t.slice((.., 0..512)));
+    }
+}
+
+#[test]
+fn a_strided_store_is_recorded_as_nisa_dma_copy_records_it() {
+    // `nl.store` lowers to the DMA record `nisa.dma_copy` makes: a tile read with a stride
+    // moves element by element (non-contiguous), so it costs more than whole rows.
+    let src = Hbm::from_vec(&[128, 1024], (0..128 * 1024).map(|i| i as f32).collect()).unwrap();
+    let run = |strided: bool| {
+        let mut out = Hbm::<f32>::zeros([128, 512]);
+        let p =
+            store_columns::simulate(Grid::new([1]), Target::Trn2, &src, &mut out, strided).unwrap();
+        (p, out.to_f32_vec().unwrap())
+    };
+    let (rows, a) = run(false);
+    let (every_second, b) = run(true);
+    assert_eq!(a[513], 1024.0 + 1.0);
+    assert_eq!(b[513], 1024.0 + 2.0);
+    assert!(
+        every_second.latency_ns > rows.latency_ns,
+        "strided store {} ns, contiguous {} ns",
+        every_second.latency_ns,
+        rows.latency_ns
+    );
+}

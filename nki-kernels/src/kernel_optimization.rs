@@ -22,7 +22,7 @@
 //! - `nisa.nc_matmul(dst=psum, ...)` accumulating over k relies on `accumulate=None` (the
 //!   first matmul into an unwritten PSUM tensor overwrites it, as on hardware).
 //! - The tutorial's `tensor_copy` leaves the engine to the compiler; PSUM read-outs here run
-//!   on ScalarE, where the compiler places them (shared/reference/calibration.md §3b).
+//!   on ScalarE, where the compiler places them (docs/calibration.md §3b).
 //! - Tiles kept in Python lists are Rust `Vec`s; a tile's SBUF space is freed when its `Vec`
 //!   goes out of scope. In fp32 at the tutorial's benchmark shape, versions 4 and 5 keep more
 //!   tiles allocated than SBUF holds; the hardware runs them because the compiler shortens
@@ -520,7 +520,7 @@ impl Version {
 }
 
 /// The tutorial test's tolerance (`np.allclose` with atol 1e-4, rtol 1e-2;
-/// shared/reference/test-cases.md, matrix_multiplication).
+/// docs/reference/test-cases.md, matrix_multiplication).
 pub const TOLERANCE: (f32, f32) = (1e-4, 1e-2);
 
 impl Version {

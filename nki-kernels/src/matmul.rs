@@ -438,7 +438,7 @@ pub const TUTORIAL_BENCHMARK_KMN: (usize, usize, usize) = (8192, 4096, 8192);
 
 /// The four stages' latency and HFU as measured by AWS on one trn1 NeuronCore for
 /// [`TUTORIAL_BENCHMARK_KMN`] in bf16 (the NKI matmul tutorial's performance table, Neuron
-/// 2.20-2.27 docs; shared/reference/calibration.md section 1). Reference data for comparing the
+/// 2.20-2.27 docs; docs/calibration.md section 1). Reference data for comparing the
 /// timing model's estimates, in the tutorial's order; the model itself never reads it.
 pub const PUBLISHED_TRN1: [Published; 4] = [
     Published {

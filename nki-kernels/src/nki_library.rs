@@ -836,7 +836,7 @@ pub mod reference {
 
 /// Runs each ported kernel at a representative shape on deterministic random inputs and
 /// compares it with its [`reference`](mod@reference): the check behind `cargo run --example nki_library`
-/// and the tests. Shapes and tolerances follow shared/reference/test-cases.md where it lists
+/// and the tests. Shapes and tolerances follow docs/reference/test-cases.md where it lists
 /// one for the kernel's family.
 pub mod check {
     use super::reference as r;

@@ -1,6 +1,6 @@
 //! The kernel-optimization tutorial's five matmul versions against an f32 reference, in fp32
 //! and bf16, in execute, simulate and estimate modes (atol 1e-4, rtol 1e-2: the matmul
-//! tutorials' test tolerance; shared/reference/test-cases.md).
+//! tutorials' test tolerance; docs/reference/test-cases.md).
 
 use ndarray::Array2;
 use nki_core::prelude::*;

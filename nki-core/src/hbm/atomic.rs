@@ -30,7 +30,11 @@ const API: &str = "nl.atomic_rmw";
 ///
 /// Unlike [`store`](crate::lang::store), overlapping updates by different program instances
 /// or affine_range iterations are not an output-dependency error: each add is atomic, so the
-/// result is the sum of all of them (up to the order of the fp32 roundings). An update and a
+/// result is the sum of all of them (up to the order of the fp32 roundings). The add runs in
+/// the DMA engine, which computes in fp32 whatever the dtypes (`nki.isa.dma_compute` docs:
+/// "The DMA engines perform all computations in float32 precision internally"), so int32
+/// values above 2^24 round as they do on the device: this is the hardware's arithmetic, not
+/// an emulation shortcut. An update and a
 /// plain store of one element by different instances or iterations (in either order) are an
 /// [`ErrorKind::OutputDependency`] error naming both writers, in every mode. Recorded as one
 /// DMA (`DMA_COPY`) that reads the tile and the HBM region and writes the HBM region.

@@ -156,10 +156,28 @@ impl AccumUse {
 /// `reverse_pred` (`select_reduce` only) and `range_start` (`range_select` only). Each
 /// instruction names the keywords it takes; setting another is an error.
 ///
-/// ```ignore
-/// nisa::tensor_scalar_reduce(&y, &x, AluOp::Multiply, 2.0, AluOp::Add,
-///     ReduceArgs::new().reduce_res(&sums));
-/// nisa::exponential(&p, &s, &neg_max, ReduceArgs::new().cmd(ReduceCmd::ResetReduce));
+/// ```
+/// use nki_core::nisa::{AluOp, ReduceArgs, ReduceCmd};
+/// use nki_core::prelude::*;
+///
+/// let x = Hbm::from_vec(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+/// let mut sums = Hbm::<f32>::zeros([2, 1]);
+/// let out = sums.as_output();
+/// Launch::new(1)
+///     .run(|| {
+///         let t = nl::load(&x);
+///         let y = nl::ndarray(&[2, 3], DType::F32, MemKind::Sbuf);
+///         let s = nl::ndarray(&[2, 1], DType::F32, MemKind::Sbuf);
+///         // y = 2x, each partition's sum of y left in the registers (reset first) ...
+///         let args = ReduceArgs::new().cmd(ReduceCmd::ResetReduce);
+///         nisa::tensor_scalar_reduce(&y, &t, AluOp::Multiply, 2.0, AluOp::Add, args);
+///         // ... then x + 1 summed on top of them and read out into `s`.
+///         let args = ReduceArgs::new().cmd(ReduceCmd::Reduce).reduce_res(&s);
+///         nisa::tensor_scalar_reduce(&y, &t, AluOp::Add, 1.0, AluOp::Add, args);
+///         nl::store(&out, &s);
+///     })
+///     .unwrap();
+/// assert_eq!(sums.to_vec().unwrap(), [12.0 + 9.0, 30.0 + 18.0]);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReduceArgs<'a> {
@@ -222,6 +240,21 @@ pub(crate) enum Extra {
     ReversePred,
     RangeStart,
 }
+
+/// Every VectorE register command: `idle`, `reset_reduce`, `reduce`, `load_reduce`.
+pub(crate) const VECTOR_CMDS: &[ReduceCmd] = &[
+    ReduceCmd::Idle,
+    ReduceCmd::ResetReduce,
+    ReduceCmd::Reduce,
+    ReduceCmd::LoadReduce,
+];
+
+/// The VectorE register commands that accumulate: [`VECTOR_CMDS`] but `idle`.
+pub(crate) const ACCUMULATING_CMDS: &[ReduceCmd] = &[
+    ReduceCmd::ResetReduce,
+    ReduceCmd::Reduce,
+    ReduceCmd::LoadReduce,
+];
 
 /// A checked accumulator use: the registers' engine, command and operator, the `reduce_res`
 /// view and the `load_reduce` operand.
@@ -317,6 +350,20 @@ impl<'a> Accum<'a> {
         }
     }
 
+    /// The tiles the record reads besides its data: `extra` and the `load_reduce` operand's
+    /// tile, if it is one.
+    pub(crate) fn inputs<'t>(&'t self, mut extra: Vec<&'t TileRef<'t>>) -> Vec<&'t TileRef<'t>> {
+        if let Some(PerPartition::Vector(t)) = &self.init {
+            extra.push(t);
+        }
+        extra
+    }
+
+    /// The views the record writes: `dst` and `reduce_res`, if given.
+    pub(crate) fn outputs<'t>(&'t self, dst: &'t TileRef<'t>) -> Vec<&'t TileRef<'t>> {
+        std::iter::once(dst).chain(self.res.iter()).collect()
+    }
+
     /// True when the record also reads out or reduces into the registers (the accumulator
     /// cost of S13: `+ MIN_II`).
     pub(crate) fn costs(&self) -> bool {
@@ -354,6 +401,40 @@ impl<'a> Accum<'a> {
     pub(crate) fn fold(&self, row: &[f32]) -> f32 {
         fold(self.use_.op, row)
     }
+}
+
+/// The ScalarE accumulator of an activation-family instruction (NKI 0.7 `reduce_op`,
+/// `reduce_cmd`, `reduce_res`; `reduce` is `(reduce_op, reduce_cmd)`, `idle` by default):
+/// `None` when neither keyword is given, else the checked use, `reduce_op` one of `ops`.
+pub(crate) fn scalar_accum<'a>(
+    ins: &Op,
+    reduce: Option<(AluOp, ReduceCmd)>,
+    reduce_res: Option<TileRef<'a>>,
+    ops: &[AluOp],
+    partitions: (usize, usize),
+) -> Option<Accum<'a>> {
+    if reduce.is_none() && reduce_res.is_none() {
+        return None;
+    }
+    let (op, cmd) = reduce.unwrap_or((AluOp::Add, ReduceCmd::Idle));
+    ins.require_alu("reduce_op", op, ops);
+    let mut args = ReduceArgs::new().cmd(cmd);
+    args.reduce_res = reduce_res;
+    Some(Accum::check(
+        ins,
+        Engine::Scalar,
+        op,
+        &args,
+        partitions,
+        &[
+            ReduceCmd::Idle,
+            ReduceCmd::Reset,
+            ReduceCmd::Reduce,
+            ReduceCmd::ResetReduce,
+        ],
+        ReduceCmd::Idle,
+        Extra::None,
+    ))
 }
 
 /// See [`Accum::fold`].

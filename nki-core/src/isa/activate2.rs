@@ -15,7 +15,7 @@
 //! Cost: one ScalarE activation (`max(MIN_II, N)` cycles, `+ MIN_II` when `reduce_res` is
 //! read out) \[E S13, as `activation`\].
 
-use super::accum::{Accum, Extra, ReduceArgs, ReduceCmd};
+use super::accum::{scalar_accum, ReduceCmd};
 use super::base::{PerPartition, Site};
 use super::{ActFn, AluOp, Operand};
 use crate::context::Op;
@@ -145,39 +145,19 @@ pub fn activate2<'d, 'a>(
             );
         }
     }
-    let acc = if args.reduce.is_some() || args.reduce_res.is_some() {
-        let (rop, cmd) = args.reduce.unwrap_or((AluOp::Add, ReduceCmd::Idle));
-        ins.require_alu(
-            "reduce_op",
-            rop,
-            &[
-                AluOp::Add,
-                AluOp::Maximum,
-                AluOp::Minimum,
-                AluOp::AbsMax,
-                AluOp::AbsMin,
-            ],
-        );
-        let mut ra = ReduceArgs::new().cmd(cmd);
-        ra.reduce_res = args.reduce_res;
-        Some(Accum::check(
-            &ins,
-            Engine::Scalar,
-            rop,
-            &ra,
-            (x.start_partition(), p),
-            &[
-                ReduceCmd::Idle,
-                ReduceCmd::Reset,
-                ReduceCmd::Reduce,
-                ReduceCmd::ResetReduce,
-            ],
-            ReduceCmd::Idle,
-            Extra::None,
-        ))
-    } else {
-        None
-    };
+    let acc = scalar_accum(
+        &ins,
+        args.reduce,
+        args.reduce_res,
+        &[
+            AluOp::Add,
+            AluOp::Maximum,
+            AluOp::Minimum,
+            AluOp::AbsMax,
+            AluOp::AbsMin,
+        ],
+        (x.start_partition(), p),
+    );
     let site = Site::new(Engine::Scalar, Opcode::Activation)
         .accumulating(acc.as_ref().is_some_and(|a| a.costs()));
     let extra: Vec<&TileRef> = i0.tile().into_iter().chain(i1.tile()).collect();

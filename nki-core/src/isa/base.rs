@@ -152,6 +152,12 @@ pub(crate) fn dma_dims(hbm: &HbmView, tile: &TileRef, to_chip: bool) -> DmaDims 
     }
 }
 
+/// Whether a DMA's on-chip side `t` is read or written in whole partition rows (unit
+/// innermost stride, or one element per partition); a strided one moves element by element.
+pub(crate) fn dma_rows_contiguous(t: &TileRef) -> bool {
+    t.free_size() <= 1 || t.ap.inner_stride() == 1
+}
+
 /// The partition start-offset rule: more than 64 partitions start at 0; 33..=64 at 0 or 64;
 /// up to 32 at 0, 32, 64 or 96.
 #[inline]

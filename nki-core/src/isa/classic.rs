@@ -7,9 +7,16 @@
 //!
 //! Use it by importing it under the usual name:
 //!
-//! ```ignore
+//! ```
+//! # use nki_core::nisa::AluOp;
+//! # use nki_core::prelude::*;
 //! use nki_core::nisa::classic as nisa;
-//! let y = nisa::tensor_tensor(&a, &b, AluOp::Add, None);        // Beta 1: a new tile
+//! # let x = Hbm::from_vec(&[1, 2], vec![1.0f32, 2.0]).unwrap();
+//! # Launch::new(1).run(|| {
+//! # let (a, b) = (nl::load(&x), nl::load(&x));
+//! let y = nisa::tensor_tensor(&a, &b, AluOp::Add, None); // Beta 1: a new tile
+//! # assert_eq!(y.values(), [2.0, 4.0]);
+//! # }).unwrap();
 //! ```
 //!
 //! instead of the 0.7 form `nisa::tensor_tensor(&y, &a, &b, AluOp::Add, None)` (see

@@ -1,7 +1,7 @@
 //! `dma_copy`: one DMA transfer between HBM and SBUF (any direction, including HBM->HBM and
 //! SBUF->SBUF), with a cast when the dtypes differ.
 
-use super::base::{dma_dims, short};
+use super::base::{dma_dims, dma_rows_contiguous, short};
 pub use super::dma_indirect::IndirectAp;
 use crate::access::{Ap, Ix};
 use crate::context::Op;
@@ -196,8 +196,23 @@ pub enum OobMode {
 /// The keyword options of [`dma_copy`] (and the rest of the DMA family): `dge_mode`,
 /// `oob_mode`, the engine that triggers a hardware-DGE transfer, and the QoS `priority`.
 ///
-/// ```ignore
-/// nisa::dma_copy(&t, a.slice(..), nisa::DmaOpts::new().dge_mode(DgeMode::Hwdge).engine(Engine::Scalar));
+/// ```
+/// use nki_core::nisa::{DgeMode, DmaOpts, Engine};
+/// use nki_core::prelude::*;
+///
+/// let a = Hbm::from_vec(&[2, 4], (0..8).map(|i| i as f32).collect()).unwrap();
+/// let mut b = Hbm::<f32>::zeros([2, 4]);
+/// let out = b.as_output();
+/// Launch::new(1)
+///     .run(|| {
+///         let t = nl::ndarray(&[2, 4], DType::F32, MemKind::Sbuf);
+///         // hardware descriptor generation, triggered from the Scalar Engine's queue
+///         let opts = DmaOpts::new().dge_mode(DgeMode::Hwdge).engine(Engine::Scalar);
+///         nisa::dma_copy(&t, &a, opts);
+///         nisa::dma_copy(&out, &t, None);
+///     })
+///     .unwrap();
+/// assert_eq!(b.to_vec().unwrap(), a.to_vec().unwrap());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DmaOpts {
@@ -538,7 +553,7 @@ pub(super) fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Inst
         .size(partitions as u32, free as u32)
         .dtypes(src.dtype(), dst.dtype())
         .contiguous([dst, src].iter().all(|end| match end {
-            DmaEndpoint::Tile(t) => t.free_size() <= 1 || t.ap.inner_stride() == 1,
+            DmaEndpoint::Tile(t) => dma_rows_contiguous(t),
             DmaEndpoint::Hbm(_) | DmaEndpoint::Indirect(_) => true,
         }))
         .dma(dims)

@@ -10,7 +10,7 @@
 //! Cost: "4x ScalarE `activation(exp)`" \[E ARCH3\]: `N / exponential_elems_per_cycle` VectorE
 //! cycles (trn3: N/4), with the MIN_II floor, `+ MIN_II` when `reduce_res` is read out.
 
-use super::accum::{Accum, Extra, ReduceArgs, ReduceCmd};
+use super::accum::{Accum, Extra, ReduceArgs, ReduceCmd, VECTOR_CMDS};
 use super::base::{PerPartition, Site};
 use super::{AluOp, Operand};
 use crate::context::Op;
@@ -84,21 +84,13 @@ pub fn exponential<'d, 'a>(
         AluOp::Add,
         &args,
         (x.start_partition(), p),
-        &[
-            ReduceCmd::Idle,
-            ReduceCmd::ResetReduce,
-            ReduceCmd::Reduce,
-            ReduceCmd::LoadReduce,
-        ],
+        VECTOR_CMDS,
         ReduceCmd::Idle,
         Extra::None,
     );
     let site = Site::new(Engine::Vector, Opcode::Exponential).accumulating(acc.costs());
-    let mut extra: Vec<&TileRef> = max.tile().into_iter().collect();
-    if let Some(PerPartition::Vector(t)) = &acc.init {
-        extra.push(t);
-    }
-    let outs: Vec<&TileRef> = std::iter::once(&dst).chain(acc.res.iter()).collect();
+    let extra = acc.inputs(max.tile().into_iter().collect());
+    let outs = acc.outputs(&dst);
     ins.compute(site, &[&x], &extra, &outs, || {
         let v = ins.read(&x);
         let m = max.values(&ins, p);

@@ -17,11 +17,29 @@ use crate::tile::TileRef;
 /// `value[p, i_1, ..., i_k] = offset + p * channel_multiplier + sum_k step_k * i_k`,
 /// evaluated in int32 arithmetic.
 ///
-/// ```ignore
+/// ```
+/// use nki_core::nisa::AffineExpr;
+/// use nki_core::prelude::*;
+///
 /// // 0, 1, ..., 511 on one partition
-/// let e = AffineExpr::new(1, 0).free(1, 512);
+/// let ramp = AffineExpr::new(1, 0).free(1, 512);
 /// // causal mask over [128 queries, 128 keys]: p - j (keep where >= 0)
-/// let m = AffineExpr::new(128, 1).free(-1, 128);
+/// let causal = AffineExpr::new(128, 1).free(-1, 128);
+/// let (mut a, mut b) = (Hbm::<i32>::zeros([1, 512]), Hbm::<i32>::zeros([128, 128]));
+/// let (oa, ob) = (a.as_output(), b.as_output());
+/// Launch::new(1)
+///     .run(|| {
+///         let t = nl::ndarray(&[1, 512], DType::I32, MemKind::Sbuf);
+///         nisa::iota(&t, &ramp, None);
+///         nl::store(&oa, &t);
+///         let m = nl::ndarray(&[128, 128], DType::I32, MemKind::Sbuf);
+///         nisa::iota(&m, &causal, None);
+///         nl::store(&ob, &m);
+///     })
+///     .unwrap();
+/// assert_eq!(a.to_vec().unwrap()[511], 511);
+/// let m = b.to_vec().unwrap();
+/// assert_eq!((m[5 * 128 + 2], m[2 * 128 + 5]), (3, -3));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AffineExpr {

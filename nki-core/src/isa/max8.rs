@@ -36,7 +36,7 @@
 //!   all-ones sentinel into `dst_idx`, as `nc_find_index8` does.
 //!
 //! Cost: `N` VectorE cycles, N the elements per partition of the data
-//! (shared/reference/hardware.md §2.3, "max8, nc_find_index8"; the 2.26 `max8` doc's
+//! (docs/reference/hardware.md §2.3, "max8, nc_find_index8"; the 2.26 `max8` doc's
 //! "Estimated instruction cost: N engine cycles"), without the MIN_II floor. The docs give no
 //! figure for `nc_match_replace8`; it is assumed to cost the same `N` (one pass over the data
 //! on the same engine), recorded under its own opcode.

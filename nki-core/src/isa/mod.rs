@@ -24,11 +24,21 @@
 //! | GpSimdE | [`iota`], [`affine_select`], [`tensor_partition_reduce`], [`nonzero_with_count`] |
 //! | DMA | [`dma_copy`], [`dma_compute`], [`dma_transpose`] |
 //!
-//! ```ignore
-//! let out = nl::ndarray(&[128, 512], BF16, SBUF);
+//! ```
+//! # use nki_core::prelude::*;
+//! use nki_core::nisa::{ActFn, ActivationArgs, AluOp};
+//! # let h = Hbm::from_vec(&[128, 512], vec![0.5f32; 128 * 512]).unwrap();
+//! # let hb = Hbm::from_vec(&[128, 1], vec![1.0f32; 128]).unwrap();
+//! # Launch::new(1).run(|| {
+//! # let (a, b, bias) = (nl::load(&h), nl::load(&h), nl::load(&hb));
+//! let out = nl::ndarray(&[128, 512], DType::BF16, MemKind::Sbuf);
 //! nisa::tensor_tensor(&out, &a, &b, AluOp::Add, None);
-//! nisa::activation(&out, ActFn::Exp, &out, ActivationArgs::new().bias(&b).scale(0.5));
-//! nisa::bn_stats(stats.slice((0..128, 6 * i..6 * (i + 1))), &x, None);
+//! nisa::activation(&out, ActFn::Exp, &out, ActivationArgs::new().bias(&bias).scale(0.5));
+//! let stats = nl::ndarray(&[128, 12], DType::F32, MemKind::Sbuf);
+//! for i in 0..2 {
+//!     nisa::bn_stats(stats.slice((0..128, 6 * i..6 * (i + 1))), &out, None);
+//! }
+//! # }).unwrap();
 //! ```
 //!
 //! **Beta 1.** The forms that return a new tile (`y = nisa.tensor_tensor(a, b, op, dtype)`)

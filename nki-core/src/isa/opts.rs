@@ -13,9 +13,31 @@ use crate::record::Engine;
 /// `tensor_tensor`, `tensor_copy`, `nc_transpose`, `memset`, and the instructions with no
 /// engine choice (which accept only their own engine here).
 ///
-/// ```ignore
-/// nisa::tensor_tensor(&out, &a, &b, AluOp::Add, None);
-/// nisa::tensor_copy(&out, &x, nisa::Opts::new().engine(Engine::Scalar));
+/// ```
+/// use nki_core::nisa::{AluOp, Engine, Opts};
+/// use nki_core::prelude::*;
+///
+/// let x = Hbm::from_vec(&[1, 3], vec![1.0f32, 2.0, 3.0]).unwrap();
+/// let mut y = Hbm::<f32>::zeros([1, 3]);
+/// let out = y.as_output();
+/// let profile = Launch::new(1)
+///     .mode(Mode::Simulate)
+///     .run(|| {
+///         let t = nl::load(&x);
+///         let (s, c) = (
+///             nl::ndarray(&[1, 3], DType::F32, MemKind::Sbuf),
+///             nl::ndarray(&[1, 3], DType::F32, MemKind::Sbuf),
+///         );
+///         nisa::tensor_tensor(&s, &t, &t, AluOp::Add, None); // the default engine
+///         nisa::tensor_copy(&c, &s, Opts::new().engine(Engine::Scalar));
+///         nl::store(&out, &c);
+///     })
+///     .unwrap()
+///     .profile
+///     .unwrap();
+/// assert_eq!(y.to_vec().unwrap(), [2.0, 4.0, 6.0]);
+/// let copy = profile.ops.iter().find(|o| o.api == "nisa.tensor_copy").unwrap();
+/// assert_eq!(copy.engine, Engine::Scalar);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Opts {

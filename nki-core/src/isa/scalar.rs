@@ -1,7 +1,7 @@
 //! ScalarE instructions: `activation` and `activation_reduce` (`f(data * scale + bias)`, with
 //! an optional per-partition add-reduction of the result).
 
-use super::accum::{Accum, AccumUse, Extra, ReduceArgs, ReduceCmd};
+use super::accum::{scalar_accum, AccumUse, ReduceCmd};
 use super::base::{per_partition_shape, short, Dst, Output, Site};
 use super::vector::dtype_is_dst;
 use super::{ActFn, AluOp, Operand};
@@ -17,8 +17,25 @@ use crate::tile::TileRef;
 /// fp32 tile; default 1.0), the output `dtype` (default: `data`'s), and the accumulator
 /// keywords `reduce_op`/`reduce_cmd` ([`ActivationArgs::reduce`]) and `reduce_res`.
 ///
-/// ```ignore
-/// let y = nisa::activation(ActFn::Exp, &x, ActivationArgs::new().bias(&b).scale(0.5));
+/// ```
+/// use nki_core::nisa::{ActFn, ActivationArgs};
+/// use nki_core::prelude::*;
+///
+/// let x = Hbm::from_vec(&[2, 2], vec![0.0f32, 2.0, 4.0, 6.0]).unwrap();
+/// let b = Hbm::from_vec(&[2, 1], vec![1.0f32, -1.0]).unwrap();
+/// let mut y = Hbm::<f32>::zeros([2, 2]);
+/// let out = y.as_output();
+/// Launch::new(1)
+///     .run(|| {
+///         let (t, bias) = (nl::load(&x), nl::load(&b));
+///         let d = nl::ndarray(&[2, 2], DType::F32, MemKind::Sbuf);
+///         // d = copy(0.5 * x + bias), the bias one value per partition
+///         let args = ActivationArgs::new().bias(&bias).scale(0.5);
+///         nisa::activation(&d, ActFn::Copy, &t, args);
+///         nl::store(&out, &d);
+///     })
+///     .unwrap();
+/// assert_eq!(y.to_vec().unwrap(), [1.0, 2.0, 1.0, 2.0]);
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct ActivationArgs<'a> {
@@ -200,34 +217,14 @@ pub(crate) fn activate<'d, 'r, 'a>(
         );
     }
     // The accumulator keywords (`reduce_op`, `reduce_cmd`, `reduce_res`).
-    let acc = if args.reduce.is_some() || args.reduce_res.is_some() {
-        let (rop, cmd) = args.reduce.unwrap_or((AluOp::Add, ReduceCmd::Idle));
-        if rop != AluOp::Add {
-            ins.fail(
-                ErrorKind::InvalidArgument,
-                format!("reduce_op '{rop}' of '{}' is not supported; the Scalar Engine accumulator adds (nl.add)", short(ins.api)),
-            );
-        }
-        let mut ra = ReduceArgs::new().cmd(cmd);
-        ra.reduce_res = args.reduce_res;
-        Some(Accum::check(
-            ins,
-            Engine::Scalar,
-            AluOp::Add,
-            &ra,
-            (x.start_partition(), p),
-            &[
-                ReduceCmd::Idle,
-                ReduceCmd::Reset,
-                ReduceCmd::Reduce,
-                ReduceCmd::ResetReduce,
-            ],
-            ReduceCmd::Idle,
-            Extra::None,
-        ))
-    } else {
-        None
-    };
+    // The ScalarE accumulator of `activation` adds (`nl.add` is its only reduce_op).
+    let acc = scalar_accum(
+        ins,
+        args.reduce,
+        args.reduce_res,
+        &[AluOp::Add],
+        (x.start_partition(), p),
+    );
     let scale_tile = match args.scale {
         Operand::Scalar { .. } => None,
         Operand::Tile(s) => {

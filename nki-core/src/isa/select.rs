@@ -17,7 +17,7 @@
 //! operand, 2N otherwise); `range_select` reads one tensor, `max(MIN_II, N)`; `+ MIN_II` when
 //! the registers are read out into `reduce_res` \[E S13, as `tensor_scalar_reduce`\].
 
-use super::accum::{Accum, Extra, ReduceArgs, ReduceCmd};
+use super::accum::{Accum, Extra, ReduceArgs, ReduceCmd, VECTOR_CMDS};
 use super::base::{short, PerPartition, Site};
 use super::{AluOp, Operand};
 use crate::context::Op;
@@ -191,7 +191,7 @@ pub fn select_reduce<'d, 'p, 'a>(
     );
     let site = Site::new(Engine::Vector, Opcode::Select).accumulating(acc.costs());
     let extra: Vec<&TileRef> = on_false.tile().into_iter().collect();
-    let outs: Vec<&TileRef> = std::iter::once(&dst).chain(acc.res.iter()).collect();
+    let outs = acc.outputs(&dst);
     ins.compute(site, &[&t, &pred], &extra, &outs, || {
         let v = ins.read(&t);
         let q = pred.gather_slots(ins.api, ins.loc);
@@ -310,21 +310,13 @@ pub fn range_select<'d, 'a>(
         AluOp::Maximum,
         &args,
         (t.start_partition(), p),
-        &[
-            ReduceCmd::Idle,
-            ReduceCmd::ResetReduce,
-            ReduceCmd::Reduce,
-            ReduceCmd::LoadReduce,
-        ],
+        VECTOR_CMDS,
         ReduceCmd::ResetReduce,
         Extra::RangeStart,
     );
     let site = Site::new(Engine::Vector, Opcode::RangeSelect).accumulating(acc.costs());
-    let mut extra: Vec<&TileRef> = vec![&b0, &b1];
-    if let Some(PerPartition::Vector(t)) = &acc.init {
-        extra.push(t);
-    }
-    let outs: Vec<&TileRef> = std::iter::once(&dst).chain(acc.res.iter()).collect();
+    let extra = acc.inputs(vec![&b0, &b1]);
+    let outs = acc.outputs(&dst);
     ins.compute(site, &[&t], &extra, &outs, || {
         let v = ins.read(&t);
         let (lo, hi) = (ins.read(&b0), ins.read(&b1));

@@ -19,7 +19,7 @@
 //! `tensor_scalar_cumulative` has no published figure: one pass, `max(MIN_II, N)`, no perf
 //! mode (the running value serialises the elements) \[A\].
 
-use super::accum::{Accum, Extra, ReduceArgs, ReduceCmd};
+use super::accum::{Accum, Extra, ReduceArgs, ReduceCmd, ACCUMULATING_CMDS};
 use super::base::{short, Site};
 use super::{AluOp, Operand};
 use crate::context::Op;
@@ -110,22 +110,15 @@ pub fn tensor_scalar_reduce<'d, 'a>(
         reduce_op,
         &args,
         (x.start_partition(), p),
-        &[
-            ReduceCmd::ResetReduce,
-            ReduceCmd::Reduce,
-            ReduceCmd::LoadReduce,
-        ],
+        ACCUMULATING_CMDS,
         ReduceCmd::ResetReduce,
         Extra::Negate,
     );
     let site = Site::new(Engine::Vector, Opcode::TensorScalar)
         .with_alu(op0)
         .accumulating(acc.costs());
-    let mut extra: Vec<&TileRef> = operand.tile().into_iter().collect();
-    if let Some(super::base::PerPartition::Vector(t)) = &acc.init {
-        extra.push(t);
-    }
-    let outs: Vec<&TileRef> = std::iter::once(&dst).chain(acc.res.iter()).collect();
+    let extra = acc.inputs(operand.tile().into_iter().collect());
+    let outs = acc.outputs(&dst);
     ins.compute(site, &[&x], &extra, &outs, || {
         let v = ins.read(&x);
         let ops = operand.values(&ins, p);
@@ -194,22 +187,15 @@ pub fn tensor_scalar_cumulative<'d, 'a>(
         op1,
         &args,
         (x.start_partition(), p),
-        &[
-            ReduceCmd::ResetReduce,
-            ReduceCmd::Reduce,
-            ReduceCmd::LoadReduce,
-        ],
+        ACCUMULATING_CMDS,
         ReduceCmd::ResetReduce,
         Extra::None,
     );
     let site = Site::new(Engine::Vector, Opcode::TensorScalarCumulative)
         .with_alu(op1)
         .accumulating(acc.costs());
-    let mut extra: Vec<&TileRef> = imm.tile().into_iter().collect();
-    if let Some(super::base::PerPartition::Vector(t)) = &acc.init {
-        extra.push(t);
-    }
-    let outs: Vec<&TileRef> = std::iter::once(&dst).chain(acc.res.iter()).collect();
+    let extra = acc.inputs(imm.tile().into_iter().collect());
+    let outs = acc.outputs(&dst);
     ins.compute(site, &[&x], &extra, &outs, || {
         let v = ins.read(&x);
         let imms = imm.values(&ins, p);

@@ -126,11 +126,30 @@ pub(crate) fn tensor_tensor_to<'d>(
 /// The keyword arguments of [`tensor_scalar`]: the optional second operator, the operand
 /// order flags, the output dtype and the engine (default VectorE).
 ///
-/// ```ignore
-/// // (x * f) + 2.5, with f a [P, 1] tile
-/// nisa::tensor_scalar(&x, AluOp::Multiply, &f, TensorScalarArgs::new().then(AluOp::Add, 2.5));
-/// // 1 - x
-/// nisa::tensor_scalar(&x, AluOp::Subtract, 1.0, TensorScalarArgs::new().reverse0());
+/// ```
+/// use nki_core::nisa::{AluOp, TensorScalarArgs};
+/// use nki_core::prelude::*;
+///
+/// let x = Hbm::from_vec(&[2, 2], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
+/// let f = Hbm::from_vec(&[2, 1], vec![10.0f32, -1.0]).unwrap();
+/// let (mut a, mut b) = (Hbm::<f32>::zeros([2, 2]), Hbm::<f32>::zeros([2, 2]));
+/// let (oa, ob) = (a.as_output(), b.as_output());
+/// Launch::new(1)
+///     .run(|| {
+///         let (t, col) = (nl::load(&x), nl::load(&f));
+///         let d = nl::ndarray(&[2, 2], DType::F32, MemKind::Sbuf);
+///         // (x * f) + 2.5, with f a [P, 1] tile: one value per partition
+///         let args = TensorScalarArgs::new().then(AluOp::Add, 2.5);
+///         nisa::tensor_scalar(&d, &t, AluOp::Multiply, &col, args);
+///         nl::store(&oa, &d);
+///         // 1 - x
+///         let args = TensorScalarArgs::new().reverse0();
+///         nisa::tensor_scalar(&d, &t, AluOp::Subtract, 1.0, args);
+///         nl::store(&ob, &d);
+///     })
+///     .unwrap();
+/// assert_eq!(a.to_vec().unwrap(), [12.5, 22.5, -0.5, -1.5]);
+/// assert_eq!(b.to_vec().unwrap(), [0.0, -1.0, -2.0, -3.0]);
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct TensorScalarArgs<'a> {

@@ -8,7 +8,7 @@ use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::error::{NkiError, SourceLoc};
 use crate::hbm::{HbmDest, HbmSource, HbmView};
-use crate::isa::base::{copy_engine, dma_dims, operand};
+use crate::isa::base::{copy_engine, dma_dims, dma_rows_contiguous, operand};
 use crate::record::{Engine, MemKind, Opcode};
 use crate::tensor::Placement;
 use crate::tile::{Tile, TileRef};
@@ -136,6 +136,7 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
                 .size(src.partitions() as u32, src.free_size() as u32)
                 .dtypes(src.dtype(), dst.dtype())
                 .psum(src.mem() == MemKind::Psum)
+                .contiguous(dma_rows_contiguous(&src))
                 .dma(dma_dims(&dst, &src, false))
                 .reads([src.region()])
                 .writes([dst.region()])

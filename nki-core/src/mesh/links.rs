@@ -1,5 +1,5 @@
 //! Device-to-device link constants per target, each with its source key in
-//! shared/reference/hardware.md (§1, §2.7, §5), and the placement of mesh devices on chips and
+//! docs/reference/hardware.md (§1, §2.7, §5), and the placement of mesh devices on chips and
 //! nodes that decides which links a transfer crosses.
 //!
 //! A mesh device is a logical NeuronCore. Devices fill chips in order (`devices_per_chip`),

@@ -1,5 +1,5 @@
 //! The summary of a modelled timeline, in the terms `neuron-profile` uses
-//! (shared/reference/hardware.md §4): latency (total and active, with the pre/postamble),
+//! (docs/reference/hardware.md §4): latency (total and active, with the pre/postamble),
 //! what bounds the kernel, per-engine active time, HFU/MFU, DMA traffic, SBUF/PSUM peak,
 //! instruction counts and the source lines that cost the most time. A profile also keeps the
 //! timeline itself ([`Profile::spans`]), which [`super::trace`] writes out.

@@ -1,5 +1,5 @@
 //! Per-instruction costs: how long one record occupies its engine, from the target's table
-//! (shared/reference/hardware.md §2.2–2.5). Costs are initiation intervals in cycles of the
+//! (docs/reference/hardware.md §2.2–2.5). Costs are initiation intervals in cycles of the
 //! executing engine, converted to ns with that engine's clock. DMA costs (bytes over bandwidth,
 //! per DMA engine) are in `timing::dma` and re-exported here.
 

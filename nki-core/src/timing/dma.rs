@@ -1,4 +1,4 @@
-//! DMA rules (shared/reference/hardware.md §2.7): what one DMA costs on each of its
+//! DMA rules (docs/reference/hardware.md §2.7): what one DMA costs on each of its
 //! NeuronCore's DMA engines ([`dma_plan`]: descriptors, engine shares, efficiency), and how DMAs
 //! share the engines and the HBM stack over time ([`queued_at`], [`engine_share`],
 //! [`hbm_transfer`], [`dma_end`]).

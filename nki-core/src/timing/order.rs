@@ -1,5 +1,5 @@
 //! Scheduling rules: when a record may start relative to the records before it
-//! (shared/reference/hardware.md §2.1: in-order engines synchronised by semaphores).
+//! (docs/reference/hardware.md §2.1: in-order engines synchronised by semaphores).
 //!
 //! - **Dependencies** ([`Kind`], [`ready_after`]): a record that reads what an earlier one
 //!   wrote (RAW) starts after the producer ends plus the consumer's dependency latency

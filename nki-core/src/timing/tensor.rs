@@ -1,4 +1,4 @@
-//! TensorE over time (shared/reference/hardware.md §2.2): how consecutive matmuls and
+//! TensorE over time (docs/reference/hardware.md §2.2): how consecutive matmuls and
 //! transposes share the engine. Each record's two phases cost what
 //! [`tensor_cost`](super::cost::tensor_cost) says; this file says when they run.
 //!
