@@ -1,7 +1,9 @@
 //! Every public calibration point of the timing model (shared/reference/calibration.md
-//! sections 1–4), modelled from kernels written as their sources write them, beside the
+//! sections 1–5), modelled from kernels written as their sources write them, beside the
 //! published figure: error and what bounds the kernel, per row (for section 4's collectives:
-//! the algorithm the runtime picks).
+//! the algorithm the runtime picks; section 5's rows are byte counters, in MB, of kernels
+//! whose tiles exceed SBUF if all stay live, followed by the tutorial's blocked fp32 matmuls
+//! on trn2, which must not be rejected either and have no published counters).
 //!
 //! ```text
 //! cargo run --release --example calibration [-- --json] [--trace DIR]
@@ -10,12 +12,14 @@
 //! `--json` prints one array of objects with the keys `section`, `name`, `target`,
 //! `published_us`, `model_us`, `error_percent` and `bottleneck` (the DMA-efficiency rows of
 //! section 2 are percentages: their `*_us` keys are null and `published_percent` /
-//! `model_percent` hold the figures). `--trace DIR` writes a Chrome trace per section-3 row.
+//! `model_percent` hold the figures; section 5's are bytes, in `published_bytes` /
+//! `model_bytes`). `--trace DIR` writes a Chrome trace per section-3 row.
 //! The example also times the estimates themselves (the four full-size tutorial matmuls and a
 //! sweep of 100 blockings of a 4096³ GEMM) and prints both wall times.
 
 use nki_core::prelude::*;
 use nki_kernels::calibration::{cpu_seconds, points, Row};
+use nki_kernels::kernel_optimization::{Tiles, Version, BENCHMARK_KMN};
 use nki_kernels::matmul::{Blocking, MatmulKernel};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -112,6 +116,24 @@ fn main() -> ExitCode {
     );
     for r in &rows {
         println!("{r}");
+    }
+    // Section 5, no published counters: the SDK tutorial's blocked fp32 versions on trn2.
+    for v in [Version::BlockedFree, Version::FullyBlocked(Tiles::TUTORIAL)] {
+        match v.estimate::<f32>(Target::Trn2, BENCHMARK_KMN) {
+            Ok(p) => println!(
+                "5   {:<68} trn2  not rejected: HBM read {:.2} MB, write {:.2} MB, input reloads {:.2} MB, spill save {:.2} MB, reload {:.2} MB",
+                format!("{v} fp32 (SDK kernel-optimization tutorial)"),
+                p.dma.hbm_read_bytes as f64 / 1e6,
+                p.dma.hbm_write_bytes as f64 / 1e6,
+                p.spills.input_reload_bytes as f64 / 1e6,
+                p.spills.save_bytes as f64 / 1e6,
+                p.spills.reload_bytes as f64 / 1e6,
+            ),
+            Err(e) => {
+                eprintln!("error: {v} fp32 on trn2 rejected: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
     }
     println!(
         "\nestimate speed: four full-size tutorial matmuls {tutorial_s:.2} s ({tutorial_cpu:.2} s CPU); {swept} blockings of a 4096^3 GEMM {sweep_s:.2} s ({sweep_cpu:.2} s CPU)"

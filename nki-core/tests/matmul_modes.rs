@@ -144,3 +144,33 @@ fn double_row_and_tiling_rules() {
         assert_eq!(e.kind(), ErrorKind::MatmulLimit, "{e}");
     }
 }
+
+#[test]
+fn nc_transpose_collapses_several_free_axes() {
+    // data[4, 2, 3] is transposed as data[4, 6] (SDK: "implicitly flattens all free axes"),
+    // on TensorE (into PSUM) and on VectorE.
+    let (p, a, b) = (4, 2, 3);
+    let x = Rng(41).int_f32s(p * a * b, -50, 50);
+    let xh = hbm(&[p, a, b], x.clone());
+    for engine in [nisa::Engine::Tensor, nisa::Engine::Vector] {
+        let got = run_into(Hbm::<f32>::zeros([a * b, p]), |o| {
+            let t = nl::load(&xh);
+            let mem = if engine == nisa::Engine::Tensor {
+                MemKind::Psum
+            } else {
+                MemKind::Sbuf
+            };
+            let d = nl::ndarray(&[a * b, p], DType::F32, mem);
+            nisa::nc_transpose(&d, &t, nisa::Opts::new().engine(engine));
+            let sb = nl::ndarray(&[a * b, p], DType::F32, MemKind::Sbuf);
+            nisa::tensor_copy(&sb, &d, None);
+            nl::store(o, &sb);
+        })
+        .unwrap();
+        for j in 0..a * b {
+            for i in 0..p {
+                assert_eq!(got[j * p + i], x[i * a * b + j], "{engine:?} [{j}, {i}]");
+            }
+        }
+    }
+}

@@ -1,13 +1,16 @@
 //! The public calibration points of the timing model (shared/reference/calibration.md
-//! sections 1–4) and their modelled values: each point names its published figure and the
+//! sections 1–5) and their modelled values: each point names its published figure and the
 //! kernel (written as the source writes it) that [`points`] estimates for it. The
 //! `calibration` example prints them; `tests/calibration.rs` holds the accuracy bands.
+//! Section 5's points are byte counters (HBM and spill traffic of kernels whose tiles exceed
+//! SBUF if all stay live), not times.
 
 use crate::calibration_kernels::{
     activation_chain, one_load, transpose_tiles, vector_add_stream, vector_add_stream_dma,
     vector_add_tiled,
 };
 use crate::matmul::{PUBLISHED_TRN1, TUTORIAL_BENCHMARK_KMN};
+use crate::nkibench::Baseline;
 use nki_core::mesh::{CollectiveKind, ShardedHbm};
 use nki_core::prelude::*;
 use nki_core::Track;
@@ -16,7 +19,7 @@ use std::path::Path;
 /// One published figure and its modelled value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
-    /// Section of calibration.md (1 to 4).
+    /// Section of calibration.md (1 to 5).
     pub section: u8,
     /// What was measured.
     pub name: String,
@@ -28,6 +31,8 @@ pub struct Row {
     pub model: f64,
     /// True for the DMA-efficiency rows (percent of the 32 KiB/partition throughput).
     pub percent: bool,
+    /// True for section 5's byte counters (`published` and `model` in bytes).
+    pub bytes: bool,
     /// The two largest shares of what bounds the modelled kernel.
     pub bottleneck: String,
 }
@@ -35,15 +40,22 @@ pub struct Row {
 impl std::fmt::Display for Row {
     /// One table line: section, name, target, published, model, error, bottleneck.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let unit = if self.percent { "%" } else { "us" };
+        let unit = if self.percent {
+            "%"
+        } else if self.bytes {
+            "MB"
+        } else {
+            "us"
+        };
+        let scale = if self.bytes { 1e-6 } else { 1.0 };
         write!(
             f,
             "{:<3} {:<68} {:<5} {:>10.2}{unit:<2} {:>10.2}{unit:<2} {:>+7.1}%  {}",
             self.section,
             self.name,
             self.target.name(),
-            self.published,
-            self.model,
+            self.published * scale,
+            self.model * scale,
             self.error_percent(),
             self.bottleneck
         )
@@ -51,17 +63,22 @@ impl std::fmt::Display for Row {
 }
 
 impl Row {
-    /// `model / published - 1`, in percent.
+    /// `model / published - 1`, in percent (a zero counter: 0 when the model is zero too,
+    /// else 100).
     pub fn error_percent(&self) -> f64 {
+        if self.published == 0.0 {
+            return if self.model == 0.0 { 0.0 } else { 100.0 };
+        }
         (self.model / self.published - 1.0) * 100.0
     }
 
     /// The row as a JSON object: `section`, `name`, `target`, `published_us`, `model_us`
-    /// (null for percentage rows, which carry `published_percent` and `model_percent`),
-    /// `error_percent` and `bottleneck`.
+    /// (null for percentage rows, which carry `published_percent` and `model_percent`, and
+    /// for byte rows, which carry `published_bytes` and `model_bytes`), `error_percent` and
+    /// `bottleneck`.
     pub fn json(&self) -> serde_json::Value {
         let us = |v: f64| {
-            if self.percent {
+            if self.percent || self.bytes {
                 serde_json::Value::Null
             } else {
                 serde_json::json!(v)
@@ -79,6 +96,10 @@ impl Row {
         if self.percent {
             o["published_percent"] = serde_json::json!(self.published);
             o["model_percent"] = serde_json::json!(self.model);
+        }
+        if self.bytes {
+            o["published_bytes"] = serde_json::json!(self.published);
+            o["model_bytes"] = serde_json::json!(self.model);
         }
         o
     }
@@ -99,6 +120,7 @@ fn row(section: u8, name: &str, target: Target, published_us: f64, p: &Profile) 
         published: published_us,
         model: p.latency_us(),
         percent: false,
+        bytes: false,
         bottleneck: bottleneck(p),
     }
 }
@@ -150,6 +172,7 @@ fn section2(rows: &mut Vec<Row>) -> Result<(), NkiError> {
         published: 0.189,
         model: ii / 1e3,
         percent: false,
+        bytes: false,
         bottleneck: bottleneck(&p),
     });
     let load_us = |p: usize, f: usize| -> Result<(f64, Profile), NkiError> {
@@ -171,6 +194,7 @@ fn section2(rows: &mut Vec<Row>) -> Result<(), NkiError> {
         published: 1.416,
         model: d,
         percent: false,
+        bytes: false,
         bottleneck: bottleneck(&prof),
     });
     let (reference, _) = load_us(128, 16384)?;
@@ -191,6 +215,7 @@ fn section2(rows: &mut Vec<Row>) -> Result<(), NkiError> {
             published: pct,
             model: eff,
             percent: true,
+            bytes: false,
             bottleneck: bottleneck(&prof),
         });
     }
@@ -319,6 +344,7 @@ fn section4(rows: &mut Vec<Row>) -> Result<(), NkiError> {
             published,
             model,
             percent: false,
+            bytes: false,
             bottleneck: format!("{alg} algorithm"),
         });
     };
@@ -358,6 +384,35 @@ fn section4(rows: &mut Vec<Row>) -> Result<(), NkiError> {
     Ok(())
 }
 
+/// Section 5: NKIBench baselines on trn1 whose tiles exceed SBUF if all stay live; their
+/// modelled HBM read and write and spill save and reload bytes beside the profiler's
+/// counters. That they estimate at all is the first point: none may be rejected.
+fn section5(rows: &mut Vec<Row>) -> Result<(), NkiError> {
+    for b in Baseline::ALL {
+        let p = b.estimate(Target::Trn1)?;
+        let model = [
+            p.dma.hbm_read_bytes,
+            p.dma.hbm_write_bytes,
+            p.spills.save_bytes,
+            p.spills.reload_bytes,
+        ];
+        let what = ["HBM read", "HBM write", "spill save", "spill reload"];
+        for ((what, counter), model) in what.iter().zip(b.counters()).zip(model) {
+            rows.push(Row {
+                section: 5,
+                name: format!("{} {what}", b.name()),
+                target: Target::Trn1,
+                published: counter as f64,
+                model: model as f64,
+                percent: false,
+                bytes: true,
+                bottleneck: bottleneck(&p),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Every public calibration point with its modelled value, in section order, and the wall
 /// and CPU time (s) the four full-size tutorial matmul estimates took. `trace_dir` receives a
 /// Chrome trace per section-3 kernel.
@@ -367,6 +422,7 @@ pub fn points(trace_dir: Option<&Path>) -> Result<(Vec<Row>, (f64, f64)), NkiErr
     section2(&mut rows)?;
     section3(&mut rows, trace_dir)?;
     section4(&mut rows)?;
+    section5(&mut rows)?;
     Ok((rows, tutorial))
 }
 

@@ -40,6 +40,7 @@ pub mod layernorm;
 pub mod mamba;
 pub mod matmul;
 pub mod nki_library;
+pub mod nkibench;
 pub mod reference;
 pub mod report;
 pub mod rmsnorm;

@@ -180,8 +180,9 @@ pub(crate) fn check_identity(ins: &Op, x: &TileRef, id: &TileRef) {
     }
 }
 
-/// Transposes the 2-D `data[P, F]` into `dst[F, P]` (NKI `nisa.nc_transpose(dst, data,
-/// engine=...)`).
+/// Transposes `data[P, F]` into `dst[F, P]` (NKI `nisa.nc_transpose(dst, data,
+/// engine=...)`); a `data` with several free axes is flattened to `[P, F]` first, as the SDK
+/// documents (`F` = elements per partition).
 ///
 /// * `Engine::Tensor` (the default): P, F <= 128; reads SBUF, writes PSUM (a matmul against
 ///   the identity).
@@ -214,15 +215,9 @@ pub(crate) fn nc_transpose_to<'d>(
     ins.engine_in(engine, &[Engine::Tensor, Engine::Vector]);
     if engine == Engine::Tensor {
         ins.memory("data", &x, &[MemKind::Sbuf]);
-        return transpose_to(ins, dst, x, MemKind::Psum);
+        return transpose_to(ins, dst, x, MemKind::Psum, true);
     }
     ins.operand("data", &x);
-    if x.shape().len() > 2 {
-        ins.fail(ErrorKind::InvalidArgument, format!(
-                "parameter 'data{:?}' of 'nc_transpose' exceeds max supported number of dimensions of 2",
-                x.shape()
-            ));
-    }
     let (p, f) = (x.partitions(), x.free_size());
     for (dim, size) in [(0, p), (1, f)] {
         if size > 32 {
@@ -456,13 +451,21 @@ pub(crate) fn matmul_record(
 }
 
 /// The TensorE transpose builder: `x` [P, F] (both at most 128, SBUF) to [F, P] in a new tile in
-/// `mem` (fp32 in PSUM, `x`'s dtype in SBUF) or in `dst`; recorded as one transpose.
-pub(crate) fn transpose_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, mem: MemKind) -> Output<'d> {
+/// `mem` (fp32 in PSUM, `x`'s dtype in SBUF) or in `dst`; recorded as one transpose. With
+/// `collapse` (`nisa.nc_transpose`) several free axes of `x` are flattened into `F`; without
+/// (`nl.transpose`) `x` must be 2-D.
+pub(crate) fn transpose_to<'d>(
+    ins: &Op,
+    dst: Dst<'d>,
+    x: TileRef,
+    mem: MemKind,
+    collapse: bool,
+) -> Output<'d> {
     let api = ins.api;
     ins.memory("x", &x, &[MemKind::Sbuf]);
     ins.operand("x", &x);
     let (p, f) = (x.partitions(), x.free_size());
-    if x.shape().len() > 2 {
+    if x.shape().len() > 2 && !collapse {
         ins.fail(
             ErrorKind::InvalidArgument,
             format!(

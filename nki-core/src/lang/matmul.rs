@@ -20,7 +20,7 @@ pub fn matmul<'a, 'b>(
     let stationary = if transpose_x {
         x
     } else {
-        xt_holder = transpose_to(&ins, Dst::New(None), x, MemKind::Sbuf).tile();
+        xt_holder = transpose_to(&ins, Dst::New(None), x, MemKind::Sbuf, false).tile();
         xt_holder.view()
     };
     matmul_to(&ins, Dst::New(None), stationary, y, false).tile()
@@ -41,7 +41,7 @@ pub fn matmul_acc<'a, 'b, 'c>(
     let stationary = if transpose_x {
         x
     } else {
-        xt_holder = transpose_to(&ins, Dst::New(None), x, MemKind::Sbuf).tile();
+        xt_holder = transpose_to(&ins, Dst::New(None), x, MemKind::Sbuf, false).tile();
         xt_holder.view()
     };
     let first = !acc.is_written();
@@ -52,5 +52,5 @@ pub fn matmul_acc<'a, 'b, 'c>(
 #[track_caller]
 pub fn transpose<'a>(x: impl Into<TileRef<'a>>) -> Tile {
     let ins = Op::begin("nl.transpose");
-    transpose_to(&ins, Dst::New(None), x.into(), MemKind::Psum).tile()
+    transpose_to(&ins, Dst::New(None), x.into(), MemKind::Psum, false).tile()
 }

@@ -1,0 +1,287 @@
+//! NKIBench baselines (zhang677/AccelOpt `NKIBench/kernels/`) whose tiles exceed SBUF if all
+//! stay live: shared/reference/calibration.md section 5 lists the profiler's HBM and spill
+//! byte counters of their runs on trn1. Written after the compiler-emitted Beta-1 programs
+//! (loops, tiles and instructions as there; ours in Rust), fp32 throughout.
+//!
+//! What differs from the Python:
+//! - A multi-dimensional SBUF tensor whose leading (block) indices all follow the loops
+//!   becomes one tile per iteration of the loop that allocates it; a block of tiles the
+//!   program reads as one buffer (the rhs block of [`matmul_baseline`](fn@matmul_baseline)) is one tile with the
+//!   blocks side by side in every partition, as NKI lays them out.
+//! - `nl.loop_reduce` (a running max or sum over loop iterations) is a copy in the first
+//!   iteration and a `tensor_tensor` with the running value after.
+//! - `nisa.nc_matmul(.., is_transpose=True)` against the identity is
+//!   [`nisa::nc_matmul_transpose`]; `nl.copy` is a VectorE `tensor_copy`.
+
+use crate::checks::{expect_rank, expect_shape, require};
+use nki_core::nisa::classic as nisa;
+use nki_core::prelude::*;
+
+/// Partitions per tile (128).
+const P: usize = nl::tile_size::PMAX;
+/// Columns of one moving operand (512).
+const FMAX: usize = nl::tile_size::GEMM_MOVING_FMAX;
+/// Columns of an rhs block and rows of an M block (the baselines' 1024).
+const BLOCK: usize = 2 * FMAX;
+
+/// NKIBench `matmul_M4096_N12288_K5120` baseline: `out[M, N] = lhs[M, K] @ rhs[K, N]`. For
+/// each block of 1024 columns of N the whole K column of rhs is loaded into one SBUF buffer;
+/// for each M tile of 128 rows, lhs is loaded 1024 columns at a time and transposed on
+/// TensorE (against `identity`, a `[128, 128]` identity in HBM) into lhsT tiles, then two
+/// `[128, 512]` PSUM accumulators collect K / 128 matmuls each, are copied to SBUF and the
+/// `[128, 1024]` result stored.
+///
+/// Needs M a multiple of 128, K and N of 1024.
+#[nki_kernel]
+pub fn matmul_baseline(lhs: &Hbm<f32>, rhs: &Hbm<f32>, identity: &Hbm<f32>, out: &mut Hbm<f32>) {
+    let op = "matmul_baseline";
+    let ls = expect_rank(op, "lhs", lhs.shape(), 2);
+    let (m, k) = (ls[0], ls[1]);
+    let n = expect_rank(op, "rhs", rhs.shape(), 2)[1];
+    expect_shape(op, "rhs", rhs.shape(), &[k, n]);
+    expect_shape(op, "identity", identity.shape(), &[P, P]);
+    expect_shape(op, "out", out.shape(), &[m, n]);
+    require(
+        op,
+        m.is_multiple_of(P) && k.is_multiple_of(BLOCK) && n.is_multiple_of(BLOCK),
+        || format!("expected M = {m} a multiple of {P}, K = {k} and N = {n} multiples of {BLOCK}"),
+    );
+    let id = nl::load(identity.view());
+    let (k_tiles, k_blocks) = (k / P, k / BLOCK);
+    let per_block = BLOCK / P;
+    for j in nl::affine_range(n / BLOCK) {
+        let cols = j * BLOCK..(j + 1) * BLOCK;
+        // The K column of rhs for this N block: K / 128 blocks of [128, 1024] in one buffer.
+        let rhs_block = nl::ndarray(&[P, k_tiles * BLOCK], DType::F32, nl::SBUF);
+        for t in nl::affine_range(k_tiles) {
+            nisa::dma_copy(
+                rhs_block.slice((.., t * BLOCK..(t + 1) * BLOCK)),
+                rhs.slice((t * P..(t + 1) * P, cols.clone())),
+            );
+        }
+        for i in nl::affine_range(m / P) {
+            let rows = i * P..(i + 1) * P;
+            // lhsT of this M tile: per K block, 8 transposed [128, 128] tiles side by side.
+            let mut lhs_t = Vec::with_capacity(k_blocks);
+            for kb in nl::affine_range(k_blocks) {
+                let lhs_tile = nl::load(lhs.slice((rows.clone(), kb * BLOCK..(kb + 1) * BLOCK)));
+                let lhs_t_tile = nl::ndarray(&[P, BLOCK], DType::F32, nl::SBUF);
+                for t in nl::affine_range(per_block) {
+                    let tr =
+                        nisa::nc_matmul_transpose(lhs_tile.slice((.., t * P..(t + 1) * P)), &id);
+                    nisa::tensor_copy_into(
+                        lhs_t_tile.slice((.., t * P..(t + 1) * P)),
+                        &tr,
+                        nisa::Engine::Vector,
+                    );
+                }
+                lhs_t.push(lhs_t_tile);
+            }
+            let result = nl::ndarray(&[P, BLOCK], DType::F32, nl::SBUF);
+            for h in nl::affine_range(BLOCK / FMAX) {
+                let acc = nl::ndarray(&[P, FMAX], DType::F32, nl::PSUM);
+                for kb in nl::affine_range(k_blocks) {
+                    for t in nl::affine_range(per_block) {
+                        let c0 = (kb * per_block + t) * BLOCK + h * FMAX;
+                        nisa::nc_matmul_acc(
+                            &acc,
+                            lhs_t[kb].slice((.., t * P..(t + 1) * P)),
+                            rhs_block.slice((.., c0..c0 + FMAX)),
+                        );
+                    }
+                }
+                nisa::tensor_copy_into(
+                    result.slice((.., h * FMAX..(h + 1) * FMAX)),
+                    &acc,
+                    nisa::Engine::Vector,
+                );
+            }
+            nl::store(out.slice((rows, cols.clone())), &result);
+        }
+    }
+}
+
+/// Writes the running reduction `acc = op(acc, x)` of a loop, or `acc = x` in its first
+/// iteration (NKI's `nl.loop_reduce`).
+#[track_caller]
+fn loop_reduce(acc: &Tile, x: &Tile, op: nl::AluOp, first: bool) {
+    if first {
+        nisa::tensor_copy_into(acc, x, nisa::Engine::Vector);
+    } else {
+        nisa::tensor_tensor_into(acc, acc, x, op);
+    }
+}
+
+/// NKIBench `bmm_softmax_B16_K64_M4096_N4096` baseline: `out[b] = softmax(lhs[b] @ rhs[b])`
+/// along N, for `lhs[B, M, K]` and `rhs[B, K, N]` with K <= 128. Per batch, a first pass
+/// computes every `[128, 512]` score tile (lhs tiles transposed on TensorE against
+/// `identity`, `[128, 128]` in HBM) and the running row maxima; a second pass exponentiates
+/// the scores (bias: the negated maximum), sums them, and scales by the reciprocal before
+/// storing 1024 columns at a time. The scores of a batch are kept between the passes: four
+/// times N fp32 bytes per partition per M block of 128 rows, far beyond SBUF at N = 4096.
+///
+/// Needs M and N multiples of 1024.
+#[nki_kernel]
+pub fn bmm_softmax_baseline(
+    lhs: &Hbm<f32>,
+    rhs: &Hbm<f32>,
+    identity: &Hbm<f32>,
+    out: &mut Hbm<f32>,
+) {
+    let op = "bmm_softmax_baseline";
+    let ls = expect_rank(op, "lhs", lhs.shape(), 3);
+    let (b, m, k) = (ls[0], ls[1], ls[2]);
+    let n = expect_rank(op, "rhs", rhs.shape(), 3)[2];
+    expect_shape(op, "rhs", rhs.shape(), &[b, k, n]);
+    expect_shape(op, "identity", identity.shape(), &[P, P]);
+    expect_shape(op, "out", out.shape(), &[b, m, n]);
+    require(
+        op,
+        k <= P && m.is_multiple_of(BLOCK) && n.is_multiple_of(BLOCK),
+        || format!("expected K = {k} <= {P}, M = {m} and N = {n} multiples of {BLOCK}"),
+    );
+    let id = nl::load(identity.view());
+    let (mb, nb, per_block, halves) = (m / BLOCK, n / BLOCK, BLOCK / P, BLOCK / FMAX);
+    // Index of a score tile: (M block, M tile in it, N block, half of the N block).
+    let at =
+        |i2: usize, i4: usize, i1: usize, i5: usize| ((i2 * per_block + i4) * nb + i1) * 2 + i5;
+    for bi in nl::affine_range(b) {
+        let mut scores: Vec<Option<Tile>> =
+            (0..mb * per_block * nb * halves).map(|_| None).collect();
+        let row_max: Vec<Tile> = (0..mb * per_block)
+            .map(|_| nl::ndarray(&[P, 1], DType::F32, nl::SBUF))
+            .collect();
+        for i1 in nl::affine_range(nb) {
+            let rhs_tile = nl::load(rhs.slice((bi, .., i1 * BLOCK..(i1 + 1) * BLOCK)));
+            for i2 in nl::affine_range(mb) {
+                let lhs_t = nl::ndarray(&[k, BLOCK], DType::F32, nl::SBUF);
+                for i3 in nl::affine_range(per_block) {
+                    let r0 = i2 * BLOCK + i3 * P;
+                    let lhs_tile = nl::load(lhs.slice((bi, r0..r0 + P, ..)));
+                    let tr = nisa::nc_matmul_transpose(&lhs_tile, &id);
+                    nisa::tensor_copy_into(
+                        lhs_t.slice((.., i3 * P..(i3 + 1) * P)),
+                        &tr,
+                        nisa::Engine::Vector,
+                    );
+                }
+                for i4 in nl::affine_range(per_block) {
+                    for i5 in nl::affine_range(halves) {
+                        let acc = nl::ndarray(&[P, FMAX], DType::F32, nl::PSUM);
+                        nisa::nc_matmul_into(
+                            &acc,
+                            lhs_t.slice((.., i4 * P..(i4 + 1) * P)),
+                            rhs_tile.slice((.., i5 * FMAX..(i5 + 1) * FMAX)),
+                        );
+                        let s = nisa::tensor_copy(&acc, None, nisa::Engine::Vector);
+                        let mx =
+                            nisa::tensor_reduce(nl::AluOp::Maximum, &s, &[1], true, false, None);
+                        let first = i1 == 0 && i5 == 0;
+                        loop_reduce(
+                            &row_max[i2 * per_block + i4],
+                            &mx,
+                            nl::AluOp::Maximum,
+                            first,
+                        );
+                        scores[at(i2, i4, i1, i5)] = Some(s);
+                    }
+                }
+            }
+        }
+        for i6 in nl::affine_range(mb) {
+            for i7 in nl::affine_range(per_block) {
+                let neg_max = nisa::tensor_scalar(
+                    &row_max[i6 * per_block + i7],
+                    nl::AluOp::Maximum,
+                    f32::MIN,
+                    nisa::TensorScalarArgs::new().then(nl::AluOp::Multiply, -1.0f32),
+                );
+                let sum = nl::ndarray(&[P, 1], DType::F32, nl::SBUF);
+                let mut exps = Vec::with_capacity(nb * halves);
+                for i8 in nl::affine_range(nb) {
+                    for i9 in nl::affine_range(halves) {
+                        let s = scores[at(i6, i7, i8, i9)].take();
+                        let Some(s) = s else { continue };
+                        let e = nisa::activation(
+                            nl::ActFn::Exp,
+                            &s,
+                            nisa::ActivationArgs::new().bias(&neg_max),
+                        );
+                        let part = nisa::tensor_reduce(nl::AluOp::Add, &e, &[1], true, false, None);
+                        loop_reduce(&sum, &part, nl::AluOp::Add, i8 == 0 && i9 == 0);
+                        exps.push(e);
+                    }
+                }
+                let inv = nisa::reciprocal(&sum, None);
+                for i10 in nl::affine_range(nb) {
+                    let probs = nl::ndarray(&[P, BLOCK], DType::F32, nl::SBUF);
+                    for i11 in nl::affine_range(halves) {
+                        nisa::tensor_scalar_into(
+                            probs.slice((.., i11 * FMAX..(i11 + 1) * FMAX)),
+                            &exps[i10 * halves + i11],
+                            nl::AluOp::Multiply,
+                            &inv,
+                            nisa::TensorScalarArgs::new(),
+                        );
+                    }
+                    let r0 = i6 * BLOCK + i7 * P;
+                    nl::store(
+                        out.slice((bi, r0..r0 + P, i10 * BLOCK..(i10 + 1) * BLOCK)),
+                        &probs,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The NKIBench kernels of calibration.md section 5 ported here, with their trn1 problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Baseline {
+    /// [`matmul_baseline`](fn@matmul_baseline) at M = 4096, N = 12288, K = 5120.
+    Matmul,
+    /// [`bmm_softmax_baseline`](fn@bmm_softmax_baseline) at B = 16, K = 64, M = N = 4096.
+    BmmSoftmax,
+}
+
+impl Baseline {
+    /// Both, in calibration.md's order.
+    pub const ALL: [Baseline; 2] = [Baseline::Matmul, Baseline::BmmSoftmax];
+
+    /// NKIBench's name of the problem.
+    pub fn name(self) -> &'static str {
+        match self {
+            Baseline::Matmul => "matmul_M4096_N12288_K5120",
+            Baseline::BmmSoftmax => "bmm_softmax_B16_K64_M4096_N4096",
+        }
+    }
+
+    /// The profiler's counters of the baseline on trn1 (calibration.md section 5): HBM read,
+    /// HBM write, spill save, spill reload, in bytes.
+    pub fn counters(self) -> [u64; 4] {
+        match self {
+            Baseline::Matmul => [9_059_762_176, 201_326_592, 0, 0],
+            Baseline::BmmSoftmax => [794_361_856, 1_827_405_824, 753_664_000, 756_547_584],
+        }
+    }
+
+    /// Models the baseline on `target` at its NKIBench problem, shape-only (estimate mode).
+    pub fn estimate(self, target: Target) -> Result<Profile, NkiError> {
+        let id = Hbm::<f32>::shape_only([P, P]);
+        let g = || Grid::new([1]);
+        match self {
+            Baseline::Matmul => {
+                let (m, n, k) = (4096, 12288, 5120);
+                let (a, b) = (Hbm::shape_only([m, k]), Hbm::shape_only([k, n]));
+                let mut out = Hbm::<f32>::shape_only([m, n]);
+                matmul_baseline::estimate(g(), target, &a, &b, &id, &mut out)
+            }
+            Baseline::BmmSoftmax => {
+                let (b, k, m, n) = (16, 64, 4096, 4096);
+                let (x, y) = (Hbm::shape_only([b, m, k]), Hbm::shape_only([b, k, n]));
+                let mut out = Hbm::<f32>::shape_only([b, m, n]);
+                bmm_softmax_baseline::estimate(g(), target, &x, &y, &id, &mut out)
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! The NKIBench baselines of calibration.md section 5 against ndarray references at small
+//! shapes (execute, simulate and estimate modes; fp32, atol 1e-4 / rtol 1e-3), their argument
+//! checks, and that at their NKIBench problems they are modelled, not rejected (estimate mode
+//! only: the full problems are large).
+
+use ndarray::{Array2, Array3, Axis};
+use nki_core::prelude::*;
+use nki_kernels::nkibench::{bmm_softmax_baseline, matmul_baseline, Baseline};
+use nki_kernels::testing::{check_modes, random_f32};
+
+fn identity() -> Hbm<f32> {
+    Hbm::from_array(&Array2::<f32>::eye(128)).unwrap()
+}
+
+#[test]
+fn matmul_baseline_matches_ndarray() {
+    // Two N blocks and two M tiles, K of two blocks.
+    let (m, k, n) = (256, 2048, 2048);
+    let a = random_f32(m, k, 3);
+    let b = random_f32(k, n, 4);
+    let want = a.dot(&b);
+    let (ha, hb, id) = (
+        Hbm::from_array(&a).unwrap(),
+        Hbm::from_array(&b).unwrap(),
+        identity(),
+    );
+    check_modes("matmul_baseline", &want, 1e-4, 1e-3, |launch| {
+        let mut out = Hbm::<f32>::zeros([m, n]);
+        let r = matmul_baseline::run(launch, &ha, &hb, &id, &mut out)?;
+        Ok((out.to_array()?, r))
+    });
+}
+
+/// Row-wise softmax of `lhs[b] @ rhs[b]`.
+fn softmax_reference(lhs: &Array3<f32>, rhs: &Array3<f32>) -> Array3<f32> {
+    let (bs, m, n) = (lhs.shape()[0], lhs.shape()[1], rhs.shape()[2]);
+    let mut out = Array3::<f32>::zeros((bs, m, n));
+    for b in 0..bs {
+        let s = lhs.index_axis(Axis(0), b).dot(&rhs.index_axis(Axis(0), b));
+        for (i, row) in s.outer_iter().enumerate() {
+            let mx = row.fold(f32::MIN, |a, &x| a.max(x));
+            let e: Vec<f32> = row.iter().map(|&x| (x - mx).exp()).collect();
+            let sum: f32 = e.iter().sum();
+            for (j, v) in e.iter().enumerate() {
+                out[[b, i, j]] = v / sum;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn bmm_softmax_baseline_matches_ndarray() {
+    let (bs, m, k, n) = (2, 1024, 64, 2048);
+    let lhs = random_f32(bs * m, k, 5)
+        .into_shape_with_order((bs, m, k))
+        .unwrap();
+    let rhs = random_f32(bs * k, n, 6)
+        .into_shape_with_order((bs, k, n))
+        .unwrap();
+    let want = softmax_reference(&lhs, &rhs);
+    let (hl, hr, id) = (
+        Hbm::from_array(&lhs).unwrap(),
+        Hbm::from_array(&rhs).unwrap(),
+        identity(),
+    );
+    check_modes("bmm_softmax_baseline", &want, 1e-4, 1e-3, |launch| {
+        let mut out = Hbm::<f32>::zeros([bs, m, n]);
+        let r = bmm_softmax_baseline::run(launch, &hl, &hr, &id, &mut out)?;
+        Ok((out.to_array()?, r))
+    });
+}
+
+#[test]
+fn bad_arguments_are_errors() {
+    let id = identity();
+    let a = Hbm::<f32>::shape_only([128, 1000]);
+    let b = Hbm::<f32>::shape_only([1000, 1024]);
+    let mut c = Hbm::<f32>::shape_only([128, 1024]);
+    let e =
+        matmul_baseline::estimate(Grid::new([1]), Target::Trn1, &a, &b, &id, &mut c).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    let x = Hbm::<f32>::shape_only([1, 1024, 256]);
+    let y = Hbm::<f32>::shape_only([1, 256, 1024]);
+    let mut z = Hbm::<f32>::shape_only([1, 1024, 1024]);
+    let e = bmm_softmax_baseline::estimate(Grid::new([1]), Target::Trn1, &x, &y, &id, &mut z)
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("K = 256"), "{e}");
+}
+
+#[test]
+fn the_nkibench_problems_are_modelled_with_the_compilers_traffic_not_rejected() {
+    let cap = Target::Trn1.spec().sbuf_bytes_per_partition;
+    for b in Baseline::ALL {
+        let p = b
+            .estimate(Target::Trn1)
+            .unwrap_or_else(|e| panic!("{b:?} rejected: {e}"));
+        assert!(!p.spills.is_empty(), "{b:?}: no capacity resolution");
+        assert!(p.spills.resident_peak_bytes <= cap, "{b:?}: {:?}", p.spills);
+        // The profile names the lines that moved bytes.
+        let shown = p.to_string();
+        assert!(shown.contains("SBUF over-committed"), "{shown}");
+        assert!(shown.contains("nkibench.rs"), "{shown}");
+    }
+}
