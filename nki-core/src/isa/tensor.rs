@@ -429,11 +429,20 @@ pub(crate) fn matmul_record(
     acc: bool,
     extra: &[&TileRef],
 ) -> crate::record::Instr {
-    let mut reads: Regions<3> = [s.region(), m.region()].into_iter().collect();
-    reads.extend(extra.iter().map(|t| t.region()));
-    if acc {
-        reads.extend([out.region()]);
-    }
+    // Built inline from an array in the common cases (no extra reads): this is on the
+    // estimate hot path.
+    let reads: Regions<3> = match (extra, acc) {
+        ([], false) => [s.region(), m.region()].into(),
+        ([], true) => [s.region(), m.region(), out.region()].into(),
+        _ => {
+            let mut reads: Regions<3> = [s.region(), m.region()].into_iter().collect();
+            reads.extend(extra.iter().map(|t| t.region()));
+            if acc {
+                reads.extend([out.region()]);
+            }
+            reads
+        }
+    };
     ins.record_as(ins.api, Engine::Tensor, Opcode::Matmul)
         .size(k as u32, n as u32)
         .inputs(2)
