@@ -733,7 +733,7 @@ macro_rules! rec_setters {
     ($($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty => $field:ident $(as $wrap:ident)?),+);)*) => {$(
         $(#[$doc])*
         #[inline(always)]
-        pub(crate) fn $name(mut self, $($arg: $ty),+) -> Rec {
+        pub(crate) fn $name(&mut self, $($arg: $ty),+) -> &mut Rec {
             $(self.0.$field = $($wrap)?($arg);)+
             self
         }
@@ -764,14 +764,14 @@ impl Rec {
 
     /// The regions read.
     #[inline(always)]
-    pub(crate) fn reads(mut self, reads: impl Into<Regions<3>>) -> Rec {
+    pub(crate) fn reads(&mut self, reads: impl Into<Regions<3>>) -> &mut Rec {
         self.0.reads = reads.into();
         self
     }
 
     /// The regions written.
     #[inline(always)]
-    pub(crate) fn writes(mut self, writes: impl Into<Regions<1>>) -> Rec {
+    pub(crate) fn writes(&mut self, writes: impl Into<Regions<1>>) -> &mut Rec {
         self.0.writes = writes.into();
         self
     }
@@ -780,10 +780,10 @@ impl Rec {
     /// contiguous when every input has a unit innermost stride.
     #[inline(always)]
     pub(crate) fn over<'t, 'a: 't>(
-        self,
+        &mut self,
         inputs: impl Iterator<Item = &'t TileRef<'a>> + Clone,
         out: &TileRef,
-    ) -> Rec {
+    ) -> &mut Rec {
         self.psum(inputs.clone().any(|t| t.mem() == MemKind::Psum))
             .contiguous(inputs.clone().all(|t| t.ap.inner_stride() == 1))
             .reads(inputs.map(|t| t.region()).collect::<Regions<3>>())
@@ -792,7 +792,8 @@ impl Rec {
 
     /// The record.
     #[inline(always)]
-    pub(crate) fn done(self) -> Instr {
-        self.0
+    pub(crate) fn done(&mut self) -> Instr {
+        let (engine, opcode, api, loc) = (self.0.engine, self.0.opcode, self.0.api, self.0.loc);
+        std::mem::replace(&mut self.0, Instr::new(engine, opcode, api, loc))
     }
 }

@@ -99,13 +99,14 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
         },
         || {
             let rec = |engine, opcode, free: usize| {
-                ins.record_as(API, engine, opcode)
-                    .size(p as u32, free as u32)
+                let mut r = ins.record_as(API, engine, opcode);
+                r.size(p as u32, free as u32)
                     .dtypes(src.dtype(), src.dtype())
                     .psum(src.mem() == MemKind::Psum)
                     .contiguous(src.ap.inner_stride() == 1)
                     .reads([src.region()])
-                    .writes([ov.region()])
+                    .writes([ov.region()]);
+                r
             };
             let Some(psum) = &psum else {
                 let opcode = if src.free_size() == 1 && n > 1 {
