@@ -293,6 +293,32 @@ fn atomic_adds_compute_in_fp32_as_the_dma_engine_does() {
 }
 
 #[test]
+fn partition_bitwise_reductions_are_exact() {
+    // GpSimdE's tensor_partition_reduce with the bitvec operators (bitwise_xor is NKI 0.7's)
+    // works on the 32-bit patterns, also beyond 2^24.
+    let a = Hbm::<i32>::from_vec(&[2, 4], I32S.to_vec()).unwrap();
+    for (op, f) in [
+        (AluOp::BitwiseXor, (|x, y| x ^ y) as fn(i32, i32) -> i32),
+        (AluOp::BitwiseOr, |x, y| x | y),
+        (AluOp::BitwiseAnd, |x, y| x & y),
+    ] {
+        for mode in VALUE_MODES {
+            let mut c = Hbm::<i32>::zeros([1, 4]);
+            let out = c.as_output();
+            Launch::new(1)
+                .mode(mode)
+                .run(|| {
+                    let r = nisa::tensor_partition_reduce(op, &nl::load(&a), None);
+                    nl::store(&out, &r)
+                })
+                .unwrap();
+            let want: Vec<i32> = (0..4).map(|j| f(I32S[j], I32S[4 + j])).collect();
+            assert_eq!(c.to_vec().unwrap(), want, "{op} {mode:?}");
+        }
+    }
+}
+
+#[test]
 fn transposing_and_indirect_loads_are_exact() {
     // [2, 4] -> transposed [4, 2]; then rows 1, 0 of the input by index.
     let a = Hbm::<i32>::from_vec(&[2, 4], I32S.to_vec()).unwrap();

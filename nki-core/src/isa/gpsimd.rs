@@ -285,12 +285,14 @@ pub(crate) fn tensor_partition_reduce_to<'d>(
     const API: &str = "nisa.tensor_partition_reduce";
     ins.operand("data", &x);
     ins.gpsimd_sbuf("data", &x);
+    // NKI 0.7 (Neuron 2.33) lists add, mean, max, bitwise_or, bitwise_and and bitwise_xor;
+    // nki-rs has no `mean` operator yet.
     if !matches!(
         op,
-        AluOp::Add | AluOp::Maximum | AluOp::BitwiseOr | AluOp::BitwiseAnd
+        AluOp::Add | AluOp::Maximum | AluOp::BitwiseOr | AluOp::BitwiseAnd | AluOp::BitwiseXor
     ) {
         ins.fail(ErrorKind::InvalidArgument, format!(
-                "'{op}' is not supported by 'tensor_partition_reduce'; use add, maximum, bitwise_or or bitwise_and"
+                "'{op}' is not supported by 'tensor_partition_reduce'; use add, maximum, bitwise_or, bitwise_and or bitwise_xor"
             ));
     }
     bitvec_needs_ints(ins, op, &[("data", x.dtype())]);
@@ -301,8 +303,27 @@ pub(crate) fn tensor_partition_reduce_to<'d>(
     let ov = out.view();
     let site = Site::new(Engine::GpSimd, Opcode::PartitionReduce);
     ins.compute(site, &[&x], &[], &[&ov], || {
-        let v = x.gather(API, ins.loc);
         let f = x.free_size();
+        if in_dtype.is_int() {
+            // GpSimdE's native integer arithmetic on the slots: exact for 32-bit integers
+            // (add wraps, the bitvec operators work on the bit patterns).
+            let v = x.gather_slots(API, ins.loc);
+            let r: Vec<i64> = (0..f)
+                .map(|j| {
+                    let mut it = v.iter().skip(j).step_by(f).map(|&s| in_dtype.int(s));
+                    let first = it.next().unwrap_or(0);
+                    it.fold(first, |a, b| op.eval_int(a, b, in_dtype).unwrap_or(0))
+                })
+                .collect();
+            let out = ov.dtype();
+            if out.is_int() {
+                ov.scatter_slots(r.iter().map(|&i| out.slot_of_int(i)).collect());
+            } else {
+                ov.scatter(r.iter().map(|&i| i as f32).collect());
+            }
+            return;
+        }
+        let v = x.gather(API, ins.loc);
         let r = (0..f)
             .map(|j| fold(op, v.iter().skip(j).step_by(f).copied(), in_dtype))
             .collect();
