@@ -83,6 +83,8 @@ pub(crate) struct InstanceCtx {
     /// The meeting point of the two cores of an LNC=2 launch (`nisa::sendrecv`,
     /// `nisa::core_barrier`); `None` in other launches.
     pub(crate) lnc: Option<Arc<crate::isa::lnc_state::Pair>>,
+    /// The XORWOW generators of GpSimdE and VectorE (`nisa::rng`, `nisa::rand_set_state`).
+    pub(crate) hw_rng: crate::isa::rng_state::HwRng,
 }
 
 thread_local! {
@@ -152,6 +154,7 @@ impl InstanceCtx {
             accum: Default::default(),
             loops: Default::default(),
             lnc: None,
+            hw_rng: Default::default(),
         }
     }
 

@@ -89,6 +89,14 @@ pub enum Opcode {
     CoreWait,
     /// MXFP8 quantisation with its block scales (`nisa.quantize_mx`, VectorE, NC-v4).
     QuantizeMx,
+    /// Cross-partition move within 32-partition quadrants (`nisa.nc_stream_shuffle`, VectorE).
+    StreamShuffle,
+    /// Start/end of each element's segment (`nisa.sequence_bounds`, GpSimd).
+    SequenceBounds,
+    /// Uniform floats in `[min, max]` from VectorE's XORWOW generators (`nisa.rand2`, NC-v4).
+    Rand2,
+    /// Reads an engine's generator state out (`nisa.rand_get_state`).
+    RngGetState,
 }
 
 impl Opcode {
@@ -128,6 +136,10 @@ impl Opcode {
             Opcode::Exponential => "EXPONENTIAL",
             Opcode::NonzeroWithCount => "NONZERO_WITH_COUNT",
             Opcode::QuantizeMx => "QUANTIZE_MX",
+            Opcode::StreamShuffle => "STREAM_SHUFFLE",
+            Opcode::SequenceBounds => "SEQUENCE_BOUNDS",
+            Opcode::Rand2 => "RAND2",
+            Opcode::RngGetState => "RNG_GET_STATE",
             Opcode::ScalarLoad => "SCALAR_LOAD",
             Opcode::ScalarStore => "SCALAR_STORE",
             Opcode::LoopBranch => "LOOP_BRANCH",

@@ -20,8 +20,10 @@
 //! | VectorE top-8 | [`max8`], [`nc_find_index8`], [`nc_match_replace8`] |
 //! | VectorE accumulators ([`ReduceArgs`], [`ReduceCmd`]) | [`tensor_scalar_reduce`], [`tensor_scalar_cumulative`], [`select_reduce`], [`range_select`], [`exponential`] (trn3) |
 //! | VectorE predicated copy | [`tensor_copy_predicated`] |
+//! | VectorE cross-partition | [`nc_stream_shuffle`] (within 32-partition quadrants) |
+//! | random numbers (VectorE / GpSimdE XORWOW) | [`rng`], [`rand2`] (trn3), [`rand_set_state`], [`rand_get_state`], [`set_rng_seed`] |
 //! | trace-time queries | [`get_nc_version`], [`get_nc_sub_version`] |
-//! | GpSimdE | [`iota`], [`affine_select`], [`tensor_partition_reduce`], [`nonzero_with_count`] |
+//! | GpSimdE | [`iota`], [`affine_select`], [`tensor_partition_reduce`], [`nonzero_with_count`], [`sequence_bounds`], [`nc_n_gather`], [`local_gather`] |
 //! | DMA | [`dma_copy`], [`dma_compute`], [`dma_transpose`] |
 //!
 //! ```
@@ -56,6 +58,7 @@ mod dma_indirect;
 #[cfg(test)]
 mod dma_tests;
 mod exponential;
+pub(crate) mod gather;
 mod gpsimd;
 pub(crate) mod lnc;
 pub(crate) mod lnc_state;
@@ -64,11 +67,15 @@ mod mx;
 pub(crate) mod nki_scalar;
 mod nonzero;
 mod opts;
+mod rng;
+pub(crate) mod rng_state;
 #[cfg(test)]
 mod same_records;
 mod scalar;
 mod scalar_tensor_tensor;
 mod select;
+mod sequence_bounds;
+mod shuffle;
 pub(crate) mod tensor;
 mod tensor_scalar_reduce;
 #[cfg(test)]
@@ -86,6 +93,7 @@ pub use dma::{
     IndirectAp, OobMode,
 };
 pub use exponential::exponential;
+pub use gather::{local_gather, nc_n_gather, LOCAL_GATHER_ELEMS, LOCAL_GATHER_MAX_INDICES};
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
 pub use lnc::{core_barrier, sendrecv, BarrierData};
 pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
@@ -93,9 +101,12 @@ pub use mx::{nc_matmul_mx, quantize_mx};
 pub use nki_scalar::{scalar_load, scalar_store, NkiScalar};
 pub use nonzero::{nonzero_with_count, NONZERO_PARTITION_STEP};
 pub use opts::{MatmulOpts, MatmulPerfMode, Opts, ReduceOpts};
+pub use rng::{rand2, rand_get_state, rand_set_state, rng, set_rng_seed};
 pub use scalar::{activation, activation_reduce, ActivationArgs};
 pub use scalar_tensor_tensor::{scalar_tensor_tensor, SttOpts};
 pub use select::{range_select, select_reduce, tensor_copy_predicated, PredicateOpts, FP32_MIN};
+pub use sequence_bounds::sequence_bounds;
+pub use shuffle::{nc_stream_shuffle, QUADRANT, SHUFFLE_KEEP};
 pub use tensor::{nc_matmul, nc_transpose};
 pub use tensor_scalar_reduce::{tensor_scalar_cumulative, tensor_scalar_reduce};
 pub use vector::{

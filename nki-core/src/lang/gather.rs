@@ -9,10 +9,9 @@
 //! bound, so a wrong index computation is caught instead of silently reading garbage.
 
 use crate::context::Op;
-use crate::dtype::DType;
 use crate::error::ErrorKind;
-use crate::record::{Engine, MemKind, Opcode};
-use crate::tile::{give_buf, Tile, TileRef};
+use crate::record::MemKind;
+use crate::tile::{Tile, TileRef};
 
 const API: &str = "nl.gather_flattened";
 
@@ -46,69 +45,10 @@ pub fn gather_flattened<'a, 'b>(
     let ins = Op::begin(API);
     let data: TileRef = data.into();
     let idx: TileRef = indices.into();
-    ins.operand("data", &data);
-    ins.operand("indices", &idx);
-    ins.memory("data", &data, &[MemKind::Sbuf]);
-    ins.memory("indices", &idx, &[MemKind::Sbuf]);
     check_rank(&ins, "data", &data);
     check_rank(&ins, "indices", &idx);
-    if idx.dtype() != DType::U32 {
-        ins.fail(
-            ErrorKind::DType,
-            format!(
-                "operand 'indices' {} of 'gather_flattened' must be uint32, got {}",
-                idx.describe(),
-                idx.dtype()
-            ),
-        );
-    }
-    ins.same_partitions(("data", &data), ("indices", &idx));
-    let dtype = data.dtype();
-    let out = ins.alloc(MemKind::Sbuf, dtype, idx.shape());
-    let ov = out.view();
-    ins.issue(
-        &[&ov],
-        || {
-            let f = data.free_size();
-            let n = idx.free_size();
-            // The gathered elements move as slots (same dtype: bit-exact).
-            let vals = data.gather_slots(ins.api, ins.loc);
-            // Indices are read as the integers they are (uint32 slots hold their bit
-            // patterns): exact beyond 2^24, where an f32 would round them.
-            let ids = idx.gather_slots(ins.api, ins.loc);
-            let mut res = Vec::with_capacity(ids.len());
-            for (k, &slot) in ids.iter().enumerate() {
-                let (p, j) = (k / n, k % n);
-                let i = idx.dtype().int(slot) as u64;
-                if i >= f as u64 {
-                    ins.fail(
-                        ErrorKind::OutOfBounds,
-                        format!(
-                            "index {i} at partition {p} (flattened position {j} of indices{:?}) \
-                                 is out of bounds: data {} has {f} flattened free elements per \
-                                 partition (valid indices 0..{f})",
-                            idx.shape(),
-                            data.describe()
-                        ),
-                    );
-                }
-                res.push(vals[p * f + i as usize]);
-            }
-            give_buf(vals);
-            give_buf(ids);
-            ov.scatter_slots(res);
-        },
-        || {
-            ins.record_as(API, Engine::GpSimd, Opcode::Gather)
-                .size(idx.partitions() as u32, idx.free_size() as u32)
-                .inputs(2)
-                .dtypes(dtype, dtype)
-                .contiguous(data.ap.inner_stride() == 1 && idx.ap.inner_stride() == 1)
-                .reads([data.region(), idx.region()])
-                .writes([ov.region()])
-                .done()
-        },
-    );
+    let out = ins.alloc(MemKind::Sbuf, data.dtype(), idx.shape());
+    crate::isa::gather::n_gather_into(&ins, &out.view(), &data, &idx);
     out
 }
 

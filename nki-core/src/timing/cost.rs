@@ -107,6 +107,11 @@ fn per_element(r: &CostFacts) -> f64 {
         | Opcode::Exponential
         // GpSimd 150 + T, no published figure [A] (isa/nonzero.rs).
         | Opcode::NonzeroWithCount
+        // No published figures: one pass over the elements [A] (isa/shuffle.rs,
+        // isa/sequence_bounds.rs, isa/rng.rs).
+        | Opcode::StreamShuffle
+        | Opcode::SequenceBounds
+        | Opcode::RngGetState
         | Opcode::ScalarLoad
         | Opcode::ScalarStore
         | Opcode::LoopBranch
@@ -116,6 +121,8 @@ fn per_element(r: &CostFacts) -> f64 {
         | Opcode::DmaDescriptors => 1.0,
         // "4 elements/partition/cycle" (4x the VectorE rate) [E ARCH3] (isa/mx.rs).
         Opcode::QuantizeMx => 0.25,
+        // "4x 32-bit values per lane per cycle" from VectorE's PRNG [E ARCH3] (isa/rng.rs).
+        Opcode::Rand2 => 0.25,
         // Costed by `tensor_cost` / `dma_plan`; a full pass over the data if asked here.
         Opcode::Matmul | Opcode::Transpose | Opcode::DmaCopy | Opcode::DmaTranspose => 1.0,
     }
