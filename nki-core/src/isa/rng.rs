@@ -48,6 +48,15 @@ fn nc_version(ins: &Op) -> u8 {
     ins.target().spec().nc_version
 }
 
+/// `newer` on NeuronCore-v`min` and newer targets, else `older`.
+fn since<T>(ins: &Op, min: u8, newer: T, older: T) -> T {
+    if nc_version(ins) >= min {
+        newer
+    } else {
+        older
+    }
+}
+
 /// The engine a generator instruction runs on: `asked`, or `default`, checked against the
 /// engines of this NeuronCore version (`allowed`).
 fn rng_engine(ins: &Op, asked: Option<Engine>, default: Engine, allowed: &[Engine]) -> Engine {
@@ -108,11 +117,12 @@ fn with_engine_rng<R>(ins: &Op, engine: Engine, f: impl FnOnce(&mut EngineRng) -
 pub fn rng<'d>(dst: impl Into<TileRef<'d>>, opts: impl Into<Option<Opts>>) {
     let ins = Op::begin("nisa.rng");
     let dst: TileRef = dst.into();
-    let allowed: &[Engine] = if nc_version(&ins) >= 3 {
-        &[Engine::Vector, Engine::GpSimd]
-    } else {
-        &[Engine::Vector]
-    };
+    let allowed: &[Engine] = since(
+        &ins,
+        3,
+        &[Engine::Vector, Engine::GpSimd],
+        &[Engine::Vector],
+    );
     let engine = rng_engine(
         &ins,
         opts.into().and_then(|o| o.engine),
@@ -230,11 +240,12 @@ fn state_operand(
     mem: &[MemKind],
 ) -> Engine {
     needs_version(ins, 3);
-    let (default, allowed): (Engine, &[Engine]) = if nc_version(ins) >= 4 {
-        (Engine::Vector, &[Engine::Vector, Engine::GpSimd])
-    } else {
-        (Engine::GpSimd, &[Engine::GpSimd])
-    };
+    let (default, allowed): (Engine, &[Engine]) = since(
+        ins,
+        4,
+        (Engine::Vector, &[Engine::Vector, Engine::GpSimd]),
+        (Engine::GpSimd, &[Engine::GpSimd]),
+    );
     let engine = rng_engine(ins, asked, default, allowed);
     ins.operand(what, t);
     let mem: &[MemKind] = if engine == Engine::GpSimd {
@@ -294,11 +305,7 @@ pub fn rand_set_state<'s>(src_seeds: impl Into<TileRef<'s>>, opts: impl Into<Opt
 pub fn rand_get_state<'d>(dst: impl Into<TileRef<'d>>, opts: impl Into<Option<Opts>>) {
     let ins = Op::begin("nisa.rand_get_state");
     let dst: TileRef = dst.into();
-    let mem: &[MemKind] = if nc_version(&ins) >= 4 {
-        &[MemKind::Sbuf, MemKind::Psum]
-    } else {
-        &[MemKind::Sbuf]
-    };
+    let mem: &[MemKind] = since(&ins, 4, &[MemKind::Sbuf, MemKind::Psum], &[MemKind::Sbuf]);
     let engine = state_operand(&ins, "dst", &dst, opts.into().and_then(|o| o.engine), mem);
     let site = Site::new(engine, Opcode::RngGetState);
     ins.compute(site, &[], &[], &[&dst], || {
