@@ -83,6 +83,9 @@ pub(crate) struct InstanceCtx {
     /// The meeting point of the two cores of an LNC=2 launch (`nisa::sendrecv`,
     /// `nisa::core_barrier`); `None` in other launches.
     pub(crate) lnc: Option<Arc<crate::isa::lnc_state::Pair>>,
+    /// The dialect the running kernel is written in (from its `#[nki_kernel]` attribute, see
+    /// [`crate::spmd::Dialect`]); read it with [`InstanceCtx::dialect`].
+    pub(crate) dialect: crate::spmd::Dialect,
 }
 
 thread_local! {
@@ -152,7 +155,14 @@ impl InstanceCtx {
             accum: Default::default(),
             loops: Default::default(),
             lnc: None,
+            dialect: crate::spmd::Dialect::Beta1,
         }
+    }
+
+    /// The dialect the running kernel is written in: [`crate::spmd::Dialect::Beta1`] unless
+    /// the kernel is `#[nki_kernel(nki = "0.7")]`.
+    pub(crate) fn dialect(&self) -> crate::spmd::Dialect {
+        self.dialect
     }
 
     /// This instance's writer id for HBM stores at its current affine_range position.
