@@ -84,8 +84,8 @@ pub(crate) struct InstanceCtx {
     /// `nisa::core_barrier`); `None` in other launches.
     pub(crate) lnc: Option<Arc<crate::isa::lnc_state::Pair>>,
     /// The dialect the running kernel is written in (from its `#[nki_kernel]` attribute, see
-    /// [`crate::spmd::Dialect`]); read it with [`InstanceCtx::dialect`].
-    pub(crate) dialect: crate::spmd::Dialect,
+    /// [`crate::dialect::Dialect`]); read it with [`InstanceCtx::dialect`].
+    pub(crate) dialect: crate::dialect::Dialect,
 }
 
 thread_local! {
@@ -155,13 +155,13 @@ impl InstanceCtx {
             accum: Default::default(),
             loops: Default::default(),
             lnc: None,
-            dialect: crate::spmd::Dialect::Beta1,
+            dialect: crate::dialect::Dialect::Beta1,
         }
     }
 
-    /// The dialect the running kernel is written in: [`crate::spmd::Dialect::Beta1`] unless
+    /// The dialect the running kernel is written in: [`crate::dialect::Dialect::Beta1`] unless
     /// the kernel is `#[nki_kernel(nki = "0.7")]`.
-    pub(crate) fn dialect(&self) -> crate::spmd::Dialect {
+    pub(crate) fn dialect(&self) -> crate::dialect::Dialect {
         self.dialect
     }
 

@@ -70,6 +70,7 @@
 mod abort;
 mod access;
 mod context;
+mod dialect;
 mod dtype;
 mod engine;
 mod error;

@@ -6,6 +6,7 @@
 
 use crate::abort;
 use crate::context::{InstanceCtx, LaunchShared, Mode};
+pub use crate::dialect::Dialect;
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::memory::MemoryPeak;
 use crate::profile::Profile;
@@ -89,60 +90,34 @@ impl From<Factor> for GridDim {
     }
 }
 
-/// The NKI dialect a kernel is written in, fixed per kernel by `#[nki_kernel]`
-/// (`#[nki_kernel(nki = "0.7")]` for [`Dialect::Nki07`], the default [`Dialect::Beta1`]
-/// otherwise), readable as the kernel type's `DIALECT` constant, on a [`Launch`]
-/// ([`Launch::kernel_dialect`]), in the [`LaunchReport`] and, inside a running instance, from
-/// its context (`InstanceCtx::dialect()`).
-///
-/// It decides what the launch grid means, and which of the compiler's Beta-1-only
-/// transformations apply to the kernel's instruction stream. Both dialects share every `nl` and
-/// `nisa` call: the instructions a kernel records do not depend on it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash, serde::Serialize)]
-pub enum Dialect {
-    /// NKI Beta 1 (the seeds' dialect, and the default): `kernel[gx, gy, gz]` is an SPMD grid
-    /// of 1 to 3 dimensions, placed on NeuronCores with `spmd_dim`/`nc(k)`; the instances of
-    /// one core run one after another.
-    #[default]
-    Beta1,
-    /// NKI 0.7: the grid is only the logical NeuronCore's degree. `kernel[2]` runs the kernel
-    /// once on each of the two physical cores of an LNC=2 NeuronCore (`nl::program_id(0)` is
-    /// the core index, as [`Grid::lnc`]), `kernel[1]` once on one core; any other grid (a
-    /// size above 2, two or three dimensions, `spmd_dim`) is an [`ErrorKind::InvalidGrid`]
-    /// error naming the rule (NKI 0.7 guide, "logical NeuronCores": `kernel[8]` is an error).
-    Nki07,
-}
-
-impl Dialect {
-    /// The launch grid an NKI 0.7 kernel's `grid` means: `[k]` or `[nc(k)]` with `k` 1 or 2
-    /// is [`Grid::lnc`]`(k)`; anything else is an [`ErrorKind::InvalidGrid`] error. A Beta 1
-    /// grid is taken as it is.
-    fn resolve(self, grid: &Grid) -> Result<Grid> {
-        if self == Dialect::Beta1 {
-            return Ok(grid.clone());
-        }
-        let degree = match grid.dims.as_slice() {
-            [GridDim {
-                outer: Factor::Count(k) | Factor::Nc(k),
-                inner: Factor::Count(1),
-            }] => Some(*k),
-            _ => None,
-        };
-        match degree {
-            Some(k @ 1..=MAX_LOGICAL_CORES) => Ok(Grid::lnc(k)),
-            _ => Err(NkiError::new(
-                ErrorKind::InvalidGrid,
-                "launch",
-                format!(
-                    "grid {grid} for an NKI 0.7 kernel: NKI 0.7 has no SPMD grid, a 0.7 kernel \
-                     launches as kernel[1] or kernel[2] (the logical NeuronCore's degree, LNC=2 \
-                     runs it once per physical core with nl::program_id(0) the core index); \
-                     split work across instances with a loop over nl::program_id(0) and \
-                     nl::num_programs(0), or write the kernel as #[nki_kernel] (Beta 1) to \
-                     launch it on a grid"
-                ),
-            )),
-        }
+/// The launch grid a kernel of `dialect` means: an NKI 0.7 kernel's `grid` means: `[k]` or `[nc(k)]` with `k` 1 or 2
+/// is [`Grid::lnc`]`(k)`; anything else is an [`ErrorKind::InvalidGrid`] error. A Beta 1
+/// grid is taken as it is.
+fn resolve(dialect: Dialect, grid: &Grid) -> Result<Grid> {
+    if dialect == Dialect::Beta1 {
+        return Ok(grid.clone());
+    }
+    let degree = match grid.dims.as_slice() {
+        [GridDim {
+            outer: Factor::Count(k) | Factor::Nc(k),
+            inner: Factor::Count(1),
+        }] => Some(*k),
+        _ => None,
+    };
+    match degree {
+        Some(k @ 1..=MAX_LOGICAL_CORES) => Ok(Grid::lnc(k)),
+        _ => Err(NkiError::new(
+            ErrorKind::InvalidGrid,
+            "launch",
+            format!(
+                "grid {grid} for an NKI 0.7 kernel: NKI 0.7 has no SPMD grid, a 0.7 kernel \
+                 launches as kernel[1] or kernel[2] (the logical NeuronCore's degree, LNC=2 \
+                 runs it once per physical core with nl::program_id(0) the core index); \
+                 split work across instances with a loop over nl::program_id(0) and \
+                 nl::num_programs(0), or write the kernel as #[nki_kernel] (Beta 1) to \
+                 launch it on a grid"
+            ),
+        )),
     }
 }
 
@@ -455,7 +430,7 @@ impl Launch {
         match self.dialect {
             Dialect::Beta1 => self.run_on(outputs, kernel),
             Dialect::Nki07 => {
-                let grid = (self.dialect.resolve(&self.grid))
+                let grid = resolve(self.dialect, &self.grid)
                     .map_err(|e| e.with_loc(self.called_at.unwrap_or(here)))?;
                 Launch {
                     grid,

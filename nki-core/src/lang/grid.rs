@@ -31,7 +31,7 @@ fn grid_axis(
     });
     match r {
         Ok(v) => v,
-        Err((_, crate::spmd::Dialect::Nki07)) => raise(
+        Err((_, crate::dialect::Dialect::Nki07)) => raise(
             NkiError::new(
                 ErrorKind::InvalidArgument,
                 api,
