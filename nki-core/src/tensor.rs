@@ -435,41 +435,6 @@ impl Tensor {
         self.view().permute(perm)
     }
 
-    /// [`TensorRef::expand_dim`] of the whole tensor.
-    #[track_caller]
-    pub fn expand_dim(&self, dim: usize) -> TensorRef<'_> {
-        self.view().expand_dim(dim)
-    }
-
-    /// [`TensorRef::squeeze_dim`] of the whole tensor.
-    #[track_caller]
-    pub fn squeeze_dim(&self, dim: usize) -> TensorRef<'_> {
-        self.view().squeeze_dim(dim)
-    }
-
-    /// [`TensorRef::select`] of the whole tensor.
-    #[track_caller]
-    pub fn select(&self, dim: usize, index: usize) -> TensorRef<'_> {
-        self.view().select(dim, index)
-    }
-
-    /// [`TensorRef::broadcast`] of the whole tensor.
-    #[track_caller]
-    pub fn broadcast(&self, dim: usize, size: usize) -> TensorRef<'_> {
-        self.view().broadcast(dim, size)
-    }
-
-    /// [`TensorRef::rearrange`] of the whole tensor.
-    #[track_caller]
-    pub fn rearrange(&self, pattern: &str, sizes: &[(&str, usize)]) -> TensorRef<'_> {
-        self.view().rearrange(pattern, sizes)
-    }
-
-    /// The whole tensor's access pattern (NKI `tensor.get_pattern`; row-major).
-    pub fn get_pattern(&self) -> Vec<[isize; 2]> {
-        self.view().get_pattern()
-    }
-
     /// An access pattern over the tensor's storage (NKI `tensor.ap(pattern, offset)`); see
     /// [`TensorRef::ap`].
     #[track_caller]
@@ -522,6 +487,8 @@ impl Tensor {
         }
     }
 }
+
+crate::view::whole_views!(Tensor => TensorRef);
 
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

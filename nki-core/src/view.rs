@@ -946,37 +946,53 @@ impl Tile {
     pub fn permute(&self, perm: &[usize]) -> TileRef<'_> {
         self.view().permute(perm)
     }
-
-    /// [`TileRef::expand_dim`] of the whole tile.
-    #[track_caller]
-    pub fn expand_dim(&self, dim: usize) -> TileRef<'_> {
-        self.view().expand_dim(dim)
-    }
-
-    /// [`TileRef::squeeze_dim`] of the whole tile.
-    #[track_caller]
-    pub fn squeeze_dim(&self, dim: usize) -> TileRef<'_> {
-        self.view().squeeze_dim(dim)
-    }
-
-    /// [`TileRef::select`] of the whole tile.
-    #[track_caller]
-    pub fn select(&self, dim: usize, index: usize) -> TileRef<'_> {
-        self.view().select(dim, index)
-    }
-
-    /// [`TileRef::broadcast`] of the whole tile.
-    #[track_caller]
-    pub fn broadcast(&self, dim: usize, size: usize) -> TileRef<'_> {
-        self.view().broadcast(dim, size)
-    }
-
-    /// [`TileRef::rearrange`] of the whole tile.
-    #[track_caller]
-    pub fn rearrange(&self, pattern: &str, sizes: &[(&str, usize)]) -> TileRef<'_> {
-        self.view().rearrange(pattern, sizes)
-    }
 }
+
+/// The NKI 0.7 view methods of a whole tensor type `$ty` (with `view()` giving a `$out`):
+/// each is the same method of its whole view.
+macro_rules! whole_views {
+    ($ty:ty => $out:ident) => {
+        impl $ty {
+            #[doc = concat!("[`", stringify!($out), "::expand_dim`] of the whole tensor.")]
+            #[track_caller]
+            pub fn expand_dim(&self, dim: usize) -> $out<'_> {
+                self.view().expand_dim(dim)
+            }
+
+            #[doc = concat!("[`", stringify!($out), "::squeeze_dim`] of the whole tensor.")]
+            #[track_caller]
+            pub fn squeeze_dim(&self, dim: usize) -> $out<'_> {
+                self.view().squeeze_dim(dim)
+            }
+
+            #[doc = concat!("[`", stringify!($out), "::select`] of the whole tensor.")]
+            #[track_caller]
+            pub fn select(&self, dim: usize, index: usize) -> $out<'_> {
+                self.view().select(dim, index)
+            }
+
+            #[doc = concat!("[`", stringify!($out), "::broadcast`] of the whole tensor.")]
+            #[track_caller]
+            pub fn broadcast(&self, dim: usize, size: usize) -> $out<'_> {
+                self.view().broadcast(dim, size)
+            }
+
+            #[doc = concat!("[`", stringify!($out), "::rearrange`] of the whole tensor.")]
+            #[track_caller]
+            pub fn rearrange(&self, pattern: &str, sizes: &[(&str, usize)]) -> $out<'_> {
+                self.view().rearrange(pattern, sizes)
+            }
+
+            #[doc = concat!("[`", stringify!($out), "::get_pattern`] of the whole tensor (row-major).")]
+            pub fn get_pattern(&self) -> Vec<[isize; 2]> {
+                self.view().get_pattern()
+            }
+        }
+    };
+}
+pub(crate) use whole_views;
+
+whole_views!(Tile => TileRef);
 
 #[cfg(test)]
 mod tests {
