@@ -335,6 +335,11 @@ pub struct Profile {
     /// the JSON, when every tile fit).
     #[serde(skip_serializing_if = "crate::profile::spills::SpillStats::is_empty")]
     pub spills: crate::profile::spills::SpillStats,
+    /// What the `compiler` stage did to the program before it was costed (duplicates
+    /// removed, loads hoisted, tiles multi-buffered), per line (empty, and left out of the
+    /// JSON, when the stage was off or changed nothing; see [`crate::Launch::compiler`]).
+    #[serde(skip_serializing_if = "crate::profile::compiler::CompilerStats::is_empty")]
+    pub compiler: crate::profile::compiler::CompilerStats,
     /// Program id of each instance, per core: `program_ids[nc][i]`.
     #[serde(skip)]
     pub program_ids: Vec<Vec<Vec<usize>>>,
@@ -486,6 +491,22 @@ impl fmt::Display for Profile {
             }
             if s.lines.len() > 10 {
                 writeln!(f, "    ... and {} more", s.lines.len() - 10)?;
+            }
+        }
+        if !self.compiler.is_empty() {
+            let c = &self.compiler;
+            writeln!(
+                f,
+                "  compiler stage: {} instructions removed ({} of HBM reads), {} tiles multi-buffered",
+                c.removed,
+                human_bytes(c.removed_hbm_bytes as f64),
+                c.renamed_tiles
+            )?;
+            for l in c.lines.iter().take(10) {
+                writeln!(f, "    {l}")?;
+            }
+            if c.lines.len() > 10 {
+                writeln!(f, "    ... and {} more", c.lines.len() - 10)?;
             }
         }
         if !self.top_lines.is_empty() {
