@@ -405,6 +405,17 @@ impl fmt::Debug for Profile {
     }
 }
 
+/// Writes the first 10 of `lines`, one a line, and how many more there are.
+fn write_first_lines<L: fmt::Display>(f: &mut fmt::Formatter<'_>, lines: &[L]) -> fmt::Result {
+    for l in lines.iter().take(10) {
+        writeln!(f, "    {l}")?;
+    }
+    if lines.len() > 10 {
+        writeln!(f, "    ... and {} more", lines.len() - 10)?;
+    }
+    Ok(())
+}
+
 impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -486,28 +497,14 @@ impl fmt::Display for Profile {
                 human_bytes(s.save_bytes as f64),
                 human_bytes(s.reload_bytes as f64)
             )?;
-            for l in s.lines.iter().take(10) {
-                writeln!(f, "    {l}")?;
-            }
-            if s.lines.len() > 10 {
-                writeln!(f, "    ... and {} more", s.lines.len() - 10)?;
-            }
+            write_first_lines(f, &s.lines)?;
         }
         if !self.compiler.is_empty() {
             let c = &self.compiler;
-            writeln!(
-                f,
-                "  compiler stage: {} instructions removed ({} of HBM reads), {} tiles multi-buffered",
-                c.removed,
-                human_bytes(c.removed_hbm_bytes as f64),
-                c.renamed_tiles
-            )?;
-            for l in c.lines.iter().take(10) {
-                writeln!(f, "    {l}")?;
-            }
-            if c.lines.len() > 10 {
-                writeln!(f, "    ... and {} more", c.lines.len() - 10)?;
-            }
+            let hbm = human_bytes(c.removed_hbm_bytes as f64);
+            let (removed, renamed) = (c.removed, c.renamed_tiles);
+            writeln!(f, "  compiler stage: {removed} instructions removed ({hbm} of HBM reads), {renamed} tiles multi-buffered")?;
+            write_first_lines(f, &c.lines)?;
         }
         if !self.top_lines.is_empty() {
             writeln!(
