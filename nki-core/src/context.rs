@@ -86,6 +86,9 @@ pub(crate) struct InstanceCtx {
     /// The meeting point of the two cores of an LNC=2 launch (`nisa::sendrecv`,
     /// `nisa::core_barrier`); `None` in other launches.
     pub(crate) lnc: Option<Arc<crate::isa::lnc_state::Pair>>,
+    /// The dialect the running kernel is written in (from its `#[nki_kernel]` attribute, see
+    /// [`crate::dialect::Dialect`]); read it with [`InstanceCtx::dialect`].
+    pub(crate) dialect: crate::dialect::Dialect,
 }
 
 thread_local! {
@@ -156,7 +159,14 @@ impl InstanceCtx {
             accum: Default::default(),
             loops: Default::default(),
             lnc: None,
+            dialect: crate::dialect::Dialect::Beta1,
         }
+    }
+
+    /// The dialect the running kernel is written in: [`crate::dialect::Dialect::Beta1`] unless
+    /// the kernel is `#[nki_kernel(nki = "0.7")]`.
+    pub(crate) fn dialect(&self) -> crate::dialect::Dialect {
+        self.dialect
     }
 
     /// This instance's writer id for HBM stores at its current affine_range position.
