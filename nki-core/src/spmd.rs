@@ -344,8 +344,9 @@ impl Launch {
         }
     }
 
-    /// The transformations the `compiler` stage applies to the recorded program before it is
-    /// costed (simulate and estimate modes): duplicate-load removal, hoisting of
+    /// The transformations the `compiler` stage applies to the recorded program of a Beta-1
+    /// kernel before it is costed (simulate and estimate modes; an NKI 0.7 kernel is costed
+    /// as written): duplicate-load removal, hoisting of
     /// loop-invariant loads and transposes out of `affine_range` loops, one buffer per
     /// iteration for tiles every iteration rewrites. The default is the stage of
     /// [`with_compiler_stage`](crate::with_compiler_stage), [`CompilerStage::OFF`] unless set:
@@ -531,9 +532,12 @@ impl Launch {
         let mut compiler = crate::profile::CompilerStats::default();
         for mut f in finished {
             let (pid, core) = self.grid.instance(f.index as usize);
-            // The compiler stage (off by default), on instances whose record indices nothing
-            // else refers to (device loops and LNC=2 pairs are left as written).
+            // The compiler stage (off by default) on Beta-1 kernels (an NKI 0.7 kernel says
+            // what runs: the 0.7 compiler documents none of these transformations), on
+            // instances whose record indices nothing else refers to (device loops and LNC=2
+            // pairs are left as written).
             if !self.compiler.is_off()
+                && self.dialect == Dialect::Beta1
                 && self.mode.records()
                 && f.loops.is_empty()
                 && pair.is_none()

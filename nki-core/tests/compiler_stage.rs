@@ -270,3 +270,21 @@ fn a_tile_every_iteration_rewrites_gets_a_buffer_per_iteration() {
     let carried = reused(mb, true);
     assert!(carried.compiler.is_empty(), "{:?}", carried.compiler);
 }
+
+#[nki_kernel(nki = "0.7")]
+fn repeated_loads_07(w: &Hbm<f32>, out: &mut Hbm<f32>) {
+    let a = nl::load(w.view());
+    let b = nl::load(w.view());
+    nl::store(out.view(), &nl::add(&a, &b));
+}
+
+#[test]
+fn an_nki_07_kernel_is_costed_as_written_whatever_the_stage() {
+    let w = Hbm::<f32>::shape_only([128, 512]);
+    let mut out = Hbm::<f32>::shape_only([128, 512]);
+    let p = with_compiler_stage(CompilerStage::BETA1, || {
+        repeated_loads_07::estimate(Grid::new([1]), Target::Trn2, &w, &mut out).unwrap()
+    });
+    assert!(p.compiler.is_empty(), "{:?}", p.compiler);
+    assert_eq!(p.dma.hbm_read_bytes, 2 * TILE_BYTES);
+}
