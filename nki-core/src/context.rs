@@ -83,6 +83,8 @@ pub(crate) struct InstanceCtx {
     /// The meeting point of the two cores of an LNC=2 launch (`nisa::sendrecv`,
     /// `nisa::core_barrier`); `None` in other launches.
     pub(crate) lnc: Option<Arc<crate::isa::lnc_state::Pair>>,
+    /// The name the instructions issued now carry (`nisa::named`), if any.
+    pub(crate) name: Option<crate::names::InstrName>,
 }
 
 thread_local! {
@@ -152,6 +154,7 @@ impl InstanceCtx {
             accum: Default::default(),
             loops: Default::default(),
             lnc: None,
+            name: None,
         }
     }
 
@@ -375,6 +378,8 @@ pub(crate) struct OpEnv {
     pub(crate) records: bool,
     /// The launch target.
     pub(crate) target: Target,
+    /// The instruction name in force (`nisa::named`), carried into the op's records.
+    pub(crate) name: Option<crate::names::InstrName>,
 }
 
 /// One `nl`/`nisa` op in flight: THE handle every op is built through.
@@ -420,14 +425,32 @@ impl Op {
         self.env.target
     }
 
-    /// Fails the instance with an error of `kind` naming this op and its line.
+    /// Fails the instance with an error of `kind` naming this op (and its instruction name,
+    /// when it has one) and its line.
     pub(crate) fn fail(&self, kind: ErrorKind, msg: impl Into<String>) -> ! {
-        raise(NkiError::new(kind, self.api, msg), self.loc)
+        raise(self.named(NkiError::new(kind, self.api, msg)), self.loc)
     }
 
-    /// Unwraps `r`; an `Err` fails the instance at this op's line.
+    /// Unwraps `r`; an `Err` fails the instance at this op's line (naming the instruction
+    /// name, when it has one).
     pub(crate) fn check<T>(&self, r: crate::error::Result<T>) -> T {
-        check(r, self.loc)
+        match self.env.name {
+            None => check(r, self.loc),
+            Some(_) => r.unwrap_or_else(|e| raise(self.named(e), self.loc)),
+        }
+    }
+
+    /// `e` with this op's instruction name (`nisa::named`) in its message, if it has one.
+    #[cold]
+    fn named(&self, e: NkiError) -> NkiError {
+        match self.env.name {
+            None => e,
+            Some(n) => NkiError::new(
+                e.kind(),
+                e.op(),
+                format!("{} (instruction '{n}')", e.message()),
+            ),
+        }
     }
 
     /// This instance's writer tag for the HBM stores of this op (at its current affine_range
@@ -476,6 +499,7 @@ pub(crate) fn env(op: &'static str, loc: SourceLoc) -> OpEnv {
                 executes: c.mode.executes(),
                 records: c.mode.records(),
                 target: c.target,
+                name: c.name,
             },
             c.shared.cancelled.cancels(c.instance),
         )

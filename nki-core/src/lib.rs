@@ -83,6 +83,7 @@ mod math;
 mod memory;
 pub mod mesh;
 mod mx;
+mod names;
 mod ops;
 mod profile;
 mod record;
@@ -131,6 +132,7 @@ pub use crate::spmd::{
 pub use crate::target::{Target, TargetSpec};
 // Instruction records: what the timing model reads (one stream per NeuronCore).
 pub use crate::math::{ActFn, AluOp};
+pub use crate::names::InstrName;
 pub use crate::record::{
     AffinePos, BufId, CoreStream, DmaDims, Engine, Instr, MatmulDims, MemKind, Opcode, Region,
     Regions,
