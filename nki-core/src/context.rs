@@ -85,6 +85,9 @@ pub(crate) struct InstanceCtx {
     pub(crate) lnc: Option<Arc<crate::isa::lnc_state::Pair>>,
     /// The name the instructions issued now carry (`nisa::named`), if any.
     pub(crate) name: Option<crate::names::InstrName>,
+    /// The dialect the running kernel is written in (from its `#[nki_kernel]` attribute, see
+    /// [`crate::dialect::Dialect`]); read it with [`InstanceCtx::dialect`].
+    pub(crate) dialect: crate::dialect::Dialect,
 }
 
 thread_local! {
@@ -155,7 +158,14 @@ impl InstanceCtx {
             loops: Default::default(),
             lnc: None,
             name: None,
+            dialect: crate::dialect::Dialect::Beta1,
         }
+    }
+
+    /// The dialect the running kernel is written in: [`crate::dialect::Dialect::Beta1`] unless
+    /// the kernel is `#[nki_kernel(nki = "0.7")]`.
+    pub(crate) fn dialect(&self) -> crate::dialect::Dialect {
+        self.dialect
     }
 
     /// This instance's writer id for HBM stores at its current affine_range position.

@@ -70,6 +70,7 @@
 mod abort;
 mod access;
 mod context;
+mod dialect;
 mod dtype;
 mod engine;
 mod error;
@@ -125,7 +126,7 @@ pub use crate::tile::{Tile, TileRef};
 // Launching: grids, launch modes and what a launch reports.
 pub use crate::context::Mode;
 pub use crate::spmd::{
-    host_threads, nc, spmd_dim, Factor, Grid, GridDim, InstanceInfo, Launch, LaunchReport,
+    host_threads, nc, spmd_dim, Dialect, Factor, Grid, GridDim, InstanceInfo, Launch, LaunchReport,
     MAX_LOGICAL_CORES,
 };
 // The hardware targets.
@@ -164,7 +165,7 @@ pub mod nisa {
 pub mod prelude {
     pub use crate::{ds, stepped, Ix};
     pub use crate::{launch, nki_kernel};
-    pub use crate::{nc, spmd_dim, Grid, Launch, LaunchReport};
+    pub use crate::{nc, spmd_dim, Dialect, Grid, Launch, LaunchReport};
     pub use crate::{nisa, nl};
     pub use crate::{DType, Element, F8E4M3, F8E4M3FN, F8E5M2};
     pub use crate::{ErrorKind, NkiError};

@@ -81,7 +81,8 @@ fn pair_of(ins: &Op) -> (usize, Arc<Pair>) {
             ErrorKind::InvalidGrid,
             format!(
                 "{} synchronises the two physical cores of a logical NeuronCore: launch the \
-                 kernel with Grid::lnc(2) (one instance per core; this launch's grid is {grid:?})",
+                 kernel with Grid::lnc(2), or an #[nki_kernel(nki = \"0.7\")] kernel as k[2] \
+                 (one instance per core; this launch's grid is {grid:?})",
                 ins.api
             ),
         ),

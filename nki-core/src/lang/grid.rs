@@ -27,11 +27,22 @@ fn grid_axis(
     let loc = SourceLoc::caller();
     let r = with_ctx(api, loc, |c| {
         let v = get(c);
-        v.get(axis).copied().ok_or(v.len())
+        v.get(axis).copied().ok_or((v.len(), c.dialect()))
     });
     match r {
         Ok(v) => v,
-        Err(nd) => raise(
+        Err((_, crate::dialect::Dialect::Nki07)) => raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                api,
+                format!(
+                    "invalid program axis {axis}: an NKI 0.7 kernel's program axis must be zero \
+                     (its grid is only the logical NeuronCore's degree)"
+                ),
+            ),
+            loc,
+        ),
+        Err((nd, _)) => raise(
             NkiError::new(
                 ErrorKind::InvalidArgument,
                 api,
