@@ -70,6 +70,9 @@ pub(crate) struct InstanceCtx {
     /// `frames` as the records share it (made on the first record after `frames` changed).
     position: Option<AffinePos>,
     next_activation: u32,
+    /// Where each `affine_range` activation began (indexed by activation id; read by the
+    /// `compiler` stage for its profile lines).
+    pub(crate) loop_lines: Vec<SourceLoc>,
     /// This instance's writer ids (store, atomic, read) at its current affine_range position.
     writer: [Option<u32>; 3],
     /// How many tensors this instance allocated in shared HBM so far (the next one is the
@@ -152,6 +155,7 @@ impl InstanceCtx {
             frames: Vec::new(),
             position: None,
             next_activation: 0,
+            loop_lines: Vec::new(),
             writer: [None; 3],
             shared_hbm_allocs: 0,
             accum: Default::default(),
@@ -265,10 +269,11 @@ impl InstanceCtx {
         }
     }
 
-    /// Enters a new affine_range activation; returns its id.
-    pub(crate) fn push_affine(&mut self) -> u32 {
+    /// Enters a new affine_range activation (of the loop at `loc`); returns its id.
+    pub(crate) fn push_affine(&mut self, loc: SourceLoc) -> u32 {
         let id = self.next_activation;
         self.next_activation += 1;
+        self.loop_lines.push(loc);
         self.frames.push((id, 0));
         self.position = None;
         self.writer = [None; 3];

@@ -131,6 +131,8 @@ pub use crate::spmd::{
 };
 // The hardware targets.
 pub use crate::target::{Target, TargetSpec};
+// The compiler stage between recording and costing.
+pub use crate::timing::compiler::{with_compiler_stage, CompilerStage};
 // Instruction records: what the timing model reads (one stream per NeuronCore).
 pub use crate::math::{ActFn, AluOp};
 pub use crate::names::InstrName;
@@ -143,6 +145,7 @@ pub use crate::profile::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
     Span, Spans, SpillKind, SpillLine, SpillStats, Track,
 };
+pub use crate::profile::{CompilerKind, CompilerLine, CompilerStats};
 
 /// The NKI language (`nki.language`, imported as `nl`): loads and stores, element-wise math,
 /// activations, reductions, matmul and transpose, iota, the SPMD grid

@@ -189,6 +189,15 @@ impl Region {
     pub fn overlaps(&self, o: &Region) -> bool {
         self.buf == o.buf && self.p0 < o.p1 && o.p0 < self.p1 && self.lo < o.hi && o.lo < self.hi
     }
+
+    /// True when this region contains every byte of `o` (same buffer).
+    pub fn covers(&self, o: &Region) -> bool {
+        self.buf == o.buf
+            && self.p0 <= o.p0
+            && self.p1 >= o.p1
+            && self.lo <= o.lo
+            && self.hi >= o.hi
+    }
 }
 
 /// The regions an instruction reads or writes: up to `N` kept inline in the record (the
