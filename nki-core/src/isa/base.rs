@@ -731,7 +731,9 @@ impl Op {
     /// [`Op::record`] under the NKI name `api` (an `nl` call recorded under its full name).
     #[inline(always)]
     pub(crate) fn record_as(&self, api: &'static str, engine: Engine, opcode: Opcode) -> Rec {
-        Rec(Instr::new(engine, opcode, api, self.loc))
+        let mut r = Instr::new(engine, opcode, api, self.loc);
+        r.name = self.env.name;
+        Rec(r)
     }
 }
 
@@ -811,6 +813,8 @@ impl Rec {
     #[inline(always)]
     pub(crate) fn done(&mut self) -> Instr {
         let (engine, opcode, api, loc) = (self.0.engine, self.0.opcode, self.0.api, self.0.loc);
-        std::mem::replace(&mut self.0, Instr::new(engine, opcode, api, loc))
+        let mut next = Instr::new(engine, opcode, api, loc);
+        next.name = self.0.name;
+        std::mem::replace(&mut self.0, next)
     }
 }
