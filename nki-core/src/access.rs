@@ -428,6 +428,20 @@ impl Ap {
         (0..self.shape.ndim()).all(|d| self.shape.dims()[d] == 1 || self.strides[d] == c[d])
     }
 
+    /// True when the view repeats an element (a dimension of size > 1 with stride 0, as
+    /// `broadcast` makes).
+    #[inline]
+    pub fn repeats(&self) -> bool {
+        (0..self.shape.ndim()).any(|d| self.strides[d] == 0 && self.shape.dims()[d] > 1)
+    }
+
+    /// The pattern as NKI prints it: `[step, num]` per dimension, outermost first.
+    pub fn pairs(&self) -> Vec<[isize; 2]> {
+        (0..self.shape.ndim())
+            .map(|d| [self.strides[d], self.shape.dims()[d] as isize])
+            .collect()
+    }
+
     /// Lowest and one-past-highest flat offsets touched.
     pub fn span(&self) -> (usize, usize) {
         let mut lo = self.offset as isize;

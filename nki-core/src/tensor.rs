@@ -488,6 +488,8 @@ impl Tensor {
     }
 }
 
+crate::view::whole_views!(Tensor => TensorRef);
+
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.repr {
@@ -568,10 +570,13 @@ impl<'a> TensorRef<'a> {
     /// with its offset: what [`TensorRef::ap`] takes to make the same view.
     pub fn pattern(&self) -> (Vec<[isize; 2]>, usize) {
         let ap = self.ap_of();
-        let pairs = (0..ap.shape.ndim())
-            .map(|d| [ap.strides[d], ap.shape.dims()[d] as isize])
-            .collect();
-        (pairs, ap.offset)
+        (ap.pairs(), ap.offset)
+    }
+
+    /// The view's access pattern, `[[step, num], ...]` outermost first (NKI
+    /// `tensor.get_pattern`); its first element is at [`TensorRef::offset`].
+    pub fn get_pattern(&self) -> Vec<[isize; 2]> {
+        self.ap_of().pairs()
     }
 
     /// True when the view covers a contiguous row-major block of its storage.
@@ -605,6 +610,57 @@ impl<'a> TensorRef<'a> {
         match self {
             TensorRef::Chip(t) => TensorRef::Chip(t.permute(perm)),
             TensorRef::Hbm(v) => TensorRef::Hbm(v.permute(perm)),
+        }
+    }
+
+    /// The view with a new size-1 dimension at position `dim` (NKI `tensor.expand_dim`; on
+    /// chip after the partition dimension).
+    #[track_caller]
+    pub fn expand_dim(&self, dim: usize) -> TensorRef<'a> {
+        match self {
+            TensorRef::Chip(t) => TensorRef::Chip(t.expand_dim(dim)),
+            TensorRef::Hbm(v) => TensorRef::Hbm(v.expand_dim(dim)),
+        }
+    }
+
+    /// The view without its size-1 dimension `dim` (NKI `tensor.squeeze_dim`; on chip the
+    /// partition dimension stays).
+    #[track_caller]
+    pub fn squeeze_dim(&self, dim: usize) -> TensorRef<'a> {
+        match self {
+            TensorRef::Chip(t) => TensorRef::Chip(t.squeeze_dim(dim)),
+            TensorRef::Hbm(v) => TensorRef::Hbm(v.squeeze_dim(dim)),
+        }
+    }
+
+    /// Position `index` of dimension `dim` (NKI `tensor.select(dim, index)`, as indexing
+    /// `dim` with an integer: the dimension is dropped, except an on-chip partition
+    /// dimension, which stays with size 1).
+    #[track_caller]
+    pub fn select(&self, dim: usize, index: usize) -> TensorRef<'a> {
+        match self {
+            TensorRef::Chip(t) => TensorRef::Chip(t.select(dim, index)),
+            TensorRef::Hbm(v) => TensorRef::Hbm(v.select(dim, index)),
+        }
+    }
+
+    /// The view's size-1 dimension `dim` repeated `size` times (stride 0; NKI
+    /// `tensor.broadcast`): a read-only view (on chip a free dimension only).
+    #[track_caller]
+    pub fn broadcast(&self, dim: usize, size: usize) -> TensorRef<'a> {
+        match self {
+            TensorRef::Chip(t) => TensorRef::Chip(t.broadcast(dim, size)),
+            TensorRef::Hbm(v) => TensorRef::Hbm(v.broadcast(dim, size)),
+        }
+    }
+
+    /// The view rearranged by an einops-style pattern (NKI `tensor.rearrange`), e.g.
+    /// `rearrange("p (a b) -> p b a", &[("a", 4)])`; see [`HbmView::rearrange`].
+    #[track_caller]
+    pub fn rearrange(&self, pattern: &str, sizes: &[(&str, usize)]) -> TensorRef<'a> {
+        match self {
+            TensorRef::Chip(t) => TensorRef::Chip(t.rearrange(pattern, sizes)),
+            TensorRef::Hbm(v) => TensorRef::Hbm(v.rearrange(pattern, sizes)),
         }
     }
 

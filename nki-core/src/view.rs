@@ -1,5 +1,5 @@
 //! Views that re-describe the same bytes without moving them: `reshape`, `permute`,
-//! `broadcast` and raw access patterns (`ap`, NKI 0.7's absolute form), for HBM tensors ([`HbmView`], [`HbmViewMut`],
+//! `broadcast`, `expand_dim`, `squeeze_dim`, `select`, `rearrange` and raw access patterns (`ap`, NKI 0.7's absolute form), for HBM tensors ([`HbmView`], [`HbmViewMut`],
 //! [`Hbm`], [`HbmOut`]) and on-chip tiles ([`TileRef`], [`Tile`]).
 //!
 //! These are NKI's `tensor.reshape(...)`, `permute(...)`, `broadcast(...)` and `.ap(...)`, and
@@ -16,7 +16,7 @@
 //! access pattern of the same bytes (e.g. merging dimensions of a strided slice) is an error
 //! naming both shapes; copy the data instead.
 
-use crate::access::{Ap, Shape, MAX_DIMS};
+use crate::access::{Ap, Ix, Shape, MAX_DIMS};
 use crate::context::raise;
 use crate::dtype::{DType, Element};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
@@ -148,6 +148,227 @@ pub(crate) fn broadcast(ap: &Ap, dim: usize, size: usize, what: &str) -> Result<
     })
 }
 
+/// `ap` with a new size-1 dimension inserted at position `dim` (`0..=ndim`).
+pub(crate) fn expand_dim(ap: &Ap, dim: usize, what: &str) -> Result<Ap> {
+    let nd = ap.shape.ndim();
+    if dim > nd {
+        return Err(err(
+            ErrorKind::InvalidArgument,
+            "expand_dim",
+            format!("cannot insert dimension {dim} into {what} (shape {}): the position must be 0..={nd}", ap.shape),
+        ));
+    }
+    let mut dims = ap.shape.dims().to_vec();
+    dims.insert(dim, 1);
+    // A size-1 dimension is never stepped: its stride is 0.
+    let shape =
+        Shape::new(&dims).map_err(|e| err(e.kind(), "expand_dim", e.message().to_string()))?;
+    let mut strides = [0isize; MAX_DIMS];
+    strides[..dim].copy_from_slice(&ap.strides[..dim]);
+    strides[dim + 1..=nd].copy_from_slice(&ap.strides[dim..nd]);
+    Ok(Ap {
+        offset: ap.offset,
+        shape,
+        strides,
+    })
+}
+
+/// `ap` without its size-1 dimension `dim`.
+pub(crate) fn squeeze_dim(ap: &Ap, dim: usize, what: &str) -> Result<Ap> {
+    let nd = ap.shape.ndim();
+    if dim >= nd || ap.shape.dims()[dim] != 1 || nd == 1 {
+        return Err(err(
+            ErrorKind::InvalidArgument,
+            "squeeze_dim",
+            format!(
+                "cannot remove dimension {dim} of {what} (shape {}): only a size-1 dimension of a view with more than one dimension can be removed",
+                ap.shape
+            ),
+        ));
+    }
+    let mut dims = ap.shape.dims().to_vec();
+    dims.remove(dim);
+    let mut strides = [0isize; MAX_DIMS];
+    strides[..dim].copy_from_slice(&ap.strides[..dim]);
+    strides[dim..nd - 1].copy_from_slice(&ap.strides[dim + 1..nd]);
+    Ok(Ap {
+        offset: ap.offset,
+        shape: Shape::new(&dims)?,
+        strides,
+    })
+}
+
+/// The slice expression of NKI's `select(dim, index)` on a view of shape `shape`: `index`
+/// on dimension `dim`, whole ranges before it (the slice then drops the dimension, except an
+/// on-chip partition dimension, which stays with size 1 as for `t[i]`).
+pub(crate) fn select_index(shape: &Shape, dim: usize, index: usize, what: &str) -> Result<Vec<Ix>> {
+    if dim >= shape.ndim() {
+        return Err(err(
+            ErrorKind::InvalidArgument,
+            "select",
+            format!("{what} (shape {shape}) has no dimension {dim}"),
+        ));
+    }
+    let mut ix = vec![Ix::from(..); dim];
+    ix.push(Ix::At(index));
+    Ok(ix)
+}
+
+/// One side of an einops-style pattern: its groups of axis names, e.g. `p (a b) c` is
+/// `[[p], [a, b], [c]]`; a `1` is an empty group (a size-1 dimension).
+fn pattern_groups(side: &str, fail: &dyn Fn(String) -> NkiError) -> Result<Vec<Vec<String>>> {
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    let mut open: Option<Vec<String>> = None;
+    for tok in side
+        .replace('(', " ( ")
+        .replace(')', " ) ")
+        .split_whitespace()
+    {
+        let name_like = tok.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && !tok.starts_with(|c: char| c.is_ascii_digit());
+        match (tok, open.as_mut()) {
+            ("(", None) => open = Some(Vec::new()),
+            (")", Some(g)) => groups.push(std::mem::take(g)),
+            ("1", None) => groups.push(Vec::new()),
+            (name, Some(g)) if name_like => g.push(name.to_string()),
+            (name, None) if name_like => groups.push(vec![name.to_string()]),
+            ("(", _) | (")", _) => return Err(fail(format!("unbalanced parentheses in '{side}'"))),
+            (name, _) => return Err(fail(format!("'{name}' is not an axis name"))),
+        }
+        if tok == ")" {
+            open = None;
+        }
+    }
+    if open.is_some() {
+        return Err(fail(format!("unbalanced parentheses in '{side}'")));
+    }
+    Ok(groups)
+}
+
+/// `ap` rearranged by the einops-style `pattern` (`"p (a b) c -> p a (b c)"`): the left
+/// side names the view's dimensions (a group splits one; `sizes` gives the sizes of split
+/// axes, one per group may be left to infer), the right side orders the axes and merges
+/// groups. Splits and reorders always work; a merge needs its axes laid out contiguously
+/// relative to each other, as `reshape` does.
+pub(crate) fn rearrange(ap: &Ap, pattern: &str, sizes: &[(&str, usize)], what: &str) -> Result<Ap> {
+    const OP: &str = "rearrange";
+    let fail = |why: String| {
+        err(
+            ErrorKind::InvalidArgument,
+            OP,
+            format!("pattern '{pattern}' on {what} (shape {}): {why}", ap.shape),
+        )
+    };
+    let Some((lhs, rhs)) = pattern.split_once("->") else {
+        return Err(fail("expected 'input axes -> output axes'".into()));
+    };
+    let (left, right) = (pattern_groups(lhs, &fail)?, pattern_groups(rhs, &fail)?);
+    let dims = ap.shape.dims();
+    if left.len() != dims.len() {
+        return Err(fail(format!(
+            "the left side names {} dimensions, the view has {}",
+            left.len(),
+            dims.len()
+        )));
+    }
+    // The elementary axes: (name, size, stride), splitting each input dimension.
+    let mut axes: Vec<(&str, usize, isize)> = Vec::new();
+    for (g, (&n, &stride)) in left.iter().zip(dims.iter().zip(&ap.strides)) {
+        let known = |a: &str| sizes.iter().find(|s| s.0 == a).map(|s| s.1);
+        let unknown: Vec<&str> = g
+            .iter()
+            .map(String::as_str)
+            .filter(|a| known(a).is_none())
+            .collect();
+        let product: usize = g.iter().filter_map(|a| known(a.as_str())).product();
+        if g.is_empty() && n != 1 {
+            return Err(fail(format!("'1' names a dimension of size {n}")));
+        }
+        let inferred = match unknown.as_slice() {
+            [] if product == n => None,
+            [a] if product > 0 && n.is_multiple_of(product) => Some((*a, n / product)),
+            [] | [_] => {
+                return Err(fail(format!(
+                    "the sizes of ({}) do not divide dimension size {n}",
+                    g.join(" ")
+                )))
+            }
+            _ => {
+                return Err(fail(format!(
+                    "({}) leaves more than one size to infer: give all but one in the sizes",
+                    g.join(" ")
+                )))
+            }
+        };
+        let mut step = stride;
+        let start = axes.len();
+        for a in g.iter().rev() {
+            let size = known(a)
+                .or_else(|| inferred.filter(|i| i.0 == a).map(|i| i.1))
+                .unwrap_or(1);
+            axes.insert(start, (a.as_str(), size, step));
+            step *= size as isize;
+        }
+    }
+    if let Some((name, _)) = sizes.iter().find(|s| !axes.iter().any(|a| a.0 == s.0)) {
+        return Err(fail(format!(
+            "size given for '{name}', which is not a split axis on the left"
+        )));
+    }
+    for (k, a) in axes.iter().enumerate() {
+        if axes[..k].iter().any(|b| b.0 == a.0) {
+            return Err(fail(format!("axis '{}' appears twice on the left", a.0)));
+        }
+    }
+    let flat: Vec<&str> = right.iter().flatten().map(String::as_str).collect();
+    let mut used = vec![false; axes.len()];
+    for name in &flat {
+        match axes.iter().position(|a| a.0 == *name) {
+            Some(k) if !used[k] => used[k] = true,
+            Some(_) => return Err(fail(format!("axis '{name}' appears twice on the right"))),
+            None => return Err(fail(format!("axis '{name}' is not on the left"))),
+        }
+    }
+    if let Some(k) = used.iter().position(|u| !u) {
+        return Err(fail(format!(
+            "axis '{}' is missing on the right",
+            axes[k].0
+        )));
+    }
+    // Each output dimension merges its group: contiguous relative to each other, size-1
+    // axes aside (they are never stepped).
+    let mut out_dims = Vec::with_capacity(right.len());
+    let mut strides = [0isize; MAX_DIMS];
+    if right.len() > MAX_DIMS {
+        return Err(fail(format!(
+            "the result has more than {MAX_DIMS} dimensions"
+        )));
+    }
+    for (d, g) in right.iter().enumerate() {
+        let members: Vec<(usize, isize)> = g
+            .iter()
+            .filter_map(|n| axes.iter().find(|a| a.0 == *n))
+            .map(|a| (a.1, a.2))
+            .filter(|a| a.0 != 1)
+            .collect();
+        for w in members.windows(2) {
+            if w[0].1 != w[1].1 * w[1].0 as isize {
+                return Err(fail(format!(
+                    "({}) cannot be merged without a copy: its axes are not contiguous in memory",
+                    g.join(" ")
+                )));
+            }
+        }
+        out_dims.push(members.iter().map(|a| a.0).product::<usize>());
+        strides[d] = members.last().map_or(0, |a| a.1);
+    }
+    Ok(Ap {
+        offset: ap.offset,
+        shape: Shape::new(&out_dims).map_err(|e| fail(e.message().to_string()))?,
+        strides,
+    })
+}
+
 /// A raw access pattern `[[stride, count], ...]` starting `offset` elements after `ap`'s
 /// first element, checked to stay inside the `len` elements of the underlying buffer.
 pub(crate) fn pattern(
@@ -272,6 +493,52 @@ impl HbmView {
     }
 }
 
+impl HbmView {
+    /// This view re-described by `f` (one of the view functions above), raising its error at
+    /// `loc`.
+    fn viewed(&self, f: impl FnOnce(&Ap, &str) -> Result<Ap>, loc: SourceLoc) -> HbmView {
+        self.with_ap(or_raise(f(&self.ap, &self.describe()), loc))
+    }
+
+    /// The view with a new size-1 dimension at position `dim` (NKI `tensor.expand_dim`).
+    #[track_caller]
+    pub fn expand_dim(&self, dim: usize) -> HbmView {
+        self.viewed(|ap, what| expand_dim(ap, dim, what), SourceLoc::caller())
+    }
+
+    /// The view without its size-1 dimension `dim` (NKI `tensor.squeeze_dim`).
+    #[track_caller]
+    pub fn squeeze_dim(&self, dim: usize) -> HbmView {
+        self.viewed(|ap, what| squeeze_dim(ap, dim, what), SourceLoc::caller())
+    }
+
+    /// Position `index` of dimension `dim`, the dimension dropped (NKI `tensor.select(dim,
+    /// index)`, the same as indexing `dim` with an integer).
+    #[track_caller]
+    pub fn select(&self, dim: usize, index: usize) -> HbmView {
+        let ix = select_index(&self.ap.shape, dim, index, &self.describe());
+        self.slice(or_raise(ix, SourceLoc::caller()))
+    }
+
+    /// The view's access pattern as NKI prints it (`[[step, num], ...]`, outermost first, in
+    /// elements of the tensor's row-major storage; NKI `tensor.get_pattern`).
+    pub fn get_pattern(&self) -> Vec<[isize; 2]> {
+        self.ap.pairs()
+    }
+
+    /// The view rearranged by an einops-style pattern (NKI `tensor.rearrange`), e.g.
+    /// `rearrange("b (h d) -> h b d", &[("h", 4)])`: the left side names the view's
+    /// dimensions (a parenthesised group splits one, `sizes` giving all but one size of each
+    /// group), the right side orders the axes and merges parenthesised groups. A merge
+    /// needs its axes contiguous relative to each other (as `reshape`); otherwise, and for
+    /// a pattern that does not fit the view, the error names the pattern and the view.
+    #[track_caller]
+    pub fn rearrange(&self, pattern: &str, sizes: &[(&str, usize)]) -> HbmView {
+        let loc = SourceLoc::caller();
+        self.viewed(|ap, what| rearrange(ap, pattern, sizes, what), loc)
+    }
+}
+
 impl HbmViewMut {
     /// [`HbmView::ap_indirect`] of a writable view: also a scatter destination.
     #[track_caller]
@@ -304,6 +571,30 @@ impl HbmViewMut {
     #[track_caller]
     pub fn ap(&self, pattern: &[[usize; 2]], offset: usize) -> HbmViewMut {
         HbmViewMut(self.0.ap(pattern, offset))
+    }
+
+    /// [`HbmView::expand_dim`] of a writable view.
+    #[track_caller]
+    pub fn expand_dim(&self, dim: usize) -> HbmViewMut {
+        HbmViewMut(self.0.expand_dim(dim))
+    }
+
+    /// [`HbmView::squeeze_dim`] of a writable view.
+    #[track_caller]
+    pub fn squeeze_dim(&self, dim: usize) -> HbmViewMut {
+        HbmViewMut(self.0.squeeze_dim(dim))
+    }
+
+    /// [`HbmView::select`] of a writable view.
+    #[track_caller]
+    pub fn select(&self, dim: usize, index: usize) -> HbmViewMut {
+        HbmViewMut(self.0.select(dim, index))
+    }
+
+    /// [`HbmView::rearrange`] of a writable view.
+    #[track_caller]
+    pub fn rearrange(&self, pattern: &str, sizes: &[(&str, usize)]) -> HbmViewMut {
+        HbmViewMut(self.0.rearrange(pattern, sizes))
     }
 }
 
@@ -375,6 +666,83 @@ impl<'a> TileRef<'a> {
             ap,
             cast: self.cast,
         }
+    }
+}
+
+impl<'a> TileRef<'a> {
+    /// This view re-described by `f` (one of the view functions above) as NKI operation
+    /// `op`: the partition dimension must stay first with its partitions; errors are
+    /// raised at `loc`.
+    fn viewed(
+        &self,
+        op: &'static str,
+        f: impl FnOnce(&Ap, &str) -> Result<Ap>,
+        loc: SourceLoc,
+    ) -> TileRef<'a> {
+        let what = self.tile.describe();
+        let ap = or_raise(f(&self.ap, &what), loc);
+        keep_partitions(&self.ap, &ap, op, &what, loc);
+        TileRef { ap, ..*self }
+    }
+
+    /// The view with a new size-1 free dimension at position `dim` (1 ..= ndim; NKI
+    /// on-chip `tensor.expand_dim`).
+    #[track_caller]
+    pub fn expand_dim(&self, dim: usize) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        self.viewed("expand_dim", |ap, what| expand_dim(ap, dim, what), loc)
+    }
+
+    /// The view without its size-1 free dimension `dim` (NKI on-chip `tensor.squeeze_dim`;
+    /// the partition dimension stays).
+    #[track_caller]
+    pub fn squeeze_dim(&self, dim: usize) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        self.viewed("squeeze_dim", |ap, what| squeeze_dim(ap, dim, what), loc)
+    }
+
+    /// Position `index` of dimension `dim` (NKI on-chip `tensor.select(dim, index)`, as
+    /// indexing with an integer): a free dimension is dropped; on the partition dimension
+    /// the one partition stays as a size-1 dimension.
+    #[track_caller]
+    pub fn select(&self, dim: usize, index: usize) -> TileRef<'a> {
+        let ix = select_index(&self.ap.shape, dim, index, &self.tile.describe());
+        self.slice(or_raise(ix, SourceLoc::caller()))
+    }
+
+    /// The view's size-1 free dimension `dim` repeated `size` times (stride 0; NKI on-chip
+    /// `tensor.broadcast`): an operand read the same values along `dim`. The partition
+    /// dimension cannot be broadcast, and an instruction cannot write through a broadcast
+    /// view (errors naming the tile).
+    #[track_caller]
+    pub fn broadcast(&self, dim: usize, size: usize) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        self.viewed("broadcast", |ap, what| broadcast(ap, dim, size, what), loc)
+    }
+
+    /// The view rearranged by an einops-style pattern (NKI on-chip `tensor.rearrange`); see
+    /// [`HbmView::rearrange`]. The partition axis stays the first output dimension, alone.
+    #[track_caller]
+    pub fn rearrange(&self, pattern: &str, sizes: &[(&str, usize)]) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        self.viewed(
+            "rearrange",
+            |ap, what| rearrange(ap, pattern, sizes, what),
+            loc,
+        )
+    }
+
+    /// The view's access pattern as NKI prints it (`[[step, num], ...]`, outermost first;
+    /// NKI `tensor.get_pattern`), over the tile's storage in elements; the first element is
+    /// at [`TileRef::offset`].
+    pub fn get_pattern(&self) -> Vec<[isize; 2]> {
+        self.ap.pairs()
+    }
+
+    /// The flat element offset of the view's first element in the tile's storage
+    /// (`partition * free_elements + free offset`; NKI `tensor.offset`).
+    pub fn offset(&self) -> usize {
+        self.ap.offset
     }
 }
 
@@ -579,6 +947,52 @@ impl Tile {
         self.view().permute(perm)
     }
 }
+
+/// The NKI 0.7 view methods of a whole tensor type `$ty` (with `view()` giving a `$out`):
+/// each is the same method of its whole view.
+macro_rules! whole_views {
+    ($ty:ty => $out:ident) => {
+        impl $ty {
+            #[doc = concat!("[`", stringify!($out), "::expand_dim`] of the whole tensor.")]
+            #[track_caller]
+            pub fn expand_dim(&self, dim: usize) -> $out<'_> {
+                self.view().expand_dim(dim)
+            }
+
+            #[doc = concat!("[`", stringify!($out), "::squeeze_dim`] of the whole tensor.")]
+            #[track_caller]
+            pub fn squeeze_dim(&self, dim: usize) -> $out<'_> {
+                self.view().squeeze_dim(dim)
+            }
+
+            #[doc = concat!("[`", stringify!($out), "::select`] of the whole tensor.")]
+            #[track_caller]
+            pub fn select(&self, dim: usize, index: usize) -> $out<'_> {
+                self.view().select(dim, index)
+            }
+
+            #[doc = concat!("[`", stringify!($out), "::broadcast`] of the whole tensor.")]
+            #[track_caller]
+            pub fn broadcast(&self, dim: usize, size: usize) -> $out<'_> {
+                self.view().broadcast(dim, size)
+            }
+
+            #[doc = concat!("[`", stringify!($out), "::rearrange`] of the whole tensor.")]
+            #[track_caller]
+            pub fn rearrange(&self, pattern: &str, sizes: &[(&str, usize)]) -> $out<'_> {
+                self.view().rearrange(pattern, sizes)
+            }
+
+            #[doc = concat!("[`", stringify!($out), "::get_pattern`] of the whole tensor (row-major).")]
+            pub fn get_pattern(&self) -> Vec<[isize; 2]> {
+                self.view().get_pattern()
+            }
+        }
+    };
+}
+pub(crate) use whole_views;
+
+whole_views!(Tile => TileRef);
 
 #[cfg(test)]
 mod tests {

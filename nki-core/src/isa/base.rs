@@ -452,12 +452,29 @@ impl Op {
         record: impl FnOnce() -> Instr,
     ) {
         crate::context::raise_foreign_use(self.api, self.loc);
+        if let Some(o) = outs.iter().find(|o| o.ap.repeats()) {
+            self.broadcast_write(o);
+        }
         crate::context::issue(self.env, exec, record);
         if !self.env.executes {
             for o in outs {
                 o.mark_written();
             }
         }
+    }
+
+    /// Fails: the instruction writes through `out`, a view that repeats elements
+    /// (`broadcast`), which would write one element several times.
+    #[cold]
+    fn broadcast_write(&self, out: &TileRef) -> ! {
+        self.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "cannot write through {}: it repeats elements (a broadcast view, stride 0) \
+                 and is read-only",
+                out.describe()
+            ),
+        )
     }
 
     /// The `(rows, columns)` of the 2-D HBM view `v`; a view of another rank fails with
