@@ -1,5 +1,7 @@
-//! A matmul split over the two physical cores of a logical NeuronCore (NKI 0.7 `kernel[2]`,
-//! here `Grid::lnc(2)`): `nl::program_id(0)` is the core index; each core multiplies its half
+//! A matmul split over the two physical cores of a logical NeuronCore, written as an NKI 0.7
+//! kernel (`#[nki_kernel(nki = "0.7")]`) and launched as NKI 0.7's `kernel[2]`
+//! (`matmul_lnc2::simulate(2, ..)`, the same as `Grid::lnc(2)`): `nl::program_id(0)` is the
+//! core index; each core multiplies its half
 //! of the contraction dimension, the cores exchange their partial products with
 //! `nisa::sendrecv`, and each core adds the two and stores its half of the output rows.
 //!
@@ -17,7 +19,7 @@ const N: usize = 512;
 
 /// `c = a @ b` with `at = a^T` ([K, M]) and `b` ([K, N]); core `me` contracts rows
 /// `128 me .. 128 me + 128` of `at` and `b`, and stores rows `64 me .. 64 me + 64` of `c`.
-#[nki_kernel]
+#[nki_kernel(nki = "0.7")]
 fn matmul_lnc2(at: &Hbm<f32>, b: &Hbm<f32>, c: &mut Hbm<f32>) {
     let me = nl::program_id(0);
     let k0 = 128 * me;
@@ -68,7 +70,8 @@ fn run() -> Result<bool, NkiError> {
     let mut c = Hbm::<f32>::zeros([M, N]);
     println!("c[{M}, {N}] = a[{M}, {K}] @ b[{K}, {N}] on a logical NeuronCore of 2 cores (trn2)");
 
-    let sim = matmul_lnc2::simulate(Grid::lnc(2), Target::Trn2, &a, &b, &mut c)?;
+    // NKI 0.7: `matmul_lnc2[2](a, b, c)`, LNC=2.
+    let sim = matmul_lnc2::simulate(2, Target::Trn2, &a, &b, &mut c)?;
     let got = c.to_f32_vec()?;
     let worst = got
         .iter()
@@ -94,7 +97,7 @@ fn run() -> Result<bool, NkiError> {
     );
     let mut c_est = Hbm::<f32>::shape_only([M, N]);
     let est = matmul_lnc2::estimate(
-        Grid::lnc(2),
+        2,
         Target::Trn2,
         &Hbm::<f32>::shape_only([K, M]),
         &Hbm::<f32>::shape_only([K, N]),

@@ -70,6 +70,9 @@ pub(crate) struct InstanceCtx {
     /// `frames` as the records share it (made on the first record after `frames` changed).
     position: Option<AffinePos>,
     next_activation: u32,
+    /// Where each `affine_range` activation began (indexed by activation id; read by the
+    /// `compiler` stage for its profile lines).
+    pub(crate) loop_lines: Vec<SourceLoc>,
     /// This instance's writer ids (store, atomic, read) at its current affine_range position.
     writer: [Option<u32>; 3],
     /// How many tensors this instance allocated in shared HBM so far (the next one is the
@@ -83,6 +86,11 @@ pub(crate) struct InstanceCtx {
     /// The meeting point of the two cores of an LNC=2 launch (`nisa::sendrecv`,
     /// `nisa::core_barrier`); `None` in other launches.
     pub(crate) lnc: Option<Arc<crate::isa::lnc_state::Pair>>,
+    /// The name the instructions issued now carry (`nisa::named`), if any.
+    pub(crate) name: Option<crate::names::InstrName>,
+    /// The dialect the running kernel is written in (from its `#[nki_kernel]` attribute, see
+    /// [`crate::dialect::Dialect`]); read it with [`InstanceCtx::dialect`].
+    pub(crate) dialect: crate::dialect::Dialect,
 }
 
 thread_local! {
@@ -160,12 +168,21 @@ impl InstanceCtx {
             frames: Vec::new(),
             position: None,
             next_activation: 0,
+            loop_lines: Vec::new(),
             writer: [None; 3],
             shared_hbm_allocs: 0,
             accum: Default::default(),
             loops: Default::default(),
             lnc: None,
+            name: None,
+            dialect: crate::dialect::Dialect::Beta1,
         }
+    }
+
+    /// The dialect the running kernel is written in: [`crate::dialect::Dialect::Beta1`] unless
+    /// the kernel is `#[nki_kernel(nki = "0.7")]`.
+    pub(crate) fn dialect(&self) -> crate::dialect::Dialect {
+        self.dialect
     }
 
     /// This instance's writer id for HBM stores at its current affine_range position.
@@ -265,10 +282,11 @@ impl InstanceCtx {
         }
     }
 
-    /// Enters a new affine_range activation; returns its id.
-    pub(crate) fn push_affine(&mut self) -> u32 {
+    /// Enters a new affine_range activation (of the loop at `loc`); returns its id.
+    pub(crate) fn push_affine(&mut self, loc: SourceLoc) -> u32 {
         let id = self.next_activation;
         self.next_activation += 1;
+        self.loop_lines.push(loc);
         self.frames.push((id, 0));
         self.position = None;
         self.writer = [None; 3];
@@ -388,6 +406,8 @@ pub(crate) struct OpEnv {
     pub(crate) records: bool,
     /// The launch target.
     pub(crate) target: Target,
+    /// The instruction name in force (`nisa::named`), carried into the op's records.
+    pub(crate) name: Option<crate::names::InstrName>,
 }
 
 /// One `nl`/`nisa` op in flight: THE handle every op is built through.
@@ -433,14 +453,32 @@ impl Op {
         self.env.target
     }
 
-    /// Fails the instance with an error of `kind` naming this op and its line.
+    /// Fails the instance with an error of `kind` naming this op (and its instruction name,
+    /// when it has one) and its line.
     pub(crate) fn fail(&self, kind: ErrorKind, msg: impl Into<String>) -> ! {
-        raise(NkiError::new(kind, self.api, msg), self.loc)
+        raise(self.named(NkiError::new(kind, self.api, msg)), self.loc)
     }
 
-    /// Unwraps `r`; an `Err` fails the instance at this op's line.
+    /// Unwraps `r`; an `Err` fails the instance at this op's line (naming the instruction
+    /// name, when it has one).
     pub(crate) fn check<T>(&self, r: crate::error::Result<T>) -> T {
-        check(r, self.loc)
+        match self.env.name {
+            None => check(r, self.loc),
+            Some(_) => r.unwrap_or_else(|e| raise(self.named(e), self.loc)),
+        }
+    }
+
+    /// `e` with this op's instruction name (`nisa::named`) in its message, if it has one.
+    #[cold]
+    fn named(&self, e: NkiError) -> NkiError {
+        match self.env.name {
+            None => e,
+            Some(n) => NkiError::new(
+                e.kind(),
+                e.op(),
+                format!("{} (instruction '{n}')", e.message()),
+            ),
+        }
     }
 
     /// This instance's writer tag for the HBM stores of this op (at its current affine_range
@@ -489,6 +527,7 @@ pub(crate) fn env(op: &'static str, loc: SourceLoc) -> OpEnv {
                 executes: c.mode.executes(),
                 records: c.mode.records(),
                 target: c.target,
+                name: c.name,
             },
             c.shared.cancelled.cancels(c.instance),
         )

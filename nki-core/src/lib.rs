@@ -70,6 +70,7 @@
 mod abort;
 mod access;
 mod context;
+mod dialect;
 mod dtype;
 mod engine;
 mod error;
@@ -83,6 +84,7 @@ mod math;
 mod memory;
 pub mod mesh;
 mod mx;
+mod names;
 mod ops;
 mod profile;
 mod record;
@@ -124,13 +126,16 @@ pub use crate::tile::{Tile, TileRef};
 // Launching: grids, launch modes and what a launch reports.
 pub use crate::context::Mode;
 pub use crate::spmd::{
-    host_threads, nc, spmd_dim, Factor, Grid, GridDim, InstanceInfo, Launch, LaunchReport,
+    host_threads, nc, spmd_dim, Dialect, Factor, Grid, GridDim, InstanceInfo, Launch, LaunchReport,
     MAX_LOGICAL_CORES,
 };
 // The hardware targets.
 pub use crate::target::{Target, TargetSpec};
+// The compiler stage between recording and costing.
+pub use crate::timing::compiler::{with_compiler_stage, CompilerStage};
 // Instruction records: what the timing model reads (one stream per NeuronCore).
 pub use crate::math::{ActFn, AluOp};
+pub use crate::names::InstrName;
 pub use crate::record::{
     AffinePos, BufId, CoreStream, DmaDims, Engine, Instr, MatmulDims, MemKind, Opcode, Region,
     Regions,
@@ -140,6 +145,7 @@ pub use crate::profile::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
     Span, Spans, SpillKind, SpillLine, SpillStats, Track,
 };
+pub use crate::profile::{CompilerKind, CompilerLine, CompilerStats};
 
 /// The NKI language (`nki.language`, imported as `nl`): loads and stores, element-wise math,
 /// activations, reductions, matmul and transpose, iota, the SPMD grid
@@ -162,7 +168,7 @@ pub mod nisa {
 pub mod prelude {
     pub use crate::{ds, stepped, Ix};
     pub use crate::{launch, nki_kernel};
-    pub use crate::{nc, spmd_dim, Grid, Launch, LaunchReport};
+    pub use crate::{nc, spmd_dim, Dialect, Grid, Launch, LaunchReport};
     pub use crate::{nisa, nl};
     pub use crate::{DType, Element, F8E4M3, F8E4M3FN, F8E5M2};
     pub use crate::{ErrorKind, NkiError};

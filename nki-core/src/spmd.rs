@@ -6,6 +6,7 @@
 
 use crate::abort;
 use crate::context::{InstanceCtx, LaunchShared, Mode};
+pub use crate::dialect::Dialect;
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::memory::MemoryPeak;
 use crate::profile::Profile;
@@ -86,6 +87,37 @@ impl From<usize> for GridDim {
 impl From<Factor> for GridDim {
     fn from(f: Factor) -> GridDim {
         spmd_dim(f, 1)
+    }
+}
+
+/// The launch grid a kernel of `dialect` means: an NKI 0.7 kernel's `grid` means: `[k]` or `[nc(k)]` with `k` 1 or 2
+/// is [`Grid::lnc`]`(k)`; anything else is an [`ErrorKind::InvalidGrid`] error. A Beta 1
+/// grid is taken as it is.
+fn resolve(dialect: Dialect, grid: &Grid) -> Result<Grid> {
+    if dialect == Dialect::Beta1 {
+        return Ok(grid.clone());
+    }
+    let degree = match grid.dims.as_slice() {
+        [GridDim {
+            outer: Factor::Count(k) | Factor::Nc(k),
+            inner: Factor::Count(1),
+        }] => Some(*k),
+        _ => None,
+    };
+    match degree {
+        Some(k @ 1..=MAX_LOGICAL_CORES) => Ok(Grid::lnc(k)),
+        _ => Err(NkiError::new(
+            ErrorKind::InvalidGrid,
+            "launch",
+            format!(
+                "grid {grid} for an NKI 0.7 kernel: NKI 0.7 has no SPMD grid, a 0.7 kernel \
+                 launches as kernel[1] or kernel[2] (the logical NeuronCore's degree, LNC=2 \
+                 runs it once per physical core with nl::program_id(0) the core index); \
+                 split work across instances with a loop over nl::program_id(0) and \
+                 nl::num_programs(0), or write the kernel as #[nki_kernel] (Beta 1) to \
+                 launch it on a grid"
+            ),
+        )),
     }
 }
 
@@ -263,6 +295,8 @@ pub struct LaunchReport {
     pub target: Target,
     /// The launch mode.
     pub mode: Mode,
+    /// The dialect of the kernel launched (what `grid` was read as).
+    pub dialect: Dialect,
     /// Every instance with its core, in grid order.
     pub instances: Vec<InstanceInfo>,
     /// Peak on-chip usage over all instances.
@@ -279,12 +313,16 @@ pub struct Launch {
     grid: Grid,
     target: Target,
     mode: Mode,
+    /// The kernel's dialect (set by the kernel's `run` from its `#[nki_kernel]` attribute).
+    dialect: Dialect,
     host_threads: Option<usize>,
     /// Estimate mode: the trip counts of device loops whose bounds have no value.
     trip_counts: Option<std::sync::Arc<crate::lang::TripCounts>>,
     /// Whether every element of the outputs must be written (see
     /// [`Launch::outputs_uninitialised`]).
     uninitialised_outputs: bool,
+    /// The `compiler` stage's transformations (see [`Launch::compiler`]).
+    compiler: crate::timing::compiler::CompilerStage,
     /// Where the user launched the kernel when a launcher closure stands between that call and
     /// [`Launch::run`] (see `launcher`): errors of the launch itself point there.
     pub(crate) called_at: Option<crate::error::SourceLoc>,
@@ -297,11 +335,28 @@ impl Launch {
             grid: grid.into(),
             target: Target::default(),
             mode: Mode::Execute,
+            dialect: Dialect::Beta1,
             host_threads: None,
             trip_counts: None,
             uninitialised_outputs: false,
+            compiler: crate::timing::compiler::current(),
             called_at: None,
         }
+    }
+
+    /// The transformations the `compiler` stage applies to the recorded program of a Beta-1
+    /// kernel before it is costed (simulate and estimate modes; an NKI 0.7 kernel is costed
+    /// as written): duplicate-load removal, hoisting of
+    /// loop-invariant loads and transposes out of `affine_range` loops, one buffer per
+    /// iteration for tiles every iteration rewrites. The default is the stage of
+    /// [`with_compiler_stage`](crate::with_compiler_stage), [`CompilerStage::OFF`] unless set:
+    /// the kernel costed exactly as written. The profile lists what the stage did
+    /// ([`Profile::compiler`]).
+    ///
+    /// [`CompilerStage::OFF`]: crate::CompilerStage::OFF
+    pub fn compiler(mut self, stage: crate::timing::compiler::CompilerStage) -> Launch {
+        self.compiler = stage;
+        self
     }
 
     /// Sets the target.
@@ -314,6 +369,19 @@ impl Launch {
     pub fn mode(mut self, m: Mode) -> Launch {
         self.mode = m;
         self
+    }
+
+    /// Sets the dialect the kernel is written in (default [`Dialect::Beta1`]); it decides what
+    /// the grid means. A `#[nki_kernel]`'s `run` sets its own kernel's dialect, so this matters
+    /// only for closures run with [`Launch::run`].
+    pub fn dialect(mut self, d: Dialect) -> Launch {
+        self.dialect = d;
+        self
+    }
+
+    /// The dialect the launched kernel is written in (see [`Launch::dialect`]).
+    pub fn kernel_dialect(&self) -> Dialect {
+        self.dialect
     }
 
     /// The trip counts of the kernel's device loops (`nl::fori_loop`, `nl::while_loop`) for
@@ -377,6 +445,27 @@ impl Launch {
         // The outputs borrowed for this launch belong to it even when it is refused below: a
         // refused launch must not hand them to the next launch on this thread.
         let outputs = crate::hbm::take_pending_outputs();
+        match self.dialect {
+            Dialect::Beta1 => self.run_on(outputs, kernel),
+            Dialect::Nki07 => {
+                let grid = resolve(self.dialect, &self.grid)
+                    .map_err(|e| e.with_loc(self.called_at.unwrap_or(here)))?;
+                Launch {
+                    grid,
+                    ..self.clone()
+                }
+                .run_on(outputs, kernel)
+            }
+        }
+    }
+
+    /// [`Launch::run`] once the launch is known to be no nested launch and its grid is the one
+    /// the kernel's dialect means: runs the instances, whose outputs are `outputs`.
+    fn run_on<F: Fn() + Sync>(
+        &self,
+        outputs: Vec<std::sync::Arc<crate::hbm::HbmStorage>>,
+        kernel: F,
+    ) -> Result<LaunchReport> {
         self.grid.validate()?;
         let threads = self.threads()?;
         abort::quiet_kernel_unwinds();
@@ -407,6 +496,7 @@ impl Launch {
                 );
                 ctx.feed = feed.lock().unwrap_or_else(|p| p.into_inner()).take();
                 ctx.loops.trips = self.trip_counts.clone();
+                ctx.dialect = self.dialect;
                 match crate::context::run_instance(ctx, &kernel) {
                     (ctx, Ok(())) => done.push(Finished::of(index, ctx)),
                     (_, Err(_)) => break,
@@ -439,8 +529,35 @@ impl Launch {
         // within its core's stream (made global below).
         let mut loops = Vec::new();
         let mut spills = crate::profile::SpillStats::default();
+        let mut compiler = crate::profile::CompilerStats::default();
         for mut f in finished {
             let (pid, core) = self.grid.instance(f.index as usize);
+            // The compiler stage (off by default) on Beta-1 kernels (an NKI 0.7 kernel says
+            // what runs: the 0.7 compiler documents none of these transformations), on
+            // instances whose record indices nothing else refers to (device loops and LNC=2
+            // pairs are left as written).
+            if !self.compiler.is_off()
+                && self.dialect == Dialect::Beta1
+                && self.mode.records()
+                && f.loops.is_empty()
+                && pair.is_none()
+            {
+                let mut marks = [f.over.as_ref().map_or(0, |o| o.start)];
+                let done = crate::timing::compiler::run(
+                    &mut f.records,
+                    self.compiler,
+                    &f.loop_lines,
+                    &mut marks,
+                );
+                if !done.is_empty() {
+                    // The feed saw the records as recorded.
+                    f.feed = None;
+                    if let Some(o) = &mut f.over {
+                        o.start = marks[0];
+                    }
+                    compiler.merge(done);
+                }
+            }
             if let (Some(over), true) = (f.over.take(), self.mode.records()) {
                 // Over-committed SBUF: the records with the compiler's spill traffic (the
                 // feed, which saw the records as made, is dropped).
@@ -497,6 +614,8 @@ impl Launch {
                 crate::timing::model_synced(&streams, self.target, memory, feed, &cross);
             spills.sort();
             profile.spills = spills;
+            compiler.sort();
+            profile.compiler = compiler;
             for l in &mut loops {
                 l.1 += base[l.0];
             }
@@ -514,6 +633,7 @@ impl Launch {
             grid: self.grid.clone(),
             target: self.target,
             mode: self.mode,
+            dialect: self.dialect,
             instances: infos,
             memory,
             profile,
@@ -541,6 +661,7 @@ impl Launch {
                 shared.clone(),
             );
             ctx.loops.trips = self.trip_counts.clone();
+            ctx.dialect = self.dialect;
             ctx.lnc = Some(pair.clone());
             let (ctx, outcome) = crate::context::run_instance(ctx, kernel);
             pair.finish(core, outcome.is_ok());
@@ -602,6 +723,8 @@ struct Finished {
     over: Option<crate::memory::Overcommit>,
     /// Its device loops' runs.
     loops: Vec<crate::lang::loop_state::LoopLog>,
+    /// Where each of its `affine_range` activations began.
+    loop_lines: Vec<crate::error::SourceLoc>,
 }
 
 impl Finished {
@@ -614,6 +737,7 @@ impl Finished {
             records: ctx.records,
             peak: ctx.mem.peak,
             over: ctx.mem.over.take(),
+            loop_lines: std::mem::take(&mut ctx.loop_lines),
         }
     }
 }

@@ -1,5 +1,6 @@
-//! Logical NeuronCores of two physical cores (`Grid::lnc(2)`): `program_id(0)` is the core
-//! index, `nisa::sendrecv` moves tiles between the cores, `nisa::core_barrier` orders them
+//! Logical NeuronCores of two physical cores (`Grid::lnc(2)`, or `k[2]` for an NKI 0.7 kernel,
+//! `#[nki_kernel(nki = "0.7")]`, while `k[2]` stays a grid of two instances on one core for a
+//! Beta 1 kernel): `program_id(0)` is the core index, `nisa::sendrecv` moves tiles between the cores, `nisa::core_barrier` orders them
 //! (both cores' timelines wait for each other), and a barrier one core never reaches is a
 //! deadlock error naming its line, in every mode, never a hang.
 
@@ -12,6 +13,16 @@ const FILE: &str = file!();
 /// exchanging their halves with `sendrecv`; core 0 stores.
 #[nki_kernel]
 fn half_sum(x: &Hbm<f32>, out: &mut Hbm<f32>) {
+    half_sum_body(x, out);
+}
+
+/// `half_sum` written as an NKI 0.7 kernel: `half_sum07[2]` is its LNC=2 launch.
+#[nki_kernel(nki = "0.7")]
+fn half_sum07(x: &Hbm<f32>, out: &mut Hbm<f32>) {
+    half_sum_body(x, out);
+}
+
+fn half_sum_body(x: &Hbm<f32>, out: &HbmOut<'_, f32>) {
     let me = nl::program_id(0);
     let mine = nl::ndarray(&[64, 32], DType::F32, nl::sbuf);
     nisa::dma_copy(&mine, x.slice((64 * me..64 * me + 64, ..)), None);
@@ -216,4 +227,154 @@ fn bad_ranks(x: &Hbm<f32>) {
     let u = nl::ndarray(&[64, 32], DType::F32, nl::sbuf);
     let me = nl::program_id(0);
     nisa::sendrecv(&t, &u, me, 1 - me);
+}
+
+#[test]
+fn an_nki07_kernel_launched_as_k2_runs_once_on_each_core_of_an_lnc2_neuroncore() {
+    assert_eq!(half_sum07::DIALECT, Dialect::Nki07);
+    assert_eq!(half_sum::DIALECT, Dialect::Beta1);
+    let (x, want) = half_sum_input();
+    let mut out = Hbm::<f32>::zeros([64, 32]);
+    let r = launch!(half_sum07[2](&x, &mut out)).unwrap();
+    assert_eq!(out.to_f32_vec().unwrap(), want);
+    assert_eq!(r.dialect, Dialect::Nki07);
+    assert_eq!(r.grid, Grid::lnc(2));
+    let placed: Vec<(Vec<usize>, usize)> = r
+        .instances
+        .iter()
+        .map(|i| (i.program_id.clone(), i.nc))
+        .collect();
+    assert_eq!(placed, [(vec![0], 0), (vec![1], 1)]);
+    // The same kernel, modelled: both cores' timelines, as `Grid::lnc(2)` of the Beta 1 kernel.
+    let mut out = Hbm::<f32>::zeros([64, 32]);
+    let p07 = half_sum07::simulate(2, Target::Trn2, &x, &mut out).unwrap();
+    let p = half_sum::simulate(Grid::lnc(2), Target::Trn2, &x, &mut out).unwrap();
+    assert_eq!(p07.cores.len(), 2, "{p07}");
+    assert_eq!(p07.instructions, p.instructions);
+    assert_eq!(p07.latency_ns, p.latency_ns);
+}
+
+/// Each instance adds 1 to its own row of `out`.
+#[nki_kernel]
+fn row_per_instance(out: &mut Hbm<f32>) {
+    row_per_instance_body(out);
+}
+
+/// `row_per_instance` as an NKI 0.7 kernel.
+#[nki_kernel(nki = "0.7")]
+fn row_per_instance07(out: &mut Hbm<f32>) {
+    row_per_instance_body(out);
+}
+
+fn row_per_instance_body(out: &HbmOut<'_, f32>) {
+    let me = nl::program_id(0);
+    let t = nl::full(&[1, 8], 1.0, DType::F32, nl::sbuf);
+    nisa::dma_copy(out.slice((me..me + 1, ..)), &t, None);
+}
+
+#[test]
+fn a_beta1_kernel_launched_as_k2_keeps_its_one_core_grid_and_an_nki07_one_takes_one_or_two_cores() {
+    let mut out = Hbm::<f32>::zeros([2, 8]);
+    let r = launch!(row_per_instance[2](&mut out)).unwrap();
+    assert_eq!(r.dialect, Dialect::Beta1);
+    assert_eq!(r.grid, Grid::new([2]));
+    assert!(r.instances.iter().all(|i| i.nc == 0), "{:?}", r.instances);
+    assert_eq!(out.to_f32_vec().unwrap(), vec![1.0; 16]);
+    let mut out = Hbm::<f32>::zeros([2, 8]);
+    let r = launch!(row_per_instance07[1](&mut out)).unwrap();
+    assert_eq!((r.grid.num_instances(), r.grid.num_cores()), (1, 1));
+    let o = out.to_f32_vec().unwrap();
+    assert_eq!((&o[..8], &o[8..]), (&[1.0; 8][..], &[0.0; 8][..]));
+    let r = launch!(row_per_instance07[nc(2)](&mut out)).unwrap();
+    assert_eq!(r.grid, Grid::lnc(2));
+}
+
+#[test]
+fn an_nki07_kernel_on_an_spmd_grid_is_an_error_naming_the_rule_and_the_launch() {
+    let mut out = Hbm::<f32>::zeros([8, 8]);
+    let grids = [
+        Grid::new([4]),
+        Grid::new([2, 2]),
+        Grid::new([spmd_dim(2, nc(2))]),
+        Grid::new([nc(2), 1.into()]),
+    ];
+    for grid in grids {
+        let line = line!() + 1;
+        let e = row_per_instance07::launch(grid.clone(), &mut out).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidGrid, "{grid}: {e}");
+        assert!(e.message().contains("kernel[1] or kernel[2]"), "{e}");
+        assert!(e.message().contains(&grid.to_string()), "{e}");
+        let loc = e.location().unwrap();
+        assert_eq!((loc.file, loc.line), (FILE, line), "{e}");
+    }
+}
+
+/// Reads grid axis 1.
+#[nki_kernel(nki = "0.7")]
+fn second_axis(out: &mut Hbm<f32>) {
+    let _ = (out, nl::program_id(1));
+}
+
+#[test]
+fn an_nki07_program_axis_other_than_zero_is_an_error() {
+    let mut out = Hbm::<f32>::zeros([8, 8]);
+    let e = launch!(second_axis[2](&mut out)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("program axis must be zero"), "{e}");
+}
+
+/// Both cores exchange `mine` into `theirs` twice; between the two exchanges core 1 reads its
+/// `theirs` `reads` times (a chain of activations), which core 0's second send overwrites.
+#[nki_kernel]
+fn reread(out: &mut Hbm<f32>, reads: usize) {
+    let me = nl::program_id(0);
+    let mine = nl::zeros(&[128, 512], DType::F32, nl::sbuf);
+    let theirs = nl::ndarray(&[128, 512], DType::F32, nl::sbuf);
+    nisa::sendrecv(&mine, &theirs, 1 - me, 1 - me);
+    if me == 1 {
+        let acc = nl::ndarray(&[128, 512], DType::F32, nl::sbuf);
+        for _ in 0..reads {
+            nisa::activation(&acc, nl::ActFn::Exp, &theirs, None);
+        }
+        nisa::dma_copy(out.slice((.., ..)), &acc, None);
+    }
+    nisa::sendrecv(&mine, &theirs, 1 - me, 1 - me);
+}
+
+#[test]
+fn a_sendrecv_waits_for_the_other_cores_earlier_reads_of_its_dst() {
+    for mode in [Mode::Simulate, Mode::Estimate] {
+        let mut out = if mode == Mode::Estimate {
+            Hbm::<f32>::shape_only([128, 512])
+        } else {
+            Hbm::<f32>::zeros([128, 512])
+        };
+        let p = reread::run(Launch::new(Grid::lnc(2)).mode(mode), &mut out, 20)
+            .unwrap()
+            .profile
+            .unwrap();
+        // The end of core 1's last read of `theirs`, and the start of core 0's second send
+        // (which writes core 1's `theirs`).
+        let (mut reads_end, mut send2_start) = (0.0f64, 0.0f64);
+        for s in p.spans.iter().filter(|s| s.cause.is_none()) {
+            let Some(op) = p.ops.get(s.op as usize) else {
+                continue;
+            };
+            if op.nc == 1 && op.api == "nisa.activation" {
+                reads_end = reads_end.max(s.start_ns + s.dur_ns);
+            }
+            if op.nc == 0 && op.api == "nisa.sendrecv" && op.engine == Engine::Dma {
+                send2_start = send2_start.max(s.start_ns);
+            }
+        }
+        assert!(
+            reads_end > 5000.0,
+            "{mode:?}: 20 activations end at {reads_end} ns"
+        );
+        assert!(
+            send2_start >= reads_end,
+            "{mode:?}: core 0's second send starts at {send2_start} ns, before core 1's reads \
+             of the dst it overwrites end at {reads_end} ns"
+        );
+    }
 }

@@ -9,7 +9,7 @@
 //!   each forward to `nki_core::__private` (`launch`, `modelled`), written once in the
 //!   runtime, with a closure that calls `run`.
 
-use crate::model::{Kernel, Role};
+use crate::model::{Dialect, Kernel, Role};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
@@ -99,6 +99,15 @@ fn launchers(k: &Kernel) -> TokenStream {
     let grid = quote!(grid: impl ::core::convert::Into<#nki::Grid>);
     let target = quote!(target: #nki::Target);
     let run = quote!(|launch| Self::run #turbofish (launch, #(#names),*));
+    let dialect = match k.dialect {
+        Dialect::Beta1 => quote!(#nki::Dialect::Beta1),
+        Dialect::Nki07 => quote!(#nki::Dialect::Nki07),
+    };
+    let dialect_const = quote! {
+        /// The NKI dialect the kernel is written in (`#[nki_kernel(nki = "0.7")]` or the
+        /// default Beta 1): it decides what the launch grid means.
+        pub const DIALECT: #nki::Dialect = #dialect;
+    };
     // Each HBM argument is named after its parameter for the launch's errors.
     let hbm_params = k.names_of(|r| !matches!(r, Role::Other));
     let naming = quote!(#(#hbm_params.set_name(stringify!(#hbm_params));)*);
@@ -117,6 +126,8 @@ fn launchers(k: &Kernel) -> TokenStream {
 
             #[allow(dead_code, clippy::too_many_arguments)]
             impl #name {
+                #dialect_const
+
                 /// Runs the kernel on `grid` (execute mode, default target): its returned
                 /// outputs and the report.
                 pub fn launch<#generic_params>(#grid, #(#params),*) -> #report #where_clause {
@@ -135,12 +146,13 @@ fn launchers(k: &Kernel) -> TokenStream {
                     #nki::__private::modelled_returning(grid, target, #nki::Mode::Estimate, #run)
                 }
 
-                /// Runs the kernel with a configured [`::nki_core::Launch`].
+                /// Runs the kernel with a configured [`::nki_core::Launch`] (its dialect set to
+                /// the kernel's, [`Self::DIALECT`]).
                 pub fn run<#generic_params>(launch: #nki::Launch, #(#params),*) -> #report #where_clause {
                     #naming
                     #(let #borrowed = #outputs.as_output();)*
                     let __nki_returned = #nki::__private::ReturnSlot::new();
-                    let report = launch.run(|| __nki_returned.set(#name #turbofish (#(#instance_args),*)))?;
+                    let report = launch.dialect(Self::DIALECT).run(|| __nki_returned.set(#name #turbofish (#(#instance_args),*)))?;
                     ::core::result::Result::Ok((__nki_returned.take()?, report))
                 }
             }
@@ -155,6 +167,8 @@ fn launchers(k: &Kernel) -> TokenStream {
 
         #[allow(dead_code, clippy::too_many_arguments)]
         impl #name {
+            #dialect_const
+
             /// Runs the kernel on `grid` (execute mode, default target) and returns the report.
             #[track_caller]
             pub fn launch<#generic_params>(#grid, #(#params),*) -> #report #where_clause {
@@ -174,12 +188,13 @@ fn launchers(k: &Kernel) -> TokenStream {
                 #nki::__private::modelled(grid, target, #nki::Mode::Estimate, #run)
             }
 
-            /// Runs the kernel with a configured [`::nki_core::Launch`].
+            /// Runs the kernel with a configured [`::nki_core::Launch`] (its dialect set to the
+            /// kernel's, [`Self::DIALECT`]).
             #[track_caller]
             pub fn run<#generic_params>(launch: #nki::Launch, #(#params),*) -> #report #where_clause {
                 #naming
                 #(let #borrowed = #outputs.as_output();)*
-                launch.run(|| #name #turbofish (#(#instance_args),*))
+                launch.dialect(Self::DIALECT).run(|| #name #turbofish (#(#instance_args),*))
             }
         }
     }

@@ -14,36 +14,36 @@
 //!
 //! `#[nki_kernel(debug)]` prints the expansion to the compiler's standard error while the
 //! kernel compiles (as one line of Rust tokens; pipe it through `rustfmt` to read it).
+//! `#[nki_kernel(nki = "0.7")]` marks a kernel written in NKI 0.7, whose launch grid is only
+//! the logical NeuronCore's degree (`k[1]`, `k[2]`); the default, Beta 1, keeps the SPMD grid.
+//! The generated type carries the dialect as `k::DIALECT`, and `k::run` hands it to the launch.
 
 mod expand;
 mod model;
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
-use quote::quote_spanned;
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{parse_macro_input, ItemFn};
+use syn::{parse_macro_input, ItemFn, Meta, Token};
 
-/// Marks a function as an NKI kernel; `#[nki_kernel(debug)]` also prints the expansion at
-/// compile time. See the crate docs.
+/// Marks a function as an NKI kernel. Arguments, comma-separated, each optional:
+/// `debug` prints the expansion at compile time; `nki = "0.7"` marks an NKI 0.7 kernel,
+/// launched on a logical NeuronCore (`launch!(k[2](..))` is LNC=2, `nl::program_id(0)` the core
+/// index), where the default (`nki = "beta1"`) keeps Beta 1's SPMD grid. See the crate docs and
+/// `nki_core::Dialect`.
 #[proc_macro_attribute]
 pub fn nki_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let attr: TokenStream2 = attr.into();
-    let debug = match attr.to_string().as_str() {
-        "" => false,
-        "debug" => true,
-        _ => {
-            return quote_spanned!(attr.span()=>
-                compile_error!("#[nki_kernel] takes no arguments except `debug`");
-            )
-            .into()
-        }
+    let args = match Args::parse(attr.into()) {
+        Ok(a) => a,
+        Err(e) => return e.to_compile_error().into(),
     };
     let func = parse_macro_input!(item as ItemFn);
-    let expansion = match model::Kernel::parse(func) {
+    let expansion = match model::Kernel::parse(func, args.dialect) {
         Ok(kernel) => {
             let tokens = expand::kernel(&kernel);
-            if debug {
+            if args.debug {
                 eprintln!(
                     "#[nki_kernel(debug)] expansion of `{}`:\n{tokens}",
                     kernel.name
@@ -54,4 +54,57 @@ pub fn nki_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
         Err(e) => e.to_compile_error(),
     };
     expansion.into()
+}
+
+/// The arguments of `#[nki_kernel(..)]`.
+struct Args {
+    debug: bool,
+    dialect: model::Dialect,
+}
+
+impl Args {
+    /// Reads `debug` and `nki = "0.7" | "beta1"`, in any order, each at most once.
+    fn parse(attr: TokenStream2) -> syn::Result<Args> {
+        let rule = "#[nki_kernel] takes the arguments `debug` and `nki = \"0.7\"` (the NKI \
+                    dialect of the kernel; default `nki = \"beta1\"`)";
+        let metas = Punctuated::<Meta, Token![,]>::parse_terminated
+            .parse2(attr.clone())
+            .map_err(|_| syn::Error::new(attr.span(), rule))?;
+        let mut args = Args {
+            debug: false,
+            dialect: model::Dialect::Beta1,
+        };
+        let (mut seen_debug, mut seen_nki) = (false, false);
+        for m in &metas {
+            match m {
+                Meta::Path(p) if p.is_ident("debug") && !seen_debug => {
+                    seen_debug = true;
+                    args.debug = true;
+                }
+                Meta::NameValue(nv) if nv.path.is_ident("nki") && !seen_nki => {
+                    seen_nki = true;
+                    let version = match &nv.value {
+                        syn::Expr::Lit(syn::ExprLit {
+                            lit: syn::Lit::Str(s),
+                            ..
+                        }) => s.value(),
+                        _ => String::new(),
+                    };
+                    args.dialect = match version.as_str() {
+                        "0.7" => model::Dialect::Nki07,
+                        "beta1" => model::Dialect::Beta1,
+                        _ => {
+                            return Err(syn::Error::new(
+                                nv.value.span(),
+                                "the NKI dialect of a kernel is `nki = \"0.7\"` or \
+                                 `nki = \"beta1\"` (the default)",
+                            ))
+                        }
+                    };
+                }
+                _ => return Err(syn::Error::new(m.span(), rule)),
+            }
+        }
+        Ok(args)
+    }
 }

@@ -33,6 +33,16 @@ pub(crate) struct Param {
     pub(crate) role: Role,
 }
 
+/// The NKI dialect a kernel is written in (`#[nki_kernel(nki = "0.7")]`); it becomes
+/// `nki_core::Dialect` in the expansion.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    /// NKI Beta 1, the default: the launch grid is an SPMD grid.
+    Beta1,
+    /// NKI 0.7: the launch grid is the logical NeuronCore's degree.
+    Nki07,
+}
+
 /// The kernel: the function `#[nki_kernel]` annotates, with its parameters' roles.
 pub(crate) struct Kernel {
     pub(crate) attrs: Vec<Attribute>,
@@ -44,6 +54,8 @@ pub(crate) struct Kernel {
     /// if it returns any.
     pub(crate) ret: Option<Returns>,
     pub(crate) body: Box<Block>,
+    /// The dialect the attribute named.
+    pub(crate) dialect: Dialect,
 }
 
 /// A kernel's return type: `Hbm<T>` or a tuple of `Hbm<T>`s.
@@ -55,8 +67,8 @@ pub(crate) struct Returns {
 }
 
 impl Kernel {
-    /// Reads and checks the annotated function.
-    pub(crate) fn parse(func: ItemFn) -> syn::Result<Kernel> {
+    /// Reads and checks the annotated function, written in `dialect`.
+    pub(crate) fn parse(func: ItemFn, dialect: Dialect) -> syn::Result<Kernel> {
         let sig = &func.sig;
         let ret = match &sig.output {
             ReturnType::Default => None,
@@ -78,6 +90,7 @@ impl Kernel {
             params,
             ret,
             body: func.block,
+            dialect,
         })
     }
 

@@ -731,9 +731,9 @@ impl Op {
     /// [`Op::record`] under the NKI name `api` (an `nl` call recorded under its full name).
     #[inline(always)]
     pub(crate) fn record_as(&self, api: &'static str, engine: Engine, opcode: Opcode) -> Rec {
-        Rec(std::mem::ManuallyDrop::new(Instr::new(
-            engine, opcode, api, self.loc,
-        )))
+        let mut r = Instr::new(engine, opcode, api, self.loc);
+        r.name = self.env.name;
+        Rec(std::mem::ManuallyDrop::new(r))
     }
 }
 
