@@ -98,6 +98,9 @@ thread_local! {
     /// A tile of another instance or launch made into a view on this thread, not yet
     /// reported: its message and where the view was made (see [`defer_foreign_use`]).
     static FOREIGN_USE: Cell<Option<Box<(String, SourceLoc)>>> = const { Cell::new(None) };
+    /// Whether [`FOREIGN_USE`] holds an error: read by every op, and cheaper to read than
+    /// `FOREIGN_USE` (no destructor, so no lazy registration check).
+    static FOREIGN_PENDING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Notes that the running instance made a view of a tile it does not own (`message` says
@@ -111,13 +114,23 @@ pub(crate) fn defer_foreign_use(message: String, loc: SourceLoc) {
         let first = f.take();
         f.set(first.or(Some(Box::new((message, loc)))));
     });
+    FOREIGN_PENDING.with(|p| p.set(true));
+}
+
+/// Takes the pending foreign-tile error ([`defer_foreign_use`]), if any.
+fn take_foreign_use() -> Option<Box<(String, SourceLoc)>> {
+    FOREIGN_PENDING.with(|p| p.set(false));
+    FOREIGN_USE.with(Cell::take)
 }
 
 /// Raises the pending foreign-tile error ([`defer_foreign_use`]), if any, as an error of op
 /// `op` at `loc`.
 #[inline]
 pub(crate) fn raise_foreign_use(op: &'static str, loc: SourceLoc) {
-    if let Some(pending) = FOREIGN_USE.with(Cell::take) {
+    if !FOREIGN_PENDING.with(Cell::get) {
+        return;
+    }
+    if let Some(pending) = take_foreign_use() {
         raise(
             NkiError::new(ErrorKind::InvalidArgument, op, pending.0),
             loc,
@@ -301,14 +314,14 @@ impl InstanceCtx {
 
 /// Installs `ctx` on this thread (replacing none) and returns the previous one.
 pub(crate) fn install(ctx: InstanceCtx) -> Option<InstanceCtx> {
-    FOREIGN_USE.with(|f| f.set(None));
+    take_foreign_use();
     crate::hbm::shared::set_current((ctx.shared.id, ctx.instance));
     CTX.with(|c| c.borrow_mut().replace(ctx))
 }
 
 /// Removes and returns this thread's context.
 pub(crate) fn take() -> Option<InstanceCtx> {
-    FOREIGN_USE.with(|f| f.set(None));
+    take_foreign_use();
     crate::hbm::shared::set_current((0, 0));
     CTX.with(|c| c.borrow_mut().take())
 }
@@ -364,7 +377,7 @@ pub(crate) fn run_instance<R>(
     let outcome = catch(&pid, || {
         let r = f();
         // A view of a foreign tile that no op took (e.g. only read on the host side).
-        if let Some(pending) = FOREIGN_USE.with(Cell::take) {
+        if let Some(pending) = take_foreign_use() {
             raise(
                 NkiError::new(ErrorKind::InvalidArgument, "tile", pending.0),
                 pending.1,

@@ -364,7 +364,11 @@ impl Tile {
 
     /// The first element of view `ap` (flat tile index; its instruction region is `region`)
     /// nothing has written, if any.
-    fn first_unwritten(&self, ap: &Ap, region: impl FnOnce() -> Region) -> Option<usize> {
+    fn first_unwritten(
+        &self,
+        ap: impl FnOnce() -> Ap,
+        region: impl FnOnce() -> Region,
+    ) -> Option<usize> {
         if self.init.get() {
             return None;
         }
@@ -376,11 +380,12 @@ impl Tile {
             return gap.flatten().map(|(p, f)| p as usize * free + f as usize);
         }
         let g = self.written.borrow();
+        let ap = ap();
         let Some((bits, _)) = g.as_ref() else {
             return Some(ap.offset);
         };
         let mut first = None;
-        for_each_element(ap, |e| {
+        for_each_element(&ap, |e| {
             if first.is_none() && bits[e / 64] & (1 << (e % 64)) == 0 {
                 first = Some(e);
             }
@@ -909,14 +914,17 @@ impl<'a> TileRef<'a> {
     /// True when every element of the view has been written.
     pub(crate) fn is_written(&self) -> bool {
         self.tile
-            .first_unwritten(&self.tile_ap(), || self.region())
+            .first_unwritten(|| self.tile_ap(), || self.region())
             .is_none()
     }
 
     /// Raises [`ErrorKind::UninitializedRead`] when an element of the view was never written
     /// (per element: a tile written in part is read only where it was written).
     pub(crate) fn check_init(&self, op: &'static str, loc: SourceLoc) {
-        let Some(e) = self.tile.first_unwritten(&self.tile_ap(), || self.region()) else {
+        let Some(e) = self
+            .tile
+            .first_unwritten(|| self.tile_ap(), || self.region())
+        else {
             return;
         };
         let t = self.tile;

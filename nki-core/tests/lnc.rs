@@ -367,7 +367,10 @@ fn a_sendrecv_waits_for_the_other_cores_earlier_reads_of_its_dst() {
                 send2_start = send2_start.max(s.start_ns);
             }
         }
-        assert!(reads_end > 5000.0, "{mode:?}: 20 activations end at {reads_end} ns");
+        assert!(
+            reads_end > 5000.0,
+            "{mode:?}: 20 activations end at {reads_end} ns"
+        );
         assert!(
             send2_start >= reads_end,
             "{mode:?}: core 0's second send starts at {send2_start} ns, before core 1's reads \
