@@ -86,6 +86,8 @@ pub(crate) struct InstanceCtx {
     /// The meeting point of the two cores of an LNC=2 launch (`nisa::sendrecv`,
     /// `nisa::core_barrier`); `None` in other launches.
     pub(crate) lnc: Option<Arc<crate::isa::lnc_state::Pair>>,
+    /// The name the instructions issued now carry (`nisa::named`), if any.
+    pub(crate) name: Option<crate::names::InstrName>,
     /// The dialect the running kernel is written in (from its `#[nki_kernel]` attribute, see
     /// [`crate::dialect::Dialect`]); read it with [`InstanceCtx::dialect`].
     pub(crate) dialect: crate::dialect::Dialect,
@@ -96,6 +98,9 @@ thread_local! {
     /// A tile of another instance or launch made into a view on this thread, not yet
     /// reported: its message and where the view was made (see [`defer_foreign_use`]).
     static FOREIGN_USE: Cell<Option<Box<(String, SourceLoc)>>> = const { Cell::new(None) };
+    /// Whether [`FOREIGN_USE`] holds an error: read by every op, and cheaper to read than
+    /// `FOREIGN_USE` (no destructor, so no lazy registration check).
+    static FOREIGN_PENDING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Notes that the running instance made a view of a tile it does not own (`message` says
@@ -109,13 +114,23 @@ pub(crate) fn defer_foreign_use(message: String, loc: SourceLoc) {
         let first = f.take();
         f.set(first.or(Some(Box::new((message, loc)))));
     });
+    FOREIGN_PENDING.with(|p| p.set(true));
+}
+
+/// Takes the pending foreign-tile error ([`defer_foreign_use`]), if any.
+fn take_foreign_use() -> Option<Box<(String, SourceLoc)>> {
+    FOREIGN_PENDING.with(|p| p.set(false));
+    FOREIGN_USE.with(Cell::take)
 }
 
 /// Raises the pending foreign-tile error ([`defer_foreign_use`]), if any, as an error of op
 /// `op` at `loc`.
 #[inline]
 pub(crate) fn raise_foreign_use(op: &'static str, loc: SourceLoc) {
-    if let Some(pending) = FOREIGN_USE.with(Cell::take) {
+    if !FOREIGN_PENDING.with(Cell::get) {
+        return;
+    }
+    if let Some(pending) = take_foreign_use() {
         raise(
             NkiError::new(ErrorKind::InvalidArgument, op, pending.0),
             loc,
@@ -159,6 +174,7 @@ impl InstanceCtx {
             accum: Default::default(),
             loops: Default::default(),
             lnc: None,
+            name: None,
             dialect: crate::dialect::Dialect::Beta1,
         }
     }
@@ -298,14 +314,14 @@ impl InstanceCtx {
 
 /// Installs `ctx` on this thread (replacing none) and returns the previous one.
 pub(crate) fn install(ctx: InstanceCtx) -> Option<InstanceCtx> {
-    FOREIGN_USE.with(|f| f.set(None));
+    take_foreign_use();
     crate::hbm::shared::set_current((ctx.shared.id, ctx.instance));
     CTX.with(|c| c.borrow_mut().replace(ctx))
 }
 
 /// Removes and returns this thread's context.
 pub(crate) fn take() -> Option<InstanceCtx> {
-    FOREIGN_USE.with(|f| f.set(None));
+    take_foreign_use();
     crate::hbm::shared::set_current((0, 0));
     CTX.with(|c| c.borrow_mut().take())
 }
@@ -361,7 +377,7 @@ pub(crate) fn run_instance<R>(
     let outcome = catch(&pid, || {
         let r = f();
         // A view of a foreign tile that no op took (e.g. only read on the host side).
-        if let Some(pending) = FOREIGN_USE.with(Cell::take) {
+        if let Some(pending) = take_foreign_use() {
             raise(
                 NkiError::new(ErrorKind::InvalidArgument, "tile", pending.0),
                 pending.1,
@@ -390,6 +406,8 @@ pub(crate) struct OpEnv {
     pub(crate) records: bool,
     /// The launch target.
     pub(crate) target: Target,
+    /// The instruction name in force (`nisa::named`), carried into the op's records.
+    pub(crate) name: Option<crate::names::InstrName>,
 }
 
 /// One `nl`/`nisa` op in flight: THE handle every op is built through.
@@ -435,14 +453,32 @@ impl Op {
         self.env.target
     }
 
-    /// Fails the instance with an error of `kind` naming this op and its line.
+    /// Fails the instance with an error of `kind` naming this op (and its instruction name,
+    /// when it has one) and its line.
     pub(crate) fn fail(&self, kind: ErrorKind, msg: impl Into<String>) -> ! {
-        raise(NkiError::new(kind, self.api, msg), self.loc)
+        raise(self.named(NkiError::new(kind, self.api, msg)), self.loc)
     }
 
-    /// Unwraps `r`; an `Err` fails the instance at this op's line.
+    /// Unwraps `r`; an `Err` fails the instance at this op's line (naming the instruction
+    /// name, when it has one).
     pub(crate) fn check<T>(&self, r: crate::error::Result<T>) -> T {
-        check(r, self.loc)
+        match self.env.name {
+            None => check(r, self.loc),
+            Some(_) => r.unwrap_or_else(|e| raise(self.named(e), self.loc)),
+        }
+    }
+
+    /// `e` with this op's instruction name (`nisa::named`) in its message, if it has one.
+    #[cold]
+    fn named(&self, e: NkiError) -> NkiError {
+        match self.env.name {
+            None => e,
+            Some(n) => NkiError::new(
+                e.kind(),
+                e.op(),
+                format!("{} (instruction '{n}')", e.message()),
+            ),
+        }
     }
 
     /// This instance's writer tag for the HBM stores of this op (at its current affine_range
@@ -491,6 +527,7 @@ pub(crate) fn env(op: &'static str, loc: SourceLoc) -> OpEnv {
                 executes: c.mode.executes(),
                 records: c.mode.records(),
                 target: c.target,
+                name: c.name,
             },
             c.shared.cancelled.cancels(c.instance),
         )

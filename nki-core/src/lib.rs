@@ -84,6 +84,7 @@ mod math;
 mod memory;
 pub mod mesh;
 mod mx;
+mod names;
 mod ops;
 mod profile;
 mod record;
@@ -134,6 +135,7 @@ pub use crate::target::{Target, TargetSpec};
 pub use crate::timing::compiler::{with_compiler_stage, CompilerStage};
 // Instruction records: what the timing model reads (one stream per NeuronCore).
 pub use crate::math::{ActFn, AluOp};
+pub use crate::names::InstrName;
 pub use crate::record::{
     AffinePos, BufId, CoreStream, DmaDims, Engine, Instr, MatmulDims, MemKind, Opcode, Region,
     Regions,

@@ -412,6 +412,9 @@ pub struct Instr {
     /// records in different iterations of one activation are independent by contract, so
     /// the timing model lets an engine run them out of program order.
     pub affine: AffinePos,
+    /// The instruction's name (NKI `name=`, given with `nisa::named`), if any: shown in the
+    /// profile and the trace.
+    pub name: Option<crate::names::InstrName>,
 }
 
 /// A position in a kernel's `affine_range` loops: the `(loop activation, iteration)` pairs,
@@ -510,6 +513,7 @@ impl Instr {
             writes: Regions::new(),
             loc,
             affine: AffinePos::default(),
+            name: None,
         }
     }
 

@@ -116,6 +116,9 @@ pub struct OpInfo {
     pub nc: u16,
     /// Index into [`Profile::program_ids`].
     pub instance: u32,
+    /// The instruction's name (NKI `name=`, [`crate::nisa::named`]), if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<crate::names::InstrName>,
 }
 
 /// What a stretch of the critical path was spent on (see [`Profile::bounds`]).
