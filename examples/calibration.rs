@@ -9,6 +9,11 @@
 //! cargo run --release --example calibration [-- --json] [--trace DIR]
 //! ```
 //!
+//! `--compiler` also prints what the opt-in `compiler` stage ([`CompilerStage::BETA1`]:
+//! duplicate-load removal, hoisting, multi-buffering) would move: section 1, the NKIBench
+//! byte counters of section 5 and the tutorial's fp32 versions on trn2, off against on (the
+//! rows and the JSON are always modelled with the stage off, the default).
+//!
 //! `--json` prints one array of objects with the keys `section`, `name`, `target`,
 //! `published_us`, `model_us`, `error_percent` and `bottleneck` (the DMA-efficiency rows of
 //! section 2 are percentages: their `*_us` keys are null and `published_percent` /
@@ -18,9 +23,11 @@
 //! sweep of 100 blockings of a 4096³ GEMM) and prints both wall times.
 
 use nki_core::prelude::*;
+use nki_core::{with_compiler_stage, CompilerStage};
 use nki_kernels::calibration::{cpu_seconds, points, Row};
 use nki_kernels::kernel_optimization::{Tiles, Version, BENCHMARK_KMN};
-use nki_kernels::matmul::{Blocking, MatmulKernel};
+use nki_kernels::matmul::{Blocking, MatmulKernel, PUBLISHED_TRN1, TUTORIAL_BENCHMARK_KMN};
+use nki_kernels::nkibench::Baseline;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -28,19 +35,24 @@ use std::time::Instant;
 struct Options {
     json: bool,
     trace: Option<PathBuf>,
+    compiler: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
     let mut o = Options {
         json: false,
         trace: None,
+        compiler: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--json" => o.json = true,
+            "--compiler" => o.compiler = true,
             "--trace" => o.trace = Some(args.next().ok_or("--trace needs a directory")?.into()),
-            "-h" | "--help" => return Err("usage: calibration [--json] [--trace DIR]".into()),
+            "-h" | "--help" => {
+                return Err("usage: calibration [--json] [--trace DIR] [--compiler]".into())
+            }
             other => return Err(format!("unknown argument '{other}' (try --help)")),
         }
     }
@@ -135,8 +147,92 @@ fn main() -> ExitCode {
             }
         }
     }
+    if opts.compiler {
+        if let Err(e) = compiler_stage() {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     println!(
         "\nestimate speed: four full-size tutorial matmuls {tutorial_s:.2} s ({tutorial_cpu:.2} s CPU); {swept} blockings of a 4096^3 GEMM {sweep_s:.2} s ({sweep_cpu:.2} s CPU)"
     );
     ExitCode::SUCCESS
+}
+
+/// Prints what the `compiler` stage moves, off against on.
+fn compiler_stage() -> Result<(), NkiError> {
+    let both = |f: &dyn Fn() -> Result<Profile, NkiError>| -> Result<(Profile, Profile), NkiError> {
+        Ok((
+            with_compiler_stage(CompilerStage::OFF, f)?,
+            with_compiler_stage(CompilerStage::BETA1, f)?,
+        ))
+    };
+    println!("\ncompiler stage (CompilerStage::BETA1, opt-in): off -> on");
+    let (k, m, n) = TUTORIAL_BENCHMARK_KMN;
+    let lhs_t = Hbm::<bf16>::shape_only([k, m]);
+    let rhs = Hbm::<bf16>::shape_only([k, n]);
+    for p in PUBLISHED_TRN1 {
+        let (off, on) = both(&|| {
+            let mut result = Hbm::<bf16>::shape_only([m, n]);
+            p.kernel.estimate(Target::Trn1, &lhs_t, &rhs, &mut result)
+        })?;
+        println!(
+            "1   {:<40} trn1  published {:>9.2} ms  off {:>9.2} ms  on {:>9.2} ms  ({} removed, {} tiles multi-buffered)",
+            p.kernel.name(),
+            p.latency_ms,
+            off.latency_ms(),
+            on.latency_ms(),
+            on.compiler.removed,
+            on.compiler.renamed_tiles
+        );
+    }
+    let mb = |b: u64| b as f64 / 1e6;
+    for b in Baseline::ALL {
+        let (off, on) = both(&|| b.estimate(Target::Trn1))?;
+        let c = b.counters();
+        let bytes = |p: &Profile| {
+            [
+                p.dma.hbm_read_bytes,
+                p.dma.hbm_write_bytes,
+                p.spills.save_bytes,
+                p.spills.reload_bytes,
+            ]
+        };
+        let (o, x) = (bytes(&off), bytes(&on));
+        println!("5   {:<40} trn1  (MB: counter / off / on)", b.name());
+        for (i, what) in ["HBM read", "HBM write", "spill save", "spill reload"]
+            .iter()
+            .enumerate()
+        {
+            println!(
+                "      {what:<14} {:>10.2} {:>10.2} {:>10.2}",
+                mb(c[i]),
+                mb(o[i]),
+                mb(x[i])
+            );
+        }
+        println!(
+            "      latency off {:.2} ms, on {:.2} ms; {} removed, {} tiles multi-buffered",
+            off.latency_ms(),
+            on.latency_ms(),
+            on.compiler.removed,
+            on.compiler.renamed_tiles
+        );
+    }
+    for v in [
+        Version::Hoisted,
+        Version::BlockedFree,
+        Version::FullyBlocked(Tiles::TUTORIAL),
+    ] {
+        let (off, on) = both(&|| v.estimate::<f32>(Target::Trn2, BENCHMARK_KMN))?;
+        println!(
+            "5   {:<40} trn2  fp32 off {:>9.2} ms  on {:>9.2} ms  HBM read off {:.2} MB on {:.2} MB",
+            v.to_string(),
+            off.latency_ms(),
+            on.latency_ms(),
+            mb(off.dma.hbm_read_bytes),
+            mb(on.dma.hbm_read_bytes)
+        );
+    }
+    Ok(())
 }

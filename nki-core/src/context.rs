@@ -70,6 +70,9 @@ pub(crate) struct InstanceCtx {
     /// `frames` as the records share it (made on the first record after `frames` changed).
     position: Option<AffinePos>,
     next_activation: u32,
+    /// Where each `affine_range` activation began (indexed by activation id; read by the
+    /// `compiler` stage for its profile lines).
+    pub(crate) loop_lines: Vec<SourceLoc>,
     /// This instance's writer ids (store, atomic, read) at its current affine_range position.
     writer: [Option<u32>; 3],
     /// How many tensors this instance allocated in shared HBM so far (the next one is the
@@ -85,6 +88,8 @@ pub(crate) struct InstanceCtx {
     pub(crate) lnc: Option<Arc<crate::isa::lnc_state::Pair>>,
     /// The XORWOW generators of GpSimdE and VectorE (`nisa::rng`, `nisa::rand_set_state`).
     pub(crate) hw_rng: crate::isa::rng_state::HwRng,
+    /// The name the instructions issued now carry (`nisa::named`), if any.
+    pub(crate) name: Option<crate::names::InstrName>,
     /// The dialect the running kernel is written in (from its `#[nki_kernel]` attribute, see
     /// [`crate::dialect::Dialect`]); read it with [`InstanceCtx::dialect`].
     pub(crate) dialect: crate::dialect::Dialect,
@@ -95,6 +100,9 @@ thread_local! {
     /// A tile of another instance or launch made into a view on this thread, not yet
     /// reported: its message and where the view was made (see [`defer_foreign_use`]).
     static FOREIGN_USE: Cell<Option<Box<(String, SourceLoc)>>> = const { Cell::new(None) };
+    /// Whether [`FOREIGN_USE`] holds an error: read by every op, and cheaper to read than
+    /// `FOREIGN_USE` (no destructor, so no lazy registration check).
+    static FOREIGN_PENDING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Notes that the running instance made a view of a tile it does not own (`message` says
@@ -108,13 +116,23 @@ pub(crate) fn defer_foreign_use(message: String, loc: SourceLoc) {
         let first = f.take();
         f.set(first.or(Some(Box::new((message, loc)))));
     });
+    FOREIGN_PENDING.with(|p| p.set(true));
+}
+
+/// Takes the pending foreign-tile error ([`defer_foreign_use`]), if any.
+fn take_foreign_use() -> Option<Box<(String, SourceLoc)>> {
+    FOREIGN_PENDING.with(|p| p.set(false));
+    FOREIGN_USE.with(Cell::take)
 }
 
 /// Raises the pending foreign-tile error ([`defer_foreign_use`]), if any, as an error of op
 /// `op` at `loc`.
 #[inline]
 pub(crate) fn raise_foreign_use(op: &'static str, loc: SourceLoc) {
-    if let Some(pending) = FOREIGN_USE.with(Cell::take) {
+    if !FOREIGN_PENDING.with(Cell::get) {
+        return;
+    }
+    if let Some(pending) = take_foreign_use() {
         raise(
             NkiError::new(ErrorKind::InvalidArgument, op, pending.0),
             loc,
@@ -152,12 +170,14 @@ impl InstanceCtx {
             frames: Vec::new(),
             position: None,
             next_activation: 0,
+            loop_lines: Vec::new(),
             writer: [None; 3],
             shared_hbm_allocs: 0,
             accum: Default::default(),
             loops: Default::default(),
             lnc: None,
             hw_rng: Default::default(),
+            name: None,
             dialect: crate::dialect::Dialect::Beta1,
         }
     }
@@ -265,10 +285,11 @@ impl InstanceCtx {
         }
     }
 
-    /// Enters a new affine_range activation; returns its id.
-    pub(crate) fn push_affine(&mut self) -> u32 {
+    /// Enters a new affine_range activation (of the loop at `loc`); returns its id.
+    pub(crate) fn push_affine(&mut self, loc: SourceLoc) -> u32 {
         let id = self.next_activation;
         self.next_activation += 1;
+        self.loop_lines.push(loc);
         self.frames.push((id, 0));
         self.position = None;
         self.writer = [None; 3];
@@ -296,14 +317,14 @@ impl InstanceCtx {
 
 /// Installs `ctx` on this thread (replacing none) and returns the previous one.
 pub(crate) fn install(ctx: InstanceCtx) -> Option<InstanceCtx> {
-    FOREIGN_USE.with(|f| f.set(None));
+    take_foreign_use();
     crate::hbm::shared::set_current((ctx.shared.id, ctx.instance));
     CTX.with(|c| c.borrow_mut().replace(ctx))
 }
 
 /// Removes and returns this thread's context.
 pub(crate) fn take() -> Option<InstanceCtx> {
-    FOREIGN_USE.with(|f| f.set(None));
+    take_foreign_use();
     crate::hbm::shared::set_current((0, 0));
     CTX.with(|c| c.borrow_mut().take())
 }
@@ -359,7 +380,7 @@ pub(crate) fn run_instance<R>(
     let outcome = catch(&pid, || {
         let r = f();
         // A view of a foreign tile that no op took (e.g. only read on the host side).
-        if let Some(pending) = FOREIGN_USE.with(Cell::take) {
+        if let Some(pending) = take_foreign_use() {
             raise(
                 NkiError::new(ErrorKind::InvalidArgument, "tile", pending.0),
                 pending.1,
@@ -388,6 +409,8 @@ pub(crate) struct OpEnv {
     pub(crate) records: bool,
     /// The launch target.
     pub(crate) target: Target,
+    /// The instruction name in force (`nisa::named`), carried into the op's records.
+    pub(crate) name: Option<crate::names::InstrName>,
 }
 
 /// One `nl`/`nisa` op in flight: THE handle every op is built through.
@@ -433,14 +456,32 @@ impl Op {
         self.env.target
     }
 
-    /// Fails the instance with an error of `kind` naming this op and its line.
+    /// Fails the instance with an error of `kind` naming this op (and its instruction name,
+    /// when it has one) and its line.
     pub(crate) fn fail(&self, kind: ErrorKind, msg: impl Into<String>) -> ! {
-        raise(NkiError::new(kind, self.api, msg), self.loc)
+        raise(self.named(NkiError::new(kind, self.api, msg)), self.loc)
     }
 
-    /// Unwraps `r`; an `Err` fails the instance at this op's line.
+    /// Unwraps `r`; an `Err` fails the instance at this op's line (naming the instruction
+    /// name, when it has one).
     pub(crate) fn check<T>(&self, r: crate::error::Result<T>) -> T {
-        check(r, self.loc)
+        match self.env.name {
+            None => check(r, self.loc),
+            Some(_) => r.unwrap_or_else(|e| raise(self.named(e), self.loc)),
+        }
+    }
+
+    /// `e` with this op's instruction name (`nisa::named`) in its message, if it has one.
+    #[cold]
+    fn named(&self, e: NkiError) -> NkiError {
+        match self.env.name {
+            None => e,
+            Some(n) => NkiError::new(
+                e.kind(),
+                e.op(),
+                format!("{} (instruction '{n}')", e.message()),
+            ),
+        }
     }
 
     /// This instance's writer tag for the HBM stores of this op (at its current affine_range
@@ -489,6 +530,7 @@ pub(crate) fn env(op: &'static str, loc: SourceLoc) -> OpEnv {
                 executes: c.mode.executes(),
                 records: c.mode.records(),
                 target: c.target,
+                name: c.name,
             },
             c.shared.cancelled.cancels(c.instance),
         )

@@ -84,6 +84,7 @@ mod math;
 mod memory;
 pub mod mesh;
 mod mx;
+mod names;
 mod ops;
 mod profile;
 mod record;
@@ -130,8 +131,11 @@ pub use crate::spmd::{
 };
 // The hardware targets.
 pub use crate::target::{Target, TargetSpec};
+// The compiler stage between recording and costing.
+pub use crate::timing::compiler::{with_compiler_stage, CompilerStage};
 // Instruction records: what the timing model reads (one stream per NeuronCore).
 pub use crate::math::{ActFn, AluOp};
+pub use crate::names::InstrName;
 pub use crate::record::{
     AffinePos, BufId, CoreStream, DmaDims, Engine, Instr, MatmulDims, MemKind, Opcode, Region,
     Regions,
@@ -141,6 +145,7 @@ pub use crate::profile::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
     Span, Spans, SpillKind, SpillLine, SpillStats, Track,
 };
+pub use crate::profile::{CompilerKind, CompilerLine, CompilerStats};
 
 /// The NKI language (`nki.language`, imported as `nl`): loads and stores, element-wise math,
 /// activations, reductions, matmul and transpose, iota, the SPMD grid

@@ -201,6 +201,15 @@ impl Region {
     pub fn overlaps(&self, o: &Region) -> bool {
         self.buf == o.buf && self.p0 < o.p1 && o.p0 < self.p1 && self.lo < o.hi && o.lo < self.hi
     }
+
+    /// True when this region contains every byte of `o` (same buffer).
+    pub fn covers(&self, o: &Region) -> bool {
+        self.buf == o.buf
+            && self.p0 <= o.p0
+            && self.p1 >= o.p1
+            && self.lo <= o.lo
+            && self.hi >= o.hi
+    }
 }
 
 /// The regions an instruction reads or writes: up to `N` kept inline in the record (the
@@ -415,6 +424,9 @@ pub struct Instr {
     /// records in different iterations of one activation are independent by contract, so
     /// the timing model lets an engine run them out of program order.
     pub affine: AffinePos,
+    /// The instruction's name (NKI `name=`, given with `nisa::named`), if any: shown in the
+    /// profile and the trace.
+    pub name: Option<crate::names::InstrName>,
 }
 
 /// A position in a kernel's `affine_range` loops: the `(loop activation, iteration)` pairs,
@@ -513,6 +525,7 @@ impl Instr {
             writes: Regions::new(),
             loc,
             affine: AffinePos::default(),
+            name: None,
         }
     }
 

@@ -321,6 +321,8 @@ pub struct Launch {
     /// Whether every element of the outputs must be written (see
     /// [`Launch::outputs_uninitialised`]).
     uninitialised_outputs: bool,
+    /// The `compiler` stage's transformations (see [`Launch::compiler`]).
+    compiler: crate::timing::compiler::CompilerStage,
     /// Where the user launched the kernel when a launcher closure stands between that call and
     /// [`Launch::run`] (see `launcher`): errors of the launch itself point there.
     pub(crate) called_at: Option<crate::error::SourceLoc>,
@@ -337,8 +339,24 @@ impl Launch {
             host_threads: None,
             trip_counts: None,
             uninitialised_outputs: false,
+            compiler: crate::timing::compiler::current(),
             called_at: None,
         }
+    }
+
+    /// The transformations the `compiler` stage applies to the recorded program of a Beta-1
+    /// kernel before it is costed (simulate and estimate modes; an NKI 0.7 kernel is costed
+    /// as written): duplicate-load removal, hoisting of
+    /// loop-invariant loads and transposes out of `affine_range` loops, one buffer per
+    /// iteration for tiles every iteration rewrites. The default is the stage of
+    /// [`with_compiler_stage`](crate::with_compiler_stage), [`CompilerStage::OFF`] unless set:
+    /// the kernel costed exactly as written. The profile lists what the stage did
+    /// ([`Profile::compiler`]).
+    ///
+    /// [`CompilerStage::OFF`]: crate::CompilerStage::OFF
+    pub fn compiler(mut self, stage: crate::timing::compiler::CompilerStage) -> Launch {
+        self.compiler = stage;
+        self
     }
 
     /// Sets the target.
@@ -511,8 +529,35 @@ impl Launch {
         // within its core's stream (made global below).
         let mut loops = Vec::new();
         let mut spills = crate::profile::SpillStats::default();
+        let mut compiler = crate::profile::CompilerStats::default();
         for mut f in finished {
             let (pid, core) = self.grid.instance(f.index as usize);
+            // The compiler stage (off by default) on Beta-1 kernels (an NKI 0.7 kernel says
+            // what runs: the 0.7 compiler documents none of these transformations), on
+            // instances whose record indices nothing else refers to (device loops and LNC=2
+            // pairs are left as written).
+            if !self.compiler.is_off()
+                && self.dialect == Dialect::Beta1
+                && self.mode.records()
+                && f.loops.is_empty()
+                && pair.is_none()
+            {
+                let mut marks = [f.over.as_ref().map_or(0, |o| o.start)];
+                let done = crate::timing::compiler::run(
+                    &mut f.records,
+                    self.compiler,
+                    &f.loop_lines,
+                    &mut marks,
+                );
+                if !done.is_empty() {
+                    // The feed saw the records as recorded.
+                    f.feed = None;
+                    if let Some(o) = &mut f.over {
+                        o.start = marks[0];
+                    }
+                    compiler.merge(done);
+                }
+            }
             if let (Some(over), true) = (f.over.take(), self.mode.records()) {
                 // Over-committed SBUF: the records with the compiler's spill traffic (the
                 // feed, which saw the records as made, is dropped).
@@ -569,6 +614,8 @@ impl Launch {
                 crate::timing::model_synced(&streams, self.target, memory, feed, &cross);
             spills.sort();
             profile.spills = spills;
+            compiler.sort();
+            profile.compiler = compiler;
             for l in &mut loops {
                 l.1 += base[l.0];
             }
@@ -676,6 +723,8 @@ struct Finished {
     over: Option<crate::memory::Overcommit>,
     /// Its device loops' runs.
     loops: Vec<crate::lang::loop_state::LoopLog>,
+    /// Where each of its `affine_range` activations began.
+    loop_lines: Vec<crate::error::SourceLoc>,
 }
 
 impl Finished {
@@ -688,6 +737,7 @@ impl Finished {
             records: ctx.records,
             peak: ctx.mem.peak,
             over: ctx.mem.over.take(),
+            loop_lines: std::mem::take(&mut ctx.loop_lines),
         }
     }
 }

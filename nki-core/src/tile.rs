@@ -19,6 +19,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 static NEXT_TILE_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A fresh on-chip buffer id, unique in the process (tiles take theirs from the same count; a
+/// scalar register names the value it holds by one, see `isa::nki_scalar`).
+pub(crate) fn fresh_buffer_id() -> u64 {
+    NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed)
+}
+
 /// An on-chip tile: dimension 0 is the partition dimension (at most 128), the rest are free
 /// dimensions. Values are held in f32 slots already rounded to the tile's dtype (int32/uint32
 /// as their bit pattern, see [`DType::holds_bits`]).
@@ -91,8 +97,10 @@ impl Tile {
         // A small result out of the context (an error is boxed: it is rare and large).
         let placed = context::with_ctx(op, loc, |c| {
             // Inside a device loop, one body allocation is one buffer in every iteration.
-            let fresh = || NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed);
-            let id = c.loops.tile_id(loc, fresh).unwrap_or_else(fresh);
+            let id = c
+                .loops
+                .tile_id(loc, fresh_buffer_id)
+                .unwrap_or_else(fresh_buffer_id);
             let slot = c
                 .mem
                 .alloc(id, mem, shape, dtype, loc, c.records.len())
@@ -364,7 +372,11 @@ impl Tile {
 
     /// The first element of view `ap` (flat tile index; its instruction region is `region`)
     /// nothing has written, if any.
-    fn first_unwritten(&self, ap: &Ap, region: impl FnOnce() -> Region) -> Option<usize> {
+    fn first_unwritten(
+        &self,
+        ap: impl FnOnce() -> Ap,
+        region: impl FnOnce() -> Region,
+    ) -> Option<usize> {
         if self.init.get() {
             return None;
         }
@@ -376,11 +388,12 @@ impl Tile {
             return gap.flatten().map(|(p, f)| p as usize * free + f as usize);
         }
         let g = self.written.borrow();
+        let ap = ap();
         let Some((bits, _)) = g.as_ref() else {
             return Some(ap.offset);
         };
         let mut first = None;
-        for_each_element(ap, |e| {
+        for_each_element(&ap, |e| {
             if first.is_none() && bits[e / 64] & (1 << (e % 64)) == 0 {
                 first = Some(e);
             }
@@ -909,14 +922,17 @@ impl<'a> TileRef<'a> {
     /// True when every element of the view has been written.
     pub(crate) fn is_written(&self) -> bool {
         self.tile
-            .first_unwritten(&self.tile_ap(), || self.region())
+            .first_unwritten(|| self.tile_ap(), || self.region())
             .is_none()
     }
 
     /// Raises [`ErrorKind::UninitializedRead`] when an element of the view was never written
     /// (per element: a tile written in part is read only where it was written).
     pub(crate) fn check_init(&self, op: &'static str, loc: SourceLoc) {
-        let Some(e) = self.tile.first_unwritten(&self.tile_ap(), || self.region()) else {
+        let Some(e) = self
+            .tile
+            .first_unwritten(|| self.tile_ap(), || self.region())
+        else {
             return;
         };
         let t = self.tile;

@@ -322,3 +322,59 @@ fn an_nki07_program_axis_other_than_zero_is_an_error() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     assert!(e.message().contains("program axis must be zero"), "{e}");
 }
+
+/// Both cores exchange `mine` into `theirs` twice; between the two exchanges core 1 reads its
+/// `theirs` `reads` times (a chain of activations), which core 0's second send overwrites.
+#[nki_kernel]
+fn reread(out: &mut Hbm<f32>, reads: usize) {
+    let me = nl::program_id(0);
+    let mine = nl::zeros(&[128, 512], DType::F32, nl::sbuf);
+    let theirs = nl::ndarray(&[128, 512], DType::F32, nl::sbuf);
+    nisa::sendrecv(&mine, &theirs, 1 - me, 1 - me);
+    if me == 1 {
+        let acc = nl::ndarray(&[128, 512], DType::F32, nl::sbuf);
+        for _ in 0..reads {
+            nisa::activation(&acc, nl::ActFn::Exp, &theirs, None);
+        }
+        nisa::dma_copy(out.slice((.., ..)), &acc, None);
+    }
+    nisa::sendrecv(&mine, &theirs, 1 - me, 1 - me);
+}
+
+#[test]
+fn a_sendrecv_waits_for_the_other_cores_earlier_reads_of_its_dst() {
+    for mode in [Mode::Simulate, Mode::Estimate] {
+        let mut out = if mode == Mode::Estimate {
+            Hbm::<f32>::shape_only([128, 512])
+        } else {
+            Hbm::<f32>::zeros([128, 512])
+        };
+        let p = reread::run(Launch::new(Grid::lnc(2)).mode(mode), &mut out, 20)
+            .unwrap()
+            .profile
+            .unwrap();
+        // The end of core 1's last read of `theirs`, and the start of core 0's second send
+        // (which writes core 1's `theirs`).
+        let (mut reads_end, mut send2_start) = (0.0f64, 0.0f64);
+        for s in p.spans.iter().filter(|s| s.cause.is_none()) {
+            let Some(op) = p.ops.get(s.op as usize) else {
+                continue;
+            };
+            if op.nc == 1 && op.api == "nisa.activation" {
+                reads_end = reads_end.max(s.start_ns + s.dur_ns);
+            }
+            if op.nc == 0 && op.api == "nisa.sendrecv" && op.engine == Engine::Dma {
+                send2_start = send2_start.max(s.start_ns);
+            }
+        }
+        assert!(
+            reads_end > 5000.0,
+            "{mode:?}: 20 activations end at {reads_end} ns"
+        );
+        assert!(
+            send2_start >= reads_end,
+            "{mode:?}: core 0's second send starts at {send2_start} ns, before core 1's reads \
+             of the dst it overwrites end at {reads_end} ns"
+        );
+    }
+}

@@ -5,7 +5,9 @@
 //! Every kernel is written in the destination-first style of the tutorial: on-chip tensors are
 //! allocated with [`nl::ndarray`] in `nl::sbuf` / `nl::psum` and every instruction writes into
 //! a `dst` it is given, with NKI's keyword options last ([`nisa::dma_copy`],
-//! [`nisa::nc_matmul`], [`nisa::tensor_copy`], [`nisa::tensor_tensor`], [`nisa::memset`]).
+//! [`nisa::nc_matmul`], [`nisa::tensor_copy`], [`nisa::tensor_tensor`], [`nisa::memset`]). As
+//! in the tutorial, each kernel allocates its `result` in `nl::shared_hbm` and returns it, in
+//! the tutorial's dtype: fp32 for versions 1, 3 and 5, the input dtype for versions 2 and 4.
 //!
 //! | version | kernel | what changes |
 //! |---|---|---|
@@ -16,9 +18,6 @@
 //! | 5 | [`mm_fully_blocked`](fn@mm_fully_blocked) | blocks in M, N and K (16, 2, 8); partial sums accumulate in SBUF |
 //!
 //! What differs from the tutorial's Python:
-//! - Outputs are `&mut Hbm` parameters (the tutorial allocates `result` in HBM inside the
-//!   kernel and returns it); each output keeps the tutorial's dtype: fp32 for versions 1, 3 and
-//!   5, the input dtype for versions 2 and 4.
 //! - `nisa.nc_matmul(dst=psum, ...)` accumulating over k relies on `accumulate=None` (the
 //!   first matmul into an unwritten PSUM tensor overwrites it, as on hardware).
 //! - The tutorial's `tensor_copy` leaves the engine to the compiler; PSUM read-outs here run
@@ -62,14 +61,13 @@ impl Tiles {
     pub const TUTORIAL: Tiles = Tiles { m: 16, n: 2, k: 8 };
 }
 
-/// Checks `lhsT[K, M]` and `rhs[K, N]` against `result` and the multiples `mult = [m, n, k]`
-/// each dimension must be; returns `(K, M, N)`.
+/// Checks `lhsT[K, M]` and `rhs[K, N]` against the multiples `mult = [m, n, k]` each
+/// dimension must be; returns `(K, M, N)`.
 #[track_caller]
 fn dims(
     op: &'static str,
     lhs_t: &[usize],
     rhs: &[usize],
-    result: &[usize],
     mult: [usize; 3],
 ) -> (usize, usize, usize) {
     require(op, lhs_t.len() == 2 && rhs.len() == 2, || {
@@ -78,9 +76,6 @@ fn dims(
     let (k, m, n) = (lhs_t[0], lhs_t[1], rhs[1]);
     require(op, rhs[0] == k, || {
         format!("lhsT{lhs_t:?} and rhs{rhs:?} must have the same contraction dimension")
-    });
-    require(op, result == [m, n], || {
-        format!("result{result:?} must have shape [M, N] = [{m}, {n}]")
     });
     for (what, size, mult) in [("M", m, mult[0]), ("N", n, mult[1]), ("K", k, mult[2])] {
         require(op, mult > 0 && size > 0 && size % mult == 0, || {
@@ -92,16 +87,10 @@ fn dims(
 
 /// Version 1, "starting simple": one matmul of a single tile. `lhsT[K, M]` and `rhs[K, N]`
 /// (K, M <= 128, N <= 512) are copied to SBUF, multiplied into an fp32 PSUM tensor, copied to
-/// SBUF and out to the fp32 `result[M, N]`.
+/// SBUF and out to the fp32 `result[M, N]` it returns.
 #[nki_kernel]
-pub fn mm_single_tile<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm<f32>) {
-    let (k, m, n) = dims(
-        "mm_single_tile",
-        lhs_t.shape(),
-        rhs.shape(),
-        result.shape(),
-        [1, 1, 1],
-    );
+pub fn mm_single_tile<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>) -> Hbm<f32> {
+    let (k, m, n) = dims("mm_single_tile", lhs_t.shape(), rhs.shape(), [1, 1, 1]);
     let op = "mm_single_tile";
     require(op, k <= TILE_K, || {
         format!("K = {k} exceeds the partition dimension {TILE_K}")
@@ -112,6 +101,7 @@ pub fn mm_single_tile<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm
     require(op, n <= TILE_N, || {
         format!("N = {n} exceeds the moving free size {TILE_N}")
     });
+    let result = nl::ndarray(&[m, n], DType::F32, nl::shared_hbm);
     let lhs_tile = nl::ndarray(&[k, m], lhs_t.dtype(), nl::sbuf);
     let rhs_tile = nl::ndarray(&[k, n], rhs.dtype(), nl::sbuf);
     nisa::dma_copy(&lhs_tile, lhs_t.view(), None);
@@ -125,6 +115,7 @@ pub fn mm_single_tile<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm
         nisa::Opts::new().engine(nisa::Engine::Scalar),
     );
     nisa::dma_copy(result.view(), &result_tmp, None);
+    result
 }
 
 /// Version 2, "writing the kernel": for every `[128, 512]` result tile, the k loop copies a
@@ -133,9 +124,10 @@ pub fn mm_single_tile<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm
 ///
 /// Needs M and K multiples of 128, N of 512.
 #[nki_kernel]
-pub fn mm_tiled<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm<T>) {
+pub fn mm_tiled<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>) -> Hbm<T> {
     let mult = [TILE_M, TILE_N, TILE_K];
-    let (k, m, n) = dims("mm_tiled", lhs_t.shape(), rhs.shape(), result.shape(), mult);
+    let (k, m, n) = dims("mm_tiled", lhs_t.shape(), rhs.shape(), mult);
+    let result = nl::ndarray(&[m, n], lhs_t.dtype(), nl::shared_hbm);
     for mi in nl::affine_range(m / TILE_M) {
         for ni in nl::affine_range(n / TILE_N) {
             let result_tile = nl::ndarray(&[TILE_M, TILE_N], DType::F32, nl::psum);
@@ -171,6 +163,7 @@ pub fn mm_tiled<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm<T>) {
             );
         }
     }
+    result
 }
 
 /// Version 3, "analyzing the kernel": the loads hoisted out of the k loop. For each M tile the
@@ -179,15 +172,10 @@ pub fn mm_tiled<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm<T>) {
 ///
 /// Needs M and K multiples of 128, N of 512.
 #[nki_kernel]
-pub fn mm_hoisted<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm<f32>) {
+pub fn mm_hoisted<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>) -> Hbm<f32> {
     let mult = [TILE_M, TILE_N, TILE_K];
-    let (k, m, n) = dims(
-        "mm_hoisted",
-        lhs_t.shape(),
-        rhs.shape(),
-        result.shape(),
-        mult,
-    );
+    let (k, m, n) = dims("mm_hoisted", lhs_t.shape(), rhs.shape(), mult);
+    let result = nl::ndarray(&[m, n], DType::F32, nl::shared_hbm);
     let k_tiles = k / TILE_K;
     for mi in nl::affine_range(m / TILE_M) {
         let mut lhs_tiles = Vec::with_capacity(k_tiles);
@@ -237,6 +225,7 @@ pub fn mm_hoisted<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm<f32
             );
         }
     }
+    result
 }
 
 /// Version 4, "overlapping data and compute through blocking": M in blocks of
@@ -247,17 +236,12 @@ pub fn mm_hoisted<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm<f32
 ///
 /// Needs M a multiple of 256, N of 1024, K of 128.
 #[nki_kernel]
-pub fn mm_blocked_free<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hbm<T>) {
+pub fn mm_blocked_free<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>) -> Hbm<T> {
     let (tiles_m, tiles_n) = BLOCKED_FREE_TILES;
     let (block_m, block_n) = (TILE_M * tiles_m, TILE_N * tiles_n);
     let mult = [block_m, block_n, TILE_K];
-    let (k, m, n) = dims(
-        "mm_blocked_free",
-        lhs_t.shape(),
-        rhs.shape(),
-        result.shape(),
-        mult,
-    );
+    let (k, m, n) = dims("mm_blocked_free", lhs_t.shape(), rhs.shape(), mult);
+    let result = nl::ndarray(&[m, n], lhs_t.dtype(), nl::shared_hbm);
     let k_tiles = k / TILE_K;
     for mb in nl::affine_range(m / block_m) {
         let mut lhs_tiles: Vec<Vec<Tensor>> = Vec::with_capacity(tiles_m);
@@ -314,6 +298,7 @@ pub fn mm_blocked_free<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hb
             }
         }
     }
+    result
 }
 
 /// Version 5, "optimizing DMA through blocking the contraction dimension": blocks of
@@ -328,21 +313,11 @@ pub fn mm_blocked_free<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, result: &mut Hb
 ///
 /// Needs M a multiple of `128 * tiles.m`, N of `512 * tiles.n`, K of `128 * tiles.k`.
 #[nki_kernel]
-pub fn mm_fully_blocked<T: Element>(
-    lhs_t: &Hbm<T>,
-    rhs: &Hbm<T>,
-    result: &mut Hbm<f32>,
-    tiles: Tiles,
-) {
+pub fn mm_fully_blocked<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>, tiles: Tiles) -> Hbm<f32> {
     let (block_m, block_n, block_k) = (TILE_M * tiles.m, TILE_N * tiles.n, TILE_K * tiles.k);
     let mult = [block_m, block_n, block_k];
-    let (k, m, n) = dims(
-        "mm_fully_blocked",
-        lhs_t.shape(),
-        rhs.shape(),
-        result.shape(),
-        mult,
-    );
+    let (k, m, n) = dims("mm_fully_blocked", lhs_t.shape(), rhs.shape(), mult);
+    let result = nl::ndarray(&[m, n], DType::F32, nl::shared_hbm);
     let (num_m, num_n, num_k) = (m / block_m, n / block_n, k / block_k);
     for nb in nl::affine_range(num_n) {
         // result_tmps[mb][bm][bn]: the SBUF partial sums of one [128, 512] result tile.
@@ -420,6 +395,7 @@ pub fn mm_fully_blocked<T: Element>(
             }
         }
     }
+    result
 }
 
 /// The five versions, for drivers that run or model all of them.
@@ -484,37 +460,56 @@ impl Version {
         }
     }
 
-    /// Runs the version with a configured launch (grid `[1]`). `result` must be an
-    /// `Ok(Hbm<f32>)` for versions 1, 3 and 5 and an `Err(Hbm<T>)` for versions 2 and 4
-    /// ([`Version::fp32_result`]); the other kind is an error naming the expected one.
+    /// Runs the version with a configured launch (grid `[1]`): the result it returns (fp32
+    /// for versions 1, 3 and 5, `T` for versions 2 and 4; [`Version::fp32_result`]) and the
+    /// report.
     pub fn run<T: Element>(
         self,
         launch: Launch,
         lhs_t: &Hbm<T>,
         rhs: &Hbm<T>,
-        result: Result<&mut Hbm<f32>, &mut Hbm<T>>,
-    ) -> Result<LaunchReport, NkiError> {
-        match (self, result) {
-            (Version::SingleTile, Ok(r)) => mm_single_tile::run(launch, lhs_t, rhs, r),
-            (Version::Hoisted, Ok(r)) => mm_hoisted::run(launch, lhs_t, rhs, r),
-            (Version::FullyBlocked(t), Ok(r)) => mm_fully_blocked::run(launch, lhs_t, rhs, r, t),
-            (Version::Tiled, Err(r)) => mm_tiled::run(launch, lhs_t, rhs, r),
-            (Version::BlockedFree, Err(r)) => mm_blocked_free::run(launch, lhs_t, rhs, r),
-            (v, _) => Err(NkiError::new(
-                ErrorKind::InvalidArgument,
-                v.name(),
-                format!(
-                    "the result of {} is passed as {} (its dtype is {} for {} inputs)",
-                    v.name(),
-                    if v.fp32_result() {
-                        "Ok(&mut Hbm<f32>)"
-                    } else {
-                        "Err(&mut Hbm<T>)"
-                    },
-                    v.result_dtype(T::DTYPE),
-                    T::DTYPE
-                ),
-            )),
+    ) -> Result<(VersionResult<T>, LaunchReport), NkiError> {
+        use VersionResult::{Fp32, Input};
+        Ok(match self {
+            Version::SingleTile => {
+                mm_single_tile::run(launch, lhs_t, rhs).map(|(r, l)| (Fp32(r), l))?
+            }
+            Version::Hoisted => mm_hoisted::run(launch, lhs_t, rhs).map(|(r, l)| (Fp32(r), l))?,
+            Version::FullyBlocked(t) => {
+                mm_fully_blocked::run(launch, lhs_t, rhs, t).map(|(r, l)| (Fp32(r), l))?
+            }
+            Version::Tiled => mm_tiled::run(launch, lhs_t, rhs).map(|(r, l)| (Input(r), l))?,
+            Version::BlockedFree => {
+                mm_blocked_free::run(launch, lhs_t, rhs).map(|(r, l)| (Input(r), l))?
+            }
+        })
+    }
+}
+
+/// The `result[M, N]` a version returns: fp32 (versions 1, 3 and 5) or of the input dtype
+/// `T` (versions 2 and 4).
+#[derive(Debug)]
+pub enum VersionResult<T: Element> {
+    /// An fp32 result.
+    Fp32(Hbm<f32>),
+    /// A result of the input dtype.
+    Input(Hbm<T>),
+}
+
+impl<T: Element> VersionResult<T> {
+    /// The values as f32 (an error for a shape-only result of an estimate).
+    pub fn to_f32_array(&self) -> Result<ndarray::ArrayD<f32>, NkiError> {
+        match self {
+            VersionResult::Fp32(r) => r.to_array(),
+            VersionResult::Input(r) => Ok(r.to_array()?.mapv(|x| x.to_f32())),
+        }
+    }
+
+    /// The dtype of the result.
+    pub fn dtype(&self) -> DType {
+        match self {
+            VersionResult::Fp32(_) => DType::F32,
+            VersionResult::Input(_) => T::DTYPE,
         }
     }
 }
@@ -542,25 +537,13 @@ impl Version {
             Hbm::from_array(&rhs.mapv(T::from_f32))?,
         );
         let (atol, rtol) = TOLERANCE;
-        if self.fp32_result() {
-            let mut out = Hbm::<f32>::zeros([m, n]);
-            let report = self.run(launch, &lh, &rh, Ok(&mut out))?;
-            let cmp = if report.mode != Mode::Estimate {
-                allclose(&out.to_array()?, &want, atol, rtol)
-            } else {
-                Ok(())
-            };
-            Ok((cmp, report))
+        let (out, report) = self.run(launch, &lh, &rh)?;
+        let cmp = if report.mode != Mode::Estimate {
+            allclose(&out.to_f32_array()?, &want, atol, rtol)
         } else {
-            let mut out = Hbm::<T>::zeros([m, n]);
-            let report = self.run(launch, &lh, &rh, Err(&mut out))?;
-            let cmp = if report.mode != Mode::Estimate {
-                allclose(&out.to_array()?, &want, atol, rtol)
-            } else {
-                Ok(())
-            };
-            Ok((cmp, report))
-        }
+            Ok(())
+        };
+        Ok((cmp, report))
     }
 
     /// Models the version on `target` at `kmn = (K, M, N)` without values (estimate mode on
@@ -573,11 +556,7 @@ impl Version {
         let (k, m, n) = kmn;
         let (lh, rh) = (Hbm::<T>::shape_only([k, m]), Hbm::<T>::shape_only([k, n]));
         let launch = Launch::new(1).target(target).mode(Mode::Estimate);
-        let report = if self.fp32_result() {
-            self.run(launch, &lh, &rh, Ok(&mut Hbm::<f32>::shape_only([m, n])))?
-        } else {
-            self.run(launch, &lh, &rh, Err(&mut Hbm::<T>::shape_only([m, n])))?
-        };
+        let (_, report) = self.run(launch, &lh, &rh)?;
         report.profile.ok_or_else(|| {
             NkiError::new(
                 ErrorKind::InvalidArgument,

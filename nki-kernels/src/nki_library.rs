@@ -2,7 +2,7 @@
 //! NKI 0.7 surface) covering the library's families: cumsum, a norm with quantisation
 //! (rmsnorm_quant), a token-generation layer norm, RoPE, the QKV projection, token-generation
 //! attention, the MLP and the MoE router top-k. Each is written from the library's algorithm
-//! in the destination-first style (`nl::ndarray` + `nisa::x(dst, ...)` / `x_into`), and each
+//! in NKI 0.7's destination-first style (`nl::ndarray` + `nisa::x(dst, ..., options)`), and each
 //! doc comment says what differs from the library's kernel. Every kernel runs as one program
 //! instance (grid `[1]`); its independent reference is in [`reference`](mod@reference).
 //!
@@ -13,11 +13,9 @@
 
 use crate::checks::{expect_rank, expect_shape, require};
 use nki_core::nisa::{
-    ActFn, ActivationArgs, AffineExpr, AluOp, Engine, ScanArgs, TensorScalarArgs,
+    ActFn, ActivationArgs, AffineExpr, AluOp, Engine, Opts, ReduceOpts, TensorScalarArgs,
 };
 use nki_core::prelude::*;
-// The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
-use nki_core::nisa::classic as nisa;
 
 const P: usize = nl::tile_size::PMAX;
 const FMAX: usize = nl::tile_size::GEMM_MOVING_FMAX;
@@ -27,7 +25,7 @@ const FMAX: usize = nl::tile_size::GEMM_MOVING_FMAX;
 #[track_caller]
 fn const_vec(n: usize, value: f32) -> Tile {
     let t = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
-    nisa::memset_into(&t, value);
+    nisa::memset(&t, value, None);
     t
 }
 
@@ -37,8 +35,8 @@ fn const_vec(n: usize, value: f32) -> Tile {
 fn transpose_to_sbuf(dst: TileRef, src: TileRef) {
     let (n, w) = (src.partitions(), src.free_size());
     let ps = nl::ndarray(&[w, n], DType::F32, MemKind::Psum);
-    nisa::nc_transpose_into(&ps, src, Engine::Tensor);
-    nisa::tensor_copy_into(dst, &ps, Engine::Scalar);
+    nisa::nc_transpose(&ps, src, Opts::new().engine(Engine::Tensor));
+    nisa::tensor_copy(dst, &ps, Opts::new().engine(Engine::Scalar));
 }
 
 /// The library's `cumsum` (`core/cumsum/cumsum.py`): the cumulative sum of `x[R, H]` along its
@@ -46,9 +44,8 @@ fn transpose_to_sbuf(dst: TileRef, src: TileRef) {
 /// in tiles of 2048 by `tensor_tensor_scan(ones * carry + x)` with the last column carried to
 /// the next tile, accumulating in fp32.
 ///
-/// Differs: 2-D input only (the library folds leading dimensions by `reshape`); the scan is
-/// the allocating `nisa::tensor_tensor_scan` (no destination form yet), and the carry is
-/// copied out of its result.
+/// Differs: 2-D input only (the library folds leading dimensions by `reshape`); the carry is
+/// copied out of the scan's result tile.
 #[nki_kernel]
 pub fn cumsum<T: Element>(x: &Hbm<T>, y: &mut Hbm<T>) {
     const F_TILE: usize = 2048;
@@ -60,30 +57,33 @@ pub fn cumsum<T: Element>(x: &Hbm<T>, y: &mut Hbm<T>) {
         let n = r.len();
         let init = const_vec(P, 0.0);
         let ones = nl::ndarray(&[P, F_TILE], DType::F32, MemKind::Sbuf);
-        nisa::memset_into(&ones, 1.0);
+        nisa::memset(&ones, 1.0, None);
         let f_tiles = nl::num_tiles(h, F_TILE);
         for ft in nl::sequential_range(f_tiles) {
             let f = nl::tile_range(ft, F_TILE, h);
             let fs = f.len();
             let data = nl::ndarray(&[P, F_TILE], x.dtype(), MemKind::Sbuf);
-            nisa::dma_copy(data.slice((0..n, 0..fs)), x.slice((r.clone(), f.clone())));
-            let result = nisa::tensor_tensor_scan(
+            nisa::dma_copy(
+                data.slice((0..n, 0..fs)),
+                x.slice((r.clone(), f.clone())),
+                None,
+            );
+            let result = nl::ndarray(&[n, fs], x.dtype(), MemKind::Sbuf);
+            nisa::tensor_tensor_scan(
+                &result,
                 ones.slice((0..n, 0..fs)),
                 data.slice((0..n, 0..fs)),
                 init.slice((0..n, 0..1)),
                 AluOp::Multiply,
                 AluOp::Add,
-                ScanArgs {
-                    dtype: Some(x.dtype()),
-                    ..ScanArgs::default()
-                },
+                None,
             );
-            nisa::dma_copy(y.slice((r.clone(), f)), &result);
+            nisa::dma_copy(y.slice((r.clone(), f)), &result, None);
             if ft + 1 < f_tiles {
-                nisa::tensor_copy_into(
+                nisa::tensor_copy(
                     init.slice((0..n, 0..1)),
                     result.slice((.., fs - 1..fs)),
-                    Engine::Vector,
+                    Opts::new().engine(Engine::Vector),
                 );
             }
         }
@@ -123,17 +123,19 @@ pub fn rmsnorm_quant<T: Element>(
     expect_shape(OP, "out", out.shape(), &shape);
     expect_shape(OP, "scales", scales.shape(), &[rows, 1]);
     let gamma_row = nl::ndarray(&[1, h], DType::F32, MemKind::Sbuf);
-    nisa::dma_copy(&gamma_row, ln_w.view());
+    nisa::dma_copy(&gamma_row, ln_w.view(), None);
     let gamma = nl::broadcast_to(&gamma_row, &[P.min(rows), h]);
     let eps_bias = const_vec(P, eps);
     for t in nl::affine_range(nl::num_tiles(rows, P)) {
         let r = nl::tile_range(t, P, rows);
         let n = r.len();
         let x = nl::ndarray(&[n, h], DType::F32, MemKind::Sbuf);
-        nisa::dma_copy(&x, hidden.slice((r.clone(), ..)));
-        let (_, sum_sq) = nisa::activation_reduce(ActFn::Square, &x, ActivationArgs::new());
+        nisa::dma_copy(&x, hidden.slice((r.clone(), ..)), None);
+        let squares = nl::ndarray(&[n, h], DType::F32, MemKind::Sbuf);
+        let sum_sq = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
+        nisa::activation_reduce(&squares, ActFn::Square, &x, AluOp::Add, &sum_sq, None);
         let inv_rms = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
-        nisa::activation_into(
+        nisa::activation(
             &inv_rms,
             ActFn::Rsqrt,
             &sum_sq,
@@ -142,30 +144,31 @@ pub fn rmsnorm_quant<T: Element>(
                 .bias(eps_bias.slice((0..n, ..))),
         );
         let y = nl::ndarray(&[n, h], DType::F32, MemKind::Sbuf);
-        nisa::tensor_scalar_into(&y, &x, AluOp::Multiply, &inv_rms, TensorScalarArgs::new());
-        nisa::tensor_tensor_into(&y, &y, gamma.slice((0..n, ..)), AluOp::Multiply);
+        nisa::tensor_scalar(&y, &x, AluOp::Multiply, &inv_rms, TensorScalarArgs::new());
+        nisa::tensor_tensor(&y, &y, gamma.slice((0..n, ..)), AluOp::Multiply, None);
         let abs = nl::ndarray(&[n, h], DType::F32, MemKind::Sbuf);
-        nisa::activation_into(&abs, ActFn::Abs, &y, ActivationArgs::new());
+        nisa::activation(&abs, ActFn::Abs, &y, ActivationArgs::new());
         let dq = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
-        nisa::tensor_reduce_into(&dq, AluOp::Maximum, &abs, &[1], false, false);
-        nisa::activation_into(
+        nisa::tensor_reduce(&dq, AluOp::Maximum, &abs, &[1], None);
+        nisa::activation(
             &dq,
             ActFn::Copy,
             &dq,
             ActivationArgs::new().scale(1.0 / FP8_RANGE),
         );
-        nisa::tensor_scalar_into(
+        nisa::tensor_scalar(
             &dq,
             &dq,
             AluOp::Maximum,
             MIN_DEQUANT_SCALE,
             TensorScalarArgs::new(),
         );
-        let q_scale = nisa::reciprocal(&dq, Some(DType::F32));
+        let q_scale = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
+        nisa::reciprocal(&q_scale, &dq, None);
         let q = nl::ndarray(&[n, h], DType::F8E4M3, MemKind::Sbuf);
-        nisa::tensor_scalar_into(&q, &y, AluOp::Multiply, &q_scale, TensorScalarArgs::new());
-        nisa::dma_copy(out.slice((r.clone(), ..)), &q);
-        nisa::dma_copy(scales.slice((r, ..)), &dq);
+        nisa::tensor_scalar(&q, &y, AluOp::Multiply, &q_scale, TensorScalarArgs::new());
+        nisa::dma_copy(out.slice((r.clone(), ..)), &q, None);
+        nisa::dma_copy(scales.slice((r, ..)), &dq, None);
     }
 }
 
@@ -193,8 +196,8 @@ pub fn layernorm_tkg<T: Element>(
     expect_shape(OP, "out", out.shape(), &shape);
     let g_row = nl::ndarray(&[1, h], DType::F32, MemKind::Sbuf);
     let b_row = nl::ndarray(&[1, h], DType::F32, MemKind::Sbuf);
-    nisa::dma_copy(&g_row, gamma.view());
-    nisa::dma_copy(&b_row, beta.view());
+    nisa::dma_copy(&g_row, gamma.view(), None);
+    nisa::dma_copy(&b_row, beta.view(), None);
     let g = nl::broadcast_to(&g_row, &[P.min(rows), h]);
     let b = nl::broadcast_to(&b_row, &[P.min(rows), h]);
     let eps_bias = const_vec(P, eps);
@@ -203,32 +206,37 @@ pub fn layernorm_tkg<T: Element>(
         let r = nl::tile_range(t, P, rows);
         let n = r.len();
         let xt = nl::ndarray(&[n, h], DType::F32, MemKind::Sbuf);
-        nisa::dma_copy(&xt, x.slice((r.clone(), ..)));
+        nisa::dma_copy(&xt, x.slice((r.clone(), ..)), None);
         let stats = nl::ndarray(&[n, 6 * chunks], DType::F32, MemKind::Sbuf);
         for c in 0..chunks {
             let f = nl::tile_range(c, CHUNK, h);
-            nisa::bn_stats_into(stats.slice((.., 6 * c..6 * (c + 1))), xt.slice((.., f)));
+            nisa::bn_stats(
+                stats.slice((.., 6 * c..6 * (c + 1))),
+                xt.slice((.., f)),
+                None,
+            );
         }
-        let mv = nisa::bn_aggr(&stats, Some(DType::F32));
+        let mv = nl::ndarray(&[n, 2], DType::F32, MemKind::Sbuf);
+        nisa::bn_aggr(&mv, &stats, None);
         let rstd = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
-        nisa::activation_into(
+        nisa::activation(
             &rstd,
             ActFn::Rsqrt,
             mv.slice((.., 1..2)),
             ActivationArgs::new().bias(eps_bias.slice((0..n, ..))),
         );
         let y = nl::ndarray(&[n, h], DType::F32, MemKind::Sbuf);
-        nisa::tensor_scalar_into(
+        nisa::tensor_scalar(
             &y,
             &xt,
             AluOp::Subtract,
             mv.slice((.., 0..1)),
             TensorScalarArgs::new().then(AluOp::Multiply, &rstd),
         );
-        nisa::tensor_tensor_into(&y, &y, g.slice((0..n, ..)), AluOp::Multiply);
+        nisa::tensor_tensor(&y, &y, g.slice((0..n, ..)), AluOp::Multiply, None);
         let o = nl::ndarray(&[n, h], out.dtype(), MemKind::Sbuf);
-        nisa::tensor_tensor_into(&o, &y, b.slice((0..n, ..)), AluOp::Add);
-        nisa::dma_copy(out.slice((r, ..)), &o);
+        nisa::tensor_tensor(&o, &y, b.slice((0..n, ..)), AluOp::Add, None);
+        nisa::dma_copy(out.slice((r, ..)), &o, None);
     }
 }
 
@@ -256,35 +264,41 @@ pub fn rope<T: Element>(x: &Hbm<T>, cos: &Hbm<T>, sin: &Hbm<T>, out: &mut Hbm<T>
     for b in nl::affine_range(batch) {
         let c = nl::ndarray(&[half, s], DType::F32, MemKind::Sbuf);
         let sn = nl::ndarray(&[half, s], DType::F32, MemKind::Sbuf);
-        nisa::dma_copy(&c, cos.slice((.., b, ..)));
-        nisa::dma_copy(&sn, sin.slice((.., b, ..)));
+        nisa::dma_copy(&c, cos.slice((.., b, ..)), None);
+        nisa::dma_copy(&sn, sin.slice((.., b, ..)), None);
         for hd in nl::affine_range(heads) {
             let xt = nl::ndarray(&[d, s], DType::F32, MemKind::Sbuf);
-            nisa::dma_copy(&xt, x.slice((.., b, hd, ..)));
+            nisa::dma_copy(&xt, x.slice((.., b, hd, ..)), None);
             let odd = nl::ndarray(&[half, s], DType::F32, MemKind::Sbuf);
-            nisa::tensor_copy_into(&odd, xt.slice((half..d, ..)), Engine::Vector);
+            nisa::tensor_copy(
+                &odd,
+                xt.slice((half..d, ..)),
+                Opts::new().engine(Engine::Vector),
+            );
             let even = xt.slice((0..half, ..));
             let products: Vec<Tile> = (0..4)
                 .map(|_| nl::ndarray(&[half, s], DType::F32, MemKind::Sbuf))
                 .collect();
-            nisa::tensor_tensor_into(&products[0], even, &c, AluOp::Multiply);
-            nisa::tensor_tensor_into(&products[1], &odd, &c, AluOp::Multiply);
-            nisa::tensor_tensor_into(&products[2], even, &sn, AluOp::Multiply);
-            nisa::tensor_tensor_into(&products[3], &odd, &sn, AluOp::Multiply);
+            nisa::tensor_tensor(&products[0], even, &c, AluOp::Multiply, None);
+            nisa::tensor_tensor(&products[1], &odd, &c, AluOp::Multiply, None);
+            nisa::tensor_tensor(&products[2], even, &sn, AluOp::Multiply, None);
+            nisa::tensor_tensor(&products[3], &odd, &sn, AluOp::Multiply, None);
             let o = nl::ndarray(&[d, s], out.dtype(), MemKind::Sbuf);
-            nisa::tensor_tensor_into(
+            nisa::tensor_tensor(
                 o.slice((0..half, ..)),
                 &products[0],
                 &products[3],
                 AluOp::Subtract,
+                None,
             );
-            nisa::tensor_tensor_into(
+            nisa::tensor_tensor(
                 o.slice((half..d, ..)),
                 &products[1],
                 &products[2],
                 AluOp::Add,
+                None,
             );
-            nisa::dma_copy(out.slice((.., b, hd, ..)), &o);
+            nisa::dma_copy(out.slice((.., b, hd, ..)), &o, None);
         }
     }
 }
@@ -294,9 +308,11 @@ pub fn rope<T: Element>(x: &Hbm<T>, cos: &Hbm<T>, sin: &Hbm<T>, out: &mut Hbm<T>
 #[track_caller]
 fn rmsnorm_in_place(x: &Tile, g: &Tile, eps_bias: &Tile) {
     let (n, h) = (x.partitions(), x.free_size());
-    let (_, sum_sq) = nisa::activation_reduce(ActFn::Square, x, ActivationArgs::new());
+    let squares = nl::ndarray(&[n, h], x.dtype(), MemKind::Sbuf);
+    let sum_sq = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
+    nisa::activation_reduce(&squares, ActFn::Square, x, AluOp::Add, &sum_sq, None);
     let inv = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
-    nisa::activation_into(
+    nisa::activation(
         &inv,
         ActFn::Rsqrt,
         &sum_sq,
@@ -304,8 +320,8 @@ fn rmsnorm_in_place(x: &Tile, g: &Tile, eps_bias: &Tile) {
             .scale(1.0 / h as f32)
             .bias(eps_bias.slice((0..n, ..))),
     );
-    nisa::tensor_scalar_into(x, x, AluOp::Multiply, &inv, TensorScalarArgs::new());
-    nisa::tensor_tensor_into(x, x, g.slice((0..n, ..)), AluOp::Multiply);
+    nisa::tensor_scalar(x, x, AluOp::Multiply, &inv, TensorScalarArgs::new());
+    nisa::tensor_tensor(x, x, g.slice((0..n, ..)), AluOp::Multiply, None);
 }
 
 /// `x[T, H]` (T <= 128) transposed into `H / 128` SBUF tiles `[128, T]` in the kernel's
@@ -332,10 +348,14 @@ fn project(out: &Tile, xt: &[Tile], w: &Hbm<impl Element>) {
         let ps = nl::ndarray(&[t, cols.len()], DType::F32, MemKind::Psum);
         for (c, x_c) in xt.iter().enumerate() {
             let w_c = nl::ndarray(&[P, cols.len()], w.dtype(), MemKind::Sbuf);
-            nisa::dma_copy(&w_c, w.slice((c * P..(c + 1) * P, cols.clone())));
-            nisa::nc_matmul_acc(&ps, x_c, &w_c);
+            nisa::dma_copy(&w_c, w.slice((c * P..(c + 1) * P, cols.clone())), None);
+            nisa::nc_matmul(&ps, x_c, &w_c, None);
         }
-        nisa::tensor_copy_into(out.slice((.., cols)), &ps, Engine::Scalar);
+        nisa::tensor_copy(
+            out.slice((.., cols)),
+            &ps,
+            Opts::new().engine(Engine::Scalar),
+        );
     }
 }
 
@@ -361,17 +381,17 @@ pub fn qkv_tkg<T: Element>(x: &Hbm<T>, gamma: &Hbm<T>, w: &Hbm<T>, out: &mut Hbm
     expect_shape(OP, "gamma", gamma.shape(), &[h]);
     expect_shape(OP, "out", out.shape(), &[t, f]);
     let g_row = nl::ndarray(&[1, h], DType::F32, MemKind::Sbuf);
-    nisa::dma_copy(&g_row, gamma.view());
+    nisa::dma_copy(&g_row, gamma.view(), None);
     let g = nl::broadcast_to(&g_row, &[t, h]);
     let xs = nl::ndarray(&[t, h], DType::F32, MemKind::Sbuf);
-    nisa::dma_copy(&xs, x.view());
+    nisa::dma_copy(&xs, x.view(), None);
     rmsnorm_in_place(&xs, &g, &const_vec(t, eps));
     let xt = transposed_chunks(&xs, x.dtype());
     let res = nl::ndarray(&[t, f], DType::F32, MemKind::Sbuf);
     project(&res, &xt, w);
     let o = nl::ndarray(&[t, f], out.dtype(), MemKind::Sbuf);
-    nisa::tensor_copy_into(&o, &res, Engine::Vector);
-    nisa::dma_copy(out.view(), &o);
+    nisa::tensor_copy(&o, &res, Opts::new().engine(Engine::Vector));
+    nisa::dma_copy(out.view(), &o, None);
 }
 
 /// The library's token-generation MLP (`core/mlp/mlp_tkg/mlp_tkg.py`) without its norm:
@@ -404,21 +424,21 @@ pub fn mlp_tkg<T: Element>(
     expect_shape(OP, "w_down", w_down.shape(), &[i, h]);
     expect_shape(OP, "out", out.shape(), &[t, h]);
     let xs = nl::ndarray(&[t, h], DType::F32, MemKind::Sbuf);
-    nisa::dma_copy(&xs, x.view());
+    nisa::dma_copy(&xs, x.view(), None);
     let xt = transposed_chunks(&xs, x.dtype());
     let gate = nl::ndarray(&[t, i], DType::F32, MemKind::Sbuf);
     let up = nl::ndarray(&[t, i], DType::F32, MemKind::Sbuf);
     project(&gate, &xt, w_gate);
     project(&up, &xt, w_up);
     let act = nl::ndarray(&[t, i], DType::F32, MemKind::Sbuf);
-    nisa::activation_into(&act, ActFn::Silu, &gate, ActivationArgs::new());
-    nisa::tensor_tensor_into(&act, &act, &up, AluOp::Multiply);
+    nisa::activation(&act, ActFn::Silu, &gate, ActivationArgs::new());
+    nisa::tensor_tensor(&act, &act, &up, AluOp::Multiply, None);
     let act_t = transposed_chunks(&act, x.dtype());
     let res = nl::ndarray(&[t, h], DType::F32, MemKind::Sbuf);
     project(&res, &act_t, w_down);
     let o = nl::ndarray(&[t, h], out.dtype(), MemKind::Sbuf);
-    nisa::tensor_copy_into(&o, &res, Engine::Vector);
-    nisa::dma_copy(out.view(), &o);
+    nisa::tensor_copy(&o, &res, Opts::new().engine(Engine::Vector));
+    nisa::dma_copy(out.view(), &o, None);
 }
 
 /// The library's token-generation attention (`core/attention/attention_tkg.py`) for one
@@ -452,28 +472,43 @@ pub fn attention_tkg<T: Element>(
     expect_shape(OP, "v", v.shape(), &[s, d]);
     expect_shape(OP, "out", out.shape(), &[tq, d]);
     let q_sb = nl::ndarray(&[d, tq], q.dtype(), MemKind::Sbuf);
-    nisa::dma_copy(&q_sb, q.view());
+    nisa::dma_copy(&q_sb, q.view(), None);
     let scores = nl::ndarray(&[tq, s], DType::F32, MemKind::Sbuf);
     for kb in 0..nl::num_tiles(s, FMAX) {
         let cols = nl::tile_range(kb, FMAX, s);
         let k_sb = nl::ndarray(&[d, cols.len()], k_t.dtype(), MemKind::Sbuf);
-        nisa::dma_copy(&k_sb, k_t.slice((.., cols.clone())));
+        nisa::dma_copy(&k_sb, k_t.slice((.., cols.clone())), None);
         let ps = nl::ndarray(&[tq, cols.len()], DType::F32, MemKind::Psum);
-        nisa::nc_matmul_acc(&ps, &q_sb, &k_sb);
-        nisa::tensor_copy_into(scores.slice((.., cols)), &ps, Engine::Vector);
+        nisa::nc_matmul(&ps, &q_sb, &k_sb, None);
+        nisa::tensor_copy(
+            scores.slice((.., cols)),
+            &ps,
+            Opts::new().engine(Engine::Vector),
+        );
     }
     let neg_max = nl::ndarray(&[tq, 1], DType::F32, MemKind::Sbuf);
-    nisa::tensor_reduce_into(&neg_max, AluOp::Maximum, &scores, &[1], false, true);
-    nisa::tensor_scalar_into(
+    nisa::tensor_reduce(
+        &neg_max,
+        AluOp::Maximum,
+        &scores,
+        &[1],
+        ReduceOpts::new().negate(),
+    );
+    nisa::tensor_scalar(
         &neg_max,
         &neg_max,
         AluOp::Multiply,
         scale,
         TensorScalarArgs::new(),
     );
-    let (probs, sums) = nisa::activation_reduce(
+    let probs = nl::ndarray(&[tq, s], DType::F32, MemKind::Sbuf);
+    let sums = nl::ndarray(&[tq, 1], DType::F32, MemKind::Sbuf);
+    nisa::activation_reduce(
+        &probs,
         ActFn::Exp,
         &scores,
+        AluOp::Add,
+        &sums,
         ActivationArgs::new().scale(scale).bias(&neg_max),
     );
     let probs_t: Vec<Tile> = (0..s / P)
@@ -486,12 +521,12 @@ pub fn attention_tkg<T: Element>(
     let ps = nl::ndarray(&[tq, d], DType::F32, MemKind::Psum);
     for (c, p_c) in probs_t.iter().enumerate() {
         let v_c = nl::ndarray(&[P, d], v.dtype(), MemKind::Sbuf);
-        nisa::dma_copy(&v_c, v.slice((c * P..(c + 1) * P, ..)));
-        nisa::nc_matmul_acc(&ps, p_c, &v_c);
+        nisa::dma_copy(&v_c, v.slice((c * P..(c + 1) * P, ..)), None);
+        nisa::nc_matmul(&ps, p_c, &v_c, None);
     }
     let o = nl::ndarray(&[tq, d], out.dtype(), MemKind::Sbuf);
-    nisa::tensor_scalar_into(&o, &ps, AluOp::Divide, &sums, TensorScalarArgs::new());
-    nisa::dma_copy(out.view(), &o);
+    nisa::tensor_scalar(&o, &ps, AluOp::Divide, &sums, TensorScalarArgs::new());
+    nisa::dma_copy(out.view(), &o, None);
 }
 
 /// The library's MoE `router_topk` (`core/router_topk/router_topk.py`), ACT1 pipeline with
@@ -539,67 +574,84 @@ pub fn router_topk<T: Element>(
     let w_sb: Vec<Tile> = (0..h / P)
         .map(|c| {
             let wc = nl::ndarray(&[P, e], w.dtype(), MemKind::Sbuf);
-            nisa::dma_copy(&wc, w.slice((c * P..(c + 1) * P, ..)));
+            nisa::dma_copy(&wc, w.slice((c * P..(c + 1) * P, ..)), None);
             wc
         })
         .collect();
     let b_row = nl::ndarray(&[1, e], DType::F32, MemKind::Sbuf);
-    nisa::dma_copy(&b_row, bias.view());
+    nisa::dma_copy(&b_row, bias.view(), None);
     let b_all = nl::broadcast_to(&b_row, &[P.min(t), e]);
-    let experts = nisa::iota(&AffineExpr::new(P.min(t), 0).free(1, e), DType::F32);
+    let experts = nl::ndarray(&[P.min(t), e], DType::F32, MemKind::Sbuf);
+    nisa::iota(&experts, &AffineExpr::new(P.min(t), 0).free(1, e), None);
     for tt in nl::affine_range(nl::num_tiles(t, P)) {
         let r = nl::tile_range(tt, P, t);
         let n = r.len();
         let ps = nl::ndarray(&[n, e], DType::F32, MemKind::Psum);
         for (c, w_c) in w_sb.iter().enumerate() {
             let x_c = nl::ndarray(&[P, n], x.dtype(), MemKind::Sbuf);
-            nisa::dma_copy(&x_c, x.slice((c * P..(c + 1) * P, r.clone())));
-            nisa::nc_matmul_acc(&ps, &x_c, w_c);
+            nisa::dma_copy(&x_c, x.slice((c * P..(c + 1) * P, r.clone())), None);
+            nisa::nc_matmul(&ps, &x_c, w_c, None);
         }
         let lg = nl::ndarray(&[n, e], DType::F32, MemKind::Sbuf);
-        nisa::tensor_tensor_into(&lg, &ps, b_all.slice((0..n, ..)), AluOp::Add);
-        nisa::dma_copy(logits.slice((r.clone(), ..)), &lg);
+        nisa::tensor_tensor(&lg, &ps, b_all.slice((0..n, ..)), AluOp::Add, None);
+        nisa::dma_copy(logits.slice((r.clone(), ..)), &lg, None);
         // Softmax over the experts.
         let neg_max = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
-        nisa::tensor_reduce_into(&neg_max, AluOp::Maximum, &lg, &[1], false, true);
-        let (ex, sum) =
-            nisa::activation_reduce(ActFn::Exp, &lg, ActivationArgs::new().bias(&neg_max));
+        nisa::tensor_reduce(
+            &neg_max,
+            AluOp::Maximum,
+            &lg,
+            &[1],
+            ReduceOpts::new().negate(),
+        );
+        let ex = nl::ndarray(&[n, e], DType::F32, MemKind::Sbuf);
+        let sum = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
+        let bias = ActivationArgs::new().bias(&neg_max);
+        nisa::activation_reduce(&ex, ActFn::Exp, &lg, AluOp::Add, &sum, bias);
         let prob = nl::ndarray(&[n, e], DType::F32, MemKind::Sbuf);
-        nisa::tensor_scalar_into(&prob, &ex, AluOp::Divide, &sum, TensorScalarArgs::new());
+        nisa::tensor_scalar(&prob, &ex, AluOp::Divide, &sum, TensorScalarArgs::new());
         // Top-8 values and their expert indices.
         let top = nl::ndarray(&[n, 8], DType::F32, MemKind::Sbuf);
         nisa::max8(&top, &prob);
         let idx = nl::ndarray(&[n, 8], DType::U32, MemKind::Sbuf);
         nisa::nc_find_index8(&idx, &prob, &top);
-        nisa::dma_copy(expert_index.slice((r.clone(), ..)), idx.slice((.., 0..k)));
+        nisa::dma_copy(
+            expert_index.slice((r.clone(), ..)),
+            idx.slice((.., 0..k)),
+            None,
+        );
         if norm_topk {
             let s = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
-            nisa::tensor_reduce_into(&s, AluOp::Add, top.slice((.., 0..k)), &[1], false, false);
-            nisa::tensor_scalar_into(&top, &top, AluOp::Divide, &s, TensorScalarArgs::new());
+            nisa::tensor_reduce(&s, AluOp::Add, top.slice((.., 0..k)), &[1], None);
+            nisa::tensor_scalar(&top, &top, AluOp::Divide, &s, TensorScalarArgs::new());
         }
         // One-hot scatter of the k values to their experts.
         let idx_f = nl::ndarray(&[n, 8], DType::F32, MemKind::Sbuf);
-        nisa::tensor_copy_into(&idx_f, &idx, Engine::Vector);
+        nisa::tensor_copy(&idx_f, &idx, Opts::new().engine(Engine::Vector));
         let aff = nl::ndarray(&[n, e], DType::F32, MemKind::Sbuf);
-        nisa::memset_into(&aff, 0.0);
+        nisa::memset(&aff, 0.0, None);
         for j in 0..k {
-            let mask = nisa::tensor_scalar(
+            let mask = nl::ndarray(&[n, e], DType::F32, MemKind::Sbuf);
+            nisa::tensor_scalar(
+                &mask,
                 experts.slice((0..n, ..)),
                 AluOp::Equal,
                 idx_f.slice((.., j..j + 1)),
                 TensorScalarArgs::new(),
             );
-            let next = nisa::scalar_tensor_tensor(
+            let next = nl::ndarray(&[n, e], DType::F32, MemKind::Sbuf);
+            nisa::scalar_tensor_tensor(
+                &next,
                 &mask,
                 AluOp::Multiply,
                 top.slice((.., j..j + 1)),
                 AluOp::Add,
                 &aff,
-                Some(DType::F32),
+                None,
             );
-            nisa::tensor_copy_into(&aff, &next, Engine::Vector);
+            nisa::tensor_copy(&aff, &next, Opts::new().engine(Engine::Vector));
         }
-        nisa::dma_copy(affinities.slice((r, ..)), &aff);
+        nisa::dma_copy(affinities.slice((r, ..)), &aff, None);
     }
 }
 

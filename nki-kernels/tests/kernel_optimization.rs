@@ -4,7 +4,7 @@
 
 use ndarray::Array2;
 use nki_core::prelude::*;
-use nki_kernels::kernel_optimization::{Tiles, Version, BENCHMARK_KMN};
+use nki_kernels::kernel_optimization::{Tiles, Version, VersionResult, BENCHMARK_KMN};
 use nki_kernels::testing::{check_modes, random_f32};
 
 /// `lhs_t^T @ rhs` in f32 (inputs already rounded to the kernel's dtype), by ndarray.
@@ -21,19 +21,19 @@ fn check<T: Element>(v: Version, (k, m, n): (usize, usize, usize), atol: f32, rt
         Hbm::from_array(&rhs).unwrap(),
     );
     let label = format!("{v} {} [{k}, {m}] x [{k}, {n}]", T::DTYPE);
-    if v.fp32_result() {
-        check_modes(&label, &want, atol, rtol, |launch| {
-            let mut out = Hbm::<f32>::zeros([m, n]);
-            let r = v.run(launch, &lh, &rh, Ok(&mut out))?;
-            Ok((out.to_array()?, r))
-        });
-    } else {
-        check_modes(&label, &want, atol, rtol, |launch| {
-            let mut out = Hbm::<T>::zeros([m, n]);
-            let r = v.run(launch, &lh, &rh, Err(&mut out))?;
-            Ok((out.to_array()?.mapv(|x| x.to_f32()), r))
-        });
-    }
+    check_modes(&label, &want, atol, rtol, |launch| {
+        let (out, r) = v.run(launch, &lh, &rh)?;
+        // The returned result has the version's dtype and the shape [M, N].
+        assert_eq!(out.dtype(), v.result_dtype(T::DTYPE), "{label}");
+        // An estimate returns a shape-only result (no values to compare).
+        let got = if r.mode == Mode::Estimate {
+            ndarray::ArrayD::zeros(ndarray::IxDyn(&[m, n]))
+        } else {
+            out.to_f32_array()?
+        };
+        assert_eq!(got.shape(), &[m, n], "{label}");
+        Ok((got, r))
+    });
 }
 
 #[test]
@@ -56,34 +56,27 @@ fn single_tile_edges() {
 }
 
 #[test]
-fn mismatched_result_kind_is_an_error() {
-    let lh = Hbm::<f32>::zeros([128, 128]);
-    let rh = Hbm::<f32>::zeros([128, 512]);
-    let mut out = Hbm::<f32>::zeros([128, 512]);
-    let e = Version::Tiled
-        .run(Launch::new(1), &lh, &rh, Ok(&mut out))
-        .unwrap_err();
-    assert!(e.to_string().contains("Err(&mut Hbm<T>)"), "{e}");
+fn results_are_returned_in_the_tutorials_dtype() {
+    // The tutorial allocates `result` in shared HBM inside the kernel and returns it: fp32 for
+    // versions 1, 3 and 5, the input dtype for versions 2 and 4.
+    let lh = Hbm::<bf16>::zeros([128, 128]);
+    let rh = Hbm::<bf16>::zeros([128, 512]);
+    let (out, _) = Version::Tiled.run(Launch::new(1), &lh, &rh).unwrap();
+    assert!(matches!(out, VersionResult::Input(_)), "{out:?}");
+    let (out, _) = Version::SingleTile.run(Launch::new(1), &lh, &rh).unwrap();
+    assert!(matches!(out, VersionResult::Fp32(_)), "{out:?}");
+    assert_eq!(out.to_f32_array().unwrap().shape(), &[128, 512]);
 }
 
 #[test]
 fn wrong_shapes_are_errors() {
     let lh = Hbm::<f32>::zeros([256, 128]);
     let rh = Hbm::<f32>::zeros([128, 512]);
-    let mut out = Hbm::<f32>::zeros([128, 512]);
-    let e = Version::Tiled
-        .run(Launch::new(1), &lh, &rh, Err(&mut out))
-        .unwrap_err();
+    let e = Version::Tiled.run(Launch::new(1), &lh, &rh).unwrap_err();
     assert!(e.to_string().contains("contraction"), "{e}");
     let big = Hbm::<f32>::zeros([256, 128]);
-    let mut out = Hbm::<f32>::zeros([128, 512]);
     let e = Version::SingleTile
-        .run(
-            Launch::new(1),
-            &big,
-            &Hbm::<f32>::zeros([256, 512]),
-            Ok(&mut out),
-        )
+        .run(Launch::new(1), &big, &Hbm::<f32>::zeros([256, 512]))
         .unwrap_err();
     assert!(e.to_string().contains("partition dimension"), "{e}");
 }
@@ -96,17 +89,10 @@ fn benchmark_shape_estimates_on_trn2_in_bf16() {
     let launch = || Launch::new(1).target(Target::Trn2).mode(Mode::Estimate);
     let mut lat = Vec::new();
     for v in [Version::Tiled, Version::FullyBlocked(Tiles::TUTORIAL)] {
-        let r = if v.fp32_result() {
-            v.run(launch(), &lh, &rh, Ok(&mut Hbm::<f32>::shape_only([m, n])))
-        } else {
-            v.run(
-                launch(),
-                &lh,
-                &rh,
-                Err(&mut Hbm::<bf16>::shape_only([m, n])),
-            )
-        };
-        lat.push(r.unwrap().profile.unwrap().latency_ns);
+        let (out, r) = v.run(launch(), &lh, &rh).unwrap();
+        // Estimate mode returns a shape-only result.
+        assert!(out.to_f32_array().is_err(), "{v}");
+        lat.push(r.profile.unwrap().latency_ns);
     }
     // The fully blocked version is the tutorial's compute-bound end point: faster than tiled.
     assert!(lat[1] < lat[0], "{lat:?}");

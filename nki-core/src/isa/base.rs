@@ -731,7 +731,9 @@ impl Op {
     /// [`Op::record`] under the NKI name `api` (an `nl` call recorded under its full name).
     #[inline(always)]
     pub(crate) fn record_as(&self, api: &'static str, engine: Engine, opcode: Opcode) -> Rec {
-        Rec(Instr::new(engine, opcode, api, self.loc))
+        let mut r = Instr::new(engine, opcode, api, self.loc);
+        r.name = self.env.name;
+        Rec(std::mem::ManuallyDrop::new(r))
     }
 }
 
@@ -740,9 +742,13 @@ impl Op {
 /// Unset fields keep [`Instr::new`]'s defaults: one input, fp32 in and out, no PSUM,
 /// contiguous, no TensorE or DMA sizes, no ALU operator, no accumulate, nothing read or
 /// written.
-#[derive(Clone)]
+///
+/// The record is held in a `ManuallyDrop` so that [`Rec::done`] can move it out without
+/// writing a replacement (a record is ~320 bytes and this is the estimate hot path): a
+/// builder is ended by exactly one `done` (a builder dropped without `done` leaks nothing
+/// but a spilled region list).
 #[must_use = "a record builder does nothing until `done`"]
-pub(crate) struct Rec(Instr);
+pub(crate) struct Rec(std::mem::ManuallyDrop<Instr>);
 
 /// Setters of [`Rec`]: `name(value)` sets the record's field of that name (or the listed
 /// fields) to the argument.
@@ -807,10 +813,11 @@ impl Rec {
             .writes([out.region()])
     }
 
-    /// The record.
+    /// The record. Ends the builder: it must not be used after this.
     #[inline(always)]
     pub(crate) fn done(&mut self) -> Instr {
-        let (engine, opcode, api, loc) = (self.0.engine, self.0.opcode, self.0.api, self.0.loc);
-        std::mem::replace(&mut self.0, Instr::new(engine, opcode, api, loc))
+        // SAFETY: every builder is ended by one `done` (the chains end in it; `Rec` has no
+        // `Drop`), so the record is moved out once and never read or dropped again here.
+        unsafe { std::mem::ManuallyDrop::take(&mut self.0) }
     }
 }

@@ -17,7 +17,7 @@
 //! waits for the other there. What comes after the call on a core waits for the wait record
 //! through the data it touches (the barrier's `data`, the sendrecv's `dst`).
 
-use super::lnc_state::{Arrival, Pair, Payload};
+use super::lnc_state::{Arrival, Pair, Payload, SyncCall};
 use crate::context::{self, Op};
 use crate::error::ErrorKind;
 use crate::hbm::{Hbm, HbmView};
@@ -89,18 +89,36 @@ fn pair_of(ins: &Op) -> (usize, Arc<Pair>) {
     }
 }
 
-/// Meets the other core at this core's next synchronising call: records `signal` first,
-/// then waits for the other core's call of the same number (or fails), then records the
-/// wait (writing `waits`). Returns the other core's payload.
+/// Meets the other core at this core's next synchronising call: records `ready` (when the
+/// call receives into `ready`: a zero-cost wait on Sync that writes it, so it comes after this
+/// core's earlier reads and writes of it, and the other core's signal waits for it), then
+/// `signal`, then waits for the other core's call of the same number (or fails), then records
+/// the wait (writing `waits`). Returns the other core's payload.
+#[allow(clippy::too_many_arguments)]
 fn meet(
     ins: &Op,
     me: usize,
     pair: &Pair,
     payload: Option<Payload>,
+    ready: Option<Region>,
     signal: impl FnOnce(),
     waits: Region,
     wait_engine: Engine,
 ) -> Option<Payload> {
+    let r = ready.map(|reg| {
+        let r = ins.with_ctx(|c| c.records.len());
+        ins.issue(
+            &[],
+            || {},
+            || {
+                ins.record(Engine::Sync, Opcode::CoreWait)
+                    .size(1, 1)
+                    .writes([reg])
+                    .done()
+            },
+        );
+        r
+    });
     let s = ins.with_ctx(|c| c.records.len());
     signal();
     let o = 1 - me;
@@ -173,7 +191,11 @@ fn meet(
     );
     if ins.env.records {
         let mut st = pair.lock();
-        st.syncs[me].push((s, w));
+        st.syncs[me].push(SyncCall {
+            ready: r,
+            signal: s,
+            wait: w,
+        });
     }
     got
 }
@@ -202,6 +224,7 @@ pub fn core_barrier<'a>(data: impl Into<BarrierData<'a>>, engine: impl Into<Opti
         me,
         &pair,
         None,
+        None,
         || {
             ins.issue(
                 &[],
@@ -227,7 +250,10 @@ pub fn core_barrier<'a>(data: impl Into<BarrierData<'a>>, engine: impl Into<Opti
 ///
 /// Modelled as an SBUF-to-SBUF DMA of `src`'s bytes on this core (its DMA cost) and a wait
 /// that ends no earlier than the other core's DMA: `dst` is written when the other core's
-/// data has arrived. Needs a [`Grid::lnc(2)`](crate::spmd::Grid::lnc) launch.
+/// data has arrived. The other core's DMA writes this core's `dst`, so it starts only once
+/// this core's earlier reads and writes of `dst` are done (a zero-cost ready point on Sync
+/// that the other core's DMA waits for: the write-after-read and write-after-write order
+/// across the cores). Needs a [`Grid::lnc(2)`](crate::spmd::Grid::lnc) launch.
 #[track_caller]
 pub fn sendrecv<'s, 'd>(
     src: impl Into<TileRef<'s>>,
@@ -273,6 +299,7 @@ pub fn sendrecv<'s, 'd>(
         me,
         &pair,
         payload,
+        Some(dst.region()),
         || {
             ins.issue(
                 &[],

@@ -26,8 +26,20 @@ pub(crate) struct PairState {
     pub(crate) arrivals: [Vec<Arrival>; 2],
     /// Set when a core's kernel ended: `Some(true)` when it ended without error.
     pub(crate) finished: [Option<bool>; 2],
-    /// Per core, per call: the (signal, wait) record indices in its record stream.
-    pub(crate) syncs: [Vec<(usize, usize)>; 2],
+    /// Per core, per call: its record indices in the core's record stream.
+    pub(crate) syncs: [Vec<SyncCall>; 2],
+}
+
+/// The records of one synchronising call on one core (indices in the core's record stream).
+#[derive(Clone, Copy)]
+pub(crate) struct SyncCall {
+    /// The point after which the other core may write into this core's `dst` (sendrecv
+    /// only): it follows this core's earlier reads and writes of `dst`.
+    pub(crate) ready: Option<usize>,
+    /// What the other core waits for (this core's send, or its barrier signal).
+    pub(crate) signal: usize,
+    /// This core's wait for the other core's signal.
+    pub(crate) wait: usize,
 }
 
 /// The meeting point of the two cores of an LNC=2 launch.
@@ -55,16 +67,18 @@ impl Pair {
         self.cv.notify_all();
     }
 
-    /// The cross-core edges of the launch, as (signal record, wait record) pairs of
-    /// `(core, index in its stream)`: each core's wait waits for the other's signal.
+    /// The cross-core edges of the launch, as (earlier record, later record) pairs of
+    /// `(core, index in its stream)`: each core's wait waits for the other's signal, and each
+    /// core's send into the other's `dst` waits for the other's ready point.
     pub(crate) fn edges(&self) -> Vec<((usize, usize), (usize, usize))> {
         let st = self.lock();
         let mut out = Vec::new();
         for c in 0..2 {
             let o = 1 - c;
-            for (k, &(_, wait)) in st.syncs[c].iter().enumerate() {
-                if let Some(&(signal, _)) = st.syncs[o].get(k) {
-                    out.push(((o, signal), (c, wait)));
+            for (mine, theirs) in st.syncs[c].iter().zip(&st.syncs[o]) {
+                out.push(((o, theirs.signal), (c, mine.wait)));
+                if let Some(ready) = theirs.ready {
+                    out.push(((o, ready), (c, mine.signal)));
                 }
             }
         }

@@ -9,7 +9,8 @@
 //! partition and live where the engine can write. NKI's keyword arguments are the last
 //! argument: `None` for the defaults, or a small options struct built with its methods
 //! ([`Opts`] for `engine`, [`TensorScalarArgs`], [`ActivationArgs`], [`ReduceOpts`],
-//! [`MatmulOpts`], [`ScanArgs`], [`SttOpts`], [`DmaOpts`]). Scalars-or-vectors (`scale`,
+//! [`MatmulOpts`], [`ScanArgs`], [`SttOpts`], [`DmaOpts`]); `name=` is [`named`]`(name, || ...)`
+//! around the call. Scalars-or-vectors (`scale`,
 //! `operand0`, `initial`) take any [`Operand`]: an `f32` or a `[P, 1]` tile.
 //!
 //! | engine | instructions |
@@ -64,6 +65,7 @@ pub(crate) mod lnc;
 pub(crate) mod lnc_state;
 mod max8;
 mod mx;
+mod named;
 pub(crate) mod nki_scalar;
 mod nonzero;
 mod opts;
@@ -98,6 +100,7 @@ pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
 pub use lnc::{core_barrier, sendrecv, BarrierData};
 pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
 pub use mx::{nc_matmul_mx, quantize_mx};
+pub use named::named;
 pub use nki_scalar::{scalar_load, scalar_store, NkiScalar};
 pub use nonzero::{nonzero_with_count, NONZERO_PARTITION_STEP};
 pub use opts::{MatmulOpts, MatmulPerfMode, Opts, ReduceOpts};

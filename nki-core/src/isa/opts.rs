@@ -4,8 +4,9 @@
 //!
 //! Every dst-first instruction takes its options last as `impl Into<Option<..>>`: `None` for
 //! NKI's defaults, or the struct built with its builder methods
-//! (`Opts::new().engine(Engine::GpSimd)`). NKI 0.7's `name=` keyword is not taken yet:
-//! records and errors name the instruction by its API and the kernel line.
+//! (`Opts::new().engine(Engine::GpSimd)`). NKI 0.7's `name=` keyword, common to every
+//! instruction, is not an option field: [`crate::nisa::named`] names the instructions its
+//! closure issues.
 
 use crate::record::Engine;
 

@@ -75,6 +75,7 @@ pub fn core_id() -> usize {
 
 /// NKI `nl.affine_range`: a parallel loop whose iterations must not depend on each other.
 /// Two iterations writing the same HBM location is an output-dependency error.
+#[track_caller]
 pub fn affine_range(n: usize) -> AffineRange {
     affine_range_step(0, n, 1)
 }
@@ -99,6 +100,7 @@ pub fn affine_range_step(start: usize, stop: usize, step: usize) -> AffineRange 
         step,
         iter: 0,
         activation: None,
+        loc: SourceLoc::caller(),
     }
 }
 
@@ -109,6 +111,8 @@ pub struct AffineRange {
     step: usize,
     iter: u32,
     activation: Option<u32>,
+    /// Where the loop is (the profile names it).
+    loc: SourceLoc,
 }
 
 impl Iterator for AffineRange {
@@ -121,7 +125,7 @@ impl Iterator for AffineRange {
         let act = match self.activation {
             Some(a) => a,
             None => {
-                let a = try_with_ctx(|c| c.push_affine());
+                let a = try_with_ctx(|c| c.push_affine(self.loc));
                 self.activation = a;
                 a.unwrap_or(u32::MAX)
             }

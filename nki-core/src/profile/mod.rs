@@ -3,6 +3,7 @@
 //! depends on the summary types, never the other way round; so does the self-contained HTML
 //! page ([`html`]).
 
+pub mod compiler;
 pub mod html;
 pub(crate) mod loops;
 pub mod spills;
@@ -10,6 +11,7 @@ pub mod summary;
 pub mod trace;
 pub(crate) mod units;
 
+pub use compiler::{CompilerKind, CompilerLine, CompilerStats};
 pub use spills::{SpillKind, SpillLine, SpillStats};
 pub use summary::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,

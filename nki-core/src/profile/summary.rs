@@ -116,6 +116,9 @@ pub struct OpInfo {
     pub nc: u16,
     /// Index into [`Profile::program_ids`].
     pub instance: u32,
+    /// The instruction's name (NKI `name=`, [`crate::nisa::named`]), if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<crate::names::InstrName>,
 }
 
 /// What a stretch of the critical path was spent on (see [`Profile::bounds`]).
@@ -335,6 +338,11 @@ pub struct Profile {
     /// the JSON, when every tile fit).
     #[serde(skip_serializing_if = "crate::profile::spills::SpillStats::is_empty")]
     pub spills: crate::profile::spills::SpillStats,
+    /// What the `compiler` stage did to the program before it was costed (duplicates
+    /// removed, loads hoisted, tiles multi-buffered), per line (empty, and left out of the
+    /// JSON, when the stage was off or changed nothing; see [`crate::Launch::compiler`]).
+    #[serde(skip_serializing_if = "crate::profile::compiler::CompilerStats::is_empty")]
+    pub compiler: crate::profile::compiler::CompilerStats,
     /// Program id of each instance, per core: `program_ids[nc][i]`.
     #[serde(skip)]
     pub program_ids: Vec<Vec<Vec<usize>>>,
@@ -398,6 +406,17 @@ impl fmt::Debug for Profile {
             .field("spans", &format_args!("[{} spans]", self.spans.len()))
             .finish()
     }
+}
+
+/// Writes the first 10 of `lines`, one a line, and how many more there are.
+fn write_first_lines<L: fmt::Display>(f: &mut fmt::Formatter<'_>, lines: &[L]) -> fmt::Result {
+    for l in lines.iter().take(10) {
+        writeln!(f, "    {l}")?;
+    }
+    if lines.len() > 10 {
+        writeln!(f, "    ... and {} more", lines.len() - 10)?;
+    }
+    Ok(())
 }
 
 impl fmt::Display for Profile {
@@ -481,12 +500,14 @@ impl fmt::Display for Profile {
                 human_bytes(s.save_bytes as f64),
                 human_bytes(s.reload_bytes as f64)
             )?;
-            for l in s.lines.iter().take(10) {
-                writeln!(f, "    {l}")?;
-            }
-            if s.lines.len() > 10 {
-                writeln!(f, "    ... and {} more", s.lines.len() - 10)?;
-            }
+            write_first_lines(f, &s.lines)?;
+        }
+        if !self.compiler.is_empty() {
+            let c = &self.compiler;
+            let hbm = human_bytes(c.removed_hbm_bytes as f64);
+            let (removed, renamed) = (c.removed, c.renamed_tiles);
+            writeln!(f, "  compiler stage: {removed} instructions removed ({hbm} of HBM reads), {renamed} tiles multi-buffered")?;
+            write_first_lines(f, &c.lines)?;
         }
         if !self.top_lines.is_empty() {
             writeln!(

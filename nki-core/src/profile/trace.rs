@@ -76,6 +76,9 @@ fn args(p: &Profile, op: &OpInfo) -> String {
     if op.bytes > 0 {
         a.push_str(&format!(",\"bytes\":{}", op.bytes));
     }
+    if let Some(n) = op.name {
+        a.push_str(&format!(",\"name\":{}", json_str(n.as_str())));
+    }
     if let Some(pid) = p
         .program_ids
         .get(op.nc as usize)
@@ -170,13 +173,16 @@ pub fn write_chrome_trace<W: Write>(p: &Profile, w: &mut W) -> io::Result<()> {
             )?;
             continue;
         }
-        let name = match s.track {
-            Track::LoadStationary => "LoadStationary",
+        // A named instruction's event shows its name (NKI `name=`), as the profiler does.
+        let name = match (s.track, op.name) {
+            (Track::LoadStationary, _) => "LoadStationary",
+            (_, Some(n)) => n.as_str(),
             _ => op.opcode.name(),
         };
         write!(
             w,
-            "{{\"name\":\"{name}\",\"cat\":\"{}\",\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{ts:.4},\"dur\":{dur:.4},\"args\":{{{}}}}}",
+            "{{\"name\":{},\"cat\":\"{}\",\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{ts:.4},\"dur\":{dur:.4},\"args\":{{{}}}}}",
+            json_str(name),
             op.engine.name(),
             s.nc,
             track_tid(s.track),

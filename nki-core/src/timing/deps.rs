@@ -48,10 +48,6 @@ struct Accesses {
     writes: List,
 }
 
-fn covers(a: &Region, b: &Region) -> bool {
-    a.buf == b.buf && a.p0 <= b.p0 && a.p1 >= b.p1 && a.lo <= b.lo && a.hi >= b.hi
-}
-
 /// The accesses of every buffer one core's records touch: a table indexed by a dense buffer
 /// slot (one hash lookup per region finds the slot), whose lists share one node arena with a
 /// free list, so remembering an access allocates nothing per buffer.
@@ -150,7 +146,7 @@ impl AccessTable {
         let (mut prev, mut at) = (NIL, list.head);
         while at != NIL {
             let next = self.nodes[at].next;
-            if covers(w, &self.nodes[at].reg) {
+            if w.covers(&self.nodes[at].reg) {
                 if prev == NIL {
                     list.head = next;
                 } else {

@@ -17,6 +17,7 @@ mod facts;
 mod order;
 mod tensor;
 
+pub(crate) mod compiler;
 mod critical;
 mod deps;
 pub(crate) mod fast_hash;
@@ -386,6 +387,7 @@ pub(crate) fn model_synced(
         top_lines: top,
         device_loops: Vec::new(),
         spills: Default::default(),
+        compiler: Default::default(),
         program_ids: streams
             .iter()
             .map(|s| s.instances.iter().map(|(p, _)| p.clone()).collect())

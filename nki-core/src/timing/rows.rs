@@ -102,6 +102,7 @@ impl RecordRows {
                         loc: r.loc,
                         nc: s.nc as u16,
                         instance: ii as u32,
+                        name: r.name,
                     });
                     let lines = &mut rows.lines;
                     let next = lines.keys.len() as u32;

@@ -1,0 +1,133 @@
+//! What the `compiler` stage (`timing::compiler`) did to a kernel's program before it was
+//! costed: loads and transposes removed as duplicates or hoisted out of affine loops, and
+//! tiles renamed per iteration of an affine loop (multi-buffered), by source line.
+
+use crate::error::SourceLoc;
+
+/// A transformation of the `compiler` stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum CompilerKind {
+    /// An instruction that recomputes what an earlier one of the same loop iteration (or of
+    /// straight-line code, or of another loop) already produced was removed; its readers read
+    /// the earlier result.
+    Duplicate,
+    /// An instruction repeated with the same inputs in every iteration of an affine loop runs
+    /// once: the copies of the later iterations were removed (the loop-invariant instruction
+    /// hoisted out of the loop).
+    Hoisted,
+    /// A tile reused by every iteration of an affine loop got one buffer per iteration, so an
+    /// iteration's writes no longer wait for the previous iteration's reads.
+    MultiBuffered,
+}
+
+impl CompilerKind {
+    /// The name the profile uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompilerKind::Duplicate => "duplicate removed",
+            CompilerKind::Hoisted => "hoisted out of the loop",
+            CompilerKind::MultiBuffered => "multi-buffered",
+        }
+    }
+}
+
+/// One transformation at one source line, summed over the instructions it applied to.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct CompilerLine {
+    /// What was done.
+    pub kind: CompilerKind,
+    /// The kernel line of the instructions removed (or of the first write of the renamed
+    /// tile).
+    pub line: SourceLoc,
+    /// The API of those instructions (`nl.load`, `nisa.nc_transpose`, ...).
+    pub api: &'static str,
+    /// The line of the instruction kept in their place (duplicates and hoisting).
+    pub kept: Option<SourceLoc>,
+    /// The affine loop concerned (hoisting: the loop the instruction left; renaming: the loop
+    /// whose iterations got a buffer each), when the stage knows its line.
+    pub loop_line: Option<SourceLoc>,
+    /// Instructions removed (duplicates, hoisting) or accesses renamed (multi-buffering).
+    pub count: usize,
+    /// Bytes the removed DMAs would have moved (0 for other instructions and renaming).
+    pub bytes: u64,
+}
+
+impl std::fmt::Display for CompilerLine {
+    /// `k.rs:42:9: nl.load hoisted out of the loop at k.rs:37:14 (kept: k.rs:42:9), 7x, 1835008 B`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} {}", self.line, self.api, self.kind.name())?;
+        if let Some(l) = self.loop_line {
+            let what = match self.kind {
+                CompilerKind::MultiBuffered => " across the iterations of the loop at",
+                _ => " at",
+            };
+            write!(f, "{what} {l}")?;
+        }
+        if let Some(k) = self.kept {
+            write!(f, " (kept: {k})")?;
+        }
+        write!(f, ", {}x", self.count)?;
+        if self.bytes > 0 {
+            write!(f, ", {} B", self.bytes)?;
+        }
+        Ok(())
+    }
+}
+
+/// What the `compiler` stage did to a launch (empty, and left out of the JSON, when it was
+/// off or found nothing to do).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct CompilerStats {
+    /// Instructions removed as duplicates or hoisted out of loops.
+    pub removed: usize,
+    /// HBM bytes the removed loads would have read.
+    pub removed_hbm_bytes: u64,
+    /// Tiles given one buffer per affine-loop iteration.
+    pub renamed_tiles: usize,
+    /// Per transformation and line, most instructions first.
+    pub lines: Vec<CompilerLine>,
+}
+
+impl CompilerStats {
+    /// True when the stage changed nothing.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// Counts `count` more applications of `kind` at `line`.
+    pub(crate) fn add(&mut self, l: CompilerLine) {
+        match self.lines.iter_mut().find(|o| {
+            o.kind == l.kind
+                && o.line == l.line
+                && o.api == l.api
+                && o.kept == l.kept
+                && o.loop_line == l.loop_line
+        }) {
+            Some(o) => {
+                o.count += l.count;
+                o.bytes += l.bytes;
+            }
+            None => self.lines.push(l),
+        }
+    }
+
+    /// Adds another instance's stats (the launch's sum).
+    pub(crate) fn merge(&mut self, o: CompilerStats) {
+        self.removed += o.removed;
+        self.removed_hbm_bytes += o.removed_hbm_bytes;
+        self.renamed_tiles += o.renamed_tiles;
+        for l in o.lines {
+            self.add(l);
+        }
+    }
+
+    /// Sorts the lines, most instructions first.
+    pub(crate) fn sort(&mut self) {
+        self.lines.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then(a.kind.cmp(&b.kind))
+                .then(a.line.line.cmp(&b.line.line))
+        });
+    }
+}

@@ -1,0 +1,585 @@
+//! The `compiler` stage: what the Beta-1 NKI compiler does to a kernel's program between
+//! tracing and running it, applied to an instance's records before they are costed. Each
+//! transformation is switchable ([`CompilerStage`]); with all of them off (the default) the
+//! records are costed exactly as the kernel wrote them, and this module runs nothing.
+//!
+//! What the evidence says, transformation by transformation:
+//!
+//! - **Duplicate removal and hoisting.** An instruction that recomputes what an earlier one
+//!   already produced — a load of the same HBM bytes with no write to them in between, a
+//!   TensorE transpose of the same unchanged tile, the PSUM-to-SBUF copy of such a transpose —
+//!   is removed and its readers read the earlier result, provided the tile holding that
+//!   result is still in use at that point of the program as written (so reusing it keeps no
+//!   tile in SBUF longer than the kernel already did). When the two copies lie in different
+//!   iterations of one `affine_range` loop the instruction is loop-invariant: the compiler
+//!   runs it once (hoisted out of the loop). Evidence: the NKIBench swiglu baseline
+//!   (`zhang677/AccelOpt NKIBench/kernels/swiglu_M4096_N3072_K1024_0.py`) loads its input `v1`
+//!   and transposes it in every iteration of its outermost `affine_range(3)` loop and again in
+//!   a second loop nest (6 loads of 16.8 MB), yet the profiler counts 141.6 MB of HBM reads
+//!   for it (calibration.md section 5): its 37.7 MB of weights, 83.9 MB of spill reloads and
+//!   one load of the input, not six. `affine_range` tells the compiler the iterations are
+//!   independent (nki.language.affine_range: "iterations ... can be executed in parallel"
+//!   with no loop-carried dependency), which is what allows moving such an instruction out.
+//!   Counter-evidence, why the held-tile condition and why this is a switch, off by
+//!   default: the matmul tutorial's "tiled" version (calibration.md section 1) runs 20 %
+//!   slower than its hand-hoisted version on trn1, so the compiler of that measurement did
+//!   not hoist the lhsT loads out of its `n` loop (each iteration's tile is dropped before the
+//!   next iteration loads it again); the NKIBench matmul baseline's HBM read counter
+//!   (12 x lhs) shows its lhs loads repeated per N block, likewise not hoisted. Without the
+//!   held-tile condition the stage took the tutorial's "tiled" version from 51.8 ms to
+//!   7.1 ms.
+//! - **Buffer renaming (multi-buffering).** A tile allocated outside an `affine_range` loop
+//!   and rewritten by every iteration carries no value from one iteration to the next
+//!   (checked: each iteration's reads of it lie inside what the same iteration wrote first).
+//!   Its anti-dependences (an iteration's DMA into the tile waiting for the previous
+//!   iteration's matmuls to finish reading it) are an artefact of reusing one buffer; the
+//!   compiler allocates a buffer per in-flight iteration (the Beta-1 allocation API exposes
+//!   the same mechanism as `mod_alloc(..., num_free_tiles=...)`, and the NKIBench mamba
+//!   baseline's counters, spill = 7.5 x its output, show the space it takes). Here each
+//!   iteration gets its own buffer id; the space is not charged (see "Limits").
+//!
+//! Limits: renamed copies are not seen by the capacity resolution (`timing::spill`), so
+//! multi-buffering never causes spill here; an instance with device loops or an LNC=2 pair
+//! is left as written (their record indices are referenced elsewhere); HBM regions are
+//! bounding byte ranges, so two loads are taken as the same bytes when their ranges, byte
+//! counts, run lengths and tile shapes all agree.
+
+use crate::error::SourceLoc;
+use crate::profile::compiler::{CompilerKind, CompilerLine, CompilerStats};
+use crate::record::{BufId, Engine, Instr, MemKind, Opcode, Region};
+use crate::timing::fast_hash::Map;
+use std::cell::Cell;
+use std::hash::{Hash, Hasher};
+
+/// Which transformations of the `compiler` stage run before a launch is costed (see the
+/// module `timing::compiler` and docs/timing-model.md). [`CompilerStage::OFF`] (the default)
+/// costs every kernel exactly as written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CompilerStage {
+    /// Remove an instruction (load, TensorE transpose, its PSUM copy) that recomputes what an
+    /// earlier one of the same loop iteration, of straight-line code or of another loop
+    /// produced.
+    pub dedup: bool,
+    /// Run a loop-invariant instruction of an `affine_range` loop once (its copies in the
+    /// later iterations removed).
+    pub hoist: bool,
+    /// Give a tile rewritten by every iteration of an `affine_range` loop one buffer per
+    /// iteration.
+    pub multi_buffer: bool,
+}
+
+impl CompilerStage {
+    /// Nothing transformed: the kernel is costed as written.
+    pub const OFF: CompilerStage = CompilerStage {
+        dedup: false,
+        hoist: false,
+        multi_buffer: false,
+    };
+
+    /// Every transformation the Beta-1 compiler is modelled doing.
+    pub const BETA1: CompilerStage = CompilerStage {
+        dedup: true,
+        hoist: true,
+        multi_buffer: true,
+    };
+
+    /// True when no transformation runs.
+    pub fn is_off(&self) -> bool {
+        *self == Self::OFF
+    }
+}
+
+thread_local! {
+    /// The stage new launches of this thread take (see [`with_compiler_stage`]).
+    static STAGE: Cell<CompilerStage> = const { Cell::new(CompilerStage::OFF) };
+}
+
+/// Runs `f` with `stage` as the compiler stage of every launch it builds on this thread
+/// (`Launch::new`, hence every `k::simulate` / `k::estimate` / `launch!`), then restores the
+/// previous setting (also when `f` unwinds). [`Launch::compiler`](crate::Launch::compiler)
+/// sets it for one launch.
+pub fn with_compiler_stage<R>(stage: CompilerStage, f: impl FnOnce() -> R) -> R {
+    struct Restore(CompilerStage);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            STAGE.with(|s| s.set(self.0));
+        }
+    }
+    let _restore = Restore(STAGE.with(|s| s.replace(stage)));
+    f()
+}
+
+/// The stage a launch built on this thread now takes.
+pub(crate) fn current() -> CompilerStage {
+    STAGE.with(Cell::get)
+}
+
+/// Bit marking a renamed tile id (real tile ids come from a process-wide counter that never
+/// reaches it; spill scratch ids use bit 63 of HBM ids).
+const RENAMED: u64 = 1 << 62;
+/// Tile ids keep their low 40 bits in a renamed id; the iteration goes above them.
+const ID_BITS: u32 = 40;
+
+/// What makes two instructions compute the same thing: everything of the record but its
+/// destination's place, with every read region after renaming and the number of writes its
+/// buffer had received.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Key {
+    opcode: Opcode,
+    engine: Engine,
+    api: &'static str,
+    sizes: (u32, u32, u8),
+    dtypes: (crate::dtype::DType, crate::dtype::DType),
+    flags: (bool, bool),
+    matmul: Option<(u32, u32, u32, bool)>,
+    dma: Option<(MemKind, MemKind, u64, u32, u64)>,
+    reads: [(BufId, u32, u32, u64, u64, u32); MAX_READS],
+    write: (u32, u64),
+}
+
+/// Most source regions of an instruction the stage may remove (a transpose reads its data
+/// and the identity).
+const MAX_READS: usize = 3;
+
+/// The filler of a key's unused read slots.
+const NO_READ: (BufId, u32, u32, u64, u64, u32) = (BufId::Hbm(u64::MAX), 0, 0, 0, 0, 0);
+
+/// True for the instructions the stage may remove: a load from HBM into a tile, a TensorE
+/// transpose, a copy out of PSUM; each writing one tile region it does not read.
+fn removable(r: &Instr) -> bool {
+    let kind = match r.opcode {
+        Opcode::DmaCopy | Opcode::DmaTranspose => {
+            matches!(r.dma, Some(d) if d.src == MemKind::Hbm && d.dst != MemKind::Hbm)
+        }
+        Opcode::Transpose => true,
+        Opcode::TensorCopy => r.psum,
+        _ => false,
+    };
+    kind && !r.accumulate
+        && r.writes.len() == 1
+        && !r.reads.is_empty()
+        && r.reads.len() <= MAX_READS
+        && matches!(r.writes[0].buf, BufId::Tile(_))
+        && !r.reads.iter().any(|x| x.overlaps(&r.writes[0]))
+}
+
+/// The key of `r`, its reads versioned by `version`.
+fn key(r: &Instr, version: impl Fn(BufId) -> u32) -> Key {
+    let w = r.writes[0];
+    Key {
+        opcode: r.opcode,
+        engine: r.engine,
+        api: r.api,
+        sizes: (r.partitions, r.free, r.inputs),
+        dtypes: (r.in_dtype, r.out_dtype),
+        flags: (r.psum, r.contiguous),
+        matmul: r.matmul.map(|m| (m.k, m.m, m.n, m.fp32)),
+        dma: r
+            .dma
+            .map(|d| (d.src, d.dst, d.bytes, d.partitions, d.chunk_bytes)),
+        reads: std::array::from_fn(|k| {
+            r.reads
+                .get(k)
+                .map_or(NO_READ, |g| (g.buf, g.p0, g.p1, g.lo, g.hi, version(g.buf)))
+        }),
+        write: (w.p1 - w.p0, w.hi - w.lo),
+    }
+}
+
+/// The hash of `k`.
+fn hashed(k: &Key) -> u64 {
+    let mut h = crate::timing::fast_hash::FastHasher::default();
+    k.hash(&mut h);
+    h.finish()
+}
+
+/// `reg` (a read of the region `from` held) moved onto region `to`, clipped to it.
+fn translate(reg: &Region, from: &Region, to: &Region) -> Region {
+    let p0 = (reg.p0.max(from.p0) - from.p0 + to.p0).min(to.p1);
+    let p1 = (reg.p1.min(from.p1) - from.p0 + to.p0).min(to.p1);
+    let lo = (reg.lo.max(from.lo) - from.lo + to.lo).min(to.hi);
+    let hi = (reg.hi.min(from.hi) - from.lo + to.lo).min(to.hi);
+    Region {
+        buf: to.buf,
+        p0,
+        p1,
+        lo,
+        hi,
+    }
+}
+
+/// The loop that separates records `a` (earlier) and `b` when they lie in different
+/// iterations of one `affine_range` activation: that activation.
+fn separating_loop(a: &Instr, b: &Instr) -> Option<u32> {
+    let (fa, fb) = (a.affine.frames(), b.affine.frames());
+    let k = fa.iter().zip(fb).position(|(x, y)| x != y)?;
+    (fa[k].0 == fb[k].0).then_some(fa[k].0)
+}
+
+/// Applies `stage` to `records` (one program instance), whose `affine_range` activation `a`
+/// began at `loops[a]`. Record indices in `marks` are moved to the index of the first kept
+/// record at or after them. Returns what was done (empty when nothing was).
+pub(crate) fn run(
+    records: &mut Vec<Instr>,
+    stage: CompilerStage,
+    loops: &[SourceLoc],
+    marks: &mut [usize],
+) -> CompilerStats {
+    let mut stats = CompilerStats::default();
+    if stage.dedup || stage.hoist {
+        let removed = dedup(records, stage, loops, &mut stats);
+        if !removed.is_empty() {
+            for m in marks.iter_mut() {
+                *m -= removed.partition_point(|&i| i < *m);
+            }
+            let mut k = 0;
+            let mut next = removed.iter().peekable();
+            records.retain(|_| {
+                let drop = next.peek() == Some(&&k);
+                if drop {
+                    next.next();
+                }
+                k += 1;
+                !drop
+            });
+        }
+    }
+    if stage.multi_buffer {
+        multi_buffer(records, loops, &mut stats);
+    }
+    stats.sort();
+    stats
+}
+
+/// Finds the removable duplicates of `records`, renames their readers onto the kept
+/// instruction's result, and returns their indices (ascending).
+fn dedup(
+    records: &mut [Instr],
+    stage: CompilerStage,
+    loops: &[SourceLoc],
+    stats: &mut CompilerStats,
+) -> Vec<usize> {
+    // Per buffer: its last access and last write in the program as written, and (during the
+    // walk) how many writes it has received.
+    let mut info: BufTable<Info> = BufTable::new(records);
+    for (i, r) in records.iter().enumerate() {
+        for g in &r.reads {
+            info.entry(g.buf).last = i as u32;
+        }
+        for w in &r.writes {
+            let e = info.entry(w.buf);
+            (e.last, e.last_write) = (i as u32, i as u32);
+        }
+    }
+    // A cheap first look: does a removable instruction repeat an earlier one (unversioned
+    // key, by hash) whose tile is still in use? Kernels without such repeats (the tutorial's
+    // tiled matmul drops each tile before loading it again) stop here.
+    let mut seen: Map<u64, BufId> = Map::default();
+    let candidate = records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| removable(r))
+        .any(|(i, r)| match seen.entry(hashed(&key(r, |_| 0))) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let held = info.get(*e.get()).is_some_and(|x| x.last as usize >= i);
+                *e.into_mut() = r.writes[0].buf;
+                held
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(r.writes[0].buf);
+                false
+            }
+        });
+    if !candidate {
+        return Vec::new();
+    }
+    drop(seen);
+    // The earlier instruction of each versioned key (by hash; a hit is checked against the
+    // unversioned key).
+    let mut table: Map<u64, (usize, Region)> = Map::default();
+    // Regions of removed instructions' tiles and the kept results their readers now read.
+    let mut renames: Map<BufId, Vec<(Region, Region)>> = Map::default();
+    let mut removed = Vec::new();
+    for i in 0..records.len() {
+        if !renames.is_empty() {
+            let r = &mut records[i];
+            for g in r.reads.iter_mut() {
+                if let Some(list) = renames.get(&g.buf) {
+                    if let Some((from, to)) = list.iter().rev().find(|(f, _)| f.overlaps(g)) {
+                        *g = translate(g, from, to);
+                    }
+                }
+            }
+        }
+        let r = &records[i];
+        if removable(r) {
+            let k = hashed(&key(r, |b| info.get(b).map_or(0, |e| e.writes)));
+            let hit = table
+                .get(&k)
+                .copied()
+                .filter(|&(o, _)| key(&records[o], |_| 0) == key(r, |_| 0));
+            if let Some((o, kept)) = hit {
+                let w = r.writes[0];
+                let kept_info = info.get(kept.buf).copied().unwrap_or_default();
+                let hoisted = separating_loop(&records[o], r);
+                let allowed = if hoisted.is_some() {
+                    stage.hoist
+                } else {
+                    stage.dedup
+                };
+                // The kept result must still be held (read or written at or after this
+                // point in the program as written): reusing it then adds no SBUF residency.
+                let held = kept_info.last as usize >= i;
+                // Nothing overwrites the kept result after it (so none before the
+                // removed instruction's readers are done with it).
+                let intact = kept_info.last_write as usize <= o;
+                if allowed && held && intact && w.buf != kept.buf {
+                    removed.push(i);
+                    renames.entry(w.buf).or_default().push((w, kept));
+                    stats.removed += 1;
+                    let bytes = r.dma.map_or(0, |d| d.bytes);
+                    stats.removed_hbm_bytes += bytes;
+                    stats.add(CompilerLine {
+                        kind: if hoisted.is_some() {
+                            CompilerKind::Hoisted
+                        } else {
+                            CompilerKind::Duplicate
+                        },
+                        line: r.loc,
+                        api: r.api,
+                        kept: Some(records[o].loc),
+                        loop_line: hoisted.and_then(|a| loops.get(a as usize).copied()),
+                        count: 1,
+                        bytes,
+                    });
+                    continue;
+                }
+            } else {
+                table.insert(k, (i, r.writes[0]));
+            }
+        }
+        for w in &records[i].writes {
+            info.entry(w.buf).writes += 1;
+            if let Some(list) = renames.get_mut(&w.buf) {
+                list.retain(|(from, _)| !from.overlaps(w));
+            }
+        }
+    }
+    removed
+}
+
+/// Per-buffer values: a launch's tiles (nearly consecutive ids) in a vector indexed by id
+/// offset, other buffers in a map. The stage looks a buffer up per region; a hash lookup
+/// each made it cost a third of an estimate.
+struct BufTable<T> {
+    base: u64,
+    dense: Vec<T>,
+    other: Map<BufId, T>,
+}
+
+impl<T: Default> BufTable<T> {
+    /// A table for the buffers of `records`.
+    fn new(records: &[Instr]) -> BufTable<T> {
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        for r in records {
+            for g in r.reads.iter().chain(r.writes.iter()) {
+                if let BufId::Tile(id) = g.buf {
+                    (lo, hi) = (lo.min(id), hi.max(id));
+                }
+            }
+        }
+        // Dense when the id range is within a few tiles per record.
+        let span = hi.saturating_sub(lo).saturating_add(1);
+        let dense = if lo <= hi && span <= 4 * records.len() as u64 + 4096 {
+            std::iter::repeat_with(T::default)
+                .take(span as usize)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        BufTable {
+            base: lo,
+            dense,
+            other: Map::default(),
+        }
+    }
+
+    fn slot(&self, b: BufId) -> Option<usize> {
+        match b {
+            BufId::Tile(id)
+                if id >= self.base && ((id - self.base) as usize) < self.dense.len() =>
+            {
+                Some((id - self.base) as usize)
+            }
+            _ => None,
+        }
+    }
+
+    /// The value of `b` (made by `Default` on first use).
+    fn entry(&mut self, b: BufId) -> &mut T {
+        match self.slot(b) {
+            Some(k) => &mut self.dense[k],
+            None => self.other.entry(b).or_default(),
+        }
+    }
+
+    /// The value of `b`, if it has one.
+    fn get(&self, b: BufId) -> Option<&T> {
+        match self.slot(b) {
+            Some(k) => Some(&self.dense[k]),
+            None => self.other.get(&b),
+        }
+    }
+}
+
+/// What the duplicate walk knows of one buffer.
+#[derive(Clone, Copy, Default)]
+struct Info {
+    /// Index of its last access, and of its last write, in the program as written.
+    last: u32,
+    last_write: u32,
+    /// Writes it received so far in the walk (its version).
+    writes: u32,
+}
+
+/// How one tile is used across an `affine_range` loop's iterations.
+struct Use {
+    /// The affine position of its first access.
+    first: crate::record::AffinePos,
+    /// Index of its first access.
+    at: usize,
+    /// The loop depth whose iterations its accesses differ in (`first.len()`: none).
+    level: usize,
+    /// False when renaming it per iteration would change what a read sees.
+    ok: bool,
+    /// The iteration of the access last walked, and the regions that iteration wrote.
+    iter: Option<u32>,
+    written: Vec<Region>,
+}
+
+/// Most writes remembered per iteration of a renamed tile (a tile written in more pieces is
+/// left as written).
+const WRITES_PER_ITERATION: usize = 64;
+
+/// Renames the tiles of `records` that every iteration of an affine loop rewrites before
+/// reading: one buffer per iteration.
+fn multi_buffer(records: &mut [Instr], loops: &[SourceLoc], stats: &mut CompilerStats) {
+    // Pass 1: per tile, its first access (index + 1; 0: none yet) and the loop depth at which
+    // its accesses differ.
+    let mut first: BufTable<(u32, u32)> = BufTable::new(records);
+    let mut ids = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        let frames = r.affine.frames();
+        for g in r.reads.iter().chain(r.writes.iter()) {
+            let BufId::Tile(id) = g.buf else { continue };
+            let e = first.entry(g.buf);
+            if e.0 == 0 {
+                *e = (i as u32 + 1, frames.len() as u32);
+                if !frames.is_empty() {
+                    ids.push(id);
+                }
+                continue;
+            }
+            if e.1 == 0 {
+                continue;
+            }
+            let at = records[e.0 as usize - 1].affine.frames();
+            let common = at.iter().zip(frames).take_while(|(a, b)| a == b).count();
+            e.1 = e.1.min(common as u32);
+        }
+    }
+    let mut uses: Map<u64, Use> = Map::default();
+    for id in ids {
+        let (at1, level) = first.get(BufId::Tile(id)).copied().unwrap_or_default();
+        let at = at1 as usize - 1;
+        let pos = records[at].affine.clone();
+        if (level as usize) < pos.frames().len() {
+            uses.insert(
+                id,
+                Use {
+                    first: pos,
+                    at,
+                    level: level as usize,
+                    ok: true,
+                    iter: None,
+                    written: Vec::new(),
+                },
+            );
+        }
+    }
+    drop(first);
+    if uses.is_empty() {
+        return;
+    }
+    // Pass 2: every access inside that loop, each iteration reading only what it wrote.
+    for r in records.iter() {
+        let frames = r.affine.frames();
+        let accesses = r
+            .reads
+            .iter()
+            .map(|g| (g, false))
+            .chain(r.writes.iter().map(|g| (g, true)));
+        for (g, write) in accesses {
+            let BufId::Tile(id) = g.buf else { continue };
+            let Some(u) = uses.get_mut(&id) else { continue };
+            if !u.ok {
+                continue;
+            }
+            let Some(&(act, it)) = frames.get(u.level) else {
+                u.ok = false;
+                continue;
+            };
+            if act != u.first.frames()[u.level].0 {
+                u.ok = false;
+                continue;
+            }
+            if u.iter != Some(it) {
+                u.iter = Some(it);
+                u.written.clear();
+            }
+            if write {
+                if u.written.len() == WRITES_PER_ITERATION {
+                    u.ok = false;
+                } else {
+                    u.written.push(*g);
+                }
+            } else if !u.written.iter().any(|w| w.covers(g)) {
+                u.ok = false;
+            }
+        }
+    }
+    uses.retain(|_, u| u.ok);
+    if uses.is_empty() {
+        return;
+    }
+    // Pass 3: rename; the iterations each tile was renamed in.
+    let mut iterations: Map<u64, Map<u32, ()>> = Map::default();
+    for r in records.iter_mut() {
+        let pos = r.affine.clone();
+        let frames = pos.frames();
+        let regions = r.reads.iter_mut().chain(r.writes.iter_mut());
+        for g in regions {
+            let BufId::Tile(id) = g.buf else { continue };
+            let Some(u) = uses.get(&id) else { continue };
+            let it = frames[u.level].1;
+            let low = id & ((1 << ID_BITS) - 1);
+            g.buf = BufId::Tile(RENAMED | ((it as u64) << ID_BITS) | low);
+            iterations.entry(id).or_default().insert(it, ());
+        }
+    }
+    let mut renamed: Vec<(&u64, &Use)> = uses.iter().collect();
+    renamed.sort_unstable_by_key(|(_, u)| u.at);
+    for (id, u) in renamed {
+        let r = &records[u.at];
+        stats.renamed_tiles += 1;
+        stats.add(CompilerLine {
+            kind: CompilerKind::MultiBuffered,
+            line: r.loc,
+            api: r.api,
+            kept: None,
+            loop_line: loops.get(u.first.frames()[u.level].0 as usize).copied(),
+            count: iterations.get(id).map_or(0, Map::len),
+            bytes: 0,
+        });
+    }
+}

@@ -1,0 +1,290 @@
+//! The `compiler` stage between recording and costing: duplicate-load removal, hoisting out of
+//! `affine_range` loops and multi-buffering, each switchable, each listed in the profile; off
+//! (the default) the kernel is costed as written.
+
+use nki_core::nisa::classic as nisa;
+use nki_core::prelude::*;
+use nki_core::{with_compiler_stage, CompilerKind, CompilerStage};
+
+/// Line of the `affine_range` call of [`invariant_loads`] (checked by the profile test).
+const INVARIANT_LOOP_LINE: u32 = line!() + 6;
+
+#[nki_kernel]
+fn invariant_loads(a: &Hbm<f32>, w: &Hbm<f32>, out: &mut Hbm<f32>, sum: &mut Hbm<f32>) {
+    let n = out.shape()[0];
+    let mut kept = Vec::with_capacity(n);
+    for i in nl::affine_range(n) {
+        let wt = nl::load(w.view()); // the same bytes in every iteration
+        let x = nl::load(a.slice(i));
+        let again = nl::load(w.view()); // the same bytes twice in one iteration
+        let y = nl::add(&x, &wt);
+        let z = nl::multiply(&y, &again);
+        nl::store(out.slice(i), &z);
+        kept.push(wt);
+    }
+    // Every iteration's tile is read after the loop: each stays in use until then.
+    let mut s = nl::add(&kept[0], &kept[1]);
+    for t in &kept[2..] {
+        s = nl::add(&s, t);
+    }
+    nl::store(sum.view(), &s);
+}
+
+#[nki_kernel]
+fn dropped_each_iteration(a: &Hbm<f32>, w: &Hbm<f32>, out: &mut Hbm<f32>) {
+    // As the tutorial's tiled matmul: the repeated tile is dropped before the next load.
+    for i in nl::affine_range(out.shape()[0]) {
+        let wt = nl::load(w.view());
+        let x = nl::load(a.slice(i));
+        nl::store(out.slice(i), &nl::add(&x, &wt));
+    }
+}
+
+const N: usize = 6;
+const TILE_BYTES: u64 = 128 * 512 * 4;
+
+fn invariant(stage: CompilerStage) -> Profile {
+    let a = Hbm::<f32>::shape_only([N, 128, 512]);
+    let w = Hbm::<f32>::shape_only([128, 512]);
+    let mut out = Hbm::<f32>::shape_only([N, 128, 512]);
+    let mut sum = Hbm::<f32>::shape_only([128, 512]);
+    with_compiler_stage(stage, || {
+        invariant_loads::estimate(Grid::new([1]), Target::Trn2, &a, &w, &mut out, &mut sum).unwrap()
+    })
+}
+
+#[test]
+fn with_the_stage_off_the_kernel_is_costed_as_written() {
+    let off = invariant(CompilerStage::OFF);
+    let default = {
+        let a = Hbm::<f32>::shape_only([N, 128, 512]);
+        let w = Hbm::<f32>::shape_only([128, 512]);
+        let mut out = Hbm::<f32>::shape_only([N, 128, 512]);
+        let mut sum = Hbm::<f32>::shape_only([128, 512]);
+        invariant_loads::estimate(Grid::new([1]), Target::Trn2, &a, &w, &mut out, &mut sum).unwrap()
+    };
+    assert!(off.compiler.is_empty());
+    assert!(!off.to_json().contains("\"compiler\""));
+    assert_eq!(off.latency_ns, default.latency_ns);
+    assert_eq!(off.instructions, default.instructions);
+    // Every load as written: 3 per iteration.
+    assert_eq!(off.dma.hbm_read_bytes, 3 * N as u64 * TILE_BYTES);
+}
+
+#[test]
+fn a_repeated_load_whose_tile_was_dropped_is_not_hoisted() {
+    let a = Hbm::<f32>::shape_only([N, 128, 512]);
+    let w = Hbm::<f32>::shape_only([128, 512]);
+    let mut out = Hbm::<f32>::shape_only([N, 128, 512]);
+    let p = with_compiler_stage(CompilerStage::BETA1, || {
+        dropped_each_iteration::estimate(Grid::new([1]), Target::Trn2, &a, &w, &mut out).unwrap()
+    });
+    assert!(p.compiler.is_empty(), "{:?}", p.compiler);
+    assert_eq!(p.dma.hbm_read_bytes, 2 * N as u64 * TILE_BYTES);
+}
+
+#[test]
+fn repeated_loads_are_removed_and_loop_invariant_ones_hoisted() {
+    let off = invariant(CompilerStage::OFF);
+    let on = invariant(CompilerStage::BETA1);
+    // What runs: w once, a's tile per iteration.
+    assert_eq!(on.dma.hbm_read_bytes, (1 + N as u64) * TILE_BYTES);
+    assert_eq!(on.instructions, off.instructions - (2 * N - 1));
+    let c = &on.compiler;
+    assert_eq!(c.removed, 2 * N - 1);
+    assert_eq!(c.removed_hbm_bytes, (2 * N as u64 - 1) * TILE_BYTES);
+    let hoisted: usize = c
+        .lines
+        .iter()
+        .filter(|l| l.kind == CompilerKind::Hoisted)
+        .map(|l| l.count)
+        .sum();
+    let dups: Vec<_> = c
+        .lines
+        .iter()
+        .filter(|l| l.kind == CompilerKind::Duplicate)
+        .collect();
+    // Iteration 0's second load of w is a duplicate; the later iterations' two are hoisted.
+    assert_eq!(hoisted, 2 * (N - 1));
+    assert_eq!(dups.len(), 1);
+    assert_eq!(dups[0].count, 1);
+    for l in &c.lines {
+        assert_eq!(l.api, "nl.load");
+        assert!(l.line.file.ends_with("compiler_stage.rs"), "{l}");
+        assert_eq!(l.kept.map(|k| k.line), Some(INVARIANT_LOOP_LINE + 1), "{l}");
+        if l.kind == CompilerKind::Hoisted {
+            assert_eq!(
+                l.loop_line.map(|k| k.line),
+                Some(INVARIANT_LOOP_LINE),
+                "{l}"
+            );
+        }
+    }
+    let text = on.to_string();
+    assert!(
+        text.contains("compiler stage: 11 instructions removed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("nl.load hoisted out of the loop at"),
+        "{text}"
+    );
+    assert!(text.contains("nl.load duplicate removed"), "{text}");
+    assert!(on.to_json().contains("\"compiler\""));
+    // This kernel is VectorE-bound: fewer DMAs, no later end.
+    let dma = |p: &Profile| p.engine("DMA").unwrap().active_ns;
+    assert!(dma(&on) < dma(&off), "{} vs {}", dma(&on), dma(&off));
+    assert!(on.latency_ns <= off.latency_ns);
+}
+
+#[test]
+fn each_transformation_is_switchable() {
+    let only_dedup = invariant(CompilerStage {
+        dedup: true,
+        ..CompilerStage::OFF
+    });
+    // Only iteration 0's duplicate goes (the other repeats are in later iterations).
+    assert_eq!(only_dedup.compiler.removed, 1);
+    assert!(only_dedup
+        .compiler
+        .lines
+        .iter()
+        .all(|l| l.kind == CompilerKind::Duplicate));
+    let only_hoist = invariant(CompilerStage {
+        hoist: true,
+        ..CompilerStage::OFF
+    });
+    assert!(only_hoist
+        .compiler
+        .lines
+        .iter()
+        .all(|l| l.kind == CompilerKind::Hoisted));
+    assert_eq!(only_hoist.compiler.removed, 2 * (N - 1));
+    // The launch's own setting wins over nothing set.
+    let a = Hbm::<f32>::shape_only([N, 128, 512]);
+    let w = Hbm::<f32>::shape_only([128, 512]);
+    let mut out = Hbm::<f32>::shape_only([N, 128, 512]);
+    let mut sum = Hbm::<f32>::shape_only([128, 512]);
+    let report = Launch::new(Grid::new([1]))
+        .target(Target::Trn2)
+        .mode(Mode::Estimate)
+        .compiler(CompilerStage::BETA1);
+    let report = invariant_loads::run(report, &a, &w, &mut out, &mut sum).unwrap();
+    assert_eq!(report.profile.unwrap().compiler.removed, 2 * N - 1);
+}
+
+#[nki_kernel]
+fn written_between(a: &Hbm<f32>, out: &mut Hbm<f32>) {
+    let x = nl::load(a.view());
+    nl::store(out.view(), &x);
+    let y = nl::load(out.view());
+    nl::store(out.view(), &nl::add(&x, &y));
+    // The same bytes as `y`, written in between: kept.
+    let y2 = nl::load(out.view());
+    // The same bytes as `x`, unchanged, and `x` still in use: removed.
+    let z = nl::load(a.view());
+    nl::store(out.view(), &nl::add(&nl::multiply(&y2, &z), &x));
+}
+
+#[test]
+fn a_load_after_a_write_to_its_bytes_is_kept() {
+    let a = Hbm::<f32>::shape_only([128, 512]);
+    let mut out = Hbm::<f32>::shape_only([128, 512]);
+    let p = with_compiler_stage(CompilerStage::BETA1, || {
+        written_between::estimate(Grid::new([1]), Target::Trn2, &a, &mut out).unwrap()
+    });
+    assert_eq!(p.compiler.removed, 1, "{:?}", p.compiler);
+    assert_eq!(p.compiler.lines[0].kind, CompilerKind::Duplicate);
+    assert_eq!(p.dma.hbm_read_bytes, 3 * TILE_BYTES);
+}
+
+/// Line of the `affine_range` call of [`reused_buffer`].
+const REUSED_LOOP_LINE: u32 = line!() + 11;
+
+#[nki_kernel]
+fn reused_buffer(a: &Hbm<bf16>, b: &Hbm<bf16>, out: &mut Hbm<f32>, carried: bool) {
+    let n = out.shape()[0];
+    let y = nl::load(b.view());
+    // One buffer for every iteration, as written.
+    let buf = nl::ndarray(&[128, 128], DType::BF16, nl::SBUF);
+    if carried {
+        nisa::memset_into(&buf, 0.0);
+    }
+    for i in nl::affine_range(n) {
+        if carried {
+            // Reads what the previous iteration left: must stay one buffer.
+            let keep = nisa::tensor_copy(&buf, None, nki_core::Engine::Vector);
+            nisa::tensor_tensor_into(&buf, &keep, &y, nl::AluOp::Add);
+        } else {
+            nisa::dma_copy(buf.slice((.., ..)), a.slice(i));
+        }
+        let m = nl::matmul(&buf, &y, true);
+        let s = nisa::tensor_copy(&m, None, nki_core::Engine::Scalar);
+        nl::store(out.slice(i), &s);
+    }
+}
+
+fn reused(stage: CompilerStage, carried: bool) -> Profile {
+    let a = Hbm::<bf16>::shape_only([8, 128, 128]);
+    let b = Hbm::<bf16>::shape_only([128, 128]);
+    let mut out = Hbm::<f32>::shape_only([8, 128, 128]);
+    with_compiler_stage(stage, || {
+        reused_buffer::estimate(Grid::new([1]), Target::Trn1, &a, &b, &mut out, carried).unwrap()
+    })
+}
+
+#[test]
+fn a_tile_every_iteration_rewrites_gets_a_buffer_per_iteration() {
+    let mb = CompilerStage {
+        multi_buffer: true,
+        ..CompilerStage::OFF
+    };
+    let off = reused(CompilerStage::OFF, false);
+    let on = reused(mb, false);
+    let lines: Vec<_> = on
+        .compiler
+        .lines
+        .iter()
+        .filter(|l| l.kind == CompilerKind::MultiBuffered)
+        .collect();
+    assert!(!lines.is_empty(), "{:?}", on.compiler);
+    let dma_line = lines
+        .iter()
+        .find(|l| l.api == "nisa.dma_copy")
+        .expect("the reused SBUF buffer is renamed");
+    assert_eq!(dma_line.count, 8);
+    assert_eq!(dma_line.loop_line.map(|l| l.line), Some(REUSED_LOOP_LINE));
+    assert!(on
+        .to_string()
+        .contains("multi-buffered across the iterations of the loop at"));
+    // Same instructions and bytes; the loads no longer wait for the previous matmuls.
+    assert_eq!(on.instructions, off.instructions);
+    assert_eq!(on.dma.hbm_read_bytes, off.dma.hbm_read_bytes);
+    assert!(
+        on.latency_ns < off.latency_ns,
+        "{} vs {}",
+        on.latency_ns,
+        off.latency_ns
+    );
+    // A tile whose iterations read what the previous one wrote keeps its one buffer.
+    let carried = reused(mb, true);
+    assert!(carried.compiler.is_empty(), "{:?}", carried.compiler);
+}
+
+#[nki_kernel(nki = "0.7")]
+fn repeated_loads_07(w: &Hbm<f32>, out: &mut Hbm<f32>) {
+    let a = nl::load(w.view());
+    let b = nl::load(w.view());
+    nl::store(out.view(), &nl::add(&a, &b));
+}
+
+#[test]
+fn an_nki_07_kernel_is_costed_as_written_whatever_the_stage() {
+    let w = Hbm::<f32>::shape_only([128, 512]);
+    let mut out = Hbm::<f32>::shape_only([128, 512]);
+    let p = with_compiler_stage(CompilerStage::BETA1, || {
+        repeated_loads_07::estimate(Grid::new([1]), Target::Trn2, &w, &mut out).unwrap()
+    });
+    assert!(p.compiler.is_empty(), "{:?}", p.compiler);
+    assert_eq!(p.dma.hbm_read_bytes, 2 * TILE_BYTES);
+}
