@@ -973,7 +973,6 @@ impl<'a> TileRef<'a> {
 
     /// Marks the tile written without touching values (estimate mode).
     #[inline]
-    #[inline]
     pub(crate) fn mark_written(&self) {
         let t = self.tile;
         if t.init.get() && !t.tracked.get() {
