@@ -178,15 +178,11 @@ impl MemoryTracker {
                 // NC-v4: a tile over one bank takes whole, consecutive, empty banks.
                 let k = bytes.div_ceil(self.bank_bytes);
                 if k > self.max_tile_banks {
-                    return Err(NkiError::new(
-                        ErrorKind::PsumBankLimit,
-                        "psum",
-                        format!(
-                            "PSUM tile {dtype}{shape} needs {bytes} bytes per partition; a PSUM \
-                             tile spans at most {} banks of {} bytes",
-                            self.max_tile_banks, self.bank_bytes
-                        ),
-                    ));
+                    let rule = format!(
+                        "spans at most {} banks of {} bytes",
+                        self.max_tile_banks, self.bank_bytes
+                    );
+                    return Err(psum_bank_error(bytes, shape, dtype, rule));
                 }
                 match (0..=self.banks.len().saturating_sub(k))
                     .find(|&b| self.banks[b..b + k].iter().all(|&u| u == 0))
@@ -204,16 +200,12 @@ impl MemoryTracker {
             }
             MemKind::Psum => {
                 if bytes > self.bank_bytes {
-                    return Err(NkiError::new(
-                        ErrorKind::PsumBankLimit,
-                        "psum",
-                        format!(
-                            "PSUM tile {dtype}{shape} needs {bytes} bytes per partition; a PSUM \
-                             tile must fit one {}-byte bank (at most {} fp32 elements per partition)",
-                            self.bank_bytes,
-                            self.bank_bytes / 4
-                        ),
-                    ));
+                    let rule = format!(
+                        "must fit one {}-byte bank (at most {} fp32 elements per partition)",
+                        self.bank_bytes,
+                        self.bank_bytes / 4
+                    );
+                    return Err(psum_bank_error(bytes, shape, dtype, rule));
                 }
                 match self
                     .banks
@@ -506,6 +498,17 @@ pub(crate) fn give_buf(b: Vec<f32>) {
             }
         }
     });
+}
+
+/// The error of a PSUM tile of `bytes` per partition that breaks the bank `rule` ("must fit
+/// one 2048-byte bank ...").
+#[cold]
+fn psum_bank_error(bytes: usize, shape: Shape, dtype: DType, rule: String) -> NkiError {
+    NkiError::new(
+        ErrorKind::PsumBankLimit,
+        "psum",
+        format!("PSUM tile {dtype}{shape} needs {bytes} bytes per partition; a PSUM tile {rule}"),
+    )
 }
 
 #[cfg(test)]

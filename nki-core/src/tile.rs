@@ -19,6 +19,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 static NEXT_TILE_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A fresh on-chip buffer id, unique in the process (tiles take theirs from the same count; a
+/// scalar register names the value it holds by one, see `isa::nki_scalar`).
+pub(crate) fn fresh_buffer_id() -> u64 {
+    NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed)
+}
+
 /// An on-chip tile: dimension 0 is the partition dimension (at most 128), the rest are free
 /// dimensions. Values are held in f32 slots already rounded to the tile's dtype (int32/uint32
 /// as their bit pattern, see [`DType::holds_bits`]).
@@ -91,8 +97,10 @@ impl Tile {
         // A small result out of the context (an error is boxed: it is rare and large).
         let placed = context::with_ctx(op, loc, |c| {
             // Inside a device loop, one body allocation is one buffer in every iteration.
-            let fresh = || NEXT_TILE_ID.fetch_add(1, Ordering::Relaxed);
-            let id = c.loops.tile_id(loc, fresh).unwrap_or_else(fresh);
+            let id = c
+                .loops
+                .tile_id(loc, fresh_buffer_id)
+                .unwrap_or_else(fresh_buffer_id);
             let slot = c
                 .mem
                 .alloc(id, mem, shape, dtype, loc, c.records.len())

@@ -284,3 +284,65 @@ fn trip_counts_per_run_are_taken_in_order() {
     assert_eq!(t.count_for(10, 3), None);
     assert_eq!(t.count_for(11, 0), None);
 }
+
+/// A row of `x` picked by an index read on the device: the DMA of the row takes its offset
+/// from a scalar register, and a device loop bounded by the same scalar.
+#[nki_kernel]
+fn row_at(idx: &Hbm<i32>, x: &Hbm<f32>, out: &mut Hbm<f32>) {
+    let c = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&c, idx.view(), None);
+    let s = nisa::scalar_load(&c);
+    let row = nl::ndarray(&[1, 64], DType::F32, nl::sbuf);
+    nisa::dma_copy(&row, x.slice((0..1, ..)).scalar_offset(s, 0), None); // the offset DMA
+    nl::fori_loop(0, s, |_| {});
+    nisa::dma_copy(out.slice((.., ..)), &row, None);
+}
+
+#[test]
+fn what_uses_a_scalar_waits_for_its_scalar_load() {
+    let line = include_str!("device_loops.rs")
+        .lines()
+        .position(|l| l.ends_with("// the offset DMA"))
+        .unwrap() as u32
+        + 1;
+    let idx = Hbm::<i32>::from_vec(&[1, 1], vec![3]).unwrap();
+    let x = Hbm::<f32>::from_vec(&[8, 64], (0..512).map(|k| k as f32).collect()).unwrap();
+    for mode in [Mode::Simulate, Mode::Estimate] {
+        let mut out = Hbm::<f32>::zeros([1, 64]);
+        let l = Launch::new(1)
+            .mode(mode)
+            .trip_counts(TripCounts::new().all(3));
+        let p = row_at::run(l, &idx, &x, &mut out).unwrap().profile.unwrap();
+        if mode == Mode::Simulate {
+            let want: Vec<f32> = (3 * 64..4 * 64).map(|k| k as f32).collect();
+            assert_eq!(out.to_f32_vec().unwrap(), want);
+        }
+        let (mut load_end, mut dma_start, mut first_branch) = (0.0f64, f64::MAX, f64::MAX);
+        for s in p.spans.iter().filter(|s| s.cause.is_none()) {
+            let Some(op) = p.ops.get(s.op as usize) else {
+                continue;
+            };
+            match op.api {
+                "nisa.scalar_load" => load_end = load_end.max(s.start_ns + s.dur_ns),
+                "nisa.dma_copy" if op.loc.line == line => dma_start = dma_start.min(s.start_ns),
+                "nl.fori_loop" => first_branch = first_branch.min(s.start_ns),
+                _ => {}
+            }
+        }
+        // The index's own DMA (~2 us) comes first, then the load, then what uses the value.
+        assert!(
+            load_end > 1000.0,
+            "{mode:?}: the load ends at {load_end} ns"
+        );
+        assert!(
+            dma_start >= load_end,
+            "{mode:?}: the offset DMA starts at {dma_start} ns, before its scalar is loaded at \
+             {load_end} ns"
+        );
+        assert!(
+            first_branch >= load_end,
+            "{mode:?}: the loop branches at {first_branch} ns, before its bound is loaded at \
+             {load_end} ns"
+        );
+    }
+}

@@ -23,6 +23,9 @@ pub struct HbmView {
     /// A view of a kernel input (`&Hbm`), which nothing writes during a launch: a load may
     /// read its values in place instead of copying them (see [`HbmView::share_rows`]).
     input: bool,
+    /// The scalar register (its buffer id) this view's offset was read from
+    /// (`scalar_offset`): a DMA of the view waits for that `scalar_load`.
+    register: Option<std::num::NonZeroU64>,
 }
 
 impl HbmView {
@@ -31,6 +34,7 @@ impl HbmView {
             st: st.clone(),
             ap: st.whole,
             input,
+            register: None,
         }
     }
 
@@ -40,6 +44,7 @@ impl HbmView {
             st,
             ap,
             input: false,
+            register: None,
         }
     }
 
@@ -50,7 +55,33 @@ impl HbmView {
             st: self.st.clone(),
             ap,
             input: self.input,
+            register: self.register,
         }
+    }
+
+    /// This view, its offset read from the scalar register `reg` (a one-word on-chip region
+    /// written by `nisa::scalar_load`; `None`: a compile-time offset).
+    pub(crate) fn after_register(mut self, reg: Option<Region>) -> HbmView {
+        if let Some(Region {
+            buf: crate::record::BufId::Tile(id),
+            ..
+        }) = reg
+        {
+            self.register = std::num::NonZeroU64::new(id);
+        }
+        self
+    }
+
+    /// The scalar register this view's offset was read from, as the region a DMA of the view
+    /// reads (so it waits for the `scalar_load`), if any.
+    pub(crate) fn register(&self) -> Option<Region> {
+        self.register.map(|id| Region {
+            buf: crate::record::BufId::Tile(id.get()),
+            p0: 0,
+            p1: 1,
+            lo: 0,
+            hi: 4,
+        })
     }
 
     /// Slices the view further (integer indices drop their dimension, as in NKI on HBM).
@@ -69,6 +100,7 @@ impl HbmView {
             st: self.st.clone(),
             ap: slice_ap(&self.st, &self.ap, index)?,
             input: self.input,
+            register: self.register,
         })
     }
 
@@ -85,6 +117,7 @@ impl HbmView {
                 st: st.clone(),
                 ap,
                 input,
+                register: None,
             },
             Err(e) => crate::abort::raise(e, loc),
         }

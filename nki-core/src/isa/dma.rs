@@ -549,7 +549,8 @@ pub(super) fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Inst
             chunk_bytes: (run * src.elem_size()) as u64,
         },
     };
-    ins.record(Engine::Dma, Opcode::DmaCopy)
+    let mut r = ins
+        .record(Engine::Dma, Opcode::DmaCopy)
         .size(partitions as u32, free as u32)
         .dtypes(src.dtype(), dst.dtype())
         .contiguous([dst, src].iter().all(|end| match end {
@@ -559,7 +560,14 @@ pub(super) fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Inst
         .dma(dims)
         .reads([src.region()])
         .writes([dst.region()])
-        .done()
+        .done();
+    // An offset read from a scalar register (`scalar_offset`): the DMA waits for its load.
+    for end in [src, dst] {
+        if let Some(reg) = end.hbm().and_then(HbmView::register) {
+            r.reads.push(reg);
+        }
+    }
+    r
 }
 
 /// What one indirect DMA does.

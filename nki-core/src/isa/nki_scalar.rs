@@ -17,7 +17,7 @@
 use crate::context::{raise, Op};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
-use crate::record::{Engine, MemKind, Opcode};
+use crate::record::{BufId, Engine, MemKind, Opcode, Region};
 use crate::tile::TileRef;
 
 /// One 32-bit integer held in a sequencer register (NKI 0.7 `nki.isa.NkiScalar`).
@@ -27,21 +27,63 @@ use crate::tile::TileRef;
 /// unary) and `*` wrap at 32 bits as the hardware's registers do (`100000 * 100000` is
 /// `1410065408`). Comparisons, which 0.7 traces but whose result a kernel cannot use, are not
 /// provided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// Timing: a scalar remembers the register its value came from (the latest [`scalar_load`] it
+/// derives from, through arithmetic or a device loop's bounds), and what uses it waits for
+/// that load: a DMA whose HBM side is moved by it
+/// ([`HbmView::scalar_offset`](crate::hbm::HbmView::scalar_offset), in
+/// [`nisa::dma_copy`](crate::isa::dma_copy)) and each iteration's branch of a device loop it
+/// bounds. (NKI 0.7's
+/// guide: the value is read from the tile into a register at run time, and the instructions
+/// that take it read that register.) Scalar loads all run on the Sync engine in program order,
+/// so waiting for the latest one a value derives from waits for all of them.
+#[derive(Clone, Copy, Debug)]
 pub struct NkiScalar {
     /// The value (`None` in estimate mode for a value read from a tile).
     value: Option<i32>,
+    /// The register written by the latest `scalar_load` the value derives from (`None` for
+    /// compile-time values).
+    reg: Option<Region>,
 }
+
+impl PartialEq for NkiScalar {
+    /// Scalars are equal when their values are (the register they came from is timing only).
+    fn eq(&self, o: &NkiScalar) -> bool {
+        self.value == o.value
+    }
+}
+
+impl Eq for NkiScalar {}
 
 impl NkiScalar {
     /// A scalar of known value (loop induction variables, arithmetic results).
     pub(crate) fn known(v: i32) -> NkiScalar {
-        NkiScalar { value: Some(v) }
+        NkiScalar {
+            value: Some(v),
+            reg: None,
+        }
     }
 
     /// A scalar whose value is not known (estimate mode).
     pub(crate) fn unknown() -> NkiScalar {
-        NkiScalar { value: None }
+        NkiScalar {
+            value: None,
+            reg: None,
+        }
+    }
+
+    /// The register the value was loaded into by the latest `scalar_load` it derives from: the
+    /// region what uses the scalar reads (so it waits for that load).
+    pub(crate) fn register(&self) -> Option<Region> {
+        self.reg
+    }
+
+    /// This scalar, also derived from `o`'s register (the later-loaded of the two).
+    pub(crate) fn after(self, o: NkiScalar) -> NkiScalar {
+        NkiScalar {
+            value: self.value,
+            reg: later(self.reg, o.reg),
+        }
     }
 
     /// The value, when the launch computes values (`None` in estimate mode for scalars read
@@ -59,7 +101,20 @@ impl NkiScalar {
     fn zip(self, o: NkiScalar, f: impl FnOnce(i32, i32) -> i32) -> NkiScalar {
         NkiScalar {
             value: self.value.zip(o.value).map(|(a, b)| f(a, b)),
+            reg: later(self.reg, o.reg),
         }
+    }
+}
+
+/// Of two registers, the one loaded later (registers take increasing buffer ids as they are
+/// loaded).
+fn later(a: Option<Region>, b: Option<Region>) -> Option<Region> {
+    let id = |r: &Region| match r.buf {
+        BufId::Tile(id) | BufId::Hbm(id) => id,
+    };
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if id(&y) > id(&x) { y } else { x }),
+        (x, y) => x.or(y),
     }
 }
 
@@ -151,6 +206,7 @@ impl std::ops::Neg for NkiScalar {
     fn neg(self) -> NkiScalar {
         NkiScalar {
             value: self.value.map(i32::wrapping_neg),
+            reg: self.reg,
         }
     }
 }
@@ -193,6 +249,15 @@ pub fn scalar_load<'a>(src: impl Into<TileRef<'a>>) -> NkiScalar {
     one_int32(&ins, "src", &src);
     ins.memory("src", &src, &[MemKind::Sbuf]);
     let mut out = NkiScalar::unknown();
+    // The register: a fresh one-word buffer the load writes and the scalar's users read
+    // (the same region `HbmView::register` gives back).
+    let reg = Region {
+        buf: BufId::Tile(crate::tile::fresh_buffer_id()),
+        p0: 0,
+        p1: 1,
+        lo: 0,
+        hi: 4,
+    };
     ins.issue(
         &[],
         || {
@@ -204,9 +269,11 @@ pub fn scalar_load<'a>(src: impl Into<TileRef<'a>>) -> NkiScalar {
                 .size(1, 1)
                 .dtypes(DType::I32, DType::I32)
                 .reads([src.region()])
+                .writes([reg])
                 .done()
         },
     );
+    out.reg = Some(reg);
     out
 }
 
@@ -246,6 +313,9 @@ impl crate::hbm::HbmView {
     /// In estimate mode a scalar read from a tile has no value: the view is taken unmoved.
     /// The DMA's size and cost do not depend on the offset; only the region its record
     /// names (the timing model's dependencies) may differ from the real one.
+    ///
+    /// A DMA of the moved view waits for the `scalar_load` the offset comes from (it reads the
+    /// scalar's register, see [`NkiScalar`]).
     #[track_caller]
     pub fn scalar_offset(&self, s: NkiScalar, indirect_dim: usize) -> crate::hbm::HbmView {
         let loc = SourceLoc::caller();
@@ -265,7 +335,7 @@ impl crate::hbm::HbmView {
             ));
         }
         let Some(v) = s.value() else {
-            return self.clone();
+            return self.clone().after_register(s.register());
         };
         let stride = self.st.whole.strides[indirect_dim] as i64;
         let mut ap = self.ap;
@@ -285,7 +355,7 @@ impl crate::hbm::HbmView {
             ));
         }
         ap.offset = (ap.offset as i64 + shift) as usize;
-        self.with_ap(ap)
+        self.with_ap(ap).after_register(s.register())
     }
 }
 

@@ -26,7 +26,7 @@ use crate::context::{self, raise, Op};
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::isa::nki_scalar::IntoScalar;
 use crate::isa::NkiScalar;
-use crate::record::{Engine, Opcode};
+use crate::record::{Engine, Opcode, Region};
 use std::collections::HashMap;
 
 /// Most iterations one run of a device loop may take in nki-rs before the launch fails (a
@@ -35,12 +35,15 @@ use std::collections::HashMap;
 pub const MAX_DEVICE_LOOP_ITERATIONS: u64 = 1 << 24;
 
 /// Runs `iteration` for each iteration of a device loop at `loc`; `next(k)` says whether
-/// iteration `k` runs (it is called before each one, and may run kernel code).
+/// iteration `k` runs (it is called before each one, and may run kernel code). `decides()` is
+/// the scalar register the loop's branch reads after an iteration (its bound's, or the next
+/// condition's), if the value came from a `scalar_load`: the branch waits for that load.
 fn run_loop(
     api: &'static str,
     loc: SourceLoc,
     mut next: impl FnMut(u64) -> bool,
     mut iteration: impl FnMut(u64),
+    decides: impl Fn() -> Option<Region>,
 ) {
     let records = Op::at(api, loc).env.records;
     context::with_ctx(api, loc, |c| {
@@ -78,7 +81,7 @@ fn run_loop(
         });
         iteration(k);
         if records {
-            let (branch, end) = branches(api, loc, first);
+            let (branch, end) = branches(api, loc, first, decides());
             log.iterations.push((first, branch, end));
         }
         k += 1;
@@ -96,8 +99,14 @@ fn run_loop(
 
 /// Issues the loop-branch records closing an iteration whose records start at `first`: one
 /// per engine the iteration used (the Sync engine's for TensorE and DMA work, which the
-/// sequencers of the engines that trigger them run). Returns the range of those records.
-fn branches(api: &'static str, loc: SourceLoc, first: usize) -> (usize, usize) {
+/// sequencers of the engines that trigger them run), each reading `register` (the scalar
+/// register the branch decides on, if loaded from a tile). Returns the range of those records.
+fn branches(
+    api: &'static str,
+    loc: SourceLoc,
+    first: usize,
+    register: Option<Region>,
+) -> (usize, usize) {
     let mut used = [false; Engine::COUNT];
     let start = context::with_ctx(api, loc, |c| {
         for r in c.records.get(first..).unwrap_or(&[]) {
@@ -117,7 +126,11 @@ fn branches(api: &'static str, loc: SourceLoc, first: usize) -> (usize, usize) {
         op.issue(
             &[],
             || {},
-            || op.record(*e, Opcode::LoopBranch).size(1, 1).done(),
+            || {
+                let mut r = op.record(*e, Opcode::LoopBranch).size(1, 1).done();
+                r.reads.extend(register);
+                r
+            },
         );
     }
     let end = context::with_ctx(api, loc, |c| c.records.len());
@@ -225,8 +238,10 @@ fn fori_at(
                 Some(a) => NkiScalar::known((a + k as i64 * i64::from(step)) as i32),
                 None => NkiScalar::unknown(),
             };
-            body(i)
+            // The induction variable derives from both bounds' registers.
+            body(i.after(lo).after(hi))
         },
+        || lo.after(hi).register(),
     );
 }
 
@@ -268,6 +283,7 @@ pub fn while_loop(cond: NkiScalar, mut body: impl FnMut() -> NkiScalar) {
             }
             c.set(next);
         },
+        || c.get().register(),
     );
 }
 

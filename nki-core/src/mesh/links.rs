@@ -51,7 +51,8 @@ pub struct LinkSpec {
     pub collective_fixed_ns: f64,
     /// Fixed cost of a reducing collective (all_reduce, reduce_scatter), in ns.
     pub reduction_fixed_ns: f64,
-    /// Where each constant comes from (hardware.md source keys and derivations).
+    /// Where each of this target's own constants comes from (hardware.md source keys and
+    /// derivations); [`LinkSpec::all_sources`] adds the ones every target shares.
     pub sources: &'static [(&'static str, &'static str)],
 }
 
@@ -97,6 +98,17 @@ const CC_SOURCES: [(&str, &str); 3] = [
     ),
 ];
 
+/// Sources shared by several targets' tables.
+const HOP_SOURCE: (&str, &str) = ("hop_ns", "[A S18] one Ring hop ~1-2 us: midpoint 1.5 us");
+const DMA_FIXED_SOURCE: (&str, &str) = (
+    "dma_fixed_ns",
+    "[A S5] ~1300 ns descriptor + semaphore-to-start latency",
+);
+const REDUCE_HALF_SOURCE: (&str, &str) = (
+    "reduce_fraction",
+    "[E S3] DMA reductions at 50% of DMA throughput before NC-v4",
+);
+
 const TRN1: LinkSpec = LinkSpec {
     name: "trn1",
     devices_per_chip: 2,
@@ -123,39 +135,19 @@ const TRN1: LinkSpec = LinkSpec {
             "link_gbps",
             "[D S9] 384 GB/s per chip / 4 links = 96 GB/s per link",
         ),
-        ("hop_ns", "[A S18] one Ring hop ~1-2 us: midpoint 1.5 us"),
+        HOP_SOURCE,
         ("dma_gbps", "[E S5,S6] 16 DMA engines x 17 B/ns"),
-        (
-            "dma_fixed_ns",
-            "[A S5] ~1300 ns descriptor + semaphore-to-start latency",
-        ),
-        (
-            "reduce_fraction",
-            "[E S3] DMA reductions at 50% of DMA throughput before NC-v4",
-        ),
-        EFA_SOURCES[0],
-        EFA_SOURCES[1],
-        CC_SOURCES[0],
-        CC_SOURCES[1],
-        CC_SOURCES[2],
+        DMA_FIXED_SOURCE,
+        REDUCE_HALF_SOURCE,
     ],
 };
 
+/// trn2: trn1's table but for its own figures (the shared ones have the same sources).
 const TRN2: LinkSpec = LinkSpec {
     name: "trn2",
     devices_per_chip: 4,
-    chips_per_node: 16,
-    fabric: Fabric::Torus(4, 4),
     link_gbps: 256.0,
-    hop_ns: 1500.0,
     dma_gbps: 16.0 * 23.0,
-    dma_fixed_ns: 1300.0,
-    reduce_fraction: 0.5,
-    node_gbps: 6.25,
-    node_ns: 15_000.0,
-    collective_dma_fraction: CC_DMA_FRACTION,
-    collective_fixed_ns: CC_FIXED_NS,
-    reduction_fixed_ns: CC_REDUCTION_FIXED_NS,
     sources: &[
         (
             "devices_per_chip",
@@ -167,39 +159,20 @@ const TRN2: LinkSpec = LinkSpec {
             "link_gbps",
             "[D S10] 1,024 GB/s per chip intra-instance / 4 torus links = 256 GB/s",
         ),
-        ("hop_ns", "[A S18] one Ring hop ~1-2 us: midpoint 1.5 us"),
+        HOP_SOURCE,
         ("dma_gbps", "[E S5,S6] 16 DMA engines x 23 B/ns = 368 GB/s"),
-        (
-            "dma_fixed_ns",
-            "[A S5] ~1300 ns descriptor + semaphore-to-start latency",
-        ),
-        (
-            "reduce_fraction",
-            "[E S3] DMA reductions at 50% of DMA throughput before NC-v4",
-        ),
-        EFA_SOURCES[0],
-        EFA_SOURCES[1],
-        CC_SOURCES[0],
-        CC_SOURCES[1],
-        CC_SOURCES[2],
+        DMA_FIXED_SOURCE,
+        REDUCE_HALF_SOURCE,
     ],
+    ..TRN1
 };
 
+/// trn3: trn2's table but for its own figures.
 const TRN3: LinkSpec = LinkSpec {
     name: "trn3",
-    devices_per_chip: 4,
-    chips_per_node: 16,
     fabric: Fabric::Switched,
-    link_gbps: 256.0,
-    hop_ns: 1500.0,
     dma_gbps: 16.0 * 33.0,
-    dma_fixed_ns: 1300.0,
     reduce_fraction: 1.0,
-    node_gbps: 6.25,
-    node_ns: 15_000.0,
-    collective_dma_fraction: CC_DMA_FRACTION,
-    collective_fixed_ns: CC_FIXED_NS,
-    reduction_fixed_ns: CC_REDUCTION_FIXED_NS,
     sources: &[
         (
             "devices_per_chip",
@@ -219,21 +192,22 @@ const TRN3: LinkSpec = LinkSpec {
             "[A S18] ~1-2 us per hop: midpoint 1.5 us (trn2 figure)",
         ),
         ("dma_gbps", "[E S5,S6] 16 DMA engines x 33 B/ns"),
-        (
-            "dma_fixed_ns",
-            "[A S5] ~1300 ns descriptor + semaphore-to-start latency",
-        ),
+        DMA_FIXED_SOURCE,
         (
             "reduce_fraction",
             "[E S3] NC-v4 lifts the 50% DMA-reduction limit",
         ),
-        EFA_SOURCES[0],
-        EFA_SOURCES[1],
-        CC_SOURCES[0],
-        CC_SOURCES[1],
-        CC_SOURCES[2],
     ],
+    ..TRN2
 };
+
+impl LinkSpec {
+    /// Where every constant comes from: the target's own ([`LinkSpec::sources`]), then the
+    /// inter-node (EFA) and collective figures every target shares.
+    pub fn all_sources(&self) -> impl Iterator<Item = &(&'static str, &'static str)> {
+        self.sources.iter().chain(&EFA_SOURCES).chain(&CC_SOURCES)
+    }
+}
 
 /// The link constants of `target`.
 pub fn link_spec(target: Target) -> &'static LinkSpec {
@@ -528,7 +502,7 @@ mod tests {
         // Beyond 16 chips: another node over EFA.
         assert!(s.route(0, 64).inter_node);
         assert_eq!(link_spec(Target::Trn3).route(0, 60).hops, 1);
-        for (k, v) in s.sources {
+        for (k, v) in s.all_sources() {
             assert!(v.starts_with('['), "{k} has no source key");
         }
     }

@@ -14,20 +14,40 @@ use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
 
-/// Trace thread of the kernel segments between communication ops.
-const TID_KERNEL: u32 = 1000;
-/// Trace thread of the copies a device sends.
-const TID_SEND: u32 = 1001;
-/// Trace thread of semaphore waits.
-const TID_WAIT: u32 = 1002;
-/// Trace thread of DMA reductions of collectives.
-const TID_REDUCE: u32 = 1003;
-/// Trace thread of whole collectives.
-const TID_COLLECTIVE: u32 = 1004;
-/// Trace thread of the collectives' fixed costs.
-const TID_SETUP: u32 = 1005;
-/// Trace thread of the launch's pre/postamble.
-const TID_LAUNCH: u32 = 1006;
+/// The mesh tracks of a device's trace, after the engine tracks: trace thread id and track
+/// name, from one table.
+#[derive(Clone, Copy)]
+enum MeshTrack {
+    /// The kernel segments between communication ops.
+    Kernel,
+    /// The copies a device sends.
+    Send,
+    /// Semaphore waits.
+    Wait,
+    /// DMA reductions of collectives.
+    Reduce,
+    /// Whole collectives.
+    Collective,
+    /// The collectives' fixed costs.
+    Setup,
+    /// The launch's pre/postamble.
+    Launch,
+}
+
+impl MeshTrack {
+    /// Trace thread id (1000 and up: clear of the engine tracks) and track name.
+    fn tid_and_name(self) -> (u32, &'static str) {
+        match self {
+            MeshTrack::Kernel => (1000, "kernel segments"),
+            MeshTrack::Send => (1001, "copies sent"),
+            MeshTrack::Wait => (1002, "semaphore waits"),
+            MeshTrack::Reduce => (1003, "DMA reductions"),
+            MeshTrack::Collective => (1004, "collectives"),
+            MeshTrack::Setup => (1005, "collective setup"),
+            MeshTrack::Launch => (1006, "pre/postamble"),
+        }
+    }
+}
 
 /// One span of a device's timeline.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -47,40 +67,37 @@ pub struct MeshSpan {
 }
 
 impl MeshSpan {
-    /// A kernel segment of `instructions` records.
-    pub(crate) fn kernel(start: f64, dur: f64, instructions: usize) -> MeshSpan {
+    /// A span on mesh track `on`.
+    fn on(on: MeshTrack, name: String, start: f64, dur: f64, detail: String) -> MeshSpan {
+        let (tid, track) = on.tid_and_name();
         MeshSpan {
-            tid: TID_KERNEL,
-            track: "kernel segments".into(),
-            name: "kernel".into(),
+            tid,
+            track: track.into(),
+            name,
             start_ns: start,
             dur_ns: dur,
-            detail: format!("{instructions} instructions"),
+            detail,
         }
+    }
+
+    /// A kernel segment of `instructions` records.
+    pub(crate) fn kernel(start: f64, dur: f64, instructions: usize) -> MeshSpan {
+        let detail = format!("{instructions} instructions");
+        MeshSpan::on(MeshTrack::Kernel, "kernel".into(), start, dur, detail)
     }
 
     /// A copy streaming to `to`.
     pub(crate) fn transfer(t: &Transfer, to: usize, bytes: u64, loc: SourceLoc) -> MeshSpan {
-        MeshSpan {
-            tid: TID_SEND,
-            track: "copies sent".into(),
-            name: format!("send -> device {to}"),
-            start_ns: t.start_ns,
-            dur_ns: t.landed_ns - t.start_ns,
-            detail: format!("{bytes} bytes, {} hops, at {loc}", t.hops),
-        }
+        let name = format!("send -> device {to}");
+        let detail = format!("{bytes} bytes, {} hops, at {loc}", t.hops);
+        let dur = t.landed_ns - t.start_ns;
+        MeshSpan::on(MeshTrack::Send, name, t.start_ns, dur, detail)
     }
 
     /// A blocked wait.
     pub(crate) fn wait(start: f64, dur: f64, sem: &str, loc: SourceLoc) -> MeshSpan {
-        MeshSpan {
-            tid: TID_WAIT,
-            track: "semaphore waits".into(),
-            name: format!("wait {sem}"),
-            start_ns: start,
-            dur_ns: dur,
-            detail: format!("at {loc}"),
-        }
+        let name = format!("wait {sem}");
+        MeshSpan::on(MeshTrack::Wait, name, start, dur, format!("at {loc}"))
     }
 
     /// A DMA reduction of `elems` elements of `elem_bytes` bytes.
@@ -91,50 +108,38 @@ impl MeshSpan {
         elem_bytes: usize,
         loc: SourceLoc,
     ) -> MeshSpan {
-        MeshSpan {
-            tid: TID_REDUCE,
-            track: "DMA reductions".into(),
-            name: "reduce".into(),
-            start_ns: start,
-            dur_ns: dur,
-            detail: format!("{elems} elements of {elem_bytes} bytes, at {loc}"),
-        }
+        let detail = format!("{elems} elements of {elem_bytes} bytes, at {loc}");
+        MeshSpan::on(MeshTrack::Reduce, "reduce".into(), start, dur, detail)
     }
 
     /// The fixed cost of collective `name` (runtime setup, the ranks' handshake).
     pub(crate) fn setup(start: f64, dur: f64, name: &str, loc: SourceLoc) -> MeshSpan {
-        MeshSpan {
-            tid: TID_SETUP,
-            track: "collective setup".into(),
-            name: format!("{name} setup"),
-            start_ns: start,
-            dur_ns: dur,
-            detail: format!("fixed cost of the collective, at {loc}"),
-        }
+        let detail = format!("fixed cost of the collective, at {loc}");
+        MeshSpan::on(
+            MeshTrack::Setup,
+            format!("{name} setup"),
+            start,
+            dur,
+            detail,
+        )
     }
 
     /// The launch's pre/postamble, paid once per launch.
     pub(crate) fn launch(start: f64, dur: f64) -> MeshSpan {
-        MeshSpan {
-            tid: TID_LAUNCH,
-            track: "pre/postamble".into(),
-            name: "pre/postamble".into(),
-            start_ns: start,
-            dur_ns: dur,
-            detail: "the launch's fixed cost, once per launch".into(),
-        }
+        let detail = "the launch's fixed cost, once per launch".into();
+        MeshSpan::on(
+            MeshTrack::Launch,
+            "pre/postamble".into(),
+            start,
+            dur,
+            detail,
+        )
     }
 
     /// A whole collective on one device.
     pub(crate) fn collective(start: f64, dur: f64, name: &str, loc: SourceLoc) -> MeshSpan {
-        MeshSpan {
-            tid: TID_COLLECTIVE,
-            track: "collectives".into(),
-            name: name.into(),
-            start_ns: start,
-            dur_ns: dur,
-            detail: format!("at {loc}"),
-        }
+        let detail = format!("at {loc}");
+        MeshSpan::on(MeshTrack::Collective, name.into(), start, dur, detail)
     }
 }
 

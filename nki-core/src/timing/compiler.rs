@@ -49,6 +49,7 @@ use crate::profile::compiler::{CompilerKind, CompilerLine, CompilerStats};
 use crate::record::{BufId, Engine, Instr, MemKind, Opcode, Region};
 use crate::timing::fast_hash::Map;
 use std::cell::Cell;
+use std::hash::{Hash, Hasher};
 
 /// Which transformations of the `compiler` stage run before a launch is costed (see the
 /// module `timing::compiler` and docs/timing-model.md). [`CompilerStage::OFF`] (the default)
@@ -132,9 +133,16 @@ struct Key {
     flags: (bool, bool),
     matmul: Option<(u32, u32, u32, bool)>,
     dma: Option<(MemKind, MemKind, u64, u32, u64)>,
-    reads: Vec<(BufId, u32, u32, u64, u64, u32)>,
+    reads: [(BufId, u32, u32, u64, u64, u32); MAX_READS],
     write: (u32, u64),
 }
+
+/// Most source regions of an instruction the stage may remove (a transpose reads its data
+/// and the identity).
+const MAX_READS: usize = 3;
+
+/// The filler of a key's unused read slots.
+const NO_READ: (BufId, u32, u32, u64, u64, u32) = (BufId::Hbm(u64::MAX), 0, 0, 0, 0, 0);
 
 /// True for the instructions the stage may remove: a load from HBM into a tile, a TensorE
 /// transpose, a copy out of PSUM; each writing one tile region it does not read.
@@ -150,6 +158,7 @@ fn removable(r: &Instr) -> bool {
     kind && !r.accumulate
         && r.writes.len() == 1
         && !r.reads.is_empty()
+        && r.reads.len() <= MAX_READS
         && matches!(r.writes[0].buf, BufId::Tile(_))
         && !r.reads.iter().any(|x| x.overlaps(&r.writes[0]))
 }
@@ -168,13 +177,20 @@ fn key(r: &Instr, version: impl Fn(BufId) -> u32) -> Key {
         dma: r
             .dma
             .map(|d| (d.src, d.dst, d.bytes, d.partitions, d.chunk_bytes)),
-        reads: r
-            .reads
-            .iter()
-            .map(|g| (g.buf, g.p0, g.p1, g.lo, g.hi, version(g.buf)))
-            .collect(),
+        reads: std::array::from_fn(|k| {
+            r.reads
+                .get(k)
+                .map_or(NO_READ, |g| (g.buf, g.p0, g.p1, g.lo, g.hi, version(g.buf)))
+        }),
         write: (w.p1 - w.p0, w.hi - w.lo),
     }
+}
+
+/// The hash of `k`.
+fn hashed(k: &Key) -> u64 {
+    let mut h = crate::timing::fast_hash::FastHasher::default();
+    k.hash(&mut h);
+    h.finish()
 }
 
 /// `reg` (a read of the region `from` held) moved onto region `to`, clipped to it.
@@ -243,36 +259,44 @@ fn dedup(
     loops: &[SourceLoc],
     stats: &mut CompilerStats,
 ) -> Vec<usize> {
-    // A cheap first look: do two removable instructions share their unversioned key at all?
-    // (Kernels without repeated loads or transposes stop here.)
-    let mut seen: Map<Key, ()> = Map::default();
-    let repeated = records
+    // Per buffer: its last access and last write in the program as written, and (during the
+    // walk) how many writes it has received.
+    let mut info: BufTable<Info> = BufTable::new(records);
+    for (i, r) in records.iter().enumerate() {
+        for g in &r.reads {
+            info.entry(g.buf).last = i as u32;
+        }
+        for w in &r.writes {
+            let e = info.entry(w.buf);
+            (e.last, e.last_write) = (i as u32, i as u32);
+        }
+    }
+    // A cheap first look: does a removable instruction repeat an earlier one (unversioned
+    // key, by hash) whose tile is still in use? Kernels without such repeats (the tutorial's
+    // tiled matmul drops each tile before loading it again) stop here.
+    let mut seen: Map<u64, BufId> = Map::default();
+    let candidate = records
         .iter()
-        .filter(|r| removable(r))
-        .any(|r| seen.insert(key(r, |_| 0), ()).is_some());
-    if !repeated {
+        .enumerate()
+        .filter(|(_, r)| removable(r))
+        .any(|(i, r)| match seen.entry(hashed(&key(r, |_| 0))) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let held = info.get(*e.get()).is_some_and(|x| x.last as usize >= i);
+                *e.into_mut() = r.writes[0].buf;
+                held
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(r.writes[0].buf);
+                false
+            }
+        });
+    if !candidate {
         return Vec::new();
     }
     drop(seen);
-    // Where each tile is written, and its last access.
-    let mut writes_at: Map<BufId, Vec<u32>> = Map::default();
-    let mut last: Map<BufId, u32> = Map::default();
-    for (i, r) in records.iter().enumerate() {
-        for w in &r.writes {
-            writes_at.entry(w.buf).or_default().push(i as u32);
-        }
-        for g in r.reads.iter().chain(r.writes.iter()) {
-            last.insert(g.buf, i as u32);
-        }
-    }
-    let next_write = |buf: BufId, after: usize| -> u32 {
-        writes_at.get(&buf).map_or(u32::MAX, |v| {
-            let k = v.partition_point(|&i| i as usize <= after);
-            v.get(k).copied().unwrap_or(u32::MAX)
-        })
-    };
-    let mut version: Map<BufId, u32> = Map::default();
-    let mut table: Map<Key, (usize, Region)> = Map::default();
+    // The earlier instruction of each versioned key (by hash; a hit is checked against the
+    // unversioned key).
+    let mut table: Map<u64, (usize, Region)> = Map::default();
     // Regions of removed instructions' tiles and the kept results their readers now read.
     let mut renames: Map<BufId, Vec<(Region, Region)>> = Map::default();
     let mut removed = Vec::new();
@@ -289,10 +313,14 @@ fn dedup(
         }
         let r = &records[i];
         if removable(r) {
-            let k = key(r, |b| version.get(&b).copied().unwrap_or(0));
-            if let Some(&(o, kept)) = table.get(&k) {
+            let k = hashed(&key(r, |b| info.get(b).map_or(0, |e| e.writes)));
+            let hit = table
+                .get(&k)
+                .copied()
+                .filter(|&(o, _)| key(&records[o], |_| 0) == key(r, |_| 0));
+            if let Some((o, kept)) = hit {
                 let w = r.writes[0];
-                let lives = last.get(&w.buf).copied().unwrap_or(0);
+                let kept_info = info.get(kept.buf).copied().unwrap_or_default();
                 let hoisted = separating_loop(&records[o], r);
                 let allowed = if hoisted.is_some() {
                     stage.hoist
@@ -301,8 +329,11 @@ fn dedup(
                 };
                 // The kept result must still be held (read or written at or after this
                 // point in the program as written): reusing it then adds no SBUF residency.
-                let held = last.get(&kept.buf).is_some_and(|&l| l as usize >= i);
-                if allowed && held && w.buf != kept.buf && next_write(kept.buf, o) > lives {
+                let held = kept_info.last as usize >= i;
+                // Nothing overwrites the kept result after it (so none before the
+                // removed instruction's readers are done with it).
+                let intact = kept_info.last_write as usize <= o;
+                if allowed && held && intact && w.buf != kept.buf {
                     removed.push(i);
                     renames.entry(w.buf).or_default().push((w, kept));
                     stats.removed += 1;
@@ -328,7 +359,7 @@ fn dedup(
             }
         }
         for w in &records[i].writes {
-            *version.entry(w.buf).or_default() += 1;
+            info.entry(w.buf).writes += 1;
             if let Some(list) = renames.get_mut(&w.buf) {
                 list.retain(|(from, _)| !from.overlaps(w));
             }
@@ -337,10 +368,84 @@ fn dedup(
     removed
 }
 
+/// Per-buffer values: a launch's tiles (nearly consecutive ids) in a vector indexed by id
+/// offset, other buffers in a map. The stage looks a buffer up per region; a hash lookup
+/// each made it cost a third of an estimate.
+struct BufTable<T> {
+    base: u64,
+    dense: Vec<T>,
+    other: Map<BufId, T>,
+}
+
+impl<T: Default> BufTable<T> {
+    /// A table for the buffers of `records`.
+    fn new(records: &[Instr]) -> BufTable<T> {
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        for r in records {
+            for g in r.reads.iter().chain(r.writes.iter()) {
+                if let BufId::Tile(id) = g.buf {
+                    (lo, hi) = (lo.min(id), hi.max(id));
+                }
+            }
+        }
+        // Dense when the id range is within a few tiles per record.
+        let span = hi.saturating_sub(lo).saturating_add(1);
+        let dense = if lo <= hi && span <= 4 * records.len() as u64 + 4096 {
+            std::iter::repeat_with(T::default)
+                .take(span as usize)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        BufTable {
+            base: lo,
+            dense,
+            other: Map::default(),
+        }
+    }
+
+    fn slot(&self, b: BufId) -> Option<usize> {
+        match b {
+            BufId::Tile(id)
+                if id >= self.base && ((id - self.base) as usize) < self.dense.len() =>
+            {
+                Some((id - self.base) as usize)
+            }
+            _ => None,
+        }
+    }
+
+    /// The value of `b` (made by `Default` on first use).
+    fn entry(&mut self, b: BufId) -> &mut T {
+        match self.slot(b) {
+            Some(k) => &mut self.dense[k],
+            None => self.other.entry(b).or_default(),
+        }
+    }
+
+    /// The value of `b`, if it has one.
+    fn get(&self, b: BufId) -> Option<&T> {
+        match self.slot(b) {
+            Some(k) => Some(&self.dense[k]),
+            None => self.other.get(&b),
+        }
+    }
+}
+
+/// What the duplicate walk knows of one buffer.
+#[derive(Clone, Copy, Default)]
+struct Info {
+    /// Index of its last access, and of its last write, in the program as written.
+    last: u32,
+    last_write: u32,
+    /// Writes it received so far in the walk (its version).
+    writes: u32,
+}
+
 /// How one tile is used across an `affine_range` loop's iterations.
 struct Use {
-    /// The affine frames of its first access.
-    first: Vec<(u32, u32)>,
+    /// The affine position of its first access.
+    first: crate::record::AffinePos,
     /// Index of its first access.
     at: usize,
     /// The loop depth whose iterations its accesses differ in (`first.len()`: none).
@@ -359,30 +464,50 @@ const WRITES_PER_ITERATION: usize = 64;
 /// Renames the tiles of `records` that every iteration of an affine loop rewrites before
 /// reading: one buffer per iteration.
 fn multi_buffer(records: &mut [Instr], loops: &[SourceLoc], stats: &mut CompilerStats) {
-    let mut uses: Map<u64, Use> = Map::default();
-    // Pass 1: the loop depth at which each tile's accesses differ.
+    // Pass 1: per tile, its first access (index + 1; 0: none yet) and the loop depth at which
+    // its accesses differ.
+    let mut first: BufTable<(u32, u32)> = BufTable::new(records);
+    let mut ids = Vec::new();
     for (i, r) in records.iter().enumerate() {
         let frames = r.affine.frames();
         for g in r.reads.iter().chain(r.writes.iter()) {
             let BufId::Tile(id) = g.buf else { continue };
-            let u = uses.entry(id).or_insert_with(|| Use {
-                first: frames.to_vec(),
-                at: i,
-                level: frames.len(),
-                ok: true,
-                iter: None,
-                written: Vec::new(),
-            });
-            let common = u
-                .first
-                .iter()
-                .zip(frames)
-                .take_while(|(a, b)| a == b)
-                .count();
-            u.level = u.level.min(common);
+            let e = first.entry(g.buf);
+            if e.0 == 0 {
+                *e = (i as u32 + 1, frames.len() as u32);
+                if !frames.is_empty() {
+                    ids.push(id);
+                }
+                continue;
+            }
+            if e.1 == 0 {
+                continue;
+            }
+            let at = records[e.0 as usize - 1].affine.frames();
+            let common = at.iter().zip(frames).take_while(|(a, b)| a == b).count();
+            e.1 = e.1.min(common as u32);
         }
     }
-    uses.retain(|_, u| u.level < u.first.len());
+    let mut uses: Map<u64, Use> = Map::default();
+    for id in ids {
+        let (at1, level) = first.get(BufId::Tile(id)).copied().unwrap_or_default();
+        let at = at1 as usize - 1;
+        let pos = records[at].affine.clone();
+        if (level as usize) < pos.frames().len() {
+            uses.insert(
+                id,
+                Use {
+                    first: pos,
+                    at,
+                    level: level as usize,
+                    ok: true,
+                    iter: None,
+                    written: Vec::new(),
+                },
+            );
+        }
+    }
+    drop(first);
     if uses.is_empty() {
         return;
     }
@@ -404,7 +529,7 @@ fn multi_buffer(records: &mut [Instr], loops: &[SourceLoc], stats: &mut Compiler
                 u.ok = false;
                 continue;
             };
-            if act != u.first[u.level].0 {
+            if act != u.first.frames()[u.level].0 {
                 u.ok = false;
                 continue;
             }
@@ -430,7 +555,8 @@ fn multi_buffer(records: &mut [Instr], loops: &[SourceLoc], stats: &mut Compiler
     // Pass 3: rename; the iterations each tile was renamed in.
     let mut iterations: Map<u64, Map<u32, ()>> = Map::default();
     for r in records.iter_mut() {
-        let frames = r.affine.frames().to_vec();
+        let pos = r.affine.clone();
+        let frames = pos.frames();
         let regions = r.reads.iter_mut().chain(r.writes.iter_mut());
         for g in regions {
             let BufId::Tile(id) = g.buf else { continue };
@@ -451,7 +577,7 @@ fn multi_buffer(records: &mut [Instr], loops: &[SourceLoc], stats: &mut Compiler
             line: r.loc,
             api: r.api,
             kept: None,
-            loop_line: loops.get(u.first[u.level].0 as usize).copied(),
+            loop_line: loops.get(u.first.frames()[u.level].0 as usize).copied(),
             count: iterations.get(id).map_or(0, Map::len),
             bytes: 0,
         });
