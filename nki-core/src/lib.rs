@@ -121,7 +121,7 @@ pub use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 // Device memory (HBM) tensors and the views kernels read and write.
 pub use crate::hbm::{with_borrowed, Hbm, HbmDest, HbmOut, HbmSource, HbmView, HbmViewMut, Lender};
 // On-chip tiles and tensors.
-pub use crate::tensor::{Alloc, Buffer, Placement, Tensor, TensorRef};
+pub use crate::tensor::{Alloc, Buffer, Placement, Tensor, TensorLike, TensorRef};
 pub use crate::tile::{Tile, TileRef};
 // Launching: grids, launch modes and what a launch reports.
 pub use crate::context::Mode;

@@ -89,6 +89,31 @@ impl Buffer {
     }
 }
 
+/// Anything `nl::zeros_like` / `nl::empty_like` take the shape and dtype of: a tensor or a
+/// view of one in any memory ([`Tensor`], [`TensorRef`], [`Tile`], [`TileRef`], [`Hbm`],
+/// [`HbmView`]).
+pub trait TensorLike {
+    /// The shape.
+    fn like_shape(&self) -> &[usize];
+    /// The dtype.
+    fn like_dtype(&self) -> DType;
+}
+
+/// Implements [`TensorLike`] for types with `shape()` and `dtype()` methods (`[generics] type`).
+macro_rules! tensor_like {
+    ($([$($g:tt)*] $ty:ty);* $(;)?) => {$(
+        impl<$($g)*> TensorLike for $ty {
+            fn like_shape(&self) -> &[usize] {
+                self.shape()
+            }
+            fn like_dtype(&self) -> DType {
+                self.dtype()
+            }
+        }
+    )*};
+}
+tensor_like!([] Tensor; ['a] TensorRef<'a>; [] Tile; ['a] TileRef<'a>; [] HbmView; [T: Element] Hbm<T>);
+
 /// Where and how `nl::ndarray` allocates a [`Tensor`]: NKI's `buffer=`, `name=` and
 /// `address=` keywords, e.g. `nl::sbuf.name("acc").address(0, 4096)`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -228,3 +228,34 @@ fn view_methods_follow_the_rules_with_clear_errors() {
         "{e}"
     );
 }
+
+/// `nl::zeros_like` / `nl::empty_like` take the shape and dtype of any tensor or view (here
+/// a kernel's `Hbm` parameter and an on-chip view), or another dtype.
+#[test]
+fn zeros_like_and_empty_like_copy_shape_and_dtype() {
+    let x = Hbm::from_vec(&[4, 6], seq(24)).unwrap();
+    for mode in [Mode::Execute, Mode::Simulate] {
+        let got = run_with(mode, &x, &[4, 6], &|x, o| {
+            let z = nl::zeros_like(x, None, nl::sbuf);
+            assert_eq!((z.shape(), z.dtype()), (&[4, 6][..], DType::F32));
+            let t = nl::empty_like(&z, Some(DType::BF16), nl::sbuf);
+            assert_eq!((t.shape(), t.dtype()), (&[4, 6][..], DType::BF16));
+            nisa::dma_copy(&t, x, None);
+            // A view's shape: the [4, 3] column slice.
+            let half = nl::zeros_like(&t.slice((.., 0..3)), None, nl::sbuf);
+            assert_eq!((half.shape(), half.dtype()), (&[4, 3][..], DType::BF16));
+            nisa::tensor_tensor(&z, &z, &t, nisa::AluOp::Add, None);
+            nisa::dma_copy(o.view(), &z, None);
+        });
+        assert_eq!(got, seq(24), "{mode:?}");
+    }
+    // Read before written: empty_like allocates without a fill.
+    let e = Launch::new(1)
+        .run(|| {
+            let t = nl::empty_like(&x, None, nl::sbuf);
+            let y = nl::ndarray(&[4, 6], DType::F32, nl::sbuf);
+            nisa::tensor_copy(&y, &t, None);
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::UninitializedRead, "{e}");
+}

@@ -10,7 +10,7 @@ use crate::error::{NkiError, SourceLoc};
 use crate::hbm::{HbmDest, HbmSource, HbmView};
 use crate::isa::base::{copy_engine, dma_dims, dma_rows_contiguous, operand};
 use crate::record::{Engine, MemKind, Opcode};
-use crate::tensor::Placement;
+use crate::tensor::{Placement, TensorLike};
 use crate::tile::{Tile, TileRef};
 
 /// A new, unwritten tensor (NKI `nl.ndarray(shape, dtype, buffer, name, address)`); reading
@@ -34,6 +34,20 @@ pub fn full<P: Placement>(dims: &[usize], value: f32, dtype: DType, buffer: P) -
 #[track_caller]
 pub fn zeros<P: Placement>(dims: &[usize], dtype: DType, buffer: P) -> P::Out {
     buffer.full("full", dims, 0.0, dtype)
+}
+
+/// A zero-filled tensor of `a`'s shape (NKI `nl.zeros_like(a, dtype, buffer)`): of `dtype`,
+/// or `a`'s dtype when `None`; on chip only. See [`ndarray()`] for `buffer`.
+#[track_caller]
+pub fn zeros_like<P: Placement>(a: &impl TensorLike, dtype: Option<DType>, buffer: P) -> P::Out {
+    buffer.full("full", a.like_shape(), 0.0, dtype.unwrap_or(a.like_dtype()))
+}
+
+/// A new, unwritten tensor of `a`'s shape (NKI `nl.empty_like(a, dtype, buffer)`): of
+/// `dtype`, or `a`'s dtype when `None`. See [`ndarray()`] for `buffer`.
+#[track_caller]
+pub fn empty_like<P: Placement>(a: &impl TensorLike, dtype: Option<DType>, buffer: P) -> P::Out {
+    buffer.ndarray("ndarray", a.like_shape(), dtype.unwrap_or(a.like_dtype()))
 }
 
 /// A tensor of ones (NKI `nl.ones`); on chip only. See [`ndarray()`] for `buffer`.

@@ -101,7 +101,16 @@ impl Loops {
     /// The id of a tile allocated at `loc`: inside a device loop, the same id for the same
     /// allocation in every iteration (`fresh` gives a new one the first time); `None`
     /// outside device loops.
+    #[inline]
     pub(crate) fn tile_id(&mut self, loc: SourceLoc, fresh: impl FnOnce() -> u64) -> Option<u64> {
+        if self.stack.is_empty() {
+            return None; // outside device loops (the common case: no lookup)
+        }
+        self.loop_tile_id(loc, fresh)
+    }
+
+    /// [`Loops::tile_id`] inside a device loop.
+    fn loop_tile_id(&mut self, loc: SourceLoc, fresh: impl FnOnce() -> u64) -> Option<u64> {
         let top = self.stack.last_mut()?;
         let n = top.seen.entry(loc).or_insert(0);
         let occurrence = *n;

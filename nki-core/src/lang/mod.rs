@@ -29,7 +29,9 @@ pub use crate::record::MemKind;
 pub use blocks::{ndarray_blocks, BlockTile};
 pub use check::{check, fail, require};
 pub use control::{fori_loop, fori_loop_step, while_loop, TripCounts, MAX_DEVICE_LOOP_ITERATIONS};
-pub use data::{assign, copy, full, load, load_as, ndarray, ones, store, zeros};
+pub use data::{
+    assign, copy, empty_like, full, load, load_as, ndarray, ones, store, zeros, zeros_like,
+};
 pub use gather::gather_flattened;
 pub use grid::{
     affine_range, affine_range_step, core_id, num_programs, num_programs_total, num_tiles,
