@@ -97,6 +97,9 @@ pub enum Opcode {
     Rand2,
     /// Reads an engine's generator state out (`nisa.rand_get_state`).
     RngGetState,
+    /// The K largest of a 16-partition snake and their positions (`nisa.topk`, GpSimd); its
+    /// record's free size is the documented `4n + K` cycles.
+    TopK,
 }
 
 impl Opcode {
@@ -140,6 +143,7 @@ impl Opcode {
             Opcode::SequenceBounds => "SEQUENCE_BOUNDS",
             Opcode::Rand2 => "RAND2",
             Opcode::RngGetState => "RNG_GET_STATE",
+            Opcode::TopK => "TOPK",
             Opcode::ScalarLoad => "SCALAR_LOAD",
             Opcode::ScalarStore => "SCALAR_STORE",
             Opcode::LoopBranch => "LOOP_BRANCH",

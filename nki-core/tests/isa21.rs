@@ -557,3 +557,185 @@ fn rand2_costs_a_quarter_cycle_per_element() {
     let want = 4096.0 / 4.0 / Target::Trn3.spec().vector_ghz;
     assert!((per_4096 - want).abs() < 1e-6, "{per_4096} vs {want} ns");
 }
+
+// ---- topk --------------------------------------------------------------------------------
+
+/// The documented top-k of one snake: the K largest (NaN above every number, equal values
+/// by position) in ascending order, as (value, position) pairs; the library golden's
+/// `argsort(-x, stable)[:k][::-1]`.
+fn topk_ref(snake: &[f32], k: usize) -> Vec<(f32, usize)> {
+    let key = |v: f32| if v.is_nan() { f32::INFINITY } else { v };
+    let mut order: Vec<usize> = (0..snake.len()).collect();
+    // A stable sort on the negated key keeps equal values in position order.
+    order.sort_by(|&a, &b| {
+        let (x, y) = (key(snake[a]), key(snake[b]));
+        match (snake[a].is_nan(), snake[b].is_nan()) {
+            (true, false) => std::cmp::Ordering::Less,
+            (false, true) => std::cmp::Ordering::Greater,
+            _ => y.partial_cmp(&x).unwrap(),
+        }
+    });
+    order.truncate(k);
+    order.reverse();
+    order.into_iter().map(|e| (snake[e], e)).collect()
+}
+
+#[test]
+fn topk_selects_per_16_partition_snake() {
+    let (p, n, cols, k) = (32, 42, 4, 20);
+    let mut rng = Rng(97);
+    // bf16 integers with many ties, one NaN and values in the unused snake tail.
+    let mut src = rng.int_f32s(p * cols, -6, 6);
+    src[(16 + 3) * cols + 1] = f32::NAN; // group 1, snake position 16 + 3 = 19
+    let sh = Hbm::<half::bf16>::from_vec(
+        &[p, cols],
+        src.iter().map(|&v| half::bf16::from_f32(v)).collect(),
+    )
+    .unwrap();
+    let mut vals = Hbm::<half::bf16>::zeros([p, k]);
+    let mut idxs = Hbm::<u32>::zeros([p, k]);
+    {
+        let (vo, io) = (vals.as_output(), idxs.as_output());
+        Launch::new(1)
+            .target(Target::Trn2)
+            .run(|| {
+                let s = nl::load(&sh);
+                let v = nl::ndarray(&[p, k], DType::BF16, MemKind::Sbuf);
+                let i = nl::ndarray(&[p, k], DType::U32, MemKind::Sbuf);
+                nisa::memset(&v, -100.0, None);
+                nisa::memset(&i, 999.0, None);
+                nisa::topk(&v, &i, &s, n);
+                nl::store(&vo, &v);
+                nl::store(&io, &i);
+            })
+            .unwrap();
+    }
+    let (gv, gi) = (vals.to_vec().unwrap(), idxs.to_vec().unwrap());
+    for g in 0..p / 16 {
+        let snake: Vec<f32> = (0..n)
+            .map(|e| src[(16 * g + e % 16) * cols + e / 16])
+            .collect();
+        let want = topk_ref(&snake, k);
+        let mut written = vec![false; 16 * k];
+        for (j, &(v, e)) in want.iter().enumerate() {
+            let (r, c) = (16 * g + j % 16, j / 16);
+            let got_v = gv[r * k + c].to_f32();
+            assert!(
+                got_v == v || (v.is_nan() && got_v.is_nan()),
+                "group {g} result {j}: {got_v} vs {v}"
+            );
+            assert_eq!(gi[r * k + c] as usize, e, "group {g} result {j}");
+            written[(j % 16) * k + c] = true;
+        }
+        // Everything else keeps its memset value.
+        for r in 0..16 {
+            for c in 0..k {
+                if !written[r * k + c] {
+                    assert_eq!(gv[(16 * g + r) * k + c].to_f32(), -100.0);
+                    assert_eq!(gi[(16 * g + r) * k + c], 999);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn topk_rules_and_cost() {
+    let t = |p: usize, f: usize, d: DType| nl::ndarray(&[p, f], d, MemKind::Sbuf);
+    fails_with(ErrorKind::DType, || {
+        let (s, v, i) = (
+            t(16, 4, DType::F32),
+            t(16, 8, DType::BF16),
+            t(16, 8, DType::U32),
+        );
+        nisa::topk(&v, &i, &s, 40);
+    });
+    let e = fails_with(ErrorKind::InvalidArgument, || {
+        let (s, v, i) = (
+            t(16, 4, DType::BF16),
+            t(16, 4, DType::BF16),
+            t(16, 4, DType::U32),
+        );
+        nisa::topk(&v, &i, &s, 7);
+    });
+    assert!(e.to_string().contains("8 <= n"), "{e}");
+    let e = fails_with(ErrorKind::ShapeMismatch, || {
+        let (s, v, i) = (
+            t(16, 4, DType::BF16),
+            t(16, 8, DType::BF16),
+            t(16, 8, DType::U32),
+        );
+        nisa::topk(&v, &i, &s, 80);
+    });
+    assert!(e.to_string().contains("ceil(n / 16) = 5"), "{e}");
+    fails_with(ErrorKind::ShapeMismatch, || {
+        let (s, v, i) = (
+            t(16, 4, DType::BF16),
+            t(16, 9, DType::BF16),
+            t(16, 9, DType::U32),
+        );
+        nisa::topk(&v, &i, &s, 8);
+    });
+    fails_with(ErrorKind::PartitionOffset, || {
+        let (s, v, i) = (
+            t(24, 4, DType::BF16),
+            t(24, 8, DType::BF16),
+            t(24, 8, DType::U32),
+        );
+        nisa::topk(&v, &i, &s, 40);
+    });
+    // "4*n + K GpSIMD Engine cycles": 4 cycles per extra snake element, 1 per extra result.
+    let busy = |n: usize, k: usize| {
+        let rep = Launch::new(1)
+            .target(Target::Trn2)
+            .mode(Mode::Estimate)
+            .run(move || {
+                let s = nl::ndarray(&[128, 256], DType::BF16, MemKind::Sbuf);
+                nisa::memset(&s, 0.0, None);
+                let v = nl::ndarray(&[128, k], DType::BF16, MemKind::Sbuf);
+                let i = nl::ndarray(&[128, k], DType::U32, MemKind::Sbuf);
+                nisa::topk(&v, &i, &s, n);
+            })
+            .unwrap();
+        rep.profile
+            .unwrap()
+            .engine("GpSimdE")
+            .map_or(0.0, |e| e.active_ns)
+    };
+    let ghz = Target::Trn2.spec().gpsimd_ghz;
+    assert!((busy(2048, 64) - busy(1024, 64) - 4.0 * 1024.0 / ghz).abs() < 1e-6);
+    assert!((busy(1024, 128) - busy(1024, 64) - 64.0 / ghz).abs() < 1e-6);
+}
+
+#[test]
+fn tensor_tensor_scan_result_takes_data0_dtype() {
+    // 0.7: `result = np.ndarray(data0.shape, dtype=data0.dtype)`: the allocating form's default
+    // output dtype is data0's, whatever data1's is.
+    Launch::new(1)
+        .run(|| {
+            let a = nl::ndarray(&[4, 8], DType::BF16, MemKind::Sbuf);
+            let b = nl::ndarray(&[4, 8], DType::F32, MemKind::Sbuf);
+            nisa::memset(&a, 1.0, None);
+            nisa::memset(&b, 0.5, None);
+            let args = nisa::ScanArgs::default();
+            let r = nisa::classic::tensor_tensor_scan(
+                &a,
+                &b,
+                0.0f32,
+                nisa::AluOp::Add,
+                nisa::AluOp::Add,
+                args,
+            );
+            assert_eq!(r.dtype(), DType::BF16);
+            let r = nisa::classic::tensor_tensor_scan(
+                &b,
+                &a,
+                0.0f32,
+                nisa::AluOp::Add,
+                nisa::AluOp::Add,
+                args,
+            );
+            assert_eq!(r.dtype(), DType::F32);
+        })
+        .unwrap();
+}

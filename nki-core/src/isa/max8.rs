@@ -51,11 +51,10 @@ use crate::tile::TileRef;
 /// Elements per partition `max8` / `nc_find_index8` read at most.
 pub const MAX8_MAX_ELEMENTS: usize = 16384;
 
-/// The 8 largest of `row` in descending order (fp32 values; NaN above every number; equal
-/// values kept, earlier first).
-pub(crate) fn top8(row: &[f32]) -> [f32; 8] {
+/// The positions of `row` ordered by descending value, NaN above every number; stable, so
+/// equal values keep their data order (the order of `max8` and `topk`).
+pub(crate) fn descending(row: &[f32]) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..row.len()).collect();
-    // Descending by value with NaN largest; stable, so equal values keep their data order.
     idx.sort_by(|&a, &b| {
         let (x, y) = (row[a], row[b]);
         match (x.is_nan(), y.is_nan()) {
@@ -65,6 +64,13 @@ pub(crate) fn top8(row: &[f32]) -> [f32; 8] {
             _ => y.partial_cmp(&x).expect("no NaN here"),
         }
     });
+    idx
+}
+
+/// The 8 largest of `row` in descending order (fp32 values; NaN above every number; equal
+/// values kept, earlier first).
+pub(crate) fn top8(row: &[f32]) -> [f32; 8] {
+    let idx = descending(row);
     let mut out = [0.0f32; 8];
     for (o, &i) in out.iter_mut().zip(&idx) {
         *o = row[i];

@@ -18,7 +18,7 @@
 //! | TensorE | [`nc_matmul`] (accumulating, or a transpose with `is_transpose`), [`nc_transpose`] (also VectorE for <= 32x32) |
 //! | ScalarE | [`activation`] (with accumulator chaining), [`activation_reduce`], [`activate2`] (trn3) |
 //! | VectorE | [`tensor_tensor`], [`tensor_scalar`], [`scalar_tensor_tensor`], [`tensor_reduce`], [`tensor_copy`], [`tensor_tensor_scan`], [`reciprocal`], [`memset`], [`bn_stats`], [`bn_aggr`] |
-//! | VectorE top-8 | [`max8`], [`nc_find_index8`], [`nc_match_replace8`] |
+//! | VectorE top-8 | [`max8`], [`nc_find_index8`], [`nc_match_replace8`] (GpSimdE [`topk`] for K of a 16-partition snake) |
 //! | VectorE accumulators ([`ReduceArgs`], [`ReduceCmd`]) | [`tensor_scalar_reduce`], [`tensor_scalar_cumulative`], [`select_reduce`], [`range_select`], [`exponential`] (trn3) |
 //! | VectorE predicated copy | [`tensor_copy_predicated`] |
 //! | VectorE cross-partition | [`nc_stream_shuffle`] (within 32-partition quadrants) |
@@ -82,6 +82,7 @@ pub(crate) mod tensor;
 mod tensor_scalar_reduce;
 #[cfg(test)]
 mod tests;
+mod topk;
 mod vector;
 mod version;
 
@@ -112,6 +113,7 @@ pub use sequence_bounds::sequence_bounds;
 pub use shuffle::{nc_stream_shuffle, QUADRANT, SHUFFLE_KEEP};
 pub use tensor::{nc_matmul, nc_transpose};
 pub use tensor_scalar_reduce::{tensor_scalar_cumulative, tensor_scalar_reduce};
+pub use topk::{topk, TOPK_MAX_K, TOPK_MAX_N};
 pub use vector::{
     bn_aggr, bn_stats, memset, reciprocal, tensor_copy, tensor_reduce, tensor_scalar,
     tensor_tensor, tensor_tensor_scan, ScanArgs, TensorScalarArgs,

@@ -112,6 +112,8 @@ fn per_element(r: &CostFacts) -> f64 {
         | Opcode::StreamShuffle
         | Opcode::SequenceBounds
         | Opcode::RngGetState
+        // "4*n + K GpSIMD Engine cycles" [E nki.isa.topk], carried as the record's free size.
+        | Opcode::TopK
         | Opcode::ScalarLoad
         | Opcode::ScalarStore
         | Opcode::LoopBranch
