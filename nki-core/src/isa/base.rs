@@ -733,7 +733,10 @@ impl Op {
     pub(crate) fn record_as(&self, api: &'static str, engine: Engine, opcode: Opcode) -> Rec {
         let mut r = Instr::new(engine, opcode, api, self.loc);
         r.name = self.env.name;
-        Rec(std::mem::ManuallyDrop::new(r))
+        Rec {
+            instr: std::mem::ManuallyDrop::new(r),
+            taken: false,
+        }
     }
 }
 
@@ -744,11 +747,13 @@ impl Op {
 /// written.
 ///
 /// The record is held in a `ManuallyDrop` so that [`Rec::done`] can move it out without
-/// writing a replacement (a record is ~320 bytes and this is the estimate hot path): a
-/// builder is ended by exactly one `done` (a builder dropped without `done` leaks nothing
-/// but a spilled region list).
+/// writing a replacement (a record is ~320 bytes and this is the estimate hot path); `taken`
+/// makes a second `done` a panic rather than a second owner of the same record.
 #[must_use = "a record builder does nothing until `done`"]
-pub(crate) struct Rec(std::mem::ManuallyDrop<Instr>);
+pub(crate) struct Rec {
+    instr: std::mem::ManuallyDrop<Instr>,
+    taken: bool,
+}
 
 /// Setters of [`Rec`]: `name(value)` sets the record's field of that name (or the listed
 /// fields) to the argument.
@@ -757,7 +762,7 @@ macro_rules! rec_setters {
         $(#[$doc])*
         #[inline(always)]
         pub(crate) fn $name(&mut self, $($arg: $ty),+) -> &mut Rec {
-            $(self.0.$field = $($wrap)?($arg);)+
+            $(self.instr.$field = $($wrap)?($arg);)+
             self
         }
     )*};
@@ -788,14 +793,18 @@ impl Rec {
     /// The regions read.
     #[inline(always)]
     pub(crate) fn reads(&mut self, reads: impl Into<Regions<3>>) -> &mut Rec {
-        self.0.reads = reads.into();
+        // A taken builder no longer owns its regions: assigning would drop them again.
+        assert!(!self.taken, "a record builder used after `done`");
+        self.instr.reads = reads.into();
         self
     }
 
     /// The regions written.
     #[inline(always)]
     pub(crate) fn writes(&mut self, writes: impl Into<Regions<1>>) -> &mut Rec {
-        self.0.writes = writes.into();
+        // A taken builder no longer owns its regions: assigning would drop them again.
+        assert!(!self.taken, "a record builder used after `done`");
+        self.instr.writes = writes.into();
         self
     }
 
@@ -813,11 +822,52 @@ impl Rec {
             .writes([out.region()])
     }
 
-    /// The record. Ends the builder: it must not be used after this.
+    /// The record. Ends the builder: a second `done` panics.
     #[inline(always)]
     pub(crate) fn done(&mut self) -> Instr {
-        // SAFETY: every builder is ended by one `done` (the chains end in it; `Rec` has no
-        // `Drop`), so the record is moved out once and never read or dropped again here.
-        unsafe { std::mem::ManuallyDrop::take(&mut self.0) }
+        assert!(!self.taken, "a record builder ended twice");
+        self.taken = true;
+        // SAFETY: `taken` was false, so the record was not moved out before; it is moved out
+        // once here and never read or dropped through this builder again: `Rec` has no
+        // `Drop`, the setters of fields that own memory (`reads`, `writes`) panic on a taken
+        // builder, and the other setters only overwrite plain values.
+        unsafe { std::mem::ManuallyDrop::take(&mut self.instr) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::SourceLoc;
+
+    fn builder() -> Rec {
+        let r = Instr::new(
+            Engine::Vector,
+            Opcode::TensorCopy,
+            "test",
+            SourceLoc::caller(),
+        );
+        Rec {
+            instr: std::mem::ManuallyDrop::new(r),
+            taken: false,
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "ended twice")]
+    fn a_builder_ended_twice_panics_instead_of_handing_out_its_record_twice() {
+        let mut r = builder();
+        r.size(4, 8);
+        let first = r.done();
+        assert_eq!((first.partitions, first.free), (4, 8));
+        let _second = r.done();
+    }
+
+    #[test]
+    #[should_panic(expected = "used after `done`")]
+    fn setting_regions_on_an_ended_builder_panics() {
+        let mut r = builder();
+        let _first = r.done();
+        r.reads(Regions::<3>::new());
     }
 }
