@@ -89,6 +89,33 @@ impl Buffer {
     }
 }
 
+impl From<Buffer> for MemKind {
+    fn from(b: Buffer) -> MemKind {
+        b.mem()
+    }
+}
+
+/// NKI 0.7 `nl.is_hbm(buffer)`: whether `buffer` (a [`Buffer`] such as `t.buffer()` or
+/// `nl::shared_hbm`, or a [`MemKind`]) is any HBM (private or shared).
+pub fn is_hbm(buffer: impl Into<MemKind>) -> bool {
+    buffer.into() == MemKind::Hbm
+}
+
+/// NKI 0.7 `nl.is_on_chip(buffer)`: whether `buffer` is SBUF or PSUM.
+pub fn is_on_chip(buffer: impl Into<MemKind>) -> bool {
+    matches!(buffer.into(), MemKind::Sbuf | MemKind::Psum)
+}
+
+/// NKI 0.7 `nl.is_psum(buffer)`: whether `buffer` is PSUM.
+pub fn is_psum(buffer: impl Into<MemKind>) -> bool {
+    buffer.into() == MemKind::Psum
+}
+
+/// NKI 0.7 `nl.is_sbuf(buffer)`: whether `buffer` is SBUF.
+pub fn is_sbuf(buffer: impl Into<MemKind>) -> bool {
+    buffer.into() == MemKind::Sbuf
+}
+
 /// Anything `nl::zeros_like` / `nl::empty_like` take the shape and dtype of: a tensor or a
 /// view of one in any memory ([`Tensor`], [`TensorRef`], [`Tile`], [`TileRef`], [`Hbm`],
 /// [`HbmView`]).
@@ -479,6 +506,17 @@ impl Tensor {
         self.view().ap_indirect(pattern, offset, vector_offset)
     }
 
+    /// Per-partition rows chosen at run time (NKI 0.7 `tensor.vector_select(0,
+    /// vector_offset)`); see [`TensorRef::vector_select`].
+    #[track_caller]
+    pub fn vector_select<'a>(
+        &self,
+        dim: usize,
+        vector_offset: impl Into<TileRef<'a>>,
+    ) -> crate::isa::IndirectAp<'a> {
+        self.view().vector_select(dim, vector_offset)
+    }
+
     /// An access pattern reading the storage as `dtype` (NKI `tensor.ap(pattern, offset,
     /// dtype=dtype)`); see [`TensorRef::ap_as`].
     #[track_caller]
@@ -676,6 +714,57 @@ impl<'a> TensorRef<'a> {
         match self {
             TensorRef::Chip(t) => TensorRef::Chip(t.broadcast(dim, size)),
             TensorRef::Hbm(v) => TensorRef::Hbm(v.broadcast(dim, size)),
+        }
+    }
+
+    /// The view with dimension `dim` split into `shape` (NKI `tensor.reshape_dim`; one entry
+    /// may be `-1`); see [`HbmView::reshape_dim`] (on chip the partition dimension is not
+    /// split).
+    #[track_caller]
+    pub fn reshape_dim(&self, dim: usize, shape: &[isize]) -> TensorRef<'a> {
+        match self {
+            TensorRef::Chip(t) => TensorRef::Chip(t.reshape_dim(dim, shape)),
+            TensorRef::Hbm(v) => TensorRef::Hbm(v.reshape_dim(dim, shape)),
+        }
+    }
+
+    /// The view with dimensions `start_dim..=end_dim` merged (NKI `tensor.flatten_dims`); see
+    /// [`HbmView::flatten_dims`] (on chip `start_dim` is at least 1).
+    #[track_caller]
+    pub fn flatten_dims(&self, start_dim: usize, end_dim: usize) -> TensorRef<'a> {
+        match self {
+            TensorRef::Chip(t) => TensorRef::Chip(t.flatten_dims(start_dim, end_dim)),
+            TensorRef::Hbm(v) => TensorRef::Hbm(v.flatten_dims(start_dim, end_dim)),
+        }
+    }
+
+    /// Per-partition rows chosen at run time (NKI 0.7 `tensor.vector_select(0,
+    /// vector_offset)`); see [`HbmView::vector_select`]. As in 0.7, HBM tensors only (an
+    /// on-chip tensor is a [`ErrorKind::WrongMemory`] error); a kernel-allocated HBM tensor is
+    /// also a scatter destination.
+    #[track_caller]
+    pub fn vector_select<'b>(
+        &self,
+        dim: usize,
+        vector_offset: impl Into<TileRef<'b>>,
+    ) -> crate::isa::IndirectAp<'b> {
+        let loc = SourceLoc::caller();
+        match self {
+            TensorRef::Hbm(v) => {
+                let r = crate::isa::IndirectAp::select_rows(v, dim, vector_offset.into(), true);
+                r.unwrap_or_else(|e| raise(e, loc))
+            }
+            TensorRef::Chip(t) => raise(
+                NkiError::new(
+                    ErrorKind::WrongMemory,
+                    "vector_select",
+                    format!(
+                        "vector_select indexes HBM tensors only (DMA gather/scatter), not {}",
+                        t.describe()
+                    ),
+                ),
+                loc,
+            ),
         }
     }
 
