@@ -680,27 +680,47 @@ impl HbmView {
         let loc = SourceLoc::caller();
         self.viewed(|ap, what| flatten_dims(ap, start_dim, end_dim, what), loc)
     }
-
-    /// Per-partition rows chosen at run time (NKI 0.7 `tensor.vector_select(0,
-    /// vector_offset)`): element `(p, i1, ..)` is element `(index[p], i1, ..)` of this view,
-    /// `index` being a `[P, 1]` int32/uint32 SBUF tile; the result has shape `[P, ..]` (the
-    /// view's other dimensions). As in 0.7, `dim` must be 0 and the view in HBM; the result
-    /// is indirect (a [`dma_copy`](crate::isa::dma_copy) gather source, or a
-    /// [`dma_compute`](crate::isa::dma_compute) operand) and takes no further views. An
-    /// index outside `0..shape[0]` follows the DMA's `oob_mode` (see
-    /// [`HbmView::ap_indirect`]). A view of a kernel input is read-only: scatter through
-    /// the same method of a writable view or a kernel-allocated tensor.
-    #[track_caller]
-    pub fn vector_select<'a>(
-        &self,
-        dim: usize,
-        vector_offset: impl Into<TileRef<'a>>,
-    ) -> crate::isa::IndirectAp<'a> {
-        let loc = SourceLoc::caller();
-        let r = crate::isa::IndirectAp::select_rows(self, dim, vector_offset.into(), false);
-        or_raise(r, loc)
-    }
 }
+
+/// `vector_select` of type `$ty`: `$body` makes the indirect view from `self`, the
+/// dimension and the index tile (bound to `$s`, `$d`, `$i`), its error raised at the caller.
+macro_rules! vector_select {
+    ($ty:ty, |$s:ident, $d:ident, $i:ident| $body:expr, $doc:literal) => {
+        impl $ty {
+            #[doc = $doc]
+            #[track_caller]
+            pub fn vector_select<'a>(
+                &self,
+                dim: usize,
+                vector_offset: impl Into<$crate::tile::TileRef<'a>>,
+            ) -> $crate::isa::IndirectAp<'a> {
+                let loc = $crate::error::SourceLoc::caller();
+                let ($s, $d, $i) = (self, dim, vector_offset.into());
+                $body.unwrap_or_else(|e| $crate::context::raise(e, loc))
+            }
+        }
+    };
+}
+pub(crate) use vector_select;
+
+vector_select!(
+    HbmView,
+    |v, d, i| crate::isa::IndirectAp::select_rows(v, d, i, false),
+    "Per-partition rows chosen at run time (NKI 0.7 `tensor.vector_select(0, vector_offset)`): \
+     element `(p, i1, ..)` is element `(index[p], i1, ..)` of this view, `index` being a \
+     `[P, 1]` int32/uint32 SBUF tile; the result has shape `[P, ..]` (the view's other \
+     dimensions). As in 0.7, `dim` must be 0 and the view in HBM; the result is indirect (a \
+     [`dma_copy`](crate::isa::dma_copy) gather source, or a \
+     [`dma_compute`](crate::isa::dma_compute) operand) and takes no further views. An index \
+     outside `0..shape[0]` follows the DMA's `oob_mode` (see [`HbmView::ap_indirect`]). A \
+     view of a kernel input is read-only: scatter through the same method of a writable view \
+     or a kernel-allocated tensor."
+);
+vector_select!(
+    HbmViewMut,
+    |v, d, i| crate::isa::IndirectAp::select_rows(&v.0, d, i, true),
+    "[`HbmView::vector_select`] of a writable view: also a scatter destination."
+);
 
 impl HbmViewMut {
     /// [`HbmView::ap_indirect`] of a writable view: also a scatter destination.
@@ -716,18 +736,6 @@ impl HbmViewMut {
             crate::isa::IndirectAp::new(&self.0, pattern, offset, vector_offset.into(), true),
             loc,
         )
-    }
-
-    /// [`HbmView::vector_select`] of a writable view: also a scatter destination.
-    #[track_caller]
-    pub fn vector_select<'a>(
-        &self,
-        dim: usize,
-        vector_offset: impl Into<TileRef<'a>>,
-    ) -> crate::isa::IndirectAp<'a> {
-        let loc = SourceLoc::caller();
-        let r = crate::isa::IndirectAp::select_rows(&self.0, dim, vector_offset.into(), true);
-        or_raise(r, loc)
     }
 
     /// [`HbmView::reshape_dim`] of a writable view.
