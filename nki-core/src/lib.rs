@@ -123,6 +123,7 @@ pub use crate::hbm::{with_borrowed, Hbm, HbmDest, HbmOut, HbmSource, HbmView, Hb
 // On-chip tiles and tensors.
 pub use crate::tensor::{Alloc, Buffer, Placement, Tensor, TensorLike, TensorRef};
 pub use crate::tile::{Tile, TileRef};
+pub use crate::view::{SelectAt, SelectIndex};
 // Launching: grids, launch modes and what a launch reports.
 pub use crate::context::Mode;
 pub use crate::spmd::{

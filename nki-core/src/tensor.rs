@@ -738,12 +738,12 @@ impl<'a> TensorRef<'a> {
 /// The view methods of [`TensorRef`] that are the same method of its on-chip or HBM view:
 /// `$doc`, `fn $name($arg: $ty, ..)`.
 macro_rules! either_view {
-    ($($doc:literal fn $name:ident($($arg:ident: $ty:ty),*);)*) => {
+    ($($doc:literal fn $name:ident $(<$lt:lifetime>)? ($($arg:ident: $ty:ty),*);)*) => {
         impl<'a> TensorRef<'a> {
             $(
                 #[doc = $doc]
                 #[track_caller]
-                pub fn $name(&self, $($arg: $ty),*) -> TensorRef<'a> {
+                pub fn $name $(<$lt>)? (&self, $($arg: $ty),*) -> TensorRef<'a> {
                     match self {
                         TensorRef::Chip(t) => TensorRef::Chip(t.$name($($arg),*)),
                         TensorRef::Hbm(v) => TensorRef::Hbm(v.$name($($arg),*)),
@@ -775,7 +775,7 @@ either_view! {
     "Position `index` of dimension `dim` (NKI `tensor.select(dim, index)`, as indexing `dim` \
      with an integer: the dimension is dropped, except an on-chip partition dimension, which \
      stays with size 1)."
-    fn select(dim: usize, index: usize);
+    fn select<'i>(dim: usize, index: impl crate::view::SelectIndex<'i>);
     "The view's size-1 dimension `dim` repeated `size` times (stride 0; NKI \
      `tensor.broadcast`): a read-only view (on chip a free dimension only)."
     fn broadcast(dim: usize, size: usize);

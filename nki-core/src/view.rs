@@ -318,6 +318,56 @@ pub(crate) fn flatten_dims(ap: &Ap, start: usize, end: usize, what: &str) -> Res
     })
 }
 
+/// The index of NKI's `tensor.select(dim, index)`: a position (`usize`, a static select) or
+/// a 1x1 int32 SBUF tensor holding it (`&Tile`, `TileRef`, `&Tensor`, `TensorRef`: NKI
+/// 0.7's dynamic select, read at run time; see [`HbmView::select`]).
+pub trait SelectIndex<'i> {
+    /// The index as a position or an index tile.
+    #[track_caller]
+    fn select_at(self) -> SelectAt<'i>;
+}
+
+/// What a [`SelectIndex`] is.
+#[derive(Clone, Copy, Debug)]
+pub enum SelectAt<'i> {
+    /// A position known when the kernel is traced.
+    Position(usize),
+    /// An SBUF tile holding the position.
+    Tensor(TileRef<'i>),
+}
+
+impl SelectIndex<'_> for usize {
+    fn select_at(self) -> SelectAt<'static> {
+        SelectAt::Position(self)
+    }
+}
+
+/// Implements [`SelectIndex`] for tile-like index tensors (`$t` converts into a `TileRef`).
+macro_rules! select_tensors {
+    ($([$($gen:tt)*] $t:ty;)*) => {$(
+        impl<$($gen)*> SelectIndex<'i> for $t {
+            #[track_caller]
+            fn select_at(self) -> SelectAt<'i> {
+                SelectAt::Tensor(self.into())
+            }
+        }
+    )*};
+}
+
+impl<'i> SelectIndex<'i> for &TileRef<'i> {
+    fn select_at(self) -> SelectAt<'i> {
+        SelectAt::Tensor(*self)
+    }
+}
+
+select_tensors! {
+    ['i] &'i Tile;
+    ['i] TileRef<'i>;
+    ['i] &'i crate::tensor::Tensor;
+    ['i] &crate::tensor::TensorRef<'i>;
+    ['i] crate::tensor::TensorRef<'i>;
+}
+
 /// The slice expression of NKI's `select(dim, index)` on a view of shape `shape`: `index`
 /// on dimension `dim`, whole ranges before it (the slice then drops the dimension, except an
 /// on-chip partition dimension, which stays with size 1 as for `t[i]`).
@@ -633,11 +683,81 @@ impl HbmView {
     }
 
     /// Position `index` of dimension `dim`, the dimension dropped (NKI `tensor.select(dim,
-    /// index)`, the same as indexing `dim` with an integer).
+    /// index)`). A `usize` index is the same as indexing `dim` with an integer. A tensor
+    /// index (a 1x1 int32 SBUF tensor, NKI 0.7's dynamic select) is read at run time: one
+    /// [`scalar_load`](crate::isa::scalar_load) into a register when the view is made (a
+    /// `ScalarLoad` record on the Sync engine, which a DMA of the view waits for, as for
+    /// [`HbmView::scalar_offset`]). Its value must be in `0..shape[dim]` (an
+    /// [`ErrorKind::OutOfBounds`] error naming the view, the index tensor and the value
+    /// otherwise); in estimate mode, with no value, position 0 stands for it (the DMA's size
+    /// and cost do not depend on it). As in 0.7, a view takes one dynamic offset only.
     #[track_caller]
-    pub fn select(&self, dim: usize, index: usize) -> HbmView {
-        let ix = select_index(&self.ap.shape, dim, index, &self.describe());
-        self.slice(or_raise(ix, SourceLoc::caller()))
+    pub fn select<'i>(&self, dim: usize, index: impl SelectIndex<'i>) -> HbmView {
+        let loc = SourceLoc::caller();
+        match index.select_at() {
+            SelectAt::Position(i) => {
+                let ix = select_index(&self.ap.shape, dim, i, &self.describe());
+                self.slice(or_raise(ix, loc))
+            }
+            SelectAt::Tensor(t) => or_raise(self.select_dynamic(dim, t), loc),
+        }
+    }
+
+    /// [`HbmView::select`] with an index tile `index` (its `scalar_load` recorded at the
+    /// caller's line).
+    #[track_caller]
+    fn select_dynamic(&self, dim: usize, index: TileRef) -> Result<HbmView> {
+        let what = self.describe();
+        let fail = |kind, why: String| {
+            Err(err(
+                kind,
+                "select",
+                format!(
+                    "select(dim={dim}) of {what} with index tensor {}: {why}",
+                    index.describe()
+                ),
+            ))
+        };
+        if dim >= self.ap.shape.ndim() {
+            return fail(
+                ErrorKind::InvalidArgument,
+                format!("the view has no dimension {dim}"),
+            );
+        }
+        if index.dtype() != DType::I32
+            || index.shape().iter().product::<usize>() != 1
+            || index.mem() != crate::record::MemKind::Sbuf
+        {
+            return fail(
+                ErrorKind::InvalidArgument,
+                "a dynamic index is a 1x1 int32 SBUF tensor (it is read into a 32-bit register)"
+                    .to_string(),
+            );
+        }
+        if self.register().is_some() {
+            return fail(
+                ErrorKind::InvalidArgument,
+                "the view already has a dynamic offset (a dynamic select or scalar_offset); 0.7 \
+                 takes one per view"
+                    .to_string(),
+            );
+        }
+        let s = crate::isa::scalar_load(index);
+        let n = self.ap.shape.dims()[dim];
+        let at = match s.value() {
+            Some(v) if !(0..n as i64).contains(&v) => {
+                return fail(
+                    ErrorKind::OutOfBounds,
+                    format!("its value {v} is outside 0..{n}, the size of dimension {dim}"),
+                )
+            }
+            Some(v) => v as usize,
+            None => 0,
+        };
+        let ap = self
+            .ap
+            .slice(&select_index(&self.ap.shape, dim, at, &what)?, false, &what)?;
+        Ok(self.with_ap(ap).after_register(s.register()))
     }
 
     /// The view's access pattern as NKI prints it (`[[step, num], ...]`, outermost first, in
@@ -782,7 +902,7 @@ impl HbmViewMut {
 
     /// [`HbmView::select`] of a writable view.
     #[track_caller]
-    pub fn select(&self, dim: usize, index: usize) -> HbmViewMut {
+    pub fn select<'i>(&self, dim: usize, index: impl SelectIndex<'i>) -> HbmViewMut {
         HbmViewMut(self.0.select(dim, index))
     }
 
@@ -938,11 +1058,27 @@ impl<'a> TileRef<'a> {
 
     /// Position `index` of dimension `dim` (NKI on-chip `tensor.select(dim, index)`, as
     /// indexing with an integer): a free dimension is dropped; on the partition dimension
-    /// the one partition stays as a size-1 dimension.
+    /// the one partition stays as a size-1 dimension. A tensor index (0.7's dynamic select)
+    /// selects on HBM views only here: on chip it is an [`ErrorKind::InvalidArgument`]
+    /// error.
     #[track_caller]
-    pub fn select(&self, dim: usize, index: usize) -> TileRef<'a> {
-        let ix = select_index(&self.ap.shape, dim, index, &self.tile.describe());
-        self.slice(or_raise(ix, SourceLoc::caller()))
+    pub fn select<'i>(&self, dim: usize, index: impl SelectIndex<'i>) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        let what = self.tile.describe();
+        let ix = match index.select_at() {
+            SelectAt::Position(i) => select_index(&self.ap.shape, dim, i, &what),
+            SelectAt::Tensor(t) => Err(err(
+                ErrorKind::InvalidArgument,
+                "select",
+                format!(
+                    "select(dim={dim}) of {what} with index tensor {}: a dynamic select of an \
+                     on-chip tensor is not supported (select on the HBM tensor before the DMA, \
+                     or use a static index)",
+                    t.describe()
+                ),
+            )),
+        };
+        self.slice(or_raise(ix, loc))
     }
 
     /// The view's size-1 free dimension `dim` repeated `size` times (stride 0; NKI on-chip
@@ -1202,7 +1338,7 @@ macro_rules! whole_views {
 
             #[doc = concat!("[`", stringify!($out), "::select`] of the whole tensor.")]
             #[track_caller]
-            pub fn select(&self, dim: usize, index: usize) -> $out<'_> {
+            pub fn select<'i>(&self, dim: usize, index: impl $crate::view::SelectIndex<'i>) -> $out<'_> {
                 self.view().select(dim, index)
             }
 

@@ -308,3 +308,288 @@ fn indirect_rules_are_clear_errors() {
     });
     assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
 }
+
+/// A bf16 HBM tensor of `shape` holding `(i * 7) % 251` at flat index `i` (exact in bf16).
+fn bf16_table(shape: &[usize]) -> Hbm<half::bf16> {
+    let n: usize = shape.iter().product();
+    let vals = (0..n).map(|i| half::bf16::from_f32(((i * 7) % 251) as f32));
+    Hbm::from_vec(shape, vals.collect()).unwrap()
+}
+
+/// `dma_transpose` of an indirect source (0.7's gather-transpose): rows `idx.T.flatten()` of
+/// the tensor gathered, then transposed into SBUF. 2-D with a `[32, 1]` index (and the same
+/// index covering a 16-row pattern), 2-D with a
+/// `[128, 2]` index (row `k` takes `idx[k % 128, k / 128]`), and 4-D with axes (3, 1, 2, 0).
+#[test]
+fn dma_transpose_gathers_rows_then_transposes() {
+    let table = bf16_table(&[300, 16]);
+    let vals = table.to_f32_vec().unwrap();
+    let ids1: Vec<u32> = (0..32).map(|k| (k * 37 + 5) % 300).collect();
+    let ids2: Vec<u32> = (0..256).map(|k| (k * 11 + 3) % 300).collect();
+    let t4 = bf16_table(&[40, 1, 2, 4]);
+    let v4 = t4.to_f32_vec().unwrap();
+    let ids4: Vec<u32> = (0..16).map(|k| (k * 3 + 1) % 40).collect();
+    let (i1, i4) = (
+        Hbm::from_vec(&[32, 1], ids1.clone()).unwrap(),
+        Hbm::from_vec(&[16, 1], ids4.clone()).unwrap(),
+    );
+    // The [128, 2] tile holds idx[r, c] = ids2[c * 128 + r], so that idx.T.flatten() = ids2.
+    let cols: Vec<u32> = (0..256).map(|f| ids2[(f % 2) * 128 + f / 2]).collect();
+    let i2 = Hbm::from_vec(&[128, 2], cols).unwrap();
+    for mode in [Mode::Execute, Mode::Simulate] {
+        let mut o1 = Hbm::<half::bf16>::zeros([16, 32]);
+        let mut o16 = Hbm::<half::bf16>::zeros([16, 16]);
+        let mut o2 = Hbm::<half::bf16>::zeros([16, 256]);
+        let mut o4 = Hbm::<half::bf16>::zeros([4, 1, 2, 16]);
+        let (w1, w2, w4) = (o1.as_output(), o2.as_output(), o4.as_output());
+        let w16 = o16.as_output();
+        Launch::new(1)
+            .mode(mode)
+            .run(|| {
+                let ix = nl::ndarray(&[32, 1], DType::U32, nl::sbuf);
+                nisa::dma_copy(&ix, &i1, None);
+                let d = nl::ndarray(&[16, 32], DType::BF16, nl::sbuf);
+                let src = table.view().ap_indirect(&[[16, 32], [1, 16]], 0, &ix);
+                nisa::dma_transpose(&d, src, &[1, 0], None);
+                nisa::dma_copy(w1.view(), &d, None);
+                // The same 32-row index covering a 16-row pattern: its first 16 rows.
+                let d = nl::ndarray(&[16, 16], DType::BF16, nl::sbuf);
+                let src = table.view().ap_indirect(&[[16, 16], [1, 16]], 0, &ix);
+                nisa::dma_transpose(&d, src, &[1, 0], None);
+                nisa::dma_copy(w16.view(), &d, None);
+
+                let ix = nl::ndarray(&[128, 2], DType::U32, nl::sbuf);
+                nisa::dma_copy(&ix, &i2, None);
+                let d = nl::ndarray(&[16, 256], DType::BF16, nl::sbuf);
+                let src = table.view().ap_indirect(&[[16, 256], [1, 16]], 0, &ix);
+                nisa::dma_transpose(&d, src, &[1, 0], None);
+                nisa::dma_copy(w2.view(), &d, None);
+
+                let ix = nl::ndarray(&[16, 1], DType::U32, nl::sbuf);
+                nisa::dma_copy(&ix, &i4, None);
+                let d = nl::ndarray(&[4, 1, 2, 16], DType::BF16, nl::sbuf);
+                let pattern = [[8, 16], [8, 1], [4, 2], [1, 4]];
+                let src = t4.view().ap_indirect(&pattern, 0, &ix);
+                nisa::dma_transpose(&d, src, &[3, 1, 2, 0], None);
+                nisa::dma_copy(w4.view(), &d, None);
+            })
+            .unwrap();
+        let want = |ids: &[u32], f: usize| -> Vec<f32> {
+            (0..16)
+                .flat_map(|c| (0..f).map(move |k| (c, k)))
+                .map(|(c, k)| vals[ids[k] as usize * 16 + c])
+                .collect()
+        };
+        assert_eq!(o1.to_f32_vec().unwrap(), want(&ids1, 32), "{mode:?}");
+        assert_eq!(o16.to_f32_vec().unwrap(), want(&ids1, 16), "{mode:?}");
+        assert_eq!(o2.to_f32_vec().unwrap(), want(&ids2, 256), "{mode:?}");
+        let mut w = Vec::new();
+        for c in 0..4 {
+            for b in 0..2 {
+                for &row in &ids4 {
+                    w.push(v4[row as usize * 8 + b * 4 + c]);
+                }
+            }
+        }
+        assert_eq!(o4.to_f32_vec().unwrap(), w, "{mode:?}");
+    }
+}
+
+#[test]
+fn dma_transpose_limits_are_clear_errors() {
+    let table = bf16_table(&[300, 16]);
+    let mut ids: Vec<u32> = (0..32).collect();
+    ids[5] = 1000;
+    let idx = Hbm::from_vec(&[32, 1], ids).unwrap();
+    let run_on = |target: Target, f: &(dyn Fn(&Tensor) + Sync)| {
+        Launch::new(1).target(target).run(|| {
+            let ix = nl::ndarray(&[32, 1], DType::U32, nl::sbuf.name("ix"));
+            nisa::dma_copy(&ix, &idx, None);
+            f(&ix);
+        })
+    };
+    let run = |f: &(dyn Fn(&Tensor) + Sync)| run_on(Target::Trn2, f).unwrap_err();
+    let here = |e: &NkiError| e.location().is_some_and(|l| l.file == FILE);
+    // Index 1000 is outside the 300 rows: an error under oob_mode=error ...
+    let e = run(&|ix| {
+        let d = nl::ndarray(&[16, 32], DType::BF16, nl::sbuf);
+        let src = table.view().ap_indirect(&[[16, 32], [1, 16]], 0, ix);
+        nisa::dma_transpose(&d, src, &[1, 0], None);
+    });
+    assert_eq!(e.kind(), ErrorKind::OutOfBounds, "{e}");
+    assert!(
+        e.op().contains("dma_transpose") && e.message().contains("index 1000"),
+        "{e}"
+    );
+    assert!(
+        e.message().contains("ix") && e.message().contains("[300, 16]"),
+        "{e}"
+    );
+    assert!(here(&e), "{e:?}");
+    // ... and a column left as it was under oob_mode=skip.
+    let mut out = Hbm::<half::bf16>::zeros([16, 32]);
+    let o = out.as_output();
+    run_on(Target::Trn2, &|ix| {
+        let d = nl::ndarray(&[16, 32], DType::BF16, nl::sbuf);
+        nisa::memset(&d, -1.0, None);
+        let src = table.view().ap_indirect(&[[16, 32], [1, 16]], 0, ix);
+        let skip = nisa::DmaOpts::new().oob_mode(nisa::OobMode::Skip);
+        nisa::dma_transpose(&d, src, &[1, 0], skip);
+        nisa::dma_copy(o.view(), &d, None);
+    })
+    .unwrap();
+    let got = out.to_f32_vec().unwrap();
+    let vals = table.to_f32_vec().unwrap();
+    for c in 0..16 {
+        for k in 0..32 {
+            let want = if k == 5 { -1.0 } else { vals[k * 16 + c] };
+            assert_eq!(got[c * 32 + k], want, "({c}, {k})");
+        }
+    }
+    // The limits of 0.7's page, each named.
+    let x = bf16_table(&[16, 128]);
+    for (what, says) in [
+        ("int32 indices", "uint32"),
+        ("24 rows", "multiple of 16"),
+        ("hwdge gather", "software DGE"),
+        ("hwdge direct shape", "src.shape[0] == 16"),
+        ("hwdge direct columns", "multiple of 128"),
+        ("skip direct", "needs an indirect src"),
+        ("swdge direct", "unknown or hwdge"),
+        ("dst in HBM", "must be a tile in SBUF"),
+    ] {
+        let e = run(&|ix| match what {
+            "int32 indices" => {
+                let j = nl::zeros(&[32, 1], DType::I32, nl::sbuf);
+                let d = nl::ndarray(&[16, 32], DType::BF16, nl::sbuf);
+                let src = table.view().ap_indirect(&[[16, 32], [1, 16]], 0, &j);
+                nisa::dma_transpose(&d, src, &[1, 0], None);
+            }
+            "24 rows" => {
+                let j = nl::zeros(&[24, 1], DType::U32, nl::sbuf);
+                let d = nl::ndarray(&[16, 24], DType::BF16, nl::sbuf);
+                let src = table.view().ap_indirect(&[[16, 24], [1, 16]], 0, &j);
+                nisa::dma_transpose(&d, src, &[1, 0], None);
+            }
+            "hwdge gather" => {
+                let d = nl::ndarray(&[16, 32], DType::BF16, nl::sbuf);
+                let src = table.view().ap_indirect(&[[16, 32], [1, 16]], 0, ix);
+                let o = nisa::DmaOpts::new().dge_mode(nisa::DgeMode::Hwdge);
+                nisa::dma_transpose(&d, src, &[1, 0], o);
+            }
+            "hwdge direct shape" => {
+                let d = nl::ndarray(&[16, 32], DType::BF16, nl::sbuf);
+                let o = nisa::DmaOpts::new().dge_mode(nisa::DgeMode::Hwdge);
+                nisa::dma_transpose(&d, table.view().slice((0..32, ..)), &[1, 0], o);
+            }
+            "hwdge direct columns" => {
+                let d = nl::ndarray(&[16, 16], DType::BF16, nl::sbuf);
+                let o = nisa::DmaOpts::new().dge_mode(nisa::DgeMode::Hwdge);
+                nisa::dma_transpose(&d, table.view().slice((0..16, ..)), &[1, 0], o);
+            }
+            "skip direct" => {
+                let d = nl::ndarray(&[128, 16], DType::BF16, nl::sbuf);
+                let o = nisa::DmaOpts::new().oob_mode(nisa::OobMode::Skip);
+                nisa::dma_transpose(&d, x.view(), &[1, 0], o);
+            }
+            "swdge direct" => {
+                let d = nl::ndarray(&[128, 16], DType::BF16, nl::sbuf);
+                let o = nisa::DmaOpts::new().dge_mode(nisa::DgeMode::Swdge);
+                nisa::dma_transpose(&d, x.view(), &[1, 0], o);
+            }
+            _ => {
+                let h = nl::ndarray(&[128, 16], DType::BF16, nl::private_hbm.name("hout"));
+                nisa::dma_transpose(&h, x.view(), &[1, 0], None);
+            }
+        });
+        assert!(e.message().contains(says), "{what}: {e}");
+        assert!(e.op().contains("dma_transpose"), "{what}: {e}");
+        assert!(here(&e), "{what}: {e:?}");
+    }
+    // A hardware-DGE transpose within its limits runs; a gather-transpose needs trn2+.
+    run_on(Target::Trn2, &|_| {
+        let d = nl::ndarray(&[128, 16], DType::BF16, nl::sbuf);
+        let o = nisa::DmaOpts::new().dge_mode(nisa::DgeMode::Hwdge);
+        nisa::dma_transpose(&d, x.view(), &[1, 0], o);
+    })
+    .unwrap();
+    let e = Launch::new(1)
+        .target(Target::Trn1)
+        .run(|| {
+            let j = nl::zeros(&[32, 1], DType::U32, nl::sbuf);
+            let d = nl::ndarray(&[16, 32], DType::BF16, nl::sbuf);
+            let src = table.view().ap_indirect(&[[16, 32], [1, 16]], 0, &j);
+            nisa::dma_transpose(&d, src, &[1, 0], None);
+        })
+        .unwrap_err();
+    assert!(e.message().contains("trn2+"), "{e}");
+    // dma_copy takes one index per partition, not the gather-transpose's [128, n].
+    let e = Launch::new(1)
+        .run(|| {
+            let j = nl::zeros(&[128, 2], DType::U32, nl::sbuf);
+            let d = nl::ndarray(&[128, 32], DType::BF16, nl::sbuf);
+            nisa::dma_copy(
+                &d,
+                table.view().ap_indirect(&[[16, 256], [1, 16]], 0, &j),
+                None,
+            );
+        })
+        .unwrap_err();
+    assert!(e.message().contains("dma_transpose's gather form"), "{e}");
+}
+
+/// `dma_compute`'s 0.7 rules: 1 to 16 sources, addresses known at compile time (no dynamic
+/// offset), and none of `dma_copy`'s DGE / oob / engine / priority options.
+#[test]
+fn dma_compute_rules_are_clear_errors() {
+    let x = Hbm::from_vec(&[4, 6], seq(24)).unwrap();
+    let here = |e: &NkiError| e.location().is_some_and(|l| l.file == FILE);
+    let run = |f: &(dyn Fn(&Tensor) + Sync)| {
+        Launch::new(1)
+            .run(|| {
+                let acc = nl::zeros(&[4, 6], DType::F32, nl::sbuf.name("acc"));
+                f(&acc);
+            })
+            .unwrap_err()
+    };
+    let e = run(&|acc| {
+        let srcs: Vec<_> = (0..17).map(|_| nisa::DmaEndpoint::of(x.view())).collect();
+        nisa::dma_compute(acc, &srcs, nl::AluOp::Add, None);
+    });
+    assert!(e.message().contains("1 to 16 sources, not 17"), "{e}");
+    assert!(e.op().contains("dma_compute") && here(&e), "{e:?}");
+    let e = run(&|acc| {
+        let i = nl::zeros(&[1, 1], DType::I32, nl::sbuf);
+        let row = x.view().reshape(&[1, 4, 6]).select(0, &i);
+        let srcs = [nisa::DmaEndpoint::of(acc), nisa::DmaEndpoint::of(row)];
+        nisa::dma_compute(acc, &srcs, nl::AluOp::Add, None);
+    });
+    assert!(
+        e.message().contains("dynamic offset") && e.message().contains("[4, 6]"),
+        "{e}"
+    );
+    assert!(here(&e), "{e:?}");
+    let e = run(&|acc| {
+        let srcs = [nisa::DmaEndpoint::of(acc), nisa::DmaEndpoint::of(x.view())];
+        let skip = nisa::DmaOpts::new().oob_mode(nisa::OobMode::Skip);
+        nisa::dma_compute(acc, &srcs, nl::AluOp::Add, skip);
+    });
+    assert!(e.message().contains("unique_indices only"), "{e}");
+    // Within the rules it adds: acc = 0 + x + x.
+    let mut out = Hbm::<f32>::zeros([4, 6]);
+    let o = out.as_output();
+    Launch::new(1)
+        .run(|| {
+            let acc = nl::zeros(&[4, 6], DType::F32, nl::sbuf);
+            let srcs = [
+                nisa::DmaEndpoint::of(&acc),
+                nisa::DmaEndpoint::of(x.view()),
+                nisa::DmaEndpoint::of(x.view()),
+            ];
+            nisa::dma_compute(&acc, &srcs, nl::AluOp::Add, None);
+            nisa::dma_copy(o.view(), &acc, None);
+        })
+        .unwrap();
+    let want: Vec<f32> = seq(24).iter().map(|v| 2.0 * v).collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+}

@@ -277,32 +277,37 @@ impl DmaOpts {
 /// The rules of a DMA's options, as errors of op `ins`.
 pub(super) fn check_opts(ins: &Op, opts: &DmaOpts, src: &DmaEndpoint, dst: &DmaEndpoint) {
     if let Some(p) = opts.priority {
-        if p > 3 {
+        let why = if p > 3 {
+            Some("out of range: DMA QoS classes are 0..=3".to_string())
+        } else if ins.target() != crate::target::Target::Trn3 {
+            Some(format!(
+                "not supported on {:?}: DMA QoS priority needs NeuronCore-v4 (trn3)",
+                ins.target()
+            ))
+        } else if opts.dge_mode == DgeMode::None {
+            Some("not supported with dge_mode=none (the runtime's descriptors)".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
             ins.fail(
                 ErrorKind::InvalidArgument,
-                format!(
-                    "priority {p} of '{}' is out of range: DMA QoS classes are 0..=3",
-                    short(ins.api)
-                ),
+                format!("priority {p} of '{}' is {why}", short(ins.api)),
             );
         }
     }
     if let Some(e) = opts.engine {
-        let allowed: &[Engine] = match opts.dge_mode {
-            DgeMode::Hwdge => &[Engine::Sync, Engine::Scalar],
-            DgeMode::Swdge => &[Engine::GpSimd],
-            DgeMode::None | DgeMode::Unknown => &[Engine::Sync, Engine::Scalar, Engine::GpSimd],
-        };
-        if !allowed.contains(&e) {
-            let names: Vec<&str> = allowed.iter().map(|e| e.name()).collect();
+        // 0.7: the engine that triggers hardware DGE, only valid with dge_mode=hwdge.
+        if opts.dge_mode != DgeMode::Hwdge || !matches!(e, Engine::Sync | Engine::Scalar) {
             ins.fail(
                 ErrorKind::InvalidArgument,
                 format!(
-                    "'{}' with dge_mode={:?} cannot be issued by {}; supported engines: {}",
+                    "'{}' with dge_mode={:?} cannot take engine {}: the engine option picks the \
+                     engine that triggers hardware DGE (supported engines: sync, scalar; only \
+                     with dge_mode=hwdge)",
                     short(ins.api),
                     opts.dge_mode,
                     e.name(),
-                    names.join(", ")
                 ),
             );
         }
@@ -361,8 +366,12 @@ pub fn dma_copy<'a, 'b>(
 /// `dst = srcs[0] + srcs[1] + ...` computed by the DMA engines (NKI `nisa.dma_compute(dst,
 /// srcs, reduce_op=nl.add)`): every source is read as fp32, the sum is rounded once to
 /// `dst`'s dtype. Sources and `dst` are HBM views or SBUF tiles with the same number of
-/// elements (matched in row-major order); `reduce_op` must be `add` (as in 0.7, whose
-/// `scales` must all be 1.0, so none are taken here). A read-modify-write names `dst`
+/// elements (matched in row-major order), at most 16 sources, each at an address known when
+/// the kernel is traced (no `scalar_offset` or dynamic select; a `vector_offset` may index
+/// one side); `reduce_op` must be `add` (as in 0.7, whose `scales` must all be 1.0, so none
+/// are taken here). Of `opts`, only `unique_indices` applies (0.7's `dma_compute` has no
+/// `dge_mode`, `oob_mode`, `engine` or `priority`: setting one is an error). A
+/// read-modify-write names `dst`
 /// among the sources: `dma_compute(out, &[out_view, tile.into()], ..)` is a scatter-add
 /// into HBM, `dma_compute(&acc, &[acc.into(), hbm_view], ..)` a gather-add into SBUF. One
 /// DMA instruction; HBM writes are race-checked like [`dma_copy`]'s.
@@ -381,13 +390,41 @@ pub fn dma_compute<'a, 'b>(
             format!("reduce_op '{reduce_op}' of 'dma_compute' is not supported: the DMA engines add (nl.add)"),
         );
     }
-    if srcs.is_empty() {
+    if opts.dge_mode != DgeMode::Unknown
+        || opts.oob_mode != OobMode::Error
+        || opts.engine.is_some()
+        || opts.priority.is_some()
+    {
         ins.fail(
             ErrorKind::InvalidArgument,
-            "'dma_compute' needs at least one source".to_string(),
+            "'dma_compute' takes no dge_mode, oob_mode, engine or priority (0.7's dma_compute \
+             has unique_indices only; an out-of-range vector_offset index is an error)"
+                .to_string(),
         );
     }
-    transfer(&ins, dst.dma_target(), srcs, &opts);
+    if srcs.is_empty() || srcs.len() > 16 {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!("'dma_compute' takes 1 to 16 sources, not {}", srcs.len()),
+        );
+    }
+    let dst = dst.dma_target();
+    // 0.7: every address is known when the kernel is compiled, unless a vector_offset
+    // indexes it.
+    for end in std::iter::once(&dst).chain(srcs) {
+        if let Some(v) = end.hbm().filter(|v| v.register().is_some()) {
+            ins.fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "'dma_compute' operand {} has a dynamic offset (a scalar_offset or a \
+                     dynamic select): dma_compute's addresses must be known at compile time \
+                     (only a vector_offset may index them)",
+                    v.describe()
+                ),
+            );
+        }
+    }
+    transfer(&ins, dst, srcs, &opts);
 }
 
 /// The DMA builder: `dst = srcs[0]` (a copy: slots move untouched, a cast goes through fp32)
@@ -635,6 +672,18 @@ fn transfer_indirect(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &Dm
         ),
         _ => compute_forms(ins),
     };
+    if ind.index.free_size() != 1 || ind.index.partitions() != ind.partitions() {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "vector_offset {} of {} in '{name}' must be of shape [{}, 1] (one row index per \
+                 partition); a [p, n] index covering more rows is dma_transpose's gather form",
+                ind.index.describe(),
+                ind.describe(),
+                ind.partitions()
+            ),
+        );
+    }
     if !opts.unique_indices {
         ins.fail(
             ErrorKind::InvalidArgument,
@@ -879,15 +928,37 @@ fn permute(values: &[f32], shape: &[usize], axes: &[usize]) -> Vec<f32> {
     out
 }
 
-/// Transposes `src` into `dst` with one DMA (NKI `nisa.dma_transpose(dst, src, axes, dge_mode,
-/// oob_mode)`): `dst`'s dimension `k` is `src`'s dimension `axes[k]` (`&[1, 0]` for a 2-D
-/// transpose; 3- and 4-D permutations likewise).
+/// The one permutation 0.7's `dma_transpose` takes for a source of `nd` dimensions.
+fn transpose_axes(nd: usize) -> &'static [usize] {
+    match nd {
+        2 => &[1, 0],
+        3 => &[2, 1, 0],
+        4 => &[3, 1, 2, 0],
+        _ => &[],
+    }
+}
+
+/// Transposes `src` into the SBUF tile `dst` with one DMA (NKI `nisa.dma_transpose(dst, src,
+/// axes, dge_mode, oob_mode, priority)`): `dst`'s dimension `k` is `src`'s dimension `axes[k]`,
+/// with 0.7's permutations only: `&[1, 0]` (2-D), `&[2, 1, 0]` (3-D), `&[3, 1, 2, 0]` (4-D).
 ///
-/// Rules (0.7's, as errors): 2 to 4 dimensions with `axes` a permutation of them; 2-byte
-/// dtypes (bf16, fp16, int16, uint16), equal on both sides; `dst`'s shape is the permuted
-/// shape; no PSUM side. Slots move untouched. Recorded as a `DMA_TRANSPOSE` moving one element
-/// per descriptor (the target's `dma_transpose_efficiency` applies), after the descriptor
-/// generation of `opts.dge_mode` (see [`dma_copy`]).
+/// Rules (0.7's, as errors naming the limit): 2-byte dtypes (bf16, fp16, int16, uint16),
+/// equal on both sides; `dst` an SBUF tile of the permuted shape; `src` in HBM or SBUF.
+/// A direct transpose takes `dge_mode` unknown or hwdge; with hwdge `src.shape[0]` must be
+/// 16 and `src.shape[-1]` a multiple of 128. `oob_mode=skip` needs an indirect `src`.
+///
+/// An indirect `src` (`hbm.ap_indirect(pattern, offset, &idx)`, 0.7's `dma_gather_transpose`)
+/// gathers rows, then transposes: with `idx` a `[p, n]` uint32 SBUF tile, row `k` of the
+/// pattern is tensor row `idx[k % p, k / p]` (`idx.T.flatten()`), and `dst = gathered.T`. Its
+/// limits (trn2+, software DGE: `dge_mode` unknown or swdge): `src.shape[0]` a multiple of 16
+/// covered by `p * n` indices, `p` a multiple of 16 in `16..=128` (exactly 128 when `n > 1`),
+/// and for a 4-D `src` `shape[1]` or `shape[2]` equal to 1 (0.7's `src.shape[-1] <= 128`
+/// holds as `dst`'s partition count). Out-of-range
+/// indices follow `oob_mode` (a skipped row leaves its column of `dst` as it was).
+///
+/// Slots move untouched. Recorded as a `DMA_TRANSPOSE` moving one element per descriptor
+/// (the target's `dma_transpose_efficiency` applies), after the descriptor generation of the
+/// DGE mode (see [`dma_copy`]; software DGE for an indirect `src`).
 #[track_caller]
 pub fn dma_transpose<'a, 'b>(
     dst: impl DmaTarget<'a>,
@@ -929,31 +1000,24 @@ pub fn dma_transpose<'a, 'b>(
         );
     }
     check_opts(&ins, &opts, &src, &dst);
-    for end in [&dst, &src] {
-        if let DmaEndpoint::Indirect(i) = end {
-            ins.fail(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "'dma_transpose' of an indirect access ({}) is not supported yet (issue 19: \
-                     gather-transpose); gather with dma_copy first",
-                    i.describe()
-                ),
-            );
-        }
-    }
+    let DmaEndpoint::Tile(out) = &dst else {
+        ins.fail(
+            ErrorKind::WrongMemory,
+            format!(
+                "dst {} of 'dma_transpose' must be a tile in SBUF (0.7 transposes into SBUF)",
+                dst.describe()
+            ),
+        )
+    };
     let shape = src.shape().to_vec();
     let nd = shape.len();
-    let mut seen = [false; 4];
-    let perm_ok = (2..=4).contains(&nd)
-        && axes.len() == nd
-        && axes
-            .iter()
-            .all(|&a| a < nd && !std::mem::replace(&mut seen[a], true));
-    if !perm_ok {
+    if axes != transpose_axes(nd) {
         ins.fail(
             ErrorKind::InvalidArgument,
             format!(
-                "axes {axes:?} of 'dma_transpose' must be a permutation of the {nd} dimensions of src {} (2 to 4 dimensions)",
+                "axes {axes:?} of 'dma_transpose' are not supported for src {} ({nd}-D): 0.7 \
+                 transposes 2-, 3- and 4-D tensors with the permutations (1, 0), (2, 1, 0) and \
+                 (3, 1, 2, 0)",
                 src.describe()
             ),
         );
@@ -969,49 +1033,159 @@ pub fn dma_transpose<'a, 'b>(
             ),
         );
     }
-    if let DmaEndpoint::Hbm(v) = &src {
-        ins.track_load(v, ins.api);
+    match &src {
+        DmaEndpoint::Indirect(ind) => return gather_transpose(&ins, &opts, out, ind, axes),
+        DmaEndpoint::Hbm(v) => ins.track_load(v, ins.api),
+        DmaEndpoint::Tile(_) => {}
     }
+    direct_transpose_limits(&ins, &opts, &src);
     descriptors(&ins, &opts, &dst, &src);
-    let writer = match &dst {
-        DmaEndpoint::Hbm(_) => Some(ins.hbm_writer()),
-        _ => None,
-    };
-    let tile_out: Vec<&TileRef> = match &dst {
-        DmaEndpoint::Tile(t) => vec![t],
-        _ => Vec::new(),
-    };
     ins.issue(
-        &tile_out,
+        &[out],
         || {
             let vals = match &src {
                 DmaEndpoint::Hbm(v) => ins.check(v.gather(ins.api)),
                 DmaEndpoint::Tile(t) => t.gather_slots(ins.api, ins.loc),
-                DmaEndpoint::Indirect(_) => unreachable!("rejected above"),
+                DmaEndpoint::Indirect(_) => unreachable!("built apart"),
             };
-            let vals = permute(&vals, &shape, axes);
-            match &dst {
-                DmaEndpoint::Tile(t) => t.scatter_slots(vals),
-                DmaEndpoint::Hbm(v) => {
-                    let (wid, shared) = writer.as_ref().expect("writer set for HBM targets");
-                    ins.check(crate::hbm::write::write(v, vals, *wid, shared, ins.loc));
+            out.scatter_slots(permute(&vals, &shape, axes));
+        },
+        || transpose_record(&ins, &dst, &src),
+    );
+}
+
+/// The DMA_TRANSPOSE record of `dst`/`src`: one element per descriptor.
+fn transpose_record(ins: &Op, dst: &DmaEndpoint, src: &DmaEndpoint) -> Instr {
+    let mut r = dma_record(dst, src, ins);
+    if let Some(d) = r.dma.as_mut() {
+        d.chunk_bytes = src.elem_size() as u64;
+    }
+    r.contiguous = false;
+    r.opcode = Opcode::DmaTranspose;
+    r
+}
+
+/// 0.7's limits of a direct (not indirect) `dma_transpose`, as errors of `ins`.
+fn direct_transpose_limits(ins: &Op, opts: &DmaOpts, src: &DmaEndpoint) {
+    let shape = src.shape();
+    let why = match opts.dge_mode {
+        DgeMode::Swdge | DgeMode::None => Some(format!(
+            "dge_mode={:?} is not supported: a direct transpose takes dge_mode unknown or hwdge",
+            opts.dge_mode
+        )),
+        DgeMode::Hwdge if shape[0] != 16 => Some(format!(
+            "a hardware-DGE transpose needs src.shape[0] == 16 (got {})",
+            shape[0]
+        )),
+        DgeMode::Hwdge if !shape[shape.len() - 1].is_multiple_of(128) => Some(format!(
+            "a hardware-DGE transpose needs src.shape[-1] to be a multiple of 128 (got {})",
+            shape[shape.len() - 1]
+        )),
+        _ if opts.oob_mode == OobMode::Skip => {
+            Some("oob_mode=skip needs an indirect src (a vector_offset)".to_string())
+        }
+        _ => None,
+    };
+    if let Some(why) = why {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!("'dma_transpose' of src {}: {why}", src.describe()),
+        );
+    }
+}
+
+/// `dma_transpose` of an indirect source (0.7's `dma_gather_transpose`): the limits, then
+/// rows gathered by the index tile and transposed into `out`.
+fn gather_transpose(ins: &Op, opts: &DmaOpts, out: &TileRef, ind: &IndirectAp, axes: &[usize]) {
+    let shape = ind.shape().to_vec();
+    let nd = shape.len();
+    let (p, n) = (ind.index.partitions(), ind.index.free_size());
+    let why = if ins.target() == crate::target::Target::Trn1 {
+        Some("an indirect transpose needs trn2+".to_string())
+    } else if !matches!(opts.dge_mode, DgeMode::Unknown | DgeMode::Swdge) {
+        Some(format!(
+            "dge_mode={:?} is not supported: an indirect transpose is software DGE (unknown or \
+             swdge)",
+            opts.dge_mode
+        ))
+    } else if nd == 4 && shape[1] != 1 && shape[2] != 1 {
+        Some(format!(
+            "a 4-D src needs shape[1] or shape[2] to be 1 (shape {shape:?})"
+        ))
+    } else if !shape[0].is_multiple_of(16) {
+        Some(format!(
+            "src.shape[0] must be a multiple of 16 (got {})",
+            shape[0]
+        ))
+    } else if ind.index.dtype() != DType::U32 {
+        Some(format!(
+            "the indices must be uint32 (got {})",
+            ind.index.dtype()
+        ))
+    } else if !(16..=128).contains(&p) || !p.is_multiple_of(16) {
+        Some(format!(
+            "the indices' first dimension must be a multiple of 16 in 16..=128 (got {p})"
+        ))
+    } else if n > 1 && p != 128 {
+        Some(format!(
+            "indices with {n} columns need exactly 128 rows (got {p})"
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'dma_transpose' of indirect src {} (indices {}): {why}",
+                ind.describe(),
+                ind.index.describe()
+            ),
+        );
+    }
+    ins.operand("vector_offset", &ind.index);
+    let (src, dst) = (DmaEndpoint::Indirect(ind.clone()), DmaEndpoint::Tile(*out));
+    let swdge = DmaOpts {
+        dge_mode: DgeMode::Swdge,
+        ..*opts
+    };
+    descriptors(ins, &swdge, &dst, &src);
+    ins.issue(
+        &[out],
+        || {
+            let rows =
+                super::dma_indirect::index_rows(ins, ind, opts.oob_mode == OobMode::Skip, false);
+            let len = ind.row_len();
+            let rest_axes: Vec<usize> = axes[..nd - 1].iter().map(|&a| a - 1).collect();
+            let mut all = Vec::with_capacity(rows.len() * len);
+            let whole = rows.iter().all(Option::is_some);
+            for (k, row) in rows.iter().enumerate() {
+                let Some(row) = row else { continue };
+                ins.track_load(row, ins.api);
+                let mut r = crate::tile::take_buf(len);
+                ins.check(row.gather_into(ins.api, &mut r));
+                if whole {
+                    all.extend_from_slice(&r);
+                } else {
+                    // Row k is column k of `dst` (its last dimension).
+                    let mut ix = vec![Ix::from(..); nd - 1];
+                    ix.push(Ix::from(k..k + 1));
+                    let col = TileRef {
+                        ap: ins.check(out.ap.slice(&ix, true, "dst")),
+                        ..*out
+                    };
+                    col.scatter_slots(permute(&r, &shape[1..], &rest_axes));
                 }
-                DmaEndpoint::Indirect(_) => unreachable!("rejected above"),
+                crate::tile::give_buf(r);
+            }
+            if whole {
+                out.scatter_slots(permute(&all, &shape, axes));
             }
         },
         || {
-            let mut r = dma_record(&dst, &src, &ins);
-            if let Some(d) = r.dma.as_mut() {
-                d.chunk_bytes = src.elem_size() as u64;
-            }
-            r.contiguous = false;
-            r.opcode = Opcode::DmaTranspose;
+            let mut r = transpose_record(ins, &dst, &src);
+            r.reads.push(ind.index.region());
             r
         },
     );
-    if !ins.executes() {
-        if let (DmaEndpoint::Hbm(v), Some((wid, shared))) = (&dst, &writer) {
-            ins.check(crate::hbm::write::track(v, *wid, shared, ins.loc));
-        }
-    }
 }

@@ -78,12 +78,16 @@ impl<'a> IndirectAp<'a> {
             );
         }
         let parts = pattern[0][1];
-        check_index(
-            &index,
-            parts,
-            OP,
-            &format!("the access pattern {pattern:?} on {what}"),
-        )?;
+        // dma_transpose's gather form takes a [p, n] index covering the rows: n > 1, or more
+        // rows than the pattern's (p a multiple of 16 up to 128, the rows a multiple of 16).
+        let (p, n) = (index.partitions(), index.free_size());
+        let wide = p * n >= parts
+            && (n > 1
+                || (p > parts && p.is_multiple_of(16) && p <= 128 && parts.is_multiple_of(16)));
+        if !(wide && index.mem() == MemKind::Sbuf && index.shape().len() == 2) {
+            let on = format!("the access pattern {pattern:?} on {what}");
+            check_index(&index, parts, OP, &on)?;
+        }
         let dims = st.shape.dims();
         let row_step: usize = dims[1..].iter().product();
         let reach = pattern[1..]
@@ -278,12 +282,13 @@ pub(super) fn index_rows(
     let name = short(ins.api);
     let ids = ind.index.gather_slots(ins.api, ins.loc);
     let dt = ind.index.dtype();
+    // Row `p` takes index `(p % rows, p / rows)` of the `[rows, n]` index tile (column-major:
+    // NKI's `indices.T.flatten()`); one index per partition when `n` is 1.
+    let (idx_rows, n) = (ind.index.partitions(), ind.index.free_size());
     let mut seen = std::collections::HashMap::new();
-    let rows = ids
-        .iter()
-        .enumerate()
-        .map(|(p, &slot)| {
-            let i = dt.int(slot);
+    let rows = (0..ind.partitions())
+        .map(|p| {
+            let i = dt.int(ids[(p % idx_rows) * n + p / idx_rows]);
             let row = ind.row(i);
             if row.is_none() && !skip {
                 ins.fail(

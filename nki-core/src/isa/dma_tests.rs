@@ -120,10 +120,46 @@ fn dma_rules_are_clear_errors() {
     let a = rec(DmaOpts::new());
     let b = rec(DmaOpts::new()
         .dge_mode(DgeMode::Hwdge)
-        .engine(Engine::Scalar)
-        .priority(2));
+        .engine(Engine::Scalar));
     let t = b.last().expect("the transfer");
     assert_eq!((a[0].engine, a[0].dma, b.len()), (t.engine, t.dma, 2));
+    // A QoS priority is NeuronCore-v4's (trn3), with DGE on: legal there, an error on trn2
+    // and with dge_mode=none.
+    let opts = DmaOpts::new()
+        .dge_mode(DgeMode::Hwdge)
+        .engine(Engine::Scalar)
+        .priority(2);
+    let c = run_on(Target::Trn3, Mode::Estimate, || {
+        let t = lang::ndarray(&[2, 4], DType::F32, MemKind::Sbuf);
+        dma_copy(&t, x.view(), opts);
+    })
+    .expect("runs");
+    assert_eq!(
+        (c.len(), c[1].dma.map(|d| d.bytes)),
+        (2, a[0].dma.map(|d| d.bytes))
+    );
+    let e = err(&|| {
+        let t = lang::ndarray(&[2, 4], DType::F32, MemKind::Sbuf);
+        dma_copy(&t, x.view(), opts);
+    });
+    assert!(e.contains("priority 2") && e.contains("trn3"), "{e}");
+    let e = run_on(Target::Trn3, Mode::Simulate, || {
+        let t = lang::ndarray(&[2, 4], DType::F32, MemKind::Sbuf);
+        dma_copy(
+            &t,
+            x.view(),
+            DmaOpts::new().dge_mode(DgeMode::None).priority(1),
+        );
+    })
+    .expect_err("fails")
+    .to_string();
+    assert!(e.contains("dge_mode=none"), "{e}");
+    // The engine option picks hardware DGE's trigger: not with another dge_mode.
+    let e = err(&|| {
+        let t = lang::ndarray(&[2, 4], DType::F32, MemKind::Sbuf);
+        dma_copy(&t, x.view(), DmaOpts::new().engine(Engine::Sync));
+    });
+    assert!(e.contains("only with dge_mode=hwdge"), "{e}");
 }
 
 #[test]
@@ -188,9 +224,9 @@ fn dma_transpose_permutes_2_3_and_4_d_and_checks_its_rules() {
     .unwrap();
     let got = std::cell::RefCell::new(Vec::new());
     let recs = run(Mode::Simulate, || {
-        // [2, 3, 4] -> [4, 2, 3] (axes 2, 0, 1).
-        let t = lang::ndarray(&[4, 2, 3], DType::BF16, MemKind::Sbuf);
-        dma_transpose(&t, x.view(), &[2, 0, 1], None);
+        // [2, 3, 4] -> [4, 3, 2] (axes 2, 1, 0: 0.7's 3-D permutation).
+        let t = lang::ndarray(&[4, 3, 2], DType::BF16, MemKind::Sbuf);
+        dma_transpose(&t, x.view(), &[2, 1, 0], None);
         *got.borrow_mut() = t.values();
         // A 2-D view, and a 4-D permutation.
         let t2 = lang::ndarray(&[4, 6], DType::BF16, MemKind::Sbuf);
@@ -200,7 +236,7 @@ fn dma_transpose_permutes_2_3_and_4_d_and_checks_its_rules() {
     })
     .expect("runs");
     let want: Vec<f32> = (0..4)
-        .flat_map(|k| (0..2).flat_map(move |i| (0..3).map(move |j| (i * 12 + j * 4 + k) as f32)))
+        .flat_map(|k| (0..3).flat_map(move |j| (0..2).map(move |i| (i * 12 + j * 4 + k) as f32)))
         .collect();
     assert_eq!(got.into_inner(), want);
     let r = recs
@@ -218,12 +254,21 @@ fn dma_transpose_permutes_2_3_and_4_d_and_checks_its_rules() {
     assert!(e.contains("2-byte"), "{e}");
     let e = err(&|| {
         let t = lang::ndarray(&[3, 2, 4], DType::BF16, MemKind::Sbuf);
-        dma_transpose(&t, x.view(), &[2, 0, 1], None);
+        dma_transpose(&t, x.view(), &[2, 1, 0], None);
     });
-    assert!(e.contains("transposed shape [4, 2, 3]"), "{e}");
+    assert!(e.contains("transposed shape [4, 3, 2]"), "{e}");
     let e = err(&|| {
         let t = lang::ndarray(&[4, 2, 3], DType::BF16, MemKind::Sbuf);
         dma_transpose(&t, x.view(), &[2, 0, 0], None);
     });
     assert!(e.contains("permutation"), "{e}");
+    // 0.7 takes one permutation per rank: (2, 0, 1) is not among them.
+    let e = err(&|| {
+        let t = lang::ndarray(&[4, 2, 3], DType::BF16, MemKind::Sbuf);
+        dma_transpose(&t, x.view(), &[2, 0, 1], None);
+    });
+    assert!(
+        e.contains("(2, 1, 0)") && e.contains("not supported"),
+        "{e}"
+    );
 }
