@@ -4,12 +4,20 @@
 //! collectives as a parameter ([`ReduceOp`]: add, max or min; 0.7's `op=`). The algorithm is
 //! the runtime's choice ([`Algorithm::Runtime`]).
 //!
-//! Not provided: the variable-length `_v` forms (`all_gather_v`, `all_to_all_v` and their
-//! `_prepare` / `_trigger` split) and the `collective_permute_implicit*` family.
+//! The variable-length forms [`all_gather_v`] and [`all_to_all_v`] take flat HBM buffers and a
+//! uint32 metadata tensor of counts and displacements, plain or split into
+//! `_prepare` / `_trigger` ([`PreparedCollective`]); see `variable.rs` for their rules.
+//!
+//! Not provided: the `collective_permute_implicit*` family.
 
+use super::variable::{self, Form};
 use super::{Algorithm, Operand};
+use crate::error::SourceLoc;
+use crate::mesh::sharding::MeshView;
 use crate::mesh::topology::ReplicaGroups;
 use std::cell::Cell;
+
+pub use super::variable::{PreparedCollective, VFlags};
 
 /// NKI's `ReplicaGroup`: the groups of ranks a collective runs within (the mesh layer's
 /// [`ReplicaGroups`]).
@@ -130,4 +138,118 @@ pub fn collective_permute<'a>(
     group: &ReplicaGroup,
 ) {
     super::collective_permute(src, dst, pairs, group);
+}
+
+/// Variable-length all-gather (`nki.collectives.all_gather_v`): each rank's one chunk
+/// `src[sd .. sd + sc]` (metadata rows 0/1, column 0) lands in every rank's `dst`, at slot
+/// `rank * dst.numel / group` or, with `flags.has_rdispls`, at the receiver's row 3. `srcs` and
+/// `dsts` hold exactly one HBM tensor each, read as flat buffers; `metadata` is uint32
+/// `[2-4, group]`. Not available in estimate mode (the counts are run-time values).
+#[track_caller]
+pub fn all_gather_v<'a>(
+    srcs: &[MeshView],
+    dsts: &[MeshView],
+    group: &ReplicaGroup,
+    metadata: impl Into<Operand<'a>>,
+    flags: VFlags,
+) {
+    let loc = SourceLoc::caller();
+    let p = variable::prepare(
+        Form::Gather,
+        false,
+        srcs,
+        dsts,
+        group,
+        metadata.into(),
+        flags,
+        loc,
+    );
+    variable::trigger(Form::Gather, p, false, loc);
+}
+
+/// The first half of a split [`all_gather_v`] (`nki.collectives.all_gather_v_prepare`): reads
+/// the metadata and starts the collective's fixed cost, which overlaps the kernel's work
+/// until [`all_gather_v_trigger`]. A second prepare before the trigger is an error.
+#[track_caller]
+pub fn all_gather_v_prepare<'a>(
+    srcs: &[MeshView],
+    dsts: &[MeshView],
+    group: &ReplicaGroup,
+    metadata: impl Into<Operand<'a>>,
+    flags: VFlags,
+) -> PreparedCollective {
+    let loc = SourceLoc::caller();
+    variable::prepare(
+        Form::Gather,
+        true,
+        srcs,
+        dsts,
+        group,
+        metadata.into(),
+        flags,
+        loc,
+    )
+}
+
+/// Moves the data of a prepared [`all_gather_v`] (`nki.collectives.all_gather_v_trigger`).
+#[track_caller]
+pub fn all_gather_v_trigger(prepared: PreparedCollective) {
+    variable::trigger(Form::Gather, prepared, true, SourceLoc::caller());
+}
+
+/// Variable-length all-to-all (`nki.collectives.all_to_all_v`): rank `i` sends
+/// `src[sd[j] .. sd[j] + sc[j]]` (metadata rows 0/1, column `j`) to rank `j`, where it lands at
+/// slot `i * dst.numel / group` or, with `flags.has_rdispls`, at rank `j`'s row 3, column `i`.
+/// `srcs` and `dsts` hold exactly one HBM tensor each, read as flat buffers; `metadata` is
+/// uint32 `[2-4, group]`. Not available in estimate mode (the counts are run-time values).
+#[track_caller]
+pub fn all_to_all_v<'a>(
+    srcs: &[MeshView],
+    dsts: &[MeshView],
+    group: &ReplicaGroup,
+    metadata: impl Into<Operand<'a>>,
+    flags: VFlags,
+) {
+    let loc = SourceLoc::caller();
+    let p = variable::prepare(
+        Form::ToAll,
+        false,
+        srcs,
+        dsts,
+        group,
+        metadata.into(),
+        flags,
+        loc,
+    );
+    variable::trigger(Form::ToAll, p, false, loc);
+}
+
+/// The first half of a split [`all_to_all_v`] (`nki.collectives.all_to_all_v_prepare`): reads
+/// the metadata and starts the collective's fixed cost, which overlaps the kernel's work
+/// until [`all_to_all_v_trigger`]. A second prepare before the trigger is an error.
+#[track_caller]
+pub fn all_to_all_v_prepare<'a>(
+    srcs: &[MeshView],
+    dsts: &[MeshView],
+    group: &ReplicaGroup,
+    metadata: impl Into<Operand<'a>>,
+    flags: VFlags,
+) -> PreparedCollective {
+    let loc = SourceLoc::caller();
+    variable::prepare(
+        Form::ToAll,
+        true,
+        srcs,
+        dsts,
+        group,
+        metadata.into(),
+        flags,
+        loc,
+    )
+}
+
+/// Moves the data of a prepared [`all_to_all_v`] (`nki.collectives.all_to_all_v_trigger`).
+#[track_caller]
+pub fn all_to_all_v_trigger(prepared: PreparedCollective) {
+    variable::trigger(Form::ToAll, prepared, true, SourceLoc::caller());
 }
