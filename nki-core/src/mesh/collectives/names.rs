@@ -140,116 +140,57 @@ pub fn collective_permute<'a>(
     super::collective_permute(src, dst, pairs, group);
 }
 
-/// Variable-length all-gather (`nki.collectives.all_gather_v`): each rank's one chunk
-/// `src[sd .. sd + sc]` (metadata rows 0/1, column 0) lands in every rank's `dst`, at slot
-/// `rank * dst.numel / group` or, with `flags.has_rdispls`, at the receiver's row 3. `srcs` and
-/// `dsts` hold exactly one HBM tensor each, read as flat buffers; `metadata` is uint32
-/// `[2-4, group]`. Not available in estimate mode (the counts are run-time values).
-#[track_caller]
-pub fn all_gather_v<'a>(
-    srcs: &[MeshView],
-    dsts: &[MeshView],
-    group: &ReplicaGroup,
-    metadata: impl Into<Operand<'a>>,
-    flags: VFlags,
-) {
-    let loc = SourceLoc::caller();
-    let p = variable::prepare(
-        Form::Gather,
-        false,
-        srcs,
-        dsts,
-        group,
-        metadata.into(),
-        flags,
-        loc,
-    );
-    variable::trigger(Form::Gather, p, false, loc);
+/// The plain form, `_prepare` and `_trigger` of one variable-length collective (the three
+/// differ between the two collectives only in their names, docs and [`Form`]).
+macro_rules! variable_length {
+    ($form:expr, $plain:ident, $prepare:ident, $trigger:ident, $what:literal) => {
+        #[doc = concat!("Variable-length ", $what, " (`nki.collectives.", stringify!($plain), "`). `srcs` and `dsts` hold exactly one HBM tensor each, read as flat buffers; `metadata` is uint32 `[2-4, group]` (send counts, send displacements, recv counts, recv displacements). Not available in estimate mode (the counts are run-time values).")]
+        #[track_caller]
+        pub fn $plain<'a>(
+            srcs: &[MeshView],
+            dsts: &[MeshView],
+            group: &ReplicaGroup,
+            metadata: impl Into<Operand<'a>>,
+            flags: VFlags,
+        ) {
+            let loc = SourceLoc::caller();
+            let p = variable::prepare($form, false, srcs, dsts, group, metadata.into(), flags, loc);
+            variable::trigger($form, p, false, loc);
+        }
+
+        #[doc = concat!("The first half of a split [`", stringify!($plain), "`] (`nki.collectives.", stringify!($prepare), "`): reads the metadata and starts the collective's fixed cost, which overlaps the kernel's work until [`", stringify!($trigger), "`]. A second prepare before the trigger is an error.")]
+        #[track_caller]
+        pub fn $prepare<'a>(
+            srcs: &[MeshView],
+            dsts: &[MeshView],
+            group: &ReplicaGroup,
+            metadata: impl Into<Operand<'a>>,
+            flags: VFlags,
+        ) -> PreparedCollective {
+            let loc = SourceLoc::caller();
+            variable::prepare($form, true, srcs, dsts, group, metadata.into(), flags, loc)
+        }
+
+        #[doc = concat!("Moves the data of a prepared [`", stringify!($plain), "`] (`nki.collectives.", stringify!($trigger), "`).")]
+        #[track_caller]
+        pub fn $trigger(prepared: PreparedCollective) {
+            variable::trigger($form, prepared, true, SourceLoc::caller());
+        }
+    };
 }
 
-/// The first half of a split [`all_gather_v`] (`nki.collectives.all_gather_v_prepare`): reads
-/// the metadata and starts the collective's fixed cost, which overlaps the kernel's work
-/// until [`all_gather_v_trigger`]. A second prepare before the trigger is an error.
-#[track_caller]
-pub fn all_gather_v_prepare<'a>(
-    srcs: &[MeshView],
-    dsts: &[MeshView],
-    group: &ReplicaGroup,
-    metadata: impl Into<Operand<'a>>,
-    flags: VFlags,
-) -> PreparedCollective {
-    let loc = SourceLoc::caller();
-    variable::prepare(
-        Form::Gather,
-        true,
-        srcs,
-        dsts,
-        group,
-        metadata.into(),
-        flags,
-        loc,
-    )
-}
+variable_length!(
+    Form::Gather,
+    all_gather_v,
+    all_gather_v_prepare,
+    all_gather_v_trigger,
+    "all-gather: each rank's one chunk `src[sd .. sd + sc]` (metadata rows 0/1, column 0) lands in every rank's `dst`, at slot `rank * dst.numel / group` or, with `flags.has_rdispls`, at the receiver's row 3."
+);
 
-/// Moves the data of a prepared [`all_gather_v`] (`nki.collectives.all_gather_v_trigger`).
-#[track_caller]
-pub fn all_gather_v_trigger(prepared: PreparedCollective) {
-    variable::trigger(Form::Gather, prepared, true, SourceLoc::caller());
-}
-
-/// Variable-length all-to-all (`nki.collectives.all_to_all_v`): rank `i` sends
-/// `src[sd[j] .. sd[j] + sc[j]]` (metadata rows 0/1, column `j`) to rank `j`, where it lands at
-/// slot `i * dst.numel / group` or, with `flags.has_rdispls`, at rank `j`'s row 3, column `i`.
-/// `srcs` and `dsts` hold exactly one HBM tensor each, read as flat buffers; `metadata` is
-/// uint32 `[2-4, group]`. Not available in estimate mode (the counts are run-time values).
-#[track_caller]
-pub fn all_to_all_v<'a>(
-    srcs: &[MeshView],
-    dsts: &[MeshView],
-    group: &ReplicaGroup,
-    metadata: impl Into<Operand<'a>>,
-    flags: VFlags,
-) {
-    let loc = SourceLoc::caller();
-    let p = variable::prepare(
-        Form::ToAll,
-        false,
-        srcs,
-        dsts,
-        group,
-        metadata.into(),
-        flags,
-        loc,
-    );
-    variable::trigger(Form::ToAll, p, false, loc);
-}
-
-/// The first half of a split [`all_to_all_v`] (`nki.collectives.all_to_all_v_prepare`): reads
-/// the metadata and starts the collective's fixed cost, which overlaps the kernel's work
-/// until [`all_to_all_v_trigger`]. A second prepare before the trigger is an error.
-#[track_caller]
-pub fn all_to_all_v_prepare<'a>(
-    srcs: &[MeshView],
-    dsts: &[MeshView],
-    group: &ReplicaGroup,
-    metadata: impl Into<Operand<'a>>,
-    flags: VFlags,
-) -> PreparedCollective {
-    let loc = SourceLoc::caller();
-    variable::prepare(
-        Form::ToAll,
-        true,
-        srcs,
-        dsts,
-        group,
-        metadata.into(),
-        flags,
-        loc,
-    )
-}
-
-/// Moves the data of a prepared [`all_to_all_v`] (`nki.collectives.all_to_all_v_trigger`).
-#[track_caller]
-pub fn all_to_all_v_trigger(prepared: PreparedCollective) {
-    variable::trigger(Form::ToAll, prepared, true, SourceLoc::caller());
-}
+variable_length!(
+    Form::ToAll,
+    all_to_all_v,
+    all_to_all_v_prepare,
+    all_to_all_v_trigger,
+    "all-to-all: rank `i` sends `src[sd[j] .. sd[j] + sc[j]]` (metadata rows 0/1, column `j`) to rank `j`, where it lands at slot `i * dst.numel / group` or, with `flags.has_rdispls`, at rank `j`'s row 3, column `i`."
+);
