@@ -543,6 +543,11 @@ impl Tensor {
 }
 
 crate::view::whole_views!(Tensor => TensorRef);
+crate::view::select_tensors! {
+    ['i] &'i Tensor;
+    ['i] &TensorRef<'i>;
+    ['i] TensorRef<'i>;
+}
 crate::view::vector_select!(
     Tensor,
     |t, d, i| tensor_rows(&t.view(), d, i),

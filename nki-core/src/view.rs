@@ -345,14 +345,15 @@ impl SelectIndex<'_> for usize {
 /// Implements [`SelectIndex`] for tile-like index tensors (`$t` converts into a `TileRef`).
 macro_rules! select_tensors {
     ($([$($gen:tt)*] $t:ty;)*) => {$(
-        impl<$($gen)*> SelectIndex<'i> for $t {
+        impl<$($gen)*> $crate::view::SelectIndex<'i> for $t {
             #[track_caller]
-            fn select_at(self) -> SelectAt<'i> {
-                SelectAt::Tensor(self.into())
+            fn select_at(self) -> $crate::view::SelectAt<'i> {
+                $crate::view::SelectAt::Tensor(self.into())
             }
         }
     )*};
 }
+pub(crate) use select_tensors;
 
 impl<'i> SelectIndex<'i> for &TileRef<'i> {
     fn select_at(self) -> SelectAt<'i> {
@@ -363,9 +364,6 @@ impl<'i> SelectIndex<'i> for &TileRef<'i> {
 select_tensors! {
     ['i] &'i Tile;
     ['i] TileRef<'i>;
-    ['i] &'i crate::tensor::Tensor;
-    ['i] &crate::tensor::TensorRef<'i>;
-    ['i] crate::tensor::TensorRef<'i>;
 }
 
 /// The slice expression of NKI's `select(dim, index)` on a view of shape `shape`: `index`
