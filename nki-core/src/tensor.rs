@@ -276,7 +276,9 @@ pub(crate) fn full_tile(ins: &Op, mem: MemKind, dims: &[usize], value: f32, dtyp
         || {},
         || {
             let v = t.view();
-            ins.record_as("nl.full", Engine::Vector, Opcode::Memset)
+            // A zero fill is named `nl.zeros`: the compiler stage folds one in PSUM.
+            let api = if value == 0.0 { "nl.zeros" } else { "nl.full" };
+            ins.record_as(api, Engine::Vector, Opcode::Memset)
                 .size(t.partitions() as u32, t.free_size() as u32)
                 .dtypes(dtype, dtype)
                 .psum(mem == MemKind::Psum)
