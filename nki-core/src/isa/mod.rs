@@ -69,6 +69,7 @@ mod named;
 pub(crate) mod nki_scalar;
 mod nonzero;
 mod opts;
+mod register;
 mod rng;
 pub(crate) mod rng_state;
 #[cfg(test)]
@@ -105,6 +106,7 @@ pub use named::named;
 pub use nki_scalar::{scalar_load, scalar_store, NkiScalar};
 pub use nonzero::{nonzero_with_count, NONZERO_PARTITION_STEP};
 pub use opts::{MatmulOpts, MatmulPerfMode, Opts, ReduceOpts};
+pub use register::{register_alloc, register_load, register_move, register_store, VirtualRegister};
 pub use rng::{rand2, rand_get_state, rand_set_state, rng, set_rng_seed};
 pub use scalar::{activation, activation_reduce, ActivationArgs};
 pub use scalar_tensor_tensor::{scalar_tensor_tensor, SttOpts};
