@@ -587,14 +587,12 @@ impl AluOp {
                     b
                 }
             }
-            AluOp::Abs
-            | AluOp::Square
-            | AluOp::Relu
-            | AluOp::Rsqrt
-            | AluOp::Reciprocal => match self.unary_fn() {
-                Some(f) => f.eval(a),
-                None => a,
-            },
+            AluOp::Abs | AluOp::Square | AluOp::Relu | AluOp::Rsqrt | AluOp::Reciprocal => {
+                match self.unary_fn() {
+                    Some(f) => f.eval(a),
+                    None => a,
+                }
+            }
             AluOp::BitwiseAnd
             | AluOp::BitwiseOr
             | AluOp::BitwiseXor

@@ -196,7 +196,10 @@ fn the_unary_operators_before_trn3_and_on_gpsimd() {
             nisa::tensor_scalar(&d, &x, op, 0.0, None);
         });
         let msg = e.to_string();
-        assert!(msg.contains("NeuronCore-v4") && msg.contains(op.name()), "{msg}");
+        assert!(
+            msg.contains("NeuronCore-v4") && msg.contains(op.name()),
+            "{msg}"
+        );
     }
     // GpSimdE: rsqrt (the documented case) gives the same values; abs is an error.
     let got = run_on(Target::Trn2, &[p, f], |o| {

@@ -40,9 +40,10 @@ pub use grid::{
 pub use indirect::load_indirect;
 pub use layout::{broadcast_to, expand_dims, iota, load_transpose2d};
 pub use logic::{
-    abs_max, abs_min, add, binary, bitwise_and, bitwise_or, bitwise_xor, divide, equal, fmod, greater, greater_equal,
-    invert, left_shift, less, less_equal, logical_and, logical_not, logical_or, logical_xor,
-    maximum, minimum, mod_, multiply, not_equal, power, right_shift, subtract, where_,
+    abs_max, abs_min, add, binary, bitwise_and, bitwise_or, bitwise_xor, divide, equal, fmod,
+    greater, greater_equal, invert, left_shift, less, less_equal, logical_and, logical_not,
+    logical_or, logical_xor, maximum, minimum, mod_, multiply, not_equal, power, right_shift,
+    subtract, where_,
 };
 pub use matmul::{matmul, matmul_acc, transpose};
 pub use random::{dropout, rand, random_seed, DEFAULT_SEED};
