@@ -154,6 +154,11 @@ fn rel_err(got: impl Iterator<Item = f64>, want: &[f64]) -> f64 {
     got.zip(want).fold(0.0f64, |m, (g, w)| m.max((g - w).abs())) / scale
 }
 
+/// TensorE's busy time in a profile, in microseconds.
+fn tensor_us(p: &Profile) -> f64 {
+    p.engine("TensorE").map_or(0.0, |e| e.active_ns / 1e3)
+}
+
 fn main() -> ExitCode {
     match run() {
         Ok(true) => ExitCode::SUCCESS,
@@ -200,8 +205,9 @@ fn run() -> Result<bool, NkiError> {
         rel_err(got.iter().map(|&g| g as f64), &exact)
     );
     println!(
-        "trn3: modelled time {:.2} us (quantize_mx x2 + nc_matmul_mx)",
-        trn3.latency_us()
+        "trn3: modelled time {:.2} us (quantize_mx x2 + nc_matmul_mx), TensorE busy {:.3} us",
+        trn3.latency_us(),
+        tensor_us(&trn3)
     );
     match mx_matmul::simulate(1, Target::Trn2, &a, &b, &mut out) {
         Ok(_) => {
@@ -235,8 +241,9 @@ fn run() -> Result<bool, NkiError> {
         let e = rel_err(o.to_f32_vec()?.iter().map(|&g| g as f64), &exact);
         all_ok &= e < 1e-4;
         println!(
-            "{target}: bf16 matmul of the same size (4 x K = 128), modelled time {:.2} us, {} (difference {e:.2e})",
+            "{target}: bf16 matmul of the same size (4 x K = 128), modelled time {:.2} us, TensorE busy {:.3} us, {} (difference {e:.2e})",
             prof.latency_us(),
+            tensor_us(&prof),
             if e < 1e-4 { "match" } else { "MISMATCH" }
         );
     }
