@@ -430,6 +430,17 @@ fn b2f(b: bool) -> f32 {
     }
 }
 
+/// NKI 0.7 `abs_max` (`larger`) / `abs_min`: `a` when its magnitude `ma` is larger / smaller
+/// than `b`'s `mb`, else `b` (so `b` on a tie).
+fn by_magnitude<T: PartialOrd>(a: T, b: T, (ma, mb): (T, T), larger: bool) -> T {
+    let pick_a = if larger { ma > mb } else { ma < mb };
+    if pick_a {
+        a
+    } else {
+        b
+    }
+}
+
 /// Bit width and signedness of an integer dtype (bool and floats are treated as 32-bit signed).
 fn int_layout(dtype: DType) -> (u32, bool) {
     match dtype {
@@ -573,20 +584,8 @@ impl AluOp {
             }
             AluOp::Fmod => a % b,
             // "x if |x| > |y| else y": a NaN x gives y, a NaN y gives NaN.
-            AluOp::AbsMax => {
-                if a.abs() > b.abs() {
-                    a
-                } else {
-                    b
-                }
-            }
-            AluOp::AbsMin => {
-                if a.abs() < b.abs() {
-                    a
-                } else {
-                    b
-                }
-            }
+            AluOp::AbsMax => by_magnitude(a, b, (a.abs(), b.abs()), true),
+            AluOp::AbsMin => by_magnitude(a, b, (a.abs(), b.abs()), false),
             AluOp::Abs | AluOp::Square | AluOp::Relu | AluOp::Rsqrt | AluOp::Reciprocal => {
                 match self.unary_fn() {
                     Some(f) => f.eval(a),
@@ -642,20 +641,8 @@ impl AluOp {
             AluOp::LogicalAnd => (a != 0 && b != 0) as i64,
             AluOp::LogicalOr => (a != 0 || b != 0) as i64,
             AluOp::LogicalXor => ((a != 0) != (b != 0)) as i64,
-            AluOp::AbsMax => {
-                if a.abs() > b.abs() {
-                    a
-                } else {
-                    b
-                }
-            }
-            AluOp::AbsMin => {
-                if a.abs() < b.abs() {
-                    a
-                } else {
-                    b
-                }
-            }
+            AluOp::AbsMax => by_magnitude(a, b, (a.abs(), b.abs()), true),
+            AluOp::AbsMin => by_magnitude(a, b, (a.abs(), b.abs()), false),
             // Divide, power, mod, fmod and the unary operators (computed in fp32; bitvec
             // operators are done above).
             _ => return None,

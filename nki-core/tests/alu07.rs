@@ -79,9 +79,7 @@ fn unary_ref(op: AluOp, x: f32) -> f32 {
         AluOp::Square => (d * d) as f32,
         // relu(x) = max(x, 0); NaN stays NaN.
         AluOp::Relu => {
-            if x.is_nan() {
-                x
-            } else if x > 0.0 {
+            if x.is_nan() || x > 0.0 {
                 x
             } else {
                 0.0
