@@ -348,7 +348,8 @@ impl Launch {
     /// kernel before it is costed (simulate and estimate modes; an NKI 0.7 kernel is costed
     /// as written): duplicate-load removal, hoisting of
     /// loop-invariant loads and transposes out of `affine_range` loops, one buffer per
-    /// iteration for tiles every iteration rewrites. The default is the stage of
+    /// iteration for tiles every iteration rewrites, PSUM zero fills folded into the first
+    /// matmul. The default is the stage of
     /// [`with_compiler_stage`](crate::with_compiler_stage), [`CompilerStage::OFF`] unless set:
     /// the kernel costed exactly as written. The profile lists what the stage did
     /// ([`Profile::compiler`]).

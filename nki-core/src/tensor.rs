@@ -89,6 +89,33 @@ impl Buffer {
     }
 }
 
+impl From<Buffer> for MemKind {
+    fn from(b: Buffer) -> MemKind {
+        b.mem()
+    }
+}
+
+/// NKI 0.7 `nl.is_hbm(buffer)`: whether `buffer` (a [`Buffer`] such as `t.buffer()` or
+/// `nl::shared_hbm`, or a [`MemKind`]) is any HBM (private or shared).
+pub fn is_hbm(buffer: impl Into<MemKind>) -> bool {
+    buffer.into() == MemKind::Hbm
+}
+
+/// NKI 0.7 `nl.is_on_chip(buffer)`: whether `buffer` is SBUF or PSUM.
+pub fn is_on_chip(buffer: impl Into<MemKind>) -> bool {
+    matches!(buffer.into(), MemKind::Sbuf | MemKind::Psum)
+}
+
+/// NKI 0.7 `nl.is_psum(buffer)`: whether `buffer` is PSUM.
+pub fn is_psum(buffer: impl Into<MemKind>) -> bool {
+    buffer.into() == MemKind::Psum
+}
+
+/// NKI 0.7 `nl.is_sbuf(buffer)`: whether `buffer` is SBUF.
+pub fn is_sbuf(buffer: impl Into<MemKind>) -> bool {
+    buffer.into() == MemKind::Sbuf
+}
+
 /// Anything `nl::zeros_like` / `nl::empty_like` take the shape and dtype of: a tensor or a
 /// view of one in any memory ([`Tensor`], [`TensorRef`], [`Tile`], [`TileRef`], [`Hbm`],
 /// [`HbmView`]).
@@ -249,7 +276,9 @@ pub(crate) fn full_tile(ins: &Op, mem: MemKind, dims: &[usize], value: f32, dtyp
         || {},
         || {
             let v = t.view();
-            ins.record_as("nl.full", Engine::Vector, Opcode::Memset)
+            // A zero fill is named `nl.zeros`: the compiler stage folds one in PSUM.
+            let api = if value == 0.0 { "nl.zeros" } else { "nl.full" };
+            ins.record_as(api, Engine::Vector, Opcode::Memset)
                 .size(t.partitions() as u32, t.free_size() as u32)
                 .dtypes(dtype, dtype)
                 .psum(mem == MemKind::Psum)
@@ -514,6 +543,39 @@ impl Tensor {
 }
 
 crate::view::whole_views!(Tensor => TensorRef);
+crate::view::vector_select!(
+    Tensor,
+    |t, d, i| tensor_rows(&t.view(), d, i),
+    "Per-partition rows chosen at run time (NKI 0.7 `tensor.vector_select(0, \
+     vector_offset)`); see [`TensorRef::vector_select`]."
+);
+crate::view::vector_select!(
+    TensorRef<'_>,
+    |t, d, i| tensor_rows(t, d, i),
+    "Per-partition rows chosen at run time (NKI 0.7 `tensor.vector_select(0, \
+     vector_offset)`); see [`HbmView::vector_select`]. As in 0.7, HBM tensors only (an \
+     on-chip tensor is a [`ErrorKind::WrongMemory`] error); a kernel-allocated HBM tensor is \
+     also a scatter destination."
+);
+
+/// `t.vector_select(dim, index)`: rows of an HBM tensor (writable: the kernel allocated it).
+fn tensor_rows<'b>(
+    t: &TensorRef,
+    dim: usize,
+    index: TileRef<'b>,
+) -> crate::error::Result<crate::isa::IndirectAp<'b>> {
+    match t {
+        TensorRef::Hbm(v) => crate::isa::IndirectAp::select_rows(v, dim, index, true),
+        TensorRef::Chip(c) => Err(NkiError::new(
+            ErrorKind::WrongMemory,
+            "vector_select",
+            format!(
+                "vector_select indexes HBM tensors only (DMA gather/scatter), not {}",
+                c.describe()
+            ),
+        )),
+    }
+}
 
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -609,102 +671,6 @@ impl<'a> TensorRef<'a> {
         self.ap_of().is_contiguous()
     }
 
-    /// Slices the view further (on chip an integer on dimension 0 keeps it with size 1; in
-    /// HBM integer indices drop their dimension).
-    #[track_caller]
-    pub fn slice(&self, index: impl IntoIndex) -> TensorRef<'a> {
-        match self {
-            TensorRef::Chip(t) => TensorRef::Chip(t.slice(index)),
-            TensorRef::Hbm(v) => TensorRef::Hbm(v.slice(index)),
-        }
-    }
-
-    /// The view with shape `dims` (NKI `tensor.reshape`); free, no data moves.
-    #[track_caller]
-    pub fn reshape(&self, dims: &[usize]) -> TensorRef<'a> {
-        match self {
-            TensorRef::Chip(t) => TensorRef::Chip(t.reshape(dims)),
-            TensorRef::Hbm(v) => TensorRef::Hbm(v.reshape(dims)),
-        }
-    }
-
-    /// The view with its dimensions reordered (NKI `tensor.permute`; on chip dimension 0
-    /// stays first).
-    #[track_caller]
-    pub fn permute(&self, perm: &[usize]) -> TensorRef<'a> {
-        match self {
-            TensorRef::Chip(t) => TensorRef::Chip(t.permute(perm)),
-            TensorRef::Hbm(v) => TensorRef::Hbm(v.permute(perm)),
-        }
-    }
-
-    /// The view with a new size-1 dimension at position `dim` (NKI `tensor.expand_dim`; on
-    /// chip after the partition dimension).
-    #[track_caller]
-    pub fn expand_dim(&self, dim: usize) -> TensorRef<'a> {
-        match self {
-            TensorRef::Chip(t) => TensorRef::Chip(t.expand_dim(dim)),
-            TensorRef::Hbm(v) => TensorRef::Hbm(v.expand_dim(dim)),
-        }
-    }
-
-    /// The view without its size-1 dimension `dim` (NKI `tensor.squeeze_dim`; on chip the
-    /// partition dimension stays).
-    #[track_caller]
-    pub fn squeeze_dim(&self, dim: usize) -> TensorRef<'a> {
-        match self {
-            TensorRef::Chip(t) => TensorRef::Chip(t.squeeze_dim(dim)),
-            TensorRef::Hbm(v) => TensorRef::Hbm(v.squeeze_dim(dim)),
-        }
-    }
-
-    /// Position `index` of dimension `dim` (NKI `tensor.select(dim, index)`, as indexing
-    /// `dim` with an integer: the dimension is dropped, except an on-chip partition
-    /// dimension, which stays with size 1).
-    #[track_caller]
-    pub fn select(&self, dim: usize, index: usize) -> TensorRef<'a> {
-        match self {
-            TensorRef::Chip(t) => TensorRef::Chip(t.select(dim, index)),
-            TensorRef::Hbm(v) => TensorRef::Hbm(v.select(dim, index)),
-        }
-    }
-
-    /// The view's size-1 dimension `dim` repeated `size` times (stride 0; NKI
-    /// `tensor.broadcast`): a read-only view (on chip a free dimension only).
-    #[track_caller]
-    pub fn broadcast(&self, dim: usize, size: usize) -> TensorRef<'a> {
-        match self {
-            TensorRef::Chip(t) => TensorRef::Chip(t.broadcast(dim, size)),
-            TensorRef::Hbm(v) => TensorRef::Hbm(v.broadcast(dim, size)),
-        }
-    }
-
-    /// The view rearranged by an einops-style pattern (NKI `tensor.rearrange`), e.g.
-    /// `rearrange("p (a b) -> p b a", &[("a", 4)])`; see [`HbmView::rearrange`].
-    #[track_caller]
-    pub fn rearrange(&self, pattern: &str, sizes: &[(&str, usize)]) -> TensorRef<'a> {
-        match self {
-            TensorRef::Chip(t) => TensorRef::Chip(t.rearrange(pattern, sizes)),
-            TensorRef::Hbm(v) => TensorRef::Hbm(v.rearrange(pattern, sizes)),
-        }
-    }
-
-    /// An access pattern over the storage (NKI 0.7 `tensor.ap(pattern, offset)`), with its
-    /// exact semantics: `pattern[k] = [step, num]`, outermost first, and element
-    /// `(i0, i1, ...)` of the result is element `offset + i0 * step0 + i1 * step1 + ...` of
-    /// the tensor's storage (row-major, in elements of its dtype). It is absolute: the view
-    /// it is called on is ignored (`.ap` does not compose). On chip the first pair is the
-    /// partition pair: its step must be the storage's free-element count (partitions are
-    /// not strided), and every partition's elements stay within its partition. A pattern
-    /// reaching outside the storage is an [`ErrorKind::OutOfBounds`] error naming the tensor.
-    #[track_caller]
-    pub fn ap(&self, pattern: &[[usize; 2]], offset: usize) -> TensorRef<'a> {
-        match self {
-            TensorRef::Chip(t) => TensorRef::Chip(t.ap(pattern, offset)),
-            TensorRef::Hbm(v) => TensorRef::Hbm(v.ap(pattern, offset)),
-        }
-    }
-
     /// [`TensorRef::ap`] with NKI 0.7's `dtype=`: the storage's bytes read as `dtype`, the
     /// pattern's steps, counts and offset in elements of `dtype` (an int32 `[128, 256]`
     /// tensor seen as bfloat16 takes `[[512, 128], [1, 512]]`); see [`TileRef::ap_as`].
@@ -769,6 +735,68 @@ impl<'a> TensorRef<'a> {
             TensorRef::Hbm(v) => v.describe(),
         }
     }
+}
+
+/// The view methods of [`TensorRef`] that are the same method of its on-chip or HBM view:
+/// `$doc`, `fn $name($arg: $ty, ..)`.
+macro_rules! either_view {
+    ($($doc:literal fn $name:ident($($arg:ident: $ty:ty),*);)*) => {
+        impl<'a> TensorRef<'a> {
+            $(
+                #[doc = $doc]
+                #[track_caller]
+                pub fn $name(&self, $($arg: $ty),*) -> TensorRef<'a> {
+                    match self {
+                        TensorRef::Chip(t) => TensorRef::Chip(t.$name($($arg),*)),
+                        TensorRef::Hbm(v) => TensorRef::Hbm(v.$name($($arg),*)),
+                    }
+                }
+            )*
+        }
+    };
+}
+
+either_view! {
+    "The view rearranged by an einops-style pattern (NKI `tensor.rearrange`), e.g. \
+     `rearrange(\"p (a b) -> p b a\", &[(\"a\", 4)])`; see [`HbmView::rearrange`]."
+    fn rearrange(pattern: &str, sizes: &[(&str, usize)]);
+    "Slices the view further (on chip an integer on dimension 0 keeps it with size 1; in HBM \
+     integer indices drop their dimension)."
+    fn slice(index: impl IntoIndex);
+    "The view with shape `dims` (NKI `tensor.reshape`); free, no data moves."
+    fn reshape(dims: &[usize]);
+    "The view with its dimensions reordered (NKI `tensor.permute`; on chip dimension 0 stays \
+     first)."
+    fn permute(perm: &[usize]);
+    "The view with a new size-1 dimension at position `dim` (NKI `tensor.expand_dim`; on chip \
+     after the partition dimension)."
+    fn expand_dim(dim: usize);
+    "The view without its size-1 dimension `dim` (NKI `tensor.squeeze_dim`; on chip the \
+     partition dimension stays)."
+    fn squeeze_dim(dim: usize);
+    "Position `index` of dimension `dim` (NKI `tensor.select(dim, index)`, as indexing `dim` \
+     with an integer: the dimension is dropped, except an on-chip partition dimension, which \
+     stays with size 1)."
+    fn select(dim: usize, index: usize);
+    "The view's size-1 dimension `dim` repeated `size` times (stride 0; NKI \
+     `tensor.broadcast`): a read-only view (on chip a free dimension only)."
+    fn broadcast(dim: usize, size: usize);
+    "The view with dimension `dim` split into `shape` (NKI `tensor.reshape_dim`; one entry \
+     may be `-1`); see [`HbmView::reshape_dim`] (on chip the partition dimension is not \
+     split)."
+    fn reshape_dim(dim: usize, shape: &[isize]);
+    "The view with dimensions `start_dim..=end_dim` merged (NKI `tensor.flatten_dims`); see \
+     [`HbmView::flatten_dims`] (on chip `start_dim` is at least 1)."
+    fn flatten_dims(start_dim: usize, end_dim: usize);
+    "An access pattern over the storage (NKI 0.7 `tensor.ap(pattern, offset)`), with its \
+     exact semantics: `pattern[k] = [step, num]`, outermost first, and element `(i0, i1, \
+     ...)` of the result is element `offset + i0 * step0 + i1 * step1 + ...` of the tensor's \
+     storage (row-major, in elements of its dtype). It is absolute: the view it is called on \
+     is ignored (`.ap` does not compose). On chip the first pair is the partition pair: its \
+     step must be the storage's free-element count (partitions are not strided), and every \
+     partition's elements stay within its partition. A pattern reaching outside the storage \
+     is an [`ErrorKind::OutOfBounds`] error naming the tensor."
+    fn ap(pattern: &[[usize; 2]], offset: usize);
 }
 
 /// Raises the error of reading HBM tensor `v` as another `dtype` through `op` (`ap` or

@@ -198,6 +198,126 @@ pub(crate) fn squeeze_dim(ap: &Ap, dim: usize, what: &str) -> Result<Ap> {
     })
 }
 
+/// `ap` with dimension `dim` split into `sizes` (NKI `reshape_dim(dim, shape)`): the new
+/// dimensions step through the old one row-major, so no layout can fail; one size may be
+/// `-1`, inferred from the others.
+pub(crate) fn reshape_dim(ap: &Ap, dim: usize, sizes: &[isize], what: &str) -> Result<Ap> {
+    const OP: &str = "reshape_dim";
+    let nd = ap.shape.ndim();
+    let fail = |why: String| {
+        Err(err(
+            ErrorKind::ShapeMismatch,
+            OP,
+            format!(
+                "cannot split dimension {dim} of {what} (shape {}) into {sizes:?}: {why}",
+                ap.shape
+            ),
+        ))
+    };
+    if dim >= nd {
+        return fail(format!("the view has {nd} dimensions"));
+    }
+    if sizes.is_empty() || nd - 1 + sizes.len() > MAX_DIMS {
+        return fail(format!(
+            "the result needs 1 to {MAX_DIMS} dimensions in all"
+        ));
+    }
+    let n = ap.shape.dims()[dim];
+    let infer = sizes.iter().filter(|&&s| s == -1).count();
+    if infer > 1 || sizes.iter().any(|&s| s == 0 || s < -1) {
+        return fail("the sizes must be positive, with at most one -1 to infer".into());
+    }
+    let known: usize = sizes
+        .iter()
+        .filter(|&&s| s > 0)
+        .map(|&s| s as usize)
+        .product();
+    let inferred = if infer == 1 {
+        if !n.is_multiple_of(known) {
+            return fail(format!("{known} does not divide its size {n}"));
+        }
+        n / known
+    } else if known != n {
+        return fail(format!("their product {known} is not its size {n}"));
+    } else {
+        1
+    };
+    let split: Vec<usize> = sizes
+        .iter()
+        .map(|&s| if s == -1 { inferred } else { s as usize })
+        .collect();
+    let mut dims = ap.shape.dims().to_vec();
+    dims.splice(dim..=dim, split.iter().copied());
+    let mut strides = [0isize; MAX_DIMS];
+    strides[..dim].copy_from_slice(&ap.strides[..dim]);
+    let mut step = ap.strides[dim];
+    for k in (0..split.len()).rev() {
+        strides[dim + k] = step;
+        step *= split[k] as isize;
+    }
+    strides[dim + split.len()..dims.len()].copy_from_slice(&ap.strides[dim + 1..nd]);
+    Ok(Ap {
+        offset: ap.offset,
+        shape: Shape::new(&dims).map_err(|e| err(e.kind(), OP, e.message().to_string()))?,
+        strides,
+    })
+}
+
+/// `ap` with dimensions `start..=end` merged into one (NKI `flatten_dims(start_dim,
+/// end_dim)`): they must be laid out contiguously relative to each other (size-1 dimensions
+/// aside, which are never stepped).
+pub(crate) fn flatten_dims(ap: &Ap, start: usize, end: usize, what: &str) -> Result<Ap> {
+    const OP: &str = "flatten_dims";
+    let nd = ap.shape.ndim();
+    if start > end || end >= nd {
+        return Err(err(
+            ErrorKind::InvalidArgument,
+            OP,
+            format!(
+                "cannot merge dimensions {start}..={end} of {what} (shape {}): they must satisfy \
+                 start_dim <= end_dim < {nd}",
+                ap.shape
+            ),
+        ));
+    }
+    let dims = ap.shape.dims();
+    let members: Vec<(usize, isize)> = (start..=end)
+        .map(|d| (dims[d], ap.strides[d]))
+        .filter(|m| m.0 != 1)
+        .collect();
+    if let Some(w) = members
+        .windows(2)
+        .find(|w| w[0].1 != w[1].1 * w[1].0 as isize)
+    {
+        return Err(err(
+            ErrorKind::InvalidArgument,
+            OP,
+            format!(
+                "cannot merge dimensions {start}..={end} of {what} (shape {}, strides {:?}) \
+                 without a copy: they are not contiguous in memory (a stride of {} does not \
+                 step over {} elements of stride {})",
+                ap.shape,
+                &ap.strides[..nd],
+                w[0].1,
+                w[1].0,
+                w[1].1
+            ),
+        ));
+    }
+    let mut out: Vec<usize> = dims[..start].to_vec();
+    out.push(dims[start..=end].iter().product());
+    out.extend_from_slice(&dims[end + 1..]);
+    let mut strides = [0isize; MAX_DIMS];
+    strides[..start].copy_from_slice(&ap.strides[..start]);
+    strides[start] = members.last().map_or(0, |m| m.1);
+    strides[start + 1..out.len()].copy_from_slice(&ap.strides[end + 1..nd]);
+    Ok(Ap {
+        offset: ap.offset,
+        shape: Shape::new(&out)?,
+        strides,
+    })
+}
+
 /// The slice expression of NKI's `select(dim, index)` on a view of shape `shape`: `index`
 /// on dimension `dim`, whole ranges before it (the slice then drops the dimension, except an
 /// on-chip partition dimension, which stays with size 1 as for `t[i]`).
@@ -539,6 +659,69 @@ impl HbmView {
     }
 }
 
+impl HbmView {
+    /// The view with dimension `dim` split into `shape` (NKI `tensor.reshape_dim(dim,
+    /// shape)`), e.g. `reshape_dim(1, &[4, -1])` of a `[8, 24]` view is `[8, 4, 6]`: the
+    /// product of `shape` must be the dimension's size, one entry may be `-1` (inferred).
+    /// Splitting never needs a copy.
+    #[track_caller]
+    pub fn reshape_dim(&self, dim: usize, shape: &[isize]) -> HbmView {
+        self.viewed(
+            |ap, what| reshape_dim(ap, dim, shape, what),
+            SourceLoc::caller(),
+        )
+    }
+
+    /// The view with dimensions `start_dim..=end_dim` merged into one (NKI
+    /// `tensor.flatten_dims(start_dim, end_dim)`): they must be contiguous in memory relative
+    /// to each other (not permuted or sliced with gaps), or the error names the view.
+    #[track_caller]
+    pub fn flatten_dims(&self, start_dim: usize, end_dim: usize) -> HbmView {
+        let loc = SourceLoc::caller();
+        self.viewed(|ap, what| flatten_dims(ap, start_dim, end_dim, what), loc)
+    }
+}
+
+/// `vector_select` of type `$ty`: `$body` makes the indirect view from `self`, the
+/// dimension and the index tile (bound to `$s`, `$d`, `$i`), its error raised at the caller.
+macro_rules! vector_select {
+    ($ty:ty, |$s:ident, $d:ident, $i:ident| $body:expr, $doc:literal) => {
+        impl $ty {
+            #[doc = $doc]
+            #[track_caller]
+            pub fn vector_select<'a>(
+                &self,
+                dim: usize,
+                vector_offset: impl Into<$crate::tile::TileRef<'a>>,
+            ) -> $crate::isa::IndirectAp<'a> {
+                let loc = $crate::error::SourceLoc::caller();
+                let ($s, $d, $i) = (self, dim, vector_offset.into());
+                $body.unwrap_or_else(|e| $crate::context::raise(e, loc))
+            }
+        }
+    };
+}
+pub(crate) use vector_select;
+
+vector_select!(
+    HbmView,
+    |v, d, i| crate::isa::IndirectAp::select_rows(v, d, i, false),
+    "Per-partition rows chosen at run time (NKI 0.7 `tensor.vector_select(0, vector_offset)`): \
+     element `(p, i1, ..)` is element `(index[p], i1, ..)` of this view, `index` being a \
+     `[P, 1]` int32/uint32 SBUF tile; the result has shape `[P, ..]` (the view's other \
+     dimensions). As in 0.7, `dim` must be 0 and the view in HBM; the result is indirect (a \
+     [`dma_copy`](crate::isa::dma_copy) gather source, or a \
+     [`dma_compute`](crate::isa::dma_compute) operand) and takes no further views. An index \
+     outside `0..shape[0]` follows the DMA's `oob_mode` (see [`HbmView::ap_indirect`]). A \
+     view of a kernel input is read-only: scatter through the same method of a writable view \
+     or a kernel-allocated tensor."
+);
+vector_select!(
+    HbmViewMut,
+    |v, d, i| crate::isa::IndirectAp::select_rows(&v.0, d, i, true),
+    "[`HbmView::vector_select`] of a writable view: also a scatter destination."
+);
+
 impl HbmViewMut {
     /// [`HbmView::ap_indirect`] of a writable view: also a scatter destination.
     #[track_caller]
@@ -553,6 +736,18 @@ impl HbmViewMut {
             crate::isa::IndirectAp::new(&self.0, pattern, offset, vector_offset.into(), true),
             loc,
         )
+    }
+
+    /// [`HbmView::reshape_dim`] of a writable view.
+    #[track_caller]
+    pub fn reshape_dim(&self, dim: usize, shape: &[isize]) -> HbmViewMut {
+        HbmViewMut(self.0.reshape_dim(dim, shape))
+    }
+
+    /// [`HbmView::flatten_dims`] of a writable view.
+    #[track_caller]
+    pub fn flatten_dims(&self, start_dim: usize, end_dim: usize) -> HbmViewMut {
+        HbmViewMut(self.0.flatten_dims(start_dim, end_dim))
     }
 
     /// [`HbmView::reshape`] of a writable view.
@@ -691,6 +886,46 @@ impl<'a> TileRef<'a> {
     pub fn expand_dim(&self, dim: usize) -> TileRef<'a> {
         let loc = SourceLoc::caller();
         self.viewed("expand_dim", |ap, what| expand_dim(ap, dim, what), loc)
+    }
+
+    /// The view with free dimension `dim` split into `shape` (NKI on-chip
+    /// `tensor.reshape_dim`; see [`HbmView::reshape_dim`]). The partition dimension cannot be
+    /// split (only "split" into itself, `reshape_dim(0, &[P])`).
+    #[track_caller]
+    pub fn reshape_dim(&self, dim: usize, shape: &[isize]) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        self.viewed(
+            "reshape_dim",
+            |ap, what| reshape_dim(ap, dim, shape, what),
+            loc,
+        )
+    }
+
+    /// The view with free dimensions `start_dim..=end_dim` merged into one (NKI on-chip
+    /// `tensor.flatten_dims`; see [`HbmView::flatten_dims`]): `start_dim` must be at least 1
+    /// (the partition dimension is not merged).
+    #[track_caller]
+    pub fn flatten_dims(&self, start_dim: usize, end_dim: usize) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        self.viewed(
+            "flatten_dims",
+            |ap, what| {
+                if start_dim == 0 {
+                    return Err(err(
+                        ErrorKind::InvalidArgument,
+                        "flatten_dims",
+                        format!(
+                            "cannot merge dimensions 0..={end_dim} of {what} (shape {}): the \
+                             partition dimension of an on-chip view is not merged (start_dim \
+                             must be at least 1)",
+                            ap.shape
+                        ),
+                    ));
+                }
+                flatten_dims(ap, start_dim, end_dim, what)
+            },
+            loc,
+        )
     }
 
     /// The view without its size-1 free dimension `dim` (NKI on-chip `tensor.squeeze_dim`;
@@ -981,6 +1216,18 @@ macro_rules! whole_views {
             #[track_caller]
             pub fn rearrange(&self, pattern: &str, sizes: &[(&str, usize)]) -> $out<'_> {
                 self.view().rearrange(pattern, sizes)
+            }
+
+            #[doc = concat!("[`", stringify!($out), "::reshape_dim`] of the whole tensor.")]
+            #[track_caller]
+            pub fn reshape_dim(&self, dim: usize, shape: &[isize]) -> $out<'_> {
+                self.view().reshape_dim(dim, shape)
+            }
+
+            #[doc = concat!("[`", stringify!($out), "::flatten_dims`] of the whole tensor.")]
+            #[track_caller]
+            pub fn flatten_dims(&self, start_dim: usize, end_dim: usize) -> $out<'_> {
+                self.view().flatten_dims(start_dim, end_dim)
             }
 
             #[doc = concat!("[`", stringify!($out), "::get_pattern`] of the whole tensor (row-major).")]

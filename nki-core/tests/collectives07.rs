@@ -1,10 +1,13 @@
 //! `nki.collectives` by its 0.7 names (`mesh::names`): the reducing operator as
-//! a parameter (add, max, min), `rank_id`, `ReplicaGroup`, and the other collectives as thin
-//! calls into the mesh layer.
+//! a parameter (add, max, min), `rank_id`, `ReplicaGroup`, the other collectives as thin
+//! calls into the mesh layer, and the variable-length `all_gather_v` / `all_to_all_v` (plain and
+//! prepare/trigger) against a plain-Rust reference, their rules as errors, and their time.
 
-use nki_core::mesh::names::{self as cc, ReduceOp, ReplicaGroup};
+use nki_core::mesh::names::{self as cc, ReduceOp, ReplicaGroup, VFlags};
 use nki_core::mesh::{Mesh, MeshLaunch, PartitionSpec, ShardedHbm};
-use nki_core::ndarray::Array2;
+use nki_core::ndarray::{Array2, ArrayD};
+use nki_core::prelude::*;
+use nki_core::{nl, ErrorKind, NkiError};
 use std::sync::Mutex;
 
 /// Device d's [4, 3] shard: rows 4d..4d+4 of a [16, 3] array with mixed signs.
@@ -101,4 +104,384 @@ fn rank_id_all_gather_and_permute_by_their_07_names() {
             }
         }
     }
+}
+
+// ---- all_gather_v / all_to_all_v --------------------------------------------------------
+
+/// Four devices, one group; per-device 1-D buffers are rows of `[4, n]` arrays split on x.
+fn mesh4() -> (Mesh, ReplicaGroup) {
+    let m = Mesh::new([4], ["x"]).unwrap();
+    let g = ReplicaGroup::all(&m);
+    (m, g)
+}
+
+fn rows() -> PartitionSpec {
+    PartitionSpec::new([Some("x"), None])
+}
+
+/// Device d's source buffer: `n` distinct values per device.
+fn sources(m: &Mesh, n: usize) -> (Array2<f32>, ShardedHbm<f32>) {
+    let a = Array2::from_shape_fn((4, n), |(d, k)| (100 * d + k) as f32 + 0.5);
+    let x = ShardedHbm::from_array(m, &a, rows()).unwrap();
+    (a, x)
+}
+
+/// Device d's metadata is rows `r*d .. r*d + r` of the `[4 * r, 4]` uint32 array `meta`.
+fn metadata(m: &Mesh, meta: &Array2<u32>) -> ShardedHbm<u32> {
+    ShardedHbm::from_array(m, meta, rows()).unwrap()
+}
+
+/// A destination of `n` elements per device, holding zeros (a `_v` collective writes it only
+/// in part).
+fn dst(m: &Mesh, n: usize) -> ShardedHbm<f32> {
+    ShardedHbm::from_array(m, &Array2::<f32>::zeros((4, n)), rows()).unwrap()
+}
+
+fn as2(a: ArrayD<f32>) -> Array2<f32> {
+    a.into_dimensionality().unwrap()
+}
+
+/// `c[i][j]`: elements rank i sends to rank j (0 to 4; some chunks are empty).
+fn counts() -> [[u32; 4]; 4] {
+    let mut c = [[0; 4]; 4];
+    for (i, row) in c.iter_mut().enumerate() {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = ((i * 3 + j * 5 + 1) % 5) as u32;
+        }
+    }
+    c
+}
+
+/// Exclusive prefix sums of `xs`.
+fn displs(xs: impl Iterator<Item = u32>) -> Vec<u32> {
+    xs.scan(0, |acc, x| {
+        let d = *acc;
+        *acc += x;
+        Some(d)
+    })
+    .collect()
+}
+
+/// all_to_all_v metadata: sends packed in rank order; with `recv`, rows 2/3 hold the counts
+/// each rank receives and packed receive displacements.
+fn a2a_metadata(recv: bool) -> Array2<u32> {
+    let c = counts();
+    let r = if recv { 4 } else { 2 };
+    let mut meta = Array2::<u32>::zeros((4 * r, 4));
+    for d in 0..4 {
+        let sd = displs(c[d].iter().copied());
+        let rc: Vec<u32> = (0..4).map(|i| c[i][d]).collect();
+        let rd = displs(rc.iter().copied());
+        for j in 0..4 {
+            meta[[r * d, j]] = c[d][j];
+            meta[[r * d + 1, j]] = sd[j];
+            if recv {
+                meta[[r * d + 2, j]] = rc[j];
+                meta[[r * d + 3, j]] = rd[j];
+            }
+        }
+    }
+    meta
+}
+
+#[test]
+fn all_gather_v_sends_one_chunk_into_every_ranks_slot() {
+    let (m, g) = mesh4();
+    let (a, x) = sources(&m, 10);
+    // Device d sends src[sd .. sd + sc]; only column 0 of rows 0/1 is read (the others are
+    // deliberately garbage).
+    let (sc, sd) = ([3u32, 6, 0, 5], [1u32, 4, 2, 0]);
+    let mut meta = Array2::<u32>::from_elem((8, 4), 77);
+    for d in 0..4 {
+        meta[[2 * d, 0]] = sc[d];
+        meta[[2 * d + 1, 0]] = sd[d];
+    }
+    let md = metadata(&m, &meta);
+    let out = dst(&m, 24); // 4 slots of 6 elements
+    MeshLaunch::new(&m)
+        .run(|| cc::all_gather_v(&[x.view()], &[out.view()], &g, md.view(), VFlags::default()))
+        .unwrap();
+    let mut want = Array2::<f32>::zeros((4, 24));
+    for r in 0..4 {
+        for s in 0..4 {
+            for k in 0..sc[s] as usize {
+                want[[r, 6 * s + k]] = a[[s, sd[s] as usize + k]];
+            }
+        }
+    }
+    assert_eq!(as2(out.to_array().unwrap()), want);
+}
+
+/// The plain-Rust reference of all_to_all_v over `counts()`: slot placement (`dst` of 20 =
+/// 4 slots of 5) or packed receive displacements.
+fn a2a_reference(a: &Array2<f32>, packed: bool) -> Array2<f32> {
+    let c = counts();
+    let mut want = Array2::<f32>::zeros((4, 20));
+    for j in 0..4 {
+        let rd = displs((0..4).map(|i| c[i][j]));
+        for i in 0..4 {
+            let sd = displs(c[i].iter().copied());
+            let start = if packed { rd[i] as usize } else { 5 * i };
+            for k in 0..c[i][j] as usize {
+                want[[j, start + k]] = a[[i, sd[j] as usize + k]];
+            }
+        }
+    }
+    want
+}
+
+#[test]
+fn all_to_all_v_places_chunks_by_slot_or_by_receive_displacements() {
+    let (m, g) = mesh4();
+    let (a, x) = sources(&m, 16);
+    for recv in [false, true] {
+        let md = metadata(&m, &a2a_metadata(recv));
+        let out = dst(&m, 20);
+        let flags = VFlags {
+            recv_counts_known: recv,
+            has_rdispls: recv,
+        };
+        MeshLaunch::new(&m)
+            .run(|| cc::all_to_all_v(&[x.view()], &[out.view()], &g, md.view(), flags))
+            .unwrap();
+        assert_eq!(
+            as2(out.to_array().unwrap()),
+            a2a_reference(&a, recv),
+            "has_rdispls = {recv}"
+        );
+    }
+}
+
+/// Thirty dependent multiplies on a [128, 512] tile: device work between prepare and trigger.
+fn compute(x: &ShardedHbm<f32>, y: &ShardedHbm<f32>) {
+    let mut t = nl::load(x.local().view());
+    for _ in 0..30 {
+        t = nl::multiply(&t, &t);
+    }
+    nl::store(y.local_out().view(), &t);
+}
+
+#[test]
+fn a_prepared_all_to_all_v_gives_the_plain_result_and_hides_its_setup_behind_compute() {
+    let (m, g) = mesh4();
+    let (a, x) = sources(&m, 16);
+    let md = metadata(&m, &a2a_metadata(false));
+    let w = ShardedHbm::<f32>::zeros(&m, &[4 * 128, 512], rows()).unwrap();
+    let y = ShardedHbm::<f32>::zeros(&m, &[4 * 128, 512], rows()).unwrap();
+    let flags = VFlags::default();
+    let run = |split: bool| {
+        let out = dst(&m, 20);
+        let rep = MeshLaunch::new(&m)
+            .mode(Mode::Simulate)
+            .run(|| {
+                if split {
+                    let p =
+                        cc::all_to_all_v_prepare(&[x.view()], &[out.view()], &g, md.view(), flags);
+                    compute(&w, &y);
+                    cc::all_to_all_v_trigger(p);
+                } else {
+                    compute(&w, &y);
+                    cc::all_to_all_v(&[x.view()], &[out.view()], &g, md.view(), flags);
+                }
+            })
+            .unwrap();
+        assert_eq!(as2(out.to_array().unwrap()), a2a_reference(&a, false));
+        let c = &rep.collectives[0];
+        assert_eq!(c.name, "all_to_all_v");
+        (rep.latency_ns, rep.devices[0].compute_ns)
+    };
+    let (plain, busy) = run(false);
+    let (split, busy2) = run(true);
+    assert_eq!(busy, busy2);
+    // The fixed cost (4.4 us on trn2, links.rs) runs beside the compute instead of after it.
+    let hidden = plain - split;
+    let setup = 4400.0_f64;
+    assert!(
+        (hidden - setup.min(busy)).abs() < 1.0,
+        "plain {plain} ns, split {split} ns, compute {busy} ns"
+    );
+}
+
+#[test]
+fn all_to_all_v_time_grows_with_the_bytes_moved() {
+    let (m, g) = mesh4();
+    let n = 4 * 8192;
+    let (_, x) = sources(&m, n);
+    let time = |count: u32| {
+        let mut meta = Array2::<u32>::zeros((8, 4));
+        for d in 0..4 {
+            for j in 0..4 {
+                meta[[2 * d, j]] = count;
+                meta[[2 * d + 1, j]] = j as u32 * 8192;
+            }
+        }
+        let md = metadata(&m, &meta);
+        let out = dst(&m, n);
+        let rep = MeshLaunch::new(&m)
+            .mode(Mode::Simulate)
+            .run(|| cc::all_to_all_v(&[x.view()], &[out.view()], &g, md.view(), VFlags::default()))
+            .unwrap();
+        let c = &rep.collectives[0];
+        assert_eq!(c.bytes, 4 * 4 * count as u64);
+        c.time_ns
+    };
+    let (t0, t1, t2) = (time(0), time(1024), time(8192));
+    assert!(t0 < t1 && t1 < t2, "{t0} {t1} {t2}");
+}
+
+/// Runs `k` on mesh `m` and returns its error.
+fn fails(m: &Mesh, target: Target, mode: Mode, k: impl Fn() + Sync) -> NkiError {
+    MeshLaunch::new(m)
+        .target(target)
+        .mode(mode)
+        .run(k)
+        .expect_err("the kernel breaks a rule")
+}
+
+fn check(e: &NkiError, kind: ErrorKind, op: &str, words: &[&str]) {
+    assert_eq!(e.kind(), kind, "{e}");
+    assert_eq!(e.op(), op, "{e}");
+    for w in words {
+        assert!(e.message().contains(w), "{w:?} not in: {e}");
+    }
+    let loc = e.location().expect("the user's line");
+    assert!(loc.file.ends_with("collectives07.rs"), "{e}");
+}
+
+#[test]
+fn the_rules_of_the_v_collectives_are_clear_errors() {
+    let (m, g) = mesh4();
+    let (_, x) = sources(&m, 16);
+    let good = metadata(&m, &a2a_metadata(false));
+    let out = dst(&m, 20);
+    // The views of the running device (made inside the launch).
+    let src = || vec![x.view()];
+    let dsts = || vec![out.view()];
+    let f = VFlags::default();
+    let sim = |k: &(dyn Fn() + Sync)| fails(&m, Target::Trn2, Mode::Simulate, k);
+
+    // A second prepare before the first one's trigger.
+    let e = sim(&|| {
+        let p = cc::all_to_all_v_prepare(&src(), &dsts(), &g, good.view(), f);
+        let q = cc::all_gather_v_prepare(&src(), &dsts(), &g, good.view(), f);
+        cc::all_to_all_v_trigger(p);
+        cc::all_gather_v_trigger(q);
+    });
+    check(
+        &e,
+        ErrorKind::Synchronization,
+        "all_gather_v_prepare",
+        &["all_to_all_v_prepare", "not been triggered"],
+    );
+    // A prepare never triggered.
+    let e = sim(&|| {
+        let _p = cc::all_to_all_v_prepare(&src(), &dsts(), &g, good.view(), f);
+    });
+    check(
+        &e,
+        ErrorKind::Synchronization,
+        "all_to_all_v_prepare",
+        &["never passed to all_to_all_v_trigger"],
+    );
+    // A handle passed to the other collective's trigger.
+    let e = sim(&|| {
+        let p = cc::all_to_all_v_prepare(&src(), &dsts(), &g, good.view(), f);
+        cc::all_gather_v_trigger(p);
+    });
+    check(
+        &e,
+        ErrorKind::InvalidArgument,
+        "all_gather_v_trigger",
+        &["prepared by all_to_all_v_prepare"],
+    );
+    // Metadata of the wrong dtype and of the wrong shape.
+    let fmeta = ShardedHbm::<f32>::zeros(&m, &[8, 4], rows()).unwrap();
+    let e = sim(&|| cc::all_to_all_v(&src(), &dsts(), &g, fmeta.view(), f));
+    check(&e, ErrorKind::DType, "all_to_all_v", &["uint32", "float32"]);
+    let e = sim(&|| {
+        let flags = VFlags {
+            recv_counts_known: true,
+            has_rdispls: true,
+        };
+        cc::all_to_all_v(&src(), &dsts(), &g, good.view(), flags)
+    });
+    check(
+        &e,
+        ErrorKind::ShapeMismatch,
+        "all_to_all_v",
+        &["[4, 4]", "[2, 4]"],
+    );
+    // Two source tensors.
+    let two = || vec![x.view(), x.view()];
+    let e = sim(&|| cc::all_gather_v(&two(), &dsts(), &g, good.view(), f));
+    check(
+        &e,
+        ErrorKind::InvalidArgument,
+        "all_gather_v",
+        &["srcs must hold exactly one"],
+    );
+    // Counts beyond the source buffer, beyond a destination slot, and against the receive
+    // counts.
+    let mut meta = a2a_metadata(false);
+    meta[[2 + 1, 2]] = 13; // rank 1 sends 4 elements from 13 of its 16
+    let beyond = metadata(&m, &meta);
+    let e = sim(&|| cc::all_to_all_v(&src(), &dsts(), &g, beyond.view(), f));
+    check(
+        &e,
+        ErrorKind::OutOfBounds,
+        "all_to_all_v",
+        &["column 2", "16 elements"],
+    );
+    let mut meta = a2a_metadata(false);
+    meta[[0, 1]] = 6;
+    let wide = metadata(&m, &meta);
+    let e = sim(&|| cc::all_to_all_v(&src(), &dsts(), &g, wide.view(), f));
+    check(
+        &e,
+        ErrorKind::OutOfBounds,
+        "all_to_all_v",
+        &["rank 0 sends 6 elements to rank 1", "holds 5"],
+    );
+    let mut meta = a2a_metadata(true);
+    meta[[4 + 2, 0]] += 1;
+    let wrong = metadata(&m, &meta);
+    let flags = VFlags {
+        recv_counts_known: true,
+        has_rdispls: true,
+    };
+    let e = sim(&|| cc::all_to_all_v(&src(), &dsts(), &g, wrong.view(), flags));
+    check(
+        &e,
+        ErrorKind::InvalidArgument,
+        "all_to_all_v",
+        &["rank 1's receive count"],
+    );
+    // Estimate mode has no metadata values.
+    let shape_only = |n: usize| ShardedHbm::<f32>::shape_only(&m, &[4, n], rows()).unwrap();
+    let (xs, os) = (shape_only(16), shape_only(20));
+    let ms = ShardedHbm::<u32>::shape_only(&m, &[8, 4], rows()).unwrap();
+    let e = fails(&m, Target::Trn2, Mode::Estimate, || {
+        cc::all_to_all_v(&[xs.view()], &[os.view()], &g, ms.view(), f)
+    });
+    check(
+        &e,
+        ErrorKind::NoData,
+        "all_to_all_v",
+        &["estimate mode has no metadata values"],
+    );
+    // NeuronSwitch fabrics (trn3) have no prepare/trigger split; the plain form runs.
+    let e = fails(&m, Target::Trn3, Mode::Simulate, || {
+        let p = cc::all_gather_v_prepare(&src(), &dsts(), &g, good.view(), f);
+        cc::all_gather_v_trigger(p);
+    });
+    check(
+        &e,
+        ErrorKind::InvalidArgument,
+        "all_gather_v_prepare",
+        &["NeuronSwitch"],
+    );
+    MeshLaunch::new(&m)
+        .target(Target::Trn3)
+        .run(|| cc::all_to_all_v(&src(), &dsts(), &g, good.view(), f))
+        .unwrap();
 }

@@ -1,6 +1,6 @@
 //! The `compiler` stage between recording and costing: duplicate-load removal, hoisting out of
-//! `affine_range` loops and multi-buffering, each switchable, each listed in the profile; off
-//! (the default) the kernel is costed as written.
+//! `affine_range` loops, multi-buffering and PSUM zero-fill folding, each switchable, each
+//! listed in the profile; off (the default) the kernel is costed as written.
 
 use nki_core::nisa::classic as nisa;
 use nki_core::prelude::*;
@@ -287,4 +287,110 @@ fn an_nki_07_kernel_is_costed_as_written_whatever_the_stage() {
     });
     assert!(p.compiler.is_empty(), "{:?}", p.compiler);
     assert_eq!(p.dma.hbm_read_bytes, 2 * TILE_BYTES);
+}
+
+/// Line of the `nl::zeros` call of [`zeroed_accumulator`].
+const ZEROS_LINE: u32 = line!() + 18;
+
+#[nki_kernel]
+fn zeroed_accumulator(
+    x: &Hbm<bf16>,
+    y: &Hbm<bf16>,
+    out: &mut Hbm<f32>,
+    side: &mut Hbm<f32>,
+    read_first: bool,
+) {
+    let (xt, yt) = (nl::load(x.view()), nl::load(y.view()));
+    // VectorE work issued before the fill (ready at once, one op after the other): the fill, a
+    // VectorE memset, queues behind it.
+    let mut v = nl::full(&[128, 4096], 1.0, DType::F32, nl::SBUF);
+    for _ in 0..6 {
+        v = nl::multiply(&v, &v);
+    }
+    nl::store(side.view(), &v);
+    let acc = nl::zeros(&[128, 512], DType::F32, nl::PSUM);
+    if read_first {
+        // The zeros are read before any matmul writes them: the fill must stay.
+        let early = nl::add(&acc, &acc);
+        nl::store(out.view(), &early);
+    }
+    for _ in 0..4 {
+        nl::matmul_acc(&acc, &xt, &yt, true);
+    }
+    let s = nl::copy(&acc, None);
+    nl::store(out.view(), &s);
+}
+
+fn accumulate(stage: CompilerStage, read_first: bool) -> Profile {
+    let x = Hbm::<bf16>::shape_only([128, 128]);
+    let y = Hbm::<bf16>::shape_only([128, 512]);
+    let mut out = Hbm::<f32>::shape_only([128, 512]);
+    let mut side = Hbm::<f32>::shape_only([128, 4096]);
+    with_compiler_stage(stage, || {
+        zeroed_accumulator::estimate(
+            Grid::new([1]),
+            Target::Trn2,
+            &x,
+            &y,
+            &mut out,
+            &mut side,
+            read_first,
+        )
+        .unwrap()
+    })
+}
+
+#[test]
+fn a_psum_zero_fill_is_folded_into_the_first_matmul() {
+    let fold = CompilerStage {
+        psum_zero_fold: true,
+        ..CompilerStage::OFF
+    };
+    let off = accumulate(CompilerStage::OFF, false);
+    let on = accumulate(fold, false);
+    assert_eq!(on.instructions + 1, off.instructions);
+    assert_eq!(on.compiler.removed, 1);
+    let l = &on.compiler.lines[..];
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert_eq!(l[0].kind, CompilerKind::PsumZeroFolded);
+    assert_eq!(
+        (l[0].api, l[0].line.line, l[0].count),
+        ("nl.zeros", ZEROS_LINE, 1)
+    );
+    assert!(l[0].kept.is_some());
+    assert!(l[0]
+        .to_string()
+        .contains("nl.zeros folded into the first matmul"));
+    // As written, the first matmul's PSUM write waits for the fill behind the VectorE chain;
+    // folded it does not.
+    let tensor_start = |p: &Profile| {
+        p.spans
+            .get()
+            .iter()
+            .filter(|s| s.track == nki_core::Track::MultiplyMoving)
+            .map(|s| s.start_ns)
+            .fold(f64::INFINITY, f64::min)
+    };
+    assert!(
+        tensor_start(&on) + 1000.0 < tensor_start(&off),
+        "first matmul at {} ns folded vs {} ns as written",
+        tensor_start(&on),
+        tensor_start(&off)
+    );
+    assert!(on.latency_ns < off.latency_ns);
+    // BETA1 includes it.
+    assert_eq!(accumulate(CompilerStage::BETA1, false).compiler.removed, 1);
+}
+
+#[test]
+fn a_psum_zero_fill_read_before_any_matmul_is_kept() {
+    let fold = CompilerStage {
+        psum_zero_fold: true,
+        ..CompilerStage::OFF
+    };
+    let on = accumulate(fold, true);
+    let off = accumulate(CompilerStage::OFF, true);
+    assert!(on.compiler.is_empty(), "{:?}", on.compiler);
+    assert_eq!(on.instructions, off.instructions);
+    assert_eq!(on.latency_ns, off.latency_ns);
 }

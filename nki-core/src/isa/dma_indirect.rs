@@ -78,21 +78,12 @@ impl<'a> IndirectAp<'a> {
             );
         }
         let parts = pattern[0][1];
-        if index.mem() != MemKind::Sbuf
-            || !matches!(index.dtype(), DType::I32 | DType::U32)
-            || index.partitions() != parts
-            || index.free_size() != 1
-        {
-            return fail(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "vector_offset {} of the access pattern {pattern:?} on {what} must be an \
-                     int32 or uint32 SBUF tensor of shape [{parts}, 1] (one row index per \
-                     partition of the pattern)",
-                    index.describe()
-                ),
-            );
-        }
+        check_index(
+            &index,
+            parts,
+            OP,
+            &format!("the access pattern {pattern:?} on {what}"),
+        )?;
         let dims = st.shape.dims();
         let row_step: usize = dims[1..].iter().product();
         let reach = pattern[1..]
@@ -124,6 +115,48 @@ impl<'a> IndirectAp<'a> {
         Ok(IndirectAp {
             rows: HbmView::of(st.clone(), ap),
             row_step,
+            nrows: dims[0],
+            index,
+            writable,
+        })
+    }
+
+    /// NKI 0.7 `view.vector_select(0, index)`: dimension 0 of `view` indexed per partition by
+    /// the `[P, 1]` index tile, the other dimensions kept. Element `(p, i1, ..)` is element
+    /// `(index[p], i1, ..)` of the view; an index outside `0..view.shape[0]` is out of bounds.
+    pub(crate) fn select_rows(
+        view: &HbmView,
+        dim: usize,
+        index: TileRef<'a>,
+        writable: bool,
+    ) -> Result<IndirectAp<'a>> {
+        const OP: &str = "vector_select";
+        let what = view.describe();
+        let fail = |kind, msg: String| Err(NkiError::new(kind, OP, msg));
+        let (dims, stride0) = (view.ap.shape.dims(), view.ap.strides[0]);
+        if dim != 0 || stride0 <= 0 {
+            return fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "vector_select on dimension {dim} of {what}: the selected dimension must be \
+                     dimension 0, with a positive stride (not a broadcast one; it has {stride0})"
+                ),
+            );
+        }
+        let parts = index.partitions();
+        check_index(&index, parts, OP, &what)?;
+        let mut shape = dims.to_vec();
+        shape[0] = parts;
+        let shape =
+            Shape::new(&shape).map_err(|e| NkiError::new(e.kind(), OP, e.message().to_string()))?;
+        let ap = Ap {
+            offset: view.ap.offset,
+            shape,
+            strides: view.ap.strides,
+        };
+        Ok(IndirectAp {
+            rows: HbmView::of(view.st.clone(), ap),
+            row_step: stride0 as usize,
             nrows: dims[0],
             index,
             writable,
@@ -210,6 +243,27 @@ impl<'a> IndirectAp<'a> {
             && std::ptr::eq(self.index.tile, other.index.tile)
             && self.index.ap == other.index.ap
     }
+}
+
+/// The rule of a `vector_offset` index tile of op `op` on `what`: an int32 or uint32 SBUF
+/// tile of shape `[parts, 1]`.
+fn check_index(index: &TileRef, parts: usize, op: &'static str, what: &str) -> Result<()> {
+    if index.mem() != MemKind::Sbuf
+        || !matches!(index.dtype(), DType::I32 | DType::U32)
+        || index.partitions() != parts
+        || index.free_size() != 1
+    {
+        return Err(NkiError::new(
+            ErrorKind::InvalidArgument,
+            op,
+            format!(
+                "vector_offset {} of {what} must be an int32 or uint32 SBUF tensor of shape \
+                 [{parts}, 1] (one row index per partition)",
+                index.describe()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The row each partition of `ind` names (read from its index tile), `None` for a row

@@ -59,6 +59,20 @@ pub(crate) enum Step {
         name: &'static str,
         loc: SourceLoc,
     },
+    /// The fixed cost of collective `seq` started ahead by its `_prepare` half: it runs
+    /// beside the device's next steps and ends `ns` later.
+    Prepare {
+        seq: u32,
+        ns: f64,
+        name: &'static str,
+        loc: SourceLoc,
+    },
+    /// The `_trigger` half of collective `seq`: waits for its prepared fixed cost to end.
+    Trigger {
+        seq: u32,
+        name: &'static str,
+        loc: SourceLoc,
+    },
     /// Entering collective `seq`.
     Begin { seq: u32 },
     /// Leaving collective `seq`.
@@ -77,6 +91,8 @@ struct Cursor {
     /// The time of the device's valid heap entry (infinite while parked on a wait).
     at: f64,
     begun: HashMap<u32, f64>,
+    /// When the fixed cost of each prepared collective ends.
+    prepared: HashMap<u32, f64>,
 }
 
 /// Landing times of the increments of each (device, semaphore) not yet consumed.
@@ -142,6 +158,7 @@ pub(crate) fn replay(logs: Vec<Vec<Step>>, topo: &Topology, overhead_ns: f64) ->
                 t: DeviceTimeline::empty(d),
                 at: 0.0,
                 begun: HashMap::new(),
+                prepared: HashMap::new(),
             }
         })
         .collect();
@@ -244,6 +261,20 @@ pub(crate) fn replay(logs: Vec<Vec<Step>>, topo: &Topology, overhead_ns: f64) ->
             Step::Setup { ns, name, loc } => {
                 c.t.spans.push(MeshSpan::setup(c.t.end_ns, ns, name, loc));
                 c.t.end_ns += ns;
+            }
+            Step::Prepare { seq, ns, name, loc } => {
+                c.t.spans.push(MeshSpan::setup(c.t.end_ns, ns, name, loc));
+                c.prepared.insert(seq, c.t.end_ns + ns);
+            }
+            Step::Trigger { seq, name, loc } => {
+                let ready = c.prepared.remove(&seq).unwrap_or(c.t.end_ns);
+                if ready > c.t.end_ns {
+                    let label = format!("{name} setup");
+                    c.t.spans
+                        .push(MeshSpan::wait(c.t.end_ns, ready - c.t.end_ns, &label, loc));
+                    c.t.wait_ns += ready - c.t.end_ns;
+                    c.t.end_ns = ready;
+                }
             }
             Step::Begin { seq } => {
                 c.begun.insert(seq, c.t.end_ns);

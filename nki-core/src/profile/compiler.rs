@@ -1,6 +1,7 @@
 //! What the `compiler` stage (`timing::compiler`) did to a kernel's program before it was
 //! costed: loads and transposes removed as duplicates or hoisted out of affine loops, and
-//! tiles renamed per iteration of an affine loop (multi-buffered), by source line.
+//! tiles renamed per iteration of an affine loop (multi-buffered), PSUM zero fills folded into
+//! the first matmul, by source line.
 
 use crate::error::SourceLoc;
 
@@ -18,6 +19,9 @@ pub enum CompilerKind {
     /// A tile reused by every iteration of an affine loop got one buffer per iteration, so an
     /// iteration's writes no longer wait for the previous iteration's reads.
     MultiBuffered,
+    /// The zero fill of a PSUM accumulator was dropped: the first matmul into it starts the
+    /// accumulation.
+    PsumZeroFolded,
 }
 
 impl CompilerKind {
@@ -27,6 +31,7 @@ impl CompilerKind {
             CompilerKind::Duplicate => "duplicate removed",
             CompilerKind::Hoisted => "hoisted out of the loop",
             CompilerKind::MultiBuffered => "multi-buffered",
+            CompilerKind::PsumZeroFolded => "folded into the first matmul",
         }
     }
 }
@@ -41,7 +46,8 @@ pub struct CompilerLine {
     pub line: SourceLoc,
     /// The API of those instructions (`nl.load`, `nisa.nc_transpose`, ...).
     pub api: &'static str,
-    /// The line of the instruction kept in their place (duplicates and hoisting).
+    /// The line of the instruction kept in their place (duplicates and hoisting; for a folded
+    /// zero fill, the matmul that starts the accumulation).
     pub kept: Option<SourceLoc>,
     /// The affine loop concerned (hoisting: the loop the instruction left; renaming: the loop
     /// whose iterations got a buffer each), when the stage knows its line.
@@ -78,7 +84,7 @@ impl std::fmt::Display for CompilerLine {
 /// off or found nothing to do).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct CompilerStats {
-    /// Instructions removed as duplicates or hoisted out of loops.
+    /// Instructions removed as duplicates, hoisted out of loops or folded (PSUM zero fills).
     pub removed: usize,
     /// HBM bytes the removed loads would have read.
     pub removed_hbm_bytes: u64,

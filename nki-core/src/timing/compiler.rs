@@ -38,6 +38,16 @@
 //!   baseline's counters, spill = 7.5 x its output, show the space it takes). Here each
 //!   iteration gets its own buffer id; the space is not charged (see "Limits").
 //!
+//! - **A zero-filled PSUM accumulator.** `nl.zeros(.., buffer=nl.psum)` followed by
+//!   `psum += nl.matmul(..)` (the Beta-1 tutorials' accumulation pattern) is a VectorE memset
+//!   the kernel as written queues behind other VectorE work, with TensorE waiting for it. The
+//!   hardware needs no such step: a matmul either overwrites its PSUM destination or
+//!   accumulates onto it (NKI 0.7 makes the choice explicit, `nc_matmul(.., accumulate=)`),
+//!   so the compiler starts the accumulation with an overwriting first matmul and drops the
+//!   fill (the reading of public profiles: the accumulation starts with the first
+//!   matmul, no memset before it). Folded here when the next access to the zeroed region is a
+//!   TensorE matmul writing all of it (a region read or partly written first keeps its fill).
+//!
 //! Limits: renamed copies are not seen by the capacity resolution (`timing::spill`), so
 //! multi-buffering never causes spill here; an instance with device loops or an LNC=2 pair
 //! is left as written (their record indices are referenced elsewhere); HBM regions are
@@ -66,6 +76,9 @@ pub struct CompilerStage {
     /// Give a tile rewritten by every iteration of an `affine_range` loop one buffer per
     /// iteration.
     pub multi_buffer: bool,
+    /// Drop the zero fill of a PSUM tile whose next access is a matmul writing all of it
+    /// (the matmul starts the accumulation).
+    pub psum_zero_fold: bool,
 }
 
 impl CompilerStage {
@@ -74,6 +87,7 @@ impl CompilerStage {
         dedup: false,
         hoist: false,
         multi_buffer: false,
+        psum_zero_fold: false,
     };
 
     /// Every transformation the Beta-1 compiler is modelled doing.
@@ -81,6 +95,7 @@ impl CompilerStage {
         dedup: true,
         hoist: true,
         multi_buffer: true,
+        psum_zero_fold: true,
     };
 
     /// True when no transformation runs.
@@ -226,29 +241,90 @@ pub(crate) fn run(
     marks: &mut [usize],
 ) -> CompilerStats {
     let mut stats = CompilerStats::default();
+    if stage.psum_zero_fold {
+        let folded = fold_psum_zeros(records, &mut stats);
+        remove(records, &folded, marks);
+    }
     if stage.dedup || stage.hoist {
         let removed = dedup(records, stage, loops, &mut stats);
-        if !removed.is_empty() {
-            for m in marks.iter_mut() {
-                *m -= removed.partition_point(|&i| i < *m);
-            }
-            let mut k = 0;
-            let mut next = removed.iter().peekable();
-            records.retain(|_| {
-                let drop = next.peek() == Some(&&k);
-                if drop {
-                    next.next();
-                }
-                k += 1;
-                !drop
-            });
-        }
+        remove(records, &removed, marks);
     }
     if stage.multi_buffer {
         multi_buffer(records, loops, &mut stats);
     }
     stats.sort();
     stats
+}
+
+/// Removes the records at indices `removed` (ascending) and moves the indices in `marks` to
+/// the first kept record at or after them.
+fn remove(records: &mut Vec<Instr>, removed: &[usize], marks: &mut [usize]) {
+    if removed.is_empty() {
+        return;
+    }
+    for m in marks.iter_mut() {
+        *m -= removed.partition_point(|&i| i < *m);
+    }
+    let mut k = 0;
+    let mut next = removed.iter().peekable();
+    records.retain(|_| {
+        let drop = next.peek() == Some(&&k);
+        if drop {
+            next.next();
+        }
+        k += 1;
+        !drop
+    });
+}
+
+/// True for the zero fill of a PSUM tile (`nl.zeros` in PSUM): one written region.
+fn psum_zero_fill(r: &Instr) -> bool {
+    r.opcode == Opcode::Memset && r.psum && r.api == "nl.zeros" && r.writes.len() == 1
+}
+
+/// Finds the PSUM zero fills whose next access is a TensorE matmul writing all of the
+/// zeroed region, and returns their indices (ascending).
+fn fold_psum_zeros(records: &[Instr], stats: &mut CompilerStats) -> Vec<usize> {
+    if !records.iter().any(psum_zero_fill) {
+        return Vec::new();
+    }
+    // Fills not yet followed by an access: buffer -> (record, zeroed region).
+    let mut open: Map<BufId, (usize, Region)> = Map::default();
+    let mut folded = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        if !open.is_empty() {
+            for g in r.reads.iter().chain(r.writes.iter()) {
+                let Some(&(f, zeroed)) = open.get(&g.buf) else {
+                    continue;
+                };
+                if !zeroed.overlaps(g) {
+                    continue;
+                }
+                open.remove(&g.buf);
+                let starts = r.engine == Engine::Tensor
+                    && r.opcode == Opcode::Matmul
+                    && r.writes.iter().any(|w| w.covers(&zeroed));
+                if starts {
+                    folded.push(f);
+                    stats.removed += 1;
+                    stats.add(CompilerLine {
+                        kind: CompilerKind::PsumZeroFolded,
+                        line: records[f].loc,
+                        api: records[f].api,
+                        kept: Some(r.loc),
+                        loop_line: None,
+                        count: 1,
+                        bytes: 0,
+                    });
+                }
+            }
+        }
+        if psum_zero_fill(r) {
+            open.insert(r.writes[0].buf, (i, r.writes[0]));
+        }
+    }
+    folded.sort_unstable();
+    folded
 }
 
 /// Finds the removable duplicates of `records`, renames their readers onto the kept

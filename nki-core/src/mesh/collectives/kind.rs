@@ -83,6 +83,10 @@ pub enum CollectiveKind {
     Permute,
     /// barrier.
     Barrier,
+    /// all_gather_v (variable length, flat buffers).
+    AllGatherV,
+    /// all_to_all_v (variable length, flat buffers).
+    AllToAllV,
 }
 
 impl CollectiveKind {
@@ -95,6 +99,8 @@ impl CollectiveKind {
             CollectiveKind::AllToAll => "all_to_all",
             CollectiveKind::Permute => "collective_permute",
             CollectiveKind::Barrier => "barrier",
+            CollectiveKind::AllGatherV => "all_gather_v",
+            CollectiveKind::AllToAllV => "all_to_all_v",
         }
     }
 
@@ -106,7 +112,9 @@ impl CollectiveKind {
             CollectiveKind::AllReduce => 2.0 * (r - 1.0) / r,
             CollectiveKind::AllGather
             | CollectiveKind::ReduceScatter
-            | CollectiveKind::AllToAll => (r - 1.0) / r,
+            | CollectiveKind::AllToAll
+            | CollectiveKind::AllGatherV
+            | CollectiveKind::AllToAllV => (r - 1.0) / r,
             CollectiveKind::Permute | CollectiveKind::Barrier => 1.0,
         }
     }
@@ -133,4 +141,7 @@ pub(crate) struct CollectiveEntry {
     pub(crate) finished: usize,
     pub(crate) participants: usize,
     pub(crate) scratch: HashMap<u32, Arc<[Arc<HbmStorage>]>>,
+    /// The metadata rows each group rank published (the `_v` collectives: counts and
+    /// displacements, row-major `[rows, group]`).
+    pub(crate) metadata: HashMap<usize, Vec<u64>>,
 }

@@ -14,6 +14,7 @@ pub(crate) mod kind;
 pub mod names;
 mod recursive;
 mod ring;
+pub(crate) mod variable;
 
 pub use super::operand::Operand;
 pub(crate) use kind::CollectiveEntry;
@@ -61,11 +62,28 @@ impl Call {
         signature: String,
         loc: SourceLoc,
     ) -> Option<Call> {
+        let c = Call::open(kind, algorithm, groups, signature, loc, false)?;
+        c.fixed_cost(kind, false);
+        Some(c)
+    }
+
+    /// [`Call::begin`] without the fixed cost ([`Call::fixed_cost`]); a `prepared` call (the
+    /// `_prepare` half of a split collective) enters the collective at its trigger.
+    fn open(
+        kind: CollectiveKind,
+        algorithm: Option<Algorithm>,
+        groups: &ReplicaGroups,
+        signature: String,
+        loc: SourceLoc,
+        prepared: bool,
+    ) -> Option<Call> {
         let (shared, me, seq) = with_device(kind.name(), loc, |d| {
             d.flush();
             let seq = d.next_collective;
             d.next_collective += 1;
-            d.log.push(Step::Begin { seq });
+            if !prepared {
+                d.log.push(Step::Begin { seq });
+            }
             (d.shared.clone(), d.id, seq)
         });
         let participants: usize = groups.groups().iter().map(Vec::len).sum();
@@ -73,23 +91,6 @@ impl Call {
             Some((g, r)) => (g.to_vec(), r),
             None => return None,
         };
-        // The collective's fixed cost (runtime setup, the ranks' handshake) before any byte
-        // moves [F calibration.md §4, see `links`].
-        let spec = shared.links.spec();
-        let ns = if kind.reduces() {
-            spec.reduction_fixed_ns
-        } else {
-            spec.collective_fixed_ns
-        };
-        if shared.mode.records() && group.len() > 1 {
-            with_device(kind.name(), loc, |d| {
-                d.log.push(Step::Setup {
-                    ns,
-                    name: kind.name(),
-                    loc,
-                })
-            });
-        }
         shared.sync.joined(seq, me);
         {
             let mut reg = shared.collectives();
@@ -103,6 +104,7 @@ impl Call {
                 finished: 0,
                 participants,
                 scratch: HashMap::new(),
+                metadata: HashMap::new(),
             });
             if e.signature != signature {
                 let msg = format!(
@@ -128,6 +130,28 @@ impl Call {
             loc,
             elem_bytes: 4,
         })
+    }
+
+    /// Logs the collective's fixed cost (runtime setup, the ranks' handshake) before any byte
+    /// moves [F calibration.md §4, see `links`]; `ahead`: started by a `_prepare`, running
+    /// beside the device's next steps until the trigger ([`Step::Prepare`]).
+    fn fixed_cost(&self, kind: CollectiveKind, ahead: bool) {
+        let spec = self.shared.links.spec();
+        let ns = if kind.reduces() {
+            spec.reduction_fixed_ns
+        } else {
+            spec.collective_fixed_ns
+        };
+        if self.shared.mode.records() && self.size() > 1 {
+            let (name, seq, loc) = (kind.name(), self.seq, self.loc);
+            with_device(name, loc, |d| {
+                d.log.push(if ahead {
+                    Step::Prepare { seq, ns, name, loc }
+                } else {
+                    Step::Setup { ns, name, loc }
+                })
+            });
+        }
     }
 
     /// Records the bytes per rank (max of input and output) of this collective.

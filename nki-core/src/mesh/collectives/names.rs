@@ -4,12 +4,20 @@
 //! collectives as a parameter ([`ReduceOp`]: add, max or min; 0.7's `op=`). The algorithm is
 //! the runtime's choice ([`Algorithm::Runtime`]).
 //!
-//! Not provided: the variable-length `_v` forms (`all_gather_v`, `all_to_all_v` and their
-//! `_prepare` / `_trigger` split) and the `collective_permute_implicit*` family.
+//! The variable-length forms [`all_gather_v`] and [`all_to_all_v`] take flat HBM buffers and a
+//! uint32 metadata tensor of counts and displacements, plain or split into
+//! `_prepare` / `_trigger` ([`PreparedCollective`]); see `variable.rs` for their rules.
+//!
+//! Not provided: the `collective_permute_implicit*` family.
 
+use super::variable::{self, Form};
 use super::{Algorithm, Operand};
+use crate::error::SourceLoc;
+use crate::mesh::sharding::MeshView;
 use crate::mesh::topology::ReplicaGroups;
 use std::cell::Cell;
+
+pub use super::variable::{PreparedCollective, VFlags};
 
 /// NKI's `ReplicaGroup`: the groups of ranks a collective runs within (the mesh layer's
 /// [`ReplicaGroups`]).
@@ -131,3 +139,58 @@ pub fn collective_permute<'a>(
 ) {
     super::collective_permute(src, dst, pairs, group);
 }
+
+/// The plain form, `_prepare` and `_trigger` of one variable-length collective (the three
+/// differ between the two collectives only in their names, docs and [`Form`]).
+macro_rules! variable_length {
+    ($form:expr, $plain:ident, $prepare:ident, $trigger:ident, $what:literal) => {
+        #[doc = concat!("Variable-length ", $what, " (`nki.collectives.", stringify!($plain), "`). `srcs` and `dsts` hold exactly one HBM tensor each, read as flat buffers; `metadata` is uint32 `[2-4, group]` (send counts, send displacements, recv counts, recv displacements). Not available in estimate mode (the counts are run-time values).")]
+        #[track_caller]
+        pub fn $plain<'a>(
+            srcs: &[MeshView],
+            dsts: &[MeshView],
+            group: &ReplicaGroup,
+            metadata: impl Into<Operand<'a>>,
+            flags: VFlags,
+        ) {
+            let loc = SourceLoc::caller();
+            let p = variable::prepare($form, false, srcs, dsts, group, metadata.into(), flags, loc);
+            variable::trigger($form, p, false, loc);
+        }
+
+        #[doc = concat!("The first half of a split [`", stringify!($plain), "`] (`nki.collectives.", stringify!($prepare), "`): reads the metadata and starts the collective's fixed cost, which overlaps the kernel's work until [`", stringify!($trigger), "`]. A second prepare before the trigger is an error.")]
+        #[track_caller]
+        pub fn $prepare<'a>(
+            srcs: &[MeshView],
+            dsts: &[MeshView],
+            group: &ReplicaGroup,
+            metadata: impl Into<Operand<'a>>,
+            flags: VFlags,
+        ) -> PreparedCollective {
+            let loc = SourceLoc::caller();
+            variable::prepare($form, true, srcs, dsts, group, metadata.into(), flags, loc)
+        }
+
+        #[doc = concat!("Moves the data of a prepared [`", stringify!($plain), "`] (`nki.collectives.", stringify!($trigger), "`).")]
+        #[track_caller]
+        pub fn $trigger(prepared: PreparedCollective) {
+            variable::trigger($form, prepared, true, SourceLoc::caller());
+        }
+    };
+}
+
+variable_length!(
+    Form::Gather,
+    all_gather_v,
+    all_gather_v_prepare,
+    all_gather_v_trigger,
+    "all-gather: each rank's one chunk `src[sd .. sd + sc]` (metadata rows 0/1, column 0) lands in every rank's `dst`, at slot `rank * dst.numel / group` or, with `flags.has_rdispls`, at the receiver's row 3."
+);
+
+variable_length!(
+    Form::ToAll,
+    all_to_all_v,
+    all_to_all_v_prepare,
+    all_to_all_v_trigger,
+    "all-to-all: rank `i` sends `src[sd[j] .. sd[j] + sc[j]]` (metadata rows 0/1, column `j`) to rank `j`, where it lands at slot `i * dst.numel / group` or, with `flags.has_rdispls`, at rank `j`'s row 3, column `i`."
+);
