@@ -311,3 +311,61 @@ fn tfloat32_matmuls_at_the_bf16_rate_and_pair_only_with_fp32() {
     assert_eq!(e.kind(), ErrorKind::DType, "{e}");
     assert!(e.to_string().contains("tfloat32/float32"), "{e}");
 }
+
+#[test]
+fn shared_identity_matrix_is_the_identity_and_transposes() {
+    for (n, dtype) in [(128, DType::U8), (37, DType::BF16), (1, DType::F32)] {
+        let mut out = zeros::<f32>(&[n, n]);
+        {
+            let o = out.as_output();
+            Launch::new(1)
+                .run(|| {
+                    let id = nl::shared_identity_matrix(n, dtype);
+                    let f = nl::ndarray(&[n, n], DType::F32, MemKind::Sbuf);
+                    nisa::tensor_copy(&f, &id, None);
+                    nl::store(&o, &f);
+                })
+                .unwrap();
+        }
+        let got = out.to_vec().unwrap();
+        for (i, &v) in got.iter().enumerate() {
+            let want = if i / n == i % n { 1.0 } else { 0.0 };
+            assert_eq!(v, want, "{dtype} n = {n}: [{}, {}]", i / n, i % n);
+        }
+    }
+    // As the moving operand of a TensorE transpose (is_transpose needs an exact identity).
+    let (p, f) = (64, 48);
+    let xs = Rng(7).vec(p * f, -4.0, 4.0);
+    let xh = hbm(&[p, f], xs.clone());
+    let mut out = zeros::<f32>(&[f, p]);
+    {
+        let o = out.as_output();
+        Launch::new(1)
+            .target(Target::Trn2)
+            .run(|| {
+                let x = nl::load(&xh);
+                let id = nl::shared_identity_matrix(p, DType::F32);
+                let ps = nl::ndarray(&[f, p], DType::F32, MemKind::Psum);
+                nisa::nc_matmul(&ps, &x, &id, MatmulOpts::new().transpose());
+                let sb = nl::ndarray(&[f, p], DType::F32, MemKind::Sbuf);
+                nisa::tensor_copy(&sb, &ps, None);
+                nl::store(&o, &sb);
+            })
+            .unwrap();
+    }
+    let got = out.to_vec().unwrap();
+    for i in 0..f {
+        for j in 0..p {
+            assert_eq!(got[i * p + j], xs[j * f + i], "[{i}, {j}]");
+        }
+    }
+    for n in [0, 129] {
+        let e = Launch::new(1)
+            .run(|| {
+                nl::shared_identity_matrix(n, DType::F32);
+            })
+            .expect_err("n out of range");
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("1..=128"), "{e}");
+    }
+}

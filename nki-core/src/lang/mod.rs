@@ -5,6 +5,7 @@
 mod blocks;
 mod check;
 pub mod classic;
+mod constants;
 pub(crate) mod control;
 pub(crate) mod data;
 pub(crate) mod elementwise;
@@ -28,6 +29,7 @@ pub use crate::ops::TileArith;
 pub use crate::record::MemKind;
 pub use blocks::{ndarray_blocks, BlockTile};
 pub use check::{check, fail, require};
+pub use constants::shared_identity_matrix;
 pub use control::{fori_loop, fori_loop_step, while_loop, TripCounts, MAX_DEVICE_LOOP_ITERATIONS};
 pub use data::{
     assign, copy, empty_like, full, load, load_as, ndarray, ones, store, zeros, zeros_like,
