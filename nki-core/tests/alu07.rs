@@ -7,7 +7,8 @@
 //! - `nl.abs_max` / `nl.abs_min` and the `abs_max` / `abs_min` operators (trn3 only): the
 //!   value of larger / smaller magnitude *with its sign*, `y` on a tie (the doc's examples);
 //! - `prelu` as `activate2`'s function with `relu_param`;
-//! - `memset` of the x4 packed types: only value 0.
+//! - `memset` of the x4 packed types: only value 0;
+//! - `nisa.dropout(dst, data, prob)`, the dst-first form of `nl.dropout`.
 //!
 //! Edge values throughout: NaN, +-inf, -0.0, zero, ties.
 
@@ -494,4 +495,53 @@ fn memset_of_an_x4_packed_type_takes_only_zero() {
         });
         assert!(e.to_string().contains("only value 0"), "{e}");
     }
+}
+
+// ---- nisa.dropout -------------------------------------------------------------------------
+
+#[test]
+fn nisa_dropout_writes_what_nl_dropout_returns() {
+    let (p, f) = (16, 40);
+    let xs: Vec<f32> = (0..p * f).map(|i| 1.0 + i as f32).collect();
+    let rates: Vec<f32> = (0..p).map(|r| r as f32 / (p - 1) as f32).collect();
+    let (xh, rh) = (hbm(&[p, f], xs.clone()), hbm(&[p, 1], rates.clone()));
+    // Each instance's stream starts fresh: the first draw of both forms is the same.
+    let via_nl = run_on(Target::Trn2, &[p, f], |o| {
+        let (x, r) = (nl::load(&xh), nl::load(&rh));
+        nl::store(o, &nl::dropout(&x, &r));
+    });
+    let via_nisa = run_on(Target::Trn2, &[p, f], |o| {
+        let (x, r) = (nl::load(&xh), nl::load(&rh));
+        let d = nl::ndarray(&[p, f], DType::F32, nl::SBUF);
+        nisa::dropout(&d, &x, &r);
+        nl::store(o, &d);
+    });
+    assert_bits(&via_nisa, &via_nl, "nisa.dropout vs nl.dropout");
+    // Rate 0 (partition 0) keeps every element, rate 1 (the last) drops every one; the rest
+    // keep their value or are 0.
+    for (i, (&g, &x)) in via_nisa.iter().zip(&xs).enumerate() {
+        let r = i / f;
+        if r == 0 {
+            assert_eq!(g, x);
+        } else if r == p - 1 {
+            assert_eq!(g, 0.0);
+        } else {
+            assert!(g == x || g == 0.0, "[{i}] {g}");
+        }
+    }
+    let dropped = via_nisa.iter().filter(|&&g| g == 0.0).count();
+    assert!(dropped > p * f / 4 && dropped < 3 * p * f / 4, "{dropped}");
+    // dst takes data's dtype; integer data takes float32 probabilities only.
+    let e = fails_on(Target::Trn2, ErrorKind::DType, || {
+        let x = nl::load(&xh);
+        let d = nl::ndarray(&[p, f], DType::BF16, nl::SBUF);
+        nisa::dropout(&d, &x, 0.5);
+    });
+    assert!(e.to_string().contains("dtype"), "{e}");
+    fails_on(Target::Trn2, ErrorKind::DType, || {
+        let x = nl::load_as(&xh, DType::I32);
+        let r = nl::load_as(&rh, DType::BF16);
+        let d = nl::ndarray(&[p, f], DType::I32, nl::SBUF);
+        nisa::dropout(&d, &x, &r);
+    });
 }

@@ -16,7 +16,7 @@ mod layout;
 mod logic;
 pub(crate) mod loop_state;
 mod matmul;
-mod random;
+pub(crate) mod random;
 mod reduce;
 pub(crate) mod unary;
 
