@@ -4,7 +4,7 @@
 //! prepare/trigger) against a plain-Rust reference, their rules as errors, and their time.
 
 use nki_core::mesh::names::{self as cc, ReduceOp, ReplicaGroup, VFlags};
-use nki_core::mesh::{Mesh, MeshLaunch, PartitionSpec, ShardedHbm};
+use nki_core::mesh::{Mesh, MeshLaunch, PartitionSpec, ShardedHbm, Topology};
 use nki_core::ndarray::{Array2, ArrayD};
 use nki_core::prelude::*;
 use nki_core::{nl, ErrorKind, NkiError};
@@ -484,4 +484,184 @@ fn the_rules_of_the_v_collectives_are_clear_errors() {
         .target(Target::Trn3)
         .run(|| cc::all_to_all_v(&src(), &dsts(), &g, good.view(), f))
         .unwrap();
+}
+
+// ---- collective_permute_implicit* -----------------------------------------------------------
+
+/// The ring 0 -> 2 -> 1 -> 3 -> 0 (a rank-list's order is its ring).
+fn ring(m: &Mesh) -> ReplicaGroup {
+    ReplicaGroup::new(m, vec![vec![0, 2, 1, 3]]).unwrap()
+}
+
+/// Device `d`'s ring predecessor in [`ring`].
+fn pred(d: usize) -> usize {
+    [3, 2, 0, 1][d]
+}
+
+#[test]
+fn collective_permute_implicit_moves_each_channel_to_the_ring_successor() {
+    let (m, _) = mesh4();
+    let g = ring(&m);
+    let (a, x) = sources(&m, 6);
+    let b = a.mapv(|v| -2.0 * v);
+    let y = ShardedHbm::from_array(&m, &b, rows()).unwrap();
+    let (o0, o1) = (dst(&m, 6), dst(&m, 6));
+    MeshLaunch::new(&m)
+        .run(|| {
+            cc::collective_permute_implicit(
+                &[vec![x.view()], vec![y.view()]],
+                &[vec![o0.view()], vec![o1.view()]],
+                &g,
+                &[0, 1],
+            )
+        })
+        .unwrap();
+    let (got0, got1) = (as2(o0.to_array().unwrap()), as2(o1.to_array().unwrap()));
+    for d in 0..4 {
+        assert_eq!(got0.row(d), a.row(pred(d)), "channel 0, device {d}");
+        assert_eq!(got1.row(d), b.row(pred(d)), "channel 1, device {d}");
+    }
+}
+
+#[test]
+fn a_ring_loop_knows_whose_data_it_holds_at_each_step() {
+    let (m, _) = mesh4();
+    let g = ring(&m);
+    let (a, x) = sources(&m, 6);
+    let (p, q) = (dst(&m, 6), dst(&m, 6));
+    let seen = Mutex::new(Vec::new());
+    MeshLaunch::new(&m)
+        .run(|| {
+            let me = cc::rank_id();
+            let mut held = x.view();
+            for (step, next) in [(1, &p), (2, &q), (3, &p)] {
+                cc::collective_permute_implicit(&[vec![held]], &[vec![next.view()]], &g, &[0]);
+                held = next.view();
+                let r = cc::collective_permute_implicit_current_processing_rank_id(step, &g, 0);
+                seen.lock()
+                    .unwrap()
+                    .push((me, step, r.value().unwrap() as usize));
+            }
+            let own = cc::collective_permute_implicit_current_processing_rank_id(0, &g, 0);
+            assert_eq!(own.value(), Some(me as i64));
+        })
+        .unwrap();
+    // After three steps every device holds its successor's data (three back in a ring of 4).
+    let got = as2(p.to_array().unwrap());
+    for (d, step, r) in seen.into_inner().unwrap() {
+        let mut want = d;
+        for _ in 0..step {
+            want = pred(want);
+        }
+        assert_eq!(r, want, "device {d} step {step}");
+        if step == 3 {
+            assert_eq!(got.row(d), a.row(r), "device {d} holds rank {r}'s data");
+        }
+    }
+}
+
+#[test]
+fn collective_permute_implicit_reduce_sends_the_reduced_sources() {
+    let (m, _) = mesh4();
+    let g = ring(&m);
+    let (a, x) = sources(&m, 5);
+    let b = Array2::from_shape_fn((4, 5), |(d, k)| (k as f32 - 2.0) * 60.0 + d as f32);
+    let y = ShardedHbm::from_array(&m, &b, rows()).unwrap();
+    for op in [ReduceOp::Add, ReduceOp::Max, ReduceOp::Min] {
+        let out = dst(&m, 5);
+        let rep = MeshLaunch::new(&m)
+            .mode(Mode::Simulate)
+            .run(|| {
+                cc::collective_permute_implicit_reduce(
+                    &[vec![x.view()]],
+                    &[vec![y.view()]],
+                    &[vec![out.view()]],
+                    &g,
+                    op,
+                    &[0],
+                )
+            })
+            .unwrap();
+        assert_eq!(
+            rep.collectives[0].name,
+            "collective_permute_implicit_reduce"
+        );
+        let got = as2(out.to_array().unwrap());
+        for d in 0..4 {
+            for k in 0..5 {
+                let (u, v) = (a[[pred(d), k]], b[[pred(d), k]]);
+                let want = match op {
+                    ReduceOp::Add => u + v,
+                    ReduceOp::Max => u.max(v),
+                    ReduceOp::Min => u.min(v),
+                };
+                assert_eq!(got[[d, k]], want, "{op:?} device {d} element {k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_rules_of_the_implicit_permutes_are_clear_errors() {
+    let (m, _) = mesh4();
+    let g = ring(&m);
+    let (_, x) = sources(&m, 6);
+    let (o, short) = (dst(&m, 6), dst(&m, 5));
+    let sim = |k: &(dyn Fn() + Sync)| fails(&m, Target::Trn2, Mode::Simulate, k);
+    let op = "collective_permute_implicit";
+    // Three channels on a group of 4 of a 64-device trn2 node: 2 at most.
+    let e = sim(&|| {
+        let s = vec![vec![x.view()]; 3];
+        let d = vec![vec![o.view()]; 3];
+        cc::collective_permute_implicit(&s, &d, &g, &[0, 1, 2])
+    });
+    check(
+        &e,
+        ErrorKind::InvalidArgument,
+        op,
+        &["channel id 2", "2 channels"],
+    );
+    let e = sim(&|| {
+        cc::collective_permute_implicit_current_processing_rank_id(1, &g, 3);
+    });
+    check(
+        &e,
+        ErrorKind::InvalidArgument,
+        "collective_permute_implicit_current_processing_rank_id",
+        &["channel id 3"],
+    );
+    // A node of one chip: the group holds all of it, so 4 channels run.
+    let node = Topology::of(Target::Trn2).chips_per_node(1);
+    let outs: Vec<_> = (0..4).map(|_| dst(&m, 6)).collect();
+    MeshLaunch::new(&m)
+        .topology(node)
+        .run(|| {
+            let s = vec![vec![x.view()]; 4];
+            let d: Vec<_> = outs.iter().map(|o| vec![o.view()]).collect();
+            cc::collective_permute_implicit(&s, &d, &g, &[3, 2, 1, 0])
+        })
+        .unwrap();
+    // Lists that disagree, a coalesced channel, a repeated id, mismatched shapes.
+    let e =
+        sim(&|| cc::collective_permute_implicit(&[vec![x.view()]], &[vec![o.view()]], &g, &[0, 1]));
+    check(
+        &e,
+        ErrorKind::InvalidArgument,
+        op,
+        &["one channel per entry"],
+    );
+    let e = sim(&|| {
+        cc::collective_permute_implicit(&[vec![x.view(), x.view()]], &[vec![o.view()]], &g, &[0])
+    });
+    check(&e, ErrorKind::InvalidArgument, op, &["exactly one tensor"]);
+    let e = sim(&|| {
+        let s = vec![vec![x.view()]; 2];
+        let d = vec![vec![o.view()]; 2];
+        cc::collective_permute_implicit(&s, &d, &g, &[1, 1])
+    });
+    check(&e, ErrorKind::InvalidArgument, op, &["repeated"]);
+    let e = sim(&|| {
+        cc::collective_permute_implicit(&[vec![x.view()]], &[vec![short.view()]], &g, &[0])
+    });
+    check(&e, ErrorKind::ShapeMismatch, op, &[]);
 }

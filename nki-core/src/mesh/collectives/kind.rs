@@ -1,9 +1,10 @@
-//! What a collective is: its kind, the algorithm moving its data, and the registry entry the
-//! n-th collective of every device shares (a leaf: the launch state and the report hold
-//! entries without depending on the collectives themselves).
+//! What a collective is: its kind, the algorithm moving its data, its reducing operator, and
+//! the registry entry the n-th collective of every device shares (a leaf: the launch state and
+//! the report hold entries without depending on the collectives themselves).
 
 use crate::error::SourceLoc;
 use crate::hbm::HbmStorage;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -87,6 +88,10 @@ pub enum CollectiveKind {
     AllGatherV,
     /// all_to_all_v (variable length, flat buffers).
     AllToAllV,
+    /// collective_permute_implicit (to the ring successor).
+    PermuteImplicit,
+    /// collective_permute_implicit_reduce (op(src0, src1) to the ring successor).
+    PermuteImplicitReduce,
 }
 
 impl CollectiveKind {
@@ -101,6 +106,8 @@ impl CollectiveKind {
             CollectiveKind::Barrier => "barrier",
             CollectiveKind::AllGatherV => "all_gather_v",
             CollectiveKind::AllToAllV => "all_to_all_v",
+            CollectiveKind::PermuteImplicit => "collective_permute_implicit",
+            CollectiveKind::PermuteImplicitReduce => "collective_permute_implicit_reduce",
         }
     }
 
@@ -115,7 +122,10 @@ impl CollectiveKind {
             | CollectiveKind::AllToAll
             | CollectiveKind::AllGatherV
             | CollectiveKind::AllToAllV => (r - 1.0) / r,
-            CollectiveKind::Permute | CollectiveKind::Barrier => 1.0,
+            CollectiveKind::Permute
+            | CollectiveKind::PermuteImplicit
+            | CollectiveKind::PermuteImplicitReduce
+            | CollectiveKind::Barrier => 1.0,
         }
     }
 
@@ -123,7 +133,9 @@ impl CollectiveKind {
     pub fn reduces(self) -> bool {
         matches!(
             self,
-            CollectiveKind::AllReduce | CollectiveKind::ReduceScatter
+            CollectiveKind::AllReduce
+                | CollectiveKind::ReduceScatter
+                | CollectiveKind::PermuteImplicitReduce
         )
     }
 }
@@ -144,4 +156,51 @@ pub(crate) struct CollectiveEntry {
     /// The metadata rows each group rank published (the `_v` collectives: counts and
     /// displacements, row-major `[rows, group]`).
     pub(crate) metadata: HashMap<usize, Vec<u64>>,
+}
+
+/// The reducing operator of a reducing collective (0.7 `op=nl.add / nl.maximum / nl.minimum`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// Sum (in f32, rounded once to the destination dtype).
+    #[default]
+    Add,
+    /// Element-wise maximum.
+    Max,
+    /// Element-wise minimum.
+    Min,
+}
+
+impl ReduceOp {
+    /// `a op x`.
+    pub(crate) fn apply(self, a: f32, x: f32) -> f32 {
+        match self {
+            ReduceOp::Add => a + x,
+            ReduceOp::Max => a.max(x),
+            ReduceOp::Min => a.min(x),
+        }
+    }
+}
+
+thread_local! {
+    /// The reducing operator of the collective this device thread is running.
+    static REDUCE: Cell<ReduceOp> = const { Cell::new(ReduceOp::Add) };
+}
+
+/// The reducing operator of the collective running on this thread (add outside these calls).
+pub(crate) fn current_reduce() -> ReduceOp {
+    REDUCE.with(Cell::get)
+}
+
+/// Runs `f` with `op` as this thread's reducing operator (add again afterwards, also when `f`
+/// unwinds).
+pub(crate) fn reducing<R>(op: ReduceOp, f: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            REDUCE.with(|r| r.set(ReduceOp::Add));
+        }
+    }
+    REDUCE.with(|r| r.set(op));
+    let _reset = Reset;
+    f()
 }

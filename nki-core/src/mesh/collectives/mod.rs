@@ -10,6 +10,7 @@
 //! when the last device leaves the collective.
 
 mod direct;
+mod implicit;
 pub(crate) mod kind;
 pub mod names;
 mod recursive;
@@ -303,8 +304,8 @@ impl Call {
     /// [`names`] call chose), logging a DMA reduction of `elems` elements of the collective's
     /// dtype (none when `elems` is 0).
     pub(crate) fn accumulate(&self, acc: &mut [f32], b: &[f32], elems: usize) {
-        let op = names::current_reduce();
-        if elems == 0 && op != names::ReduceOp::Add {
+        let op = kind::current_reduce();
+        if elems == 0 && op != kind::ReduceOp::Add {
             // The first buffer starts the reduction (the zeros it lands on are no operand).
             for (a, x) in acc.iter_mut().zip(b) {
                 *a = *x;

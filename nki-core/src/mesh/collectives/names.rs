@@ -8,67 +8,25 @@
 //! uint32 metadata tensor of counts and displacements, plain or split into
 //! `_prepare` / `_trigger` ([`PreparedCollective`]); see `variable.rs` for their rules.
 //!
-//! Not provided: the `collective_permute_implicit*` family.
+//! The ring permutes [`collective_permute_implicit`], [`collective_permute_implicit_reduce`]
+//! and [`collective_permute_implicit_current_processing_rank_id`] take per-channel lists of HBM
+//! views; see `implicit.rs` for their rules.
 
+use super::implicit;
+use super::kind::reducing;
 use super::variable::{self, Form};
 use super::{Algorithm, Operand};
 use crate::error::SourceLoc;
+use crate::isa::NkiScalar;
 use crate::mesh::sharding::MeshView;
 use crate::mesh::topology::ReplicaGroups;
-use std::cell::Cell;
 
+pub use super::kind::ReduceOp;
 pub use super::variable::{PreparedCollective, VFlags};
 
 /// NKI's `ReplicaGroup`: the groups of ranks a collective runs within (the mesh layer's
 /// [`ReplicaGroups`]).
 pub type ReplicaGroup = ReplicaGroups;
-
-/// The reducing operator of a reducing collective (0.7 `op=nl.add / nl.maximum / nl.minimum`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ReduceOp {
-    /// Sum (in f32, rounded once to the destination dtype).
-    #[default]
-    Add,
-    /// Element-wise maximum.
-    Max,
-    /// Element-wise minimum.
-    Min,
-}
-
-impl ReduceOp {
-    /// `a op x`.
-    pub(crate) fn apply(self, a: f32, x: f32) -> f32 {
-        match self {
-            ReduceOp::Add => a + x,
-            ReduceOp::Max => a.max(x),
-            ReduceOp::Min => a.min(x),
-        }
-    }
-}
-
-thread_local! {
-    /// The reducing operator of the collective this device thread is running.
-    static REDUCE: Cell<ReduceOp> = const { Cell::new(ReduceOp::Add) };
-}
-
-/// The reducing operator of the collective running on this thread (add outside these calls).
-pub(crate) fn current_reduce() -> ReduceOp {
-    REDUCE.with(Cell::get)
-}
-
-/// Runs `f` with `op` as this thread's reducing operator (add again afterwards, also when `f`
-/// unwinds).
-fn reducing<R>(op: ReduceOp, f: impl FnOnce() -> R) -> R {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            REDUCE.with(|r| r.set(ReduceOp::Add));
-        }
-    }
-    REDUCE.with(|r| r.set(op));
-    let _reset = Reset;
-    f()
-}
 
 /// The rank of the device running the kernel over the whole mesh (`nki.collectives.rank_id`).
 #[track_caller]
@@ -194,3 +152,47 @@ variable_length!(
     all_to_all_v_trigger,
     "all-to-all: rank `i` sends `src[sd[j] .. sd[j] + sc[j]]` (metadata rows 0/1, column `j`) to rank `j`, where it lands at slot `i * dst.numel / group` or, with `flags.has_rdispls`, at rank `j`'s row 3, column `i`."
 );
+
+/// Each rank of a rank-list sends its channel `i` source to its successor in the list (the
+/// ring) and receives its predecessor's into its channel `i` destination
+/// (`nki.collectives.collective_permute_implicit`). One HBM view per channel list entry;
+/// `channel_ids` names each entry's channel (0.7's default is `&[0]`).
+#[track_caller]
+pub fn collective_permute_implicit(
+    srcs_by_channel: &[Vec<MeshView>],
+    dsts_by_channel: &[Vec<MeshView>],
+    group: &ReplicaGroup,
+    channel_ids: &[usize],
+) {
+    let (s, d, loc) = (srcs_by_channel, dsts_by_channel, SourceLoc::caller());
+    implicit::permute(s, None, d, group, ReduceOp::Add, channel_ids, loc);
+}
+
+/// [`collective_permute_implicit`] of `op(srcs0[i], srcs1[i])`, reduced by the DMA engines in
+/// f32 and rounded to the destination dtype (`nki.collectives.collective_permute_implicit_reduce`).
+#[track_caller]
+pub fn collective_permute_implicit_reduce(
+    srcs0_by_channel: &[Vec<MeshView>],
+    srcs1_by_channel: &[Vec<MeshView>],
+    dsts_by_channel: &[Vec<MeshView>],
+    group: &ReplicaGroup,
+    op: ReduceOp,
+    channel_ids: &[usize],
+) {
+    let (a, b, d) = (srcs0_by_channel, srcs1_by_channel, dsts_by_channel);
+    implicit::permute(a, Some(b), d, group, op, channel_ids, SourceLoc::caller());
+}
+
+/// The rank (a mesh device id, as [`rank_id`]) whose data this rank holds after
+/// `iteration_id` steps of a ring permute: its own at 0, then its predecessors' in the ring
+/// order of its rank-list, as a scalar
+/// (`nki.collectives.collective_permute_implicit_current_processing_rank_id`). The channel
+/// does not change the ring order (an assumption: the page does not say it does).
+#[track_caller]
+pub fn collective_permute_implicit_current_processing_rank_id(
+    iteration_id: usize,
+    group: &ReplicaGroup,
+    channel_id: usize,
+) -> NkiScalar {
+    implicit::processing_rank(iteration_id, group, channel_id, SourceLoc::caller())
+}
