@@ -7,12 +7,12 @@
 //! constant's load is not modelled\]. `nl.shared_constant` is not provided: a kernel's
 //! constants are host `Hbm` inputs.
 
-use super::{ndarray, sbuf};
+use super::data::ndarray;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::isa::{iota, tensor_scalar, AffineExpr, AluOp};
-use crate::tensor::Tensor;
+use crate::tensor::{Buffer, Tensor};
 
 /// The `[n, n]` identity matrix of `dtype` in SBUF (NKI 0.7
 /// `nl.shared_identity_matrix(n, dtype)`; NKI's default dtype is `uint8`), e.g. the moving
@@ -27,9 +27,9 @@ pub fn shared_identity_matrix(n: usize, dtype: DType) -> Tensor {
             format!("n = {n} of 'shared_identity_matrix' must be 1..=128 (the SBUF partitions)"),
         );
     }
-    let diff = ndarray(&[n, n], DType::I32, sbuf);
+    let diff = ndarray(&[n, n], DType::I32, Buffer::Sbuf);
     iota(&diff, &AffineExpr::new(n, 1).free(-1, n), None);
-    let id = ndarray(&[n, n], dtype, sbuf);
+    let id = ndarray(&[n, n], dtype, Buffer::Sbuf);
     tensor_scalar(&id, &diff, AluOp::Equal, 0, None);
     id
 }

@@ -289,7 +289,7 @@ fn dropout_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, rate: Operand) -> Output<'
                 None => vec![scalar_rate],
             };
             let mut vals = Vec::with_capacity(n);
-            with_rng(&ins, |s| {
+            with_rng(ins, |s| {
                 s.draw(n, |k, b| {
                     let r = if rates.len() == 1 {
                         rates[0]
@@ -304,7 +304,7 @@ fn dropout_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, rate: Operand) -> Output<'
         },
         || {
             if !ins.executes() {
-                with_rng(&ins, |s| s.draw(n, |_, _| {}));
+                with_rng(ins, |s| s.draw(n, |_, _| {}));
             }
             let mut reads = Regions::from([x.region()]);
             reads.extend(rate_tile.map(|r| r.region()));
