@@ -52,6 +52,7 @@
 pub(crate) mod accum;
 pub(crate) mod accum_regs;
 mod activate2;
+pub(crate) mod alu_rules;
 pub(crate) mod base;
 pub mod classic;
 mod dma;

@@ -43,7 +43,8 @@ pub fn tensor_cost(spec: &TargetSpec, r: impl Into<CostFacts>) -> TensorCost {
     } else if r.opcode == Opcode::Transpose {
         spec.fp32_transpose_factor
     } else {
-        spec.fp32_matmul_factor
+        // Each operand with the one/zero hint halves it (SDK `nc_matmul`: "2x better").
+        (spec.fp32_matmul_factor >> r.matmul.map_or(0, |m| m.onezero)).max(1)
     };
     let mm_cycles = n_stat.min(spec.mm_init_cycles).max(n_mov) * factor;
     let ls_cycles = n_stat.div_ceil(spec.ls_speedup).max(1) * factor;
@@ -254,7 +255,13 @@ mod tests {
         Instr {
             partitions: 128,
             free: n,
-            matmul: Some(MatmulDims { k: 128, m, n, fp32 }),
+            matmul: Some(MatmulDims {
+                k: 128,
+                m,
+                n,
+                fp32,
+                onezero: 0,
+            }),
             ..Instr::new(Engine::Tensor, Opcode::Matmul, "nisa.nc_matmul", loc())
         }
     }

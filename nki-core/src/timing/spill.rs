@@ -567,6 +567,20 @@ mod tests {
 
     const KB: usize = 1024;
 
+    /// Two records at lines `line` and `line + 1` that read the first and the second 16 KiB
+    /// of tile `split`, each beside one whole 64 KiB tile of `beside`, and write all of the
+    /// 64 KiB tile `dst`.
+    fn halves(split: u64, beside: [u64; 2], dst: u64, line: u32) -> [Instr; 2] {
+        [0, 1].map(|h| {
+            let lo = h * 16 * KB;
+            op_on(
+                &[part(split, lo, lo + 16 * KB), whole(beside[h], 64 * KB)],
+                whole(dst, 64 * KB),
+                line + h as u32,
+            )
+        })
+    }
+
     /// Tiles 1, 2, ... of the given KiB per partition, allocated at lines 1, 2, ...
     fn tiles_of(kib: &[usize]) -> Vec<SpillTile> {
         (1..)
@@ -608,21 +622,12 @@ mod tests {
         // needs room at line 12: the input leaves (no save), lines 13 and 14 re-read the parts
         // they use.
         let tiles = tiles_of(&[64, 64, 64]);
-        let recs = vec![
+        let mut recs = vec![
             load(1, 64 * KB, 10),
             op(&[(1, 64 * KB)], (2, 64 * KB), 11),
             load(3, 64 * KB, 12),
-            op_on(
-                &[part(1, 0, 16 * KB), whole(2, 64 * KB)],
-                whole(3, 64 * KB),
-                13,
-            ),
-            op_on(
-                &[part(1, 16 * KB, 32 * KB), whole(3, 64 * KB)],
-                whole(3, 64 * KB),
-                14,
-            ),
         ];
+        recs.extend(halves(1, [2, 3], 3, 13));
         let r = run(tiles, recs, 0).unwrap();
         let s = &r.stats;
         assert_eq!(s.save_bytes, 0, "{s:?}");
@@ -645,23 +650,14 @@ mod tests {
     #[test]
     fn a_computed_tile_is_saved_once_and_re_loaded_per_read() {
         let tiles = tiles_of(&[16, 64, 64, 64]);
-        let recs = vec![
+        let mut recs = vec![
             load(1, 16 * KB, 10),
             op(&[(1, 16 * KB)], (2, 64 * KB), 11),
             op(&[(1, 16 * KB)], (3, 64 * KB), 12),
             op(&[(1, 16 * KB), (3, 64 * KB)], (4, 64 * KB), 13),
             op(&[(4, 64 * KB)], (4, 64 * KB), 14),
-            op_on(
-                &[part(2, 0, 16 * KB), whole(4, 64 * KB)],
-                whole(4, 64 * KB),
-                15,
-            ),
-            op_on(
-                &[part(2, 16 * KB, 32 * KB), whole(3, 64 * KB)],
-                whole(4, 64 * KB),
-                16,
-            ),
         ];
+        recs.extend(halves(2, [4, 3], 4, 15));
         let r = run(tiles, recs, 0).unwrap();
         let s = &r.stats;
         // At 13 tile 4 needs room beside 1, 2 and 3 (208 KiB): 1 and 3 are its operands, so
