@@ -100,7 +100,7 @@ pub use dma::{
 pub use exponential::exponential;
 pub use gather::{local_gather, nc_n_gather, LOCAL_GATHER_ELEMS, LOCAL_GATHER_MAX_INDICES};
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
-pub use lnc::{core_barrier, sendrecv, BarrierData};
+pub use lnc::{core_barrier, sendrecv, sendrecv_on, BarrierData, DmaEngine};
 pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
 pub use mx::{nc_matmul_mx, quantize_mx};
 pub use named::named;
