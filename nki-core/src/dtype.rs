@@ -56,13 +56,23 @@ pub enum DType {
     /// 1M, bias 1, max 6, no inf/NaN; value `j` in bits `4j..4j+4`). The host slot holds the
     /// 16-bit pattern as an integer value.
     F4E2M1FNx4,
+    /// TensorFloat-32 (NKI `tfloat32`: 1S 8E 10M in a 32-bit element): fp32's range with a
+    /// 10-bit mantissa; a cast rounds to nearest even \[A: the docs give the format only\].
+    /// TensorE reads it at the bf16 rate (ARCH guides: "BF16/FP16/TF32" share one figure),
+    /// and a matmul pairs it only with float32 or tfloat32.
+    TF32,
 }
 
 impl DType {
     /// Size of one element in bytes.
     pub const fn size(self) -> usize {
         match self {
-            DType::F32 | DType::I32 | DType::U32 | DType::F8E4M3FNx4 | DType::F8E5M2x4 => 4,
+            DType::F32
+            | DType::TF32
+            | DType::I32
+            | DType::U32
+            | DType::F8E4M3FNx4
+            | DType::F8E5M2x4 => 4,
             DType::BF16 | DType::F16 | DType::I16 | DType::U16 | DType::F4E2M1FNx4 => 2,
             DType::F8E4M3
             | DType::F8E5M2
@@ -94,6 +104,7 @@ impl DType {
             DType::F8E4M3FNx4 => "float8_e4m3fn_x4",
             DType::F8E5M2x4 => "float8_e5m2_x4",
             DType::F4E2M1FNx4 => "float4_e2m1fn_x4",
+            DType::TF32 => "tfloat32",
         }
     }
 
@@ -103,6 +114,7 @@ impl DType {
         matches!(
             self,
             DType::F32
+                | DType::TF32
                 | DType::BF16
                 | DType::F16
                 | DType::F8E4M3
@@ -143,6 +155,7 @@ impl DType {
     pub fn round(self, x: f32) -> f32 {
         match self {
             DType::F32 => x,
+            DType::TF32 => tf32_rne(x),
             DType::BF16 => bf16::from_f32(x).to_f32(),
             DType::F16 => f16::from_f32(x).to_f32(),
             DType::F8E4M3 => round_minifloat(x, 3, 7, 240.0, true),
@@ -283,7 +296,7 @@ impl DType {
             (false, true) => b,
             (true, true) => {
                 let pair = |x, y| (a == x && b == y) || (a == y && b == x);
-                if pair(F16, BF16) {
+                if pair(F16, BF16) || pair(F32, TF32) {
                     F32
                 } else if pair(F8E4M3, F8E5M2) {
                     BF16
@@ -523,6 +536,18 @@ pub(crate) fn bf16_rne(x: f32) -> f32 {
     } else {
         rounded
     })
+}
+
+/// tfloat32 round-to-nearest-even of an f32 (the low 13 of fp32's 23 mantissa bits dropped),
+/// returned as f32; NaNs stay NaN (made quiet), a carry past the largest finite value gives
+/// infinity.
+#[inline]
+pub(crate) fn tf32_rne(x: f32) -> f32 {
+    let b = x.to_bits();
+    if (b & 0x7fff_ffff) > 0x7f80_0000 {
+        return f32::from_bits((b & 0xffff_e000) | 0x0040_0000);
+    }
+    f32::from_bits(b.wrapping_add(0xfff + ((b >> 13) & 1)) & 0xffff_e000)
 }
 
 /// Copies `src` into `dst` as slots of `dtype` ([`DType::slot`]: rounded, int32/uint32 as

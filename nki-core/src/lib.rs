@@ -163,6 +163,7 @@ pub mod nl {
 /// holds the older value-returning forms.
 pub mod nisa {
     pub use crate::isa::*;
+    pub use crate::lang::random::dropout_into as dropout;
 }
 
 /// Everything a kernel and its launcher need.

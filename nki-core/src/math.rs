@@ -155,11 +155,15 @@ pub enum ActFn {
     Ceil,
     /// Round toward zero.
     Trunc,
+    /// Parametric ReLU: `x` for `x >= 0`, `alpha * x` below (NKI 0.7 `nl.prelu`, an `op` of
+    /// `nisa.activate2`, whose `relu_param` is `alpha`; [`ActFn::eval`] takes `alpha = 0`,
+    /// `relu_param`'s default). See [`ActFn::eval_param`].
+    Prelu,
 }
 
 impl ActFn {
     /// Every activation function, in declaration order.
-    pub const ALL: [ActFn; 31] = [
+    pub const ALL: [ActFn; 32] = [
         ActFn::Copy,
         ActFn::Exp,
         ActFn::Log,
@@ -191,7 +195,18 @@ impl ActFn {
         ActFn::Floor,
         ActFn::Ceil,
         ActFn::Trunc,
+        ActFn::Prelu,
     ];
+
+    /// Evaluates the function with its parameter `alpha` (`relu_param`): `prelu` is `x` for
+    /// `x >= 0` (and NaN) and `alpha * x` below; every other function ignores `alpha`.
+    pub fn eval_param(self, x: f32, alpha: f32) -> f32 {
+        match self {
+            ActFn::Prelu if x < 0.0 => alpha * x,
+            ActFn::Prelu => x,
+            _ => self.eval(x),
+        }
+    }
 
     /// Evaluates the function on one element (fp32 in and out; internal math in f64, rounded
     /// once).
@@ -205,6 +220,7 @@ impl ActFn {
             ActFn::Ceil => return x.ceil(),
             ActFn::Trunc => return x.trunc(),
             ActFn::Relu => return if x > 0.0 || x.is_nan() { x } else { 0.0 },
+            ActFn::Prelu => return self.eval_param(x, 0.0),
             ActFn::Sign => {
                 return if x.is_nan() {
                     x
@@ -287,6 +303,7 @@ impl ActFn {
             ActFn::Floor => "floor",
             ActFn::Ceil => "ceil",
             ActFn::Trunc => "trunc",
+            ActFn::Prelu => "prelu",
         }
     }
 
@@ -383,10 +400,22 @@ pub enum AluOp {
     Mod,
     /// Truncated modulo (C `fmod`: the result has the sign of a).
     Fmod,
-    /// max(|a|, |b|).
+    /// Whichever of `a`, `b` has the larger magnitude, with its sign (`b` on a tie; NKI 0.7
+    /// `nl.abs_max`, NeuronCore-v4).
     AbsMax,
-    /// min(|a|, |b|).
+    /// Whichever of `a`, `b` has the smaller magnitude, with its sign (`b` on a tie; NKI 0.7
+    /// `nl.abs_min`, NeuronCore-v4).
     AbsMin,
+    /// |a| (unary: the second operand is ignored; NKI's "arithmetic unary" `nl.abs`).
+    Abs,
+    /// a * a (unary; `nl.square` as a `tensor_scalar` `op0`, NeuronCore-v4).
+    Square,
+    /// max(a, 0) (unary; `nl.relu` as a `tensor_scalar` `op0`, NeuronCore-v4).
+    Relu,
+    /// 1 / sqrt(a) (unary; `nl.rsqrt`, the one operator `tensor_scalar` runs on GpSimdE).
+    Rsqrt,
+    /// 1 / a (unary; `nl.reciprocal`).
+    Reciprocal,
 }
 
 fn truth(x: f32) -> bool {
@@ -398,6 +427,17 @@ fn b2f(b: bool) -> f32 {
         1.0
     } else {
         0.0
+    }
+}
+
+/// NKI 0.7 `abs_max` (`larger`) / `abs_min`: `a` when its magnitude `ma` is larger / smaller
+/// than `b`'s `mb`, else `b` (so `b` on a tie).
+fn by_magnitude<T: PartialOrd>(a: T, b: T, (ma, mb): (T, T), larger: bool) -> T {
+    let pick_a = if larger { ma > mb } else { ma < mb };
+    if pick_a {
+        a
+    } else {
+        b
     }
 }
 
@@ -426,7 +466,7 @@ fn wrap(v: i64, bits: u32, signed: bool) -> i64 {
 
 impl AluOp {
     /// Every operator, in declaration order.
-    pub const ALL: [AluOp; 26] = [
+    pub const ALL: [AluOp; 31] = [
         AluOp::Bypass,
         AluOp::Add,
         AluOp::Subtract,
@@ -453,7 +493,43 @@ impl AluOp {
         AluOp::Fmod,
         AluOp::AbsMax,
         AluOp::AbsMin,
+        AluOp::Abs,
+        AluOp::Square,
+        AluOp::Relu,
+        AluOp::Rsqrt,
+        AluOp::Reciprocal,
     ];
+
+    /// The function a unary operator applies to its first operand (`None` for the binary
+    /// operators). The unary operators compute what the activation function of the same
+    /// name computes ([`ActFn::eval`]), in fp32.
+    pub const fn unary_fn(self) -> Option<ActFn> {
+        match self {
+            AluOp::Abs => Some(ActFn::Abs),
+            AluOp::Square => Some(ActFn::Square),
+            AluOp::Relu => Some(ActFn::Relu),
+            AluOp::Rsqrt => Some(ActFn::Rsqrt),
+            AluOp::Reciprocal => Some(ActFn::Reciprocal),
+            _ => None,
+        }
+    }
+
+    /// True for the "arithmetic unary" operators of NKI's operator table (`abs`, `square`,
+    /// `relu`, `rsqrt`, `reciprocal`): `tensor_scalar` takes them as `op0` with `operand0`
+    /// `None` or 0.
+    pub const fn is_unary(self) -> bool {
+        self.unary_fn().is_some()
+    }
+
+    /// True for the operators that exist only on NeuronCore-v4 (trn3): `abs_max`, `abs_min`
+    /// (NKI 0.4 release notes) and the `square` / `relu` opcodes (same notes: "accepted as
+    /// op0 on trn3").
+    pub const fn needs_nc_v4(self) -> bool {
+        matches!(
+            self,
+            AluOp::AbsMax | AluOp::AbsMin | AluOp::Square | AluOp::Relu
+        )
+    }
 
     /// Evaluates `a op b` on fp32 values. Bitvec operators use the 32-bit two's-complement
     /// integer value of their operands (`right_shift` is logical on 32 bits).
@@ -507,8 +583,15 @@ impl AluOp {
                 }
             }
             AluOp::Fmod => a % b,
-            AluOp::AbsMax => a.abs().max(b.abs()),
-            AluOp::AbsMin => a.abs().min(b.abs()),
+            // "x if |x| > |y| else y": a NaN x gives y, a NaN y gives NaN.
+            AluOp::AbsMax => by_magnitude(a, b, (a.abs(), b.abs()), true),
+            AluOp::AbsMin => by_magnitude(a, b, (a.abs(), b.abs()), false),
+            AluOp::Abs | AluOp::Square | AluOp::Relu | AluOp::Rsqrt | AluOp::Reciprocal => {
+                match self.unary_fn() {
+                    Some(f) => f.eval(a),
+                    None => a,
+                }
+            }
             AluOp::BitwiseAnd
             | AluOp::BitwiseOr
             | AluOp::BitwiseXor
@@ -558,9 +641,10 @@ impl AluOp {
             AluOp::LogicalAnd => (a != 0 && b != 0) as i64,
             AluOp::LogicalOr => (a != 0 || b != 0) as i64,
             AluOp::LogicalXor => ((a != 0) != (b != 0)) as i64,
-            AluOp::AbsMax => a.abs().max(b.abs()),
-            AluOp::AbsMin => a.abs().min(b.abs()),
-            // Divide, power, mod, fmod (bitvec operators are done above).
+            AluOp::AbsMax => by_magnitude(a, b, (a.abs(), b.abs()), true),
+            AluOp::AbsMin => by_magnitude(a, b, (a.abs(), b.abs()), false),
+            // Divide, power, mod, fmod and the unary operators (computed in fp32; bitvec
+            // operators are done above).
             _ => return None,
         };
         Some(wrap(r, bits, signed))
@@ -607,6 +691,11 @@ impl AluOp {
             AluOp::Fmod => "fmod",
             AluOp::AbsMax => "abs_max",
             AluOp::AbsMin => "abs_min",
+            AluOp::Abs => "abs",
+            AluOp::Square => "square",
+            AluOp::Relu => "relu",
+            AluOp::Rsqrt => "rsqrt",
+            AluOp::Reciprocal => "reciprocal",
         }
     }
 
@@ -858,8 +947,12 @@ mod tests {
         assert!(Maximum.eval(f32::NAN, 2.0).is_nan());
         assert_eq!(Power.eval(2.0, 10.0), 1024.0);
         assert_eq!(Bypass.eval(7.0, 3.0), 7.0);
-        assert_eq!(AbsMax.eval(-5.0, 3.0), 5.0);
-        assert_eq!(AbsMin.eval(-5.0, 3.0), 3.0);
+        // NKI 0.7 `nl.abs_max` / `nl.abs_min`: the operand of larger / smaller magnitude, with
+        // its sign; `y` on a tie (the doc's examples).
+        assert_eq!(AbsMax.eval(-5.0, 3.0), -5.0);
+        assert_eq!(AbsMax.eval(1.0, -1.0), -1.0);
+        assert_eq!(AbsMin.eval(5.0, -3.0), -3.0);
+        assert_eq!(AbsMin.eval(1.0, -1.0), -1.0);
         for (a, b) in [(1.0f32, 2.0f32), (2.0, 2.0), (3.0, 2.0)] {
             assert_eq!(Equal.eval(a, b), b2f(a == b));
             assert_eq!(NotEqual.eval(a, b), b2f(a != b));

@@ -366,6 +366,10 @@ pub struct MatmulDims {
     pub n: u32,
     /// True when the inputs are fp32 (4x slower).
     pub fp32: bool,
+    /// How many of the fp32 operands carry NKI's one/zero hint (`is_stationary_onezero`,
+    /// `is_moving_onezero`: "2x better performance if the tile is in float32"): each halves
+    /// the fp32 factor \[A: the halvings compound\]. 0 for other inputs.
+    pub onezero: u8,
 }
 
 /// What a DMA moves.

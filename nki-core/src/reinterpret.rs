@@ -18,7 +18,12 @@ use crate::dtype::DType;
 pub(crate) fn bits(dtype: DType, s: f32) -> u32 {
     match dtype {
         // The 32-bit MX x4 slots hold their pattern too.
-        DType::F32 | DType::I32 | DType::U32 | DType::F8E4M3FNx4 | DType::F8E5M2x4 => s.to_bits(),
+        DType::F32
+        | DType::TF32
+        | DType::I32
+        | DType::U32
+        | DType::F8E4M3FNx4
+        | DType::F8E5M2x4 => s.to_bits(),
         DType::F8E4M3FN => crate::mx::e4m3fn_bits(s),
         DType::F8E8M0 => crate::mx::e8m0_code(s),
         // A bf16 slot is an f32 whose low 16 bits are zero.
@@ -39,6 +44,8 @@ pub(crate) fn from_bits(dtype: DType, b: u32) -> f32 {
         DType::F32 | DType::I32 | DType::U32 | DType::F8E4M3FNx4 | DType::F8E5M2x4 => {
             f32::from_bits(b)
         }
+        // The low 13 bits are no part of a tfloat32 [A: dropped].
+        DType::TF32 => f32::from_bits(b & 0xffff_e000),
         DType::F8E4M3FN => crate::mx::e4m3fn_value(b),
         DType::F8E8M0 => crate::mx::scale_value(b & 0xff) as f32,
         DType::BF16 => f32::from_bits((b & 0xffff) << 16),

@@ -142,6 +142,13 @@ pub struct TargetSpec {
     /// its instruction start-up plus one cycle per descriptor (the GpSimd rule `150 + N`
     /// applied to descriptors; no public figure) \[A\].
     pub hwdge_ns: f64,
+    /// Total bandwidth, bytes per ns, of GpSimdE's integrated DMA engines: each of its 8
+    /// processors has one, 307 GB/s in total (trn2 architecture guide \[E S2\],
+    /// hardware.md §1). `nisa::sendrecv` moves its tile through them with
+    /// `DmaEngine::GpsimdDma` (0.7 `dma_engine.gpsimd_dma`, "for low-latency SB-to-SB swaps in
+    /// LNC=2"). 0 on trn1 (no logical NeuronCores; the page is for trn2 and trn3); trn3 takes
+    /// trn2's figure \[A\].
+    pub gpsimd_dma_bytes_per_ns: f64,
     /// Minimum II of dynamic-offset copies, cycles (`MIN_II_DYNAMIC`) \[E S13\].
     pub min_ii_dynamic: u64,
     /// Extra cycles an instruction waits when it depends on an earlier instruction's result
@@ -280,6 +287,7 @@ const TRN1_SPEC: TargetSpec = TargetSpec {
     min_ii: 64,
     gpsimd_start: 150,
     hwdge_ns: 600.0,
+    gpsimd_dma_bytes_per_ns: 0.0,
     min_ii_dynamic: 600,
     dependency_latency_cycles: 200,
     vector_perf_modes: false,
@@ -320,6 +328,7 @@ const TRN2_SPEC: TargetSpec = TargetSpec {
     vector_perf_modes: true,
     launch_overhead_ns: 12_800.0,
     nc_version: 3,
+    gpsimd_dma_bytes_per_ns: 307.0,
     ..TRN1_SPEC
 };
 
@@ -327,7 +336,8 @@ const TRN2_SPEC: TargetSpec = TargetSpec {
 /// doc names its source); every other field is **borrowed from trn2** for want of a published
 /// trn3 figure [A]: the DMA fits (`dma_engine_min_ns`, `dma_row_gather_efficiency`,
 /// `dma_partial_write_ns`, `dma_min_transfer_ns`, `dma_fixed_latency_ns`,
-/// `dma_transpose_efficiency`), `launch_overhead_ns`, `hwdge_ns`, `base_ghz`, the engine
+/// `dma_transpose_efficiency`), `launch_overhead_ns`, `hwdge_ns`, `gpsimd_dma_bytes_per_ns`,
+/// `base_ghz`, the engine
 /// clocks other than VectorE's, the TensorE throttle and the instruction overheads.
 pub static TRN3: TargetSpec = TargetSpec {
     name: "trn3",

@@ -346,3 +346,69 @@ fn what_uses_a_scalar_waits_for_its_scalar_load() {
         );
     }
 }
+
+/// 0.7's virtual registers: a counter register bounded by a loaded register, moved between
+/// registers, stored back; `out = [count, 2 + count, sum of 0..count]`.
+#[nki_kernel]
+fn registers(count: &Hbm<i32>, out: &mut Hbm<i32>) {
+    let c = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&c, count.view(), None);
+    let n = nisa::register_alloc(None);
+    nisa::register_load(&n, &c);
+    let acc = nisa::register_alloc(Some(0));
+    nl::fori_loop(0, &n, |i| nisa::register_move(&acc, acc.get() + i));
+    let two = nisa::register_alloc(Some(2));
+    let m = nisa::register_alloc(None);
+    nisa::register_move(&m, &two);
+    nisa::register_move(&m, m.get() + &n);
+    for (j, r) in [&n, &m, &acc].into_iter().enumerate() {
+        let t = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+        nisa::register_store(&t, r);
+        nisa::dma_copy(out.slice((0..1, j..j + 1)), &t, None);
+    }
+}
+
+#[nki_kernel]
+fn unwritten_register(out: &mut Hbm<i32>) {
+    let r = nisa::register_alloc(None);
+    let t = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::register_store(&t, &r);
+    nisa::dma_copy(out.slice((.., ..)), &t, None);
+}
+
+#[nki_kernel]
+fn wide_register_load(x: &Hbm<i32>) {
+    let t = nl::ndarray(&[1, 2], DType::I32, nl::sbuf);
+    nisa::dma_copy(&t, x.view(), None);
+    let r = nisa::register_alloc(None);
+    nisa::register_load(&r, &t);
+}
+
+#[test]
+fn virtual_registers_load_move_bound_a_loop_and_store() {
+    for count in [0, 1, 6] {
+        let c = Hbm::from_vec(&[1, 1], vec![count]).unwrap();
+        let mut out = Hbm::<i32>::zeros([1, 3]);
+        launch!(registers[1](&c, &mut out)).unwrap();
+        let sum = (0..count).sum::<i32>();
+        assert_eq!(out.to_vec().unwrap(), vec![count, 2 + count, sum]);
+    }
+    // Simulate mode runs them too, on the values.
+    let c = Hbm::from_vec(&[1, 1], vec![3]).unwrap();
+    let mut out = Hbm::<i32>::zeros([1, 3]);
+    registers::simulate(1, Target::Trn2, &c, &mut out).unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![3, 5, 3]);
+    let mut o = Hbm::<i32>::zeros([1, 1]);
+    let e = launch!(unwritten_register[1](&mut o)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::UninitializedRead, "{e}");
+    assert!(
+        e.message()
+            .contains("read before register_move or register_load"),
+        "{e}"
+    );
+    assert_eq!(e.location().unwrap().file, FILE);
+    let x = Hbm::from_vec(&[1, 2], vec![1, 2]).unwrap();
+    let e = launch!(wide_register_load[1](&x)).unwrap_err();
+    assert_eq!(e.op(), "nisa.register_load", "{e}");
+    assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
+}

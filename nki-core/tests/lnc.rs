@@ -378,3 +378,89 @@ fn a_sendrecv_waits_for_the_other_cores_earlier_reads_of_its_dst() {
         );
     }
 }
+
+/// `half_sum` with the engine of its `sendrecv` chosen (0.7 `dma_engine=`).
+#[nki_kernel]
+fn half_sum_on(x: &Hbm<f32>, out: &mut Hbm<f32>, gpsimd: bool) {
+    let me = nl::program_id(0);
+    let mine = nl::ndarray(&[64, 32], DType::F32, nl::sbuf);
+    nisa::dma_copy(&mine, x.slice((64 * me..64 * me + 64, ..)), None);
+    let theirs = nl::ndarray(&[64, 32], DType::F32, nl::sbuf);
+    let engine = if gpsimd {
+        nisa::DmaEngine::GpsimdDma
+    } else {
+        nisa::DmaEngine::Dma
+    };
+    nisa::sendrecv_on(&mine, &theirs, 1 - me, 1 - me, engine);
+    let sum = nl::ndarray(&[64, 32], DType::F32, nl::sbuf);
+    nisa::tensor_tensor(&sum, &mine, &theirs, nl::AluOp::Add, None);
+    if me == 0 {
+        nisa::dma_copy(out.slice((.., ..)), &sum, None);
+    }
+}
+
+#[test]
+fn a_sendrecv_through_gpsimds_dma_runs_on_gpsimd_at_its_bandwidth() {
+    let (x, want) = half_sum_input();
+    let run = |gpsimd: bool| {
+        let mut out = Hbm::<f32>::zeros([64, 32]);
+        let p = half_sum_on::simulate(Grid::lnc(2), Target::Trn2, &x, &mut out, gpsimd).unwrap();
+        assert_eq!(out.to_f32_vec().unwrap(), want, "gpsimd_dma={gpsimd}");
+        p
+    };
+    let (dma, gp) = (run(false), run(true));
+    let engines = |p: &Profile| {
+        let mut e: Vec<(u16, Engine)> = p
+            .ops
+            .iter()
+            .filter(|o| o.api == "nisa.sendrecv" && o.engine != Engine::Sync)
+            .map(|o| (o.nc, o.engine))
+            .collect();
+        e.sort_by_key(|x| x.0);
+        e
+    };
+    assert_eq!(engines(&dma), [(0, Engine::Dma), (1, Engine::Dma)]);
+    assert_eq!(engines(&gp), [(0, Engine::GpSimd), (1, Engine::GpSimd)]);
+    // 8 KiB: GpSimd's start-up (150 cycles) + 8192 B at 307 B/ns (33 cycles at 1.2 GHz).
+    let s = Target::Trn2.spec();
+    let want_ns = (150.0 + (8192.0 / 307.0 * s.gpsimd_ghz).ceil()) / s.gpsimd_ghz;
+    let (i, _) = gp
+        .ops
+        .iter()
+        .enumerate()
+        .find(|(_, o)| o.api == "nisa.sendrecv" && o.engine == Engine::GpSimd)
+        .unwrap();
+    let span = gp
+        .spans
+        .get()
+        .iter()
+        .find(|sp| sp.op as usize == i && sp.cause.is_none())
+        .unwrap();
+    assert!(
+        (span.dur_ns - want_ns).abs() < 1e-6,
+        "{} vs {want_ns}",
+        span.dur_ns
+    );
+    // No DMA fixed latency: the small swap is faster than through the shared DMA.
+    assert!(
+        gp.latency_ns < dma.latency_ns,
+        "{} vs {}",
+        gp.latency_ns,
+        dma.latency_ns
+    );
+    // Estimate mode models the same.
+    let xs = Hbm::<f32>::shape_only([128, 32]);
+    let mut outs = Hbm::<f32>::shape_only([64, 32]);
+    let e = half_sum_on::estimate(Grid::lnc(2), Target::Trn2, &xs, &mut outs, true).unwrap();
+    assert!((e.latency_ns - gp.latency_ns).abs() < 1e-6 * gp.latency_ns);
+}
+
+#[test]
+fn gpsimd_dma_on_a_target_without_it_is_an_error_naming_it() {
+    let (x, _) = half_sum_input();
+    let mut out = Hbm::<f32>::zeros([64, 32]);
+    let e = half_sum_on::simulate(Grid::lnc(2), Target::Trn1, &x, &mut out, true).unwrap_err();
+    assert_eq!(e.op(), "nisa.sendrecv");
+    assert!(e.message().contains("gpsimd_dma"), "{e}");
+    assert_eq!(e.location().map(|l| l.file), Some(FILE));
+}

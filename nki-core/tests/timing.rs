@@ -55,6 +55,7 @@ fn matmul(stat: Region, mov: Region, out: Region, acc: bool) -> Instr {
             m: 128,
             n: 512,
             fp32: false,
+            onezero: 0,
         }),
         reads: reads.into(),
         writes: [out].into(),
@@ -353,6 +354,7 @@ fn fp32_matmul_is_four_times_slower() {
         m: 128,
         n: 512,
         fp32: true,
+        onezero: 0,
     });
     let p32 = run(Target::Trn2, vec![r]);
     let p16 = run(

@@ -9,8 +9,8 @@
 //! abs_min; `reset` loads the operator's identity). Math is fp32, the result rounded to `dst`'s
 //! dtype; the reduction uses the fp32 results. `(op0, op1)` is one of (multiply, add),
 //! (multiply, subtract), (multiply, bypass), (add, bypass), (subtract, bypass), (bypass,
-//! bypass). `relu_param` is not taken: no function of nki-rs's activation table has a
-//! parameter.
+//! bypass). `relu_param` (a scalar or `[P, 1]` vector, default 0) is the slope of `prelu`
+//! below zero ([`ActFn::eval_param`]); the other functions ignore it.
 //!
 //! Cost: one ScalarE activation (`max(MIN_II, N)` cycles, `+ MIN_II` when `reduce_res` is
 //! read out) \[E S13, as `activation`\].
@@ -35,6 +35,9 @@ pub struct Activate2Args<'a> {
     pub reduce: Option<(AluOp, ReduceCmd)>,
     /// The `[P, 1]` tile the registers are read out into.
     pub reduce_res: Option<TileRef<'a>>,
+    /// `relu_param`: the parameter of a parameterised function (`prelu`'s slope below zero);
+    /// `None` is NKI's default 0.0.
+    pub relu_param: Option<Operand<'a>>,
 }
 
 impl<'a> Activate2Args<'a> {
@@ -60,6 +63,11 @@ impl<'a> Activate2Args<'a> {
     /// Reads the registers out into the `[P, 1]` tile `t`.
     pub fn reduce_res(mut self, t: impl Into<TileRef<'a>>) -> Self {
         self.reduce_res = Some(t.into());
+        self
+    }
+    /// Sets `relu_param` (a scalar or a `[P, 1]` tile): `prelu`'s slope below zero.
+    pub fn relu_param(mut self, alpha: impl Into<Operand<'a>>) -> Self {
+        self.relu_param = Some(alpha.into());
         self
     }
 }
@@ -133,6 +141,14 @@ pub fn activate2<'d, 'a>(
     let p = x.partitions();
     let i0 = ins.per_partition("imm0", imm0.into(), p);
     let i1 = ins.per_partition("imm1", imm1.into(), p);
+    let alpha = ins.per_partition(
+        "relu_param",
+        args.relu_param.unwrap_or(Operand::Scalar {
+            value: 0.0,
+            float: true,
+        }),
+        p,
+    );
     if let (PerPartition::Vector(a), PerPartition::Vector(b)) = (&i0, &i1) {
         if a.dtype() != b.dtype() {
             ins.fail(
@@ -160,7 +176,12 @@ pub fn activate2<'d, 'a>(
     );
     let site = Site::new(Engine::Scalar, Opcode::Activation)
         .accumulating(acc.as_ref().is_some_and(|a| a.costs()));
-    let extra: Vec<&TileRef> = i0.tile().into_iter().chain(i1.tile()).collect();
+    let extra: Vec<&TileRef> = i0
+        .tile()
+        .into_iter()
+        .chain(i1.tile())
+        .chain(alpha.tile())
+        .collect();
     let outs: Vec<&TileRef> = std::iter::once(&dst)
         .chain(acc.as_ref().and_then(|a| a.res.as_ref()))
         .collect();
@@ -168,6 +189,7 @@ pub fn activate2<'d, 'a>(
     ins.compute(site, &[&x], &extra, &outs, || {
         let v = ins.read(&x);
         let (a, b) = (i0.values(&ins, p), i1.values(&ins, p));
+        let slope = alpha.values(&ins, p);
         let f = x.free_size().max(1);
         let stage = |o: AluOp, rev: bool, v: f32, imm: f32| match (o, rev) {
             (Bypass, _) => v,
@@ -180,7 +202,7 @@ pub fn activate2<'d, 'a>(
             let first = out.len();
             out.extend(row.iter().map(|&d| {
                 let t = stage(op1, r1, stage(op0, r0, d, a[r]), b[r]);
-                op.eval(t)
+                op.eval_param(t, slope[r])
             }));
             if let Some(acc) = &acc {
                 rows.push(acc.fold(&out[first..]));

@@ -242,6 +242,20 @@ pub fn core_barrier<'a>(data: impl Into<BarrierData<'a>>, engine: impl Into<Opti
     );
 }
 
+/// The engine that moves a [`sendrecv_on`]'s tile (NKI 0.7 `nki.isa.dma_engine`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DmaEngine {
+    /// The shared DMA engines, with the cores' barrier synchronisation (0.7's default):
+    /// an SBUF-to-SBUF DMA with the DMA cost.
+    #[default]
+    Dma,
+    /// GpSimdE's integrated DMA engines, "for low-latency SB-to-SB swaps in LNC=2" (0.7):
+    /// an instruction on this core's GpSimdE that takes its start-up plus the bytes at
+    /// [`TargetSpec::gpsimd_dma_bytes_per_ns`](crate::target::TargetSpec::gpsimd_dma_bytes_per_ns)
+    /// (trn2 and trn3). No latency figure is published for it: none more is charged \[A\].
+    GpsimdDma,
+}
+
 /// Sends `src` to the other physical core and receives the other core's `src` into `dst`
 /// (NKI 0.7 `nisa.sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id)`): with two
 /// cores, `send_to_rank` and `recv_from_rank` must both be the other core's index. `src` and
@@ -261,6 +275,20 @@ pub fn sendrecv<'s, 'd>(
     send_to_rank: usize,
     recv_from_rank: usize,
 ) {
+    sendrecv_on(src, dst, send_to_rank, recv_from_rank, DmaEngine::Dma);
+}
+
+/// [`sendrecv`] with the engine that moves the tile chosen (NKI 0.7 `nisa.sendrecv(..,
+/// dma_engine=)`): [`DmaEngine::Dma`] as `sendrecv`, or [`DmaEngine::GpsimdDma`], GpSimdE's
+/// integrated DMA (trn2 and trn3; an error on a target without it).
+#[track_caller]
+pub fn sendrecv_on<'s, 'd>(
+    src: impl Into<TileRef<'s>>,
+    dst: impl Into<TileRef<'d>>,
+    send_to_rank: usize,
+    recv_from_rank: usize,
+    dma_engine: DmaEngine,
+) {
     let ins = Op::begin("nisa.sendrecv");
     let (src, dst) = (src.into(), dst.into());
     ins.operand("src", &src);
@@ -276,6 +304,15 @@ pub fn sendrecv<'s, 'd>(
                 "send_to_rank={send_to_rank}, recv_from_rank={recv_from_rank} on core {me}: \
                  the two cores of a logical NeuronCore exchange with each other (both must be \
                  {o} here)"
+            ),
+        );
+    }
+    if dma_engine == DmaEngine::GpsimdDma && ins.target().spec().gpsimd_dma_bytes_per_ns <= 0.0 {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "dma_engine=gpsimd_dma: {} has no GpSimd integrated DMA (trn2 and trn3 have one)",
+                ins.target()
             ),
         );
     }
@@ -305,12 +342,22 @@ pub fn sendrecv<'s, 'd>(
                 &[],
                 || {},
                 || {
-                    ins.record(Engine::Dma, Opcode::DmaCopy)
-                        .size(src.partitions() as u32, src.free_size() as u32)
-                        .dtypes(src.dtype(), src.dtype())
-                        .dma(dims)
-                        .reads([src_reg])
-                        .done()
+                    let (p, f) = (src.partitions() as u32, src.free_size() as u32);
+                    match dma_engine {
+                        DmaEngine::Dma => ins
+                            .record(Engine::Dma, Opcode::DmaCopy)
+                            .size(p, f)
+                            .dtypes(src.dtype(), src.dtype())
+                            .dma(dims)
+                            .reads([src_reg])
+                            .done(),
+                        DmaEngine::GpsimdDma => ins
+                            .record(Engine::GpSimd, Opcode::DmaCopy)
+                            .size(p, f)
+                            .dtypes(src.dtype(), src.dtype())
+                            .reads([src_reg])
+                            .done(),
+                    }
                 },
             )
         },

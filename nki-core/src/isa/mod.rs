@@ -52,6 +52,7 @@
 pub(crate) mod accum;
 pub(crate) mod accum_regs;
 mod activate2;
+pub(crate) mod alu_rules;
 pub(crate) mod base;
 pub mod classic;
 mod dma;
@@ -69,6 +70,7 @@ mod named;
 pub(crate) mod nki_scalar;
 mod nonzero;
 mod opts;
+mod register;
 mod rng;
 pub(crate) mod rng_state;
 #[cfg(test)]
@@ -98,13 +100,14 @@ pub use dma::{
 pub use exponential::exponential;
 pub use gather::{local_gather, nc_n_gather, LOCAL_GATHER_ELEMS, LOCAL_GATHER_MAX_INDICES};
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
-pub use lnc::{core_barrier, sendrecv, BarrierData};
+pub use lnc::{core_barrier, sendrecv, sendrecv_on, BarrierData, DmaEngine};
 pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
 pub use mx::{nc_matmul_mx, quantize_mx};
 pub use named::named;
 pub use nki_scalar::{scalar_load, scalar_store, NkiScalar};
 pub use nonzero::{nonzero_with_count, NONZERO_PARTITION_STEP};
 pub use opts::{MatmulOpts, MatmulPerfMode, Opts, ReduceOpts};
+pub use register::{register_alloc, register_load, register_move, register_store, VirtualRegister};
 pub use rng::{rand2, rand_get_state, rand_set_state, rng, set_rng_seed};
 pub use scalar::{activation, activation_reduce, ActivationArgs};
 pub use scalar_tensor_tensor::{scalar_tensor_tensor, SttOpts};

@@ -183,7 +183,7 @@ pub fn nc_matmul_mx<'d, 'a, 'b, 's, 't>(
             exec::gemm_tn(4 * k, mm, n, &a, &b, &mut c, acc);
             dst.scatter(c);
         },
-        || matmul_record(&ins, (k, mm, n), (&s, &m), &dst, acc, &[&ss, &ms]),
+        || matmul_record(&ins, (k, mm, n, 0), (&s, &m), &dst, acc, &[&ss, &ms]),
     );
 }
 

@@ -244,8 +244,13 @@ fn one_int32(ins: &Op, what: &str, t: &TileRef) {
 /// floor every non-TensorE instruction pays. In estimate mode the scalar has no value.
 #[track_caller]
 pub fn scalar_load<'a>(src: impl Into<TileRef<'a>>) -> NkiScalar {
-    let ins = Op::begin("nisa.scalar_load");
-    let src = src.into();
+    load_as("nisa.scalar_load", src.into())
+}
+
+/// [`scalar_load`] under the name of the call the user made (`api`: errors name it).
+#[track_caller]
+pub(crate) fn load_as(api: &'static str, src: TileRef<'_>) -> NkiScalar {
+    let ins = Op::begin(api);
     one_int32(&ins, "src", &src);
     ins.memory("src", &src, &[MemKind::Sbuf]);
     let mut out = NkiScalar::unknown();
@@ -282,8 +287,13 @@ pub fn scalar_load<'a>(src: impl Into<TileRef<'a>>) -> NkiScalar {
 /// (cost: one `MIN_II`, the same assumption as [`scalar_load`]).
 #[track_caller]
 pub fn scalar_store<'d>(dst: impl Into<TileRef<'d>>, value: NkiScalar) {
-    let ins = Op::begin("nisa.scalar_store");
-    let dst = dst.into();
+    store_as("nisa.scalar_store", dst.into(), value)
+}
+
+/// [`scalar_store`] under the name of the call the user made (`api`: errors name it).
+#[track_caller]
+pub(crate) fn store_as(api: &'static str, dst: TileRef<'_>, value: NkiScalar) {
+    let ins = Op::begin(api);
     one_int32(&ins, "dst", &dst);
     ins.memory("dst", &dst, &[MemKind::Sbuf]);
     ins.issue(

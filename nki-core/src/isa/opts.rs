@@ -100,6 +100,12 @@ pub struct MatmulOpts {
     pub tile_size: Option<(usize, usize)>,
     /// TensorE performance mode (NKI `perf_mode`).
     pub perf_mode: MatmulPerfMode,
+    /// NKI `is_stationary_onezero`: `stationary` holds only ones and zeros; for an fp32
+    /// `stationary` the matmul costs half (no effect on other dtypes, as documented). The
+    /// values are checked when computed.
+    pub is_stationary_onezero: bool,
+    /// NKI `is_moving_onezero`: the same hint for `moving`.
+    pub is_moving_onezero: bool,
 }
 
 /// TensorE performance mode of `nc_matmul` (NKI `nki.isa.matmul_perf_mode`).
@@ -139,6 +145,16 @@ impl MatmulOpts {
     /// Sets the performance mode (NKI `perf_mode=`).
     pub fn perf_mode(mut self, mode: MatmulPerfMode) -> Self {
         self.perf_mode = mode;
+        self
+    }
+    /// Sets NKI's `is_stationary_onezero=True`.
+    pub fn stationary_onezero(mut self) -> Self {
+        self.is_stationary_onezero = true;
+        self
+    }
+    /// Sets NKI's `is_moving_onezero=True`.
+    pub fn moving_onezero(mut self) -> Self {
+        self.is_moving_onezero = true;
         self
     }
 }

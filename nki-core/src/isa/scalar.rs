@@ -179,6 +179,15 @@ pub(crate) fn activate<'d, 'r, 'a>(
                 short(ins.api)
             ));
     }
+    if op == ActFn::Prelu {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'prelu' takes its slope from relu_param, which '{}' does not have; use nisa::activate2 with Activate2Args::relu_param (NeuronCore-v4)",
+                short(ins.api)
+            ),
+        );
+    }
     let p = x.partitions();
     let bias = match args.bias {
         None => None,

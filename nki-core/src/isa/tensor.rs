@@ -54,7 +54,41 @@ pub fn nc_matmul<'d, 'a, 'b>(
             2
         }
     };
-    matmul_rows(&ins, Dst::Into(dst), s, m, acc, rows);
+    let onezero = [
+        ("stationary", &s, opts.is_stationary_onezero),
+        ("moving", &m, opts.is_moving_onezero),
+    ]
+    .into_iter()
+    .filter(|&(what, t, hint)| hint && onezero_operand(&ins, what, t))
+    .count() as u8;
+    matmul_rows(&ins, Dst::Into(dst), s, m, acc, rows, onezero);
+}
+
+/// Whether the one/zero hint on operand `t` counts (NKI `is_*_onezero`: "no impact for
+/// non-float32" operands): true for an fp32 tile. Its values, when computed, must be 0 or 1
+/// (an error naming the first other value: the docs do not say what the hardware computes
+/// for a wrong hint).
+fn onezero_operand(ins: &Op, what: &str, t: &TileRef) -> bool {
+    if t.dtype() != DType::F32 {
+        return false;
+    }
+    if ins.executes() {
+        let v = ins.read(t);
+        let f = t.free_size().max(1);
+        if let Some(i) = v.iter().position(|&x| x != 0.0 && x != 1.0) {
+            ins.fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "is_{what}_onezero is set but {what} {} holds {} at partition {}, element {} (the hint promises only ones and zeros)",
+                    t.describe(),
+                    v[i],
+                    i / f,
+                    i % f
+                ),
+            );
+        }
+    }
+    true
 }
 
 /// The PE-array tiling options (SDK `nki.isa.nc_matmul`, "Tiling mode"): `tile_position` and
@@ -320,13 +354,13 @@ pub(crate) fn check_matmul(
             ),
         ));
     }
-    let f32ish = |d: DType| d == DType::F32;
+    let f32ish = |d: DType| matches!(d, DType::F32 | DType::TF32);
     if f32ish(s.dtype()) != f32ish(m.dtype()) {
         return Err(NkiError::new(
             ErrorKind::DType,
             op,
             format!(
-                "if one matmul input is float32 both must be: stationary is {}, moving is {}",
+                "if one matmul input is tfloat32/float32 both must be: stationary is {}, moving is {}",
                 s.dtype(),
                 m.dtype()
             ),
@@ -338,7 +372,7 @@ pub(crate) fn check_matmul(
                 ErrorKind::DType,
                 op,
                 format!(
-                    "matmul operand '{w}' has dtype {}; TensorE takes fp8/bf16/fp16/fp32",
+                    "matmul operand '{w}' has dtype {}; TensorE takes fp8/bf16/fp16/tfloat32/fp32",
                     t.dtype()
                 ),
             ));
@@ -369,12 +403,13 @@ pub(crate) fn matmul_to<'d>(
     m: TileRef,
     acc: bool,
 ) -> Output<'d> {
-    matmul_rows(ins, dst, s, m, acc, 1)
+    matmul_rows(ins, dst, s, m, acc, 1, 0)
 }
 
 /// [`matmul_to`] over `rows` free rows per partition: 1, or 2 for the FP8 double-row mode
 /// (checked by `check_double_row`), which contracts over `2 K` rows at the recorded cost of
-/// a `K`-row matmul (2x FP8 throughput, SDK `nki.isa.matmul_perf_mode.double_row`).
+/// a `K`-row matmul (2x FP8 throughput, SDK `nki.isa.matmul_perf_mode.double_row`);
+/// `onezero` fp32 operands carry the one/zero hint ([`MatmulDims::onezero`]).
 fn matmul_rows<'d>(
     ins: &Op,
     dst: Dst<'d>,
@@ -382,6 +417,7 @@ fn matmul_rows<'d>(
     m: TileRef,
     acc: bool,
     rows: usize,
+    onezero: u8,
 ) -> Output<'d> {
     let api = ins.api;
     let dst_dtype = match dst {
@@ -413,7 +449,7 @@ fn matmul_rows<'d>(
     ins.issue(
         &[&ov],
         || matmul_tiles(ins, (k * rows, mm, n), (&s, &m, &ov), acc, rows == 1),
-        || matmul_record(ins, (k, mm, n), (&s, &m), &ov, acc, &[]),
+        || matmul_record(ins, (k, mm, n, onezero), (&s, &m), &ov, acc, &[]),
     );
     out
 }
@@ -423,7 +459,7 @@ fn matmul_rows<'d>(
 /// reads, e.g. MX scales) into `out`, which it also reads when accumulating.
 pub(crate) fn matmul_record(
     ins: &Op,
-    (k, mm, n): (usize, usize, usize),
+    (k, mm, n, onezero): (usize, usize, usize, u8),
     (s, m): (&TileRef, &TileRef),
     out: &TileRef,
     acc: bool,
@@ -453,6 +489,7 @@ pub(crate) fn matmul_record(
             m: mm as u32,
             n: n as u32,
             fp32: m.dtype() == DType::F32,
+            onezero,
         })
         .reads(reads)
         .writes([out.region()])
@@ -509,6 +546,7 @@ pub(crate) fn transpose_to<'d>(
                     m: p as u32,
                     n: f as u32,
                     fp32: x.dtype() == DType::F32,
+                    onezero: 0,
                 })
                 .reads([x.region()])
                 .writes([ov.region()])

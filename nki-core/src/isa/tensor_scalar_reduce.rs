@@ -44,6 +44,11 @@ pub(crate) fn is_arithmetic(op: AluOp) -> bool {
             | AluOp::Fmod
             | AluOp::AbsMax
             | AluOp::AbsMin
+            | AluOp::Abs
+            | AluOp::Square
+            | AluOp::Relu
+            | AluOp::Rsqrt
+            | AluOp::Reciprocal
     )
 }
 
@@ -102,8 +107,10 @@ pub fn tensor_scalar_reduce<'d, 'a>(
         reduce_op,
         &[AluOp::Add, AluOp::Multiply, AluOp::Maximum, AluOp::Minimum],
     );
+    let operand0 = operand0.into();
+    super::alu_rules::op0(&ins, op0, &operand0, Engine::Vector);
     let p = x.partitions();
-    let operand = ins.per_partition("operand0", operand0.into(), p);
+    let operand = ins.per_partition("operand0", operand0, p);
     let acc = Accum::check(
         &ins,
         Engine::Vector,

@@ -85,6 +85,7 @@ pub(crate) fn tensor_tensor_to<'d>(
     ins.same_free(("data1", &a), ("data2", &b));
     ins.not_both_psum(("data1", &a), ("data2", &b));
     bitvec_needs_ints(ins, op, &[("data1", a.dtype()), ("data2", b.dtype())]);
+    super::alu_rules::binary(ins, "op", op);
     let in_dtype = DType::promote(a.dtype(), b.dtype());
     // The instruction runs where the table (or the caller) puts it; a PSUM operand is an
     // error on GpSimdE.
@@ -274,7 +275,11 @@ pub(crate) fn tensor_scalar_to<'d, 'a>(
     if engine == Engine::GpSimd {
         ins.gpsimd_sbuf("data", &x);
     }
+    super::alu_rules::op0(ins, op0, &operand0, engine);
     let op1 = args.op1.map(|(o, _)| o);
+    if let Some(o1) = op1 {
+        super::alu_rules::binary(ins, "op1", o1);
+    }
     if let Some(o1) = op1 {
         if o1.is_bitvec() != op0.is_bitvec() {
             ins.fail(ErrorKind::InvalidArgument, format!(
@@ -307,7 +312,8 @@ pub(crate) fn tensor_scalar_to<'d, 'a>(
     let to_psum = engine != Engine::GpSimd;
     let out = ins.output(dst, MemKind::Sbuf, in_dtype, x.shape(), to_psum);
     let ov = out.view();
-    let (rev0, rev1) = (args.reverse0, args.reverse1);
+    // A unary op0 reads `data` alone: `reverse0` has nothing to swap [A].
+    let (rev0, rev1) = (args.reverse0 && !op0.is_unary(), args.reverse1);
     let site = Site::new(engine, Opcode::TensorScalar);
     let extra: Vec<&TileRef> = [s0.tile(), s1.as_ref().and_then(|s| s.tile())]
         .into_iter()
@@ -688,6 +694,16 @@ pub(crate) fn memset_to<'d>(
         Dst::New(d) => d.unwrap_or(DType::F32),
         Dst::Into(t) => t.dtype(),
     };
+    // NKI 0.7 `memset`: "For x4 packed types ... only value=0 is supported."
+    if dtype.mx_element().is_some() && value != 0.0 {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'{}' of a {dtype} dst supports only value 0 (x4 packed types), got {value}",
+                short(ins.api)
+            ),
+        );
+    }
     let out = ins.output(dst, MemKind::Sbuf, dtype, shape, false);
     let ov = out.view();
     let site = Site::new(engine, Opcode::Memset);

@@ -129,6 +129,7 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
                         m: p as u32,
                         n: cols as u32,
                         fp32: src.dtype() == DType::F32,
+                        onezero: 0,
                     })
                     .writes([pv.region()])
                     .done();

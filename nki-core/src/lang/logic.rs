@@ -49,6 +49,7 @@ pub fn binary<'a>(
 /// The `nl` binary ALU op `op` as op `ins`: bitvec operators need integer operands;
 /// predicates default to a bool result.
 fn binary_at(ins: &Op, op: AluOp, x: Operand, y: Operand, dtype: Option<DType>) -> Tile {
+    crate::isa::alu_rules::binary(ins, "op", op);
     if op.is_bitvec() {
         ints_only(ins, op, &[("x", &x), ("y", &y)]);
     }
@@ -79,6 +80,12 @@ alu_fns! {
     maximum => "nl.maximum", AluOp::Maximum;
     /// Element-wise minimum; NaN propagates (NKI `nl.minimum`).
     minimum => "nl.minimum", AluOp::Minimum;
+    /// The element of larger magnitude, with its sign (`y` on a tie) (NKI 0.7 `nl.abs_max`;
+    /// NeuronCore-v4 only, VectorE).
+    abs_max => "nl.abs_max", AluOp::AbsMax;
+    /// The element of smaller magnitude, with its sign (`y` on a tie) (NKI 0.7 `nl.abs_min`;
+    /// NeuronCore-v4 only, VectorE).
+    abs_min => "nl.abs_min", AluOp::AbsMin;
     /// Element-wise `x ** y` (NKI `nl.power`; GpSimd on hardware).
     power => "nl.power", AluOp::Power;
     /// `x == y` element-wise, as a bool tile (NKI `nl.equal`).

@@ -5,6 +5,7 @@
 mod blocks;
 mod check;
 pub mod classic;
+mod constants;
 pub(crate) mod control;
 pub(crate) mod data;
 pub(crate) mod elementwise;
@@ -15,7 +16,7 @@ mod layout;
 mod logic;
 pub(crate) mod loop_state;
 mod matmul;
-mod random;
+pub(crate) mod random;
 mod reduce;
 pub(crate) mod unary;
 
@@ -28,6 +29,7 @@ pub use crate::ops::TileArith;
 pub use crate::record::MemKind;
 pub use blocks::{ndarray_blocks, BlockTile};
 pub use check::{check, fail, require};
+pub use constants::shared_identity_matrix;
 pub use control::{fori_loop, fori_loop_step, while_loop, TripCounts, MAX_DEVICE_LOOP_ITERATIONS};
 pub use data::{
     assign, copy, empty_like, full, load, load_as, ndarray, ones, store, zeros, zeros_like,
@@ -40,9 +42,10 @@ pub use grid::{
 pub use indirect::load_indirect;
 pub use layout::{broadcast_to, expand_dims, iota, load_transpose2d};
 pub use logic::{
-    add, binary, bitwise_and, bitwise_or, bitwise_xor, divide, equal, fmod, greater, greater_equal,
-    invert, left_shift, less, less_equal, logical_and, logical_not, logical_or, logical_xor,
-    maximum, minimum, mod_, multiply, not_equal, power, right_shift, subtract, where_,
+    abs_max, abs_min, add, binary, bitwise_and, bitwise_or, bitwise_xor, divide, equal, fmod,
+    greater, greater_equal, invert, left_shift, less, less_equal, logical_and, logical_not,
+    logical_or, logical_xor, maximum, minimum, mod_, multiply, not_equal, power, right_shift,
+    subtract, where_,
 };
 pub use matmul::{matmul, matmul_acc, transpose};
 pub use random::{dropout, rand, random_seed, DEFAULT_SEED};

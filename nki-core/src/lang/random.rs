@@ -12,6 +12,7 @@
 use crate::context::{LaunchShared, Op};
 use crate::dtype::DType;
 use crate::error::ErrorKind;
+use crate::isa::base::{Dst, Output};
 use crate::isa::Operand;
 use crate::record::{Engine, MemKind, Opcode, Regions};
 use crate::tile::{give_buf, Tile, TileRef};
@@ -188,10 +189,41 @@ pub fn rand(dims: &[usize], dtype: DType) -> Tile {
 /// everything. The output has the dtype of `x`. One VectorE instruction, cost `max(64, N)`.
 #[track_caller]
 pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) -> Tile {
-    const API: &str = "nl.dropout";
-    let ins = Op::begin(API);
-    let x: TileRef = x.into();
-    let rate: Operand = rate.into();
+    dropout_to(
+        &Op::begin("nl.dropout"),
+        Dst::New(None),
+        x.into(),
+        rate.into(),
+    )
+    .tile()
+}
+
+/// [`dropout`] into `dst` (NKI 0.7 `nisa.dropout(dst, data, prob)`, exported as
+/// `nisa::dropout`): `dst` has `data`'s dtype, partitions and elements per partition, in SBUF
+/// or PSUM; the same numbers as [`dropout`] draws.
+#[track_caller]
+pub fn dropout_into<'d, 'a, 'b>(
+    dst: impl Into<TileRef<'d>>,
+    data: impl Into<TileRef<'a>>,
+    prob: impl Into<Operand<'b>>,
+) {
+    let ins = Op::begin("nisa.dropout");
+    let (dst, x): (TileRef, TileRef) = (dst.into(), data.into());
+    if dst.dtype() != x.dtype() {
+        ins.fail(
+            ErrorKind::DType,
+            format!(
+                "dst {} of 'dropout' must have data's dtype {} (the output dtype matches the input)",
+                dst.describe(),
+                x.dtype()
+            ),
+        );
+    }
+    dropout_to(&ins, Dst::Into(dst), x, prob.into());
+}
+
+/// The dropout builder: `x`'s elements zeroed with probability `rate` into `dst`.
+fn dropout_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, rate: Operand) -> Output<'d> {
     ins.operand("x", &x);
     let rate_tile = match rate {
         Operand::Scalar { value, .. } => {
@@ -213,12 +245,25 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
                             x.shape()
                         ));
             }
-            if !r.dtype().is_float() {
+            // NKI: "if data type of data is any of the integer types, prob data type must be
+            // float32"; for float data any float type.
+            let ok = if x.dtype().is_float() {
+                r.dtype().is_float()
+            } else {
+                r.dtype() == DType::F32
+            };
+            if !ok {
                 ins.fail(
                     ErrorKind::DType,
                     format!(
-                        "operand 'rate' {} of 'dropout' must be a float tile, got {}",
+                        "operand 'rate' {} of 'dropout' must be a {} tile for {} data, got {}",
                         r.describe(),
+                        if x.dtype().is_float() {
+                            "float"
+                        } else {
+                            "float32"
+                        },
+                        x.dtype(),
                         r.dtype()
                     ),
                 );
@@ -231,7 +276,7 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
         Operand::Tile(_) => 0.0,
     };
     let dtype = x.dtype();
-    let out = ins.alloc(MemKind::Sbuf, dtype, x.shape());
+    let out = ins.output(dst, MemKind::Sbuf, dtype, x.shape(), true);
     let ov = out.view();
     let n = x.ap.shape.numel();
     let free = x.free_size().max(1);
@@ -244,7 +289,7 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
                 None => vec![scalar_rate],
             };
             let mut vals = Vec::with_capacity(n);
-            with_rng(&ins, |s| {
+            with_rng(ins, |s| {
                 s.draw(n, |k, b| {
                     let r = if rates.len() == 1 {
                         rates[0]
@@ -259,11 +304,11 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
         },
         || {
             if !ins.executes() {
-                with_rng(&ins, |s| s.draw(n, |_, _| {}));
+                with_rng(ins, |s| s.draw(n, |_, _| {}));
             }
             let mut reads = Regions::from([x.region()]);
             reads.extend(rate_tile.map(|r| r.region()));
-            ins.record_as(API, Engine::Vector, Opcode::Dropout)
+            ins.record_as(ins.api, Engine::Vector, Opcode::Dropout)
                 .size(x.partitions() as u32, x.free_size() as u32)
                 .dtypes(dtype, dtype)
                 .psum(x.mem() == MemKind::Psum)

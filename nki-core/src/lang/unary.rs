@@ -234,6 +234,7 @@ fn api_name(f: ActFn) -> &'static str {
         ActFn::Floor => "nl.floor",
         ActFn::Ceil => "nl.ceil",
         ActFn::Trunc => "nl.trunc",
+        ActFn::Prelu => "nl.prelu",
     }
 }
 

@@ -43,7 +43,8 @@ pub fn tensor_cost(spec: &TargetSpec, r: impl Into<CostFacts>) -> TensorCost {
     } else if r.opcode == Opcode::Transpose {
         spec.fp32_transpose_factor
     } else {
-        spec.fp32_matmul_factor
+        // Each operand with the one/zero hint halves it (SDK `nc_matmul`: "2x better").
+        (spec.fp32_matmul_factor >> r.matmul.map_or(0, |m| m.onezero)).max(1)
     };
     let mm_cycles = n_stat.min(spec.mm_init_cycles).max(n_mov) * factor;
     let ls_cycles = n_stat.div_ceil(spec.ls_speedup).max(1) * factor;
@@ -212,9 +213,17 @@ pub fn compute_cycles(spec: &TargetSpec, r: impl Into<CostFacts>) -> u64 {
 /// non-TensorE instruction, one `MIN_II`; a core barrier's semaphore write to the other core
 /// is assumed to take the documented cross-engine semaphore-to-start latency, the DMA fixed
 /// latency (hardware.md §2.5 [A S5], ~1.3 µs); waiting for the other core takes no engine
-/// time of its own (the wait is the dependency on the other core's arrival).
+/// time of its own (the wait is the dependency on the other core's arrival). A copy on GpSimdE
+/// (`sendrecv` through GpSimd's integrated DMA) takes GpSimd's instruction start-up plus its
+/// bytes at that DMA's bandwidth ([`TargetSpec::gpsimd_dma_bytes_per_ns`]); no latency figure
+/// is published for it, so none more is added \[A\].
 fn control_cycles(spec: &TargetSpec, r: &CostFacts) -> Option<u64> {
     match r.opcode {
+        Opcode::DmaCopy if r.engine == Engine::GpSimd => {
+            let bytes = r.partitions as f64 * r.free as f64 * r.in_dtype.size() as f64;
+            let ns = bytes / spec.gpsimd_dma_bytes_per_ns.max(f64::MIN_POSITIVE);
+            Some(spec.gpsimd_start + (ns * spec.gpsimd_ghz).ceil() as u64)
+        }
         Opcode::ScalarLoad | Opcode::ScalarStore | Opcode::LoopBranch => Some(spec.min_ii),
         Opcode::CoreBarrier => {
             Some((spec.dma_fixed_latency_ns * spec.engine_ghz(r.engine)).ceil() as u64)
@@ -254,7 +263,13 @@ mod tests {
         Instr {
             partitions: 128,
             free: n,
-            matmul: Some(MatmulDims { k: 128, m, n, fp32 }),
+            matmul: Some(MatmulDims {
+                k: 128,
+                m,
+                n,
+                fp32,
+                onezero: 0,
+            }),
             ..Instr::new(Engine::Tensor, Opcode::Matmul, "nisa.nc_matmul", loc())
         }
     }

@@ -271,6 +271,7 @@ mod tests {
                     m: 96,
                     n: 512,
                     fp32: false,
+                    onezero: 0,
                 }),
                 ..base(Engine::Tensor, Opcode::Matmul, "nisa.nc_matmul")
             },
