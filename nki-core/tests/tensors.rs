@@ -453,3 +453,96 @@ fn ap_of_an_hbm_view_is_absolute_on_the_tensor() {
         vec![1., 3., 5., 7., 9., 11., 13., 15.]
     );
 }
+
+/// Issue 19's "Done when" errors, with the op, the tensors, their shapes and the user's line
+/// each names (a wrong-shape and a wrong-dtype `dst` name the operand role, not the tensor:
+/// noted in the issue-19 report): a `dst` of the wrong shape, dtype and memory (dst-first
+/// forms), an `.ap`
+/// reaching outside its storage (on chip and in HBM), and an overlapping `address`. (The
+/// out-of-range gather index is tests/indirect_dma.rs's
+/// `an_out_of_range_index_under_oob_error_names_op_tensor_shape_and_line`.)
+#[test]
+fn issue_19_errors_name_the_op_tensors_shapes_and_line() {
+    use nki_core::nisa as isa;
+    let check = |e: &NkiError, op: &str, parts: &[&str], line: u32| {
+        assert!(e.op().contains(op), "op {op}: {e}");
+        for p in parts {
+            assert!(e.message().contains(p), "missing {p:?}: {e}");
+        }
+        let loc = e.location().expect("a location");
+        assert_eq!((loc.file, loc.line), (FILE, line), "{e}");
+        assert_eq!(e.program_id(), Some(&[0][..]), "{e}");
+    };
+    let line = Line::default();
+    let run = |f: &(dyn Fn() + Sync)| Launch::new(1).run(f).unwrap_err();
+    // A dst of the wrong shape.
+    let e = run(&|| {
+        let a = nl::zeros(&[4, 8], DType::F32, nl::sbuf.name("lhs"));
+        let b = nl::zeros(&[4, 8], DType::F32, nl::sbuf.name("rhs"));
+        let d = nl::ndarray(&[4, 6], DType::F32, nl::sbuf.name("out"));
+        line.set(line!() + 1);
+        isa::tensor_tensor(&d, &a, &b, isa::AluOp::Add, None);
+    });
+    // (The message names the operand role `dst` and both shapes, not the tensor's name.)
+    check(&e, "tensor_tensor", &["dst[4, 6]", "[4, 8]"], line.get());
+    // A dst of the wrong dtype: nc_matmul writes fp32 PSUM on trn2.
+    let e = run(&|| {
+        let w = nl::zeros(&[8, 4], DType::BF16, nl::sbuf.name("w"));
+        let x = nl::zeros(&[8, 16], DType::BF16, nl::sbuf.name("x"));
+        let acc = nl::ndarray(&[4, 16], DType::BF16, nl::psum.name("acc"));
+        line.set(line!() + 1);
+        isa::nc_matmul(&acc, &w, &x, None);
+    });
+    // (The message names the dtypes and targets, not the tensor or its shape.)
+    check(&e, "nc_matmul", &["dst", "bfloat16", "float32"], line.get());
+    // A dst in the wrong memory: nc_matmul writes PSUM.
+    let e = run(&|| {
+        let w = nl::zeros(&[8, 4], DType::BF16, nl::sbuf.name("w"));
+        let x = nl::zeros(&[8, 16], DType::BF16, nl::sbuf.name("x"));
+        let acc = nl::ndarray(&[4, 16], DType::F32, nl::sbuf.name("acc_sb"));
+        line.set(line!() + 1);
+        isa::nc_matmul(&acc, &w, &x, None);
+    });
+    assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
+    check(&e, "nc_matmul", &["acc_sb", "[4, 16]", "sbuf"], line.get());
+    // An .ap reaching outside its storage, on chip and in HBM.
+    let e = run(&|| {
+        let t = nl::ndarray(&[4, 8], DType::F32, nl::sbuf.name("tile_t"));
+        line.set(line!() + 1);
+        let _ = t.ap(&[[8, 5], [1, 8]], 0);
+    });
+    check(
+        &e,
+        "ap",
+        &["tile_t", "[4, 8]", "[[8, 5], [1, 8]]"],
+        line.get(),
+    );
+    let e = run(&|| {
+        let h = nl::ndarray(&[4, 8], DType::F32, nl::private_hbm.name("scratch"));
+        line.set(line!() + 1);
+        let _ = h.ap(&[[8, 4], [1, 8]], 1);
+    });
+    check(
+        &e,
+        "ap",
+        &["scratch", "[4, 8]", "[[8, 4], [1, 8]]"],
+        line.get(),
+    );
+    // An address overlapping a live tensor.
+    let e = run(&|| {
+        let _b = nl::ndarray(&[64, 256], DType::F32, nl::sbuf.name("b").address(0, 2048));
+        line.set(line!() + 1);
+        let _d = nl::ndarray(
+            &[32, 128],
+            DType::BF16,
+            nl::sbuf.name("d").address(32, 2560),
+        );
+    });
+    assert_eq!(e.kind(), ErrorKind::AddressOverlap, "{e}");
+    check(
+        &e,
+        "ndarray",
+        &["'d'", "'b'", "[32, 128]", "[64, 256]"],
+        line.get(),
+    );
+}
