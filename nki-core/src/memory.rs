@@ -363,7 +363,7 @@ impl MemoryTracker {
         };
         if let Some(o) = self.placed.iter().find(overlaps) {
             return Err(place(format!(
-                "{what} placed at partitions {partitions:?}, bytes {bytes:?} overlaps the live                  {} placed at partitions {:?}, bytes {:?} (allocated at {}): two live tensors                  cannot share {mem_name} bytes",
+                "{what} placed at partitions {partitions:?}, bytes {bytes:?} overlaps the live {} placed at partitions {:?}, bytes {:?} (allocated at {}): two live tensors cannot share {mem_name} bytes",
                 o.what, o.partitions, o.bytes, o.loc
             )));
         }

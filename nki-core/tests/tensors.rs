@@ -483,8 +483,12 @@ fn issue_19_errors_name_the_op_tensors_shapes_and_line() {
         line.set(line!() + 1);
         isa::tensor_tensor(&d, &a, &b, isa::AluOp::Add, None);
     });
-    // (The message names the operand role `dst` and both shapes, not the tensor's name.)
-    check(&e, "tensor_tensor", &["dst[4, 6]", "[4, 8]"], line.get());
+    check(
+        &e,
+        "tensor_tensor",
+        &["dst[4, 6]", "[4, 8]", "'out'"],
+        line.get(),
+    );
     // A dst of the wrong dtype: nc_matmul writes fp32 PSUM on trn2.
     let e = run(&|| {
         let w = nl::zeros(&[8, 4], DType::BF16, nl::sbuf.name("w"));
@@ -493,8 +497,12 @@ fn issue_19_errors_name_the_op_tensors_shapes_and_line() {
         line.set(line!() + 1);
         isa::nc_matmul(&acc, &w, &x, None);
     });
-    // (The message names the dtypes and targets, not the tensor or its shape.)
-    check(&e, "nc_matmul", &["dst", "bfloat16", "float32"], line.get());
+    check(
+        &e,
+        "nc_matmul",
+        &["dst", "bfloat16", "float32", "'acc'", "[4, 16]"],
+        line.get(),
+    );
     // A dst in the wrong memory: nc_matmul writes PSUM.
     let e = run(&|| {
         let w = nl::zeros(&[8, 4], DType::BF16, nl::sbuf.name("w"));

@@ -653,9 +653,10 @@ impl Op {
                     self.fail(
                         ErrorKind::ShapeMismatch,
                         format!(
-                            "destination dst{:?} of '{}' does not match the result shape {dims:?} (partitions and elements per partition must agree)",
+                            "destination dst{:?} of '{}' does not match the result shape {dims:?} (partitions and elements per partition must agree; dst is {})",
                             t.shape(),
-                            short(self.api)
+                            short(self.api),
+                            t.describe()
                         ),
                     );
                 }

@@ -424,7 +424,17 @@ fn matmul_rows<'d>(
         Dst::New(_) => DType::F32,
         Dst::Into(out) => out.dtype(),
     };
-    let (k, mm, n) = ins.check(check_matmul(api, ins.target(), &s, &m, dst_dtype, rows));
+    let checked = check_matmul(api, ins.target(), &s, &m, dst_dtype, rows);
+    // A dst of a dtype the target's matmul cannot write: the error names that tensor.
+    let checked = checked.map_err(|e| match &dst {
+        Dst::Into(out) if e.kind() == ErrorKind::DType => NkiError::new(
+            e.kind(),
+            e.op(),
+            format!("{} (dst is {})", e.message(), out.describe()),
+        ),
+        _ => e,
+    });
+    let (k, mm, n) = ins.check(checked);
     let out = match dst {
         // An accumulating matmul reads its new output (an uninitialised read).
         Dst::New(_) if acc => Output::New(ins.alloc(MemKind::Psum, DType::F32, &[mm, n])),
