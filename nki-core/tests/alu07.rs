@@ -16,7 +16,7 @@ use nki_core::nisa::{ActFn, Activate2Args, AluOp, Engine, ReduceArgs, TensorScal
 use nki_core::prelude::*;
 
 mod common;
-use common::{hbm, zeros, Rng};
+use common::{fails_on, hbm, zeros, Rng};
 
 /// Runs `body` once on `target`, writing into a fresh f32 output of `shape`; returns it.
 fn run_on(target: Target, shape: &[usize], body: impl Fn(&HbmOut<'_, f32>) + Sync) -> Vec<f32> {
@@ -26,16 +26,6 @@ fn run_on(target: Target, shape: &[usize], body: impl Fn(&HbmOut<'_, f32>) + Syn
         Launch::new(1).target(target).run(|| body(&o)).unwrap();
     }
     out.to_vec().unwrap()
-}
-
-/// Runs `body` once on `target`; it must fail with `kind`. Returns the error.
-fn fails_on(target: Target, kind: ErrorKind, body: impl Fn() + Sync) -> NkiError {
-    let e = Launch::new(1)
-        .target(target)
-        .run(body)
-        .expect_err("the kernel should fail");
-    assert_eq!(e.kind(), kind, "{e}");
-    e
 }
 
 /// Bit-exact equality, NaN equal to NaN, -0.0 different from 0.0.

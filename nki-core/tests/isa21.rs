@@ -9,7 +9,7 @@ use nki_core::nisa::{Engine, Opts};
 use nki_core::prelude::*;
 
 mod common;
-use common::{fails_with, hbm, Rng};
+use common::{fails_on, fails_with, hbm, Rng};
 
 /// Runs `body` once on `target`, writing into `out`; returns `out`'s elements.
 fn run_on<T: Element + Copy>(
@@ -22,16 +22,6 @@ fn run_on<T: Element + Copy>(
         Launch::new(1).target(target).run(|| body(&o)).unwrap();
     }
     out.to_vec().unwrap()
-}
-
-/// Runs `body` once on `target`; it must fail with `kind`. Returns the error.
-fn fails_on(target: Target, kind: ErrorKind, body: impl Fn() + Sync) -> NkiError {
-    let e = Launch::new(1)
-        .target(target)
-        .run(body)
-        .expect_err("the kernel should fail");
-    assert_eq!(e.kind(), kind, "{e}");
-    e
 }
 
 // ---- nc_stream_shuffle -------------------------------------------------------------------

@@ -92,6 +92,17 @@ pub fn fails_with(kind: ErrorKind, body: impl Fn() + Sync) -> NkiError {
     e
 }
 
+/// Runs `body` as a one-instance kernel on `target` that must fail with an error of `kind`;
+/// returns the error.
+pub fn fails_on(target: Target, kind: ErrorKind, body: impl Fn() + Sync) -> NkiError {
+    let e = Launch::new(1)
+        .target(target)
+        .run(body)
+        .expect_err("the kernel should fail");
+    assert_eq!(e.kind(), kind, "{e}");
+    e
+}
+
 /// NumPy `allclose(got, want, rtol, atol)` element by element (NaN == NaN, inf == inf);
 /// `what` names the check in the failure message.
 pub fn assert_close(got: &[f32], want: &[f32], rtol: f32, atol: f32, what: &str) {
