@@ -557,12 +557,18 @@ fn gpsimd_tensor_scalar_is_rsqrt_only_in_07_but_not_in_beta1() {
             msg.contains("only for rsqrt as op0") && msg.contains(op.name()),
             "{msg}"
         );
-        assert!(msg.contains("alu07.rs"), "the error names the user's line: {msg}");
+        assert!(
+            msg.contains("alu07.rs"),
+            "the error names the user's line: {msg}"
+        );
         // Beta 1: the same operator on GpSimdE computes `x op 2`.
         let got = run_on(Target::Trn2, &[p, f], |o| {
             let x = nl::load(&xh);
             let args = TensorScalarArgs::new().engine(Engine::GpSimd);
-            nl::store(o, &nki_core::nisa::classic::tensor_scalar(&x, op, 2.0, args));
+            nl::store(
+                o,
+                &nki_core::nisa::classic::tensor_scalar(&x, op, 2.0, args),
+            );
         });
         let want: Vec<f32> = xs
             .iter()
