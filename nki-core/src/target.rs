@@ -156,6 +156,12 @@ pub struct TargetSpec {
     /// back-to-back dependent activation measurement \[E S4/S23\].
     pub dependency_latency_cycles: u64,
     /// VectorE performance modes (2x/4x for bf16/fp16) exist \[E S2\].
+    ///
+    /// Tensor indirection (NeuronCore-v4 `tensor.indirect(index)`, an operand of the compute
+    /// instructions) has no documented cost: an instruction with an indirect operand is
+    /// costed as one with a strided one (not `contiguous`: VectorE's 2x mode instead of 4x)
+    /// over its `num_elem` elements per partition, reading the index as a per-partition
+    /// operand, its dependencies the whole indexed view and the index \[A\].
     pub vector_perf_modes: bool,
     /// Fixed time around every kernel launch, in ns: the pre- and postamble neuron-profile
     /// reports as `total_time - total_active_time` \[E S15\]. trn2: FITTED on calibration §3b

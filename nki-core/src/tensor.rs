@@ -522,6 +522,18 @@ impl Tensor {
         self.view().view_as(dtype)
     }
 
+    /// The tensor read or written through the free-dimension offsets in `index` (NKI 0.7
+    /// `tensor.indirect(index, num_elem)`, NeuronCore-v4 tensor indirection); see
+    /// [`TensorRef::indirect`].
+    #[track_caller]
+    pub fn indirect<'i>(
+        &'i self,
+        index: impl Into<TileRef<'i>>,
+        num_elem: impl Into<Option<usize>>,
+    ) -> TensorRef<'i> {
+        self.view().indirect(index, num_elem)
+    }
+
     /// The launch's storage of a shared-HBM tensor (what a kernel returns).
     fn returned(&self, loc: SourceLoc) -> Arc<HbmStorage> {
         match &self.repr {
@@ -738,6 +750,36 @@ impl<'a> TensorRef<'a> {
         match self {
             TensorRef::Chip(t) => t.describe(),
             TensorRef::Hbm(v) => v.describe(),
+        }
+    }
+}
+
+impl<'a> TensorRef<'a> {
+    /// The view read or written through the free-dimension offsets in `index` (NKI 0.7
+    /// `tensor.indirect(index, num_elem)`, NeuronCore-v4 tensor indirection): on chip
+    /// [`TileRef::indirect`]; an HBM tensor is an [`ErrorKind::InvalidArgument`] error
+    /// (tensor indirection addresses SBUF and PSUM; HBM gathers are DMAs,
+    /// [`HbmView::ap_indirect`] / `vector_select`).
+    #[track_caller]
+    pub fn indirect(
+        &self,
+        index: impl Into<TileRef<'a>>,
+        num_elem: impl Into<Option<usize>>,
+    ) -> TensorRef<'a> {
+        match self {
+            TensorRef::Chip(t) => TensorRef::Chip(t.indirect(index, num_elem)),
+            TensorRef::Hbm(v) => raise(
+                NkiError::new(
+                    ErrorKind::InvalidArgument,
+                    "indirect",
+                    format!(
+                        "tensor indirection addresses on-chip tensors (sbuf, psum), not HBM \
+                         tensor {}: gather HBM rows with a DMA (ap_indirect / vector_select)",
+                        v.describe()
+                    ),
+                ),
+                SourceLoc::caller(),
+            ),
         }
     }
 }

@@ -59,6 +59,9 @@ pub struct Tile {
     slot: u32,
     /// The name `nl::ndarray` gave it (NKI's `name=`), shown in errors.
     pub(crate) name: Option<Box<str>>,
+    /// The tensor indirections whose offsets this tile holds ([`TileRef::indirect_of`]): a
+    /// view carries the position of its own here, which keeps [`TileRef`] small.
+    ti: RefCell<Vec<TiSpec>>,
 }
 
 /// How a new tile starts.
@@ -153,6 +156,7 @@ impl Tile {
             owner,
             slot,
             name: None,
+            ti: RefCell::new(Vec::new()),
         }
     }
 
@@ -200,6 +204,7 @@ impl Tile {
                 strides: self.strides,
             },
             cast: None,
+            ind: None,
         }
     }
 
@@ -542,6 +547,10 @@ pub struct TileRef<'a> {
     /// The dtype the view reads the tile's bytes as, when `.ap(.., dtype)` reinterprets them
     /// (`ap` then counts elements of it); `None` for the tile's own dtype.
     pub(crate) cast: Option<DType>,
+    /// The NeuronCore-v4 tensor indirection of a view made by [`TileRef::indirect_of`]
+    /// (NKI 0.7 `tensor.indirect(index)`): `ap` is then the `[P, num_elem]` shape it presents,
+    /// and every read and write below goes through the offsets ([`Ti`]).
+    pub(crate) ind: Option<Ti<'a>>,
 }
 
 impl<'a> TileRef<'a> {
@@ -549,6 +558,7 @@ impl<'a> TileRef<'a> {
     #[track_caller]
     pub fn slice(&self, index: impl IntoIndex) -> TileRef<'a> {
         let loc = SourceLoc::caller();
+        self.direct("slice", loc);
         index.with_index(|index| {
             if let Some(Ix::Range { step, .. }) = index.first() {
                 if *step > 1 {
@@ -571,6 +581,7 @@ impl<'a> TileRef<'a> {
                     tile: self.tile,
                     ap,
                     cast: self.cast,
+                    ind: None,
                 },
                 Err(e) => raise(e, loc),
             }
@@ -665,6 +676,9 @@ impl<'a> TileRef<'a> {
     /// The view's region for instruction records.
     #[inline]
     pub(crate) fn region(&self) -> Region {
+        if let Some(base) = self.ti_base() {
+            return base.region(); // the whole indexed region
+        }
         if !self.is_whole() {
             return self.part_region();
         }
@@ -702,13 +716,15 @@ impl<'a> TileRef<'a> {
 
     /// True when the view is the whole tile.
     pub(crate) fn is_whole(&self) -> bool {
-        self.ap.offset == 0 && self.ap.shape == self.tile.shape && self.cast.is_none()
+        self.ap.offset == 0
+            && self.ap.shape == self.tile.shape
+            && self.cast.is_none()
+            && self.ind.is_none()
     }
 
     /// The flat index range of the view when it is one contiguous block of the tile.
     fn contiguous_range(&self) -> Option<std::ops::Range<usize>> {
-        self.ap
-            .is_contiguous()
+        (self.ap.is_contiguous() && self.ind.is_none())
             .then(|| self.ap.offset..self.ap.offset + self.ap.shape.numel())
     }
 
@@ -756,6 +772,12 @@ impl<'a> TileRef<'a> {
         loc: SourceLoc,
         f: impl FnOnce(&[f32]) -> R,
     ) -> R {
+        if self.ind.is_some() {
+            let v = self.ti_gather(op, loc);
+            let r = f(&v);
+            give_buf(v);
+            return r;
+        }
         self.check_init(op, loc);
         if let Some(c) = self.cast {
             let mut tmp = take_buf(self.ap.shape.numel());
@@ -807,6 +829,9 @@ impl<'a> TileRef<'a> {
         loc: SourceLoc,
         f: impl FnOnce(Rows<'_>) -> R,
     ) -> R {
+        if self.ind.is_some() {
+            return self.with_slots(op, loc, |v| f(Rows::packed(v, self.ap.shape)));
+        }
         self.check_init(op, loc);
         if let Some(src) = self.tile.in_place_values() {
             if let Some(rows) = self.rows_in(src.rows(self.tile.shape)) {
@@ -833,7 +858,7 @@ impl<'a> TileRef<'a> {
     /// The view's rows within `tile`, the rows of the whole tile, when each of the view's
     /// partitions is one contiguous run of a tile row.
     fn rows_in<'t>(&self, tile: Rows<'t>) -> Option<Rows<'t>> {
-        if self.cast.is_some() {
+        if self.cast.is_some() || self.ind.is_some() {
             return None;
         }
         let (offset, row_stride, col_stride) = self.ap.as_matrix()?;
@@ -890,6 +915,12 @@ impl<'a> TileRef<'a> {
     /// in place, without a copy.
     pub(crate) fn write_slots(&self, fill: impl FnOnce(&mut Vec<f32>)) {
         let n = self.ap.shape.numel();
+        if self.ind.is_some() {
+            let mut tmp = take_buf(n);
+            fill(&mut tmp);
+            assert_eq!(tmp.len(), n, "an op produced the wrong number of values");
+            return self.ti_scatter(tmp);
+        }
         if self.is_whole() && (!self.tile.init.get() || self.tile.in_place.borrow().is_some()) {
             // Nothing can be reading this tile (it is unwritten, or its values are read in
             // place and about to be replaced), so take its buffer out, fill it, and put it
@@ -921,6 +952,9 @@ impl<'a> TileRef<'a> {
 
     /// True when every element of the view has been written.
     pub(crate) fn is_written(&self) -> bool {
+        if let Some(base) = self.ti_base() {
+            return base.is_written();
+        }
         self.tile
             .first_unwritten(|| self.tile_ap(), || self.region())
             .is_none()
@@ -929,6 +963,9 @@ impl<'a> TileRef<'a> {
     /// Raises [`ErrorKind::UninitializedRead`] when an element of the view was never written
     /// (per element: a tile written in part is read only where it was written).
     pub(crate) fn check_init(&self, op: &'static str, loc: SourceLoc) {
+        if self.ind.is_some() {
+            return self.ti_check_init(op, loc);
+        }
         let Some(e) = self
             .tile
             .first_unwritten(|| self.tile_ap(), || self.region())
@@ -951,6 +988,9 @@ impl<'a> TileRef<'a> {
 
     /// Writes row-major slots of the tile's dtype into the view as they are.
     pub(crate) fn scatter_slots(&self, vals: Vec<f32>) {
+        if self.ind.is_some() {
+            return self.ti_scatter(vals);
+        }
         if self.is_whole() {
             self.tile.fill_pending.set(false);
             self.tile.drop_in_place();
@@ -974,6 +1014,10 @@ impl<'a> TileRef<'a> {
     /// Marks the tile written without touching values (estimate mode).
     #[inline]
     pub(crate) fn mark_written(&self) {
+        if let Some(base) = self.ti_base() {
+            // Estimate mode has no offsets: the whole indexed region counts as written.
+            return base.mark_written();
+        }
         let t = self.tile;
         if t.init.get() && !t.tracked.get() {
             return; // written already (an op's result starts so)
@@ -983,6 +1027,14 @@ impl<'a> TileRef<'a> {
 
     /// Description for messages.
     pub(crate) fn describe(&self) -> String {
+        if let Some((base, index, _)) = self.ti_parts() {
+            return format!(
+                "{} indirect through index {} ({} offsets)",
+                base.describe(),
+                index.describe(),
+                self.ap.shape.free()
+            );
+        }
         match self.cast {
             Some(c) => format!("{} (view {} as {c})", self.tile.describe(), self.ap.shape),
             None if self.ap.shape == self.tile.shape => self.tile.describe(),
@@ -1011,6 +1063,272 @@ impl std::fmt::Debug for TileRef<'_> {
 }
 
 pub(crate) use crate::memory::{give_buf, take_buf};
+
+/// One NeuronCore-v4 tensor indirection (NKI 0.7 `tensor.indirect(index, num_elem)`), kept
+/// in its index tile ([`Tile::ti`]).
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) struct TiSpec {
+    /// The indexed view: an offset `o` names free element `o` of each of its partitions
+    /// (its free dimensions flattened, row-major).
+    base: Ap,
+    /// The `[P, K]` view of the index tile holding the offsets.
+    index: Ap,
+}
+
+/// The tensor indirection of a [`TileRef`]: the index tile and the position of the
+/// [`TiSpec`] in it.
+#[derive(Clone, Copy)]
+pub(crate) struct Ti<'a> {
+    index: &'a Tile,
+    id: u32,
+}
+
+thread_local! {
+    /// The partition group `G` of the snake order of the instruction running on this thread
+    /// (16 on the Vector, Scalar and GpSimd Engines, 32 on the Tensor Engine), set by the op
+    /// funnel ([`set_ti_group`]) before an instruction with an indirect operand executes.
+    static TI_GROUP: Cell<usize> = const { Cell::new(16) };
+}
+
+/// Sets the partition group of the snake order for the instruction about to execute.
+pub(crate) fn set_ti_group(group: usize) {
+    TI_GROUP.with(|g| g.set(group));
+}
+
+/// Position `i` of the snake order over a `[rows, cols]` index in partition groups of
+/// `group`: down the `group` partitions of a group, one column after the other, then the next
+/// group (`index[i % G, i // G]` while `rows <= G`: NKI's formula; the continuation into the
+/// next group of partitions when `rows > G` is an assumption \[A\]). Returns `(row, col)`.
+pub(crate) fn snake(i: usize, rows: usize, cols: usize, group: usize) -> (usize, usize) {
+    let g = group.min(rows).max(1);
+    let (r, c) = (i % g, i / g);
+    ((c / cols) * g + r, c % cols)
+}
+
+/// The view of column `f` of `base`'s flattened free dimensions: `[P, 1]`.
+fn column_of(base: &Ap, f: usize) -> Ap {
+    let dims = base.shape.dims();
+    let (mut off, mut rem) = (base.offset as isize, f);
+    for d in (1..dims.len()).rev() {
+        off += (rem % dims[d]) as isize * base.strides[d];
+        rem /= dims[d];
+    }
+    let mut strides = [0isize; MAX_DIMS];
+    strides[0] = base.strides[0];
+    strides[1] = 1;
+    Ap {
+        offset: off as usize,
+        shape: Shape::of_valid(&[dims[0], 1]),
+        strides,
+    }
+}
+
+/// NeuronCore-v4 tensor indirection: making an indirect view, and reading and writing through
+/// one (every instruction's operand reads and writes above come here for such a view).
+impl<'a> TileRef<'a> {
+    /// This view indirect through the offsets in `index` (NKI 0.7
+    /// `tensor.indirect(index, num_elem)`): a view of shape `[P, num_elem]` whose element
+    /// `(p, i)` is free element `offset(i)` of partition `p` of this view (its free dimensions
+    /// flattened), `offset(i)` being `index` in snake order ([`snake`]). `index` is an integer
+    /// SBUF tensor `[P, K]` with this view's `P`; `num_elem` defaults to its size.
+    pub(crate) fn indirect_of(
+        &self,
+        index: TileRef<'a>,
+        num_elem: Option<usize>,
+    ) -> Result<TileRef<'a>> {
+        let bad = |msg: String| Err(NkiError::new(ErrorKind::InvalidArgument, "indirect", msg));
+        if self.ind.is_some() || index.ind.is_some() {
+            return bad(format!(
+                "{} cannot take another indirection (one per view; index {})",
+                self.describe(),
+                index.describe()
+            ));
+        }
+        if index.mem() != MemKind::Sbuf || !index.dtype().is_int() || index.cast.is_some() {
+            return bad(format!(
+                "the index of an indirect view of {} must be an integer SBUF tensor, got {}",
+                self.describe(),
+                index.describe()
+            ));
+        }
+        if index.partitions() != self.partitions() {
+            return bad(format!(
+                "the index {} of an indirect view of {} must have its {} partitions (index.shape[0] == self.shape[0])",
+                index.describe(),
+                self.describe(),
+                self.partitions()
+            ));
+        }
+        let size = index.ap.shape.numel();
+        let num = num_elem.unwrap_or(size);
+        if num == 0 || num > size {
+            return bad(format!(
+                "num_elem {num} of an indirect view of {} must be 1..={size}, the size of index {}",
+                self.describe(),
+                index.describe()
+            ));
+        }
+        let spec = TiSpec {
+            base: self.ap,
+            index: index.ap,
+        };
+        let mut specs = index.tile.ti.borrow_mut();
+        let id = match specs.iter().position(|s| *s == spec) {
+            Some(i) => i,
+            None => {
+                specs.push(spec);
+                specs.len() - 1
+            }
+        };
+        let mut strides = [0isize; MAX_DIMS];
+        strides[0] = self.ap.strides[0];
+        strides[1] = 1;
+        Ok(TileRef {
+            tile: self.tile,
+            ap: Ap {
+                offset: self.ap.offset,
+                shape: Shape::of_valid(&[self.partitions(), num]),
+                strides,
+            },
+            cast: self.cast,
+            ind: Some(Ti {
+                index: index.tile,
+                id: id as u32,
+            }),
+        })
+    }
+
+    /// Raises when this view is indirect: view operation `op` (at `loc`) takes direct views
+    /// only.
+    pub(crate) fn direct(&self, op: &'static str, loc: SourceLoc) {
+        if self.ind.is_some() {
+            raise(
+                NkiError::new(
+                    ErrorKind::InvalidArgument,
+                    op,
+                    format!(
+                        "{} is an indirect view: it is an instruction operand only; take views \
+                         of the tensor before .indirect()",
+                        self.describe()
+                    ),
+                ),
+                loc,
+            );
+        }
+    }
+
+    /// The indexed view, the index view and the spec of an indirect view.
+    pub(crate) fn ti_parts(&self) -> Option<(TileRef<'a>, TileRef<'a>, TiSpec)> {
+        let ti = self.ind?;
+        let spec = ti.index.ti.borrow()[ti.id as usize];
+        let base = TileRef {
+            tile: self.tile,
+            ap: spec.base,
+            cast: self.cast,
+            ind: None,
+        };
+        let index = TileRef {
+            tile: ti.index,
+            ap: spec.index,
+            cast: None,
+            ind: None,
+        };
+        Some((base, index, spec))
+    }
+
+    /// The indexed view of an indirect view (the region its instructions depend on).
+    pub(crate) fn ti_base(&self) -> Option<TileRef<'a>> {
+        self.ind?;
+        self.ti_parts().map(|(b, _, _)| b)
+    }
+
+    /// The free offsets of an indirect view, read from its index in snake order over the
+    /// partition group of the running instruction; an offset outside the indexed view's free
+    /// elements is an [`ErrorKind::OutOfBounds`] error of `op` at `loc`.
+    pub(crate) fn ti_offsets(&self, op: &'static str, loc: SourceLoc) -> Vec<usize> {
+        let Some((base, index, _)) = self.ti_parts() else {
+            return Vec::new();
+        };
+        let ids = index.gather_slots(op, loc);
+        let (rows, cols) = (index.partitions(), index.free_size());
+        let (group, free) = (TI_GROUP.with(Cell::get), base.free_size());
+        let dt = index.dtype();
+        let offsets = (0..self.free_size())
+            .map(|i| {
+                let (r, c) = snake(i, rows, cols, group);
+                let v = dt.int(ids[r * cols + c]);
+                if v < 0 || v as usize >= free {
+                    raise(
+                        NkiError::new(
+                            ErrorKind::OutOfBounds,
+                            op,
+                            format!(
+                                "offset {v} (element [{r}, {c}] of index {}, offset {i} in snake \
+                                 order over groups of {group} partitions) is outside the {free} \
+                                 free elements of {}",
+                                index.describe(),
+                                base.describe()
+                            ),
+                        ),
+                        loc,
+                    );
+                }
+                v as usize
+            })
+            .collect();
+        give_buf(ids);
+        offsets
+    }
+
+    /// Column `f` of the indexed view of an indirect view, a direct `[P, 1]` view.
+    fn ti_column(&self, base: &TileRef<'a>, f: usize) -> TileRef<'a> {
+        TileRef {
+            ap: column_of(&base.ap, f),
+            ..*base
+        }
+    }
+
+    /// The slots of an indirect view (row-major `[P, num_elem]`): a gather of the indexed
+    /// columns, each read as a direct view (so an unwritten element read is an error).
+    fn ti_gather(&self, op: &'static str, loc: SourceLoc) -> Vec<f32> {
+        let base = self.ti_base().expect("an indirect view");
+        let offsets = self.ti_offsets(op, loc);
+        let (p, n) = (self.partitions(), offsets.len());
+        let mut out = take_buf(p * n);
+        out.resize(p * n, 0.0);
+        for (i, &f) in offsets.iter().enumerate() {
+            self.ti_column(&base, f).with_slots(op, loc, |col| {
+                for (q, &v) in col.iter().enumerate() {
+                    out[q * n + i] = v;
+                }
+            });
+        }
+        out
+    }
+
+    /// Writes the row-major `[P, num_elem]` slots `vals` through an indirect view: a scatter
+    /// into the indexed columns (offsets in order, so a repeated offset keeps the last value
+    /// \[A\]). The offsets were checked by the instruction's funnel (`Op::indirection`).
+    fn ti_scatter(&self, vals: Vec<f32>) {
+        let base = self.ti_base().expect("an indirect view");
+        let offsets = self.ti_offsets("indirect", SourceLoc::caller());
+        let (p, n) = (self.partitions(), offsets.len());
+        for (i, &f) in offsets.iter().enumerate() {
+            let mut col = take_buf(p);
+            col.extend((0..p).map(|q| vals[q * n + i]));
+            self.ti_column(&base, f).scatter_slots(col);
+        }
+        give_buf(vals);
+    }
+
+    /// [`TileRef::check_init`] of an indirect view: its index, and each column it reads.
+    fn ti_check_init(&self, op: &'static str, loc: SourceLoc) {
+        let base = self.ti_base().expect("an indirect view");
+        for f in self.ti_offsets(op, loc) {
+            self.ti_column(&base, f).check_init(op, loc);
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -953,6 +953,7 @@ impl<'a> TileRef<'a> {
     #[track_caller]
     pub fn reshape(&self, dims: &[usize]) -> TileRef<'a> {
         let loc = SourceLoc::caller();
+        self.direct("reshape", loc);
         let what = self.tile.describe();
         let mut ap = or_raise(reshape(&self.ap, dims, &what), loc);
         if ap.shape.ndim() > 1 && ap.shape.partitions() == 1 {
@@ -964,6 +965,7 @@ impl<'a> TileRef<'a> {
             tile: self.tile,
             ap,
             cast: self.cast,
+            ind: None,
         }
     }
 
@@ -971,6 +973,7 @@ impl<'a> TileRef<'a> {
     #[track_caller]
     pub fn permute(&self, perm: &[usize]) -> TileRef<'a> {
         let loc = SourceLoc::caller();
+        self.direct("permute", loc);
         let what = self.tile.describe();
         let ap = or_raise(permute(&self.ap, perm, &what), loc);
         keep_partitions(&self.ap, &ap, "permute", &what, loc);
@@ -978,6 +981,7 @@ impl<'a> TileRef<'a> {
             tile: self.tile,
             ap,
             cast: self.cast,
+            ind: None,
         }
     }
 }
@@ -992,6 +996,7 @@ impl<'a> TileRef<'a> {
         f: impl FnOnce(&Ap, &str) -> Result<Ap>,
         loc: SourceLoc,
     ) -> TileRef<'a> {
+        self.direct(op, loc);
         let what = self.tile.describe();
         let ap = or_raise(f(&self.ap, &what), loc);
         keep_partitions(&self.ap, &ap, op, &what, loc);
@@ -1208,6 +1213,7 @@ impl<'a> TileRef<'a> {
             tile: self.tile,
             ap,
             cast: None,
+            ind: None,
         }
     }
 
@@ -1226,6 +1232,7 @@ impl<'a> TileRef<'a> {
             tile: self.tile,
             ap,
             cast: (dtype != self.tile.dtype()).then_some(dtype),
+            ind: None,
         }
     }
 }
@@ -1241,8 +1248,34 @@ impl<'a> TileRef<'a> {
     #[track_caller]
     pub fn view_as(&self, dtype: DType) -> TileRef<'a> {
         let loc = SourceLoc::caller();
+        self.direct("view", loc);
         let (pattern, offset) = or_raise(self.dtype_pattern(dtype), loc);
         self.ap_as(&pattern, offset, dtype)
+    }
+
+    /// This view read or written through the free-dimension offsets in `index` (NKI 0.7
+    /// `tensor.indirect(index, num_elem)`, NeuronCore-v4 tensor indirection): a view of shape
+    /// `[P, num_elem]` whose element `(p, i)` is free element `offset(i)` of partition `p` of
+    /// this view (its free dimensions flattened, row-major), as an instruction's input (a
+    /// gather) or its `dst` (a scatter; a repeated offset keeps the last value \[A\]).
+    /// `offset(i)` is `index[i % G, i // G]`, G being 16 on the Vector, Scalar and GpSimd
+    /// Engines and 32 on the Tensor Engine (the instruction's engine), continued over the
+    /// next `G` partitions of `index` when it has more \[A\]. `index` is an integer SBUF
+    /// tensor `[P, K]` with this view's `P`; `num_elem` (`None`: `index`'s size) is at most
+    /// its size. Any other index is an [`ErrorKind::InvalidArgument`] error here; a target
+    /// before trn3, a view or index not starting on a multiple of `G` partitions, or an
+    /// offset outside this view's free elements (when values are computed) is an error of
+    /// the instruction that takes the view. The view is an instruction operand only: slicing
+    /// or reshaping it is an error (take views before `.indirect`), and the DMA instructions
+    /// do not take it (they have their own gather/scatter, [`HbmView::ap_indirect`]).
+    #[track_caller]
+    pub fn indirect(
+        &self,
+        index: impl Into<TileRef<'a>>,
+        num_elem: impl Into<Option<usize>>,
+    ) -> TileRef<'a> {
+        let loc = SourceLoc::caller();
+        or_raise(self.indirect_of(index.into(), num_elem.into()), loc)
     }
 
     /// The `.ap_as` pattern and offset of [`TileRef::view_as`].
@@ -1302,6 +1335,16 @@ impl Tile {
     #[track_caller]
     pub fn view_as(&self, dtype: DType) -> TileRef<'_> {
         self.view().view_as(dtype)
+    }
+
+    /// [`TileRef::indirect`] of the whole tile.
+    #[track_caller]
+    pub fn indirect<'i>(
+        &'i self,
+        index: impl Into<TileRef<'i>>,
+        num_elem: impl Into<Option<usize>>,
+    ) -> TileRef<'i> {
+        self.view().indirect(index, num_elem)
     }
 
     /// [`TileRef::reshape`] of the whole tile.

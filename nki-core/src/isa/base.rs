@@ -155,7 +155,23 @@ pub(crate) fn dma_dims(hbm: &HbmView, tile: &TileRef, to_chip: bool) -> DmaDims 
 /// Whether a DMA's on-chip side `t` is read or written in whole partition rows (unit
 /// innermost stride, or one element per partition); a strided one moves element by element.
 pub(crate) fn dma_rows_contiguous(t: &TileRef) -> bool {
-    t.free_size() <= 1 || t.ap.inner_stride() == 1
+    unit_stride(t)
+}
+
+/// The regions of the index tiles of the indirect views among `ops`, which their instruction
+/// reads (tensor indirection).
+pub(crate) fn ti_index_regions(ops: &[&TileRef]) -> Vec<crate::record::Region> {
+    ops.iter()
+        .filter_map(|t| t.ti_parts().map(|(_, index, _)| index.region()))
+        .collect()
+}
+
+/// Whether the on-chip view `t` is read or written with a unit innermost stride (or one
+/// element per partition). An indirect view (tensor indirection) never is: its columns are
+/// wherever its offsets say, so it is costed as a strided access \[A: the docs give no figure
+/// for tensor indirection; see `TargetSpec` `vector_perf_modes`\].
+pub(crate) fn unit_stride(t: &TileRef) -> bool {
+    t.ind.is_none() && (t.free_size() <= 1 || t.ap.inner_stride() == 1)
 }
 
 /// The partition start-offset rule: more than 64 partitions start at 0; 33..=64 at 0 or 64;
@@ -684,7 +700,65 @@ impl Op {
         outs: &[&TileRef],
         exec: impl FnOnce(),
     ) {
+        if data
+            .iter()
+            .chain(extra)
+            .chain(outs)
+            .any(|t| t.ind.is_some())
+        {
+            let all: Vec<&TileRef> = data.iter().chain(extra).chain(outs).copied().collect();
+            self.indirection(site.engine, &all);
+        }
         self.issue(outs, exec, || self.compute_record(site, data, extra, outs));
+    }
+
+    /// THE check of NeuronCore-v4 tensor indirection (NKI 0.7 `tensor.indirect(index)`) for
+    /// an instruction on `engine` with operands `ops`, called by the funnel of every compute
+    /// instruction ([`Op::compute`]) and of the TensorE matmuls before they issue: an
+    /// indirect operand needs a NeuronCore-v4 target, its view and its index start on a
+    /// partition that is a multiple of the engine's group `G` (16 on the Vector, Scalar and
+    /// GpSimd Engines, 32, a quadrant, on the Tensor Engine) and have `P <= G` or a multiple
+    /// of `G` partitions \[A: "quadrant-aligned" read as aligned to the group\]; when
+    /// values are computed every offset it reads lies in its view's free elements. Sets the
+    /// snake order's group for the instruction's reads and writes.
+    pub(crate) fn indirection(&self, engine: Engine, ops: &[&TileRef]) {
+        let group = if engine == Engine::Tensor { 32 } else { 16 };
+        for t in ops {
+            let Some((base, index, _)) = t.ti_parts() else {
+                continue;
+            };
+            let target = self.target();
+            if target.spec().nc_version < 4 {
+                self.fail(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "operand {} of '{}' is an indirect view (tensor indirection), available only on NeuronCore-v4 (trn3), not on {target}",
+                        t.describe(),
+                        short(self.api)
+                    ),
+                );
+            }
+            let p = base.partitions();
+            for (what, v) in [("view", &base), ("index", &index)] {
+                if v.start_partition() % group != 0 || (p > group && p % group != 0) {
+                    self.fail(
+                        ErrorKind::PartitionOffset,
+                        format!(
+                            "the {what} {} of indirect operand {} of '{}' starts at partition {} with {p} partitions: tensor indirection on the {} Engine needs a start partition that is a multiple of {group} and at most {group} or a multiple of {group} partitions",
+                            v.describe(),
+                            t.describe(),
+                            short(self.api),
+                            v.start_partition(),
+                            engine.name()
+                        ),
+                    );
+                }
+            }
+            crate::tile::set_ti_group(group);
+            if self.executes() {
+                t.ti_offsets(self.api, self.loc);
+            }
+        }
     }
 
     /// The record of [`Op::compute`]: the sizes of the first data operand (or output), the
@@ -698,9 +772,18 @@ impl Op {
         outs: &[&TileRef],
     ) -> Instr {
         let main = data.first().or(outs.first()).expect("an operand");
-        let contiguous = |t: &&TileRef| t.free_size() <= 1 || t.ap.inner_stride() == 1;
+        let contiguous = |t: &&TileRef| unit_stride(t);
         let mut reads: Regions<3> = data.iter().map(|t| t.region()).collect();
         reads.extend(extra.iter().map(|t| t.region()));
+        if data
+            .iter()
+            .chain(extra)
+            .chain(outs)
+            .any(|t| t.ind.is_some())
+        {
+            let all: Vec<&TileRef> = data.iter().chain(extra).chain(outs).copied().collect();
+            reads.extend(ti_index_regions(&all));
+        }
         self.record(site.engine, site.opcode)
             .size(main.partitions() as u32, main.free_size() as u32)
             .inputs(data.len() as u8)

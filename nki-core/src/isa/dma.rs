@@ -427,11 +427,29 @@ pub fn dma_compute<'a, 'b>(
     transfer(&ins, dst, srcs, &opts);
 }
 
+/// A DMA does not take an on-chip view with tensor indirection (`.indirect`, an operand of
+/// the compute instructions); its own gather and scatter is `ap_indirect` / `vector_select`.
+fn direct_endpoint(ins: &Op, what: &str, end: &DmaEndpoint) {
+    if let DmaEndpoint::Tile(t) = end {
+        if t.ind.is_some() {
+            ins.fail(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "{what} {} of '{}' is an indirect view (tensor indirection), which the compute instructions take; a DMA gathers or scatters HBM rows with ap_indirect / vector_select",
+                    t.describe(),
+                    short(ins.api)
+                ),
+            );
+        }
+    }
+}
+
 /// The DMA builder: `dst = srcs[0]` (a copy: slots move untouched, a cast goes through fp32)
 /// or, for several sources, `dst = sum(srcs)` in fp32.
 fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
     let api = ins.api;
     for (what, end) in std::iter::once(("dst", &dst)).chain(srcs.iter().map(|s| ("src", s))) {
+        direct_endpoint(ins, what, end);
         if end.mem() == MemKind::Psum {
             ins.fail(ErrorKind::WrongMemory, format!(
                     "expected operand '{what}' of '{}' to be in address space 'hbm|sbuf', but got a tile in 'psum' instead ({}): DMA engines cannot access psum",
@@ -874,6 +892,7 @@ fn write_rows(
                     tile: t.tile,
                     ap: part(k, true, &t.ap),
                     cast: t.cast,
+                    ind: None,
                 };
                 v.scatter_slots(vals[k * n..(k + 1) * n].to_vec());
             }
@@ -970,6 +989,7 @@ pub fn dma_transpose<'a, 'b>(
     let ins = Op::begin("nisa.dma_transpose");
     let (dst, src) = (dst.dma_target(), src.dma_source());
     for (what, end) in [("dst", &dst), ("src", &src)] {
+        direct_endpoint(&ins, what, end);
         if end.mem() == MemKind::Psum {
             ins.fail(ErrorKind::WrongMemory, format!(
                     "expected operand '{what}' of 'dma_transpose' to be in address space 'hbm|sbuf', but got a tile in 'psum' instead ({}): DMA engines cannot access psum",

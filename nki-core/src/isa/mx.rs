@@ -170,6 +170,7 @@ pub fn nc_matmul_mx<'d, 'a, 'b, 's, 't>(
     check_scale(&ins, "moving_scale", &ms, k, n);
     expect_shape(&ins, "dst", &dst, [mm, n]);
     let acc = opts.accumulate.unwrap_or_else(|| dst.is_written());
+    ins.indirection(Engine::Tensor, &[&s, &m, &dst]);
     ins.issue(
         &[&dst],
         || {

@@ -456,6 +456,7 @@ fn matmul_rows<'d>(
         }
     };
     let ov = out.view();
+    ins.indirection(Engine::Tensor, &[&s, &m, &ov]);
     ins.issue(
         &[&ov],
         || matmul_tiles(ins, (k * rows, mm, n), (&s, &m, &ov), acc, rows == 1),
@@ -477,7 +478,7 @@ pub(crate) fn matmul_record(
 ) -> crate::record::Instr {
     // Built inline from an array in the common cases (no extra reads): this is on the
     // estimate hot path.
-    let reads: Regions<3> = match (extra, acc) {
+    let mut reads: Regions<3> = match (extra, acc) {
         ([], false) => [s.region(), m.region()].into(),
         ([], true) => [s.region(), m.region(), out.region()].into(),
         _ => {
@@ -489,6 +490,9 @@ pub(crate) fn matmul_record(
             reads
         }
     };
+    if [s, m, out].iter().any(|t| t.ind.is_some()) {
+        reads.extend(super::base::ti_index_regions(&[s, m, out]));
+    }
     ins.record_as(ins.api, Engine::Tensor, Opcode::Matmul)
         .size(k as u32, n as u32)
         .inputs(2)
@@ -582,7 +586,9 @@ fn matmul_tiles(
     let distinct = strided
         && !std::ptr::eq(s.tile, out.tile)
         && !std::ptr::eq(m.tile, out.tile)
-        && [s, m, out].iter().all(|t| t.cast.is_none());
+        && [s, m, out]
+            .iter()
+            .all(|t| t.cast.is_none() && t.ind.is_none());
     if let (true, DType::F32, Some(sa), Some(ma), Some(oa)) = (
         distinct,
         out.dtype(),

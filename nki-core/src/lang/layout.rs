@@ -159,6 +159,7 @@ pub fn expand_dims<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> TileRef<'a> {
             tile: x.tile,
             ap,
             cast: x.cast,
+            ind: None,
         },
         Err(msg) => raise(
             NkiError::new(
