@@ -204,7 +204,8 @@ impl<'a> TensorScalarArgs<'a> {
 /// one operator on VectorE).
 ///
 /// Both operators are arithmetic, or both bitvec (integer data, VectorE only). ScalarE needs
-/// trn2 or later and supports only `multiply`, `add` and `multiply` then `add`; GpSimdE cannot
+/// trn2 or later and supports only `multiply`, `add` and `multiply` then `add`; GpSimdE runs
+/// only `op0` rsqrt (NKI 0.7; the Beta-1 `classic` form runs any operator there) and cannot
 /// access PSUM. `dst` has `data`'s partitions and elements per partition; the result is
 /// rounded to its dtype (`args.dtype`, the classic form's output dtype, must be unset or
 /// `dst`'s).
@@ -220,6 +221,7 @@ pub fn tensor_scalar<'d, 'a>(
     let args = args.into().unwrap_or_default();
     let dst: TileRef = dst.into();
     dtype_is_dst(&ins, args.dtype, &dst);
+    super::alu_rules::gpsimd_rsqrt_only(&ins, op0, args.engine);
     tensor_scalar_to(
         &ins,
         Dst::Into(dst),
