@@ -1337,16 +1337,6 @@ impl Tile {
         self.view().view_as(dtype)
     }
 
-    /// [`TileRef::indirect`] of the whole tile.
-    #[track_caller]
-    pub fn indirect<'i>(
-        &'i self,
-        index: impl Into<TileRef<'i>>,
-        num_elem: impl Into<Option<usize>>,
-    ) -> TileRef<'i> {
-        self.view().indirect(index, num_elem)
-    }
-
     /// [`TileRef::reshape`] of the whole tile.
     #[track_caller]
     pub fn reshape(&self, dims: &[usize]) -> TileRef<'_> {

@@ -133,7 +133,7 @@ fn gathers_on_every_engine_family() {
             let (got, _) = run_on(Target::Trn3, mode, &[p, num], |o| {
                 let (x, i) = (nl::load(&xh), nl::load(&ih));
                 let d = nl::ndarray(&[p, num], DType::F32, nl::SBUF);
-                nisa::tensor_copy(&d, x.indirect(&i, None), Opts::new().engine(engine));
+                nisa::tensor_copy(&d, x.view().indirect(&i, None), Opts::new().engine(engine));
                 nl::store(o, &d);
             });
             // ScalarE copies through fp32, VectorE / GpSimdE copy bits: the same values.
@@ -159,7 +159,7 @@ fn gathers_on_every_engine_family() {
     let (got, _) = run_on(Target::Trn3, Mode::Execute, &[m, num], |o| {
         let (w, x, i) = (nl::load(&wh), nl::load(&xh2), nl::load(&ih));
         let acc = nl::ndarray(&[m, num], DType::F32, nl::PSUM);
-        nisa::nc_matmul(&acc, &w, x.indirect(&i, num), MatmulOpts::default());
+        nisa::nc_matmul(&acc, &w, x.view().indirect(&i, num), MatmulOpts::default());
         let s = nl::ndarray(&[m, num], DType::F32, nl::SBUF);
         nisa::tensor_copy(&s, &acc, None);
         nl::store(o, &s);
@@ -201,7 +201,7 @@ fn scatters_on_every_engine_family() {
         for mode in [Mode::Execute, Mode::Simulate] {
             let (got, _) = run_on(Target::Trn3, mode, &[p, f], |o| {
                 let (b, v, i) = (nl::load(&bh), nl::load(&vh), nl::load(&ih));
-                let dst = b.indirect(&i, None);
+                let dst = b.view().indirect(&i, None);
                 if engine == Engine::Scalar {
                     let args = TensorScalarArgs::new().engine(Engine::Scalar);
                     nisa::tensor_scalar(dst, &v, AluOp::Multiply, 2.0, args);
@@ -248,7 +248,7 @@ fn scatters_on_every_engine_family() {
             nisa::memset(&sevens, 7.0, None);
             nisa::tensor_copy(&acc, &sevens, None);
             let opts = MatmulOpts::default().accumulate(accumulate);
-            nisa::nc_matmul(acc.indirect(&i, n), &w, &x, opts);
+            nisa::nc_matmul(acc.view().indirect(&i, n), &w, &x, opts);
             let s = nl::ndarray(&[m, f], DType::F32, nl::SBUF);
             nisa::tensor_copy(&s, &acc, None);
             nl::store(o, &s);
@@ -285,8 +285,8 @@ fn other_instructions_take_indirect_operands() {
     let (got, _) = run_on(Target::Trn3, Mode::Execute, &[p, f], |o| {
         let (x, y, i) = (nl::load(&xh), nl::load(&yh), nl::load(&ih));
         nisa::tensor_tensor(
-            x.indirect(&i, None),
-            x.indirect(&i, None),
+            x.view().indirect(&i, None),
+            x.view().indirect(&i, None),
             &y,
             AluOp::Add,
             None,
@@ -305,7 +305,7 @@ fn other_instructions_take_indirect_operands() {
     let (got, _) = run_on(Target::Trn3, Mode::Execute, &[p, 1], |o| {
         let (x, i) = (nl::load(&xh), nl::load(&ih));
         let d = nl::ndarray(&[p, 1], DType::F32, nl::SBUF);
-        nisa::tensor_reduce(&d, AluOp::Maximum, x.indirect(&i, None), &[1], None);
+        nisa::tensor_reduce(&d, AluOp::Maximum, x.view().indirect(&i, None), &[1], None);
         nl::store(o, &d);
     });
     assert_bits(&got, &want, "tensor_reduce");
@@ -313,7 +313,7 @@ fn other_instructions_take_indirect_operands() {
     let (got, _) = run_on(Target::Trn3, Mode::Execute, &[p, num], |o| {
         let (x, i) = (nl::load(&xh), nl::load(&ih));
         let d = nl::ndarray(&[p, num], DType::F32, nl::SBUF);
-        nisa::activation(&d, ActFn::Exp, x.indirect(&i, None), None);
+        nisa::activation(&d, ActFn::Exp, x.view().indirect(&i, None), None);
         nl::store(o, &d);
     });
     for (j, (a, v)) in got.iter().zip(&g).enumerate() {
@@ -348,7 +348,7 @@ fn estimate_records_what_simulate_records() {
         let (_, latency) = run_on(Target::Trn3, mode, &[p, p * k], |o| {
             let (x, i) = (nl::load(x_h), nl::load(i_h));
             let d = nl::ndarray(&[p, p * k], DType::F32, nl::SBUF);
-            nisa::tensor_copy(&d, x.indirect(&i, None), None);
+            nisa::tensor_copy(&d, x.view().indirect(&i, None), None);
             nl::store(o, &d);
         });
         seen.push(latency.expect("a modelled time"));
@@ -371,7 +371,7 @@ fn misuse_is_a_clear_error() {
     let e = fails_on(Target::Trn3, ErrorKind::OutOfBounds, || {
         let (x, i) = (nl::load(&xh), nl::load(&ih));
         let d = nl::ndarray(&[p, p], DType::F32, nl::SBUF);
-        nisa::tensor_copy(&d, x.indirect(&i, None), None);
+        nisa::tensor_copy(&d, x.view().indirect(&i, None), None);
     });
     let msg = e.to_string();
     assert!(msg.contains("offset 40") && msg.contains("[3, 0]"), "{msg}");
@@ -383,7 +383,7 @@ fn misuse_is_a_clear_error() {
             let i = nl::ndarray(&[p, 1], DType::U32, nl::SBUF);
             nisa::memset(&i, 1.0, None);
             let d = nl::ndarray(&[p, p], DType::F32, nl::SBUF);
-            nisa::tensor_copy(&d, x.indirect(&i, None), None);
+            nisa::tensor_copy(&d, x.view().indirect(&i, None), None);
         });
         let msg = e.to_string();
         assert!(
@@ -401,7 +401,7 @@ fn misuse_is_a_clear_error() {
         nisa::memset(&x, 1.0, None);
         nisa::memset(&i, 1.0, None);
         let d = nl::ndarray(&[24, 24], DType::F32, nl::SBUF);
-        nisa::tensor_copy(&d, x.indirect(&i, None), None);
+        nisa::tensor_copy(&d, x.view().indirect(&i, None), None);
     });
     assert!(e.to_string().contains("multiple of 16") && line(&e), "{e}");
     // An index whose view starts at partition 8 (not a multiple of G).
@@ -411,7 +411,7 @@ fn misuse_is_a_clear_error() {
         nisa::memset(&x, 1.0, None);
         nisa::memset(&i, 1.0, None);
         let d = nl::ndarray(&[8, 8], DType::F32, nl::SBUF);
-        nisa::tensor_copy(&d, x.indirect(i.slice((8..16, ..)), None), None);
+        nisa::tensor_copy(&d, x.view().indirect(i.slice((8..16, ..)), None), None);
     });
     assert!(e.to_string().contains("starts at partition 8"), "{e}");
     // Wrong index: float, other partitions, num_elem too large.
@@ -423,7 +423,7 @@ fn misuse_is_a_clear_error() {
         let e = fails_on(Target::Trn3, ErrorKind::InvalidArgument, || {
             let x = nl::ndarray(&[16, 8], DType::F32, nl::SBUF);
             let i = nl::ndarray(&[rows, 1], idt, nl::SBUF);
-            let _ = x.indirect(&i, num);
+            let _ = x.view().indirect(&i, num);
         });
         assert!(e.to_string().contains("indirect") && line(&e), "{e}");
     }
@@ -431,7 +431,7 @@ fn misuse_is_a_clear_error() {
     let e = fails_on(Target::Trn3, ErrorKind::InvalidArgument, || {
         let x = nl::ndarray(&[16, 8], DType::F32, nl::SBUF);
         let i = nl::ndarray(&[16, 1], DType::U32, nl::SBUF);
-        let _ = x.indirect(&i, None).reshape(&[16, 2, 8]);
+        let _ = x.view().indirect(&i, None).reshape(&[16, 2, 8]);
     });
     assert!(
         e.to_string().contains("is an indirect view") && line(&e),
@@ -443,7 +443,7 @@ fn misuse_is_a_clear_error() {
         nisa::memset(&x, 1.0, None);
         nisa::memset(&i, 1.0, None);
         let out = nl::ndarray(&[16, 16], DType::F32, nl::shared_hbm);
-        nisa::dma_copy(&out, x.indirect(&i, None), None);
+        nisa::dma_copy(&out, x.view().indirect(&i, None), None);
     });
     assert!(e.to_string().contains("dma_copy") && line(&e), "{e}");
 }

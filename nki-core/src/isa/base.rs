@@ -158,6 +158,17 @@ pub(crate) fn dma_rows_contiguous(t: &TileRef) -> bool {
     unit_stride(t)
 }
 
+/// All the operands of a compute instruction when one of them is an indirect view (tensor
+/// indirection), else `None` (the common case, without allocating).
+fn indirect_operands<'r, 't>(
+    data: &[&'r TileRef<'t>],
+    extra: &[&'r TileRef<'t>],
+    outs: &[&'r TileRef<'t>],
+) -> Option<Vec<&'r TileRef<'t>>> {
+    let all = || data.iter().chain(extra).chain(outs).copied();
+    all().any(|t| t.ind.is_some()).then(|| all().collect())
+}
+
 /// The regions of the index tiles of the indirect views among `ops`, which their instruction
 /// reads (tensor indirection).
 pub(crate) fn ti_index_regions(ops: &[&TileRef]) -> Vec<crate::record::Region> {
@@ -700,13 +711,7 @@ impl Op {
         outs: &[&TileRef],
         exec: impl FnOnce(),
     ) {
-        if data
-            .iter()
-            .chain(extra)
-            .chain(outs)
-            .any(|t| t.ind.is_some())
-        {
-            let all: Vec<&TileRef> = data.iter().chain(extra).chain(outs).copied().collect();
+        if let Some(all) = indirect_operands(data, extra, outs) {
             self.indirection(site.engine, &all);
         }
         self.issue(outs, exec, || self.compute_record(site, data, extra, outs));
@@ -775,13 +780,7 @@ impl Op {
         let contiguous = |t: &&TileRef| unit_stride(t);
         let mut reads: Regions<3> = data.iter().map(|t| t.region()).collect();
         reads.extend(extra.iter().map(|t| t.region()));
-        if data
-            .iter()
-            .chain(extra)
-            .chain(outs)
-            .any(|t| t.ind.is_some())
-        {
-            let all: Vec<&TileRef> = data.iter().chain(extra).chain(outs).copied().collect();
+        if let Some(all) = indirect_operands(data, extra, outs) {
             reads.extend(ti_index_regions(&all));
         }
         self.record(site.engine, site.opcode)
