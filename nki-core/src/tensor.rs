@@ -359,6 +359,37 @@ fn hbm_tensor(ins: &Op, alloc: Alloc, dims: &[usize], dtype: DType) -> Tensor {
     }
 }
 
+/// A tensor in HBM holding `constant`, the row-major values of a `dims` tensor, converted
+/// to `dtype` (NKI `nl.shared_constant(constant, dtype)`: "create a new tensor filled with the
+/// data specified by data array"). The constant is data of the compiled kernel, in HBM before
+/// the kernel runs, like a kernel input: making it issues no instruction, and reading it is a
+/// DMA from HBM costed as any (`nisa::dma_copy(&tile, &c, None)`). It is shared by the
+/// launch's program instances as its name says, and read-only in intent (a write into it is
+/// not checked). A `constant` of another length than `dims` holds, or a shape NKI cannot
+/// have, is an error naming the op and the line.
+#[track_caller]
+pub fn shared_constant(dims: &[usize], constant: &[f32], dtype: DType) -> Tensor {
+    let ins = Op::begin("nl.shared_constant");
+    let shape = ins.check(Shape::new(dims));
+    if constant.len() != shape.numel() {
+        ins.fail(
+            ErrorKind::ShapeMismatch,
+            format!(
+                "a constant of shape {shape} holds {} elements, but {} values were given",
+                shape.numel(),
+                constant.len()
+            ),
+        );
+    }
+    let values = ins
+        .executes()
+        .then(|| constant.iter().map(|&v| dtype.slot(v)).collect());
+    let st = HbmStorage::new(dtype, shape, values);
+    Tensor {
+        repr: Repr::Hbm(HbmView::of(st, Ap::contiguous(shape)), Buffer::SharedHbm),
+    }
+}
+
 /// An NKI tensor (`NkiTensor`): storage in SBUF, PSUM or HBM with a shape, a dtype, a name
 /// and views. Made by `nl::ndarray(dims, dtype, nl::sbuf)` (or `nl::psum`,
 /// `nl::private_hbm`, `nl::shared_hbm`, with `.name(..)` / `.address(..)`).

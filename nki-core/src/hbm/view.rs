@@ -26,6 +26,11 @@ pub struct HbmView {
     /// The scalar register (its buffer id) this view's offset was read from
     /// (`scalar_offset`): a DMA of the view waits for that `scalar_load`.
     register: Option<std::num::NonZeroU64>,
+    /// Why the view is out of its tensor, when a dynamic offset (`scalar_offset`) moved it
+    /// outside: the view then keeps its unmoved pattern, a `dma_copy` of it fails under
+    /// `oob_mode=error` or skips the transfer under `oob_mode=skip` (NKI checks a dynamic
+    /// offset when the DMA runs), and any other access of its values is this error.
+    pub(crate) oob: Option<Arc<str>>,
 }
 
 impl HbmView {
@@ -35,6 +40,7 @@ impl HbmView {
             ap: st.whole,
             input,
             register: None,
+            oob: None,
         }
     }
 
@@ -45,6 +51,7 @@ impl HbmView {
             ap,
             input: false,
             register: None,
+            oob: None,
         }
     }
 
@@ -56,6 +63,7 @@ impl HbmView {
             ap,
             input: self.input,
             register: self.register,
+            oob: self.oob.clone(),
         }
     }
 
@@ -101,6 +109,7 @@ impl HbmView {
             ap: slice_ap(&self.st, &self.ap, index)?,
             input: self.input,
             register: self.register,
+            oob: self.oob.clone(),
         })
     }
 
@@ -118,6 +127,7 @@ impl HbmView {
                 ap,
                 input,
                 register: None,
+                oob: None,
             },
             Err(e) => crate::abort::raise(e, loc),
         }
@@ -157,7 +167,7 @@ impl HbmView {
     /// memory (`Hbm::with_borrowed`), and tensors the running launch accesses as an output
     /// (through another view), which it writes in place.
     pub(crate) fn share_rows(&self) -> Option<(Values, usize, usize)> {
-        if !self.input {
+        if !self.input || self.oob.is_some() {
             return None;
         }
         let launch = super::shared::current_instance().map_or(0, |k| k.0);
@@ -174,6 +184,19 @@ impl HbmView {
         };
         let g = self.st.read();
         Some((g.values.as_ref()?.share()?, offset, row_stride))
+    }
+
+    /// The error of accessing the values of a view a dynamic offset moved outside its tensor
+    /// (see `oob`), as op `op`.
+    pub(crate) fn in_bounds(&self, op: &'static str) -> Result<()> {
+        match &self.oob {
+            None => Ok(()),
+            Some(why) => Err(crate::error::NkiError::new(
+                crate::error::ErrorKind::OutOfBounds,
+                op,
+                why.to_string(),
+            )),
+        }
     }
 
     /// Human-readable description for messages: `hbm3[0:128, 0:512]`.

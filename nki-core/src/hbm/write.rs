@@ -48,6 +48,7 @@ pub(crate) fn write_slice(
     loc: SourceLoc,
 ) -> Result<()> {
     let st = &dst.st;
+    dst.in_bounds("store")?;
     if !st.has_data() {
         return Err(no_data(st, "store"));
     }
@@ -322,6 +323,7 @@ impl HbmView {
     /// Waits while a store or atomic update of overlapping elements copies values (see
     /// `reading`).
     pub(crate) fn gather_into(&self, op: &'static str, out: &mut Vec<f32>) -> Result<()> {
+        self.in_bounds(op)?;
         reading(self, || {
             let g = self.st.read();
             let vals = g.values.as_ref().ok_or_else(|| no_data(&self.st, op))?;

@@ -463,9 +463,12 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
         }
         // HBM accesses are tagged in every mode: estimate mode tracks races without values.
         if let DmaEndpoint::Hbm(v) = src {
-            ins.track_load(v, api);
+            if v.oob.is_none() {
+                ins.track_load(v, api);
+            }
         }
     }
+    let skip = dynamic_oob(ins, opts, &dst, srcs);
     if matches!(dst, DmaEndpoint::Indirect(_))
         || srcs.iter().any(|s| matches!(s, DmaEndpoint::Indirect(_)))
     {
@@ -488,6 +491,9 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
     ins.issue(
         &tile_out,
         || {
+            if skip {
+                return; // oob_mode=skip: no element moves, dst keeps its values
+            }
             let vals = if let [src] = srcs {
                 // Slots move untouched (bit-exact); a cast goes through fp32.
                 let mut vals = read(src);
@@ -522,11 +528,44 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
             r
         },
     );
-    if !ins.executes() {
+    if !ins.executes() && !skip {
         if let (DmaEndpoint::Hbm(v), Some((wid, shared))) = (&dst, &writer) {
             ins.check(crate::hbm::write::track(v, *wid, shared, ins.loc));
         }
     }
+}
+
+/// A dynamic offset (`scalar_offset`, a tensor-index `select`) that moved an HBM side of a
+/// DMA outside its tensor, checked when the DMA runs as NKI 0.7 does: under
+/// `oob_mode=error` an [`ErrorKind::OutOfBounds`] error naming the op, both sides and the
+/// offset; under `oob_mode=skip` true (the transfer is skipped, still issued and costed).
+fn dynamic_oob(ins: &Op, opts: &DmaOpts, dst: &DmaEndpoint, srcs: &[DmaEndpoint]) -> bool {
+    let sides = std::iter::once(("dst", dst)).chain(srcs.iter().map(|s| ("src", s)));
+    let Some((what, why)) = sides
+        .filter_map(|(what, end)| match end {
+            DmaEndpoint::Hbm(v) => v.oob.as_ref().map(|why| (what, why)),
+            _ => None,
+        })
+        .next()
+    else {
+        return false;
+    };
+    if opts.oob_mode == OobMode::Skip {
+        return true;
+    }
+    ins.fail(
+        ErrorKind::OutOfBounds,
+        format!(
+            "{what} of '{}' is out of bounds: {why}; dst {}, src {} (oob_mode=error; \
+             oob_mode=skip skips the transfer)",
+            short(ins.api),
+            dst.describe(),
+            srcs.iter()
+                .map(|s| s.describe())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    )
 }
 
 /// With software or hardware DGE, the descriptor generation that precedes the transfer: one

@@ -316,9 +316,12 @@ impl crate::hbm::HbmView {
     /// The view moved by a scalar along dimension `indirect_dim` of the tensor (NKI 0.7
     /// `tensor.ap(pattern, offset, scalar_offset=s, indirect_dim=d)`): element `e` of the new
     /// view is element `e + s * stride_d` of the tensor's row-major storage, where `stride_d`
-    /// is the tensor's stride of dimension `d` (`s` rows when `d = 0`). The moved view must
-    /// stay inside the tensor ([`ErrorKind::OutOfBounds`] naming the tensor, the scalar's
-    /// value and the line otherwise).
+    /// is the tensor's stride of dimension `d` (`s` rows when `d = 0`). As in NKI 0.7, a moved
+    /// view outside the tensor is checked when the DMA runs: `nisa::dma_copy` of it is an
+    /// [`ErrorKind::OutOfBounds`] error naming the op, the tensors, the scalar's value and the
+    /// line under `oob_mode=error`, and skips the transfer (the destination keeps its values;
+    /// the DMA is still issued and costed) under `oob_mode=skip`; any other use of its values
+    /// (`nl::load`, `nl::store`, ...) is that error.
     ///
     /// In estimate mode a scalar read from a tile has no value: the view is taken unmoved.
     /// The DMA's size and cost do not depend on the offset; only the region its record
@@ -353,7 +356,7 @@ impl crate::hbm::HbmView {
         let shift = v * stride;
         let numel = self.st.shape.numel() as i64;
         if lo as i64 + shift < 0 || hi as i64 + shift > numel {
-            fail(format!(
+            let why = format!(
                 "scalar_offset {v} along dimension {indirect_dim} of tensor {} {:?} moves the \
                  view of shape {:?} (elements {lo}..{hi}) to elements {}..{}, outside the \
                  tensor's {numel}",
@@ -362,7 +365,10 @@ impl crate::hbm::HbmView {
                 self.shape(),
                 lo as i64 + shift,
                 hi as i64 + shift
-            ));
+            );
+            let mut out = self.clone().after_register(s.register());
+            out.oob = Some(why.into());
+            return out;
         }
         ap.offset = (ap.offset as i64 + shift) as usize;
         self.with_ap(ap).after_register(s.register())

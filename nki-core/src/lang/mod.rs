@@ -62,7 +62,9 @@ pub const SBUF: MemKind = MemKind::Sbuf;
 /// NKI `nl.psum` (the Beta-1 form: `nl::ndarray(.., nl::PSUM)` gives a [`Tile`](crate::tile::Tile)).
 pub const PSUM: MemKind = MemKind::Psum;
 
-pub use crate::tensor::{is_hbm, is_on_chip, is_psum, is_sbuf, Alloc, Buffer, Tensor, TensorRef};
+pub use crate::tensor::{
+    is_hbm, is_on_chip, is_psum, is_sbuf, shared_constant, Alloc, Buffer, Tensor, TensorRef,
+};
 
 /// NKI 0.7 `nl.sbuf`: `nl::ndarray(dims, dtype, nl::sbuf)` gives a [`Tensor`] in SBUF.
 #[allow(non_upper_case_globals)]
