@@ -69,6 +69,7 @@
 // tests/module_cycles.rs).
 mod abort;
 mod access;
+mod builder;
 mod context;
 mod dialect;
 mod dtype;

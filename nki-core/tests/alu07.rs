@@ -535,3 +535,61 @@ fn nisa_dropout_writes_what_nl_dropout_returns() {
         nisa::dropout(&d, &x, &r);
     });
 }
+
+/// NKI 0.7's `tensor_scalar(engine=gpsimd)` is "only allowed for rsqrt": the dst-first form
+/// rejects a binary `op0` on GpSimdE (naming the rule and the line), while the Beta-1 form
+/// (`nisa::classic::tensor_scalar`, whose documentation has no such rule) keeps computing it
+/// there, with the same values as on VectorE.
+#[test]
+fn gpsimd_tensor_scalar_is_rsqrt_only_in_07_but_not_in_beta1() {
+    let (p, f) = (8, 16);
+    let xs = edge_values(p * f, 29);
+    let xh = hbm(&[p, f], xs.clone());
+    for op in [AluOp::Add, AluOp::Multiply, AluOp::Maximum] {
+        let e = fails_on(Target::Trn2, ErrorKind::InvalidArgument, || {
+            let x = nl::load(&xh);
+            let d = nl::ndarray(&[p, f], DType::F32, nl::SBUF);
+            let args = TensorScalarArgs::new().engine(Engine::GpSimd);
+            nisa::tensor_scalar(&d, &x, op, 2.0, args);
+        });
+        let msg = e.to_string();
+        assert!(
+            msg.contains("only for rsqrt as op0") && msg.contains(op.name()),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("alu07.rs"),
+            "the error names the user's line: {msg}"
+        );
+        // Beta 1: the same operator on GpSimdE computes `x op 2`.
+        let got = run_on(Target::Trn2, &[p, f], |o| {
+            let x = nl::load(&xh);
+            let args = TensorScalarArgs::new().engine(Engine::GpSimd);
+            nl::store(
+                o,
+                &nki_core::nisa::classic::tensor_scalar(&x, op, 2.0, args),
+            );
+        });
+        let want: Vec<f32> = xs
+            .iter()
+            .map(|&x| match op {
+                AluOp::Add => x + 2.0,
+                AluOp::Multiply => x * 2.0,
+                _ => {
+                    if x.is_nan() {
+                        x
+                    } else {
+                        x.max(2.0)
+                    }
+                }
+            })
+            .collect();
+        // NaN propagation of max is the engine's; compare the non-NaN inputs bit-exactly.
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            if xs[i].is_nan() {
+                continue;
+            }
+            assert_eq!(g.to_bits(), w.to_bits(), "{op}: [{i}] {g} vs {w}");
+        }
+    }
+}

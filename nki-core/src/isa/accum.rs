@@ -13,6 +13,7 @@
 
 use super::base::{per_partition_shape, short, PerPartition};
 use super::{AluOp, Operand};
+use crate::builder::setters;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -200,35 +201,19 @@ impl<'a> ReduceArgs<'a> {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Reads the registers out into the `[P, 1]` tile `t` after the instruction.
-    pub fn reduce_res(mut self, t: impl Into<TileRef<'a>>) -> Self {
-        self.reduce_res = Some(t.into());
-        self
-    }
-    /// Sets the register command.
-    pub fn cmd(mut self, cmd: ReduceCmd) -> Self {
-        self.reduce_cmd = Some(cmd);
-        self
-    }
-    /// Sets `load_reduce`'s value (a scalar or a `[P, 1]` fp32 tile).
-    pub fn init(mut self, v: impl Into<Operand<'a>>) -> Self {
-        self.reduce_init = Some(v.into());
-        self
-    }
-    /// Negates the value written to `reduce_res`.
-    pub fn negate(mut self) -> Self {
-        self.reduce_res_negate = true;
-        self
-    }
-    /// Reverses the predicate.
-    pub fn reverse_pred(mut self) -> Self {
-        self.reverse_pred = true;
-        self
-    }
-    /// Sets the index of the first free element.
-    pub fn range_start(mut self, start: i64) -> Self {
-        self.range_start = start;
-        self
+    setters! {
+        /// Reads the registers out into the `[P, 1]` tile `t` after the instruction.
+        reduce_res(t: impl Into<TileRef<'a>>) => reduce_res = Some(t.into());
+        /// Sets the register command.
+        cmd(cmd: ReduceCmd) => reduce_cmd = Some(cmd);
+        /// Sets `load_reduce`'s value (a scalar or a `[P, 1]` fp32 tile).
+        init(v: impl Into<Operand<'a>>) => reduce_init = Some(v.into());
+        /// Negates the value written to `reduce_res`.
+        negate() => reduce_res_negate = true;
+        /// Reverses the predicate.
+        reverse_pred() => reverse_pred = true;
+        /// Sets the index of the first free element.
+        range_start(start: i64) => range_start = start;
     }
 }
 

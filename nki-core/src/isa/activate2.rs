@@ -18,6 +18,7 @@
 use super::accum::{scalar_accum, ReduceCmd};
 use super::base::{PerPartition, Site};
 use super::{ActFn, AluOp, Operand};
+use crate::builder::setters;
 use crate::context::Op;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};
@@ -45,30 +46,17 @@ impl<'a> Activate2Args<'a> {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Reverses `op0`'s operands.
-    pub fn reverse0(mut self) -> Self {
-        self.reverse0 = true;
-        self
-    }
-    /// Reverses `op1`'s operands.
-    pub fn reverse1(mut self) -> Self {
-        self.reverse1 = true;
-        self
-    }
-    /// Reduces the results with `op` into the registers as `cmd` says.
-    pub fn reduce(mut self, op: AluOp, cmd: ReduceCmd) -> Self {
-        self.reduce = Some((op, cmd));
-        self
-    }
-    /// Reads the registers out into the `[P, 1]` tile `t`.
-    pub fn reduce_res(mut self, t: impl Into<TileRef<'a>>) -> Self {
-        self.reduce_res = Some(t.into());
-        self
-    }
-    /// Sets `relu_param` (a scalar or a `[P, 1]` tile): `prelu`'s slope below zero.
-    pub fn relu_param(mut self, alpha: impl Into<Operand<'a>>) -> Self {
-        self.relu_param = Some(alpha.into());
-        self
+    setters! {
+        /// Reverses `op0`'s operands.
+        reverse0() => reverse0 = true;
+        /// Reverses `op1`'s operands.
+        reverse1() => reverse1 = true;
+        /// Reduces the results with `op` into the registers as `cmd` says.
+        reduce(op: AluOp, cmd: ReduceCmd) => reduce = Some((op, cmd));
+        /// Reads the registers out into the `[P, 1]` tile `t`.
+        reduce_res(t: impl Into<TileRef<'a>>) => reduce_res = Some(t.into());
+        /// Sets `relu_param` (a scalar or a `[P, 1]` tile): `prelu`'s slope below zero.
+        relu_param(alpha: impl Into<Operand<'a>>) => relu_param = Some(alpha.into());
     }
 }
 

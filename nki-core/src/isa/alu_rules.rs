@@ -11,8 +11,11 @@
 //!   docs accept them "as op0" only).
 //! - **GpSimdE** runs `tensor_scalar` with a unary operator only for `rsqrt` (the `engine`
 //!   parameter: "gpsimd (only allowed for rsqrt)"; the operator table's engine-selection
-//!   note: `tensor_scalar(op0=nl.rsqrt, operand0=0.0)` on GpSimdE). Binary operators keep
-//!   running there as before.
+//!   note: `tensor_scalar(op0=nl.rsqrt, operand0=0.0)` on GpSimdE). In the 0.7 dst-first
+//!   `nisa::tensor_scalar` that is the whole rule: `engine=gpsimd` with any other `op0`, binary
+//!   ones included, is an error ([`gpsimd_rsqrt_only`]). The Beta-1 forms
+//!   (`nisa::classic::tensor_scalar`), whose documentation lists GpSimdE beside VectorE and
+//!   ScalarE with no operator restriction, keep running binary operators there.
 
 use super::base::{short, Operand};
 use crate::context::Op;
@@ -86,6 +89,23 @@ pub(crate) fn op0(ins: &Op, op: AluOp, operand0: &Operand, engine: Engine) {
             ErrorKind::InvalidArgument,
             format!(
                 "'{}' runs a unary op0 on the GpSimd Engine only for rsqrt, not '{op}'; use the Vector Engine",
+                short(ins.api)
+            ),
+        );
+    }
+}
+
+/// NKI 0.7's `engine` rule of `tensor_scalar`: "gpsimd (only allowed for rsqrt)", so on
+/// GpSimdE `op0` must be `rsqrt` (the 0.7 dst-first form only; the Beta-1 forms allowed any
+/// operator there). `op1` is not restricted by the documentation and is not checked.
+pub(crate) fn gpsimd_rsqrt_only(ins: &Op, op0: AluOp, engine: Engine) {
+    if engine == Engine::GpSimd && op0 != AluOp::Rsqrt {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'{}' runs on the GpSimd Engine only for rsqrt as op0 (NKI 0.7: engine=gpsimd is \
+                 \"only allowed for rsqrt\"), not '{op0}'; use the Vector or Scalar Engine (the \
+                 Beta-1 nisa::classic::tensor_scalar still runs other operators there)",
                 short(ins.api)
             ),
         );

@@ -4,6 +4,7 @@
 use super::base::{dma_dims, dma_rows_contiguous, short};
 pub use super::dma_indirect::IndirectAp;
 use crate::access::{Ap, Ix};
+use crate::builder::setters;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::dtype::Element;
@@ -247,30 +248,17 @@ impl DmaOpts {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Sets the DGE mode.
-    pub fn dge_mode(mut self, mode: DgeMode) -> Self {
-        self.dge_mode = mode;
-        self
-    }
-    /// Sets the out-of-bounds mode.
-    pub fn oob_mode(mut self, mode: OobMode) -> Self {
-        self.oob_mode = mode;
-        self
-    }
-    /// Sets the engine that issues the transfer.
-    pub fn engine(mut self, engine: Engine) -> Self {
-        self.engine = Some(engine);
-        self
-    }
-    /// Sets the QoS priority (0..=3).
-    pub fn priority(mut self, priority: u8) -> Self {
-        self.priority = Some(priority);
-        self
-    }
-    /// Sets `dma_compute`'s `unique_indices`.
-    pub fn unique_indices(mut self, unique: bool) -> Self {
-        self.unique_indices = unique;
-        self
+    setters! {
+        /// Sets the DGE mode.
+        dge_mode(mode: DgeMode) => dge_mode = mode;
+        /// Sets the out-of-bounds mode.
+        oob_mode(mode: OobMode) => oob_mode = mode;
+        /// Sets the engine that issues the transfer.
+        engine(engine: Engine) => engine = Some(engine);
+        /// Sets the QoS priority (0..=3).
+        priority(priority: u8) => priority = Some(priority);
+        /// Sets `dma_compute`'s `unique_indices`.
+        unique_indices(unique: bool) => unique_indices = unique;
     }
 }
 

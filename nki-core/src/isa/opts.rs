@@ -8,6 +8,7 @@
 //! instruction, is not an option field: [`crate::nisa::named`] names the instructions its
 //! closure issues.
 
+use crate::builder::setters;
 use crate::record::Engine;
 
 /// The options of an instruction whose only 0.7 keyword (besides `name`) is `engine`:
@@ -51,11 +52,10 @@ impl Opts {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Runs the instruction on `engine` (an engine the instruction does not run on is an
-    /// error naming the ones it does).
-    pub fn engine(mut self, engine: Engine) -> Self {
-        self.engine = Some(engine);
-        self
+    setters! {
+        /// Runs the instruction on `engine` (an engine the instruction does not run on is an
+        /// error naming the ones it does).
+        engine(engine: Engine) => engine = Some(engine);
     }
 }
 
@@ -72,10 +72,9 @@ impl ReduceOpts {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Negates the result.
-    pub fn negate(mut self) -> Self {
-        self.negate = true;
-        self
+    setters! {
+        /// Negates the result.
+        negate() => negate = true;
     }
 }
 
@@ -125,36 +124,19 @@ impl MatmulOpts {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Sets `accumulate` (`true`: always add into `dst`; `false`: always overwrite it).
-    pub fn accumulate(mut self, accumulate: bool) -> Self {
-        self.accumulate = Some(accumulate);
-        self
-    }
-    /// Makes the matmul a transpose (NKI `is_transpose=True`).
-    pub fn transpose(mut self) -> Self {
-        self.is_transpose = true;
-        self
-    }
-    /// Runs on the PE tile of `size` (rows, columns) starting at `position` (NKI
-    /// `tile_position=`, `tile_size=`).
-    pub fn tile(mut self, position: (usize, usize), size: (usize, usize)) -> Self {
-        self.tile_position = Some(position);
-        self.tile_size = Some(size);
-        self
-    }
-    /// Sets the performance mode (NKI `perf_mode=`).
-    pub fn perf_mode(mut self, mode: MatmulPerfMode) -> Self {
-        self.perf_mode = mode;
-        self
-    }
-    /// Sets NKI's `is_stationary_onezero=True`.
-    pub fn stationary_onezero(mut self) -> Self {
-        self.is_stationary_onezero = true;
-        self
-    }
-    /// Sets NKI's `is_moving_onezero=True`.
-    pub fn moving_onezero(mut self) -> Self {
-        self.is_moving_onezero = true;
-        self
+    setters! {
+        /// Sets `accumulate` (`true`: always add into `dst`; `false`: always overwrite it).
+        accumulate(accumulate: bool) => accumulate = Some(accumulate);
+        /// Makes the matmul a transpose (NKI `is_transpose=True`).
+        transpose() => is_transpose = true;
+        /// Runs on the PE tile of `size` (rows, columns) starting at `position` (NKI
+        /// `tile_position=`, `tile_size=`).
+        tile(position: (usize, usize), size: (usize, usize)) => tile_position = Some(position), tile_size = Some(size);
+        /// Sets the performance mode (NKI `perf_mode=`).
+        perf_mode(mode: MatmulPerfMode) => perf_mode = mode;
+        /// Sets NKI's `is_stationary_onezero=True`.
+        stationary_onezero() => is_stationary_onezero = true;
+        /// Sets NKI's `is_moving_onezero=True`.
+        moving_onezero() => is_moving_onezero = true;
     }
 }

@@ -5,6 +5,7 @@ use super::accum::{scalar_accum, AccumUse, ReduceCmd};
 use super::base::{per_partition_shape, short, Dst, Output, Site};
 use super::vector::dtype_is_dst;
 use super::{ActFn, AluOp, Operand};
+use crate::builder::setters;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -72,32 +73,19 @@ impl<'a> ActivationArgs<'a> {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Sets the bias: a `[P, 1]` tile, or a scalar (NeuronCore-v3 and newer).
-    pub fn bias(mut self, bias: impl Into<Operand<'a>>) -> Self {
-        self.bias = Some(bias.into());
-        self
-    }
-    /// Reduces the activated values of each partition with `op` (`AluOp::Add`) into ScalarE's
-    /// accumulator registers as `cmd` says (NKI `reduce_op=`, `reduce_cmd=`).
-    pub fn reduce(mut self, op: AluOp, cmd: ReduceCmd) -> Self {
-        self.reduce = Some((op, cmd));
-        self
-    }
-    /// Reads the accumulator registers out into the `[P, 1]` tile `t` after the instruction
-    /// (NKI `reduce_res=`; one extra instruction's cost).
-    pub fn reduce_res(mut self, t: impl Into<TileRef<'a>>) -> Self {
-        self.reduce_res = Some(t.into());
-        self
-    }
-    /// Sets the scale: an `f32` or a `[P, 1]` fp32 tile.
-    pub fn scale(mut self, scale: impl Into<Operand<'a>>) -> Self {
-        self.scale = scale.into();
-        self
-    }
-    /// Sets the output dtype.
-    pub fn dtype(mut self, dtype: DType) -> Self {
-        self.dtype = Some(dtype);
-        self
+    setters! {
+        /// Sets the bias: a `[P, 1]` tile, or a scalar (NeuronCore-v3 and newer).
+        bias(bias: impl Into<Operand<'a>>) => bias = Some(bias.into());
+        /// Reduces the activated values of each partition with `op` (`AluOp::Add`) into ScalarE's
+        /// accumulator registers as `cmd` says (NKI `reduce_op=`, `reduce_cmd=`).
+        reduce(op: AluOp, cmd: ReduceCmd) => reduce = Some((op, cmd));
+        /// Reads the accumulator registers out into the `[P, 1]` tile `t` after the instruction
+        /// (NKI `reduce_res=`; one extra instruction's cost).
+        reduce_res(t: impl Into<TileRef<'a>>) => reduce_res = Some(t.into());
+        /// Sets the scale: an `f32` or a `[P, 1]` fp32 tile.
+        scale(scale: impl Into<Operand<'a>>) => scale = scale.into();
+        /// Sets the output dtype.
+        dtype(dtype: DType) => dtype = Some(dtype);
     }
 }
 

@@ -8,6 +8,7 @@
 use super::base::{Dst, Output, Site};
 use super::vector::bitvec_needs_ints;
 use super::{AluOp, Engine, Operand};
+use crate::builder::setters;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -28,15 +29,11 @@ impl SttOpts {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Reverses the operands of the first operator.
-    pub fn reverse0(mut self) -> Self {
-        self.reverse0 = true;
-        self
-    }
-    /// Reverses the operands of the second operator.
-    pub fn reverse1(mut self) -> Self {
-        self.reverse1 = true;
-        self
+    setters! {
+        /// Reverses the operands of the first operator.
+        reverse0() => reverse0 = true;
+        /// Reverses the operands of the second operator.
+        reverse1() => reverse1 = true;
     }
 }
 

@@ -20,6 +20,7 @@
 use super::accum::{Accum, Extra, ReduceArgs, ReduceCmd, VECTOR_CMDS};
 use super::base::{short, PerPartition, Site};
 use super::{AluOp, Operand};
+use crate::builder::setters;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -42,10 +43,9 @@ impl PredicateOpts {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Copies where the predicate is false.
-    pub fn reverse_pred(mut self) -> Self {
-        self.reverse_pred = true;
-        self
+    setters! {
+        /// Copies where the predicate is false.
+        reverse_pred() => reverse_pred = true;
     }
 }
 

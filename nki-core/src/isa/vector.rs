@@ -10,6 +10,7 @@
 use super::base::{alu_engine, short, Dst, Output, Site};
 use super::opts::{Opts, ReduceOpts};
 use super::{AluOp, Engine, Operand};
+use crate::builder::setters;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -183,30 +184,17 @@ impl<'a> TensorScalarArgs<'a> {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Reverses the operands of the first operator (`operand0 op0 data`).
-    pub fn reverse0(mut self) -> Self {
-        self.reverse0 = true;
-        self
-    }
-    /// Adds the second operator: `(...) op1 operand1`.
-    pub fn then(mut self, op1: AluOp, operand1: impl Into<Operand<'a>>) -> Self {
-        self.op1 = Some((op1, operand1.into()));
-        self
-    }
-    /// Reverses the operands of the second operator (`operand1 op1 t`).
-    pub fn reverse1(mut self) -> Self {
-        self.reverse1 = true;
-        self
-    }
-    /// Sets the output dtype.
-    pub fn dtype(mut self, dtype: DType) -> Self {
-        self.dtype = Some(dtype);
-        self
-    }
-    /// Sets the engine.
-    pub fn engine(mut self, engine: Engine) -> Self {
-        self.engine = engine;
-        self
+    setters! {
+        /// Reverses the operands of the first operator (`operand0 op0 data`).
+        reverse0() => reverse0 = true;
+        /// Adds the second operator: `(...) op1 operand1`.
+        then(op1: AluOp, operand1: impl Into<Operand<'a>>) => op1 = Some((op1, operand1.into()));
+        /// Reverses the operands of the second operator (`operand1 op1 t`).
+        reverse1() => reverse1 = true;
+        /// Sets the output dtype.
+        dtype(dtype: DType) => dtype = Some(dtype);
+        /// Sets the engine.
+        engine(engine: Engine) => engine = engine;
     }
 }
 
@@ -216,7 +204,8 @@ impl<'a> TensorScalarArgs<'a> {
 /// one operator on VectorE).
 ///
 /// Both operators are arithmetic, or both bitvec (integer data, VectorE only). ScalarE needs
-/// trn2 or later and supports only `multiply`, `add` and `multiply` then `add`; GpSimdE cannot
+/// trn2 or later and supports only `multiply`, `add` and `multiply` then `add`; GpSimdE runs
+/// only `op0` rsqrt (NKI 0.7; the Beta-1 `classic` form runs any operator there) and cannot
 /// access PSUM. `dst` has `data`'s partitions and elements per partition; the result is
 /// rounded to its dtype (`args.dtype`, the classic form's output dtype, must be unset or
 /// `dst`'s).
@@ -232,6 +221,7 @@ pub fn tensor_scalar<'d, 'a>(
     let args = args.into().unwrap_or_default();
     let dst: TileRef = dst.into();
     dtype_is_dst(&ins, args.dtype, &dst);
+    super::alu_rules::gpsimd_rsqrt_only(&ins, op0, args.engine);
     tensor_scalar_to(
         &ins,
         Dst::Into(dst),

@@ -57,6 +57,15 @@ pub(crate) struct CopyState {
     pub(crate) delivered: bool,
 }
 
+/// The two events a remote copy waits for before it leaves the registry.
+#[derive(Clone, Copy, Debug)]
+enum CopySide {
+    /// The sender waited for the copy's send semaphore.
+    SendWaited,
+    /// The receiver took the copy's increment.
+    Delivered,
+}
+
 /// Everything under the mesh's one synchronisation lock.
 pub(crate) struct SyncState {
     pub(crate) sems: Vec<HashMap<SemKey, Sem>>,
@@ -267,17 +276,7 @@ impl MeshSync {
 
     /// Marks the send side of copy `id` as waited.
     pub(crate) fn copy_waited(&self, id: u64) {
-        let mut g = self.lock();
-        let done = match g.copies.get_mut(&id) {
-            Some(c) => {
-                c.send_waited = true;
-                c.delivered
-            }
-            None => false,
-        };
-        if done {
-            g.copies.remove(&id);
-        }
+        self.lock().copy_side_done(id, CopySide::SendWaited);
     }
 }
 
@@ -325,17 +324,23 @@ impl SyncState {
             self.order.acquire(device, &u.clock);
         }
         for u in &taken {
-            let Some(id) = u.copy else { continue };
-            let done = match self.copies.get_mut(&id) {
-                Some(c) => {
-                    c.delivered = true;
-                    c.send_waited
-                }
-                None => false,
-            };
-            if done {
-                self.copies.remove(&id);
+            if let Some(id) = u.copy {
+                self.copy_side_done(id, CopySide::Delivered);
             }
+        }
+    }
+
+    /// Records one side of copy `id` as done; the copy leaves the registry once both are.
+    fn copy_side_done(&mut self, id: u64, side: CopySide) {
+        let Some(c) = self.copies.get_mut(&id) else {
+            return;
+        };
+        match side {
+            CopySide::SendWaited => c.send_waited = true,
+            CopySide::Delivered => c.delivered = true,
+        }
+        if c.send_waited && c.delivered {
+            self.copies.remove(&id);
         }
     }
 }

@@ -537,32 +537,58 @@ fn enter<'a>(
     })
 }
 
-/// Gathers `src` of every rank of the running device's group into `dst` (concatenated along
-/// `dim` in rank order) on every rank. `dst` is `src` with dimension `dim` times the group size.
-/// Operands are HBM views ([`MeshView`]) or tiles of the running device.
+/// The collectives that move blocks along one dimension, declared once: each public function
+/// takes its operands as the mesh API does and calls its implementation beside it.
+macro_rules! along_dim {
+    ($($(#[$doc:meta])* $name:ident => $imp:ident;)*) => {$(
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $name<'a>(src: impl Into<Operand<'a>>, dst: impl Into<Operand<'a>>, dim: usize, groups: &ReplicaGroups, alg: Algorithm) {
+            $imp((src.into(), dst.into(), dim), groups, alg);
+        }
+    )*};
+}
+
+along_dim! {
+    /// Gathers `src` of every rank of the running device's group into `dst` (concatenated along
+    /// `dim` in rank order) on every rank. `dst` is `src` with dimension `dim` times the group
+    /// size. Operands are HBM views ([`MeshView`]) or tiles of the running device.
+    all_gather => gather_along;
+    /// Sums `src` over the ranks of the group (in f32) and leaves block `rank` of the sum (along
+    /// `dim`) in `dst` on each rank. `src` is `dst` with dimension `dim` times the group size.
+    reduce_scatter => scatter_along;
+    /// Block `j` (along `dim`) of `src` on rank `i` goes to block `i` of `dst` on rank `j`.
+    /// Ring sends to rank+s at step s; direct sends all at once; recursive doubling is not
+    /// offered for all_to_all.
+    all_to_all => all_to_all_along;
+}
+
+/// The operands of a collective along one dimension: `(src, dst, dim)`.
+type AlongDim<'a> = (Operand<'a>, Operand<'a>, usize);
+
 #[track_caller]
-pub fn all_gather<'a>(
-    src: impl Into<Operand<'a>>,
-    dst: impl Into<Operand<'a>>,
-    dim: usize,
-    groups: &ReplicaGroups,
-    alg: Algorithm,
-) {
-    let op = "all_gather";
+fn gather_along(ops: AlongDim<'_>, groups: &ReplicaGroups, alg: Algorithm) {
+    scaled_along(CollectiveKind::AllGather, ops, groups, alg);
+}
+
+#[track_caller]
+fn scatter_along(ops: AlongDim<'_>, groups: &ReplicaGroups, alg: Algorithm) {
+    scaled_along(CollectiveKind::ReduceScatter, ops, groups, alg);
+}
+
+/// An all-gather (`dst` is `src` scaled by the group size along `dim`) or a reduce-scatter
+/// (`src` is `dst` scaled so).
+#[track_caller]
+fn scaled_along(kind: CollectiveKind, ops: AlongDim<'_>, groups: &ReplicaGroups, alg: Algorithm) {
+    let (op, dim, gather) = (kind.name(), ops.2, kind == CollectiveKind::AllGather);
     let check = |r, alg, s: &MeshView, d: &MeshView| {
-        check_scaled(op, s, d, dim, r).and(needs_power_of_two(op, r, alg))
+        let (small, big) = if gather { (s, d) } else { (d, s) };
+        check_scaled(op, small, big, dim, r).and(needs_power_of_two(op, r, alg))
     };
-    let ops = (src.into(), dst.into(), dim);
     let splits = |_, _: &MeshView| true;
-    if let Some(e) = enter(
-        CollectiveKind::AllGather,
-        Some(alg),
-        ops,
-        groups,
-        splits,
-        check,
-    ) {
-        gather_into(&e.c, &e.src, &e.dst, dim, e.alg, 0);
+    if let Some(e) = enter(kind, Some(alg), ops, groups, splits, check) {
+        let run = if gather { gather_into } else { scatter_into };
+        run(&e.c, &e.src, &e.dst, dim, e.alg, 0);
         e.finish();
     }
 }
@@ -580,29 +606,6 @@ fn scatter_into(c: &Call, src: &MeshView, dst: &MeshView, dim: usize, alg: Algor
         Algorithm::Ring => ring::reduce_scatter(c, src, dst, dim, phase),
         Algorithm::RecursiveDoubling => recursive::reduce_scatter(c, src, dst, dim, phase),
         Algorithm::Direct | Algorithm::Runtime => direct::reduce_scatter(c, src, dst, dim, phase),
-    }
-}
-
-/// Sums `src` over the ranks of the group (in f32) and leaves block `rank` of the sum (along
-/// `dim`) in `dst` on each rank. `src` is `dst` with dimension `dim` times the group size.
-#[track_caller]
-pub fn reduce_scatter<'a>(
-    src: impl Into<Operand<'a>>,
-    dst: impl Into<Operand<'a>>,
-    dim: usize,
-    groups: &ReplicaGroups,
-    alg: Algorithm,
-) {
-    let op = "reduce_scatter";
-    let check = |r, alg, s: &MeshView, d: &MeshView| {
-        check_scaled(op, d, s, dim, r).and(needs_power_of_two(op, r, alg))
-    };
-    let ops = (src.into(), dst.into(), dim);
-    let kind = CollectiveKind::ReduceScatter;
-    let splits = |_, _: &MeshView| true;
-    if let Some(e) = enter(kind, Some(alg), ops, groups, splits, check) {
-        scatter_into(&e.c, &e.src, &e.dst, dim, e.alg, 0);
-        e.finish();
     }
 }
 
@@ -650,18 +653,9 @@ pub fn all_reduce<'a>(
     e.finish();
 }
 
-/// Block `j` (along `dim`) of `src` on rank `i` goes to block `i` of `dst` on rank `j`.
-/// Ring sends to rank+s at step s; direct sends all at once; recursive doubling is not
-/// offered for all_to_all.
 #[track_caller]
-pub fn all_to_all<'a>(
-    src: impl Into<Operand<'a>>,
-    dst: impl Into<Operand<'a>>,
-    dim: usize,
-    groups: &ReplicaGroups,
-    alg: Algorithm,
-) {
-    let op = "all_to_all";
+fn all_to_all_along(ops: AlongDim<'_>, groups: &ReplicaGroups, alg: Algorithm) {
+    let (op, dim) = ("all_to_all", ops.2);
     let check = |r: usize, alg, s: &MeshView, d: &MeshView| {
         check_scaled(op, s, d, dim, 1)?;
         if !s.shape()[dim].is_multiple_of(r) {
@@ -683,7 +677,6 @@ pub fn all_to_all<'a>(
         }
         Ok(())
     };
-    let ops = (src.into(), dst.into(), dim);
     let splits = |_, _: &MeshView| true;
     if let Some(e) = enter(
         CollectiveKind::AllToAll,

@@ -46,16 +46,25 @@ pub fn all_reduce<'a>(
     reducing(op, || super::all_reduce(s, d, group, Algorithm::Runtime));
 }
 
-/// `dst` = every rank's `src` concatenated along `dim`, in rank order
-/// (`nki.collectives.all_gather`).
-#[track_caller]
-pub fn all_gather<'a>(
-    src: impl Into<Operand<'a>>,
-    dst: impl Into<Operand<'a>>,
-    dim: usize,
-    group: &ReplicaGroup,
-) {
-    super::all_gather(src, dst, dim, group, Algorithm::Runtime);
+/// The collectives along one dimension that take no operator, declared once: each calls the
+/// mesh collective of its name with the runtime's algorithm.
+macro_rules! by_runtime_along_dim {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $name<'a>(src: impl Into<Operand<'a>>, dst: impl Into<Operand<'a>>, dim: usize, group: &ReplicaGroup) {
+            super::$name(src, dst, dim, group, Algorithm::Runtime);
+        }
+    )*};
+}
+
+by_runtime_along_dim! {
+    /// `dst` = every rank's `src` concatenated along `dim`, in rank order
+    /// (`nki.collectives.all_gather`).
+    all_gather;
+    /// Block `j` (along `dim`) of this rank's `src` goes to rank `j`, block `i` of `dst` comes
+    /// from rank `i` (`nki.collectives.all_to_all`).
+    all_to_all;
 }
 
 /// `dst` = this rank's block (along `dim`) of `op` over every rank's `src`
@@ -72,18 +81,6 @@ pub fn reduce_scatter<'a>(
     reducing(op, || {
         super::reduce_scatter(s, d, dim, group, Algorithm::Runtime)
     });
-}
-
-/// Block `j` (along `dim`) of this rank's `src` goes to rank `j`, block `i` of `dst` comes
-/// from rank `i` (`nki.collectives.all_to_all`).
-#[track_caller]
-pub fn all_to_all<'a>(
-    src: impl Into<Operand<'a>>,
-    dst: impl Into<Operand<'a>>,
-    dim: usize,
-    group: &ReplicaGroup,
-) {
-    super::all_to_all(src, dst, dim, group, Algorithm::Runtime);
 }
 
 /// Each `(from, to)` rank pair sends `src` of rank `from` into `dst` of rank `to`
