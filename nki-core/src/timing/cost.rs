@@ -324,19 +324,6 @@ mod tests {
         assert_eq!(compute_cycles(s, &red), 512);
     }
 
-    /// Checks the cycles of element-wise records over 128 partitions:
-    /// `(target, opcode, engine, free elements, dtype, cycles)`.
-    fn assert_cycles(cases: &[(Target, Opcode, Engine, u32, DType, u64)]) {
-        for &(t, op, engine, free, dt, want) in cases {
-            let r = vec_op(op, engine, free, dt);
-            assert_eq!(
-                compute_cycles(t.spec(), &r),
-                want,
-                "{t:?} {op:?} on {engine:?}, {free} x {dt:?}"
-            );
-        }
-    }
-
     #[test]
     fn performance_modes_of_trn2_and_trn3() {
         use {DType::*, Engine::*, Opcode::*, Target::*};
