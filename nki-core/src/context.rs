@@ -365,17 +365,25 @@ pub(crate) fn with_ctx<R>(
     loc: SourceLoc,
     f: impl FnOnce(&mut InstanceCtx) -> R,
 ) -> R {
-    let r = CTX.with(|c| c.borrow_mut().as_mut().map(f));
-    match r {
+    let outside = || {
+        format!("nki.{op} called outside of a kernel launch (err_nki_api_outside_of_nki_kernel)")
+    };
+    with_installed(&CTX, op, loc, outside, f)
+}
+
+/// Runs `f` on the state installed in the thread-local `slot` (an instance's context, a mesh
+/// device's state); when none is, raises an [`ErrorKind::OutsideKernel`] error of `op` with
+/// the message `outside()`.
+pub(crate) fn with_installed<T: 'static, R>(
+    slot: &'static std::thread::LocalKey<RefCell<Option<T>>>,
+    op: &'static str,
+    loc: SourceLoc,
+    outside: impl FnOnce() -> String,
+    f: impl FnOnce(&mut T) -> R,
+) -> R {
+    match slot.with(|c| c.borrow_mut().as_mut().map(f)) {
         Some(r) => r,
-        None => raise(
-            NkiError::new(
-                ErrorKind::OutsideKernel,
-                op,
-                format!("nki.{op} called outside of a kernel launch (err_nki_api_outside_of_nki_kernel)"),
-            ),
-            loc,
-        ),
+        None => raise(NkiError::new(ErrorKind::OutsideKernel, op, outside()), loc),
     }
 }
 

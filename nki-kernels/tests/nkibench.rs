@@ -5,7 +5,7 @@
 
 use ndarray::{Array2, Array3, Axis};
 use nki_core::prelude::*;
-use nki_kernels::nkibench::{bmm_softmax_baseline, matmul_baseline, Baseline};
+use nki_kernels::nkibench::{bmm_softmax_baseline, mamba_baseline, matmul_baseline, Baseline};
 use nki_kernels::testing::{check_modes, random_f32};
 
 fn identity() -> Hbm<f32> {
@@ -87,6 +87,52 @@ fn bad_arguments_are_errors() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     assert!(e.message().contains("K = 256"), "{e}");
+}
+
+/// NKIBench's mamba reference: `h[c, s, t] = exp(delta[c, t] a[c, s]) h[c, s, t - 1] +
+/// delta[c, t] b[s, t] u[c, t]` from `h[.., -1] = 0`, `out[c, t] = sum_s c[s, t] h[c, s, t]`.
+fn mamba_reference(
+    delta: &Array2<f32>,
+    u: &Array2<f32>,
+    a: &Array2<f32>,
+    b: &Array2<f32>,
+    c: &Array2<f32>,
+) -> Array2<f32> {
+    let (chans, len) = delta.dim();
+    let states = a.dim().1;
+    let mut out = Array2::<f32>::zeros((chans, len));
+    for ch in 0..chans {
+        for s in 0..states {
+            let mut h = 0.0f32;
+            for t in 0..len {
+                let d = delta[[ch, t]];
+                h = (d * a[[ch, s]]).exp() * h + d * b[[s, t]] * u[[ch, t]];
+                out[[ch, t]] += c[[s, t]] * h;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn mamba_baseline_matches_the_nkibench_reference() {
+    // Two channel tiles, three states (NKIBench draws every input from N(0, 0.05)).
+    let (chans, len, states) = (256, 96, 3);
+    let scaled = |rows, cols, seed| random_f32(rows, cols, seed).mapv(|x| x * 0.05);
+    let (delta, u) = (scaled(chans, len, 7), scaled(chans, len, 8));
+    let (a, b, c) = (
+        scaled(chans, states, 9),
+        scaled(states, len, 10),
+        scaled(states, len, 11),
+    );
+    let want = mamba_reference(&delta, &u, &a, &b, &c);
+    let h = |x: &Array2<f32>| Hbm::from_array(x).unwrap();
+    let (hd, hu, ha, hb, hc) = (h(&delta), h(&u), h(&a), h(&b), h(&c));
+    check_modes("mamba_baseline", &want, 1e-4, 1e-3, |launch| {
+        let mut out = Hbm::<f32>::zeros([chans, len]);
+        let r = mamba_baseline::run(launch, &hd, &hu, &ha, &hb, &hc, &mut out)?;
+        Ok((out.to_array()?, r))
+    });
 }
 
 #[test]

@@ -22,9 +22,8 @@
 use super::storage::{no_data, HbmStorage};
 use super::tensor::Hbm;
 use super::values::Values;
-use crate::access::Shape;
 use crate::dtype::Element;
-use crate::error::{ErrorKind, NkiError, Result};
+use crate::error::Result;
 use std::any::TypeId;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
@@ -48,20 +47,10 @@ pub struct Lender<'a> {
 impl<'a> Lender<'a> {
     /// A kernel input of `shape` over the row-major `values`, read in place for f32, i32 and
     /// u32 (converted once into an owned buffer for other element types). A shape that does
-    /// not hold `values.len()` elements is an [`ErrorKind::ShapeMismatch`] error.
+    /// not hold `values.len()` elements is an
+    /// [`ErrorKind::ShapeMismatch`](crate::ErrorKind::ShapeMismatch) error.
     pub fn hbm<T: Element>(&self, shape: &[usize], values: &'a [T]) -> Result<Hbm<T>> {
-        let s = Shape::new(shape)?;
-        if s.numel() != values.len() {
-            return Err(NkiError::new(
-                ErrorKind::ShapeMismatch,
-                "Lender::hbm",
-                format!(
-                    "shape {s} holds {} elements but {} values were lent",
-                    s.numel(),
-                    values.len()
-                ),
-            ));
-        }
+        let s = super::tensor::shape_holding("Lender::hbm", shape, values.len(), "lent")?;
         if !slots_are_bits::<T>() {
             return Hbm::from_slice(shape, values);
         }
@@ -143,7 +132,7 @@ pub fn with_borrowed<'a, R>(f: impl FnOnce(&Lender<'a>) -> R) -> R {
 impl<T: Element> Hbm<T> {
     /// The values as a row-major `Vec<T>`, moving the tensor's own buffer out when it can
     /// (an f32, i32 or u32 tensor with values that nothing else holds: no view, tile or
-    /// launch) and copying it as [`Hbm::to_vec`] does otherwise. [`ErrorKind::NoData`] for
+    /// launch) and copying it as [`Hbm::to_vec`] does otherwise. [`ErrorKind::NoData`](crate::ErrorKind::NoData) for
     /// shape-only tensors.
     pub fn into_vec(self) -> Result<Vec<T>> {
         let st = self.st;
@@ -170,6 +159,7 @@ impl<T: Element> Hbm<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
 
     #[test]
     fn lent_values_are_read_in_place_and_detached_at_the_end() {

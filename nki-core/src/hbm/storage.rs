@@ -151,20 +151,7 @@ impl HbmStorage {
         shape: Shape,
         values: Option<Values>,
     ) -> Arc<HbmStorage> {
-        let id = NEXT_HBM_ID.fetch_add(1, Ordering::Relaxed);
-        Arc::new(HbmStorage {
-            id,
-            dtype,
-            shape,
-            whole: crate::access::Ap::contiguous(shape),
-            name: TensorName::new(format!("hbm{id}")),
-            in_kernel: false,
-            last_writer: AtomicU32::new(0),
-            output_of: AtomicU64::new(0),
-            data: RwLock::new(HbmData { values }),
-            tracker: Mutex::new(track::Tracker::default()),
-            turn: Condvar::new(),
-        })
+        Arc::new(Self::fresh(dtype, shape, values, None, false))
     }
 
     /// A tensor allocated inside a kernel (`nl::ndarray` in HBM), named `name`: with values
@@ -181,20 +168,32 @@ impl HbmStorage {
             true => Some(Values::from(try_zeros("ndarray", &shape, dtype)?)),
             false => None,
         };
+        Ok(Self::fresh(dtype, shape, values, name, true))
+    }
+
+    /// A storage with the next tensor id, named `name` (default `hbm<id>`), with no accesses
+    /// and no writer yet.
+    fn fresh(
+        dtype: DType,
+        shape: Shape,
+        values: Option<Values>,
+        name: Option<&str>,
+        in_kernel: bool,
+    ) -> HbmStorage {
         let id = NEXT_HBM_ID.fetch_add(1, Ordering::Relaxed);
-        Ok(HbmStorage {
+        HbmStorage {
             id,
             dtype,
             shape,
             whole: crate::access::Ap::contiguous(shape),
             name: TensorName::new(name.map_or_else(|| format!("hbm{id}"), str::to_string)),
-            in_kernel: true,
+            in_kernel,
             last_writer: AtomicU32::new(0),
             output_of: AtomicU64::new(0),
             data: RwLock::new(HbmData { values }),
             tracker: Mutex::new(track::Tracker::default()),
             turn: Condvar::new(),
-        })
+        }
     }
 
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, HbmData> {

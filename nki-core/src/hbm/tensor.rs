@@ -102,18 +102,7 @@ impl<T: Element> Hbm<T> {
     /// A tensor from a row-major slice, converted in one pass into the tensor's storage (the
     /// one copy a framework's host buffer needs to become a device tensor).
     pub fn from_slice(shape: &[usize], values: &[T]) -> Result<Self> {
-        let s = Shape::new(shape)?;
-        if s.numel() != values.len() {
-            return Err(NkiError::new(
-                ErrorKind::ShapeMismatch,
-                "Hbm::from_slice",
-                format!(
-                    "shape {s} holds {} elements but {} values were given",
-                    s.numel(),
-                    values.len()
-                ),
-            ));
-        }
+        let s = shape_holding("Hbm::from_slice", shape, values.len(), "given")?;
         let v = values.iter().map(|x| x.to_slot()).collect();
         Ok(Self::wrap(HbmStorage::new(T::DTYPE, s, Some(v))))
     }
@@ -261,4 +250,26 @@ impl<T: Element> HbmDest for &HbmOut<'_, T> {
     fn hbm_dest(&self) -> HbmView {
         self.view().0
     }
+}
+
+/// `shape` as a [`Shape`] that must hold `n` values (`verb`: how they came, "given" or
+/// "lent"); else an [`ErrorKind::ShapeMismatch`] error of `op`.
+pub(crate) fn shape_holding(
+    op: &'static str,
+    shape: &[usize],
+    n: usize,
+    verb: &str,
+) -> Result<Shape> {
+    let s = Shape::new(shape)?;
+    if s.numel() != n {
+        return Err(NkiError::new(
+            ErrorKind::ShapeMismatch,
+            op,
+            format!(
+                "shape {s} holds {} elements but {n} values were {verb}",
+                s.numel()
+            ),
+        ));
+    }
+    Ok(s)
 }

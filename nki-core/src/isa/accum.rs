@@ -241,6 +241,14 @@ pub(crate) const ACCUMULATING_CMDS: &[ReduceCmd] = &[
     ReduceCmd::LoadReduce,
 ];
 
+/// What an instruction accepts of the accumulator keywords: the commands (`cmds`), the
+/// command when none is given (`default`) and the one extra keyword it takes (`extra`).
+pub(crate) struct AccumRule {
+    pub(crate) cmds: &'static [ReduceCmd],
+    pub(crate) default: ReduceCmd,
+    pub(crate) extra: Extra,
+}
+
 /// A checked accumulator use: the registers' engine, command and operator, the `reduce_res`
 /// view and the `load_reduce` operand.
 pub(crate) struct Accum<'a> {
@@ -251,20 +259,34 @@ pub(crate) struct Accum<'a> {
 }
 
 impl<'a> Accum<'a> {
+    /// Validates `args` for a VectorE instruction `ins` whose registers take the rows of
+    /// `data` (see [`Accum::check`]).
+    pub(crate) fn vector(
+        ins: &Op,
+        op: AluOp,
+        args: &ReduceArgs<'a>,
+        data: &TileRef,
+        rule: AccumRule,
+    ) -> Accum<'a> {
+        let rows = (data.start_partition(), data.partitions());
+        Accum::check(ins, Engine::Vector, op, args, rows, rule)
+    }
+
     /// Validates `args` for instruction `ins` on `engine` over the `p` partitions starting at
-    /// `start`: `cmds` are the commands it accepts, `default` its default, `extra` the one
-    /// extra keyword it takes.
-    #[allow(clippy::too_many_arguments)]
+    /// `start`, as `rule` says.
     pub(crate) fn check(
         ins: &Op,
         engine: Engine,
         op: AluOp,
         args: &ReduceArgs<'a>,
         (start, p): (usize, usize),
-        cmds: &[ReduceCmd],
-        default: ReduceCmd,
-        extra: Extra,
+        rule: AccumRule,
     ) -> Accum<'a> {
+        let AccumRule {
+            cmds,
+            default,
+            extra,
+        } = rule;
         let cmd = args.reduce_cmd.unwrap_or(default);
         let api = short(ins.api);
         if !cmds.contains(&cmd) {
@@ -380,6 +402,29 @@ impl<'a> Accum<'a> {
         }
     }
 
+    /// Executes an element-wise instruction with a register reduction: element `i` of row `r`
+    /// of the result is `value(r, i, x)` for the element `x` of `data` (rows of `f` elements)
+    /// there; writes the results to `dst`, reduces each row's results into the registers and
+    /// writes `reduce_res`.
+    pub(crate) fn map_rows(
+        &self,
+        ins: &Op,
+        dst: &TileRef,
+        data: &[f32],
+        f: usize,
+        mut value: impl FnMut(usize, usize, f32) -> f32,
+    ) {
+        let mut out = Vec::with_capacity(data.len());
+        let mut rows = Vec::with_capacity(self.use_.p);
+        for (r, row) in data.chunks(f).enumerate() {
+            let first = out.len();
+            out.extend(row.iter().enumerate().map(|(i, &x)| value(r, i, x)));
+            rows.push(self.fold(&out[first..]));
+        }
+        dst.scatter(out);
+        self.run(ins, &rows);
+    }
+
     /// The reduction of one row of fp32 results by the registers' operator: add and multiply
     /// are computed exactly (f64) and rounded once to fp32; max/min/abs_max/abs_min fold in
     /// order (NaN propagates through max/min).
@@ -411,14 +456,16 @@ pub(crate) fn scalar_accum<'a>(
         op,
         &args,
         partitions,
-        &[
-            ReduceCmd::Idle,
-            ReduceCmd::Reset,
-            ReduceCmd::Reduce,
-            ReduceCmd::ResetReduce,
-        ],
-        ReduceCmd::Idle,
-        Extra::None,
+        AccumRule {
+            cmds: &[
+                ReduceCmd::Idle,
+                ReduceCmd::Reset,
+                ReduceCmd::Reduce,
+                ReduceCmd::ResetReduce,
+            ],
+            default: ReduceCmd::Idle,
+            extra: Extra::None,
+        },
     ))
 }
 

@@ -81,15 +81,7 @@ pub fn activate2<'d, 'a>(
     let ins = Op::begin("nisa.activate2");
     let (dst, x): (TileRef, TileRef) = (dst.into(), data.into());
     let args = args.into().unwrap_or_default();
-    if ins.target().spec().nc_version < 4 {
-        ins.fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "'activate2' is available only on NeuronCore-v4 (trn3), not on {}",
-                ins.target()
-            ),
-        );
-    }
+    super::alu_rules::v4_instruction(&ins);
     if !op.in_activation_table() {
         ins.fail(
             ErrorKind::InvalidArgument,

@@ -22,17 +22,40 @@ use crate::context::Op;
 use crate::error::ErrorKind;
 use crate::math::AluOp;
 use crate::record::Engine;
+use crate::target::Target;
+
+/// Fails with `message(target)` unless the target is NeuronCore-v`min` or newer.
+pub(crate) fn needs_nc(ins: &Op, min: u8, message: impl FnOnce(Target) -> String) {
+    let target = ins.target();
+    if target.spec().nc_version < min {
+        ins.fail(ErrorKind::InvalidArgument, message(target));
+    }
+}
 
 /// Fails unless the target is NeuronCore-v`min` or newer; `what` names the feature
 /// ("'exponential'", "operator 'abs_max' of 'tensor_scalar'", ...).
 pub(crate) fn needs_nc_version(ins: &Op, min: u8, what: &str) {
-    let target = ins.target();
-    if target.spec().nc_version < min {
-        ins.fail(
-            ErrorKind::InvalidArgument,
-            format!("{what} is available only on NeuronCore-v{min} and newer, not on {target}"),
-        );
-    }
+    needs_nc(ins, min, |target| {
+        format!("{what} is available only on NeuronCore-v{min} and newer, not on {target}")
+    });
+}
+
+/// Fails unless the target is NeuronCore-v`min` or newer, naming the instruction ("'rand2'
+/// is available on NeuronCore-v4 and newer, ...").
+pub(crate) fn instruction_since(ins: &Op, min: u8) {
+    let name = short(ins.api);
+    needs_nc(ins, min, |target| {
+        format!("'{name}' is available on NeuronCore-v{min} and newer, not on {target}")
+    });
+}
+
+/// Fails unless the target is NeuronCore-v4, the only generation with the instruction
+/// ("'activate2' is available only on NeuronCore-v4 (trn3), ...").
+pub(crate) fn v4_instruction(ins: &Op) {
+    let name = short(ins.api);
+    needs_nc(ins, 4, |target| {
+        format!("'{name}' is available only on NeuronCore-v4 (trn3), not on {target}")
+    });
 }
 
 /// Fails for an operator the target lacks (`abs_max`, `abs_min`, `square`, `relu` before

@@ -10,7 +10,7 @@
 //! Cost: "4x ScalarE `activation(exp)`" \[E ARCH3\]: `N / exponential_elems_per_cycle` VectorE
 //! cycles (trn3: N/4), with the MIN_II floor, `+ MIN_II` when `reduce_res` is read out.
 
-use super::accum::{Accum, Extra, ReduceArgs, ReduceCmd, VECTOR_CMDS};
+use super::accum::{Accum, AccumRule, Extra, ReduceArgs, ReduceCmd, VECTOR_CMDS};
 use super::base::{PerPartition, Site};
 use super::{AluOp, Operand};
 use crate::context::Op;
@@ -18,6 +18,13 @@ use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::tile::TileRef;
+
+/// `exponential`'s registers: every VectorE command, `idle` by default.
+const EXPONENTIAL: AccumRule = AccumRule {
+    cmds: VECTOR_CMDS,
+    default: ReduceCmd::Idle,
+    extra: Extra::None,
+};
 
 /// `dst = exp(src - max_value)` on VectorE, optionally summing each partition's results into
 /// the VectorE accumulator registers (NKI 0.7 `nisa.exponential(dst, src, max_value,
@@ -78,16 +85,7 @@ pub fn exponential<'d, 'a>(
             );
         }
     }
-    let acc = Accum::check(
-        &ins,
-        Engine::Vector,
-        AluOp::Add,
-        &args,
-        (x.start_partition(), p),
-        VECTOR_CMDS,
-        ReduceCmd::Idle,
-        Extra::None,
-    );
+    let acc = Accum::vector(&ins, AluOp::Add, &args, &x, EXPONENTIAL);
     let site = Site::new(Engine::Vector, Opcode::Exponential).accumulating(acc.costs());
     let extra = acc.inputs(max.tile().into_iter().collect());
     let outs = acc.outputs(&dst);
@@ -95,15 +93,7 @@ pub fn exponential<'d, 'a>(
         let v = ins.read(&x);
         let m = max.values(&ins, p);
         let f = x.free_size().max(1);
-        let mut out = Vec::with_capacity(v.len());
-        let mut rows = Vec::with_capacity(p);
-        for (r, row) in v.chunks(f).enumerate() {
-            let first = out.len();
-            out.extend(row.iter().map(|&d| (d - m[r]).exp()));
-            rows.push(acc.fold(&out[first..]));
-        }
-        dst.scatter(out);
-        acc.run(&ins, &rows);
+        acc.map_rows(&ins, &dst, &v, f, |r, _, d| (d - m[r]).exp());
     });
     acc.trace(&ins);
 }

@@ -53,13 +53,9 @@ pub fn quantize_mx<'d, 'a, 's>(
 ) {
     let ins = Op::begin("nisa.quantize_mx");
     let (dst, x, scale): (TileRef, TileRef, TileRef) = (dst.into(), src.into(), dst_scale.into());
-    let engine = opts
-        .into()
-        .unwrap_or_default()
-        .engine
-        .unwrap_or(Engine::Vector);
+    let engine = Opts::engine_or(opts, Engine::Vector);
     ins.engine_in(engine, &[Engine::Vector]);
-    needs_v4(&ins, "quantize_mx");
+    super::alu_rules::v4_instruction(&ins);
     for (what, t) in [("src", &x), ("dst", &dst), ("dst_scale", &scale)] {
         ins.operand(what, t);
         ins.memory(what, t, &[MemKind::Sbuf]);
@@ -115,7 +111,7 @@ pub fn nc_matmul_mx<'d, 'a, 'b, 's, 't>(
     let (ss, ms): (TileRef, TileRef) = (stationary_scale.into(), moving_scale.into());
     let opts = opts.into().unwrap_or_default();
     if !ins.target().spec().mx_matmul {
-        needs_v4(&ins, "nc_matmul_mx");
+        super::alu_rules::v4_instruction(&ins);
     }
     if opts.is_transpose || opts.perf_mode != MatmulPerfMode::None {
         ins.fail(
@@ -271,19 +267,6 @@ fn scale_slot(dtype: DType, c: u32) -> f32 {
     match dtype {
         DType::F8E8M0 => mx::scale_value(c) as f32,
         _ => c as f32,
-    }
-}
-
-/// Fails unless the target has the MX instructions (NeuronCore-v4).
-fn needs_v4(ins: &Op, name: &str) {
-    if ins.target().spec().nc_version < 4 {
-        ins.fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "'{name}' is available only on NeuronCore-v4 (trn3), not on {}",
-                ins.target()
-            ),
-        );
     }
 }
 

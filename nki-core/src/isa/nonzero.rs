@@ -36,15 +36,7 @@ pub fn nonzero_with_count<'d, 's>(
 ) {
     let ins = Op::begin("nisa.nonzero_with_count");
     let (dst, src): (TileRef, TileRef) = (dst.into(), src.into());
-    if ins.target().spec().nc_version < 3 {
-        ins.fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "'nonzero_with_count' is available on NeuronCore-v3 and newer, not on {}",
-                ins.target()
-            ),
-        );
-    }
+    super::alu_rules::instruction_since(&ins, 3);
     for (what, t) in [("src", &src), ("dst", &dst)] {
         ins.operand(what, t);
         ins.memory(what, t, &[MemKind::Sbuf]);

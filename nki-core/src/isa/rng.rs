@@ -65,20 +65,6 @@ fn rng_engine(ins: &Op, asked: Option<Engine>, default: Engine, allowed: &[Engin
     engine
 }
 
-/// Fails unless the target is NeuronCore-v`min` or newer.
-fn needs_version(ins: &Op, min: u8) {
-    if nc_version(ins) < min {
-        ins.fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "'{}' is available on NeuronCore-v{min} and newer, not on {}",
-                super::base::short(ins.api),
-                ins.target()
-            ),
-        );
-    }
-}
-
 /// The memories an operand of a generator instruction on `engine` may live in.
 fn engine_mem(engine: Engine) -> &'static [MemKind] {
     match engine {
@@ -175,7 +161,7 @@ pub fn rand2<'d, 'a, 'b>(
 ) {
     let ins = Op::begin("nisa.rand2");
     let dst: TileRef = dst.into();
-    needs_version(&ins, 4);
+    super::alu_rules::instruction_since(&ins, 4);
     ins.operand("dst", &dst);
     ins.memory("dst", &dst, &[MemKind::Sbuf, MemKind::Psum]);
     let dtype = dst.dtype();
@@ -239,7 +225,7 @@ fn state_operand(
     asked: Option<Engine>,
     mem: &[MemKind],
 ) -> Engine {
-    needs_version(ins, 3);
+    super::alu_rules::instruction_since(ins, 3);
     let (default, allowed): (Engine, &[Engine]) = since(
         ins,
         4,

@@ -17,7 +17,7 @@
 //! operand, 2N otherwise); `range_select` reads one tensor, `max(MIN_II, N)`; `+ MIN_II` when
 //! the registers are read out into `reduce_res` \[E S13, as `tensor_scalar_reduce`\].
 
-use super::accum::{Accum, Extra, ReduceArgs, ReduceCmd, VECTOR_CMDS};
+use super::accum::{Accum, AccumRule, Extra, ReduceArgs, ReduceCmd, VECTOR_CMDS};
 use super::base::{short, PerPartition, Site};
 use super::{AluOp, Operand};
 use crate::builder::setters;
@@ -26,6 +26,22 @@ use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::tile::TileRef;
+
+/// `select_reduce`'s registers: `idle` (the default), `reset_reduce` or `reduce`, and
+/// `reverse_pred`.
+const SELECT_REDUCE: AccumRule = AccumRule {
+    cmds: &[ReduceCmd::Idle, ReduceCmd::ResetReduce, ReduceCmd::Reduce],
+    default: ReduceCmd::Idle,
+    extra: Extra::ReversePred,
+};
+
+/// `range_select`'s registers: every VectorE command (`reset_reduce` by default) and
+/// `range_start`.
+const RANGE_SELECT: AccumRule = AccumRule {
+    cmds: VECTOR_CMDS,
+    default: ReduceCmd::ResetReduce,
+    extra: Extra::RangeStart,
+};
 
 /// The fill of `range_select` where the range test fails: the most negative fp32.
 pub const FP32_MIN: f32 = f32::MIN;
@@ -179,16 +195,7 @@ pub fn select_reduce<'d, 'p, 'a>(
         ins.memory("on_false", f, &[MemKind::Sbuf, MemKind::Psum]);
     }
     let reverse = args.reverse_pred;
-    let acc = Accum::check(
-        &ins,
-        Engine::Vector,
-        AluOp::Maximum,
-        &args,
-        (t.start_partition(), p),
-        &[ReduceCmd::Idle, ReduceCmd::ResetReduce, ReduceCmd::Reduce],
-        ReduceCmd::Idle,
-        Extra::ReversePred,
-    );
+    let acc = Accum::vector(&ins, AluOp::Maximum, &args, &t, SELECT_REDUCE);
     let site = Site::new(Engine::Vector, Opcode::Select).accumulating(acc.costs());
     let extra: Vec<&TileRef> = on_false.tile().into_iter().collect();
     let outs = acc.outputs(&dst);
@@ -198,21 +205,13 @@ pub fn select_reduce<'d, 'p, 'a>(
         let pd = pred.dtype();
         let f_vals = on_false.values(&ins, p);
         let f = t.free_size().max(1);
-        let mut out = Vec::with_capacity(v.len());
-        let mut rows = Vec::with_capacity(p);
-        for (r, (row, qrow)) in v.chunks(f).zip(q.chunks(f)).enumerate() {
-            let start = out.len();
-            out.extend(row.iter().zip(qrow).map(|(&x, &b)| {
-                if (pd.int(b) != 0) != reverse {
-                    x
-                } else {
-                    f_vals[r]
-                }
-            }));
-            rows.push(acc.fold(&out[start..]));
-        }
-        dst.scatter(out);
-        acc.run(&ins, &rows);
+        acc.map_rows(&ins, &dst, &v, f, |r, i, x| {
+            if (pd.int(q[r * f + i]) != 0) != reverse {
+                x
+            } else {
+                f_vals[r]
+            }
+        });
     });
     acc.trace(&ins);
 }
@@ -242,15 +241,7 @@ pub fn range_select<'d, 'a>(
     let (dst, t, b0, b1): (TileRef, TileRef, TileRef, TileRef) =
         (dst.into(), on_true.into(), bound0.into(), bound1.into());
     let args = args.into().unwrap_or_default();
-    if ins.target().spec().nc_version < 3 {
-        ins.fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "'range_select' is available on NeuronCore-v3 and newer, not on {}",
-                ins.target()
-            ),
-        );
-    }
+    super::alu_rules::instruction_since(&ins, 3);
     ins.operand("dst", &dst);
     ins.memory("dst", &dst, &[MemKind::Sbuf, MemKind::Psum]);
     like_dst(&ins, "on_true_tile", &t, &dst);
@@ -304,39 +295,22 @@ pub fn range_select<'d, 'a>(
         );
     }
     let start = args.range_start;
-    let acc = Accum::check(
-        &ins,
-        Engine::Vector,
-        AluOp::Maximum,
-        &args,
-        (t.start_partition(), p),
-        VECTOR_CMDS,
-        ReduceCmd::ResetReduce,
-        Extra::RangeStart,
-    );
+    let acc = Accum::vector(&ins, AluOp::Maximum, &args, &t, RANGE_SELECT);
     let site = Site::new(Engine::Vector, Opcode::RangeSelect).accumulating(acc.costs());
     let extra = acc.inputs(vec![&b0, &b1]);
     let outs = acc.outputs(&dst);
     ins.compute(site, &[&t], &extra, &outs, || {
         let v = ins.read(&t);
         let (lo, hi) = (ins.read(&b0), ins.read(&b1));
-        let mut out = Vec::with_capacity(v.len());
-        let mut rows = Vec::with_capacity(p);
-        for (r, row) in v.chunks(f).enumerate() {
-            let first = out.len();
-            out.extend(row.iter().enumerate().map(|(i, &x)| {
-                let idx = (start + i as i64) as f32;
-                let keep = comp_op0.eval(idx, lo[r]) != 0.0 && comp_op1.eval(idx, hi[r]) != 0.0;
-                if keep {
-                    x
-                } else {
-                    FP32_MIN
-                }
-            }));
-            rows.push(acc.fold(&out[first..]));
-        }
-        dst.scatter(out);
-        acc.run(&ins, &rows);
+        acc.map_rows(&ins, &dst, &v, f, |r, i, x| {
+            let idx = (start + i as i64) as f32;
+            let keep = comp_op0.eval(idx, lo[r]) != 0.0 && comp_op1.eval(idx, hi[r]) != 0.0;
+            if keep {
+                x
+            } else {
+                FP32_MIN
+            }
+        });
     });
     acc.trace(&ins);
 }

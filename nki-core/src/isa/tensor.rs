@@ -149,15 +149,9 @@ pub(crate) fn check_tiling(ins: &Op, opts: &MatmulOpts, s: &TileRef) {
 /// of free rows doubles the contraction: `dst[M, N] (+)= sum over (p, j) of
 /// stationary[p, j, M] * moving[p, j, N]`, at the cycles of a `K <= 128` matmul.
 fn check_double_row(ins: &Op, s: &TileRef, m: &TileRef) {
-    if ins.target().spec().nc_version < 3 {
-        ins.fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "perf_mode=double_row needs NeuronCore-v3 or newer, not {}",
-                ins.target()
-            ),
-        );
-    }
+    super::alu_rules::needs_nc(ins, 3, |target| {
+        format!("perf_mode=double_row needs NeuronCore-v3 or newer, not {target}")
+    });
     for (what, t) in [("stationary", s), ("moving", m)] {
         if !matches!(t.dtype(), DType::F8E4M3 | DType::F8E5M2) {
             ins.fail(
@@ -230,11 +224,7 @@ pub fn nc_transpose<'d, 'a>(
     opts: impl Into<Option<Opts>>,
 ) {
     let ins = Op::begin("nisa.nc_transpose");
-    let engine = opts
-        .into()
-        .unwrap_or_default()
-        .engine
-        .unwrap_or(Engine::Tensor);
+    let engine = Opts::engine_or(opts, Engine::Tensor);
     nc_transpose_to(&ins, Dst::Into(dst.into()), data.into(), engine);
 }
 

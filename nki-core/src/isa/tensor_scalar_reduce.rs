@@ -19,7 +19,7 @@
 //! `tensor_scalar_cumulative` has no published figure: one pass, `max(MIN_II, N)`, no perf
 //! mode (the running value serialises the elements) \[A\].
 
-use super::accum::{Accum, Extra, ReduceArgs, ReduceCmd, ACCUMULATING_CMDS};
+use super::accum::{Accum, AccumRule, Extra, ReduceArgs, ReduceCmd, ACCUMULATING_CMDS};
 use super::base::{short, Site};
 use super::{AluOp, Operand};
 use crate::context::Op;
@@ -27,6 +27,22 @@ use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::tile::TileRef;
+
+/// `tensor_scalar_reduce`'s registers: the accumulating commands (`reset_reduce` by default)
+/// and `reduce_res_negate`.
+const TENSOR_SCALAR_REDUCE: AccumRule = AccumRule {
+    cmds: ACCUMULATING_CMDS,
+    default: ReduceCmd::ResetReduce,
+    extra: Extra::Negate,
+};
+
+/// `tensor_scalar_cumulative`'s registers: the accumulating commands, `reset_reduce` by
+/// default.
+const CUMULATIVE: AccumRule = AccumRule {
+    cmds: ACCUMULATING_CMDS,
+    default: ReduceCmd::ResetReduce,
+    extra: Extra::None,
+};
 
 /// True for the arithmetic ALU operators (no comparisons, logical or bitvec operators).
 pub(crate) fn is_arithmetic(op: AluOp) -> bool {
@@ -111,16 +127,7 @@ pub fn tensor_scalar_reduce<'d, 'a>(
     super::alu_rules::op0(&ins, op0, &operand0, Engine::Vector);
     let p = x.partitions();
     let operand = ins.per_partition("operand0", operand0, p);
-    let acc = Accum::check(
-        &ins,
-        Engine::Vector,
-        reduce_op,
-        &args,
-        (x.start_partition(), p),
-        ACCUMULATING_CMDS,
-        ReduceCmd::ResetReduce,
-        Extra::Negate,
-    );
+    let acc = Accum::vector(&ins, reduce_op, &args, &x, TENSOR_SCALAR_REDUCE);
     let site = Site::new(Engine::Vector, Opcode::TensorScalar)
         .with_alu(op0)
         .accumulating(acc.costs());
@@ -130,15 +137,7 @@ pub fn tensor_scalar_reduce<'d, 'a>(
         let v = ins.read(&x);
         let ops = operand.values(&ins, p);
         let f = x.free_size().max(1);
-        let mut out = Vec::with_capacity(v.len());
-        let mut rows = Vec::with_capacity(p);
-        for (r, row) in v.chunks(f).enumerate() {
-            let start = out.len();
-            out.extend(row.iter().map(|&d| op0.eval(d, ops[r])));
-            rows.push(acc.fold(&out[start..]));
-        }
-        dst.scatter(out);
-        acc.run(&ins, &rows);
+        acc.map_rows(&ins, &dst, &v, f, |r, _, d| op0.eval(d, ops[r]));
     });
     acc.trace(&ins);
 }
@@ -188,16 +187,7 @@ pub fn tensor_scalar_cumulative<'d, 'a>(
     }
     let p = x.partitions();
     let imm = ins.per_partition("imm0", imm0.into(), p);
-    let acc = Accum::check(
-        &ins,
-        Engine::Vector,
-        op1,
-        &args,
-        (x.start_partition(), p),
-        ACCUMULATING_CMDS,
-        ReduceCmd::ResetReduce,
-        Extra::None,
-    );
+    let acc = Accum::vector(&ins, op1, &args, &x, CUMULATIVE);
     let site = Site::new(Engine::Vector, Opcode::TensorScalarCumulative)
         .with_alu(op1)
         .accumulating(acc.costs());

@@ -8,7 +8,7 @@
 use super::replay::Step;
 use super::shared::MeshShared;
 use crate::context;
-use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::error::SourceLoc;
 use crate::memory::MemoryPeak;
 use crate::spmd::CoreStream;
 use std::cell::RefCell;
@@ -43,23 +43,15 @@ pub(crate) fn take() -> Option<DeviceState> {
 }
 
 /// Runs `f` on this thread's device state; outside a mesh launch, fails with
-/// [`ErrorKind::OutsideKernel`].
+/// [`ErrorKind::OutsideKernel`](crate::ErrorKind::OutsideKernel).
 pub(crate) fn with_device<R>(
     op: &'static str,
     loc: SourceLoc,
     f: impl FnOnce(&mut DeviceState) -> R,
 ) -> R {
-    match DEVICE.with(|d| d.borrow_mut().as_mut().map(f)) {
-        Some(r) => r,
-        None => context::raise(
-            NkiError::new(
-                ErrorKind::OutsideKernel,
-                op,
-                format!("{op} called outside of a mesh launch (run the kernel with MeshLaunch)"),
-            ),
-            loc,
-        ),
-    }
+    let outside =
+        || format!("{op} called outside of a mesh launch (run the kernel with MeshLaunch)");
+    context::with_installed(&DEVICE, op, loc, outside, f)
 }
 
 /// The access hook of device threads (see `hbm::observe`): a local load or store of a

@@ -358,26 +358,22 @@ impl Topology {
             }
         }
         let s = &self.spec;
-        for (name, v) in [
-            ("link_gbps", s.link_gbps),
-            ("dma_gbps", s.dma_gbps),
-            ("node_gbps", s.node_gbps),
-            ("collective_dma_fraction", s.collective_dma_fraction),
-            ("reduce_fraction", s.reduce_fraction),
+        // (field, value, whether zero is allowed)
+        for (name, v, zero_ok) in [
+            ("link_gbps", s.link_gbps, false),
+            ("dma_gbps", s.dma_gbps, false),
+            ("node_gbps", s.node_gbps, false),
+            ("collective_dma_fraction", s.collective_dma_fraction, false),
+            ("reduce_fraction", s.reduce_fraction, false),
+            ("hop_ns", s.hop_ns, true),
+            ("dma_fixed_ns", s.dma_fixed_ns, true),
+            ("node_ns", s.node_ns, true),
+            ("collective_fixed_ns", s.collective_fixed_ns, true),
+            ("reduction_fixed_ns", s.reduction_fixed_ns, true),
         ] {
-            if !(v > 0.0 && v.is_finite()) {
-                return bad(format!("{name} must be positive and finite, got {v}"));
-            }
-        }
-        for (name, v) in [
-            ("hop_ns", s.hop_ns),
-            ("dma_fixed_ns", s.dma_fixed_ns),
-            ("node_ns", s.node_ns),
-            ("collective_fixed_ns", s.collective_fixed_ns),
-            ("reduction_fixed_ns", s.reduction_fixed_ns),
-        ] {
-            if !(v >= 0.0 && v.is_finite()) {
-                return bad(format!("{name} must be non-negative and finite, got {v}"));
+            if !(v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0))) {
+                let what = if zero_ok { "non-negative" } else { "positive" };
+                return bad(format!("{name} must be {what} and finite, got {v}"));
             }
         }
         Ok(())
