@@ -526,6 +526,16 @@ impl Op {
         }
     }
 
+    /// The two data tiles of an element-wise instruction: each a valid operand, with the same
+    /// partitions and elements per partition, not both in PSUM.
+    pub(crate) fn data_pair(&self, a: (&str, &TileRef), b: (&str, &TileRef)) {
+        self.operand(a.0, a.1);
+        self.operand(b.0, b.1);
+        self.same_partitions(a, b);
+        self.same_free(a, b);
+        self.not_both_psum(a, b);
+    }
+
     /// Two tile inputs of one VectorE instruction cannot both be read from PSUM.
     pub(crate) fn not_both_psum(&self, a: (&str, &TileRef), b: (&str, &TileRef)) {
         if a.1.mem() == MemKind::Psum && b.1.mem() == MemKind::Psum {

@@ -53,11 +53,7 @@ pub fn quantize_mx<'d, 'a, 's>(
 ) {
     let ins = Op::begin("nisa.quantize_mx");
     let (dst, x, scale): (TileRef, TileRef, TileRef) = (dst.into(), src.into(), dst_scale.into());
-    let engine = opts
-        .into()
-        .unwrap_or_default()
-        .engine
-        .unwrap_or(Engine::Vector);
+    let engine = Opts::engine_or(opts, Engine::Vector);
     ins.engine_in(engine, &[Engine::Vector]);
     super::alu_rules::v4_instruction(&ins);
     for (what, t) in [("src", &x), ("dst", &dst), ("dst_scale", &scale)] {

@@ -57,6 +57,11 @@ impl Opts {
         /// error naming the ones it does).
         engine(engine: Engine) => engine = Some(engine);
     }
+
+    /// The engine `opts` names, or the instruction's own `default` when it names none.
+    pub(crate) fn engine_or(opts: impl Into<Option<Opts>>, default: Engine) -> Engine {
+        opts.into().and_then(|o| o.engine).unwrap_or(default)
+    }
 }
 
 /// The options of `nisa::tensor_reduce`: `negate` multiplies the result by -1. (NKI's

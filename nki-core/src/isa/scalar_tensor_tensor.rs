@@ -71,11 +71,7 @@ pub(crate) fn scalar_tensor_tensor_to<'d, 'a>(
     (op1, y): (AluOp, TileRef),
     opts: SttOpts,
 ) -> Output<'d> {
-    ins.operand("data", &x);
-    ins.operand("data1", &y);
-    ins.same_partitions(("data", &x), ("data1", &y));
-    ins.same_free(("data", &x), ("data1", &y));
-    ins.not_both_psum(("data", &x), ("data1", &y));
+    ins.data_pair(("data", &x), ("data1", &y));
     if op0.is_bitvec() != op1.is_bitvec() {
         ins.fail(
             ErrorKind::InvalidArgument,

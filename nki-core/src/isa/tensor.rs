@@ -224,11 +224,7 @@ pub fn nc_transpose<'d, 'a>(
     opts: impl Into<Option<Opts>>,
 ) {
     let ins = Op::begin("nisa.nc_transpose");
-    let engine = opts
-        .into()
-        .unwrap_or_default()
-        .engine
-        .unwrap_or(Engine::Tensor);
+    let engine = Opts::engine_or(opts, Engine::Tensor);
     nc_transpose_to(&ins, Dst::Into(dst.into()), data.into(), engine);
 }
 

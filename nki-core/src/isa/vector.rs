@@ -80,11 +80,7 @@ pub(crate) fn tensor_tensor_to<'d>(
     engine: Option<Engine>,
 ) -> Output<'d> {
     const API: &str = "nisa.tensor_tensor";
-    ins.operand("data1", &a);
-    ins.operand("data2", &b);
-    ins.same_partitions(("data1", &a), ("data2", &b));
-    ins.same_free(("data1", &a), ("data2", &b));
-    ins.not_both_psum(("data1", &a), ("data2", &b));
+    ins.data_pair(("data1", &a), ("data2", &b));
     bitvec_needs_ints(ins, op, &[("data1", a.dtype()), ("data2", b.dtype())]);
     super::alu_rules::binary(ins, "op", op);
     let in_dtype = DType::promote(a.dtype(), b.dtype());
@@ -479,11 +475,7 @@ pub fn tensor_copy<'d, 'a>(
     opts: impl Into<Option<Opts>>,
 ) {
     let ins = Op::begin("nisa.tensor_copy");
-    let engine = opts
-        .into()
-        .unwrap_or_default()
-        .engine
-        .unwrap_or(Engine::Vector);
+    let engine = Opts::engine_or(opts, Engine::Vector);
     tensor_copy_to(&ins, Dst::Into(dst.into()), src.into(), engine);
 }
 
@@ -565,11 +557,7 @@ pub(crate) fn tensor_tensor_scan_to<'d>(
     args: ScanArgs,
 ) -> Output<'d> {
     const API: &str = "nisa.tensor_tensor_scan";
-    ins.operand("data0", &a);
-    ins.operand("data1", &b);
-    ins.same_partitions(("data0", &a), ("data1", &b));
-    ins.same_free(("data0", &a), ("data1", &b));
-    ins.not_both_psum(("data0", &a), ("data1", &b));
+    ins.data_pair(("data0", &a), ("data1", &b));
     for o in [op0, op1] {
         if o.is_bitvec() {
             ins.fail(
@@ -616,18 +604,41 @@ pub(crate) fn tensor_tensor_scan_to<'d>(
     out
 }
 
-/// Element-wise `dst = 1 / data` on VectorE at full fp32 precision (NKI
-/// `nisa.reciprocal(dst, data)`; ScalarE's `activation(Reciprocal)` is faster but
-/// approximate on hardware). `opts.engine` may only be VectorE.
-#[track_caller]
-pub fn reciprocal<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    data: impl Into<TileRef<'a>>,
-    opts: impl Into<Option<Opts>>,
-) {
-    let ins = Op::begin("nisa.reciprocal");
-    only_engine(&ins, opts.into(), Engine::Vector);
-    reciprocal_to(&ins, Dst::Into(dst.into()), data.into());
+/// Declares the VectorE-only instructions of one data operand, each `name(dst, data, opts)`:
+/// `opts.engine` may only name VectorE; `to` builds the instruction into `dst`.
+macro_rules! vector_only {
+    ($($(#[$doc:meta])* $name:ident, $api:literal, $to:ident;)*) => {$(
+        $(#[$doc])*
+        #[track_caller]
+        pub fn $name<'d, 'a>(
+            dst: impl Into<TileRef<'d>>,
+            data: impl Into<TileRef<'a>>,
+            opts: impl Into<Option<Opts>>,
+        ) {
+            let ins = Op::begin($api);
+            only_engine(&ins, opts.into(), Engine::Vector);
+            $to(&ins, Dst::Into(dst.into()), data.into());
+        }
+    )*};
+}
+
+vector_only! {
+    /// Element-wise `dst = 1 / data` on VectorE at full fp32 precision (NKI
+    /// `nisa.reciprocal(dst, data)`; ScalarE's `activation(Reciprocal)` is faster but
+    /// approximate on hardware). `opts.engine` may only be VectorE.
+    reciprocal, "nisa.reciprocal", reciprocal_to;
+    /// Per-partition mean/variance statistics into `dst` (NKI `nisa.bn_stats(dst, data)`): six
+    /// values per partition, `(count, mean, variance * count)` of the even-indexed elements then
+    /// of the odd-indexed elements of each partition (free dims flattened). At most 512 elements
+    /// per partition (`bn_stats_fmax`); `dst` is `[P, 6]` elements per partition (e.g.
+    /// `stats[:, 6 * i..6 * (i + 1)]`); feed one or more results to [`bn_aggr`].
+    bn_stats, "nisa.bn_stats", bn_stats_to;
+    /// Aggregates one or more [`bn_stats`] results per partition into `dst` = (mean, variance)
+    /// (NKI `nisa.bn_aggr(dst, data)`). `data` holds `(count, mean, variance * count)` triples
+    /// along its free dimension (a multiple of 3 elements per partition); groups with count 0
+    /// contribute nothing. The variance is the population variance; `dst` holds two elements per
+    /// partition.
+    bn_aggr, "nisa.bn_aggr", bn_aggr_to;
 }
 
 /// An instruction with one engine takes `opts.engine` only when it names that engine.
@@ -661,11 +672,7 @@ pub(crate) fn reciprocal_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d
 #[track_caller]
 pub fn memset<'d>(dst: impl Into<TileRef<'d>>, value: f32, opts: impl Into<Option<Opts>>) {
     let ins = Op::begin("nisa.memset");
-    let engine = opts
-        .into()
-        .unwrap_or_default()
-        .engine
-        .unwrap_or(Engine::Vector);
+    let engine = Opts::engine_or(opts, Engine::Vector);
     let dst: TileRef = dst.into();
     let shape = dst.shape().to_vec();
     memset_to(&ins, Dst::Into(dst), &shape, value, engine);
@@ -717,25 +724,33 @@ fn moments(xs: impl Iterator<Item = f32> + Clone) -> (f64, f64, f64) {
     (n, mean, m2)
 }
 
-/// Per-partition mean/variance statistics into `dst` (NKI `nisa.bn_stats(dst, data)`): six
-/// values per partition, `(count, mean, variance * count)` of the even-indexed elements then
-/// of the odd-indexed elements of each partition (free dims flattened). At most 512 elements
-/// per partition (`bn_stats_fmax`); `dst` is `[P, 6]` elements per partition (e.g.
-/// `stats[:, 6 * i..6 * (i + 1)]`); feed one or more results to [`bn_aggr`].
-#[track_caller]
-pub fn bn_stats<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    data: impl Into<TileRef<'a>>,
-    opts: impl Into<Option<Opts>>,
-) {
-    let ins = Op::begin("nisa.bn_stats");
-    only_engine(&ins, opts.into(), Engine::Vector);
-    bn_stats_to(&ins, Dst::Into(dst.into()), data.into());
+/// The frame of the `bn_stats` and `bn_aggr` builders: one VectorE instruction (`opcode`) that
+/// turns each partition of `x` into `k` values of `x`'s dtype in `dst` (`[P, k]`);
+/// `row_values(row, r)` appends a partition's values to `r`.
+fn per_partition_to<'d>(
+    ins: &Op,
+    dst: Dst<'d>,
+    x: TileRef,
+    (opcode, k): (Opcode, usize),
+    row_values: impl Fn(&[f32], &mut Vec<f32>),
+) -> Output<'d> {
+    let (p, f) = (x.partitions(), x.free_size());
+    let out = ins.output(dst, MemKind::Sbuf, x.dtype(), &[p, k], true);
+    let ov = out.view();
+    let site = Site::new(Engine::Vector, opcode);
+    ins.compute(site, &[&x], &[], &[&ov], || {
+        let v = x.gather(ins.api, ins.loc);
+        let mut r = Vec::with_capacity(p * k);
+        for row in v.chunks(f) {
+            row_values(row, &mut r);
+        }
+        ov.scatter(r);
+    });
+    out
 }
 
 /// The `bn_stats` builder.
 pub(crate) fn bn_stats_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d> {
-    const API: &str = "nisa.bn_stats";
     ins.operand("data", &x);
     let f = x.free_size();
     if f > BN_STATS_FMAX {
@@ -744,43 +759,16 @@ pub(crate) fn bn_stats_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d> 
                 x.shape()
             ));
     }
-    let p = x.partitions();
-    let out = ins.output(dst, MemKind::Sbuf, x.dtype(), &[p, 6], true);
-    let ov = out.view();
-    let site = Site::new(Engine::Vector, Opcode::BnStats);
-    ins.compute(site, &[&x], &[], &[&ov], || {
-        let v = x.gather(API, ins.loc);
-        let mut r = Vec::with_capacity(p * 6);
-        for row in v.chunks(f) {
-            for parity in 0..2 {
-                let (n, mean, m2) = moments(row.iter().copied().skip(parity).step_by(2));
-                r.extend([n as f32, mean as f32, m2 as f32]);
-            }
+    per_partition_to(ins, dst, x, (Opcode::BnStats, 6), |row, r| {
+        for parity in 0..2 {
+            let (n, mean, m2) = moments(row.iter().copied().skip(parity).step_by(2));
+            r.extend([n as f32, mean as f32, m2 as f32]);
         }
-        ov.scatter(r);
-    });
-    out
-}
-
-/// Aggregates one or more [`bn_stats`] results per partition into `dst` = (mean, variance)
-/// (NKI `nisa.bn_aggr(dst, data)`). `data` holds `(count, mean, variance * count)` triples
-/// along its free dimension (a multiple of 3 elements per partition); groups with count 0
-/// contribute nothing. The variance is the population variance; `dst` holds two elements per
-/// partition.
-#[track_caller]
-pub fn bn_aggr<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    data: impl Into<TileRef<'a>>,
-    opts: impl Into<Option<Opts>>,
-) {
-    let ins = Op::begin("nisa.bn_aggr");
-    only_engine(&ins, opts.into(), Engine::Vector);
-    bn_aggr_to(&ins, Dst::Into(dst.into()), data.into());
+    })
 }
 
 /// The `bn_aggr` builder.
 pub(crate) fn bn_aggr_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d> {
-    const API: &str = "nisa.bn_aggr";
     ins.operand("data", &x);
     let f = x.free_size();
     if !f.is_multiple_of(3) {
@@ -789,28 +777,18 @@ pub(crate) fn bn_aggr_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d> {
                 x.shape()
             ));
     }
-    let p = x.partitions();
-    let out = ins.output(dst, MemKind::Sbuf, x.dtype(), &[p, 2], true);
-    let ov = out.view();
-    let site = Site::new(Engine::Vector, Opcode::BnAggr);
-    ins.compute(site, &[&x], &[], &[&ov], || {
-        let v = x.gather(API, ins.loc);
-        let mut r = Vec::with_capacity(p * 2);
-        for row in v.chunks(f) {
-            let groups: Vec<(f64, f64, f64)> = row
-                .chunks(3)
-                .map(|g| (g[0] as f64, g[1] as f64, g[2] as f64))
-                .filter(|g| g.0 > 0.0)
-                .collect();
-            let n: f64 = groups.iter().map(|g| g.0).sum();
-            let mean = groups.iter().map(|g| g.0 * g.1).sum::<f64>() / n;
-            let m2: f64 = groups
-                .iter()
-                .map(|g| g.2 + g.0 * (g.1 - mean).powi(2))
-                .sum();
-            r.extend([mean as f32, (m2 / n) as f32]);
-        }
-        ov.scatter(r);
-    });
-    out
+    per_partition_to(ins, dst, x, (Opcode::BnAggr, 2), |row, r| {
+        let groups: Vec<(f64, f64, f64)> = row
+            .chunks(3)
+            .map(|g| (g[0] as f64, g[1] as f64, g[2] as f64))
+            .filter(|g| g.0 > 0.0)
+            .collect();
+        let n: f64 = groups.iter().map(|g| g.0).sum();
+        let mean = groups.iter().map(|g| g.0 * g.1).sum::<f64>() / n;
+        let m2: f64 = groups
+            .iter()
+            .map(|g| g.2 + g.0 * (g.1 - mean).powi(2))
+            .sum();
+        r.extend([mean as f32, (m2 / n) as f32]);
+    })
 }
