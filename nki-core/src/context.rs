@@ -55,9 +55,10 @@ pub(crate) struct InstanceCtx {
     pub(crate) nc: usize,
     pub(crate) mode: Mode,
     pub(crate) target: Target,
-    pub(crate) records: Vec<Instr>,
     /// The modelling thread that follows the records as they are made, if the launch has one.
+    /// It reads them in place: declared (so dropped) before `records`.
     pub(crate) feed: Option<crate::timing::RecordFeed>,
+    pub(crate) records: Vec<Instr>,
     pub(crate) mem: MemoryTracker,
     pub(crate) shared: Arc<LaunchShared>,
     /// Estimate mode: the live tiles allocated without a fill and not written yet, by tile id
@@ -225,6 +226,7 @@ impl InstanceCtx {
 
     /// Keeps record `r`, tagged with the affine_range iterations it was issued in.
     pub(crate) fn push_record(&mut self, r: Instr) {
+        self.room_for_one();
         self.records.push(r);
         self.op_steps += 1;
         self.kept_last();
@@ -249,7 +251,7 @@ impl InstanceCtx {
         let first = self.records.len().saturating_sub(self.op_steps);
         self.op_steps = 0;
         // Room first, so that nothing runs between reading the record and writing its slot.
-        self.records.reserve(1);
+        self.room_for_one();
         let n = self.records.len();
         // SAFETY: the caller hands `r` over (it is never used or dropped again), and slot
         // `n` is within the capacity reserved above, initialised before the length grows.
@@ -270,18 +272,46 @@ impl InstanceCtx {
         None
     }
 
+    /// Room for one more record. When the buffer must grow (move), the feed's thread first
+    /// finishes reading the records handed to it in place.
+    #[inline(always)]
+    fn room_for_one(&mut self) {
+        if self.records.len() == self.records.capacity() {
+            if let Some(feed) = &mut self.feed {
+                feed.sync();
+            }
+            self.records.reserve(1);
+        }
+    }
+
+    /// The records made so far, taken out of the context (the feed, which reads them in place
+    /// and would no longer see all of them, is dropped first).
+    pub(crate) fn take_records(&mut self) -> Vec<Instr> {
+        self.feed = None;
+        std::mem::take(&mut self.records)
+    }
+
     /// Tags the last record with the affine_range iterations it was issued in and hands it
     /// to the feed.
     fn kept_last(&mut self) {
-        let Some(r) = self.records.last_mut() else {
+        let n = self.records.len();
+        if n == 0 {
             return;
-        };
-        r.affine = self
+        }
+        let affine = self
             .position
             .get_or_insert_with(|| AffinePos::new(&self.frames))
             .clone();
+        // Through a pointer to the last record alone: the feed's thread may be reading the
+        // earlier ones.
+        // SAFETY: `n - 1` is in bounds; nothing else refers to that record now.
+        unsafe { (*self.records.as_mut_ptr().add(n - 1)).affine = affine };
         if let Some(feed) = &mut self.feed {
-            feed.push(r);
+            // SAFETY: the buffer holds `n` records; it moves only after `feed.sync()`
+            // (`room_for_one`) and frees only after the feed is dropped (declared before
+            // `records`; `take_records` drops it first), and a record is not written after it
+            // is fed (`kept_last` is the last write).
+            unsafe { feed.push(self.records.as_ptr(), n) };
         }
     }
 
@@ -344,6 +374,7 @@ pub(crate) fn with_ctx<R>(
 /// Runs `f` on the state installed in the thread-local `slot` (an instance's context, a mesh
 /// device's state); when none is, raises an [`ErrorKind::OutsideKernel`] error of `op` with
 /// the message `outside()`.
+#[inline]
 pub(crate) fn with_installed<T: 'static, R>(
     slot: &'static std::thread::LocalKey<RefCell<Option<T>>>,
     op: &'static str,

@@ -544,6 +544,11 @@ impl Launch {
                 && pair.is_none()
             {
                 let mut marks = [f.over.as_ref().map_or(0, |o| o.start)];
+                // The feed reads the records in place: it is done with them before they
+                // change.
+                if let Some(fd) = &mut f.feed {
+                    fd.sync();
+                }
                 let done = crate::timing::compiler::run(
                     &mut f.records,
                     self.compiler,
@@ -563,10 +568,11 @@ impl Launch {
                 // Over-committed SBUF: the records with the compiler's spill traffic (the
                 // feed, which saw the records as made, is dropped).
                 let cap = self.target.spec().sbuf_bytes_per_partition;
+                // Dropped before the records change (it reads them in place).
+                f.feed = None;
                 let records = std::mem::take(&mut f.records);
                 let r = crate::timing::spill::resolve(records, &over, cap, &pid)?;
                 f.records = r.records;
-                f.feed = None;
                 f.peak.sbuf_bytes_per_partition = over.peak_before.max(r.stats.resident_peak_bytes);
                 spills.merge(r.stats);
             }
@@ -716,7 +722,8 @@ impl Launch {
 struct Finished {
     /// Linear program id (launch order).
     index: u64,
-    /// The modelling thread that followed its records, if any.
+    /// The modelling thread that followed its records, if any (it reads them in place:
+    /// declared, so dropped, before them).
     feed: Option<crate::timing::RecordFeed>,
     records: Vec<crate::record::Instr>,
     peak: MemoryPeak,

@@ -124,7 +124,7 @@ impl DeviceState {
         if !self.shared.mode.records() {
             return;
         }
-        let recs = context::try_with_ctx(|c| std::mem::take(&mut c.records)).unwrap_or_default();
+        let recs = context::try_with_ctx(|c| c.take_records()).unwrap_or_default();
         if recs.is_empty() {
             return;
         }

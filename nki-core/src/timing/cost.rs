@@ -250,39 +250,10 @@ pub fn dependency_latency_ns(spec: &TargetSpec, engine: Engine) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_records::{loc, mm, vec_op};
     use super::*;
-    use crate::error::SourceLoc;
-    use crate::record::{Instr, MatmulDims};
+    use crate::record::Instr;
     use crate::target::Target;
-
-    fn loc() -> SourceLoc {
-        SourceLoc::caller()
-    }
-
-    fn mm(m: u32, n: u32, fp32: bool) -> Instr {
-        Instr {
-            partitions: 128,
-            free: n,
-            matmul: Some(MatmulDims {
-                k: 128,
-                m,
-                n,
-                fp32,
-                onezero: 0,
-            }),
-            ..Instr::new(Engine::Tensor, Opcode::Matmul, "nisa.nc_matmul", loc())
-        }
-    }
-
-    fn vec_op(op: Opcode, engine: Engine, free: u32, dt: DType) -> Instr {
-        Instr {
-            partitions: 128,
-            free,
-            in_dtype: dt,
-            out_dtype: dt,
-            ..Instr::new(engine, op, "nl.exp", loc())
-        }
-    }
 
     #[test]
     fn matmul_costs_follow_the_formula() {
@@ -354,45 +325,41 @@ mod tests {
     }
 
     #[test]
-    fn trn2_vector_performance_modes() {
-        let s1 = Target::Trn1.spec();
-        let s2 = Target::Trn2.spec();
-        let c = vec_op(Opcode::TensorCopy, Engine::Vector, 2048, DType::BF16);
-        assert_eq!(compute_cycles(s1, &c), 2048);
-        assert_eq!(compute_cycles(s2, &c), 512);
-        let mut strided = c.clone();
+    fn performance_modes_of_trn2_and_trn3() {
+        use {DType::*, Engine::*, Opcode::*, Target::*};
+        // (target, opcode, engine, free elements, dtype, cycles) over 128 partitions.
+        let cases = [
+            // trn2's VectorE performance modes.
+            (Trn1, TensorCopy, Vector, 2048, BF16, 2048),
+            (Trn2, TensorCopy, Vector, 2048, BF16, 512),
+            (Trn2, TensorCopy, Vector, 2048, F32, 2048),
+            // The 64-cycle floor still holds.
+            (Trn2, TensorScalar, Vector, 128, BF16, 64),
+            // ScalarE has no performance mode on trn2.
+            (Trn2, TensorCopy, Scalar, 2048, BF16, 2048),
+            // ScalarE's 2x bf16/fp16 mode for tensor_copy / tensor_scalar (NC-v4 only).
+            (Trn3, TensorCopy, Scalar, 2048, BF16, 1024),
+            (Trn3, Activation, Scalar, 2048, BF16, 2048),
+            (Trn3, TensorCopy, Scalar, 2048, F32, 2048),
+            // VectorE fp8 at the 16-bit width on NC-v4, not on NC-v3.
+            (Trn3, TensorCopy, Vector, 2048, F8E4M3, 512),
+            (Trn2, TensorCopy, Vector, 2048, F8E4M3, 2048),
+            // exponential: 4 elements per cycle, MIN_II floor.
+            (Trn3, Exponential, Vector, 2048, F32, 512),
+            (Trn3, Exponential, Vector, 100, F32, 64),
+        ];
+        for (t, op, engine, free, dt, want) in cases {
+            let r = vec_op(op, engine, free, dt);
+            let what = format!("{t:?} {op:?} on {engine:?}, {free} x {dt:?}");
+            assert_eq!(compute_cycles(t.spec(), &r), want, "{what}");
+        }
+        // trn2 VectorE: a strided access halves the bf16 mode.
+        let mut strided = vec_op(TensorCopy, Vector, 2048, BF16);
         strided.contiguous = false;
-        assert_eq!(compute_cycles(s2, &strided), 1024);
-        let f = vec_op(Opcode::TensorCopy, Engine::Vector, 2048, DType::F32);
-        assert_eq!(compute_cycles(s2, &f), 2048);
-        // The 64-cycle floor still holds.
-        let small = vec_op(Opcode::TensorScalar, Engine::Vector, 128, DType::BF16);
-        assert_eq!(compute_cycles(s2, &small), 64);
-        // ScalarE has no performance mode on trn2.
-        let sc = vec_op(Opcode::TensorCopy, Engine::Scalar, 2048, DType::BF16);
-        assert_eq!(compute_cycles(s2, &sc), 2048);
-    }
-
-    #[test]
-    fn trn3_scalar_fp8_and_exponential_modes() {
-        let (s2, s3) = (Target::Trn2.spec(), Target::Trn3.spec());
-        // ScalarE's 2x bf16/fp16 mode for tensor_copy / tensor_scalar (NC-v4 only).
-        let sc = vec_op(Opcode::TensorCopy, Engine::Scalar, 2048, DType::BF16);
-        assert_eq!(compute_cycles(s3, &sc), 1024);
-        let act = vec_op(Opcode::Activation, Engine::Scalar, 2048, DType::BF16);
-        assert_eq!(compute_cycles(s3, &act), 2048);
-        let f32c = vec_op(Opcode::TensorCopy, Engine::Scalar, 2048, DType::F32);
-        assert_eq!(compute_cycles(s3, &f32c), 2048);
-        // VectorE fp8 at the 16-bit width on NC-v4, not on NC-v3.
-        let f8 = vec_op(Opcode::TensorCopy, Engine::Vector, 2048, DType::F8E4M3);
-        assert_eq!(compute_cycles(s3, &f8), 512);
-        assert_eq!(compute_cycles(s2, &f8), 2048);
-        // exponential: 4 elements per cycle, MIN_II floor, + MIN_II for a read-out.
-        let mut e = vec_op(Opcode::Exponential, Engine::Vector, 2048, DType::F32);
-        assert_eq!(compute_cycles(s3, &e), 512);
+        assert_eq!(compute_cycles(Trn2.spec(), &strided), 1024);
+        // trn3 exponential: + MIN_II for a read-out.
+        let mut e = vec_op(Exponential, Vector, 2048, F32);
         e.accumulate = true;
-        assert_eq!(compute_cycles(s3, &e), 576);
-        let small = vec_op(Opcode::Exponential, Engine::Vector, 100, DType::F32);
-        assert_eq!(compute_cycles(s3, &small), 64);
+        assert_eq!(compute_cycles(Trn3.spec(), &e), 576);
     }
 }

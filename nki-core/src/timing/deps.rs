@@ -385,12 +385,11 @@ mod tests {
             })
             .collect();
         let mut feed = super::super::feed::RecordFeed::new(crate::target::Target::Trn1, 0);
-        for r in &recs {
-            feed.push(r);
+        for i in 0..recs.len() {
+            // SAFETY: `recs` is neither moved nor written until `finish`.
+            unsafe { feed.push(recs.as_ptr(), i + 1) };
         }
-        let prep = feed
-            .finish(recs.len())
-            .expect("the feed's thread ran the pass");
+        let prep = feed.finish(&recs).expect("the feed's thread ran the pass");
         let pass = &prep.cores[0].deps;
         let refs: Vec<&Instr> = recs.iter().collect();
         let mut direct = Vec::new();

@@ -237,30 +237,10 @@ pub fn dma_plan_into(spec: &TargetSpec, r: impl Into<CostFacts>, plan: &mut DmaP
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_records::dma;
     use super::*;
     use crate::dtype::DType;
-    use crate::error::SourceLoc;
-    use crate::record::{DmaDims, Engine, Instr};
     use crate::target::Target;
-
-    fn loc() -> SourceLoc {
-        SourceLoc::caller()
-    }
-
-    fn dma(parts: u32, start: u32, bytes: u64) -> Instr {
-        Instr {
-            partitions: parts,
-            dma: Some(DmaDims {
-                src: MemKind::Hbm,
-                dst: MemKind::Sbuf,
-                bytes,
-                partitions: parts,
-                start_partition: start,
-                chunk_bytes: bytes,
-            }),
-            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", loc())
-        }
-    }
 
     #[test]
     fn dma_spreads_partitions_over_engines() {

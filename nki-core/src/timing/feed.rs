@@ -3,209 +3,222 @@
 //! dependencies, costs, DMA plans, queues, per-op rows; see [`Prepared`]), so that after the
 //! kernel ends only placement and the placement-dependent summary are left.
 //!
-//! The kernel thread copies what the preparation reads of each record (its fields and regions,
-//! not its loop position) into a chunk and hands full chunks to the modelling thread, which
-//! hands them back empty for reuse (also to later launches' feeds). The thread is started with
-//! the first full chunk (a launch too small to fill one never starts it) and ends when the feed
-//! is finished or dropped: a kernel that fails or panics drops its feed with its instance
-//! context, which closes the channel.
+//! The modelling thread reads the records in place, in the kernel thread's record buffer: the
+//! kernel thread hands it spans of finished records (a pointer and a length, nothing copied)
+//! and gets a token back for each span prepared. A span stays valid while the buffer neither
+//! moves nor frees and its records are not changed: before the buffer grows the kernel thread
+//! waits for every span handed out ([`RecordFeed::sync`]), and dropping the feed stops and
+//! joins the thread (an instance context drops its feed before its records). The thread is
+//! started with the first full span (a launch too small to fill one never starts it) and ends
+//! when the feed is finished or dropped.
 
 use super::cost::CostFacts;
 use super::prepare::Prepared;
-use crate::record::{Instr, Region};
+use crate::record::Instr;
 use crate::target::Target;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
-/// Records per chunk handed to the modelling thread.
+/// Records per span handed to the modelling thread.
 pub(super) const CHUNK: usize = 2048;
 
-/// What the preparation reads of a record: its cost facts (the fields the cost rules read,
-/// not its API name, source line or loop position) and how many of the regions that follow
-/// it in its chunk it reads and writes. Compact: the kernel thread copies it for every record.
-#[derive(Clone, Copy)]
-struct Head {
-    facts: CostFacts,
-    /// How many regions the record reads and writes.
-    reads: u32,
-    writes: u32,
+/// Finished records in the kernel thread's record buffer, in program order: `len` records
+/// from `first` on.
+struct Span {
+    first: *const Instr,
+    len: usize,
 }
 
-impl Head {
-    fn of(r: &Instr) -> Head {
-        Head {
-            facts: CostFacts::of(r),
-            reads: r.reads.len() as u32,
-            writes: r.writes.len() as u32,
+// SAFETY: a span is only read by the modelling thread, while the kernel thread keeps its
+// records in place and unchanged (see the module comment and `RecordFeed::push`).
+unsafe impl Send for Span {}
+
+impl Span {
+    /// Prepares the span's records (instance 0's) in `prep`.
+    ///
+    /// # Safety
+    ///
+    /// The span's records are alive, in place and not written while this runs.
+    unsafe fn prepare(&self, prep: &mut Prepared) {
+        // SAFETY: the caller's contract.
+        let records = unsafe { std::slice::from_raw_parts(self.first, self.len) };
+        for r in records {
+            prep.add(&CostFacts::of(r), &r.reads, &r.writes, 0);
         }
     }
 }
 
-/// A run of records, in program order.
-#[derive(Default)]
-struct Chunk {
-    heads: Vec<Head>,
-    /// Per record: its read regions, then its written regions.
-    regions: Vec<Region>,
-}
-
-impl Chunk {
-    fn clear(&mut self) {
-        self.heads.clear();
-        self.regions.clear();
-    }
-
-    /// Prepares the chunk's records (instance 0's) in `prep`.
-    fn prepare(&self, prep: &mut Prepared) {
-        let mut at = 0;
-        for h in &self.heads {
-            let (nr, nw) = (h.reads as usize, h.writes as usize);
-            let reads = &self.regions[at..at + nr];
-            let writes = &self.regions[at + nr..at + nr + nw];
-            prep.add(&h.facts, reads, writes, 0);
-            at += nr + nw;
-        }
-    }
-}
-
-/// Empty chunks of earlier launches' feeds (their pages are resident).
-static SPARE_CHUNKS: Mutex<Vec<Chunk>> = Mutex::new(Vec::new());
-
-/// Most chunks [`SPARE_CHUNKS`] keeps.
-const SPARE_MAX: usize = 16;
-
-impl Chunk {
-    /// An empty chunk: a spare one when there is one.
-    fn spare() -> Chunk {
-        let spare = SPARE_CHUNKS.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        spare.unwrap_or_else(|| Chunk {
-            heads: Vec::with_capacity(CHUNK),
-            regions: Vec::with_capacity(CHUNK * 4),
-        })
-    }
-
-    /// Keeps empty chunks for later feeds (up to [`SPARE_MAX`]).
-    fn keep(chunks: impl IntoIterator<Item = Chunk>) {
-        let mut spares = SPARE_CHUNKS.lock().unwrap_or_else(|p| p.into_inner());
-        for mut c in chunks {
-            if spares.len() >= SPARE_MAX {
-                break;
-            }
-            c.clear();
-            spares.push(c);
-        }
-    }
-}
-
-/// The running modelling thread: where full chunks go and where empty ones come back.
+/// The running modelling thread: where spans go, where their tokens come back, and the flag
+/// that makes it stop reading.
 struct Worker {
-    full: Sender<Chunk>,
-    empty: Receiver<Chunk>,
+    spans: Sender<Span>,
+    done: Receiver<()>,
+    stop: Arc<AtomicBool>,
     handle: JoinHandle<Prepared>,
+    /// Spans handed out whose token has not come back.
+    outstanding: usize,
+}
+
+impl Worker {
+    /// Waits until the thread prepared every span handed out (or went away).
+    fn sync(&mut self) {
+        while self.outstanding > 0 {
+            if self.done.recv().is_err() {
+                // The thread ended: it reads nothing any more.
+                self.outstanding = 0;
+                return;
+            }
+            self.outstanding -= 1;
+        }
+    }
 }
 
 /// The kernel thread's end of a modelling thread that prepares one instance's records (see
 /// [`Prepared`]; global index 0 on: the only instance of the launch, first in its NeuronCore's
 /// stream).
 pub(crate) struct RecordFeed {
-    chunk: Chunk,
     worker: Option<Worker>,
     /// Target and NeuronCore of the instance.
     target: Target,
     nc: usize,
     /// Records fed (the preparation is used only if it saw all the instance's records).
     fed: usize,
+    /// Records handed to the thread (the first `handed` of the buffer).
+    handed: usize,
     /// The thread could not be started or went away: nothing more is fed.
     broken: bool,
 }
 
 impl RecordFeed {
     /// A feed for the records of the instance on NeuronCore `nc` of a launch on `target`;
-    /// its thread starts with the first full chunk.
+    /// its thread starts with the first full span.
     pub(crate) fn new(target: Target, nc: usize) -> RecordFeed {
         RecordFeed {
-            chunk: Chunk::spare(),
             worker: None,
             target,
             nc,
             fed: 0,
+            handed: 0,
             broken: false,
         }
     }
 
-    /// Feeds record `r` (the instance's next record).
-    pub(crate) fn push(&mut self, r: &Instr) {
+    /// Feeds the instance's next record: the records of the buffer at `first` are finished up
+    /// to `len` (the new one is the last); they are handed to the thread a span at a time.
+    ///
+    /// # Safety
+    ///
+    /// `first` points to the instance's record buffer holding at least `len` records. Until
+    /// [`RecordFeed::sync`] returns, the feed is dropped or [`RecordFeed::finish`] is called,
+    /// the buffer does not move or free and none of its first `len` records is written.
+    pub(crate) unsafe fn push(&mut self, first: *const Instr, len: usize) {
         if self.broken {
             return;
         }
-        let c = &mut self.chunk;
-        c.heads.push(Head::of(r));
-        c.regions.extend_from_slice(&r.reads);
-        c.regions.extend_from_slice(&r.writes);
         self.fed += 1;
-        if c.heads.len() >= CHUNK {
-            self.hand_over();
+        if len - self.handed >= CHUNK {
+            // SAFETY: `handed <= len` records lie at `first` (the caller's contract).
+            let span = Span {
+                first: unsafe { first.add(self.handed) },
+                len: len - self.handed,
+            };
+            self.handed = len;
+            self.hand_over(span);
         }
     }
 
-    /// Hands the current chunk to the modelling thread (started here on first use).
-    fn hand_over(&mut self) {
+    /// Waits until the thread has read every record handed to it: after this the kernel
+    /// thread may move the buffer (the records handed out stay prepared).
+    pub(crate) fn sync(&mut self) {
+        if let Some(w) = &mut self.worker {
+            w.sync();
+        }
+    }
+
+    /// Hands `span` to the modelling thread (started here on first use).
+    fn hand_over(&mut self, span: Span) {
         if self.worker.is_none() {
             self.worker = start(self.target, self.nc);
         }
-        let Some(w) = &self.worker else {
+        let Some(w) = &mut self.worker else {
             self.broken = true;
             return;
         };
-        let next = w.empty.try_recv().unwrap_or_else(|_| Chunk::spare());
-        let full = std::mem::replace(&mut self.chunk, next);
-        if w.full.send(full).is_err() {
+        if w.spans.send(span).is_ok() {
+            w.outstanding += 1;
+        } else {
             self.broken = true;
         }
     }
 
-    /// Ends the feed after the instance's last record: the preparation of its `records`
-    /// records, or `None` when no thread ran or it did not see exactly those records (the
-    /// caller then prepares them itself).
-    pub(crate) fn finish(mut self, records: usize) -> Option<Prepared> {
-        if self.broken || self.worker.is_none() || self.fed != records {
+    /// Ends the feed after the instance's last record (`records` is the instance's whole
+    /// record buffer): the preparation of its records, or `None` when no thread ran or it did
+    /// not see exactly those records (the caller then prepares them itself).
+    pub(crate) fn finish(mut self, records: &[Instr]) -> Option<Prepared> {
+        if self.broken || self.worker.is_none() || self.fed != records.len() {
             return None;
         }
-        if !self.chunk.heads.is_empty() {
-            self.hand_over();
+        let tail = &records[self.handed.min(records.len())..];
+        if !tail.is_empty() {
+            // `records` outlives this call, which joins the thread before returning.
+            self.hand_over(Span {
+                first: tail.as_ptr(),
+                len: tail.len(),
+            });
+            self.handed = records.len();
         }
         let w = self.worker.take()?;
-        drop(w.full);
+        drop(w.spans);
         let prep = w.handle.join().ok();
-        let chunk = std::mem::take(&mut self.chunk);
-        Chunk::keep(w.empty.try_iter().chain([chunk]));
-        prep.filter(|p| !self.broken && p.records() == records)
+        prep.filter(|p| !self.broken && p.records() == records.len())
+    }
+}
+
+impl Drop for RecordFeed {
+    /// Stops the thread and waits for it: it reads no record after this.
+    fn drop(&mut self) {
+        if let Some(w) = self.worker.take() {
+            w.stop.store(true, Ordering::Relaxed);
+            drop(w.spans);
+            let _ = w.handle.join();
+        }
     }
 }
 
 /// Starts a modelling thread for the instance on NeuronCore `nc`; `None` when the OS refuses.
 fn start(target: Target, nc: usize) -> Option<Worker> {
-    let (full, full_rx) = channel::<Chunk>();
-    let (empty_tx, empty) = channel::<Chunk>();
+    let (spans, spans_rx) = channel::<Span>();
+    let (done_tx, done) = channel::<()>();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = stop.clone();
     let handle = std::thread::Builder::new()
         .name("nki-model".into())
         .spawn(move || {
             let mut prep = Prepared::new(target.spec(), true);
             prep.begin_core(0, nc);
-            // Ends when the feed is finished or dropped (the sender goes away).
-            while let Ok(mut chunk) = full_rx.recv() {
-                chunk.prepare(&mut prep);
-                chunk.clear();
-                let _ = empty_tx.send(chunk);
+            // Ends when the feed is finished or dropped (the sender goes away); a dropped
+            // feed also raises `stop`, and the spans still queued are then not read.
+            while let Ok(span) = spans_rx.recv() {
+                if stopped.load(Ordering::Relaxed) {
+                    break;
+                }
+                // SAFETY: the kernel thread keeps the span's records in place and unchanged
+                // until this token comes back, the feed is dropped (which waits for this
+                // thread) or finished (which joins it).
+                unsafe { span.prepare(&mut prep) };
+                let _ = done_tx.send(());
             }
             prep
         })
         .ok()?;
     Some(Worker {
-        full,
-        empty,
+        spans,
+        done,
+        stop,
         handle,
+        outstanding: 0,
     })
 }
 
@@ -215,7 +228,7 @@ mod tests {
     use crate::dtype::DType;
     use crate::error::SourceLoc;
     use crate::math::AluOp;
-    use crate::record::{AffinePos, BufId, DmaDims, Engine, MatmulDims, MemKind, Opcode};
+    use crate::record::{AffinePos, BufId, DmaDims, Engine, MatmulDims, MemKind, Opcode, Region};
     use crate::timing::cost;
 
     /// Records of every engine with every field a record can carry set (API name, source
@@ -296,10 +309,11 @@ mod tests {
                 .take(CHUNK * 2 + 5)
                 .collect();
             let mut feed = RecordFeed::new(target, 0);
-            for r in &recs {
-                feed.push(r);
+            for i in 0..recs.len() {
+                // SAFETY: `recs` is neither moved nor written until `finish`.
+                unsafe { feed.push(recs.as_ptr(), i + 1) };
             }
-            let fed = feed.finish(recs.len()).expect("the feed's thread ran");
+            let fed = feed.finish(&recs).expect("the feed's thread ran");
             let stream = crate::record::CoreStream {
                 nc: 0,
                 instances: vec![(Vec::new(), recs.clone())],

@@ -28,6 +28,8 @@ mod schedule;
 mod scratch;
 mod spans;
 pub(crate) mod spill;
+#[cfg(test)]
+mod test_records;
 
 pub(crate) use feed::RecordFeed;
 
@@ -170,8 +172,11 @@ pub(crate) fn model_synced(
     let spec = target.spec();
     // A feed holds a host CPU for this launch's modelling (see `spmd::HostLoad`).
     let spare_core = feed.is_some();
-    let first = streams.first().map_or(0, CoreStream::records);
-    let fed = feed.and_then(|f| f.finish(first));
+    // The feed followed the first core's only instance.
+    let fed = feed.and_then(|f| match streams.first().map(|s| &s.instances[..]) {
+        Some([(_, records)]) => f.finish(records),
+        _ => None,
+    });
     let mut prep = Prepared::of_streams(streams, spec, fed);
     let n = prep.records();
     // On the CPU the feed held, the rows are built while this thread places the records, and

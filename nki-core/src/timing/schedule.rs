@@ -214,32 +214,28 @@ pub(crate) fn schedule<'a>(
     let stacks = streams.iter().map(|s| s.nc / per_stack).max().unwrap_or(0) + 1;
     let mut sim = Sim {
         spec,
-        recs: &recs,
+        out: Schedule {
+            recs,
+            core,
+            start: vec![0.0; n],
+            end: vec![0.0; n],
+            ls_end: vec![0.0; n],
+            mm_start: vec![0.0; n],
+            // A DMA leaves at most one piece per DMA engine (most leave one, see [`Piece`]):
+            // room for the most is reserved once, never regrown, and the untouched part is
+            // never paged in. (Reserving only the typical count was measured to page-fault
+            // more: 36k -> 135k faults over 20 tiled estimates, as glibc then keeps fewer
+            // freed pages for reuse.)
+            pieces: Vec::with_capacity(prep.dmas * spec.dma_engines.max(1)),
+            cause: vec![Cause::Start; n],
+            bandwidth_bound: vec![false; n],
+        },
         engine: &prep.engine,
-        core: &core,
         costs: &prep.costs,
-        pending: std::mem::take(&mut scr.pending),
-        first: std::mem::take(&mut scr.first),
-        edges: std::mem::take(&mut scr.edges),
-        ready: std::mem::take(&mut scr.ready),
-        ready_late: std::mem::take(&mut scr.ready_late),
-        released: std::mem::take(&mut scr.released),
-        done: std::mem::take(&mut scr.done),
+        s: scr,
         instance: &prep.instance,
-        start: vec![0.0; n],
-        end: vec![0.0; n],
-        ls_end: vec![0.0; n],
-        mm_start: vec![0.0; n],
-        // A DMA leaves at most one piece per DMA engine (most leave one, see [`Piece`]): room
-        // for the most is reserved once, never regrown, and the untouched part is never paged
-        // in. (Reserving only the typical count was measured to page-fault more: 36k -> 135k
-        // faults over 20 tiled estimates, as glibc then keeps fewer freed pages for reuse.)
-        pieces: Vec::with_capacity(prep.dmas * spec.dma_engines.max(1)),
         cores,
         hbm_free: vec![0.0; stacks],
-        ready_pred: std::mem::take(&mut scr.ready_pred),
-        cause: vec![Cause::Start; n],
-        bandwidth_bound: vec![false; n],
         work: ReadyQueue::default(),
         dmas: ReadyQueue::default(),
         lat: Engine::ALL.map(|e| cost::dependency_latency_ns(spec, e)),
@@ -247,7 +243,7 @@ pub(crate) fn schedule<'a>(
         plan: DmaPlan::default(),
     };
     for i in 0..n {
-        if sim.pending[i] == 0 {
+        if sim.s.pending[i] == 0 {
             sim.work.push(Key(0.0, i as u32));
         }
     }
@@ -262,72 +258,30 @@ pub(crate) fn schedule<'a>(
     }
     // Dependencies and engine order only point backwards, so everything gets placed.
     debug_assert_eq!(sim.placed, n, "every record is placed");
+    let Sim { out, cores, s, .. } = sim;
     // Kept for the next launch: the scratch vectors and the engine queues.
-    std::mem::swap(&mut scr.pending, &mut sim.pending);
-    std::mem::swap(&mut scr.first, &mut sim.first);
-    std::mem::swap(&mut scr.edges, &mut sim.edges);
-    std::mem::swap(&mut scr.ready, &mut sim.ready);
-    std::mem::swap(&mut scr.ready_late, &mut sim.ready_late);
-    std::mem::swap(&mut scr.released, &mut sim.released);
-    std::mem::swap(&mut scr.done, &mut sim.done);
-    std::mem::swap(&mut scr.ready_pred, &mut sim.ready_pred);
-    prep.scratch = scr;
-    let Sim {
-        start,
-        end,
-        ls_end,
-        mm_start,
-        pieces,
-        cause,
-        bandwidth_bound,
-        cores,
-        ..
-    } = sim;
+    prep.scratch = s;
     for (f, st) in prep.cores.iter_mut().zip(cores) {
         f.queues = st.queues;
     }
-    Schedule {
-        recs,
-        core,
-        start,
-        end,
-        ls_end,
-        mm_start,
-        pieces,
-        cause,
-        bandwidth_bound,
-    }
+    out
 }
 
 struct Sim<'s, 'a> {
     spec: &'s TargetSpec,
-    recs: &'s [&'a Instr],
+    /// The schedule being made: the records, their cores and what is placed so far.
+    out: Schedule<'a>,
     /// Engine of each record (read without touching the record).
     engine: &'s [Engine],
-    core: &'s [u16],
     /// The records' engine costs, prepared from the records alone.
     costs: &'s Costs,
-    pending: Vec<u32>,
-    first: Vec<u32>,
-    edges: Vec<Edge>,
-    ready: Vec<f64>,
-    ready_late: Vec<f64>,
-    released: Vec<bool>,
-    /// Record placed.
-    done: Vec<bool>,
+    /// The per-record placement vectors (dependencies, ready times, states), kept from
+    /// launch to launch.
+    s: SimScratch,
     /// Instance (within its core) of each record.
     instance: &'s [u32],
-    start: Vec<f64>,
-    end: Vec<f64>,
-    ls_end: Vec<f64>,
-    mm_start: Vec<f64>,
-    pieces: Vec<Piece>,
     cores: Vec<CoreState>,
     hbm_free: Vec<f64>,
-    /// Per record: the record whose end set its `ready` time, if any.
-    ready_pred: Vec<u32>,
-    cause: Vec<Cause>,
-    bandwidth_bound: Vec<bool>,
     /// Records whose dependencies are all placed, earliest ready first: releasing them in
     /// time order lets engines that look ahead fill their idle gaps in time order.
     work: ReadyQueue,
@@ -343,13 +297,13 @@ impl Sim<'_, '_> {
     fn release(&mut self, i: u32) {
         let engine = self.engine[i as usize];
         if engine == Engine::Dma {
-            let ready = self.ready[i as usize].max(self.ready_late[i as usize]);
+            let ready = self.s.ready[i as usize].max(self.s.ready_late[i as usize]);
             let t = dma::queued_at(self.spec, ready);
             self.dmas.push(Key(t, i));
             return;
         }
-        self.released[i as usize] = true;
-        let c = self.core[i as usize] as usize;
+        self.s.released[i as usize] = true;
+        let c = self.out.core[i as usize] as usize;
         let slot = engine.index();
         if engine == Engine::Tensor {
             // TensorE: program order.
@@ -358,7 +312,7 @@ impl Sim<'_, '_> {
                 let Some(&head) = st.queues[slot].get(st.heads[slot]) else {
                     break;
                 };
-                if !self.released[head as usize] {
+                if !self.s.released[head as usize] {
                     break;
                 }
                 self.cores[c].heads[slot] += 1;
@@ -378,14 +332,14 @@ impl Sim<'_, '_> {
             let Some(&j) = self.cores[c].queues[slot].get(k) else {
                 break;
             };
-            if self.done[j as usize] {
+            if self.s.done[j as usize] {
                 if k == self.cores[c].heads[slot] {
                     self.cores[c].heads[slot] += 1;
                 }
                 k += 1;
                 continue;
             }
-            if self.released[j as usize] && self.may_pass(c, slot, k) {
+            if self.s.released[j as usize] && self.may_pass(c, slot, k) {
                 self.place_compute(j, c, slot);
                 if k == self.cores[c].heads[slot] {
                     self.cores[c].heads[slot] += 1;
@@ -404,33 +358,33 @@ impl Sim<'_, '_> {
         let j = q[k] as usize;
         q[self.cores[c].heads[slot]..k].iter().all(|&i| {
             let i = i as usize;
-            self.done[i]
+            self.s.done[i]
                 || order::may_reorder(
                     self.instance[j],
-                    self.recs[j],
+                    self.out.recs[j],
                     self.instance[i],
-                    self.recs[i],
+                    self.out.recs[i],
                 )
         })
     }
 
     fn place_compute(&mut self, i: u32, c: usize, slot: usize) {
         let iu = i as usize;
-        let r = self.recs[iu];
+        let r = self.out.recs[iu];
         let st = &mut self.cores[c];
         if r.engine == Engine::Tensor {
             let tc = self.costs.tensor(self.spec, iu, r);
             let t = st
                 .tensor
-                .place(self.spec, tc, self.ready[iu], self.ready_late[iu]);
+                .place(self.spec, tc, self.s.ready[iu], self.s.ready_late[iu]);
             let prev = std::mem::replace(&mut st.last[slot], i);
-            self.cause[iu] = self.cause_of(iu, t.engine_bound, prev);
-            self.start[iu] = t.ls_start;
-            self.ls_end[iu] = t.ls_end;
-            self.mm_start[iu] = t.mm_start;
-            self.end[iu] = t.mm_end;
+            self.out.cause[iu] = self.cause_of(iu, t.engine_bound, prev);
+            self.out.start[iu] = t.ls_start;
+            self.out.ls_end[iu] = t.ls_end;
+            self.out.mm_start[iu] = t.mm_start;
+            self.out.end[iu] = t.mm_end;
         } else {
-            let ready = self.ready[iu].max(self.ready_late[iu]);
+            let ready = self.s.ready[iu].max(self.s.ready_late[iu]);
             // Records it may not pass (same iteration, or outside affine loops) finish first.
             let tl = &st.timelines[slot];
             // The latest end among them; an interval ending no later than the latest so far
@@ -440,7 +394,7 @@ impl Sim<'_, '_> {
             for &(_, e, o) in tl.busy.iter().rev() {
                 let o = o as usize;
                 if e > order
-                    && !order::may_reorder(self.instance[iu], r, self.instance[o], self.recs[o])
+                    && !order::may_reorder(self.instance[iu], r, self.instance[o], self.out.recs[o])
                 {
                     order = e;
                 }
@@ -451,20 +405,20 @@ impl Sim<'_, '_> {
             let prev = tl.holder(s);
             st.timelines[slot].insert(s, e, i);
             st.last[slot] = i;
-            self.start[iu] = s;
-            self.end[iu] = e;
-            self.cause[iu] = self.cause_of(iu, s > ready, prev);
+            self.out.start[iu] = s;
+            self.out.end[iu] = e;
+            self.out.cause[iu] = self.cause_of(iu, s > ready, prev);
         }
         self.propagate(i);
     }
 
     fn place_dma(&mut self, i: u32, t: f64) {
         let iu = i as usize;
-        let r = self.recs[iu];
+        let r = self.out.recs[iu];
         self.costs.dma_plan_into(self.spec, iu, r, &mut self.plan);
         let plan = &self.plan;
-        self.bandwidth_bound[iu] = dma::bandwidth_bound(self.spec, plan);
-        let c = self.core[iu] as usize;
+        self.out.bandwidth_bound[iu] = dma::bandwidth_bound(self.spec, plan);
+        let c = self.out.core[iu] as usize;
         let st = &mut self.cores[c];
         let mut bound = t;
         if plan.hbm_bytes > 0 {
@@ -484,8 +438,8 @@ impl Sim<'_, '_> {
         let (free, held) = (&mut free[..ns.len()], &mut held[..ns.len()]);
         // When the last DMA placed was this core's and left one piece, every engine is in its
         // state: only the shares can differ.
-        let one_state = matches!(self.pieces.last(),
-            Some(p) if p.engines as usize == ns.len() && self.core[p.rec as usize] as usize == c);
+        let one_state = matches!(self.out.pieces.last(),
+            Some(p) if p.engines as usize == ns.len() && self.out.core[p.rec as usize] as usize == c);
         // Engines in one state (free time, last record) given one share end the same: each run
         // of such engines is placed once and leaves one piece; it changes neither the cause nor
         // `last` past what its first engine does.
@@ -518,7 +472,7 @@ impl Sim<'_, '_> {
             }
             free[k..to].fill(pe);
             held[k..to].fill(i);
-            self.pieces.push(Piece {
+            self.out.pieces.push(Piece {
                 rec: i,
                 engine: k as u16,
                 engines: (to - k) as u16,
@@ -532,9 +486,9 @@ impl Sim<'_, '_> {
         if !first.is_finite() {
             first = t;
         }
-        self.start[iu] = first;
-        self.end[iu] = dma::dma_end(first, last, plan.floor_ns);
-        self.cause[iu] = match cause {
+        self.out.start[iu] = first;
+        self.out.end[iu] = dma::dma_end(first, last, plan.floor_ns);
+        self.out.cause[iu] = match cause {
             Some(Cause::Start) | None => self.cause_of(iu, false, u32::MAX),
             Some(c) => c,
         };
@@ -546,8 +500,8 @@ impl Sim<'_, '_> {
     fn cause_of(&self, i: usize, engine_bound: bool, prev: u32) -> Cause {
         if engine_bound && prev != u32::MAX {
             Cause::Engine(prev)
-        } else if self.ready_pred[i] != u32::MAX {
-            Cause::Data(self.ready_pred[i])
+        } else if self.s.ready_pred[i] != u32::MAX {
+            Cause::Data(self.s.ready_pred[i])
         } else {
             Cause::Start
         }
@@ -557,24 +511,24 @@ impl Sim<'_, '_> {
     fn propagate(&mut self, i: u32) {
         let iu = i as usize;
         self.placed += 1;
-        self.done[iu] = true;
-        let (a, b) = (self.first[iu] as usize, self.first[iu + 1] as usize);
+        self.s.done[iu] = true;
+        let (a, b) = (self.s.first[iu] as usize, self.s.first[iu + 1] as usize);
         let pe = self.engine[iu];
-        let (start, end) = (self.start[iu], self.end[iu]);
-        for e in &self.edges[a..b] {
+        let (start, end) = (self.out.start[iu], self.out.end[iu]);
+        for e in &self.s.edges[a..b] {
             let s = e.succ as usize;
             let c = order::ready_after(e.kind, pe, self.engine[s], start, end, &self.lat);
-            if c >= self.ready[s].max(self.ready_late[s]) {
-                self.ready_pred[s] = i;
+            if c >= self.s.ready[s].max(self.s.ready_late[s]) {
+                self.s.ready_pred[s] = i;
             }
             if e.late {
-                self.ready_late[s] = self.ready_late[s].max(c);
+                self.s.ready_late[s] = self.s.ready_late[s].max(c);
             } else {
-                self.ready[s] = self.ready[s].max(c);
+                self.s.ready[s] = self.s.ready[s].max(c);
             }
-            self.pending[s] -= 1;
-            if self.pending[s] == 0 {
-                let ready = self.ready[s].max(self.ready_late[s]);
+            self.s.pending[s] -= 1;
+            if self.s.pending[s] == 0 {
+                let ready = self.s.ready[s].max(self.s.ready_late[s]);
                 self.work.push(Key(ready, e.succ));
             }
         }
