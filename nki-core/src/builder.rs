@@ -1,6 +1,7 @@
-//! One declaration of the chainable setters of the option and argument structs
-//! (`Opts::new().engine(e).negate()`, ...): each setter takes `self` by value, writes its
-//! fields and returns `self`.
+//! Declarations written once for the crate's option structs and operand enums: the chainable
+//! setters of the option and argument structs (`Opts::new().engine(e).negate()`, ...; each
+//! setter takes `self` by value, writes its fields and returns `self`), and the conversions of
+//! tiles into an operand enum.
 
 /// Declares chainable setters, each with its doc comment, arguments and the fields it
 /// writes:
@@ -26,4 +27,21 @@ macro_rules! setters {
     )*};
 }
 
-pub(crate) use setters;
+/// Implements `From<&Tile>` (the tile's whole view) and `From<TileRef>` for the operand enum
+/// `$operand<'a>`, whose variant `Tile` holds a [`TileRef`](crate::tile::TileRef).
+macro_rules! tile_operand {
+    ($operand:ident) => {
+        impl<'a> From<&'a $crate::tile::Tile> for $operand<'a> {
+            fn from(t: &'a $crate::tile::Tile) -> Self {
+                $operand::Tile(t.view())
+            }
+        }
+        impl<'a> From<$crate::tile::TileRef<'a>> for $operand<'a> {
+            fn from(t: $crate::tile::TileRef<'a>) -> Self {
+                $operand::Tile(t)
+            }
+        }
+    };
+}
+
+pub(crate) use {setters, tile_operand};

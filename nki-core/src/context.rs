@@ -374,6 +374,7 @@ pub(crate) fn with_ctx<R>(
 /// Runs `f` on the state installed in the thread-local `slot` (an instance's context, a mesh
 /// device's state); when none is, raises an [`ErrorKind::OutsideKernel`] error of `op` with
 /// the message `outside()`.
+#[inline]
 pub(crate) fn with_installed<T: 'static, R>(
     slot: &'static std::thread::LocalKey<RefCell<Option<T>>>,
     op: &'static str,

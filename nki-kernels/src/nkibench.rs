@@ -19,6 +19,7 @@
 use crate::checks::{expect_rank, expect_shape, require};
 use nki_core::nisa::classic as nisa;
 use nki_core::prelude::*;
+use nki_core::{with_compiler_stage, CompilerStage};
 
 /// Partitions per tile (128).
 const P: usize = nl::tile_size::PMAX;
@@ -247,13 +248,13 @@ pub fn bmm_softmax_baseline(
 ///
 /// Needs C a multiple of 128.
 ///
-/// At the NKIBench problem on trn1 the model does not reject it, and misses its counters
-/// (calibration.md §5): the counters' HBM reads decompose exactly into 32 `delta` tiles,
-/// only 2 `u` tiles (one per channel tile), the `a`, `b` and `c` steps and the spill
-/// reloads, so the compiler hoisted the loop-invariant `delta * u` (and its `u` load) out of
-/// the state loop; the model's compiler stage hoists no computation, so it reads `u` 32
-/// times (HBM read +65 %) and spills the accumulators 17 times where the counters say 15
-/// (+13 %).
+/// At the NKIBench problem on trn1 it runs through the modelled Beta-1 compiler
+/// ([`CompilerStage::BETA1`]), as its source program does on hardware. The counters' HBM reads
+/// decompose exactly into 32 `delta` tiles, only 2 `u` tiles (one per channel tile), the
+/// `a`, `b` and `c` steps and the spill reloads: the compiler hoisted the loop-invariant
+/// `delta * u` (and its `u` load) out of the state loop, which the stage's `hoist_compute`
+/// does; the accumulators then no longer fit beside each step's temporaries, and one of them
+/// lives in HBM (saved after every accumulation, re-loaded before the next).
 #[nki_kernel]
 pub fn mamba_baseline(
     delta: &Hbm<f32>,
@@ -373,7 +374,11 @@ impl Baseline {
                     Hbm::shape_only([s, m]),
                 );
                 let mut out = Hbm::<f32>::shape_only([c, m]);
-                mamba_baseline::estimate(g(), target, &delta, &u, &a, &b, &cm, &mut out)
+                // The source program goes through the modelled Beta-1 compiler (the other
+                // two are compiler-emitted programs, already transformed).
+                with_compiler_stage(CompilerStage::BETA1, || {
+                    mamba_baseline::estimate(g(), target, &delta, &u, &a, &b, &cm, &mut out)
+                })
             }
         }
     }

@@ -5,6 +5,7 @@
 
 use ndarray::{Array2, Array3, Axis};
 use nki_core::prelude::*;
+use nki_core::SpillKind;
 use nki_kernels::nkibench::{bmm_softmax_baseline, mamba_baseline, matmul_baseline, Baseline};
 use nki_kernels::testing::{check_modes, random_f32};
 
@@ -149,4 +150,21 @@ fn the_nkibench_problems_are_modelled_with_the_compilers_traffic_not_rejected() 
         assert!(shown.contains("SBUF over-committed"), "{shown}");
         assert!(shown.contains("nkibench.rs"), "{shown}");
     }
+}
+
+#[test]
+fn mambas_zero_filled_accumulator_is_refilled_not_saved_and_its_invariant_product_hoisted() {
+    let p = Baseline::Mamba.estimate(Target::Trn1).unwrap();
+    // One accumulator leaves SBUF while it still holds its zeros: its first read re-runs
+    // the fill (no bytes), every accumulation after it is saved and re-loaded.
+    let refills: Vec<_> = p
+        .spills
+        .lines
+        .iter()
+        .filter(|l| l.kind == SpillKind::Refill)
+        .collect();
+    assert_eq!(refills.len(), 1, "{p}");
+    assert_eq!((refills[0].count, refills[0].bytes), (1, 0), "{p}");
+    // `delta * u` and its `u` load run once per channel tile, not once per state.
+    assert_eq!(p.compiler.removed, 2 * 2 * 15, "{p}");
 }

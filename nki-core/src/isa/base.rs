@@ -6,6 +6,7 @@
 //! name and source line; the `Result`-returning forms serve callers that combine checks.
 
 use crate::access::Shape;
+use crate::builder::tile_operand;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
@@ -74,16 +75,7 @@ impl From<i32> for Operand<'_> {
         }
     }
 }
-impl<'a> From<&'a Tile> for Operand<'a> {
-    fn from(t: &'a Tile) -> Self {
-        Operand::Tile(t.view())
-    }
-}
-impl<'a> From<TileRef<'a>> for Operand<'a> {
-    fn from(t: TileRef<'a>) -> Self {
-        Operand::Tile(t)
-    }
-}
+tile_operand!(Operand);
 impl<'a> From<&'a TileRef<'a>> for Operand<'a> {
     fn from(t: &'a TileRef<'a>) -> Self {
         Operand::Tile(*t)

@@ -89,6 +89,17 @@ fn ramp(p: usize, f: usize, dtype: DType, scale: f32) -> Tile {
     c::tensor_scalar(&i, AluOp::Multiply, scale, args)
 }
 
+/// The sources of an instruction of a data tile and a per-partition vector: fp32 ramps
+/// `[128, 64]` and `[128, 1]` with steps `data` and `vector`.
+fn data_and_vector(data: f32, vector: f32) -> impl Fn() -> Vec<Tile> {
+    move || {
+        vec![
+            ramp(128, 64, DType::F32, data),
+            ramp(128, 1, DType::F32, vector),
+        ]
+    }
+}
+
 #[test]
 fn vector_instructions_record_the_same_in_both_spellings() {
     let two = || {
@@ -109,12 +120,7 @@ fn vector_instructions_record_the_same_in_both_spellings() {
         |s| c::tensor_tensor(&s[0], &s[0], AluOp::Add, None),
         |s, d| tensor_tensor(d, &s[0], &s[0], AluOp::Add, None),
     );
-    let vec_and_data = || {
-        vec![
-            ramp(128, 64, DType::F32, 0.5),
-            ramp(128, 1, DType::F32, 0.25),
-        ]
-    };
+    let vec_and_data = data_and_vector(0.5, 0.25);
     same(
         "tensor_scalar",
         vec_and_data,
@@ -188,12 +194,7 @@ fn vector_instructions_record_the_same_in_both_spellings() {
 
 #[test]
 fn scalar_tensor_and_gpsimd_instructions_record_the_same_in_both_spellings() {
-    let data_bias = || {
-        vec![
-            ramp(128, 64, DType::F32, 0.01),
-            ramp(128, 1, DType::F32, 0.1),
-        ]
-    };
+    let data_bias = data_and_vector(0.01, 0.1);
     same(
         "activation",
         data_bias,

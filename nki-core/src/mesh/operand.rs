@@ -2,7 +2,8 @@
 //! the running device (collectives stage tiles, see `collectives::stage`).
 
 use super::sharding::MeshView;
-use crate::tile::{Tile, TileRef};
+use crate::builder::tile_operand;
+use crate::tile::TileRef;
 
 /// What a collective reads from or writes to.
 pub enum Operand<'a> {
@@ -24,17 +25,7 @@ impl From<MeshView> for Operand<'_> {
     }
 }
 
-impl<'a> From<&'a Tile> for Operand<'a> {
-    fn from(t: &'a Tile) -> Self {
-        Operand::Tile(t.view())
-    }
-}
-
-impl<'a> From<TileRef<'a>> for Operand<'a> {
-    fn from(t: TileRef<'a>) -> Self {
-        Operand::Tile(t)
-    }
-}
+tile_operand!(Operand);
 
 impl Operand<'_> {
     /// The operand's shape.

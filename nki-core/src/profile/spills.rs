@@ -12,6 +12,9 @@ pub enum SpillKind {
     Save,
     /// A read of a saved tile, re-loaded from HBM scratch.
     Reload,
+    /// A read of a tile holding only a constant fill (`nl.zeros`, a memset) that left SBUF
+    /// unsaved: the fill runs again on chip (rematerialised), no HBM traffic.
+    Refill,
 }
 
 impl SpillKind {
@@ -21,6 +24,7 @@ impl SpillKind {
             SpillKind::InputReload => "input reload",
             SpillKind::Save => "spill save",
             SpillKind::Reload => "spill reload",
+            SpillKind::Refill => "spill refill",
         }
     }
 }
@@ -36,7 +40,7 @@ pub struct SpillLine {
     /// The tile moved: its name if it has one, its dtype and shape, and where it was
     /// allocated.
     pub tile: String,
-    /// DMAs added.
+    /// Instructions added (DMAs; on-chip fills for [`SpillKind::Refill`]).
     pub count: usize,
     /// Bytes moved between SBUF and HBM.
     pub bytes: u64,
@@ -45,9 +49,13 @@ pub struct SpillLine {
 impl std::fmt::Display for SpillLine {
     /// `line 42: spill save of float32[128, 512] (allocated at k.rs:30:9), 3 DMAs, 768.0 KiB`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.kind {
+            SpillKind::Refill => "fill",
+            _ => "DMA",
+        };
         write!(
             f,
-            "{}: {} of {}, {} DMA{}, {} B",
+            "{}: {} of {}, {} {what}{}, {} B",
             self.line,
             self.kind.name(),
             self.tile,
@@ -94,6 +102,7 @@ impl SpillStats {
             SpillKind::InputReload => self.input_reload_bytes += bytes,
             SpillKind::Save => self.save_bytes += bytes,
             SpillKind::Reload => self.reload_bytes += bytes,
+            SpillKind::Refill => {}
         }
         match self
             .lines

@@ -73,6 +73,11 @@ pub struct CompilerStage {
     /// Run a loop-invariant instruction of an `affine_range` loop once (its copies in the
     /// later iterations removed).
     pub hoist: bool,
+    /// Run a loop-invariant computation of an `affine_range` loop (an element-wise, reduce,
+    /// scan or copy instruction whose inputs hold the same values in every iteration) once,
+    /// keeping its result for the later iterations, and drop the loads that only fed its
+    /// removed copies.
+    pub hoist_compute: bool,
     /// Give a tile rewritten by every iteration of an `affine_range` loop one buffer per
     /// iteration.
     pub multi_buffer: bool,
@@ -86,6 +91,7 @@ impl CompilerStage {
     pub const OFF: CompilerStage = CompilerStage {
         dedup: false,
         hoist: false,
+        hoist_compute: false,
         multi_buffer: false,
         psum_zero_fold: false,
     };
@@ -94,6 +100,7 @@ impl CompilerStage {
     pub const BETA1: CompilerStage = CompilerStage {
         dedup: true,
         hoist: true,
+        hoist_compute: true,
         multi_buffer: true,
         psum_zero_fold: true,
     };
@@ -249,6 +256,10 @@ pub(crate) fn run(
         let removed = dedup(records, stage, loops, &mut stats);
         remove(records, &removed, marks);
     }
+    if stage.hoist_compute {
+        let removed = hoist_invariant_compute(records, loops, &mut stats, marks);
+        remove(records, &removed, marks);
+    }
     if stage.multi_buffer {
         multi_buffer(records, loops, &mut stats);
     }
@@ -377,16 +388,7 @@ fn dedup(
     let mut renames: Map<BufId, Vec<(Region, Region)>> = Map::default();
     let mut removed = Vec::new();
     for i in 0..records.len() {
-        if !renames.is_empty() {
-            let r = &mut records[i];
-            for g in r.reads.iter_mut() {
-                if let Some(list) = renames.get(&g.buf) {
-                    if let Some((from, to)) = list.iter().rev().find(|(f, _)| f.overlaps(g)) {
-                        *g = translate(g, from, to);
-                    }
-                }
-            }
-        }
+        rename_reads(&mut records[i], &renames);
         let r = &records[i];
         if removable(r) {
             let k = hashed(&key(r, |b| info.get(b).map_or(0, |e| e.writes)));
@@ -436,12 +438,348 @@ fn dedup(
         }
         for w in &records[i].writes {
             info.entry(w.buf).writes += 1;
-            if let Some(list) = renames.get_mut(&w.buf) {
-                list.retain(|(from, _)| !from.overlaps(w));
-            }
+            end_renames(&mut renames, w);
         }
     }
     removed
+}
+
+/// Regions of removed instructions' results, per buffer, and the kept results their readers
+/// read instead.
+type Renames = Map<BufId, Vec<(Region, Region)>>;
+
+/// Moves `r`'s reads of a removed instruction's result onto the kept result.
+fn rename_reads(r: &mut Instr, renames: &Renames) {
+    if renames.is_empty() {
+        return;
+    }
+    for g in r.reads.iter_mut() {
+        if let Some(list) = renames.get(&g.buf) {
+            if let Some((from, to)) = list.iter().rev().find(|(f, _)| f.overlaps(g)) {
+                *g = translate(g, from, to);
+            }
+        }
+    }
+}
+
+/// A write of `w` ends the renames of the regions it overwrites.
+fn end_renames(renames: &mut Renames, w: &Region) {
+    if let Some(list) = renames.get_mut(&w.buf) {
+        list.retain(|(from, _)| !from.overlaps(w));
+    }
+}
+
+/// True for an instruction whose result depends only on the values it reads and its own
+/// parameters (no accumulator register, random generator, PSUM accumulation or loop state):
+/// an element-wise, scan, reduce, select or copy instruction of VectorE, ScalarE or GpSimdE
+/// writing one tile region it does not read.
+fn pure_compute(r: &Instr) -> bool {
+    let kind = matches!(
+        r.opcode,
+        Opcode::TensorTensor
+            | Opcode::TensorScalar
+            | Opcode::ScalarTensorTensor
+            | Opcode::Activation
+            | Opcode::TensorReduce
+            | Opcode::TensorCopy
+            | Opcode::TensorTensorScan
+            | Opcode::Select
+            | Opcode::Reciprocal
+    ) && matches!(r.engine, Engine::Vector | Engine::Scalar | Engine::GpSimd);
+    kind && !r.accumulate
+        && r.writes.len() == 1
+        && !r.reads.is_empty()
+        && matches!(r.writes[0].buf, BufId::Tile(_))
+        && !r.reads.iter().any(|x| x.overlaps(&r.writes[0]))
+}
+
+/// Loop-invariant code motion of computations (see [`CompilerStage::hoist_compute`]): a
+/// value walk over `records` gives each tile region the identity of the value it holds (a
+/// load: its HBM bytes at their version; a pure computation: its instruction, source line
+/// and the values it read; anything else: the region itself at its buffer's version). A pure
+/// computation that repeats an earlier one of another iteration of the same `affine_range`
+/// activation, whose result is not overwritten later, is removed and its readers read the
+/// earlier result (kept live across the loop, as the compiler's hoisted copy is). A load
+/// whose every reader was such a removed copy is removed too. Returns the removed indices
+/// (ascending).
+///
+/// The records carry no immediate operands (a `scale=` constant, a fill value): two copies
+/// of one source line reading the same values are taken to compute the same thing, which a
+/// loop whose immediates change per iteration would break (an `affine_range` body whose
+/// parameters depend on the iteration beyond its indices is rare; the values are computed as
+/// written in every case, only the timing assumes the hoist).
+fn hoist_invariant_compute(
+    records: &mut Vec<Instr>,
+    loops: &[SourceLoc],
+    stats: &mut CompilerStats,
+    marks: &mut [usize],
+) -> Vec<usize> {
+    if !records
+        .iter()
+        .any(|r| pure_compute(r) && !r.affine.frames().is_empty())
+    {
+        return Vec::new();
+    }
+    let mut info: BufTable<Info> = BufTable::new(records);
+    for (i, r) in records.iter().enumerate() {
+        for w in &r.writes {
+            info.entry(w.buf).last_write = i as u32;
+        }
+    }
+    // Per buffer: the regions written and the value each holds, latest last.
+    let mut values: Map<BufId, Vec<(Region, u64)>> = Map::default();
+    // The first instruction computing each value, and its result.
+    let mut first: Map<u64, (usize, Region)> = Map::default();
+    let mut renames = Renames::default();
+    let mut removed = Vec::new();
+    // The kept copies, each with the loop activation it is hoisted out of.
+    let mut hoisted_out: Vec<(usize, u32)> = Vec::new();
+    let mut kept_copies: Vec<usize> = Vec::new();
+    // The removed copies' inputs, each with the line of the kept result and of the loop.
+    let mut unfed: Vec<(BufId, Hoist)> = Vec::new();
+    for i in 0..records.len() {
+        rename_reads(&mut records[i], &renames);
+        let r = &records[i];
+        let value_of = |g: &Region| {
+            let mut h = crate::timing::fast_hash::FastHasher::default();
+            let held = values
+                .get(&g.buf)
+                .and_then(|l| l.iter().rev().find(|(w, _)| w.overlaps(g)));
+            match held {
+                Some((w, v)) if w.covers(g) => {
+                    (v, g.p0 - w.p0, g.p1 - w.p0, g.lo - w.lo, g.hi - w.lo).hash(&mut h)
+                }
+                _ => {
+                    let version = info.get(g.buf).map_or(0, |e| e.writes);
+                    (g.buf, g.p0, g.p1, g.lo, g.hi, version).hash(&mut h)
+                }
+            }
+            h.finish()
+        };
+        let value = if pure_compute(r) {
+            let mut h = crate::timing::fast_hash::FastHasher::default();
+            let w = r.writes[0];
+            (r.opcode, r.engine, r.api, r.alu, r.loc).hash(&mut h);
+            (
+                r.partitions,
+                r.free,
+                r.inputs,
+                r.in_dtype,
+                r.out_dtype,
+                r.psum,
+            )
+                .hash(&mut h);
+            (w.p1 - w.p0, w.hi - w.lo).hash(&mut h);
+            for g in r.reads.iter() {
+                value_of(g).hash(&mut h);
+            }
+            Some(h.finish())
+        } else if removable(r) && r.opcode != Opcode::Transpose && r.opcode != Opcode::TensorCopy {
+            Some(hashed(&key(r, |b| info.get(b).map_or(0, |e| e.writes))))
+        } else {
+            None
+        };
+        if let (true, Some(v)) = (pure_compute(r), value) {
+            let w = r.writes[0];
+            match first.get(&v).copied() {
+                Some((o, kept)) => {
+                    let across = separating_loop(&records[o], r);
+                    let intact = info
+                        .get(kept.buf)
+                        .is_none_or(|e| e.last_write as usize <= o);
+                    if let (Some(a), true) = (across, intact && w.buf != kept.buf) {
+                        if !kept_copies.contains(&o) {
+                            kept_copies.push(o);
+                            hoisted_out.push((o, a));
+                        }
+                        removed.push(i);
+                        renames.entry(w.buf).or_default().push((w, kept));
+                        let how = Hoist {
+                            kept: records[o].loc,
+                            loop_line: across.and_then(|a| loops.get(a as usize).copied()),
+                        };
+                        unfed.extend(r.reads.iter().map(|g| (g.buf, how)));
+                        how.record(stats, r, 0);
+                        continue;
+                    }
+                }
+                None => {
+                    first.insert(v, (i, w));
+                }
+            }
+        }
+        for w in &records[i].writes {
+            info.entry(w.buf).writes += 1;
+            end_renames(&mut renames, w);
+            let list = values.entry(w.buf).or_default();
+            list.retain(|(x, _)| !x.overlaps(w));
+            if let Some(v) = value {
+                list.push((*w, v));
+            }
+        }
+    }
+    drop_unfed_loads(records, &mut removed, &unfed, stats);
+    removed.sort_unstable();
+    to_preheaders(records, &hoisted_out, &mut removed, marks);
+    removed
+}
+
+/// Moves each kept copy of a hoisted computation (`hoisted`: its index and the loop
+/// activation it is hoisted out of) to the start of that loop, the compiler's pre-header,
+/// with the HBM loads of the same iteration that produce its inputs; a copy fed by anything
+/// else inside the loop stays where it is. The indices in `removed` and `marks` follow their
+/// records.
+fn to_preheaders(
+    records: &mut Vec<Instr>,
+    hoisted: &[(usize, u32)],
+    removed: &mut [usize],
+    marks: &mut [usize],
+) {
+    let in_loop = |r: &Instr, a: u32| r.affine.frames().iter().any(|f| f.0 == a);
+    // (loop start, record) pairs to move, in program order.
+    let mut moves: Vec<(usize, usize)> = Vec::new();
+    for &(o, a) in hoisted {
+        let Some(start) = records.iter().position(|r| in_loop(r, a)) else {
+            continue;
+        };
+        // Nothing in the loop before record `p` accesses what `p` writes (moving it first
+        // then clobbers no one's data).
+        let first_to_touch = |p: usize| {
+            (start..p).all(|q| {
+                let r = &records[q];
+                let mut accessed = r.reads.iter().chain(r.writes.iter());
+                accessed.all(|x| records[p].writes.iter().all(|w| !w.overlaps(x)))
+            })
+        };
+        let mut feeders = Vec::new();
+        let movable = first_to_touch(o)
+            && records[o].reads.iter().all(|g| {
+                let producer = (start..o)
+                    .rev()
+                    .find(|&p| records[p].writes.iter().any(|w| w.overlaps(g)));
+                match producer {
+                    None => true,
+                    Some(p) => {
+                        let r = &records[p];
+                        let load = removable(r) && r.opcode == Opcode::DmaCopy;
+                        // Nothing in the loop before the load writes what it reads.
+                        let source_intact = (start..p).all(|q| {
+                            records[q]
+                                .writes
+                                .iter()
+                                .all(|w| r.reads.iter().all(|x| !x.overlaps(w)))
+                        });
+                        let ok = load && source_intact && first_to_touch(p);
+                        if ok {
+                            feeders.push(p);
+                        }
+                        ok
+                    }
+                }
+            });
+        if movable {
+            moves.extend(feeders.into_iter().map(|p| (start, p)));
+            moves.push((start, o));
+        }
+    }
+    if moves.is_empty() {
+        return;
+    }
+    moves.sort_unstable_by_key(|&(start, p)| (start, p));
+    moves.dedup();
+    let moved: std::collections::HashSet<usize> = moves.iter().map(|m| m.1).collect();
+    let mut order: Vec<usize> = Vec::with_capacity(records.len());
+    let mut next = moves.iter().peekable();
+    for i in 0..records.len() {
+        while let Some(&&(start, p)) = next.peek() {
+            if start != i {
+                break;
+            }
+            order.push(p);
+            next.next();
+        }
+        if !moved.contains(&i) {
+            order.push(i);
+        }
+    }
+    let mut new_pos = vec![0; records.len()];
+    for (k, &i) in order.iter().enumerate() {
+        new_pos[i] = k;
+    }
+    let mut old: Vec<Option<Instr>> = std::mem::take(records).into_iter().map(Some).collect();
+    *records = order
+        .iter()
+        .map(|&i| old[i].take().expect("each record once"))
+        .collect();
+    for i in removed.iter_mut() {
+        *i = new_pos[*i];
+    }
+    removed.sort_unstable();
+    for m in marks.iter_mut() {
+        if *m < new_pos.len() {
+            *m = new_pos[*m];
+        }
+    }
+}
+
+/// Where a hoisted instruction went: the line of the result kept for it and the loop it was
+/// hoisted out of.
+#[derive(Clone, Copy)]
+struct Hoist {
+    kept: SourceLoc,
+    loop_line: Option<SourceLoc>,
+}
+
+impl Hoist {
+    /// Counts the removal of `r` (moving `bytes` from HBM) in `stats`.
+    fn record(self, stats: &mut CompilerStats, r: &Instr, bytes: u64) {
+        stats.removed += 1;
+        stats.removed_hbm_bytes += bytes;
+        stats.add(CompilerLine {
+            kind: CompilerKind::Hoisted,
+            line: r.loc,
+            api: r.api,
+            kept: Some(self.kept),
+            loop_line: self.loop_line,
+            count: 1,
+            bytes,
+        });
+    }
+}
+
+/// Removes the loads (into `removed`) whose tiles only the removed copies of hoisted
+/// computations read (`unfed`: their inputs, with where each copy went).
+fn drop_unfed_loads(
+    records: &[Instr],
+    removed: &mut Vec<usize>,
+    unfed: &[(BufId, Hoist)],
+    stats: &mut CompilerStats,
+) {
+    if unfed.is_empty() {
+        return;
+    }
+    let gone: std::collections::HashSet<usize> = removed.iter().copied().collect();
+    let mut readers: BufTable<u32> = BufTable::new(records);
+    for (i, r) in records.iter().enumerate() {
+        if !gone.contains(&i) {
+            for g in &r.reads {
+                *readers.entry(g.buf) += 1;
+            }
+        }
+    }
+    let fed: Map<BufId, Hoist> = unfed.iter().copied().collect();
+    for (j, r) in records.iter().enumerate() {
+        if gone.contains(&j) || !(removable(r) && r.opcode == Opcode::DmaCopy) {
+            continue;
+        }
+        let Some(&how) = fed.get(&r.writes[0].buf) else {
+            continue;
+        };
+        if readers.get(r.writes[0].buf).copied().unwrap_or(0) == 0 {
+            removed.push(j);
+            how.record(stats, r, r.dma.map_or(0, |d| d.bytes));
+        }
+    }
 }
 
 /// Per-buffer values: a launch's tiles (nearly consecutive ids) in a vector indexed by id

@@ -47,16 +47,27 @@ struct Plans {
     runs: Vec<(f64, u32)>,
 }
 
+/// Appends `plan`'s per-engine times to `runs` as maximal runs of equal (bit-identical)
+/// values: one run for an even plan.
+fn push_runs(runs: &mut Vec<(f64, u32)>, plan: &DmaPlan) {
+    if plan.even && !plan.engine_ns.is_empty() {
+        runs.push((plan.engine_ns[0], plan.engine_ns.len() as u32));
+        return;
+    }
+    let from = runs.len();
+    for &ns in &plan.engine_ns {
+        match runs[from..].last_mut() {
+            Some((v, n)) if v.to_bits() == ns.to_bits() => *n += 1,
+            _ => runs.push((ns, 1)),
+        }
+    }
+}
+
 impl Plans {
     /// Keeps `plan`; returns its index.
     fn push(&mut self, plan: &DmaPlan) -> u32 {
         let from = self.runs.len();
-        if plan.even && !plan.engine_ns.is_empty() {
-            self.runs
-                .push((plan.engine_ns[0], plan.engine_ns.len() as u32));
-        } else {
-            self.push_runs(&plan.engine_ns);
-        }
+        push_runs(&mut self.runs, plan);
         self.heads.push(PlanHead {
             runs: (from as u32, self.runs.len() as u32),
             busiest_ns: plan.busiest_ns,
@@ -70,25 +81,11 @@ impl Plans {
         self.heads.len() as u32 - 1
     }
 
-    /// Appends `engine_ns` as runs of equal (bit-identical) values.
-    fn push_runs(&mut self, engine_ns: &[f64]) {
-        let from = self.runs.len();
-        for &ns in engine_ns {
-            match self.runs[from..].last_mut() {
-                Some((v, n)) if v.to_bits() == ns.to_bits() => *n += 1,
-                _ => self.runs.push((ns, 1)),
-            }
-        }
-    }
-
-    /// Writes plan `k` into `plan` (the values [`cost::dma_plan_into`] wrote when it was kept).
-    fn get_into(&self, k: u32, plan: &mut DmaPlan) {
+    /// Writes plan `k` into `plan` but for its engine times (left empty), which it returns
+    /// as runs of equal values.
+    fn head_into(&self, k: u32, plan: &mut DmaPlan) -> &[(f64, u32)] {
         let h = &self.heads[k as usize];
         plan.engine_ns.clear();
-        for &(ns, n) in &self.runs[h.runs.0 as usize..h.runs.1 as usize] {
-            let len = plan.engine_ns.len();
-            plan.engine_ns.resize(len + n as usize, ns);
-        }
         plan.busiest_ns = h.busiest_ns;
         plan.even = h.even;
         plan.bytes = h.bytes;
@@ -96,6 +93,17 @@ impl Plans {
         plan.hbm_ns = h.hbm_ns;
         plan.floor_ns = h.floor_ns;
         plan.efficiency = h.efficiency;
+        &self.runs[h.runs.0 as usize..h.runs.1 as usize]
+    }
+}
+
+/// Writes the engine times of `runs` into `plan.engine_ns`.
+#[cfg(test)]
+fn expand_runs(runs: &[(f64, u32)], plan: &mut DmaPlan) {
+    plan.engine_ns.clear();
+    for &(ns, n) in runs {
+        let len = plan.engine_ns.len();
+        plan.engine_ns.resize(len + n as usize, ns);
     }
 }
 
@@ -123,13 +131,37 @@ impl Costs {
         }
     }
 
-    /// The plan of DMA record `i` (`r`) written into `plan`, as [`cost::dma_plan_into`]
-    /// writes it.
-    pub(super) fn dma_plan_into(&self, spec: &TargetSpec, i: usize, r: &Instr, plan: &mut DmaPlan) {
+    /// The plan of DMA record `i` (`r`), as [`cost::dma_plan_into`] makes it: written into
+    /// `plan` but for its engine times (left empty), which come back as maximal runs of equal
+    /// values (the kept runs, or runs made in `scratch` from a plan made here).
+    pub(super) fn dma_runs<'a>(
+        &'a self,
+        spec: &TargetSpec,
+        i: usize,
+        r: &Instr,
+        plan: &mut DmaPlan,
+        scratch: &'a mut Vec<(f64, u32)>,
+    ) -> &'a [(f64, u32)] {
         match self.cost[i] {
-            Cost::Dma(k) => self.plans.get_into(k, plan),
-            _ => cost::dma_plan_into(spec, r, plan),
+            Cost::Dma(k) => self.plans.head_into(k, plan),
+            _ => {
+                cost::dma_plan_into(spec, r, plan);
+                scratch.clear();
+                push_runs(scratch, plan);
+                plan.engine_ns.clear();
+                scratch
+            }
         }
+    }
+
+    /// The whole plan of DMA record `i` (`r`) written into `plan`, as
+    /// [`cost::dma_plan_into`] writes it.
+    #[cfg(test)]
+    pub(super) fn dma_plan_into(&self, spec: &TargetSpec, i: usize, r: &Instr, plan: &mut DmaPlan) {
+        let mut scratch = Vec::new();
+        let runs = self.dma_runs(spec, i, r, plan, &mut scratch);
+        let runs = runs.to_vec();
+        expand_runs(&runs, plan);
     }
 }
 
@@ -413,7 +445,8 @@ mod tests {
             let keys: Vec<u32> = made.iter().map(|p| plans.push(p)).collect();
             for (p, k) in made.iter().zip(keys) {
                 let mut back = DmaPlan::default();
-                plans.get_into(k, &mut back);
+                let runs = plans.head_into(k, &mut back).to_vec();
+                expand_runs(&runs, &mut back);
                 assert_eq!(&back, p);
             }
         }

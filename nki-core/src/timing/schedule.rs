@@ -110,6 +110,7 @@ struct ReadyQueue {
 }
 
 impl ReadyQueue {
+    #[inline]
     fn push(&mut self, k: Key) {
         if self.head == self.run.len() {
             // The run is empty: start it afresh (its room is reused).
@@ -122,6 +123,7 @@ impl ReadyQueue {
         }
     }
 
+    #[inline]
     fn pop(&mut self) -> Option<Key> {
         match (self.run.get(self.head), self.heap.peek()) {
             (Some(r), Some(h)) if h > r => self.heap.pop(),
@@ -241,6 +243,7 @@ pub(crate) fn schedule<'a>(
         lat: Engine::ALL.map(|e| cost::dependency_latency_ns(spec, e)),
         placed: 0,
         plan: DmaPlan::default(),
+        runs: Vec::new(),
     };
     for i in 0..n {
         if sim.s.pending[i] == 0 {
@@ -290,6 +293,8 @@ struct Sim<'s, 'a> {
     placed: usize,
     /// The DMA plan of the record being placed: one buffer for every DMA record.
     plan: DmaPlan,
+    /// Its engine shares as runs, when it was not prepared ahead.
+    runs: Vec<(f64, u32)>,
 }
 
 impl Sim<'_, '_> {
@@ -415,7 +420,9 @@ impl Sim<'_, '_> {
     fn place_dma(&mut self, i: u32, t: f64) {
         let iu = i as usize;
         let r = self.out.recs[iu];
-        self.costs.dma_plan_into(self.spec, iu, r, &mut self.plan);
+        let runs = self
+            .costs
+            .dma_runs(self.spec, iu, r, &mut self.plan, &mut self.runs);
         let plan = &self.plan;
         self.out.bandwidth_bound[iu] = dma::bandwidth_bound(self.spec, plan);
         let c = self.out.core[iu] as usize;
@@ -429,59 +436,55 @@ impl Sim<'_, '_> {
         let mut last: f64 = t;
         let mut cause = None;
         let (free, held) = (&mut st.dma_free, &mut st.dma_last);
-        let ns = &plan.engine_ns[..plan.engine_ns.len().min(free.len()).min(held.len())];
+        let engines: usize = runs.iter().map(|&(_, n)| n as usize).sum();
         debug_assert_eq!(
-            ns.len(),
+            engines,
             free.len(),
             "a DMA plan has one share per DMA engine"
         );
-        let (free, held) = (&mut free[..ns.len()], &mut held[..ns.len()]);
+        let n = engines.min(free.len()).min(held.len());
+        let (free, held) = (&mut free[..n], &mut held[..n]);
         // When the last DMA placed was this core's and left one piece, every engine is in its
         // state: only the shares can differ.
         let one_state = matches!(self.out.pieces.last(),
-            Some(p) if p.engines as usize == ns.len() && self.out.core[p.rec as usize] as usize == c);
-        // Engines in one state (free time, last record) given one share end the same: each run
-        // of such engines is placed once and leaves one piece; it changes neither the cause nor
-        // `last` past what its first engine does.
+            Some(p) if p.engines as usize == n && self.out.core[p.rec as usize] as usize == c);
+        // Engines in one state (free time, last record) given one share (a run of the plan's
+        // equal shares) end the same: each run of such engines is placed once and leaves one
+        // piece; it changes neither the cause nor `last` past what its first engine does.
         let mut k = 0;
-        while k < ns.len() {
-            let (d, f, prev) = (ns[k], free[k], held[k]);
-            let mut to = k + 1;
-            if one_state && plan.even {
-                to = ns.len();
-            } else if one_state {
-                while to < ns.len() && ns[to].to_bits() == d.to_bits() {
-                    to += 1;
-                }
-            } else {
-                while to < ns.len()
-                    && ns[to].to_bits() == d.to_bits()
-                    && free[to].to_bits() == f.to_bits()
-                    && held[to] == prev
-                {
-                    to += 1;
-                }
-            }
-            let (s, pe) = dma::engine_share(t, f, d, bound);
-            if pe > last || cause.is_none() {
-                cause = Some(if s > t && prev != u32::MAX && bound <= s + d {
-                    Cause::Engine(prev)
+        for &(d, count) in runs {
+            let end = (k + count as usize).min(n);
+            while k < end {
+                let (f, prev) = (free[k], held[k]);
+                let mut to = k + 1;
+                if one_state {
+                    to = end;
                 } else {
-                    Cause::Start
+                    while to < end && free[to].to_bits() == f.to_bits() && held[to] == prev {
+                        to += 1;
+                    }
+                }
+                let (s, pe) = dma::engine_share(t, f, d, bound);
+                if pe > last || cause.is_none() {
+                    cause = Some(if s > t && prev != u32::MAX && bound <= s + d {
+                        Cause::Engine(prev)
+                    } else {
+                        Cause::Start
+                    });
+                }
+                free[k..to].fill(pe);
+                held[k..to].fill(i);
+                self.out.pieces.push(Piece {
+                    rec: i,
+                    engine: k as u16,
+                    engines: (to - k) as u16,
+                    start: s,
+                    end: pe,
                 });
+                first = first.min(s);
+                last = last.max(pe);
+                k = to;
             }
-            free[k..to].fill(pe);
-            held[k..to].fill(i);
-            self.out.pieces.push(Piece {
-                rec: i,
-                engine: k as u16,
-                engines: (to - k) as u16,
-                start: s,
-                end: pe,
-            });
-            first = first.min(s);
-            last = last.max(pe);
-            k = to;
         }
         if !first.is_finite() {
             first = t;

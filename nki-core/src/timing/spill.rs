@@ -69,6 +69,11 @@ struct State {
     dirty: bool,
     /// True once it was saved whole to its scratch.
     saved: bool,
+    /// True while every write it received is a constant fill (a memset): out of SBUF it is
+    /// not saved, and a read runs the fill again.
+    fill_only: bool,
+    /// The output index of its last fill (the instruction a refill repeats).
+    fill_at: usize,
     /// The DMA loads from HBM that wrote it (the sources of an input re-load).
     loads: Vec<usize>,
     /// Record indices (from the over-commit point on) that access it, and the next one.
@@ -130,6 +135,8 @@ pub(crate) fn resolve(
                 place: Place::Absent,
                 dirty: false,
                 saved: false,
+                fill_only: false,
+                fill_at: 0,
                 loads: Vec::new(),
                 uses: Vec::new(),
                 next: 0,
@@ -302,6 +309,11 @@ impl Walk<'_> {
         for reg in r.writes.iter() {
             if let Some(k) = tracked(reg) {
                 let s = &mut self.state[k];
+                let fill = r.opcode == Opcode::Memset;
+                s.fill_only = fill && (s.fill_only || (!s.dirty && s.loads.is_empty()));
+                if fill {
+                    s.fill_at = i;
+                }
                 if load {
                     if s.loads.last() != Some(&i) {
                         s.loads.push(i);
@@ -317,10 +329,12 @@ impl Walk<'_> {
     }
 
     /// Takes tile `k` out of SBUF to make room for record `r`: a computed tile not saved yet
-    /// is saved whole first.
+    /// is saved whole first, unless it holds only a constant fill, which is rematerialised
+    /// when read (a register allocator's rematerialisation of constants: re-running the fill
+    /// costs one on-chip instruction, saving and re-loading it two DMAs).
     fn evict(&mut self, k: usize, r: &Instr) {
         let t = &self.tiles[k];
-        if self.state[k].dirty && !self.state[k].saved {
+        if self.state[k].dirty && !self.state[k].saved && !self.state[k].fill_only {
             let whole = Region {
                 buf: BufId::Tile(t.id),
                 p0: 0,
@@ -342,7 +356,9 @@ impl Walk<'_> {
     /// when it holds one, else from its scratch.
     fn reload(&mut self, k: usize, reg: &Region, r: &Instr) {
         let s = &self.state[k];
-        if !s.dirty && !s.loads.is_empty() {
+        if s.fill_only {
+            self.refill(k, reg, r);
+        } else if !s.dirty && !s.loads.is_empty() {
             // The HBM sources of the loads that wrote the part read.
             let mut src: Regions<3> = Regions::new();
             let mut chunk = u64::MAX;
@@ -372,6 +388,24 @@ impl Walk<'_> {
             self.out.push(rec);
             self.count(SpillKind::Reload, r.loc, k, bytes);
         }
+    }
+
+    /// Runs the constant fill of tile `k` (out of SBUF, never saved) again over region `reg`,
+    /// for record `r`'s read: the fill instruction repeated on the region, at `r`'s line.
+    fn refill(&mut self, k: usize, reg: &Region, r: &Instr) {
+        let mut rec = self.out[self.state[k].fill_at].clone();
+        let esize = self.tiles[k].dtype.size().max(1) as u64;
+        rec.partitions = reg.p1.saturating_sub(reg.p0);
+        rec.free = (reg.hi.saturating_sub(reg.lo) / esize) as u32;
+        rec.writes = Regions::new();
+        rec.writes.push(*reg);
+        rec.reads = Regions::new();
+        rec.api = SpillKind::Refill.name();
+        rec.loc = r.loc;
+        rec.affine = r.affine.clone();
+        rec.name = None;
+        self.out.push(rec);
+        self.count(SpillKind::Refill, r.loc, k, 0);
     }
 
     /// A DMA record moving region `reg` of tile `k` between SBUF and its HBM scratch
