@@ -479,6 +479,7 @@ impl Op {
     }
 
     /// Begins op `api` at a known location `loc`.
+    #[inline]
     pub(crate) fn at(api: &'static str, loc: SourceLoc) -> Op {
         let env = env(api, loc);
         raise_foreign_use(api, loc);
@@ -562,6 +563,7 @@ impl Op {
 }
 
 /// The entry of the funnel: checks for cancellation and returns the mode facts.
+#[inline]
 pub(crate) fn env(op: &'static str, loc: SourceLoc) -> OpEnv {
     let (env, cancelled) = with_ctx(op, loc, |c| {
         (

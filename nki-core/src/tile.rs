@@ -676,9 +676,27 @@ impl<'a> TileRef<'a> {
     /// The view's region for instruction records.
     #[inline]
     pub(crate) fn region(&self) -> Region {
-        if let Some(base) = self.ti_base() {
-            return base.region(); // the whole indexed region
+        match self.ind {
+            Some(_) => self.indexed_region(),
+            None => self.plain_region(),
         }
+    }
+
+    /// [`TileRef::region`] of an indirect view: its whole indexed view's. Apart (and cold)
+    /// so that `region`, on every operand of every record, stays small and not recursive,
+    /// which keeps it inlined.
+    #[cold]
+    #[inline(never)]
+    fn indexed_region(&self) -> Region {
+        match self.ti_base() {
+            Some(base) => base.plain_region(),
+            None => self.plain_region(),
+        }
+    }
+
+    /// [`TileRef::region`] of a view that is not indirect.
+    #[inline]
+    fn plain_region(&self) -> Region {
         if !self.is_whole() {
             return self.part_region();
         }
@@ -952,8 +970,8 @@ impl<'a> TileRef<'a> {
 
     /// True when every element of the view has been written.
     pub(crate) fn is_written(&self) -> bool {
-        if let Some(base) = self.ti_base() {
-            return base.is_written();
+        if self.ind.is_some() {
+            return self.indexed_view_written();
         }
         self.tile
             .first_unwritten(|| self.tile_ap(), || self.region())
@@ -1014,9 +1032,8 @@ impl<'a> TileRef<'a> {
     /// Marks the tile written without touching values (estimate mode).
     #[inline]
     pub(crate) fn mark_written(&self) {
-        if let Some(base) = self.ti_base() {
-            // Estimate mode has no offsets: the whole indexed region counts as written.
-            return base.mark_written();
+        if self.ind.is_some() {
+            return self.mark_indexed_view_written();
         }
         let t = self.tile;
         if t.init.get() && !t.tracked.get() {
@@ -1240,6 +1257,24 @@ impl<'a> TileRef<'a> {
     pub(crate) fn ti_base(&self) -> Option<TileRef<'a>> {
         self.ind?;
         self.ti_parts().map(|(b, _, _)| b)
+    }
+
+    /// [`TileRef::is_written`] of an indirect view: whether its whole indexed view is (apart
+    /// and cold, as [`TileRef::region`]'s indirect case).
+    #[cold]
+    #[inline(never)]
+    fn indexed_view_written(&self) -> bool {
+        self.ti_base().is_some_and(|base| base.is_written())
+    }
+
+    /// [`TileRef::mark_written`] of an indirect view: estimate mode has no offsets, so the
+    /// whole indexed view counts as written.
+    #[cold]
+    #[inline(never)]
+    fn mark_indexed_view_written(&self) {
+        if let Some(base) = self.ti_base() {
+            base.mark_written();
+        }
     }
 
     /// The free offsets of an indirect view, read from its index in snake order over the

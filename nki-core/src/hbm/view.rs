@@ -231,6 +231,7 @@ impl HbmViewMut {
     }
 
     /// A read-only view of the same elements.
+    #[inline]
     pub fn as_read(&self) -> HbmView {
         self.0.clone()
     }
@@ -242,21 +243,25 @@ pub trait HbmSource {
     fn hbm_view(&self) -> HbmView;
 }
 impl HbmSource for HbmView {
+    #[inline]
     fn hbm_view(&self) -> HbmView {
         self.clone()
     }
 }
 impl HbmSource for &HbmView {
+    #[inline]
     fn hbm_view(&self) -> HbmView {
         (*self).clone()
     }
 }
 impl HbmSource for HbmViewMut {
+    #[inline]
     fn hbm_view(&self) -> HbmView {
         self.0.clone()
     }
 }
 impl HbmSource for &HbmViewMut {
+    #[inline]
     fn hbm_view(&self) -> HbmView {
         self.0.clone()
     }

@@ -728,7 +728,18 @@ impl Op {
     /// of `G` partitions \[A: "quadrant-aligned" read as aligned to the group\]; when
     /// values are computed every offset it reads lies in its view's free elements. Sets the
     /// snake order's group for the instruction's reads and writes.
+    #[inline]
     pub(crate) fn indirection(&self, engine: Engine, ops: &[&TileRef]) {
+        if ops.iter().any(|t| t.ind.is_some()) {
+            self.check_indirection(engine, ops);
+        }
+    }
+
+    /// [`Op::indirection`] once an operand is indirect (apart and cold: the check costs
+    /// nothing on the common path, every matmul and compute instruction).
+    #[cold]
+    #[inline(never)]
+    fn check_indirection(&self, engine: Engine, ops: &[&TileRef]) {
         let group = if engine == Engine::Tensor { 32 } else { 16 };
         for t in ops {
             let Some((base, index, _)) = t.ti_parts() else {
