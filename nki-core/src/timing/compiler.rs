@@ -534,7 +534,6 @@ fn hoist_invariant_compute(
     let mut removed = Vec::new();
     // The kept copies, each with the loop activation it is hoisted out of.
     let mut hoisted_out: Vec<(usize, u32)> = Vec::new();
-    let mut kept_copies: Vec<usize> = Vec::new();
     // The removed copies' inputs, each with the line of the kept result and of the loop.
     let mut unfed: Vec<(BufId, Hoist)> = Vec::new();
     for i in 0..records.len() {
@@ -588,8 +587,7 @@ fn hoist_invariant_compute(
                         .get(kept.buf)
                         .is_none_or(|e| e.last_write as usize <= o);
                     if let (Some(a), true) = (across, intact && w.buf != kept.buf) {
-                        if !kept_copies.contains(&o) {
-                            kept_copies.push(o);
+                        if !hoisted_out.iter().any(|&(k, _)| k == o) {
                             hoisted_out.push((o, a));
                         }
                         removed.push(i);
