@@ -116,6 +116,16 @@ fn loop_reduce(acc: &Tile, x: &Tile, op: nl::AluOp, first: bool) {
     }
 }
 
+/// `exp(s + bias)` of one `[128, F]` score tile on ScalarE, its row sums added into the
+/// running `sum` (`first`: the reduction loop's first iteration), as both softmax baselines
+/// do.
+fn exp_and_sum(s: &Tile, bias: &Tile, sum: &Tile, first: bool) -> Tile {
+    let e = nisa::activation(nl::ActFn::Exp, s, nisa::ActivationArgs::new().bias(bias));
+    let part = nisa::tensor_reduce(nl::AluOp::Add, &e, &[1], true, false, None);
+    loop_reduce(sum, &part, nl::AluOp::Add, first);
+    e
+}
+
 /// NKIBench `bmm_softmax_B16_K64_M4096_N4096` baseline: `out[b] = softmax(lhs[b] @ rhs[b])`
 /// along N, for `lhs[B, M, K]` and `rhs[B, K, N]` with K <= 128. Per batch, a first pass
 /// computes every `[128, 512]` score tile (lhs tiles transposed on TensorE against
@@ -206,14 +216,7 @@ pub fn bmm_softmax_baseline(
                     for i9 in nl::affine_range(halves) {
                         let s = scores[at(i6, i7, i8, i9)].take();
                         let Some(s) = s else { continue };
-                        let e = nisa::activation(
-                            nl::ActFn::Exp,
-                            &s,
-                            nisa::ActivationArgs::new().bias(&neg_max),
-                        );
-                        let part = nisa::tensor_reduce(nl::AluOp::Add, &e, &[1], true, false, None);
-                        loop_reduce(&sum, &part, nl::AluOp::Add, i8 == 0 && i9 == 0);
-                        exps.push(e);
+                        exps.push(exp_and_sum(&s, &neg_max, &sum, i8 == 0 && i9 == 0));
                     }
                 }
                 let inv = nisa::reciprocal(&sum, None);
@@ -460,14 +463,7 @@ pub fn gqa_baseline(
                         let Some(s) = scores[at(g, r, i17, i18, i19)].take() else {
                             continue;
                         };
-                        let e = nisa::activation(
-                            nl::ActFn::Exp,
-                            &s,
-                            nisa::ActivationArgs::new().bias(&neg_max),
-                        );
-                        let part = nisa::tensor_reduce(nl::AluOp::Add, &e, &[1], true, false, None);
-                        loop_reduce(&sum, &part, nl::AluOp::Add, i18 == 0 && i19 == 0);
-                        exps.push(e);
+                        exps.push(exp_and_sum(&s, &neg_max, &sum, i18 == 0 && i19 == 0));
                     }
                 }
                 let inv = nisa::reciprocal(&sum, None);
