@@ -1,51 +1,39 @@
 //! `nl.matmul` and `nl.transpose`: lowerings onto the TensorE builders of `nisa`.
 
+use crate::builder::instruction;
 use crate::context::Op;
 use crate::isa::base::Dst;
 use crate::isa::tensor::{matmul_to, transpose_to};
 use crate::record::MemKind;
 use crate::tile::{Tile, TileRef};
 
-/// `x @ y` (or `x^T @ y` with `transpose_x`) into a new fp32 PSUM tile (NKI `nl.matmul`).
-/// Without `transpose_x`, x is first transposed on TensorE (an extra instruction, as in NKI).
-#[track_caller]
-pub fn matmul<'a, 'b>(
-    x: impl Into<TileRef<'a>>,
-    y: impl Into<TileRef<'b>>,
-    transpose_x: bool,
-) -> Tile {
-    let ins = Op::begin("nl.matmul");
-    let (x, y) = (x.into(), y.into());
-    let xt_holder;
-    let stationary = if transpose_x {
-        x
-    } else {
-        xt_holder = transpose_to(&ins, Dst::New(None), x, MemKind::Sbuf, false).tile();
-        xt_holder.view()
-    };
-    matmul_to(&ins, Dst::New(None), stationary, y, false).tile()
+instruction! {
+    /// `x @ y` (or `x^T @ y` with `transpose_x`) into a new fp32 PSUM tile (NKI `nl.matmul`).
+    /// Without `transpose_x`, x is first transposed on TensorE (an extra instruction, as in
+    /// NKI).
+    pub fn matmul<'a, 'b>(x: into TileRef<'a>, y: into TileRef<'b>, transpose_x: bool) -> Tile
+    as ins = "nl.matmul" {
+        let xt = (!transpose_x).then(|| transposed(&ins, x));
+        let stationary = xt.as_ref().map_or(x, Tile::view);
+        matmul_to(&ins, Dst::New(None), stationary, y, false).tile()
+    }
+
+    /// `acc += x @ y` (or `x^T @ y`) accumulated in PSUM: NKI's `psum += nl.matmul(...)`
+    /// pattern, one TensorE instruction per call.
+    pub fn matmul_acc<'a, 'b, 'c>(
+        acc: impl Into<TileRef<'c>>, x: into TileRef<'a>, y: into TileRef<'b>, transpose_x: bool,
+    ) as ins = "nl.matmul" {
+        let acc = acc.into();
+        let xt = (!transpose_x).then(|| transposed(&ins, x));
+        let stationary = xt.as_ref().map_or(x, Tile::view);
+        let first = !acc.is_written();
+        matmul_to(&ins, Dst::Into(acc), stationary, y, !first);
+    }
 }
 
-/// `acc += x @ y` (or `x^T @ y`) accumulated in PSUM: NKI's `psum += nl.matmul(...)` pattern,
-/// one TensorE instruction per call.
-#[track_caller]
-pub fn matmul_acc<'a, 'b, 'c>(
-    acc: impl Into<TileRef<'c>>,
-    x: impl Into<TileRef<'a>>,
-    y: impl Into<TileRef<'b>>,
-    transpose_x: bool,
-) {
-    let ins = Op::begin("nl.matmul");
-    let (x, y, acc) = (x.into(), y.into(), acc.into());
-    let xt_holder;
-    let stationary = if transpose_x {
-        x
-    } else {
-        xt_holder = transpose_to(&ins, Dst::New(None), x, MemKind::Sbuf, false).tile();
-        xt_holder.view()
-    };
-    let first = !acc.is_written();
-    matmul_to(&ins, Dst::Into(acc), stationary, y, !first);
+/// `x` transposed on TensorE into a new SBUF tile (the stationary operand of `x @ y`).
+fn transposed(ins: &Op, x: TileRef) -> Tile {
+    transpose_to(ins, Dst::New(None), x, MemKind::Sbuf, false).tile()
 }
 
 /// 2-D transpose of a tile (both dims at most 128) on TensorE into PSUM (NKI `nl.transpose`).

@@ -46,12 +46,13 @@ pub(super) fn engine_share(t: f64, free: f64, share_ns: f64, bound: f64) -> (f64
     (s, (s + share_ns).max(bound))
 }
 
-/// True when a DMA's own time is spent on bandwidth: moving its largest engine share takes
-/// longer than the per-DMA engine minimum and the small-transfer floor (else it is bound by
-/// DMA count/latency). The scheduler evaluates it on each DMA's plan once.
-pub(super) fn bandwidth_bound(spec: &TargetSpec, plan: &DmaPlan) -> bool {
-    let bytes_ns = plan.busiest_ns;
-    bytes_ns > spec.dma_engine_min_ns && bytes_ns > plan.floor_ns
+/// True when a DMA's own time is spent on bandwidth: moving its largest engine share
+/// (`busiest_ns`, [`DmaPlan::busiest_ns`]) takes longer than the per-DMA engine minimum and the
+/// small-transfer floor (`floor_ns`, [`DmaPlan::floor_ns`]); else it is bound by DMA
+/// count/latency. The scheduler evaluates it on each DMA's plan once.
+#[inline]
+pub(super) fn bandwidth_bound(spec: &TargetSpec, busiest_ns: f64, floor_ns: f64) -> bool {
+    busiest_ns > spec.dma_engine_min_ns && busiest_ns > floor_ns
 }
 
 /// When a DMA whose engine shares started at `first` at the earliest and ended at `last` at

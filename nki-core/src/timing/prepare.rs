@@ -25,17 +25,50 @@ enum Cost {
     DmaAtPlacement,
 }
 
-/// One DMA plan without its engine times, and where those are in [`Plans::runs`].
-#[derive(Clone, Copy, Debug)]
-struct PlanHead {
+/// One DMA plan without its engine times (which are runs in [`Plans::runs`]). Placement reads
+/// the public fields; the others are kept so that a kept plan reads back whole.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct PlanHead {
     runs: (u32, u32),
-    busiest_ns: f64,
+    /// The plan's [`DmaPlan::busiest_ns`].
+    pub busiest_ns: f64,
+    #[cfg_attr(not(test), allow(dead_code))]
     even: bool,
+    #[cfg_attr(not(test), allow(dead_code))]
     bytes: u64,
-    hbm_bytes: u64,
-    hbm_ns: f64,
-    floor_ns: f64,
+    /// The plan's [`DmaPlan::hbm_bytes`].
+    pub hbm_bytes: u64,
+    /// The plan's [`DmaPlan::hbm_ns`].
+    pub hbm_ns: f64,
+    /// The plan's [`DmaPlan::floor_ns`].
+    pub floor_ns: f64,
+    #[cfg_attr(not(test), allow(dead_code))]
     efficiency: f64,
+}
+
+impl PlanHead {
+    /// The head of `plan`, whose engine times are runs `runs` of a run list.
+    fn of(plan: &DmaPlan, runs: (u32, u32)) -> PlanHead {
+        PlanHead {
+            runs,
+            busiest_ns: plan.busiest_ns,
+            even: plan.even,
+            bytes: plan.bytes,
+            hbm_bytes: plan.hbm_bytes,
+            hbm_ns: plan.hbm_ns,
+            floor_ns: plan.floor_ns,
+            efficiency: plan.efficiency,
+        }
+    }
+}
+
+/// Where placement makes the plan of a DMA that was not prepared ahead: the plan, its head and
+/// its engine times as runs (one buffer for every such DMA).
+#[derive(Default)]
+pub(super) struct PlanScratch {
+    plan: DmaPlan,
+    head: PlanHead,
+    runs: Vec<(f64, u32)>,
 }
 
 /// The DMA plans of a launch, stored compactly: a plan's per-engine times as runs of equal
@@ -68,33 +101,30 @@ impl Plans {
     fn push(&mut self, plan: &DmaPlan) -> u32 {
         let from = self.runs.len();
         push_runs(&mut self.runs, plan);
-        self.heads.push(PlanHead {
-            runs: (from as u32, self.runs.len() as u32),
-            busiest_ns: plan.busiest_ns,
-            even: plan.even,
-            bytes: plan.bytes,
-            hbm_bytes: plan.hbm_bytes,
-            hbm_ns: plan.hbm_ns,
-            floor_ns: plan.floor_ns,
-            efficiency: plan.efficiency,
-        });
+        let head = PlanHead::of(plan, (from as u32, self.runs.len() as u32));
+        self.heads.push(head);
         self.heads.len() as u32 - 1
     }
 
-    /// Writes plan `k` into `plan` but for its engine times (left empty), which it returns
-    /// as runs of equal values.
-    fn head_into(&self, k: u32, plan: &mut DmaPlan) -> &[(f64, u32)] {
+    /// Plan `k`: its head and its engine times as runs of equal values.
+    #[inline]
+    fn get(&self, k: u32) -> (&PlanHead, &[(f64, u32)]) {
         let h = &self.heads[k as usize];
-        plan.engine_ns.clear();
-        plan.busiest_ns = h.busiest_ns;
-        plan.even = h.even;
-        plan.bytes = h.bytes;
-        plan.hbm_bytes = h.hbm_bytes;
-        plan.hbm_ns = h.hbm_ns;
-        plan.floor_ns = h.floor_ns;
-        plan.efficiency = h.efficiency;
-        &self.runs[h.runs.0 as usize..h.runs.1 as usize]
+        (h, &self.runs[h.runs.0 as usize..h.runs.1 as usize])
     }
+}
+
+/// Writes plan `head` with engine times `runs` into `plan`.
+#[cfg(test)]
+fn plan_of(head: &PlanHead, runs: &[(f64, u32)], plan: &mut DmaPlan) {
+    expand_runs(runs, plan);
+    plan.busiest_ns = head.busiest_ns;
+    plan.even = head.even;
+    plan.bytes = head.bytes;
+    plan.hbm_bytes = head.hbm_bytes;
+    plan.hbm_ns = head.hbm_ns;
+    plan.floor_ns = head.floor_ns;
+    plan.efficiency = head.efficiency;
 }
 
 /// Writes the engine times of `runs` into `plan.engine_ns`.
@@ -131,25 +161,25 @@ impl Costs {
         }
     }
 
-    /// The plan of DMA record `i` (`r`), as [`cost::dma_plan_into`] makes it: written into
-    /// `plan` but for its engine times (left empty), which come back as maximal runs of equal
-    /// values (the kept runs, or runs made in `scratch` from a plan made here).
-    pub(super) fn dma_runs<'a>(
+    /// The plan of DMA record `i` (`r`), as [`cost::dma_plan_into`] makes it: its head and
+    /// its engine times as maximal runs of equal values (kept, or made now in `scratch`).
+    #[inline]
+    pub(super) fn dma_plan<'a>(
         &'a self,
         spec: &TargetSpec,
         i: usize,
         r: &Instr,
-        plan: &mut DmaPlan,
-        scratch: &'a mut Vec<(f64, u32)>,
-    ) -> &'a [(f64, u32)] {
+        scratch: &'a mut PlanScratch,
+    ) -> (&'a PlanHead, &'a [(f64, u32)]) {
         match self.cost[i] {
-            Cost::Dma(k) => self.plans.head_into(k, plan),
+            Cost::Dma(k) => self.plans.get(k),
             _ => {
+                let PlanScratch { plan, head, runs } = scratch;
                 cost::dma_plan_into(spec, r, plan);
-                scratch.clear();
-                push_runs(scratch, plan);
-                plan.engine_ns.clear();
-                scratch
+                runs.clear();
+                push_runs(runs, plan);
+                *head = PlanHead::of(plan, (0, runs.len() as u32));
+                (head, runs)
             }
         }
     }
@@ -158,10 +188,9 @@ impl Costs {
     /// [`cost::dma_plan_into`] writes it.
     #[cfg(test)]
     pub(super) fn dma_plan_into(&self, spec: &TargetSpec, i: usize, r: &Instr, plan: &mut DmaPlan) {
-        let mut scratch = Vec::new();
-        let runs = self.dma_runs(spec, i, r, plan, &mut scratch);
-        let runs = runs.to_vec();
-        expand_runs(&runs, plan);
+        let mut scratch = PlanScratch::default();
+        let (head, runs) = self.dma_plan(spec, i, r, &mut scratch);
+        plan_of(head, runs, plan);
     }
 }
 
@@ -445,8 +474,8 @@ mod tests {
             let keys: Vec<u32> = made.iter().map(|p| plans.push(p)).collect();
             for (p, k) in made.iter().zip(keys) {
                 let mut back = DmaPlan::default();
-                let runs = plans.head_into(k, &mut back).to_vec();
-                expand_runs(&runs, &mut back);
+                let (head, runs) = plans.get(k);
+                plan_of(head, runs, &mut back);
                 assert_eq!(&back, p);
             }
         }

@@ -12,16 +12,15 @@
 //! directly or through its engine's order, on a queued DMA, so it cannot be ready earlier).
 //! Engines in one state given equal shares of a DMA are placed once, as one run ([`Piece`]).
 
-use super::cost::{self, DmaPlan};
+use super::cost;
 use super::dma;
 use super::order::{self, Edge, Timeline, WINDOW};
-use super::prepare::{Costs, Prepared};
+use super::prepare::{Costs, PlanScratch, Prepared};
 use super::scratch::SimScratch;
 use super::tensor::TensorE;
 use crate::record::CoreStream;
 use crate::record::{Engine, Instr};
 use crate::target::TargetSpec;
-use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 /// The shares of a DMA record served by consecutive DMA engines over one interval: engines
@@ -76,22 +75,37 @@ pub(crate) enum Cause {
     Engine(u32),
 }
 
-/// f64 ordered for the DMA queue (times are finite).
-#[derive(Clone, Copy, PartialEq)]
-struct Key(f64, u32);
+/// A record and a time for the ready queues, ordered as one integer: the earliest time first
+/// (in `f64::total_cmp` order), then the lowest record index. Greater is earlier, since
+/// [`BinaryHeap`] is a max-heap.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Key(u128);
 
-impl Eq for Key {}
-
-impl PartialOrd for Key {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
+impl Key {
+    #[inline]
+    fn new(t: f64, rec: u32) -> Key {
+        // `total_cmp`'s order as unsigned integers: a negative time flips every bit, any other
+        // the sign bit. Complemented, so that the earliest (then the lowest index) is greatest.
+        let b = t.to_bits();
+        let ord = if b >> 63 == 1 { !b } else { b | 1 << 63 };
+        Key(!((ord as u128) << 32 | rec as u128))
     }
-}
 
-impl Ord for Key {
-    fn cmp(&self, o: &Self) -> Ordering {
-        // Reversed: BinaryHeap is a max-heap, we want the earliest (then lowest index) first.
-        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    /// The time (bit-identical to the one given).
+    #[inline]
+    fn time(self) -> f64 {
+        let ord = (!self.0 >> 32) as u64;
+        f64::from_bits(if ord >> 63 == 1 {
+            ord & !(1 << 63)
+        } else {
+            !ord
+        })
+    }
+
+    /// The record.
+    #[inline]
+    fn rec(self) -> u32 {
+        !self.0 as u32
     }
 }
 
@@ -138,15 +152,25 @@ impl ReadyQueue {
 
 const ENGINES: usize = Engine::COUNT;
 
+/// DMA engines from the previous run's `to` (or 0) up to `to`: each free from `free` on, and
+/// last serving record `held` (`u32::MAX`: none). A core's DMA engines are kept as maximal
+/// runs of engines in one state (all of them, most of the time: one run).
+#[derive(Clone, Copy)]
+struct EngineRun {
+    to: u16,
+    free: f64,
+    held: u32,
+}
+
 struct CoreState {
     queues: [Vec<u32>; ENGINES],
     heads: [usize; ENGINES],
     timelines: [Timeline; ENGINES],
     tensor: TensorE,
-    dma_free: Vec<f64>,
-    /// Last record placed on each engine slot and on each DMA engine.
+    /// The DMA engines' state, as runs.
+    dma: Vec<EngineRun>,
+    /// Last record placed on each engine slot.
     last: [u32; ENGINES],
-    dma_last: Vec<u32>,
     stack: usize,
 }
 
@@ -177,9 +201,12 @@ pub(crate) fn schedule<'a>(
             heads: [0; ENGINES],
             timelines: Default::default(),
             tensor: TensorE::new(),
-            dma_free: vec![0.0; spec.dma_engines.max(1)],
+            dma: vec![EngineRun {
+                to: spec.dma_engines.clamp(1, u16::MAX as usize) as u16,
+                free: 0.0,
+                held: u32::MAX,
+            }],
             last: [u32::MAX; ENGINES],
-            dma_last: vec![u32::MAX; spec.dma_engines.max(1)],
             stack: facts.nc / per_stack,
         });
     }
@@ -242,20 +269,20 @@ pub(crate) fn schedule<'a>(
         dmas: ReadyQueue::default(),
         lat: Engine::ALL.map(|e| cost::dependency_latency_ns(spec, e)),
         placed: 0,
-        plan: DmaPlan::default(),
-        runs: Vec::new(),
+        plan: PlanScratch::default(),
+        dma_next: Vec::new(),
     };
     for i in 0..n {
         if sim.s.pending[i] == 0 {
-            sim.work.push(Key(0.0, i as u32));
+            sim.work.push(Key::new(0.0, i as u32));
         }
     }
     loop {
-        while let Some(Key(_, i)) = sim.work.pop() {
-            sim.release(i);
+        while let Some(k) = sim.work.pop() {
+            sim.release(k.rec());
         }
         match sim.dmas.pop() {
-            Some(Key(t, i)) => sim.place_dma(i, t),
+            Some(k) => sim.place_dma(k.rec(), k.time()),
             None => break,
         }
     }
@@ -291,10 +318,10 @@ struct Sim<'s, 'a> {
     dmas: ReadyQueue,
     lat: [f64; ENGINES],
     placed: usize,
-    /// The DMA plan of the record being placed: one buffer for every DMA record.
-    plan: DmaPlan,
-    /// Its engine shares as runs, when it was not prepared ahead.
-    runs: Vec<(f64, u32)>,
+    /// Where the plan of a DMA not prepared ahead is made.
+    plan: PlanScratch,
+    /// The DMA engines' next state while a DMA is placed.
+    dma_next: Vec<EngineRun>,
 }
 
 impl Sim<'_, '_> {
@@ -304,7 +331,7 @@ impl Sim<'_, '_> {
         if engine == Engine::Dma {
             let ready = self.s.ready[i as usize].max(self.s.ready_late[i as usize]);
             let t = dma::queued_at(self.spec, ready);
-            self.dmas.push(Key(t, i));
+            self.dmas.push(Key::new(t, i));
             return;
         }
         self.s.released[i as usize] = true;
@@ -420,11 +447,9 @@ impl Sim<'_, '_> {
     fn place_dma(&mut self, i: u32, t: f64) {
         let iu = i as usize;
         let r = self.out.recs[iu];
-        let runs = self
-            .costs
-            .dma_runs(self.spec, iu, r, &mut self.plan, &mut self.runs);
-        let plan = &self.plan;
-        self.out.bandwidth_bound[iu] = dma::bandwidth_bound(self.spec, plan);
+        let (plan, runs) = self.costs.dma_plan(self.spec, iu, r, &mut self.plan);
+        self.out.bandwidth_bound[iu] =
+            dma::bandwidth_bound(self.spec, plan.busiest_ns, plan.floor_ns);
         let c = self.out.core[iu] as usize;
         let st = &mut self.cores[c];
         let mut bound = t;
@@ -435,45 +460,40 @@ impl Sim<'_, '_> {
         let mut first = f64::INFINITY;
         let mut last: f64 = t;
         let mut cause = None;
-        let (free, held) = (&mut st.dma_free, &mut st.dma_last);
         let engines: usize = runs.iter().map(|&(_, n)| n as usize).sum();
-        debug_assert_eq!(
-            engines,
-            free.len(),
-            "a DMA plan has one share per DMA engine"
-        );
-        let n = engines.min(free.len()).min(held.len());
-        let (free, held) = (&mut free[..n], &mut held[..n]);
-        // When the last DMA placed was this core's and left one piece, every engine is in its
-        // state: only the shares can differ.
-        let one_state = matches!(self.out.pieces.last(),
-            Some(p) if p.engines as usize == n && self.out.core[p.rec as usize] as usize == c);
-        // Engines in one state (free time, last record) given one share (a run of the plan's
-        // equal shares) end the same: each run of such engines is placed once and leaves one
-        // piece; it changes neither the cause nor `last` past what its first engine does.
-        let mut k = 0;
+        let have = st.dma.last().map_or(0, |x| x.to as usize);
+        debug_assert_eq!(engines, have, "a DMA plan has one share per DMA engine");
+        let n = engines.min(have);
+        // Engines in one state (a run of `st.dma`) given one share (a run of the plan's equal
+        // shares) end the same: each such stretch is placed once and leaves one piece; it
+        // changes neither the cause nor `last` past what its first engine would.
+        let next = &mut self.dma_next;
+        next.clear();
+        let (mut k, mut at) = (0, 0);
         for &(d, count) in runs {
             let end = (k + count as usize).min(n);
             while k < end {
-                let (f, prev) = (free[k], held[k]);
-                let mut to = k + 1;
-                if one_state {
-                    to = end;
-                } else {
-                    while to < end && free[to].to_bits() == f.to_bits() && held[to] == prev {
-                        to += 1;
-                    }
+                while (st.dma[at].to as usize) <= k {
+                    at += 1;
                 }
-                let (s, pe) = dma::engine_share(t, f, d, bound);
+                let EngineRun { to, free, held } = st.dma[at];
+                let to = end.min(to as usize);
+                let (s, pe) = dma::engine_share(t, free, d, bound);
                 if pe > last || cause.is_none() {
-                    cause = Some(if s > t && prev != u32::MAX && bound <= s + d {
-                        Cause::Engine(prev)
+                    cause = Some(if s > t && held != u32::MAX && bound <= s + d {
+                        Cause::Engine(held)
                     } else {
                         Cause::Start
                     });
                 }
-                free[k..to].fill(pe);
-                held[k..to].fill(i);
+                match next.last_mut() {
+                    Some(x) if x.free.to_bits() == pe.to_bits() => x.to = to as u16,
+                    _ => next.push(EngineRun {
+                        to: to as u16,
+                        free: pe,
+                        held: i,
+                    }),
+                }
                 self.out.pieces.push(Piece {
                     rec: i,
                     engine: k as u16,
@@ -486,6 +506,9 @@ impl Sim<'_, '_> {
                 k = to;
             }
         }
+        // Engines the plan has no share for (none: see the assertion) keep their state.
+        next.extend(st.dma.iter().filter(|x| x.to as usize > n));
+        std::mem::swap(&mut st.dma, next);
         if !first.is_finite() {
             first = t;
         }
@@ -532,7 +555,7 @@ impl Sim<'_, '_> {
             self.s.pending[s] -= 1;
             if self.s.pending[s] == 0 {
                 let ready = self.s.ready[s].max(self.s.ready_late[s]);
-                self.work.push(Key(ready, e.succ));
+                self.work.push(Key::new(ready, e.succ));
             }
         }
     }
@@ -541,6 +564,39 @@ impl Sim<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_order_earliest_time_then_lowest_record_first() {
+        // Every pair of keys compares as (time by `total_cmp`, then record) reversed, and a key
+        // gives back its time bit for bit.
+        let times = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -f64::MIN_POSITIVE,
+            -0.0,
+            0.0,
+            f64::from_bits(1),
+            f64::MIN_POSITIVE,
+            1.0,
+            1.0 + f64::EPSILON,
+            123_456.789,
+            1e300,
+            f64::INFINITY,
+        ];
+        let keys: Vec<(f64, u32)> = times
+            .iter()
+            .flat_map(|&t| [0, 1, 7, u32::MAX - 1, u32::MAX].map(|i| (t, i)))
+            .collect();
+        for &(t, i) in &keys {
+            let k = Key::new(t, i);
+            assert_eq!((k.time().to_bits(), k.rec()), (t.to_bits(), i));
+            for &(u, j) in &keys {
+                let want = u.total_cmp(&t).then(j.cmp(&i));
+                assert_eq!(k.cmp(&Key::new(u, j)), want, "({t}, {i}) vs ({u}, {j})");
+            }
+        }
+    }
 
     #[test]
     fn ready_queue_pops_in_heap_order() {
@@ -558,16 +614,16 @@ mod tests {
             } else {
                 i as f64
             };
-            q.push(Key(t, i));
-            heap.push(Key(t, i));
+            q.push(Key::new(t, i));
+            heap.push(Key::new(t, i));
             if x & 3 == 0 {
-                got.push(q.pop().map(|k| k.1));
-                want.push(heap.pop().map(|k| k.1));
+                got.push(q.pop().map(Key::rec));
+                want.push(heap.pop().map(Key::rec));
             }
         }
         while let Some(k) = heap.pop() {
-            want.push(Some(k.1));
-            got.push(q.pop().map(|k| k.1));
+            want.push(Some(k.rec()));
+            got.push(q.pop().map(Key::rec));
         }
         assert_eq!(got, want);
         assert!(q.pop().is_none());
