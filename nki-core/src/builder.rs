@@ -63,30 +63,32 @@ macro_rules! tile_operand {
 /// written `name: into T` takes `impl Into<T>` and is converted, in parameter order, right after
 /// the op begins (so a conversion's error names the op and the caller's line); any other
 /// parameter is passed as written. The body sees the converted values and `ins`, the [`Op`]
-/// (named by the entry, `as ins`).
+/// (named by the entry, `as ins`). An entry without `as ins = "api"` begins no op (a wrapper
+/// over another instruction).
 ///
 /// [`Op`]: crate::context::Op
 macro_rules! instruction {
     ($($(#[$attr:meta])* $vis:vis fn $name:ident $(<$($lt:lifetime),*>)? ($($params:tt)*)
-        $(-> $ret:ty)? as $ins:ident = $api:literal $body:block)*) => {$(
+        $(-> $ret:ty)? $(as $ins:ident = $api:literal)? $body:block)*) => {$(
         $crate::builder::instruction!(@param
             [$(#[$attr])* #[track_caller] $vis fn $name $(<$($lt),*>)?]
-            [$(-> $ret)?] [$ins $api $body] [] [] $($params)*);
+            [$(-> $ret)?] [$(let $ins = $crate::context::Op::begin($api);)?] $body [] []
+            $($params)*);
     )*};
-    (@param $head:tt $ret:tt $rest:tt [$($sig:tt)*] [$($conv:tt)*]
+    (@param $head:tt $ret:tt $begin:tt $body:tt [$($sig:tt)*] [$($conv:tt)*]
         $p:ident: into $t:ty $(, $($params:tt)*)?) => {
-        $crate::builder::instruction!(@param $head $ret $rest
+        $crate::builder::instruction!(@param $head $ret $begin $body
             [$($sig)* $p: impl Into<$t>,] [$($conv)* let $p: $t = $p.into();] $($($params)*)?);
     };
-    (@param $head:tt $ret:tt $rest:tt [$($sig:tt)*] [$($conv:tt)*]
+    (@param $head:tt $ret:tt $begin:tt $body:tt [$($sig:tt)*] [$($conv:tt)*]
         $p:ident: $t:ty $(, $($params:tt)*)?) => {
-        $crate::builder::instruction!(@param $head $ret $rest
+        $crate::builder::instruction!(@param $head $ret $begin $body
             [$($sig)* $p: $t,] [$($conv)*] $($($params)*)?);
     };
-    (@param [$($head:tt)*] [$($ret:tt)*] [$ins:ident $api:literal $body:block] [$($sig:tt)*]
+    (@param [$($head:tt)*] [$($ret:tt)*] [$($begin:tt)*] $body:tt [$($sig:tt)*]
         [$($conv:tt)*]) => {
         $($head)*($($sig)*) $($ret)* {
-            let $ins = $crate::context::Op::begin($api);
+            $($begin)*
             $($conv)*
             $body
         }

@@ -5,9 +5,10 @@
 //! an `Err`.
 
 use crate::abort;
+use crate::builder::setters;
 use crate::context::{InstanceCtx, LaunchShared, Mode};
 pub use crate::dialect::Dialect;
-use crate::error::{ErrorKind, NkiError, Result};
+use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::memory::MemoryPeak;
 use crate::profile::Profile;
 use crate::target::Target;
@@ -307,6 +308,28 @@ pub struct LaunchReport {
 
 pub use crate::record::CoreStream;
 
+/// Fails the calling kernel instance, when there is one, with an [`ErrorKind::NestedLaunch`]
+/// error of `op` at `loc`: `what()` names the launch refused (NKI rejects nested launches).
+pub(crate) fn refuse_nested_launch(
+    op: &'static str,
+    what: impl FnOnce() -> String,
+    loc: SourceLoc,
+) {
+    if crate::context::in_kernel() {
+        crate::context::raise(
+            NkiError::new(
+                ErrorKind::NestedLaunch,
+                op,
+                format!(
+                    "{} inside a kernel: NKI rejects nested launches; launch kernels from host code",
+                    what()
+                ),
+            ),
+            loc,
+        );
+    }
+}
+
 /// A launch under construction: grid, target and mode (the builder form of `launch!`).
 #[derive(Clone, Debug)]
 pub struct Launch {
@@ -344,40 +367,27 @@ impl Launch {
         }
     }
 
-    /// The transformations the `compiler` stage applies to the recorded program of a Beta-1
-    /// kernel before it is costed (simulate and estimate modes; an NKI 0.7 kernel is costed
-    /// as written): duplicate-load removal, hoisting of
-    /// loop-invariant loads and transposes out of `affine_range` loops, one buffer per
-    /// iteration for tiles every iteration rewrites, PSUM zero fills folded into the first
-    /// matmul. The default is the stage of
-    /// [`with_compiler_stage`](crate::with_compiler_stage), [`CompilerStage::OFF`] unless set:
-    /// the kernel costed exactly as written. The profile lists what the stage did
-    /// ([`Profile::compiler`]).
-    ///
-    /// [`CompilerStage::OFF`]: crate::CompilerStage::OFF
-    pub fn compiler(mut self, stage: crate::timing::compiler::CompilerStage) -> Launch {
-        self.compiler = stage;
-        self
-    }
-
-    /// Sets the target.
-    pub fn target(mut self, t: Target) -> Launch {
-        self.target = t;
-        self
-    }
-
-    /// Sets the mode.
-    pub fn mode(mut self, m: Mode) -> Launch {
-        self.mode = m;
-        self
-    }
-
-    /// Sets the dialect the kernel is written in (default [`Dialect::Beta1`]); it decides what
-    /// the grid means. A `#[nki_kernel]`'s `run` sets its own kernel's dialect, so this matters
-    /// only for closures run with [`Launch::run`].
-    pub fn dialect(mut self, d: Dialect) -> Launch {
-        self.dialect = d;
-        self
+    setters! {
+        /// The transformations the `compiler` stage applies to the recorded program of a Beta-1
+        /// kernel before it is costed (simulate and estimate modes; an NKI 0.7 kernel is costed
+        /// as written): duplicate-load removal, hoisting of
+        /// loop-invariant loads and transposes out of `affine_range` loops, one buffer per
+        /// iteration for tiles every iteration rewrites, PSUM zero fills folded into the first
+        /// matmul. The default is the stage of
+        /// [`with_compiler_stage`](crate::with_compiler_stage), [`CompilerStage::OFF`] unless set:
+        /// the kernel costed exactly as written. The profile lists what the stage did
+        /// ([`Profile::compiler`]).
+        ///
+        /// [`CompilerStage::OFF`]: crate::CompilerStage::OFF
+        compiler(stage: crate::timing::compiler::CompilerStage) => compiler = stage;
+        /// Sets the target.
+        target(t: Target) => target = t;
+        /// Sets the mode.
+        mode(m: Mode) => mode = m;
+        /// Sets the dialect the kernel is written in (default [`Dialect::Beta1`]); it decides what
+        /// the grid means. A `#[nki_kernel]`'s `run` sets its own kernel's dialect, so this matters
+        /// only for closures run with [`Launch::run`].
+        dialect(d: Dialect) => dialect = d;
     }
 
     /// The dialect the launched kernel is written in (see [`Launch::dialect`]).
@@ -385,31 +395,23 @@ impl Launch {
         self.dialect
     }
 
-    /// The trip counts of the kernel's device loops (`nl::fori_loop`, `nl::while_loop`) for
-    /// estimate mode, where bounds and conditions read from tiles have no value (execute and
-    /// simulate modes run the loops on the values and ignore them).
-    pub fn trip_counts(mut self, trips: crate::lang::TripCounts) -> Launch {
-        self.trip_counts = Some(std::sync::Arc::new(trips));
-        self
-    }
-
-    /// Runs the program instances on at most `n` host threads (default: one per host CPU, see
-    /// [`host_threads`]). Only host speed changes: values, records, the modelled placement on
-    /// NeuronCores and the reported errors are the same for every `n`. `n = 0` is an
-    /// [`ErrorKind::InvalidArgument`] error of the launch.
-    pub fn host_threads(mut self, n: usize) -> Launch {
-        self.host_threads = Some(n);
-        self
-    }
-
-    /// Treats the outputs (`&mut Hbm` parameters) as freshly allocated device memory, as a
-    /// framework's output allocation is (the candle bridge launches so): an element the launch
-    /// leaves unwritten is an [`ErrorKind::OutputNotWritten`] error naming it, where by default
-    /// it keeps the value the host gave it (the seeds' form: outputs are tensors the caller
-    /// owns, and writing part of one is allowed).
-    pub fn outputs_uninitialised(mut self) -> Launch {
-        self.uninitialised_outputs = true;
-        self
+    setters! {
+        /// The trip counts of the kernel's device loops (`nl::fori_loop`, `nl::while_loop`) for
+        /// estimate mode, where bounds and conditions read from tiles have no value (execute and
+        /// simulate modes run the loops on the values and ignore them).
+        trip_counts(trips: crate::lang::TripCounts) =>
+            trip_counts = Some(std::sync::Arc::new(trips));
+        /// Runs the program instances on at most `n` host threads (default: one per host CPU, see
+        /// [`host_threads`]). Only host speed changes: values, records, the modelled placement on
+        /// NeuronCores and the reported errors are the same for every `n`. `n = 0` is an
+        /// [`ErrorKind::InvalidArgument`] error of the launch.
+        host_threads(n: usize) => host_threads = Some(n);
+        /// Treats the outputs (`&mut Hbm` parameters) as freshly allocated device memory, as a
+        /// framework's output allocation is (the candle bridge launches so): an element the launch
+        /// leaves unwritten is an [`ErrorKind::OutputNotWritten`] error naming it, where by default
+        /// it keeps the value the host gave it (the seeds' form: outputs are tensors the caller
+        /// owns, and writing part of one is allowed).
+        outputs_uninitialised() => uninitialised_outputs = true;
     }
 
     /// Runs `kernel` once per program instance and returns the report (with a profile in
@@ -429,20 +431,8 @@ impl Launch {
     #[track_caller]
     pub fn run<F: Fn() + Sync>(&self, kernel: F) -> Result<LaunchReport> {
         let here = crate::error::SourceLoc::caller();
-        if crate::context::in_kernel() {
-            crate::context::raise(
-                NkiError::new(
-                    ErrorKind::NestedLaunch,
-                    "launch",
-                    format!(
-                        "a kernel launch (grid {}) inside a kernel: NKI rejects nested launches; \
-                         launch kernels from host code",
-                        self.grid
-                    ),
-                ),
-                self.called_at.unwrap_or(here),
-            );
-        }
+        let what = || format!("a kernel launch (grid {})", self.grid);
+        refuse_nested_launch("launch", what, self.called_at.unwrap_or(here));
         // The outputs borrowed for this launch belong to it even when it is refused below: a
         // refused launch must not hand them to the next launch on this thread.
         let outputs = crate::hbm::take_pending_outputs();

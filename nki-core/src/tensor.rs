@@ -500,57 +500,29 @@ impl Tensor {
         self.view().strides()
     }
 
-    /// A view of part of the tensor (NKI `t[...]`): integer indices and ranges per
-    /// dimension; on chip an integer on the partition dimension keeps it with size 1.
-    #[track_caller]
-    pub fn slice(&self, index: impl IntoIndex) -> TensorRef<'_> {
-        self.view().slice(index)
-    }
-
-    /// The tensor viewed with shape `dims` (NKI `tensor.reshape`; on chip the partition
-    /// dimension stays first).
-    #[track_caller]
-    pub fn reshape(&self, dims: &[usize]) -> TensorRef<'_> {
-        self.view().reshape(dims)
-    }
-
-    /// The tensor with its dimensions reordered (NKI `tensor.permute`).
-    #[track_caller]
-    pub fn permute(&self, perm: &[usize]) -> TensorRef<'_> {
-        self.view().permute(perm)
-    }
-
-    /// An access pattern over the tensor's storage (NKI `tensor.ap(pattern, offset)`); see
-    /// [`TensorRef::ap`].
-    #[track_caller]
-    pub fn ap(&self, pattern: &[[usize; 2]], offset: usize) -> TensorRef<'_> {
-        self.view().ap(pattern, offset)
-    }
-
-    /// Rows chosen at run time by an SBUF index tile (NKI `tensor.ap(pattern, offset,
-    /// vector_offset=index, indirect_dim=0)`); see [`TensorRef::ap_indirect`].
-    #[track_caller]
-    pub fn ap_indirect<'a>(
-        &self,
-        pattern: &[[usize; 2]],
-        offset: usize,
-        vector_offset: impl Into<TileRef<'a>>,
-    ) -> crate::isa::IndirectAp<'a> {
-        self.view().ap_indirect(pattern, offset, vector_offset)
-    }
-
-    /// An access pattern reading the storage as `dtype` (NKI `tensor.ap(pattern, offset,
-    /// dtype=dtype)`); see [`TensorRef::ap_as`].
-    #[track_caller]
-    pub fn ap_as(&self, pattern: &[[usize; 2]], offset: usize, dtype: DType) -> TensorRef<'_> {
-        self.view().ap_as(pattern, offset, dtype)
-    }
-
-    /// The same bytes read as `dtype` (NKI 0.7 `tensor.view(dtype)`); see
-    /// [`TensorRef::view_as`].
-    #[track_caller]
-    pub fn view_as(&self, dtype: DType) -> TensorRef<'_> {
-        self.view().view_as(dtype)
+    crate::view::view_methods! { TensorRef;
+        /// A view of part of the tensor (NKI `t[...]`): integer indices and ranges per
+        /// dimension; on chip an integer on the partition dimension keeps it with size 1.
+        fn slice(index: impl IntoIndex);
+        /// The tensor viewed with shape `dims` (NKI `tensor.reshape`; on chip the partition
+        /// dimension stays first).
+        fn reshape(dims: &[usize]);
+        /// The tensor with its dimensions reordered (NKI `tensor.permute`).
+        fn permute(perm: &[usize]);
+        /// An access pattern over the tensor's storage (NKI `tensor.ap(pattern, offset)`); see
+        /// [`TensorRef::ap`].
+        fn ap(pattern: &[[usize; 2]], offset: usize);
+        /// Rows chosen at run time by an SBUF index tile (NKI `tensor.ap(pattern, offset,
+        /// vector_offset=index, indirect_dim=0)`); see [`TensorRef::ap_indirect`].
+        fn ap_indirect<'a>(
+            pattern: &[[usize; 2]], offset: usize, vector_offset: impl Into<TileRef<'a>>
+        ) -> crate::isa::IndirectAp<'a>;
+        /// An access pattern reading the storage as `dtype` (NKI `tensor.ap(pattern, offset,
+        /// dtype=dtype)`); see [`TensorRef::ap_as`].
+        fn ap_as(pattern: &[[usize; 2]], offset: usize, dtype: DType);
+        /// The same bytes read as `dtype` (NKI 0.7 `tensor.view(dtype)`); see
+        /// [`TensorRef::view_as`].
+        fn view_as(dtype: DType);
     }
 
     /// The tensor read or written through the free-dimension offsets in `index` (NKI 0.7

@@ -954,18 +954,24 @@ impl<'a> TileRef<'a> {
             let mut tmp = take_buf(n);
             fill(&mut tmp);
             assert_eq!(tmp.len(), n, "an op produced the wrong number of values");
-            let mut data = self.tile.data_mut();
-            match (self.cast, self.contiguous_range()) {
-                (Some(c), _) => {
-                    crate::reinterpret::write(&mut data, self.tile.dtype, c, &self.ap, &tmp)
-                }
-                (None, Some(r)) => data[r].copy_from_slice(&tmp),
-                (None, None) => self.ap.scatter(&mut data, &tmp),
-            }
-            drop(data);
-            give_buf(tmp);
+            self.write_part(tmp);
         }
         self.tile.set_written(&self.tile_ap(), || self.region());
+    }
+
+    /// Writes the row-major slots `vals` into the view's elements of the tile's buffer (cast
+    /// when the view reinterprets the tile) and returns `vals` to the buffer pool.
+    fn write_part(&self, vals: Vec<f32>) {
+        let mut data = self.tile.data_mut();
+        match (self.cast, self.contiguous_range()) {
+            (Some(c), _) => {
+                crate::reinterpret::write(&mut data, self.tile.dtype, c, &self.ap, &vals)
+            }
+            (None, Some(r)) => data[r].copy_from_slice(&vals),
+            (None, None) => self.ap.scatter(&mut data, &vals),
+        }
+        drop(data);
+        give_buf(vals);
     }
 
     /// True when every element of the view has been written.
@@ -1015,16 +1021,7 @@ impl<'a> TileRef<'a> {
             let old = std::mem::replace(&mut *self.tile.data.borrow_mut(), vals);
             give_buf(old);
         } else {
-            let mut data = self.tile.data_mut();
-            match (self.cast, self.contiguous_range()) {
-                (Some(c), _) => {
-                    crate::reinterpret::write(&mut data, self.tile.dtype, c, &self.ap, &vals)
-                }
-                (None, Some(r)) => data[r].copy_from_slice(&vals),
-                (None, None) => self.ap.scatter(&mut data, &vals),
-            }
-            drop(data);
-            give_buf(vals);
+            self.write_part(vals);
         }
         self.tile.set_written(&self.tile_ap(), || self.region());
     }

@@ -1318,35 +1318,44 @@ impl<'a> TileRef<'a> {
     }
 }
 
+/// Declares methods of a whole tensor type that are the same method of its whole view
+/// (`self.view()`), each with its doc comment and arguments, inside an `impl` block:
+///
+/// ```ignore
+/// view_methods! { TileRef;
+///     /// [`TileRef::reshape`] of the whole tile.
+///     fn reshape(dims: &[usize]);
+/// }
+/// ```
+///
+/// expands to `#[track_caller] pub fn reshape(&self, dims: &[usize]) -> TileRef<'_> {
+/// self.view().reshape(dims) }`; an entry may name its own return type (`-> T`).
+macro_rules! view_methods {
+    ($out:ident; $($(#[$attr:meta])* fn $name:ident $(<$lt:lifetime>)? ($($arg:ident: $ty:ty),*)
+        $(-> $ret:ty)?;)*) => {$(
+        $(#[$attr])*
+        #[track_caller]
+        pub fn $name $(<$lt>)? (&self, $($arg: $ty),*) -> $crate::view::view_methods!(@ret $out $($ret)?) {
+            self.view().$name($($arg),*)
+        }
+    )*};
+    (@ret $out:ident) => { $out<'_> };
+    (@ret $out:ident $ret:ty) => { $ret };
+}
+pub(crate) use view_methods;
+
 impl Tile {
-    /// [`TileRef::ap`] over this tile's storage.
-    #[track_caller]
-    pub fn ap(&self, pattern: &[[usize; 2]], offset: usize) -> TileRef<'_> {
-        self.view().ap(pattern, offset)
-    }
-
-    /// [`TileRef::ap_as`] over this tile's storage (a reinterpret cast to `dtype`).
-    #[track_caller]
-    pub fn ap_as(&self, pattern: &[[usize; 2]], offset: usize, dtype: DType) -> TileRef<'_> {
-        self.view().ap_as(pattern, offset, dtype)
-    }
-
-    /// [`TileRef::view_as`] of the whole tile (NKI `tensor.view(dtype)`).
-    #[track_caller]
-    pub fn view_as(&self, dtype: DType) -> TileRef<'_> {
-        self.view().view_as(dtype)
-    }
-
-    /// [`TileRef::reshape`] of the whole tile.
-    #[track_caller]
-    pub fn reshape(&self, dims: &[usize]) -> TileRef<'_> {
-        self.view().reshape(dims)
-    }
-
-    /// [`TileRef::permute`] of the whole tile.
-    #[track_caller]
-    pub fn permute(&self, perm: &[usize]) -> TileRef<'_> {
-        self.view().permute(perm)
+    view_methods! { TileRef;
+        /// [`TileRef::ap`] over this tile's storage.
+        fn ap(pattern: &[[usize; 2]], offset: usize);
+        /// [`TileRef::ap_as`] over this tile's storage (a reinterpret cast to `dtype`).
+        fn ap_as(pattern: &[[usize; 2]], offset: usize, dtype: DType);
+        /// [`TileRef::view_as`] of the whole tile (NKI `tensor.view(dtype)`).
+        fn view_as(dtype: DType);
+        /// [`TileRef::reshape`] of the whole tile.
+        fn reshape(dims: &[usize]);
+        /// [`TileRef::permute`] of the whole tile.
+        fn permute(perm: &[usize]);
     }
 }
 
@@ -1355,46 +1364,21 @@ impl Tile {
 macro_rules! whole_views {
     ($ty:ty => $out:ident) => {
         impl $ty {
-            #[doc = concat!("[`", stringify!($out), "::expand_dim`] of the whole tensor.")]
-            #[track_caller]
-            pub fn expand_dim(&self, dim: usize) -> $out<'_> {
-                self.view().expand_dim(dim)
-            }
-
-            #[doc = concat!("[`", stringify!($out), "::squeeze_dim`] of the whole tensor.")]
-            #[track_caller]
-            pub fn squeeze_dim(&self, dim: usize) -> $out<'_> {
-                self.view().squeeze_dim(dim)
-            }
-
-            #[doc = concat!("[`", stringify!($out), "::select`] of the whole tensor.")]
-            #[track_caller]
-            pub fn select<'i>(&self, dim: usize, index: impl $crate::view::SelectIndex<'i>) -> $out<'_> {
-                self.view().select(dim, index)
-            }
-
-            #[doc = concat!("[`", stringify!($out), "::broadcast`] of the whole tensor.")]
-            #[track_caller]
-            pub fn broadcast(&self, dim: usize, size: usize) -> $out<'_> {
-                self.view().broadcast(dim, size)
-            }
-
-            #[doc = concat!("[`", stringify!($out), "::rearrange`] of the whole tensor.")]
-            #[track_caller]
-            pub fn rearrange(&self, pattern: &str, sizes: &[(&str, usize)]) -> $out<'_> {
-                self.view().rearrange(pattern, sizes)
-            }
-
-            #[doc = concat!("[`", stringify!($out), "::reshape_dim`] of the whole tensor.")]
-            #[track_caller]
-            pub fn reshape_dim(&self, dim: usize, shape: &[isize]) -> $out<'_> {
-                self.view().reshape_dim(dim, shape)
-            }
-
-            #[doc = concat!("[`", stringify!($out), "::flatten_dims`] of the whole tensor.")]
-            #[track_caller]
-            pub fn flatten_dims(&self, start_dim: usize, end_dim: usize) -> $out<'_> {
-                self.view().flatten_dims(start_dim, end_dim)
+            $crate::view::view_methods! { $out;
+                #[doc = concat!("[`", stringify!($out), "::expand_dim`] of the whole tensor.")]
+                fn expand_dim(dim: usize);
+                #[doc = concat!("[`", stringify!($out), "::squeeze_dim`] of the whole tensor.")]
+                fn squeeze_dim(dim: usize);
+                #[doc = concat!("[`", stringify!($out), "::select`] of the whole tensor.")]
+                fn select<'i>(dim: usize, index: impl $crate::view::SelectIndex<'i>);
+                #[doc = concat!("[`", stringify!($out), "::broadcast`] of the whole tensor.")]
+                fn broadcast(dim: usize, size: usize);
+                #[doc = concat!("[`", stringify!($out), "::rearrange`] of the whole tensor.")]
+                fn rearrange(pattern: &str, sizes: &[(&str, usize)]);
+                #[doc = concat!("[`", stringify!($out), "::reshape_dim`] of the whole tensor.")]
+                fn reshape_dim(dim: usize, shape: &[isize]);
+                #[doc = concat!("[`", stringify!($out), "::flatten_dims`] of the whole tensor.")]
+                fn flatten_dims(start_dim: usize, end_dim: usize);
             }
 
             #[doc = concat!("[`", stringify!($out), "::get_pattern`] of the whole tensor (row-major).")]

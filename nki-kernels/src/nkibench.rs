@@ -116,6 +116,16 @@ fn loop_reduce(acc: &Tile, x: &Tile, op: nl::AluOp, first: bool) {
     }
 }
 
+/// `exp(s + bias)` of one `[128, F]` score tile on ScalarE, its row sums added into the
+/// running `sum` (`first`: the reduction loop's first iteration), as both softmax baselines
+/// do.
+fn exp_and_sum(s: &Tile, bias: &Tile, sum: &Tile, first: bool) -> Tile {
+    let e = nisa::activation(nl::ActFn::Exp, s, nisa::ActivationArgs::new().bias(bias));
+    let part = nisa::tensor_reduce(nl::AluOp::Add, &e, &[1], true, false, None);
+    loop_reduce(sum, &part, nl::AluOp::Add, first);
+    e
+}
+
 /// NKIBench `bmm_softmax_B16_K64_M4096_N4096` baseline: `out[b] = softmax(lhs[b] @ rhs[b])`
 /// along N, for `lhs[B, M, K]` and `rhs[B, K, N]` with K <= 128. Per batch, a first pass
 /// computes every `[128, 512]` score tile (lhs tiles transposed on TensorE against
@@ -206,14 +216,7 @@ pub fn bmm_softmax_baseline(
                     for i9 in nl::affine_range(halves) {
                         let s = scores[at(i6, i7, i8, i9)].take();
                         let Some(s) = s else { continue };
-                        let e = nisa::activation(
-                            nl::ActFn::Exp,
-                            &s,
-                            nisa::ActivationArgs::new().bias(&neg_max),
-                        );
-                        let part = nisa::tensor_reduce(nl::AluOp::Add, &e, &[1], true, false, None);
-                        loop_reduce(&sum, &part, nl::AluOp::Add, i8 == 0 && i9 == 0);
-                        exps.push(e);
+                        exps.push(exp_and_sum(&s, &neg_max, &sum, i8 == 0 && i9 == 0));
                     }
                 }
                 let inv = nisa::reciprocal(&sum, None);
@@ -314,6 +317,345 @@ pub fn mamba_baseline(
     }
 }
 
+/// NKIBench `gqa_full_B1_N4096_QH16_KH8_D128` baseline: grouped-query attention, `out[h] =
+/// softmax(q_h k_g^T / sqrt(D)) v_g` for every query head `h` and its key/value head `g = h /
+/// (QH / KH)`, with `q` `[N, QH * D]`, `k` and `v` `[N, KH * D]` (NKIBench's `[B = 1, N, heads,
+/// D]`, the same bytes) and `out` `[QH, N, D]`; D = 128, two query heads per key/value head.
+///
+/// As the compiler-emitted program: every q tile and, per half of the keys, every k tile is
+/// transposed on TensorE against `identity` (`[128, 128]` in HBM); for each half the scaled
+/// `[128, 512]` score tiles of every head and query tile are computed and their row maxima
+/// reduced, so all `QH * N * N` scores exist before the softmax (1 GiB at the NKIBench
+/// problem, far beyond SBUF). `v` is then loaded whole; per head and query tile the
+/// scores are exponentiated (bias: the negated maximum), summed, scaled by the reciprocal,
+/// transposed and multiplied with `v` into a `[128, 128]` PSUM accumulator over the keys.
+///
+/// Needs N a multiple of 1024, QH a multiple of 8 and twice KH, D = 128.
+#[nki_kernel]
+pub fn gqa_baseline(
+    q: &Hbm<f32>,
+    k: &Hbm<f32>,
+    v: &Hbm<f32>,
+    identity: &Hbm<f32>,
+    out: &mut Hbm<f32>,
+) {
+    let op = "gqa_baseline";
+    let os = expect_rank(op, "out", out.shape(), 3);
+    let (qh, n, d) = (os[0], os[1], os[2]);
+    let kh = qh / 2;
+    expect_shape(op, "q", q.shape(), &[n, qh * d]);
+    expect_shape(op, "k", k.shape(), &[n, kh * d]);
+    expect_shape(op, "v", v.shape(), &[n, kh * d]);
+    expect_shape(op, "identity", identity.shape(), &[P, P]);
+    require(
+        op,
+        d == P && n.is_multiple_of(BLOCK) && qh.is_multiple_of(8) && qh > 0,
+        || {
+            format!(
+                "expected D = {d} = {P}, N = {n} a multiple of {BLOCK}, QH = {qh} a multiple of 8"
+            )
+        },
+    );
+    const HEADS_PER_LOAD: usize = 8;
+    const HALVES: usize = 2;
+    let rep = qh / kh;
+    // Key blocks of 512 (FMAX), half of them per half of the keys.
+    let (n_tiles, blocks) = (n / P, n / FMAX);
+    let id = nl::load(identity.view());
+    // q^T: per group of 8 heads and query tile, the 8 heads' [D, 128] tiles side by side.
+    let mut q_t: Vec<Tile> = Vec::with_capacity(qh / HEADS_PER_LOAD * n_tiles);
+    for i0 in nl::affine_range(n_tiles) {
+        for i1 in nl::affine_range(qh / HEADS_PER_LOAD) {
+            let c0 = i1 * HEADS_PER_LOAD * d;
+            let q_tile = nl::load(q.slice((i0 * P..(i0 + 1) * P, c0..c0 + HEADS_PER_LOAD * d)));
+            let t = nl::ndarray(&[P, HEADS_PER_LOAD * P], DType::F32, nl::SBUF);
+            for i2 in nl::affine_range(HEADS_PER_LOAD) {
+                let tr = nisa::nc_matmul_transpose(q_tile.slice((.., i2 * P..(i2 + 1) * P)), &id);
+                nisa::tensor_copy_into(
+                    t.slice((.., i2 * P..(i2 + 1) * P)),
+                    &tr,
+                    nisa::Engine::Vector,
+                );
+            }
+            q_t.push(t);
+        }
+    }
+    let q_t_of = |h: usize, i: usize| {
+        let t = &q_t[i * (qh / HEADS_PER_LOAD) + h / HEADS_PER_LOAD];
+        t.slice((.., (h % HEADS_PER_LOAD) * P..(h % HEADS_PER_LOAD + 1) * P))
+    };
+    // Scores per (key/value head, repeat, query tile, half, block): [128, 512] tiles.
+    let per_half = blocks / HALVES;
+    let at = |g: usize, r: usize, i: usize, half: usize, b: usize| {
+        (((g * rep + r) * n_tiles + i) * HALVES + half) * per_half + b
+    };
+    let mut scores: Vec<Option<Tile>> = (0..kh * rep * n_tiles * blocks).map(|_| None).collect();
+    let row_max: Vec<Tile> = (0..kh * rep * n_tiles)
+        .map(|_| nl::ndarray(&[P, 1], DType::F32, nl::SBUF))
+        .collect();
+    let scale = 1.0 / (d as f32).sqrt();
+    for i3 in nl::affine_range(HALVES) {
+        // k^T of this half: per block of 512 keys, every key/value head's [D, 512] side by side.
+        let mut k_t = Vec::with_capacity(per_half);
+        for i4 in nl::affine_range(per_half) {
+            let t = nl::ndarray(&[P, kh * FMAX], DType::F32, nl::SBUF);
+            for i5 in nl::affine_range(FMAX / P) {
+                let r0 = (i3 * per_half + i4) * FMAX + i5 * P;
+                let k_tile = nl::load(k.slice((r0..r0 + P, ..)));
+                for i6 in nl::affine_range(kh) {
+                    let tr =
+                        nisa::nc_matmul_transpose(k_tile.slice((.., i6 * P..(i6 + 1) * P)), &id);
+                    let c0 = i6 * FMAX + i5 * P;
+                    nisa::tensor_copy_into(t.slice((.., c0..c0 + P)), &tr, nisa::Engine::Vector);
+                }
+            }
+            k_t.push(t);
+        }
+        for g in nl::affine_range(kh) {
+            for i9 in nl::affine_range(per_half) {
+                for r in nl::affine_range(rep) {
+                    for i11 in nl::affine_range(n_tiles) {
+                        let acc = nl::ndarray(&[P, FMAX], DType::F32, nl::PSUM);
+                        nisa::nc_matmul_into(
+                            &acc,
+                            q_t_of(g * rep + r, i11),
+                            k_t[i9].slice((.., g * FMAX..(g + 1) * FMAX)),
+                        );
+                        let s = nisa::tensor_scalar(
+                            &acc,
+                            nl::AluOp::Multiply,
+                            scale,
+                            Default::default(),
+                        );
+                        let mx =
+                            nisa::tensor_reduce(nl::AluOp::Maximum, &s, &[1], true, false, None);
+                        let first = i3 == 0 && i9 == 0;
+                        loop_reduce(
+                            &row_max[(g * rep + r) * n_tiles + i11],
+                            &mx,
+                            nl::AluOp::Maximum,
+                            first,
+                        );
+                        scores[at(g, r, i11, i3, i9)] = Some(s);
+                    }
+                }
+            }
+        }
+    }
+    // v, whole: one [128, KH * D] tile per 128 keys.
+    let mut v_tiles: Vec<Tile> = Vec::with_capacity(n_tiles);
+    for t in nl::affine_range(n_tiles) {
+        v_tiles.push(nl::load(v.slice((t * P..(t + 1) * P, ..))));
+    }
+    for r in nl::affine_range(rep) {
+        for g in nl::affine_range(kh) {
+            for i17 in nl::affine_range(n_tiles) {
+                let neg_max = nisa::tensor_scalar(
+                    &row_max[(g * rep + r) * n_tiles + i17],
+                    nl::AluOp::Maximum,
+                    f32::MIN,
+                    nisa::TensorScalarArgs::new().then(nl::AluOp::Multiply, -1.0f32),
+                );
+                let sum = nl::ndarray(&[P, 1], DType::F32, nl::SBUF);
+                let mut exps = Vec::with_capacity(blocks);
+                for i18 in nl::affine_range(HALVES) {
+                    for i19 in nl::affine_range(per_half) {
+                        let Some(s) = scores[at(g, r, i17, i18, i19)].take() else {
+                            continue;
+                        };
+                        exps.push(exp_and_sum(&s, &neg_max, &sum, i18 == 0 && i19 == 0));
+                    }
+                }
+                let inv = nisa::reciprocal(&sum, None);
+                // The probabilities, transposed: [128 keys, 128 queries] per key tile.
+                let mut p_t = Vec::with_capacity(n_tiles);
+                for e in &exps {
+                    let probs = nisa::tensor_scalar(
+                        e,
+                        nl::AluOp::Multiply,
+                        &inv,
+                        nisa::TensorScalarArgs::new(),
+                    );
+                    for i22 in nl::affine_range(FMAX / P) {
+                        let tr = nisa::nc_matmul_transpose(
+                            probs.slice((.., i22 * P..(i22 + 1) * P)),
+                            &id,
+                        );
+                        let t = nl::ndarray(&[P, P], DType::F32, nl::SBUF);
+                        nisa::tensor_copy_into(&t, &tr, nisa::Engine::Vector);
+                        p_t.push(t);
+                    }
+                }
+                let acc = nl::ndarray(&[P, P], DType::F32, nl::PSUM);
+                for (t, pt) in p_t.iter().enumerate() {
+                    nisa::nc_matmul_acc(&acc, pt, v_tiles[t].slice((.., g * P..(g + 1) * P)));
+                }
+                let o = nl::ndarray(&[P, P], DType::F32, nl::SBUF);
+                nisa::tensor_copy_into(&o, &acc, nisa::Engine::Vector);
+                nl::store(out.slice((g * rep + r, i17 * P..(i17 + 1) * P, ..)), &o);
+            }
+        }
+    }
+}
+
+/// The transposes `x^T` of one block of 512 rows of `x` `[M, K]`: one `[128, K / 128 * 512]`
+/// tile whose `[128, 512]` column block `t` holds rows `t * 128 ..` of `x` transposed (4 loads
+/// of `[128, K]`, each transposed 128 columns at a time on TensorE against `id`).
+fn x_block_transposed(x: &Hbm<f32>, block: usize, id: &Tile) -> Tile {
+    let k_tiles = x.shape()[1] / P;
+    let x_t = nl::ndarray(&[P, k_tiles * FMAX], DType::F32, nl::SBUF);
+    for i3 in nl::affine_range(FMAX / P) {
+        let r0 = block * FMAX + i3 * P;
+        let x_tile = nl::load(x.slice((r0..r0 + P, ..)));
+        for i4 in nl::affine_range(k_tiles) {
+            let tr = nisa::nc_matmul_transpose(x_tile.slice((.., i4 * P..(i4 + 1) * P)), id);
+            let c0 = i4 * FMAX + i3 * P;
+            nisa::tensor_copy_into(x_t.slice((.., c0..c0 + P)), &tr, nisa::Engine::Vector);
+        }
+    }
+    x_t
+}
+
+/// `w[.., cols]^T @ x^T` of one block of 512 rows into a `[128, 512]` PSUM tile, for the 128
+/// columns `n0 ..` of the block of weights `w` (`K / 128` tiles `[128, 1024]` of rows) and
+/// the block's transposed rows `x_t` (see [`x_block_transposed`]).
+fn project(w: &[Tile], n0: usize, x_t: &Tile) -> Tile {
+    let acc = nl::ndarray(&[P, FMAX], DType::F32, nl::PSUM);
+    for (i6, w_tile) in w.iter().enumerate() {
+        nisa::nc_matmul_acc(
+            &acc,
+            w_tile.slice((.., n0..n0 + P)),
+            x_t.slice((.., i6 * FMAX..(i6 + 1) * FMAX)),
+        );
+    }
+    acc
+}
+
+/// NKIBench `swiglu_M4096_N3072_K1024` baseline: `out = (silu(x @ w_gate) * (x @ w_up)) @
+/// w_down` for `x` `[M, K]`, `w_gate` and `w_up` `[K, N]`, `w_down` `[N, K]`, `out` `[M, K]`.
+///
+/// As the compiler-emitted program: a first loop nest computes the gate, transposed, per
+/// block of 1024 columns of N and block of 512 rows of M (`x` loaded and transposed on
+/// TensorE against `identity` in every N block), keeping all of it (`[N, M]`, 48 MiB at the
+/// NKIBench problem); a second nest computes the up projection the same way (loading and
+/// transposing `x` again), `silu(gate) = gate / (1 + exp(-gate))` times it, and stores the
+/// product to a private HBM buffer (the program's `_spill_163`); `w_down` is loaded whole and
+/// a last nest re-loads the product per block of M rows (`_reload_166`) and multiplies.
+///
+/// Needs M a multiple of 512, K a multiple of 512, N a multiple of 1024.
+#[nki_kernel]
+pub fn swiglu_baseline(
+    x: &Hbm<f32>,
+    w_up: &Hbm<f32>,
+    w_down: &Hbm<f32>,
+    w_gate: &Hbm<f32>,
+    identity: &Hbm<f32>,
+    out: &mut Hbm<f32>,
+) {
+    let op = "swiglu_baseline";
+    let xs = expect_rank(op, "x", x.shape(), 2);
+    let (m, k) = (xs[0], xs[1]);
+    let n = expect_rank(op, "w_up", w_up.shape(), 2)[1];
+    expect_shape(op, "w_up", w_up.shape(), &[k, n]);
+    expect_shape(op, "w_gate", w_gate.shape(), &[k, n]);
+    expect_shape(op, "w_down", w_down.shape(), &[n, k]);
+    expect_shape(op, "identity", identity.shape(), &[P, P]);
+    expect_shape(op, "out", out.shape(), &[m, k]);
+    require(
+        op,
+        m.is_multiple_of(FMAX) && k.is_multiple_of(FMAX) && n.is_multiple_of(BLOCK),
+        || format!("expected M = {m} and K = {k} multiples of {FMAX}, N = {n} of {BLOCK}"),
+    );
+    let (n_blocks, m_blocks, k_tiles, per_block) = (n / BLOCK, m / FMAX, k / P, BLOCK / P);
+    let zero = nl::zeros(&[P, 1], DType::F32, nl::SBUF);
+    let id = nl::load(identity.view());
+    let weights = |w: &Hbm<f32>, i: usize| -> Vec<Tile> {
+        let mut tiles = Vec::with_capacity(k_tiles);
+        for i1 in nl::affine_range(k_tiles) {
+            tiles.push(nl::load(
+                w.slice((i1 * P..(i1 + 1) * P, i * BLOCK..(i + 1) * BLOCK)),
+            ));
+        }
+        tiles
+    };
+    // gate^T per (N block, 128 columns of it, M block): [128, 512].
+    let mut gate: Vec<Option<Tile>> = (0..n_blocks * per_block * m_blocks).map(|_| None).collect();
+    let at = |i: usize, t: usize, j: usize| (i * per_block + t) * m_blocks + j;
+    for i0 in nl::affine_range(n_blocks) {
+        let wg = weights(w_gate, i0);
+        for i2 in nl::affine_range(m_blocks) {
+            let x_t = x_block_transposed(x, i2, &id);
+            for i5 in nl::affine_range(per_block) {
+                let acc = project(&wg, i5 * P, &x_t);
+                gate[at(i0, i5, i2)] = Some(nisa::tensor_copy(&acc, None, nisa::Engine::Vector));
+            }
+        }
+    }
+    let h = nl::ndarray(
+        &[n_blocks * per_block * m_blocks * P, FMAX],
+        DType::F32,
+        nl::private_hbm.name("_spill_163"),
+    );
+    for i7 in nl::affine_range(n_blocks) {
+        let wu = weights(w_up, i7);
+        for i9 in nl::affine_range(m_blocks) {
+            let x_t = x_block_transposed(x, i9, &id);
+            for i12 in nl::affine_range(per_block) {
+                let up = project(&wu, i12 * P, &x_t);
+                let Some(g) = gate[at(i7, i12, i9)].take() else {
+                    continue;
+                };
+                let e = nisa::activation(
+                    nl::ActFn::Exp,
+                    &g,
+                    nisa::ActivationArgs::new().bias(&zero).scale(-1.0),
+                );
+                let d =
+                    nisa::tensor_scalar(&e, nl::AluOp::Add, 1.0f32, nisa::TensorScalarArgs::new());
+                let r = nisa::reciprocal(&d, None);
+                let silu = nisa::tensor_tensor(&g, &r, nl::AluOp::Multiply, None);
+                let prod = nisa::tensor_tensor(&silu, &up, nl::AluOp::Multiply, None);
+                let row = at(i7, i12, i9) * P;
+                nisa::dma_copy(h.slice((row..row + P, ..)), &prod);
+            }
+        }
+    }
+    // w_down, whole: one [128, K] tile per 128 rows.
+    let mut wd = Vec::with_capacity(n / P);
+    for i15 in nl::affine_range(n / P) {
+        wd.push(nl::load(w_down.slice((i15 * P..(i15 + 1) * P, ..))));
+    }
+    for i16 in nl::affine_range(m_blocks) {
+        let mut h_t = Vec::with_capacity(n / P);
+        for t in nl::affine_range(n / P) {
+            let tile = nl::ndarray(&[P, FMAX], DType::F32, nl::SBUF);
+            let row = at(t / per_block, t % per_block, i16) * P;
+            nisa::dma_copy(&tile, h.slice((row..row + P, ..)));
+            h_t.push(tile);
+        }
+        for i19 in nl::affine_range(FMAX / P) {
+            let o = nl::ndarray(&[P, k], DType::F32, nl::SBUF);
+            for i20 in nl::affine_range(k / FMAX) {
+                let acc = nl::ndarray(&[P, FMAX], DType::F32, nl::PSUM);
+                for (t, h_tile) in h_t.iter().enumerate() {
+                    nisa::nc_matmul_acc(
+                        &acc,
+                        h_tile.slice((.., i19 * P..(i19 + 1) * P)),
+                        wd[t].slice((.., i20 * FMAX..(i20 + 1) * FMAX)),
+                    );
+                }
+                nisa::tensor_copy_into(
+                    o.slice((.., i20 * FMAX..(i20 + 1) * FMAX)),
+                    &acc,
+                    nisa::Engine::Vector,
+                );
+            }
+            let r0 = i16 * FMAX + i19 * P;
+            nl::store(out.slice((r0..r0 + P, ..)), &o);
+        }
+    }
+}
+
 /// The NKIBench kernels of calibration.md section 5 ported here, with their trn1 problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Baseline {
@@ -321,20 +663,32 @@ pub enum Baseline {
     Matmul,
     /// [`bmm_softmax_baseline`](fn@bmm_softmax_baseline) at B = 16, K = 64, M = N = 4096.
     BmmSoftmax,
+    /// [`gqa_baseline`](fn@gqa_baseline) at B = 1, N = 4096, QH = 16, KH = 8, D = 128.
+    Gqa,
     /// [`mamba_baseline`](fn@mamba_baseline) at M = 7168, C = 256, S = 16.
     Mamba,
+    /// [`swiglu_baseline`](fn@swiglu_baseline) at M = 4096, N = 3072, K = 1024 (not in
+    /// [`Baseline::ALL`] yet: its counters are not reproduced).
+    Swiglu,
 }
 
 impl Baseline {
     /// Every ported one, in calibration.md's order.
-    pub const ALL: [Baseline; 3] = [Baseline::Matmul, Baseline::BmmSoftmax, Baseline::Mamba];
+    pub const ALL: [Baseline; 4] = [
+        Baseline::Matmul,
+        Baseline::BmmSoftmax,
+        Baseline::Gqa,
+        Baseline::Mamba,
+    ];
 
     /// NKIBench's name of the problem.
     pub fn name(self) -> &'static str {
         match self {
             Baseline::Matmul => "matmul_M4096_N12288_K5120",
             Baseline::BmmSoftmax => "bmm_softmax_B16_K64_M4096_N4096",
+            Baseline::Gqa => "gqa_full_B1_N4096_QH16_KH8_D128",
             Baseline::Mamba => "mamba_M7168_C256_S16",
+            Baseline::Swiglu => "swiglu_M4096_N3072_K1024",
         }
     }
 
@@ -344,7 +698,9 @@ impl Baseline {
         match self {
             Baseline::Matmul => [9_059_762_176, 201_326_592, 0, 0],
             Baseline::BmmSoftmax => [794_361_856, 1_827_405_824, 753_664_000, 756_547_584],
+            Baseline::Gqa => [1_194_393_600, 1_132_986_368, 1_099_431_936, 1_127_219_200],
             Baseline::Mamba => [181_682_176, 62_390_272, 55_050_240, 55_050_240],
+            Baseline::Swiglu => [141_623_296, 83_886_080, 67_108_864, 83_886_080],
         }
     }
 
@@ -365,6 +721,13 @@ impl Baseline {
                 let mut out = Hbm::<f32>::shape_only([b, m, n]);
                 bmm_softmax_baseline::estimate(g(), target, &x, &y, &id, &mut out)
             }
+            Baseline::Gqa => {
+                let (n, qh, kh, d) = (4096, 16, 8, 128);
+                let q = Hbm::shape_only([n, qh * d]);
+                let (k, v) = (Hbm::shape_only([n, kh * d]), Hbm::shape_only([n, kh * d]));
+                let mut out = Hbm::<f32>::shape_only([qh, n, d]);
+                gqa_baseline::estimate(g(), target, &q, &k, &v, &id, &mut out)
+            }
             Baseline::Mamba => {
                 let (m, c, s) = (7168, 256, 16);
                 let (delta, u) = (Hbm::shape_only([c, m]), Hbm::shape_only([c, m]));
@@ -379,6 +742,14 @@ impl Baseline {
                 with_compiler_stage(CompilerStage::BETA1, || {
                     mamba_baseline::estimate(g(), target, &delta, &u, &a, &b, &cm, &mut out)
                 })
+            }
+            Baseline::Swiglu => {
+                let (m, n, k) = (4096, 3072, 1024);
+                let x = Hbm::shape_only([m, k]);
+                let (up, gate) = (Hbm::shape_only([k, n]), Hbm::shape_only([k, n]));
+                let down = Hbm::shape_only([n, k]);
+                let mut out = Hbm::<f32>::shape_only([m, k]);
+                swiglu_baseline::estimate(g(), target, &x, &up, &down, &gate, &id, &mut out)
             }
         }
     }

@@ -11,7 +11,7 @@
 //! (`reduce`) or reading out such a register is an error naming the instruction. That check
 //! follows the instruction stream only, so it behaves the same in every launch mode.
 
-use super::base::{per_partition_shape, short, PerPartition};
+use super::base::{per_partition_shape, short, PerPartition, Site};
 use super::{AluOp, Operand};
 use crate::builder::setters;
 use crate::context::Op;
@@ -375,6 +375,25 @@ impl<'a> Accum<'a> {
     /// cost of S13: `+ MIN_II`).
     pub(crate) fn costs(&self) -> bool {
         self.res.is_some()
+    }
+
+    /// Issues the VectorE accumulating instruction `site` (with the accumulator's cost) that
+    /// reads `x` and the per-partition `operand` and writes `dst` (and `reduce_res`): when
+    /// values are computed, `exec(x's values, operand's values)`; then the registers' trace.
+    pub(crate) fn compute_over(
+        &self,
+        ins: &Op,
+        site: Site,
+        (x, dst): (&TileRef, &TileRef),
+        operand: &PerPartition,
+        exec: impl FnOnce(&[f32], &[f32]),
+    ) {
+        let extra = self.inputs(operand.tile().into_iter().collect());
+        let outs = self.outputs(dst);
+        ins.compute(site.accumulating(self.costs()), &[x], &extra, &outs, || {
+            exec(&ins.read(x), &operand.values(ins, x.partitions()))
+        });
+        self.trace(ins);
     }
 
     /// The registers' state in estimate mode (no values): the definedness rules only.

@@ -86,14 +86,9 @@ pub fn exponential<'d, 'a>(
         }
     }
     let acc = Accum::vector(&ins, AluOp::Add, &args, &x, EXPONENTIAL);
-    let site = Site::new(Engine::Vector, Opcode::Exponential).accumulating(acc.costs());
-    let extra = acc.inputs(max.tile().into_iter().collect());
-    let outs = acc.outputs(&dst);
-    ins.compute(site, &[&x], &extra, &outs, || {
-        let v = ins.read(&x);
-        let m = max.values(&ins, p);
+    let site = Site::new(Engine::Vector, Opcode::Exponential);
+    acc.compute_over(&ins, site, (&x, &dst), &max, |v, m| {
         let f = x.free_size().max(1);
-        acc.map_rows(&ins, &dst, &v, f, |r, _, d| (d - m[r]).exp());
+        acc.map_rows(&ins, &dst, v, f, |r, _, d| (d - m[r]).exp());
     });
-    acc.trace(&ins);
 }

@@ -31,6 +31,7 @@
 //! always used).
 
 use super::base::short;
+use crate::builder::instruction;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -140,44 +141,48 @@ pub(crate) fn n_gather_into(ins: &Op, dst: &TileRef, data: &TileRef, idx: &TileR
     );
 }
 
-/// Gathers, in each partition, the elements of `data` (free dimensions flattened) that
-/// `indices` (uint32) names into `dst` (NKI 0.7 `nisa.nc_n_gather(dst, data, indices)`):
-/// `dst[p, j] = data_flat[p, indices[p, j]]`. `dst` has `data`'s dtype and `indices`'
-/// elements per partition; all in SBUF. One GpSimdE instruction of `150 + N` cycles \[A\].
-/// An index out of `[0, F)` is an [`ErrorKind::OutOfBounds`] error.
-#[track_caller]
-pub fn nc_n_gather<'d, 'a, 'i>(
-    dst: impl Into<TileRef<'d>>,
-    data: impl Into<TileRef<'a>>,
-    indices: impl Into<TileRef<'i>>,
-) {
-    let ins = Op::begin("nisa.nc_n_gather");
-    n_gather_into(&ins, &dst.into(), &data.into(), &indices.into());
+instruction! {
+    /// Gathers, in each partition, the elements of `data` (free dimensions flattened) that
+    /// `indices` (uint32) names into `dst` (NKI 0.7 `nisa.nc_n_gather(dst, data, indices)`):
+    /// `dst[p, j] = data_flat[p, indices[p, j]]`. `dst` has `data`'s dtype and `indices`'
+    /// elements per partition; all in SBUF. One GpSimdE instruction of `150 + N` cycles \[A\].
+    /// An index out of `[0, F)` is an [`ErrorKind::OutOfBounds`] error.
+    pub fn nc_n_gather<'d, 'a, 'i>(
+        dst: into TileRef<'d>, data: into TileRef<'a>, indices: into TileRef<'i>,
+    ) as ins = "nisa.nc_n_gather" {
+        n_gather_into(&ins, &dst, &data, &indices);
+    }
 }
 
-/// Gathers within each 16-partition group (one GpSimd core): the core's `index` values
-/// (uint16, flattened partition-first, the first `num_valid_indices` of them, all when
-/// `None`) are offsets into its partition-first slice of `src_buffer`, each reading
-/// `num_elem_per_idx` contiguous elements; they fill the core's slice of `dst` in the same
-/// order (NKI 0.7 `nisa.local_gather(dst, src_buffer, index, num_elem_per_idx,
-/// num_valid_indices)`; see the module docs for the order, which the docs leave to a
-/// figure \[A\]). One GpSimdE instruction.
+instruction! {
+    /// Gathers within each 16-partition group (one GpSimd core): the core's `index` values
+    /// (uint16, flattened partition-first, the first `num_valid_indices` of them, all when
+    /// `None`) are offsets into its partition-first slice of `src_buffer`, each reading
+    /// `num_elem_per_idx` contiguous elements; they fill the core's slice of `dst` in the same
+    /// order (NKI 0.7 `nisa.local_gather(dst, src_buffer, index, num_elem_per_idx,
+    /// num_valid_indices)`; see the module docs for the order, which the docs leave to a
+    /// figure \[A\]). One GpSimdE instruction.
+    pub fn local_gather<'d, 's, 'i>(
+        dst: into TileRef<'d>, src_buffer: into TileRef<'s>, index: into TileRef<'i>,
+        num_elem_per_idx: usize, num_valid_indices: into Option<usize>,
+    ) as ins = "nisa.local_gather" {
+        gather_in_cores(&ins, [dst, src_buffer, index], num_elem_per_idx, num_valid_indices);
+    }
+}
+
+/// [`local_gather`] on its converted operands.
 #[track_caller]
-pub fn local_gather<'d, 's, 'i>(
-    dst: impl Into<TileRef<'d>>,
-    src_buffer: impl Into<TileRef<'s>>,
-    index: impl Into<TileRef<'i>>,
+fn gather_in_cores(
+    ins: &Op,
+    [dst, src, idx]: [TileRef; 3],
     num_elem_per_idx: usize,
-    num_valid_indices: impl Into<Option<usize>>,
+    valid: Option<usize>,
 ) {
-    let ins = Op::begin("nisa.local_gather");
-    let (dst, src, idx): (TileRef, TileRef, TileRef) =
-        (dst.into(), src_buffer.into(), index.into());
-    sbuf_operand(&ins, "src_buffer", &src);
-    sbuf_operand(&ins, "index", &idx);
-    sbuf_operand(&ins, "dst", &dst);
-    index_dtype(&ins, "index", &idx, DType::U16);
-    same_dtype(&ins, &dst, ("src_buffer", &src));
+    sbuf_operand(ins, "src_buffer", &src);
+    sbuf_operand(ins, "index", &idx);
+    sbuf_operand(ins, "dst", &dst);
+    index_dtype(ins, "index", &idx, DType::U16);
+    same_dtype(ins, &dst, ("src_buffer", &src));
     ins.same_partitions(("src_buffer", &src), ("index", &idx));
     ins.same_partitions(("src_buffer", &src), ("dst", &dst));
     let p = src.partitions();
@@ -200,7 +205,7 @@ pub fn local_gather<'d, 's, 'i>(
         );
     }
     let per_core = idx.free_size() * CORE_PARTITIONS;
-    let valid = num_valid_indices.into().unwrap_or(per_core);
+    let valid = valid.unwrap_or(per_core);
     if valid > per_core {
         ins.fail(
             ErrorKind::InvalidArgument,

@@ -18,6 +18,7 @@
 //! through the data it touches (the barrier's `data`, the sendrecv's `dst`).
 
 use super::lnc_state::{Arrival, Pair, Payload, SyncCall};
+use crate::builder::instruction;
 use crate::context::{self, Op};
 use crate::error::ErrorKind;
 use crate::hbm::{Hbm, HbmView};
@@ -256,46 +257,48 @@ pub enum DmaEngine {
     GpsimdDma,
 }
 
-/// Sends `src` to the other physical core and receives the other core's `src` into `dst`
-/// (NKI 0.7 `nisa.sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id)`): with two
-/// cores, `send_to_rank` and `recv_from_rank` must both be the other core's index. `src` and
-/// `dst` are SBUF tiles with the same number of elements (the other core's values are cast to
-/// `dst`'s dtype).
-///
-/// Modelled as an SBUF-to-SBUF DMA of `src`'s bytes on this core (its DMA cost) and a wait
-/// that ends no earlier than the other core's DMA: `dst` is written when the other core's
-/// data has arrived. The other core's DMA writes this core's `dst`, so it starts only once
-/// this core's earlier reads and writes of `dst` are done (a zero-cost ready point on Sync
-/// that the other core's DMA waits for: the write-after-read and write-after-write order
-/// across the cores). Needs a [`Grid::lnc(2)`](crate::spmd::Grid::lnc) launch.
-#[track_caller]
-pub fn sendrecv<'s, 'd>(
-    src: impl Into<TileRef<'s>>,
-    dst: impl Into<TileRef<'d>>,
-    send_to_rank: usize,
-    recv_from_rank: usize,
-) {
-    sendrecv_on(src, dst, send_to_rank, recv_from_rank, DmaEngine::Dma);
+instruction! {
+    /// Sends `src` to the other physical core and receives the other core's `src` into `dst`
+    /// (NKI 0.7 `nisa.sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id)`): with two
+    /// cores, `send_to_rank` and `recv_from_rank` must both be the other core's index. `src` and
+    /// `dst` are SBUF tiles with the same number of elements (the other core's values are cast to
+    /// `dst`'s dtype).
+    ///
+    /// Modelled as an SBUF-to-SBUF DMA of `src`'s bytes on this core (its DMA cost) and a wait
+    /// that ends no earlier than the other core's DMA: `dst` is written when the other core's
+    /// data has arrived. The other core's DMA writes this core's `dst`, so it starts only once
+    /// this core's earlier reads and writes of `dst` are done (a zero-cost ready point on Sync
+    /// that the other core's DMA waits for: the write-after-read and write-after-write order
+    /// across the cores). Needs a [`Grid::lnc(2)`](crate::spmd::Grid::lnc) launch.
+    pub fn sendrecv<'s, 'd>(
+        src: impl Into<TileRef<'s>>, dst: impl Into<TileRef<'d>>, send_to_rank: usize,
+        recv_from_rank: usize,
+    ) {
+        sendrecv_on(src, dst, send_to_rank, recv_from_rank, DmaEngine::Dma);
+    }
 }
 
-/// [`sendrecv`] with the engine that moves the tile chosen (NKI 0.7 `nisa.sendrecv(..,
-/// dma_engine=)`): [`DmaEngine::Dma`] as `sendrecv`, or [`DmaEngine::GpsimdDma`], GpSimdE's
-/// integrated DMA (trn2 and trn3; an error on a target without it).
+instruction! {
+    /// [`sendrecv`] with the engine that moves the tile chosen (NKI 0.7 `nisa.sendrecv(..,
+    /// dma_engine=)`): [`DmaEngine::Dma`] as `sendrecv`, or [`DmaEngine::GpsimdDma`], GpSimdE's
+    /// integrated DMA (trn2 and trn3; an error on a target without it).
+    pub fn sendrecv_on<'s, 'd>(
+        src: into TileRef<'s>, dst: into TileRef<'d>, send_to_rank: usize, recv_from_rank: usize,
+        dma_engine: DmaEngine,
+    ) as ins = "nisa.sendrecv" {
+        exchange(&ins, src, dst, (send_to_rank, recv_from_rank), dma_engine);
+    }
+}
+
+/// [`sendrecv_on`] on its converted operands.
 #[track_caller]
-pub fn sendrecv_on<'s, 'd>(
-    src: impl Into<TileRef<'s>>,
-    dst: impl Into<TileRef<'d>>,
-    send_to_rank: usize,
-    recv_from_rank: usize,
-    dma_engine: DmaEngine,
-) {
-    let ins = Op::begin("nisa.sendrecv");
-    let (src, dst) = (src.into(), dst.into());
+fn exchange(ins: &Op, src: TileRef, dst: TileRef, ranks: (usize, usize), dma_engine: DmaEngine) {
+    let (send_to_rank, recv_from_rank) = ranks;
     ins.operand("src", &src);
     ins.operand("dst", &dst);
     ins.memory("src", &src, &[MemKind::Sbuf]);
     ins.memory("dst", &dst, &[MemKind::Sbuf]);
-    let (me, pair) = pair_of(&ins);
+    let (me, pair) = pair_of(ins);
     let o = 1 - me;
     if send_to_rank != o || recv_from_rank != o {
         ins.fail(
@@ -332,7 +335,7 @@ pub fn sendrecv_on<'s, 'd>(
     };
     let src_reg = src.region();
     let got = meet(
-        &ins,
+        ins,
         me,
         &pair,
         payload,

@@ -42,6 +42,7 @@
 //! on the same engine), recorded under its own opcode.
 
 use super::base::Site;
+use crate::builder::instruction;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -207,25 +208,28 @@ pub fn max8<'d, 's>(dst: impl Into<TileRef<'d>>, src: impl Into<TileRef<'s>>) {
     });
 }
 
-/// Writes into `dst` (`[P, 8]`, uint32 or uint16) the index of the first element of each
-/// partition of `data` equal to each of that partition's 8 `vals` (NKI 0.7
-/// `nisa.nc_find_index8(dst, data, vals)`); a value that does not occur gets the all-ones
-/// sentinel of `dst`'s dtype. A value repeated in `vals` takes its successive matches in
-/// ascending order across the columns. `data` has 8..=16384 elements per partition (indices
-/// count over its flattened free dimensions); `vals` has exactly 8. Values compare in fp32.
-/// One VectorE instruction of `N` cycles.
+instruction! {
+    /// Writes into `dst` (`[P, 8]`, uint32 or uint16) the index of the first element of each
+    /// partition of `data` equal to each of that partition's 8 `vals` (NKI 0.7
+    /// `nisa.nc_find_index8(dst, data, vals)`); a value that does not occur gets the all-ones
+    /// sentinel of `dst`'s dtype. A value repeated in `vals` takes its successive matches in
+    /// ascending order across the columns. `data` has 8..=16384 elements per partition (indices
+    /// count over its flattened free dimensions); `vals` has exactly 8. Values compare in fp32.
+    /// One VectorE instruction of `N` cycles.
+    pub fn nc_find_index8<'d, 'a, 'v>(
+        dst: into TileRef<'d>, data: into TileRef<'a>, vals: into TileRef<'v>,
+    ) as ins = "nisa.nc_find_index8" {
+        find_index8(&ins, [dst, data, vals]);
+    }
+}
+
+/// [`nc_find_index8`] on its converted operands.
 #[track_caller]
-pub fn nc_find_index8<'d, 'a, 'v>(
-    dst: impl Into<TileRef<'d>>,
-    data: impl Into<TileRef<'a>>,
-    vals: impl Into<TileRef<'v>>,
-) {
-    let ins = Op::begin("nisa.nc_find_index8");
-    let (dst, data, vals): (TileRef, TileRef, TileRef) = (dst.into(), data.into(), vals.into());
-    data_operand(&ins, "data", &data);
-    vals_operand(&ins, &vals, &data);
-    dst_operand(&ins, &dst, data.partitions());
-    let sentinel = index_sentinel(&ins, "dst", &dst);
+fn find_index8(ins: &Op, [dst, data, vals]: [TileRef; 3]) {
+    data_operand(ins, "data", &data);
+    vals_operand(ins, &vals, &data);
+    dst_operand(ins, &dst, data.partitions());
+    let sentinel = index_sentinel(ins, "dst", &dst);
     let site = Site::new(Engine::Vector, Opcode::FindIndex8);
     ins.compute(site, &[&data], &[&vals], &[&dst], || {
         let (d, v) = (ins.read(&data), ins.read(&vals));
@@ -241,33 +245,35 @@ pub fn nc_find_index8<'d, 'a, 'v>(
     });
 }
 
-/// Writes `data` into `dst` (same partitions and elements per partition, rounded to `dst`'s
-/// dtype) with the first occurrence of each of the 8 `vals` of a partition replaced by `imm`
-/// (NKI 0.7 `nisa.nc_match_replace8(dst, data, vals, imm, dst_idx)`); `dst_idx` (`[P, 8]`,
-/// uint32 or uint16), when given, receives the matched positions. Values are processed from
-/// column 7 down to 0, each taking the first match not yet taken, so a repeated value's
-/// first match lands in its highest column; a value without a match writes the all-ones
-/// sentinel. `data` has 8..=16384 elements per partition and is read as fp32. One VectorE
-/// instruction (assumed `N` cycles, as its siblings).
+instruction! {
+    /// Writes `data` into `dst` (same partitions and elements per partition, rounded to `dst`'s
+    /// dtype) with the first occurrence of each of the 8 `vals` of a partition replaced by `imm`
+    /// (NKI 0.7 `nisa.nc_match_replace8(dst, data, vals, imm, dst_idx)`); `dst_idx` (`[P, 8]`,
+    /// uint32 or uint16), when given, receives the matched positions. Values are processed from
+    /// column 7 down to 0, each taking the first match not yet taken, so a repeated value's
+    /// first match lands in its highest column; a value without a match writes the all-ones
+    /// sentinel. `data` has 8..=16384 elements per partition and is read as fp32. One VectorE
+    /// instruction (assumed `N` cycles, as its siblings).
+    pub fn nc_match_replace8<'d, 'a, 'v, 'i>(
+        dst: into TileRef<'d>, data: into TileRef<'a>, vals: into TileRef<'v>, imm: f32,
+        dst_idx: Option<TileRef<'i>>,
+    ) as ins = "nisa.nc_match_replace8" {
+        replace8_on(&ins, [dst, data, vals], imm, dst_idx);
+    }
+}
+
+/// [`nc_match_replace8`] on its converted operands.
 #[track_caller]
-pub fn nc_match_replace8<'d, 'a, 'v, 'i>(
-    dst: impl Into<TileRef<'d>>,
-    data: impl Into<TileRef<'a>>,
-    vals: impl Into<TileRef<'v>>,
-    imm: f32,
-    dst_idx: Option<TileRef<'i>>,
-) {
-    let ins = Op::begin("nisa.nc_match_replace8");
-    let (dst, data, vals): (TileRef, TileRef, TileRef) = (dst.into(), data.into(), vals.into());
-    data_operand(&ins, "data", &data);
-    vals_operand(&ins, &vals, &data);
+fn replace8_on(ins: &Op, [dst, data, vals]: [TileRef; 3], imm: f32, dst_idx: Option<TileRef>) {
+    data_operand(ins, "data", &data);
+    vals_operand(ins, &vals, &data);
     ins.operand("dst", &dst);
     ins.memory("dst", &dst, &[MemKind::Sbuf, MemKind::Psum]);
     ins.same_partitions(("data", &data), ("dst", &dst));
     ins.same_free(("data", &data), ("dst", &dst));
     let sentinel = dst_idx.as_ref().map(|t| {
-        dst_operand_named(&ins, "dst_idx", t, data.partitions());
-        index_sentinel(&ins, "dst_idx", t)
+        dst_operand_named(ins, "dst_idx", t, data.partitions());
+        index_sentinel(ins, "dst_idx", t)
     });
     let site = Site::new(Engine::Vector, Opcode::MatchReplace8);
     let outs: Vec<&TileRef> = std::iter::once(&dst).chain(dst_idx.as_ref()).collect();

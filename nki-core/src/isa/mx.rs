@@ -30,6 +30,7 @@
 use super::base::Site;
 use super::opts::{MatmulOpts, MatmulPerfMode, Opts};
 use super::tensor::{check_tiling, matmul_record};
+use crate::builder::instruction;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -38,33 +39,35 @@ use crate::mx;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::tile::TileRef;
 
-/// Quantises `src` (fp16/bf16 `[P, F]`, SBUF) to MXFP8 on VectorE (NKI 0.7
-/// `nisa.quantize_mx(dst, src, dst_scale)`; NeuronCore-v4 only): `dst` (`[P, F / 4]`,
-/// `float8_e4m3fn_x4` or `float8_e5m2_x4`) receives the packed values and `dst_scale`
-/// (`uint8` or `float8_e8m0fnu`, `[4, F / 4]` for `P` = 32, else `[P, F / 4]`) one scale per
-/// group in the quadrant layout (see the module docs). `P` is 32, 64, 96 or 128; `F` a
-/// multiple of 4. `opts` takes only the engine (VectorE).
+instruction! {
+    /// Quantises `src` (fp16/bf16 `[P, F]`, SBUF) to MXFP8 on VectorE (NKI 0.7
+    /// `nisa.quantize_mx(dst, src, dst_scale)`; NeuronCore-v4 only): `dst` (`[P, F / 4]`,
+    /// `float8_e4m3fn_x4` or `float8_e5m2_x4`) receives the packed values and `dst_scale`
+    /// (`uint8` or `float8_e8m0fnu`, `[4, F / 4]` for `P` = 32, else `[P, F / 4]`) one scale per
+    /// group in the quadrant layout (see the module docs). `P` is 32, 64, 96 or 128; `F` a
+    /// multiple of 4. `opts` takes only the engine (VectorE).
+    pub fn quantize_mx<'d, 'a, 's>(
+        dst: into TileRef<'d>, src: into TileRef<'a>, dst_scale: into TileRef<'s>,
+        opts: into Option<Opts>,
+    ) as ins = "nisa.quantize_mx" {
+        quantize_mx_on(&ins, [dst, src, dst_scale], Opts::engine_or(opts, Engine::Vector));
+    }
+}
+
+/// [`quantize_mx`] on its converted operands.
 #[track_caller]
-pub fn quantize_mx<'d, 'a, 's>(
-    dst: impl Into<TileRef<'d>>,
-    src: impl Into<TileRef<'a>>,
-    dst_scale: impl Into<TileRef<'s>>,
-    opts: impl Into<Option<Opts>>,
-) {
-    let ins = Op::begin("nisa.quantize_mx");
-    let (dst, x, scale): (TileRef, TileRef, TileRef) = (dst.into(), src.into(), dst_scale.into());
-    let engine = Opts::engine_or(opts, Engine::Vector);
+fn quantize_mx_on(ins: &Op, [dst, x, scale]: [TileRef; 3], engine: Engine) {
     ins.engine_in(engine, &[Engine::Vector]);
-    super::alu_rules::v4_instruction(&ins);
+    super::alu_rules::v4_instruction(ins);
     for (what, t) in [("src", &x), ("dst", &dst), ("dst_scale", &scale)] {
         ins.operand(what, t);
         ins.memory(what, t, &[MemKind::Sbuf]);
     }
-    dtype_in(&ins, "src", &x, &[DType::BF16, DType::F16]);
-    dtype_in(&ins, "dst", &dst, &[DType::F8E4M3FNx4, DType::F8E5M2x4]);
-    dtype_in(&ins, "dst_scale", &scale, &[DType::U8, DType::F8E8M0]);
+    dtype_in(ins, "src", &x, &[DType::BF16, DType::F16]);
+    dtype_in(ins, "dst", &dst, &[DType::F8E4M3FNx4, DType::F8E5M2x4]);
+    dtype_in(ins, "dst_scale", &scale, &[DType::U8, DType::F8E8M0]);
     let (p, f) = (x.partitions(), x.free_size());
-    quadrants(&ins, "src", &x);
+    quadrants(ins, "src", &x);
     if !f.is_multiple_of(4) {
         ins.fail(
             ErrorKind::ShapeMismatch,
@@ -74,8 +77,8 @@ pub fn quantize_mx<'d, 'a, 's>(
             ),
         );
     }
-    expect_shape(&ins, "dst", &dst, [p, f / 4]);
-    check_scale(&ins, "dst_scale", &scale, p, f / 4);
+    expect_shape(ins, "dst", &dst, [p, f / 4]);
+    check_scale(ins, "dst_scale", &scale, p, f / 4);
     let site = Site::new(Engine::Vector, Opcode::QuantizeMx);
     ins.compute(site, &[&x], &[], &[&dst, &scale], || {
         let v = ins.read(&x);
@@ -88,30 +91,31 @@ pub fn quantize_mx<'d, 'a, 's>(
     });
 }
 
-/// `dst (+)= stationary^T @ moving` of MX-quantised operands with their scales applied, on
-/// TensorE (NKI 0.7 `nisa.nc_matmul_mx(dst, stationary, moving, stationary_scale,
-/// moving_scale, tile_position, tile_size)`; NeuronCore-v4 only). `stationary` `[K, M]` and
-/// `moving` `[K, N]` are `float8_e4m3fn_x4`, `float8_e5m2_x4` or `float4_e2m1fn_x4` in SBUF
-/// (K = 32, 64, 96 or 128 partitions, each element 4 contraction values; M even, <= 128;
-/// N <= 512 for an fp32 `dst`, 1024 for bf16); the scales are `uint8`/`float8_e8m0fnu` in
-/// the quadrant layout of [`quantize_mx`]; `dst` is `[M, N]` in PSUM, fp32 or bf16 (rounded
-/// after each matmul). `opts` takes `accumulate` (as `nc_matmul`) and row tiling (column
-/// size 128, start column 0); no transpose, no performance mode.
+instruction! {
+    /// `dst (+)= stationary^T @ moving` of MX-quantised operands with their scales applied, on
+    /// TensorE (NKI 0.7 `nisa.nc_matmul_mx(dst, stationary, moving, stationary_scale,
+    /// moving_scale, tile_position, tile_size)`; NeuronCore-v4 only). `stationary` `[K, M]` and
+    /// `moving` `[K, N]` are `float8_e4m3fn_x4`, `float8_e5m2_x4` or `float4_e2m1fn_x4` in SBUF
+    /// (K = 32, 64, 96 or 128 partitions, each element 4 contraction values; M even, <= 128;
+    /// N <= 512 for an fp32 `dst`, 1024 for bf16); the scales are `uint8`/`float8_e8m0fnu` in
+    /// the quadrant layout of [`quantize_mx`]; `dst` is `[M, N]` in PSUM, fp32 or bf16 (rounded
+    /// after each matmul). `opts` takes `accumulate` (as `nc_matmul`) and row tiling (column
+    /// size 128, start column 0); no transpose, no performance mode.
+    pub fn nc_matmul_mx<'d, 'a, 'b, 's, 't>(
+        dst: into TileRef<'d>, stationary: into TileRef<'a>, moving: into TileRef<'b>,
+        stationary_scale: into TileRef<'s>, moving_scale: into TileRef<'t>,
+        opts: into Option<MatmulOpts>,
+    ) as ins = "nisa.nc_matmul_mx" {
+        let tiles = [dst, stationary, moving, stationary_scale, moving_scale];
+        matmul_mx(&ins, tiles, opts.unwrap_or_default());
+    }
+}
+
+/// [`nc_matmul_mx`] on its converted operands.
 #[track_caller]
-pub fn nc_matmul_mx<'d, 'a, 'b, 's, 't>(
-    dst: impl Into<TileRef<'d>>,
-    stationary: impl Into<TileRef<'a>>,
-    moving: impl Into<TileRef<'b>>,
-    stationary_scale: impl Into<TileRef<'s>>,
-    moving_scale: impl Into<TileRef<'t>>,
-    opts: impl Into<Option<MatmulOpts>>,
-) {
-    let ins = Op::begin("nisa.nc_matmul_mx");
-    let (dst, s, m): (TileRef, TileRef, TileRef) = (dst.into(), stationary.into(), moving.into());
-    let (ss, ms): (TileRef, TileRef) = (stationary_scale.into(), moving_scale.into());
-    let opts = opts.into().unwrap_or_default();
+fn matmul_mx(ins: &Op, [dst, s, m, ss, ms]: [TileRef; 5], opts: MatmulOpts) {
     if !ins.target().spec().mx_matmul {
-        super::alu_rules::v4_instruction(&ins);
+        super::alu_rules::v4_instruction(ins);
     }
     if opts.is_transpose || opts.perf_mode != MatmulPerfMode::None {
         ins.fail(
@@ -130,7 +134,7 @@ pub fn nc_matmul_mx<'d, 'a, 'b, 's, 't>(
             ),
         );
     }
-    check_tiling(&ins, &opts, &s);
+    check_tiling(ins, &opts, &s);
     let x4 = [DType::F8E4M3FNx4, DType::F8E5M2x4, DType::F4E2M1FNx4];
     for (what, t) in [
         ("stationary", &s),
@@ -141,13 +145,13 @@ pub fn nc_matmul_mx<'d, 'a, 'b, 's, 't>(
         ins.operand(what, t);
         ins.memory(what, t, &[MemKind::Sbuf]);
     }
-    dtype_in(&ins, "stationary", &s, &x4);
-    dtype_in(&ins, "moving", &m, &x4);
-    dtype_in(&ins, "stationary_scale", &ss, &[DType::U8, DType::F8E8M0]);
-    dtype_in(&ins, "moving_scale", &ms, &[DType::U8, DType::F8E8M0]);
+    dtype_in(ins, "stationary", &s, &x4);
+    dtype_in(ins, "moving", &m, &x4);
+    dtype_in(ins, "stationary_scale", &ss, &[DType::U8, DType::F8E8M0]);
+    dtype_in(ins, "moving_scale", &ms, &[DType::U8, DType::F8E8M0]);
     ins.memory("dst", &dst, &[MemKind::Psum]);
-    dtype_in(&ins, "dst", &dst, &[DType::F32, DType::BF16]);
-    quadrants(&ins, "stationary", &s);
+    dtype_in(ins, "dst", &dst, &[DType::F32, DType::BF16]);
+    quadrants(ins, "stationary", &s);
     ins.same_partitions(("stationary", &s), ("moving", &m));
     let (k, mm, n) = (s.partitions(), s.free_size(), m.free_size());
     let n_max = if dst.dtype() == DType::F32 { 512 } else { 1024 };
@@ -162,16 +166,16 @@ pub fn nc_matmul_mx<'d, 'a, 'b, 's, 't>(
             ),
         );
     }
-    check_scale(&ins, "stationary_scale", &ss, k, mm);
-    check_scale(&ins, "moving_scale", &ms, k, n);
-    expect_shape(&ins, "dst", &dst, [mm, n]);
+    check_scale(ins, "stationary_scale", &ss, k, mm);
+    check_scale(ins, "moving_scale", &ms, k, n);
+    expect_shape(ins, "dst", &dst, [mm, n]);
     let acc = opts.accumulate.unwrap_or_else(|| dst.is_written());
     ins.indirection(Engine::Tensor, &[&s, &m, &dst]);
     ins.issue(
         &[&dst],
         || {
-            let a = dequantize(&ins, &s, &ss);
-            let b = dequantize(&ins, &m, &ms);
+            let a = dequantize(ins, &s, &ss);
+            let b = dequantize(ins, &m, &ms);
             let mut c = if acc {
                 ins.read(&dst)
             } else {
@@ -180,7 +184,7 @@ pub fn nc_matmul_mx<'d, 'a, 'b, 's, 't>(
             exec::gemm_tn(4 * k, mm, n, &a, &b, &mut c, acc);
             dst.scatter(c);
         },
-        || matmul_record(&ins, (k, mm, n, 0), (&s, &m), &dst, acc, &[&ss, &ms]),
+        || matmul_record(ins, (k, mm, n, 0), (&s, &m), &dst, acc, &[&ss, &ms]),
     );
 }
 

@@ -13,6 +13,7 @@
 //! no figure) \[A\].
 
 use super::base::Site;
+use crate::builder::instruction;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -22,21 +23,23 @@ use crate::tile::TileRef;
 /// Partitions apart of the rows `nonzero_with_count` serves (one per GpSimd core).
 pub const NONZERO_PARTITION_STEP: usize = 16;
 
-/// Writes into `dst` (`[P, T + 1]`, int32) the indices of the non-zero elements of each served
-/// row of `src` (`[P, T]`, float32 or int32), offset by `index_offset`, then `padding_val`
-/// up to `T` entries, then the count (NKI 0.7 `nisa.nonzero_with_count(dst, src,
-/// index_offset, padding_val)`). Rows 0, 16, ..., 112 of the tiles are served; the other rows
-/// of `dst` keep their values. NeuronCore-v3 and newer; one GpSimdE instruction.
+instruction! {
+    /// Writes into `dst` (`[P, T + 1]`, int32) the indices of the non-zero elements of each served
+    /// row of `src` (`[P, T]`, float32 or int32), offset by `index_offset`, then `padding_val`
+    /// up to `T` entries, then the count (NKI 0.7 `nisa.nonzero_with_count(dst, src,
+    /// index_offset, padding_val)`). Rows 0, 16, ..., 112 of the tiles are served; the other rows
+    /// of `dst` keep their values. NeuronCore-v3 and newer; one GpSimdE instruction.
+    pub fn nonzero_with_count<'d, 's>(
+        dst: into TileRef<'d>, src: into TileRef<'s>, index_offset: i32, padding_val: i32,
+    ) as ins = "nisa.nonzero_with_count" {
+        nonzero_on(&ins, dst, src, index_offset, padding_val);
+    }
+}
+
+/// [`nonzero_with_count`] on its converted operands.
 #[track_caller]
-pub fn nonzero_with_count<'d, 's>(
-    dst: impl Into<TileRef<'d>>,
-    src: impl Into<TileRef<'s>>,
-    index_offset: i32,
-    padding_val: i32,
-) {
-    let ins = Op::begin("nisa.nonzero_with_count");
-    let (dst, src): (TileRef, TileRef) = (dst.into(), src.into());
-    super::alu_rules::instruction_since(&ins, 3);
+fn nonzero_on(ins: &Op, dst: TileRef, src: TileRef, index_offset: i32, padding_val: i32) {
+    super::alu_rules::instruction_since(ins, 3);
     for (what, t) in [("src", &src), ("dst", &dst)] {
         ins.operand(what, t);
         ins.memory(what, t, &[MemKind::Sbuf]);

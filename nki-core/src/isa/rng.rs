@@ -28,6 +28,7 @@
 use super::base::{PerPartition, Site};
 use super::rng_state::{xorwow_next, EngineRng, VECTOR_GENERATORS, XORWOW_WORDS};
 use super::Opts;
+use crate::builder::instruction;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -150,18 +151,20 @@ pub fn rng<'d>(dst: impl Into<TileRef<'d>>, opts: impl Into<Option<Opts>>) {
     });
 }
 
-/// Writes uniform random values in `[min, max]` into `dst` (NKI 0.7 `nisa.rand2(dst, min,
-/// max)`; NeuronCore-v4+, VectorE). `min` and `max` are fp32 scalars or `[P, 1]` vectors with
-/// `min < max`; the fp32 values are rounded to `dst`'s dtype.
+instruction! {
+    /// Writes uniform random values in `[min, max]` into `dst` (NKI 0.7 `nisa.rand2(dst, min,
+    /// max)`; NeuronCore-v4+, VectorE). `min` and `max` are fp32 scalars or `[P, 1]` vectors with
+    /// `min < max`; the fp32 values are rounded to `dst`'s dtype.
+    pub fn rand2<'d, 'a, 'b>(dst: into TileRef<'d>, min: into Operand<'a>, max: into Operand<'b>)
+    as ins = "nisa.rand2" {
+        rand2_on(&ins, dst, min, max);
+    }
+}
+
+/// [`rand2`] on its converted operands.
 #[track_caller]
-pub fn rand2<'d, 'a, 'b>(
-    dst: impl Into<TileRef<'d>>,
-    min: impl Into<Operand<'a>>,
-    max: impl Into<Operand<'b>>,
-) {
-    let ins = Op::begin("nisa.rand2");
-    let dst: TileRef = dst.into();
-    super::alu_rules::instruction_since(&ins, 4);
+fn rand2_on(ins: &Op, dst: TileRef, min: Operand, max: Operand) {
+    super::alu_rules::instruction_since(ins, 4);
     ins.operand("dst", &dst);
     ins.memory("dst", &dst, &[MemKind::Sbuf, MemKind::Psum]);
     let dtype = dst.dtype();
@@ -175,8 +178,8 @@ pub fn rand2<'d, 'a, 'b>(
         );
     }
     let p = dst.partitions();
-    let lo = ins.per_partition("min", min.into(), p);
-    let hi = ins.per_partition("max", max.into(), p);
+    let lo = ins.per_partition("min", min, p);
+    let hi = ins.per_partition("max", max, p);
     if let (PerPartition::Scalar(a), PerPartition::Scalar(b)) = (&lo, &hi) {
         if a >= b {
             ins.fail(
@@ -188,7 +191,7 @@ pub fn rand2<'d, 'a, 'b>(
     let extra: Vec<&TileRef> = [lo.tile(), hi.tile()].into_iter().flatten().collect();
     let site = Site::new(Engine::Vector, Opcode::Rand2);
     ins.compute(site, &[], &extra, &[&dst], || {
-        let (a, b) = (lo.values(&ins, p), hi.values(&ins, p));
+        let (a, b) = (lo.values(ins, p), hi.values(ins, p));
         if let Some(q) = (0..p).find(|&q| a[q].partial_cmp(&b[q]) != Some(std::cmp::Ordering::Less))
         {
             ins.fail(
@@ -200,7 +203,7 @@ pub fn rand2<'d, 'a, 'b>(
             );
         }
         let f = dst.free_size();
-        let bits = with_engine_rng(&ins, Engine::Vector, |r| {
+        let bits = with_engine_rng(ins, Engine::Vector, |r| {
             draw(r, dst.start_partition(), p, f)
         });
         let out: Vec<f32> = bits

@@ -5,7 +5,7 @@ use super::accum::{scalar_accum, AccumUse, ReduceCmd};
 use super::base::{per_partition_shape, short, Dst, Output, Site};
 use super::vector::dtype_is_dst;
 use super::{ActFn, AluOp, Operand};
-use crate::builder::setters;
+use crate::builder::{instruction, setters};
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -89,64 +89,62 @@ impl<'a> ActivationArgs<'a> {
     }
 }
 
-/// `dst = op(data * scale + bias)` on ScalarE (NKI `nisa.activation(dst, op, data, bias,
-/// scale)`; `args`: `None` for no bias and scale 1.0). All math is fp32 (`data * scale` and
-/// `+ bias` each rounded to fp32, then the function), rounded once to `dst`'s dtype; `dst`
-/// (SBUF or PSUM) has `data`'s partitions and elements per partition.
-///
-/// Accumulator (NKI 0.7 `reduce_op`, `reduce_res`, `reduce_cmd`, set with
-/// [`ActivationArgs::reduce`] / [`ActivationArgs::reduce_res`]): each partition's fp32
-/// results are added up and, as `reduce_cmd` says, reset into (`reset_reduce`) or added onto
-/// (`reduce`) ScalarE's 128 registers, which persist across `activation` calls; `reset` only
-/// zeroes them, `idle` (the default) leaves them. `reduce_res` receives the registers after
-/// the instruction (`+ MIN_II`). The docs' pseudocode (`result = reduce_op(regs, sum)`, then
-/// `regs += result`) would count the registers twice; nki-rs follows the prose ("stored into
-/// or reduced on top of"): `regs = sum` or `regs += sum`.
-///
-/// Errors: `op` not in the activation table; `bias` not `[P, 1]` or not fp32/fp16/bf16
-/// (`err_activation_bias_invalid_type`); `scale` not an fp32 scalar or `[P, 1]` fp32 tile
-/// (`err_activation_scale_invalid_type`, `err_activation_scale_scalar_or_vector`); a bias on
-/// `reciprocal` on trn1; `args.dtype` other than `dst`'s.
-#[track_caller]
-pub fn activation<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    op: ActFn,
-    data: impl Into<TileRef<'a>>,
-    args: impl Into<Option<ActivationArgs<'a>>>,
-) {
-    let ins = Op::begin("nisa.activation");
-    let args = args.into().unwrap_or_default();
-    let dst: TileRef = dst.into();
-    dtype_is_dst(&ins, args.dtype, &dst);
-    activate(&ins, Dst::Into(dst), op, data.into(), args, None);
+instruction! {
+    /// `dst = op(data * scale + bias)` on ScalarE (NKI `nisa.activation(dst, op, data, bias,
+    /// scale)`; `args`: `None` for no bias and scale 1.0). All math is fp32 (`data * scale` and
+    /// `+ bias` each rounded to fp32, then the function), rounded once to `dst`'s dtype; `dst`
+    /// (SBUF or PSUM) has `data`'s partitions and elements per partition.
+    ///
+    /// Accumulator (NKI 0.7 `reduce_op`, `reduce_res`, `reduce_cmd`, set with
+    /// [`ActivationArgs::reduce`] / [`ActivationArgs::reduce_res`]): each partition's fp32
+    /// results are added up and, as `reduce_cmd` says, reset into (`reset_reduce`) or added onto
+    /// (`reduce`) ScalarE's 128 registers, which persist across `activation` calls; `reset` only
+    /// zeroes them, `idle` (the default) leaves them. `reduce_res` receives the registers after
+    /// the instruction (`+ MIN_II`). The docs' pseudocode (`result = reduce_op(regs, sum)`, then
+    /// `regs += result`) would count the registers twice; nki-rs follows the prose ("stored into
+    /// or reduced on top of"): `regs = sum` or `regs += sum`.
+    ///
+    /// Errors: `op` not in the activation table; `bias` not `[P, 1]` or not fp32/fp16/bf16
+    /// (`err_activation_bias_invalid_type`); `scale` not an fp32 scalar or `[P, 1]` fp32 tile
+    /// (`err_activation_scale_invalid_type`, `err_activation_scale_scalar_or_vector`); a bias on
+    /// `reciprocal` on trn1; `args.dtype` other than `dst`'s.
+    pub fn activation<'d, 'a>(
+        dst: into TileRef<'d>, op: ActFn, data: impl Into<TileRef<'a>>,
+        args: into Option<ActivationArgs<'a>>,
+    ) as ins = "nisa.activation" {
+        let args = args.unwrap_or_default();
+        dtype_is_dst(&ins, args.dtype, &dst);
+        activate(&ins, Dst::Into(dst), op, data.into(), args, None);
+    }
 }
 
-/// [`activation`] plus the add-reduction of the activated values along the free dimension
-/// into `reduce_res` (NKI `nisa.activation_reduce(dst, op, data, reduce_op=nl.add,
-/// reduce_res, bias, scale)`): `reduce_res` is a `[P, 1]` view that receives the sum of each
-/// partition's fp32 results (before rounding to `dst`'s dtype), rounded to its dtype.
-/// `reduce_op` must be `add`. One instruction.
-#[track_caller]
-pub fn activation_reduce<'d, 'r, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    op: ActFn,
-    data: impl Into<TileRef<'a>>,
-    reduce_op: AluOp,
-    reduce_res: impl Into<TileRef<'r>>,
-    args: impl Into<Option<ActivationArgs<'a>>>,
-) {
-    let ins = Op::begin("nisa.activation_reduce");
+instruction! {
+    /// [`activation`] plus the add-reduction of the activated values along the free dimension
+    /// into `reduce_res` (NKI `nisa.activation_reduce(dst, op, data, reduce_op=nl.add,
+    /// reduce_res, bias, scale)`): `reduce_res` is a `[P, 1]` view that receives the sum of each
+    /// partition's fp32 results (before rounding to `dst`'s dtype), rounded to its dtype.
+    /// `reduce_op` must be `add`. One instruction.
+    pub fn activation_reduce<'d, 'r, 'a>(
+        dst: impl Into<TileRef<'d>>, op: ActFn, data: impl Into<TileRef<'a>>, reduce_op: AluOp,
+        reduce_res: impl Into<TileRef<'r>>, args: into Option<ActivationArgs<'a>>,
+    ) as ins = "nisa.activation_reduce" {
+        scalar_accumulator_adds(&ins, reduce_op);
+        let args = args.unwrap_or_default();
+        let dst: TileRef = dst.into();
+        dtype_is_dst(&ins, args.dtype, &dst);
+        let red = Dst::Into(reduce_res.into());
+        activate(&ins, Dst::Into(dst), op, data.into(), args, Some(red));
+    }
+}
+
+/// `activation_reduce` adds into ScalarE's accumulator: `reduce_op` must be add.
+fn scalar_accumulator_adds(ins: &Op, reduce_op: AluOp) {
     if reduce_op != AluOp::Add {
         ins.fail(
             ErrorKind::InvalidArgument,
             format!("reduce_op '{reduce_op}' of 'activation_reduce' is not supported; the Scalar Engine accumulator adds (nl.add)"),
         );
     }
-    let args = args.into().unwrap_or_default();
-    let dst: TileRef = dst.into();
-    dtype_is_dst(&ins, args.dtype, &dst);
-    let red = Dst::Into(reduce_res.into());
-    activate(&ins, Dst::Into(dst), op, data.into(), args, Some(red));
 }
 
 /// The `activation` builder (`reduce`: also the per-partition sum into a new `[P, 1]` fp32

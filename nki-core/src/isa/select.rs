@@ -20,7 +20,7 @@
 use super::accum::{Accum, AccumRule, Extra, ReduceArgs, ReduceCmd, VECTOR_CMDS};
 use super::base::{short, PerPartition, Site};
 use super::{AluOp, Operand};
-use crate::builder::setters;
+use crate::builder::{instruction, setters};
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -89,29 +89,32 @@ fn predicate_dtype(ins: &Op, pred: &TileRef, allowed: &[DType]) {
     }
 }
 
-/// Copies `src` (a tile, or a scalar broadcast to every element) into `dst` where
-/// `predicate` is non-zero and leaves `dst` unchanged elsewhere (NKI 0.7
-/// `nisa.tensor_copy_predicated(dst, src, predicate, reverse_pred)`). `dst`, `predicate` (and
-/// a tile `src`) have the same partitions and elements per partition; `predicate` is uint8,
-/// uint16 or uint32; `src` and `dst` share a dtype; `src` and `predicate` are not both in
-/// PSUM. `dst` keeps its values where nothing is copied, so it must hold values. One VectorE
-/// instruction.
+instruction! {
+    /// Copies `src` (a tile, or a scalar broadcast to every element) into `dst` where
+    /// `predicate` is non-zero and leaves `dst` unchanged elsewhere (NKI 0.7
+    /// `nisa.tensor_copy_predicated(dst, src, predicate, reverse_pred)`). `dst`, `predicate` (and
+    /// a tile `src`) have the same partitions and elements per partition; `predicate` is uint8,
+    /// uint16 or uint32; `src` and `dst` share a dtype; `src` and `predicate` are not both in
+    /// PSUM. `dst` keeps its values where nothing is copied, so it must hold values. One VectorE
+    /// instruction.
+    pub fn tensor_copy_predicated<'d, 's, 'p>(
+        dst: into TileRef<'d>, src: into Operand<'s>, predicate: into TileRef<'p>,
+        opts: into Option<PredicateOpts>,
+    ) as ins = "nisa.tensor_copy_predicated" {
+        let reverse = opts.unwrap_or_default().reverse_pred;
+        copy_predicated(&ins, dst, src, predicate, reverse);
+    }
+}
+
+/// [`tensor_copy_predicated`] on its converted operands.
 #[track_caller]
-pub fn tensor_copy_predicated<'d, 's, 'p>(
-    dst: impl Into<TileRef<'d>>,
-    src: impl Into<Operand<'s>>,
-    predicate: impl Into<TileRef<'p>>,
-    opts: impl Into<Option<PredicateOpts>>,
-) {
-    let ins = Op::begin("nisa.tensor_copy_predicated");
-    let (dst, src, pred): (TileRef, Operand, TileRef) = (dst.into(), src.into(), predicate.into());
-    let reverse = opts.into().unwrap_or_default().reverse_pred;
+fn copy_predicated(ins: &Op, dst: TileRef, src: Operand, pred: TileRef, reverse: bool) {
     ins.operand("dst", &dst);
     ins.memory("dst", &dst, &[MemKind::Sbuf, MemKind::Psum]);
-    like_dst(&ins, "predicate", &pred, &dst);
-    predicate_dtype(&ins, &pred, &[DType::U8, DType::U16, DType::U32]);
+    like_dst(ins, "predicate", &pred, &dst);
+    predicate_dtype(ins, &pred, &[DType::U8, DType::U16, DType::U32]);
     if let Operand::Tile(s) = &src {
-        like_dst(&ins, "src", s, &dst);
+        like_dst(ins, "src", s, &dst);
         ins.not_both_psum(("src", s), ("predicate", &pred));
         if s.dtype() != dst.dtype() {
             ins.fail(
@@ -147,33 +150,39 @@ pub fn tensor_copy_predicated<'d, 's, 'p>(
     });
 }
 
-/// `dst = where(predicate, on_true, on_false)` on VectorE, reducing each partition's
-/// results by max into the VectorE accumulator registers (NKI 0.7 `nisa.select_reduce(dst,
-/// predicate, on_true, on_false, reduce_res, reduce_cmd, reduce_op=max, reverse_pred)`).
-/// `predicate` (int8/uint8/int16/uint16, non-zero = true) and `on_true` have `dst`'s
-/// partitions and elements per partition and are not both in PSUM; `on_false` is an fp32
-/// scalar or a `[P, 1]` tile; `on_true` is not tfloat32/int32/uint32. `args` takes
-/// `reduce_res`, `reduce_cmd` (`idle` by default, `reset_reduce`, `reduce`) and
-/// `reverse_pred`. `reduce_op` must be max.
+instruction! {
+    /// `dst = where(predicate, on_true, on_false)` on VectorE, reducing each partition's
+    /// results by max into the VectorE accumulator registers (NKI 0.7 `nisa.select_reduce(dst,
+    /// predicate, on_true, on_false, reduce_res, reduce_cmd, reduce_op=max, reverse_pred)`).
+    /// `predicate` (int8/uint8/int16/uint16, non-zero = true) and `on_true` have `dst`'s
+    /// partitions and elements per partition and are not both in PSUM; `on_false` is an fp32
+    /// scalar or a `[P, 1]` tile; `on_true` is not tfloat32/int32/uint32. `args` takes
+    /// `reduce_res`, `reduce_cmd` (`idle` by default, `reset_reduce`, `reduce`) and
+    /// `reverse_pred`. `reduce_op` must be max.
+    pub fn select_reduce<'d, 'p, 'a>(
+        dst: into TileRef<'d>, predicate: into TileRef<'p>, on_true: into TileRef<'a>,
+        on_false: into Operand<'a>, reduce_op: AluOp, args: into Option<ReduceArgs<'a>>,
+    ) as ins = "nisa.select_reduce" {
+        let args = args.unwrap_or_default();
+        select_reduce_on(&ins, [dst, predicate, on_true], on_false, reduce_op, args);
+    }
+}
+
+/// [`select_reduce`] on its converted operands.
 #[track_caller]
-pub fn select_reduce<'d, 'p, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    predicate: impl Into<TileRef<'p>>,
-    on_true: impl Into<TileRef<'a>>,
-    on_false: impl Into<Operand<'a>>,
+fn select_reduce_on(
+    ins: &Op,
+    [dst, pred, t]: [TileRef; 3],
+    on_false: Operand,
     reduce_op: AluOp,
-    args: impl Into<Option<ReduceArgs<'a>>>,
+    args: ReduceArgs,
 ) {
-    let ins = Op::begin("nisa.select_reduce");
-    let (dst, pred, t): (TileRef, TileRef, TileRef) =
-        (dst.into(), predicate.into(), on_true.into());
-    let args = args.into().unwrap_or_default();
     ins.operand("dst", &dst);
     ins.memory("dst", &dst, &[MemKind::Sbuf, MemKind::Psum]);
-    like_dst(&ins, "on_true", &t, &dst);
-    like_dst(&ins, "predicate", &pred, &dst);
+    like_dst(ins, "on_true", &t, &dst);
+    like_dst(ins, "predicate", &pred, &dst);
     ins.not_both_psum(("on_true", &t), ("predicate", &pred));
-    predicate_dtype(&ins, &pred, &[DType::I8, DType::U8, DType::I16, DType::U16]);
+    predicate_dtype(ins, &pred, &[DType::I8, DType::U8, DType::I16, DType::U16]);
     if matches!(t.dtype(), DType::I32 | DType::U32) {
         ins.fail(
             ErrorKind::DType,
@@ -190,12 +199,12 @@ pub fn select_reduce<'d, 'p, 'a>(
         );
     }
     let p = t.partitions();
-    let on_false = ins.per_partition("on_false", on_false.into(), p);
+    let on_false = ins.per_partition("on_false", on_false, p);
     if let PerPartition::Vector(f) = &on_false {
         ins.memory("on_false", f, &[MemKind::Sbuf, MemKind::Psum]);
     }
     let reverse = args.reverse_pred;
-    let acc = Accum::vector(&ins, AluOp::Maximum, &args, &t, SELECT_REDUCE);
+    let acc = Accum::vector(ins, AluOp::Maximum, &args, &t, SELECT_REDUCE);
     let site = Site::new(Engine::Vector, Opcode::Select).accumulating(acc.costs());
     let extra: Vec<&TileRef> = on_false.tile().into_iter().collect();
     let outs = acc.outputs(&dst);
@@ -203,9 +212,9 @@ pub fn select_reduce<'d, 'p, 'a>(
         let v = ins.read(&t);
         let q = pred.gather_slots(ins.api, ins.loc);
         let pd = pred.dtype();
-        let f_vals = on_false.values(&ins, p);
+        let f_vals = on_false.values(ins, p);
         let f = t.free_size().max(1);
-        acc.map_rows(&ins, &dst, &v, f, |r, i, x| {
+        acc.map_rows(ins, &dst, &v, f, |r, i, x| {
             if (pd.int(q[r * f + i]) != 0) != reverse {
                 x
             } else {
@@ -213,38 +222,43 @@ pub fn select_reduce<'d, 'p, 'a>(
             }
         });
     });
-    acc.trace(&ins);
+    acc.trace(ins);
 }
 
-/// Keeps the elements of `on_true` whose free index `range_start + i` satisfies both
-/// `index comp_op0 bound0` and `index comp_op1 bound1` (per-partition fp32 `[P, 1]` bounds,
-/// compared in fp32), writes [`FP32_MIN`] elsewhere, and reduces each partition's results by
-/// max into the VectorE accumulator registers (NKI 0.7 `nisa.range_select(dst, on_true_tile,
-/// comp_op0, comp_op1, bound0, bound1, reduce_cmd, reduce_res, reduce_op=max, range_start,
-/// on_false_value=FP32_MIN)`; NeuronCore-v3 and newer). Comparisons are equal, less,
-/// less_equal, greater or greater_equal; `on_true` is a float dtype; `args` takes
-/// `reduce_res`, `reduce_cmd` (`reset_reduce` by default, `reduce`, `load_reduce`, `idle`)
-/// and `range_start` (`range_start + i` must stay below 2^24).
+instruction! {
+    #[allow(clippy::too_many_arguments)]
+    /// Keeps the elements of `on_true` whose free index `range_start + i` satisfies both
+    /// `index comp_op0 bound0` and `index comp_op1 bound1` (per-partition fp32 `[P, 1]` bounds,
+    /// compared in fp32), writes [`FP32_MIN`] elsewhere, and reduces each partition's results by
+    /// max into the VectorE accumulator registers (NKI 0.7 `nisa.range_select(dst, on_true_tile,
+    /// comp_op0, comp_op1, bound0, bound1, reduce_cmd, reduce_res, reduce_op=max, range_start,
+    /// on_false_value=FP32_MIN)`; NeuronCore-v3 and newer). Comparisons are equal, less,
+    /// less_equal, greater or greater_equal; `on_true` is a float dtype; `args` takes
+    /// `reduce_res`, `reduce_cmd` (`reset_reduce` by default, `reduce`, `load_reduce`, `idle`)
+    /// and `range_start` (`range_start + i` must stay below 2^24).
+    pub fn range_select<'d, 'a>(
+        dst: into TileRef<'d>, on_true: into TileRef<'a>, comp_op0: AluOp, comp_op1: AluOp,
+        bound0: into TileRef<'a>, bound1: into TileRef<'a>, reduce_op: AluOp,
+        args: into Option<ReduceArgs<'a>>,
+    ) as ins = "nisa.range_select" {
+        let (tiles, comp) = ([dst, on_true, bound0, bound1], (comp_op0, comp_op1));
+        range_select_on(&ins, tiles, comp, reduce_op, args.unwrap_or_default());
+    }
+}
+
+/// [`range_select`] on its converted operands.
 #[track_caller]
-#[allow(clippy::too_many_arguments)]
-pub fn range_select<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    on_true: impl Into<TileRef<'a>>,
-    comp_op0: AluOp,
-    comp_op1: AluOp,
-    bound0: impl Into<TileRef<'a>>,
-    bound1: impl Into<TileRef<'a>>,
+fn range_select_on(
+    ins: &Op,
+    [dst, t, b0, b1]: [TileRef; 4],
+    (comp_op0, comp_op1): (AluOp, AluOp),
     reduce_op: AluOp,
-    args: impl Into<Option<ReduceArgs<'a>>>,
+    args: ReduceArgs,
 ) {
-    let ins = Op::begin("nisa.range_select");
-    let (dst, t, b0, b1): (TileRef, TileRef, TileRef, TileRef) =
-        (dst.into(), on_true.into(), bound0.into(), bound1.into());
-    let args = args.into().unwrap_or_default();
-    super::alu_rules::instruction_since(&ins, 3);
+    super::alu_rules::instruction_since(ins, 3);
     ins.operand("dst", &dst);
     ins.memory("dst", &dst, &[MemKind::Sbuf, MemKind::Psum]);
-    like_dst(&ins, "on_true_tile", &t, &dst);
+    like_dst(ins, "on_true_tile", &t, &dst);
     if !t.dtype().is_float() {
         ins.fail(
             ErrorKind::DType,
@@ -295,14 +309,14 @@ pub fn range_select<'d, 'a>(
         );
     }
     let start = args.range_start;
-    let acc = Accum::vector(&ins, AluOp::Maximum, &args, &t, RANGE_SELECT);
+    let acc = Accum::vector(ins, AluOp::Maximum, &args, &t, RANGE_SELECT);
     let site = Site::new(Engine::Vector, Opcode::RangeSelect).accumulating(acc.costs());
     let extra = acc.inputs(vec![&b0, &b1]);
     let outs = acc.outputs(&dst);
     ins.compute(site, &[&t], &extra, &outs, || {
         let v = ins.read(&t);
         let (lo, hi) = (ins.read(&b0), ins.read(&b1));
-        acc.map_rows(&ins, &dst, &v, f, |r, i, x| {
+        acc.map_rows(ins, &dst, &v, f, |r, i, x| {
             let idx = (start + i as i64) as f32;
             let keep = comp_op0.eval(idx, lo[r]) != 0.0 && comp_op1.eval(idx, hi[r]) != 0.0;
             if keep {
@@ -312,5 +326,5 @@ pub fn range_select<'d, 'a>(
             }
         });
     });
-    acc.trace(&ins);
+    acc.trace(ins);
 }

@@ -5,6 +5,7 @@
 use super::base::{memory, operand, Dst, Output, Site};
 use super::opts::{MatmulOpts, MatmulPerfMode, Opts};
 use super::Engine;
+use crate::builder::instruction;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
@@ -13,27 +14,30 @@ use crate::record::{MatmulDims, MemKind, Opcode, Regions};
 use crate::target::Target;
 use crate::tile::TileRef;
 
-/// `dst (+)= stationary[K, M]^T @ moving[K, N]` on TensorE (NKI `nisa.nc_matmul(dst,
-/// stationary, moving, accumulate=..., is_transpose=...)`): `dst` is a PSUM tile or view of
-/// shape `[M, N]`; PSUM accumulates in fp32. With `opts` `None` the first matmul into an
-/// unwritten `dst` overwrites it and later ones accumulate (an accumulation group), see
-/// [`MatmulOpts`]. With `is_transpose`, `moving` must be a `[K, K]` identity and `dst`
-/// (`[M, K]`) receives `stationary` transposed (costed as a transpose).
-///
-/// `tile_position`/`tile_size` (see [`MatmulOpts::tile`]) place the matmul on a row/column
-/// tile of the 128 x 128 PE array; `perf_mode=double_row` (NeuronCore-v3+) takes fp8
-/// `stationary[K, 2, M]` / `moving[K, 2, N]` and contracts over both rows of each partition
-/// at the cost of one `K`-row matmul.
+instruction! {
+    /// `dst (+)= stationary[K, M]^T @ moving[K, N]` on TensorE (NKI `nisa.nc_matmul(dst,
+    /// stationary, moving, accumulate=..., is_transpose=...)`): `dst` is a PSUM tile or view of
+    /// shape `[M, N]`; PSUM accumulates in fp32. With `opts` `None` the first matmul into an
+    /// unwritten `dst` overwrites it and later ones accumulate (an accumulation group), see
+    /// [`MatmulOpts`]. With `is_transpose`, `moving` must be a `[K, K]` identity and `dst`
+    /// (`[M, K]`) receives `stationary` transposed (costed as a transpose).
+    ///
+    /// `tile_position`/`tile_size` (see [`MatmulOpts::tile`]) place the matmul on a row/column
+    /// tile of the 128 x 128 PE array; `perf_mode=double_row` (NeuronCore-v3+) takes fp8
+    /// `stationary[K, 2, M]` / `moving[K, 2, N]` and contracts over both rows of each partition
+    /// at the cost of one `K`-row matmul.
+    pub fn nc_matmul<'d, 'a, 'b>(
+        dst: into TileRef<'d>, stationary: into TileRef<'a>, moving: into TileRef<'b>,
+        opts: into Option<MatmulOpts>,
+    ) as ins = "nisa.nc_matmul" {
+        matmul_opts(&ins, dst, stationary, moving, opts.unwrap_or_default());
+    }
+}
+
+/// [`nc_matmul`] on its converted operands.
+#[inline]
 #[track_caller]
-pub fn nc_matmul<'d, 'a, 'b>(
-    dst: impl Into<TileRef<'d>>,
-    stationary: impl Into<TileRef<'a>>,
-    moving: impl Into<TileRef<'b>>,
-    opts: impl Into<Option<MatmulOpts>>,
-) {
-    let ins = Op::begin("nisa.nc_matmul");
-    let opts = opts.into().unwrap_or_default();
-    let (dst, s, m): (TileRef, TileRef, TileRef) = (dst.into(), stationary.into(), moving.into());
+fn matmul_opts(ins: &Op, dst: TileRef, s: TileRef, m: TileRef, opts: MatmulOpts) {
     if opts.is_transpose {
         if opts.accumulate == Some(true) {
             ins.fail(
@@ -41,16 +45,16 @@ pub fn nc_matmul<'d, 'a, 'b>(
                 "'nc_matmul' with is_transpose=True cannot accumulate".to_string(),
             );
         }
-        check_identity(&ins, &s, &m);
-        nc_transpose_to(&ins, Dst::Into(dst), s, Engine::Tensor);
+        check_identity(ins, &s, &m);
+        nc_transpose_to(ins, Dst::Into(dst), s, Engine::Tensor);
         return;
     }
-    check_tiling(&ins, &opts, &s);
+    check_tiling(ins, &opts, &s);
     let acc = opts.accumulate.unwrap_or_else(|| dst.is_written());
     let rows = match opts.perf_mode {
         MatmulPerfMode::None => 1,
         MatmulPerfMode::DoubleRow => {
-            check_double_row(&ins, &s, &m);
+            check_double_row(ins, &s, &m);
             2
         }
     };
@@ -59,9 +63,9 @@ pub fn nc_matmul<'d, 'a, 'b>(
         ("moving", &m, opts.is_moving_onezero),
     ]
     .into_iter()
-    .filter(|&(what, t, hint)| hint && onezero_operand(&ins, what, t))
+    .filter(|&(what, t, hint)| hint && onezero_operand(ins, what, t))
     .count() as u8;
-    matmul_rows(&ins, Dst::Into(dst), s, m, acc, rows, onezero);
+    matmul_rows(ins, Dst::Into(dst), s, m, acc, rows, onezero);
 }
 
 /// Whether the one/zero hint on operand `t` counts (NKI `is_*_onezero`: "no impact for
@@ -208,24 +212,22 @@ pub(crate) fn check_identity(ins: &Op, x: &TileRef, id: &TileRef) {
     }
 }
 
-/// Transposes `data[P, F]` into `dst[F, P]` (NKI `nisa.nc_transpose(dst, data,
-/// engine=...)`); a `data` with several free axes is flattened to `[P, F]` first, as the SDK
-/// documents (`F` = elements per partition).
-///
-/// * `Engine::Tensor` (the default): P, F <= 128; reads SBUF, writes PSUM (a matmul against
-///   the identity).
-/// * `Engine::Vector`: P, F <= 32; reads SBUF or PSUM, writes SBUF or PSUM.
-///
-/// The result is rounded to `dst`'s dtype.
-#[track_caller]
-pub fn nc_transpose<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    data: impl Into<TileRef<'a>>,
-    opts: impl Into<Option<Opts>>,
-) {
-    let ins = Op::begin("nisa.nc_transpose");
-    let engine = Opts::engine_or(opts, Engine::Tensor);
-    nc_transpose_to(&ins, Dst::Into(dst.into()), data.into(), engine);
+instruction! {
+    /// Transposes `data[P, F]` into `dst[F, P]` (NKI `nisa.nc_transpose(dst, data,
+    /// engine=...)`); a `data` with several free axes is flattened to `[P, F]` first, as the SDK
+    /// documents (`F` = elements per partition).
+    ///
+    /// * `Engine::Tensor` (the default): P, F <= 128; reads SBUF, writes PSUM (a matmul against
+    ///   the identity).
+    /// * `Engine::Vector`: P, F <= 32; reads SBUF or PSUM, writes SBUF or PSUM.
+    ///
+    /// The result is rounded to `dst`'s dtype.
+    pub fn nc_transpose<'d, 'a>(
+        dst: into TileRef<'d>, data: into TileRef<'a>, opts: into Option<Opts>,
+    ) as ins = "nisa.nc_transpose" {
+        let engine = Opts::engine_or(opts, Engine::Tensor);
+        nc_transpose_to(&ins, Dst::Into(dst), data, engine);
+    }
 }
 
 /// The `nc_transpose` builder.

@@ -22,6 +22,7 @@
 use super::accum::{Accum, AccumRule, Extra, ReduceArgs, ReduceCmd, ACCUMULATING_CMDS};
 use super::base::{short, Site};
 use super::{AluOp, Operand};
+use crate::builder::instruction;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -92,26 +93,33 @@ fn arithmetic(ins: &Op, what: &str, op: AluOp) {
     }
 }
 
-/// `dst = data op0 operand0` on VectorE, reducing each partition's fp32 results with
-/// `reduce_op` (add, multiply, max or min) into the VectorE accumulator registers (NKI 0.7
-/// `nisa.tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reduce_cmd,
-/// reduce_init, reduce_res_negate)`). `operand0` is a scalar or a `[P, 1]` tile; `args`
-/// takes `reduce_res` (`[P, 1]`, receives the registers, negated with `negate()`),
-/// `reduce_cmd` (`reset_reduce` by default, `reduce`, `load_reduce`) and `reduce_init`.
+instruction! {
+    /// `dst = data op0 operand0` on VectorE, reducing each partition's fp32 results with
+    /// `reduce_op` (add, multiply, max or min) into the VectorE accumulator registers (NKI 0.7
+    /// `nisa.tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reduce_cmd,
+    /// reduce_init, reduce_res_negate)`). `operand0` is a scalar or a `[P, 1]` tile; `args`
+    /// takes `reduce_res` (`[P, 1]`, receives the registers, negated with `negate()`),
+    /// `reduce_cmd` (`reset_reduce` by default, `reduce`, `load_reduce`) and `reduce_init`.
+    pub fn tensor_scalar_reduce<'d, 'a>(
+        dst: into TileRef<'d>, data: into TileRef<'a>, op0: AluOp, operand0: into Operand<'a>,
+        reduce_op: AluOp, args: into Option<ReduceArgs<'a>>,
+    ) as ins = "nisa.tensor_scalar_reduce" {
+        let args = args.unwrap_or_default();
+        scalar_reduce(&ins, [dst, data], (op0, operand0), reduce_op, args);
+    }
+}
+
+/// [`tensor_scalar_reduce`] on its converted operands.
 #[track_caller]
-pub fn tensor_scalar_reduce<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    data: impl Into<TileRef<'a>>,
-    op0: AluOp,
-    operand0: impl Into<Operand<'a>>,
+fn scalar_reduce(
+    ins: &Op,
+    [dst, x]: [TileRef; 2],
+    (op0, operand0): (AluOp, Operand),
     reduce_op: AluOp,
-    args: impl Into<Option<ReduceArgs<'a>>>,
+    args: ReduceArgs,
 ) {
-    let ins = Op::begin("nisa.tensor_scalar_reduce");
-    let (dst, x): (TileRef, TileRef) = (dst.into(), data.into());
-    let args = args.into().unwrap_or_default();
-    data_and_dst(&ins, ("data", &x), &dst);
-    arithmetic(&ins, "op0", op0);
+    data_and_dst(ins, ("data", &x), &dst);
+    arithmetic(ins, "op0", op0);
     if op0.is_bitvec() {
         ins.fail(
             ErrorKind::InvalidArgument,
@@ -123,46 +131,44 @@ pub fn tensor_scalar_reduce<'d, 'a>(
         reduce_op,
         &[AluOp::Add, AluOp::Multiply, AluOp::Maximum, AluOp::Minimum],
     );
-    let operand0 = operand0.into();
-    super::alu_rules::op0(&ins, op0, &operand0, Engine::Vector);
+    super::alu_rules::op0(ins, op0, &operand0, Engine::Vector);
     let p = x.partitions();
     let operand = ins.per_partition("operand0", operand0, p);
-    let acc = Accum::vector(&ins, reduce_op, &args, &x, TENSOR_SCALAR_REDUCE);
-    let site = Site::new(Engine::Vector, Opcode::TensorScalar)
-        .with_alu(op0)
-        .accumulating(acc.costs());
-    let extra = acc.inputs(operand.tile().into_iter().collect());
-    let outs = acc.outputs(&dst);
-    ins.compute(site, &[&x], &extra, &outs, || {
-        let v = ins.read(&x);
-        let ops = operand.values(&ins, p);
+    let acc = Accum::vector(ins, reduce_op, &args, &x, TENSOR_SCALAR_REDUCE);
+    let site = Site::new(Engine::Vector, Opcode::TensorScalar).with_alu(op0);
+    acc.compute_over(ins, site, (&x, &dst), &operand, |v, ops| {
         let f = x.free_size().max(1);
-        acc.map_rows(&ins, &dst, &v, f, |r, _, d| op0.eval(d, ops[r]));
+        acc.map_rows(ins, &dst, v, f, |r, _, d| op0.eval(d, ops[r]));
     });
-    acc.trace(&ins);
 }
 
-/// The running reduction of `op0(src, imm0)` along each partition, written element by
-/// element (NKI 0.7 `nisa.tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1,
-/// reduce_cmd)`): for each element in order, `reg = op1(src[i] op0 imm0, reg)` and `dst[i] =
-/// reg`. `op1` is add, subtract, multiply, max or min; `imm0` a scalar or `[P, 1]` tile;
-/// `args` takes `reduce_cmd` (`reset_reduce` by default: the identity of `op1`; `reduce`: the
-/// registers as earlier VectorE accumulations left them; `load_reduce`: `reduce_init`, NKI's
-/// `imm1`) and `reduce_res`. Input and output dtypes exclude int32/uint32 (ISA limit).
+instruction! {
+    /// The running reduction of `op0(src, imm0)` along each partition, written element by
+    /// element (NKI 0.7 `nisa.tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1,
+    /// reduce_cmd)`): for each element in order, `reg = op1(src[i] op0 imm0, reg)` and `dst[i] =
+    /// reg`. `op1` is add, subtract, multiply, max or min; `imm0` a scalar or `[P, 1]` tile;
+    /// `args` takes `reduce_cmd` (`reset_reduce` by default: the identity of `op1`; `reduce`: the
+    /// registers as earlier VectorE accumulations left them; `load_reduce`: `reduce_init`, NKI's
+    /// `imm1`) and `reduce_res`. Input and output dtypes exclude int32/uint32 (ISA limit).
+    pub fn tensor_scalar_cumulative<'d, 'a>(
+        dst: into TileRef<'d>, src: into TileRef<'a>, op0: AluOp, op1: AluOp,
+        imm0: into Operand<'a>, args: into Option<ReduceArgs<'a>>,
+    ) as ins = "nisa.tensor_scalar_cumulative" {
+        cumulative(&ins, [dst, src], (op0, op1), imm0, args.unwrap_or_default());
+    }
+}
+
+/// [`tensor_scalar_cumulative`] on its converted operands.
 #[track_caller]
-pub fn tensor_scalar_cumulative<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    src: impl Into<TileRef<'a>>,
-    op0: AluOp,
-    op1: AluOp,
-    imm0: impl Into<Operand<'a>>,
-    args: impl Into<Option<ReduceArgs<'a>>>,
+fn cumulative(
+    ins: &Op,
+    [dst, x]: [TileRef; 2],
+    (op0, op1): (AluOp, AluOp),
+    imm0: Operand,
+    args: ReduceArgs,
 ) {
-    let ins = Op::begin("nisa.tensor_scalar_cumulative");
-    let (dst, x): (TileRef, TileRef) = (dst.into(), src.into());
-    let args = args.into().unwrap_or_default();
-    data_and_dst(&ins, ("src", &x), &dst);
-    arithmetic(&ins, "op0", op0);
+    data_and_dst(ins, ("src", &x), &dst);
+    arithmetic(ins, "op0", op0);
     ins.require_alu(
         "op1",
         op1,
@@ -186,18 +192,12 @@ pub fn tensor_scalar_cumulative<'d, 'a>(
         }
     }
     let p = x.partitions();
-    let imm = ins.per_partition("imm0", imm0.into(), p);
-    let acc = Accum::vector(&ins, op1, &args, &x, CUMULATIVE);
-    let site = Site::new(Engine::Vector, Opcode::TensorScalarCumulative)
-        .with_alu(op1)
-        .accumulating(acc.costs());
-    let extra = acc.inputs(imm.tile().into_iter().collect());
-    let outs = acc.outputs(&dst);
-    ins.compute(site, &[&x], &extra, &outs, || {
-        let v = ins.read(&x);
-        let imms = imm.values(&ins, p);
-        let load = acc.init.as_ref().map(|i| i.values(&ins, p));
-        let regs0 = acc.use_.begin(&ins, load.as_deref());
+    let imm = ins.per_partition("imm0", imm0, p);
+    let acc = Accum::vector(ins, op1, &args, &x, CUMULATIVE);
+    let site = Site::new(Engine::Vector, Opcode::TensorScalarCumulative).with_alu(op1);
+    acc.compute_over(ins, site, (&x, &dst), &imm, |v, imms| {
+        let load = acc.init.as_ref().map(|i| i.values(ins, p));
+        let regs0 = acc.use_.begin(ins, load.as_deref());
         let f = x.free_size().max(1);
         let mut out = Vec::with_capacity(v.len());
         let mut regs = Vec::with_capacity(p);
@@ -210,10 +210,9 @@ pub fn tensor_scalar_cumulative<'d, 'a>(
             regs.push(reg);
         }
         dst.scatter(out);
-        acc.use_.finish(&ins, Some(&regs));
+        acc.use_.finish(ins, Some(&regs));
         if let Some(res) = &acc.res {
             res.scatter(regs);
         }
     });
-    acc.trace(&ins);
 }

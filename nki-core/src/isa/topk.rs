@@ -31,6 +31,7 @@
 //! per-partition cycle count.
 
 use super::max8::descending;
+use crate::builder::instruction;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -82,20 +83,22 @@ fn snake_rows(vals: &[f32]) -> Vec<Vec<f32>> {
     out
 }
 
-/// Selects, in every 16-partition group of `src` (a bf16 snake of `n` active elements), the
-/// `K` largest values (`K` = `val_dst`'s elements per partition) and writes them in ascending
-/// order into `val_dst` (bf16) and their snake positions into `idx_dst` (uint32), both
-/// snake-encoded (NKI `nisa.topk(val_dst, idx_dst, src, n)`; see the module docs for the
-/// layout and why). One GpSimdE instruction of `4n + K` cycles.
+instruction! {
+    /// Selects, in every 16-partition group of `src` (a bf16 snake of `n` active elements), the
+    /// `K` largest values (`K` = `val_dst`'s elements per partition) and writes them in ascending
+    /// order into `val_dst` (bf16) and their snake positions into `idx_dst` (uint32), both
+    /// snake-encoded (NKI `nisa.topk(val_dst, idx_dst, src, n)`; see the module docs for the
+    /// layout and why). One GpSimdE instruction of `4n + K` cycles.
+    pub fn topk<'v, 'i, 's>(
+        val_dst: into TileRef<'v>, idx_dst: into TileRef<'i>, src: into TileRef<'s>, n: usize,
+    ) as ins = "nisa.topk" {
+        topk_on(&ins, [val_dst, idx_dst, src], n);
+    }
+}
+
+/// [`topk`] on its converted operands.
 #[track_caller]
-pub fn topk<'v, 'i, 's>(
-    val_dst: impl Into<TileRef<'v>>,
-    idx_dst: impl Into<TileRef<'i>>,
-    src: impl Into<TileRef<'s>>,
-    n: usize,
-) {
-    let ins = Op::begin("nisa.topk");
-    let (vd, id, src): (TileRef, TileRef, TileRef) = (val_dst.into(), idx_dst.into(), src.into());
+fn topk_on(ins: &Op, [vd, id, src]: [TileRef; 3], n: usize) {
     for (what, t, want) in [
         ("src", &src, DType::BF16),
         ("val_dst", &vd, DType::BF16),

@@ -10,7 +10,7 @@
 use super::base::{alu_engine, short, Dst, Output, Site};
 use super::opts::{Opts, ReduceOpts};
 use super::{AluOp, Engine, Operand};
-use crate::builder::setters;
+use crate::builder::{instruction, setters};
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -50,24 +50,20 @@ fn bitvec_on_vector(ins: &Op, ops: &[AluOp], engine: Engine) {
     }
 }
 
-/// Element-wise `dst = data1 op data2` (NKI `nisa.tensor_tensor(dst, data1, data2, op)`).
-///
-/// Both inputs need `dst`'s partition count and elements per partition, and cannot both be in
-/// PSUM; the fp32 result is rounded to `dst`'s dtype. The engine is VectorE, or GpSimdE for
-/// `power` and 32-bit integer add/subtract/multiply (NKI's table; then nothing may be in PSUM);
-/// `opts.engine` picks VectorE or GpSimdE explicitly (bitvec operators run on VectorE only).
-#[track_caller]
-pub fn tensor_tensor<'d, 'a, 'b>(
-    dst: impl Into<TileRef<'d>>,
-    data1: impl Into<TileRef<'a>>,
-    data2: impl Into<TileRef<'b>>,
-    op: AluOp,
-    opts: impl Into<Option<Opts>>,
-) {
-    let ins = Op::begin("nisa.tensor_tensor");
-    let engine = opts.into().unwrap_or_default().engine;
-    let dst = Dst::Into(dst.into());
-    tensor_tensor_to(&ins, dst, data1.into(), data2.into(), op, engine);
+instruction! {
+    /// Element-wise `dst = data1 op data2` (NKI `nisa.tensor_tensor(dst, data1, data2, op)`).
+    ///
+    /// Both inputs need `dst`'s partition count and elements per partition, and cannot both be in
+    /// PSUM; the fp32 result is rounded to `dst`'s dtype. The engine is VectorE, or GpSimdE for
+    /// `power` and 32-bit integer add/subtract/multiply (NKI's table; then nothing may be in PSUM);
+    /// `opts.engine` picks VectorE or GpSimdE explicitly (bitvec operators run on VectorE only).
+    pub fn tensor_tensor<'d, 'a, 'b>(
+        dst: into TileRef<'d>, data1: into TileRef<'a>, data2: into TileRef<'b>, op: AluOp,
+        opts: into Option<Opts>,
+    ) as ins = "nisa.tensor_tensor" {
+        let engine = opts.unwrap_or_default().engine;
+        tensor_tensor_to(&ins, Dst::Into(dst), data1, data2, op, engine);
+    }
 }
 
 /// The `tensor_tensor` builder.
@@ -194,38 +190,27 @@ impl<'a> TensorScalarArgs<'a> {
     }
 }
 
-/// `dst = (data op0 operand0) op1 operand1` with scalar or per-partition `[P, 1]` operands
-/// broadcast along the free dimension (NKI `nisa.tensor_scalar(dst, data, op0, operand0,
-/// ...)`). The second operator, the `reverse` flags and the engine come from `args` (`None`:
-/// one operator on VectorE).
-///
-/// Both operators are arithmetic, or both bitvec (integer data, VectorE only). ScalarE needs
-/// trn2 or later and supports only `multiply`, `add` and `multiply` then `add`; GpSimdE runs
-/// only `op0` rsqrt (NKI 0.7; the Beta-1 `classic` form runs any operator there) and cannot
-/// access PSUM. `dst` has `data`'s partitions and elements per partition; the result is
-/// rounded to its dtype (`args.dtype`, the classic form's output dtype, must be unset or
-/// `dst`'s).
-#[track_caller]
-pub fn tensor_scalar<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    data: impl Into<TileRef<'a>>,
-    op0: AluOp,
-    operand0: impl Into<Operand<'a>>,
-    args: impl Into<Option<TensorScalarArgs<'a>>>,
-) {
-    let ins = Op::begin("nisa.tensor_scalar");
-    let args = args.into().unwrap_or_default();
-    let dst: TileRef = dst.into();
-    dtype_is_dst(&ins, args.dtype, &dst);
-    super::alu_rules::gpsimd_rsqrt_only(&ins, op0, args.engine);
-    tensor_scalar_to(
-        &ins,
-        Dst::Into(dst),
-        data.into(),
-        op0,
-        operand0.into(),
-        args,
-    );
+instruction! {
+    /// `dst = (data op0 operand0) op1 operand1` with scalar or per-partition `[P, 1]` operands
+    /// broadcast along the free dimension (NKI `nisa.tensor_scalar(dst, data, op0, operand0,
+    /// ...)`). The second operator, the `reverse` flags and the engine come from `args` (`None`:
+    /// one operator on VectorE).
+    ///
+    /// Both operators are arithmetic, or both bitvec (integer data, VectorE only). ScalarE needs
+    /// trn2 or later and supports only `multiply`, `add` and `multiply` then `add`; GpSimdE runs
+    /// only `op0` rsqrt (NKI 0.7; the Beta-1 `classic` form runs any operator there) and cannot
+    /// access PSUM. `dst` has `data`'s partitions and elements per partition; the result is
+    /// rounded to its dtype (`args.dtype`, the classic form's output dtype, must be unset or
+    /// `dst`'s).
+    pub fn tensor_scalar<'d, 'a>(
+        dst: into TileRef<'d>, data: impl Into<TileRef<'a>>, op0: AluOp,
+        operand0: impl Into<Operand<'a>>, args: into Option<TensorScalarArgs<'a>>,
+    ) as ins = "nisa.tensor_scalar" {
+        let args = args.unwrap_or_default();
+        dtype_is_dst(&ins, args.dtype, &dst);
+        super::alu_rules::gpsimd_rsqrt_only(&ins, op0, args.engine);
+        tensor_scalar_to(&ins, Dst::Into(dst), data.into(), op0, operand0.into(), args);
+    }
 }
 
 /// The classic forms' output `dtype`, when a dst-first call passes one, must be `dst`'s.
@@ -388,25 +373,21 @@ pub(crate) fn reduced_shape(shape: &[usize], first: usize, keepdims: bool) -> (V
     (dims, shape[first..].iter().product())
 }
 
-/// Reduces `data` along its free axes `axes` with `op` into `dst` (NKI
-/// `nisa.tensor_reduce(dst, op, data, axis, negate=...)`).
-///
-/// `axes` must be the last dimensions of `data` in order (`[1]`, `[1, 2]`, ...); the partition
-/// axis 0 cannot be reduced (use `tensor_partition_reduce` or a matmul). `dst` holds the
-/// result's partitions and elements per partition (e.g. a `[P, 1]` column); the result is
-/// rounded to its dtype. `opts.negate` multiplies the result by -1.
-#[track_caller]
-pub fn tensor_reduce<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    op: AluOp,
-    data: impl Into<TileRef<'a>>,
-    axes: &[usize],
-    opts: impl Into<Option<ReduceOpts>>,
-) {
-    let ins = Op::begin("nisa.tensor_reduce");
-    let negate = opts.into().unwrap_or_default().negate;
-    let dst = Dst::Into(dst.into());
-    tensor_reduce_to(&ins, dst, op, data.into(), (axes, false, negate));
+instruction! {
+    /// Reduces `data` along its free axes `axes` with `op` into `dst` (NKI
+    /// `nisa.tensor_reduce(dst, op, data, axis, negate=...)`).
+    ///
+    /// `axes` must be the last dimensions of `data` in order (`[1]`, `[1, 2]`, ...); the partition
+    /// axis 0 cannot be reduced (use `tensor_partition_reduce` or a matmul). `dst` holds the
+    /// result's partitions and elements per partition (e.g. a `[P, 1]` column); the result is
+    /// rounded to its dtype. `opts.negate` multiplies the result by -1.
+    pub fn tensor_reduce<'d, 'a>(
+        dst: into TileRef<'d>, op: AluOp, data: into TileRef<'a>, axes: &[usize],
+        opts: into Option<ReduceOpts>,
+    ) as ins = "nisa.tensor_reduce" {
+        let negate = opts.unwrap_or_default().negate;
+        tensor_reduce_to(&ins, Dst::Into(dst), op, data, (axes, false, negate));
+    }
 }
 
 /// The `tensor_reduce` builder; `how` is `(axes, keepdims, negate)`.
@@ -464,19 +445,17 @@ pub(crate) fn tensor_reduce_to<'d>(
     out
 }
 
-/// Copies (and casts) `src` into `dst` (NKI `nisa.tensor_copy(dst, src, engine=...)`) on
-/// VectorE (the default), ScalarE or GpSimdE (GpSimd cannot access PSUM). `dst` has `src`'s
-/// partitions and elements per partition; values go through fp32 unless the dtypes are equal
-/// (VectorE and GpSimdE then copy bits).
-#[track_caller]
-pub fn tensor_copy<'d, 'a>(
-    dst: impl Into<TileRef<'d>>,
-    src: impl Into<TileRef<'a>>,
-    opts: impl Into<Option<Opts>>,
-) {
-    let ins = Op::begin("nisa.tensor_copy");
-    let engine = Opts::engine_or(opts, Engine::Vector);
-    tensor_copy_to(&ins, Dst::Into(dst.into()), src.into(), engine);
+instruction! {
+    /// Copies (and casts) `src` into `dst` (NKI `nisa.tensor_copy(dst, src, engine=...)`) on
+    /// VectorE (the default), ScalarE or GpSimdE (GpSimd cannot access PSUM). `dst` has `src`'s
+    /// partitions and elements per partition; values go through fp32 unless the dtypes are equal
+    /// (VectorE and GpSimdE then copy bits).
+    pub fn tensor_copy<'d, 'a>(
+        dst: into TileRef<'d>, src: into TileRef<'a>, opts: into Option<Opts>,
+    ) as ins = "nisa.tensor_copy" {
+        let engine = Opts::engine_or(opts, Engine::Vector);
+        tensor_copy_to(&ins, Dst::Into(dst), src, engine);
+    }
 }
 
 /// The `tensor_copy` builder.
@@ -516,35 +495,22 @@ pub struct ScanArgs {
     pub dtype: Option<DType>,
 }
 
-/// Scan along the free dimension of each partition into `dst` (NKI
-/// `nisa.tensor_tensor_scan(dst, data0, data1, initial, op0, op1)`):
-/// `r[i] = op1(op0(data0[i], r[i-1]), data1[i])` with `r[-1] = initial` (a scalar or a
-/// `[P, 1]` tile). The running value stays fp32; each output is rounded to `dst`'s dtype.
-/// `data0` and `data1` need the same partitions and free size and cannot both be in PSUM;
-/// `args` (`None`: no reversal) holds the operand-order flags.
-#[track_caller]
-pub fn tensor_tensor_scan<'d, 'a, 'b>(
-    dst: impl Into<TileRef<'d>>,
-    data0: impl Into<TileRef<'a>>,
-    data1: impl Into<TileRef<'b>>,
-    initial: impl Into<Operand<'a>>,
-    op0: AluOp,
-    op1: AluOp,
-    args: impl Into<Option<ScanArgs>>,
-) {
-    let ins = Op::begin("nisa.tensor_tensor_scan");
-    let args = args.into().unwrap_or_default();
-    let dst: TileRef = dst.into();
-    dtype_is_dst(&ins, args.dtype, &dst);
-    let (a, b) = (data0.into(), data1.into());
-    tensor_tensor_scan_to(
-        &ins,
-        Dst::Into(dst),
-        (a, b),
-        initial.into(),
-        (op0, op1),
-        args,
-    );
+instruction! {
+    /// Scan along the free dimension of each partition into `dst` (NKI
+    /// `nisa.tensor_tensor_scan(dst, data0, data1, initial, op0, op1)`):
+    /// `r[i] = op1(op0(data0[i], r[i-1]), data1[i])` with `r[-1] = initial` (a scalar or a
+    /// `[P, 1]` tile). The running value stays fp32; each output is rounded to `dst`'s dtype.
+    /// `data0` and `data1` need the same partitions and free size and cannot both be in PSUM;
+    /// `args` (`None`: no reversal) holds the operand-order flags.
+    pub fn tensor_tensor_scan<'d, 'a, 'b>(
+        dst: into TileRef<'d>, data0: impl Into<TileRef<'a>>, data1: impl Into<TileRef<'b>>,
+        initial: impl Into<Operand<'a>>, op0: AluOp, op1: AluOp, args: into Option<ScanArgs>,
+    ) as ins = "nisa.tensor_tensor_scan" {
+        let args = args.unwrap_or_default();
+        dtype_is_dst(&ins, args.dtype, &dst);
+        let data = (data0.into(), data1.into());
+        tensor_tensor_scan_to(&ins, Dst::Into(dst), data, initial.into(), (op0, op1), args);
+    }
 }
 
 /// The `tensor_tensor_scan` builder.
@@ -666,16 +632,16 @@ pub(crate) fn reciprocal_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d
     out
 }
 
-/// Fills `dst` with the compile-time constant `value` rounded to its dtype (NKI
-/// `nisa.memset(dst, value, engine=...)`), on VectorE (the default) or GpSimdE. `dst` is an
-/// SBUF tile or view.
-#[track_caller]
-pub fn memset<'d>(dst: impl Into<TileRef<'d>>, value: f32, opts: impl Into<Option<Opts>>) {
-    let ins = Op::begin("nisa.memset");
-    let engine = Opts::engine_or(opts, Engine::Vector);
-    let dst: TileRef = dst.into();
-    let shape = dst.shape().to_vec();
-    memset_to(&ins, Dst::Into(dst), &shape, value, engine);
+instruction! {
+    /// Fills `dst` with the compile-time constant `value` rounded to its dtype (NKI
+    /// `nisa.memset(dst, value, engine=...)`), on VectorE (the default) or GpSimdE. `dst` is an
+    /// SBUF tile or view.
+    pub fn memset<'d>(dst: into TileRef<'d>, value: f32, opts: into Option<Opts>)
+    as ins = "nisa.memset" {
+        let engine = Opts::engine_or(opts, Engine::Vector);
+        let shape = dst.shape().to_vec();
+        memset_to(&ins, Dst::Into(dst), &shape, value, engine);
+    }
 }
 
 /// The `memset` builder.

@@ -9,6 +9,7 @@
 //! re-seeding with one seed replays one stream. [`rand`] and [`dropout`] draw one number per
 //! element, in row-major order, from the same stream.
 
+use crate::builder::instruction;
 use crate::context::{LaunchShared, Op};
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -198,17 +199,21 @@ pub fn dropout<'a, 'b>(x: impl Into<TileRef<'a>>, rate: impl Into<Operand<'b>>) 
     .tile()
 }
 
-/// [`dropout`] into `dst` (NKI 0.7 `nisa.dropout(dst, data, prob)`, exported as
-/// `nisa::dropout`): `dst` has `data`'s dtype, partitions and elements per partition, in SBUF
-/// or PSUM; the same numbers as [`dropout`] draws.
+instruction! {
+    /// [`dropout`] into `dst` (NKI 0.7 `nisa.dropout(dst, data, prob)`, exported as
+    /// `nisa::dropout`): `dst` has `data`'s dtype, partitions and elements per partition, in SBUF
+    /// or PSUM; the same numbers as [`dropout`] draws.
+    pub fn dropout_into<'d, 'a, 'b>(
+        dst: into TileRef<'d>, data: into TileRef<'a>, prob: impl Into<Operand<'b>>,
+    ) as ins = "nisa.dropout" {
+        same_dtype(&ins, &dst, &data);
+        dropout_to(&ins, Dst::Into(dst), data, prob.into());
+    }
+}
+
+/// `dropout_into`'s `dst` has `data`'s dtype.
 #[track_caller]
-pub fn dropout_into<'d, 'a, 'b>(
-    dst: impl Into<TileRef<'d>>,
-    data: impl Into<TileRef<'a>>,
-    prob: impl Into<Operand<'b>>,
-) {
-    let ins = Op::begin("nisa.dropout");
-    let (dst, x): (TileRef, TileRef) = (dst.into(), data.into());
+fn same_dtype(ins: &Op, dst: &TileRef, x: &TileRef) {
     if dst.dtype() != x.dtype() {
         ins.fail(
             ErrorKind::DType,
@@ -219,7 +224,6 @@ pub fn dropout_into<'d, 'a, 'b>(
             ),
         );
     }
-    dropout_to(&ins, Dst::Into(dst), x, prob.into());
 }
 
 /// The dropout builder: `x`'s elements zeroed with probability `rate` into `dst`.

@@ -9,6 +9,7 @@
 
 use super::elementwise::alu_binary;
 use super::reduce::{reduce_impl, ReduceKind};
+use crate::builder::instruction;
 use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -426,29 +427,28 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
     )
 }
 
-/// RMS normalisation along free axis `axis` (NKI `nl.rms_norm`; `axis` must be the last
-/// dimension of a 2-D `x`): `x / sqrt(sum(x^2) / n + epsilon) * w`, where `w` is a `[1, F]` (or
-/// `[P, F]`) weight tile and `n` the element count of the normalised axis (usually `F`).
-/// Computed in fp32 and rounded to `x`'s dtype.
-///
-/// Lowered as a square activation with a running sum (ScalarE), `sum/n + eps` (VectorE), rsqrt
-/// (ScalarE), `x * rstd` (VectorE) and `* w` (VectorE).
+instruction! {
+    /// RMS normalisation along free axis `axis` (NKI `nl.rms_norm`; `axis` must be the last
+    /// dimension of a 2-D `x`): `x / sqrt(sum(x^2) / n + epsilon) * w`, where `w` is a `[1, F]` (or
+    /// `[P, F]`) weight tile and `n` the element count of the normalised axis (usually `F`).
+    /// Computed in fp32 and rounded to `x`'s dtype.
+    ///
+    /// Lowered as a square activation with a running sum (ScalarE), `sum/n + eps` (VectorE), rsqrt
+    /// (ScalarE), `x * rstd` (VectorE) and `* w` (VectorE).
+    pub fn rms_norm<'a, 'b>(
+        x: into TileRef<'a>, w: into TileRef<'b>, axis: usize, n: usize, epsilon: f32,
+    ) -> Tile as ins = "nl.rms_norm" {
+        rms_norm_on(&ins, x, w, axis, n, epsilon)
+    }
+}
+
+/// [`rms_norm`] on its converted operands.
 #[track_caller]
-pub fn rms_norm<'a, 'b>(
-    x: impl Into<TileRef<'a>>,
-    w: impl Into<TileRef<'b>>,
-    axis: usize,
-    n: usize,
-    epsilon: f32,
-) -> Tile {
-    const API: &str = "nl.rms_norm";
-    let ins = Op::begin(API);
+fn rms_norm_on(ins: &Op, x: TileRef, w: TileRef, axis: usize, n: usize, epsilon: f32) -> Tile {
     let _loc = ins.loc;
-    let x: TileRef = x.into();
-    let w: TileRef = w.into();
     ins.operand("x", &x);
     ins.operand("w", &w);
-    last_axis(&ins, &x, axis);
+    last_axis(ins, &x, axis);
     if x.shape().len() != 2 {
         ins.fail(
             ErrorKind::InvalidArgument,
@@ -464,7 +464,7 @@ pub fn rms_norm<'a, 'b>(
         DType::F32
     };
     let (_, sq) = map_impl(
-        &ins,
+        ins,
         &[(Engine::Scalar, Opcode::Activation)],
         |v| ActFn::Square.eval(v),
         x,
@@ -478,19 +478,19 @@ pub fn rms_norm<'a, 'b>(
     let sq = sq.expect("accumulated");
     let inv_n = 1.0 / n as f32;
     let ms = f32_step(
-        &ins,
+        ins,
         (Engine::Vector, Opcode::TensorScalar),
         move |v| v * inv_n + epsilon,
         sq.view(),
     );
     let rstd = f32_step(
-        &ins,
+        ins,
         (Engine::Scalar, Opcode::Activation),
         |v| ActFn::Rsqrt.eval(v),
         ms.view(),
     );
     let xn = alu_binary(
-        &ins,
+        ins,
         AluOp::Multiply,
         Operand::Tile(x),
         Operand::Tile(rstd.view()),
@@ -498,7 +498,7 @@ pub fn rms_norm<'a, 'b>(
         false,
     );
     alu_binary(
-        &ins,
+        ins,
         AluOp::Multiply,
         Operand::Tile(xn.view()),
         Operand::Tile(w),

@@ -10,6 +10,7 @@ use super::shared::MeshShared;
 use super::sync::MeshSync;
 use super::topology::Mesh;
 use crate::abort::Stop;
+use crate::builder::setters;
 use crate::context::run_instance;
 use crate::context::{InstanceCtx, LaunchShared, Mode};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
@@ -59,36 +60,19 @@ impl<'m> MeshLaunch<'m> {
         }
     }
 
-    /// The layout the launch is timed on (what-if studies: placement, link and DMA figures);
-    /// by default the target's own ([`Topology::of`]). The engines' costs stay the target's.
-    pub fn topology(mut self, t: Topology) -> Self {
-        self.topology = Some(t);
-        self
-    }
-
-    /// The SPMD grid every device runs.
-    pub fn grid(mut self, g: impl Into<Grid>) -> Self {
-        self.grid = g.into();
-        self
-    }
-
-    /// The target modelled.
-    pub fn target(mut self, t: Target) -> Self {
-        self.target = t;
-        self
-    }
-
-    /// The launch mode (simulate and estimate model time).
-    pub fn mode(mut self, m: Mode) -> Self {
-        self.mode = m;
-        self
-    }
-
-    /// Whether the report keeps every engine instruction span (for the trace; default on).
-    /// Off, each kernel segment is one span: less memory on large meshes.
-    pub fn engine_spans(mut self, on: bool) -> Self {
-        self.engine_spans = on;
-        self
+    setters! {
+        /// The layout the launch is timed on (what-if studies: placement, link and DMA figures);
+        /// by default the target's own ([`Topology::of`]). The engines' costs stay the target's.
+        topology(t: Topology) => topology = Some(t);
+        /// The SPMD grid every device runs.
+        grid(g: impl Into<Grid>) => grid = g.into();
+        /// The target modelled.
+        target(t: Target) => target = t;
+        /// The launch mode (simulate and estimate model time).
+        mode(m: Mode) => mode = m;
+        /// Whether the report keeps every engine instruction span (for the trace; default on).
+        /// Off, each kernel segment is one span: less memory on large meshes.
+        engine_spans(on: bool) => engine_spans = on;
     }
 
     /// Runs `kernel` on every device and returns the report. The first failing device (lowest
@@ -99,20 +83,8 @@ impl<'m> MeshLaunch<'m> {
     /// line, as [`Launch::run`](crate::spmd::Launch::run) does.
     #[track_caller]
     pub fn run<F: Fn() + Sync>(&self, kernel: F) -> Result<MeshReport> {
-        if crate::context::in_kernel() {
-            crate::context::raise(
-                NkiError::new(
-                    ErrorKind::NestedLaunch,
-                    "MeshLaunch",
-                    format!(
-                        "a mesh launch (mesh {}) inside a kernel: NKI rejects nested launches; \
-                         launch kernels from host code",
-                        self.mesh
-                    ),
-                ),
-                SourceLoc::caller(),
-            );
-        }
+        let what = || format!("a mesh launch (mesh {})", self.mesh);
+        crate::spmd::refuse_nested_launch("MeshLaunch", what, SourceLoc::caller());
         // Tensors borrowed with `Hbm::as_output` before the launch are its outputs, also
         // when it is refused below (a refused launch leaves nothing for the next one).
         let borrowed = crate::hbm::take_pending_outputs();

@@ -16,6 +16,7 @@ use super::implicit;
 use super::kind::reducing;
 use super::variable::{self, Form};
 use super::{Algorithm, Operand};
+use crate::builder::instruction;
 use crate::error::SourceLoc;
 use crate::isa::NkiScalar;
 use crate::mesh::sharding::MeshView;
@@ -34,16 +35,13 @@ pub fn rank_id() -> usize {
     crate::mesh::device::device_id()
 }
 
-/// `dst = op over the group of every rank's src` (`nki.collectives.all_reduce`).
-#[track_caller]
-pub fn all_reduce<'a>(
-    src: impl Into<Operand<'a>>,
-    dst: impl Into<Operand<'a>>,
-    op: ReduceOp,
-    group: &ReplicaGroup,
-) {
-    let (s, d) = (src.into(), dst.into());
-    reducing(op, || super::all_reduce(s, d, group, Algorithm::Runtime));
+instruction! {
+    /// `dst = op over the group of every rank's src` (`nki.collectives.all_reduce`).
+    pub fn all_reduce<'a>(
+        src: into Operand<'a>, dst: into Operand<'a>, op: ReduceOp, group: &ReplicaGroup,
+    ) {
+        reducing(op, || super::all_reduce(src, dst, group, Algorithm::Runtime));
+    }
 }
 
 /// The collectives along one dimension that take no operator, declared once: each calls the
@@ -67,32 +65,26 @@ by_runtime_along_dim! {
     all_to_all;
 }
 
-/// `dst` = this rank's block (along `dim`) of `op` over every rank's `src`
-/// (`nki.collectives.reduce_scatter`).
-#[track_caller]
-pub fn reduce_scatter<'a>(
-    src: impl Into<Operand<'a>>,
-    dst: impl Into<Operand<'a>>,
-    dim: usize,
-    op: ReduceOp,
-    group: &ReplicaGroup,
-) {
-    let (s, d) = (src.into(), dst.into());
-    reducing(op, || {
-        super::reduce_scatter(s, d, dim, group, Algorithm::Runtime)
-    });
+instruction! {
+    /// `dst` = this rank's block (along `dim`) of `op` over every rank's `src`
+    /// (`nki.collectives.reduce_scatter`).
+    pub fn reduce_scatter<'a>(
+        src: into Operand<'a>, dst: into Operand<'a>, dim: usize, op: ReduceOp,
+        group: &ReplicaGroup,
+    ) {
+        reducing(op, || super::reduce_scatter(src, dst, dim, group, Algorithm::Runtime));
+    }
 }
 
-/// Each `(from, to)` rank pair sends `src` of rank `from` into `dst` of rank `to`
-/// (`nki.collectives.collective_permute`).
-#[track_caller]
-pub fn collective_permute<'a>(
-    src: impl Into<Operand<'a>>,
-    dst: impl Into<Operand<'a>>,
-    pairs: &[(usize, usize)],
-    group: &ReplicaGroup,
-) {
-    super::collective_permute(src, dst, pairs, group);
+instruction! {
+    /// Each `(from, to)` rank pair sends `src` of rank `from` into `dst` of rank `to`
+    /// (`nki.collectives.collective_permute`).
+    pub fn collective_permute<'a>(
+        src: impl Into<Operand<'a>>, dst: impl Into<Operand<'a>>, pairs: &[(usize, usize)],
+        group: &ReplicaGroup,
+    ) {
+        super::collective_permute(src, dst, pairs, group);
+    }
 }
 
 /// The plain form, `_prepare` and `_trigger` of one variable-length collective (the three
