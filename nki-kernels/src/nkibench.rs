@@ -498,6 +498,164 @@ pub fn gqa_baseline(
     }
 }
 
+/// The transposes `x^T` of one block of 512 rows of `x` `[M, K]`: one `[128, K / 128 * 512]`
+/// tile whose `[128, 512]` column block `t` holds rows `t * 128 ..` of `x` transposed (4 loads
+/// of `[128, K]`, each transposed 128 columns at a time on TensorE against `id`).
+fn x_block_transposed(x: &Hbm<f32>, block: usize, id: &Tile) -> Tile {
+    let k_tiles = x.shape()[1] / P;
+    let x_t = nl::ndarray(&[P, k_tiles * FMAX], DType::F32, nl::SBUF);
+    for i3 in nl::affine_range(FMAX / P) {
+        let r0 = block * FMAX + i3 * P;
+        let x_tile = nl::load(x.slice((r0..r0 + P, ..)));
+        for i4 in nl::affine_range(k_tiles) {
+            let tr = nisa::nc_matmul_transpose(x_tile.slice((.., i4 * P..(i4 + 1) * P)), id);
+            let c0 = i4 * FMAX + i3 * P;
+            nisa::tensor_copy_into(x_t.slice((.., c0..c0 + P)), &tr, nisa::Engine::Vector);
+        }
+    }
+    x_t
+}
+
+/// `w[.., cols]^T @ x^T` of one block of 512 rows into a `[128, 512]` PSUM tile, for the 128
+/// columns `n0 ..` of the block of weights `w` (`K / 128` tiles `[128, 1024]` of rows) and
+/// the block's transposed rows `x_t` (see [`x_block_transposed`]).
+fn project(w: &[Tile], n0: usize, x_t: &Tile) -> Tile {
+    let acc = nl::ndarray(&[P, FMAX], DType::F32, nl::PSUM);
+    for (i6, w_tile) in w.iter().enumerate() {
+        nisa::nc_matmul_acc(
+            &acc,
+            w_tile.slice((.., n0..n0 + P)),
+            x_t.slice((.., i6 * FMAX..(i6 + 1) * FMAX)),
+        );
+    }
+    acc
+}
+
+/// NKIBench `swiglu_M4096_N3072_K1024` baseline: `out = (silu(x @ w_gate) * (x @ w_up)) @
+/// w_down` for `x` `[M, K]`, `w_gate` and `w_up` `[K, N]`, `w_down` `[N, K]`, `out` `[M, K]`.
+///
+/// As the compiler-emitted program: a first loop nest computes the gate, transposed, per
+/// block of 1024 columns of N and block of 512 rows of M (`x` loaded and transposed on
+/// TensorE against `identity` in every N block), keeping all of it (`[N, M]`, 48 MiB at the
+/// NKIBench problem); a second nest computes the up projection the same way (loading and
+/// transposing `x` again), `silu(gate) = gate / (1 + exp(-gate))` times it, and stores the
+/// product to a private HBM buffer (the program's `_spill_163`); `w_down` is loaded whole and
+/// a last nest re-loads the product per block of M rows (`_reload_166`) and multiplies.
+///
+/// Needs M a multiple of 512, K a multiple of 512, N a multiple of 1024.
+#[nki_kernel]
+pub fn swiglu_baseline(
+    x: &Hbm<f32>,
+    w_up: &Hbm<f32>,
+    w_down: &Hbm<f32>,
+    w_gate: &Hbm<f32>,
+    identity: &Hbm<f32>,
+    out: &mut Hbm<f32>,
+) {
+    let op = "swiglu_baseline";
+    let xs = expect_rank(op, "x", x.shape(), 2);
+    let (m, k) = (xs[0], xs[1]);
+    let n = expect_rank(op, "w_up", w_up.shape(), 2)[1];
+    expect_shape(op, "w_up", w_up.shape(), &[k, n]);
+    expect_shape(op, "w_gate", w_gate.shape(), &[k, n]);
+    expect_shape(op, "w_down", w_down.shape(), &[n, k]);
+    expect_shape(op, "identity", identity.shape(), &[P, P]);
+    expect_shape(op, "out", out.shape(), &[m, k]);
+    require(
+        op,
+        m.is_multiple_of(FMAX) && k.is_multiple_of(FMAX) && n.is_multiple_of(BLOCK),
+        || format!("expected M = {m} and K = {k} multiples of {FMAX}, N = {n} of {BLOCK}"),
+    );
+    let (n_blocks, m_blocks, k_tiles, per_block) = (n / BLOCK, m / FMAX, k / P, BLOCK / P);
+    let zero = nl::zeros(&[P, 1], DType::F32, nl::SBUF);
+    let id = nl::load(identity.view());
+    let weights = |w: &Hbm<f32>, i: usize| -> Vec<Tile> {
+        let mut tiles = Vec::with_capacity(k_tiles);
+        for i1 in nl::affine_range(k_tiles) {
+            tiles.push(nl::load(
+                w.slice((i1 * P..(i1 + 1) * P, i * BLOCK..(i + 1) * BLOCK)),
+            ));
+        }
+        tiles
+    };
+    // gate^T per (N block, 128 columns of it, M block): [128, 512].
+    let mut gate: Vec<Option<Tile>> = (0..n_blocks * per_block * m_blocks).map(|_| None).collect();
+    let at = |i: usize, t: usize, j: usize| (i * per_block + t) * m_blocks + j;
+    for i0 in nl::affine_range(n_blocks) {
+        let wg = weights(w_gate, i0);
+        for i2 in nl::affine_range(m_blocks) {
+            let x_t = x_block_transposed(x, i2, &id);
+            for i5 in nl::affine_range(per_block) {
+                let acc = project(&wg, i5 * P, &x_t);
+                gate[at(i0, i5, i2)] = Some(nisa::tensor_copy(&acc, None, nisa::Engine::Vector));
+            }
+        }
+    }
+    let h = nl::ndarray(
+        &[n_blocks * per_block * m_blocks * P, FMAX],
+        DType::F32,
+        nl::private_hbm.name("_spill_163"),
+    );
+    for i7 in nl::affine_range(n_blocks) {
+        let wu = weights(w_up, i7);
+        for i9 in nl::affine_range(m_blocks) {
+            let x_t = x_block_transposed(x, i9, &id);
+            for i12 in nl::affine_range(per_block) {
+                let up = project(&wu, i12 * P, &x_t);
+                let Some(g) = gate[at(i7, i12, i9)].take() else {
+                    continue;
+                };
+                let e = nisa::activation(
+                    nl::ActFn::Exp,
+                    &g,
+                    nisa::ActivationArgs::new().bias(&zero).scale(-1.0),
+                );
+                let d =
+                    nisa::tensor_scalar(&e, nl::AluOp::Add, 1.0f32, nisa::TensorScalarArgs::new());
+                let r = nisa::reciprocal(&d, None);
+                let silu = nisa::tensor_tensor(&g, &r, nl::AluOp::Multiply, None);
+                let prod = nisa::tensor_tensor(&silu, &up, nl::AluOp::Multiply, None);
+                let row = at(i7, i12, i9) * P;
+                nisa::dma_copy(h.slice((row..row + P, ..)), &prod);
+            }
+        }
+    }
+    // w_down, whole: one [128, K] tile per 128 rows.
+    let mut wd = Vec::with_capacity(n / P);
+    for i15 in nl::affine_range(n / P) {
+        wd.push(nl::load(w_down.slice((i15 * P..(i15 + 1) * P, ..))));
+    }
+    for i16 in nl::affine_range(m_blocks) {
+        let mut h_t = Vec::with_capacity(n / P);
+        for t in nl::affine_range(n / P) {
+            let tile = nl::ndarray(&[P, FMAX], DType::F32, nl::SBUF);
+            let row = at(t / per_block, t % per_block, i16) * P;
+            nisa::dma_copy(&tile, h.slice((row..row + P, ..)));
+            h_t.push(tile);
+        }
+        for i19 in nl::affine_range(FMAX / P) {
+            let o = nl::ndarray(&[P, k], DType::F32, nl::SBUF);
+            for i20 in nl::affine_range(k / FMAX) {
+                let acc = nl::ndarray(&[P, FMAX], DType::F32, nl::PSUM);
+                for (t, h_tile) in h_t.iter().enumerate() {
+                    nisa::nc_matmul_acc(
+                        &acc,
+                        h_tile.slice((.., i19 * P..(i19 + 1) * P)),
+                        wd[t].slice((.., i20 * FMAX..(i20 + 1) * FMAX)),
+                    );
+                }
+                nisa::tensor_copy_into(
+                    o.slice((.., i20 * FMAX..(i20 + 1) * FMAX)),
+                    &acc,
+                    nisa::Engine::Vector,
+                );
+            }
+            let r0 = i16 * FMAX + i19 * P;
+            nl::store(out.slice((r0..r0 + P, ..)), &o);
+        }
+    }
+}
+
 /// The NKIBench kernels of calibration.md section 5 ported here, with their trn1 problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Baseline {
@@ -509,6 +667,9 @@ pub enum Baseline {
     Gqa,
     /// [`mamba_baseline`](fn@mamba_baseline) at M = 7168, C = 256, S = 16.
     Mamba,
+    /// [`swiglu_baseline`](fn@swiglu_baseline) at M = 4096, N = 3072, K = 1024 (not in
+    /// [`Baseline::ALL`] yet: its counters are not reproduced).
+    Swiglu,
 }
 
 impl Baseline {
@@ -527,6 +688,7 @@ impl Baseline {
             Baseline::BmmSoftmax => "bmm_softmax_B16_K64_M4096_N4096",
             Baseline::Gqa => "gqa_full_B1_N4096_QH16_KH8_D128",
             Baseline::Mamba => "mamba_M7168_C256_S16",
+            Baseline::Swiglu => "swiglu_M4096_N3072_K1024",
         }
     }
 
@@ -538,6 +700,7 @@ impl Baseline {
             Baseline::BmmSoftmax => [794_361_856, 1_827_405_824, 753_664_000, 756_547_584],
             Baseline::Gqa => [1_194_393_600, 1_132_986_368, 1_099_431_936, 1_127_219_200],
             Baseline::Mamba => [181_682_176, 62_390_272, 55_050_240, 55_050_240],
+            Baseline::Swiglu => [141_623_296, 83_886_080, 67_108_864, 83_886_080],
         }
     }
 
@@ -579,6 +742,14 @@ impl Baseline {
                 with_compiler_stage(CompilerStage::BETA1, || {
                     mamba_baseline::estimate(g(), target, &delta, &u, &a, &b, &cm, &mut out)
                 })
+            }
+            Baseline::Swiglu => {
+                let (m, n, k) = (4096, 3072, 1024);
+                let x = Hbm::shape_only([m, k]);
+                let (up, gate) = (Hbm::shape_only([k, n]), Hbm::shape_only([k, n]));
+                let down = Hbm::shape_only([n, k]);
+                let mut out = Hbm::<f32>::shape_only([m, k]);
+                swiglu_baseline::estimate(g(), target, &x, &up, &down, &gate, &id, &mut out)
             }
         }
     }

@@ -14,7 +14,7 @@ use crate::slots::SlotVec;
 const ACCESS_CAP: usize = 64;
 
 /// No node (end of an access list).
-const NIL: u32 = u32::MAX;
+pub(super) const NIL: u32 = u32::MAX;
 
 /// One remembered access: the region, the record and the next (younger) access of its list.
 struct Node {
@@ -183,15 +183,44 @@ const KEEP: usize = 4;
 
 /// The dependency pass over one core's records, fed one record at a time in program order
 /// (it needs only earlier records, so it can run while the kernel still records: see
-/// [`RecordFeed`](super::feed::RecordFeed)).
+/// [`RecordFeed`](super::feed::RecordFeed)). Besides the dependencies it keeps what placement
+/// walks them by: each record's successors as a list and its number of predecessors.
 pub(crate) struct DepPass {
     table: AccessTable,
     /// Engine of every record fed so far.
     engines: Vec<Engine>,
     /// Global index of the first record.
-    base: u32,
+    pub(super) base: u32,
     /// The dependencies found so far, as (pred, edge) pairs.
     pub(super) edges: Vec<(u32, Edge)>,
+    /// Per dependency: the next (older) one of the same predecessor in `edges` ([`NIL`]: none).
+    pub(super) next: Vec<u32>,
+    /// Per record fed (index from `base`): its newest dependency as a predecessor in `edges`
+    /// ([`NIL`]: it has no successor), the head of its successors' list through `next`.
+    pub(super) succ: Vec<u32>,
+    /// Per record fed (index from `base`): its dependencies as a successor.
+    pub(super) preds: Vec<u32>,
+}
+
+/// Where [`DepPass::add`] appends the dependencies it finds: the pass's `edges`, `next` and
+/// `succ` (see there), for records from global index `base` on.
+struct Links<'a> {
+    edges: &'a mut Vec<(u32, Edge)>,
+    next: &'a mut Vec<u32>,
+    succ: &'a mut [u32],
+    base: u32,
+}
+
+impl Links<'_> {
+    /// Appends dependency `e` on record `pred` (global index) to the edges and to `pred`'s
+    /// successors' list.
+    #[inline]
+    fn link(&mut self, pred: u32, e: Edge) {
+        let head = &mut self.succ[(pred - self.base) as usize];
+        self.next.push(*head);
+        *head = self.edges.len() as u32;
+        self.edges.push((pred, e));
+    }
 }
 
 impl DepPass {
@@ -202,6 +231,9 @@ impl DepPass {
             engines: Vec::new(),
             base,
             edges: Vec::new(),
+            next: Vec::new(),
+            succ: Vec::new(),
+            preds: Vec::new(),
         }
     }
 
@@ -213,6 +245,9 @@ impl DepPass {
         self.table.nodes = SlotVec::default();
         self.engines.clear();
         self.edges.clear();
+        self.next.clear();
+        self.succ.clear();
+        self.preds.clear();
         self.base = base;
     }
 
@@ -221,6 +256,7 @@ impl DepPass {
         use std::mem::size_of;
         self.engines.capacity()
             + self.edges.capacity() * size_of::<(u32, Edge)>()
+            + (self.next.capacity() + self.succ.capacity() + self.preds.capacity()) * 4
             + self.table.slots.capacity() * (size_of::<(BufId, u32)>() + 1)
             + self.table.tile_slots.capacity() * size_of::<u32>()
             + self.table.bufs.capacity() * size_of::<Accesses>()
@@ -230,7 +266,15 @@ impl DepPass {
     pub(crate) fn add(&mut self, engine: Engine, reads: &[Region], writes: &[Region]) {
         let me = self.base + self.engines.len() as u32;
         self.engines.push(engine);
-        let (table, out) = (&mut self.table, &mut self.edges);
+        self.succ.push(NIL);
+        let found = self.edges.len();
+        let table = &mut self.table;
+        let mut out = Links {
+            edges: &mut self.edges,
+            next: &mut self.next,
+            succ: &mut self.succ,
+            base: self.base,
+        };
         let tensor = engine == Engine::Tensor;
         // The slots of the first regions, looked up once for the checks and the updates.
         let mut slots = [[0usize; KEEP]; 2];
@@ -242,14 +286,12 @@ impl DepPass {
             }
             for (w, j) in table.iter(table.bufs[b].writes) {
                 if j != me && w.overlaps(reg) {
-                    out.push((
-                        j,
-                        Edge {
-                            succ: me,
-                            kind: Kind::Raw,
-                            late,
-                        },
-                    ));
+                    let e = Edge {
+                        succ: me,
+                        kind: Kind::Raw,
+                        late,
+                    };
+                    out.link(j, e);
                 }
             }
         }
@@ -264,26 +306,22 @@ impl DepPass {
                 if j != me && w.overlaps(reg) {
                     let earlier = self.engines[(j - self.base) as usize];
                     let kind = order::write_after_write(hbm, engine, earlier);
-                    out.push((
-                        j,
-                        Edge {
-                            succ: me,
-                            kind,
-                            late: tensor,
-                        },
-                    ));
+                    let e = Edge {
+                        succ: me,
+                        kind,
+                        late: tensor,
+                    };
+                    out.link(j, e);
                 }
             }
             for (rd, j) in table.iter(acc.reads) {
                 if j != me && rd.overlaps(reg) {
-                    out.push((
-                        j,
-                        Edge {
-                            succ: me,
-                            kind: Kind::After,
-                            late: tensor,
-                        },
-                    ));
+                    let e = Edge {
+                        succ: me,
+                        kind: Kind::After,
+                        late: tensor,
+                    };
+                    out.link(j, e);
                 }
             }
         }
@@ -312,6 +350,7 @@ impl DepPass {
             table.push_capped(&mut writes, *reg, me);
             table.bufs[b] = Accesses { reads, writes };
         }
+        self.preds.push((self.edges.len() - found) as u32);
     }
 }
 
@@ -401,6 +440,23 @@ mod tests {
         };
         assert!(direct.len() > 1000, "{} edges", direct.len());
         assert_eq!(flat(&pass.edges), flat(&direct));
+        // Each record's successors' list holds exactly its dependencies as a predecessor,
+        // newest first, and its count of predecessors those as a successor.
+        for r in 0..recs.len() {
+            let mut walked = Vec::new();
+            let mut x = pass.succ[r];
+            while x != NIL {
+                walked.push(x as usize);
+                x = pass.next[x as usize];
+            }
+            let mut want: Vec<usize> = (0..direct.len())
+                .filter(|&k| direct[k].0 == r as u32)
+                .collect();
+            want.reverse();
+            assert_eq!(walked, want, "successors of record {r}");
+            let preds = direct.iter().filter(|(_, e)| e.succ == r as u32).count();
+            assert_eq!(pass.preds[r] as usize, preds, "predecessors of record {r}");
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! Engines in one state given equal shares of a DMA are placed once, as one run ([`Piece`]).
 
 use super::cost;
+use super::deps::{DepPass, NIL};
 use super::dma;
 use super::order::{self, Edge, Timeline, WINDOW};
 use super::prepare::{Costs, PlanScratch, Prepared};
@@ -211,34 +212,17 @@ pub(crate) fn schedule<'a>(
         });
     }
     let n = recs.len();
-    // Successor lists (CSR), in the scratch vectors of an earlier launch.
+    // Each record's dependencies still to place: as the dependency passes counted them, plus
+    // those between cores; the latter listed by predecessor (the former are per core).
     let mut scr = std::mem::take(&mut prep.scratch);
-    let nedges = prep.cores.iter().map(|f| f.deps.edges.len()).sum::<usize>() + cross.len();
-    scr.reset(n, nedges);
-    let SimScratch {
-        pending,
-        first,
-        fill,
-        edges,
-        ..
-    } = &mut scr;
-    let deps = || {
-        prep.cores
-            .iter()
-            .flat_map(|f| &f.deps.edges)
-            .chain(cross.iter())
-    };
-    for (p, e) in deps() {
-        first[*p as usize + 1] += 1;
-        pending[e.succ as usize] += 1;
+    scr.reset(n);
+    for f in &prep.cores {
+        scr.pending.extend_from_slice(&f.deps.preds);
     }
-    for i in 0..n {
-        first[i + 1] += first[i];
-    }
-    fill.extend_from_slice(first);
-    for &(p, e) in deps() {
-        edges[fill[p as usize] as usize] = e;
-        fill[p as usize] += 1;
+    scr.cross.extend_from_slice(cross);
+    scr.cross.sort_by_key(|&(p, _)| p);
+    for (_, e) in cross {
+        scr.pending[e.succ as usize] += 1;
     }
     let stacks = streams.iter().map(|s| s.nc / per_stack).max().unwrap_or(0) + 1;
     let mut sim = Sim {
@@ -261,6 +245,7 @@ pub(crate) fn schedule<'a>(
         },
         engine: &prep.engine,
         costs: &prep.costs,
+        deps: prep.cores.iter().map(|f| &f.deps).collect(),
         s: scr,
         instance: &prep.instance,
         cores,
@@ -274,7 +259,7 @@ pub(crate) fn schedule<'a>(
     };
     for i in 0..n {
         if sim.s.pending[i] == 0 {
-            sim.work.push(Key::new(0.0, i as u32));
+            sim.ready(i as u32);
         }
     }
     loop {
@@ -305,6 +290,8 @@ struct Sim<'s, 'a> {
     engine: &'s [Engine],
     /// The records' engine costs, prepared from the records alone.
     costs: &'s Costs,
+    /// Per core: its dependencies, with each record's successors.
+    deps: Vec<&'s DepPass>,
     /// The per-record placement vectors (dependencies, ready times, states), kept from
     /// launch to launch.
     s: SimScratch,
@@ -325,15 +312,25 @@ struct Sim<'s, 'a> {
 }
 
 impl Sim<'_, '_> {
-    /// All of `i`'s dependencies are placed.
+    /// All of `i`'s dependencies are placed: a DMA joins the DMA queue (when it is queued), any
+    /// other record the work queue (when its dependencies let it start).
+    #[inline]
+    fn ready(&mut self, i: u32) {
+        let iu = i as usize;
+        let ready = self.s.ready[iu].max(self.s.ready_late[iu]);
+        if self.engine[iu] == Engine::Dma {
+            self.dmas
+                .push(Key::new(dma::queued_at(self.spec, ready), i));
+        } else {
+            self.work.push(Key::new(ready, i));
+        }
+    }
+
+    /// Compute record `i`, whose dependencies are all placed, is taken from the work queue:
+    /// it is placed with every record of its engine it let through.
     fn release(&mut self, i: u32) {
         let engine = self.engine[i as usize];
-        if engine == Engine::Dma {
-            let ready = self.s.ready[i as usize].max(self.s.ready_late[i as usize]);
-            let t = dma::queued_at(self.spec, ready);
-            self.dmas.push(Key::new(t, i));
-            return;
-        }
+        debug_assert!(engine != Engine::Dma, "DMAs wait in their own queue");
         self.s.released[i as usize] = true;
         let c = self.out.core[i as usize] as usize;
         let slot = engine.index();
@@ -538,25 +535,43 @@ impl Sim<'_, '_> {
         let iu = i as usize;
         self.placed += 1;
         self.s.done[iu] = true;
-        let (a, b) = (self.s.first[iu] as usize, self.s.first[iu + 1] as usize);
         let pe = self.engine[iu];
         let (start, end) = (self.out.start[iu], self.out.end[iu]);
-        for e in &self.s.edges[a..b] {
-            let s = e.succ as usize;
-            let c = order::ready_after(e.kind, pe, self.engine[s], start, end, &self.lat);
-            if c >= self.s.ready[s].max(self.s.ready_late[s]) {
-                self.s.ready_pred[s] = i;
+        let deps: &DepPass = self.deps[self.out.core[iu] as usize];
+        let mut x = deps.succ[iu - deps.base as usize];
+        while x != NIL {
+            self.follow(i, deps.edges[x as usize].1, pe, start, end);
+            x = deps.next[x as usize];
+        }
+        if !self.s.cross.is_empty() {
+            let from = self.s.cross.partition_point(|&(p, _)| p < i);
+            for k in from..self.s.cross.len() {
+                let (p, e) = self.s.cross[k];
+                if p != i {
+                    break;
+                }
+                self.follow(i, e, pe, start, end);
             }
-            if e.late {
-                self.s.ready_late[s] = self.s.ready_late[s].max(c);
-            } else {
-                self.s.ready[s] = self.s.ready[s].max(c);
-            }
-            self.s.pending[s] -= 1;
-            if self.s.pending[s] == 0 {
-                let ready = self.s.ready[s].max(self.s.ready_late[s]);
-                self.work.push(Key::new(ready, e.succ));
-            }
+        }
+    }
+
+    /// Dependency `e` of placed record `i` (on `pe`, from `start` to `end`): its successor's
+    /// ready time, and the successor is ready when it was the last dependency.
+    #[inline]
+    fn follow(&mut self, i: u32, e: Edge, pe: Engine, start: f64, end: f64) {
+        let s = e.succ as usize;
+        let c = order::ready_after(e.kind, pe, self.engine[s], start, end, &self.lat);
+        if c >= self.s.ready[s].max(self.s.ready_late[s]) {
+            self.s.ready_pred[s] = i;
+        }
+        if e.late {
+            self.s.ready_late[s] = self.s.ready_late[s].max(c);
+        } else {
+            self.s.ready[s] = self.s.ready[s].max(c);
+        }
+        self.s.pending[s] -= 1;
+        if self.s.pending[s] == 0 {
+            self.ready(e.succ);
         }
     }
 }

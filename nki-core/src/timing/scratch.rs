@@ -1,7 +1,7 @@
 //! The per-record vectors placement needs only while it places (speed machinery): kept from
 //! launch to launch in [`Prepared`](super::prepare::Prepared) so placing touches no fresh pages.
 
-use super::order::{Edge, Kind};
+use super::order::Edge;
 
 /// The per-record vectors a schedule needs only while placing, kept from launch to launch (see
 /// [`Prepared`](super::prepare::Prepared)) so placing touches no fresh pages.
@@ -9,12 +9,9 @@ use super::order::{Edge, Kind};
 pub(super) struct SimScratch {
     /// Per record: dependencies not yet placed.
     pub pending: Vec<u32>,
-    /// Per record: where its successors start in `edges` (CSR offsets, one more than records).
-    pub first: Vec<u32>,
-    /// Per record: the next free successor slot while `edges` is filled.
-    pub fill: Vec<u32>,
-    /// The successor lists of every record, record after record.
-    pub edges: Vec<Edge>,
+    /// The dependencies between cores as (pred, edge) pairs, by predecessor (the per-core ones
+    /// are listed by the dependency pass, see [`DepPass`](super::deps::DepPass)).
+    pub cross: Vec<(u32, Edge)>,
     /// Per record: when its dependencies let it (its LoadStationary, on TensorE) start.
     pub ready: Vec<f64>,
     /// Per record: when its dependencies let a TensorE MultiplyMoving start.
@@ -28,21 +25,15 @@ pub(super) struct SimScratch {
 }
 
 impl SimScratch {
-    /// Every vector at its initial values for `n` records with `nedges` dependencies.
-    pub fn reset(&mut self, n: usize, nedges: usize) {
+    /// Every per-record vector at its initial values for `n` records (`pending` and `cross`
+    /// are filled by the caller).
+    pub fn reset(&mut self, n: usize) {
         fn fill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
             v.clear();
             v.resize(n, x);
         }
-        fill(&mut self.pending, n, 0);
-        fill(&mut self.first, n + 1, 0);
-        self.fill.clear();
-        let edge = Edge {
-            succ: 0,
-            kind: Kind::After,
-            late: false,
-        };
-        fill(&mut self.edges, nedges, edge);
+        self.pending.clear();
+        self.cross.clear();
         fill(&mut self.ready, n, 0.0);
         fill(&mut self.ready_late, n, 0.0);
         fill(&mut self.released, n, false);
@@ -52,12 +43,9 @@ impl SimScratch {
 
     /// Bytes held.
     pub(super) fn capacity_bytes(&self) -> usize {
-        let words = self.pending.capacity()
-            + self.first.capacity()
-            + self.fill.capacity()
-            + self.ready_pred.capacity();
+        let words = self.pending.capacity() + self.ready_pred.capacity();
         4 * words
-            + std::mem::size_of::<Edge>() * self.edges.capacity()
+            + std::mem::size_of::<(u32, Edge)>() * self.cross.capacity()
             + 8 * (self.ready.capacity() + self.ready_late.capacity())
             + self.released.capacity()
             + self.done.capacity()
