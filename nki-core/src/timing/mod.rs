@@ -244,7 +244,12 @@ pub(crate) fn model_synced(
     let ((), ((bounds, path), dma_active)) = side_by_side(
         apart,
         "nki-critical",
-        || (critical::bounds(&sch, &prep.engine, active, overhead), dma_active()),
+        || {
+            (
+                critical::bounds(&sch, &prep.engine, active, overhead),
+                dma_active(),
+            )
+        },
         || {
             for i in 0..n {
                 let c = sch.core[i] as usize;
