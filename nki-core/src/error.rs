@@ -186,6 +186,22 @@ impl std::error::Error for NkiError {}
 /// Result alias used across nki-core.
 pub type Result<T, E = NkiError> = std::result::Result<T, E>;
 
+/// `Ok(())` when `ok`, else the `kind` error of `op` whose message `message` builds (only on
+/// failure).
+#[inline]
+pub(crate) fn ensure(
+    ok: bool,
+    kind: ErrorKind,
+    op: &'static str,
+    message: impl FnOnce() -> String,
+) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(NkiError::new(kind, op, message()))
+    }
+}
+
 impl From<std::io::Error> for NkiError {
     fn from(e: std::io::Error) -> Self {
         NkiError::new(ErrorKind::Io, "io", e.to_string())

@@ -566,20 +566,38 @@ crate::view::select_tensors! {
     ['i] &TensorRef<'i>;
     ['i] TensorRef<'i>;
 }
-crate::view::vector_select!(
-    Tensor,
-    |t, d, i| tensor_rows(&t.view(), d, i),
-    "Per-partition rows chosen at run time (NKI 0.7 `tensor.vector_select(0, \
-     vector_offset)`); see [`TensorRef::vector_select`]."
-);
-crate::view::vector_select!(
-    TensorRef<'_>,
-    |t, d, i| tensor_rows(t, d, i),
-    "Per-partition rows chosen at run time (NKI 0.7 `tensor.vector_select(0, \
-     vector_offset)`); see [`HbmView::vector_select`]. As in 0.7, HBM tensors only (an \
-     on-chip tensor is a [`ErrorKind::WrongMemory`] error); a kernel-allocated HBM tensor is \
-     also a scatter destination."
-);
+crate::view::indirect_methods! {
+    impl Tensor {
+        #[doc = "Per-partition rows chosen at run time (NKI 0.7 `tensor.vector_select(0, \
+                 vector_offset)`); see [`TensorRef::vector_select`]."]
+        fn vector_select(dim: usize) |t, i| tensor_rows(&t.view(), dim, i.into());
+    }
+}
+crate::view::indirect_methods! {
+    impl TensorRef<'_> {
+        #[doc = "Per-partition rows chosen at run time (NKI 0.7 `tensor.vector_select(0, \
+                 vector_offset)`); see [`HbmView::vector_select`]. As in 0.7, HBM tensors only \
+                 (an on-chip tensor is a [`ErrorKind::WrongMemory`] error); a kernel-allocated \
+                 HBM tensor is also a scatter destination."]
+        fn vector_select(dim: usize) |t, i| tensor_rows(t, dim, i.into());
+        /// An access pattern whose rows are chosen at run time (NKI 0.7 `tensor.ap(pattern,
+        /// offset, vector_offset=index, indirect_dim=0)`), for DMA gathers and scatters: see
+        /// [`HbmView::ap_indirect`]. Only HBM tensors take a `vector_offset` (an on-chip tensor
+        /// is a [`ErrorKind::WrongMemory`] error); a kernel-allocated HBM tensor is also a
+        /// scatter destination.
+        fn ap_indirect(pattern: &[[usize; 2]], offset: usize) |t, i| match t {
+            TensorRef::Hbm(v) => crate::isa::IndirectAp::new(v, pattern, offset, i.into(), true),
+            TensorRef::Chip(c) => Err(NkiError::new(
+                ErrorKind::WrongMemory,
+                "ap",
+                format!(
+                    "a vector_offset indexes HBM tensors only (DMA gather/scatter), not {}",
+                    c.describe()
+                ),
+            )),
+        };
+    }
+}
 
 /// `t.vector_select(dim, index)`: rows of an HBM tensor (writable: the kernel allocated it).
 fn tensor_rows<'b>(
@@ -716,38 +734,6 @@ impl<'a> TensorRef<'a> {
             TensorRef::Chip(t) => TensorRef::Chip(t.view_as(dtype)),
             TensorRef::Hbm(v) if v.dtype() == dtype => TensorRef::Hbm(v.clone()),
             TensorRef::Hbm(v) => hbm_reinterpret(v, "view", dtype, SourceLoc::caller()),
-        }
-    }
-
-    /// An access pattern whose rows are chosen at run time (NKI 0.7 `tensor.ap(pattern,
-    /// offset, vector_offset=index, indirect_dim=0)`), for DMA gathers and scatters: see
-    /// [`HbmView::ap_indirect`]. Only HBM tensors take a `vector_offset` (an on-chip tensor is
-    /// a [`ErrorKind::WrongMemory`] error); a kernel-allocated HBM tensor is also a scatter
-    /// destination.
-    #[track_caller]
-    pub fn ap_indirect<'b>(
-        &self,
-        pattern: &[[usize; 2]],
-        offset: usize,
-        vector_offset: impl Into<TileRef<'b>>,
-    ) -> crate::isa::IndirectAp<'b> {
-        let loc = SourceLoc::caller();
-        match self {
-            TensorRef::Hbm(v) => {
-                let r = crate::isa::IndirectAp::new(v, pattern, offset, vector_offset.into(), true);
-                r.unwrap_or_else(|e| raise(e, loc))
-            }
-            TensorRef::Chip(t) => raise(
-                NkiError::new(
-                    ErrorKind::WrongMemory,
-                    "ap",
-                    format!(
-                        "a vector_offset indexes HBM tensors only (DMA gather/scatter), not {}",
-                        t.describe()
-                    ),
-                ),
-                loc,
-            ),
         }
     }
 

@@ -25,7 +25,7 @@
 
 use crate::context::raise;
 use crate::dtype::{DType, Element};
-use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::error::{ensure, ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::HbmSource;
 use crate::lang::tile_size::{GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_FMAX};
 use crate::lang::{self, Operand};
@@ -49,40 +49,28 @@ fn check_typed(
     f: usize,
     ty: &str,
 ) -> Result<()> {
-    if tile.mem() != mem {
-        return Err(NkiError::new(
-            ErrorKind::WrongMemory,
-            op,
-            format!(
-                "{} cannot become a {ty}: it lives in {}, not {}",
-                tile.describe(),
-                tile.mem().name(),
-                mem.name()
-            ),
-        ));
-    }
-    if tile.dtype() != dtype {
-        return Err(NkiError::new(
-            ErrorKind::DType,
-            op,
-            format!(
-                "{} cannot become a {ty}: its dtype is {}, not {dtype}",
-                tile.describe(),
-                tile.dtype()
-            ),
-        ));
-    }
-    if tile.shape() != [p, f] {
-        return Err(NkiError::new(
-            ErrorKind::ShapeMismatch,
-            op,
-            format!(
-                "{} cannot become a {ty}: its shape {:?} is not [{p}, {f}]",
-                tile.describe(),
-                tile.shape()
-            ),
-        ));
-    }
+    ensure(tile.mem() == mem, ErrorKind::WrongMemory, op, || {
+        format!(
+            "{} cannot become a {ty}: it lives in {}, not {}",
+            tile.describe(),
+            tile.mem().name(),
+            mem.name()
+        )
+    })?;
+    ensure(tile.dtype() == dtype, ErrorKind::DType, op, || {
+        format!(
+            "{} cannot become a {ty}: its dtype is {}, not {dtype}",
+            tile.describe(),
+            tile.dtype()
+        )
+    })?;
+    ensure(tile.shape() == [p, f], ErrorKind::ShapeMismatch, op, || {
+        format!(
+            "{} cannot become a {ty}: its shape {:?} is not [{p}, {f}]",
+            tile.describe(),
+            tile.shape()
+        )
+    })?;
     Ok(())
 }
 

@@ -635,29 +635,20 @@ impl HbmView {
     }
 }
 
-impl HbmView {
-    /// An access pattern whose rows are chosen at run time (NKI 0.7 `tensor.ap(pattern,
-    /// offset, vector_offset=index, indirect_dim=0)`): element `(p, i1, ..)` is element
-    /// `offset + index[p] * row_step + i1 * step1 + ..` of the tensor's storage, `row_step`
-    /// being the product of the tensor's dimensions after the first (the pattern's leading
-    /// step is ignored). `index` is a `[P, 1]` int32/uint32 SBUF tile, `P` the pattern's
-    /// first count. The result is a [`dma_copy`](crate::isa::dma_copy) source (a gather; a
-    /// scatter needs a writable view) or a [`dma_compute`](crate::isa::dma_compute) operand;
-    /// out-of-range indices follow the DMA's `oob_mode`. A pattern reaching outside the
-    /// tensor for index 0, or an index tile of the wrong shape, dtype or memory, is an error
-    /// naming the tensor.
-    #[track_caller]
-    pub fn ap_indirect<'a>(
-        &self,
-        pattern: &[[usize; 2]],
-        offset: usize,
-        vector_offset: impl Into<TileRef<'a>>,
-    ) -> crate::isa::IndirectAp<'a> {
-        let loc = SourceLoc::caller();
-        or_raise(
-            crate::isa::IndirectAp::new(self, pattern, offset, vector_offset.into(), false),
-            loc,
-        )
+indirect_methods! {
+    impl HbmView {
+        /// An access pattern whose rows are chosen at run time (NKI 0.7 `tensor.ap(pattern,
+        /// offset, vector_offset=index, indirect_dim=0)`): element `(p, i1, ..)` is element
+        /// `offset + index[p] * row_step + i1 * step1 + ..` of the tensor's storage, `row_step`
+        /// being the product of the tensor's dimensions after the first (the pattern's leading
+        /// step is ignored). `index` is a `[P, 1]` int32/uint32 SBUF tile, `P` the pattern's
+        /// first count. The result is a [`dma_copy`](crate::isa::dma_copy) source (a gather; a
+        /// scatter needs a writable view) or a [`dma_compute`](crate::isa::dma_compute) operand;
+        /// out-of-range indices follow the DMA's `oob_mode`. A pattern reaching outside the
+        /// tensor for index 0, or an index tile of the wrong shape, dtype or memory, is an error
+        /// naming the tensor.
+        fn ap_indirect(pattern: &[[usize; 2]], offset: usize) |v, i|
+            crate::isa::IndirectAp::new(v, pattern, offset, i.into(), false);
     }
 }
 
@@ -800,62 +791,60 @@ impl HbmView {
     }
 }
 
-/// `vector_select` of type `$ty`: `$body` makes the indirect view from `self`, the
-/// dimension and the index tile (bound to `$s`, `$d`, `$i`), its error raised at the caller.
-macro_rules! vector_select {
-    ($ty:ty, |$s:ident, $d:ident, $i:ident| $body:expr, $doc:literal) => {
-        impl $ty {
-            #[doc = $doc]
+/// The indirect-view methods of a type (`vector_select`, `ap_indirect`), each declared as
+/// `fn name(args) |s, i| body`: `body` makes the indirect view from `self` (bound to `s`), the
+/// method's own arguments and its `vector_offset` operand (bound to `i`, unconverted: the body
+/// converts it, after any check of `self` that must fail first); its error is raised at the
+/// caller's line.
+macro_rules! indirect_methods {
+    (impl $ty:ty { $(
+        $(#[$m:meta])*
+        fn $name:ident($($arg:ident: $aty:ty),*) |$s:ident, $i:ident| $body:expr;
+    )* }) => {
+        impl $ty { $(
+            $(#[$m])*
             #[track_caller]
-            pub fn vector_select<'a>(
+            pub fn $name<'a>(
                 &self,
-                dim: usize,
+                $($arg: $aty,)*
                 vector_offset: impl Into<$crate::tile::TileRef<'a>>,
             ) -> $crate::isa::IndirectAp<'a> {
                 let loc = $crate::error::SourceLoc::caller();
-                let ($s, $d, $i) = (self, dim, vector_offset.into());
+                let ($s, $i) = (self, vector_offset);
                 $body.unwrap_or_else(|e| $crate::context::raise(e, loc))
             }
-        }
+        )* }
     };
 }
-pub(crate) use vector_select;
+pub(crate) use indirect_methods;
 
-vector_select!(
-    HbmView,
-    |v, d, i| crate::isa::IndirectAp::select_rows(v, d, i, false),
-    "Per-partition rows chosen at run time (NKI 0.7 `tensor.vector_select(0, vector_offset)`): \
-     element `(p, i1, ..)` is element `(index[p], i1, ..)` of this view, `index` being a \
-     `[P, 1]` int32/uint32 SBUF tile; the result has shape `[P, ..]` (the view's other \
-     dimensions). As in 0.7, `dim` must be 0 and the view in HBM; the result is indirect (a \
-     [`dma_copy`](crate::isa::dma_copy) gather source, or a \
-     [`dma_compute`](crate::isa::dma_compute) operand) and takes no further views. An index \
-     outside `0..shape[0]` follows the DMA's `oob_mode` (see [`HbmView::ap_indirect`]). A \
-     view of a kernel input is read-only: scatter through the same method of a writable view \
-     or a kernel-allocated tensor."
-);
-vector_select!(
-    HbmViewMut,
-    |v, d, i| crate::isa::IndirectAp::select_rows(&v.0, d, i, true),
-    "[`HbmView::vector_select`] of a writable view: also a scatter destination."
-);
+indirect_methods! {
+    impl HbmView {
+        #[doc = "Per-partition rows chosen at run time (NKI 0.7 `tensor.vector_select(0, vector_offset)`): \
+         element `(p, i1, ..)` is element `(index[p], i1, ..)` of this view, `index` being a \
+         `[P, 1]` int32/uint32 SBUF tile; the result has shape `[P, ..]` (the view's other \
+         dimensions). As in 0.7, `dim` must be 0 and the view in HBM; the result is indirect (a \
+         [`dma_copy`](crate::isa::dma_copy) gather source, or a \
+         [`dma_compute`](crate::isa::dma_compute) operand) and takes no further views. An index \
+         outside `0..shape[0]` follows the DMA's `oob_mode` (see [`HbmView::ap_indirect`]). A \
+         view of a kernel input is read-only: scatter through the same method of a writable view \
+         or a kernel-allocated tensor."]
+        fn vector_select(dim: usize) |v, i|
+            crate::isa::IndirectAp::select_rows(v, dim, i.into(), false);
+    }
+}
+indirect_methods! {
+    impl HbmViewMut {
+        #[doc = "[`HbmView::vector_select`] of a writable view: also a scatter destination."]
+        fn vector_select(dim: usize) |v, i|
+            crate::isa::IndirectAp::select_rows(&v.0, dim, i.into(), true);
+        /// [`HbmView::ap_indirect`] of a writable view: also a scatter destination.
+        fn ap_indirect(pattern: &[[usize; 2]], offset: usize) |v, i|
+            crate::isa::IndirectAp::new(&v.0, pattern, offset, i.into(), true);
+    }
+}
 
 impl HbmViewMut {
-    /// [`HbmView::ap_indirect`] of a writable view: also a scatter destination.
-    #[track_caller]
-    pub fn ap_indirect<'a>(
-        &self,
-        pattern: &[[usize; 2]],
-        offset: usize,
-        vector_offset: impl Into<TileRef<'a>>,
-    ) -> crate::isa::IndirectAp<'a> {
-        let loc = SourceLoc::caller();
-        or_raise(
-            crate::isa::IndirectAp::new(&self.0, pattern, offset, vector_offset.into(), true),
-            loc,
-        )
-    }
-
     /// [`HbmView::reshape_dim`] of a writable view.
     #[track_caller]
     pub fn reshape_dim(&self, dim: usize, shape: &[isize]) -> HbmViewMut {

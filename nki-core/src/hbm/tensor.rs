@@ -6,7 +6,7 @@ use super::storage::{no_data, try_zeros, HbmStorage, PENDING_OUTPUTS};
 use super::view::{HbmDest, HbmSource, HbmView, HbmViewMut};
 use crate::access::{IntoIndex, Shape};
 use crate::dtype::{DType, Element};
-use crate::error::{ErrorKind, NkiError, Result};
+use crate::error::{ensure, ErrorKind, Result};
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -261,15 +261,11 @@ pub(crate) fn shape_holding(
     verb: &str,
 ) -> Result<Shape> {
     let s = Shape::new(shape)?;
-    if s.numel() != n {
-        return Err(NkiError::new(
-            ErrorKind::ShapeMismatch,
-            op,
-            format!(
-                "shape {s} holds {} elements but {n} values were {verb}",
-                s.numel()
-            ),
-        ));
-    }
+    ensure(s.numel() == n, ErrorKind::ShapeMismatch, op, || {
+        format!(
+            "shape {s} holds {} elements but {n} values were {verb}",
+            s.numel()
+        )
+    })?;
     Ok(s)
 }

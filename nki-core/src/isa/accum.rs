@@ -289,17 +289,18 @@ impl<'a> Accum<'a> {
         } = rule;
         let cmd = args.reduce_cmd.unwrap_or(default);
         let api = short(ins.api);
-        if !cmds.contains(&cmd) {
-            let names: Vec<&str> = cmds.iter().map(|c| c.name()).collect();
-            ins.fail(
-                ErrorKind::InvalidArgument,
+        ins.one_of(
+            ErrorKind::InvalidArgument,
+            &cmd,
+            cmds,
+            |c| c.name(),
+            |list| {
                 format!(
-                    "reduce_cmd={} is not supported by '{api}'; supported: {}",
-                    cmd.name(),
-                    names.join(", ")
-                ),
-            );
-        }
+                    "reduce_cmd={} is not supported by '{api}'; supported: {list}",
+                    cmd.name()
+                )
+            },
+        );
         let unexpected = [
             (args.reduce_res_negate, Extra::Negate, "reduce_res_negate"),
             (args.reverse_pred, Extra::ReversePred, "reverse_pred"),

@@ -9,7 +9,7 @@ use crate::access::Shape;
 use crate::builder::tile_operand;
 use crate::context::Op;
 use crate::dtype::DType;
-use crate::error::{ErrorKind, NkiError, Result};
+use crate::error::{ensure, ErrorKind, NkiError, Result};
 use crate::hbm::view::HbmView;
 use crate::math::AluOp;
 use crate::record::{DmaDims, Engine, Instr, MatmulDims, MemKind, Opcode, Regions};
@@ -302,28 +302,25 @@ pub(crate) fn per_partition_shape(
     t: &TileRef,
     p: usize,
 ) -> Result<()> {
-    if t.partitions() != p {
-        return Err(NkiError::new(
-            ErrorKind::PartitionMismatch,
-            api,
+    ensure(
+        t.partitions() == p,
+        ErrorKind::PartitionMismatch,
+        api,
+        || {
             format!(
-                "number of partitions (dimension 0 size of a tile) mismatch in parameters (data[{p}, ...], {what}{:?}) of '{}'",
-                t.shape(),
-                short(api)
-            ),
-        ));
-    }
-    if t.free_size() != 1 {
-        return Err(NkiError::new(
-            ErrorKind::ShapeMismatch,
-            api,
-            format!(
-                "'{what}' of '{}' must be a scalar or a vector of shape [{p}, 1] (one element per partition), got {}",
-                short(api),
-                t.describe()
-            ),
-        ));
-    }
+            "number of partitions (dimension 0 size of a tile) mismatch in parameters (data[{p}, ...], {what}{:?}) of '{}'",
+            t.shape(),
+            short(api)
+        )
+        },
+    )?;
+    ensure(t.free_size() == 1, ErrorKind::ShapeMismatch, api, || {
+        format!(
+            "'{what}' of '{}' must be a scalar or a vector of shape [{p}, 1] (one element per partition), got {}",
+            short(api),
+            t.describe()
+        )
+    })?;
     Ok(())
 }
 
@@ -574,17 +571,35 @@ impl Op {
 
     /// `engine` must be one of `allowed` for this instruction.
     pub(crate) fn engine_in(&self, engine: Engine, allowed: &[Engine]) {
-        if !allowed.contains(&engine) {
-            let names: Vec<&str> = allowed.iter().map(|e| e.name()).collect();
-            self.fail(
-                ErrorKind::InvalidArgument,
+        self.one_of(
+            ErrorKind::InvalidArgument,
+            &engine,
+            allowed,
+            |e| e.name(),
+            |list| {
                 format!(
-                    "'{}' cannot run on {}; supported engines: {}",
+                    "'{}' cannot run on {}; supported engines: {list}",
                     short(self.api),
-                    engine.name(),
-                    names.join(", ")
-                ),
-            );
+                    engine.name()
+                )
+            },
+        );
+    }
+
+    /// Fails with a `kind` error unless `x` is one of `allowed`; `message` gets the list of
+    /// the allowed values' names (`name`), joined by ", ".
+    #[inline]
+    pub(crate) fn one_of<T: PartialEq, N: std::fmt::Display>(
+        &self,
+        kind: ErrorKind,
+        x: &T,
+        allowed: &[T],
+        name: impl Fn(&T) -> N,
+        message: impl FnOnce(String) -> String,
+    ) {
+        if !allowed.contains(x) {
+            let names: Vec<String> = allowed.iter().map(|a| name(a).to_string()).collect();
+            self.fail(kind, message(names.join(", ")));
         }
     }
 

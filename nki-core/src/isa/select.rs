@@ -75,18 +75,19 @@ fn like_dst(ins: &Op, what: &str, t: &TileRef, dst: &TileRef) {
 
 /// The predicate's dtype must be one of `allowed` integer dtypes.
 fn predicate_dtype(ins: &Op, pred: &TileRef, allowed: &[DType]) {
-    if !allowed.contains(&pred.dtype()) {
-        let names: Vec<String> = allowed.iter().map(|d| d.to_string()).collect();
-        ins.fail(
-            ErrorKind::DType,
+    ins.one_of(
+        ErrorKind::DType,
+        &pred.dtype(),
+        allowed,
+        |d| *d,
+        |list| {
             format!(
-                "predicate {} of '{}' must be one of {}",
+                "predicate {} of '{}' must be one of {list}",
                 pred.describe(),
-                short(ins.api),
-                names.join(", ")
-            ),
-        );
-    }
+                short(ins.api)
+            )
+        },
+    );
 }
 
 instruction! {

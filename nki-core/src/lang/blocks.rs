@@ -9,6 +9,7 @@
 //! Capacity is what NKI charges: `nb` times the block's bytes per partition, all live as long
 //! as the block tile.
 
+use super::check::require;
 use crate::context::raise;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
@@ -24,16 +25,9 @@ pub struct BlockTile {
 /// (NKI `nl.ndarray((blocks, nl.par_dim(dims[0]), *dims[1:]), dtype, buffer=mem)`).
 #[track_caller]
 pub fn ndarray_blocks(blocks: usize, dims: &[usize], dtype: DType, mem: MemKind) -> BlockTile {
-    if blocks == 0 {
-        raise(
-            NkiError::new(
-                ErrorKind::InvalidArgument,
-                "nl.ndarray",
-                format!("a block tile needs at least one block, got 0 blocks of {dims:?}"),
-            ),
-            SourceLoc::caller(),
-        );
-    }
+    require(blocks != 0, "nl.ndarray", || {
+        format!("a block tile needs at least one block, got 0 blocks of {dims:?}")
+    });
     // A loop, not a closure: a closure would hide the caller's line from `ndarray`'s errors.
     let mut tiles = Vec::with_capacity(blocks);
     for _ in 0..blocks {

@@ -1,6 +1,7 @@
 //! Program ids and loop iterators: `program_id`, `num_programs`, `program_ndim`,
 //! `affine_range`, `sequential_range`, `static_range`.
 
+use super::check::require;
 use crate::context::{self, raise, try_with_ctx, with_ctx};
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 
@@ -84,16 +85,9 @@ pub fn affine_range(n: usize) -> AffineRange {
 /// error at the caller's line (the loop would never end).
 #[track_caller]
 pub fn affine_range_step(start: usize, stop: usize, step: usize) -> AffineRange {
-    if step == 0 {
-        raise(
-            NkiError::new(
-                ErrorKind::InvalidArgument,
-                "affine_range",
-                format!("affine_range({start}, {stop}, 0): the step of a loop cannot be 0"),
-            ),
-            SourceLoc::caller(),
-        );
-    }
+    require(step != 0, "affine_range", || {
+        format!("affine_range({start}, {stop}, 0): the step of a loop cannot be 0")
+    });
     AffineRange {
         next: start,
         stop,
