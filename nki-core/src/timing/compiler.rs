@@ -57,6 +57,13 @@
 //!   (83.9 MB) is its 16.8 MB output plus the spill save counter (67.1 MB) exactly, which
 //!   holds the product's 50.3 MB.
 //!
+//! - **Loop fusion** (`timing::compiler_fuse`, runs first) and **chains of transposes**:
+//!   a TensorE transpose's result has a value in the `hoist_compute` walk, copies and
+//!   transposes (no immediates) are valued without their source line, the transposes and
+//!   loads only removed copies read go with them, and a loop keeps its hoisted values only
+//!   when they fit in SBUF (NKIBench matmul's lhs 12 x in its HBM read counter: its 640 KiB
+//!   per partition of lhs^T was not hoisted; swiglu's 128 KiB x^T was, one load of x).
+//!
 //! Limits: renamed copies are not seen by the capacity resolution (`timing::spill`), so
 //! multi-buffering never causes spill here; an instance with device loops or an LNC=2 pair
 //! is left as written (their record indices are referenced elsewhere); HBM regions are
@@ -85,8 +92,10 @@ pub struct CompilerStage {
     pub hoist: bool,
     /// Run a loop-invariant computation of an `affine_range` loop (an element-wise, reduce,
     /// scan or copy instruction whose inputs hold the same values in every iteration) once,
-    /// keeping its result for the later iterations, and drop the loads that only fed its
-    /// removed copies.
+    /// keeping its result for the later iterations, and drop the loads and TensorE
+    /// transposes that only fed its removed copies. Only for a loop whose kept results fit
+    /// in SBUF; with `dedup`, also a copy repeating one outside a common loop while the first
+    /// result is still in use (see docs/timing-model.md, "The compiler stage").
     pub hoist_compute: bool,
     /// Give a tile rewritten by every iteration of an `affine_range` loop one buffer per
     /// iteration.
@@ -850,7 +859,7 @@ fn to_preheaders(
             order.push(i);
         }
     }
-    let new_pos = permute(records, &order);
+    let new_pos = crate::timing::compiler_fuse::permute(records, &order);
     for i in removed.iter_mut() {
         *i = new_pos[*i];
     }
@@ -860,21 +869,6 @@ fn to_preheaders(
             *m = new_pos[*m];
         }
     }
-}
-
-/// Puts `records` in the order `order` (a permutation of their indices: the new record `k`
-/// is the old record `order[k]`) and returns each old record's new index.
-pub(crate) fn permute(records: &mut Vec<Instr>, order: &[usize]) -> Vec<usize> {
-    let mut new_pos = vec![0; records.len()];
-    for (k, &i) in order.iter().enumerate() {
-        new_pos[i] = k;
-    }
-    let mut old: Vec<Option<Instr>> = std::mem::take(records).into_iter().map(Some).collect();
-    *records = order
-        .iter()
-        .map(|&i| old[i].take().expect("each record once"))
-        .collect();
-    new_pos
 }
 
 /// Where a hoisted instruction went: the line of the result kept for it and the loop it was

@@ -1,4 +1,4 @@
-//! Loop fusion, a transformation of the `compiler` stage ([`CompilerStage::fuse`]): two
+//! Loop fusion, a transformation of the `compiler` stage (`CompilerStage::fuse`): two
 //! sibling `affine_range` loops with the same trip count, where the second consumes on chip
 //! what the first produces and every dependence between them stays inside one iteration,
 //! become one loop whose iteration `j` runs iteration `j` of the first, then iteration `j` of
@@ -19,8 +19,6 @@
 //! iteration that made it. `affine_range` declares the iterations of each loop independent,
 //! which is what makes the check below (no dependence across iterations of the two loops)
 //! enough.
-//!
-//! [`CompilerStage::fuse`]: super::compiler::CompilerStage::fuse
 
 use crate::error::SourceLoc;
 use crate::profile::compiler::{CompilerKind, CompilerLine, CompilerStats};
@@ -236,10 +234,25 @@ fn apply(records: &mut Vec<Instr>, a: &Act, b: &Act, marks: &mut [usize]) {
         frames[d].0 = a.id;
         r.affine = AffinePos::new(&frames);
     }
-    let new_pos = super::compiler::permute(records, &order);
+    let new_pos = permute(records, &order);
     for m in marks.iter_mut() {
         if let Some(p) = new_pos.get(*m..).and_then(|t| t.iter().min()) {
             *m = *p;
         }
     }
+}
+
+/// Puts `records` in the order `order` (a permutation of their indices: the new record `k`
+/// is the old record `order[k]`) and returns each old record's new index.
+pub(crate) fn permute(records: &mut Vec<Instr>, order: &[usize]) -> Vec<usize> {
+    let mut new_pos = vec![0; records.len()];
+    for (k, &i) in order.iter().enumerate() {
+        new_pos[i] = k;
+    }
+    let mut old: Vec<Option<Instr>> = std::mem::take(records).into_iter().map(Some).collect();
+    *records = order
+        .iter()
+        .map(|&i| old[i].take().expect("each record once"))
+        .collect();
+    new_pos
 }
