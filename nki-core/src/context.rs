@@ -74,6 +74,10 @@ pub(crate) struct InstanceCtx {
     /// Where each `affine_range` activation began (indexed by activation id; read by the
     /// `compiler` stage for its profile lines).
     pub(crate) loop_lines: Vec<SourceLoc>,
+    /// The HBM tensors this instance allocated in private HBM (`nl::private_hbm`, the
+    /// instance's scratch): id and how the profile names it (read by the `compiler` stage's
+    /// `scratch_spill`).
+    pub(crate) private_hbm: Vec<(u64, String)>,
     /// This instance's writer ids (store, atomic, read) at its current affine_range position.
     writer: [Option<u32>; 3],
     /// How many tensors this instance allocated in shared HBM so far (the next one is the
@@ -172,6 +176,7 @@ impl InstanceCtx {
             position: None,
             next_activation: 0,
             loop_lines: Vec::new(),
+            private_hbm: Vec::new(),
             writer: [None; 3],
             shared_hbm_allocs: 0,
             accum: Default::default(),

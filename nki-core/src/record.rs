@@ -440,7 +440,10 @@ pub struct Instr {
 /// A position in a kernel's `affine_range` loops: the `(loop activation, iteration)` pairs,
 /// outermost first (empty outside affine loops). Up to [`AffinePos::INLINE`] loops deep it is
 /// held in the record itself (recording allocates nothing per position); deeper nests share
-/// one allocation among the records issued at one position.
+/// one allocation among the records issued at one position. Five inline frames cover the
+/// matmul tutorial's blocked kernels (the block-free version issues its matmuls five loops
+/// deep): with three, each of its matmuls allocated a position, about a tenth of the
+/// recording thread's instructions (callgrind, 3 estimates: 441.6 M -> 399.1 M).
 #[derive(Clone)]
 pub struct AffinePos(PosRepr);
 
@@ -480,7 +483,7 @@ impl std::fmt::Debug for AffinePos {
 
 impl AffinePos {
     /// The most loops a position holds inline.
-    pub const INLINE: usize = 3;
+    pub const INLINE: usize = 5;
 
     /// The position given by `frames` (outermost first).
     pub fn new(frames: &[(u32, u32)]) -> AffinePos {
@@ -661,5 +664,23 @@ mod tests {
             rs,
             Regions::<3>::from([region(1), Region { lo: 7, ..region(2) }])
         );
+    }
+
+    #[test]
+    fn affine_positions_read_back_their_frames_inline_or_shared() {
+        for depth in 0..=AffinePos::INLINE + 2 {
+            let frames: Vec<(u32, u32)> = (0..depth as u32).map(|i| (i + 1, 10 * i)).collect();
+            let pos = AffinePos::new(&frames);
+            assert_eq!(pos.frames(), &frames[..], "{depth} loops deep");
+            assert_eq!(pos.clone(), pos);
+            assert_eq!(format!("{pos:?}"), format!("AffinePos({frames:?})"));
+            assert_eq!(
+                serde_json::to_string(&pos).unwrap(),
+                serde_json::to_string(&frames).unwrap()
+            );
+        }
+        // Positions differ by any iteration; the empty position is the default.
+        assert_ne!(AffinePos::new(&[(1, 0)]), AffinePos::new(&[(1, 1)]));
+        assert_eq!(AffinePos::default(), AffinePos::new(&[]));
     }
 }

@@ -554,6 +554,20 @@ impl Launch {
                     compiler.merge(done);
                 }
             }
+            if self.compiler.scratch_spill
+                && self.dialect == Dialect::Beta1
+                && self.mode.records()
+                && !f.private_hbm.is_empty()
+            {
+                let mut done = crate::profile::CompilerStats::default();
+                crate::timing::compiler::count_scratch(
+                    &f.records,
+                    &f.private_hbm,
+                    &mut spills,
+                    &mut done,
+                );
+                compiler.merge(done);
+            }
             if let (Some(over), true) = (f.over.take(), self.mode.records()) {
                 // Over-committed SBUF: the records with the compiler's spill traffic (the
                 // feed, which saw the records as made, is dropped).
@@ -723,6 +737,8 @@ struct Finished {
     loops: Vec<crate::lang::loop_state::LoopLog>,
     /// Where each of its `affine_range` activations began.
     loop_lines: Vec<crate::error::SourceLoc>,
+    /// Its private-HBM tensors: id and name (see `InstanceCtx::private_hbm`).
+    private_hbm: Vec<(u64, String)>,
 }
 
 impl Finished {
@@ -736,6 +752,7 @@ impl Finished {
             peak: ctx.mem.peak,
             over: ctx.mem.over.take(),
             loop_lines: std::mem::take(&mut ctx.loop_lines),
+            private_hbm: std::mem::take(&mut ctx.private_hbm),
         }
     }
 }

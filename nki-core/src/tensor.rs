@@ -322,7 +322,10 @@ fn hbm_tensor(ins: &Op, alloc: Alloc, dims: &[usize], dtype: DType) -> Tensor {
             Ok::<_, NkiError>(Arc::new(st))
         };
         if alloc.buffer == Buffer::PrivateHbm {
-            return new();
+            let st = new()?;
+            let what = format!("'{}' {}{}", st.name, dtype, shape);
+            c.private_hbm.push((st.id, what));
+            return Ok(st);
         }
         let k = c.shared_hbm_allocs;
         c.shared_hbm_allocs += 1;

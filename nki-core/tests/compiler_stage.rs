@@ -459,3 +459,64 @@ fn a_loop_invariant_computation_runs_once_and_the_loads_only_it_read_go() {
         .iter()
         .all(|&v| v == 2.0 * 3.0 + 2.0 + 1.0));
 }
+
+/// Line of the store to the scratch in [`through_scratch`] (checked by the profile test).
+const SCRATCH_STORE_LINE: u32 = line!() + 7;
+
+#[nki_kernel]
+fn through_scratch(a: &Hbm<f32>, out: &mut Hbm<f32>) {
+    let h = nl::ndarray(&[128, 512], DType::F32, nl::private_hbm.name("scratch_t"));
+    let x = nl::load(a.view());
+    let y = nl::multiply(&x, 2.0);
+    nisa::dma_copy(&h, &y);
+    let back = nl::ndarray(&[128, 512], DType::F32, nl::SBUF);
+    nisa::dma_copy(&back, &h);
+    let z = nl::add(&back, &x);
+    nl::store(out.view(), &z);
+}
+
+fn scratch(stage: CompilerStage) -> Profile {
+    let a = Hbm::<f32>::shape_only([128, 512]);
+    let mut out = Hbm::<f32>::shape_only([128, 512]);
+    with_compiler_stage(stage, || {
+        through_scratch::estimate(Grid::new([1]), Target::Trn1, &a, &mut out).unwrap()
+    })
+}
+
+#[test]
+fn private_hbm_scratch_traffic_is_counted_as_spill_when_switched_on() {
+    let on = scratch(CompilerStage {
+        scratch_spill: true,
+        ..CompilerStage::OFF
+    });
+    let off = scratch(CompilerStage::OFF);
+    // As written: no spill, and the DMAs are costed the same either way.
+    assert!(off.spills.is_empty(), "{:?}", off.spills);
+    assert!(off.compiler.is_empty(), "{:?}", off.compiler);
+    assert_eq!(on.latency_ns, off.latency_ns);
+    assert_eq!(on.dma.hbm_write_bytes, off.dma.hbm_write_bytes);
+    assert_eq!(on.spills.save_bytes, TILE_BYTES);
+    assert_eq!(on.spills.reload_bytes, TILE_BYTES);
+    assert_eq!(on.spills.input_reload_bytes, 0);
+    assert!(on
+        .spills
+        .lines
+        .iter()
+        .all(|l| l.tile.contains("scratch_t") && l.count == 1));
+    let l = &on.compiler.lines[..];
+    assert_eq!(l.len(), 2, "{l:?}");
+    assert!(l.iter().all(|l| l.kind == CompilerKind::ScratchSpill));
+    let store = l
+        .iter()
+        .find(|l| l.line.line == SCRATCH_STORE_LINE)
+        .unwrap();
+    assert_eq!((store.count, store.bytes), (1, TILE_BYTES));
+    assert!(
+        store.to_string().contains("counted as spill traffic"),
+        "{store}"
+    );
+    // BETA1 includes it; it removes nothing.
+    let beta1 = scratch(CompilerStage::BETA1);
+    assert_eq!(beta1.spills.save_bytes, TILE_BYTES);
+    assert_eq!(beta1.compiler.removed, 0);
+}

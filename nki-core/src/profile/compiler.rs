@@ -22,6 +22,9 @@ pub enum CompilerKind {
     /// The zero fill of a PSUM accumulator was dropped: the first matmul into it starts the
     /// accumulation.
     PsumZeroFolded,
+    /// A DMA between a tile and the instance's private-HBM scratch, counted as spill save or
+    /// reload traffic (the profile's `spills`).
+    ScratchSpill,
 }
 
 impl CompilerKind {
@@ -32,6 +35,7 @@ impl CompilerKind {
             CompilerKind::Hoisted => "hoisted out of the loop",
             CompilerKind::MultiBuffered => "multi-buffered",
             CompilerKind::PsumZeroFolded => "folded into the first matmul",
+            CompilerKind::ScratchSpill => "counted as spill traffic (private HBM scratch)",
         }
     }
 }

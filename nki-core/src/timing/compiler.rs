@@ -48,6 +48,15 @@
 //!   matmul, no memset before it). Folded here when the next access to the zeroed region is a
 //!   TensorE matmul writing all of it (a region read or partly written first keeps its fill).
 //!
+//! - **Private-HBM scratch is spill traffic.** A DMA from a tile to a tensor the instance
+//!   allocated in private HBM (`nl::private_hbm`, Beta 1's `nl.hbm`), or back, is counted as
+//!   a spill save or reload in the profile ([`crate::profile::SpillStats`]; the DMAs run as
+//!   written). Evidence: the compiler-emitted NKIBench swiglu program stores its `[M, N]`
+//!   product to `_spill_163` (`buffer=nl.hbm`) and loads it back as `_reload_166`, and the
+//!   profiler's counters (calibration.md section 5) count those bytes as spill: HBM write
+//!   (83.9 MB) is its 16.8 MB output plus the spill save counter (67.1 MB) exactly, which
+//!   holds the product's 50.3 MB.
+//!
 //! Limits: renamed copies are not seen by the capacity resolution (`timing::spill`), so
 //! multi-buffering never causes spill here; an instance with device loops or an LNC=2 pair
 //! is left as written (their record indices are referenced elsewhere); HBM regions are
@@ -56,6 +65,7 @@
 
 use crate::error::SourceLoc;
 use crate::profile::compiler::{CompilerKind, CompilerLine, CompilerStats};
+use crate::profile::spills::{SpillKind, SpillStats};
 use crate::record::{BufId, Engine, Instr, MemKind, Opcode, Region};
 use crate::timing::fast_hash::Map;
 use std::cell::Cell;
@@ -84,6 +94,10 @@ pub struct CompilerStage {
     /// Drop the zero fill of a PSUM tile whose next access is a matmul writing all of it
     /// (the matmul starts the accumulation).
     pub psum_zero_fold: bool,
+    /// Count the DMAs between tiles and the instance's private-HBM tensors (`nl::private_hbm`,
+    /// the compiler-emitted programs' `_spill_*` buffers) as spill save and reload traffic in
+    /// the profile (what runs is unchanged).
+    pub scratch_spill: bool,
 }
 
 impl CompilerStage {
@@ -94,6 +108,7 @@ impl CompilerStage {
         hoist_compute: false,
         multi_buffer: false,
         psum_zero_fold: false,
+        scratch_spill: false,
     };
 
     /// Every transformation the Beta-1 compiler is modelled doing.
@@ -103,6 +118,7 @@ impl CompilerStage {
         hoist_compute: true,
         multi_buffer: true,
         psum_zero_fold: true,
+        scratch_spill: true,
     };
 
     /// True when no transformation runs.
@@ -265,6 +281,48 @@ pub(crate) fn run(
     }
     stats.sort();
     stats
+}
+
+/// Counts the DMAs of `records` (one instance) between a tile and one of the instance's
+/// private-HBM tensors (`private`: id and the profile's name of each) as spill traffic: a
+/// store to one is a spill save, a load from one a spill reload, added to `spills` with a
+/// [`CompilerKind::ScratchSpill`] line per DMA line in `stats` (see the module doc). The
+/// records are not changed.
+pub(crate) fn count_scratch(
+    records: &[Instr],
+    private: &[(u64, String)],
+    spills: &mut SpillStats,
+    stats: &mut CompilerStats,
+) {
+    let scratch = |g: &Region| match g.buf {
+        BufId::Hbm(id) => private.iter().find(|p| p.0 == id),
+        BufId::Tile(_) => None,
+    };
+    for r in records {
+        let Some(d) = r.dma.filter(|_| r.engine == Engine::Dma) else {
+            continue;
+        };
+        let (kind, tensor) = match (d.src, d.dst) {
+            (MemKind::Hbm, MemKind::Sbuf | MemKind::Psum) => {
+                (SpillKind::Reload, r.reads.iter().find_map(scratch))
+            }
+            (MemKind::Sbuf | MemKind::Psum, MemKind::Hbm) => {
+                (SpillKind::Save, r.writes.iter().find_map(scratch))
+            }
+            _ => continue,
+        };
+        let Some((_, name)) = tensor else { continue };
+        spills.add(kind, r.loc, name, 1, d.bytes);
+        stats.add(CompilerLine {
+            kind: CompilerKind::ScratchSpill,
+            line: r.loc,
+            api: r.api,
+            kept: None,
+            loop_line: None,
+            count: 1,
+            bytes: d.bytes,
+        });
+    }
 }
 
 /// Removes the records at indices `removed` (ascending) and moves the indices in `marks` to
