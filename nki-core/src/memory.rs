@@ -23,16 +23,32 @@ struct LiveTile {
     /// The tile's id (tiles are numbered in allocation order).
     id: u64,
     mem: MemKind,
-    shape: Shape,
-    dtype: DType,
     bytes: usize,
     /// First PSUM bank (PSUM tiles only).
     bank: usize,
     /// PSUM banks held: 1, or the whole banks of a tile larger than one bank (NC-v4).
     nbanks: usize,
-    loc: SourceLoc,
-    /// The tile's name (`nl::ndarray(.., nl::sbuf.name(..))`), if it has one.
-    name: Option<Box<str>>,
+    desc: TileDesc,
+}
+
+/// A tile as messages and the profile name it: dtype, shape, where it was allocated and its
+/// name (`nl::ndarray(.., nl::sbuf.name(..))`), if it has one.
+#[derive(Clone, Debug)]
+pub(crate) struct TileDesc {
+    pub(crate) dtype: DType,
+    pub(crate) shape: Shape,
+    pub(crate) loc: SourceLoc,
+    pub(crate) name: Option<Box<str>>,
+}
+
+impl std::fmt::Display for TileDesc {
+    /// `'name' float32[128, 512]` (no name: `float32[128, 512]`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(n) = &self.name {
+            write!(f, "'{n}' ")?;
+        }
+        write!(f, "{}{}", self.dtype, self.shape)
+    }
 }
 
 /// Peak on-chip usage of an instance (or a launch: the max over instances).
@@ -86,13 +102,8 @@ pub(crate) struct SpillTile {
     pub(crate) id: u64,
     /// Bytes per partition.
     pub(crate) bytes: usize,
-    /// Shape and dtype (for the spill DMAs and the profile's lines).
-    pub(crate) shape: Shape,
-    pub(crate) dtype: DType,
-    /// Where it was allocated.
-    pub(crate) loc: SourceLoc,
-    /// Its name, if it has one.
-    pub(crate) name: Option<Box<str>>,
+    /// Shape and dtype (for the spill DMAs), site and name (for the profile's lines).
+    pub(crate) desc: TileDesc,
 }
 
 /// What the tracker knows once allocated SBUF tiles exceeded SBUF: the index of the first
@@ -152,6 +163,12 @@ impl MemoryTracker {
         at: usize,
     ) -> Result<u32> {
         let bytes = shape.free() * dtype.size();
+        let desc = TileDesc {
+            dtype,
+            shape,
+            loc,
+            name: None,
+        };
         let mut bank = usize::MAX;
         let mut nbanks = 1;
         match mem {
@@ -163,14 +180,8 @@ impl MemoryTracker {
                     self.over = Some(self.overcommit(at));
                 }
                 if let Some(o) = &mut self.over {
-                    o.tiles.push(SpillTile {
-                        id,
-                        bytes,
-                        shape,
-                        dtype,
-                        loc,
-                        name: None,
-                    });
+                    let desc = desc.clone();
+                    o.tiles.push(SpillTile { id, bytes, desc });
                 }
                 self.sbuf_used += bytes;
             }
@@ -227,13 +238,10 @@ impl MemoryTracker {
         let tile = Some(LiveTile {
             id,
             mem,
-            shape,
-            dtype,
             bytes,
             bank,
             nbanks,
-            loc,
-            name: None,
+            desc,
         });
         let slot = self.live.insert(tile);
         // Only the usage of `mem` grew (the other's is at most its peak already).
@@ -260,10 +268,7 @@ impl MemoryTracker {
             .map(|t| SpillTile {
                 id: t.id,
                 bytes: t.bytes,
-                shape: t.shape,
-                dtype: t.dtype,
-                loc: t.loc,
-                name: t.name.clone(),
+                desc: t.desc.clone(),
             })
             .collect();
         tiles.sort_by_key(|t| t.id);
@@ -278,12 +283,12 @@ impl MemoryTracker {
     pub(crate) fn set_name(&mut self, slot: u32, id: u64, name: &str) {
         if let Some(Some(t)) = self.live.get_mut(slot) {
             if t.id == id {
-                t.name = Some(name.into());
+                t.desc.name = Some(name.into());
             }
         }
         if let Some(o) = &mut self.over {
             if let Some(t) = o.tiles.iter_mut().rev().find(|t| t.id == id) {
-                t.name = Some(name.into());
+                t.desc.name = Some(name.into());
             }
         }
     }
@@ -306,7 +311,7 @@ impl MemoryTracker {
         if t.id != id {
             return Ok(());
         }
-        let (mem, parts, bytes) = (t.mem, t.shape.partitions(), t.bytes);
+        let (mem, parts, bytes) = (t.mem, t.desc.shape.partitions(), t.bytes);
         let (cap, mem_name) = match mem {
             MemKind::Sbuf => (self.sbuf_cap, "SBUF"),
             _ => (self.banks.len() * self.bank_bytes, "PSUM"),
@@ -438,10 +443,9 @@ impl MemoryTracker {
             )
         };
         for t in live.iter().take(8) {
-            let name = t.name.as_ref().map_or(String::new(), |n| format!("'{n}' "));
             msg.push_str(&format!(
-                "\n  {name}{}{} {} B/partition (allocated at {})",
-                t.dtype, t.shape, t.bytes, t.loc
+                "\n  {} {} B/partition (allocated at {})",
+                t.desc, t.bytes, t.desc.loc
             ));
         }
         if live.len() > 8 {

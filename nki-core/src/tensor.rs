@@ -416,7 +416,7 @@ impl Tensor {
             context::try_with_ctx(|c| {
                 c.mem.set_name(slot, id, n);
                 if let Some(u) = c.unwritten.get_mut(&id) {
-                    u.name = Some(n.clone());
+                    u.desc.name = Some(n.clone());
                 }
             });
         }

@@ -12,6 +12,7 @@ use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::values::Values;
 use crate::hbm::HbmView;
+use crate::memory::TileDesc;
 use crate::record::{BufId, MemKind, Region};
 use crate::written::{describe_tile, unwritten_error, Rect, UnwrittenTile};
 use std::cell::{Cell, Ref, RefCell, RefMut};
@@ -110,12 +111,15 @@ impl Tile {
                 .map_err(Box::new)?;
             let executes = c.mode.executes();
             if !executes && fill == Fill::Unwritten {
-                let u = UnwrittenTile {
-                    mem,
+                let desc = TileDesc {
                     dtype,
                     shape,
                     loc,
                     name: None,
+                };
+                let u = UnwrittenTile {
+                    mem,
+                    desc,
                     written: Default::default(),
                 };
                 c.unwritten.insert(id, u);

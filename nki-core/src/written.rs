@@ -8,6 +8,7 @@
 use crate::access::{Ap, Shape};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
+use crate::memory::TileDesc;
 use crate::record::{MemKind, Region};
 
 /// A rectangle of a tile: partitions `p0..p1` × free elements `f0..f1` of each.
@@ -128,12 +129,7 @@ impl Written {
 #[derive(Clone, Debug)]
 pub(crate) struct UnwrittenTile {
     pub(crate) mem: MemKind,
-    pub(crate) dtype: DType,
-    pub(crate) shape: Shape,
-    /// Where the tile was allocated.
-    pub(crate) loc: SourceLoc,
-    /// The tile's name (`nl::ndarray(.., nl::sbuf.name(..))`), if it has one.
-    pub(crate) name: Option<Box<str>>,
+    pub(crate) desc: TileDesc,
     /// The parts written so far (kept by the tile's write paths).
     pub(crate) written: Written,
 }
@@ -142,16 +138,16 @@ impl UnwrittenTile {
     /// The uninitialised-read error of op `api` reading region `reg` of this tile, if part of
     /// it was never written.
     pub(crate) fn read_error(&self, api: &'static str, reg: &Region) -> Option<NkiError> {
-        let r = Rect::of_region(reg, self.dtype.size() as u64);
+        let d = &self.desc;
+        let r = Rect::of_region(reg, d.dtype.size() as u64);
         let (p, f) = self.written.first_gap(&r)?;
         let partial = !self.written.rects.is_empty();
-        let first = p as usize * self.shape.free() + f as usize;
-        let (mem, dtype, shape, loc) = (self.mem, self.dtype, self.shape, self.loc);
+        let first = p as usize * d.shape.free() + f as usize;
         Some(unwritten_error(
             api,
-            (mem, dtype, shape),
-            self.name.as_deref(),
-            loc,
+            (self.mem, d.dtype, d.shape),
+            d.name.as_deref(),
+            d.loc,
             partial.then_some(first),
         ))
     }

@@ -19,6 +19,7 @@ use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind};
 use crate::tile::TileRef;
+use std::ops::Range;
 
 /// What an instruction does with its engine's accumulator registers (NKI `nisa.reduce_cmd`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,9 +83,7 @@ pub(crate) struct AccumUse {
     pub(crate) engine: Engine,
     pub(crate) cmd: ReduceCmd,
     pub(crate) op: AluOp,
-    /// Partitions start..start+p.
-    pub(crate) start: usize,
-    pub(crate) p: usize,
+    pub(crate) rows: Range<usize>,
     /// Whether the instruction reads the registers out into `reduce_res`.
     pub(crate) reads_out: bool,
 }
@@ -93,18 +92,18 @@ impl AccumUse {
     /// Applies the command's reset/load and the definedness rules; returns the registers'
     /// starting values for this instruction's rows (`load` gives `load_reduce`'s values).
     pub(crate) fn begin(&self, ins: &Op, load: Option<&[f32]>) -> Vec<f32> {
-        let (start, p, engine, cmd, op) = (self.start, self.p, self.engine, self.cmd, self.op);
-        let reads_out = self.reads_out;
+        let (rows, engine, cmd, op) = (self.rows.clone(), self.engine, self.cmd, self.op);
+        let (p, reads_out) = (rows.len(), self.reads_out);
         ins.with_ctx(|c| {
             let (regs, defined) = c.accum.regs(engine);
             match cmd {
                 ReduceCmd::Reset | ReduceCmd::ResetReduce => {
-                    regs[start..start + p].fill(identity(op));
+                    regs[rows.clone()].fill(identity(op));
                     *defined = true;
                 }
                 ReduceCmd::LoadReduce => {
                     if let Some(l) = load {
-                        regs[start..start + p].copy_from_slice(&l[..p]);
+                        regs[rows.clone()].copy_from_slice(&l[..p]);
                     }
                     *defined = true;
                 }
@@ -114,7 +113,7 @@ impl AccumUse {
                     }
                 }
             }
-            Ok(regs[start..start + p].to_vec())
+            Ok(regs[rows].to_vec())
         })
         .unwrap_or_else(|()| {
             ins.fail(
@@ -134,12 +133,13 @@ impl AccumUse {
     /// Stores the registers' new values for this instruction's rows (`vals`, when values are
     /// computed) and applies VectorE's `idle` rule (the registers become undefined).
     pub(crate) fn finish(&self, ins: &Op, vals: Option<&[f32]>) {
-        let (start, p, engine, cmd) = (self.start, self.p, self.engine, self.cmd);
+        let (rows, engine, cmd) = (self.rows.clone(), self.engine, self.cmd);
         ins.with_ctx(|c| {
             let (regs, defined) = c.accum.regs(engine);
             if let Some(v) = vals {
                 if cmd.reduces() {
-                    regs[start..start + p].copy_from_slice(&v[..p]);
+                    let p = rows.len();
+                    regs[rows].copy_from_slice(&v[..p]);
                 }
             }
             if cmd == ReduceCmd::Idle && engine == Engine::Vector {
@@ -347,8 +347,7 @@ impl<'a> Accum<'a> {
                 engine,
                 cmd,
                 op,
-                start,
-                p,
+                rows: start..start + p,
                 reads_out: args.reduce_res.is_some(),
             },
             res: args.reduce_res,
@@ -407,7 +406,10 @@ impl<'a> Accum<'a> {
     /// Executes the register part of the instruction: `rows(r)` is the reduction of row `r`'s
     /// results (already folded with [`Accum::fold`]); writes `reduce_res`.
     pub(crate) fn run(&self, ins: &Op, row_results: &[f32]) {
-        let load = self.init.as_ref().map(|i| i.values(ins, self.use_.p));
+        let load = self
+            .init
+            .as_ref()
+            .map(|i| i.values(ins, self.use_.rows.len()));
         let mut regs = self.use_.begin(ins, load.as_deref());
         if self.use_.cmd.reduces() {
             for (r, v) in regs.iter_mut().zip(row_results) {
@@ -434,7 +436,7 @@ impl<'a> Accum<'a> {
         mut value: impl FnMut(usize, usize, f32) -> f32,
     ) {
         let mut out = Vec::with_capacity(data.len());
-        let mut rows = Vec::with_capacity(self.use_.p);
+        let mut rows = Vec::with_capacity(self.use_.rows.len());
         for (r, row) in data.chunks(f).enumerate() {
             let first = out.len();
             out.extend(row.iter().enumerate().map(|(i, &x)| value(r, i, x)));

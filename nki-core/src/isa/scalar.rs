@@ -266,8 +266,7 @@ pub(crate) fn activate<'d, 'r, 'a>(
         engine: Engine::Scalar,
         cmd: ReduceCmd::ResetReduce,
         op: AluOp::Add,
-        start: x.start_partition(),
-        p,
+        rows: x.start_partition()..x.start_partition() + p,
         reads_out: false,
     });
     ins.compute(site, &[&x], &extra, &outs, || {

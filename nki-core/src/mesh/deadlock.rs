@@ -26,8 +26,6 @@ pub(crate) struct InCollective {
 /// What one blocked device waits for.
 #[derive(Clone, Debug)]
 pub(crate) struct Blocked {
-    /// `device 1 (x=0, y=1)`.
-    pub(crate) device: String,
     /// The semaphore's name (`recv`, `all_gather recv`, ...).
     pub(crate) sem: String,
     pub(crate) key: SemKey,
@@ -84,12 +82,12 @@ pub(crate) fn detect(s: &View, have: impl Fn(usize, SemKey) -> usize) -> Option<
                 if missing.is_empty() {
                     format!(
                         "{} waits inside {} #{} at {} for peers that never signal it",
-                        b.device, c.name, c.seq, b.loc
+                        s.names[d], c.name, c.seq, b.loc
                     )
                 } else {
                     format!(
                         "{} waits in {} #{} at {} for {}, which never called it",
-                        b.device,
+                        s.names[d],
                         c.name,
                         c.seq,
                         b.loc,
@@ -99,7 +97,7 @@ pub(crate) fn detect(s: &View, have: impl Fn(usize, SemKey) -> usize) -> Option<
             }
             None => format!(
                 "{} waits for semaphore '{}' to reach {} (it holds {}) at {}",
-                b.device,
+                s.names[d],
                 b.sem,
                 b.value,
                 have(d, b.key),

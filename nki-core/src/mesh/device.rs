@@ -154,9 +154,4 @@ impl DeviceState {
             spans,
         });
     }
-
-    /// `device 1 (x=0, y=1)`.
-    pub(crate) fn describe(&self) -> String {
-        self.shared.mesh.describe_device(self.id)
-    }
 }

@@ -99,9 +99,9 @@ pub(crate) fn wait(key: SemKey, value: u32, loc: SourceLoc) {
 /// [`wait`] inside collective `collective` (a deadlock then names the devices of its group
 /// that never called it).
 pub(crate) fn wait_in(key: SemKey, value: u32, loc: SourceLoc, collective: Option<InCollective>) {
-    let (id, shared, device) = with_device("semaphore_wait", loc, |d| {
+    let (id, shared) = with_device("semaphore_wait", loc, |d| {
         d.flush();
-        (d.id, d.shared.clone(), d.describe())
+        (d.id, d.shared.clone())
     });
     let name = |s: &super::sync::SyncState| {
         s.sems[id]
@@ -111,7 +111,6 @@ pub(crate) fn wait_in(key: SemKey, value: u32, loc: SourceLoc, collective: Optio
             .unwrap_or_else(|| default_name(key))
     };
     let r = shared.sync.wait(id, key, value, |s| Blocked {
-        device: device.clone(),
         sem: name(s),
         key,
         value,
@@ -372,13 +371,7 @@ fn start_copy_from(
     loc: SourceLoc,
 ) -> u64 {
     let (shared, me) = with_device("remote_copy", loc, |d| (d.shared.clone(), d.id));
-    let state = CopyState {
-        src: me,
-        dst: dst.device,
-        loc,
-        send_waited: false,
-        delivered: false,
-    };
+    let state = CopyState::new(me, dst.device, loc);
     note_written(dst.storage());
     if shared.mode.executes() {
         context::check(values().and_then(|v| write_slots(dst, &v)), loc);

@@ -291,9 +291,7 @@ fn outputs_written(shared: &MeshShared, launch: &LaunchShared) -> Result<()> {
 fn end_checks(shared: &MeshShared) -> Result<()> {
     let s = shared.sync.lock();
     let mesh = &shared.mesh;
-    let mut unwaited: Vec<_> = s.copies.values().filter(|c| !c.send_waited).collect();
-    unwaited.sort_by_key(|c| (c.src, c.loc.line, c.dst));
-    if let Some(c) = unwaited.first() {
+    if let Some(c) = s.first_unwaited_copy() {
         return Err(NkiError::new(
             ErrorKind::Synchronization,
             "remote_copy",

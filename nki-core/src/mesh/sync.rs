@@ -53,8 +53,22 @@ pub(crate) struct CopyState {
     pub(crate) src: usize,
     pub(crate) dst: usize,
     pub(crate) loc: SourceLoc,
-    pub(crate) send_waited: bool,
-    pub(crate) delivered: bool,
+    send_waited: bool,
+    delivered: bool,
+}
+
+impl CopyState {
+    /// A copy from device `src` to device `dst` started at `loc`: neither its send nor its
+    /// delivery observed yet.
+    pub(crate) fn new(src: usize, dst: usize, loc: SourceLoc) -> CopyState {
+        CopyState {
+            src,
+            dst,
+            loc,
+            send_waited: false,
+            delivered: false,
+        }
+    }
 }
 
 /// The two events a remote copy waits for before it leaves the registry.
@@ -75,7 +89,7 @@ pub(crate) struct SyncState {
     pub(crate) blocked: BTreeMap<usize, Blocked>,
     /// The deadlock found, reported to every blocked device.
     pub(crate) deadlock: Option<NkiError>,
-    pub(crate) copies: HashMap<u64, CopyState>,
+    copies: HashMap<u64, CopyState>,
     next_copy: u64,
     /// The devices that entered each collective, by sequence number.
     joined: BTreeMap<u32, BTreeSet<usize>>,
@@ -328,6 +342,15 @@ impl SyncState {
                 self.copy_side_done(id, CopySide::Delivered);
             }
         }
+    }
+
+    /// The first copy (by source device, line, destination) whose send side was never waited
+    /// on, if any.
+    pub(crate) fn first_unwaited_copy(&self) -> Option<&CopyState> {
+        self.copies
+            .values()
+            .filter(|c| !c.send_waited)
+            .min_by_key(|c| (c.src, c.loc.line, c.dst))
     }
 
     /// Records one side of copy `id` as done; the copy leaves the registry once both are.

@@ -386,7 +386,7 @@ impl Walk<'_> {
             let whole = Region {
                 buf: BufId::Tile(t.id),
                 p0: 0,
-                p1: t.shape.partitions() as u32,
+                p1: t.desc.shape.partitions() as u32,
                 lo: 0,
                 hi: t.bytes as u64,
             };
@@ -454,7 +454,7 @@ impl Walk<'_> {
     /// for record `r`'s read: the fill instruction repeated on the region, at `r`'s line.
     fn refill(&mut self, k: usize, reg: &Region, r: &Instr) {
         let mut rec = self.out[self.state[k].fill_at].clone();
-        let esize = self.tiles[k].dtype.size().max(1) as u64;
+        let esize = self.tiles[k].desc.dtype.size().max(1) as u64;
         rec.partitions = reg.p1.saturating_sub(reg.p0);
         rec.free = (reg.hi.saturating_sub(reg.lo) / esize) as u32;
         rec.writes = Regions::new();
@@ -483,7 +483,7 @@ impl Walk<'_> {
         let parts = reg.p1.saturating_sub(reg.p0);
         let row = reg.hi.saturating_sub(reg.lo);
         let bytes = parts as u64 * row;
-        let esize = t.dtype.size().max(1) as u64;
+        let esize = t.desc.dtype.size().max(1) as u64;
         // The scratch holds the tile partition after partition.
         let stride = t.bytes as u64;
         let scratch = Region {
@@ -506,8 +506,8 @@ impl Walk<'_> {
         let mut rec = Instr {
             partitions: parts,
             free: (row / esize) as u32,
-            in_dtype: t.dtype,
-            out_dtype: t.dtype,
+            in_dtype: t.desc.dtype,
+            out_dtype: t.desc.dtype,
             dma: Some(DmaDims {
                 src,
                 dst,
@@ -552,8 +552,7 @@ impl Walk<'_> {
 
 /// A tile as the profile names it: `'name' float32[128, 512] (allocated at k.rs:30:9)`.
 fn describe(t: &SpillTile) -> String {
-    let name = t.name.as_ref().map_or(String::new(), |n| format!("'{n}' "));
-    format!("{name}{}{} (allocated at {})", t.dtype, t.shape, t.loc)
+    format!("{} (allocated at {})", t.desc, t.desc.loc)
 }
 
 /// The error of record `r` whose own tiles `touched` need `need` more bytes per partition
@@ -583,6 +582,7 @@ mod tests {
     use super::*;
     use crate::access::Shape;
     use crate::dtype::DType;
+    use crate::memory::TileDesc;
 
     fn loc(line: u32) -> SourceLoc {
         SourceLoc {
@@ -593,14 +593,13 @@ mod tests {
     }
 
     fn tile(id: u64, bytes: usize, line: u32) -> SpillTile {
-        SpillTile {
-            id,
-            bytes,
-            shape: Shape::new(&[128, bytes / 4]).unwrap(),
+        let desc = TileDesc {
             dtype: DType::F32,
+            shape: Shape::new(&[128, bytes / 4]).unwrap(),
             loc: loc(line),
             name: None,
-        }
+        };
+        SpillTile { id, bytes, desc }
     }
 
     fn whole(id: u64, bytes: usize) -> Region {
