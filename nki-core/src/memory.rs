@@ -93,6 +93,10 @@ pub(crate) struct MemoryTracker {
     pub(crate) peak: MemoryPeak,
     /// Set once the allocated SBUF tiles exceed SBUF (see the module doc).
     pub(crate) over: Option<Overcommit>,
+    /// When kept (`Some`: a launch whose `compiler` stage may lengthen live ranges, so that
+    /// tiles dropped before the over-commit point take part in the capacity resolution):
+    /// every SBUF tile allocated, in allocation order.
+    pub(crate) all: Option<Vec<SpillTile>>,
 }
 
 /// An SBUF tile the capacity resolution (`timing::spill`) may move out of SBUF.
@@ -146,6 +150,7 @@ impl MemoryTracker {
             placed: Vec::new(),
             peak: MemoryPeak::default(),
             over: None,
+            all: None,
         }
     }
 
@@ -179,9 +184,16 @@ impl MemoryTracker {
                 if self.over.is_none() && self.sbuf_used + bytes > self.sbuf_cap {
                     self.over = Some(self.overcommit(at));
                 }
+                let tile = || SpillTile {
+                    id,
+                    bytes,
+                    desc: desc.clone(),
+                };
                 if let Some(o) = &mut self.over {
-                    let desc = desc.clone();
-                    o.tiles.push(SpillTile { id, bytes, desc });
+                    o.tiles.push(tile());
+                }
+                if let Some(all) = &mut self.all {
+                    all.push(tile());
                 }
                 self.sbuf_used += bytes;
             }
@@ -286,8 +298,9 @@ impl MemoryTracker {
                 t.desc.name = Some(name.into());
             }
         }
-        if let Some(o) = &mut self.over {
-            if let Some(t) = o.tiles.iter_mut().rev().find(|t| t.id == id) {
+        let over = self.over.as_mut().map(|o| &mut o.tiles);
+        for tiles in over.into_iter().chain(self.all.as_mut()) {
+            if let Some(t) = tiles.iter_mut().rev().find(|t| t.id == id) {
                 t.desc.name = Some(name.into());
             }
         }

@@ -488,6 +488,11 @@ impl Launch {
                 ctx.feed = feed.lock().unwrap_or_else(|p| p.into_inner()).take();
                 ctx.loops.trips = self.trip_counts.clone();
                 ctx.dialect = self.dialect;
+                if self.compiler.fuse || self.compiler.hoist_compute {
+                    // The stage may keep tiles the kernel dropped: the capacity resolution
+                    // then needs them all.
+                    ctx.mem.all = Some(Vec::new());
+                }
                 match crate::context::run_instance(ctx, &kernel) {
                     (ctx, Ok(())) => done.push(Finished::of(index, ctx)),
                     (_, Err(_)) => break,
@@ -544,12 +549,19 @@ impl Launch {
                     self.compiler,
                     &f.loop_lines,
                     &mut marks,
+                    self.target.spec().sbuf_bytes_per_partition,
                 );
                 if !done.is_empty() {
                     // The feed saw the records as recorded.
                     f.feed = None;
                     if let Some(o) = &mut f.over {
                         o.start = marks[0];
+                        if !f.all_tiles.is_empty() {
+                            // Tiles dropped before the over-commit point may now live past
+                            // it: the resolution walks every tile from the first record.
+                            o.start = 0;
+                            o.tiles = std::mem::take(&mut f.all_tiles);
+                        }
                     }
                     compiler.merge(done);
                 }
@@ -739,6 +751,8 @@ struct Finished {
     loop_lines: Vec<crate::error::SourceLoc>,
     /// Its private-HBM tensors: id and name (see `InstanceCtx::private_hbm`).
     private_hbm: Vec<(u64, String)>,
+    /// Every SBUF tile it allocated, when its tracker kept them (see `MemoryTracker::all`).
+    all_tiles: Vec<crate::memory::SpillTile>,
 }
 
 impl Finished {
@@ -751,6 +765,7 @@ impl Finished {
             records: ctx.records,
             peak: ctx.mem.peak,
             over: ctx.mem.over.take(),
+            all_tiles: ctx.mem.all.take().unwrap_or_default(),
             loop_lines: std::mem::take(&mut ctx.loop_lines),
             private_hbm: std::mem::take(&mut ctx.private_hbm),
         }

@@ -80,15 +80,30 @@ pub struct TargetSpec {
     /// 1.4 GHz base clock taken at the 1.2 GHz base clock, 140 ns \[D\] (within the 216 ns
     /// bound §3b's transpose allows: 129 DMAs active 27.9 µs in all).
     pub dma_engine_min_ns: f64,
-    /// Fraction of an engine's bandwidth a DMA reaches when its HBM side is gathered from
-    /// separate rows (the HBM-side contiguous run is shorter than the transfer, e.g. a
-    /// `[128, 512]` tile of an `[8192, 8192]` tensor). trn1: FITTED on calibration §1 (the
-    /// four matmul tutorial stages, whose tiles are row gathers, move their bytes at
-    /// 103–106 GB/s against 16 x 17 B/ns = 272 GB/s: 0.386), while §3a's contiguous streams
-    /// reach the engines' full rate. trn2: FITTED on §3b (the 1024² transpose's row-gather
-    /// DMAs moved 8.4 MB in 27.9 µs of DMA activity: 300 GB/s of 368, 0.82). trn3: no figure,
-    /// trn2's value assumed \[A\].
-    pub dma_row_gather_efficiency: f64,
+    /// Fraction of an engine's bandwidth a DMA whose HBM side is gathered from separate runs
+    /// reaches when its descriptors are short: one descriptor is one contiguous run of the HBM
+    /// side, capped by a partition row of the on-chip side (`timing::dma`'s
+    /// `dma_descriptor_bytes`), and descriptors of at most `dma_short_run_bytes` move at this
+    /// fraction of `dma_engine_bytes_per_ns`. trn1: FITTED on calibration §1 (the four matmul
+    /// tutorial stages gather rows of 256 B, 1 KiB, 2 KiB and 4 KiB and move their bytes at
+    /// 102–106 GB/s whatever the row length, against 16 x 17 B/ns = 272 GB/s: 0.386). trn2:
+    /// FITTED on §3b (the 1024² transpose's 512 B rows moved 8.4 MB in 27.9 µs of DMA
+    /// activity: 300 GB/s of 368, 0.82). trn3: no figure, trn2's value assumed \[A\].
+    pub dma_short_run_efficiency: f64,
+    /// Longest descriptor, in bytes, that moves at `dma_short_run_efficiency`: the longest
+    /// row its fit covers. trn1: 4 KiB (§1's fully optimised stage, `[128, 2048]` bf16 tiles
+    /// of lhsT, still at 105 GB/s). trn2/trn3: 1 KiB (the fit's 512 B rows; §3b's
+    /// `vector_add_stream` FREE_DIM=1000 moves 4000 B rows as fast as FREE_DIM=2000's
+    /// contiguous blocks, 9.32 against 9.45 µs of DMA activity, so 4 KiB rows are full-rate).
+    pub dma_short_run_bytes: u64,
+    /// Shortest descriptor, in bytes, that moves at the engine's full rate; between
+    /// `dma_short_run_bytes` and this length the efficiency rises linearly in log2 of the
+    /// length (assumed \[A\]: no public point in between). trn2/trn3: 4 KiB, where the DMA
+    /// guide's throughput saturates ("≥ 4 KiB per partition" to sustain peak, 97 % of it on
+    /// the chart \[E S5, S6\]) and the runtime's DMA packet size ("the empirically determined
+    /// minimum for DMA/HBM efficiency" \[E S19\]). trn1: no public gather longer than §1's
+    /// 4 KiB rows; 16 KiB assumed \[A\] (trn2's four-fold span above its short runs).
+    pub dma_full_run_bytes: u64,
     /// Width, in bytes, of the ECC-protected word of the memories a DMA writes; a write
     /// narrower than a word is a read-modify-write. SBUF and HBM both carry ECC (neuron-monitor's
     /// `sram_ecc_corrected` / `mem_ecc_corrected` counters, aws-neuron-sdk
@@ -278,7 +293,9 @@ const TRN1_SPEC: TargetSpec = TargetSpec {
     dma_fixed_latency_ns: 1300.0,
     // FITTED on calibration §3a and §1; see the fields' docs.
     dma_engine_min_ns: 120.0,
-    dma_row_gather_efficiency: 0.386,
+    dma_short_run_efficiency: 0.386,
+    dma_short_run_bytes: 4096,
+    dma_full_run_bytes: 16384,
     dma_write_word_bytes: 8,
     dma_partial_write_ns: 220.0,
     hbm_bytes_per_ns: 410.0,
@@ -325,7 +342,9 @@ const TRN2_SPEC: TargetSpec = TargetSpec {
     dma_engine_bytes_per_ns: 23.0,
     // Derived from trn1's fit and FITTED on calibration §3b; see the fields' docs.
     dma_engine_min_ns: 140.0,
-    dma_row_gather_efficiency: 0.82,
+    dma_short_run_efficiency: 0.82,
+    dma_short_run_bytes: 1024,
+    dma_full_run_bytes: 4096,
     hbm_bytes_per_ns: 725.0,
     dma_transpose_efficiency: 0.9,
     ncs_per_hbm_stack: 2,
@@ -340,7 +359,8 @@ const TRN2_SPEC: TargetSpec = TargetSpec {
 
 /// Trainium3 (NeuronCore-v4). The fields listed here are trn3's own figures (each field's
 /// doc names its source); every other field is **borrowed from trn2** for want of a published
-/// trn3 figure [A]: the DMA fits (`dma_engine_min_ns`, `dma_row_gather_efficiency`,
+/// trn3 figure [A]: the DMA fits (`dma_engine_min_ns`, `dma_short_run_efficiency`, `dma_short_run_bytes`,
+/// `dma_full_run_bytes`,
 /// `dma_partial_write_ns`, `dma_min_transfer_ns`, `dma_fixed_latency_ns`,
 /// `dma_transpose_efficiency`), `launch_overhead_ns`, `hwdge_ns`, `gpsimd_dma_bytes_per_ns`,
 /// `base_ghz`, the engine

@@ -520,3 +520,61 @@ fn private_hbm_scratch_traffic_is_counted_as_spill_when_switched_on() {
     assert_eq!(beta1.spills.save_bytes, TILE_BYTES);
     assert_eq!(beta1.compiler.removed, 0);
 }
+
+/// Line of the first `affine_range` of [`two_nests`] (checked by the fusion test).
+const FIRST_NEST_LINE: u32 = line!() + 6;
+
+#[nki_kernel]
+fn two_nests(a: &Hbm<f32>, out: &mut Hbm<f32>, shift: usize) {
+    let n = out.shape()[0];
+    let mut made = Vec::with_capacity(n);
+    for i in nl::affine_range(n) {
+        let x = nl::load(a.slice(i));
+        made.push(nl::multiply(&x, 2.0));
+    }
+    for i in nl::affine_range(n) {
+        let y = nl::add(&made[(i + shift) % n], 1.0);
+        nl::store(out.slice(i), &y);
+    }
+}
+
+fn nests(stage: CompilerStage, shift: usize) -> Profile {
+    // 100 tiles of 2 KiB per partition: more than trn1's SBUF if all stay live.
+    let a = Hbm::<f32>::shape_only([100, 128, 512]);
+    let mut out = Hbm::<f32>::shape_only([100, 128, 512]);
+    with_compiler_stage(stage, || {
+        two_nests::estimate(Grid::new([1]), Target::Trn1, &a, &mut out, shift).unwrap()
+    })
+}
+
+#[test]
+fn a_loop_consuming_what_a_sibling_loop_makes_is_fused_with_it() {
+    let fuse = CompilerStage {
+        fuse: true,
+        ..CompilerStage::OFF
+    };
+    let off = nests(CompilerStage::OFF, 0);
+    let on = nests(fuse, 0);
+    // As written the 100 products cannot all stay in SBUF: some are saved and re-loaded.
+    assert!(off.spills.save_bytes > 0, "{:?}", off.spills);
+    // Fused, each product is consumed in the iteration that makes it.
+    assert_eq!(on.spills.save_bytes, 0, "{:?}", on.spills);
+    // The records as written (load, multiply, add, store per iteration), reordered: no
+    // spill DMA added.
+    assert_eq!(on.instructions, 4 * 100);
+    assert!(off.instructions > on.instructions);
+    let l = &on.compiler.lines[..];
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert_eq!(l[0].kind, CompilerKind::Fused);
+    assert_eq!(l[0].loop_line.map(|x| x.line), Some(FIRST_NEST_LINE));
+    assert!(
+        l[0].to_string().contains("fused into the loop at"),
+        "{}",
+        l[0]
+    );
+    // Iteration i of the second loop reading what iteration i + 1 of the first made: a
+    // dependence across iterations, not fused.
+    let shifted = nests(fuse, 1);
+    assert!(shifted.compiler.is_empty(), "{:?}", shifted.compiler);
+    assert!(shifted.spills.save_bytes > 0);
+}

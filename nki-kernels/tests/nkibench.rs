@@ -190,6 +190,26 @@ fn swiglu_is_modelled_not_rejected_with_its_product_through_private_hbm() {
         .map(|l| l.bytes)
         .sum();
     assert_eq!(counted, 2 * 4 * m * n, "{p}");
+    // The two nests are fused (the gate is consumed where it is made) and the input's loads
+    // and TensorE transposes (recorded as `nisa.nc_matmul`) run once, not once per N block
+    // and nest.
+    let lines = |kind: CompilerKind, api: &str| {
+        p.compiler
+            .lines
+            .iter()
+            .filter(|l| l.kind == kind && l.api == api)
+            .map(|l| l.count)
+            .sum::<usize>()
+    };
+    assert_eq!(
+        lines(CompilerKind::Fused, "nl.affine_range"),
+        1 + 3 + 3 * 8,
+        "{p}"
+    );
+    let transposes = (m / 128 * (k / 128)) as usize;
+    let removed = lines(CompilerKind::Hoisted, "nisa.nc_matmul")
+        + lines(CompilerKind::Duplicate, "nisa.nc_matmul");
+    assert_eq!(removed, 5 * transposes, "{p}");
 }
 
 #[test]

@@ -25,6 +25,9 @@ pub enum CompilerKind {
     /// A DMA between a tile and the instance's private-HBM scratch, counted as spill save or
     /// reload traffic (the profile's `spills`).
     ScratchSpill,
+    /// An affine loop fused into an earlier sibling loop with the same trip count (each
+    /// iteration consumes what the same iteration of the earlier loop made).
+    Fused,
 }
 
 impl CompilerKind {
@@ -36,6 +39,7 @@ impl CompilerKind {
             CompilerKind::MultiBuffered => "multi-buffered",
             CompilerKind::PsumZeroFolded => "folded into the first matmul",
             CompilerKind::ScratchSpill => "counted as spill traffic (private HBM scratch)",
+            CompilerKind::Fused => "fused into the loop",
         }
     }
 }

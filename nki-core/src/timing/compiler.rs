@@ -57,6 +57,13 @@
 //!   (83.9 MB) is its 16.8 MB output plus the spill save counter (67.1 MB) exactly, which
 //!   holds the product's 50.3 MB.
 //!
+//! - **Loop fusion** (`timing::compiler_fuse`, runs first) and **chains of transposes**:
+//!   a TensorE transpose's result has a value in the `hoist_compute` walk, copies and
+//!   transposes (no immediates) are valued without their source line, the transposes and
+//!   loads only removed copies read go with them, and a loop keeps its hoisted values only
+//!   when they fit in SBUF (NKIBench matmul's lhs 12 x in its HBM read counter: its 640 KiB
+//!   per partition of lhs^T was not hoisted; swiglu's 128 KiB x^T was, one load of x).
+//!
 //! Limits: renamed copies are not seen by the capacity resolution (`timing::spill`), so
 //! multi-buffering never causes spill here; an instance with device loops or an LNC=2 pair
 //! is left as written (their record indices are referenced elsewhere); HBM regions are
@@ -85,8 +92,10 @@ pub struct CompilerStage {
     pub hoist: bool,
     /// Run a loop-invariant computation of an `affine_range` loop (an element-wise, reduce,
     /// scan or copy instruction whose inputs hold the same values in every iteration) once,
-    /// keeping its result for the later iterations, and drop the loads that only fed its
-    /// removed copies.
+    /// keeping its result for the later iterations, and drop the loads and TensorE
+    /// transposes that only fed its removed copies. Only for a loop whose kept results fit
+    /// in SBUF; with `dedup`, also a copy repeating one outside a common loop while the first
+    /// result is still in use (see docs/timing-model.md, "The compiler stage").
     pub hoist_compute: bool,
     /// Give a tile rewritten by every iteration of an `affine_range` loop one buffer per
     /// iteration.
@@ -98,6 +107,9 @@ pub struct CompilerStage {
     /// the compiler-emitted programs' `_spill_*` buffers) as spill save and reload traffic in
     /// the profile (what runs is unchanged).
     pub scratch_spill: bool,
+    /// Fuse two sibling `affine_range` loops with the same trip count whose second consumes,
+    /// iteration by iteration, the tiles the first produces (`timing::compiler_fuse`).
+    pub fuse: bool,
 }
 
 impl CompilerStage {
@@ -109,6 +121,7 @@ impl CompilerStage {
         multi_buffer: false,
         psum_zero_fold: false,
         scratch_spill: false,
+        fuse: false,
     };
 
     /// Every transformation the Beta-1 compiler is modelled doing.
@@ -119,6 +132,7 @@ impl CompilerStage {
         multi_buffer: true,
         psum_zero_fold: true,
         scratch_spill: true,
+        fuse: true,
     };
 
     /// True when no transformation runs.
@@ -255,15 +269,19 @@ fn separating_loop(a: &Instr, b: &Instr) -> Option<u32> {
 }
 
 /// Applies `stage` to `records` (one program instance), whose `affine_range` activation `a`
-/// began at `loops[a]`. Record indices in `marks` are moved to the index of the first kept
+/// began at `loops[a]`, on a target with `cap` usable SBUF bytes per partition. Record indices in `marks` are moved to the index of the first kept
 /// record at or after them. Returns what was done (empty when nothing was).
 pub(crate) fn run(
     records: &mut Vec<Instr>,
     stage: CompilerStage,
     loops: &[SourceLoc],
     marks: &mut [usize],
+    cap: usize,
 ) -> CompilerStats {
     let mut stats = CompilerStats::default();
+    if stage.fuse {
+        crate::timing::compiler_fuse::fuse(records, loops, &mut stats, marks);
+    }
     if stage.psum_zero_fold {
         let folded = fold_psum_zeros(records, &mut stats);
         remove(records, &folded, marks);
@@ -273,7 +291,7 @@ pub(crate) fn run(
         remove(records, &removed, marks);
     }
     if stage.hoist_compute {
-        let removed = hoist_invariant_compute(records, loops, &mut stats, marks);
+        let removed = hoist_invariant_compute(records, stage, loops, &mut stats, marks, cap);
         remove(records, &removed, marks);
     }
     if stage.multi_buffer {
@@ -568,9 +586,11 @@ fn pure_compute(r: &Instr) -> bool {
 /// written in every case, only the timing assumes the hoist).
 fn hoist_invariant_compute(
     records: &mut Vec<Instr>,
+    stage: CompilerStage,
     loops: &[SourceLoc],
     stats: &mut CompilerStats,
     marks: &mut [usize],
+    cap: usize,
 ) -> Vec<usize> {
     if !records
         .iter()
@@ -578,12 +598,72 @@ fn hoist_invariant_compute(
     {
         return Vec::new();
     }
+    // A trial walk: the bytes per partition each loop would keep live across its iterations.
+    // Loops whose hoisted values do not fit in SBUF keep their computations (see
+    // `CompilerStage::hoist_compute`).
+    let mut trial = records.clone();
+    let tried = invariant_walk(&mut trial, stage, loops, &mut CompilerStats::default(), &[]);
+    drop(trial);
+    let banned: Vec<u32> = tried
+        .kept_bytes
+        .iter()
+        .filter(|&(_, &b)| b > cap as u64)
+        .map(|(&a, _)| a)
+        .collect();
+    let Walked {
+        mut removed,
+        hoisted_out,
+        unfed,
+        ..
+    } = invariant_walk(records, stage, loops, stats, &banned);
+    drop_unfed_loads(records, &mut removed, &unfed, stats);
+    removed.sort_unstable();
+    to_preheaders(records, &hoisted_out, &mut removed, marks);
+    removed
+}
+
+/// What one walk of [`invariant_walk`] removed and kept.
+struct Walked {
+    /// The removed computations (not sorted).
+    removed: Vec<usize>,
+    /// The kept copies, each with the loop activation it is hoisted out of.
+    hoisted_out: Vec<(usize, u32)>,
+    /// The removed copies' inputs, each with where the copy went.
+    unfed: Vec<(BufId, Hoist)>,
+    /// Per loop activation, the bytes per partition of the results kept across it.
+    kept_bytes: Map<u32, u64>,
+}
+
+/// The value walk of [`hoist_invariant_compute`], hoisting nothing out of the loop
+/// activations in `banned`.
+fn invariant_walk(
+    records: &mut [Instr],
+    stage: CompilerStage,
+    loops: &[SourceLoc],
+    stats: &mut CompilerStats,
+    banned: &[u32],
+) -> Walked {
+    let mut kept_bytes: Map<u32, u64> = Map::default();
     let mut info: BufTable<Info> = BufTable::new(records);
+    // Per buffer written more than once: its writes (index, region), to tell whether a kept
+    // region is overwritten later.
+    let mut written: Map<BufId, Vec<(u32, Region)>> = Map::default();
     for (i, r) in records.iter().enumerate() {
+        for g in &r.reads {
+            info.entry(g.buf).last = i as u32;
+        }
         for w in &r.writes {
-            info.entry(w.buf).last_write = i as u32;
+            let e = info.entry(w.buf);
+            (e.last, e.last_write) = (i as u32, i as u32);
+            written.entry(w.buf).or_default().push((i as u32, *w));
         }
     }
+    // True when nothing after record `o` writes into `kept`.
+    let intact = |o: usize, kept: &Region| {
+        written
+            .get(&kept.buf)
+            .is_none_or(|l| l.iter().all(|(k, w)| *k as usize <= o || !w.overlaps(kept)))
+    };
     // Per buffer: the regions written and the value each holds, latest last.
     let mut values: Map<BufId, Vec<(Region, u64)>> = Map::default();
     // The first instruction computing each value, and its result.
@@ -613,10 +693,16 @@ fn hoist_invariant_compute(
             }
             h.finish()
         };
-        let value = if pure_compute(r) {
+        let transpose = r.opcode == Opcode::Transpose && removable(r);
+        let value = if pure_compute(r) || transpose {
             let mut h = crate::timing::fast_hash::FastHasher::default();
             let w = r.writes[0];
-            (r.opcode, r.engine, r.api, r.alu, r.loc).hash(&mut h);
+            (r.opcode, r.engine, r.api, r.alu).hash(&mut h);
+            // The records carry no immediates: the line stands for them, except for the
+            // instructions that take none (a copy, a TensorE transpose).
+            if !matches!(r.opcode, Opcode::TensorCopy | Opcode::Transpose) {
+                r.loc.hash(&mut h);
+            }
             (
                 r.partitions,
                 r.free,
@@ -641,16 +727,29 @@ fn hoist_invariant_compute(
             match first.get(&v).copied() {
                 Some((o, kept)) => {
                     let across = separating_loop(&records[o], r);
-                    let intact = info
-                        .get(kept.buf)
-                        .is_none_or(|e| e.last_write as usize <= o);
-                    if let (Some(a), true) = (across, intact && w.buf != kept.buf) {
-                        if !hoisted_out.iter().any(|&(k, _)| k == o) {
-                            hoisted_out.push((o, a));
+                    // Outside a common loop (straight-line code, two sibling loops): a
+                    // duplicate, removed only while the kept result is still in use, as
+                    // `dedup` removes loads.
+                    let held = info.get(kept.buf).is_some_and(|e| e.last as usize >= i);
+                    let allowed = match across {
+                        Some(a) => !banned.contains(&a),
+                        None => stage.dedup && held,
+                    };
+                    if allowed && intact(o, &kept) && w.buf != kept.buf {
+                        if let Some(a) = across {
+                            if !hoisted_out.iter().any(|&(k, _)| k == o) {
+                                hoisted_out.push((o, a));
+                                *kept_bytes.entry(a).or_default() += kept.hi - kept.lo;
+                            }
                         }
                         removed.push(i);
                         renames.entry(w.buf).or_default().push((w, kept));
                         let how = Hoist {
+                            kind: if across.is_some() {
+                                CompilerKind::Hoisted
+                            } else {
+                                CompilerKind::Duplicate
+                            },
                             kept: records[o].loc,
                             loop_line: across.and_then(|a| loops.get(a as usize).copied()),
                         };
@@ -674,10 +773,12 @@ fn hoist_invariant_compute(
             }
         }
     }
-    drop_unfed_loads(records, &mut removed, &unfed, stats);
-    removed.sort_unstable();
-    to_preheaders(records, &hoisted_out, &mut removed, marks);
-    removed
+    Walked {
+        removed,
+        hoisted_out,
+        unfed,
+        kept_bytes,
+    }
 }
 
 /// Moves each kept copy of a hoisted computation (`hoisted`: its index and the loop
@@ -758,15 +859,7 @@ fn to_preheaders(
             order.push(i);
         }
     }
-    let mut new_pos = vec![0; records.len()];
-    for (k, &i) in order.iter().enumerate() {
-        new_pos[i] = k;
-    }
-    let mut old: Vec<Option<Instr>> = std::mem::take(records).into_iter().map(Some).collect();
-    *records = order
-        .iter()
-        .map(|&i| old[i].take().expect("each record once"))
-        .collect();
+    let new_pos = crate::timing::compiler_fuse::permute(records, &order);
     for i in removed.iter_mut() {
         *i = new_pos[*i];
     }
@@ -782,6 +875,8 @@ fn to_preheaders(
 /// hoisted out of.
 #[derive(Clone, Copy)]
 struct Hoist {
+    /// Hoisted out of a loop, or a duplicate outside a common loop.
+    kind: CompilerKind,
     kept: SourceLoc,
     loop_line: Option<SourceLoc>,
 }
@@ -792,7 +887,7 @@ impl Hoist {
         stats.removed += 1;
         stats.removed_hbm_bytes += bytes;
         stats.add(CompilerLine {
-            kind: CompilerKind::Hoisted,
+            kind: self.kind,
             line: r.loc,
             api: r.api,
             kept: Some(self.kept),
@@ -803,8 +898,11 @@ impl Hoist {
     }
 }
 
-/// Removes the loads (into `removed`) whose tiles only the removed copies of hoisted
-/// computations read (`unfed`: their inputs, with where each copy went).
+/// Removes the instructions (into `removed`) whose tiles only removed instructions read,
+/// starting from the inputs of the removed copies of hoisted or duplicate computations
+/// (`unfed`, with where each copy went): the loads, and the TensorE transposes with the
+/// loads that fed them only. One walk back over the program: a producer comes before its
+/// readers.
 fn drop_unfed_loads(
     records: &[Instr],
     removed: &mut Vec<usize>,
@@ -823,9 +921,10 @@ fn drop_unfed_loads(
             }
         }
     }
-    let fed: Map<BufId, Hoist> = unfed.iter().copied().collect();
-    for (j, r) in records.iter().enumerate() {
-        if gone.contains(&j) || !(removable(r) && r.opcode == Opcode::DmaCopy) {
+    let mut fed: Map<BufId, Hoist> = unfed.iter().copied().collect();
+    for (j, r) in records.iter().enumerate().rev() {
+        let kind = matches!(r.opcode, Opcode::DmaCopy | Opcode::Transpose);
+        if gone.contains(&j) || !(removable(r) && kind) {
             continue;
         }
         let Some(&how) = fed.get(&r.writes[0].buf) else {
@@ -834,6 +933,10 @@ fn drop_unfed_loads(
         if readers.get(r.writes[0].buf).copied().unwrap_or(0) == 0 {
             removed.push(j);
             how.record(stats, r, r.dma.map_or(0, |d| d.bytes));
+            for g in &r.reads {
+                *readers.entry(g.buf) -= 1;
+                fed.insert(g.buf, how);
+            }
         }
     }
 }

@@ -11,7 +11,8 @@ use crate::target::TargetSpec;
 pub use super::facts::CostFacts;
 
 pub use super::dma::{
-    dma_descriptor_bytes, dma_efficiency, dma_plan, dma_plan_into, writes_partial_words, DmaPlan,
+    dma_descriptor_bytes, dma_efficiency, dma_plan, dma_plan_into, dma_run_efficiency,
+    writes_partial_words, DmaPlan,
 };
 
 /// The two TensorE phases of a matmul or transpose, in ns.

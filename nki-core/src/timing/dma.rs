@@ -11,6 +11,10 @@
 //!   at `dma_engine_bytes_per_ns` (times the DMA's efficiency), and every engine is held at
 //!   least `dma_engine_min_ns` by every DMA (idle engines still write the completion
 //!   semaphore).
+//! - A DMA whose HBM side is gathered from separate runs is a list of descriptors, each one
+//!   contiguous run of its HBM side capped by a partition row of its on-chip side
+//!   ([`dma_descriptor_bytes`]); short ones move at a fitted fraction of the engine's rate,
+//!   long ones at the full rate ([`dma_run_efficiency`], lengths per target).
 //! - The HBM stack a NeuronCore shares with its neighbours moves one DMA's HBM bytes after
 //!   another at `hbm_bytes_per_ns`: no engine share ends before its DMA's bytes have moved.
 //! - A DMA takes at least `dma_min_transfer_ns` from its first engine's start (latency, not
@@ -84,14 +88,33 @@ pub struct DmaPlan {
     pub hbm_ns: f64,
     /// The shortest time the DMA can take (latency floor).
     pub floor_ns: f64,
-    /// Fraction of the engines' bandwidth the record reaches (transposing DMAs and row gathers
-    /// are slower).
+    /// Fraction of the engines' bandwidth the record reaches (transposing DMAs and short
+    /// descriptors are slower).
     pub efficiency: f64,
 }
 
+/// Fraction of an engine's bandwidth a descriptor of `run` bytes reaches on a DMA touching
+/// HBM: `dma_short_run_efficiency` up to `dma_short_run_bytes`, the full rate from
+/// `dma_full_run_bytes` on, and in between a rise linear in log2 of the length (so the cost
+/// of a byte never rises with the run's length).
+pub fn dma_run_efficiency(spec: &TargetSpec, run: u64) -> f64 {
+    let (short, full) = (spec.dma_short_run_bytes.max(1), spec.dma_full_run_bytes);
+    let low = spec.dma_short_run_efficiency;
+    if run <= short {
+        low
+    } else if run >= full {
+        1.0
+    } else {
+        let t = (run as f64 / short as f64).log2() / (full as f64 / short as f64).log2();
+        low + (1.0 - low) * t
+    }
+}
+
 /// Bandwidth efficiency of a DMA: `dma_transpose_efficiency` for transposing DMAs, times
-/// `dma_row_gather_efficiency` when its HBM side is gathered from separate rows (the
-/// contiguous run is shorter than the transfer).
+/// [`dma_run_efficiency`] of its descriptors ([`dma_descriptor_bytes`]) when its HBM side, in
+/// either direction, is gathered from separate runs (the contiguous run is shorter than the
+/// transfer). A contiguous HBM block and SBUF-to-SBUF copies move at the full rate
+/// (calibration §3a: `[128, 1000]` and `[128, 2000]` fp32 blocks stream at 17 B/ns per engine).
 pub fn dma_efficiency(spec: &TargetSpec, r: impl Into<CostFacts>) -> f64 {
     let r = r.into();
     let transpose = if r.opcode == Opcode::DmaTranspose {
@@ -99,13 +122,13 @@ pub fn dma_efficiency(spec: &TargetSpec, r: impl Into<CostFacts>) -> f64 {
     } else {
         1.0
     };
-    let gather = match r.dma {
+    let runs = match r.dma {
         Some(d) if d.chunk_bytes < d.bytes && (d.src == MemKind::Hbm || d.dst == MemKind::Hbm) => {
-            spec.dma_row_gather_efficiency
+            dma_run_efficiency(spec, dma_descriptor_bytes(r))
         }
         _ => 1.0,
     };
-    transpose * gather
+    transpose * runs
 }
 
 /// Bytes one descriptor of a DMA moves: the contiguous run its source and destination share.
@@ -241,6 +264,7 @@ mod tests {
     use super::super::test_records::dma;
     use super::*;
     use crate::dtype::DType;
+    use crate::record::Instr;
     use crate::target::Target;
 
     #[test]
@@ -326,5 +350,85 @@ mod tests {
         let mut t = dma(128, 0, 512);
         t.opcode = Opcode::DmaTranspose;
         assert!(!writes_partial_words(s, &t));
+    }
+
+    /// A load of `parts` partition rows of `row` bytes each, gathered from separate HBM rows
+    /// (one descriptor per row).
+    fn gathered(parts: u32, row: u64) -> Instr {
+        let mut r = dma(parts, 0, parts as u64 * row);
+        r.dma.as_mut().unwrap().chunk_bytes = row;
+        r
+    }
+
+    #[test]
+    fn a_longer_run_never_costs_more_per_byte_and_4_kib_runs_reach_the_peak() {
+        for s in [
+            Target::Trn1.spec(),
+            Target::Trn2.spec(),
+            Target::Trn3.spec(),
+        ] {
+            let mut prev = 0.0;
+            for run in (0..=16).map(|k| 1u64 << k) {
+                let e = dma_run_efficiency(s, run);
+                assert!(e >= prev && e > 0.0 && e <= 1.0, "{}: {run} B: {e}", s.name);
+                prev = e;
+                // One engine's share per byte of a 128-partition gather of `run`-byte rows.
+                let p = dma_plan(s, &gathered(128, run.max(8)));
+                let per_byte = p.busiest_ns / (8 * run.max(8)) as f64;
+                let q = dma_plan(s, &gathered(128, 2 * run.max(8)));
+                assert!(q.busiest_ns / (16 * run.max(8)) as f64 <= per_byte + 1e-12);
+            }
+            // The fitted short rows are slow; from `dma_full_run_bytes` on (4 KiB on trn2,
+            // the DMA guide's saturation point) runs move within 3 % of the peak.
+            assert_eq!(dma_run_efficiency(s, 256), s.dma_short_run_efficiency);
+            assert_eq!(
+                dma_run_efficiency(s, s.dma_short_run_bytes),
+                s.dma_short_run_efficiency
+            );
+            assert!(s.dma_short_run_efficiency < 0.9);
+            let full = s.dma_full_run_bytes;
+            for run in [full, 2 * full, 1 << 20] {
+                let p = dma_plan(s, &gathered(128, run));
+                let peak = 8.0 * run as f64 / s.dma_engine_bytes_per_ns;
+                assert!(p.busiest_ns <= peak * 1.03, "{}: {run} B", s.name);
+            }
+            // Runs between the two lengths sit in between.
+            let mid = dma_run_efficiency(s, 2 * s.dma_short_run_bytes);
+            assert!(mid > s.dma_short_run_efficiency && mid < 1.0);
+        }
+    }
+
+    #[test]
+    fn both_hbm_directions_pay_for_short_descriptors_and_sbuf_copies_do_not() {
+        let s = Target::Trn1.spec();
+        let load = gathered(128, 512);
+        let mut store = load.clone();
+        let d = store.dma.as_mut().unwrap();
+        (d.src, d.dst) = (MemKind::Sbuf, MemKind::Hbm);
+        assert_eq!(dma_plan(s, &load).engine_ns, dma_plan(s, &store).engine_ns);
+        assert_eq!(dma_efficiency(s, &store), s.dma_short_run_efficiency);
+        let mut on_chip = load;
+        on_chip.dma.as_mut().unwrap().src = MemKind::Sbuf;
+        assert_eq!(dma_efficiency(s, &on_chip), 1.0);
+        // A contiguous HBM block moves at the full rate, whatever its partition rows.
+        assert_eq!(dma_descriptor_bytes(&dma(128, 0, 128 * 512)), 512);
+        assert_eq!(dma_efficiency(s, &dma(128, 0, 128 * 512)), 1.0);
+    }
+
+    #[test]
+    fn a_64_partition_transfer_moves_its_bytes_on_the_8_engines_of_its_partitions() {
+        // "each DMA engine corresponds to 8 partition lanes" (NKI DMA overview, its [4, 4096]
+        // example uses one engine): partitions 0..64 are engines 0..8; the other 8 only write
+        // the completion semaphore.
+        for s in [Target::Trn1.spec(), Target::Trn2.spec()] {
+            let p = dma_plan(s, &dma(64, 0, 64 * 8192));
+            let share = 8.0 * 8192.0 / s.dma_engine_bytes_per_ns;
+            assert!(p.engine_ns[..8].iter().all(|&t| (t - share).abs() < 1e-9));
+            assert!(p.engine_ns[8..].iter().all(|&t| t == s.dma_engine_min_ns));
+            // Partitions 64..128: the upper 8 engines.
+            let p = dma_plan(s, &dma(64, 64, 64 * 8192));
+            assert!(p.engine_ns[..8].iter().all(|&t| t == s.dma_engine_min_ns));
+            assert!(p.engine_ns[8..].iter().all(|&t| (t - share).abs() < 1e-9));
+        }
     }
 }

@@ -18,6 +18,7 @@ mod order;
 mod tensor;
 
 pub(crate) mod compiler;
+pub(crate) mod compiler_fuse;
 mod critical;
 mod deps;
 pub(crate) mod fast_hash;

@@ -1,0 +1,258 @@
+//! Loop fusion, a transformation of the `compiler` stage (`CompilerStage::fuse`): two
+//! sibling `affine_range` loops with the same trip count, where the second consumes on chip
+//! what the first produces and every dependence between them stays inside one iteration,
+//! become one loop whose iteration `j` runs iteration `j` of the first, then iteration `j` of
+//! the second. The records between the two loops move before the first when they touch
+//! nothing it touches. Applied outermost first, then again inside the fused bodies. Two
+//! activations of one loop statement are not fused (see [`find_pair`]): without that rule the
+//! tutorial's fully blocked matmul had its `mb` loops of successive `sequential_range`
+//! iterations merged (the K loop moved inside), which kept every rhs tile live and took its
+//! HBM reads from 1.5 GB to 9.4 GB.
+//!
+//! Evidence: the NKIBench swiglu program (calibration.md section 5) computes its gate
+//! projection for all of `[N, M]` (48 MiB, 384 KiB per partition, twice SBUF) in a first loop
+//! nest and consumes it in a second nest with the same trip counts (3 x 8 x 8), iteration
+//! `(j, m, t)` of the second reading only the gate tile iteration `(j, m, t)` of the first
+//! wrote. Run as written, the gate cannot stay in SBUF; the profiler's counters show none of
+//! it spilled (spill save = the program's `_spill_163` product + one transposed input, both
+//! accounted for without the gate), so the compiler consumed each gate tile in the
+//! iteration that made it. `affine_range` declares the iterations of each loop independent,
+//! which is what makes the check below (no dependence across iterations of the two loops)
+//! enough.
+
+use crate::error::SourceLoc;
+use crate::profile::compiler::{CompilerKind, CompilerLine, CompilerStats};
+use crate::record::{AffinePos, BufId, Instr, Region};
+use crate::timing::fast_hash::Map;
+
+/// One `affine_range` activation in the records: its depth, the records it spans (a loop
+/// runs to its end before the next statement, so they are contiguous) and its iterations.
+#[derive(Clone, Copy)]
+struct Act {
+    id: u32,
+    depth: usize,
+    start: usize,
+    end: usize,
+    iters: u32,
+    distinct: u32,
+}
+
+/// The activations of `records`, in order of their first record.
+fn activations(records: &[Instr]) -> Vec<Act> {
+    let mut at: Map<u32, usize> = Map::default();
+    let mut acts: Vec<Act> = Vec::new();
+    let mut last_iter: Vec<u32> = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        for (d, &(a, it)) in r.affine.frames().iter().enumerate() {
+            match at.get(&a) {
+                Some(&k) => {
+                    acts[k].end = i + 1;
+                    acts[k].iters = acts[k].iters.max(it + 1);
+                    if last_iter[k] != it {
+                        last_iter[k] = it;
+                        acts[k].distinct += 1;
+                    }
+                }
+                None => {
+                    at.insert(a, acts.len());
+                    acts.push(Act {
+                        id: a,
+                        depth: d,
+                        start: i,
+                        end: i + 1,
+                        iters: it + 1,
+                        distinct: 1,
+                    });
+                    last_iter.push(it);
+                }
+            }
+        }
+    }
+    acts
+}
+
+/// True when `a` and `b` conflict (same bytes, one of them written).
+fn conflict(a: &Region, a_writes: bool, b: &Region, b_writes: bool) -> bool {
+    (a_writes || b_writes) && a.overlaps(b)
+}
+
+/// The accesses of `records[range]`, by buffer: (iteration at `depth`, region, written).
+fn accesses(
+    records: &[Instr],
+    range: std::ops::Range<usize>,
+    depth: usize,
+) -> Map<BufId, Vec<(u32, Region, bool)>> {
+    let mut m: Map<BufId, Vec<(u32, Region, bool)>> = Map::default();
+    for r in &records[range] {
+        let it = r.affine.frames().get(depth).map_or(u32::MAX, |f| f.1);
+        for g in r.reads.iter() {
+            m.entry(g.buf).or_default().push((it, *g, false));
+        }
+        for w in r.writes.iter() {
+            m.entry(w.buf).or_default().push((it, *w, true));
+        }
+    }
+    m
+}
+
+/// Whether loop `b` may be fused into the earlier loop `a` (siblings of one parent position,
+/// same trip count), moving the records between them before `a`: every dependence between
+/// the two lies in one iteration, at least one is `b` reading a tile `a` wrote, and nothing
+/// between them conflicts with `a`.
+fn fusable(records: &[Instr], a: &Act, b: &Act) -> bool {
+    let of_a = accesses(records, a.start..a.end, a.depth);
+    let mut feeds = false;
+    for r in &records[b.start..b.end] {
+        let it = r.affine.frames()[b.depth].1;
+        let regions = r.reads.iter().map(|g| (g, false));
+        for (g, w) in regions.chain(r.writes.iter().map(|g| (g, true))) {
+            let Some(list) = of_a.get(&g.buf) else {
+                continue;
+            };
+            for &(ai, ag, aw) in list {
+                if conflict(&ag, aw, g, w) {
+                    if ai != it {
+                        return false;
+                    }
+                    feeds |= aw && !w && matches!(g.buf, BufId::Tile(_));
+                }
+            }
+        }
+    }
+    feeds
+        && records[a.end..b.start].iter().all(|r| {
+            let regions = r.reads.iter().map(|g| (g, false));
+            regions
+                .chain(r.writes.iter().map(|g| (g, true)))
+                .all(|(g, w)| {
+                    of_a.get(&g.buf)
+                        .is_none_or(|l| l.iter().all(|(_, ag, aw)| !conflict(ag, *aw, g, w)))
+                })
+        })
+}
+
+/// The first fusable pair of sibling loops at the shallowest depth that has one. Two
+/// activations of one loop statement (`loops[a]`, where it began) are never paired: they are
+/// iterations of an enclosing loop the kernel runs in order (`sequential_range`, a host loop),
+/// and merging them would reorder that loop rather than fuse two loop nests.
+fn find_pair(records: &[Instr], acts: &[Act], loops: &[SourceLoc]) -> Option<(Act, Act)> {
+    let line = |x: &Act| loops.get(x.id as usize).copied();
+    let parent = |a: &Act| &records[a.start].affine.frames()[..a.depth];
+    let max_depth = acts.iter().map(|a| a.depth).max()?;
+    for depth in 0..=max_depth {
+        let level: Vec<&Act> = acts.iter().filter(|a| a.depth == depth).collect();
+        for (k, b) in level.iter().enumerate() {
+            // The candidates: earlier siblings, nearest first, every record between them and
+            // `b` inside the same parent position.
+            for a in level[..k].iter().rev() {
+                if parent(a) != parent(b) {
+                    break;
+                }
+                let between_ok = records[a.end..b.start]
+                    .iter()
+                    .all(|r| r.affine.frames().get(..depth) == Some(parent(b)));
+                if !between_ok {
+                    break;
+                }
+                let same_trips = a.iters == b.iters && a.distinct == b.distinct;
+                let two_nests = line(a).is_some() && line(a) != line(b);
+                if two_nests && same_trips && a.distinct == a.iters && fusable(records, a, b) {
+                    return Some((**a, **b));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Most fusions applied to one instance (each is a pass over its records).
+const MAX_FUSIONS: usize = 4096;
+
+/// Fuses the sibling `affine_range` loops of `records` that the module doc describes, outermost
+/// first. `loops[a]` is where activation `a` began. The indices in `marks` are moved to the
+/// smallest new index of the records at or after them (so every record at or after a mark
+/// stays at or after it). Returns true when something was fused.
+pub(crate) fn fuse(
+    records: &mut Vec<Instr>,
+    loops: &[SourceLoc],
+    stats: &mut CompilerStats,
+    marks: &mut [usize],
+) -> bool {
+    let mut any = false;
+    for _ in 0..MAX_FUSIONS {
+        let acts = activations(records);
+        if acts.len() < 2 {
+            break;
+        }
+        let Some((a, b)) = find_pair(records, &acts, loops) else {
+            break;
+        };
+        apply(records, &a, &b, marks);
+        any = true;
+        let line = |x: &Act| loops.get(x.id as usize).copied();
+        if let (Some(bl), al) = (line(&b), line(&a)) {
+            stats.add(CompilerLine {
+                kind: CompilerKind::Fused,
+                line: bl,
+                api: "nl.affine_range",
+                kept: None,
+                loop_line: al,
+                count: 1,
+                bytes: 0,
+            });
+        }
+    }
+    any
+}
+
+/// Reorders `records`: the records between `a` and `b` first, then iteration `j` of `a`
+/// followed by iteration `j` of `b` (renamed into `a`) for every `j`.
+fn apply(records: &mut Vec<Instr>, a: &Act, b: &Act, marks: &mut [usize]) {
+    let d = a.depth;
+    let iteration = |i: usize| records[i].affine.frames()[d].1;
+    let mut order: Vec<usize> = (0..a.start).collect();
+    order.extend(a.end..b.start);
+    let (mut x, mut y) = (a.start, b.start);
+    while x < a.end || y < b.end {
+        let j = if x < a.end {
+            iteration(x)
+        } else {
+            iteration(y)
+        };
+        while x < a.end && iteration(x) == j {
+            order.push(x);
+            x += 1;
+        }
+        while y < b.end && iteration(y) == j {
+            order.push(y);
+            y += 1;
+        }
+    }
+    order.extend(b.end..records.len());
+    for r in &mut records[b.start..b.end] {
+        let mut frames = r.affine.frames().to_vec();
+        frames[d].0 = a.id;
+        r.affine = AffinePos::new(&frames);
+    }
+    let new_pos = permute(records, &order);
+    for m in marks.iter_mut() {
+        if let Some(p) = new_pos.get(*m..).and_then(|t| t.iter().min()) {
+            *m = *p;
+        }
+    }
+}
+
+/// Puts `records` in the order `order` (a permutation of their indices: the new record `k`
+/// is the old record `order[k]`) and returns each old record's new index.
+pub(crate) fn permute(records: &mut Vec<Instr>, order: &[usize]) -> Vec<usize> {
+    let mut new_pos = vec![0; records.len()];
+    for (k, &i) in order.iter().enumerate() {
+        new_pos[i] = k;
+    }
+    let mut old: Vec<Option<Instr>> = std::mem::take(records).into_iter().map(Some).collect();
+    *records = order
+        .iter()
+        .map(|&i| old[i].take().expect("each record once"))
+        .collect();
+    new_pos
+}
