@@ -424,16 +424,7 @@ fn dedup(
 ) -> Vec<usize> {
     // Per buffer: its last access and last write in the program as written, and (during the
     // walk) how many writes it has received.
-    let mut info: BufTable<Info> = BufTable::new(records);
-    for (i, r) in records.iter().enumerate() {
-        for g in &r.reads {
-            info.entry(g.buf).last = i as u32;
-        }
-        for w in &r.writes {
-            let e = info.entry(w.buf);
-            (e.last, e.last_write) = (i as u32, i as u32);
-        }
-    }
+    let mut info = last_accesses(records, |_, _| {});
     // A cheap first look: does a removable instruction repeat an earlier one (unversioned
     // key, by hash) whose tile is still in use? Kernels without such repeats (the tutorial's
     // tiled matmul drops each tile before loading it again) stop here.
@@ -644,20 +635,12 @@ fn invariant_walk(
     banned: &[u32],
 ) -> Walked {
     let mut kept_bytes: Map<u32, u64> = Map::default();
-    let mut info: BufTable<Info> = BufTable::new(records);
     // Per buffer written more than once: its writes (index, region), to tell whether a kept
     // region is overwritten later.
     let mut written: Map<BufId, Vec<(u32, Region)>> = Map::default();
-    for (i, r) in records.iter().enumerate() {
-        for g in &r.reads {
-            info.entry(g.buf).last = i as u32;
-        }
-        for w in &r.writes {
-            let e = info.entry(w.buf);
-            (e.last, e.last_write) = (i as u32, i as u32);
-            written.entry(w.buf).or_default().push((i as u32, *w));
-        }
-    }
+    let mut info = last_accesses(records, |i, w| {
+        written.entry(w.buf).or_default().push((i, *w));
+    });
     // True when nothing after record `o` writes into `kept`.
     let intact = |o: usize, kept: &Region| {
         written
@@ -1013,6 +996,24 @@ struct Info {
     last_write: u32,
     /// Writes it received so far in the walk (its version).
     writes: u32,
+}
+
+/// Every buffer's last access and last write in `records` (the program as written; no writes
+/// counted yet); `on_write(i, region)` sees each write of record `i` in program order.
+fn last_accesses(records: &[Instr], mut on_write: impl FnMut(u32, &Region)) -> BufTable<Info> {
+    let mut info: BufTable<Info> = BufTable::new(records);
+    for (i, r) in records.iter().enumerate() {
+        let i = i as u32;
+        for g in &r.reads {
+            info.entry(g.buf).last = i;
+        }
+        for w in &r.writes {
+            let e = info.entry(w.buf);
+            (e.last, e.last_write) = (i, i);
+            on_write(i, w);
+        }
+    }
+    info
 }
 
 /// How one tile is used across an `affine_range` loop's iterations.
