@@ -184,7 +184,8 @@ const KEEP: usize = 4;
 /// The dependency pass over one core's records, fed one record at a time in program order
 /// (it needs only earlier records, so it can run while the kernel still records: see
 /// [`RecordFeed`](super::feed::RecordFeed)). Besides the dependencies it keeps what placement
-/// walks them by: each record's successors as a list and its number of predecessors.
+/// walks them by: each record's number of successors and of predecessors, and, once
+/// [`DepPass::index_successors`] has run, every record's successors side by side.
 pub(crate) struct DepPass {
     table: AccessTable,
     /// Engine of every record fed so far.
@@ -193,32 +194,34 @@ pub(crate) struct DepPass {
     pub(super) base: u32,
     /// The dependencies found so far, as (pred, edge) pairs.
     pub(super) edges: Vec<(u32, Edge)>,
-    /// Per dependency: the next (older) one of the same predecessor in `edges` ([`NIL`]: none).
-    pub(super) next: Vec<u32>,
-    /// Per record fed (index from `base`): its newest dependency as a predecessor in `edges`
-    /// ([`NIL`]: it has no successor), the head of its successors' list through `next`.
-    pub(super) succ: Vec<u32>,
+    /// Per record fed (index from `base`): its dependencies as a predecessor.
+    nsucc: Vec<u32>,
+    /// The successors of record `base + r` are `by_pred[first[r]..first[r + 1]]`, newest
+    /// first (made by [`DepPass::index_successors`] from `edges`). Placement follows each
+    /// placed record's successors: side by side they are read in one sweep, where a list
+    /// through `edges` jumped to wherever each successor's dependencies were found (a cache
+    /// miss per successor when a tile's readers come long after it, as in the tutorial's
+    /// hoisted loads).
+    first: Vec<u32>,
+    by_pred: Vec<Edge>,
     /// Per record fed (index from `base`): its dependencies as a successor.
     pub(super) preds: Vec<u32>,
 }
 
-/// Where [`DepPass::add`] appends the dependencies it finds: the pass's `edges`, `next` and
-/// `succ` (see there), for records from global index `base` on.
+/// Where [`DepPass::add`] appends the dependencies it finds: the pass's `edges` and `nsucc`
+/// (see there), for records from global index `base` on.
 struct Links<'a> {
     edges: &'a mut Vec<(u32, Edge)>,
-    next: &'a mut Vec<u32>,
-    succ: &'a mut [u32],
+    nsucc: &'a mut [u32],
     base: u32,
 }
 
 impl Links<'_> {
-    /// Appends dependency `e` on record `pred` (global index) to the edges and to `pred`'s
-    /// successors' list.
+    /// Appends dependency `e` on record `pred` (global index) to the edges and counts it
+    /// among `pred`'s successors.
     #[inline]
     fn link(&mut self, pred: u32, e: Edge) {
-        let head = &mut self.succ[(pred - self.base) as usize];
-        self.next.push(*head);
-        *head = self.edges.len() as u32;
+        self.nsucc[(pred - self.base) as usize] += 1;
         self.edges.push((pred, e));
     }
 }
@@ -231,8 +234,9 @@ impl DepPass {
             engines: Vec::new(),
             base,
             edges: Vec::new(),
-            next: Vec::new(),
-            succ: Vec::new(),
+            nsucc: Vec::new(),
+            first: Vec::new(),
+            by_pred: Vec::new(),
             preds: Vec::new(),
         }
     }
@@ -245,8 +249,9 @@ impl DepPass {
         self.table.nodes = SlotVec::default();
         self.engines.clear();
         self.edges.clear();
-        self.next.clear();
-        self.succ.clear();
+        self.nsucc.clear();
+        self.first.clear();
+        self.by_pred.clear();
         self.preds.clear();
         self.base = base;
     }
@@ -256,23 +261,60 @@ impl DepPass {
         use std::mem::size_of;
         self.engines.capacity()
             + self.edges.capacity() * size_of::<(u32, Edge)>()
-            + (self.next.capacity() + self.succ.capacity() + self.preds.capacity()) * 4
+            + self.by_pred.capacity() * size_of::<Edge>()
+            + (self.nsucc.capacity() + self.first.capacity() + self.preds.capacity()) * 4
             + self.table.slots.capacity() * (size_of::<(BufId, u32)>() + 1)
             + self.table.tile_slots.capacity() * size_of::<u32>()
             + self.table.bufs.capacity() * size_of::<Accesses>()
+    }
+
+    /// Lays every record's successors side by side (see `first`), newest first: once, after
+    /// the last record was fed and before placement follows them.
+    pub(crate) fn index_successors(&mut self) {
+        // A counting sort by predecessor: `first[r]` starts as the end of `r`'s slots and
+        // moves down to their start as they fill (`first[n]` stays the total).
+        self.first.clear();
+        self.first.reserve(self.nsucc.len() + 1);
+        let mut at = 0u32;
+        for &k in &self.nsucc {
+            at += k;
+            self.first.push(at);
+        }
+        self.first.push(at);
+        const FILLER: Edge = Edge {
+            succ: 0,
+            kind: Kind::Order,
+            late: false,
+        };
+        self.by_pred.clear();
+        self.by_pred.resize(self.edges.len(), FILLER);
+        // Forward over the edges, each record's slots filling from their end: the newest
+        // dependency comes first.
+        for &(pred, e) in &self.edges {
+            let slot = &mut self.first[(pred - self.base) as usize];
+            *slot -= 1;
+            self.by_pred[*slot as usize] = e;
+        }
+    }
+
+    /// The successors of record `i` (global index), newest first ([`DepPass::index_successors`]
+    /// must have run since the last record was fed).
+    #[inline]
+    pub(super) fn successors(&self, i: usize) -> &[Edge] {
+        let r = i - self.base as usize;
+        &self.by_pred[self.first[r] as usize..self.first[r + 1] as usize]
     }
 
     /// Feeds the next record: it runs on `engine`, reads `reads` and writes `writes`.
     pub(crate) fn add(&mut self, engine: Engine, reads: &[Region], writes: &[Region]) {
         let me = self.base + self.engines.len() as u32;
         self.engines.push(engine);
-        self.succ.push(NIL);
+        self.nsucc.push(0);
         let found = self.edges.len();
         let table = &mut self.table;
         let mut out = Links {
             edges: &mut self.edges,
-            next: &mut self.next,
-            succ: &mut self.succ,
+            nsucc: &mut self.nsucc,
             base: self.base,
         };
         let tensor = engine == Engine::Tensor;
@@ -428,8 +470,10 @@ mod tests {
             // SAFETY: `recs` is neither moved nor written until `finish`.
             unsafe { feed.push(recs.as_ptr(), i + 1) };
         }
-        let prep = feed.finish(&recs).expect("the feed's thread ran the pass");
-        let pass = &prep.cores[0].deps;
+        let mut prep = feed.finish(&recs).expect("the feed's thread ran the pass");
+        let pass = &mut prep.cores[0].deps;
+        pass.index_successors();
+        let pass = &*pass;
         let refs: Vec<&Instr> = recs.iter().collect();
         let mut direct = Vec::new();
         dependencies(&refs, 0, &mut direct);
@@ -440,20 +484,23 @@ mod tests {
         };
         assert!(direct.len() > 1000, "{} edges", direct.len());
         assert_eq!(flat(&pass.edges), flat(&direct));
-        // Each record's successors' list holds exactly its dependencies as a predecessor,
+        // Each record's successors hold exactly its dependencies as a predecessor,
         // newest first, and its count of predecessors those as a successor.
         for r in 0..recs.len() {
-            let mut walked = Vec::new();
-            let mut x = pass.succ[r];
-            while x != NIL {
-                walked.push(x as usize);
-                x = pass.next[x as usize];
-            }
-            let mut want: Vec<usize> = (0..direct.len())
-                .filter(|&k| direct[k].0 == r as u32)
+            let walked = flat(
+                &pass
+                    .successors(r)
+                    .iter()
+                    .map(|e| (r as u32, *e))
+                    .collect::<Vec<_>>(),
+            );
+            let mut want: Vec<(u32, Edge)> = direct
+                .iter()
+                .filter(|(p, _)| *p == r as u32)
+                .copied()
                 .collect();
             want.reverse();
-            assert_eq!(walked, want, "successors of record {r}");
+            assert_eq!(walked, flat(&want), "successors of record {r}");
             let preds = direct.iter().filter(|(_, e)| e.succ == r as u32).count();
             assert_eq!(pass.preds[r] as usize, preds, "predecessors of record {r}");
         }

@@ -13,7 +13,7 @@
 //! Engines in one state given equal shares of a DMA are placed once, as one run ([`Piece`]).
 
 use super::cost;
-use super::deps::{DepPass, NIL};
+use super::deps::DepPass;
 use super::dma;
 use super::order::{self, Edge, Timeline, WINDOW};
 use super::prepare::{Costs, PlanScratch, Prepared};
@@ -192,6 +192,9 @@ pub(crate) fn schedule<'a>(
         for (_, rs) in &s.instances {
             recs.extend(rs);
         }
+    }
+    for f in &mut prep.cores {
+        f.deps.index_successors();
     }
     let core = std::mem::take(&mut prep.core);
     let per_stack = spec.ncs_per_hbm_stack.max(1);
@@ -538,10 +541,8 @@ impl Sim<'_, '_> {
         let pe = self.engine[iu];
         let (start, end) = (self.out.start[iu], self.out.end[iu]);
         let deps: &DepPass = self.deps[self.out.core[iu] as usize];
-        let mut x = deps.succ[iu - deps.base as usize];
-        while x != NIL {
-            self.follow(i, deps.edges[x as usize].1, pe, start, end);
-            x = deps.next[x as usize];
+        for &e in deps.successors(iu) {
+            self.follow(i, e, pe, start, end);
         }
         if !self.s.cross.is_empty() {
             let from = self.s.cross.partition_point(|&(p, _)| p < i);
