@@ -7,7 +7,8 @@ use ndarray::{Array2, Array3, Axis};
 use nki_core::prelude::*;
 use nki_core::{with_compiler_stage, CompilerKind, CompilerStage, SpillKind};
 use nki_kernels::nkibench::{
-    bmm_softmax_baseline, gqa_baseline, mamba_baseline, matmul_baseline, swiglu_baseline, Baseline,
+    bmm_softmax_baseline, gqa_baseline, lora_baseline, mamba_baseline, matmul_baseline,
+    swiglu_baseline, Baseline,
 };
 use nki_kernels::testing::{check_modes, random_f32};
 
@@ -260,6 +261,44 @@ fn swiglu_is_modelled_not_rejected_with_its_product_through_private_hbm() {
         .lines
         .iter()
         .any(|l| l.kind == CompilerKind::SpilledAcrossLoop));
+}
+
+#[test]
+fn lora_baseline_matches_the_nkibench_reference() {
+    // NKIBench's reference: `x @ w + (x @ a) @ b`. One M block, one N block, one K chunk of
+    // the main nest (two halves) and five of the low-rank nest; inputs scaled by 0.25.
+    let (m, n, k, r) = (512, 1024, 5120, 128);
+    let scaled = |rows, cols, seed| random_f32(rows, cols, seed).mapv(|v| v * 0.25);
+    let (x, w) = (scaled(m, k, 21), scaled(k, n, 22));
+    let (a, b) = (scaled(k, r, 23), scaled(r, n, 24));
+    let want = x.dot(&w) + x.dot(&a).dot(&b);
+    let h = |v: &Array2<f32>| Hbm::from_array(v).unwrap();
+    let (hx, hw, ha, hb, id) = (h(&x), h(&w), h(&a), h(&b), identity());
+    check_modes("lora_baseline", &want, 1e-4, 1e-3, |launch| {
+        let mut out = Hbm::<f32>::zeros([m, n]);
+        let res = lora_baseline::run(launch, &hx, &hw, &ha, &hb, &id, &mut out)?;
+        Ok((out.to_array()?, res))
+    });
+}
+
+#[test]
+fn lora_is_modelled_not_rejected_at_its_nkibench_problem() {
+    // Not in section 5 (its counters are not reproduced): modelled, not rejected, with its
+    // output written once beside the spill saves.
+    let p = Baseline::Lora.estimate(Target::Trn1).unwrap();
+    eprintln!(
+        "lora trn1 (MB): read {:.1} write {:.1} save {:.1} reload {:.1}",
+        p.dma.hbm_read_bytes as f64 / 1e6,
+        p.dma.hbm_write_bytes as f64 / 1e6,
+        p.spills.save_bytes as f64 / 1e6,
+        p.spills.reload_bytes as f64 / 1e6
+    );
+    let (m, n) = (4096u64, 12288u64);
+    assert_eq!(
+        p.dma.hbm_write_bytes,
+        4 * m * n + p.spills.save_bytes,
+        "{p}"
+    );
 }
 
 #[test]
