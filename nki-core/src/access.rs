@@ -331,6 +331,7 @@ impl Ap {
 
     /// [`Ap::slice`] with the sliced object's description built only for an error (slicing
     /// sits on every kernel's hot path; describing a tile or tensor formats a string).
+    #[inline]
     pub(crate) fn slice_named(
         &self,
         index: &[Ix],

@@ -158,6 +158,7 @@ impl MemoryTracker {
     /// (for [`MemoryTracker::free`]) or an error when the compiler would reject it: an SBUF
     /// tile larger than a partition's SBUF, a PSUM tile over its banks or no PSUM bank left.
     /// SBUF tiles that fit one by one but not together over-commit (see the module doc).
+    #[inline]
     pub(crate) fn alloc(
         &mut self,
         id: u64,
@@ -398,6 +399,7 @@ impl MemoryTracker {
 
     /// Releases tile `id` held in `slot` (no-op when the slot does not hold it: a tile of
     /// another instance).
+    #[inline]
     pub(crate) fn free(&mut self, slot: u32, id: u64) {
         if !self.placed.is_empty() {
             self.placed.retain(|p| p.id != id);

@@ -587,10 +587,14 @@ impl Launch {
                 // Dropped before the records change (it reads them in place).
                 f.feed = None;
                 let records = std::mem::take(&mut f.records);
-                let r = crate::timing::spill::resolve(records, &over, cap, &pid)?;
+                // The compiler stage's whole spills across loops (Beta 1 only, as above).
+                let whole = self.compiler.loop_spill && self.dialect == Dialect::Beta1;
+                let loops = whole.then_some(&f.loop_lines[..]);
+                let r = crate::timing::spill::resolve(records, &over, cap, &pid, loops)?;
                 f.records = r.records;
                 f.peak.sbuf_bytes_per_partition = over.peak_before.max(r.stats.resident_peak_bytes);
                 spills.merge(r.stats);
+                compiler.merge(r.compiler);
             }
             feed = feed.or(f.feed);
             let stream = &mut streams[core];

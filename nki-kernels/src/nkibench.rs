@@ -498,15 +498,16 @@ pub fn gqa_baseline(
     }
 }
 
-/// The transposes `x^T` of one block of 512 rows of `x` `[M, K]`: one `[128, K / 128 * 512]`
-/// tile whose `[128, 512]` column block `t` holds rows `t * 128 ..` of `x` transposed (4 loads
-/// of `[128, K]`, each transposed 128 columns at a time on TensorE against `id`).
-fn x_block_transposed(x: &Hbm<f32>, block: usize, id: &Tile) -> Tile {
-    let k_tiles = x.shape()[1] / P;
+/// The transposes `x^T` of columns `cols` (a multiple of 128 wide) of one block of 512 rows
+/// of `x` `[M, K]`: one `[128, cols / 128 * 512]` tile whose `[128, 512]` column block `t`
+/// holds columns `cols.start + t * 128 ..` of the block transposed (4 loads of
+/// `[128, cols]`, each transposed 128 columns at a time on TensorE against `id`).
+fn x_block_transposed(x: &Hbm<f32>, block: usize, cols: std::ops::Range<usize>, id: &Tile) -> Tile {
+    let k_tiles = cols.len() / P;
     let x_t = nl::ndarray(&[P, k_tiles * FMAX], DType::F32, nl::SBUF);
     for i3 in nl::affine_range(FMAX / P) {
         let r0 = block * FMAX + i3 * P;
-        let x_tile = nl::load(x.slice((r0..r0 + P, ..)));
+        let x_tile = nl::load(x.slice((r0..r0 + P, cols.clone())));
         for i4 in nl::affine_range(k_tiles) {
             let tr = nisa::nc_matmul_transpose(x_tile.slice((.., i4 * P..(i4 + 1) * P)), id);
             let c0 = i4 * FMAX + i3 * P;
@@ -584,7 +585,7 @@ pub fn swiglu_baseline(
     for i0 in nl::affine_range(n_blocks) {
         let wg = weights(w_gate, i0);
         for i2 in nl::affine_range(m_blocks) {
-            let x_t = x_block_transposed(x, i2, &id);
+            let x_t = x_block_transposed(x, i2, 0..k, &id);
             for i5 in nl::affine_range(per_block) {
                 let acc = project(&wg, i5 * P, &x_t);
                 gate[at(i0, i5, i2)] = Some(nisa::tensor_copy(&acc, None, nisa::Engine::Vector));
@@ -599,7 +600,7 @@ pub fn swiglu_baseline(
     for i7 in nl::affine_range(n_blocks) {
         let wu = weights(w_up, i7);
         for i9 in nl::affine_range(m_blocks) {
-            let x_t = x_block_transposed(x, i9, &id);
+            let x_t = x_block_transposed(x, i9, 0..k, &id);
             for i12 in nl::affine_range(per_block) {
                 let up = project(&wu, i12 * P, &x_t);
                 let Some(g) = gate[at(i7, i12, i9)].take() else {
@@ -656,6 +657,150 @@ pub fn swiglu_baseline(
     }
 }
 
+/// NKIBench `lora_M4096_N12288_K5120_R128` baseline: `out = x @ w + (x @ a) @ b` for `x`
+/// `[M, K]`, `w` `[K, N]`, `a` `[K, R]`, `b` `[R, N]` with R = 128, `out` `[M, N]`.
+///
+/// As the compiler-emitted program: `a` is loaded whole; a low-rank nest computes, per
+/// group of (up to) 4 blocks of 512 rows of M, `(x a)^T` (`x` loaded and transposed on
+/// TensorE against `identity`, 1024 columns of K at a time), then loads `b` 1024 columns at
+/// a time and keeps `((x a) b)^T` for every N block (`[128, 512]` tiles); the main nest, per
+/// block of 1024 columns of N, runs a `sequential_range` over chunks of 1280 rows of K,
+/// loading those rows of `w` and, per M block, loading and transposing the chunk's columns
+/// of `x` again, accumulating `(x w)^T` over the chunks (`nl.loop_reduce`); it then adds the
+/// low-rank part, transposes back on TensorE and stores `[128, 128]` tiles.
+///
+/// Needs R = 128, M a multiple of 512 (of 2048 beyond 2048), K of 5120, N of 1024.
+#[nki_kernel]
+pub fn lora_baseline(
+    x: &Hbm<f32>,
+    w: &Hbm<f32>,
+    a: &Hbm<f32>,
+    b: &Hbm<f32>,
+    identity: &Hbm<f32>,
+    out: &mut Hbm<f32>,
+) {
+    let op = "lora_baseline";
+    let xs = expect_rank(op, "x", x.shape(), 2);
+    let (m, k) = (xs[0], xs[1]);
+    let n = expect_rank(op, "w", w.shape(), 2)[1];
+    expect_shape(op, "w", w.shape(), &[k, n]);
+    expect_shape(op, "a", a.shape(), &[k, P]);
+    expect_shape(op, "b", b.shape(), &[P, n]);
+    expect_shape(op, "identity", identity.shape(), &[P, P]);
+    expect_shape(op, "out", out.shape(), &[m, n]);
+    let m_blocks = m / FMAX;
+    let group = m_blocks.min(4);
+    require(
+        op,
+        m.is_multiple_of(FMAX)
+            && m_blocks > 0
+            && m_blocks.is_multiple_of(group)
+            && k.is_multiple_of(10 * FMAX)
+            && n.is_multiple_of(BLOCK),
+        || {
+            format!(
+                "expected M = {m} a multiple of {FMAX} (of {} beyond it), K = {k} of {}, \
+                 N = {n} of {BLOCK}",
+                4 * FMAX,
+                10 * FMAX
+            )
+        },
+    );
+    let (n_blocks, per_block) = (n / BLOCK, BLOCK / P);
+    // Rows of K per chunk of the main nest's sequential loop, in halves of 5 tiles.
+    let (chunk, half) = (10 * P, 5 * P);
+    let id = nl::load(identity.view());
+    let mut a_t = Vec::with_capacity(k / P);
+    for i1 in nl::affine_range(k / P) {
+        a_t.push(nl::load(a.slice((i1 * P..(i1 + 1) * P, ..))));
+    }
+    // ((x a) b)^T per (N block, 128 columns of it, M block): [128, 512].
+    let at = |i: usize, t: usize, j: usize| (i * per_block + t) * m_blocks + j;
+    let mut low: Vec<Option<Tile>> = (0..n_blocks * per_block * m_blocks).map(|_| None).collect();
+    for i2 in nl::affine_range(m_blocks / group) {
+        let mut xa = Vec::with_capacity(group);
+        for i3 in nl::affine_range(group) {
+            let mb = i2 * group + i3;
+            let mut x_t = Vec::with_capacity(k / BLOCK);
+            for i4 in nl::affine_range(k / BLOCK) {
+                x_t.push(x_block_transposed(x, mb, i4 * BLOCK..(i4 + 1) * BLOCK, &id));
+            }
+            let acc = nl::ndarray(&[P, FMAX], DType::F32, nl::PSUM);
+            for (i7, xt) in x_t.iter().enumerate() {
+                for i8 in nl::affine_range(BLOCK / P) {
+                    nisa::nc_matmul_acc(
+                        &acc,
+                        &a_t[i7 * (BLOCK / P) + i8],
+                        xt.slice((.., i8 * FMAX..(i8 + 1) * FMAX)),
+                    );
+                }
+            }
+            xa.push(nisa::tensor_copy(&acc, None, nisa::Engine::Vector));
+        }
+        for i9 in nl::affine_range(n_blocks) {
+            let b_tile = nl::load(b.slice((.., i9 * BLOCK..(i9 + 1) * BLOCK)));
+            for (i10, xa_t) in xa.iter().enumerate() {
+                for t in nl::affine_range(per_block) {
+                    let acc = nl::ndarray(&[P, FMAX], DType::F32, nl::PSUM);
+                    nisa::nc_matmul_acc(&acc, b_tile.slice((.., t * P..(t + 1) * P)), xa_t);
+                    low[at(i9, t, i2 * group + i10)] =
+                        Some(nisa::tensor_copy(&acc, None, nisa::Engine::Vector));
+                }
+            }
+        }
+    }
+    for i13 in nl::affine_range(n_blocks) {
+        // (x w)^T per (128 columns of the N block, M block): [128, 512].
+        let sums: Vec<Tile> = (0..per_block * m_blocks)
+            .map(|_| nl::ndarray(&[P, FMAX], DType::F32, nl::SBUF))
+            .collect();
+        for i14 in nl::sequential_range(k / chunk) {
+            let mut w_t = Vec::with_capacity(chunk / P);
+            for i16 in nl::affine_range(chunk / P) {
+                let r0 = i14 * chunk + i16 * P;
+                w_t.push(nl::load(
+                    w.slice((r0..r0 + P, i13 * BLOCK..(i13 + 1) * BLOCK)),
+                ));
+            }
+            for mb in nl::affine_range(m_blocks) {
+                let mut x_t = Vec::with_capacity(2);
+                for i19 in nl::affine_range(2) {
+                    let c0 = i14 * chunk + i19 * half;
+                    x_t.push(x_block_transposed(x, mb, c0..c0 + half, &id));
+                }
+                for t in nl::affine_range(per_block) {
+                    let acc = nl::ndarray(&[P, FMAX], DType::F32, nl::PSUM);
+                    for (i24, xt) in x_t.iter().enumerate() {
+                        for i25 in nl::affine_range(half / P) {
+                            nisa::nc_matmul_acc(
+                                &acc,
+                                w_t[i24 * (half / P) + i25].slice((.., t * P..(t + 1) * P)),
+                                xt.slice((.., i25 * FMAX..(i25 + 1) * FMAX)),
+                            );
+                        }
+                    }
+                    loop_reduce(&sums[t * m_blocks + mb], &acc, nl::AluOp::Add, i14 == 0);
+                }
+            }
+        }
+        for mb in nl::affine_range(m_blocks) {
+            for t in nl::affine_range(per_block) {
+                let Some(l) = low[at(i13, t, mb)].take() else {
+                    continue;
+                };
+                let y = nisa::tensor_tensor(&sums[t * m_blocks + mb], &l, nl::AluOp::Add, None);
+                for i31 in nl::affine_range(FMAX / P) {
+                    let tr = nisa::nc_matmul_transpose(y.slice((.., i31 * P..(i31 + 1) * P)), &id);
+                    let o = nl::ndarray(&[P, P], DType::F32, nl::SBUF);
+                    nisa::tensor_copy_into(&o, &tr, nisa::Engine::Vector);
+                    let (r0, c0) = (mb * FMAX + i31 * P, (i13 * per_block + t) * P);
+                    nl::store(out.slice((r0..r0 + P, c0..c0 + P)), &o);
+                }
+            }
+        }
+    }
+}
+
 /// The NKIBench kernels of calibration.md section 5 ported here, with their trn1 problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Baseline {
@@ -667,18 +812,21 @@ pub enum Baseline {
     Gqa,
     /// [`mamba_baseline`](fn@mamba_baseline) at M = 7168, C = 256, S = 16.
     Mamba,
-    /// [`swiglu_baseline`](fn@swiglu_baseline) at M = 4096, N = 3072, K = 1024 (not in
-    /// [`Baseline::ALL`] yet: its counters are not reproduced).
+    /// [`swiglu_baseline`](fn@swiglu_baseline) at M = 4096, N = 3072, K = 1024.
     Swiglu,
+    /// [`lora_baseline`](fn@lora_baseline) at M = 4096, N = 12288, K = 5120, R = 128 (not in
+    /// [`Baseline::ALL`]: its counters are not reproduced yet).
+    Lora,
 }
 
 impl Baseline {
     /// Every ported one, in calibration.md's order.
-    pub const ALL: [Baseline; 4] = [
+    pub const ALL: [Baseline; 5] = [
         Baseline::Matmul,
         Baseline::BmmSoftmax,
         Baseline::Gqa,
         Baseline::Mamba,
+        Baseline::Swiglu,
     ];
 
     /// NKIBench's name of the problem.
@@ -689,6 +837,7 @@ impl Baseline {
             Baseline::Gqa => "gqa_full_B1_N4096_QH16_KH8_D128",
             Baseline::Mamba => "mamba_M7168_C256_S16",
             Baseline::Swiglu => "swiglu_M4096_N3072_K1024",
+            Baseline::Lora => "lora_M4096_N12288_K5120_R128",
         }
     }
 
@@ -701,6 +850,7 @@ impl Baseline {
             Baseline::Gqa => [1_194_393_600, 1_132_986_368, 1_099_431_936, 1_127_219_200],
             Baseline::Mamba => [181_682_176, 62_390_272, 55_050_240, 55_050_240],
             Baseline::Swiglu => [141_623_296, 83_886_080, 67_108_864, 83_886_080],
+            Baseline::Lora => [2_341_797_888, 1_269_563_392, 1_068_236_800, 1_907_097_600],
         }
     }
 
@@ -750,9 +900,22 @@ impl Baseline {
                 let down = Hbm::shape_only([n, k]);
                 let mut out = Hbm::<f32>::shape_only([m, k]);
                 // Through the modelled Beta-1 compiler: the profiler counts the program's
-                // private-HBM `_spill_163` traffic as spill (`CompilerStage::scratch_spill`).
+                // private-HBM `_spill_163` traffic as spill (`CompilerStage::scratch_spill`),
+                // and the compiler hoists the input's transposes out of the fused N-block
+                // loop and spills them whole across it (`CompilerStage::loop_spill`).
                 with_compiler_stage(CompilerStage::BETA1, || {
                     swiglu_baseline::estimate(g(), target, &x, &up, &down, &gate, &id, &mut out)
+                })
+            }
+            Baseline::Lora => {
+                let (m, n, k, r) = (4096, 12288, 5120, 128);
+                let (x, w) = (Hbm::shape_only([m, k]), Hbm::shape_only([k, n]));
+                let (a, b) = (Hbm::shape_only([k, r]), Hbm::shape_only([r, n]));
+                let mut out = Hbm::<f32>::shape_only([m, n]);
+                // Through the modelled Beta-1 compiler, as swiglu: the emitted program still
+                // loads and transposes x in every N block.
+                with_compiler_stage(CompilerStage::BETA1, || {
+                    lora_baseline::estimate(g(), target, &x, &w, &a, &b, &id, &mut out)
                 })
             }
         }

@@ -189,17 +189,6 @@ pub(crate) fn dma_rows_contiguous(t: &TileRef) -> bool {
     unit_stride(t)
 }
 
-/// All the operands of a compute instruction when one of them is an indirect view (tensor
-/// indirection), else `None` (the common case, without allocating).
-fn indirect_operands<'r, 't>(
-    data: &[&'r TileRef<'t>],
-    extra: &[&'r TileRef<'t>],
-    outs: &[&'r TileRef<'t>],
-) -> Option<Vec<&'r TileRef<'t>>> {
-    let all = || data.iter().chain(extra).chain(outs).copied();
-    all().any(|t| t.ind.is_some()).then(|| all().collect())
-}
-
 /// The regions of the index tiles of the indirect views among `ops`, which their instruction
 /// reads (tensor indirection).
 pub(crate) fn ti_index_regions(ops: &[&TileRef]) -> Vec<crate::record::Region> {
@@ -542,6 +531,20 @@ impl Op {
         )
     }
 
+    /// Fails with a dtype error unless the dtype of the operand `t` is `ok`; `message` gets
+    /// `t`'s description (built only on failure).
+    #[inline]
+    pub(crate) fn dtype_rule(
+        &self,
+        t: &TileRef,
+        ok: impl FnOnce(DType) -> bool,
+        message: impl FnOnce(String) -> String,
+    ) {
+        if !ok(t.dtype()) {
+            self.fail(ErrorKind::DType, message(t.describe()));
+        }
+    }
+
     /// The `(rows, columns)` of the 2-D HBM view `v`; a view of another rank fails with
     /// "`wants`, got <v> of <n> dimensions".
     pub(crate) fn hbm_2d(&self, v: &HbmView, wants: &str) -> (usize, usize) {
@@ -649,6 +652,15 @@ impl Op {
         if !allowed.contains(x) {
             let names: Vec<String> = allowed.iter().map(|a| name(a).to_string()).collect();
             self.fail(kind, message(names.join(", ")));
+        }
+    }
+
+    /// The operand rule ([`Op::operand`]) for the operand `what` of an instruction on
+    /// `engine`, then GpSimdE's ([`Op::gpsimd_sbuf`]) when it runs there.
+    pub(crate) fn operand_on(&self, engine: Engine, what: &str, t: &TileRef) {
+        self.operand(what, t);
+        if engine == Engine::GpSimd {
+            self.gpsimd_sbuf(what, t);
         }
     }
 
@@ -777,10 +789,11 @@ impl Op {
         outs: &[&TileRef],
         exec: impl FnOnce(),
     ) {
-        if let Some(all) = indirect_operands(data, extra, outs) {
+        let ops = Operands { data, extra, outs };
+        if let Some(all) = ops.indirect() {
             self.indirection(site.engine, &all);
         }
-        self.issue(outs, exec, || self.compute_record(site, data, extra, outs));
+        self.issue(outs, exec, || ops.record(self, site));
     }
 
     /// THE check of NeuronCore-v4 tensor indirection (NKI 0.7 `tensor.indirect(index)`) for
@@ -843,45 +856,6 @@ impl Op {
         }
     }
 
-    /// The record of [`Op::compute`]: the sizes of the first data operand (or output), the
-    /// dtypes of the first input and output, PSUM and contiguity from every operand, and
-    /// reads/writes of all of them.
-    pub(crate) fn compute_record(
-        &self,
-        site: Site,
-        data: &[&TileRef],
-        extra: &[&TileRef],
-        outs: &[&TileRef],
-    ) -> Instr {
-        let main = data.first().or(outs.first()).expect("an operand");
-        let contiguous = |t: &&TileRef| unit_stride(t);
-        let mut reads: Regions<3> = data.iter().map(|t| t.region()).collect();
-        reads.extend(extra.iter().map(|t| t.region()));
-        if let Some(all) = indirect_operands(data, extra, outs) {
-            reads.extend(ti_index_regions(&all));
-        }
-        self.record(site.engine, site.opcode)
-            .size(main.partitions() as u32, main.free_size() as u32)
-            .inputs(data.len() as u8)
-            .dtypes(
-                main.dtype(),
-                outs.first().map_or(main.dtype(), |o| o.dtype()),
-            )
-            .psum(
-                data.iter()
-                    .chain(extra)
-                    .chain(outs)
-                    .any(|t| t.mem() == MemKind::Psum),
-            )
-            .contiguous(data.iter().chain(outs).all(contiguous))
-            .reads(reads)
-            .writes(outs.iter().map(|t| t.region()).collect::<Regions<1>>())
-            .alu(site.alu)
-            .accumulate(site.accumulate)
-            .unnamed_engine(self.target(), site.unnamed)
-            .done()
-    }
-
     /// THE start of every instruction record: instruction `opcode` on `engine`, issued by this
     /// op at its line (see [`Rec`]).
     #[inline(always)]
@@ -898,6 +872,60 @@ impl Op {
             instr: std::mem::ManuallyDrop::new(r),
             taken: false,
         }
+    }
+}
+
+/// The operands of a compute instruction ([`Op::compute`]): `data` (the full-size inputs;
+/// the cost's N is the free size of the first), `extra` (per-partition operands) and `outs`
+/// (the first one's dtype is the output dtype).
+#[derive(Clone, Copy)]
+struct Operands<'r> {
+    data: &'r [&'r TileRef<'r>],
+    extra: &'r [&'r TileRef<'r>],
+    outs: &'r [&'r TileRef<'r>],
+}
+
+impl<'r> Operands<'r> {
+    /// Every operand: the data, the extra operands, then the outputs.
+    fn all(self) -> impl Iterator<Item = &'r TileRef<'r>> {
+        self.data.iter().chain(self.extra).chain(self.outs).copied()
+    }
+
+    /// All the operands when one of them is an indirect view (tensor indirection), else
+    /// `None` (the common case, without allocating).
+    fn indirect(self) -> Option<Vec<&'r TileRef<'r>>> {
+        self.all()
+            .any(|t| t.ind.is_some())
+            .then(|| self.all().collect())
+    }
+
+    /// The record of [`Op::compute`] by `ins` at `site`: the sizes of the first data operand
+    /// (or output), the dtypes of the first input and output, PSUM and contiguity from every
+    /// operand, and reads/writes of all of them.
+    fn record(self, ins: &Op, site: Site) -> Instr {
+        let Operands { data, extra, outs } = self;
+        let main = data.first().or(outs.first()).expect("an operand");
+        let contiguous = |t: &&TileRef| unit_stride(t);
+        let mut reads: Regions<3> = data.iter().map(|t| t.region()).collect();
+        reads.extend(extra.iter().map(|t| t.region()));
+        if let Some(all) = self.indirect() {
+            reads.extend(ti_index_regions(&all));
+        }
+        ins.record(site.engine, site.opcode)
+            .size(main.partitions() as u32, main.free_size() as u32)
+            .inputs(data.len() as u8)
+            .dtypes(
+                main.dtype(),
+                outs.first().map_or(main.dtype(), |o| o.dtype()),
+            )
+            .psum(self.all().any(|t| t.mem() == MemKind::Psum))
+            .contiguous(data.iter().chain(outs).all(contiguous))
+            .reads(reads)
+            .writes(outs.iter().map(|t| t.region()).collect::<Regions<1>>())
+            .alu(site.alu)
+            .accumulate(site.accumulate)
+            .unnamed_engine(ins.target(), site.unnamed)
+            .done()
     }
 }
 

@@ -210,8 +210,7 @@ pub(crate) fn affine_select_to<'d>(
     on_false_value: f32,
 ) -> Output<'d> {
     const API: &str = "nisa.affine_select";
-    ins.operand("on_true_tile", &x);
-    ins.gpsimd_sbuf("on_true_tile", &x);
+    ins.operand_on(Engine::GpSimd, "on_true_tile", &x);
     pred.validate(ins);
     if !cmp.is_comparison() {
         ins.fail(ErrorKind::InvalidArgument, format!(
@@ -283,8 +282,7 @@ pub(crate) fn tensor_partition_reduce_to<'d>(
     x: TileRef,
 ) -> Output<'d> {
     const API: &str = "nisa.tensor_partition_reduce";
-    ins.operand("data", &x);
-    ins.gpsimd_sbuf("data", &x);
+    ins.operand_on(Engine::GpSimd, "data", &x);
     // NKI 0.7 (Neuron 2.33) lists add, mean, max, bitwise_or, bitwise_and and bitwise_xor;
     // nki-rs has no `mean` operator yet.
     if !matches!(

@@ -167,16 +167,11 @@ fn rand2_on(ins: &Op, dst: TileRef, min: Operand, max: Operand) {
     super::alu_rules::instruction_since(ins, 4);
     ins.operand("dst", &dst);
     ins.memory("dst", &dst, &[MemKind::Sbuf, MemKind::Psum]);
-    let dtype = dst.dtype();
-    if dtype == DType::Bool || dtype.mx_element().is_some() || dtype == DType::F8E8M0 {
-        ins.fail(
-            ErrorKind::DType,
-            format!(
-                "dst {} of 'rand2' must be float8_e4m3, float8_e5m2, float16, bfloat16, float32 or an 8/16/32-bit integer",
-                dst.describe()
-            ),
-        );
-    }
+    ins.dtype_rule(
+        &dst,
+        |d| !(d == DType::Bool || d.mx_element().is_some() || d == DType::F8E8M0),
+        |dst| format!("dst {dst} of 'rand2' must be float8_e4m3, float8_e5m2, float16, bfloat16, float32 or an 8/16/32-bit integer"),
+    );
     let p = dst.partitions();
     let lo = ins.per_partition("min", min, p);
     let hi = ins.per_partition("max", max, p);

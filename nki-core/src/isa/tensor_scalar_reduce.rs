@@ -181,15 +181,11 @@ fn cumulative(
         ],
     );
     for (what, t) in [("src", &x), ("dst", &dst)] {
-        if matches!(t.dtype(), DType::I32 | DType::U32) {
-            ins.fail(
-                ErrorKind::DType,
-                format!(
-                    "{what} {} of 'tensor_scalar_cumulative' cannot be int32/uint32 (ISA limitation)",
-                    t.describe()
-                ),
-            );
-        }
+        ins.dtype_rule(
+            t,
+            |d| !matches!(d, DType::I32 | DType::U32),
+            |t| format!("{what} {t} of 'tensor_scalar_cumulative' cannot be int32/uint32 (ISA limitation)"),
+        );
     }
     let p = x.partitions();
     let imm = ins.per_partition("imm0", imm0, p);

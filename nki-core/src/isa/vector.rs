@@ -246,10 +246,7 @@ pub(crate) fn tensor_scalar_to<'d, 'a>(
     // No engine named: checked as VectorE, recorded on the compiler's choice (`unnamed`).
     let engine = args.engine.unwrap_or(Engine::Vector);
     ins.engine_in(engine, &[Engine::Vector, Engine::Scalar, Engine::GpSimd]);
-    ins.operand("data", &x);
-    if engine == Engine::GpSimd {
-        ins.gpsimd_sbuf("data", &x);
-    }
+    ins.operand_on(engine, "data", &x);
     super::alu_rules::op0(ins, op0, &operand0, engine);
     let op1 = args.op1.map(|(o, _)| o);
     if let Some(o1) = op1 {
@@ -467,10 +464,7 @@ instruction! {
 pub(crate) fn tensor_copy_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, engine: Engine) -> Output<'d> {
     const API: &str = "nisa.tensor_copy";
     ins.engine_in(engine, &[Engine::Vector, Engine::Scalar, Engine::GpSimd]);
-    ins.operand("src", &x);
-    if engine == Engine::GpSimd {
-        ins.gpsimd_sbuf("src", &x);
-    }
+    ins.operand_on(engine, "src", &x);
     let to_psum = engine != Engine::GpSimd;
     let out = ins.output(dst, MemKind::Sbuf, x.dtype(), x.shape(), to_psum);
     let ov = out.view();

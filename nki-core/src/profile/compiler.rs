@@ -28,6 +28,10 @@ pub enum CompilerKind {
     /// An affine loop fused into an earlier sibling loop with the same trip count (each
     /// iteration consumes what the same iteration of the earlier loop made).
     Fused,
+    /// A computed SBUF tile kept across the iterations of an affine loop whose tiles do not
+    /// fit beside it was spilled whole: saved once after its definition, re-loaded whole in
+    /// each later iteration that reads it (the profile's `spills` hold the bytes by line).
+    SpilledAcrossLoop,
 }
 
 impl CompilerKind {
@@ -40,6 +44,9 @@ impl CompilerKind {
             CompilerKind::PsumZeroFolded => "folded into the first matmul",
             CompilerKind::ScratchSpill => "counted as spill traffic (private HBM scratch)",
             CompilerKind::Fused => "fused into the loop",
+            CompilerKind::SpilledAcrossLoop => {
+                "spilled whole (saved once, re-loaded whole per later iteration)"
+            }
         }
     }
 }
@@ -72,7 +79,9 @@ impl std::fmt::Display for CompilerLine {
         write!(f, "{}: {} {}", self.line, self.api, self.kind.name())?;
         if let Some(l) = self.loop_line {
             let what = match self.kind {
-                CompilerKind::MultiBuffered => " across the iterations of the loop at",
+                CompilerKind::MultiBuffered | CompilerKind::SpilledAcrossLoop => {
+                    " across the iterations of the loop at"
+                }
                 _ => " at",
             };
             write!(f, "{what} {l}")?;

@@ -64,6 +64,12 @@
 //!   when they fit in SBUF (NKIBench matmul's lhs 12 x in its HBM read counter: its 640 KiB
 //!   per partition of lhs^T was not hoisted; swiglu's 128 KiB x^T was, one load of x).
 //!
+//! - **A value kept across a loop is spilled whole** (`loop_spill`, applied by the capacity
+//!   resolution, `timing::spill` rule 5): a computed tile kept across an `affine_range`
+//!   loop's iterations that has to leave SBUF is saved once and re-loaded whole in each later
+//!   iteration that reads it. Evidence: NKIBench swiglu's counters hold its hoisted x^T
+//!   (16.8 MB) saved once and re-loaded whole in each of the two later N blocks.
+//!
 //! Limits: renamed copies are not seen by the capacity resolution (`timing::spill`), so
 //! multi-buffering never causes spill here; an instance with device loops or an LNC=2 pair
 //! is left as written (their record indices are referenced elsewhere); HBM regions are
@@ -110,6 +116,10 @@ pub struct CompilerStage {
     /// Fuse two sibling `affine_range` loops with the same trip count whose second consumes,
     /// iteration by iteration, the tiles the first produces (`timing::compiler_fuse`).
     pub fuse: bool,
+    /// Spill a computed SBUF tile kept across the iterations of an `affine_range` loop, when
+    /// the loop's tiles do not fit beside it, as a whole: saved once after its definition,
+    /// re-loaded whole in each later iteration that reads it (`timing::spill`, rule 5).
+    pub loop_spill: bool,
 }
 
 impl CompilerStage {
@@ -122,6 +132,7 @@ impl CompilerStage {
         psum_zero_fold: false,
         scratch_spill: false,
         fuse: false,
+        loop_spill: false,
     };
 
     /// Every transformation the Beta-1 compiler is modelled doing.
@@ -133,6 +144,7 @@ impl CompilerStage {
         psum_zero_fold: true,
         scratch_spill: true,
         fuse: true,
+        loop_spill: true,
     };
 
     /// True when no transformation runs.

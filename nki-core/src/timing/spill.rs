@@ -40,7 +40,27 @@
 //!    half of the keys), where a re-load per read re-reads those for every matmul (the
 //!    model then re-loaded 1,741 MB, +54 %); and mamba's reload counter equals its save
 //!    counter (55.05 MB), one re-load per saved accumulation.
-//! 4. **Errors.** Only an instruction whose own tiles cannot fit at once is rejected: the
+//! 5. **A value kept across a loop** (with [`CompilerStage::loop_spill`]). A computed tile
+//!    written in one iteration of an `affine_range` loop (or before the loop, in the same
+//!    enclosing iteration) and read in later iterations of it is kept live across the
+//!    loop's iterations; typically the one copy a hoisted loop-invariant computation keeps
+//!    (`timing::compiler`). When such a tile must leave SBUF (the loop's own tiles do not fit
+//!    beside everything kept across it), the compiler spills every computed tile kept across
+//!    that loop as a whole: each is saved once, whole, after its definition (a tile in use
+//!    when the decision falls stays until its last access of the iteration), and re-loaded
+//!    whole at its first read in each later iteration that reads it, staying for the rest
+//!    of that iteration and leaving unsaved after its last read there. The allocator spills
+//!    the live range across the loop, not the bytes that do not fit. Evidence: the NKIBench
+//!    swiglu baseline (calibration.md section 5) keeps its hoisted `x^T` (8 tiles of
+//!    16 KiB per partition, 128 KiB, one per block of 512 rows) across its fused N-block
+//!    loop, whose weights take 64 KiB per iteration (192 KiB > trn1's 176 KiB). Its
+//!    counters decompose as spill save = the 50.3 MB product + 16.8 MB = all of `x^T` once,
+//!    and spill reload = the product + 2 x 16.8 MB = all of `x^T` in each of the two later
+//!    N blocks; moving only the bytes that do not fit (rules 2-3) saves 4.2 MB and re-loads
+//!    1.1 MB. Tiles holding kernel inputs (re-read from HBM) and constant fills
+//!    (rematerialised) keep rules 2-3, and a tile whose whole re-load cannot fit beside an
+//!    instruction's tiles is re-loaded by parts.
+//! 6. **Errors.** Only an instruction whose own tiles cannot fit at once is rejected: the
 //!    compiler cannot spill the operands of the instruction it places.
 //!
 //! The spill DMAs go into the record stream right before the instruction that needs them (a
@@ -51,8 +71,11 @@
 
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::memory::{Overcommit, SpillTile};
+use crate::profile::compiler::{CompilerKind, CompilerLine, CompilerStats};
 use crate::profile::spills::{SpillKind, SpillStats};
-use crate::record::{BufId, DmaDims, Engine, Instr, MemKind, Opcode, Region, Regions};
+use crate::record::{AffinePos, BufId, DmaDims, Engine, Instr, MemKind, Opcode, Region, Regions};
+#[cfg(doc)]
+use crate::timing::compiler::CompilerStage;
 use crate::timing::fast_hash::Map;
 
 /// HBM ids of spill scratch buffers: the tile id with the top bit set (real HBM tensors are
@@ -93,6 +116,12 @@ struct State {
     /// (a write to a tile out of SBUF is saved back at once), so they leave without a save.
     back: Vec<Region>,
     back_bytes: usize,
+    /// Kept across the iterations of an affine loop (rule 5): the loop's activation, and
+    /// per entry of `uses` the iteration of that loop it lies in (`u32::MAX` outside it).
+    across: Option<u32>,
+    iters: Vec<u32>,
+    /// Spilled whole across its loop (rule 5).
+    whole: bool,
 }
 
 impl State {
@@ -108,6 +137,8 @@ pub(crate) struct Resolved {
     pub(crate) records: Vec<Instr>,
     /// What was added, by line.
     pub(crate) stats: SpillStats,
+    /// The tiles spilled whole across a loop (rule 5), by line.
+    pub(crate) compiler: CompilerStats,
 }
 
 /// Aggregation key of the added traffic: kind, the line that needed it, the tile's index.
@@ -126,16 +157,82 @@ struct Walk<'a> {
     peak: usize,
     out: Vec<Instr>,
     added: Map<Key, (usize, u64)>,
+    /// Rule 5 on: the instance's loop lines by activation; the loops whose kept tiles were
+    /// spilled whole.
+    loops: Option<&'a [SourceLoc]>,
+    spilled: Vec<u32>,
+}
+
+/// One access of a tracked tile (rule 5's classification): record index, write or read,
+/// whether the write is a DMA from HBM or a constant fill, and the loop position.
+struct Access {
+    at: u32,
+    write: bool,
+    load: bool,
+    fill: bool,
+    pos: AffinePos,
+}
+
+/// The affine loop activation across whose iterations the tile with accesses `acc` (in
+/// program order) is kept (rule 5), and the depth of that loop in the positions: reads in
+/// two or more iterations of it, every write (some computing, not all constant fills) in one
+/// iteration of it or just outside it, before every read of another iteration.
+fn across_loop(acc: &[Access]) -> Option<(u32, usize)> {
+    let mut reads = acc.iter().filter(|a| !a.write);
+    let first = reads.next()?.pos.frames();
+    let d = reads.fold(first.len(), |d, a| {
+        let f = a.pos.frames();
+        d.min(first.iter().zip(f).take_while(|(x, y)| x == y).count())
+    });
+    // All reads share `first[..d]`; they differ at `d` (or some read is outside the loop).
+    let (l, _) = *first.get(d)?;
+    let iter_of = |f: &[(u32, u32)]| match f.get(d) {
+        Some(&(act, it)) if act == l => Some(it),
+        _ => None,
+    };
+    if acc
+        .iter()
+        .any(|a| !a.write && iter_of(a.pos.frames()).is_none())
+    {
+        return None;
+    }
+    let mut defined: Option<Option<u32>> = None;
+    let (mut computed, mut last_write) = (false, 0);
+    for a in acc.iter().filter(|a| a.write) {
+        let f = a.pos.frames();
+        if f.len() < d || f[..d] != first[..d] {
+            return None;
+        }
+        let it = match f.get(d) {
+            None => None,
+            Some(_) => Some(iter_of(f)?),
+        };
+        if defined.is_some_and(|w| w != it) {
+            return None;
+        }
+        defined = Some(it);
+        computed |= !a.load && !a.fill;
+        last_write = a.at;
+    }
+    let w = defined?;
+    let later = acc
+        .iter()
+        .filter(|a| !a.write && iter_of(a.pos.frames()) != w);
+    let mut later = later.peekable();
+    (computed && later.peek().is_some() && later.all(|a| a.at > last_write)).then_some((l, d))
 }
 
 /// Resolves `records` (one instance, program id `pid`) whose SBUF tiles over-committed as
 /// `over` says, against `cap` usable SBUF bytes per partition. An error when one
 /// instruction's own tiles do not fit.
+///
+/// `loops` (the instance's loop lines by activation) turns rule 5 on.
 pub(crate) fn resolve(
     records: Vec<Instr>,
     over: &Overcommit,
     cap: usize,
     pid: &[usize],
+    loops: Option<&[SourceLoc]>,
 ) -> Result<Resolved, NkiError> {
     let tiles = &over.tiles[..];
     let mut index: Map<u64, usize> = Map::default();
@@ -158,6 +255,9 @@ pub(crate) fn resolve(
                 next: 0,
                 back: Vec::new(),
                 back_bytes: 0,
+                across: None,
+                iters: Vec::new(),
+                whole: false,
             })
             .collect(),
         res: Vec::new(),
@@ -166,18 +266,34 @@ pub(crate) fn resolve(
         peak: 0,
         out: Vec::with_capacity(records.len() + records.len() / 8),
         added: Map::default(),
+        loops,
+        spilled: Vec::new(),
     };
+    let mut acc: Vec<Vec<Access>> = Vec::new();
+    if loops.is_some() {
+        acc.resize_with(tiles.len(), Vec::new);
+    }
     let tracked = |reg: &Region| match reg.buf {
         BufId::Tile(id) => index.get(&id).copied(),
         BufId::Hbm(_) => None,
     };
     // Accesses, and what the records before the over-commit point left each tile holding.
     for (i, r) in records.iter().enumerate() {
-        for reg in r.reads.iter().chain(r.writes.iter()) {
+        let nr = r.reads.len();
+        for (j, reg) in r.reads.iter().chain(r.writes.iter()).enumerate() {
             if let Some(k) = tracked(reg) {
                 let s = &mut w.state[k];
                 if i >= over.start && s.uses.last() != Some(&(i as u32)) {
                     s.uses.push(i as u32);
+                }
+                if let Some(a) = acc.get_mut(k) {
+                    a.push(Access {
+                        at: i as u32,
+                        write: j >= nr,
+                        load: from_hbm(r),
+                        fill: r.opcode == Opcode::Memset,
+                        pos: r.affine.clone(),
+                    });
                 }
             }
         }
@@ -191,6 +307,25 @@ pub(crate) fn resolve(
         } else if s.place == Place::Resident {
             w.resident += t.bytes;
             w.res.push(k);
+        }
+    }
+    for (k, a) in acc.iter().enumerate() {
+        if let Some((l, d)) = across_loop(a) {
+            let s = &mut w.state[k];
+            s.across = Some(l);
+            s.iters = a
+                .iter()
+                .filter(|x| x.at as usize >= over.start)
+                .map(|x| (x.at, x.pos.frames().get(d)))
+                .fold(Vec::new(), |mut v: Vec<(u32, u32)>, (at, f)| {
+                    if v.last().map(|p| p.0) != Some(at) {
+                        v.push((at, f.filter(|f| f.0 == l).map_or(u32::MAX, |f| f.1)));
+                    }
+                    v
+                })
+                .into_iter()
+                .map(|(_, it)| it)
+                .collect();
         }
     }
     w.peak = w.resident;
@@ -227,36 +362,14 @@ fn break_into(
         w.out.push(r);
         return Ok(());
     }
-    // Room: tiles written for the first time, the parts of tiles out of SBUF it reads that
-    // are not back in SBUF (they come back and stay), and a buffer for a write to a part
-    // that is not.
-    let mut need = 0usize;
-    let mut transient = 0usize;
-    for &k in &touched {
-        match w.state[k].place {
-            Place::Absent => need += w.tiles[k].bytes,
-            Place::Out => {
-                let s = &w.state[k];
-                let missing = |reg: &&Region| {
-                    tracked(reg) == Some(k) && !s.back.iter().any(|b| b.covers(reg))
-                };
-                need += r
-                    .reads
-                    .iter()
-                    .filter(missing)
-                    .map(|reg| (reg.hi - reg.lo) as usize)
-                    .sum::<usize>();
-                transient += r
-                    .writes
-                    .iter()
-                    .filter(missing)
-                    .map(|reg| (reg.hi - reg.lo) as usize)
-                    .max()
-                    .unwrap_or(0);
-            }
-            Place::Resident => {}
-        }
-    }
+    // Tiles spilled whole across a loop (rule 5) it reads out of SBUF come back whole,
+    // unless that cannot fit (then by parts).
+    let mut whole: Vec<usize> = touched
+        .iter()
+        .copied()
+        .filter(|&k| w.state[k].whole && w.state[k].place == Place::Out)
+        .collect();
+    let (mut need, mut transient) = room(w, &r, &touched, &whole, tracked);
     while w.resident + need + transient > w.cap {
         let victim = w
             .res
@@ -274,12 +387,20 @@ fn break_into(
                 (std::cmp::Reverse(2 * dist / cost), unsaved, k)
             });
         let Some(v) = victim else {
+            if !whole.is_empty() {
+                whole.clear();
+                (need, transient) = room(w, &r, &touched, &whole, tracked);
+                continue;
+            }
             return Err(too_big(w, &r, &touched, need + transient, pid));
         };
         if w.state[v].place == Place::Out {
             w.drop_back(v);
         } else {
-            w.evict(v, &r);
+            w.evict(v, r.loc, &r.affine);
+        }
+        if let Some(l) = w.state[v].across {
+            w.spill_across(l, &touched, r.loc, &r.affine);
         }
     }
     for &k in &touched {
@@ -295,6 +416,12 @@ fn break_into(
         if let Some(k) = tracked(reg) {
             let s = &w.state[k];
             if s.place == Place::Out && !s.back.iter().any(|b| b.covers(reg)) {
+                let reg = &if whole.contains(&k) {
+                    w.drop_back(k);
+                    w.tiles[k].whole()
+                } else {
+                    *reg
+                };
                 w.reload(k, reg, &r);
                 let s = &mut w.state[k];
                 let bytes = (reg.hi - reg.lo) as usize;
@@ -325,7 +452,8 @@ fn break_into(
         w.count(SpillKind::Save, loc, k, bytes);
         w.state[k].saved = true;
     }
-    // Tiles whose last access this was leave SBUF.
+    // Tiles whose last access this was leave SBUF; so do tiles spilled whole across a loop
+    // after their last access of an iteration (rule 5).
     for &k in &touched {
         let s = &mut w.state[k];
         while s.next < s.uses.len() && s.uses[s.next] as usize <= i {
@@ -338,9 +466,58 @@ fn break_into(
             }
             s.place = Place::Absent;
             w.drop_back(k);
+        } else if s.whole && s.next > 0 && s.iters[s.next - 1] != s.iters[s.next] {
+            if s.place == Place::Resident {
+                w.evict(k, loc, &affine);
+            }
+            w.drop_back(k);
         }
     }
     Ok(())
+}
+
+/// The SBUF bytes per partition record `r` needs beside the resident tiles (tiles written
+/// for the first time, the parts of tiles out of SBUF it reads that are not back in SBUF, all
+/// of those in `whole`) and the transient buffer for a write to a part of a tile out of SBUF.
+fn room(
+    w: &Walk,
+    r: &Instr,
+    touched: &[usize],
+    whole: &[usize],
+    tracked: &impl Fn(&Region) -> Option<usize>,
+) -> (usize, usize) {
+    let (mut need, mut transient) = (0usize, 0usize);
+    for &k in touched {
+        match w.state[k].place {
+            Place::Absent => need += w.tiles[k].bytes,
+            Place::Out => {
+                let s = &w.state[k];
+                let missing = |reg: &&Region| {
+                    tracked(reg) == Some(k) && !s.back.iter().any(|b| b.covers(reg))
+                };
+                let parts = r
+                    .reads
+                    .iter()
+                    .filter(missing)
+                    .map(|reg| (reg.hi - reg.lo) as usize)
+                    .sum::<usize>();
+                need += if whole.contains(&k) && parts > 0 {
+                    w.tiles[k].bytes - s.back_bytes
+                } else {
+                    parts
+                };
+                transient += r
+                    .writes
+                    .iter()
+                    .filter(missing)
+                    .map(|reg| (reg.hi - reg.lo) as usize)
+                    .max()
+                    .unwrap_or(0);
+            }
+            Place::Resident => {}
+        }
+    }
+    (need, transient)
 }
 
 /// True when `r` is a DMA from HBM (its writes leave a tile holding kernel-input bytes).
@@ -380,24 +557,39 @@ impl Walk<'_> {
     /// is saved whole first, unless it holds only a constant fill, which is rematerialised
     /// when read (a register allocator's rematerialisation of constants: re-running the fill
     /// costs one on-chip instruction, saving and re-loading it two DMAs).
-    fn evict(&mut self, k: usize, r: &Instr) {
+    fn evict(&mut self, k: usize, loc: SourceLoc, affine: &AffinePos) {
         let t = &self.tiles[k];
         if self.state[k].dirty && !self.state[k].saved && !self.state[k].fill_only {
-            let whole = Region {
-                buf: BufId::Tile(t.id),
-                p0: 0,
-                p1: t.desc.shape.partitions() as u32,
-                lo: 0,
-                hi: t.bytes as u64,
-            };
-            let (bytes, rec) = self.dma(k, whole, MemKind::Sbuf, MemKind::Hbm, r.loc, &r.affine);
+            let (bytes, rec) = self.dma(k, t.whole(), MemKind::Sbuf, MemKind::Hbm, loc, affine);
             self.out.push(rec);
-            self.count(SpillKind::Save, r.loc, k, bytes);
+            self.count(SpillKind::Save, loc, k, bytes);
             self.state[k].saved = true;
         }
         self.state[k].place = Place::Out;
         self.resident -= t.bytes;
         self.res.retain(|&x| x != k);
+    }
+
+    /// Rule 5: tile `v`, kept across the iterations of loop activation `l`, had to leave SBUF
+    /// (at the record at `loc`, `affine`, touching `touched`): the first time, every tile
+    /// kept across that loop is spilled whole from now on, and those resident between their
+    /// iterations (not in use in the current one) leave now.
+    fn spill_across(&mut self, l: u32, touched: &[usize], loc: SourceLoc, affine: &AffinePos) {
+        if self.loops.is_none() || self.spilled.contains(&l) {
+            return;
+        }
+        self.spilled.push(l);
+        for k in 0..self.state.len() {
+            let s = &mut self.state[k];
+            if s.across != Some(l) {
+                continue;
+            }
+            s.whole = true;
+            let between = s.next == 0 || s.iters.get(s.next) != Some(&s.iters[s.next - 1]);
+            if s.place == Place::Resident && between && !touched.contains(&k) {
+                self.evict(k, loc, affine);
+            }
+        }
     }
 
     /// Frees the re-loaded regions of tile `k` (copies of its scratch or input: no save).
@@ -543,9 +735,40 @@ impl Walk<'_> {
             stats.add(kind, loc, &describe(&self.tiles[k]), count, bytes);
         }
         stats.sort();
+        let mut compiler = CompilerStats::default();
+        for (s, t) in self.state.iter().zip(self.tiles) {
+            if !s.whole || !s.saved {
+                continue;
+            }
+            compiler.add(CompilerLine {
+                kind: CompilerKind::SpilledAcrossLoop,
+                line: t.desc.loc,
+                api: "SBUF tile",
+                kept: None,
+                loop_line: s
+                    .across
+                    .and_then(|l| self.loops.and_then(|ls| ls.get(l as usize).copied())),
+                count: 1,
+                bytes: (t.desc.shape.partitions() * t.bytes) as u64,
+            });
+        }
         Resolved {
             records: self.out,
             stats,
+            compiler,
+        }
+    }
+}
+
+impl SpillTile {
+    /// All of the tile, as a region.
+    fn whole(&self) -> Region {
+        Region {
+            buf: BufId::Tile(self.id),
+            p0: 0,
+            p1: self.desc.shape.partitions() as u32,
+            lo: 0,
+            hi: self.bytes as u64,
         }
     }
 }
@@ -690,7 +913,7 @@ mod tests {
             peak_before: 0,
             tiles,
         };
-        resolve(recs, &over, 160 * KB, &[pid])
+        resolve(recs, &over, 160 * KB, &[pid], None)
     }
 
     #[test]
@@ -792,6 +1015,62 @@ mod tests {
         assert!(lines.contains(&13) && lines.contains(&16), "{s:?}");
         assert_eq!(r.records.len(), 8 + 3);
         assert!(s.resident_peak_bytes <= 160 * KB, "{s:?}");
+    }
+
+    /// Three iterations of one affine loop (activation 0, at line 1): iteration 0 computes
+    /// the 48 KiB tiles 1 and 2 from the input tile 6; each iteration `it` loads its 96 KiB
+    /// tile `3 + it` and reads the first half of 1 and of 2 beside it (writing the 4 KiB tile
+    /// 7). 1 and 2 are kept across the loop; with one iteration's 96 KiB they exceed the
+    /// 160 KiB SBUF.
+    fn kept_across_a_loop(loops: Option<&[SourceLoc]>) -> Resolved {
+        let tiles = tiles_of(&[48, 48, 96, 96, 96, 8, 4]);
+        let at = |mut r: Instr, it: u32| {
+            r.affine = AffinePos::new(&[(0, it)]);
+            r
+        };
+        let mut recs = vec![
+            at(load(6, 8 * KB, 10), 0),
+            at(op(&[(6, 8 * KB)], (1, 48 * KB), 11), 0),
+            at(op(&[(6, 8 * KB)], (2, 48 * KB), 12), 0),
+        ];
+        for it in 0..3u32 {
+            let w = 3 + u64::from(it);
+            recs.push(at(load(w, 96 * KB, 13), it));
+            for x in [1, 2] {
+                let reads = [part(x, 0, 24 * KB), whole(w, 96 * KB)];
+                recs.push(at(op_on(&reads, whole(7, 4 * KB), 13 + x as u32), it));
+            }
+        }
+        let over = Overcommit {
+            start: 0,
+            peak_before: 0,
+            tiles,
+        };
+        resolve(recs, &over, 160 * KB, &[0], loops).unwrap()
+    }
+
+    #[test]
+    fn tiles_kept_across_a_loop_are_spilled_whole_and_re_loaded_per_iteration() {
+        let tile = 128 * 48 * KB as u64;
+        let r = kept_across_a_loop(Some(&[loc(1)]));
+        let s = &r.stats;
+        // Both are saved once; 2 (pushed out in iteration 0) is re-loaded whole there, and
+        // both are re-loaded whole once in each of the two later iterations.
+        assert_eq!(s.save_bytes, 2 * tile, "{s:?}");
+        assert_eq!(s.reload_bytes, 5 * tile, "{s:?}");
+        assert_eq!(s.input_reload_bytes, 0, "{s:?}");
+        assert!(s.resident_peak_bytes <= 160 * KB, "{s:?}");
+        let c = &r.compiler.lines;
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert!(c.iter().all(|l| l.kind == CompilerKind::SpilledAcrossLoop
+            && l.loop_line == Some(loc(1))
+            && l.bytes == tile));
+        // Switched off, the same program re-loads only the halves it reads, and reports no
+        // whole spill.
+        let off = kept_across_a_loop(None);
+        assert!(off.compiler.is_empty());
+        assert!(off.stats.reload_bytes < s.reload_bytes, "{:?}", off.stats);
+        assert_eq!(off.stats.reload_bytes % (tile / 2), 0, "{:?}", off.stats);
     }
 
     #[test]
