@@ -145,7 +145,7 @@ pub(crate) fn tensor_tensor_to<'d>(
 /// assert_eq!(a.to_vec().unwrap(), [12.5, 22.5, -0.5, -1.5]);
 /// assert_eq!(b.to_vec().unwrap(), [0.0, -1.0, -2.0, -3.0]);
 /// ```
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct TensorScalarArgs<'a> {
     /// Computes `operand0 op0 data` instead of `data op0 operand0`.
     pub reverse0: bool,
@@ -158,18 +158,6 @@ pub struct TensorScalarArgs<'a> {
     /// Engine: Vector, Scalar or GpSimd; `None` (the default, NKI's `engine.unknown`): the
     /// compiler picks VectorE or ScalarE by the instruction's cost (see `nisa::tensor_scalar`).
     pub engine: Option<Engine>,
-}
-
-impl Default for TensorScalarArgs<'_> {
-    fn default() -> Self {
-        TensorScalarArgs {
-            reverse0: false,
-            op1: None,
-            reverse1: false,
-            dtype: None,
-            engine: None,
-        }
-    }
 }
 
 impl<'a> TensorScalarArgs<'a> {
