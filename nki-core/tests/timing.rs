@@ -819,6 +819,45 @@ fn vector_scalar_chain(a: &Hbm<f32>, out: &mut Hbm<f32>, affine: bool) {
     }
 }
 
+/// A running sum over column blocks (nl.sequential_range's loop-carried dependency): `acc +=
+/// x[:, block]`, stored each iteration, in a `sequential_range` or a host loop.
+#[nki_kernel]
+fn running_sum(a: &Hbm<f32>, out: &mut Hbm<f32>, sequential: bool) {
+    let n = a.shape()[1] / 512;
+    let mut acc = nl::zeros(&[128, 512], DType::F32, MemKind::Sbuf);
+    let iters: Box<dyn Iterator<Item = usize>> = if sequential {
+        Box::new(nl::sequential_range(n))
+    } else {
+        Box::new(0..n)
+    };
+    for i in iters {
+        let cols = i * 512..(i + 1) * 512;
+        let x = nl::load(a.slice((0..128, cols.clone())));
+        acc = nl::add(&acc, &x);
+        nl::store(out.slice((0..128, cols)), &acc);
+    }
+}
+
+#[test]
+fn sequential_range_is_timed_like_a_host_loop_with_its_loop_carried_dependency() {
+    let a = Hbm::<f32>::shape_only([128, 4096]);
+    let mut out = Hbm::<f32>::shape_only([128, 4096]);
+    let g = || Grid::new([1]);
+    let seq = running_sum::estimate(g(), Target::Trn2, &a, &mut out, true).unwrap();
+    let host = running_sum::estimate(g(), Target::Trn2, &a, &mut out, false).unwrap();
+    // Beta 1 replaces a kernel's Python range() with sequential_range: the same timeline.
+    assert_eq!(seq.latency_ns, host.latency_ns);
+    // Each add reads the previous one's result: it starts no earlier than that add's end.
+    let t = times(&seq);
+    let adds: Vec<usize> = (0..seq.ops.len())
+        .filter(|&i| seq.ops[i].opcode == Opcode::TensorTensor)
+        .collect();
+    assert_eq!(adds.len(), 8);
+    for w in adds.windows(2) {
+        assert!(t[w[1]].0 >= t[w[0]].1, "{:?} {:?}", t[w[0]], t[w[1]]);
+    }
+}
+
 /// VectorE start times in program order of its records.
 fn vector_starts(p: &Profile) -> Vec<f64> {
     let t = times(p);
