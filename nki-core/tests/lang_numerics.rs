@@ -1218,8 +1218,9 @@ fn composite_ops_record_their_instruction_sequences() {
             (Engine::Vector, Opcode::TensorReduce),
             (Engine::Scalar, Opcode::Activation),
             (Engine::Vector, Opcode::Reciprocal),
-            // Scaling by the [P, 1] reciprocal is a tensor_scalar-class instruction.
-            (Engine::Vector, Opcode::TensorScalar),
+            // Scaling by the [P, 1] reciprocal is a tensor_scalar-class instruction; no engine
+            // is named, and in fp32 on trn2 ScalarE runs it for less than VectorE.
+            (Engine::Scalar, Opcode::TensorScalar),
         ]
     );
     assert!(ops[1..].iter().all(|o| o.2 == "nl.softmax"));
@@ -1237,8 +1238,9 @@ fn composite_ops_record_their_instruction_sequences() {
             (Engine::Scalar, Opcode::Activation, "nl.rms_norm"),
             (Engine::Vector, Opcode::TensorScalar, "nl.rms_norm"),
             (Engine::Scalar, Opcode::Activation, "nl.rms_norm"),
-            // x times the [P, 1] inverse rms: tensor_scalar class; times gamma: tensor_tensor.
-            (Engine::Vector, Opcode::TensorScalar, "nl.rms_norm"),
+            // x times the [P, 1] inverse rms: tensor_scalar class (fp32 on trn2, no engine
+            // named: ScalarE); times gamma: tensor_tensor.
+            (Engine::Scalar, Opcode::TensorScalar, "nl.rms_norm"),
             (Engine::Vector, Opcode::TensorTensor, "nl.rms_norm"),
             (Engine::Vector, Opcode::TensorReduce, "nl.var"),
             (Engine::Vector, Opcode::TensorReduce, "nl.var"),

@@ -604,6 +604,45 @@ fn add_tiles(a: &Hbm<bf16>, b: &Hbm<bf16>, c: &mut Hbm<bf16>) {
     }
 }
 
+/// `x + 1` through `nisa.tensor_scalar` with no engine named (the result keeps `x`'s dtype),
+/// `* 2` and `- 1` as nl ops (a float scalar promotes to fp32), then `* 3` on a named engine.
+#[nki_kernel]
+fn scale_shift<T: Element>(a: &Hbm<T>, c: &mut Hbm<f32>) {
+    let x = nl::load(a.view());
+    let unnamed = nki_core::nisa::TensorScalarArgs::new();
+    let v = nisa::tensor_scalar(&x, nki_core::AluOp::Add, 1.0, unnamed);
+    let y = nl::multiply(&v, 2.0);
+    let z = nl::subtract(&y, 1.0);
+    let named = nki_core::nisa::TensorScalarArgs::new().engine(Engine::Vector);
+    let w = nisa::tensor_scalar(&z, nki_core::AluOp::Multiply, 3.0, named);
+    nl::store(c.view(), &w);
+}
+
+#[test]
+fn a_tensor_scalar_with_no_engine_named_runs_where_it_costs_least() {
+    // The engines of (unnamed add, multiply, subtract, named multiply) per target and dtype.
+    fn engines<T: Element>(target: Target) -> Vec<Engine> {
+        let a = Hbm::<T>::shape_only([128, 512]);
+        let mut c = Hbm::<f32>::shape_only([128, 512]);
+        let p = scale_shift::estimate(Grid::new([1]), target, &a, &mut c).unwrap();
+        let ops = p.ops.iter().filter(|o| o.opcode == Opcode::TensorScalar);
+        ops.map(|o| o.engine).collect()
+    }
+    let (v, s) = (Engine::Vector, Engine::Scalar);
+    // trn2 fp32: N = 512 cycles on either engine (VectorE has no performance mode for fp32),
+    // and ScalarE's clock (1.2 GHz) beats VectorE's (0.96 GHz): ScalarE, where it may run
+    // the operators. ScalarE cannot subtract; a named engine stays.
+    assert_eq!(engines::<f32>(Target::Trn2), [s, s, v, v]);
+    // trn2 bf16 in and out, in SBUF: VectorE's 4x mode makes it the cheaper one; the multiply
+    // writes fp32 (no performance mode), so it goes to ScalarE.
+    assert_eq!(engines::<bf16>(Target::Trn2), [v, s, v, v]);
+    // trn1: ScalarE runs no tensor_scalar.
+    assert_eq!(engines::<f32>(Target::Trn1), [v, v, v, v]);
+    // trn3: equal clocks, and VectorE's 4x bf16 mode beats ScalarE's 2x; a tie keeps VectorE.
+    assert_eq!(engines::<f32>(Target::Trn3), [v, v, v, v]);
+    assert_eq!(engines::<bf16>(Target::Trn3), [v, v, v, v]);
+}
+
 #[nki_kernel]
 fn store_psum(a: &Hbm<bf16>, c: &mut Hbm<f32>) {
     let x = nl::load(a.view());
@@ -777,6 +816,45 @@ fn vector_scalar_chain(a: &Hbm<f32>, out: &mut Hbm<f32>, affine: bool) {
         let z = nisa::activation(nisa::ActFn::Exp, &y, nisa::ActivationArgs::new());
         let w = nl::multiply(&z, &z);
         nl::store(out.slice(i), &w);
+    }
+}
+
+/// A running sum over column blocks (nl.sequential_range's loop-carried dependency): `acc +=
+/// x[:, block]`, stored each iteration, in a `sequential_range` or a host loop.
+#[nki_kernel]
+fn running_sum(a: &Hbm<f32>, out: &mut Hbm<f32>, sequential: bool) {
+    let n = a.shape()[1] / 512;
+    let mut acc = nl::zeros(&[128, 512], DType::F32, MemKind::Sbuf);
+    let iters: Box<dyn Iterator<Item = usize>> = if sequential {
+        Box::new(nl::sequential_range(n))
+    } else {
+        Box::new(0..n)
+    };
+    for i in iters {
+        let cols = i * 512..(i + 1) * 512;
+        let x = nl::load(a.slice((0..128, cols.clone())));
+        acc = nl::add(&acc, &x);
+        nl::store(out.slice((0..128, cols)), &acc);
+    }
+}
+
+#[test]
+fn sequential_range_is_timed_like_a_host_loop_with_its_loop_carried_dependency() {
+    let a = Hbm::<f32>::shape_only([128, 4096]);
+    let mut out = Hbm::<f32>::shape_only([128, 4096]);
+    let g = || Grid::new([1]);
+    let seq = running_sum::estimate(g(), Target::Trn2, &a, &mut out, true).unwrap();
+    let host = running_sum::estimate(g(), Target::Trn2, &a, &mut out, false).unwrap();
+    // Beta 1 replaces a kernel's Python range() with sequential_range: the same timeline.
+    assert_eq!(seq.latency_ns, host.latency_ns);
+    // Each add reads the previous one's result: it starts no earlier than that add's end.
+    let t = times(&seq);
+    let adds: Vec<usize> = (0..seq.ops.len())
+        .filter(|&i| seq.ops[i].opcode == Opcode::TensorTensor)
+        .collect();
+    assert_eq!(adds.len(), 8);
+    for w in adds.windows(2) {
+        assert!(t[w[1]].0 >= t[w[0]].1, "{:?} {:?}", t[w[0]], t[w[1]]);
     }
 }
 

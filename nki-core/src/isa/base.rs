@@ -1,7 +1,8 @@
 //! The base every instruction builder (and every `nl` lowering) stands on: operand types
 //! ([`Operand`]), the hardware's operand rules and shape checks, output allocation or a
 //! destination slice ([`Dst`]), the one engine choice for element-wise ALU ops
-//! ([`alu_engine`]), the DMA dimensions of a transfer, and the record of a compute
+//! ([`alu_engine`]) and for a `tensor_scalar` with no engine named
+//! ([`unnamed_tensor_scalar_engine`]), the DMA dimensions of a transfer, and the record of a compute
 //! instruction. Rules are methods of the op handle ([`Op`]) so they fail with the op's NKI
 //! name and source line; the `Result`-returning forms serve callers that combine checks.
 
@@ -118,6 +119,44 @@ pub(crate) fn alu_engine(op: AluOp, compute: DType, in_psum: bool) -> Engine {
         && matches!(op, AluOp::Add | AluOp::Subtract | AluOp::Multiply);
     if (op == AluOp::Power || int32) && !in_psum {
         Engine::GpSimd
+    } else {
+        Engine::Vector
+    }
+}
+
+/// The operators of a `tensor_scalar`-class instruction whose kernel names no engine
+/// (`nisa.tensor_scalar` without `engine`, NKI's `engine.unknown`; an `nl` element-wise op
+/// with a scalar or `[P, 1]` operand): `(op0, op1)`, for [`Rec::unnamed_engine`].
+pub(crate) type UnnamedOps = Option<(AluOp, Option<AluOp>)>;
+
+/// THE engine choice for a `tensor_scalar`-class instruction whose kernel names no engine:
+/// the engine on which the instruction, as recorded (`facts`: its shape, dtypes, PSUM side,
+/// contiguity), costs least, VectorE or ScalarE, VectorE on a tie. Evidence: nki.isa
+/// tensor_scalar's `engine` parameter, Beta 1 and 0.7 alike, is "`nki.isa.unknown_engine`
+/// (default, let compiler select best engine based on the input tile shape)"; no public
+/// source says what "best" weighs or that the compiler balances the engines' load, so the
+/// choice is per instruction, by the target's own cost table ([`compute_ns`]), never by
+/// what else is queued. ScalarE is a candidate only where the docs allow it there: on
+/// NeuronCore-v3 and later (not trn1), for `multiply`, `add` or `multiply` then `add`.
+/// GpSimdE (only `rsqrt` there) is never chosen.
+///
+/// [`compute_ns`]: crate::timing::cost::compute_ns
+pub(crate) fn unnamed_tensor_scalar_engine(
+    spec: &crate::target::TargetSpec,
+    facts: crate::timing::cost::CostFacts,
+    (op0, op1): (AluOp, Option<AluOp>),
+) -> Engine {
+    use crate::timing::cost::compute_ns;
+    let scalar_ops = matches!(
+        (op0, op1),
+        (AluOp::Multiply, None) | (AluOp::Add, None) | (AluOp::Multiply, Some(AluOp::Add))
+    );
+    if !scalar_ops || spec.nc_version < 3 {
+        return Engine::Vector;
+    }
+    let on = |engine| compute_ns(spec, crate::timing::cost::CostFacts { engine, ..facts });
+    if on(Engine::Scalar) < on(Engine::Vector) {
+        Engine::Scalar
     } else {
         Engine::Vector
     }
@@ -401,6 +440,9 @@ pub(crate) struct Site {
     opcode: Opcode,
     alu: Option<AluOp>,
     accumulate: bool,
+    /// The operators of a `tensor_scalar` whose kernel named no engine (the record moves to
+    /// the compiler's engine, [`Rec::unnamed_engine`]).
+    unnamed: UnnamedOps,
 }
 
 impl Site {
@@ -411,7 +453,14 @@ impl Site {
             opcode,
             alu: None,
             accumulate: false,
+            unnamed: None,
         }
+    }
+
+    /// The same instruction, with operators `ops` when the kernel named no engine for it (the
+    /// compiler picks, [`unnamed_tensor_scalar_engine`]).
+    pub(crate) fn unnamed(self, unnamed: UnnamedOps) -> Site {
+        Site { unnamed, ..self }
     }
 
     /// The same instruction, recorded as also reducing into the engine's accumulator.
@@ -875,6 +924,7 @@ impl<'r> Operands<'r> {
             .writes(outs.iter().map(|t| t.region()).collect::<Regions<1>>())
             .alu(site.alu)
             .accumulate(site.accumulate)
+            .unnamed_engine(ins.target(), site.unnamed)
             .done()
     }
 }
@@ -959,6 +1009,22 @@ impl Rec {
             .contiguous(inputs.clone().all(|t| t.ap.inner_stride() == 1))
             .reads(inputs.map(|t| t.region()).collect::<Regions<3>>())
             .writes([out.region()])
+    }
+
+    /// Moves a `tensor_scalar`-class record whose kernel named no engine (`ops` is `Some`) to
+    /// the engine the compiler picks for it ([`unnamed_tensor_scalar_engine`]), from the
+    /// fields set so far (call it last).
+    #[inline]
+    pub(crate) fn unnamed_engine(
+        &mut self,
+        target: crate::target::Target,
+        ops: UnnamedOps,
+    ) -> &mut Rec {
+        if let Some(ops) = ops {
+            let facts = crate::timing::cost::CostFacts::of(&self.instr);
+            self.instr.engine = unnamed_tensor_scalar_engine(target.spec(), facts, ops);
+        }
+        self
     }
 
     /// The record. Ends the builder: a second `done` panics.

@@ -118,7 +118,7 @@ pub(crate) fn tensor_tensor_to<'d>(
 }
 
 /// The keyword arguments of [`tensor_scalar`]: the optional second operator, the operand
-/// order flags, the output dtype and the engine (default VectorE).
+/// order flags, the output dtype and the engine (default: none named, the compiler's choice).
 ///
 /// ```
 /// use nki_core::nisa::{AluOp, TensorScalarArgs};
@@ -145,7 +145,7 @@ pub(crate) fn tensor_tensor_to<'d>(
 /// assert_eq!(a.to_vec().unwrap(), [12.5, 22.5, -0.5, -1.5]);
 /// assert_eq!(b.to_vec().unwrap(), [0.0, -1.0, -2.0, -3.0]);
 /// ```
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct TensorScalarArgs<'a> {
     /// Computes `operand0 op0 data` instead of `data op0 operand0`.
     pub reverse0: bool,
@@ -155,24 +155,13 @@ pub struct TensorScalarArgs<'a> {
     pub reverse1: bool,
     /// Output dtype (default: `data`'s dtype).
     pub dtype: Option<DType>,
-    /// Engine: Vector (default), Scalar or GpSimd.
-    pub engine: Engine,
-}
-
-impl Default for TensorScalarArgs<'_> {
-    fn default() -> Self {
-        TensorScalarArgs {
-            reverse0: false,
-            op1: None,
-            reverse1: false,
-            dtype: None,
-            engine: Engine::Vector,
-        }
-    }
+    /// Engine: Vector, Scalar or GpSimd; `None` (the default, NKI's `engine.unknown`): the
+    /// compiler picks VectorE or ScalarE by the instruction's cost (see `nisa::tensor_scalar`).
+    pub engine: Option<Engine>,
 }
 
 impl<'a> TensorScalarArgs<'a> {
-    /// The defaults: one operator, VectorE, `data`'s dtype.
+    /// The defaults: one operator, no engine named (the compiler's choice), `data`'s dtype.
     pub fn new() -> Self {
         Self::default()
     }
@@ -186,7 +175,7 @@ impl<'a> TensorScalarArgs<'a> {
         /// Sets the output dtype.
         dtype(dtype: DType) => dtype = Some(dtype);
         /// Sets the engine.
-        engine(engine: Engine) => engine = engine;
+        engine(engine: Engine) => engine = Some(engine);
     }
 }
 
@@ -194,7 +183,9 @@ instruction! {
     /// `dst = (data op0 operand0) op1 operand1` with scalar or per-partition `[P, 1]` operands
     /// broadcast along the free dimension (NKI `nisa.tensor_scalar(dst, data, op0, operand0,
     /// ...)`). The second operator, the `reverse` flags and the engine come from `args` (`None`:
-    /// one operator on VectorE).
+    /// one operator, no engine named). With no engine named (NKI's `engine.unknown`) the
+    /// compiler picks: the instruction runs on VectorE or, where ScalarE may run it and costs
+    /// less for this tile's shape and dtypes, on ScalarE (`isa::base::unnamed_tensor_scalar_engine`).
     ///
     /// Both operators are arithmetic, or both bitvec (integer data, VectorE only). ScalarE needs
     /// trn2 or later and supports only `multiply`, `add` and `multiply` then `add`; GpSimdE runs
@@ -208,7 +199,7 @@ instruction! {
     ) as ins = "nisa.tensor_scalar" {
         let args = args.unwrap_or_default();
         dtype_is_dst(&ins, args.dtype, &dst);
-        super::alu_rules::gpsimd_rsqrt_only(&ins, op0, args.engine);
+        super::alu_rules::gpsimd_rsqrt_only(&ins, op0, args.engine.unwrap_or(Engine::Vector));
         tensor_scalar_to(&ins, Dst::Into(dst), data.into(), op0, operand0.into(), args);
     }
 }
@@ -240,7 +231,8 @@ pub(crate) fn tensor_scalar_to<'d, 'a>(
     args: TensorScalarArgs<'a>,
 ) -> Output<'d> {
     const API: &str = "nisa.tensor_scalar";
-    let engine = args.engine;
+    // No engine named: checked as VectorE, recorded on the compiler's choice (`unnamed`).
+    let engine = args.engine.unwrap_or(Engine::Vector);
     ins.engine_in(engine, &[Engine::Vector, Engine::Scalar, Engine::GpSimd]);
     ins.operand_on(engine, "data", &x);
     super::alu_rules::op0(ins, op0, &operand0, engine);
@@ -282,7 +274,8 @@ pub(crate) fn tensor_scalar_to<'d, 'a>(
     let ov = out.view();
     // A unary op0 reads `data` alone: `reverse0` has nothing to swap [A].
     let (rev0, rev1) = (args.reverse0 && !op0.is_unary(), args.reverse1);
-    let site = Site::new(engine, Opcode::TensorScalar);
+    let unnamed = args.engine.is_none().then_some((op0, op1));
+    let site = Site::new(engine, Opcode::TensorScalar).unnamed(unnamed);
     let extra: Vec<&TileRef> = [s0.tile(), s1.as_ref().and_then(|s| s.tile())]
         .into_iter()
         .flatten()

@@ -6,7 +6,7 @@ use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::exec;
-use crate::isa::base::{alu_engine, result_dtype, same_partitions};
+use crate::isa::base::{alu_engine, result_dtype, same_partitions, UnnamedOps};
 use crate::isa::Operand;
 use crate::math::AluOp;
 use crate::record::{Engine, MemKind, Opcode};
@@ -21,6 +21,9 @@ pub(crate) struct Lowering {
     /// The dtype the ALU operator computes at when it computes in integers (its width and
     /// signedness); `None`: the promotion of the operands.
     pub(crate) int_width: Option<DType>,
+    /// A `tensor_scalar` on VectorE by default: its operator, for the compiler's engine
+    /// choice ([`Rec::unnamed_engine`](crate::isa::base::Rec::unnamed_engine)).
+    pub(crate) unnamed: UnnamedOps,
 }
 
 /// The shared binary element-wise op: checks operands (on-chip, partition rule, broadcast
@@ -96,6 +99,7 @@ pub(crate) fn binary_op(
                 .dtypes(first.dtype(), out_dtype)
                 .over(tiles.iter().map(|(_, t)| t), &ov)
                 .alu(low.alu)
+                .unnamed_engine(ins.target(), low.unnamed)
                 .done()
         },
     );
@@ -190,6 +194,7 @@ fn vector(x: &Operand, y: &Operand) -> Lowering {
         },
         alu: None,
         int_width: None,
+        unnamed: None,
     }
 }
 
@@ -202,6 +207,11 @@ pub(crate) fn alu_lowering(op: AluOp, x: &Operand, y: &Operand) -> Lowering {
         .iter()
         .any(|o| matches!(o, Operand::Tile(t) if t.mem() == MemKind::Psum));
     low.engine = alu_engine(op, result_dtype(x, y, None), in_psum);
+    // An nl op names no engine: a tensor_scalar the table puts on VectorE goes where the
+    // compiler puts it.
+    if low.engine == Engine::Vector && low.opcode == Opcode::TensorScalar {
+        low.unnamed = Some((op, None));
+    }
     low
 }
 

@@ -148,6 +148,14 @@ impl Drop for AffineRange {
 }
 
 /// NKI `nl.sequential_range`: a loop whose iterations may depend on each other.
+///
+/// Timing: its iterations keep program order on every engine, a loop-carried dependency waits
+/// through the regions' dependencies, and the compiler stage moves nothing across its
+/// iterations; nothing else synchronises the engines between iterations and it costs nothing
+/// of its own. That is all its documentation gives (Beta 1: the compiler will "respect
+/// inter-loop dependency and perform much more conservative loop-level optimizations", and a
+/// kernel's Python `range(...)` is replaced with `sequential_range(...)`, so it is timed like
+/// a host loop; NKI 0.7: an alias of `range()`). See docs/timing-model.md, "Scheduler".
 pub fn sequential_range(n: usize) -> std::ops::Range<usize> {
     0..n
 }
