@@ -404,7 +404,9 @@ impl Sim<'_, '_> {
         let iu = i as usize;
         let r = self.out.recs[iu];
         let st = &mut self.cores[c];
-        if r.engine == Engine::Tensor {
+        // The engine from the prepared table: reading it from the record (one of tens of
+        // megabytes of them) was a cache miss per placed record.
+        if self.engine[iu] == Engine::Tensor {
             let tc = self.costs.tensor(self.spec, iu, r);
             let t = st
                 .tensor
