@@ -379,3 +379,151 @@ fn a_semaphore_never_waited_on_is_reported_at_the_signal() {
     );
     let _ = DType::F32;
 }
+
+// ---- Several senders to one semaphore: the checks credit what the timed replay credits ------
+//
+// A semaphore is a counter: a wait for `v` completes once `v` increments landed, so with
+// several senders it is the `v` earliest landings that satisfy it. The replay times the wait
+// at those landings; the checks must order exactly those copies before what follows the wait,
+// whatever order the host threads ran the copies in.
+
+/// Rows and columns of a device's shard in [`two_senders`].
+const R: usize = 128;
+const C: usize = 512;
+
+/// Devices 1 and 2 each copy into their own rows of device 0's buffer, signalling one receive
+/// semaphore there: device 1 its whole shard (rows `0..R`, 256 KiB; one row, 2 KiB, when not
+/// `big`), device 2 one row (row `R`). On the host, device `late` starts its copy 20 ms after
+/// the other, so the host order of the two increments is the test's choice. Device 0 waits for
+/// one increment, copies the rows of device `first` to its output, waits for the other and
+/// copies the rest.
+fn two_senders(
+    late: usize,
+    first: usize,
+    big: bool,
+    mode: Mode,
+) -> Result<(Vec<f32>, mesh::MeshReport), NkiError> {
+    let m = ring(3);
+    let x = ShardedHbm::from_array(&m, &iota(3 * R, C), p([Some("x"), None]))?;
+    let zeros = ndarray::Array2::<f32>::zeros((3 * (R + 1), C));
+    let buf = ShardedHbm::from_array(&m, &zeros, p([Some("x"), None]))?;
+    let out = ShardedHbm::<f32>::zeros(&m, &[3 * (R + 1), C], p([Some("x"), None]))?;
+    let rows = |d: usize| match d {
+        1 if big => 0..R,
+        1 => 0..1,
+        _ => R..R + 1,
+    };
+    let report = MeshLaunch::new(&m).mode(mode).run(|| {
+        let (send, recv) = (mesh::semaphore("send"), mesh::semaphore("recv"));
+        let me = mesh::device_id();
+        if me == 0 {
+            let o = out.local_out();
+            for d in [first, 3 - first] {
+                recv.wait(1);
+                let t = nl::load(buf.local().slice((rows(d), ..)));
+                nl::store(o.slice((rows(d), ..)), &t);
+            }
+            if !big {
+                // The rows neither copy writes.
+                let z = nl::full(&[R - 1, C], 0.0, DType::F32, MemKind::Sbuf);
+                nl::store(o.slice((1..R, ..)), &z);
+            }
+        } else {
+            if me == late {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let n = rows(me).len();
+            let c = mesh::remote_copy(
+                x.view().slice((0..n, ..)),
+                &buf.view().slice((rows(me), ..)).on(0),
+                &send,
+                &recv,
+            );
+            c.start();
+            c.wait_send();
+        }
+    })?;
+    Ok((out.to_array()?.iter().copied().collect(), report))
+}
+
+/// [`two_senders`] with each host order of the two copies (`late` 1 and 2), three runs each.
+fn both_host_orders(first: usize, big: bool) -> Vec<Result<Vec<f32>, NkiError>> {
+    let mut runs = Vec::new();
+    for late in [1, 2] {
+        for _ in 0..3 {
+            runs.push(two_senders(late, first, big, Mode::Execute).map(|r| r.0));
+        }
+    }
+    runs
+}
+
+/// Modelled landing time of the copy device `from` sent to device 0.
+fn landing(r: &mesh::MeshReport, from: usize) -> f64 {
+    let s = r.devices[from]
+        .spans
+        .iter()
+        .find(|s| s.name == "send -> device 0")
+        .expect("a transfer span");
+    s.start_ns + s.dur_ns
+}
+
+/// The end of device 0's first wait.
+fn first_wait_end(r: &mesh::MeshReport) -> f64 {
+    let w = r.devices[0]
+        .spans
+        .iter()
+        .find(|s| s.name == "wait recv")
+        .expect("device 0 waits for the first landing");
+    w.start_ns + w.dur_ns
+}
+
+#[test]
+fn reading_the_earliest_landing_after_a_wait_is_clean_whatever_the_host_order() {
+    // Device 2's one row lands before device 1's shard: the first wait is satisfied by it.
+    let v = same_values(both_host_orders(2, true));
+    let cols = |r: usize| (r * C..(r + 1) * C).map(|i| i as f32);
+    // Device 0's output: device 1's rows (global rows R..2R), then device 2's row 2R.
+    let want: Vec<f32> = (R..2 * R).flat_map(cols).chain(cols(2 * R)).collect();
+    assert_eq!(&v[..(R + 1) * C], &want[..]);
+    // The replay times the waits at the landings the checks credited, in both host orders.
+    for late in [1, 2] {
+        let (_, r) = two_senders(late, 2, true, Mode::Simulate).unwrap();
+        let (one, two) = (landing(&r, 1), landing(&r, 2));
+        assert!(two < one, "{two} {one}");
+        assert!(
+            (first_wait_end(&r) - two).abs() < 1e-6,
+            "{}",
+            first_wait_end(&r)
+        );
+        // The second wait (and so device 0's end) comes after device 1's landing.
+        assert!(r.devices[0].end_ns >= one, "{} {one}", r.devices[0].end_ns);
+    }
+}
+
+#[test]
+fn reading_the_later_landing_after_one_wait_is_the_same_error_whatever_the_host_order() {
+    // The first wait completes when device 2's row lands; device 1's copy is still in flight.
+    let e = same_error(both_host_orders(1, true));
+    assert_eq!(e.kind(), ErrorKind::OutputDependency, "{e}");
+    let msg = e.message();
+    assert!(msg.contains("the copy device 1 (x=1) started at"), "{e}");
+    assert!(msg.contains("device 0 (x=0) reads it (load at"), "{e}");
+    assert!(msg.contains("without waiting for the copy"), "{e}");
+}
+
+#[test]
+fn equal_landings_are_credited_to_the_lower_device_whatever_the_host_order() {
+    // Two rows of equal size land at the same modelled time: the lower device's comes first.
+    let v = same_values(both_host_orders(1, false));
+    assert_eq!(
+        &v[..C],
+        &(R * C..(R + 1) * C).map(|i| i as f32).collect::<Vec<_>>()[..]
+    );
+    // Reading device 2's row after the first wait: its copy is the one not credited.
+    let e = same_error(both_host_orders(2, false));
+    assert_eq!(e.kind(), ErrorKind::OutputDependency, "{e}");
+    assert!(
+        e.message().contains("the copy device 2 (x=2) started at"),
+        "{e}"
+    );
+}

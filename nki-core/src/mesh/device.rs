@@ -1,8 +1,8 @@
 //! The device context: which device of the mesh the running thread is, its position on the
 //! mesh axes (`device_id`, `axis_index`, `axis_size`), and its modelled clock.
 //!
-//! Each device runs on its own thread and holds a [`DeviceState`] there, with the log of what
-//! it did for the timing replay ([`super::replay`]): the kernel code it ran between two
+//! Each device runs on its own thread and holds a [`DeviceState`] there; what it does is handed
+//! to the timing replay ([`super::replay`]) as it goes: the kernel code it ran between two
 //! communication ops is modelled by the NeuronCore timing model as one segment.
 
 use super::replay::Step;
@@ -24,8 +24,6 @@ pub(crate) struct DeviceState {
     pub(crate) next_sem: u32,
     /// Next collective sequence number.
     pub(crate) next_collective: u32,
-    /// What the device did, in program order, for the timing replay.
-    pub(crate) log: Vec<Step>,
 }
 
 thread_local! {
@@ -147,11 +145,16 @@ impl DeviceState {
         } else {
             Vec::new()
         };
-        self.log.push(Step::Compute {
+        self.log(Step::Compute {
             dur,
             dma_fraction,
             instructions: p.instructions,
             spans,
         });
+    }
+
+    /// Hands the device's next step to the timing replay ([`super::sync::MeshSync::log`]).
+    pub(crate) fn log(&self, step: Step) {
+        self.shared.sync.log(self.id, step);
     }
 }

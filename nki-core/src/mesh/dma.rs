@@ -5,9 +5,10 @@
 //! and signals its send semaphore (here) and receive semaphore (at the destination) at once;
 //! whether anything touches those elements unordered with the copy is decided by
 //! happens-before ([`super::order`]), as if the data landed when the receive wait completes.
-//! Waits block the device thread until the semaphore holds the value, so real interleavings
-//! of the device threads happen. Every op is also logged for the timing replay
-//! ([`super::replay`]), which decides when the bytes leave and land.
+//! Every op is handed to the timing replay ([`super::replay`]), which decides when the bytes
+//! leave and land; a wait blocks the device thread until the replay completed it, and consumes
+//! the increments the replay consumed (the earliest landings). The device threads otherwise
+//! interleave as the host runs them.
 
 use super::deadlock::{Blocked, InCollective};
 use super::device::with_device;
@@ -77,16 +78,10 @@ impl Semaphore {
 
 /// Signals semaphore `key` of device `target` from the running device.
 pub(crate) fn signal(target: usize, key: SemKey, inc: u32, loc: SourceLoc) {
-    let shared = with_device("semaphore_signal", loc, |d| {
+    let (shared, me) = with_device("semaphore_signal", loc, |d| {
         d.flush();
-        d.log.push(Step::Signal {
-            dst: target,
-            key,
-            n: inc,
-        });
-        d.shared.clone()
+        (d.shared.clone(), d.id)
     });
-    let me = with_device("semaphore_signal", loc, |d| d.id);
     shared.sync.signal(me, target, key, inc, loc);
 }
 
@@ -110,7 +105,14 @@ pub(crate) fn wait_in(key: SemKey, value: u32, loc: SourceLoc, collective: Optio
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| default_name(key))
     };
-    let r = shared.sync.wait(id, key, value, |s| Blocked {
+    let label = name(&shared.sync.lock());
+    let step = Step::Wait {
+        key,
+        value,
+        label,
+        loc,
+    };
+    let r = shared.sync.wait(id, key, step, |s| Blocked {
         sem: name(s),
         key,
         value,
@@ -118,17 +120,7 @@ pub(crate) fn wait_in(key: SemKey, value: u32, loc: SourceLoc, collective: Optio
         collective: collective.clone(),
     });
     match r {
-        Ok(()) => {
-            let label = name(&shared.sync.lock());
-            with_device("semaphore_wait", loc, |d| {
-                d.log.push(Step::Wait {
-                    key,
-                    value,
-                    label,
-                    loc,
-                })
-            });
-        }
+        Ok(()) => {}
         Err(WaitFail::Cancelled) => std::panic::panic_any(Cancelled),
         Err(WaitFail::Error(e)) => context::raise(e, loc),
     }
@@ -376,18 +368,9 @@ fn start_copy_from(
     if shared.mode.executes() {
         context::check(values().and_then(|v| write_slots(dst, &v)), loc);
     }
-    with_device("remote_copy", loc, |d| {
-        d.flush();
-        d.log.push(Step::Send {
-            dst: dst.device,
-            bytes,
-            send,
-            recv,
-            loc,
-        });
-    });
+    with_device("remote_copy", loc, |d| d.flush());
     let to = (dst.storage().id, dst.runs());
-    shared.sync.start_copy(state, from, to, (send, recv))
+    shared.sync.start_copy(state, from, to, (send, recv), bytes)
 }
 
 /// Notes `st` written by the running launch (for the unwritten-output check): remote copies

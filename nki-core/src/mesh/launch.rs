@@ -4,7 +4,6 @@
 
 use super::device::{self, DeviceState};
 use super::links::Topology;
-use super::replay::{replay, Step};
 use super::report::{CollectiveStat, MeshReport};
 use super::shared::MeshShared;
 use super::sync::MeshSync;
@@ -19,8 +18,8 @@ use crate::target::Target;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-/// What a device thread hands back: its log and its error.
-type DeviceOutcome = (Vec<Step>, Option<NkiError>);
+/// What a device thread hands back: its error.
+type DeviceOutcome = Option<NkiError>;
 
 /// A launch over a mesh: the kernel runs once per device (each with `grid` program
 /// instances), on one thread per device.
@@ -111,11 +110,12 @@ impl<'m> MeshLaunch<'m> {
             mesh: self.mesh.clone(),
             target: self.target,
             mode: self.mode,
-            links: topology,
+            links: topology.clone(),
             engine_spans: self.engine_spans,
             sync: MeshSync::new(
                 (0..n).map(|d| self.mesh.describe_device(d)).collect(),
                 launch.clone(),
+                topology,
             ),
             collectives: Mutex::new(BTreeMap::new()),
             outputs: Mutex::new(BTreeMap::new()),
@@ -142,15 +142,13 @@ impl<'m> MeshLaunch<'m> {
                 }
             }
         });
-        let mut logs = Vec::with_capacity(n);
         let mut first_error = None;
         for (d, o) in outcomes.into_iter().enumerate() {
             match o.into_inner().unwrap_or_else(|p| p.into_inner()) {
-                Some((t, e)) => {
+                Some(e) => {
                     if first_error.is_none() {
                         first_error = e;
                     }
-                    logs.push(t);
                 }
                 None => {
                     first_error.get_or_insert_with(|| {
@@ -179,7 +177,9 @@ impl<'m> MeshLaunch<'m> {
         } else {
             0.0
         };
-        let timeline = replay(logs, &shared.links, overhead);
+        // Replayed as the devices ran (the replay also decided which increments each wait
+        // consumed, see `sync`).
+        let timeline = shared.sync.timeline(overhead);
         let collectives = shared
             .collectives()
             .iter()
@@ -197,7 +197,7 @@ impl<'m> MeshLaunch<'m> {
         ))
     }
 
-    /// Runs every instance of device `d` on this thread; returns its timeline and its error.
+    /// Runs every instance of device `d` on this thread; returns its error.
     fn run_device<F: Fn() + Sync>(
         &self,
         d: usize,
@@ -211,7 +211,6 @@ impl<'m> MeshLaunch<'m> {
             program_id: Vec::new(),
             next_sem: 0,
             next_collective: 0,
-            log: Vec::new(),
         });
         crate::hbm::observe::install(Some(device::observe));
         let instances = self.grid.instances();
@@ -248,8 +247,8 @@ impl<'m> MeshLaunch<'m> {
         }
         crate::hbm::observe::install(None);
         shared.sync.device_done(d);
-        let state = device::take().expect("installed above");
-        (state.log, error)
+        device::take().expect("installed above");
+        error
     }
 }
 

@@ -19,13 +19,14 @@
 //! dma          semaphores, remote and local async copies
 //! collectives  all_gather, reduce_scatter, all_reduce, all_to_all, collective_permute,
 //!              barrier; ring / recursive doubling-halving / direct
-//! sync         semaphore state, blocking waits, the copy registry
+//! sync         semaphore state, blocking waits (completed by the replay), the copy registry
 //! order        happens-before: vector clocks, shard accesses, race and uninitialised findings
 //! sem          semaphore identities
 //! deadlock     exact deadlock detection
 //! links        per-target link constants (hardware.md §5), routes, the Topology builder
 //! timeline     link and DMA reservations: when a transfer lands
-//! replay       the deterministic timing replay of every device's log
+//! replay       the deterministic timing replay, fed as the devices run; it decides which
+//!              increments each wait consumes
 //! operand      what copies and collectives read and write: HBM views or tiles
 //! shared       the state the devices of a launch share
 //! launch       MeshLaunch: threads, end-of-kernel checks

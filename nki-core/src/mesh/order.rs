@@ -6,7 +6,9 @@
 //! semaphore increment carries the clock of what signalled it (a device's clock at the
 //! signal; for a copy's receive semaphore, the clock of the device that started it plus
 //! "this copy landed"; for its send semaphore, plus "this copy's source was read"), and a wait
-//! joins the clocks of the increments it consumes. Then, per shard ([`Region`]):
+//! joins the clocks of the increments it consumes — the ones the timing replay consumed, the
+//! earliest modelled landings ([`super::sync`]), not the oldest in host order. Then, per shard
+//! ([`Region`]):
 //!
 //! - a local load or store (`nl`/`nisa` on the device's shard) overlapping a copy into those
 //!   elements is ordered only when the device knows the copy landed; a store overlapping a

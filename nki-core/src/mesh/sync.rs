@@ -2,14 +2,20 @@
 //! (for the never-waited check at kernel end) and the happens-before state of the launch
 //! ([`super::order`]).
 //!
-//! A wait for `v` consumes `v` increments (their modelled times are replayed afterwards, see
-//! [`super::replay`]) and joins the clocks they carry. A wait that cannot be satisfied blocks
-//! its device thread; [`super::deadlock`] decides, under the same lock, when no device can
-//! ever signal again.
+//! Every signal, copy start, wait and kernel segment is handed, under the same lock, to the
+//! timing replay ([`super::replay::Replayer`]), which runs as far as the steps handed in allow.
+//! A wait for `v` returns once the replay completed it, and consumes the `v` increments the
+//! replay consumed — the earliest modelled landings, not the oldest in host order — joining
+//! the clocks they carry. So the happens-before checks use the edges the timed replay used,
+//! whatever order the host ran the devices in. A wait that cannot be satisfied blocks its
+//! device thread; [`super::deadlock`] decides, under the same lock, when no device can ever
+//! signal again.
 
 use super::deadlock::{self, Blocked};
+use super::links::Topology;
 use super::order::{Clock, CopyId, Marks, Order};
-use super::sem::SemKey;
+use super::replay::{Replay, Replayer, Step};
+use super::sem::{Inc, SemKey};
 use crate::access::Ap;
 use crate::context::LaunchShared;
 use crate::error::{NkiError, SourceLoc};
@@ -17,10 +23,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// One increment of a semaphore: the copy that signalled it, the clock it carries, and who
-/// signalled it where.
+/// One increment of a semaphore: its identity, the copy that signalled it, the clock it
+/// carries, and who signalled it where.
 #[derive(Clone, Debug)]
 struct Unit {
+    id: Inc,
     copy: Option<u64>,
     clock: Clock,
     from: usize,
@@ -41,9 +48,13 @@ impl Sem {
         self.units.len()
     }
 
-    /// The device and line of the oldest increment not consumed.
+    /// The device and line of the first increment not consumed (lowest device, then its
+    /// first signal: not the host's order).
     pub(crate) fn first_signal(&self) -> Option<(usize, SourceLoc)> {
-        self.units.first().map(|u| (u.from, u.loc))
+        self.units
+            .iter()
+            .min_by_key(|u| u.id)
+            .map(|u| (u.from, u.loc))
     }
 }
 
@@ -95,6 +106,12 @@ pub(crate) struct SyncState {
     joined: BTreeMap<u32, BTreeSet<usize>>,
     /// Happens-before: clocks, shard accesses, findings.
     pub(crate) order: Order,
+    /// The timing replay, fed as the devices run; it decides which increments each wait
+    /// consumes.
+    replay: Replayer,
+    /// Per device: the number of its next signal or copy start (the [`Inc::ev`] of its
+    /// increments).
+    next_event: Vec<u64>,
     names: Vec<String>,
 }
 
@@ -106,16 +123,21 @@ pub(crate) enum WaitFail {
     Error(NkiError),
 }
 
-/// The semaphores of a mesh launch and the condition variable blocked devices sleep on.
+/// The semaphores of a mesh launch and the condition variables blocked devices sleep on (one
+/// per device: a device is woken when the replay completed its wait, not by every step).
 pub(crate) struct MeshSync {
     state: Mutex<SyncState>,
-    cv: Condvar,
+    cvs: Vec<Condvar>,
     launch: Arc<LaunchShared>,
 }
 
 impl MeshSync {
-    /// The state of a launch over devices named `names`.
-    pub(crate) fn new(names: Vec<String>, launch: Arc<LaunchShared>) -> MeshSync {
+    /// The state of a launch over devices named `names`, timed on `topology`.
+    pub(crate) fn new(
+        names: Vec<String>,
+        launch: Arc<LaunchShared>,
+        topology: Topology,
+    ) -> MeshSync {
         let devices = names.len();
         MeshSync {
             state: Mutex::new(SyncState {
@@ -127,9 +149,11 @@ impl MeshSync {
                 next_copy: 0,
                 joined: BTreeMap::new(),
                 order: Order::new(names.clone()),
+                replay: Replayer::new(devices, topology),
+                next_event: vec![0; devices],
                 names,
             }),
-            cv: Condvar::new(),
+            cvs: (0..devices).map(|_| Condvar::new()).collect(),
             launch,
         }
     }
@@ -150,10 +174,44 @@ impl MeshSync {
     /// `loc` (they carry `from`'s clock).
     pub(crate) fn signal(&self, from: usize, device: usize, key: SemKey, n: u32, loc: SourceLoc) {
         let mut g = self.lock();
+        let ev = g.event(from);
         let clock = g.order.release(from);
-        g.signal(device, key, n, None, clock, from, loc);
+        let inc = |i| Inc { from, ev, i };
+        g.signal(device, key, (0..n).map(inc), None, clock, loc);
+        let step = Step::Signal {
+            ev,
+            dst: device,
+            key,
+            n,
+        };
+        self.push(g, from, step);
+    }
+
+    /// Hands device `device`'s next step (not a signal, copy or wait) to the timing replay.
+    pub(crate) fn log(&self, device: usize, step: Step) {
+        self.push(self.lock(), device, step);
+    }
+
+    /// Hands `step` of `device` to the replay and wakes the devices whose wait it completed.
+    fn push(&self, mut g: MutexGuard<'_, SyncState>, device: usize, step: Step) {
+        g.replay.push(device, step);
+        let woken = g.replay.take_woken();
         drop(g);
-        self.cv.notify_all();
+        for d in woken {
+            self.cvs[d].notify_one();
+        }
+    }
+
+    /// Wakes every blocked device (a deadlock, a failure or a finished device).
+    fn wake_everyone(&self) {
+        for cv in &self.cvs {
+            cv.notify_all();
+        }
+    }
+
+    /// The replayed timelines, after every device finished (see [`Replayer::result`]).
+    pub(crate) fn timeline(&self, overhead_ns: f64) -> Replay {
+        self.lock().replay.result(overhead_ns)
     }
 
     /// Registers the shards `ids` (named, shaped, with their written marks; shard `i` on
@@ -199,15 +257,22 @@ impl MeshSync {
         self.lock().sems[device].get(&key).map_or(0, Sem::value)
     }
 
-    /// Blocks until semaphore `key` of `device` holds `value`, then consumes that much.
+    /// Blocks until the timing replay completed `device`'s wait `step` on its semaphore
+    /// `key`, then consumes the increments the replay consumed (the earliest modelled
+    /// landings).
     pub(crate) fn wait(
         &self,
         device: usize,
         key: SemKey,
-        value: u32,
+        step: Step,
         describe: impl Fn(&SyncState) -> Blocked,
     ) -> std::result::Result<(), WaitFail> {
         let mut g = self.lock();
+        g.replay.push(device, step);
+        // The replay may have completed other devices' waits too.
+        for d in g.replay.take_woken() {
+            self.cvs[d].notify_one();
+        }
         loop {
             if self.launch.cancelled.any_failed() {
                 g.blocked.remove(&device);
@@ -216,10 +281,9 @@ impl MeshSync {
             if let Some(e) = &g.deadlock {
                 return Err(WaitFail::Error(e.clone()));
             }
-            let have = g.sems[device].get(&key).map_or(0, Sem::value);
-            if have >= value as usize {
+            if let Some(incs) = g.replay.take_decided(device) {
                 g.blocked.remove(&device);
-                g.consume(device, key, value as usize);
+                g.consume(device, key, &incs);
                 return Ok(());
             }
             let b = describe(&g);
@@ -227,12 +291,11 @@ impl MeshSync {
             if let Some(e) = g.detect() {
                 g.deadlock = Some(e.clone());
                 drop(g);
-                self.cv.notify_all();
+                self.wake_everyone();
                 return Err(WaitFail::Error(e));
             }
             // The timeout only re-checks the cancellation flag, which is set outside the lock.
-            g = self
-                .cv
+            g = self.cvs[device]
                 .wait_timeout(g, Duration::from_millis(50))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
@@ -244,47 +307,59 @@ impl MeshSync {
         let mut g = self.lock();
         g.live -= 1;
         g.blocked.remove(&device);
+        g.replay.finish(device);
         if g.deadlock.is_none() {
             if let Some(e) = g.detect() {
                 g.deadlock = Some(e);
             }
         }
         drop(g);
-        self.cv.notify_all();
+        self.wake_everyone();
     }
 
     /// Wakes every blocked device (after a failure elsewhere).
     pub(crate) fn wake_all(&self) {
         let _g = self.lock();
-        self.cv.notify_all();
+        self.wake_everyone();
     }
 
     /// Registers a copy started by device `c.src` from the elements `from` of a shard (`None`:
     /// a tile) into the elements `to` of shard `dst_id`, checks it against the accesses it is
-    /// not ordered with ([`Order::copy`]) and signals its receive semaphore `recv` on the
-    /// destination and its send semaphore `send` here. Returns its registry id.
+    /// not ordered with ([`Order::copy`]), signals its receive semaphore `recv` on the
+    /// destination and its send semaphore `send` here, and hands the transfer of `size` bytes
+    /// to the timing replay. Returns its registry id.
     pub(crate) fn start_copy(
         &self,
         c: CopyState,
         from: Option<(u64, Vec<(usize, usize)>)>,
         (dst_id, to): (u64, Vec<(usize, usize)>),
         (send, recv): (Option<SemKey>, SemKey),
+        size: u64,
     ) -> u64 {
         let mut g = self.lock();
         let (src, dst, loc) = (c.src, c.dst, c.loc);
         let id = g.next_copy;
         g.next_copy += 1;
         g.copies.insert(id, c);
+        let ev = g.event(src);
+        let inc = |i| Inc { from: src, ev, i };
         let clock = g.order.release(src);
         let copy: CopyId = g.order.copy(src, &clock, from, dst_id, dst, to, loc);
         let landed = Order::copy_clock(&clock, copy, true);
-        g.signal(dst, recv, 1, Some(id), landed, src, loc);
+        g.signal(dst, recv, [inc(0)], Some(id), landed, loc);
         if let Some(s) = send {
             let sent = Order::copy_clock(&clock, copy, false);
-            g.signal(src, s, 1, None, sent, src, loc);
+            g.signal(src, s, [inc(1)], None, sent, loc);
         }
-        drop(g);
-        self.cv.notify_all();
+        let step = Step::Send {
+            ev,
+            dst,
+            bytes: size,
+            send,
+            recv,
+            loc,
+        };
+        self.push(g, src, step);
         id
     }
 
@@ -295,22 +370,30 @@ impl MeshSync {
 }
 
 impl SyncState {
-    #[allow(clippy::too_many_arguments)]
+    /// The number of device `d`'s next signalling operation.
+    fn event(&mut self, d: usize) -> u64 {
+        let ev = self.next_event[d];
+        self.next_event[d] += 1;
+        ev
+    }
+
+    /// Adds the increments `incs` (carrying `clock`, of copy `copy` if any, signalled at `loc`)
+    /// to semaphore `key` of `device`.
     fn signal(
         &mut self,
         device: usize,
         key: SemKey,
-        n: u32,
+        incs: impl IntoIterator<Item = Inc>,
         copy: Option<u64>,
         clock: Clock,
-        from: usize,
         loc: SourceLoc,
     ) {
         let s = self.sems[device].entry(key).or_default();
-        s.units.extend((0..n).map(|_| Unit {
+        s.units.extend(incs.into_iter().map(|id| Unit {
+            id,
             copy,
             clock: clock.clone(),
-            from,
+            from: id.from,
             loc,
         }));
     }
@@ -325,15 +408,23 @@ impl SyncState {
         deadlock::detect(&view, |d, k| self.sems[d].get(&k).map_or(0, Sem::value))
     }
 
-    /// Takes `n` increments, oldest first; a copy whose increment is taken is delivered.
-    fn consume(&mut self, device: usize, key: SemKey, n: usize) {
-        if n == 0 {
+    /// Takes the increments `incs` (the ones the timing replay's wait consumed, all signalled
+    /// already); a copy whose increment is taken is delivered.
+    fn consume(&mut self, device: usize, key: SemKey, incs: &[Inc]) {
+        if incs.is_empty() {
             return;
         }
         let s = self.sems[device]
             .get_mut(&key)
-            .expect("checked by the caller");
-        let taken: Vec<Unit> = s.units.drain(..n).collect();
+            .expect("the replay consumed increments of this semaphore");
+        let mut taken = Vec::with_capacity(incs.len());
+        for id in incs {
+            let at = s.units.iter().position(|u| u.id == *id);
+            taken.push(
+                s.units
+                    .remove(at.expect("the replay's increments were signalled")),
+            );
+        }
         for u in &taken {
             self.order.acquire(device, &u.clock);
         }
@@ -374,10 +465,18 @@ mod tests {
 
     #[test]
     fn waits_consume_what_they_wait_for() {
-        let sync = MeshSync::new(vec!["device 0".into()], LaunchShared::new());
+        let topo = Topology::of(crate::target::Target::Trn2);
+        let sync = MeshSync::new(vec!["device 0".into()], LaunchShared::new(), topo);
         let k = SemKey::User(0);
-        sync.signal(0, 0, k, 3, SourceLoc::caller());
-        assert!(sync.wait(0, k, 2, |_| unreachable!()).is_ok());
+        let loc = SourceLoc::caller();
+        sync.signal(0, 0, k, 3, loc);
+        let step = Step::Wait {
+            key: k,
+            value: 2,
+            label: "k".into(),
+            loc,
+        };
+        assert!(sync.wait(0, k, step, |_| unreachable!()).is_ok());
         assert_eq!(sync.value(0, k), 1);
     }
 }

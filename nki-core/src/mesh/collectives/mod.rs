@@ -83,7 +83,7 @@ impl Call {
             let seq = d.next_collective;
             d.next_collective += 1;
             if !prepared {
-                d.log.push(Step::Begin { seq });
+                d.log(Step::Begin { seq });
             }
             (d.shared.clone(), d.id, seq)
         });
@@ -146,7 +146,7 @@ impl Call {
         if self.shared.mode.records() && self.size() > 1 {
             let (name, seq, loc) = (kind.name(), self.seq, self.loc);
             with_device(name, loc, |d| {
-                d.log.push(if ahead {
+                d.log(if ahead {
                     Step::Prepare { seq, ns, name, loc }
                 } else {
                     Step::Setup { ns, name, loc }
@@ -320,7 +320,7 @@ impl Call {
         }
         with_device("reduce", self.loc, |d| {
             d.flush();
-            d.log.push(Step::Reduce {
+            d.log(Step::Reduce {
                 elems,
                 elem_bytes: self.elem_bytes,
                 loc: self.loc,
@@ -340,7 +340,7 @@ impl Call {
         let name = self.name();
         with_device("collective", self.loc, |d| {
             d.flush();
-            d.log.push(Step::End {
+            d.log(Step::End {
                 seq: self.seq,
                 name,
                 loc: self.loc,

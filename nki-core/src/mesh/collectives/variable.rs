@@ -459,8 +459,8 @@ pub(crate) fn trigger(form: Form, mut p: PreparedCollective, split: bool, loc: S
         let (seq, name) = (c.seq, form.kind().name());
         with_device(op, loc, |d| {
             d.flush();
-            d.log.push(Step::Trigger { seq, name, loc });
-            d.log.push(Step::Begin { seq });
+            d.log(Step::Trigger { seq, name, loc });
+            d.log(Step::Begin { seq });
         });
     }
     let r = c.size();
