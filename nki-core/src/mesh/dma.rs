@@ -67,7 +67,11 @@ impl Semaphore {
         wait(self.key, value, SourceLoc::caller());
     }
 
-    /// The current value on the running device.
+    /// The current value on the running device: the increments signalled on the host and not
+    /// yet consumed, so it depends on host timing. Do not poll it in a loop to wait for
+    /// another device: waits are completed by the timing replay, which must see the polling
+    /// device's next step to get past it, so a peer blocked in a wait would never signal and
+    /// the loop would spin for ever. Use [`Semaphore::wait`].
     #[track_caller]
     pub fn value(&self) -> u32 {
         let loc = SourceLoc::caller();
