@@ -547,7 +547,7 @@ impl Launch {
                 let done = crate::timing::compiler::run(
                     &mut f.records,
                     self.compiler,
-                    &f.loop_lines,
+                    &mut f.loop_lines,
                     &mut marks,
                     self.target.spec().sbuf_bytes_per_partition,
                 );

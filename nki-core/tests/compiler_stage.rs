@@ -578,3 +578,109 @@ fn a_loop_consuming_what_a_sibling_loop_makes_is_fused_with_it() {
     assert!(shifted.compiler.is_empty(), "{:?}", shifted.compiler);
     assert!(shifted.spills.save_bytes > 0);
 }
+
+/// Line of the `affine_range` call of [`steps_of_a_sequential_loop`].
+const STEPPED_LOOP_LINE: u32 = line!() + 10;
+
+/// `out[j] = sum_k exp(x[k or j, k]) * w[j]`: an affine loop over `j` whose every iteration
+/// runs a sequential loop over `k`; `exp(x[k])` is the same in every iteration of `j` unless
+/// `varying` (then `x` holds a row block per `(j, k)`).
+#[nki_kernel]
+fn steps_of_a_sequential_loop(x: &Hbm<f32>, w: &Hbm<f32>, out: &mut Hbm<f32>, varying: usize) {
+    let f = out.shape()[1];
+    let blocks = out.shape()[0] / 128;
+    let steps = x.shape()[0] / 128 / if varying == 1 { blocks } else { 1 };
+    for j in nl::affine_range(blocks) {
+        let rows = j * 128..(j + 1) * 128;
+        let wj = nl::load(w.slice((rows.clone(), ..)));
+        let acc = nl::zeros(&[128, f], DType::F32, nl::SBUF);
+        for k in nl::sequential_range(steps) {
+            let r0 = (varying * j * steps + k) * 128;
+            let xk = nl::load(x.slice((r0..r0 + 128, ..)));
+            let e = nl::exp(&xk);
+            let p = nl::multiply(&e, &wj);
+            nisa::tensor_tensor_into(&acc, &acc, &p, nl::AluOp::Add);
+        }
+        nl::store(out.slice((rows, ..)), &acc);
+    }
+}
+
+/// 3 blocks of `j`, 16 steps of `k`, `[128, 4096]` fp32 tiles (16 KiB per partition): the 16
+/// `exp` results, kept across the loop over `j` as written, need 256 KiB per partition (over
+/// trn2's SBUF); one step's, 16 KiB.
+fn stepped(stage: CompilerStage, varying: usize) -> Profile {
+    let (blocks, steps, f) = (3, 16, 4096);
+    let x = Hbm::<f32>::shape_only([(1 + varying * (blocks - 1)) * steps * 128, f]);
+    let w = Hbm::<f32>::shape_only([blocks * 128, f]);
+    let mut out = Hbm::<f32>::shape_only([blocks * 128, f]);
+    with_compiler_stage(stage, || {
+        steps_of_a_sequential_loop::estimate(
+            Grid::new([1]),
+            Target::Trn2,
+            &x,
+            &w,
+            &mut out,
+            varying,
+        )
+        .unwrap()
+    })
+}
+
+#[test]
+fn an_affine_loop_moves_inside_its_sequential_loop_when_a_step_then_keeps_a_hoisted_value() {
+    let tile = 128 * 4096 * 4u64;
+    let on = stepped(CompilerStage::BETA1, 0);
+    let without = stepped(
+        CompilerStage {
+            interchange: false,
+            ..CompilerStage::BETA1
+        },
+        0,
+    );
+    // Interchanged, each step's exp runs once for the 3 blocks: x read once, w once per block.
+    assert_eq!(
+        on.dma.hbm_read_bytes,
+        (16 + 3) * tile,
+        "{}",
+        on.compiler.lines.len()
+    );
+    let l: Vec<_> = on
+        .compiler
+        .lines
+        .iter()
+        .filter(|l| l.kind == CompilerKind::Interchanged)
+        .collect();
+    assert_eq!(l.len(), 1, "{:?}", on.compiler);
+    assert_eq!(l[0].line.line, STEPPED_LOOP_LINE, "{}", l[0]);
+    assert_eq!(l[0].count, 16);
+    assert!(
+        l[0].to_string()
+            .contains("moved inside the sequential loop"),
+        "{}",
+        l[0]
+    );
+    assert!(on
+        .compiler
+        .lines
+        .iter()
+        .any(|l| l.kind == CompilerKind::Hoisted && l.api == "nl.exp"));
+    // Switched off: the 16 results do not fit in SBUF, nothing is hoisted, x is read per block.
+    assert!(without
+        .compiler
+        .lines
+        .iter()
+        .all(|l| l.kind != CompilerKind::Interchanged));
+    assert_eq!(without.dma.hbm_read_bytes, (3 * 16 + 3) * tile);
+    // A sequential body with nothing the same in every iteration stays as written.
+    let varying = stepped(CompilerStage::BETA1, 1);
+    assert!(
+        varying
+            .compiler
+            .lines
+            .iter()
+            .all(|l| l.kind != CompilerKind::Interchanged),
+        "{:?}",
+        varying.compiler
+    );
+    assert_eq!(varying.dma.hbm_read_bytes, (3 * 16 + 3) * tile);
+}

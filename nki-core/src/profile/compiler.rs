@@ -32,6 +32,10 @@ pub enum CompilerKind {
     /// fit beside it was spilled whole: saved once after its definition, re-loaded whole in
     /// each later iteration that reads it (the profile's `spills` hold the bytes by line).
     SpilledAcrossLoop,
+    /// An affine loop whose iterations each run a sequential loop was moved inside it: each
+    /// step of the sequential loop runs for every iteration before the next step (so a
+    /// computation of the step that is the same in every iteration runs once).
+    Interchanged,
 }
 
 impl CompilerKind {
@@ -46,6 +50,9 @@ impl CompilerKind {
             CompilerKind::Fused => "fused into the loop",
             CompilerKind::SpilledAcrossLoop => {
                 "spilled whole (saved once, re-loaded whole per later iteration)"
+            }
+            CompilerKind::Interchanged => {
+                "moved inside the sequential loop of its body (each step runs for every iteration)"
             }
         }
     }
@@ -82,6 +89,7 @@ impl std::fmt::Display for CompilerLine {
                 CompilerKind::MultiBuffered | CompilerKind::SpilledAcrossLoop => {
                     " across the iterations of the loop at"
                 }
+                CompilerKind::Interchanged => ", the sequential body starting at",
                 _ => " at",
             };
             write!(f, "{what} {l}")?;

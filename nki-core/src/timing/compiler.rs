@@ -57,18 +57,26 @@
 //!   (83.9 MB) is its 16.8 MB output plus the spill save counter (67.1 MB) exactly, which
 //!   holds the product's 50.3 MB.
 //!
-//! - **Loop fusion** (`timing::compiler_fuse`, runs first) and **chains of transposes**:
-//!   a TensorE transpose's result has a value in the `hoist_compute` walk, copies and
-//!   transposes (no immediates) are valued without their source line, the transposes and
-//!   loads only removed copies read go with them, and a loop keeps its hoisted values only
-//!   when they fit in SBUF (NKIBench matmul's lhs 12 x in its HBM read counter: its 640 KiB
-//!   per partition of lhs^T was not hoisted; swiglu's 128 KiB x^T was, one load of x).
+//! - **Loop fusion** (`timing::compiler_fuse`, after the interchange) and **chains of
+//!   transposes**: a TensorE transpose's result has a value in the `hoist_compute` walk,
+//!   copies and transposes (no immediates) are valued without their source line, the
+//!   transposes and loads only removed copies read go with them, and a loop keeps its
+//!   hoisted values only when they fit in SBUF (NKIBench matmul's lhs 12 x in its HBM read
+//!   counter: its 640 KiB per partition of lhs^T was not hoisted; swiglu's 128 KiB x^T was,
+//!   one load of x).
 //!
 //! - **A value kept across a loop is spilled whole** (`loop_spill`, applied by the capacity
 //!   resolution, `timing::spill` rule 5): a computed tile kept across an `affine_range`
 //!   loop's iterations that has to leave SBUF is saved once and re-loaded whole in each later
 //!   iteration that reads it. Evidence: NKIBench swiglu's counters hold its hoisted x^T
 //!   (16.8 MB) saved once and re-loaded whole in each of the two later N blocks.
+//!
+//! - **Loop interchange** (`interchange`, `timing::compiler_interchange`, runs first): an
+//!   `affine_range` loop whose every iteration runs a sequential loop is moved inside it
+//!   (distributed over its body, one step of the sequential loop for all iterations at a
+//!   time) where the hoisting then keeps a loop-invariant computation of that step within
+//!   SBUF. Evidence: NKIBench lora's counters (its K-chunk x^T computed once, saved once and
+//!   re-loaded per N block; every N block's accumulators saved and re-loaded per K chunk).
 //!
 //! Limits: renamed copies are not seen by the capacity resolution (`timing::spill`), so
 //! multi-buffering never causes spill here; an instance with device loops or an LNC=2 pair
@@ -120,6 +128,11 @@ pub struct CompilerStage {
     /// the loop's tiles do not fit beside it, as a whole: saved once after its definition,
     /// re-loaded whole in each later iteration that reads it (`timing::spill`, rule 5).
     pub loop_spill: bool,
+    /// Move an `affine_range` loop inside the sequential loop every one of its iterations
+    /// runs (one step of it for all iterations at a time), where the hoisting
+    /// (`hoist_compute`) then keeps a loop-invariant computation of that sequential body that
+    /// fits in SBUF (`timing::compiler_interchange`).
+    pub interchange: bool,
 }
 
 impl CompilerStage {
@@ -133,6 +146,7 @@ impl CompilerStage {
         scratch_spill: false,
         fuse: false,
         loop_spill: false,
+        interchange: false,
     };
 
     /// Every transformation the Beta-1 compiler is modelled doing.
@@ -145,6 +159,7 @@ impl CompilerStage {
         scratch_spill: true,
         fuse: true,
         loop_spill: true,
+        interchange: true,
     };
 
     /// True when no transformation runs.
@@ -286,11 +301,14 @@ fn separating_loop(a: &Instr, b: &Instr) -> Option<u32> {
 pub(crate) fn run(
     records: &mut Vec<Instr>,
     stage: CompilerStage,
-    loops: &[SourceLoc],
+    loops: &mut Vec<SourceLoc>,
     marks: &mut [usize],
     cap: usize,
 ) -> CompilerStats {
     let mut stats = CompilerStats::default();
+    if stage.interchange && stage.hoist_compute {
+        interchange(records, stage, loops, &mut stats, marks, cap);
+    }
     if stage.fuse {
         crate::timing::compiler_fuse::fuse(records, loops, &mut stats, marks);
     }
@@ -298,6 +316,7 @@ pub(crate) fn run(
         let folded = fold_psum_zeros(records, &mut stats);
         remove(records, &folded, marks);
     }
+    let loops = &loops[..];
     if stage.dedup || stage.hoist {
         let removed = dedup(records, stage, loops, &mut stats);
         remove(records, &removed, marks);
@@ -311,6 +330,65 @@ pub(crate) fn run(
     }
     stats.sort();
     stats
+}
+
+/// Interchanges the `affine_range` loops of `records` whose iterations each run a sequential
+/// loop (`timing::compiler_interchange`) where, on a trial, the hoisting of loop-invariant
+/// computations then keeps results out of the interchanged loop that fit in `cap` bytes per
+/// partition. New activations' lines are appended to `loops`.
+fn interchange(
+    records: &mut Vec<Instr>,
+    stage: CompilerStage,
+    loops: &mut Vec<SourceLoc>,
+    stats: &mut CompilerStats,
+    marks: &mut [usize],
+    cap: usize,
+) {
+    use crate::timing::compiler_interchange as ic;
+    let worth = |r: &Instr| pure_compute(r) || (r.opcode == Opcode::Transpose && removable(r));
+    let plans = ic::plans(records, loops, worth);
+    if plans.is_empty() {
+        return;
+    }
+    let mut trial = records.clone();
+    let mut trial_loops = loops.clone();
+    let made = ic::apply(&mut trial, &plans, &mut trial_loops, &mut []);
+    let tried = invariant_walk(
+        &mut trial,
+        stage,
+        &trial_loops,
+        &mut CompilerStats::default(),
+        &[],
+    );
+    drop(trial);
+    let fits = |a: &u32| {
+        tried
+            .kept_bytes
+            .get(a)
+            .is_some_and(|&b| b > 0 && b <= cap as u64)
+    };
+    let chosen: Vec<ic::Plan> = plans
+        .into_iter()
+        .zip(&made)
+        .filter(|(_, ids)| ids.iter().any(fits))
+        .map(|(p, _)| p)
+        .collect();
+    if chosen.is_empty() {
+        return;
+    }
+    for p in &chosen {
+        let (line, body) = p.lines(loops);
+        stats.add(CompilerLine {
+            kind: CompilerKind::Interchanged,
+            line: line.unwrap_or(body),
+            api: "nl.affine_range",
+            kept: None,
+            loop_line: Some(body),
+            count: p.steps,
+            bytes: 0,
+        });
+    }
+    ic::apply(records, &chosen, loops, marks);
 }
 
 /// Counts the DMAs of `records` (one instance) between a tile and one of the instance's

@@ -28,7 +28,7 @@ use crate::timing::fast_hash::Map;
 /// One `affine_range` activation in the records: its depth, the records it spans (a loop
 /// runs to its end before the next statement, so they are contiguous) and its iterations.
 #[derive(Clone, Copy)]
-struct Act {
+pub(crate) struct Act {
     id: u32,
     depth: usize,
     start: usize,
@@ -37,8 +37,25 @@ struct Act {
     distinct: u32,
 }
 
+impl Act {
+    /// The activation, its depth in the records' positions, its first record and one past
+    /// its last, its iterations (the highest seen plus one) and its runs of consecutive
+    /// records of one iteration (equal to the iterations when each iteration's records are
+    /// contiguous and in order).
+    pub(crate) fn parts(&self) -> (u32, usize, usize, usize, u32, u32) {
+        (
+            self.id,
+            self.depth,
+            self.start,
+            self.end,
+            self.iters,
+            self.distinct,
+        )
+    }
+}
+
 /// The activations of `records`, in order of their first record.
-fn activations(records: &[Instr]) -> Vec<Act> {
+pub(crate) fn activations(records: &[Instr]) -> Vec<Act> {
     let mut at: Map<u32, usize> = Map::default();
     let mut acts: Vec<Act> = Vec::new();
     let mut last_iter: Vec<u32> = Vec::new();
@@ -234,7 +251,14 @@ fn apply(records: &mut Vec<Instr>, a: &Act, b: &Act, marks: &mut [usize]) {
         frames[d].0 = a.id;
         r.affine = AffinePos::new(&frames);
     }
-    let new_pos = permute(records, &order);
+    reorder(records, &order, marks);
+}
+
+/// Puts `records` in the order `order` (see [`permute`]) and moves the indices in `marks` to
+/// the smallest new index of the records at or after them (so every record at or after a
+/// mark stays at or after it).
+pub(crate) fn reorder(records: &mut Vec<Instr>, order: &[usize], marks: &mut [usize]) {
+    let new_pos = permute(records, order);
     for m in marks.iter_mut() {
         if let Some(p) = new_pos.get(*m..).and_then(|t| t.iter().min()) {
             *m = *p;

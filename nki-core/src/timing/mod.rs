@@ -19,6 +19,7 @@ mod tensor;
 
 pub(crate) mod compiler;
 pub(crate) mod compiler_fuse;
+pub(crate) mod compiler_interchange;
 mod critical;
 mod deps;
 pub(crate) mod fast_hash;
