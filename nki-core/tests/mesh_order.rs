@@ -527,3 +527,134 @@ fn equal_landings_are_credited_to_the_lower_device_whatever_the_host_order() {
         "{e}"
     );
 }
+
+// ---- Semaphore::value is read by the timed replay ------------------------------------------
+//
+// `value()` returns the increments landed by the reading device's modelled clock (not the
+// host's count), and each read is a timed step: a loop polling it advances modelled time, so a
+// peer that first waits on the polling device gets past its wait and the loop ends.
+
+/// Device `late` starts 20 ms after the other on the host. Device 0 signals `go` on device 1,
+/// then polls `done` until device 1's signal landed, then waits for it; device 1 waits for
+/// `go`, then signals `done` on device 0. Returns device 0's number of reads that found 0, and
+/// the report.
+fn poll_for_a_waiting_peer(late: usize, mode: Mode) -> Result<(u32, mesh::MeshReport), NkiError> {
+    let m = ring(2);
+    let polls = std::sync::Mutex::new(0);
+    let report = MeshLaunch::new(&m).mode(mode).run(|| {
+        let (go, done) = (mesh::semaphore("go"), mesh::semaphore("done"));
+        let me = mesh::device_id();
+        if me == late {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if me == 0 {
+            go.signal_device(1, 1);
+            let mut n = 0;
+            while done.value() == 0 {
+                n += 1;
+            }
+            done.wait(1);
+            *polls.lock().unwrap() = n;
+        } else {
+            go.wait(1);
+            done.signal_device(0, 1);
+        }
+    })?;
+    let n = *polls.lock().unwrap();
+    Ok((n, report))
+}
+
+/// The modelled end of every device, and the launch's latency.
+fn ends(r: &mesh::MeshReport) -> Vec<f64> {
+    let mut v: Vec<f64> = r.devices.iter().map(|d| d.end_ns).collect();
+    v.push(r.latency_ns);
+    v
+}
+
+#[test]
+fn polling_value_for_a_peer_that_waits_on_the_poller_ends_whatever_the_host_order() {
+    let mut polls = Vec::new();
+    for late in [0, 1] {
+        for _ in 0..2 {
+            polls.push(poll_for_a_waiting_peer(late, Mode::Execute).unwrap().0);
+        }
+    }
+    let mut timed = Vec::new();
+    for late in [0, 1] {
+        timed.push(poll_for_a_waiting_peer(late, Mode::Simulate).unwrap());
+    }
+    let (n, r) = &timed[0];
+    // The signal needs two trips over the link: the loop read 0 for a while, each read a
+    // timed step on device 0's timeline (the last one found the increment).
+    assert!(*n > 0, "{n}");
+    let reads = r.devices[0]
+        .spans
+        .iter()
+        .filter(|s| s.name == "read done")
+        .count();
+    assert_eq!(reads, *n as usize + 1);
+    assert!(polls.iter().all(|p| p == n), "{polls:?} vs {n}");
+    for (m, other) in &timed[1..] {
+        assert_eq!(m, n);
+        let bits = |v: Vec<f64>| v.into_iter().map(f64::to_bits).collect::<Vec<_>>();
+        assert_eq!(bits(ends(other)), bits(ends(r)));
+    }
+}
+
+/// Devices 1 and 2 signal one semaphore of device 0: device 1 at once, device 2 after a
+/// 256 KiB local copy (its increment lands much later). Device `late` starts 20 ms after the
+/// others on the host. Device 0 reads the semaphore at once, polls it until it is non-zero,
+/// waits for both increments and reads it again; returns the three values it read.
+fn read_two_signals(late: usize, mode: Mode) -> Result<Vec<u32>, NkiError> {
+    let m = ring(3);
+    let x = ShardedHbm::from_array(&m, &iota(3 * R, C), p([Some("x"), None]))?;
+    let buf = ShardedHbm::<f32>::zeros(&m, &[3 * R, C], p([Some("x"), None]))?;
+    let seen = std::sync::Mutex::new(Vec::new());
+    MeshLaunch::new(&m).mode(mode).run(|| {
+        let sem = mesh::semaphore("sem");
+        let me = mesh::device_id();
+        if me == late {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        match me {
+            0 => {
+                let mut v = vec![sem.value()];
+                let first = loop {
+                    let n = sem.value();
+                    if n > 0 {
+                        break n;
+                    }
+                };
+                v.push(first);
+                sem.wait(2);
+                v.push(sem.value());
+                *seen.lock().unwrap() = v;
+            }
+            1 => sem.signal_device(0, 1),
+            _ => {
+                let local = mesh::semaphore("local");
+                let c = mesh::async_copy(x.view(), &buf.view(), &local);
+                c.start();
+                c.wait();
+                sem.signal_device(0, 1);
+            }
+        }
+    })?;
+    let v = seen.lock().unwrap().clone();
+    Ok(v)
+}
+
+#[test]
+fn the_value_read_is_the_same_whatever_the_host_order() {
+    for mode in [Mode::Execute, Mode::Simulate] {
+        for late in [0, 1, 2] {
+            // At modelled time 0 nothing has landed; device 1's increment lands first, alone;
+            // the wait consumed both.
+            assert_eq!(
+                read_two_signals(late, mode).unwrap(),
+                [0, 1, 0],
+                "late {late}"
+            );
+        }
+    }
+}

@@ -7,8 +7,9 @@
 //! happens-before ([`super::order`]), as if the data landed when the receive wait completes.
 //! Every op is handed to the timing replay ([`super::replay`]), which decides when the bytes
 //! leave and land; a wait blocks the device thread until the replay completed it, and consumes
-//! the increments the replay consumed (the earliest landings). The device threads otherwise
-//! interleave as the host runs them.
+//! the increments the replay consumed (the earliest landings); a semaphore read returns what
+//! the replay read at the device's modelled clock. The device threads otherwise interleave as
+//! the host runs them.
 
 use super::deadlock::{Blocked, InCollective};
 use super::device::with_device;
@@ -67,17 +68,64 @@ impl Semaphore {
         wait(self.key, value, SourceLoc::caller());
     }
 
-    /// The current value on the running device: the increments signalled on the host and not
-    /// yet consumed, so it depends on host timing. Do not poll it in a loop to wait for
-    /// another device: waits are completed by the timing replay, which must see the polling
-    /// device's next step to get past it, so a peer blocked in a wait would never signal and
-    /// the loop would spin for ever. Use [`Semaphore::wait`].
+    /// The current value on the running device, as the timing replay reads it: the
+    /// increments of this semaphore that have landed by the device's modelled clock and were
+    /// not consumed by its waits — the same whatever order the host ran the devices in (an
+    /// increment still in flight at that modelled time is not counted, even if its signal ran
+    /// on the host already). The call is a step of the device's timeline: its kernel code so
+    /// far is modelled first (as for `wait` and `signal`), the device thread blocks until the
+    /// replay reached the read, and the read occupies the device for one sequencer
+    /// instruction (one `MIN_II` of the Sync engine; no source gives a semaphore-read cost). So a loop polling `value()` until a peer's signal lands
+    /// advances modelled time and ends, even when that peer first waits on the polling device.
+    /// A loop polling for a signal that never comes spins for ever, as on the hardware;
+    /// [`Semaphore::wait`] says what to wait for and reports a deadlock instead.
     #[track_caller]
     pub fn value(&self) -> u32 {
         let loc = SourceLoc::caller();
-        let (id, shared) = with_device("semaphore_read", loc, |d| (d.id, d.shared.clone()));
-        shared.sync.value(id, self.key) as u32
+        let (id, shared) = with_device("semaphore_read", loc, |d| {
+            d.flush();
+            (d.id, d.shared.clone())
+        });
+        let label = sem_name(&shared.sync.lock(), id, self.key);
+        let step = Step::Read {
+            key: self.key,
+            ns: read_ns(shared.target),
+            label,
+            loc,
+        };
+        let v = outcome(shared.sync.read(id, step), loc);
+        u32::try_from(v).unwrap_or(u32::MAX)
     }
+}
+
+/// The modelled time of a semaphore read, in ns. No source gives a semaphore-read cost
+/// (hardware.md §7 lists "semaphore and cross-engine sync latency" and the Sync Engine's
+/// costs among the gaps). Its nearest documented kin is a register read (`Opcode::ScalarLoad`
+/// in `timing::cost`), which the model charges the sequencer floor of every non-TensorE
+/// instruction, one `MIN_II` (64 cycles \[E S13\]); taken here on the clock of the Sync
+/// Engine, the sequencer-only engine that triggers DMAs (hardware.md §2.1) \[A\].
+pub(crate) fn read_ns(target: crate::target::Target) -> f64 {
+    let spec = target.spec();
+    spec.min_ii as f64 / spec.engine_ghz(crate::engine::Engine::Sync)
+}
+
+/// The outcome of a blocking wait or read: a failure elsewhere unwinds this device quietly,
+/// a deadlock fails its kernel at `loc`.
+fn outcome<T>(r: std::result::Result<T, WaitFail>, loc: SourceLoc) -> T {
+    match r {
+        Ok(v) => v,
+        Err(WaitFail::Cancelled) => std::panic::panic_any(Cancelled),
+        Err(WaitFail::Error(e)) => context::raise(e, loc),
+    }
+}
+
+/// The name of semaphore `key` of device `id` in messages and trace spans.
+fn sem_name(s: &super::sync::SyncState, id: usize, key: SemKey) -> String {
+    s.sems[id]
+        .get(&key)
+        .map(|x| x.name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| default_name(key))
 }
 
 /// Signals semaphore `key` of device `target` from the running device.
@@ -102,14 +150,7 @@ pub(crate) fn wait_in(key: SemKey, value: u32, loc: SourceLoc, collective: Optio
         d.flush();
         (d.id, d.shared.clone())
     });
-    let name = |s: &super::sync::SyncState| {
-        s.sems[id]
-            .get(&key)
-            .map(|x| x.name.clone())
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| default_name(key))
-    };
-    let label = name(&shared.sync.lock());
+    let label = sem_name(&shared.sync.lock(), id, key);
     let step = Step::Wait {
         key,
         value,
@@ -117,17 +158,13 @@ pub(crate) fn wait_in(key: SemKey, value: u32, loc: SourceLoc, collective: Optio
         loc,
     };
     let r = shared.sync.wait(id, key, step, |s| Blocked {
-        sem: name(s),
+        sem: sem_name(s, id, key),
         key,
         value,
         loc,
         collective: collective.clone(),
     });
-    match r {
-        Ok(()) => {}
-        Err(WaitFail::Cancelled) => std::panic::panic_any(Cancelled),
-        Err(WaitFail::Error(e)) => context::raise(e, loc),
-    }
+    outcome(r, loc)
 }
 
 fn default_name(key: SemKey) -> String {

@@ -3,7 +3,7 @@
 //! While the device threads run (real interleavings, real values), each device hands its
 //! [`Step`]s, in program order, to the [`Replayer`] (under the mesh's synchronisation lock):
 //! kernel segments (already modelled by the NeuronCore timing model), copies sent, semaphore
-//! signals and waits, DMA reductions, collective boundaries. The replayer is a discrete-event
+//! signals, waits and reads, DMA reductions, collective boundaries. The replayer is a discrete-event
 //! simulation that runs as far as the steps handed in allow: the device with the earliest clock
 //! takes its next step, and when that step is not known yet (its thread is still running host
 //! code), the simulation stops there until it is. Copies are booked on the links in issue-time
@@ -18,6 +18,11 @@
 //! threads happened to interleave: the simulation's order depends only on the steps, which each
 //! device produces in its program order. Stopping never changes the result: the simulation takes
 //! the same steps in the same order as it would on the complete logs.
+//!
+//! A semaphore read (`Semaphore::value`) is answered the same way ([`Replayer::take_read`]):
+//! the increments landed by the reading device's clock and not consumed. Steps are taken in
+//! time order and an increment lands no earlier than the step that signals it, so every
+//! increment landed by then is known when the read is taken.
 
 use super::links::Topology;
 use super::report::{DeviceTimeline, MeshSpan};
@@ -54,6 +59,14 @@ pub(crate) enum Step {
         dst: usize,
         key: SemKey,
         n: u32,
+    },
+    /// A read of the device's semaphore `key` (`Semaphore::value`): the increments landed by
+    /// the device's clock and not consumed; the read then occupies the device for `ns`.
+    Read {
+        key: SemKey,
+        ns: f64,
+        label: String,
+        loc: SourceLoc,
     },
     /// A completed wait for `value` on the device's semaphore `key`.
     Wait {
@@ -115,6 +128,8 @@ struct Cursor {
     prepared: HashMap<u32, f64>,
     /// The increments the device's last completed wait consumed, until its thread takes them.
     decided: Option<Vec<Inc>>,
+    /// The value the device's last semaphore read returned, until its thread takes it.
+    read: Option<usize>,
 }
 
 /// Landing times of the increments of each (device, semaphore) not yet consumed.
@@ -172,7 +187,7 @@ pub(crate) struct Replayer {
     collectives: BTreeMap<u32, Vec<(usize, f64, f64)>>,
     devs: Vec<Cursor>,
     heap: Heap,
-    /// Devices whose wait completed since the last [`Replayer::take_woken`].
+    /// Devices whose wait or read completed since the last [`Replayer::take_woken`].
     woken: Vec<usize>,
 }
 
@@ -189,6 +204,7 @@ impl Replayer {
                 begun: HashMap::new(),
                 prepared: HashMap::new(),
                 decided: None,
+                read: None,
             })
             .collect();
         Replayer {
@@ -219,7 +235,12 @@ impl Replayer {
         self.devs[d].decided.take()
     }
 
-    /// The devices whose wait completed since the last call (their threads can go on).
+    /// The value device `d`'s last semaphore read returned, once the simulation took it.
+    pub(crate) fn take_read(&mut self, d: usize) -> Option<usize> {
+        self.devs[d].read.take()
+    }
+
+    /// The devices whose wait or read completed since the last call (their threads can go on).
     pub(crate) fn take_woken(&mut self) -> Vec<usize> {
         std::mem::take(&mut self.woken)
     }
@@ -331,6 +352,25 @@ impl Replayer {
                     .or_default()
                     .extend((0..n).map(|i| (at, Inc { from: d, ev, i })));
                 woken = Some(dst);
+            }
+            Step::Read {
+                key,
+                ns,
+                label,
+                loc,
+            } => {
+                // Every increment landing by `now` is known: the steps that signal it were
+                // taken at or before its landing, and the simulation takes steps in time order.
+                let landed = self
+                    .units
+                    .get(&(d, key))
+                    .map_or(0, |have| have.iter().filter(|u| u.0 <= c.t.end_ns).count());
+                c.read = Some(landed);
+                c.t.spans
+                    .push(MeshSpan::read(c.t.end_ns, ns, landed, &label, loc));
+                c.t.end_ns += ns;
+                c.t.compute_ns += ns;
+                self.woken.push(d);
             }
             Step::Wait {
                 key,

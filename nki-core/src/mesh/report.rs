@@ -94,6 +94,13 @@ impl MeshSpan {
         MeshSpan::on(MeshTrack::Send, name, t.start_ns, dur, detail)
     }
 
+    /// A read of semaphore `sem` that returned `value`.
+    pub(crate) fn read(start: f64, dur: f64, value: usize, sem: &str, loc: SourceLoc) -> MeshSpan {
+        let name = format!("read {sem}");
+        let detail = format!("value {value}, at {loc}");
+        MeshSpan::on(MeshTrack::Kernel, name, start, dur, detail)
+    }
+
     /// A blocked wait.
     pub(crate) fn wait(start: f64, dur: f64, sem: &str, loc: SourceLoc) -> MeshSpan {
         let name = format!("wait {sem}");

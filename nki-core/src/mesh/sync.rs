@@ -7,7 +7,8 @@
 //! A wait for `v` returns once the replay completed it, and consumes the `v` increments the
 //! replay consumed — the earliest modelled landings, not the oldest in host order — joining
 //! the clocks they carry. So the happens-before checks use the edges the timed replay used,
-//! whatever order the host ran the devices in. A wait that cannot be satisfied blocks its
+//! whatever order the host ran the devices in. A semaphore read blocks likewise until the
+//! replay took it, and returns the replay's value. A wait that cannot be satisfied blocks its
 //! device thread; [`super::deadlock`] decides, under the same lock, when no device can ever
 //! signal again.
 
@@ -252,9 +253,11 @@ impl MeshSync {
         self.lock().order.verdict()
     }
 
-    /// The current value of semaphore `key` on `device`.
-    pub(crate) fn value(&self, device: usize, key: SemKey) -> usize {
-        self.lock().sems[device].get(&key).map_or(0, Sem::value)
+    /// Blocks until the timing replay took `device`'s semaphore read `step`
+    /// ([`Step::Read`]), and returns the value it read: the increments landed by the device's
+    /// modelled clock and not consumed, whatever order the host ran the devices in.
+    pub(crate) fn read(&self, device: usize, step: Step) -> std::result::Result<usize, WaitFail> {
+        self.run_step(device, step, |g| g.replay.take_read(device), |_| None)
     }
 
     /// Blocks until the timing replay completed `device`'s wait `step` on its semaphore
@@ -267,9 +270,33 @@ impl MeshSync {
         step: Step,
         describe: impl Fn(&SyncState) -> Blocked,
     ) -> std::result::Result<(), WaitFail> {
+        let done = |g: &mut SyncState| {
+            let incs = g.replay.take_decided(device)?;
+            g.blocked.remove(&device);
+            g.consume(device, key, &incs);
+            Some(())
+        };
+        let park = |g: &mut SyncState| {
+            let b = describe(g);
+            g.blocked.insert(device, b);
+            g.detect()
+        };
+        self.run_step(device, step, done, park)
+    }
+
+    /// Hands `device`'s `step` to the replay and blocks until `done` finds its outcome. Each
+    /// time it is not there yet, `park` records why the device sleeps and returns the
+    /// deadlock that makes, if any.
+    fn run_step<T>(
+        &self,
+        device: usize,
+        step: Step,
+        mut done: impl FnMut(&mut SyncState) -> Option<T>,
+        mut park: impl FnMut(&mut SyncState) -> Option<NkiError>,
+    ) -> std::result::Result<T, WaitFail> {
         let mut g = self.lock();
         g.replay.push(device, step);
-        // The replay may have completed other devices' waits too.
+        // The replay may have completed other devices' steps too.
         for d in g.replay.take_woken() {
             self.cvs[d].notify_one();
         }
@@ -281,14 +308,10 @@ impl MeshSync {
             if let Some(e) = &g.deadlock {
                 return Err(WaitFail::Error(e.clone()));
             }
-            if let Some(incs) = g.replay.take_decided(device) {
-                g.blocked.remove(&device);
-                g.consume(device, key, &incs);
-                return Ok(());
+            if let Some(out) = done(&mut g) {
+                return Ok(out);
             }
-            let b = describe(&g);
-            g.blocked.insert(device, b);
-            if let Some(e) = g.detect() {
+            if let Some(e) = park(&mut g) {
                 g.deadlock = Some(e.clone());
                 drop(g);
                 self.wake_everyone();
@@ -477,6 +500,13 @@ mod tests {
             loc,
         };
         assert!(sync.wait(0, k, step, |_| unreachable!()).is_ok());
-        assert_eq!(sync.value(0, k), 1);
+        let read = Step::Read {
+            key: k,
+            ns: 1.0,
+            label: "k".into(),
+            loc,
+        };
+        assert_eq!(sync.read(0, read).ok(), Some(1));
+        assert_eq!(sync.lock().sems[0][&k].value(), 1);
     }
 }
