@@ -65,7 +65,7 @@ fn matmul_opts(ins: &Op, dst: TileRef, s: TileRef, m: TileRef, opts: MatmulOpts)
     .into_iter()
     .filter(|&(what, t, hint)| hint && onezero_operand(ins, what, t))
     .count() as u8;
-    matmul_rows(ins, Dst::Into(dst), s, m, acc, rows, onezero);
+    matmul_into(ins, &dst, &s, &m, acc, (rows, onezero));
 }
 
 /// Whether the one/zero hint on operand `t` counts (NKI `is_*_onezero`: "no impact for
@@ -284,8 +284,11 @@ pub(crate) fn check_matmul(
     memory(op, "moving", m, &[MemKind::Sbuf])?;
     operand(op, "stationary", s)?;
     operand(op, "moving", m)?;
-    let (k, mm) = (s.partitions(), s.free_size() / rows);
-    let (k2, n) = (m.partitions(), m.free_size() / rows);
+    // Free sizes per row; no division in the common single-row case (two divisions per
+    // matmul on the estimate hot path otherwise).
+    let per_row = |free: usize| if rows == 1 { free } else { free / rows };
+    let (k, mm) = (s.partitions(), per_row(s.free_size()));
+    let (k2, n) = (m.partitions(), per_row(m.free_size()));
     if k != k2 {
         return Err(NkiError::new(
             ErrorKind::ContractionMismatch,
@@ -395,66 +398,91 @@ pub(crate) fn matmul_to<'d>(
     m: TileRef,
     acc: bool,
 ) -> Output<'d> {
-    matmul_rows(ins, dst, s, m, acc, 1, 0)
+    match dst {
+        Dst::New(_) => {
+            let (k, mm, n) = checked_dims(ins, &s, &m, None, 1);
+            let out = match acc {
+                // An accumulating matmul reads its new output (an uninitialised read).
+                true => ins.alloc(MemKind::Psum, DType::F32, &[mm, n]),
+                false => ins.alloc_result(MemKind::Psum, DType::F32, &[mm, n]),
+            };
+            matmul_issue(ins, (k, mm, n), (&s, &m, &out.view()), acc, (1, 0));
+            Output::New(out)
+        }
+        Dst::Into(out) => {
+            matmul_into(ins, &out, &s, &m, acc, (1, 0));
+            Output::Into(out)
+        }
+    }
 }
 
-/// [`matmul_to`] over `rows` free rows per partition: 1, or 2 for the FP8 double-row mode
-/// (checked by `check_double_row`), which contracts over `2 K` rows at the recorded cost of
-/// a `K`-row matmul (2x FP8 throughput, SDK `nki.isa.matmul_perf_mode.double_row`);
-/// `onezero` fp32 operands carry the one/zero hint ([`MatmulDims::onezero`]).
-fn matmul_rows<'d>(
+/// [`matmul_to`] into the PSUM view `out` (nothing to hand back: the destination-first
+/// forms) over `rows` free rows per partition: 1, or 2 for the FP8 double-row mode (checked
+/// by `check_double_row`), which contracts over `2 K` rows at the recorded cost of a `K`-row
+/// matmul (2x FP8 throughput, SDK `nki.isa.matmul_perf_mode.double_row`); `onezero` fp32
+/// operands carry the one/zero hint ([`MatmulDims::onezero`]).
+pub(crate) fn matmul_into(
     ins: &Op,
-    dst: Dst<'d>,
-    s: TileRef,
-    m: TileRef,
+    out: &TileRef,
+    s: &TileRef,
+    m: &TileRef,
     acc: bool,
+    (rows, onezero): (usize, u8),
+) {
+    let (k, mm, n) = checked_dims(ins, s, m, Some(out), rows);
+    ins.memory("dst", out, &[MemKind::Psum]);
+    if out.shape() != [mm, n] {
+        ins.fail(
+            ErrorKind::ShapeMismatch,
+            format!(
+                "accumulator {} must have shape [{mm}, {n}] for stationary{:?} and moving{:?}",
+                out.describe(),
+                s.shape(),
+                m.shape()
+            ),
+        );
+    }
+    matmul_issue(ins, (k, mm, n), (s, m, out), acc, (rows, onezero));
+}
+
+/// [`check_matmul`] of a matmul writing `dst` (a new fp32 tile when `None`): (K, M, N), or
+/// the instance fails; an error about the dtype of `dst` names that tensor.
+fn checked_dims(
+    ins: &Op,
+    s: &TileRef,
+    m: &TileRef,
+    dst: Option<&TileRef>,
     rows: usize,
-    onezero: u8,
-) -> Output<'d> {
-    let api = ins.api;
-    let dst_dtype = match dst {
-        Dst::New(_) => DType::F32,
-        Dst::Into(out) => out.dtype(),
-    };
-    let checked = check_matmul(api, ins.target(), &s, &m, dst_dtype, rows);
+) -> (usize, usize, usize) {
+    let dst_dtype = dst.map_or(DType::F32, TileRef::dtype);
+    let checked = check_matmul(ins.api, ins.target(), s, m, dst_dtype, rows);
     // A dst of a dtype the target's matmul cannot write: the error names that tensor.
-    let checked = checked.map_err(|e| match &dst {
-        Dst::Into(out) if e.kind() == ErrorKind::DType => NkiError::new(
+    let checked = checked.map_err(|e| match dst {
+        Some(out) if e.kind() == ErrorKind::DType => NkiError::new(
             e.kind(),
             e.op(),
             format!("{} (dst is {})", e.message(), out.describe()),
         ),
         _ => e,
     });
-    let (k, mm, n) = ins.check(checked);
-    let out = match dst {
-        // An accumulating matmul reads its new output (an uninitialised read).
-        Dst::New(_) if acc => Output::New(ins.alloc(MemKind::Psum, DType::F32, &[mm, n])),
-        Dst::New(_) => Output::New(ins.alloc_result(MemKind::Psum, DType::F32, &[mm, n])),
-        Dst::Into(out) => {
-            ins.memory("dst", &out, &[MemKind::Psum]);
-            if out.shape() != [mm, n] {
-                ins.fail(
-                    ErrorKind::ShapeMismatch,
-                    format!(
-                        "accumulator {} must have shape [{mm}, {n}] for stationary{:?} and moving{:?}",
-                        out.describe(),
-                        s.shape(),
-                        m.shape()
-                    ),
-                );
-            }
-            Output::Into(out)
-        }
-    };
-    let ov = out.view();
-    ins.indirection(Engine::Tensor, &[&s, &m, &ov]);
+    ins.check(checked)
+}
+
+/// Issues one checked TensorE matmul of `(K, M, N)` from `s`/`m` into `out` (see
+/// [`matmul_into`] for `rows` and `onezero`).
+fn matmul_issue(
+    ins: &Op,
+    (k, mm, n): (usize, usize, usize),
+    (s, m, out): (&TileRef, &TileRef, &TileRef),
+    acc: bool,
+    (rows, onezero): (usize, u8),
+) {
+    ins.indirection(Engine::Tensor, &[s, m, out]);
     ins.issue(
-        &[&ov],
-        || matmul_tiles(ins, (k * rows, mm, n), (&s, &m, &ov), acc, rows == 1),
-        || matmul_record(ins, (k, mm, n, onezero), (&s, &m), &ov, acc, &[]),
+        &[out],
+        || matmul_tiles(ins, (k * rows, mm, n), (s, m, out), acc, rows == 1),
+        || matmul_record(ins, (k, mm, n, onezero), (s, m), out, acc, &[]),
     );
-    out
 }
 
 /// The record of one TensorE matmul of `(K, M, N)` (`K` partitions: the cost does not depend
@@ -470,14 +498,15 @@ pub(crate) fn matmul_record(
 ) -> crate::record::Instr {
     // Built inline from an array in the common cases (no extra reads): this is on the
     // estimate hot path.
+    let written = out.region();
     let mut reads: Regions<3> = match (extra, acc) {
         ([], false) => [s.region(), m.region()].into(),
-        ([], true) => [s.region(), m.region(), out.region()].into(),
+        ([], true) => [s.region(), m.region(), written].into(),
         _ => {
             let mut reads: Regions<3> = [s.region(), m.region()].into_iter().collect();
             reads.extend(extra.iter().map(|t| t.region()));
             if acc {
-                reads.extend([out.region()]);
+                reads.extend([written]);
             }
             reads
         }
@@ -498,7 +527,7 @@ pub(crate) fn matmul_record(
             onezero,
         })
         .reads(reads)
-        .writes([out.region()])
+        .writes([written])
         .done()
 }
 

@@ -3,7 +3,7 @@
 use crate::builder::instruction;
 use crate::context::Op;
 use crate::isa::base::Dst;
-use crate::isa::tensor::{matmul_to, transpose_to};
+use crate::isa::tensor::{matmul_into, matmul_to, transpose_to};
 use crate::record::MemKind;
 use crate::tile::{Tile, TileRef};
 
@@ -27,7 +27,7 @@ instruction! {
         let xt = (!transpose_x).then(|| transposed(&ins, x));
         let stationary = xt.as_ref().map_or(x, Tile::view);
         let first = !acc.is_written();
-        matmul_to(&ins, Dst::Into(acc), stationary, y, !first);
+        matmul_into(&ins, &acc, &stationary, &y, !first, (1, 0));
     }
 }
 
