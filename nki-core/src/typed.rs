@@ -386,8 +386,7 @@ pub fn matmul<T: Element, const K: usize, const M: usize, const N: usize>(
     let () = Matmul::<T, K, M, N>::LIMITS_OK;
     let ins = crate::context::Op::begin("nisa.nc_matmul");
     let (s, m) = (stationary.into(), moving.into());
-    let dst = crate::isa::base::Dst::New(None);
-    Psum::wrap(crate::isa::tensor::matmul_to(&ins, dst, s, m, false).tile())
+    Psum::wrap(crate::isa::tensor::matmul_new(&ins, s, m))
 }
 
 /// `acc += stationary[K, M]^T @ moving[K, N]` in PSUM (NKI `psum[...] += nisa.nc_matmul(...)`).

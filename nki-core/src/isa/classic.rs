@@ -27,7 +27,7 @@ use super::gpsimd::{affine_select_to, iota_to, tensor_partition_reduce_to};
 use super::opts::MatmulOpts;
 use super::scalar::activate;
 use super::scalar_tensor_tensor::{scalar_tensor_tensor_to, SttOpts};
-use super::tensor::{check_identity, matmul_to, nc_transpose_to};
+use super::tensor::{check_identity, matmul_new, nc_transpose_to};
 use super::vector::{
     bn_aggr_to, bn_stats_to, memset_to, reciprocal_to, tensor_copy_to, tensor_reduce_to,
     tensor_scalar_to, tensor_tensor_scan_to, tensor_tensor_to,
@@ -193,7 +193,7 @@ instruction! {
     /// `nisa.nc_matmul`). See [`crate::isa::nc_matmul`].
     pub fn nc_matmul<'a, 'b>(stationary: into TileRef<'a>, moving: into TileRef<'b>) -> Tile
     as ins = "nisa.nc_matmul" {
-        matmul_to(&ins, Dst::New(None), stationary, moving, false).tile()
+        matmul_new(&ins, stationary, moving)
     }
 }
 

@@ -12,7 +12,7 @@ use crate::error::{ErrorKind, NkiError, Result};
 use crate::exec;
 use crate::record::{MatmulDims, MemKind, Opcode, Regions};
 use crate::target::Target;
-use crate::tile::TileRef;
+use crate::tile::{Tile, TileRef};
 
 instruction! {
     /// `dst (+)= stationary[K, M]^T @ moving[K, N]` on TensorE (NKI `nisa.nc_matmul(dst,
@@ -389,35 +389,17 @@ fn bf16_dst_error(op: &'static str, target: Target) -> NkiError {
     )
 }
 
-/// The TensorE matmul builder: `out (+)= stationary^T @ moving` (one instruction) into a new
-/// fp32 PSUM tile [M, N] or the PSUM view `dst` of that shape; `acc` accumulates onto `dst`.
-pub(crate) fn matmul_to<'d>(
-    ins: &Op,
-    dst: Dst<'d>,
-    s: TileRef,
-    m: TileRef,
-    acc: bool,
-) -> Output<'d> {
-    match dst {
-        Dst::New(_) => {
-            let (k, mm, n) = checked_dims(ins, &s, &m, None, 1);
-            let out = match acc {
-                // An accumulating matmul reads its new output (an uninitialised read).
-                true => ins.alloc(MemKind::Psum, DType::F32, &[mm, n]),
-                false => ins.alloc_result(MemKind::Psum, DType::F32, &[mm, n]),
-            };
-            matmul_issue(ins, (k, mm, n), (&s, &m, &out.view()), acc, (1, 0));
-            Output::New(out)
-        }
-        Dst::Into(out) => {
-            matmul_into(ins, &out, &s, &m, acc, (1, 0));
-            Output::Into(out)
-        }
-    }
+/// The TensorE matmul builder of the allocating forms: `stationary^T @ moving` (one
+/// instruction) into a new fp32 PSUM tile [M, N].
+pub(crate) fn matmul_new(ins: &Op, s: TileRef, m: TileRef) -> Tile {
+    let (k, mm, n) = checked_dims(ins, &s, &m, None, 1);
+    let out = ins.alloc_result(MemKind::Psum, DType::F32, &[mm, n]);
+    matmul_issue(ins, (k, mm, n), (&s, &m, &out.view()), false, (1, 0));
+    out
 }
 
-/// [`matmul_to`] into the PSUM view `out` (nothing to hand back: the destination-first
-/// forms) over `rows` free rows per partition: 1, or 2 for the FP8 double-row mode (checked
+/// The TensorE matmul builder of the destination-first forms: `out (+)= stationary^T @
+/// moving` (one instruction) into the PSUM view `out` ([M, N]; `acc` accumulates onto it) over `rows` free rows per partition: 1, or 2 for the FP8 double-row mode (checked
 /// by `check_double_row`), which contracts over `2 K` rows at the recorded cost of a `K`-row
 /// matmul (2x FP8 throughput, SDK `nki.isa.matmul_perf_mode.double_row`); `onezero` fp32
 /// operands carry the one/zero hint ([`MatmulDims::onezero`]).

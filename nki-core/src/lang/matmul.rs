@@ -3,7 +3,7 @@
 use crate::builder::instruction;
 use crate::context::Op;
 use crate::isa::base::Dst;
-use crate::isa::tensor::{matmul_into, matmul_to, transpose_to};
+use crate::isa::tensor::{matmul_into, matmul_new, transpose_to};
 use crate::record::MemKind;
 use crate::tile::{Tile, TileRef};
 
@@ -15,7 +15,7 @@ instruction! {
     as ins = "nl.matmul" {
         let xt = (!transpose_x).then(|| transposed(&ins, x));
         let stationary = xt.as_ref().map_or(x, Tile::view);
-        matmul_to(&ins, Dst::New(None), stationary, y, false).tile()
+        matmul_new(&ins, stationary, y)
     }
 
     /// `acc += x @ y` (or `x^T @ y`) accumulated in PSUM: NKI's `psum += nl.matmul(...)`
