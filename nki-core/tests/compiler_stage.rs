@@ -93,17 +93,8 @@ fn repeated_loads_are_removed_and_loop_invariant_ones_hoisted() {
     let c = &on.compiler;
     assert_eq!(c.removed, 2 * N - 1);
     assert_eq!(c.removed_hbm_bytes, (2 * N as u64 - 1) * TILE_BYTES);
-    let hoisted: usize = c
-        .lines
-        .iter()
-        .filter(|l| l.kind == CompilerKind::Hoisted)
-        .map(|l| l.count)
-        .sum();
-    let dups: Vec<_> = c
-        .lines
-        .iter()
-        .filter(|l| l.kind == CompilerKind::Duplicate)
-        .collect();
+    let hoisted: usize = c.of_kind(CompilerKind::Hoisted).map(|l| l.count).sum();
+    let dups: Vec<_> = c.of_kind(CompilerKind::Duplicate).collect();
     // Iteration 0's second load of w is a duplicate; the later iterations' two are hoisted.
     assert_eq!(hoisted, 2 * (N - 1));
     assert_eq!(dups.len(), 1);
@@ -241,12 +232,7 @@ fn a_tile_every_iteration_rewrites_gets_a_buffer_per_iteration() {
     };
     let off = reused(CompilerStage::OFF, false);
     let on = reused(mb, false);
-    let lines: Vec<_> = on
-        .compiler
-        .lines
-        .iter()
-        .filter(|l| l.kind == CompilerKind::MultiBuffered)
-        .collect();
+    let lines: Vec<_> = on.compiler.of_kind(CompilerKind::MultiBuffered).collect();
     assert!(!lines.is_empty(), "{:?}", on.compiler);
     let dma_line = lines
         .iter()
@@ -644,12 +630,7 @@ fn an_affine_loop_moves_inside_its_sequential_loop_when_a_step_then_keeps_a_hois
         "{}",
         on.compiler.lines.len()
     );
-    let l: Vec<_> = on
-        .compiler
-        .lines
-        .iter()
-        .filter(|l| l.kind == CompilerKind::Interchanged)
-        .collect();
+    let l: Vec<_> = on.compiler.of_kind(CompilerKind::Interchanged).collect();
     assert_eq!(l.len(), 1, "{:?}", on.compiler);
     assert_eq!(l[0].line.line, STEPPED_LOOP_LINE, "{}", l[0]);
     assert_eq!(l[0].count, 16);

@@ -184,9 +184,7 @@ fn swiglu_is_modelled_not_rejected_with_its_product_through_private_hbm() {
     assert_eq!(scratch(SpillKind::Reload), 4 * m * n, "{p}");
     let counted: u64 = p
         .compiler
-        .lines
-        .iter()
-        .filter(|l| l.kind == CompilerKind::ScratchSpill)
+        .of_kind(CompilerKind::ScratchSpill)
         .map(|l| l.bytes)
         .sum();
     assert_eq!(counted, 2 * 4 * m * n, "{p}");
@@ -195,9 +193,8 @@ fn swiglu_is_modelled_not_rejected_with_its_product_through_private_hbm() {
     // and nest.
     let lines = |kind: CompilerKind, api: &str| {
         p.compiler
-            .lines
-            .iter()
-            .filter(|l| l.kind == kind && l.api == api)
+            .of_kind(kind)
+            .filter(|l| l.api == api)
             .map(|l| l.count)
             .sum::<usize>()
     };
@@ -216,9 +213,7 @@ fn swiglu_is_modelled_not_rejected_with_its_product_through_private_hbm() {
     let x_t = 4 * m * k;
     let across: Vec<_> = p
         .compiler
-        .lines
-        .iter()
-        .filter(|l| l.kind == CompilerKind::SpilledAcrossLoop)
+        .of_kind(CompilerKind::SpilledAcrossLoop)
         .collect();
     assert_eq!(
         across.iter().map(|l| l.count).sum::<usize>(),

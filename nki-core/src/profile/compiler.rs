@@ -125,6 +125,11 @@ impl CompilerStats {
         self.lines.is_empty()
     }
 
+    /// The lines of transformation `kind`, most instructions first.
+    pub fn of_kind(&self, kind: CompilerKind) -> impl Iterator<Item = &CompilerLine> + '_ {
+        self.lines.iter().filter(move |l| l.kind == kind)
+    }
+
     /// Counts `count` more applications of `kind` at `line`.
     pub(crate) fn add(&mut self, l: CompilerLine) {
         match self.lines.iter_mut().find(|o| {
