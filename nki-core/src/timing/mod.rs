@@ -326,25 +326,24 @@ pub(crate) fn model_synced(
     } else {
         0.0
     };
-    // Per line: its time on the critical path, DMA bytes and DMA-engine time (each DMA's
-    // longest engine share: a tiny DMA holds its engines far shorter than a large one, even
-    // when both take the small-transfer floor end to end).
+    // Per line: its time on the critical path and DMA-engine time (each DMA's longest engine
+    // share: a tiny DMA holds its engines far shorter than a large one, even when both take
+    // the small-transfer floor end to end). The DMAs are found in the engine table, not in
+    // `ops` (a pass over the rows read a cache line per record: ~0.5 ms of a hoist_load
+    // estimate); their bytes per line were summed with the rows.
     let mut line_critical = vec![0.0f64; lines.keys.len()];
     for &(i, ns) in &path {
         line_critical[line_of[i as usize] as usize] += ns;
     }
-    let mut line_bytes = vec![0u64; lines.keys.len()];
     let mut line_dma_engine = vec![0.0f64; lines.keys.len()];
     let mut longest_share = vec![0.0f64; n];
     for pc in &sch.pieces {
         let r = pc.rec as usize;
         longest_share[r] = longest_share[r].max(pc.end - pc.start);
     }
-    for (i, op) in ops.iter().enumerate() {
-        if op.engine == Engine::Dma {
-            let l = line_of[i] as usize;
-            line_bytes[l] += op.bytes;
-            line_dma_engine[l] += longest_share[i];
+    for (i, &e) in prep.engine.iter().enumerate() {
+        if e == Engine::Dma {
+            line_dma_engine[line_of[i] as usize] += longest_share[i];
         }
     }
     let mut top: Vec<LineStat> = lines
@@ -361,7 +360,7 @@ pub(crate) fn model_synced(
             time_ns: line_critical[l],
             percent: pct(line_critical[l], latency),
             busy_ns: busy,
-            bytes: line_bytes[l],
+            bytes: lines.dma_bytes[l],
             dma_engine_ns: line_dma_engine[l],
         })
         .collect();
@@ -374,7 +373,7 @@ pub(crate) fn model_synced(
     });
     top.truncate(10);
     let peak_total = peak_flops_per_ns * latency * ncores as f64;
-    let timeline = spans::Timeline::new(sch, &ops, active, overhead);
+    let timeline = spans::Timeline::new(sch, prep.engine.clone(), &ops, active, overhead);
     prep.recycle();
     Profile {
         target,

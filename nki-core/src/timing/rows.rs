@@ -29,6 +29,8 @@ pub(super) struct Lines {
     pub keys: Vec<(LineKey, Engine)>,
     /// Per line: its records.
     pub counts: Vec<usize>,
+    /// Per line: the bytes its DMAs move.
+    pub dma_bytes: Vec<u64>,
 }
 
 /// The record-only part of a launch's profile, in global record order (core 0's stream first).
@@ -111,8 +113,12 @@ impl RecordRows {
                     if slot == next {
                         lines.keys.push((key, r.engine));
                         lines.counts.push(0);
+                        lines.dma_bytes.push(0);
                     }
                     lines.counts[slot as usize] += 1;
+                    if r.engine == Engine::Dma {
+                        lines.dma_bytes[slot as usize] += bytes;
+                    }
                     rows.line_of.push(slot);
                 }
             }

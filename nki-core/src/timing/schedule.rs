@@ -17,7 +17,7 @@ use super::deps::DepPass;
 use super::dma;
 use super::order::{self, Edge, Timeline, WINDOW};
 use super::prepare::{Costs, PlanScratch, Prepared};
-use super::scratch::SimScratch;
+use super::scratch::{RecState, SimScratch};
 use super::tensor::TensorE;
 use crate::record::CoreStream;
 use crate::record::{Engine, Instr};
@@ -218,14 +218,12 @@ pub(crate) fn schedule<'a>(
     // Each record's dependencies still to place: as the dependency passes counted them, plus
     // those between cores; the latter listed by predecessor (the former are per core).
     let mut scr = std::mem::take(&mut prep.scratch);
-    scr.reset(n);
-    for f in &prep.cores {
-        scr.pending.extend_from_slice(&f.deps.preds);
-    }
+    let preds = prep.cores.iter().flat_map(|f| f.deps.preds.iter().copied());
+    scr.reset(&prep.engine, preds);
     scr.cross.extend_from_slice(cross);
     scr.cross.sort_by_key(|&(p, _)| p);
     for (_, e) in cross {
-        scr.pending[e.succ as usize] += 1;
+        scr.recs[e.succ as usize].pending += 1;
     }
     let stacks = streams.iter().map(|s| s.nc / per_stack).max().unwrap_or(0) + 1;
     let mut sim = Sim {
@@ -246,7 +244,6 @@ pub(crate) fn schedule<'a>(
             cause: vec![Cause::Start; n],
             bandwidth_bound: vec![false; n],
         },
-        engine: &prep.engine,
         costs: &prep.costs,
         deps: prep.cores.iter().map(|f| &f.deps).collect(),
         s: scr,
@@ -261,7 +258,7 @@ pub(crate) fn schedule<'a>(
         dma_next: Vec::new(),
     };
     for i in 0..n {
-        if sim.s.pending[i] == 0 {
+        if sim.s.recs[i].pending == 0 {
             sim.ready(i as u32);
         }
     }
@@ -289,14 +286,13 @@ struct Sim<'s, 'a> {
     spec: &'s TargetSpec,
     /// The schedule being made: the records, their cores and what is placed so far.
     out: Schedule<'a>,
-    /// Engine of each record (read without touching the record).
-    engine: &'s [Engine],
     /// The records' engine costs, prepared from the records alone.
     costs: &'s Costs,
     /// Per core: its dependencies, with each record's successors.
     deps: Vec<&'s DepPass>,
-    /// The per-record placement vectors (dependencies, ready times, states), kept from
-    /// launch to launch.
+    /// Each record's placement state (engine, dependencies, ready times), kept from launch to
+    /// launch. The engine is read there, without touching the record (one of tens of
+    /// megabytes of them: a cache miss per placed record).
     s: SimScratch,
     /// Instance (within its core) of each record.
     instance: &'s [u32],
@@ -319,9 +315,9 @@ impl Sim<'_, '_> {
     /// other record the work queue (when its dependencies let it start).
     #[inline]
     fn ready(&mut self, i: u32) {
-        let iu = i as usize;
-        let ready = self.s.ready[iu].max(self.s.ready_late[iu]);
-        if self.engine[iu] == Engine::Dma {
+        let r = &self.s.recs[i as usize];
+        let ready = r.ready_all();
+        if r.engine == Engine::Dma {
             self.dmas
                 .push(Key::new(dma::queued_at(self.spec, ready), i));
         } else {
@@ -332,9 +328,10 @@ impl Sim<'_, '_> {
     /// Compute record `i`, whose dependencies are all placed, is taken from the work queue:
     /// it is placed with every record of its engine it let through.
     fn release(&mut self, i: u32) {
-        let engine = self.engine[i as usize];
+        let r = &mut self.s.recs[i as usize];
+        let engine = r.engine;
         debug_assert!(engine != Engine::Dma, "DMAs wait in their own queue");
-        self.s.released[i as usize] = true;
+        r.released = true;
         let c = self.out.core[i as usize] as usize;
         let slot = engine.index();
         if engine == Engine::Tensor {
@@ -344,7 +341,7 @@ impl Sim<'_, '_> {
                 let Some(&head) = st.queues[slot].get(st.heads[slot]) else {
                     break;
                 };
-                if !self.s.released[head as usize] {
+                if !self.s.recs[head as usize].released {
                     break;
                 }
                 self.cores[c].heads[slot] += 1;
@@ -364,14 +361,14 @@ impl Sim<'_, '_> {
             let Some(&j) = self.cores[c].queues[slot].get(k) else {
                 break;
             };
-            if self.s.done[j as usize] {
+            if self.s.recs[j as usize].done {
                 if k == self.cores[c].heads[slot] {
                     self.cores[c].heads[slot] += 1;
                 }
                 k += 1;
                 continue;
             }
-            if self.s.released[j as usize] && self.may_pass(c, slot, k) {
+            if self.s.recs[j as usize].released && self.may_pass(c, slot, k) {
                 self.place_compute(j, c, slot);
                 if k == self.cores[c].heads[slot] {
                     self.cores[c].heads[slot] += 1;
@@ -390,7 +387,7 @@ impl Sim<'_, '_> {
         let j = q[k] as usize;
         q[self.cores[c].heads[slot]..k].iter().all(|&i| {
             let i = i as usize;
-            self.s.done[i]
+            self.s.recs[i].done
                 || order::may_reorder(
                     self.instance[j],
                     self.out.recs[j],
@@ -404,21 +401,18 @@ impl Sim<'_, '_> {
         let iu = i as usize;
         let r = self.out.recs[iu];
         let st = &mut self.cores[c];
-        // The engine from the prepared table: reading it from the record (one of tens of
-        // megabytes of them) was a cache miss per placed record.
-        if self.engine[iu] == Engine::Tensor {
+        let rs = self.s.recs[iu];
+        if rs.engine == Engine::Tensor {
             let tc = self.costs.tensor(self.spec, iu, r);
-            let t = st
-                .tensor
-                .place(self.spec, tc, self.s.ready[iu], self.s.ready_late[iu]);
+            let t = st.tensor.place(self.spec, tc, rs.ready, rs.ready_late);
             let prev = std::mem::replace(&mut st.last[slot], i);
-            self.out.cause[iu] = self.cause_of(iu, t.engine_bound, prev);
+            self.out.cause[iu] = cause_of(&rs, t.engine_bound, prev);
             self.out.start[iu] = t.ls_start;
             self.out.ls_end[iu] = t.ls_end;
             self.out.mm_start[iu] = t.mm_start;
             self.out.end[iu] = t.mm_end;
         } else {
-            let ready = self.s.ready[iu].max(self.s.ready_late[iu]);
+            let ready = rs.ready_all();
             // Records it may not pass (same iteration, or outside affine loops) finish first.
             let tl = &st.timelines[slot];
             // The latest end among them; an interval ending no later than the latest so far
@@ -441,7 +435,7 @@ impl Sim<'_, '_> {
             st.last[slot] = i;
             self.out.start[iu] = s;
             self.out.end[iu] = e;
-            self.out.cause[iu] = self.cause_of(iu, s > ready, prev);
+            self.out.cause[iu] = cause_of(&rs, s > ready, prev);
         }
         self.propagate(i);
     }
@@ -517,30 +511,19 @@ impl Sim<'_, '_> {
         self.out.start[iu] = first;
         self.out.end[iu] = dma::dma_end(first, last, plan.floor_ns);
         self.out.cause[iu] = match cause {
-            Some(Cause::Start) | None => self.cause_of(iu, false, u32::MAX),
+            Some(Cause::Start) | None => cause_of(&self.s.recs[iu], false, u32::MAX),
             Some(c) => c,
         };
         self.propagate(i);
-    }
-
-    /// The cause of record `i`'s start: its engine's previous record `prev` when the engine
-    /// was the later constraint, else the dependency that made it ready last, else none.
-    fn cause_of(&self, i: usize, engine_bound: bool, prev: u32) -> Cause {
-        if engine_bound && prev != u32::MAX {
-            Cause::Engine(prev)
-        } else if self.s.ready_pred[i] != u32::MAX {
-            Cause::Data(self.s.ready_pred[i])
-        } else {
-            Cause::Start
-        }
     }
 
     /// Releases the successors of placed record `i`.
     fn propagate(&mut self, i: u32) {
         let iu = i as usize;
         self.placed += 1;
-        self.s.done[iu] = true;
-        let pe = self.engine[iu];
+        let r = &mut self.s.recs[iu];
+        r.done = true;
+        let pe = r.engine;
         let (start, end) = (self.out.start[iu], self.out.end[iu]);
         let deps: &DepPass = self.deps[self.out.core[iu] as usize];
         for &e in deps.successors(iu) {
@@ -562,20 +545,33 @@ impl Sim<'_, '_> {
     /// ready time, and the successor is ready when it was the last dependency.
     #[inline]
     fn follow(&mut self, i: u32, e: Edge, pe: Engine, start: f64, end: f64) {
-        let s = e.succ as usize;
-        let c = order::ready_after(e.kind, pe, self.engine[s], start, end, &self.lat);
-        if c >= self.s.ready[s].max(self.s.ready_late[s]) {
-            self.s.ready_pred[s] = i;
+        let r = &mut self.s.recs[e.succ as usize];
+        let c = order::ready_after(e.kind, pe, r.engine, start, end, &self.lat);
+        if c >= r.ready_all() {
+            r.ready_pred = i;
         }
         if e.late {
-            self.s.ready_late[s] = self.s.ready_late[s].max(c);
+            r.ready_late = r.ready_late.max(c);
         } else {
-            self.s.ready[s] = self.s.ready[s].max(c);
+            r.ready = r.ready.max(c);
         }
-        self.s.pending[s] -= 1;
-        if self.s.pending[s] == 0 {
+        r.pending -= 1;
+        if r.pending == 0 {
             self.ready(e.succ);
         }
+    }
+}
+
+/// The cause of a record's start, given its placement state `r`: its engine's previous
+/// record `prev` when the engine was the later constraint, else the dependency that made it
+/// ready last, else none.
+fn cause_of(r: &RecState, engine_bound: bool, prev: u32) -> Cause {
+    if engine_bound && prev != u32::MAX {
+        Cause::Engine(prev)
+    } else if r.ready_pred != u32::MAX {
+        Cause::Data(r.ready_pred)
+    } else {
+        Cause::Start
     }
 }
 

@@ -29,9 +29,15 @@ pub(crate) struct Timeline {
 }
 
 impl Timeline {
-    /// The timeline of `sch`, whose records are described by `ops`; the launch's last record
-    /// ends at `active` and it pays `overhead` of pre/postamble.
-    pub(crate) fn new(sch: Schedule<'_>, ops: &[OpInfo], active: f64, overhead: f64) -> Timeline {
+    /// The timeline of `sch`, whose records run on `engine` and are described by `ops`; the
+    /// launch's last record ends at `active` and it pays `overhead` of pre/postamble.
+    pub(crate) fn new(
+        sch: Schedule<'_>,
+        engine: Vec<Engine>,
+        ops: &[OpInfo],
+        active: f64,
+        overhead: f64,
+    ) -> Timeline {
         // Records are grouped by core, in core order: each core's first record tells its nc.
         let cores = sch.core.last().map_or(0, |&c| c as usize + 1);
         let core_nc = (0..cores)
@@ -43,7 +49,7 @@ impl Timeline {
         Timeline {
             core: sch.core,
             core_nc,
-            engine: ops.iter().map(|o| o.engine).collect(),
+            engine,
             start: sch.start,
             end: sch.end,
             ls_end: sch.ls_end,
