@@ -68,7 +68,8 @@ pub(crate) struct InstanceCtx {
     /// from inside their last step's `record`; `issue` checks all of the op's steps at once).
     op_steps: usize,
     frames: Vec<(u32, u32)>,
-    /// `frames` as the records share it (made on the first record after `frames` changed).
+    /// `frames` as the records share it (made on the first record after a loop began or
+    /// ended; an inline one follows `set_affine_iter` in place).
     position: Option<AffinePos>,
     next_activation: u32,
     /// Where each `affine_range` activation began (indexed by activation id; read by the
@@ -230,11 +231,12 @@ impl InstanceCtx {
     }
 
     /// Keeps record `r`, tagged with the affine_range iterations it was issued in.
-    pub(crate) fn push_record(&mut self, r: Instr) {
+    pub(crate) fn push_record(&mut self, mut r: Instr) {
+        r.affine = self.position();
         self.room_for_one();
         self.records.push(r);
         self.op_steps += 1;
-        self.kept_last();
+        self.feed_last();
     }
 
     /// Keeps record `r`, the last step of an op whose earlier steps' records (if any) are the
@@ -242,8 +244,8 @@ impl InstanceCtx {
     /// reads a tile nothing has written: then the uninitialised-read error and the line of
     /// `r` are returned (boxed: the common result stays small) and nothing is kept.
     ///
-    /// A record is large, so it is moved once, straight from the op's frame into its slot,
-    /// and checked there.
+    /// A record is large, so it is tagged with its affine_range position in the op's frame
+    /// and moved once, straight from there into its slot, and checked there.
     ///
     /// # Safety
     ///
@@ -253,6 +255,7 @@ impl InstanceCtx {
         r: &mut std::mem::ManuallyDrop<Instr>,
     ) -> Option<Box<(NkiError, SourceLoc)>> {
         let loc = r.loc;
+        r.affine = self.position();
         let first = self.records.len().saturating_sub(self.op_steps);
         self.op_steps = 0;
         // Room first, so that nothing runs between reading the record and writing its slot.
@@ -267,13 +270,49 @@ impl InstanceCtx {
                 .write(std::mem::ManuallyDrop::take(r));
             self.records.set_len(n + 1);
         }
+        self.check_last(first, loc)
+    }
+
+    /// Keeps a record built in its slot: the last step of an op, as
+    /// [`InstanceCtx::push_checked`] keeps one, but written straight into the launch's record
+    /// buffer (no copy of the record): `new` makes its common fields and `fill` the rest.
+    ///
+    /// `fill` runs while the context is borrowed, so it must not reach the context (`with_ctx`
+    /// would fail and `try_with_ctx` do nothing): it may only set the record's fields. If it
+    /// unwinds, the record is forgotten (not kept, not dropped).
+    #[inline]
+    fn push_in_place(
+        &mut self,
+        new: impl FnOnce() -> Instr,
+        fill: impl FnOnce(&mut Instr),
+    ) -> Option<Box<(NkiError, SourceLoc)>> {
+        let first = self.records.len().saturating_sub(self.op_steps);
+        self.op_steps = 0;
+        let affine = self.position();
+        self.room_for_one();
+        let n = self.records.len();
+        let slot = &mut self.records.spare_capacity_mut()[0];
+        let r = slot.write(new());
+        r.affine = affine;
+        fill(r);
+        let loc = r.loc;
+        // SAFETY: slot `n`, the first past the length, was initialised just above.
+        unsafe { self.records.set_len(n + 1) };
+        self.check_last(first, loc)
+    }
+
+    /// Checks the op whose records are `records[first..]` (the last one just kept) for
+    /// uninitialised reads: on one, the last record is dropped and the error and `loc` (the
+    /// op's line) returned; otherwise it is handed to the feed.
+    #[inline]
+    fn check_last(&mut self, first: usize, loc: SourceLoc) -> Option<Box<(NkiError, SourceLoc)>> {
         if !self.unwritten.is_empty() {
             if let Some(e) = unwritten_read(self, first) {
                 self.records.pop();
                 return Some(Box::new((e, loc)));
             }
         }
-        self.kept_last();
+        self.feed_last();
         None
     }
 
@@ -296,26 +335,24 @@ impl InstanceCtx {
         std::mem::take(&mut self.records)
     }
 
-    /// Tags the last record with the affine_range iterations it was issued in and hands it
-    /// to the feed.
-    fn kept_last(&mut self) {
-        let n = self.records.len();
-        if n == 0 {
-            return;
-        }
-        let affine = self
-            .position
+    /// The affine_range iterations the records issued now are tagged with (made on the first
+    /// record after the loop nest changed; inline positions follow the iterations in place).
+    #[inline]
+    fn position(&mut self) -> AffinePos {
+        self.position
             .get_or_insert_with(|| AffinePos::new(&self.frames))
-            .clone();
-        // Through a pointer to the last record alone: the feed's thread may be reading the
-        // earlier ones.
-        // SAFETY: `n - 1` is in bounds; nothing else refers to that record now.
-        unsafe { (*self.records.as_mut_ptr().add(n - 1)).affine = affine };
+            .clone()
+    }
+
+    /// Hands the last record (tagged and checked) to the feed.
+    #[inline]
+    fn feed_last(&mut self) {
+        let n = self.records.len();
         if let Some(feed) = &mut self.feed {
             // SAFETY: the buffer holds `n` records; it moves only after `feed.sync()`
             // (`room_for_one`) and frees only after the feed is dropped (declared before
             // `records`; `take_records` drops it first), and a record is not written after it
-            // is fed (`kept_last` is the last write).
+            // is fed (it is complete before it is moved into its slot).
             unsafe { feed.push(self.records.as_ptr(), n) };
         }
     }
@@ -333,9 +370,12 @@ impl InstanceCtx {
 
     /// Sets the iteration of the innermost affine frame with activation `id`.
     pub(crate) fn set_affine_iter(&mut self, id: u32, iter: u32) {
-        if let Some(f) = self.frames.iter_mut().rev().find(|f| f.0 == id) {
-            f.1 = iter;
-            self.position = None;
+        if let Some(k) = self.frames.iter().rposition(|f| f.0 == id) {
+            self.frames[k].1 = iter;
+            // An inline position follows in place; a shared one is made anew when next used.
+            if !self.position.as_mut().is_some_and(|p| p.set_iter(k, iter)) {
+                self.position = None;
+            }
             self.writer = [None; 3];
         }
     }
@@ -616,6 +656,31 @@ pub(crate) fn issue(env: OpEnv, exec: impl FnOnce(), record: impl FnOnce() -> In
             unsafe { std::mem::ManuallyDrop::drop(&mut r) };
         }
         if let Some(e) = unwritten.flatten() {
+            let (e, loc) = *e;
+            raise(e, loc);
+        }
+    }
+}
+
+/// [`issue`] of a one-step op whose record is built in its slot of the launch's record
+/// buffer: `new` makes the record's common fields and `fill` sets the rest (see
+/// [`InstanceCtx::push_in_place`] for what `fill` must not do). Saves moving the ~340-byte
+/// record from the op's frame into its slot (the estimate hot path: loads and matmuls).
+pub(crate) fn issue_in_place(
+    env: OpEnv,
+    exec: impl FnOnce(),
+    new: impl FnOnce() -> Instr,
+    fill: impl FnOnce(&mut Instr),
+) {
+    if env.executes {
+        exec();
+        if env.records {
+            let mut r = new();
+            fill(&mut r);
+            try_with_ctx(|c| c.push_record(r));
+        }
+    } else if env.records {
+        if let Some(Some(e)) = try_with_ctx(|c| c.push_in_place(new, fill)) {
             let (e, loc) = *e;
             raise(e, loc);
         }

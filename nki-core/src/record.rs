@@ -3,6 +3,7 @@
 
 use crate::dtype::DType;
 use crate::error::SourceLoc;
+use std::mem::MaybeUninit;
 
 pub use crate::engine::Engine;
 
@@ -224,27 +225,22 @@ pub struct Regions<const N: usize>(RegionsRepr<N>);
 
 #[derive(Clone)]
 enum RegionsRepr<const N: usize> {
-    /// The first `len` of `items` (the rest are placeholders).
-    Inline { len: u8, items: [Region; N] },
+    /// The first `len` of `items` (initialised; the rest are not: a record is written on the
+    /// estimate hot path, and filling unused slots cost it as much as its regions).
+    Inline {
+        len: u8,
+        items: [MaybeUninit<Region>; N],
+    },
     /// More than `N` regions.
     Heap(Vec<Region>),
 }
-
-/// The filler of unused inline slots (never read).
-const NO_REGION: Region = Region {
-    buf: BufId::Hbm(0),
-    p0: 0,
-    p1: 0,
-    lo: 0,
-    hi: 0,
-};
 
 impl<const N: usize> Regions<N> {
     /// No regions.
     pub const fn new() -> Self {
         Regions(RegionsRepr::Inline {
             len: 0,
-            items: [NO_REGION; N],
+            items: [MaybeUninit::uninit(); N],
         })
     }
 
@@ -252,12 +248,12 @@ impl<const N: usize> Regions<N> {
     pub fn push(&mut self, r: Region) {
         match &mut self.0 {
             RegionsRepr::Inline { len, items } if (*len as usize) < N => {
-                items[*len as usize] = r;
+                items[*len as usize].write(r);
                 *len += 1;
             }
-            RegionsRepr::Inline { len, items } => {
+            RegionsRepr::Inline { .. } => {
                 let mut v = Vec::with_capacity(N * 2);
-                v.extend_from_slice(&items[..*len as usize]);
+                v.extend_from_slice(&self[..]);
                 v.push(r);
                 self.0 = RegionsRepr::Heap(v);
             }
@@ -276,7 +272,13 @@ impl<const N: usize> std::ops::Deref for Regions<N> {
     type Target = [Region];
     fn deref(&self) -> &[Region] {
         match &self.0 {
-            RegionsRepr::Inline { len, items } => &items[..*len as usize],
+            RegionsRepr::Inline { len, items } => {
+                let items = &items[..*len as usize];
+                // SAFETY: the first `len` items are initialised (every writer of the inline
+                // form writes an item before counting it), and `MaybeUninit<Region>` has the
+                // layout of `Region`.
+                unsafe { &*(items as *const [MaybeUninit<Region>] as *const [Region]) }
+            }
             RegionsRepr::Heap(v) => v,
         }
     }
@@ -285,7 +287,11 @@ impl<const N: usize> std::ops::Deref for Regions<N> {
 impl<const N: usize> std::ops::DerefMut for Regions<N> {
     fn deref_mut(&mut self) -> &mut [Region] {
         match &mut self.0 {
-            RegionsRepr::Inline { len, items } => &mut items[..*len as usize],
+            RegionsRepr::Inline { len, items } => {
+                let items = &mut items[..*len as usize];
+                // SAFETY: as in `deref`: the first `len` items are initialised.
+                unsafe { &mut *(items as *mut [MaybeUninit<Region>] as *mut [Region]) }
+            }
             RegionsRepr::Heap(v) => v,
         }
     }
@@ -318,8 +324,10 @@ impl<const N: usize, const K: usize> From<[Region; K]> for Regions<N> {
         if K > N {
             return Regions(RegionsRepr::Heap(rs.to_vec()));
         }
-        let mut items = [NO_REGION; N];
-        items[..K].copy_from_slice(&rs);
+        let mut items = [MaybeUninit::uninit(); N];
+        for (item, r) in items.iter_mut().zip(rs) {
+            item.write(r);
+        }
         Regions(RegionsRepr::Inline {
             len: K as u8,
             items,
@@ -496,6 +504,19 @@ impl AffinePos {
             len: frames.len() as u8,
             frames: inline,
         })
+    }
+
+    /// Sets the iteration of frame `k` (outermost first) of an inline position to `iter` and
+    /// returns true; a shared position is left as it is (false: the caller makes a new one).
+    #[inline]
+    pub(crate) fn set_iter(&mut self, k: usize, iter: u32) -> bool {
+        match &mut self.0 {
+            PosRepr::Inline { len, frames } if k < *len as usize => {
+                frames[k].1 = iter;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The `(loop activation, iteration)` pairs, outermost first.

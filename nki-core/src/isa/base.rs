@@ -505,11 +505,40 @@ impl Op {
         exec: impl FnOnce(),
         record: impl FnOnce() -> Instr,
     ) {
+        self.funnel(outs, || crate::context::issue(self.env, exec, record));
+    }
+
+    /// [`Op::issue`] of a one-step op whose record (`api`'s instruction `opcode` on `engine`,
+    /// see [`Op::record_as`]) is built in its slot of the launch's record buffer: `fill` sets
+    /// its fields. `fill` only sets fields: it runs while the instance context is borrowed
+    /// (see `InstanceCtx::push_in_place`) and must not issue, allocate or drop tiles.
+    #[inline]
+    pub(crate) fn issue_in_place(
+        &self,
+        outs: &[&TileRef],
+        exec: impl FnOnce(),
+        (api, engine, opcode): (&'static str, Engine, Opcode),
+        fill: impl FnOnce(&mut Rec<&mut Instr>),
+    ) {
+        self.funnel(outs, || {
+            crate::context::issue_in_place(
+                self.env,
+                exec,
+                || self.new_record(api, engine, opcode),
+                |instr| fill(&mut Rec::at(instr)),
+            )
+        });
+    }
+
+    /// Around `issue` (the funnel proper): the checks every instruction passes first, and in
+    /// estimate mode the marking of `outs` as written after.
+    #[inline(always)]
+    fn funnel(&self, outs: &[&TileRef], issue: impl FnOnce()) {
         crate::context::raise_foreign_use(self.api, self.loc);
         if let Some(o) = outs.iter().find(|o| o.ap.repeats()) {
             self.broadcast_write(o);
         }
-        crate::context::issue(self.env, exec, record);
+        issue();
         if !self.env.executes {
             for o in outs {
                 o.mark_written();
@@ -866,12 +895,19 @@ impl Op {
     /// [`Op::record`] under the NKI name `api` (an `nl` call recorded under its full name).
     #[inline(always)]
     pub(crate) fn record_as(&self, api: &'static str, engine: Engine, opcode: Opcode) -> Rec {
-        let mut r = Instr::new(engine, opcode, api, self.loc);
-        r.name = self.env.name;
         Rec {
-            instr: std::mem::ManuallyDrop::new(r),
+            instr: std::mem::ManuallyDrop::new(self.new_record(api, engine, opcode)),
             taken: false,
         }
+    }
+
+    /// A new record of `api`'s instruction `opcode` on `engine`, issued by this op at its
+    /// line under its instruction name; the other fields are [`Instr::new`]'s defaults.
+    #[inline(always)]
+    fn new_record(&self, api: &'static str, engine: Engine, opcode: Opcode) -> Instr {
+        let mut r = Instr::new(engine, opcode, api, self.loc);
+        r.name = self.env.name;
+        r
     }
 }
 
@@ -930,7 +966,8 @@ impl<'r> Operands<'r> {
 }
 
 /// THE instruction-record builder: every record of an `nl`/`nisa`/HBM op is made by
-/// [`Op::record`] and these setters (no record is assembled field by field elsewhere).
+/// [`Op::record`] (or, in its slot, by [`Op::issue_in_place`]) and these setters (no record
+/// is assembled field by field elsewhere).
 /// Unset fields keep [`Instr::new`]'s defaults: one input, fp32 in and out, no PSUM,
 /// contiguous, no TensorE or DMA sizes, no ALU operator, no accumulate, nothing read or
 /// written.
@@ -938,9 +975,12 @@ impl<'r> Operands<'r> {
 /// The record is held in a `ManuallyDrop` so that [`Rec::done`] can move it out without
 /// writing a replacement (a record is ~320 bytes and this is the estimate hot path); `taken`
 /// makes a second `done` a panic rather than a second owner of the same record.
+///
+/// A `Rec<&mut Instr>` ([`Op::issue_in_place`]) sets the fields of a record already in its
+/// slot of the launch's record buffer instead: it owns nothing and has no `done`.
 #[must_use = "a record builder does nothing until `done`"]
-pub(crate) struct Rec {
-    instr: std::mem::ManuallyDrop<Instr>,
+pub(crate) struct Rec<I = std::mem::ManuallyDrop<Instr>> {
+    instr: I,
     taken: bool,
 }
 
@@ -950,14 +990,25 @@ macro_rules! rec_setters {
     ($($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty => $field:ident $(as $wrap:ident)?),+);)*) => {$(
         $(#[$doc])*
         #[inline(always)]
-        pub(crate) fn $name(&mut self, $($arg: $ty),+) -> &mut Rec {
+        pub(crate) fn $name(&mut self, $($arg: $ty),+) -> &mut Self {
             $(self.instr.$field = $($wrap)?($arg);)+
             self
         }
     )*};
 }
 
-impl Rec {
+impl<'r> Rec<&'r mut Instr> {
+    /// The builder of the record in `instr` (its slot).
+    #[inline(always)]
+    fn at(instr: &'r mut Instr) -> Self {
+        Rec {
+            instr,
+            taken: false,
+        }
+    }
+}
+
+impl<I: std::ops::DerefMut<Target = Instr>> Rec<I> {
     rec_setters! {
         /// Partitions processed and free elements per partition (N of the cost formulas).
         size(partitions: u32 => partitions, free: u32 => free);
@@ -981,7 +1032,7 @@ impl Rec {
 
     /// The regions read.
     #[inline(always)]
-    pub(crate) fn reads(&mut self, reads: impl Into<Regions<3>>) -> &mut Rec {
+    pub(crate) fn reads(&mut self, reads: impl Into<Regions<3>>) -> &mut Self {
         // A taken builder no longer owns its regions: assigning would drop them again.
         assert!(!self.taken, "a record builder used after `done`");
         self.instr.reads = reads.into();
@@ -990,7 +1041,7 @@ impl Rec {
 
     /// The regions written.
     #[inline(always)]
-    pub(crate) fn writes(&mut self, writes: impl Into<Regions<1>>) -> &mut Rec {
+    pub(crate) fn writes(&mut self, writes: impl Into<Regions<1>>) -> &mut Self {
         // A taken builder no longer owns its regions: assigning would drop them again.
         assert!(!self.taken, "a record builder used after `done`");
         self.instr.writes = writes.into();
@@ -1004,7 +1055,7 @@ impl Rec {
         &mut self,
         inputs: impl Iterator<Item = &'t TileRef<'a>> + Clone,
         out: &TileRef,
-    ) -> &mut Rec {
+    ) -> &mut Self {
         self.psum(inputs.clone().any(|t| t.mem() == MemKind::Psum))
             .contiguous(inputs.clone().all(|t| t.ap.inner_stride() == 1))
             .reads(inputs.map(|t| t.region()).collect::<Regions<3>>())
@@ -1019,14 +1070,16 @@ impl Rec {
         &mut self,
         target: crate::target::Target,
         ops: UnnamedOps,
-    ) -> &mut Rec {
+    ) -> &mut Self {
         if let Some(ops) = ops {
             let facts = crate::timing::cost::CostFacts::of(&self.instr);
             self.instr.engine = unnamed_tensor_scalar_engine(target.spec(), facts, ops);
         }
         self
     }
+}
 
+impl Rec {
     /// The record. Ends the builder: a second `done` panics.
     #[inline(always)]
     pub(crate) fn done(&mut self) -> Instr {

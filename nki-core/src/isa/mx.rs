@@ -171,7 +171,7 @@ fn matmul_mx(ins: &Op, [dst, s, m, ss, ms]: [TileRef; 5], opts: MatmulOpts) {
     expect_shape(ins, "dst", &dst, [mm, n]);
     let acc = opts.accumulate.unwrap_or_else(|| dst.is_written());
     ins.indirection(Engine::Tensor, &[&s, &m, &dst]);
-    ins.issue(
+    ins.issue_in_place(
         &[&dst],
         || {
             let a = dequantize(ins, &s, &ss);
@@ -184,7 +184,8 @@ fn matmul_mx(ins: &Op, [dst, s, m, ss, ms]: [TileRef; 5], opts: MatmulOpts) {
             exec::gemm_tn(4 * k, mm, n, &a, &b, &mut c, acc);
             dst.scatter(c);
         },
-        || matmul_record(ins, (k, mm, n, 0), (&s, &m), &dst, acc, &[&ss, &ms]),
+        (ins.api, Engine::Tensor, Opcode::Matmul),
+        |r| matmul_record(r, (k, mm, n, 0), (&s, &m), &dst, acc, &[&ss, &ms]),
     );
 }
 

@@ -2,7 +2,7 @@
 //! (TensorE, or VectorE for blocks up to 32x32). `nl.matmul` / `nl.transpose` lower onto the
 //! builders here.
 
-use super::base::{memory, operand, Dst, Output, Site};
+use super::base::{memory, operand, Dst, Output, Rec, Site};
 use super::opts::{MatmulOpts, MatmulPerfMode, Opts};
 use super::Engine;
 use crate::builder::instruction;
@@ -10,7 +10,7 @@ use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::exec;
-use crate::record::{MatmulDims, MemKind, Opcode, Regions};
+use crate::record::{Instr, MatmulDims, MemKind, Opcode, Regions};
 use crate::target::Target;
 use crate::tile::{Tile, TileRef};
 
@@ -460,24 +460,25 @@ fn matmul_issue(
     (rows, onezero): (usize, u8),
 ) {
     ins.indirection(Engine::Tensor, &[s, m, out]);
-    ins.issue(
+    ins.issue_in_place(
         &[out],
         || matmul_tiles(ins, (k * rows, mm, n), (s, m, out), acc, rows == 1),
-        || matmul_record(ins, (k, mm, n, onezero), (s, m), out, acc, &[]),
+        (ins.api, Engine::Tensor, Opcode::Matmul),
+        |r| matmul_record(r, (k, mm, n, onezero), (s, m), out, acc, &[]),
     );
 }
 
-/// The record of one TensorE matmul of `(K, M, N)` (`K` partitions: the cost does not depend
-/// on how many values each PE row contracts) from `stationary`/`moving` (and the `extra`
-/// reads, e.g. MX scales) into `out`, which it also reads when accumulating.
+/// The record (`r`, a TensorE matmul) of one matmul of `(K, M, N)` (`K` partitions: the cost
+/// does not depend on how many values each PE row contracts) from `stationary`/`moving` (and
+/// the `extra` reads, e.g. MX scales) into `out`, which it also reads when accumulating.
 pub(crate) fn matmul_record(
-    ins: &Op,
+    r: &mut Rec<&mut Instr>,
     (k, mm, n, onezero): (usize, usize, usize, u8),
     (s, m): (&TileRef, &TileRef),
     out: &TileRef,
     acc: bool,
     extra: &[&TileRef],
-) -> crate::record::Instr {
+) {
     // Built inline from an array in the common cases (no extra reads): this is on the
     // estimate hot path.
     let written = out.region();
@@ -496,8 +497,7 @@ pub(crate) fn matmul_record(
     if [s, m, out].iter().any(|t| t.ind.is_some()) {
         reads.extend(super::base::ti_index_regions(&[s, m, out]));
     }
-    ins.record_as(ins.api, Engine::Tensor, Opcode::Matmul)
-        .size(k as u32, n as u32)
+    r.size(k as u32, n as u32)
         .inputs(2)
         .dtypes(m.dtype(), out.dtype())
         .psum(true)
@@ -509,8 +509,7 @@ pub(crate) fn matmul_record(
             onezero,
         })
         .reads(reads)
-        .writes([written])
-        .done()
+        .writes([written]);
 }
 
 /// The TensorE transpose builder: `x` [P, F] (both at most 128, SBUF) to [F, P] in a new tile in

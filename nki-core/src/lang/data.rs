@@ -79,7 +79,7 @@ fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
     let dtype = dtype.unwrap_or(v.dtype());
     let t = ins.alloc_result_shaped(MemKind::Sbuf, dtype, shape);
     let tv = t.view();
-    ins.issue(
+    ins.issue_in_place(
         &[&tv],
         || {
             if !tv.load_in_place(&v) {
@@ -90,14 +90,13 @@ fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
                 })
             }
         },
-        || {
-            ins.record_as("nl.load", Engine::Dma, Opcode::DmaCopy)
-                .size(shape.partitions() as u32, tv.free_size() as u32)
+        ("nl.load", Engine::Dma, Opcode::DmaCopy),
+        |r| {
+            r.size(shape.partitions() as u32, tv.free_size() as u32)
                 .dtypes(v.dtype(), dtype)
                 .dma(dma_dims(&v, &tv, true))
                 .reads([v.region()])
-                .writes([tv.region()])
-                .done()
+                .writes([tv.region()]);
         },
     );
     t
