@@ -12,19 +12,53 @@ use super::schedule::{Cause, Schedule};
 use crate::profile::{Bound, BoundShare};
 use crate::record::Engine;
 
-/// Accumulated critical-path time per [`Bound`].
-#[derive(Default)]
-struct Tally(Vec<(Bound, f64)>);
+/// Kinds of [`Bound`]: one per engine and four more.
+const BOUNDS: usize = Engine::COUNT + 4;
+
+/// Accumulated critical-path time per [`Bound`], in the order the bounds first got time (the
+/// order equal shares keep). A sum per kind of bound, found by index: the walk adds to it at
+/// nearly every record of a launch (a search of the bounds so far, comparing them, was a
+/// third of the walk).
+struct Tally {
+    ns: [f64; BOUNDS],
+    /// The bounds with time, in the order they first got it.
+    order: Vec<Bound>,
+}
 
 impl Tally {
+    fn new() -> Tally {
+        Tally {
+            ns: [0.0; BOUNDS],
+            order: Vec::with_capacity(BOUNDS),
+        }
+    }
+
+    fn slot(bound: Bound) -> usize {
+        match bound {
+            Bound::Engine(e) => e.index(),
+            Bound::DmaBandwidth => Engine::COUNT,
+            Bound::DmaLatency => Engine::COUNT + 1,
+            Bound::DependencyStall => Engine::COUNT + 2,
+            Bound::LaunchOverhead => Engine::COUNT + 3,
+        }
+    }
+
+    #[inline]
     fn add(&mut self, bound: Bound, ns: f64) {
         if ns <= 0.0 {
             return;
         }
-        match self.0.iter_mut().find(|(b, _)| *b == bound) {
-            Some((_, t)) => *t += ns,
-            None => self.0.push((bound, ns)),
+        let k = Tally::slot(bound);
+        if self.ns[k] == 0.0 {
+            // Its first time (every time added is positive).
+            self.order.push(bound);
         }
+        self.ns[k] += ns;
+    }
+
+    /// Every bound with time and its time, in the order they first got time.
+    fn shares(&self) -> impl Iterator<Item = (Bound, f64)> + '_ {
+        self.order.iter().map(|&b| (b, self.ns[Tally::slot(b)]))
     }
 }
 
@@ -42,7 +76,7 @@ pub(crate) fn bounds(
     overhead_ns: f64,
 ) -> (Vec<BoundShare>, Vec<(u32, f64)>) {
     let mut path: Vec<(u32, f64)> = Vec::new();
-    let mut tally = Tally::default();
+    let mut tally = Tally::new();
     tally.add(Bound::LaunchOverhead, overhead_ns);
     let last = (0..sch.end.len()).max_by(|&a, &b| sch.end[a].total_cmp(&sch.end[b]));
     let mut cur = last;
@@ -93,8 +127,7 @@ pub(crate) fn bounds(
     }
     let total = active_ns + overhead_ns;
     let mut shares: Vec<BoundShare> = tally
-        .0
-        .into_iter()
+        .shares()
         .map(|(bound, ns)| BoundShare {
             bound,
             ns,

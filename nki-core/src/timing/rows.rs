@@ -4,7 +4,32 @@
 
 use super::fast_hash;
 use crate::profile::{DmaStats, OpInfo};
-use crate::record::{CoreStream, Engine, MemKind, Opcode};
+use crate::record::{CoreStream, Engine, Instr, MemKind, Opcode};
+
+/// Records ahead of the one read whose fields are asked for early (see [`prefetch`]).
+const AHEAD: usize = 16;
+
+/// Asks the CPU to bring the cache lines of `r`'s fields that the rows read (its scalar
+/// fields, source location and DMA size) into the cache, without waiting for them. The rows
+/// read every record once, in order, long after it was written: each record's first read was
+/// a cache miss the loop waited for (60 % of the rows' time in perf, ~3 ms of a hoist_load
+/// estimate), one record after another.
+#[inline(always)]
+fn prefetch(r: &Instr) {
+    #[cfg(target_arch = "x86_64")]
+    for p in [
+        &r.engine as *const Engine as *const i8,
+        &r.loc as *const _ as *const i8,
+        &r.dma as *const _ as *const i8,
+    ] {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is a hint: it reads nothing the program sees, cannot fault
+        // (here `p` points into a live record anyway), and SSE is part of every x86-64 CPU.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = r;
+}
 
 /// A source line and the API called there (a row of
 /// [`Profile::top_lines`](crate::profile::Profile::top_lines)). Its hash reads only the
@@ -65,7 +90,10 @@ impl RecordRows {
         };
         for (c, s) in streams.iter().enumerate() {
             for (ii, (_, rs)) in s.instances.iter().enumerate() {
-                for r in rs {
+                for (k, r) in rs.iter().enumerate() {
+                    if let Some(ahead) = rs.get(k + AHEAD) {
+                        prefetch(ahead);
+                    }
                     let bytes = r.dma.map(|d| d.bytes).unwrap_or(0);
                     match r.engine {
                         Engine::Tensor => {
