@@ -410,13 +410,13 @@ enum Repr {
 impl Tensor {
     /// Wraps the new on-chip tile `t` made by `ins` for `alloc`: names and places it.
     fn on_chip(ins: &Op, mut t: Tile, alloc: Alloc) -> Tensor {
-        t.name = alloc.name.map(String::into_boxed_str);
-        if let Some(n) = &t.name {
+        t.set_name(alloc.name.map(String::into_boxed_str));
+        if let Some(n) = t.name() {
             let (id, slot) = (t.id, t.slot());
             context::try_with_ctx(|c| {
                 c.mem.set_name(slot, id, n);
                 if let Some(u) = c.unwritten.get_mut(&id) {
-                    u.desc.name = Some(n.clone());
+                    u.desc.name = Some(n.into());
                 }
             });
         }
@@ -457,7 +457,7 @@ impl Tensor {
     /// HBM tensor is `hbm<n>`, an unnamed on-chip one the empty string.
     pub fn name(&self) -> String {
         match &self.repr {
-            Repr::Chip(t) => t.name.as_deref().unwrap_or("").to_string(),
+            Repr::Chip(t) => t.name().unwrap_or("").to_string(),
             Repr::Hbm(v, _) => v.st.name.to_string(),
         }
     }

@@ -15,7 +15,7 @@ use crate::hbm::HbmView;
 use crate::memory::TileDesc;
 use crate::record::{BufId, MemKind, Region};
 use crate::written::{describe_tile, unwritten_error, Rect, UnwrittenTile};
-use std::cell::{Cell, Ref, RefCell, RefMut};
+use std::cell::{Cell, OnceCell, Ref, RefCell, RefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static NEXT_TILE_ID: AtomicU64 = AtomicU64::new(1);
@@ -47,8 +47,9 @@ pub struct Tile {
     in_place: RefCell<Option<InPlace>>,
     pub(crate) init: Cell<bool>,
     /// The elements written so far of a tile written in part (one bit per element, row-major),
-    /// and how many they are; `None` while nothing or everything (`init`) is written.
-    written: RefCell<Option<(Vec<u64>, usize)>>,
+    /// and how many they are; `None` while nothing or everything (`init`) is written (boxed:
+    /// it is rare, and a small tile moves cheaply, see [`TileCold`]).
+    written: RefCell<Option<Box<WrittenBits>>>,
     /// True while the tile is listed in the instance's unwritten tiles (estimate mode, tiles
     /// allocated without a fill, until written whole), whose written rectangles stand for the
     /// per-element state there.
@@ -58,12 +59,29 @@ pub struct Tile {
     owner: (u64, u64),
     /// The tile's slot in its instance's capacity tracker.
     slot: u32,
+    /// Its name and tensor-indirection specs, made on first use: most tiles have neither.
+    cold: OnceCell<Box<TileCold>>,
+}
+
+// A tile moves cheaply (see `TileCold`): keep it within 256 bytes on 64-bit hosts.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Tile>() <= 256);
+
+/// The rarely set parts of a [`Tile`], kept apart so that a tile stays under 256 bytes: a
+/// tile is moved twice on its way from `nl.load` to the kernel's variable, and a move of up
+/// to 256 bytes costs about a third of a larger one (callgrind: 29 against 64 instructions).
+#[derive(Default)]
+struct TileCold {
     /// The name `nl::ndarray` gave it (NKI's `name=`), shown in errors.
-    pub(crate) name: Option<Box<str>>,
+    name: Option<Box<str>>,
     /// The tensor indirections whose offsets this tile holds ([`TileRef::indirect_of`]): a
     /// view carries the position of its own here, which keeps [`TileRef`] small.
     ti: RefCell<Vec<TiSpec>>,
 }
+
+/// The elements written of a tile written in part: one bit per element (row-major), and how
+/// many are set.
+type WrittenBits = (Vec<u64>, usize);
 
 /// How a new tile starts.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -159,8 +177,7 @@ impl Tile {
             loc,
             owner,
             slot,
-            name: None,
-            ti: RefCell::new(Vec::new()),
+            cold: OnceCell::new(),
         }
     }
 
@@ -298,7 +315,7 @@ impl Tile {
     /// Description for messages: `sbuf tile float32[128, 512]`, with its name when it has
     /// one (`sbuf tile 'acc' float32[128, 512]`).
     pub(crate) fn describe(&self) -> String {
-        match &self.name {
+        match self.name() {
             None => describe_tile(self.mem, self.dtype, self.shape),
             Some(n) => format!(
                 "{} tile '{n}' {}{}",
@@ -307,6 +324,32 @@ impl Tile {
                 self.shape
             ),
         }
+    }
+
+    /// The name `nl::ndarray` gave the tile (NKI's `name=`), if any.
+    pub(crate) fn name(&self) -> Option<&str> {
+        self.cold.get()?.name.as_deref()
+    }
+
+    /// Names the tile `name` (or takes its name away).
+    pub(crate) fn set_name(&mut self, name: Option<Box<str>>) {
+        match self.cold.get_mut() {
+            Some(cold) => cold.name = name,
+            None if name.is_some() => {
+                let cold = TileCold {
+                    name,
+                    ..Default::default()
+                };
+                // Cannot fail: the cell is empty and borrowed mutably here.
+                let _ = self.cold.set(Box::new(cold));
+            }
+            None => {}
+        }
+    }
+
+    /// The tensor indirections whose offsets this tile holds (see [`TileCold`]).
+    fn ti(&self) -> &RefCell<Vec<TiSpec>> {
+        &self.cold.get_or_init(Default::default).ti
     }
 
     /// The slot of the tile in its instance's capacity tracker.
@@ -355,7 +398,8 @@ impl Tile {
         let numel = self.shape.numel();
         if !(ap.offset == 0 && ap.shape == self.shape) {
             let mut g = self.written.borrow_mut();
-            let (bits, count) = g.get_or_insert_with(|| (vec![0; numel.div_ceil(64)], 0));
+            let (bits, count) =
+                &mut **g.get_or_insert_with(|| Box::new((vec![0; numel.div_ceil(64)], 0)));
             for_each_element(ap, |e| {
                 let (w, b) = (e / 64, 1u64 << (e % 64));
                 *count += (bits[w] & b == 0) as usize;
@@ -398,7 +442,7 @@ impl Tile {
         }
         let g = self.written.borrow();
         let ap = ap();
-        let Some((bits, _)) = g.as_ref() else {
+        let Some((bits, _)) = g.as_deref() else {
             return Some(ap.offset);
         };
         let mut first = None;
@@ -1003,7 +1047,7 @@ impl<'a> TileRef<'a> {
         let t = self.tile;
         let partial = t.written.borrow().is_some();
         let what = (t.mem, t.dtype, t.shape);
-        let e = unwritten_error(op, what, t.name.as_deref(), t.loc, partial.then_some(e));
+        let e = unwritten_error(op, what, t.name(), t.loc, partial.then_some(e));
         raise(e, loc);
     }
 
@@ -1190,7 +1234,7 @@ impl<'a> TileRef<'a> {
             base: self.ap,
             index: index.ap,
         };
-        let mut specs = index.tile.ti.borrow_mut();
+        let mut specs = index.tile.ti().borrow_mut();
         let id = match specs.iter().position(|s| *s == spec) {
             Some(i) => i,
             None => {
@@ -1238,7 +1282,7 @@ impl<'a> TileRef<'a> {
     /// The indexed view, the index view and the spec of an indirect view.
     pub(crate) fn ti_parts(&self) -> Option<(TileRef<'a>, TileRef<'a>, TiSpec)> {
         let ti = self.ind?;
-        let spec = ti.index.ti.borrow()[ti.id as usize];
+        let spec = ti.index.ti().borrow()[ti.id as usize];
         let base = TileRef {
             tile: self.tile,
             ap: spec.base,
