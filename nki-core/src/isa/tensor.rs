@@ -437,17 +437,26 @@ fn checked_dims(
     rows: usize,
 ) -> (usize, usize, usize) {
     let dst_dtype = dst.map_or(DType::F32, TileRef::dtype);
-    let checked = check_matmul(ins.api, ins.target(), s, m, dst_dtype, rows);
-    // A dst of a dtype the target's matmul cannot write: the error names that tensor.
-    let checked = checked.map_err(|e| match dst {
+    match check_matmul(ins.api, ins.target(), s, m, dst_dtype, rows) {
+        Ok(dims) => dims,
+        Err(e) => dims_error(ins, e, dst),
+    }
+}
+
+/// Fails `ins` with the error `e` of [`checked_dims`] (kept out of line: the check's result
+/// stays small on the estimate hot path). A dst of a dtype the target's matmul cannot write:
+/// the error names that tensor.
+#[cold]
+fn dims_error(ins: &Op, e: NkiError, dst: Option<&TileRef>) -> ! {
+    let e = match dst {
         Some(out) if e.kind() == ErrorKind::DType => NkiError::new(
             e.kind(),
             e.op(),
             format!("{} (dst is {})", e.message(), out.describe()),
         ),
         _ => e,
-    });
-    ins.check(checked)
+    };
+    match ins.check::<std::convert::Infallible>(Err(e)) {}
 }
 
 /// Issues one checked TensorE matmul of `(K, M, N)` from `s`/`m` into `out` (see
