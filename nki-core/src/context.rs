@@ -244,8 +244,8 @@ impl InstanceCtx {
     /// reads a tile nothing has written: then the uninitialised-read error and the line of
     /// `r` are returned (boxed: the common result stays small) and nothing is kept.
     ///
-    /// A record is large, so it is tagged with its affine_range position in the op's frame
-    /// and moved once, straight from there into its slot, and checked there.
+    /// A record is large, so it is moved once, straight from the op's frame into its slot
+    /// ([`InstanceCtx::push_in_place`]), and tagged and checked there.
     ///
     /// # Safety
     ///
@@ -254,23 +254,9 @@ impl InstanceCtx {
         &mut self,
         r: &mut std::mem::ManuallyDrop<Instr>,
     ) -> Option<Box<(NkiError, SourceLoc)>> {
-        let loc = r.loc;
-        r.affine = self.position();
-        let first = self.records.len().saturating_sub(self.op_steps);
-        self.op_steps = 0;
-        // Room first, so that nothing runs between reading the record and writing its slot.
-        self.room_for_one();
-        let n = self.records.len();
-        // SAFETY: the caller hands `r` over (it is never used or dropped again), and slot
-        // `n` is within the capacity reserved above, initialised before the length grows.
-        unsafe {
-            self.records
-                .as_mut_ptr()
-                .add(n)
-                .write(std::mem::ManuallyDrop::take(r));
-            self.records.set_len(n + 1);
-        }
-        self.check_last(first, loc)
+        // SAFETY: the caller hands `r` over (it is never used or dropped again); it is taken
+        // once, when `push_in_place` writes its slot.
+        self.push_in_place(|| unsafe { std::mem::ManuallyDrop::take(r) }, |_| {})
     }
 
     /// Keeps a record built in its slot: the last step of an op, as
@@ -673,12 +659,13 @@ pub(crate) fn issue_in_place(
     fill: impl FnOnce(&mut Instr),
 ) {
     if env.executes {
-        exec();
-        if env.records {
+        // Values first, then the record, as any op (executing is not the hot path).
+        let record = || {
             let mut r = new();
             fill(&mut r);
-            try_with_ctx(|c| c.push_record(r));
-        }
+            r
+        };
+        issue(env, exec, record);
     } else if env.records {
         if let Some(Some(e)) = try_with_ctx(|c| c.push_in_place(new, fill)) {
             let (e, loc) = *e;
