@@ -3,11 +3,12 @@
 //! Each `.rs` file under `nki-core/src` is a module (`mod.rs` and `lib.rs` name their folder).
 //! File A depends on file B when A names a path — `crate::..`, `super::..`, `self::..` or one
 //! of its child modules, in `use` lists too — that resolves to B's module (the longest module
-//! prefix wins). Unit tests (everything after a top-level `#[cfg(test)]`) are left out. The
-//! test fails on every group of files that depend on each other in a circle (a strongly
-//! connected component of two or more files), listing the files and the names that tie them.
-//! It is the same rule as `shared/tools/module-cycles`, written for CI, which has no copy of
-//! that tool.
+//! prefix wins), unless B is A's own submodule (declaring and re-exporting children is how
+//! Rust modules work). The whole file is read except its top-level items marked
+//! `#[cfg(test)]` (unit-test modules, test-only helpers and imports). The test fails on every
+//! group of files that depend on each other in a circle (a strongly connected component of two
+//! or more files), listing the files and the names that tie them. It is the same rule as
+//! `shared/tools/module-cycles`, written for CI, which has no copy of that tool.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -46,7 +47,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The code of a file without comments and string contents, cut before its first top-level
+/// The code of a file without comments, string contents and top-level items marked
 /// `#[cfg(test)]` (the unit tests).
 fn code_of(text: &str) -> String {
     let b = text.as_bytes();
@@ -150,11 +151,51 @@ fn code_of(text: &str) -> String {
             }
         }
     }
-    match out.find("\n#[cfg(test)]") {
-        Some(k) => out[..k].to_string(),
-        None if out.starts_with("#[cfg(test)]") => String::new(),
-        None => out,
+    without_test_items(&out)
+}
+
+/// `code` without its top-level items marked `#[cfg(test)]` (at the start of a line): each
+/// such item runs from the attribute to the `;` or the closing `}` at its own depth, whichever
+/// comes first (`mod tests;`, `mod tests { .. }`, `use ..;`, `fn .. { .. }`). Everything
+/// before and after it stays. `code` has no comments or string contents left, so every brace
+/// counted is code.
+fn without_test_items(code: &str) -> String {
+    const MARK: &str = "#[cfg(test)]";
+    let mut out = String::with_capacity(code.len());
+    let mut pos = 0;
+    while let Some(k) = code[pos..].find(MARK) {
+        let at = pos + k;
+        let line_start = at == 0 || code.as_bytes()[at - 1] == b'\n';
+        if !line_start {
+            out.push_str(&code[pos..at + MARK.len()]);
+            pos = at + MARK.len();
+            continue;
+        }
+        out.push_str(&code[pos..at]);
+        let mut depth = 0usize;
+        let mut end = code.len();
+        for (i, ch) in code[at + MARK.len()..].char_indices() {
+            let i = at + MARK.len() + i;
+            match ch {
+                '{' => depth += 1,
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                ';' if depth == 0 => {
+                    end = i + 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        pos = end;
     }
+    out.push_str(&code[pos..]);
+    out
 }
 
 fn is_ident(c: char) -> bool {
@@ -284,7 +325,7 @@ fn graph(files: &BTreeMap<ModPath, String>) -> Graph {
             for k in (0..=full.len()).rev() {
                 if files.contains_key(&full[..k]) {
                     let target = full[..k].to_vec();
-                    if &target != mp && !target.is_empty() {
+                    if !target.starts_with(mp) {
                         let name = full.get(k).or(full.last()).cloned().unwrap_or_default();
                         from.entry(target).or_default().insert(name);
                     }
@@ -409,8 +450,9 @@ fn nki_core_has_no_import_cycles() {
 }
 
 /// The checker finds what it must: a two-file circle through `use super::..` and a
-/// `crate::..` path, a circle through a parent's child-module name, nothing in code that is
-/// only commented out, quoted or under `#[cfg(test)]`.
+/// `crate::..` path, a circle between two children of one parent, the code after an item
+/// marked `#[cfg(test)]`; and nothing in code that is only commented out, quoted or under
+/// `#[cfg(test)]`, nor in a parent's ties to its own children.
 #[test]
 fn the_checker_sees_circles_and_ignores_comments_strings_and_tests() {
     let files = |list: &[(&str, &str)]| -> BTreeMap<ModPath, String> {
@@ -443,16 +485,41 @@ fn the_checker_sees_circles_and_ignores_comments_strings_and_tests() {
     assert!(r.contains("cycle of 2 files"), "{r}");
     assert!(r.contains("a.rs -> b.rs: g"), "{r}");
     assert!(r.contains("b.rs -> a.rs: Other, Thing"), "{r}");
-    // A parent re-exporting its child, the child naming the parent's item through `super`.
+    // A parent re-exporting its child while the child names the parent's item through
+    // `super` is how Rust modules work, no circle; two children naming each other through
+    // `super` are one.
     let parent = files(&[
         ("", "mod h;"),
-        ("h", "mod v; pub use v::View; pub struct Store;"),
-        ("h/v", "use super::Store; pub struct View;"),
+        ("h", "mod v; mod w; pub use v::View; pub struct Store;"),
+        (
+            "h/v",
+            "use super::Store; pub struct View; fn f() { super::w::g() }",
+        ),
+        ("h/w", "pub fn g() {} fn k(_: super::v::View) {}"),
     ]);
     let r = report(&graph(&parent), &names(&parent));
+    assert!(r.contains("cycle of 2 files"), "{r}");
     assert!(
-        r.contains("h.rs -> h/v.rs: View") && r.contains("h/v.rs -> h.rs: Store"),
+        r.contains("h/v.rs -> h/w.rs: g") && r.contains("h/w.rs -> h/v.rs: View"),
         "{r}"
+    );
+    assert!(!r.contains("h.rs"), "{r}");
+    // An item marked `#[cfg(test)]` is left out, the code after it is still read.
+    let after = files(&[
+        ("", "mod a; mod b;"),
+        ("a", "pub fn e() {}\npub fn f() {}"),
+        (
+            "b",
+            "pub fn g() {}\n#[cfg(test)]\nuse crate::a::f;\n#[cfg(test)]\nfn t() { let _ = '{'; f() }\nfn h() { crate::a::e() }",
+        ),
+    ]);
+    let g = graph(&after);
+    let b: ModPath = vec!["b".to_string()];
+    let a: ModPath = vec!["a".to_string()];
+    assert_eq!(
+        g[&b].get(&a).map(|n| n.iter().cloned().collect::<Vec<_>>()),
+        Some(vec!["e".to_string()]),
+        "{g:?}"
     );
     // The same names in comments, strings and unit tests tie nothing.
     let quiet = files(&[
