@@ -139,8 +139,8 @@ pub use crate::timing::compiler::{with_compiler_stage, CompilerStage};
 pub use crate::math::{ActFn, AluOp};
 pub use crate::names::InstrName;
 pub use crate::record::{
-    AffinePos, BufId, CoreStream, DmaDims, Engine, Instr, MatmulDims, MemKind, Opcode, Region,
-    Regions,
+    AffinePos, BufId, CoreStream, CostFacts, DmaDims, Engine, Instr, MatmulDims, MemKind, Opcode,
+    Region, Regions,
 };
 // Profiles of modelled launches.
 pub use crate::profile::{

@@ -397,15 +397,17 @@ pub struct DmaDims {
     pub chunk_bytes: u64,
 }
 
-/// One executed (or, in estimate mode, traced) instruction.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct Instr {
+/// What the cost rules (`timing::cost`, `timing::dma`) read of an instruction record, and
+/// nothing else (not its regions, API name, source line or loop position): the part of an
+/// [`Instr`] a record costs by, so a record costs the same whether it is costed as it is
+/// recorded (on the modelling thread, from a copy of this part) or afterwards. A record's
+/// fields read through to it (`instr.engine` is `instr.cost.engine`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct CostFacts {
     /// The engine it runs on.
     pub engine: Engine,
     /// What it does.
     pub opcode: Opcode,
-    /// The NKI call that issued it (`nl.add`, `nisa.activation`, ...).
-    pub api: &'static str,
     /// Partitions processed.
     pub partitions: u32,
     /// Free elements per partition processed (N of the cost formulas).
@@ -429,6 +431,54 @@ pub struct Instr {
     /// True when the instruction also reduces its results into the engine's accumulator
     /// (`activation_reduce`, `tensor_scalar` with an accumulate): one more `MIN_II` \[E S13\].
     pub accumulate: bool,
+}
+
+impl CostFacts {
+    /// The facts of an instruction of `engine` and `opcode` before its operands are known:
+    /// no elements, one F32 input, contiguous, not in PSUM, no sizes, no ALU operator.
+    #[inline]
+    pub fn new(engine: Engine, opcode: Opcode) -> CostFacts {
+        CostFacts {
+            engine,
+            opcode,
+            partitions: 0,
+            free: 0,
+            inputs: 1,
+            in_dtype: DType::F32,
+            out_dtype: DType::F32,
+            psum: false,
+            contiguous: true,
+            matmul: None,
+            dma: None,
+            alu: None,
+            accumulate: false,
+        }
+    }
+}
+
+impl From<&Instr> for CostFacts {
+    #[inline]
+    fn from(r: &Instr) -> CostFacts {
+        r.cost
+    }
+}
+
+impl From<&CostFacts> for CostFacts {
+    #[inline]
+    fn from(r: &CostFacts) -> CostFacts {
+        *r
+    }
+}
+
+/// One executed (or, in estimate mode, traced) instruction.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Instr {
+    /// What it costs by: engine, opcode, sizes, dtypes and the flags the cost rules read
+    /// (read through the record: `instr.engine`).
+    #[serde(flatten)]
+    pub cost: CostFacts,
+    /// The NKI call that issued it (`nl.add`, `nisa.activation`, ...).
+    pub api: &'static str,
     /// Regions read (up to three inline: the operands of a matmul that accumulates).
     pub reads: Regions<3>,
     /// Regions written (one inline).
@@ -535,24 +585,18 @@ impl serde::Serialize for AffinePos {
 }
 
 impl Instr {
-    /// A record with the common fields; fill the rest with struct update syntax or setters.
+    /// A record with the common fields and [`CostFacts::new`]'s facts; set the rest on it.
     #[inline]
     pub fn new(engine: Engine, opcode: Opcode, api: &'static str, loc: SourceLoc) -> Instr {
+        Instr::with_cost(CostFacts::new(engine, opcode), api, loc)
+    }
+
+    /// A record of cost facts `cost` issued by `api` at `loc`, reading and writing nothing yet.
+    #[inline]
+    pub fn with_cost(cost: CostFacts, api: &'static str, loc: SourceLoc) -> Instr {
         Instr {
-            engine,
-            opcode,
+            cost,
             api,
-            partitions: 0,
-            free: 0,
-            inputs: 1,
-            in_dtype: DType::F32,
-            out_dtype: DType::F32,
-            psum: false,
-            contiguous: true,
-            matmul: None,
-            dma: None,
-            alu: None,
-            accumulate: false,
             reads: Regions::new(),
             writes: Regions::new(),
             loc,
@@ -581,6 +625,23 @@ impl Instr {
             Some(m) => 2 * m.k as u64 * m.m as u64 * m.n as u64,
             None => 0,
         }
+    }
+}
+
+impl std::ops::Deref for Instr {
+    type Target = CostFacts;
+
+    /// The record's cost facts: its engine, opcode, sizes and flags read as its own fields.
+    #[inline(always)]
+    fn deref(&self) -> &CostFacts {
+        &self.cost
+    }
+}
+
+impl std::ops::DerefMut for Instr {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut CostFacts {
+        &mut self.cost
     }
 }
 

@@ -682,12 +682,18 @@ fn atomic_rmw_rejects_other_operators_and_shapes() {
 fn cost_table_entries_of_the_new_opcodes() {
     for t in [Target::Trn1, Target::Trn2] {
         let s = t.spec();
-        let mk = |engine, opcode, free| nki_core::Instr {
-            partitions: 128,
-            free,
-            in_dtype: DType::BF16,
-            out_dtype: DType::BF16,
-            ..nki_core::Instr::new(engine, opcode, "test", nki_core::SourceLoc::caller())
+        let mk = |engine, opcode, free| {
+            nki_core::Instr::with_cost(
+                nki_core::CostFacts {
+                    partitions: 128,
+                    free,
+                    in_dtype: DType::BF16,
+                    out_dtype: DType::BF16,
+                    ..nki_core::CostFacts::new(engine, opcode)
+                },
+                "test",
+                nki_core::SourceLoc::caller(),
+            )
         };
         for n in [1u32, 100, 4096] {
             let g = mk(Engine::GpSimd, Opcode::Gather, n);

@@ -9,7 +9,7 @@ use nki_core::SourceLoc;
 use nki_core::__private::model;
 use nki_core::nisa::classic as nisa;
 use nki_core::{Bound, Track};
-use nki_core::{BufId, CoreStream, DmaDims, Engine, Instr, MatmulDims, Opcode, Region};
+use nki_core::{BufId, CoreStream, CostFacts, DmaDims, Engine, Instr, MatmulDims, Opcode, Region};
 use std::collections::HashMap;
 
 const EPS: f64 = 1e-6;
@@ -31,11 +31,17 @@ fn whole(tile: u64) -> Region {
 /// A Vector/Scalar/GpSimd record over `free` fp32 elements per partition.
 fn op(engine: Engine, free: u32, reads: Vec<Region>, writes: Vec<Region>) -> Instr {
     Instr {
-        partitions: 128,
-        free,
         reads: reads.into(),
         writes: writes.into(),
-        ..Instr::new(engine, Opcode::TensorCopy, "test.op", SourceLoc::caller())
+        ..Instr::with_cost(
+            CostFacts {
+                partitions: 128,
+                free,
+                ..CostFacts::new(engine, Opcode::TensorCopy)
+            },
+            "test.op",
+            SourceLoc::caller(),
+        )
     }
 }
 
@@ -45,23 +51,24 @@ fn matmul(stat: Region, mov: Region, out: Region, acc: bool) -> Instr {
         reads.push(out);
     }
     Instr {
-        partitions: 128,
-        free: 512,
-        inputs: 2,
-        in_dtype: DType::BF16,
-        psum: true,
-        matmul: Some(MatmulDims {
-            k: 128,
-            m: 128,
-            n: 512,
-            fp32: false,
-            onezero: 0,
-        }),
         reads: reads.into(),
         writes: [out].into(),
-        ..Instr::new(
-            Engine::Tensor,
-            Opcode::Matmul,
+        ..Instr::with_cost(
+            CostFacts {
+                partitions: 128,
+                free: 512,
+                inputs: 2,
+                in_dtype: DType::BF16,
+                psum: true,
+                matmul: Some(MatmulDims {
+                    k: 128,
+                    m: 128,
+                    n: 512,
+                    fp32: false,
+                    onezero: 0,
+                }),
+                ..CostFacts::new(Engine::Tensor, Opcode::Matmul)
+            },
             "test.matmul",
             SourceLoc::caller(),
         )
@@ -73,18 +80,6 @@ fn matmul(stat: Region, mov: Region, out: Region, acc: bool) -> Instr {
 fn load(hbm: u64, tile: u64, parts: u32, bytes_per_partition: u64) -> Instr {
     let bytes = parts as u64 * bytes_per_partition;
     Instr {
-        partitions: parts,
-        free: (bytes_per_partition / 2) as u32,
-        in_dtype: DType::BF16,
-        out_dtype: DType::BF16,
-        dma: Some(DmaDims {
-            src: MemKind::Hbm,
-            dst: MemKind::Sbuf,
-            bytes,
-            partitions: parts,
-            start_partition: 0,
-            chunk_bytes: bytes,
-        }),
         reads: [Region {
             buf: BufId::Hbm(hbm),
             p0: 0,
@@ -94,9 +89,22 @@ fn load(hbm: u64, tile: u64, parts: u32, bytes_per_partition: u64) -> Instr {
         }]
         .into(),
         writes: [region(tile, 0, parts, 0, bytes_per_partition)].into(),
-        ..Instr::new(
-            Engine::Dma,
-            Opcode::DmaCopy,
+        ..Instr::with_cost(
+            CostFacts {
+                partitions: parts,
+                free: (bytes_per_partition / 2) as u32,
+                in_dtype: DType::BF16,
+                out_dtype: DType::BF16,
+                dma: Some(DmaDims {
+                    src: MemKind::Hbm,
+                    dst: MemKind::Sbuf,
+                    bytes,
+                    partitions: parts,
+                    start_partition: 0,
+                    chunk_bytes: bytes,
+                }),
+                ..CostFacts::new(Engine::Dma, Opcode::DmaCopy)
+            },
             "test.load",
             SourceLoc::caller(),
         )
@@ -490,18 +498,6 @@ fn a_late_store_does_not_block_later_loads() {
 fn store(tile: u64, hbm: u64, p0: u32, parts: u32, lo: u64, hi: u64) -> Instr {
     let bytes = hi - lo;
     Instr {
-        partitions: parts,
-        free: (bytes / parts as u64 / 2) as u32,
-        in_dtype: DType::BF16,
-        out_dtype: DType::BF16,
-        dma: Some(DmaDims {
-            src: MemKind::Sbuf,
-            dst: MemKind::Hbm,
-            bytes,
-            partitions: parts,
-            start_partition: p0,
-            chunk_bytes: bytes / parts as u64,
-        }),
         reads: [region(tile, p0, p0 + parts, 0, bytes / parts as u64)].into(),
         writes: [Region {
             buf: BufId::Hbm(hbm),
@@ -511,9 +507,22 @@ fn store(tile: u64, hbm: u64, p0: u32, parts: u32, lo: u64, hi: u64) -> Instr {
             hi,
         }]
         .into(),
-        ..Instr::new(
-            Engine::Dma,
-            Opcode::DmaCopy,
+        ..Instr::with_cost(
+            CostFacts {
+                partitions: parts,
+                free: (bytes / parts as u64 / 2) as u32,
+                in_dtype: DType::BF16,
+                out_dtype: DType::BF16,
+                dma: Some(DmaDims {
+                    src: MemKind::Sbuf,
+                    dst: MemKind::Hbm,
+                    bytes,
+                    partitions: parts,
+                    start_partition: p0,
+                    chunk_bytes: bytes / parts as u64,
+                }),
+                ..CostFacts::new(Engine::Dma, Opcode::DmaCopy)
+            },
             "test.store",
             SourceLoc::caller(),
         )

@@ -143,7 +143,7 @@ pub(crate) type UnnamedOps = Option<(AluOp, Option<AluOp>)>;
 /// [`compute_ns`]: crate::timing::cost::compute_ns
 pub(crate) fn unnamed_tensor_scalar_engine(
     spec: &crate::target::TargetSpec,
-    facts: crate::timing::cost::CostFacts,
+    facts: crate::record::CostFacts,
     (op0, op1): (AluOp, Option<AluOp>),
 ) -> Engine {
     use crate::timing::cost::compute_ns;
@@ -154,7 +154,7 @@ pub(crate) fn unnamed_tensor_scalar_engine(
     if !scalar_ops || spec.nc_version < 3 {
         return Engine::Vector;
     }
-    let on = |engine| compute_ns(spec, crate::timing::cost::CostFacts { engine, ..facts });
+    let on = |engine| compute_ns(spec, crate::record::CostFacts { engine, ..facts });
     if on(Engine::Scalar) < on(Engine::Vector) {
         Engine::Scalar
     } else {
@@ -1072,7 +1072,7 @@ impl<I: std::ops::DerefMut<Target = Instr>> Rec<I> {
         ops: UnnamedOps,
     ) -> &mut Self {
         if let Some(ops) = ops {
-            let facts = crate::timing::cost::CostFacts::of(&self.instr);
+            let facts = self.instr.cost;
             self.instr.engine = unnamed_tensor_scalar_engine(target.spec(), facts, ops);
         }
         self

@@ -8,7 +8,7 @@ use crate::math::AluOp;
 use crate::record::{Engine, Opcode};
 use crate::target::TargetSpec;
 
-pub use super::facts::CostFacts;
+pub use crate::record::CostFacts;
 
 pub use super::dma::{
     dma_descriptor_bytes, dma_efficiency, dma_plan, dma_plan_into, dma_run_efficiency,
@@ -275,11 +275,17 @@ mod tests {
     #[test]
     fn transpose_cost_is_max_p_min_64_f() {
         let s = Target::Trn1.spec();
-        let t = |p: u32, f: u32| Instr {
-            partitions: p,
-            free: f,
-            in_dtype: DType::BF16,
-            ..Instr::new(Engine::Tensor, Opcode::Transpose, "nl.transpose", loc())
+        let t = |p: u32, f: u32| {
+            Instr::with_cost(
+                CostFacts {
+                    partitions: p,
+                    free: f,
+                    in_dtype: DType::BF16,
+                    ..CostFacts::new(Engine::Tensor, Opcode::Transpose)
+                },
+                "nl.transpose",
+                loc(),
+            )
         };
         for (p, f) in [(128u32, 128u32), (32, 128), (32, 16), (8, 4)] {
             let want = (p as u64).max((f as u64).min(64)) as f64 / 2.8;

@@ -20,7 +20,7 @@
 //! - A DMA takes at least `dma_min_transfer_ns` from its first engine's start (latency, not
 //!   occupancy).
 
-use super::facts::CostFacts;
+use crate::record::CostFacts;
 use crate::record::{MemKind, Opcode};
 use crate::target::TargetSpec;
 

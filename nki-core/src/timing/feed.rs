@@ -12,7 +12,6 @@
 //! started with the first full span (a launch too small to fill one never starts it) and ends
 //! when the feed is finished or dropped.
 
-use super::cost::CostFacts;
 use super::prepare::Prepared;
 use crate::record::Instr;
 use crate::target::Target;
@@ -45,7 +44,7 @@ impl Span {
         // SAFETY: the caller's contract.
         let records = unsafe { std::slice::from_raw_parts(self.first, self.len) };
         for r in records {
-            prep.add(&CostFacts::of(r), &r.reads, &r.writes, 0);
+            prep.add(&r.cost, &r.reads, &r.writes, 0);
         }
     }
 }
@@ -228,7 +227,9 @@ mod tests {
     use crate::dtype::DType;
     use crate::error::SourceLoc;
     use crate::math::AluOp;
-    use crate::record::{AffinePos, BufId, DmaDims, Engine, MatmulDims, MemKind, Opcode, Region};
+    use crate::record::{
+        AffinePos, BufId, CostFacts, DmaDims, Engine, MatmulDims, MemKind, Opcode, Region,
+    };
     use crate::timing::cost;
 
     /// Records of every engine with every field a record can carry set (API name, source
@@ -247,20 +248,30 @@ mod tests {
             hi: 1024,
         };
         let base = |engine, opcode, api| Instr {
-            partitions: 128,
-            free: 512,
-            inputs: 2,
-            in_dtype: DType::BF16,
-            out_dtype: DType::F32,
-            psum: true,
-            contiguous: true,
-            accumulate: true,
-            alu: Some(AluOp::Multiply),
             reads: vec![reg(1), reg(2), reg(3), reg(4)].into(),
             writes: vec![reg(5)].into(),
             affine: AffinePos::new(&[(1, 3), (2, 7)]),
-            ..Instr::new(engine, opcode, api, loc)
+            ..Instr::with_cost(
+                CostFacts {
+                    partitions: 128,
+                    free: 512,
+                    inputs: 2,
+                    in_dtype: DType::BF16,
+                    out_dtype: DType::F32,
+                    psum: true,
+                    contiguous: true,
+                    accumulate: true,
+                    alu: Some(AluOp::Multiply),
+                    ..CostFacts::new(engine, opcode)
+                },
+                api,
+                loc,
+            )
         };
+        fn with(mut r: Instr, f: impl FnOnce(&mut CostFacts)) -> Instr {
+            f(&mut r.cost);
+            r
+        }
         let dma = DmaDims {
             src: MemKind::Hbm,
             dst: MemKind::Sbuf,
@@ -270,24 +281,25 @@ mod tests {
             chunk_bytes: 200,
         };
         vec![
-            Instr {
-                dma: Some(dma),
-                ..base(Engine::Dma, Opcode::DmaCopy, "nl.load")
-            },
-            Instr {
-                dma: Some(dma),
-                ..base(Engine::Dma, Opcode::DmaTranspose, "nisa.dma_transpose")
-            },
-            Instr {
-                matmul: Some(MatmulDims {
-                    k: 128,
-                    m: 96,
-                    n: 512,
-                    fp32: false,
-                    onezero: 0,
-                }),
-                ..base(Engine::Tensor, Opcode::Matmul, "nisa.nc_matmul")
-            },
+            with(base(Engine::Dma, Opcode::DmaCopy, "nl.load"), |c| {
+                c.dma = Some(dma)
+            }),
+            with(
+                base(Engine::Dma, Opcode::DmaTranspose, "nisa.dma_transpose"),
+                |c| c.dma = Some(dma),
+            ),
+            with(
+                base(Engine::Tensor, Opcode::Matmul, "nisa.nc_matmul"),
+                |c| {
+                    c.matmul = Some(MatmulDims {
+                        k: 128,
+                        m: 96,
+                        n: 512,
+                        fp32: false,
+                        onezero: 0,
+                    })
+                },
+            ),
             base(Engine::Tensor, Opcode::Transpose, "nisa.nc_transpose"),
             base(Engine::Vector, Opcode::TensorTensor, "nl.multiply"),
             base(Engine::Scalar, Opcode::Activation, "nisa.activation_reduce"),

@@ -13,7 +13,6 @@
 
 pub mod cost;
 mod dma;
-mod facts;
 mod order;
 mod tensor;
 

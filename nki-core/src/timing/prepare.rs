@@ -343,7 +343,7 @@ impl Prepared {
             prep.begin_core(pos, s.nc);
             for (ii, (_, rs)) in s.instances.iter().enumerate() {
                 for r in rs {
-                    prep.add(&CostFacts::of(r), &r.reads, &r.writes, ii as u32);
+                    prep.add(&r.cost, &r.reads, &r.writes, ii as u32);
                 }
             }
         }
@@ -441,18 +441,22 @@ mod tests {
             line: 1,
             column: 1,
         };
-        Instr {
-            partitions: parts,
-            dma: Some(DmaDims {
-                src,
-                dst,
-                bytes,
+        Instr::with_cost(
+            CostFacts {
                 partitions: parts,
-                start_partition: start,
-                chunk_bytes: bytes,
-            }),
-            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", loc)
-        }
+                dma: Some(DmaDims {
+                    src,
+                    dst,
+                    bytes,
+                    partitions: parts,
+                    start_partition: start,
+                    chunk_bytes: bytes,
+                }),
+                ..CostFacts::new(Engine::Dma, Opcode::DmaCopy)
+            },
+            "nl.load",
+            loc,
+        )
     }
 
     #[test]

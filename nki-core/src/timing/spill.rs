@@ -73,7 +73,9 @@ use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::memory::{Overcommit, SpillTile};
 use crate::profile::compiler::{CompilerKind, CompilerLine, CompilerStats};
 use crate::profile::spills::{SpillKind, SpillStats};
-use crate::record::{AffinePos, BufId, DmaDims, Engine, Instr, MemKind, Opcode, Region, Regions};
+use crate::record::{
+    AffinePos, BufId, CostFacts, DmaDims, Engine, Instr, MemKind, Opcode, Region, Regions,
+};
 #[cfg(doc)]
 use crate::timing::compiler::CompilerStage;
 use crate::timing::fast_hash::Map;
@@ -696,20 +698,26 @@ impl Walk<'_> {
             (reads, writes)
         };
         let mut rec = Instr {
-            partitions: parts,
-            free: (row / esize) as u32,
-            in_dtype: t.desc.dtype,
-            out_dtype: t.desc.dtype,
-            dma: Some(DmaDims {
-                src,
-                dst,
-                bytes,
-                partitions: parts,
-                start_partition: reg.p0,
-                chunk_bytes: row.max(1),
-            }),
             affine: affine.clone(),
-            ..Instr::new(Engine::Dma, Opcode::DmaCopy, kind.name(), loc)
+            ..Instr::with_cost(
+                CostFacts {
+                    partitions: parts,
+                    free: (row / esize) as u32,
+                    in_dtype: t.desc.dtype,
+                    out_dtype: t.desc.dtype,
+                    dma: Some(DmaDims {
+                        src,
+                        dst,
+                        bytes,
+                        partitions: parts,
+                        start_partition: reg.p0,
+                        chunk_bytes: row.max(1),
+                    }),
+                    ..CostFacts::new(Engine::Dma, Opcode::DmaCopy)
+                },
+                kind.name(),
+                loc,
+            )
         };
         rec.reads.push(read);
         rec.writes.push(write);
@@ -844,18 +852,22 @@ mod tests {
     }
 
     fn load(id: u64, bytes: usize, line: u32) -> Instr {
-        let mut r = Instr {
-            partitions: 128,
-            dma: Some(DmaDims {
-                src: MemKind::Hbm,
-                dst: MemKind::Sbuf,
-                bytes: 128 * bytes as u64,
+        let mut r = Instr::with_cost(
+            CostFacts {
                 partitions: 128,
-                start_partition: 0,
-                chunk_bytes: bytes as u64,
-            }),
-            ..Instr::new(Engine::Dma, Opcode::DmaCopy, "nl.load", loc(line))
-        };
+                dma: Some(DmaDims {
+                    src: MemKind::Hbm,
+                    dst: MemKind::Sbuf,
+                    bytes: 128 * bytes as u64,
+                    partitions: 128,
+                    start_partition: 0,
+                    chunk_bytes: bytes as u64,
+                }),
+                ..CostFacts::new(Engine::Dma, Opcode::DmaCopy)
+            },
+            "nl.load",
+            loc(line),
+        );
         r.reads.push(Region {
             buf: BufId::Hbm(7),
             p0: 0,
