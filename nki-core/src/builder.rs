@@ -1,8 +1,8 @@
-//! Declarations written once for the crate's instructions, option structs and operand enums:
-//! the frame of every instruction function (`#[track_caller]`, the `impl Into<..>` operands
-//! and their conversions, `Op::begin`), the chainable setters of the option and argument
-//! structs (`Opts::new().engine(e).negate()`, ...; each setter takes `self` by value, writes
-//! its fields and returns `self`), and the conversions of tiles into an operand enum.
+//! Declarations written once for the crate's instructions and option structs: the frame of
+//! every instruction function (`#[track_caller]`, the `impl Into<..>` operands and their
+//! conversions, `Op::begin`), the chainable setters of the option and argument structs
+//! (`Opts::new().engine(e).negate()`, ...; each setter takes `self` by value, writes its
+//! fields and returns `self`).
 
 /// Declares chainable setters, each with its doc comment, arguments and the fields it
 /// writes:
@@ -28,23 +28,6 @@ macro_rules! setters {
     )*};
 }
 
-/// Implements `From<&Tile>` (the tile's whole view) and `From<TileRef>` for the operand enum
-/// `$operand<'a>`, whose variant `Tile` holds a [`TileRef`](crate::tile::TileRef).
-macro_rules! tile_operand {
-    ($operand:ident) => {
-        impl<'a> From<&'a $crate::tile::Tile> for $operand<'a> {
-            fn from(t: &'a $crate::tile::Tile) -> Self {
-                $operand::Tile(t.view())
-            }
-        }
-        impl<'a> From<$crate::tile::TileRef<'a>> for $operand<'a> {
-            fn from(t: $crate::tile::TileRef<'a>) -> Self {
-                $operand::Tile(t)
-            }
-        }
-    };
-}
-
 /// Declares instruction functions, each with its doc comment, signature, API name and body:
 ///
 /// ```ignore
@@ -66,13 +49,13 @@ macro_rules! tile_operand {
 /// (named by the entry, `as ins`). An entry without `as ins = "api"` begins no op (a wrapper
 /// over another instruction).
 ///
-/// [`Op`]: crate::context::Op
+/// [`Op`]: crate::isa::op::Op
 macro_rules! instruction {
     ($($(#[$attr:meta])* $vis:vis fn $name:ident $(<$($lt:lifetime),*>)? ($($params:tt)*)
         $(-> $ret:ty)? $(as $ins:ident = $api:literal)? $body:block)*) => {$(
         $crate::builder::instruction!(@param
             [$(#[$attr])* #[track_caller] $vis fn $name $(<$($lt),*>)?]
-            [$(-> $ret)?] [$(let $ins = $crate::context::Op::begin($api);)?] $body [] []
+            [$(-> $ret)?] [$(let $ins = $crate::isa::op::Op::begin($api);)?] $body [] []
             $($params)*);
     )*};
     (@param $head:tt $ret:tt $begin:tt $body:tt [$($sig:tt)*] [$($conv:tt)*]
@@ -95,4 +78,4 @@ macro_rules! instruction {
     };
 }
 
-pub(crate) use {instruction, setters, tile_operand};
+pub(crate) use {instruction, setters};

@@ -14,7 +14,6 @@ use crate::memory::MemoryTracker;
 use crate::record::{AffinePos, BufId, Instr};
 use crate::target::Target;
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// How a launch runs the kernel.
@@ -481,116 +480,6 @@ pub(crate) struct OpEnv {
     pub(crate) target: Target,
     /// The instruction name in force (`nisa::named`), carried into the op's records.
     pub(crate) name: Option<crate::names::InstrName>,
-}
-
-/// One `nl`/`nisa` op in flight: THE handle every op is built through.
-///
-/// [`Op::begin`] captures the caller's source line (`#[track_caller]`) and the instance's
-/// execution facts once; the op's checks fail through it ([`Op::fail`], [`Op::check`]) with
-/// its NKI name and line; it allocates outputs ([`Op::alloc`]), and [`Op::issue`] executes
-/// (unless estimating), records (unless only executing) and, when no values flow, marks the
-/// op's outputs written itself. Operand rules and destination handling built on it live in
-/// [`crate::isa::base`].
-#[derive(Clone, Copy)]
-pub(crate) struct Op {
-    /// The NKI name (`nl.add`, `nisa.tensor_tensor`).
-    pub(crate) api: &'static str,
-    /// The user's call site.
-    pub(crate) loc: SourceLoc,
-    /// The launch facts.
-    pub(crate) env: OpEnv,
-}
-
-impl Op {
-    /// Begins op `api` at the caller's location (raises outside a kernel, unwinds when the
-    /// launch was cancelled).
-    #[track_caller]
-    pub(crate) fn begin(api: &'static str) -> Op {
-        Op::at(api, SourceLoc::caller())
-    }
-
-    /// Begins op `api` at a known location `loc`.
-    #[inline]
-    pub(crate) fn at(api: &'static str, loc: SourceLoc) -> Op {
-        let env = env(api, loc);
-        raise_foreign_use(api, loc);
-        Op { api, loc, env }
-    }
-
-    /// True when values are computed.
-    pub(crate) fn executes(&self) -> bool {
-        self.env.executes
-    }
-
-    /// The launch target.
-    pub(crate) fn target(&self) -> Target {
-        self.env.target
-    }
-
-    /// Fails the instance with an error of `kind` naming this op (and its instruction name,
-    /// when it has one) and its line.
-    pub(crate) fn fail(&self, kind: ErrorKind, msg: impl Into<String>) -> ! {
-        raise(self.named(NkiError::new(kind, self.api, msg)), self.loc)
-    }
-
-    /// Unwraps `r`; an `Err` fails the instance at this op's line (naming the instruction
-    /// name, when it has one).
-    pub(crate) fn check<T>(&self, r: crate::error::Result<T>) -> T {
-        match self.env.name {
-            None => check(r, self.loc),
-            Some(_) => r.unwrap_or_else(|e| raise(self.named(e), self.loc)),
-        }
-    }
-
-    /// `e` with this op's instruction name (`nisa::named`) in its message, if it has one.
-    #[cold]
-    fn named(&self, e: NkiError) -> NkiError {
-        match self.env.name {
-            None => e,
-            Some(n) => NkiError::new(
-                e.kind(),
-                e.op(),
-                format!("{} (instruction '{n}')", e.message()),
-            ),
-        }
-    }
-
-    /// This instance's writer tag for the HBM stores of this op (at its current affine_range
-    /// position), and the launch state that checks it: HBM writes are tagged in every mode.
-    pub(crate) fn hbm_writer(&self) -> (u32, Arc<LaunchShared>) {
-        self.with_ctx(|c| (c.writer_id(self.loc), c.shared.clone()))
-    }
-
-    /// Starts a load of `src` by this op (as operation `what`): when `src` is an output of
-    /// the running launch, the load claims the elements it reads (see
-    /// [`crate::hbm::write::track_load`]) under this instance's reader tag.
-    pub(crate) fn track_load(&self, src: &crate::hbm::HbmView, what: &'static str) {
-        crate::hbm::observe::notify(src.st.id, &src.ap, false, what, self.loc);
-        // Not an output of the launch running here (a kernel input): no state to look up.
-        let output_of = src.st.output_of.load(Ordering::Relaxed);
-        if current_instance().is_some_and(|(launch, _)| launch != output_of) {
-            return;
-        }
-        let reader = self.with_ctx(|c| {
-            (src.st.in_kernel || c.shared.is_output(src.st.id))
-                .then(|| (c.reader_id(self.loc), c.shared.clone()))
-        });
-        if let Some((reader, shared)) = reader {
-            crate::hbm::write::track_load(src, reader, &shared, what, self.loc);
-        }
-    }
-
-    /// This instance's writer tag for the HBM atomic read-modify-writes of this op (atomics
-    /// of one launch never conflict with each other), and the launch state that checks it.
-    pub(crate) fn hbm_atomic_writer(&self) -> (u32, Arc<LaunchShared>) {
-        self.with_ctx(|c| (c.atomic_writer_id(self.loc), c.shared.clone()))
-    }
-
-    /// Runs `f` on the running instance's state: instance state an op changes besides its
-    /// outputs (the RNG stream, the HBM writer tags) is reached through its op handle.
-    pub(crate) fn with_ctx<R>(&self, f: impl FnOnce(&mut InstanceCtx) -> R) -> R {
-        with_ctx(self.api, self.loc, f)
-    }
 }
 
 /// The entry of the funnel: checks for cancellation and returns the mode facts.

@@ -8,7 +8,7 @@
 //! dims) but do **not** broadcast along partitions: a `[1, F]` operand with a `[P, F]` one is a
 //! partition-mismatch error (use `nl::add`, which allows it, or `nl::broadcast_to`).
 
-use crate::context::Op;
+use crate::isa::op::Op;
 use crate::isa::Operand;
 use crate::lang::elementwise::alu_binary;
 use crate::lang::unary::{map_impl, ActExtras};

@@ -33,10 +33,11 @@
 //! ```
 
 use crate::access::{Ap, IntoIndex, Shape};
-use crate::context::{self, raise, Op};
+use crate::context::{self, raise};
 use crate::dtype::{DType, Element};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::{Hbm, HbmStorage, HbmView};
+use crate::isa::op::Op;
 use crate::isa::Operand;
 use crate::isa::{DmaEndpoint, DmaSource, DmaTarget};
 use crate::record::{Engine, MemKind, Opcode};

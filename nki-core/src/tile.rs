@@ -1124,6 +1124,25 @@ impl std::fmt::Debug for TileRef<'_> {
     }
 }
 
+/// Implements `From<&Tile>` (the tile's whole view) and `From<TileRef>` for the operand enum
+/// `$operand<'a>`, whose variant `Tile` holds a [`TileRef`].
+macro_rules! tile_operand {
+    ($operand:ident) => {
+        impl<'a> From<&'a $crate::tile::Tile> for $operand<'a> {
+            fn from(t: &'a $crate::tile::Tile) -> Self {
+                $operand::Tile(t.view())
+            }
+        }
+        impl<'a> From<$crate::tile::TileRef<'a>> for $operand<'a> {
+            fn from(t: $crate::tile::TileRef<'a>) -> Self {
+                $operand::Tile(t)
+            }
+        }
+    };
+}
+
+pub(crate) use tile_operand;
+
 pub(crate) use crate::memory::{give_buf, take_buf};
 
 /// One NeuronCore-v4 tensor indirection (NKI 0.7 `tensor.indirect(index, num_elem)`), kept

@@ -384,7 +384,7 @@ pub fn matmul<T: Element, const K: usize, const M: usize, const N: usize>(
     moving: &Sbuf<T, K, N>,
 ) -> Psum<f32, M, N> {
     let () = Matmul::<T, K, M, N>::LIMITS_OK;
-    let ins = crate::context::Op::begin("nisa.nc_matmul");
+    let ins = crate::isa::op::Op::begin("nisa.nc_matmul");
     let (s, m) = (stationary.into(), moving.into());
     Psum::wrap(crate::isa::tensor::matmul_new(&ins, s, m))
 }

@@ -15,8 +15,8 @@
 //! also on [`super::Hbm::shape_only`] tensors).
 
 use super::HbmDest;
-use crate::context::Op;
 use crate::error::ErrorKind;
+use crate::isa::op::Op;
 use crate::math::AluOp;
 use crate::record::{DmaDims, Engine, MemKind, Opcode};
 use crate::tile::TileRef;

@@ -11,10 +11,11 @@
 //! (`reduce`) or reading out such a register is an error naming the instruction. That check
 //! follows the instruction stream only, so it behaves the same in every launch mode.
 
-use super::base::{per_partition_shape, short, PerPartition, Site};
+use super::base::{per_partition_shape, short, Site};
+use super::op::Op;
+use super::op::PerPartition;
 use super::{AluOp, Operand};
 use crate::builder::setters;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind};

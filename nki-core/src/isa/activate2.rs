@@ -16,10 +16,11 @@
 //! read out) \[E S13, as `activation`\].
 
 use super::accum::{scalar_accum, ReduceCmd};
-use super::base::{PerPartition, Site};
+use super::base::Site;
+use super::op::Op;
+use super::op::PerPartition;
 use super::{ActFn, AluOp, Operand};
 use crate::builder::setters;
-use crate::context::Op;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::tile::TileRef;

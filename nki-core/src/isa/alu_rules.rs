@@ -18,7 +18,7 @@
 //!   ScalarE with no operator restriction, keep running binary operators there.
 
 use super::base::{short, Operand};
-use crate::context::Op;
+use super::op::Op;
 use crate::error::ErrorKind;
 use crate::math::AluOp;
 use crate::record::Engine;

@@ -3,9 +3,9 @@
 
 use super::base::{dma_dims, dma_rows_contiguous, short};
 pub use super::dma_indirect::IndirectAp;
+use super::op::Op;
 use crate::access::{Ap, Ix};
 use crate::builder::setters;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::dtype::Element;
 use crate::error::ErrorKind;

@@ -27,8 +27,8 @@
 //! and loads are checked.
 
 use super::base::short;
+use super::op::Op;
 use crate::access::{Ap, Shape, MAX_DIMS};
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::hbm::HbmView;

@@ -11,9 +11,10 @@
 //! cycles (trn3: N/4), with the MIN_II floor, `+ MIN_II` when `reduce_res` is read out.
 
 use super::accum::{Accum, AccumRule, Extra, ReduceArgs, ReduceCmd, VECTOR_CMDS};
-use super::base::{PerPartition, Site};
+use super::base::Site;
+use super::op::Op;
+use super::op::PerPartition;
 use super::{AluOp, Operand};
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};

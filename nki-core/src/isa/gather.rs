@@ -31,8 +31,8 @@
 //! always used).
 
 use super::base::short;
+use super::op::Op;
 use crate::builder::instruction;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode, Regions};

@@ -2,11 +2,11 @@
 //! GpSimd cannot access PSUM.
 
 use super::base::{short, Dst, Output, Site};
+use super::op::Op;
 use super::opts::Opts;
 use super::vector::{bitvec_needs_ints, fold, only_engine};
 use super::{AluOp, Engine};
 use crate::access::MAX_DIMS;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{MemKind, Opcode};

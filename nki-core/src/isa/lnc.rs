@@ -18,8 +18,9 @@
 //! through the data it touches (the barrier's `data`, the sendrecv's `dst`).
 
 use super::lnc_state::{Arrival, Pair, Payload, SyncCall};
+use super::op::Op;
 use crate::builder::instruction;
-use crate::context::{self, Op};
+use crate::context;
 use crate::error::ErrorKind;
 use crate::hbm::{Hbm, HbmView};
 use crate::record::{DmaDims, Engine, MemKind, Opcode, Region};

@@ -42,8 +42,8 @@
 //! on the same engine), recorded under its own opcode.
 
 use super::base::Site;
+use super::op::Op;
 use crate::builder::instruction;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};

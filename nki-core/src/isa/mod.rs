@@ -69,6 +69,7 @@ mod mx;
 mod named;
 pub(crate) mod nki_scalar;
 mod nonzero;
+pub(crate) mod op;
 mod opts;
 mod register;
 mod rng;

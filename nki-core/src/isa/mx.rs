@@ -28,10 +28,10 @@
 //! documented "4x BF16 throughput" \[E ARCH3\].
 
 use super::base::Site;
+use super::op::Op;
 use super::opts::{MatmulOpts, MatmulPerfMode, Opts};
 use super::tensor::{check_tiling, matmul_record};
 use crate::builder::instruction;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::exec;

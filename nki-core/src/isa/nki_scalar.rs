@@ -14,7 +14,8 @@
 //! instructions"]; nki-rs has no 64-bit integer tile dtype, so only `int32` scalars exist here
 //! (0.7's `int64` scalars, for HBM offsets beyond 4 GiB, are not provided).
 
-use crate::context::{raise, Op};
+use super::op::Op;
+use crate::context::raise;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::record::{BufId, Engine, MemKind, Opcode, Region};

@@ -13,8 +13,8 @@
 //! no figure) \[A\].
 
 use super::base::Site;
+use super::op::Op;
 use crate::builder::instruction;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};

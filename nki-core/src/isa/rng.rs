@@ -25,11 +25,12 @@
 //! `rand2` produces "4x 32-bit values per lane per cycle" on NeuronCore-v4 VectorE \[E ARCH3\],
 //! a quarter cycle per element.
 
-use super::base::{PerPartition, Site};
+use super::base::Site;
+use super::op::Op;
+use super::op::PerPartition;
 use super::rng_state::{xorwow_next, EngineRng, VECTOR_GENERATORS, XORWOW_WORDS};
 use super::Opts;
 use crate::builder::instruction;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::isa::Operand;

@@ -3,10 +3,10 @@
 
 use super::accum::{scalar_accum, AccumUse, ReduceCmd};
 use super::base::{per_partition_shape, short, Dst, Output, Site};
+use super::op::Op;
 use super::vector::dtype_is_dst;
 use super::{ActFn, AluOp, Operand};
 use crate::builder::{instruction, setters};
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};
@@ -187,7 +187,7 @@ pub(crate) fn activate<'d, 'r, 'a>(
                     ),
                 );
             }
-            Some(super::base::PerPartition::Scalar(value))
+            Some(super::op::PerPartition::Scalar(value))
         }
         Some(Operand::Tile(b)) => {
             ins.check(per_partition_shape(api, "bias", &b, p));
@@ -199,7 +199,7 @@ pub(crate) fn activate<'d, 'r, 'a>(
                         short(ins.api)
                     ));
             }
-            Some(super::base::PerPartition::Vector(b))
+            Some(super::op::PerPartition::Vector(b))
         }
     };
     if bias.is_some() && op == ActFn::Reciprocal && ins.target() == Target::Trn1 {

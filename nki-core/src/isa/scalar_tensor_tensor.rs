@@ -6,10 +6,10 @@
 //! [`Opcode::ScalarTensorTensor`] (hardware.md §2.3).
 
 use super::base::{Dst, Output, Site};
+use super::op::Op;
 use super::vector::bitvec_needs_ints;
 use super::{AluOp, Engine, Operand};
 use crate::builder::setters;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{MemKind, Opcode};

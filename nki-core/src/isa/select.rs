@@ -18,10 +18,11 @@
 //! the registers are read out into `reduce_res` \[E S13, as `tensor_scalar_reduce`\].
 
 use super::accum::{Accum, AccumRule, Extra, ReduceArgs, ReduceCmd, VECTOR_CMDS};
-use super::base::{short, PerPartition, Site};
+use super::base::{short, Site};
+use super::op::Op;
+use super::op::PerPartition;
 use super::{AluOp, Operand};
 use crate::builder::{instruction, setters};
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};

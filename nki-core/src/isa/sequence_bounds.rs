@@ -17,7 +17,7 @@
 //! figure \[A\].
 
 use super::base::Site;
-use crate::context::Op;
+use super::op::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};

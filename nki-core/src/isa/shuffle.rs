@@ -19,7 +19,7 @@
 //! `max(MIN_II, N)` cycles, like a copy without the performance modes \[A\].
 
 use super::base::Site;
-use crate::context::Op;
+use super::op::Op;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::tile::{give_buf, TileRef};

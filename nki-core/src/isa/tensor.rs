@@ -3,10 +3,10 @@
 //! builders here.
 
 use super::base::{memory, operand, Dst, Output, Rec, Site};
+use super::op::Op;
 use super::opts::{MatmulOpts, MatmulPerfMode, Opts};
 use super::Engine;
 use crate::builder::instruction;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::exec;

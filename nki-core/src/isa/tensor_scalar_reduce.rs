@@ -21,9 +21,9 @@
 
 use super::accum::{Accum, AccumRule, Extra, ReduceArgs, ReduceCmd, ACCUMULATING_CMDS};
 use super::base::{short, Site};
+use super::op::Op;
 use super::{AluOp, Operand};
 use crate::builder::instruction;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};

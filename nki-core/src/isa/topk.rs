@@ -31,8 +31,8 @@
 //! per-partition cycle count.
 
 use super::max8::descending;
+use super::op::Op;
 use crate::builder::instruction;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode, Regions};

@@ -8,10 +8,10 @@
 //! hardware's own summation order is not public.
 
 use super::base::{alu_engine, short, Dst, Output, Site};
+use super::op::Op;
 use super::opts::{Opts, ReduceOpts};
 use super::{AluOp, Engine, Operand};
 use crate::builder::{instruction, setters};
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::exec;

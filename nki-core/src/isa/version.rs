@@ -4,7 +4,7 @@
 //!
 //! Both are trace-time queries, as in NKI: they leave no instruction record and cost nothing.
 
-use crate::context::Op;
+use super::op::Op;
 use crate::target::Target;
 use std::fmt;
 

@@ -8,9 +8,9 @@
 //! constants are host `Hbm` inputs.
 
 use super::data::ndarray;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
+use crate::isa::op::Op;
 use crate::isa::{iota, tensor_scalar, AffineExpr, AluOp};
 use crate::tensor::{Buffer, Tensor};
 

@@ -22,9 +22,10 @@
 
 pub use super::loop_state::TripCounts;
 use super::loop_state::{Frame, LoopLog};
-use crate::context::{self, raise, Op};
+use crate::context::{self, raise};
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::isa::nki_scalar::IntoScalar;
+use crate::isa::op::Op;
 use crate::isa::NkiScalar;
 use crate::record::{Engine, Opcode, Region};
 use std::collections::HashMap;

@@ -3,12 +3,12 @@
 
 use crate::abort::{check, raise};
 use crate::access::Shape;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::error::{NkiError, SourceLoc};
 use crate::hbm::{HbmDest, HbmSource, HbmView};
 use crate::isa::base::{copy_engine, dma_dims, dma_rows_contiguous, operand};
+use crate::isa::op::Op;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::tensor::{Placement, TensorLike};
 use crate::tile::{Tile, TileRef};

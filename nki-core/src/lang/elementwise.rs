@@ -2,11 +2,11 @@
 //! records) and the `nl` binary arithmetic ops. Comparisons, logical and bitwise ops build on
 //! [`alu_binary`]; unary math lives in `unary.rs`.
 
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::exec;
 use crate::isa::base::{alu_engine, result_dtype, same_partitions, UnnamedOps};
+use crate::isa::op::Op;
 use crate::isa::Operand;
 use crate::math::AluOp;
 use crate::record::{Engine, MemKind, Opcode};

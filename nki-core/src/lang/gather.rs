@@ -8,8 +8,8 @@
 //! kernel with an [`ErrorKind::OutOfBounds`] error naming the partition, the index and the
 //! bound, so a wrong index computation is caught instead of silently reading garbage.
 
-use crate::context::Op;
 use crate::error::ErrorKind;
+use crate::isa::op::Op;
 use crate::record::MemKind;
 use crate::tile::{Tile, TileRef};
 

@@ -7,10 +7,10 @@
 //! index and the bound here.
 
 use crate::context::raise;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::hbm::HbmSource;
+use crate::isa::op::Op;
 use crate::record::{DmaDims, Engine, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 

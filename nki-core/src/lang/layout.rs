@@ -3,12 +3,13 @@
 
 use super::data::copy_to_impl;
 use crate::access::{Ap, Shape, MAX_DIMS};
-use crate::context::{raise, Op};
+use crate::context::raise;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::exec;
 use crate::hbm::HbmSource;
 use crate::isa::base::copy_engine;
+use crate::isa::op::Op;
 use crate::record::{DmaDims, Engine, MatmulDims, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 

@@ -5,11 +5,11 @@
 //! shifts work on integer bit patterns and reject float operands (VectorE bitvec ops).
 
 use super::elementwise::{alu_binary, alu_lowering, binary_op};
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::exec;
 use crate::isa::base::result_dtype;
+use crate::isa::op::Op;
 use crate::isa::Operand;
 use crate::math::AluOp;
 use crate::record::{Engine, MemKind, Opcode};

@@ -1,8 +1,8 @@
 //! `nl.matmul` and `nl.transpose`: lowerings onto the TensorE builders of `nisa`.
 
 use crate::builder::instruction;
-use crate::context::Op;
 use crate::isa::base::Dst;
+use crate::isa::op::Op;
 use crate::isa::tensor::{matmul_into, matmul_new, transpose_to};
 use crate::record::MemKind;
 use crate::tile::{Tile, TileRef};

@@ -10,10 +10,11 @@
 //! element, in row-major order, from the same stream.
 
 use crate::builder::instruction;
-use crate::context::{LaunchShared, Op};
+use crate::context::LaunchShared;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::isa::base::{Dst, Output};
+use crate::isa::op::Op;
 use crate::isa::Operand;
 use crate::record::{Engine, MemKind, Opcode, Regions};
 use crate::tile::{give_buf, Tile, TileRef};

@@ -8,9 +8,9 @@
 //! accumulate in double precision and round once (the hardware's fp32 accumulator is within
 //! the public tolerances of that); `mean` and `var` use fp32 (or wider) intermediates.
 
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
+use crate::isa::op::Op;
 use crate::isa::{reduced_shape, trailing_axes};
 use crate::math::AluOp;
 use crate::record::{Engine, MemKind, Opcode, Regions};

@@ -10,9 +10,9 @@
 use super::elementwise::alu_binary;
 use super::reduce::{reduce_impl, ReduceKind};
 use crate::builder::instruction;
-use crate::context::Op;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
+use crate::isa::op::Op;
 use crate::isa::Operand;
 use crate::math::{ActFn, AluOp};
 use crate::record::{Engine, MemKind, Opcode, Regions};

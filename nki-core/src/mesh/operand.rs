@@ -2,7 +2,7 @@
 //! the running device (collectives stage tiles, see `collectives::stage`).
 
 use super::sharding::MeshView;
-use crate::builder::tile_operand;
+use crate::tile::tile_operand;
 use crate::tile::TileRef;
 
 /// What a collective reads from or writes to.
