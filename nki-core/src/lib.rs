@@ -70,6 +70,7 @@
 mod abort;
 mod access;
 mod builder;
+mod compiler;
 mod context;
 mod dialect;
 mod dtype;
@@ -87,6 +88,7 @@ pub mod mesh;
 mod mx;
 mod names;
 mod ops;
+mod pipeline;
 mod profile;
 mod record;
 mod reinterpret;
@@ -134,7 +136,7 @@ pub use crate::spmd::{
 // The hardware targets.
 pub use crate::target::{Target, TargetSpec};
 // The compiler stage between recording and costing.
-pub use crate::timing::compiler::{with_compiler_stage, CompilerStage};
+pub use crate::compiler::stage::{with_compiler_stage, CompilerStage};
 // Instruction records: what the timing model reads (one stream per NeuronCore).
 pub use crate::math::{ActFn, AluOp};
 pub use crate::names::InstrName;

@@ -6,7 +6,7 @@
 //! SBUF are not an error: the compiler shortens live ranges, re-loads kernel inputs and spills
 //! computed tiles to make them fit (shared/reference/calibration.md section 5: such kernels
 //! compile and run). The tracker then *over-commits*: it remembers from which record on and
-//! which SBUF tiles were involved ([`Overcommit`]), and `timing::spill` resolves the records
+//! which SBUF tiles were involved ([`Overcommit`]), and `compiler::spill` resolves the records
 //! into the traffic the compiler adds.
 
 use crate::access::Shape;
@@ -99,7 +99,7 @@ pub(crate) struct MemoryTracker {
     pub(crate) all: Option<Vec<SpillTile>>,
 }
 
-/// An SBUF tile the capacity resolution (`timing::spill`) may move out of SBUF.
+/// An SBUF tile the capacity resolution (`compiler::spill`) may move out of SBUF.
 #[derive(Clone, Debug)]
 pub(crate) struct SpillTile {
     /// The tile's id (its `BufId::Tile`).

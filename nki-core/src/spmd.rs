@@ -345,7 +345,7 @@ pub struct Launch {
     /// [`Launch::outputs_uninitialised`]).
     uninitialised_outputs: bool,
     /// The `compiler` stage's transformations (see [`Launch::compiler`]).
-    compiler: crate::timing::compiler::CompilerStage,
+    compiler: crate::compiler::stage::CompilerStage,
     /// Where the user launched the kernel when a launcher closure stands between that call and
     /// [`Launch::run`] (see `launcher`): errors of the launch itself point there.
     pub(crate) called_at: Option<crate::error::SourceLoc>,
@@ -362,7 +362,7 @@ impl Launch {
             host_threads: None,
             trip_counts: None,
             uninitialised_outputs: false,
-            compiler: crate::timing::compiler::current(),
+            compiler: crate::compiler::stage::current(),
             called_at: None,
         }
     }
@@ -379,7 +379,7 @@ impl Launch {
         /// ([`Profile::compiler`]).
         ///
         /// [`CompilerStage::OFF`]: crate::CompilerStage::OFF
-        compiler(stage: crate::timing::compiler::CompilerStage) => compiler = stage;
+        compiler(stage: crate::compiler::stage::CompilerStage) => compiler = stage;
         /// Sets the target.
         target(t: Target) => target = t;
         /// Sets the mode.
@@ -451,7 +451,8 @@ impl Launch {
     }
 
     /// [`Launch::run`] once the launch is known to be no nested launch and its grid is the one
-    /// the kernel's dialect means: runs the instances, whose outputs are `outputs`.
+    /// the kernel's dialect means: runs the instances, whose outputs are `outputs`, and hands
+    /// their records over to the pipeline (compiler, allocation, schedule, profile).
     fn run_on<F: Fn() + Sync>(
         &self,
         outputs: Vec<std::sync::Arc<crate::hbm::HbmStorage>>,
@@ -464,12 +465,53 @@ impl Launch {
         let mut load = HostLoad::enter(threads.min(total));
         let feed = Mutex::new(self.record_feed(total, &mut load));
         let shared = LaunchShared::with_outputs(outputs);
+        // LNC=2: both cores' instances at once, each on its own thread (they may wait for
+        // each other at sendrecv / core_barrier).
+        let pair = self.grid.is_lnc2().then(crate::isa::lnc_state::Pair::new);
+        let mut finished = match &pair {
+            Some(pair) => self.run_pair(pair, &shared, &kernel)?,
+            None => self.run_shares(threads.min(total), &feed, &shared, &kernel),
+        };
+        if let Some(e) = shared.cancelled.take_first() {
+            return Err(e);
+        }
+        finished.sort_unstable_by_key(|p| p.index);
+        check_outputs(&shared, self.uninitialised_outputs)?;
+        let instances = self.instance_infos(&finished);
+        let plan = crate::pipeline::Plan {
+            target: self.target,
+            dialect: self.dialect,
+            stage: self.compiler,
+            models: self.mode.records(),
+            cores: self.grid.num_cores(),
+            pair: pair.as_ref().map(|p| p.edges()),
+        };
+        let programs = finished.into_iter().map(|f| f.program).collect();
+        let (memory, profile) = crate::pipeline::run(&plan, programs)?;
+        Ok(LaunchReport {
+            grid: self.grid.clone(),
+            target: self.target,
+            mode: self.mode,
+            dialect: self.dialect,
+            instances,
+            memory,
+            profile,
+        })
+    }
+
+    /// Runs the instances on `threads` host threads, each taking instances from its share
+    /// of the launch order, then from the others, until none is left, a failure cancels the
+    /// rest or its own instance fails (failures are reported to `shared.cancelled`); returns
+    /// those that ran to their end.
+    fn run_shares<F: Fn() + Sync>(
+        &self,
+        threads: usize,
+        feed: &Mutex<Option<crate::timing::RecordFeed>>,
+        shared: &std::sync::Arc<LaunchShared>,
+        kernel: &F,
+    ) -> Vec<Finished> {
         let grid_shape = self.grid.shape();
-        let threads = threads.min(total);
-        let handout = Handout::new(total, threads);
-        // One host worker: takes instances from its share, then from the others, until none
-        // is left, a failure cancels the rest or its own instance fails (failures are
-        // reported to `shared.cancelled`).
+        let handout = Handout::new(self.grid.num_instances(), threads);
         let worker = || {
             let mut done = Vec::new();
             let share = handout.join();
@@ -493,178 +535,31 @@ impl Launch {
                     // then needs them all.
                     ctx.mem.all = Some(Vec::new());
                 }
-                match crate::context::run_instance(ctx, &kernel) {
+                match crate::context::run_instance(ctx, kernel) {
                     (ctx, Ok(())) => done.push(Finished::of(index, ctx)),
                     (_, Err(_)) => break,
                 }
             }
             done
         };
-        // LNC=2: both cores' instances at once, each on its own thread (they may wait for
-        // each other at sendrecv / core_barrier).
-        let pair = self.grid.is_lnc2().then(crate::isa::lnc_state::Pair::new);
-        let mut finished = match &pair {
-            Some(pair) => self.run_pair(pair, &shared, &kernel)?,
-            None => on_host_threads(threads, worker),
-        };
-        if let Some(e) = shared.cancelled.take_first() {
-            return Err(e);
-        }
-        finished.sort_unstable_by_key(|f| f.index);
-        let ncores = self.grid.num_cores();
-        let mut streams: Vec<CoreStream> = (0..ncores)
-            .map(|nc| CoreStream {
-                nc,
-                instances: Vec::new(),
-            })
-            .collect();
-        let mut infos = Vec::with_capacity(finished.len());
-        let mut memory = MemoryPeak::default();
-        let mut feed = None;
-        // Each instance's device loops, with its core and the index of its first record
-        // within its core's stream (made global below).
-        let mut loops = Vec::new();
-        let mut spills = crate::profile::SpillStats::default();
-        let mut compiler = crate::profile::CompilerStats::default();
-        for mut f in finished {
-            let (pid, core) = self.grid.instance(f.index as usize);
-            // The compiler stage (off by default) on Beta-1 kernels (an NKI 0.7 kernel says
-            // what runs: the 0.7 compiler documents none of these transformations), on
-            // instances whose record indices nothing else refers to (device loops and LNC=2
-            // pairs are left as written).
-            if !self.compiler.is_off()
-                && self.dialect == Dialect::Beta1
-                && self.mode.records()
-                && f.loops.is_empty()
-                && pair.is_none()
-            {
-                let mut marks = [f.over.as_ref().map_or(0, |o| o.start)];
-                // The feed reads the records in place: it is done with them before they
-                // change.
-                if let Some(fd) = &mut f.feed {
-                    fd.sync();
-                }
-                let done = crate::timing::compiler::run(
-                    &mut f.records,
-                    self.compiler,
-                    &mut f.loop_lines,
-                    &mut marks,
-                    self.target.spec().sbuf_bytes_per_partition,
-                );
-                if !done.is_empty() {
-                    // The feed saw the records as recorded.
-                    f.feed = None;
-                    if let Some(o) = &mut f.over {
-                        o.start = marks[0];
-                        if !f.all_tiles.is_empty() {
-                            // Tiles dropped before the over-commit point may now live past
-                            // it: the resolution walks every tile from the first record.
-                            o.start = 0;
-                            o.tiles = std::mem::take(&mut f.all_tiles);
-                        }
-                    }
-                    compiler.merge(done);
-                }
-            }
-            if self.compiler.scratch_spill
-                && self.dialect == Dialect::Beta1
-                && self.mode.records()
-                && !f.private_hbm.is_empty()
-            {
-                let mut done = crate::profile::CompilerStats::default();
-                crate::timing::compiler::count_scratch(
-                    &f.records,
-                    &f.private_hbm,
-                    &mut spills,
-                    &mut done,
-                );
-                compiler.merge(done);
-            }
-            if let (Some(over), true) = (f.over.take(), self.mode.records()) {
-                // Over-committed SBUF: the records with the compiler's spill traffic (the
-                // feed, which saw the records as made, is dropped).
-                let cap = self.target.spec().sbuf_bytes_per_partition;
-                // Dropped before the records change (it reads them in place).
-                f.feed = None;
-                let records = std::mem::take(&mut f.records);
-                // The compiler stage's whole spills across loops (Beta 1 only, as above).
-                let whole = self.compiler.loop_spill && self.dialect == Dialect::Beta1;
-                let loops = whole.then_some(&f.loop_lines[..]);
-                let r = crate::timing::spill::resolve(records, &over, cap, &pid, loops)?;
-                f.records = r.records;
-                f.peak.sbuf_bytes_per_partition = over.peak_before.max(r.stats.resident_peak_bytes);
-                spills.merge(r.stats);
-                compiler.merge(r.compiler);
-            }
-            feed = feed.or(f.feed);
-            let stream = &mut streams[core];
-            let first = stream.records();
-            loops.extend(f.loops.into_iter().map(|l| (core, first, l)));
-            infos.push(InstanceInfo {
-                program_id: pid.clone(),
-                nc: core,
-                order: stream.instances.len(),
-            });
-            stream.instances.push((pid, f.records));
-            memory = memory.max(f.peak);
-        }
-        for out in &shared.outputs {
-            crate::hbm::check_written(out, shared.writers.base())?;
-            if self.uninitialised_outputs {
-                crate::hbm::write::check_fully_written(out, shared.id)?;
-            }
-        }
-        for out in shared
-            .kernel_outputs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        on_host_threads(threads, worker)
+    }
+
+    /// Where and in which order each of the `finished` instances (in launch order) ran.
+    fn instance_infos(&self, finished: &[Finished]) -> Vec<InstanceInfo> {
+        let mut order = vec![0usize; self.grid.num_cores()];
+        finished
             .iter()
-        {
-            crate::hbm::check_written(out, shared.writers.base())?;
-        }
-        let profile = if self.mode.records() {
-            // A launch that held a spare CPU for its modelling drops its records there too.
-            let apart = feed.is_some();
-            // Global record index of the first record of each core's stream.
-            let mut base = vec![0usize; streams.len() + 1];
-            for (c, st) in streams.iter().enumerate() {
-                base[c + 1] = base[c] + st.records();
-            }
-            let cross: Vec<(usize, usize)> = pair
-                .as_ref()
-                .map(|p| p.edges())
-                .unwrap_or_default()
-                .into_iter()
-                .map(|((c0, i0), (c1, i1))| (base[c0] + i0, base[c1] + i1))
-                .collect();
-            let mut profile =
-                crate::timing::model_synced(&streams, self.target, memory, feed, &cross);
-            spills.sort();
-            profile.spills = spills;
-            compiler.sort();
-            profile.compiler = compiler;
-            for l in &mut loops {
-                l.1 += base[l.0];
-            }
-            profile.device_loops = crate::profile::loops::stats(&profile, &loops);
-            if apart {
-                crate::record::recycle_apart(streams);
-            } else {
-                crate::record::recycle(streams);
-            }
-            Some(profile)
-        } else {
-            None
-        };
-        Ok(LaunchReport {
-            grid: self.grid.clone(),
-            target: self.target,
-            mode: self.mode,
-            dialect: self.dialect,
-            instances: infos,
-            memory,
-            profile,
-        })
+            .map(|f| {
+                let nc = f.program.core;
+                order[nc] += 1;
+                InstanceInfo {
+                    program_id: f.program.pid.clone(),
+                    nc,
+                    order: order[nc] - 1,
+                }
+            })
+            .collect()
     }
 
     /// Runs the two instances of an LNC=2 launch side by side, each on its own host thread
@@ -742,21 +637,8 @@ impl Launch {
 struct Finished {
     /// Linear program id (launch order).
     index: u64,
-    /// The modelling thread that followed its records, if any (it reads them in place:
-    /// declared, so dropped, before them).
-    feed: Option<crate::timing::RecordFeed>,
-    records: Vec<crate::record::Instr>,
-    peak: MemoryPeak,
-    /// Set when its SBUF tiles over-committed SBUF (resolved by `timing::spill`).
-    over: Option<crate::memory::Overcommit>,
-    /// Its device loops' runs.
-    loops: Vec<crate::lang::loop_state::LoopLog>,
-    /// Where each of its `affine_range` activations began.
-    loop_lines: Vec<crate::error::SourceLoc>,
-    /// Its private-HBM tensors: id and name (see `InstanceCtx::private_hbm`).
-    private_hbm: Vec<(u64, String)>,
-    /// Every SBUF tile it allocated, when its tracker kept them (see `MemoryTracker::all`).
-    all_tiles: Vec<crate::memory::SpillTile>,
+    /// Its program, for the pipeline.
+    program: crate::pipeline::Program,
 }
 
 impl Finished {
@@ -764,16 +646,41 @@ impl Finished {
     fn of(index: u64, mut ctx: InstanceCtx) -> Finished {
         Finished {
             index,
-            feed: ctx.feed.take(),
-            loops: std::mem::take(&mut ctx.loops.log),
-            records: ctx.records,
-            peak: ctx.mem.peak,
-            over: ctx.mem.over.take(),
-            all_tiles: ctx.mem.all.take().unwrap_or_default(),
-            loop_lines: std::mem::take(&mut ctx.loop_lines),
-            private_hbm: std::mem::take(&mut ctx.private_hbm),
+            program: crate::pipeline::Program {
+                pid: std::mem::take(&mut ctx.program_id),
+                core: ctx.nc,
+                feed: ctx.feed.take(),
+                loops: std::mem::take(&mut ctx.loops.log),
+                records: ctx.records,
+                peak: ctx.mem.peak,
+                over: ctx.mem.over.take(),
+                all_tiles: ctx.mem.all.take().unwrap_or_default(),
+                loop_lines: std::mem::take(&mut ctx.loop_lines),
+                private_hbm: std::mem::take(&mut ctx.private_hbm),
+            },
         }
     }
+}
+
+/// Checks the launch's outputs: every element written where the launch wrote part of an
+/// output, every element of each when they count as fresh device memory
+/// (`uninitialised`).
+fn check_outputs(shared: &LaunchShared, uninitialised: bool) -> Result<()> {
+    for out in &shared.outputs {
+        crate::hbm::check_written(out, shared.writers.base())?;
+        if uninitialised {
+            crate::hbm::write::check_fully_written(out, shared.id)?;
+        }
+    }
+    for out in shared
+        .kernel_outputs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+    {
+        crate::hbm::check_written(out, shared.writers.base())?;
+    }
+    Ok(())
 }
 
 /// Host threads running launches in this process right now (summed over running launches).

@@ -1,4 +1,4 @@
-//! What the `compiler` stage (`timing::compiler`) did to a kernel's program before it was
+//! What the `compiler` stage (`compiler::stage`) did to a kernel's program before it was
 //! costed: loads and transposes removed as duplicates or hoisted out of affine loops, and
 //! tiles renamed per iteration of an affine loop (multi-buffered), PSUM zero fills folded into
 //! the first matmul, by source line.

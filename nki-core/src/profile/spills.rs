@@ -1,4 +1,4 @@
-//! What the capacity resolution (`timing::spill`) added to a kernel whose SBUF tiles do not all
+//! What the capacity resolution (`compiler::spill`) added to a kernel whose SBUF tiles do not all
 //! fit: kernel-input reloads, spill saves and spill reloads, by source line.
 
 use crate::error::SourceLoc;

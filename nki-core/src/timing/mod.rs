@@ -16,9 +16,6 @@ mod dma;
 mod order;
 mod tensor;
 
-pub(crate) mod compiler;
-pub(crate) mod compiler_fuse;
-pub(crate) mod compiler_interchange;
 mod critical;
 mod deps;
 pub(crate) mod fast_hash;
@@ -28,7 +25,6 @@ mod rows;
 mod schedule;
 mod scratch;
 mod spans;
-pub(crate) mod spill;
 #[cfg(test)]
 mod test_records;
 
@@ -132,31 +128,34 @@ fn side_by_side<A, B: Send>(
 
 /// Models the launch's record streams on `target` and summarises the timeline.
 pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Profile {
-    model_fed(streams, target, memory, None)
+    profile(schedule(streams, target, None, &[]), memory)
 }
 
-/// [`model`], given the feed that followed the first core's records as they were recorded
-/// (its preparation of them is used when it saw all of them; see [`RecordFeed`]).
-pub(crate) fn model_fed(
-    streams: &[CoreStream],
+/// A launch's records placed on its modelled NeuronCores ([`schedule`]), what [`profile`]
+/// summarises.
+pub(crate) struct Timeline<'a> {
+    streams: &'a [CoreStream],
     target: Target,
-    memory: MemoryPeak,
-    feed: Option<RecordFeed>,
-) -> Profile {
-    model_synced(streams, target, memory, feed, &[])
+    prep: Prepared,
+    sch: schedule::Schedule<'a>,
+    rows: RecordRows,
+    /// True when the work beside the placement ran on the CPU the feed held (the summary's
+    /// side work goes there too).
+    apart: bool,
 }
 
-/// [`model_fed`] with cross-core edges: each `(a, b)` (global record indices) starts record
-/// `b` no earlier than record `a` ends (plus `b`'s engine's dependency latency), as a
-/// read-after-write would; the two cores of an LNC=2 launch wait for each other this way at
-/// `sendrecv` and `core_barrier` (see `isa::lnc`).
-pub(crate) fn model_synced(
-    streams: &[CoreStream],
+/// Places the launch's record streams on `target`'s engines, given the feed that followed
+/// the first core's records as they were recorded (its preparation of them is used when it
+/// saw all of them; see [`RecordFeed`]) and cross-core edges: each `(a, b)` (global record
+/// indices) starts record `b` no earlier than record `a` ends (plus `b`'s engine's
+/// dependency latency), as a read-after-write would; the two cores of an LNC=2 launch wait
+/// for each other this way at `sendrecv` and `core_barrier` (see `isa::lnc`).
+pub(crate) fn schedule<'a>(
+    streams: &'a [CoreStream],
     target: Target,
-    memory: MemoryPeak,
     feed: Option<RecordFeed>,
     cross: &[(usize, usize)],
-) -> Profile {
+) -> Timeline<'a> {
     let cross: Vec<(u32, order::Edge)> = cross
         .iter()
         .map(|&(a, b)| {
@@ -190,6 +189,23 @@ pub(crate) fn model_synced(
         || RecordRows::of_streams(streams),
         || schedule::schedule(streams, spec, &mut prep, &cross),
     );
+    Timeline {
+        streams,
+        target,
+        prep,
+        sch,
+        rows,
+        apart,
+    }
+}
+
+/// Summarises a launch's [`Timeline`] (whose peak on-chip usage is `memory`) as its
+/// [`Profile`]: latency, engine activity, what bounds it, the lines that cost most.
+pub(crate) fn profile(timeline: Timeline, memory: MemoryPeak) -> Profile {
+    let (streams, target, apart) = (timeline.streams, timeline.target, timeline.apart);
+    let (prep, sch, rows) = (timeline.prep, timeline.sch, timeline.rows);
+    let spec = target.spec();
+    let n = prep.records();
     let ncores = streams.len().max(1);
     let active = sch.end.iter().copied().fold(0.0f64, f64::max);
     let overhead = spec.launch_overhead_ns;

@@ -1,6 +1,6 @@
 //! What the profile's summary takes from the records alone, whatever their placement: the
 //! per-op rows, instruction and source-line counts, FLOPs and DMA traffic. It reads the
-//! records only, so it can be built beside placement (see `model_fed`).
+//! records only, so it can be built beside placement (see `timing::schedule`).
 
 use super::fast_hash;
 use crate::profile::{DmaStats, OpInfo};

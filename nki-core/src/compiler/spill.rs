@@ -44,7 +44,7 @@
 //!    written in one iteration of an `affine_range` loop (or before the loop, in the same
 //!    enclosing iteration) and read in later iterations of it is kept live across the
 //!    loop's iterations; typically the one copy a hoisted loop-invariant computation keeps
-//!    (`timing::compiler`). When such a tile must leave SBUF (the loop's own tiles do not fit
+//!    (`compiler::stage`). When such a tile must leave SBUF (the loop's own tiles do not fit
 //!    beside everything kept across it), the compiler spills every computed tile kept across
 //!    that loop as a whole: each is saved once, whole, after its definition (a tile in use
 //!    when the decision falls stays until its last access of the iteration), and re-loaded
@@ -69,6 +69,8 @@
 //! ([`crate::profile::SpillStats`]). Only over-committed instances come here: a kernel whose
 //! tiles fit is modelled exactly as recorded.
 
+#[cfg(doc)]
+use crate::compiler::stage::CompilerStage;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::memory::{Overcommit, SpillTile};
 use crate::profile::compiler::{CompilerKind, CompilerLine, CompilerStats};
@@ -76,8 +78,6 @@ use crate::profile::spills::{SpillKind, SpillStats};
 use crate::record::{
     AffinePos, BufId, CostFacts, DmaDims, Engine, Instr, MemKind, Opcode, Region, Regions,
 };
-#[cfg(doc)]
-use crate::timing::compiler::CompilerStage;
 use crate::timing::fast_hash::Map;
 
 /// HBM ids of spill scratch buffers: the tile id with the top bit set (real HBM tensors are

@@ -12,7 +12,7 @@
 //! The records do not mark a sequential loop; its signature is an iteration of the affine
 //! loop whose body runs the same statements (child loops of the same source lines, or
 //! records of the same lines) two or more times in a row, as the fusion pass reads it too
-//! (`timing::compiler_fuse`: two activations of one loop statement inside one iteration).
+//! (`compiler::fuse`: two activations of one loop statement inside one iteration).
 //!
 //! When: only where the interchanged loop then keeps a loop-invariant computation the
 //! hoisting (`CompilerStage::hoist_compute`) runs once and whose kept results fit in SBUF
@@ -33,9 +33,9 @@
 //! outside (lhs read 12 times), and the matmul tutorials' blocked versions, whose sequential
 //! K loop holds no invariant computation (only loads), are not changed here.
 
+use crate::compiler::fuse::{activations, reorder};
 use crate::error::SourceLoc;
 use crate::record::{AffinePos, Instr};
-use crate::timing::compiler_fuse::{activations, reorder};
 
 /// One affine loop activation to interchange with the sequential loop of its iterations.
 pub(crate) struct Plan {
@@ -201,7 +201,7 @@ impl Plan {
 /// Interchanges each plan of `plans` (from [`plans`] on these records, innermost first):
 /// segment by segment, the records of every iteration, each segment a new activation whose
 /// line (appended to `loops`) is the loop's. Returns, per plan, its new activations. The
-/// indices in `marks` follow as `timing::compiler_fuse` moves them.
+/// indices in `marks` follow as `compiler::fuse` moves them.
 pub(crate) fn apply(
     records: &mut Vec<Instr>,
     plans: &[Plan],

@@ -57,7 +57,7 @@
 //!   (83.9 MB) is its 16.8 MB output plus the spill save counter (67.1 MB) exactly, which
 //!   holds the product's 50.3 MB.
 //!
-//! - **Loop fusion** (`timing::compiler_fuse`, after the interchange) and **chains of
+//! - **Loop fusion** (`compiler::fuse`, after the interchange) and **chains of
 //!   transposes**: a TensorE transpose's result has a value in the `hoist_compute` walk,
 //!   copies and transposes (no immediates) are valued without their source line, the
 //!   transposes and loads only removed copies read go with them, and a loop keeps its
@@ -66,19 +66,19 @@
 //!   one load of x).
 //!
 //! - **A value kept across a loop is spilled whole** (`loop_spill`, applied by the capacity
-//!   resolution, `timing::spill` rule 5): a computed tile kept across an `affine_range`
+//!   resolution, `compiler::spill` rule 5): a computed tile kept across an `affine_range`
 //!   loop's iterations that has to leave SBUF is saved once and re-loaded whole in each later
 //!   iteration that reads it. Evidence: NKIBench swiglu's counters hold its hoisted x^T
 //!   (16.8 MB) saved once and re-loaded whole in each of the two later N blocks.
 //!
-//! - **Loop interchange** (`interchange`, `timing::compiler_interchange`, runs first): an
+//! - **Loop interchange** (`interchange`, `compiler::interchange`, runs first): an
 //!   `affine_range` loop whose every iteration runs a sequential loop is moved inside it
 //!   (distributed over its body, one step of the sequential loop for all iterations at a
 //!   time) where the hoisting then keeps a loop-invariant computation of that step within
 //!   SBUF. Evidence: NKIBench lora's counters (its K-chunk x^T computed once, saved once and
 //!   re-loaded per N block; every N block's accumulators saved and re-loaded per K chunk).
 //!
-//! Limits: renamed copies are not seen by the capacity resolution (`timing::spill`), so
+//! Limits: renamed copies are not seen by the capacity resolution (`compiler::spill`), so
 //! multi-buffering never causes spill here; an instance with device loops or an LNC=2 pair
 //! is left as written (their record indices are referenced elsewhere); HBM regions are
 //! bounding byte ranges, so two loads are taken as the same bytes when their ranges, byte
@@ -93,7 +93,7 @@ use std::cell::Cell;
 use std::hash::{Hash, Hasher};
 
 /// Which transformations of the `compiler` stage run before a launch is costed (see the
-/// module `timing::compiler` and docs/timing-model.md). [`CompilerStage::OFF`] (the default)
+/// module `compiler::stage` and docs/timing-model.md). [`CompilerStage::OFF`] (the default)
 /// costs every kernel exactly as written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CompilerStage {
@@ -122,16 +122,16 @@ pub struct CompilerStage {
     /// the profile (what runs is unchanged).
     pub scratch_spill: bool,
     /// Fuse two sibling `affine_range` loops with the same trip count whose second consumes,
-    /// iteration by iteration, the tiles the first produces (`timing::compiler_fuse`).
+    /// iteration by iteration, the tiles the first produces (`compiler::fuse`).
     pub fuse: bool,
     /// Spill a computed SBUF tile kept across the iterations of an `affine_range` loop, when
     /// the loop's tiles do not fit beside it, as a whole: saved once after its definition,
-    /// re-loaded whole in each later iteration that reads it (`timing::spill`, rule 5).
+    /// re-loaded whole in each later iteration that reads it (`compiler::spill`, rule 5).
     pub loop_spill: bool,
     /// Move an `affine_range` loop inside the sequential loop every one of its iterations
     /// runs (one step of it for all iterations at a time), where the hoisting
     /// (`hoist_compute`) then keeps a loop-invariant computation of that sequential body that
-    /// fits in SBUF (`timing::compiler_interchange`).
+    /// fits in SBUF (`compiler::interchange`).
     pub interchange: bool,
 }
 
@@ -310,7 +310,7 @@ pub(crate) fn run(
         interchange(records, stage, loops, &mut stats, marks, cap);
     }
     if stage.fuse {
-        crate::timing::compiler_fuse::fuse(records, loops, &mut stats, marks);
+        crate::compiler::fuse::fuse(records, loops, &mut stats, marks);
     }
     if stage.psum_zero_fold {
         let folded = fold_psum_zeros(records, &mut stats);
@@ -333,7 +333,7 @@ pub(crate) fn run(
 }
 
 /// Interchanges the `affine_range` loops of `records` whose iterations each run a sequential
-/// loop (`timing::compiler_interchange`) where, on a trial, the hoisting of loop-invariant
+/// loop (`compiler::interchange`) where, on a trial, the hoisting of loop-invariant
 /// computations then keeps results out of the interchanged loop that fit in `cap` bytes per
 /// partition. New activations' lines are appended to `loops`.
 fn interchange(
@@ -344,7 +344,7 @@ fn interchange(
     marks: &mut [usize],
     cap: usize,
 ) {
-    use crate::timing::compiler_interchange as ic;
+    use crate::compiler::interchange as ic;
     let worth = |r: &Instr| pure_compute(r) || (r.opcode == Opcode::Transpose && removable(r));
     let plans = ic::plans(records, loops, worth);
     if plans.is_empty() {
@@ -932,7 +932,7 @@ fn to_preheaders(
             order.push(i);
         }
     }
-    let new_pos = crate::timing::compiler_fuse::permute(records, &order);
+    let new_pos = crate::compiler::fuse::permute(records, &order);
     for i in removed.iter_mut() {
         *i = new_pos[*i];
     }

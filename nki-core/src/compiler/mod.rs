@@ -1,0 +1,11 @@
+//! What the compiler does to a kernel's program between tracing and running it: the
+//! instance's records rewritten before the timing model ([`crate::timing`]) costs them.
+//! [`stage`] holds the switchable transformations of the Beta-1 compiler (duplicate removal,
+//! hoisting, fusion, interchange, multi-buffering) with their sub-steps [`fuse`] and
+//! [`interchange`]; [`spill`] fits the SBUF tiles of an over-committed instance into SBUF with
+//! the spill traffic the compiler adds.
+
+pub(crate) mod fuse;
+pub(crate) mod interchange;
+pub(crate) mod spill;
+pub(crate) mod stage;
