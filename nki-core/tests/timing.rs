@@ -918,3 +918,58 @@ fn affine_iterations_interleave_on_an_engine_and_sequential_ones_keep_order() {
         .iter()
         .any(|e| e["name"] == "stall" && e["args"]["for"] == "ACTIVATE"));
 }
+
+/// Each iteration loads the same `[64, 128]` tile of `a` again, transposes it on TensorE and
+/// multiplies it (K = 64 of TensorE's 128 rows) with its own `[64, 512]` rows of `b`.
+#[nki_kernel]
+fn transposes_the_same_tile(a: &Hbm<bf16>, b: &Hbm<bf16>, c: &mut Hbm<f32>) {
+    for i in nl::sequential_range(3) {
+        let x = nl::load(a.view());
+        let _xt = nisa::nc_transpose(&x, nisa::Engine::Tensor);
+        let y = nl::load(b.slice((i * 64..(i + 1) * 64, ..)));
+        let m = nl::matmul(&x, &y, true);
+        let z = nl::copy(&m, None);
+        nl::store(c.slice((i * 128..(i + 1) * 128, ..)), &z);
+    }
+}
+
+#[test]
+fn bounds_find_reloads_reduced_tensor_tiles_and_recurring_transposes() {
+    use nki_core::FindingKind;
+    let a = Hbm::<bf16>::shape_only([64, 128]);
+    let b = Hbm::<bf16>::shape_only([192, 512]);
+    let mut c = Hbm::<f32>::shape_only([384, 512]);
+    let p =
+        transposes_the_same_tile::estimate(Grid::new([1]), Target::Trn2, &a, &b, &mut c).unwrap();
+    let bounds = p.bounds();
+    let one = |kind| {
+        let v: Vec<_> = bounds.of_kind(kind).collect();
+        assert_eq!(v.len(), 1, "{kind:?}: {bounds}");
+        v[0].clone()
+    };
+    let reloaded = one(FindingKind::Reloaded);
+    assert_eq!((reloaded.count, reloaded.bytes), (2, 2 * 64 * 128 * 2));
+    assert_eq!(reloaded.api, "nl.load");
+    let reduced = one(FindingKind::ReducedTensorTile);
+    assert_eq!(reduced.count, 3);
+    assert!(reduced.detail.contains("50% of the PE array"), "{reduced}");
+    let recurring = one(FindingKind::RecurringTranspose);
+    assert_eq!(recurring.count, 2);
+    assert!(
+        recurring.detail.contains("2 of 3 transposes"),
+        "{recurring}"
+    );
+    // Rows of 256 B (a) and 1 KiB (b) are both under 4 KiB; the stores' 2 KiB rows too.
+    assert_eq!(
+        bounds.of_kind(FindingKind::SmallDescriptors).count(),
+        3,
+        "{bounds}"
+    );
+    // Ideal: a once, b once, c once; the kernel moved a three times.
+    assert_eq!(
+        bounds.bytes_ideal,
+        (64 * 128 * 2 + 192 * 512 * 2 + 384 * 512 * 4) as u64
+    );
+    assert_eq!(bounds.bytes_moved, bounds.bytes_ideal + 2 * 64 * 128 * 2);
+    assert!(bounds.of_kind(FindingKind::Spilled).next().is_none());
+}

@@ -123,3 +123,78 @@ fn blocked_fp32_versions_at_the_tutorial_shape_on_trn2_are_not_rejected() {
         );
     }
 }
+
+#[test]
+fn bounds_hold_the_latency_and_tell_the_versions_apart() {
+    use nki_core::FindingKind;
+    // K, M, N: 4 K tiles, 2 M tiles, 2 N tiles of 512 bf16 (1 KiB rows of rhs).
+    let kmn = (512, 256, 1024);
+    let (k, m, n) = kmn;
+    let spec = Target::Trn2.spec();
+    let peak_flops = 2.0 * 128.0 * 128.0 * spec.tensor_ghz;
+    let mut memory = Vec::new();
+    for v in [Version::Tiled, Version::Hoisted] {
+        let p = v.estimate::<bf16>(Target::Trn2, kmn).unwrap();
+        let b = p.bounds();
+        // The model cannot beat its own bounds.
+        for r in &b.table {
+            assert!(r.ns > 0.0 && r.ns <= p.active_ns, "{v}: {r:?}");
+        }
+        assert_eq!(b.bytes_moved, p.dma.bytes, "{v}");
+        assert!(
+            (b.memory_bound_ns - p.dma.bytes as f64 / 368.0).abs() < 1e-6,
+            "{v}"
+        );
+        // Ideal: lhsT and rhs read once, the result written once.
+        // (tiled returns bf16, hoisted fp32).
+        let result_bytes = if v == Version::Tiled { 2 } else { 4 };
+        let ideal = ((k * m + k * n) * 2 + m * n * result_bytes) as u64;
+        assert_eq!(b.bytes_ideal, ideal, "{v}");
+        // Useful FLOPs of bf16 matmuls at TensorE's peak.
+        let flops = 2.0 * (k * m * n) as f64;
+        assert!(
+            (b.compute_bound_ideal_ns - flops / peak_flops).abs() < 1e-6,
+            "{v}"
+        );
+        // 128x128 stationary tiles of 512 columns: MultiplyMoving 512 cycles each.
+        let mms = (k / 128 * m / 128 * n / 512) as f64;
+        assert!(
+            (b.compute_bound_ns - mms * 512.0 / spec.tensor_ghz).abs() < 1e-6,
+            "{v}"
+        );
+        assert_eq!(
+            b.perfect_pipeline_ns,
+            b.memory_bound_ns.max(b.compute_bound_ns)
+        );
+        // rhs rows of 512 bf16 are 1 KiB descriptors; full TensorE tiles.
+        assert!(
+            b.of_kind(FindingKind::SmallDescriptors).count() > 0,
+            "{v}: {b}"
+        );
+        assert_eq!(b.of_kind(FindingKind::ReducedTensorTile).count(), 0, "{v}");
+        let reloaded: u64 = b.of_kind(FindingKind::Reloaded).map(|f| f.bytes).sum();
+        memory.push((reloaded, b.bytes_moved - b.bytes_ideal));
+        let text = p.to_string();
+        assert!(
+            text.contains("memory_bound_ideal") && text.contains("findings:"),
+            "{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(
+            json["performance_bounds"]["bytes_ideal"].as_u64(),
+            Some(ideal),
+            "{v}"
+        );
+        assert!(p.to_html().contains("Performance bounds"));
+    }
+    // Tiled re-loads each lhsT tile for every N tile and each rhs tile for every M tile;
+    // hoisted loads the lhsT column once per M tile.
+    let (lhs_tile, rhs_tile) = (128 * 128 * 2, 128 * 512 * 2);
+    let (kt, mt, nt) = (k / 128, m / 128, n / 512);
+    let rhs_reloads = (nt * kt * (mt - 1) * rhs_tile) as u64;
+    let lhs_reloads = (mt * kt * (nt - 1) * lhs_tile) as u64;
+    assert_eq!(memory[0].0, lhs_reloads + rhs_reloads, "tiled");
+    assert_eq!(memory[1].0, rhs_reloads, "hoisted");
+    // What each moves beyond the ideal is exactly what it re-loads.
+    assert!(memory.iter().all(|(r, extra)| r == extra), "{memory:?}");
+}

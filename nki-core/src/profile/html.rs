@@ -60,6 +60,7 @@ impl Profile {
             self.memory.sbuf_bytes_per_partition
         );
         self.html_bounds(&mut h);
+        self.html_performance_bounds(&mut h);
         self.html_engines(&mut h);
         self.html_timeline(&mut h);
         self.html_lines(&mut h);
@@ -88,6 +89,55 @@ impl Profile {
                 esc(&b.bound.to_string()),
                 human_ns(b.ns),
                 b.percent
+            );
+        }
+        h.push_str("</table>\n");
+    }
+
+    fn html_performance_bounds(&self, h: &mut String) {
+        let b = self.bounds();
+        let _ = writeln!(
+            h,
+            "<h2>Performance bounds</h2>\n<p>DMA peak {:.0} GB/s, TensorE peak {:.1} TFLOPS; \
+             {} moved, {} ideally (each input read once, each output written once); {:.3} \
+             GFLOP adjusted.</p>\n<table><tr><th>bound</th><th>time</th><th colspan=\"2\">\
+             of active time</th></tr>",
+            b.dma_peak_gbps,
+            b.tensor_peak_tflops,
+            human_bytes(b.bytes_moved as f64),
+            human_bytes(b.bytes_ideal as f64),
+            b.useful_flops_adjusted / 1e9
+        );
+        for r in &b.table {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1}%</td>\
+                 <td><div class=\"bar\"><div style=\"width:{:.2}%\"></div></div></td></tr>",
+                esc(r.name),
+                human_ns(r.ns),
+                r.percent_of_active,
+                r.percent_of_active.clamp(0.0, 100.0)
+            );
+        }
+        h.push_str("</table>\n");
+        if b.findings.is_empty() {
+            return;
+        }
+        h.push_str(
+            "<table><tr><th>finding</th><th>line</th><th>api</th><th>instructions</th>\
+             <th>bytes</th><th>detail</th></tr>\n",
+        );
+        for x in &b.findings {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td>{}</td></tr>",
+                esc(x.kind.name()),
+                esc(&x.location),
+                esc(x.api),
+                x.count,
+                human_bytes(x.bytes as f64),
+                esc(&x.detail)
             );
         }
         h.push_str("</table>\n");
@@ -336,6 +386,8 @@ mod tests {
         assert!(h.starts_with("<!DOCTYPE html>"));
         for part in [
             "What bounds the kernel",
+            "Performance bounds",
+            "memory_bound_ideal",
             "Utilisation per engine",
             "Timeline",
             "Top source lines",

@@ -1,9 +1,12 @@
 //! Profiles of modelled launches: the summary ([`summary`]: latency, bottleneck shares,
-//! engine activity, DMA traffic, ...) and its Chrome-trace writer ([`trace`]). The writer
+//! engine activity, DMA traffic, ...), the performance bounds in AWS's vocabulary
+//! ([`bounds`], with the per-line [`findings`]) and its Chrome-trace writer ([`trace`]). The writer
 //! depends on the summary types, never the other way round; so does the self-contained HTML
 //! page ([`html`]).
 
+pub mod bounds;
 pub mod compiler;
+pub mod findings;
 pub mod html;
 pub(crate) mod loops;
 pub mod spills;
@@ -11,7 +14,9 @@ pub mod summary;
 pub mod trace;
 pub(crate) mod units;
 
+pub use bounds::{BoundRow, PerformanceBounds};
 pub use compiler::{CompilerKind, CompilerLine, CompilerStats};
+pub use findings::{Finding, FindingKind};
 pub use spills::{SpillKind, SpillLine, SpillStats};
 pub use summary::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,

@@ -343,6 +343,10 @@ pub struct Profile {
     /// JSON, when the stage was off or changed nothing; see [`crate::Launch::compiler`]).
     #[serde(skip_serializing_if = "crate::profile::compiler::CompilerStats::is_empty")]
     pub compiler: crate::profile::compiler::CompilerStats,
+    /// The record-only facts behind [`Profile::bounds()`] (TensorE time issued, adjusted
+    /// FLOPs, HBM use, per-line findings).
+    #[serde(skip)]
+    pub(crate) bound_facts: crate::profile::findings::BoundFacts,
     /// Program id of each instance, per core: `program_ids[nc][i]`.
     #[serde(skip)]
     pub program_ids: Vec<Vec<Vec<usize>>>,
@@ -356,10 +360,20 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// The summary as pretty-printed JSON (the timeline itself is left out; see
-    /// [`Profile::write_chrome_trace`]).
+    /// The summary as pretty-printed JSON, with the performance bounds
+    /// ([`Profile::bounds()`]) under `performance_bounds` (the timeline itself is left out;
+    /// see [`Profile::write_chrome_trace`]).
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        let json = serde_json::to_value(self).and_then(|mut v| {
+            if let serde_json::Value::Object(m) = &mut v {
+                m.insert(
+                    "performance_bounds".into(),
+                    serde_json::to_value(self.bounds())?,
+                );
+            }
+            serde_json::to_string_pretty(&v)
+        });
+        json.unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
 
     /// Latency in µs.
@@ -474,6 +488,7 @@ impl fmt::Display for Profile {
             self.memory.psum_banks,
             spec.psum_banks
         )?;
+        write!(f, "{}", self.bounds())?;
         if self.cores.len() > 1 {
             for c in &self.cores {
                 writeln!(

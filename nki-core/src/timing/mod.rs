@@ -186,7 +186,7 @@ pub(crate) fn schedule<'a>(
     let (sch, rows) = side_by_side(
         apart,
         "nki-rows",
-        || RecordRows::of_streams(streams),
+        || RecordRows::of_streams(streams, spec),
         || schedule::schedule(streams, spec, &mut prep, &cross),
     );
     Timeline {
@@ -239,6 +239,7 @@ pub(crate) fn profile(timeline: Timeline, memory: MemoryPeak) -> Profile {
         core_dma,
         tr_flops,
         dma,
+        bound_facts,
     } = rows;
     let hw_flops: u64 = core_flops.iter().sum();
     let mut dma = dma;
@@ -414,6 +415,7 @@ pub(crate) fn profile(timeline: Timeline, memory: MemoryPeak) -> Profile {
         device_loops: Vec::new(),
         spills: Default::default(),
         compiler: Default::default(),
+        bound_facts,
         program_ids: streams
             .iter()
             .map(|s| s.instances.iter().map(|(p, _)| p.clone()).collect())

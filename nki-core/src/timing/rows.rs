@@ -3,8 +3,10 @@
 //! records only, so it can be built beside placement (see `timing::schedule`).
 
 use super::fast_hash;
+use crate::profile::findings::BoundFacts;
 use crate::profile::{DmaStats, OpInfo};
 use crate::record::{CoreStream, Engine, Instr, MemKind, Opcode};
+use crate::target::TargetSpec;
 
 /// Records ahead of the one read whose fields are asked for early (see [`prefetch`]).
 const AHEAD: usize = 16;
@@ -73,11 +75,13 @@ pub(super) struct RecordRows {
     pub tr_flops: u64,
     /// DMA traffic: its record-only fields (count, bytes, HBM reads and writes).
     pub dma: DmaStats,
+    /// The facts behind the profile's performance bounds.
+    pub bound_facts: BoundFacts,
 }
 
 impl RecordRows {
-    /// The rows of every record of `streams`.
-    pub(super) fn of_streams(streams: &[CoreStream]) -> RecordRows {
+    /// The rows of every record of `streams` (costed on `spec` for the bounds' TensorE time).
+    pub(super) fn of_streams(streams: &[CoreStream], spec: &TargetSpec) -> RecordRows {
         let n = streams.iter().map(CoreStream::records).sum();
         let mut rows = RecordRows {
             ops: Vec::with_capacity(n),
@@ -87,9 +91,11 @@ impl RecordRows {
             core_dma: vec![0; streams.len().max(1)],
             tr_flops: 0,
             dma: DmaStats::default(),
+            bound_facts: BoundFacts::new(streams.len()),
         };
         for (c, s) in streams.iter().enumerate() {
             for (ii, (_, rs)) in s.instances.iter().enumerate() {
+                rows.bound_facts.begin_instance(rs);
                 for (k, r) in rs.iter().enumerate() {
                     if let Some(ahead) = rs.get(k + AHEAD) {
                         prefetch(ahead);
@@ -148,9 +154,12 @@ impl RecordRows {
                         lines.dma_bytes[slot as usize] += bytes;
                     }
                     rows.line_of.push(slot);
+                    rows.bound_facts.add(spec, c, slot as usize, r);
                 }
             }
         }
+        let keys = rows.lines.keys.iter().map(|(k, _)| (k.0, k.1)).collect();
+        rows.bound_facts = std::mem::take(&mut rows.bound_facts).finish(keys);
         rows
     }
 }

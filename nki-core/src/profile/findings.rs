@@ -1,0 +1,447 @@
+//! The per-line findings of a profile's performance bounds ([`super::bounds`]) and the
+//! record-only facts behind them, gathered with the profile's rows (`timing::rows`, one
+//! [`BoundFacts::add`] per record): small DMA descriptors, loads that re-read bytes, matmuls
+//! on reduced TensorE tiles, transposes that recur, the TensorE time issued, the adjusted
+//! FLOPs and how each HBM tensor is read and written.
+
+use super::units::human_bytes;
+use crate::dtype::DType;
+use crate::error::SourceLoc;
+use crate::record::{BufId, Engine, Instr, MemKind, Opcode};
+use crate::target::TargetSpec;
+use crate::timing::fast_hash::Map;
+use std::fmt;
+
+/// Descriptor size below which AWS's DMA investigation calls a DMA inefficient: "DMA
+/// descriptors below 4 KiB are significantly less efficient ... beyond 4 KB improvements are
+/// marginal" (neuron-agentic-development `investigations/dma_efficiency.md`; measured on trn2:
+/// 1 KiB descriptors 259 GB/s, 4 KiB 354 GB/s).
+pub const EFFICIENT_DESCRIPTOR_BYTES: u64 = 4096;
+
+/// The profiler's `adjusted_flops` weight of a matmul by its input dtype: 4x for fp32 (four
+/// TensorE passes), 0.5x for fp8, 1x for bf16/fp16/tf32 and the rest (neuron-agentic-development
+/// `investigations/te_inefficiency.md`, trn2).
+pub fn adjusted_flops_factor(dtype: DType) -> f64 {
+    if dtype == DType::F32 {
+        4.0
+    } else if dtype.is_fp8() {
+        0.5
+    } else {
+        1.0
+    }
+}
+
+/// What a per-line finding is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum FindingKind {
+    /// DMAs whose descriptors (contiguous runs) are shorter than
+    /// [`EFFICIENT_DESCRIPTOR_BYTES`].
+    SmallDescriptors,
+    /// Loads that read again exactly the HBM bytes an earlier load of the same program
+    /// instance read.
+    Reloaded,
+    /// Spill traffic the capacity resolution added (saves, reloads, input reloads).
+    Spilled,
+    /// Matmuls whose stationary tile uses fewer rows (contraction K) or columns (M) than
+    /// TensorE's processing-element array.
+    ReducedTensorTile,
+    /// Transposes of data an earlier transpose of the same instance already transposed (the
+    /// same HBM bytes, loaded again or transposed by DMA again): work that recurs per
+    /// iteration and could be done once.
+    RecurringTranspose,
+}
+
+impl FindingKind {
+    /// The name the profile prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::SmallDescriptors => "DMA descriptors < 4 KiB",
+            FindingKind::Reloaded => "re-loaded",
+            FindingKind::Spilled => "spilled",
+            FindingKind::ReducedTensorTile => "reduced TensorE tile",
+            FindingKind::RecurringTranspose => "recurring transpose",
+        }
+    }
+}
+
+/// One finding at one source line.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Finding {
+    /// What was found.
+    pub kind: FindingKind,
+    /// `file:line:column` of the NKI call.
+    pub location: String,
+    /// The NKI call (`nl.load`, `nisa.nc_matmul`, ...).
+    pub api: &'static str,
+    /// Instructions concerned.
+    pub count: usize,
+    /// Bytes concerned (DMA findings; 0 for TensorE findings).
+    pub bytes: u64,
+    /// The finding's measure in a few words: the smallest descriptor, the PE array share
+    /// used, the distinct sources transposed, the spilled tile.
+    pub detail: String,
+}
+
+impl fmt::Display for Finding {
+    /// `k.rs:42:9: nl.load: DMA descriptors < 4 KiB, 64x, 2.10 MB (descriptors of 1.0 KB)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}: {}, {}x",
+            self.location,
+            self.api,
+            self.kind.name(),
+            self.count
+        )?;
+        if self.bytes > 0 {
+            write!(f, ", {}", human_bytes(self.bytes as f64))?;
+        }
+        if !self.detail.is_empty() {
+            write!(f, " ({})", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
+/// What one source line's records add to the findings.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LineFacts {
+    small_dmas: usize,
+    small_bytes: u64,
+    smallest_descriptor: u64,
+    reloads: usize,
+    reload_bytes: u64,
+    matmuls: usize,
+    reduced: usize,
+    pe_used: f64,
+    pe_full: f64,
+    transposes: usize,
+    recurring: usize,
+}
+
+/// The record-only facts of a launch behind its bounds, gathered beside the profile's rows
+/// (one call of [`BoundFacts::add`] per record) and kept in the profile.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct BoundFacts {
+    /// Per core stream: TensorE MultiplyMoving time issued, in ns.
+    pub(crate) tensor_ns: Vec<f64>,
+    /// Adjusted FLOPs of the matmuls.
+    pub(crate) useful_flops: f64,
+    /// Per line slot (the rows' line order).
+    lines: Vec<LineFacts>,
+    /// Per HBM tensor: the span read and written, the bytes moved each way, and whether
+    /// its first access was a write.
+    hbm: Vec<HbmUse>,
+    /// Index into `hbm` of each HBM tensor.
+    hbm_index: Map<BufId, usize>,
+    /// The last HBM tensor looked up and its index (loads mostly alternate between a few).
+    hbm_last: Option<(BufId, usize)>,
+    /// This instance has TensorE transposes: which tiles hold loaded data is followed.
+    follow_tiles: bool,
+    /// This instance's HBM reads so far (buffer, byte range).
+    seen_reads: Map<(BufId, u64, u64), ()>,
+    /// This instance's tiles last written by a load: tile region -> the HBM bytes loaded.
+    loaded_from: Map<(BufId, u32, u32, u64, u64), (BufId, u64, u64)>,
+    /// The sources this instance's transposes transposed.
+    transposed: Map<(BufId, u64, u64), ()>,
+    /// The line keys, set when the rows are done (location, api).
+    keys: Vec<(SourceLoc, &'static str)>,
+}
+
+/// How a launch uses one HBM tensor.
+#[derive(Clone, Debug)]
+struct HbmUse {
+    written_first: bool,
+    read_after_write: bool,
+    /// Lowest and one past the highest byte read (`u64::MAX, 0` before any read).
+    read_span: (u64, u64),
+    /// The same for writes.
+    write_span: (u64, u64),
+    read_bytes: u64,
+    write_bytes: u64,
+}
+
+impl HbmUse {
+    const NONE: (u64, u64) = (u64::MAX, 0);
+
+    /// The distinct bytes of a span, at most `bytes` (a span read with gaps moves fewer).
+    fn ideal(span: (u64, u64), bytes: u64) -> u64 {
+        span.1.saturating_sub(span.0).min(bytes)
+    }
+}
+
+/// Widens `span` to cover `lo..hi`.
+fn widen(span: &mut (u64, u64), lo: u64, hi: u64) {
+    span.0 = span.0.min(lo);
+    span.1 = span.1.max(hi);
+}
+
+/// True for records the capacity resolution added (their traffic is counted as spills).
+fn is_spill_record(r: &Instr) -> bool {
+    use super::spills::SpillKind;
+    [
+        SpillKind::InputReload,
+        SpillKind::Save,
+        SpillKind::Reload,
+        SpillKind::Refill,
+    ]
+    .iter()
+    .any(|k| k.name() == r.api)
+}
+
+impl BoundFacts {
+    /// Facts for `cores` core streams.
+    pub(crate) fn new(cores: usize) -> BoundFacts {
+        BoundFacts {
+            tensor_ns: vec![0.0; cores.max(1)],
+            ..Default::default()
+        }
+    }
+
+    /// Starts a new program instance (re-loads and recurring transposes are counted within
+    /// an instance).
+    pub(crate) fn begin_instance(&mut self, records: &[Instr]) {
+        self.seen_reads.clear();
+        self.loaded_from.clear();
+        self.transposed.clear();
+        self.follow_tiles = records.iter().any(|r| r.opcode == Opcode::Transpose);
+    }
+
+    /// The use of HBM tensor `buf`.
+    fn hbm_use(&mut self, buf: BufId) -> &mut HbmUse {
+        let k = match self.hbm_last {
+            Some((b, k)) if b == buf => k,
+            _ => {
+                let next = self.hbm.len();
+                let k = *self.hbm_index.entry(buf).or_insert(next);
+                if k == next {
+                    self.hbm.push(HbmUse {
+                        written_first: false,
+                        read_after_write: false,
+                        read_span: HbmUse::NONE,
+                        write_span: HbmUse::NONE,
+                        read_bytes: 0,
+                        write_bytes: 0,
+                    });
+                }
+                self.hbm_last = Some((buf, k));
+                k
+            }
+        };
+        &mut self.hbm[k]
+    }
+
+    /// Adds record `r` of core stream `core`, at line slot `line`.
+    pub(crate) fn add(&mut self, spec: &TargetSpec, core: usize, line: usize, r: &Instr) {
+        if self.lines.len() <= line {
+            self.lines.resize_with(line + 1, LineFacts::default);
+        }
+        match r.engine {
+            Engine::Tensor => self.add_tensor(spec, core, line, r),
+            Engine::Dma => self.add_dma(line, r),
+            _ => {
+                if self.follow_tiles {
+                    for w in r.writes.iter() {
+                        self.loaded_from.remove(&(w.buf, w.p0, w.p1, w.lo, w.hi));
+                    }
+                }
+            }
+        }
+    }
+
+    fn add_tensor(&mut self, spec: &TargetSpec, core: usize, line: usize, r: &Instr) {
+        if let Some(t) = self.tensor_ns.get_mut(core) {
+            *t += crate::timing::cost::tensor_cost(spec, r).mm_ns;
+        }
+        let l = &mut self.lines[line];
+        match (r.opcode, r.matmul) {
+            (Opcode::Transpose, _) => {
+                l.transposes += 1;
+                let src = r
+                    .reads
+                    .first()
+                    .and_then(|g| self.loaded_from.get(&(g.buf, g.p0, g.p1, g.lo, g.hi)));
+                if let Some(&src) = src {
+                    if self.transposed.insert(src, ()).is_some() {
+                        l.recurring += 1;
+                    }
+                }
+            }
+            (_, Some(m)) => {
+                self.useful_flops += r.hw_flops() as f64 * adjusted_flops_factor(r.in_dtype);
+                let (rows, cols) = (spec.pe_array.0 as f64, spec.pe_array.1 as f64);
+                l.matmuls += 1;
+                let n = m.n.max(1) as f64;
+                l.pe_used += (m.k as f64).min(rows) * (m.m as f64).min(cols) * n;
+                l.pe_full += rows * cols * n;
+                if (m.k as f64) < rows || (m.m as f64) < cols {
+                    l.reduced += 1;
+                }
+            }
+            _ => {}
+        }
+        if self.follow_tiles {
+            for w in r.writes.iter() {
+                self.loaded_from.remove(&(w.buf, w.p0, w.p1, w.lo, w.hi));
+            }
+        }
+    }
+
+    fn add_dma(&mut self, line: usize, r: &Instr) {
+        let Some(d) = r.dma else { return };
+        if r.opcode == Opcode::DmaDescriptors {
+            return;
+        }
+        let spill = is_spill_record(r);
+        let l = &mut self.lines[line];
+        let desc = crate::timing::cost::dma_descriptor_bytes(r);
+        if desc < EFFICIENT_DESCRIPTOR_BYTES && !spill {
+            l.small_dmas += 1;
+            l.small_bytes += d.bytes;
+            l.smallest_descriptor = if l.small_dmas == 1 {
+                desc
+            } else {
+                l.smallest_descriptor.min(desc)
+            };
+        }
+        let src = r.reads.first().copied();
+        let dst = r.writes.first().copied();
+        if spill {
+            return;
+        }
+        if let (MemKind::Hbm, Some(s)) = (d.src, src) {
+            let key = (s.buf, s.lo, s.hi);
+            if self.seen_reads.insert(key, ()).is_some() {
+                l.reloads += 1;
+                l.reload_bytes += d.bytes;
+            }
+            if r.opcode == Opcode::DmaTranspose {
+                l.transposes += 1;
+                if self.transposed.insert(key, ()).is_some() {
+                    l.recurring += 1;
+                }
+            }
+            let u = self.hbm_use(s.buf);
+            if u.write_bytes > 0 {
+                u.read_after_write = true;
+            }
+            widen(&mut u.read_span, s.lo, s.hi);
+            u.read_bytes += d.bytes;
+        }
+        if let (MemKind::Hbm, Some(w)) = (d.dst, dst) {
+            let u = self.hbm_use(w.buf);
+            if u.read_bytes == 0 && u.write_bytes == 0 {
+                u.written_first = true;
+            }
+            widen(&mut u.write_span, w.lo, w.hi);
+            u.write_bytes += d.bytes;
+        }
+        if let Some(w) = dst.filter(|w| self.follow_tiles && matches!(w.buf, BufId::Tile(_))) {
+            let key = (w.buf, w.p0, w.p1, w.lo, w.hi);
+            match (d.src, src) {
+                (MemKind::Hbm, Some(s)) => {
+                    self.loaded_from.insert(key, (s.buf, s.lo, s.hi));
+                }
+                _ => {
+                    self.loaded_from.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Ends the pass: `keys` are the rows' line keys (location, api) in slot order.
+    pub(crate) fn finish(mut self, keys: Vec<(SourceLoc, &'static str)>) -> BoundFacts {
+        self.keys = keys;
+        self.seen_reads = Map::default();
+        self.loaded_from = Map::default();
+        self.transposed = Map::default();
+        self
+    }
+
+    /// The ideal bytes (see [`PerformanceBounds::bytes_ideal`]).
+    pub(crate) fn ideal_bytes(&self) -> u64 {
+        let mut total = 0;
+        for u in &self.hbm {
+            if !u.written_first {
+                total += HbmUse::ideal(u.read_span, u.read_bytes);
+            }
+            if !u.read_after_write {
+                total += HbmUse::ideal(u.write_span, u.write_bytes);
+            }
+        }
+        total
+    }
+
+    /// The findings of the record lines, by kind.
+    pub(crate) fn findings(&self) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for (k, l) in self.lines.iter().enumerate() {
+            let Some(&(loc, api)) = self.keys.get(k) else {
+                continue;
+            };
+            let mut push = |kind, count, bytes, detail: String| {
+                out.push(Finding {
+                    kind,
+                    location: loc.to_string(),
+                    api,
+                    count,
+                    bytes,
+                    detail,
+                })
+            };
+            if l.small_dmas > 0 {
+                let d = format!("descriptors down to {} B", l.smallest_descriptor);
+                push(
+                    FindingKind::SmallDescriptors,
+                    l.small_dmas,
+                    l.small_bytes,
+                    d,
+                );
+            }
+            if l.reloads > 0 {
+                push(
+                    FindingKind::Reloaded,
+                    l.reloads,
+                    l.reload_bytes,
+                    String::new(),
+                );
+            }
+            if l.reduced > 0 {
+                let share = 100.0 * l.pe_used / l.pe_full.max(1.0);
+                let d = format!(
+                    "{} of {} matmuls; {share:.0}% of the PE array used",
+                    l.reduced, l.matmuls
+                );
+                push(FindingKind::ReducedTensorTile, l.reduced, 0, d);
+            }
+            if l.recurring > 0 {
+                let d = format!("{} of {} transposes", l.recurring, l.transposes);
+                push(FindingKind::RecurringTranspose, l.recurring, 0, d);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ideal_bytes_are_the_span_touched_at_most_the_bytes_moved() {
+        let mut span = HbmUse::NONE;
+        assert_eq!(HbmUse::ideal(span, 0), 0);
+        widen(&mut span, 100, 200);
+        widen(&mut span, 0, 50);
+        assert_eq!(span, (0, 200));
+        assert_eq!(HbmUse::ideal(span, 1000), 200);
+        assert_eq!(HbmUse::ideal(span, 150), 150);
+    }
+
+    #[test]
+    fn adjusted_flops_weigh_fp32_four_times_and_fp8_half() {
+        assert_eq!(adjusted_flops_factor(DType::F32), 4.0);
+        assert_eq!(adjusted_flops_factor(DType::BF16), 1.0);
+        assert_eq!(adjusted_flops_factor(DType::F8E4M3), 0.5);
+    }
+}
