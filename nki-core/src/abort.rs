@@ -15,7 +15,6 @@
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use std::any::Any;
 use std::cell::Cell;
-use std::collections::HashSet;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
@@ -171,25 +170,9 @@ pub(crate) fn catch<R>(program_id: &[usize], f: impl FnOnce() -> R) -> Result<R,
     })
 }
 
-/// The location of a panic as a [`SourceLoc`]; file names are interned (each distinct name
-/// is kept once for the life of the process, as `SourceLoc` holds `&'static str`).
+/// The location of a panic as a [`SourceLoc`] (its file name interned, see [`SourceLoc::new`]).
 fn source_loc(l: &panic::Location<'_>) -> SourceLoc {
-    static FILES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
-    let mut g = FILES.lock().unwrap_or_else(|p| p.into_inner());
-    let files = g.get_or_insert_with(HashSet::new);
-    let file = match files.get(l.file()) {
-        Some(f) => *f,
-        None => {
-            let f: &'static str = Box::leak(l.file().to_owned().into_boxed_str());
-            files.insert(f);
-            f
-        }
-    };
-    SourceLoc {
-        file,
-        line: l.line(),
-        column: l.column(),
-    }
+    SourceLoc::new(l.file(), l.line(), l.column())
 }
 
 fn stop_of(payload: Box<dyn Any + Send>, program_id: &[usize]) -> Stop {

@@ -2,8 +2,17 @@
 //! [`ErrorKind`], an NKI-like message naming the operands and shapes, the op, the program id of
 //! the instance that made it, and the kernel source line.
 
+use std::cell::Cell;
+use std::collections::HashSet;
 use std::fmt;
 use std::panic::Location;
+use std::sync::Mutex;
+
+thread_local! {
+    /// The kernel line a front end in another language is running on this thread (see
+    /// [`SourceLoc::at`]): while set, it is every op's [`SourceLoc::caller`].
+    static FRONT_END_LOC: Cell<Option<SourceLoc>> = const { Cell::new(None) };
+}
 
 /// A kernel source location (captured with `#[track_caller]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -17,15 +26,51 @@ pub struct SourceLoc {
 }
 
 impl SourceLoc {
-    /// The location of the caller of the current `#[track_caller]` function chain.
+    /// The location of the caller of the current `#[track_caller]` function chain (or, inside
+    /// [`SourceLoc::at`], the location given there).
     #[track_caller]
+    #[inline]
     pub fn caller() -> Self {
+        if let Some(l) = FRONT_END_LOC.with(Cell::get) {
+            return l;
+        }
         let l = Location::caller();
         SourceLoc {
             file: l.file(),
             line: l.line(),
             column: l.column(),
         }
+    }
+
+    /// A location in `file` (a name kept once for the life of the process: `SourceLoc` holds
+    /// `&'static str`, and a program names few files).
+    pub fn new(file: &str, line: u32, column: u32) -> SourceLoc {
+        static FILES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+        let mut g = FILES.lock().unwrap_or_else(|p| p.into_inner());
+        let files = g.get_or_insert_with(HashSet::new);
+        let file = match files.get(file) {
+            Some(f) => *f,
+            None => {
+                let f: &'static str = Box::leak(file.to_owned().into_boxed_str());
+                files.insert(f);
+                f
+            }
+        };
+        SourceLoc { file, line, column }
+    }
+
+    /// Runs `f` with `self` as the kernel line of every op it calls: how a front end in
+    /// another language (the `nki_rs` Python package) names its kernel's own lines in errors
+    /// and profiles. Nested calls restore the outer location, also when `f` unwinds.
+    pub fn at<R>(self, f: impl FnOnce() -> R) -> R {
+        struct Restore(Option<SourceLoc>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                FRONT_END_LOC.with(|l| l.set(self.0));
+            }
+        }
+        let _restore = Restore(FRONT_END_LOC.with(|l| l.replace(Some(self))));
+        f()
     }
 }
 

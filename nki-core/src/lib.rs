@@ -59,6 +59,8 @@
 //! - [`sweep`]: parameter sweeps on modelled time (and, with the `criterion` feature, a
 //!   criterion measurement of modelled time).
 //! - [`mesh`]: multi-device meshes with sharded tensors, remote DMA and collectives.
+//! - [`frontend`]: what a front end in another language (the `nki_rs` Python package) runs
+//!   kernels through.
 //! - [`ndarray`] and [`half`]: the versions of those crates this API takes, re-exported.
 
 #![warn(missing_docs)]
@@ -78,6 +80,7 @@ mod engine;
 mod error;
 pub mod example;
 mod exec;
+pub mod frontend;
 mod hbm;
 mod isa;
 mod lang;

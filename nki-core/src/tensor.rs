@@ -542,7 +542,7 @@ impl Tensor {
     }
 
     /// The launch's storage of a shared-HBM tensor (what a kernel returns).
-    fn returned(&self, loc: SourceLoc) -> Arc<HbmStorage> {
+    pub(crate) fn returned(&self, loc: SourceLoc) -> Arc<HbmStorage> {
         match &self.repr {
             Repr::Hbm(v, Buffer::SharedHbm) => v.st.clone(),
             _ => raise(
@@ -954,7 +954,7 @@ impl<'a> DmaTarget<'a> for &TensorRef<'a> {
 
 /// The shared-HBM tensors one program instance returned from a kernel (opaque).
 #[doc(hidden)]
-pub struct Returned(Vec<Arc<HbmStorage>>);
+pub struct Returned(pub(crate) Vec<Arc<HbmStorage>>);
 
 /// What a kernel body may return: a shared-HBM [`Tensor`] or a tuple of them (the
 /// `#[nki_kernel]` form `fn k(...) -> Hbm<T>` / `-> (Hbm<A>, Hbm<B>)`).

@@ -34,7 +34,7 @@ pub struct HbmView {
 }
 
 impl HbmView {
-    pub(super) fn whole(st: &Arc<HbmStorage>, input: bool) -> HbmView {
+    pub(crate) fn whole(st: &Arc<HbmStorage>, input: bool) -> HbmView {
         HbmView {
             st: st.clone(),
             ap: st.whole,
