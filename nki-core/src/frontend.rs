@@ -20,6 +20,7 @@ use crate::access::{Ap, Shape};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::{HbmStorage, HbmView};
+use crate::record::MemKind;
 use crate::reinterpret;
 use crate::tensor::{KernelOutputs, KernelReturn, Returned, Tensor};
 use crate::tile::{Tile, TileRef};
@@ -168,7 +169,7 @@ pub fn detach(view: &TileRef<'_>) -> Result<ChipView> {
         ));
     }
     Ok(ChipView {
-        ap: view.ap.clone(),
+        ap: view.ap,
         cast: view.cast,
     })
 }
@@ -177,10 +178,17 @@ pub fn detach(view: &TileRef<'_>) -> Result<ChipView> {
 pub fn attach<'a>(tile: &'a Tile, v: &ChipView) -> TileRef<'a> {
     TileRef {
         tile,
-        ap: v.ap.clone(),
+        ap: v.ap,
         cast: v.cast,
         ind: None,
     }
+}
+
+/// Checks a shape `dims` for an on-chip tensor in `mem` as allocating it would (dimensions,
+/// partition limit, elements), without allocating: a front end that allocates a tensor at
+/// its first use reports a bad shape at the allocating call.
+pub fn check_on_chip(api: &'static str, mem: MemKind, dims: &[usize]) -> Result<()> {
+    crate::tile::check_tile_shape(api, mem, Shape::new(dims)?)
 }
 
 /// True while a kernel instance runs on this thread: `nl` / `nisa` calls are valid.
@@ -264,7 +272,7 @@ mod tests {
                 at(5).at(|| {
                     nisa::dma_copy(
                         attach(x.tile(), &dst),
-                        &crate::TensorRef::Hbm(a.input_view()),
+                        crate::TensorRef::Hbm(a.input_view()),
                         None,
                     )
                 });
@@ -283,7 +291,7 @@ mod tests {
             .run(|| {
                 let loc = SourceLoc::new("kernel.py", 12, 9);
                 let r = guard(|| loc.at(|| nl::ndarray(&[256, 4], DType::F32, nl::sbuf)));
-                let abort = r.err().expect("256 partitions are over the limit");
+                let abort = r.expect_err("256 partitions are over the limit");
                 let e = abort.error().expect("an op's error");
                 assert_eq!(e.kind(), ErrorKind::PartitionLimit);
                 assert_eq!(e.location(), Some(loc));
@@ -293,5 +301,14 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::PartitionLimit);
         assert!(e.to_string().contains("kernel.py:12:9"), "{e}");
         assert!(!in_kernel());
+    }
+
+    #[test]
+    fn on_chip_shapes_are_checked_without_allocating() {
+        assert!(check_on_chip("nl.ndarray", MemKind::Sbuf, &[128, 512]).is_ok());
+        let e = check_on_chip("nl.ndarray", MemKind::Psum, &[129, 4]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::PartitionLimit);
+        let e = check_on_chip("nl.ndarray", MemKind::Sbuf, &[128]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     }
 }

@@ -2,8 +2,12 @@
 //! the nki-core `nl` call a Rust kernel makes.
 
 use crate::call::op;
-use crate::tensor::{bad_arg, dtype_of, tensor, PyBuffer, PyDType, PyDs, PyTensor, Value, DTYPES};
+use crate::tensor::{
+    bad_arg, dtype_of, tensor, PyBuffer, PyDType, PyDs, PyTensor, Spec, Value, DTYPES,
+};
+use nki_core::frontend;
 use nki_core::nl::{self, AffineRange, Alloc, Buffer, TensorRef};
+use nki_core::SourceLoc;
 use nki_core::{ActFn, AluOp, DType};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -45,9 +49,23 @@ fn ndarray(
     address: Option<(usize, usize)>,
 ) -> PyResult<PyTensor> {
     let (dtype, a) = (dtype_of(dtype)?, alloc(buffer, name, address)?);
-    op(py, "nl.ndarray", || {
-        PyTensor::of_tensor(nl::ndarray(&shape, dtype, a))
-    })
+    match a.buffer {
+        // Made at first use (see `tensor::Lazy`); its shape is checked here, at its line.
+        Buffer::Sbuf | Buffer::Psum => op(py, "nl.ndarray", || {
+            if let Err(e) = frontend::check_on_chip("nl.ndarray", a.buffer.mem(), &shape) {
+                frontend::fail(e)
+            }
+            PyTensor::of_spec(Spec {
+                shape: shape.clone(),
+                dtype,
+                alloc: a.clone(),
+                loc: SourceLoc::caller(),
+            })
+        }),
+        Buffer::PrivateHbm | Buffer::SharedHbm => op(py, "nl.ndarray", || {
+            PyTensor::of_tensor(nl::ndarray(&shape, dtype, a))
+        }),
+    }
 }
 
 /// `nl.full(shape, fill_value, dtype, buffer=nl.sbuf, name=None)`: a tensor filled with

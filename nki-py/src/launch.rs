@@ -126,6 +126,18 @@ impl PyProfile {
         self.0.instructions
     }
 
+    /// Peak SBUF bytes per partition held by live tiles.
+    #[getter]
+    fn sbuf_peak_bytes(&self) -> usize {
+        self.0.memory.sbuf_bytes_per_partition
+    }
+
+    /// Peak PSUM bytes per partition held by live tiles.
+    #[getter]
+    fn psum_peak_bytes(&self) -> usize {
+        self.0.memory.psum_bytes_per_partition
+    }
+
     /// Model FLOPs utilisation in percent.
     #[getter]
     fn mfu_percent(&self) -> f64 {

@@ -1,21 +1,67 @@
 //! `NkiTensor`: what a kernel holds, an nki-core tensor or a view of one (a slice, a
 //! reshape, an access pattern), and the dtype and buffer objects of `nki.language`.
+//!
+//! An on-chip tensor `nl.ndarray` allocates is made in nki-core at its first use ([`Lazy`]):
+//! in `x = nl.ndarray(...)` inside a loop, Python still holds the previous iteration's `x`
+//! while the call runs and drops it only when the result is stored, where a Rust kernel's
+//! `let x` dropped it at the end of the iteration. Made at first use, the new tile is
+//! allocated after the old one is gone, so the live tiles, the capacity checks and the
+//! profile's SBUF/PSUM peak are a Rust kernel's.
 
 use crate::call::{fail, op};
 use nki_core::frontend::{attach, detach, AnyHbm, ChipView};
 use nki_core::nl::Operand;
-use nki_core::nl::{Buffer, Tensor, TensorRef};
-use nki_core::{DType, ErrorKind, HbmView, Ix, NkiError, Tile, TileRef};
+use nki_core::nl::{Alloc, Buffer, Tensor, TensorRef};
+use nki_core::{DType, ErrorKind, HbmView, Ix, NkiError, SourceLoc, Tile, TileRef};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyEllipsis, PySlice, PyTuple};
+use std::cell::OnceCell;
 use std::rc::Rc;
+
+/// A tensor the kernel allocated: made at once, or (unwritten on-chip tensors) at its first
+/// use.
+pub(crate) struct Lazy {
+    made: OnceCell<Tensor>,
+    /// What to allocate and the kernel line that asked for it (`None`: made at once).
+    spec: Option<Spec>,
+}
+
+/// An `nl.ndarray` call not made yet.
+pub(crate) struct Spec {
+    pub(crate) shape: Vec<usize>,
+    pub(crate) dtype: DType,
+    pub(crate) alloc: Alloc,
+    pub(crate) loc: SourceLoc,
+}
+
+impl Lazy {
+    /// The tensor, made now if it is not yet (inside [`op`]: its allocation may fail the
+    /// kernel, at the line of the `nl.ndarray` call).
+    fn get(&self) -> &Tensor {
+        self.made.get_or_init(|| match &self.spec {
+            Some(s) => s
+                .loc
+                .at(|| nki_core::nl::ndarray(&s.shape, s.dtype, s.alloc.clone())),
+            None => unreachable!("a tensor made at once is set when it is made"),
+        })
+    }
+
+    /// The shape and dtype, without making the tensor.
+    fn shape_dtype(&self) -> (Vec<usize>, DType) {
+        match (self.made.get(), &self.spec) {
+            (Some(t), _) => (t.shape().to_vec(), t.dtype()),
+            (None, Some(s)) => (s.shape.clone(), s.dtype),
+            (None, None) => unreachable!("a tensor made at once is set when it is made"),
+        }
+    }
+}
 
 /// What a Python tensor object stands on.
 #[derive(Clone)]
 enum Base {
     /// A tensor the kernel allocated (`nl.ndarray`, ...), in any memory.
-    Tensor(Rc<Tensor>),
+    Tensor(Rc<Lazy>),
     /// A tile an `nl` operator returned.
     Tile(Rc<Tile>),
     /// A kernel argument in HBM (read-only).
@@ -45,7 +91,21 @@ impl PyTensor {
     /// A whole tensor the kernel allocated.
     pub(crate) fn of_tensor(t: Tensor) -> PyTensor {
         PyTensor {
-            base: Base::Tensor(Rc::new(t)),
+            base: Base::Tensor(Rc::new(Lazy {
+                made: OnceCell::from(t),
+                spec: None,
+            })),
+            view: View::Whole,
+        }
+    }
+
+    /// A whole on-chip tensor made at its first use.
+    pub(crate) fn of_spec(spec: Spec) -> PyTensor {
+        PyTensor {
+            base: Base::Tensor(Rc::new(Lazy {
+                made: OnceCell::new(),
+                spec: Some(spec),
+            })),
             view: View::Whole,
         }
     }
@@ -70,8 +130,19 @@ impl PyTensor {
     /// returns).
     pub(crate) fn whole_tensor(&self) -> Option<&Tensor> {
         match (&self.base, &self.view) {
-            (Base::Tensor(t), View::Whole) => Some(t),
+            (Base::Tensor(t), View::Whole) => Some(t.get()),
             _ => None,
+        }
+    }
+
+    /// The shape and dtype (without making a tensor not made yet).
+    fn shape_dtype(&self) -> (Vec<usize>, DType) {
+        match (&self.base, &self.view) {
+            (Base::Tensor(t), View::Whole) => t.shape_dtype(),
+            _ => {
+                let r = self.tref();
+                (r.shape().to_vec(), r.dtype())
+            }
         }
     }
 
@@ -81,8 +152,8 @@ impl PyTensor {
         match (&self.base, &self.view) {
             (_, View::Hbm(v)) => TensorRef::Hbm(v.clone()),
             (Base::Input(t), _) => TensorRef::Hbm(t.input_view()),
-            (Base::Tensor(t), View::Whole) => t.view(),
-            (Base::Tensor(t), View::Chip(c)) => TensorRef::Chip(attach(t.tile(), c)),
+            (Base::Tensor(t), View::Whole) => t.get().view(),
+            (Base::Tensor(t), View::Chip(c)) => TensorRef::Chip(attach(t.get().tile(), c)),
             (Base::Tile(t), View::Whole) => TensorRef::Chip(t.view()),
             (Base::Tile(t), View::Chip(c)) => TensorRef::Chip(attach(t, c)),
         }
@@ -122,33 +193,36 @@ impl PyTensor {
     /// The shape, a tuple.
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let dims = op_free(|| self.tref().shape().to_vec());
-        PyTuple::new(py, dims)
+        PyTuple::new(py, self.shape_dtype().0)
     }
 
     /// The dtype.
     #[getter]
     fn dtype(&self) -> PyDType {
-        PyDType(op_free(|| self.tref().dtype()))
+        PyDType(self.shape_dtype().1)
     }
 
     /// The number of dimensions.
     #[getter]
     fn ndim(&self) -> usize {
-        op_free(|| self.tref().shape().len())
+        self.shape_dtype().0.len()
     }
 
     /// The number of elements.
     #[getter]
     fn size(&self) -> usize {
-        op_free(|| self.tref().shape().iter().product())
+        self.shape_dtype().0.iter().product()
     }
 
     /// The memory the tensor lives in.
     #[getter]
     fn buffer(&self) -> PyBuffer {
         PyBuffer(match &self.base {
-            Base::Tensor(t) => t.buffer(),
+            Base::Tensor(t) => match (t.made.get(), &t.spec) {
+                (Some(t), _) => t.buffer(),
+                (None, Some(s)) => s.alloc.buffer,
+                (None, None) => unreachable!("a tensor made at once is set when it is made"),
+            },
             Base::Tile(t) if t.mem() == nki_core::MemKind::Psum => Buffer::Psum,
             Base::Tile(_) => Buffer::Sbuf,
             Base::Input(_) => Buffer::SharedHbm,
@@ -159,7 +233,11 @@ impl PyTensor {
     #[getter]
     fn name(&self) -> String {
         match &self.base {
-            Base::Tensor(t) => t.name(),
+            Base::Tensor(t) => match (t.made.get(), &t.spec) {
+                (Some(t), _) => t.name(),
+                (_, Some(s)) => s.alloc.name.clone().unwrap_or_default(),
+                (None, None) => String::new(),
+            },
             Base::Tile(_) => String::new(),
             Base::Input(t) => t.name(),
         }
@@ -167,7 +245,7 @@ impl PyTensor {
 
     /// `t[...]`: integer indices, slices (`start:stop:step`), `nl.ds(start, size)` and `...`.
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        let shape = op_free(|| self.tref().shape().to_vec());
+        let shape = self.shape_dtype().0;
         let index = index_of(key, &shape)?;
         self.view_op(py, "slice", |t| t.slice(index))
     }
@@ -223,7 +301,7 @@ impl PyTensor {
     }
 
     fn __repr__(&self) -> String {
-        let (shape, dtype) = op_free(|| (self.tref().shape().to_vec(), self.tref().dtype()));
+        let (shape, dtype) = self.shape_dtype();
         format!(
             "NkiTensor({}, {:?}, buffer={})",
             dtype.name(),
@@ -231,11 +309,6 @@ impl PyTensor {
             self.buffer().0.nki_name()
         )
     }
-}
-
-/// Runs `f`, a query that cannot fail (shape, dtype), outside the op plumbing.
-fn op_free<R>(f: impl FnOnce() -> R) -> R {
-    f()
 }
 
 /// The index a Python key (`t[key]`) stands for over a tensor of `shape`.

@@ -79,3 +79,26 @@ def test_a_profile_without_values_is_an_error_only_when_values_are_read():
 
     p = nki_rs.estimate(copy, np.zeros((128, 64), np.float32))
     assert p.instructions == 2
+
+
+@nki.jit
+def add_loop(a, b):
+    c = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        x = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        y = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a[i * 128:(i + 1) * 128, :])
+        nisa.dma_copy(dst=y, src=b[i * 128:(i + 1) * 128, :])
+        z = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=z, data1=x, data2=y, op=nl.add)
+        nisa.dma_copy(dst=c[i * 128:(i + 1) * 128, :], src=z)
+    return c
+
+
+def test_a_loop_body_holds_one_iterations_tiles_as_a_rust_kernel_does():
+    """x, y, z of [128, 512] fp32 are 3 x 2048 bytes per partition: the previous
+    iteration's tiles, still bound to the Python names, do not count."""
+    shape = nki_rs.Shaped((512, 512), "float32")
+    p = nki_rs.estimate(add_loop, shape, shape)
+    assert p.sbuf_peak_bytes == 3 * 512 * 4
+    assert p.psum_peak_bytes == 0
