@@ -13,7 +13,10 @@
 //!   beside ndarray's f32 `dot` of the same shapes (`ndarray_dot`, matrixmultiply's GEMM).
 //! * `estimate/*`: estimate-mode launches of the four matmul tutorial kernels at the tutorial's
 //!   benchmark shape on trn1 (shape-only tensors); throughput in elements = instruction
-//!   records, so criterion reports records per second.
+//!   records, so criterion reports records per second. `estimate/compiled/gemm4096` and
+//!   `estimate/as_written/gemm4096`: the fully optimised tutorial kernel on a 4096³ bf16 GEMM
+//!   (blocking 1 x 1 x 4, trn2) with the Beta-1 compiler stage (`CompilerStage::BETA1`) and
+//!   without it (what the compiler's transformations cost the estimate).
 //! * `add_scaling_f32/nki/<n>`: the add at n = 1024 … 8192 (grid `[n / 128, n / 512]`), with
 //!   throughput in elements to show that time grows linearly with the data.
 //!
@@ -27,7 +30,8 @@ use ndarray::{Array2, ArrayView2};
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
 use nki_core::nisa::classic as nisa;
-use nki_kernels::matmul::{MatmulKernel, TUTORIAL_BENCHMARK_KMN};
+use nki_core::{with_compiler_stage, CompilerStage};
+use nki_kernels::matmul::{Blocking, MatmulKernel, TUTORIAL_BENCHMARK_KMN};
 use std::time::Duration;
 
 /// Tile partition size.
@@ -231,6 +235,23 @@ fn bench_estimate(c: &mut Criterion) {
         let estimate = |out: &mut Hbm<bf16>| {
             kernel
                 .estimate(Target::Trn1, &lhs_t, &rhs, out)
+                .expect("estimate runs")
+        };
+        let records = estimate(&mut out).instructions;
+        g.throughput(Throughput::Elements(records as u64));
+        g.bench_function(id, |bch| bch.iter(|| estimate(&mut out)));
+    }
+    // A 4096³ GEMM with the compiler stage and without it.
+    let s = 4096;
+    let (lhs_t, rhs) = (Hbm::shape_only([s, s]), Hbm::shape_only([s, s]));
+    let mut out = Hbm::<bf16>::shape_only([s, s]);
+    let kernel = MatmulKernel::FullyOptimized(Blocking::new(1, 1, 4));
+    for (stage, id) in [
+        (CompilerStage::BETA1, "compiled/gemm4096"),
+        (CompilerStage::OFF, "as_written/gemm4096"),
+    ] {
+        let estimate = |out: &mut Hbm<bf16>| {
+            with_compiler_stage(stage, || kernel.estimate(Target::Trn2, &lhs_t, &rhs, out))
                 .expect("estimate runs")
         };
         let records = estimate(&mut out).instructions;
