@@ -13,6 +13,7 @@ use crate::hbm::writers::{Writer, WriterKind};
 use crate::memory::MemoryTracker;
 use crate::record::{AffinePos, BufId, Instr};
 use crate::target::Target;
+use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
@@ -83,21 +84,49 @@ pub(crate) struct InstanceCtx {
     /// How many tensors this instance allocated in shared HBM so far (the next one is the
     /// launch's tensor of this number, see [`LaunchShared::kernel_outputs`]).
     pub(crate) shared_hbm_allocs: usize,
-    /// The ScalarE and VectorE accumulator registers (`reduce_cmd` chaining).
-    pub(crate) accum: crate::isa::accum_regs::Accumulators,
-    /// Device loops (`nl::fori_loop`, `nl::while_loop`): the active ones, their body tiles'
-    /// ids, the launch's estimate trip counts and the finished runs for the profile.
-    pub(crate) loops: crate::lang::loop_state::Loops,
-    /// The meeting point of the two cores of an LNC=2 launch (`nisa::sendrecv`,
-    /// `nisa::core_barrier`); `None` in other launches.
-    pub(crate) lnc: Option<Arc<crate::isa::lnc_state::Pair>>,
-    /// The XORWOW generators of GpSimdE and VectorE (`nisa::rng`, `nisa::rand_set_state`).
-    pub(crate) hw_rng: crate::isa::rng_state::HwRng,
+    /// The ids of the tiles allocated in device-loop bodies (one buffer in every iteration).
+    pub(crate) loop_tiles: crate::memory::LoopTiles,
+    /// The instance's state kept by the instructions and the language in their own folders
+    /// (the accumulator registers, the engines' RNG generators and the LNC=2 meeting point
+    /// of `isa/`, the device loops of `lang/`).
+    pub(crate) state: InstanceState,
     /// The name the instructions issued now carry (`nisa::named`), if any.
     pub(crate) name: Option<crate::names::InstrName>,
     /// The dialect the running kernel is written in (from its `#[nki_kernel]` attribute, see
     /// [`crate::dialect::Dialect`]); read it with [`InstanceCtx::dialect`].
     pub(crate) dialect: crate::dialect::Dialect,
+}
+
+/// State of one running instance that the instruction sets and the language keep in their own
+/// modules: one value of each type, made (`Default`) on its first use. The context holds it
+/// without knowing its types, so it depends on none of those modules.
+#[derive(Default)]
+pub(crate) struct InstanceState(Vec<Box<dyn Any + Send>>);
+
+impl InstanceState {
+    /// The instance's value of type `T` (a default one the first time).
+    pub(crate) fn get<T: Any + Send + Default>(&mut self) -> &mut T {
+        let i = match self.0.iter().position(|v| v.is::<T>()) {
+            Some(i) => i,
+            None => {
+                self.0.push(Box::new(T::default()));
+                self.0.len() - 1
+            }
+        };
+        self.0[i]
+            .downcast_mut()
+            .expect("the value at its type's index")
+    }
+
+    /// Sets the instance's value of type `T` (before it runs: the launch's part of it).
+    pub(crate) fn set<T: Any + Send + Default>(&mut self, value: T) {
+        *self.get::<T>() = value;
+    }
+
+    /// Takes the instance's value of type `T` out (after it ran), leaving a default one.
+    pub(crate) fn take<T: Any + Send + Default>(&mut self) -> T {
+        std::mem::take(self.get::<T>())
+    }
 }
 
 thread_local! {
@@ -179,10 +208,8 @@ impl InstanceCtx {
             private_hbm: Vec::new(),
             writer: [None; 3],
             shared_hbm_allocs: 0,
-            accum: Default::default(),
-            loops: Default::default(),
-            lnc: None,
-            hw_rng: Default::default(),
+            loop_tiles: Default::default(),
+            state: InstanceState::default(),
             name: None,
             dialect: crate::dialect::Dialect::Beta1,
         }

@@ -103,6 +103,7 @@ mod tensor;
 mod tile;
 mod timing;
 pub mod typed;
+mod values;
 mod view;
 mod written;
 

@@ -16,6 +16,7 @@ use crate::record::MemKind;
 use crate::slots::SlotVec;
 use crate::target::TargetSpec;
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 /// A live on-chip tile, as the tracker sees it.
 #[derive(Clone, Debug)]
@@ -591,5 +592,67 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Capacity);
         assert!(e.message().contains("more than a partition holds"), "{e}");
+    }
+}
+
+/// The ids of the tiles allocated in device-loop bodies (`nl::fori_loop`, `nl::while_loop`) of
+/// one instance: one body allocation is one buffer in every iteration, so it gets the id it
+/// got in the loop's earlier iterations. Its key is the loop nest, its line and how many tiles
+/// that line allocated before it in the iteration.
+#[derive(Default)]
+pub(crate) struct LoopTiles {
+    /// The active device loops, outermost first: each one's line and its allocations per line
+    /// in the current iteration.
+    stack: Vec<(SourceLoc, HashMap<SourceLoc, u32>)>,
+    /// The tile id of each body allocation (loop nest, line, occurrence), kept while the
+    /// outermost device loop runs.
+    ids: HashMap<(Vec<SourceLoc>, SourceLoc, u32), u64>,
+}
+
+impl LoopTiles {
+    /// A device loop at `loc` begins (inside the active ones).
+    pub(crate) fn enter(&mut self, loc: SourceLoc) {
+        self.stack.push((loc, HashMap::new()));
+    }
+
+    /// The innermost device loop begins an iteration.
+    pub(crate) fn next_iteration(&mut self) {
+        if let Some((_, seen)) = self.stack.last_mut() {
+            seen.clear();
+        }
+    }
+
+    /// The innermost device loop ends (after the outermost, the ids are forgotten).
+    pub(crate) fn exit(&mut self) {
+        self.stack.pop();
+        if self.stack.is_empty() {
+            self.ids.clear();
+        }
+    }
+
+    /// The id of a tile allocated at `loc`: inside a device loop, the same id for the same
+    /// allocation in every iteration (`fresh` gives a new one the first time); `None`
+    /// outside device loops.
+    #[inline]
+    pub(crate) fn tile_id(&mut self, loc: SourceLoc, fresh: impl FnOnce() -> u64) -> Option<u64> {
+        if self.stack.is_empty() {
+            return None; // outside device loops (the common case: no lookup)
+        }
+        self.loop_tile_id(loc, fresh)
+    }
+
+    /// [`LoopTiles::tile_id`] inside a device loop.
+    fn loop_tile_id(&mut self, loc: SourceLoc, fresh: impl FnOnce() -> u64) -> Option<u64> {
+        let (_, seen) = self.stack.last_mut()?;
+        let n = seen.entry(loc).or_insert(0);
+        let occurrence = *n;
+        *n += 1;
+        let nest: Vec<SourceLoc> = self.stack.iter().map(|f| f.0).collect();
+        Some(
+            *self
+                .ids
+                .entry((nest, loc, occurrence))
+                .or_insert_with(fresh),
+        )
     }
 }

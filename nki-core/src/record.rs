@@ -662,6 +662,20 @@ impl CoreStream {
     }
 }
 
+/// One run of a device loop (`nl::fori_loop`, `nl::while_loop`) by one instance: the records
+/// (indices into the instance's record stream) of each iteration, which the profile's loop
+/// summaries read.
+#[derive(Clone, Debug)]
+pub(crate) struct LoopLog {
+    /// `nl.fori_loop` or `nl.while_loop`.
+    pub(crate) api: &'static str,
+    /// The loop's line.
+    pub(crate) loc: SourceLoc,
+    /// Per iteration: its first record, the first of its loop-branch records, and the end of
+    /// its records (`start..branch` is the body, `branch..end` the loop's own branches).
+    pub(crate) iterations: Vec<(usize, usize, usize)>,
+}
+
 /// Record buffers handed back after their launch was modelled, kept for the next launches'
 /// instances so recording neither regrows a buffer (realloc and copy) nor touches fresh pages.
 static SPARE_BUFFERS: std::sync::Mutex<Vec<Vec<Instr>>> = std::sync::Mutex::new(Vec::new());

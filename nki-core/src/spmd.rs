@@ -9,6 +9,8 @@ use crate::builder::setters;
 use crate::context::{InstanceCtx, LaunchShared, Mode};
 pub use crate::dialect::Dialect;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::isa::lnc_state::Link;
+use crate::lang::loop_state::Loops;
 use crate::memory::MemoryPeak;
 use crate::profile::Profile;
 use crate::target::Target;
@@ -528,7 +530,7 @@ impl Launch {
                     shared.clone(),
                 );
                 ctx.feed = feed.lock().unwrap_or_else(|p| p.into_inner()).take();
-                ctx.loops.trips = self.trip_counts.clone();
+                ctx.state.get::<Loops>().trips = self.trip_counts.clone();
                 ctx.dialect = self.dialect;
                 if self.compiler.fuse || self.compiler.hoist_compute {
                     // The stage may keep tiles the kernel dropped: the capacity resolution
@@ -582,9 +584,9 @@ impl Launch {
                 self.target,
                 shared.clone(),
             );
-            ctx.loops.trips = self.trip_counts.clone();
+            ctx.state.get::<Loops>().trips = self.trip_counts.clone();
             ctx.dialect = self.dialect;
-            ctx.lnc = Some(pair.clone());
+            ctx.state.set(Link(Some(pair.clone())));
             let (ctx, outcome) = crate::context::run_instance(ctx, kernel);
             pair.finish(core, outcome.is_ok());
             outcome.ok().map(|()| Finished::of(i as u64, ctx))
@@ -650,7 +652,7 @@ impl Finished {
                 pid: std::mem::take(&mut ctx.program_id),
                 core: ctx.nc,
                 feed: ctx.feed.take(),
-                loops: std::mem::take(&mut ctx.loops.log),
+                loops: ctx.state.take::<Loops>().log,
                 records: ctx.records,
                 peak: ctx.mem.peak,
                 over: ctx.mem.over.take(),

@@ -10,10 +10,9 @@ use crate::access::{Ap, IntoIndex, Ix, Shape, MAX_DIMS};
 use crate::context;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
-use crate::hbm::values::Values;
-use crate::hbm::HbmView;
 use crate::memory::TileDesc;
 use crate::record::{BufId, MemKind, Region};
+use crate::values::Values;
 use crate::written::{describe_tile, unwritten_error, Rect, UnwrittenTile};
 use std::cell::{Cell, OnceCell, Ref, RefCell, RefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -120,7 +119,7 @@ impl Tile {
         let placed = context::with_ctx(op, loc, |c| {
             // Inside a device loop, one body allocation is one buffer in every iteration.
             let id = c
-                .loops
+                .loop_tiles
                 .tile_id(loc, fresh_buffer_id)
                 .unwrap_or_else(fresh_buffer_id);
             let slot = c
@@ -943,14 +942,19 @@ impl<'a> TileRef<'a> {
         })
     }
 
-    /// Loads `src` into this whole, unwritten tile by reading the values in place when `src`
-    /// is a view of a kernel input whose partition rows are contiguous (no copy until
-    /// something writes the tile). Returns false, touching nothing, otherwise.
-    pub(crate) fn load_in_place(&self, src: &HbmView) -> bool {
-        if !self.is_whole() || self.tile.init.get() || src.dtype() != self.tile.dtype {
+    /// Loads the values of a kernel input of `dtype` into this whole, unwritten tile by
+    /// reading them in place: `rows` gives them shared, with the loaded view's offset and row
+    /// stride in them (`HbmView::share_rows`), when its partition rows are contiguous (no copy
+    /// until something writes the tile). Returns false, touching nothing, otherwise.
+    pub(crate) fn load_in_place(
+        &self,
+        dtype: DType,
+        rows: impl FnOnce() -> Option<(Values, usize, usize)>,
+    ) -> bool {
+        if !self.is_whole() || self.tile.init.get() || dtype != self.tile.dtype {
             return false;
         }
-        let Some((src, offset, row_stride)) = src.share_rows() else {
+        let Some((src, offset, row_stride)) = rows() else {
             return false;
         };
         self.tile.fill_pending.set(false);

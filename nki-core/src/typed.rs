@@ -281,6 +281,11 @@ pub struct Psum<T: Element, const P: usize, const F: usize> {
 }
 
 typed_tile!(Sbuf, MemKind::Sbuf, "Sbuf");
+
+// A typed SBUF tile is a DMA endpoint like any tile (`nisa::dma_copy(&dst, &sbuf)`).
+crate::isa::tile_endpoints! {
+    ['a, T: Element, const P: usize, const F: usize] &'a Sbuf<T, P, F> => |t| t.into();
+}
 typed_tile!(Psum, MemKind::Psum, "Psum");
 
 impl<T: Element, const P: usize, const F: usize> Sbuf<T, P, F> {

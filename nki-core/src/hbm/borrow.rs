@@ -21,9 +21,9 @@
 
 use super::storage::{no_data, HbmStorage};
 use super::tensor::Hbm;
-use super::values::Values;
 use crate::dtype::Element;
 use crate::error::Result;
+use crate::values::Values;
 use std::any::TypeId;
 use std::marker::PhantomData;
 use std::ptr::NonNull;

@@ -8,13 +8,13 @@
 //! races are detected (NKI's "unexpected output dependencies"), in every launch mode, so
 //! estimate-mode launches on [`Hbm::shape_only`] tensors detect races too.
 //!
-//! The folder: `tensor.rs` holds the tensors, `storage.rs` what they share, `view.rs` their views and slices, `values.rs`
-//! their values, `borrow.rs` tensors over lent host memory ([`with_borrowed`]) and
-//! moving values out ([`Hbm::into_vec`]); `write.rs` the tracked stores and loads, `track.rs` the access tracker,
-//! `rect.rs` the rectangles it keeps, `writers.rs` who wrote what and which writers
-//! conflict, `atomic.rs` `nl.atomic_rmw`.
+//! The folder: `tensor.rs` holds the tensors, `storage.rs` what they share, `view.rs` their
+//! views and slices, `borrow.rs` tensors over lent host memory ([`with_borrowed`]) and moving
+//! values out ([`Hbm::into_vec`]); `write.rs` the tracked stores, loads and atomic updates,
+//! `track.rs` the access tracker, `rect.rs` the rectangles it keeps, `writers.rs` who wrote
+//! what and which writers conflict. The values themselves (shared with the tiles loaded from
+//! them) are `crate::values::Values`.
 
-pub(crate) mod atomic;
 mod borrow;
 pub(crate) mod observe;
 mod rect;
@@ -22,7 +22,6 @@ pub(crate) mod shared;
 mod storage;
 mod tensor;
 pub(crate) mod track;
-pub(crate) mod values;
 pub(crate) mod view;
 pub(crate) mod write;
 pub(crate) mod writers;

@@ -3,10 +3,10 @@
 //! the "no values" error of shape-only tensors).
 
 use super::track;
-use super::values::Values;
 use crate::access::Shape;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result};
+use crate::values::Values;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};

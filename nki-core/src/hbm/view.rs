@@ -3,11 +3,11 @@
 //! `nisa::dma_copy` take.
 
 use super::storage::HbmStorage;
-use super::values::Values;
 use crate::access::{Ap, IntoIndex};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::record::{BufId, Region};
+use crate::values::Values;
 use std::sync::Arc;
 
 /// Access pattern `ap` of tensor `st` sliced by `index`.

@@ -11,6 +11,7 @@
 //! (`reduce`) or reading out such a register is an error naming the instruction. That check
 //! follows the instruction stream only, so it behaves the same in every launch mode.
 
+use super::accum_regs::Accumulators;
 use super::base::{per_partition_shape, short, Site};
 use super::op::Op;
 use super::op::PerPartition;
@@ -96,7 +97,7 @@ impl AccumUse {
         let (rows, engine, cmd, op) = (self.rows.clone(), self.engine, self.cmd, self.op);
         let (p, reads_out) = (rows.len(), self.reads_out);
         ins.with_ctx(|c| {
-            let (regs, defined) = c.accum.regs(engine);
+            let (regs, defined) = c.state.get::<Accumulators>().regs(engine);
             match cmd {
                 ReduceCmd::Reset | ReduceCmd::ResetReduce => {
                     regs[rows.clone()].fill(identity(op));
@@ -136,7 +137,7 @@ impl AccumUse {
     pub(crate) fn finish(&self, ins: &Op, vals: Option<&[f32]>) {
         let (rows, engine, cmd) = (self.rows.clone(), self.engine, self.cmd);
         ins.with_ctx(|c| {
-            let (regs, defined) = c.accum.regs(engine);
+            let (regs, defined) = c.state.get::<Accumulators>().regs(engine);
             if let Some(v) = vals {
                 if cmd.reduces() {
                     let p = rows.len();

@@ -1,6 +1,6 @@
-//! The state of the engines' accumulator registers of one program instance (kept in the
-//! instance context; the instructions that use it are in `isa/accum.rs`). Depends on nothing
-//! but the engine names, so the context can hold it without an import cycle.
+//! The state of the engines' accumulator registers of one program instance (kept in its
+//! [`InstanceState`](crate::context::InstanceState); the instructions that use it are in
+//! `isa/accum.rs`).
 
 use crate::record::Engine;
 

@@ -7,12 +7,10 @@ use super::op::Op;
 use crate::access::{Ap, Ix};
 use crate::builder::setters;
 use crate::dtype::DType;
-use crate::dtype::Element;
 use crate::error::ErrorKind;
 use crate::hbm::{HbmDest, HbmSource, HbmView};
 use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
-use crate::typed::Sbuf;
 
 const API: &str = "nisa.dma_copy";
 
@@ -52,29 +50,30 @@ impl<'a, T: HbmSource> DmaSource<'a> for T {
         DmaEndpoint::Hbm(self.hbm_view())
     }
 }
-/// Implements [`DmaSource`] and [`DmaTarget`] for the on-chip operand forms.
+/// Implements [`DmaSource`] and [`DmaTarget`] for on-chip operand forms: each `[generics]
+/// type => |x| view` makes the endpoint of the tile view `view` of `x`.
 macro_rules! tile_endpoints {
     ($([$($gen:tt)*] $t:ty => |$x:ident| $e:expr;)*) => {$(
-        impl<$($gen)*> DmaSource<'a> for $t {
-            fn dma_source(self) -> DmaEndpoint<'a> {
+        impl<$($gen)*> $crate::isa::DmaSource<'a> for $t {
+            fn dma_source(self) -> $crate::isa::DmaEndpoint<'a> {
                 let $x = self;
-                DmaEndpoint::Tile($e)
+                $crate::isa::DmaEndpoint::Tile($e)
             }
         }
-        impl<$($gen)*> DmaTarget<'a> for $t {
-            fn dma_target(self) -> DmaEndpoint<'a> {
+        impl<$($gen)*> $crate::isa::DmaTarget<'a> for $t {
+            fn dma_target(self) -> $crate::isa::DmaEndpoint<'a> {
                 let $x = self;
-                DmaEndpoint::Tile($e)
+                $crate::isa::DmaEndpoint::Tile($e)
             }
         }
     )*};
 }
+pub(crate) use tile_endpoints;
 
 tile_endpoints! {
     ['a] &'a Tile => |t| t.view();
     ['a] TileRef<'a> => |t| t;
     ['a] &TileRef<'a> => |t| *t;
-    ['a, T: Element, const P: usize, const F: usize] &'a Sbuf<T, P, F> => |t| t.into();
 }
 
 impl<'a> DmaSource<'a> for IndirectAp<'a> {

@@ -17,7 +17,7 @@
 //! waits for the other there. What comes after the call on a core waits for the wait record
 //! through the data it touches (the barrier's `data`, the sendrecv's `dst`).
 
-use super::lnc_state::{Arrival, Pair, Payload, SyncCall};
+use super::lnc_state::{Arrival, Link, Pair, Payload, SyncCall};
 use super::op::Op;
 use crate::builder::instruction;
 use crate::context;
@@ -76,7 +76,7 @@ fn region(t: &TensorRef) -> Region {
 
 /// This core's index and the launch's meeting point; fails `ins` outside an LNC=2 launch.
 fn pair_of(ins: &Op) -> (usize, Arc<Pair>) {
-    let found = ins.with_ctx(|c| (c.nc, c.lnc.clone(), c.grid.clone()));
+    let found = ins.with_ctx(|c| (c.nc, c.state.get::<Link>().0.clone(), c.grid.clone()));
     match found {
         (nc, Some(p), _) => (nc, p),
         (_, None, grid) => ins.fail(

@@ -1,5 +1,6 @@
-//! The meeting point of the two cores of an LNC=2 launch (held by each core's context; the
-//! calls that meet there are in `isa::lnc`).
+//! The meeting point of the two cores of an LNC=2 launch (each core's instance reaches it
+//! through its [`InstanceState`](crate::context::InstanceState); the calls that meet there are
+//! in `isa::lnc`).
 
 use crate::dtype::DType;
 use crate::error::SourceLoc;
@@ -41,6 +42,11 @@ pub(crate) struct SyncCall {
     /// This core's wait for the other core's signal.
     pub(crate) wait: usize,
 }
+
+/// The meeting point of the LNC=2 launch an instance runs in, `None` in other launches (the
+/// launch sets it in the instance's [`InstanceState`](crate::context::InstanceState)).
+#[derive(Default)]
+pub(crate) struct Link(pub(crate) Option<Arc<Pair>>);
 
 /// The meeting point of the two cores of an LNC=2 launch.
 #[derive(Default)]

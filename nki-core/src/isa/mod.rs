@@ -94,6 +94,7 @@ pub use crate::record::Engine;
 pub use accum::{ReduceArgs, ReduceCmd};
 pub use activate2::{activate2, Activate2Args};
 pub use base::Operand;
+pub(crate) use dma::tile_endpoints;
 pub use dma::{
     dma_compute, dma_copy, dma_transpose, DgeMode, DmaEndpoint, DmaOpts, DmaSource, DmaTarget,
     IndirectAp, OobMode,

@@ -28,7 +28,7 @@
 use super::base::Site;
 use super::op::Op;
 use super::op::PerPartition;
-use super::rng_state::{xorwow_next, EngineRng, VECTOR_GENERATORS, XORWOW_WORDS};
+use super::rng_state::{xorwow_next, EngineRng, HwRng, VECTOR_GENERATORS, XORWOW_WORDS};
 use super::Opts;
 use crate::builder::instruction;
 use crate::dtype::DType;
@@ -94,7 +94,7 @@ fn draw(rng: &mut EngineRng, lane0: usize, parts: usize, free: usize) -> Vec<u32
 
 /// Runs `f` on the generators of `engine` in this instance.
 fn with_engine_rng<R>(ins: &Op, engine: Engine, f: impl FnOnce(&mut EngineRng) -> R) -> R {
-    ins.with_ctx(|c| f(c.hw_rng.engine(engine == Engine::Vector)))
+    ins.with_ctx(|c| f(c.state.get::<HwRng>().engine(engine == Engine::Vector)))
 }
 
 /// Writes 32 random bits per element into `dst`, keeping the least significant bits that fit

@@ -1,6 +1,6 @@
 //! The state of the engines' hardware random number generators in one program instance (kept
-//! in the instance context; the instructions are in `isa/rng.rs`). Depends on nothing else
-//! in the crate, so the context can hold it without an import cycle.
+//! in its [`InstanceState`](crate::context::InstanceState); the instructions are in
+//! `isa/rng.rs`).
 //!
 //! The generator is XORWOW (NKI 0.7 `nisa.rand2`, `nisa.rand_set_state`: "XORWOW",
 //! "6 elements (GpSimd) or 24 elements (Vector)" of uint32 state per compute lane): five

@@ -20,15 +20,15 @@
 //! (the Sync engine's for TensorE and DMA work), the loop's own per-iteration cost; the
 //! profile lists every device loop ([`Profile::device_loops`](crate::profile::Profile)).
 
+use super::loop_state::Loops;
 pub use super::loop_state::TripCounts;
-use super::loop_state::{Frame, LoopLog};
 use crate::context::{self, raise};
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::isa::nki_scalar::IntoScalar;
 use crate::isa::op::Op;
 use crate::isa::NkiScalar;
+use crate::record::LoopLog;
 use crate::record::{Engine, Opcode, Region};
-use std::collections::HashMap;
 
 /// Most iterations one run of a device loop may take in nki-rs before the launch fails (a
 /// `while_loop` whose condition never becomes zero would otherwise hang the host). A limit of
@@ -47,12 +47,7 @@ fn run_loop(
     decides: impl Fn() -> Option<Region>,
 ) {
     let records = Op::at(api, loc).env.records;
-    context::with_ctx(api, loc, |c| {
-        c.loops.stack.push(Frame {
-            loc,
-            seen: HashMap::new(),
-        })
-    });
+    context::with_ctx(api, loc, |c| c.loop_tiles.enter(loc));
     let mut log = LoopLog {
         api,
         loc,
@@ -75,9 +70,7 @@ fn run_loop(
             );
         }
         let first = context::with_ctx(api, loc, |c| {
-            if let Some(f) = c.loops.stack.last_mut() {
-                f.seen.clear();
-            }
+            c.loop_tiles.next_iteration();
             c.records.len()
         });
         iteration(k);
@@ -88,12 +81,9 @@ fn run_loop(
         k += 1;
     }
     context::with_ctx(api, loc, |c| {
-        c.loops.stack.pop();
-        if c.loops.stack.is_empty() {
-            c.loops.ids.clear();
-        }
+        c.loop_tiles.exit();
         if records {
-            c.loops.log.push(log);
+            c.state.get::<Loops>().log.push(log);
         }
     });
 }
@@ -141,8 +131,9 @@ fn branches(
 /// The trip count the launch's [`TripCounts`] give the current run of the loop at `loc`.
 fn given_trips(api: &'static str, loc: SourceLoc) -> Option<u64> {
     context::with_ctx(api, loc, |c| {
-        let run = c.loops.runs.get(&loc).copied().unwrap_or(0);
-        c.loops
+        let loops = c.state.get::<Loops>();
+        let run = loops.runs.get(&loc).copied().unwrap_or(0);
+        loops
             .trips
             .as_ref()
             .and_then(|t| t.count_for(loc.line, run))
@@ -172,7 +163,9 @@ fn estimate_trips(api: &'static str, loc: SourceLoc, why: &str) -> u64 {
 
 /// Counts a run of the loop at `loc` (the index of its next run's trip count).
 fn count_run(api: &'static str, loc: SourceLoc) {
-    context::with_ctx(api, loc, |c| *c.loops.runs.entry(loc).or_insert(0) += 1);
+    context::with_ctx(api, loc, |c| {
+        *c.state.get::<Loops>().runs.entry(loc).or_insert(0) += 1
+    });
 }
 
 /// A device loop (NKI 0.7 `nl.fori_loop(lower, upper, body_fun)`): `body(i)` for `i` from

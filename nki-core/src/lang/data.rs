@@ -82,7 +82,7 @@ fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
     ins.issue_in_place(
         &[&tv],
         || {
-            if !tv.load_in_place(&v) {
+            if !tv.load_in_place(v.dtype(), || v.share_rows()) {
                 // Slots move untouched (bit-exact); a cast goes through fp32.
                 tv.write_slots(|out| {
                     ins.check(v.gather_into("load", out));

@@ -2,6 +2,7 @@
 //! transpose, program ids and loop iterators. Every call is one (or a few) engine instructions
 //! going through the funnel in [`crate::context`].
 
+mod atomic;
 mod blocks;
 mod check;
 pub mod classic;
@@ -22,11 +23,11 @@ pub(crate) mod unary;
 
 pub use crate::access::{ds, stepped, Ix};
 pub use crate::dtype::DType;
-pub use crate::hbm::atomic::atomic_rmw;
 pub use crate::isa::Operand;
 pub use crate::math::{ActFn, AluOp};
 pub use crate::ops::TileArith;
 pub use crate::record::MemKind;
+pub use atomic::atomic_rmw;
 pub use blocks::{ndarray_blocks, BlockTile};
 pub use check::{check, fail, require};
 pub use constants::shared_identity_matrix;

@@ -3,7 +3,7 @@
 //! iterations, time per iteration, the loop's own per-iteration overhead).
 
 use super::summary::{LoopStat, Profile};
-use crate::lang::loop_state::LoopLog;
+use crate::record::LoopLog;
 
 /// The loop summaries of `profile`, given every loop run with the NeuronCore it ran on and the
 /// global index of its instance's first record. Loops are listed by core, then in order of

@@ -9,12 +9,12 @@
 //! output at the same time without a lock on the whole tensor: the buffer is made unique once,
 //! when the launch first accesses the tensor ([`Values::make_unique`]), and each store or load
 //! then copies through [`Values::write_run`] / [`Values::read_run`] the elements its claim in
-//! the tensor's access tracker (`super::track`) covers. The tracker lets two accesses of
+//! the tensor's access tracker (`hbm::track`) covers. The tracker lets two accesses of
 //! overlapping elements run at once only when both are loads, which is what makes the
 //! unsynchronised copies sound; the elements sit in `UnsafeCell`s for that reason.
 //!
 //! The buffer may also be host memory lent for one scope (`Hbm::with_borrowed`, see
-//! `super::borrow`): such values are only ever read. They are never shared with tiles
+//! `hbm::borrow`): such values are only ever read. They are never shared with tiles
 //! ([`Values::share`] says no, so tile loads copy), never written (making them unique first
 //! copies them into an owned buffer), and the scope replaces them with a copy, under the
 //! tensor's write lock, before the loan ends if anything else still holds the tensor.

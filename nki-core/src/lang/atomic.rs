@@ -1,21 +1,21 @@
 //! `nl.atomic_rmw`: atomic read-modify-write of kernel outputs in HBM (`dst = dst + value`).
 //!
 //! Overlapping updates never run at once (the tensor's access tracker makes them wait for each
-//! other, see [`super::write::atomic`]), so concurrent updates from program instances on
+//! other, see [`crate::hbm::write::atomic`]), so concurrent updates from program instances on
 //! different host threads never lose an add.
 //! The sum is computed in fp32 and rounded to the tensor's dtype, as the DMA engine's compute
 //! path does.
 //!
 //! Atomic updates take part in the output-dependency tracking of HBM writes
-//! ([`super::write::atomic`]) as writers of their own "atomic" kind: atomic updates of
+//! ([`crate::hbm::write::atomic`]) as writers of their own "atomic" kind: atomic updates of
 //! one element by different program instances or affine_range iterations may overlap freely
 //! (that is their point), but a plain store and an atomic update of one element from
 //! different instances or iterations, in either order, are an output-dependency error, like
 //! two overlapping stores. This is checked in every launch mode (estimate mode included,
-//! also on [`super::Hbm::shape_only`] tensors).
+//! also on [`Hbm::shape_only`](crate::hbm::Hbm::shape_only) tensors).
 
-use super::HbmDest;
 use crate::error::ErrorKind;
+use crate::hbm::HbmDest;
 use crate::isa::op::Op;
 use crate::math::AluOp;
 use crate::record::{DmaDims, Engine, MemKind, Opcode};
@@ -53,14 +53,14 @@ pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluO
             ),
         );
     }
-    crate::lang::data::check_dest_value(API, "atomic_rmw", &dst, &src, ins.loc);
+    super::data::check_dest_value(API, "atomic_rmw", &dst, &src, ins.loc);
     // The writer is tagged in every mode: estimate mode tracks races without values.
     let (wid, shared) = ins.hbm_atomic_writer();
     ins.issue(
         &[],
         || {
             ins.check(src.with_values(API, ins.loc, |vals| {
-                super::write::atomic(&dst, Some(vals), wid, &shared, ins.loc)
+                crate::hbm::write::atomic(&dst, Some(vals), wid, &shared, ins.loc)
             }))
         },
         || {
@@ -85,7 +85,7 @@ pub fn atomic_rmw<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>, op: AluO
         },
     );
     if !ins.executes() {
-        ins.check(super::write::atomic(&dst, None, wid, &shared, ins.loc));
+        ins.check(crate::hbm::write::atomic(&dst, None, wid, &shared, ins.loc));
     }
 }
 
