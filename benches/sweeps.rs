@@ -18,30 +18,16 @@
 //!   one, swept over a [`ParamGrid`] with `nki_core::sweep::bench_grid`.
 //!
 //! The model is deterministic, so every sample of a point is the same value; plots are off
-//! (criterion 0.5's density plots cannot draw a zero-width distribution). Run with
-//! `cargo bench --bench sweeps` (a few minutes on two cores); filter with e.g.
+//! (`ModelledTime::config()`: criterion's density plots cannot draw a zero-width
+//! distribution). Run with `cargo bench --bench sweeps` (a few minutes on two cores); filter
+//! with e.g.
 //! `cargo bench --bench sweeps -- tensor_add_stream/trn2`.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use nki_core::criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use nki_core::prelude::*;
 use nki_core::sweep::{bench_grid, ModelledTime, ParamGrid};
 use nki_kernels::matmul::{Blocking, MatmulKernel, TUTORIAL_BENCHMARK_KMN};
 use nki_kernels::tensor_add::tensor_add_stream;
-use std::time::Duration;
-
-/// The criterion configuration of the sweeps: short, since every sample is the same. Each
-/// sample runs one estimate whatever its iteration count, so the measurement time only sets
-/// the iteration counts (and keeps criterion from warning that samples take too long).
-fn config() -> Criterion<ModelledTime> {
-    Criterion::default()
-        .with_measurement(ModelledTime)
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(3))
-        .nresamples(1000)
-        .without_plots()
-        .configure_from_args()
-}
 
 /// Tensor shape of the streaming add sweep.
 const ADD_SHAPE: [usize; 2] = [4096, 8192];
@@ -170,7 +156,7 @@ fn sweep_user_kernel(c: &mut Criterion<ModelledTime>) {
 
 criterion_group! {
     name = sweeps;
-    config = config();
+    config = ModelledTime::config();
     targets = sweep_tensor_add, sweep_matmul, sweep_user_kernel
 }
 criterion_main!(sweeps);

@@ -1,6 +1,10 @@
 //! SPMD tensor addition on multiple NeuronCores (NKI tutorial *SPMD Tensor Addition using
 //! Multiple Neuron Cores*).
 //!
+//! The kernel is NKI Beta 1, the tutorial's dialect (`#[nki_kernel]`): launched on an SPMD grid
+//! of program instances. (NKI 0.7 has no SPMD grid: a 0.7 kernel launches once per core of a
+//! logical NeuronCore and splits the work by `nl::program_id(0)`; see the `lnc2` example.)
+//!
 //! The [128, 512]-tile add kernel of the SPMD tutorial is reused unchanged; only the launch grid
 //! changes. `spmd_dim(grid_x, nc(2))` makes grid axis 0 twice as long and deals its instances
 //! out to two logical NeuronCores (even ids to core 0, odd ids to core 1), which share HBM, as
@@ -86,7 +90,7 @@ fn main() -> ExitCode {
     // Axis 0 covers rows / 128 tiles, split into grid_x groups of CORES (one per core).
     let grid_x = rows / (TILE_P * CORES);
     let grid_y = cols / TILE_F;
-    println!("SPMD tensor addition on {CORES} NeuronCores");
+    println!("SPMD tensor addition on {CORES} NeuronCores (NKI Beta 1: an SPMD grid of instances)");
     println!("  a, b, c   [{rows}, {cols}] bf16 in shared HBM, tiles of [{TILE_P}, {TILE_F}]");
 
     let report = match launch!(nki_tensor_add_kernel[spmd_dim(grid_x, nc(CORES)), grid_y](

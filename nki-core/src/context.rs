@@ -95,6 +95,10 @@ pub(crate) struct InstanceCtx {
     /// The dialect the running kernel is written in (from its `#[nki_kernel]` attribute, see
     /// [`crate::dialect::Dialect`]); read it with [`InstanceCtx::dialect`].
     pub(crate) dialect: crate::dialect::Dialect,
+    /// `Some(k)` when the kernel is Beta 1 and launched on a plain grid `[k]`, `k >= 2`
+    /// (`k` instances on one NeuronCore), which NKI 0.7 reads as `k` cores: an NKI 0.7-only
+    /// call there is the dialect mistake `Op::require_07` reports.
+    pub(crate) beta1_grid_of_07: Option<usize>,
 }
 
 /// State of one running instance that the instruction sets and the language keep in their own
@@ -212,6 +216,7 @@ impl InstanceCtx {
             state: InstanceState::default(),
             name: None,
             dialect: crate::dialect::Dialect::Beta1,
+            beta1_grid_of_07: None,
         }
     }
 

@@ -71,6 +71,7 @@
 // tests/module_cycles.rs).
 mod abort;
 mod access;
+mod binding;
 mod builder;
 mod compiler;
 mod context;
@@ -195,6 +196,7 @@ pub use crate::typed::{Psum, Sbuf};
 /// the API (no stability promise).
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::binding::{Binding, NameByBinding, PassBinding};
     pub use crate::launcher::{launch, launch_returning, modelled, modelled_returning};
     pub use crate::memory::MemoryPeak;
     pub use crate::tensor::{KernelOutputs, KernelReturn, ReturnSlot, Returned};
@@ -213,6 +215,12 @@ macro_rules! launch {
         )
     };
 }
+
+/// The criterion this crate's `criterion` feature is built with: benchmarks on modelled time
+/// (`nki_core::sweep::ModelledTime`) take their `Criterion`, `criterion_group!` and
+/// `criterion_main!` from here, so that no other criterion version clashes with it.
+#[cfg(feature = "criterion")]
+pub use criterion;
 
 /// The README's code blocks, compiled and run as doctests.
 #[cfg(doctest)]

@@ -15,6 +15,7 @@ use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::record::MemKind;
 use crate::slots::SlotVec;
 use crate::target::TargetSpec;
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -39,7 +40,7 @@ pub(crate) struct TileDesc {
     pub(crate) dtype: DType,
     pub(crate) shape: Shape,
     pub(crate) loc: SourceLoc,
-    pub(crate) name: Option<Box<str>>,
+    pub(crate) name: Option<Cow<'static, str>>,
 }
 
 impl std::fmt::Display for TileDesc {
@@ -294,16 +295,22 @@ impl MemoryTracker {
     }
 
     /// Names the live tile `id` held in `slot` (for the capacity error's list of live tiles).
-    pub(crate) fn set_name(&mut self, slot: u32, id: u64, name: &str) {
+    pub(crate) fn set_name(&mut self, slot: u32, id: u64, name: Cow<'static, str>) {
+        let mut sbuf = false;
         if let Some(Some(t)) = self.live.get_mut(slot) {
             if t.id == id {
-                t.desc.name = Some(name.into());
+                t.desc.name = Some(name.clone());
+                sbuf = t.mem == MemKind::Sbuf;
             }
+        }
+        // The spill lists hold SBUF tiles only, a tile just allocated last.
+        if !sbuf {
+            return;
         }
         let over = self.over.as_mut().map(|o| &mut o.tiles);
         for tiles in over.into_iter().chain(self.all.as_mut()) {
             if let Some(t) = tiles.iter_mut().rev().find(|t| t.id == id) {
-                t.desc.name = Some(name.into());
+                t.desc.name = Some(name.clone());
             }
         }
     }
@@ -444,20 +451,20 @@ impl MemoryTracker {
         // Largest first, in allocation order among equals.
         live.sort_by_key(|t| (std::cmp::Reverse(t.bytes), t.id));
         let used: usize = live.iter().map(|t| t.bytes).sum();
-        let mut msg = if mem == MemKind::Sbuf {
-            format!(
-                "SBUF capacity exceeded: a new tile {dtype}{shape} needs {bytes} bytes per \
-                 partition, more than a partition holds ({cap}); {used} are held by {} live \
-                 tiles:",
-                live.len()
-            )
-        } else {
-            format!(
-                "{what} capacity exceeded: a new tile {dtype}{shape} needs {bytes} bytes per \
-                 partition but {used} of {cap} are held by {} live tiles:",
-                live.len()
-            )
-        };
+        let n = live.len();
+        let tiles = if n == 1 { "tile" } else { "tiles" };
+        let mut msg = format!(
+            "{what} capacity exceeded: a new tile {dtype}{shape} needs {bytes} bytes per partition"
+        );
+        // The live tiles are listed when there are any (a tile too large on its own meets none).
+        msg.push_str(&match (mem, n) {
+            (MemKind::Sbuf, 0) => format!(", more than a partition holds ({cap})"),
+            (MemKind::Sbuf, _) => format!(
+                ", more than a partition holds ({cap}); {used} are held by {n} live {tiles}:"
+            ),
+            (_, 0) => format!(", more than the {cap} bytes of a partition's banks"),
+            _ => format!(" but {used} of {cap} are held by {n} live {tiles}:"),
+        });
         for t in live.iter().take(8) {
             msg.push_str(&format!(
                 "\n  {} {} B/partition (allocated at {})",

@@ -147,6 +147,18 @@ impl Grid {
         Grid::new([nc(k)])
     }
 
+    /// `k` for a one-dimensional grid `[k]` of plain instances on one NeuronCore (no `nc`):
+    /// the grid an NKI 0.7 kernel would read as a logical NeuronCore of `k` cores.
+    pub(crate) fn plain_1d(&self) -> Option<usize> {
+        match self.dims.as_slice() {
+            [GridDim {
+                outer: Factor::Count(k),
+                inner: Factor::Count(1),
+            }] => Some(*k),
+            _ => None,
+        }
+    }
+
     /// True for the grid of a logical NeuronCore of two physical cores (one instance on each).
     pub fn is_lnc2(&self) -> bool {
         self.num_instances() == 2 && self.num_cores() == 2
@@ -513,6 +525,11 @@ impl Launch {
         kernel: &F,
     ) -> Vec<Finished> {
         let grid_shape = self.grid.shape();
+        // A Beta-1 kernel on a grid `[k]`, k >= 2: its NKI 0.7 calls are a dialect mistake.
+        let beta1_grid_of_07 = match (self.dialect, self.grid.plain_1d()) {
+            (Dialect::Beta1, Some(k)) if k >= 2 => Some(k),
+            _ => None,
+        };
         let handout = Handout::new(self.grid.num_instances(), threads);
         let worker = || {
             let mut done = Vec::new();
@@ -532,6 +549,7 @@ impl Launch {
                 ctx.feed = feed.lock().unwrap_or_else(|p| p.into_inner()).take();
                 ctx.state.get::<Loops>().trips = self.trip_counts.clone();
                 ctx.dialect = self.dialect;
+                ctx.beta1_grid_of_07 = beta1_grid_of_07;
                 if self.compiler.fuse || self.compiler.hoist_compute {
                     // The stage may keep tiles the kernel dropped: the capacity resolution
                     // then needs them all.

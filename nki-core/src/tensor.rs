@@ -33,7 +33,7 @@
 //! ```
 
 use crate::access::{Ap, IntoIndex, Shape};
-use crate::context::{self, raise};
+use crate::context::raise;
 use crate::dtype::{DType, Element};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::{Hbm, HbmStorage, HbmView};
@@ -302,6 +302,13 @@ fn on_chip_mem(ins: &Op, mem: MemKind) -> MemKind {
 
 /// A new tensor in HBM inside the running kernel (`alloc.buffer` is private or shared HBM).
 fn hbm_tensor(ins: &Op, alloc: Alloc, dims: &[usize], dtype: DType) -> Tensor {
+    ins.require_07(|| {
+        format!(
+            "a tensor allocated in HBM (nl::{}(.., nl::{}))",
+            ins.api.trim_start_matches("nl."),
+            alloc.buffer.nki_name()
+        )
+    });
     if let Some((p, b)) = alloc.address {
         ins.fail(
             ErrorKind::InvalidArgument,
@@ -411,15 +418,9 @@ enum Repr {
 impl Tensor {
     /// Wraps the new on-chip tile `t` made by `ins` for `alloc`: names and places it.
     fn on_chip(ins: &Op, mut t: Tile, alloc: Alloc) -> Tensor {
-        t.set_name(alloc.name.map(String::into_boxed_str));
-        if let Some(n) = t.name() {
-            let (id, slot) = (t.id, t.slot());
-            context::try_with_ctx(|c| {
-                c.mem.set_name(slot, id, n);
-                if let Some(u) = c.unwritten.get_mut(&id) {
-                    u.desc.name = Some(n.into());
-                }
-            });
+        if let Some(n) = alloc.name {
+            t.publish_name(n.clone().into());
+            t.set_name(Some(n.into_boxed_str()));
         }
         if let Some(at) = alloc.address {
             let what = t.describe();
@@ -433,6 +434,15 @@ impl Tensor {
         }
         Tensor {
             repr: Repr::Chip(t),
+        }
+    }
+
+    /// Names the tensor after the `let` binding `name` it is bound to, unless it has a name
+    /// (see `crate::binding`).
+    pub(crate) fn bind_name(&mut self, name: &'static str) {
+        match &mut self.repr {
+            Repr::Chip(t) => t.bind_name(name),
+            Repr::Hbm(v, _) => v.st.name.set_if_default(v.st.id, name),
         }
     }
 

@@ -60,6 +60,9 @@ pub struct Tile {
     slot: u32,
     /// Its name and tensor-indirection specs, made on first use: most tiles have neither.
     cold: OnceCell<Box<TileCold>>,
+    /// The `let` binding `#[nki_kernel]` saw the tile bound to (`let x = nl::load(..)` is
+    /// `x`), the name messages use when `nl::ndarray` gave it none (see `crate::binding`).
+    binding: Option<&'static str>,
 }
 
 // A tile moves cheaply (see `TileCold`): keep it within 256 bytes on 64-bit hosts.
@@ -177,6 +180,7 @@ impl Tile {
             owner,
             slot,
             cold: OnceCell::new(),
+            binding: None,
         }
     }
 
@@ -325,9 +329,37 @@ impl Tile {
         }
     }
 
-    /// The name `nl::ndarray` gave the tile (NKI's `name=`), if any.
+    /// The tile's name in messages: the one `nl::ndarray` gave it (NKI's `name=`), else the
+    /// `let` binding of the kernel it is bound to, if any.
     pub(crate) fn name(&self) -> Option<&str> {
-        self.cold.get()?.name.as_deref()
+        match self.cold.get().and_then(|c| c.name.as_deref()) {
+            Some(n) => Some(n),
+            None => self.binding,
+        }
+    }
+
+    /// Names the tile after the `let` binding `name` it is bound to, unless it has a name: the
+    /// instance's capacity tracker and unwritten-tile list name it too.
+    pub(crate) fn bind_name(&mut self, name: &'static str) {
+        if self.name().is_some() {
+            return;
+        }
+        self.binding = Some(name);
+        self.publish_name(std::borrow::Cow::Borrowed(name));
+    }
+
+    /// Hands the tile's name to the running instance's capacity tracker and list of unwritten
+    /// tiles (which describe it in capacity errors, spills and uninitialised reads).
+    pub(crate) fn publish_name(&self, name: std::borrow::Cow<'static, str>) {
+        let (id, slot, tracked) = (self.id, self.slot, self.tracked.get());
+        context::try_with_ctx(|c| {
+            if tracked {
+                if let Some(u) = c.unwritten.get_mut(&id) {
+                    u.desc.name = Some(name.clone());
+                }
+            }
+            c.mem.set_name(slot, id, name);
+        });
     }
 
     /// Names the tile `name` (or takes its name away).

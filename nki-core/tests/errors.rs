@@ -960,7 +960,7 @@ fn uninitialised_read_is_reported_in_estimate_mode() {
         ErrorKind::UninitializedRead,
         "add",
         &[
-            "sbuf tile float32[128, 512]",
+            "sbuf tile 't' float32[128, 512]",
             "before anything wrote it",
             "allocated at",
         ],
@@ -1113,14 +1113,14 @@ fn correct_kernels_pass_in_estimate_mode_and_compute_in_execute_mode() {
         |at| accumulate::run(estimating(2), &sa, &sb, &sbias, &mut sc, at, true),
         ErrorKind::UninitializedRead,
         "copy",
-        &["psum tile float32[64, 128]"],
+        &["psum tile 'acc' float32[64, 128]"],
         &[0],
     );
     fails(
         |at| launch!(accumulate[2](&a_t, &b, &bias, &mut c, at, true)),
         ErrorKind::UninitializedRead,
         "copy",
-        &["psum tile float32[64, 128]"],
+        &["psum tile 'acc' float32[64, 128]"],
         &[0],
     );
 }
@@ -1191,10 +1191,11 @@ fn dma_copy_races_are_reported_in_estimate_mode() {
     let e = dma_rows::run(estimating(4), &a, &mut c, &at, 31).unwrap_err();
     // Instance 1 writes rows 31..63, of which row 31 is instance 0's.
     let second = format!("again by program id [1] at {}:{}", file!(), at.get());
+    // The op is the API the kernel called, not a store.
     expect(
         &e,
         ErrorKind::OutputDependency,
-        "",
+        "dma_copy",
         &["element [31, 0]", &second],
         &[1],
         &at,

@@ -29,7 +29,7 @@ const FILE: &str = file!();
 
 /// `a + b` over row blocks of 64, written the 0.7 way: the output allocated in shared HBM and
 /// returned, tiles made with `nl::ndarray(.., nl::sbuf)`, data moved by `dma_copy`.
-#[nki_kernel]
+#[nki_kernel(nki = "0.7")]
 fn add_07(a: &Hbm<f32>, b: &Hbm<f32>) -> Hbm<f32> {
     let out = nl::ndarray(a.shape(), DType::F32, nl::shared_hbm.name("sum"));
     let r0 = nl::program_id(0) * 64;
@@ -91,7 +91,8 @@ fn the_07_form_records_exactly_what_the_beta1_form_records() {
     let (a, b, _) = inputs();
     let (_, p07) = add_07::simulate(2, Target::Trn2, &a, &b).unwrap();
     let mut out = Hbm::<f32>::zeros([128, 32]);
-    let p1 = add_beta1::simulate(2, Target::Trn2, &a, &b, &mut out).unwrap();
+    // NKI 0.7's kernel[2] is Beta 1's one instance on each of two cores.
+    let p1 = add_beta1::simulate(Grid::lnc(2), Target::Trn2, &a, &b, &mut out).unwrap();
     assert_eq!(p07.instructions, p1.instructions);
     assert_eq!(p07.instruction_counts, p1.instruction_counts);
     assert_eq!(p07.latency_ns, p1.latency_ns);
@@ -151,7 +152,7 @@ fn returns_the_wrong_dtype(a: &Hbm<f32>) -> Hbm<f32> {
     out
 }
 
-#[nki_kernel]
+#[nki_kernel(nki = "0.7")]
 fn instances_disagree(a: &Hbm<f32>) -> Hbm<f32> {
     let rows = 4 + nl::program_id(0);
     let out = nl::ndarray(&[rows, 8], DType::F32, nl::shared_hbm);

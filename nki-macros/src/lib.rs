@@ -18,6 +18,7 @@
 //! the logical NeuronCore's degree (`k[1]`, `k[2]`); the default, Beta 1, keeps the SPMD grid.
 //! The generated type carries the dialect as `k::DIALECT`, and `k::run` hands it to the launch.
 
+mod bindings;
 mod expand;
 mod model;
 
@@ -39,7 +40,8 @@ pub fn nki_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
         Ok(a) => a,
         Err(e) => return e.to_compile_error().into(),
     };
-    let func = parse_macro_input!(item as ItemFn);
+    let mut func = parse_macro_input!(item as ItemFn);
+    bindings::name_bindings(&mut func.block);
     let expansion = match model::Kernel::parse(func, args.dialect) {
         Ok(kernel) => {
             let tokens = expand::kernel(&kernel);

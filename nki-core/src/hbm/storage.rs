@@ -121,6 +121,18 @@ impl TensorName {
         self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Names the tensor `name` when it still has the default name `hbm<id>` of a tensor nobody
+    /// named (tensor `id`).
+    pub(crate) fn set_if_default(&self, id: u64, name: &str) {
+        let unnamed = self
+            .get()
+            .strip_prefix("hbm")
+            .is_some_and(|n| n.parse() == Ok(id));
+        if unnamed {
+            self.set(name);
+        }
+    }
+
     /// Renames the tensor.
     pub(crate) fn set(&self, name: &str) {
         if *self.get() != *name {

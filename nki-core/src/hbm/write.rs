@@ -23,16 +23,17 @@ use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 
 /// Writes row-major `vals` (slots of the tensor dtype, stored as they are) into `dst` as
-/// writer `writer` (a store at `loc`). An element an unordered writer or reader of this launch
-/// touches is an output-dependency error naming both and the element.
+/// writer `writer` (the API `op` the user called, `nl.store` or `nisa.dma_copy`, at `loc`). An
+/// element an unordered writer or reader of this launch touches is an output-dependency error
+/// naming both (each by its API) and the element.
 pub(crate) fn write(
     dst: &HbmView,
     vals: Vec<f32>,
     writer: u32,
     shared: &LaunchShared,
-    loc: SourceLoc,
+    (op, loc): (&'static str, SourceLoc),
 ) -> Result<()> {
-    let r = write_slice(dst, &vals, true, writer, shared, loc);
+    let r = write_slice(dst, &vals, true, writer, shared, (op, loc));
     crate::memory::give_buf(vals);
     r
 }
@@ -45,15 +46,15 @@ pub(crate) fn write_slice(
     exact: bool,
     writer: u32,
     shared: &LaunchShared,
-    loc: SourceLoc,
+    (op, loc): (&'static str, SourceLoc),
 ) -> Result<()> {
     let st = &dst.st;
-    dst.in_bounds("store")?;
+    dst.in_bounds(op)?;
     if !st.has_data() {
-        return Err(no_data(st, "store"));
+        return Err(no_data(st, op));
     }
     let dtype = st.dtype;
-    let copying = claim(dst, writer, Kind::Store, "store", loc, shared, true)?;
+    let copying = claim(dst, writer, Kind::Store, op, loc, shared, true)?;
     let g = st.read();
     let values = g.values.as_ref().expect("checked above");
     let s = dst.ap.inner_stride();
@@ -87,9 +88,9 @@ pub(crate) fn track(
     dst: &HbmView,
     writer: u32,
     shared: &LaunchShared,
-    loc: SourceLoc,
+    (op, loc): (&'static str, SourceLoc),
 ) -> Result<()> {
-    claim(dst, writer, Kind::Store, "store", loc, shared, false).map(drop)
+    claim(dst, writer, Kind::Store, op, loc, shared, false).map(drop)
 }
 
 /// Adds row-major `vals` into the elements of `dst` (in fp32, rounded to the tensor's dtype)

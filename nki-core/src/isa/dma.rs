@@ -513,7 +513,13 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
                 DmaEndpoint::Tile(t) => t.scatter_slots(vals),
                 DmaEndpoint::Hbm(v) => {
                     let (wid, shared) = writer.as_ref().expect("writer set for HBM targets");
-                    ins.check(crate::hbm::write::write(v, vals, *wid, shared, ins.loc));
+                    ins.check(crate::hbm::write::write(
+                        v,
+                        vals,
+                        *wid,
+                        shared,
+                        (ins.api, ins.loc),
+                    ));
                 }
                 DmaEndpoint::Indirect(_) => unreachable!("indirect transfers are built apart"),
             }
@@ -529,7 +535,12 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
     );
     if !ins.executes() && !skip {
         if let (DmaEndpoint::Hbm(v), Some((wid, shared))) = (&dst, &writer) {
-            ins.check(crate::hbm::write::track(v, *wid, shared, ins.loc));
+            ins.check(crate::hbm::write::track(
+                v,
+                *wid,
+                shared,
+                (ins.api, ins.loc),
+            ));
         }
     }
 }
@@ -842,7 +853,14 @@ fn transfer_indirect(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &Dm
                         let r = if adds {
                             crate::hbm::write::atomic(row, Some(part), *wid, shared, ins.loc)
                         } else {
-                            crate::hbm::write::write_slice(row, part, true, *wid, shared, ins.loc)
+                            crate::hbm::write::write_slice(
+                                row,
+                                part,
+                                true,
+                                *wid,
+                                shared,
+                                (ins.api, ins.loc),
+                            )
                         };
                         ins.check(r);
                     }
@@ -878,7 +896,12 @@ fn transfer_indirect(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &Dm
                 ins.loc,
             ));
         } else if let (DmaEndpoint::Hbm(v), Some((wid, shared))) = (&dst, &writer) {
-            ins.check(crate::hbm::write::track(v, *wid, shared, ins.loc));
+            ins.check(crate::hbm::write::track(
+                v,
+                *wid,
+                shared,
+                (ins.api, ins.loc),
+            ));
         }
     }
 }
@@ -927,7 +950,13 @@ fn write_rows(
         DmaEndpoint::Hbm(v) => {
             let (wid, shared) = writer.expect("an HBM destination has a writer");
             if all {
-                ins.check(crate::hbm::write::write(v, vals, *wid, shared, ins.loc));
+                ins.check(crate::hbm::write::write(
+                    v,
+                    vals,
+                    *wid,
+                    shared,
+                    (ins.api, ins.loc),
+                ));
             } else {
                 for (k, _) in rows.iter().enumerate().filter(|(_, r)| r.is_some()) {
                     let row = HbmView::of(v.st.clone(), part(k, true, &v.ap));
@@ -937,7 +966,7 @@ fn write_rows(
                         true,
                         *wid,
                         shared,
-                        ins.loc,
+                        (ins.api, ins.loc),
                     );
                     ins.check(r);
                 }

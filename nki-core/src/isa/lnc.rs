@@ -76,6 +76,7 @@ fn region(t: &TensorRef) -> Region {
 
 /// This core's index and the launch's meeting point; fails `ins` outside an LNC=2 launch.
 fn pair_of(ins: &Op) -> (usize, Arc<Pair>) {
+    ins.require_07(|| ins.api.to_string());
     let found = ins.with_ctx(|c| (c.nc, c.state.get::<Link>().0.clone(), c.grid.clone()));
     match found {
         (nc, Some(p), _) => (nc, p),

@@ -133,6 +133,25 @@ impl Op {
     pub(crate) fn with_ctx<R>(&self, f: impl FnOnce(&mut InstanceCtx) -> R) -> R {
         with_ctx(self.api, self.loc, f)
     }
+
+    /// Fails the op, a call only NKI 0.7 has (`what`), when the kernel is Beta 1 launched on
+    /// a grid `[k]` that 0.7 reads as `k` cores: the kernel was written in 0.7 without
+    /// `#[nki_kernel(nki = "0.7")]`, and its grid means something else than the author meant.
+    pub(crate) fn require_07(&self, what: impl FnOnce() -> String) {
+        let Some(k) = self.with_ctx(|c| c.beta1_grid_of_07) else {
+            return;
+        };
+        self.fail(
+            ErrorKind::InvalidGrid,
+            format!(
+                "{} is NKI 0.7, but the kernel is NKI Beta 1 (the default of #[nki_kernel]), \
+                 whose grid [{k}] is {k} program instances one after another on one \
+                 NeuronCore, not NKI 0.7's kernel[{k}] (once on each core of a logical \
+                 NeuronCore): write #[nki_kernel(nki = \"0.7\")]",
+                what()
+            ),
+        );
+    }
 }
 
 /// The operand rules and the output handling of every instruction, as methods of the op

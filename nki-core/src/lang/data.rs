@@ -136,11 +136,25 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
             let (from, to) = (src.dtype(), dst.dtype());
             ins.check(src.with_slots("store", ins.loc, |vals| {
                 if from == to {
-                    crate::hbm::write::write_slice(&dst, vals, true, wid, &shared, ins.loc)
+                    crate::hbm::write::write_slice(
+                        &dst,
+                        vals,
+                        true,
+                        wid,
+                        &shared,
+                        (ins.api, ins.loc),
+                    )
                 } else {
                     let mut cast = vals.to_vec();
                     from.cast_slots(to, &mut cast);
-                    crate::hbm::write::write_slice(&dst, &cast, true, wid, &shared, ins.loc)
+                    crate::hbm::write::write_slice(
+                        &dst,
+                        &cast,
+                        true,
+                        wid,
+                        &shared,
+                        (ins.api, ins.loc),
+                    )
                 }
             }));
         },
@@ -157,7 +171,12 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
         },
     );
     if !ins.executes() {
-        ins.check(crate::hbm::write::track(&dst, wid, &shared, ins.loc));
+        ins.check(crate::hbm::write::track(
+            &dst,
+            wid,
+            &shared,
+            (ins.api, ins.loc),
+        ));
     }
 }
 

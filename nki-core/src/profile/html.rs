@@ -43,18 +43,25 @@ impl Profile {
             STYLE,
             esc(&title)
         );
+        // TensorE's utilisation only for a kernel that used TensorE.
+        let tensor_e = if self.uses_tensor_engine() {
+            format!(
+                "HFU {:.2}%, MFU {:.2}%; ",
+                self.hfu_percent, self.mfu_percent
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             h,
             "<p>latency {} = active {} + pre/postamble {}; {} instructions on {} NeuronCore{}; \
-             HFU {:.2}%, MFU {:.2}%; DMA {} in {} transfers; SBUF peak {} B/partition.</p>",
+             {tensor_e}DMA {} in {} transfers; SBUF peak {} B/partition.</p>",
             human_ns(self.latency_ns),
             human_ns(self.active_ns),
             human_ns(self.launch_overhead_ns),
             self.instructions,
             self.cores.len(),
             if self.cores.len() == 1 { "" } else { "s" },
-            self.hfu_percent,
-            self.mfu_percent,
             human_bytes(self.dma.bytes as f64),
             self.dma.count,
             self.memory.sbuf_bytes_per_partition
@@ -148,7 +155,7 @@ impl Profile {
             "<h2>Utilisation per engine</h2>\n<table><tr><th>engine</th><th>instructions</th>\
              <th>active</th><th colspan=\"2\">active %</th></tr>\n",
         );
-        for e in &self.engines {
+        for e in self.engines.iter().filter(|e| e.instructions > 0) {
             let _ = writeln!(
                 h,
                 "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\

@@ -395,6 +395,16 @@ impl Profile {
     pub fn engine(&self, name: &str) -> Option<&EngineStat> {
         self.engines.iter().find(|e| e.engine == name)
     }
+
+    /// True when the kernel ran anything on TensorE (matmuls, transposes): HFU and MFU, which
+    /// measure TensorE, mean something only then.
+    pub fn uses_tensor_engine(&self) -> bool {
+        self.hardware_flops > 0
+            || self.transpose_flops > 0
+            || self
+                .engine(Engine::Tensor.name())
+                .is_some_and(|e| e.instructions > 0)
+    }
 }
 
 impl fmt::Debug for Profile {
@@ -449,16 +459,19 @@ impl fmt::Display for Profile {
             let parts: Vec<String> = self.bounds.iter().map(|b| b.to_string()).collect();
             writeln!(f, "  bound by: {}", parts.join(", "))?;
         }
-        writeln!(
-            f,
-            "  HFU {:.2}%  MFU {:.2}%  ({:.3} GFLOP on TensorE, {:.3} GFLOP transposes)",
-            self.hfu_percent,
-            self.mfu_percent,
-            self.hardware_flops as f64 / 1e9,
-            self.transpose_flops as f64 / 1e9
-        )?;
+        // TensorE's utilisation, and the engines, only as far as the kernel used them.
+        if self.uses_tensor_engine() {
+            writeln!(
+                f,
+                "  HFU {:.2}%  MFU {:.2}%  ({:.3} GFLOP on TensorE, {:.3} GFLOP transposes)",
+                self.hfu_percent,
+                self.mfu_percent,
+                self.hardware_flops as f64 / 1e9,
+                self.transpose_flops as f64 / 1e9
+            )?;
+        }
         writeln!(f, "  engine            instrs      active   active%")?;
-        for e in &self.engines {
+        for e in self.engines.iter().filter(|e| e.instructions > 0) {
             writeln!(
                 f,
                 "  {:<14} {:>9} {:>11} {:>8.1}%",

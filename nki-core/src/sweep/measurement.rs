@@ -2,48 +2,77 @@
 //! are the latency the timing model gives a kernel, not host time, so `cargo bench` reports
 //! "modelled latency per configuration" for any kernel.
 //!
+//! nki-core re-exports the criterion it is built with as `nki_core::criterion` (with the
+//! feature): a bench uses that one, so that no second criterion (`cargo add criterion` picks
+//! the newest) clashes with it ("multiple different versions of crate criterion"). In
+//! `Cargo.toml`: `nki-core = { .., features = ["criterion"] }` and a `[[bench]]` with
+//! `harness = false`; then, as pasted:
+//!
 //! ```no_run
-//! use criterion::{criterion_group, criterion_main, Criterion};
+//! use nki_core::criterion::{criterion_group, criterion_main, Criterion};
 //! use nki_core::prelude::*;
 //! use nki_core::sweep::{bench_grid, ModelledTime, ParamGrid};
 //!
-//! #[nki_kernel]
-//! fn scale(a: &Hbm<f32>, out: &mut Hbm<f32>, chunk: usize) {
-//!     let rows = nl::program_id(0) * 128;
-//!     for j in nl::affine_range(a.shape()[1] / chunk) {
-//!         let cols = j * chunk..(j + 1) * chunk;
-//!         let x = nl::load(a.slice((rows..rows + 128, cols.clone())));
-//!         nl::store(out.slice((rows..rows + 128, cols)), &(&x * 2.0));
+//! #[nki_kernel(nki = "0.7")]
+//! fn scale(a: &Hbm<f32>, chunk: usize) -> Hbm<f32> {
+//!     let out = nl::ndarray(a.shape(), DType::F32, nl::shared_hbm);
+//!     let (rows, cols) = (a.shape()[0], a.shape()[1]);
+//!     for i in 0..rows / 128 {
+//!         for j in 0..cols / chunk {
+//!             let tile = (i * 128..(i + 1) * 128, j * chunk..(j + 1) * chunk);
+//!             let x = nl::ndarray(&[128, chunk], DType::F32, nl::sbuf);
+//!             nisa::dma_copy(&x, a.slice(tile.clone()), None);
+//!             let y = nl::ndarray(&[128, chunk], DType::F32, nl::sbuf);
+//!             nisa::tensor_scalar(&y, &x, nl::AluOp::Multiply, 2.0, None);
+//!             nisa::dma_copy(out.slice(tile), &y, None);
+//!         }
 //!     }
+//!     out
 //! }
 //!
 //! fn sweep_scale(c: &mut Criterion<ModelledTime>) {
 //!     let a = Hbm::<f32>::shape_only([256, 4096]);
 //!     let grid = ParamGrid::new().axis("chunk", [256, 512, 1024]);
-//!     bench_grid(c, "scale/trn2", &grid, |p| {
-//!         let mut out = Hbm::<f32>::shape_only([256, 4096]);
-//!         scale::estimate(2, Target::Trn2, &a, &mut out, p["chunk"])
-//!     });
+//!     // A returning kernel's estimate gives (outputs, profile): bench_grid takes it as it is.
+//!     bench_grid(c, "scale/trn2", &grid, |p| scale::estimate(1, Target::Trn2, &a, p["chunk"]));
 //! }
 //!
 //! criterion_group! {
 //!     name = sweeps;
-//!     config = Criterion::default().with_measurement(ModelledTime).sample_size(10);
+//!     config = ModelledTime::config();
 //!     targets = sweep_scale
 //! }
 //! criterion_main!(sweeps);
 //! ```
 
 use super::grid::{first_line, ParamGrid, Params};
-use crate::error::NkiError;
-use crate::profile::Profile;
+use super::IntoProfile;
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{BenchmarkId, Criterion, Throughput};
+use std::time::Duration;
 
 /// A criterion measurement whose values are modelled device nanoseconds, supplied by the
 /// benchmark through `Bencher::iter_custom` (it has no clock of its own: `start`/`end` measure
 /// nothing, so `iter`-style benchmarks read zero).
 pub struct ModelledTime;
+
+impl ModelledTime {
+    /// The criterion configuration of a modelled-time benchmark, as this crate's own benches
+    /// use it: this measurement, 10 samples, no warm-up and no plots (every sample of a point
+    /// is the same value, and criterion's plots cannot draw a zero-width distribution), then
+    /// the command line's options (`cargo bench -- <filter>`). Each sample runs one estimate
+    /// whatever its iteration count, so the measurement time only sets the iteration counts.
+    pub fn config() -> Criterion<ModelledTime> {
+        Criterion::default()
+            .with_measurement(ModelledTime)
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(1))
+            .measurement_time(Duration::from_secs(3))
+            .nresamples(1000)
+            .without_plots()
+            .configure_from_args()
+    }
+}
 
 impl Measurement for ModelledTime {
     type Intermediate = ();
@@ -153,10 +182,12 @@ impl ValueFormatter for ModelledTimeFormatter {
 /// gives it (one estimate per sample: the model is deterministic, so every sample is the same
 /// value). Points whose estimate fails (capacity, shape, ...) are skipped with a line on
 /// standard error naming the point and the reason.
-pub fn bench_grid<F>(c: &mut Criterion<ModelledTime>, group: &str, grid: &ParamGrid, estimate: F)
+pub fn bench_grid<F, R>(c: &mut Criterion<ModelledTime>, group: &str, grid: &ParamGrid, estimate: F)
 where
-    F: Fn(&Params) -> Result<Profile, NkiError>,
+    F: Fn(&Params) -> R,
+    R: IntoProfile,
 {
+    let estimate = |p: &Params| estimate(p).into_profile();
     let mut g = c.benchmark_group(group);
     for p in grid.points() {
         if let Err(e) = estimate(&p) {

@@ -50,7 +50,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+mod estimated;
 mod grid;
+pub use estimated::IntoProfile;
 use grid::first_line;
 pub use grid::{ParamGrid, Params};
 
@@ -191,11 +193,13 @@ impl Sweep {
     }
 
     /// Estimates every point with `estimate` (usually a kernel's `::estimate` on shape-only
-    /// tensors) and collects the report. Errors and panics of `estimate` reject their point;
-    /// they never stop the sweep.
-    pub fn run<F>(self, estimate: F) -> SweepReport
+    /// tensors, as it comes: a returning kernel's `(outputs, profile)` too, see
+    /// [`IntoProfile`]) and collects the report. Errors and panics of `estimate` reject their
+    /// point; they never stop the sweep.
+    pub fn run<F, R>(self, estimate: F) -> SweepReport
     where
-        F: Fn(&Params) -> Result<Profile, NkiError> + Sync,
+        F: Fn(&Params) -> R + Sync,
+        R: IntoProfile,
     {
         let points = self.grid.points();
         let n = points.len();
@@ -252,11 +256,12 @@ impl Sweep {
 }
 
 /// Runs `estimate` on `p`, turning an error or a panic into a rejection.
-fn estimate_one<F>(estimate: &F, p: &Params) -> Result<Estimate, Rejection>
+fn estimate_one<F, R>(estimate: &F, p: &Params) -> Result<Estimate, Rejection>
 where
-    F: Fn(&Params) -> Result<Profile, NkiError> + Sync,
+    F: Fn(&Params) -> R + Sync,
+    R: IntoProfile,
 {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| estimate(p))) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| estimate(p).into_profile())) {
         Ok(Ok(profile)) => Ok(Estimate::of(&profile)),
         Ok(Err(e)) => Err(Rejection::of_error(&e)),
         Err(payload) => {
