@@ -119,6 +119,11 @@ pub(crate) struct LineFacts {
     recurring: usize,
 }
 
+/// A region of a tile as the findings key it (the tile, its partitions, its bytes).
+type TileRegion = (BufId, u32, u32, u64, u64);
+/// A byte range of an HBM tensor.
+type HbmBytes = (BufId, u64, u64);
+
 /// The record-only facts of a launch behind its bounds, gathered beside the profile's rows
 /// (one call of [`BoundFacts::add`] per record) and kept in the profile.
 #[derive(Clone, Debug, Default)]
@@ -141,7 +146,7 @@ pub(crate) struct BoundFacts {
     /// This instance's HBM reads so far (buffer, byte range).
     seen_reads: Map<(BufId, u64, u64), ()>,
     /// This instance's tiles last written by a load: tile region -> the HBM bytes loaded.
-    loaded_from: Map<(BufId, u32, u32, u64, u64), (BufId, u64, u64)>,
+    loaded_from: Map<TileRegion, HbmBytes>,
     /// The sources this instance's transposes transposed.
     transposed: Map<(BufId, u64, u64), ()>,
     /// The line keys, set when the rows are done (location, api).
