@@ -3,7 +3,7 @@
 
 use crate::call::op;
 use crate::lang::{act_of, alu_of};
-use crate::tensor::{bad_arg, tensor, Value};
+use crate::tensor::{bad_arg, tensor, writable, Value};
 use nki_core::nisa::{
     self, ActivationArgs, AffineExpr, MatmulOpts, Opts, ReduceOpts, TensorScalarArgs,
 };
@@ -107,6 +107,7 @@ fn dma_copy(
         }
     }
     let (d, s) = (tensor(dst, "dst")?, tensor(src, "src")?);
+    writable(py, API, &d)?;
     let mut o = nisa::DmaOpts::new();
     o.priority = priority;
     instr(py, API, name.as_deref(), || {

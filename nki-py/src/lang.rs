@@ -152,6 +152,7 @@ fn load(
 #[pyfunction]
 fn store(py: Python<'_>, dst: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
     let (d, v) = (tensor(dst, "dst")?, tensor(value, "value")?);
+    crate::tensor::writable(py, "nl.store", &d)?;
     op(py, "nl.store", || match d.tref() {
         TensorRef::Hbm(h) => {
             nki_core::nisa::dma_copy(TensorRef::Hbm(h), v.tref(), None);

@@ -135,6 +135,24 @@ impl PyTensor {
         }
     }
 
+    /// The tensor's name (`NkiTensor.name`).
+    pub(crate) fn name_of(&self) -> String {
+        match &self.base {
+            Base::Tensor(t) => match (t.made.get(), &t.spec) {
+                (Some(t), _) => t.name(),
+                (_, Some(s)) => s.alloc.name.clone().unwrap_or_default(),
+                (None, None) => String::new(),
+            },
+            Base::Tile(_) => String::new(),
+            Base::Input(t) => t.name(),
+        }
+    }
+
+    /// True for a kernel argument (or a view of one): read-only.
+    pub(crate) fn is_input(&self) -> bool {
+        matches!(self.base, Base::Input(_))
+    }
+
     /// The shape and dtype (without making a tensor not made yet).
     fn shape_dtype(&self) -> (Vec<usize>, DType) {
         match (&self.base, &self.view) {
@@ -232,17 +250,8 @@ impl PyTensor {
     /// The tensor's name.
     #[getter]
     fn name(&self) -> String {
-        match &self.base {
-            Base::Tensor(t) => match (t.made.get(), &t.spec) {
-                (Some(t), _) => t.name(),
-                (_, Some(s)) => s.alloc.name.clone().unwrap_or_default(),
-                (None, None) => String::new(),
-            },
-            Base::Tile(_) => String::new(),
-            Base::Input(t) => t.name(),
-        }
+        self.name_of()
     }
-
     /// `t[...]`: integer indices, slices (`start:stop:step`), `nl.ds(start, size)` and `...`.
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let shape = self.shape_dtype().0;
@@ -561,6 +570,27 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .name()
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "?".into())
+}
+
+/// Fails the kernel when `dst`, written by `api`, is a kernel argument: nki_rs's kernel
+/// arguments are read-only (the outputs are the `nl.shared_hbm` tensors a kernel returns).
+pub(crate) fn writable(py: Python<'_>, api: &'static str, dst: &PyTensor) -> PyResult<()> {
+    if dst.is_input() {
+        return Err(fail(
+            py,
+            NkiError::new(
+                ErrorKind::ImmutableInput,
+                api,
+                format!(
+                    "{api} writes kernel argument '{}', which nki_rs keeps read-only \
+                     (err_cannot_update_immutable_parameter): write a tensor the kernel \
+                     allocates in nl.shared_hbm and return it",
+                    dst.name_of()
+                ),
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// An invalid-argument error of `api`, failing the kernel at its line.

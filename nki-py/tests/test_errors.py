@@ -201,3 +201,75 @@ def test_the_launch_is_usable_after_an_error():
         return out
 
     np.testing.assert_array_equal(nki_rs.simulate(fine, a), a)
+
+
+@nki.jit
+def psum_over_a_bank(a):
+    p = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.psum)  # 4 KiB per partition
+    x = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    nisa.tensor_copy(dst=p, src=x)
+    return p
+
+
+def test_a_psum_tensor_over_its_bank():
+    e = raises("PsumBankLimit", psum_over_a_bank, np.zeros((128, 1024), np.float32))
+    assert e.line == line_of(psum_over_a_bank, "4 KiB per partition")
+
+
+@nki.jit
+def bf16_psum_dst(a, b):
+    s = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    m = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=a)
+    nisa.dma_copy(dst=m, src=b)
+    p = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.psum)
+    nisa.nc_matmul(dst=p, stationary=s, moving=m)  # a bf16 dst needs trn3
+    return p
+
+
+def test_a_dtype_the_target_does_not_take():
+    e = raises("DType", bf16_psum_dst, np.zeros((128, 128), np.float32), np.zeros((128, 512), np.float32))
+    assert e.line == line_of(bf16_psum_dst, "a bf16 dst needs trn3")
+
+
+@nki.jit
+def contraction_differs(a, b):
+    s = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    m = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=a)
+    nisa.dma_copy(dst=m, src=b)
+    p = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=p, stationary=s, moving=m)  # K 128 against K 64
+    return p
+
+
+def test_a_matmul_whose_contraction_differs():
+    e = raises("ContractionMismatch", contraction_differs, np.zeros((128, 128), np.float32), np.zeros((64, 512), np.float32))
+    assert e.line == line_of(contraction_differs, "K 128 against K 64")
+
+
+@nki.jit
+def writes_its_input(a):
+    x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    nisa.dma_copy(dst=a, src=x)  # a is an input
+    return x
+
+
+def test_a_store_into_a_kernel_input():
+    e = raises("ImmutableInput", writes_its_input, np.zeros((128, 64), np.float32))
+    assert e.line == line_of(writes_its_input, "a is an input")
+
+
+@nki.jit
+def psum_tiles_over_the_banks(a):
+    tiles = []
+    for i in range(9):
+        tiles.append(nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum))  # one 2 KiB bank each
+    return tiles[0]
+
+
+def test_more_live_psum_tiles_than_banks():
+    e = raises("Capacity", psum_tiles_over_the_banks, np.zeros((4, 4), np.float32))
+    assert e.line == line_of(psum_tiles_over_the_banks, "one 2 KiB bank each")
