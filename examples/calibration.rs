@@ -1,9 +1,11 @@
 //! Every public calibration point of the timing model (shared/reference/calibration.md
-//! sections 1–5), modelled from kernels written as their sources write them, beside the
+//! sections 1–6), modelled from kernels written as their sources write them, beside the
 //! published figure: error and what bounds the kernel, per row (for section 4's collectives:
 //! the algorithm the runtime picks; section 5's rows are byte counters, in MB, of kernels
 //! whose tiles exceed SBUF if all stay live, followed by the tutorial's blocked fp32 matmuls
-//! on trn2, which must not be rejected either and have no published counters).
+//! on trn2, which must not be rejected either and have no published counters; section 6's
+//! rows are trn2 profiles: the 4096³ bf16 matmul ladder's total and per-engine active times,
+//! TensorE time of reduced and full matmul tiles, DMA time by descriptor size).
 //!
 //! ```text
 //! cargo run --release --example calibration [-- --json] [--trace DIR]

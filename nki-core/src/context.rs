@@ -220,6 +220,12 @@ impl InstanceCtx {
         }
     }
 
+    /// Sets the dialect the kernel is written in (and the PSUM rule that goes with it).
+    pub(crate) fn set_dialect(&mut self, dialect: crate::dialect::Dialect) {
+        self.dialect = dialect;
+        self.mem.set_dialect(dialect);
+    }
+
     /// The dialect the running kernel is written in: [`crate::dialect::Dialect::Beta1`] unless
     /// the kernel is `#[nki_kernel(nki = "0.7")]`.
     pub(crate) fn dialect(&self) -> crate::dialect::Dialect {

@@ -10,6 +10,7 @@
 //! into the traffic the compiler adds.
 
 use crate::access::Shape;
+use crate::dialect::Dialect;
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::record::MemKind;
@@ -84,8 +85,11 @@ pub(crate) struct MemoryTracker {
     sbuf_cap: usize,
     bank_bytes: usize,
     banks: Vec<usize>,
-    /// Most banks one PSUM tile may span ([`TargetSpec::psum_tile_max_banks`]).
+    /// Most banks one PSUM tile may span: [`TargetSpec::psum_tile_max_banks`] for a Beta-1
+    /// kernel, every bank for an NKI 0.7 one (see [`MemoryTracker::set_dialect`]).
     max_tile_banks: usize,
+    /// [`TargetSpec::psum_tile_max_banks`].
+    beta1_tile_banks: usize,
     sbuf_used: usize,
     /// The live tiles by slot (a tile keeps its slot; freed slots are reused, so the table
     /// stays as long as the most tiles live at once).
@@ -147,6 +151,7 @@ impl MemoryTracker {
             bank_bytes: spec.psum_bank_bytes,
             banks: vec![0; spec.psum_banks],
             max_tile_banks: spec.psum_tile_max_banks,
+            beta1_tile_banks: spec.psum_tile_max_banks,
             sbuf_used: 0,
             live: SlotVec::default(),
             placed: Vec::new(),
@@ -154,6 +159,20 @@ impl MemoryTracker {
             over: None,
             all: None,
         }
+    }
+
+    /// Sets the PSUM rule of the kernel's dialect. Beta 1 documents that a PSUM tile fits one
+    /// 2 KiB bank (`tile_size.psum_fmax`, "a PSUM tile cannot cross a bank"; NeuronCore-v4:
+    /// [`TargetSpec::psum_tile_max_banks`]). NKI 0.7 places PSUM tensors at bank starts
+    /// (`address=(0, bank * 2048)`) and tuned trn2 matmul kernels that run on hardware keep
+    /// accumulators of several banks in one PSUM tensor, each matmul writing within one bank
+    /// (that rule is the matmul's, `isa::tensor`): a 0.7 PSUM tensor may take any number of
+    /// whole, consecutive banks.
+    pub(crate) fn set_dialect(&mut self, dialect: Dialect) {
+        self.max_tile_banks = match dialect {
+            Dialect::Beta1 => self.beta1_tile_banks,
+            Dialect::Nki07 => self.banks.len(),
+        };
     }
 
     /// Registers a new tile, allocated before record `at` of the instance; returns its slot
@@ -201,7 +220,8 @@ impl MemoryTracker {
                 self.sbuf_used += bytes;
             }
             MemKind::Psum if bytes > self.bank_bytes && self.max_tile_banks > 1 => {
-                // NC-v4: a tile over one bank takes whole, consecutive, empty banks.
+                // A tile over one bank (NC-v4, or an NKI 0.7 kernel) takes whole, consecutive,
+                // empty banks.
                 let k = bytes.div_ceil(self.bank_bytes);
                 if k > self.max_tile_banks {
                     let rule = format!(

@@ -430,6 +430,8 @@ pub struct CostFacts {
     pub alu: Option<crate::math::AluOp>,
     /// True when the instruction also reduces its results into the engine's accumulator
     /// (`activation_reduce`, `tensor_scalar` with an accumulate): one more `MIN_II` \[E S13\].
+    /// For a `LOOP_BRANCH`: the iteration it closes is software-pipelined (it loads the next
+    /// iteration's input), which makes its barrier cheaper.
     pub accumulate: bool,
 }
 

@@ -548,7 +548,7 @@ impl Launch {
                 );
                 ctx.feed = feed.lock().unwrap_or_else(|p| p.into_inner()).take();
                 ctx.state.get::<Loops>().trips = self.trip_counts.clone();
-                ctx.dialect = self.dialect;
+                ctx.set_dialect(self.dialect);
                 ctx.beta1_grid_of_07 = beta1_grid_of_07;
                 if self.compiler.fuse || self.compiler.hoist_compute {
                     // The stage may keep tiles the kernel dropped: the capacity resolution
@@ -603,7 +603,7 @@ impl Launch {
                 shared.clone(),
             );
             ctx.state.get::<Loops>().trips = self.trip_counts.clone();
-            ctx.dialect = self.dialect;
+            ctx.set_dialect(self.dialect);
             ctx.state.set(Link(Some(pair.clone())));
             let (ctx, outcome) = crate::context::run_instance(ctx, kernel);
             pair.finish(core, outcome.is_ok());

@@ -131,6 +131,15 @@ pub struct TargetSpec {
     /// TensorE MultiplyMoving floor, cycles (`MM_INIT_LATENCY`): MM = max(min(64, N_stat), N_mov)
     /// \[E S1, S13\].
     pub mm_init_cycles: u64,
+    /// Fewest cycles one MultiplyMoving (a matmul or a TensorE transpose) occupies TensorE,
+    /// whatever its tile: reduced tiles cost nearly a full one. trn2: FITTED on calibration
+    /// §6b: 2,048 matmuls in four sections of 512 (M = 32, N = 64, K = 32, full tiles) ran at
+    /// 30.8 TFLOPS over TensorE-active time, 453 µs, against 445 µs for 2,048 full
+    /// `128 x 128 x 512` matmuls; the documented `max(min(64, N_stat), N_mov)` gives the N = 64
+    /// section 64 cycles (342 µs in all, −24.5 %). The full tile's 512 cycles as the floor
+    /// give 437 µs for both (−3.6 %, −1.8 %) and leave full tiles as documented. trn3: trn2's
+    /// assumed \[A\]; trn1: no figure, the documented formula (0) \[A\].
+    pub mm_min_cycles: u64,
     /// TensorE slowdown for fp32 matmul inputs (4 passes) \[E S1, S13\].
     pub fp32_matmul_factor: u64,
     /// TensorE slowdown for fp32 transposes: 4 on NC-v2 (a plain fp32 matmul), 2 on NC-v3+
@@ -184,6 +193,19 @@ pub struct TargetSpec {
     /// three few-DMA `vector_add_stream` rows leave 14.7–16 µs beside their instructions:
     /// 15 µs). trn3: no figure, trn2's value assumed \[A\].
     pub launch_overhead_ns: f64,
+    /// Cost, in ns, of the scheduling barrier at each iteration boundary of a device loop
+    /// (`nl.fori_loop`, `nl.while_loop`): every engine waits for the iteration's last record
+    /// to end, then the next iteration starts this much later. trn2: "`nl.fori_loop` inserts
+    /// scheduling barriers at iteration boundaries (~9 µs/iter)", with no cross-iteration
+    /// prefetching by the compiler \[E nki-library `dynamic_fa_design_spec.md`,
+    /// calibration.md §6d\]. trn1 and trn3: no figure, trn2's assumed \[A\].
+    pub device_loop_barrier_ns: f64,
+    /// The same barrier when the iteration is software-pipelined: it loads (a DMA into an
+    /// on-chip tile) data that nothing later in the same iteration reads, i.e. the next
+    /// iteration's input, so that load overlaps the iteration's compute. trn2: double
+    /// buffering "reducing per-tile overhead from ~9 µs to ~4 µs" \[E same source, §6d\];
+    /// trn1 and trn3: trn2's assumed \[A\].
+    pub device_loop_pipelined_barrier_ns: f64,
     /// NeuronCore generation (NKI `nc_version`: gen2 = trn1, gen3 = trn2, gen4 = trn3), as
     /// `nisa::get_nc_version()` reports it inside a kernel \[E SDK `nki.isa.nc_version`\].
     pub nc_version: u8,
@@ -195,9 +217,12 @@ pub struct TargetSpec {
     /// `dst` must be float32 (NC-v2/v3); 8192 on NC-v4 \[E SDK `nki.isa.nc_matmul`, "Data
     /// types" and "Tile size"\].
     pub matmul_moving_fmax_bf16_dst: Option<usize>,
-    /// Most PSUM banks one PSUM tile may span: 1 on NC-v2/v3 (a tile fits one 2 KiB bank);
-    /// 8 on NC-v4, where a matmul's `dst` may cover "the entire PSUM" \[E SDK
-    /// `nki.isa.nc_matmul`\].
+    /// Most PSUM banks one TensorE instruction's destination may span, and one PSUM tile of a
+    /// Beta-1 kernel: 1 on NC-v2/v3 (an accumulation group lives in one 2 KiB bank; Beta 1:
+    /// "a PSUM tile cannot cross a bank"); 8 on NC-v4, where a matmul's `dst` may cover "the
+    /// entire PSUM" \[E SDK `nki.isa.nc_matmul`\]. An NKI 0.7 PSUM tensor may take several
+    /// whole banks on every target (tuned trn2 matmul kernels keep their accumulators so,
+    /// each matmul writing within one bank).
     pub psum_tile_max_banks: usize,
     /// ScalarE runs `tensor_scalar` / `tensor_copy` with a 2x mode for bf16/fp16 data
     /// (NC-v4: "256 BF16/FP16/FP8 elements per cycle, 128 other" and "a 2x BF16/FP16 mode")
@@ -302,6 +327,7 @@ const TRN1_SPEC: TargetSpec = TargetSpec {
     dma_transpose_efficiency: 0.25,
     ncs_per_hbm_stack: 1,
     mm_init_cycles: 64,
+    mm_min_cycles: 0,
     fp32_matmul_factor: 4,
     fp32_transpose_factor: 4,
     ls_speedup: 4,
@@ -315,6 +341,8 @@ const TRN1_SPEC: TargetSpec = TargetSpec {
     dependency_latency_cycles: 200,
     vector_perf_modes: false,
     launch_overhead_ns: 15_000.0,
+    device_loop_barrier_ns: 9_000.0,
+    device_loop_pipelined_barrier_ns: 4_000.0,
     nc_version: 2,
     matmul_moving_fmax_fp32_dst: 512,
     matmul_moving_fmax_bf16_dst: None,
@@ -349,6 +377,8 @@ const TRN2_SPEC: TargetSpec = TargetSpec {
     dma_transpose_efficiency: 0.9,
     ncs_per_hbm_stack: 2,
     fp32_transpose_factor: 2,
+    // FITTED on calibration §6b; see the field's doc.
+    mm_min_cycles: 512,
     pe_throttle_start: 0.5,
     vector_perf_modes: true,
     launch_overhead_ns: 12_800.0,

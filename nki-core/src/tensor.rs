@@ -37,10 +37,11 @@ use crate::context::raise;
 use crate::dtype::{DType, Element};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::{Hbm, HbmStorage, HbmView};
+use crate::isa::base::fill_engine;
 use crate::isa::op::Op;
 use crate::isa::Operand;
 use crate::isa::{DmaEndpoint, DmaSource, DmaTarget};
-use crate::record::{Engine, MemKind, Opcode};
+use crate::record::{MemKind, Opcode};
 use crate::tile::{Tile, TileRef};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -279,7 +280,7 @@ pub(crate) fn full_tile(ins: &Op, mem: MemKind, dims: &[usize], value: f32, dtyp
             let v = t.view();
             // A zero fill is named `nl.zeros`: the compiler stage folds one in PSUM.
             let api = if value == 0.0 { "nl.zeros" } else { "nl.full" };
-            ins.record_as(api, Engine::Vector, Opcode::Memset)
+            ins.record_as(api, fill_engine(mem), Opcode::Memset)
                 .size(t.partitions() as u32, t.free_size() as u32)
                 .dtypes(dtype, dtype)
                 .psum(mem == MemKind::Psum)

@@ -276,22 +276,23 @@ fn an_nki_07_kernel_is_costed_as_written_whatever_the_stage() {
 }
 
 /// Line of the `nl::zeros` call of [`zeroed_accumulator`].
-const ZEROS_LINE: u32 = line!() + 18;
+const ZEROS_LINE: u32 = line!() + 19;
 
 #[nki_kernel]
 fn zeroed_accumulator(
     x: &Hbm<bf16>,
     y: &Hbm<bf16>,
     out: &mut Hbm<f32>,
-    side: &mut Hbm<f32>,
+    side: &mut Hbm<i32>,
     read_first: bool,
 ) {
     let (xt, yt) = (nl::load(x.view()), nl::load(y.view()));
-    // VectorE work issued before the fill (ready at once, one op after the other): the fill, a
-    // VectorE memset, queues behind it.
-    let mut v = nl::full(&[128, 4096], 1.0, DType::F32, nl::SBUF);
+    // GpSimdE work issued before the fill (ready at once, one op after the other: int32
+    // additions run on GpSimdE): the fill, a memset of PSUM the compiler puts on GpSimdE,
+    // queues behind it.
+    let mut v = nl::full(&[128, 4096], 1.0, DType::I32, nl::SBUF);
     for _ in 0..6 {
-        v = nl::multiply(&v, &v);
+        v = nl::add(&v, &v);
     }
     nl::store(side.view(), &v);
     let acc = nl::zeros(&[128, 512], DType::F32, nl::PSUM);
@@ -311,7 +312,7 @@ fn accumulate(stage: CompilerStage, read_first: bool) -> Profile {
     let x = Hbm::<bf16>::shape_only([128, 128]);
     let y = Hbm::<bf16>::shape_only([128, 512]);
     let mut out = Hbm::<f32>::shape_only([128, 512]);
-    let mut side = Hbm::<f32>::shape_only([128, 4096]);
+    let mut side = Hbm::<i32>::shape_only([128, 4096]);
     with_compiler_stage(stage, || {
         zeroed_accumulator::estimate(
             Grid::new([1]),
@@ -347,7 +348,7 @@ fn a_psum_zero_fill_is_folded_into_the_first_matmul() {
     assert!(l[0]
         .to_string()
         .contains("nl.zeros folded into the first matmul"));
-    // As written, the first matmul's PSUM write waits for the fill behind the VectorE chain;
+    // As written, the first matmul's PSUM write waits for the fill behind the GpSimdE chain;
     // folded it does not.
     let tensor_start = |p: &Profile| {
         p.spans

@@ -1,5 +1,5 @@
 //! The public calibration points of the timing model (shared/reference/calibration.md
-//! sections 1–5) and their modelled values: each point names its published figure and the
+//! sections 1–6) and their modelled values: each point names its published figure and the
 //! kernel (written as the source writes it) that [`points`] estimates for it. The
 //! `calibration` example prints them; `tests/calibration.rs` holds the accuracy bands.
 //! Section 5's points are byte counters (HBM and spill traffic of kernels whose tiles exceed
@@ -19,7 +19,7 @@ use std::path::Path;
 /// One published figure and its modelled value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
-    /// Section of calibration.md (1 to 5).
+    /// Section of calibration.md (1 to 6).
     pub section: u8,
     /// What was measured.
     pub name: String,
@@ -413,6 +413,80 @@ fn section5(rows: &mut Vec<Row>) -> Result<(), NkiError> {
     Ok(())
 }
 
+/// One trn2 profile's figure of §6: `what` of `p` (the latency, or an engine's active time)
+/// beside the published µs.
+fn profile_row(name: String, what: &str, published_us: f64, p: &Profile) -> Row {
+    let model_ns = match what {
+        "total" => p.latency_ns,
+        engine => p.engine(engine).map_or(0.0, |e| e.active_ns),
+    };
+    Row {
+        section: 6,
+        model: model_ns / 1e3,
+        ..row(6, &format!("{name}, {what}"), Target::Trn2, published_us, p)
+    }
+}
+
+/// Section 6: AWS's trn2 profile analyses (calibration.md §6). The 4096³ bf16 matmul
+/// ladder's totals and DMA, TensorE and VectorE active times; the TensorE time of 2,048
+/// reduced or full matmuls and the DMA active time of tile loads and stores with 1 KiB and
+/// 4 KiB descriptors, each published as a rate over that time (TFLOPS, GB/s) and compared
+/// here as the time the kernel's own FLOPs or bytes take at that rate.
+fn section6(rows: &mut Vec<Row>) -> Result<(), NkiError> {
+    use crate::trn2_profiles::{dma_descriptors, ladder_blocked, ladder_tiled, te_tile_sizes};
+    let t2 = Target::Trn2;
+    let g = || Grid::new([1]);
+    let s = 4096;
+    let (lhs_t, rhs) = (
+        Hbm::<bf16>::shape_only([s, s]),
+        Hbm::<bf16>::shape_only([s, s]),
+    );
+    let ladder = [
+        ("V0 tiled", [8602.0, 7906.0, 4806.0, 176.0]),
+        ("V1 blocked BM=8 BN=2", [2451.0, 1325.0, 2163.0, 174.0]),
+        ("V2 blocked, row loads", [1801.0, 819.0, 1781.0, 172.0]),
+    ];
+    for (v, (label, published)) in ladder.iter().enumerate() {
+        let p = match v {
+            0 => ladder_tiled::estimate(g(), t2, &lhs_t, &rhs)?.1,
+            _ => ladder_blocked::estimate(g(), t2, &lhs_t, &rhs, 8, 2, v == 2)?.1,
+        };
+        let name = format!("matmul 4096^3 bf16 {label}");
+        for (what, us) in ["total", "DMA", "TensorE", "VectorE"].iter().zip(published) {
+            rows.push(profile_row(name.clone(), what, *us, &p));
+        }
+    }
+    // §6b: 2,048 matmuls; FLOPs of the reduced sections: 512 each of M = 32, N = 64, K = 32
+    // and full 128 x 128 x 512.
+    let full = 2.0 * 128.0 * 128.0 * 512.0;
+    let (a, b) = (
+        Hbm::<bf16>::shape_only([128, 128]),
+        Hbm::<bf16>::shape_only([128, 512]),
+    );
+    for (reduced, tflops, flops) in [
+        (true, 30.8, 512.0 * full * (0.25 + 0.125 + 0.25 + 1.0)),
+        (false, 77.2, 2048.0 * full),
+    ] {
+        let p = te_tile_sizes::estimate(g(), t2, &a, &b, reduced)?;
+        let tiles = if reduced { "reduced" } else { "full" };
+        let name = format!("2048 matmuls, {tiles} tiles ({tflops} TFLOPS over TensorE active)");
+        rows.push(profile_row(name, "TensorE", flops / (tflops * 1e6), &p));
+    }
+    // §6c: 16 tiles in and out, 2 tile_cols bytes per descriptor.
+    for (tile_cols, gbps) in [(512usize, 259.0), (2048, 354.0)] {
+        let input = Hbm::<bf16>::shape_only([128, 16 * tile_cols]);
+        let mut out = Hbm::<bf16>::shape_only([128, 16 * tile_cols]);
+        let p = dma_descriptors::estimate(g(), t2, &input, &mut out, tile_cols)?;
+        let bytes = 2.0 * 16.0 * (128 * tile_cols * 2) as f64;
+        let name = format!(
+            "DMA loads and stores, {} KiB descriptors ({gbps} GB/s over DMA active)",
+            tile_cols * 2 / 1024
+        );
+        rows.push(profile_row(name, "DMA", bytes / (gbps * 1e3), &p));
+    }
+    Ok(())
+}
+
 /// Every public calibration point with its modelled value, in section order, and the wall
 /// and CPU time (s) the four full-size tutorial matmul estimates took. `trace_dir` receives a
 /// Chrome trace per section-3 kernel.
@@ -423,6 +497,7 @@ pub fn points(trace_dir: Option<&Path>) -> Result<(Vec<Row>, (f64, f64)), NkiErr
     section3(&mut rows, trace_dir)?;
     section4(&mut rows)?;
     section5(&mut rows)?;
+    section6(&mut rows)?;
     Ok((rows, tutorial))
 }
 

@@ -20,6 +20,8 @@
 //!   five matmul versions from a single tile to fully blocked.
 //! - [`nki_library`]: ports of NKI Library kernels (cumsum, rmsnorm_quant, layernorm_tkg,
 //!   RoPE, QKV, attention_tkg, MLP, MoE router top-k) in the NKI 0.7 surface.
+//! - [`trn2_profiles`]: the kernels of AWS's trn2 profile analyses (the 4096³ bf16 matmul
+//!   ladder, TensorE tile sizes, DMA descriptor sizes) behind calibration section 6.
 //! - [`reference`](mod@reference): independent plain-loop / ndarray references of every kernel.
 //! - [`report`]: the check-and-profile printing the tutorial examples share.
 //! - [`testing`]: deterministic random inputs and a NumPy-style `allclose` for the tests and
@@ -51,5 +53,6 @@ pub mod softmax;
 pub mod tensor_add;
 pub mod testing;
 pub mod transpose2d;
+pub mod trn2_profiles;
 
 pub use tensor_add::{tensor_add, tensor_add_stream};

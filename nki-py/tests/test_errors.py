@@ -204,17 +204,18 @@ def test_the_launch_is_usable_after_an_error():
 
 
 @nki.jit
-def psum_over_a_bank(a):
-    p = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.psum)  # 4 KiB per partition
-    x = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.sbuf)
+def psum_over_the_banks(a):
+    # A PSUM tensor may take several whole 2 KiB banks, not more than the 8 of a partition.
+    p = nl.ndarray((128, 4608), dtype=nl.float32, buffer=nl.psum)  # 18 KiB per partition
+    x = nl.ndarray((128, 4608), dtype=nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=x, src=a)
     nisa.tensor_copy(dst=p, src=x)
     return p
 
 
-def test_a_psum_tensor_over_its_bank():
-    e = raises("PsumBankLimit", psum_over_a_bank, np.zeros((128, 1024), np.float32))
-    assert e.line == line_of(psum_over_a_bank, "4 KiB per partition")
+def test_a_psum_tensor_over_its_banks():
+    e = raises("PsumBankLimit", psum_over_the_banks, np.zeros((128, 4608), np.float32))
+    assert e.line == line_of(psum_over_the_banks, "18 KiB per partition")
 
 
 @nki.jit

@@ -108,6 +108,18 @@ pub(crate) fn copy_engine(src: MemKind) -> Engine {
     }
 }
 
+/// The engine of a constant fill whose engine the kernel leaves to the compiler (`nl.zeros`,
+/// `nl.full`, `nisa.memset` without `engine=`): a fill of PSUM runs on GpSimdE, where the
+/// compiler put the PSUM memset that zeroes the accumulators of a tuned trn2 matmul kernel
+/// (its hardware profile); other fills on VectorE (`nisa.memset`'s default engine, NKI 0.6+
+/// `memset(dst, value)`).
+pub(crate) fn fill_engine(dst: MemKind) -> Engine {
+    match dst {
+        MemKind::Psum => Engine::GpSimd,
+        MemKind::Sbuf | MemKind::Hbm => Engine::Vector,
+    }
+}
+
 /// THE engine choice for an element-wise ALU operator (NKI's classic engine table,
 /// nki.api.shared "supported math operators"): `power`, and add/subtract/multiply computed
 /// in 32-bit integers (`compute` is the promoted operand dtype), run on GpSimdE; everything

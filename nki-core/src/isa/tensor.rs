@@ -413,6 +413,7 @@ pub(crate) fn matmul_into(
 ) {
     let (k, mm, n) = checked_dims(ins, s, m, Some(out), rows);
     ins.memory("dst", out, &[MemKind::Psum]);
+    psum_dst_banks(ins, out);
     if out.shape() != [mm, n] {
         ins.fail(
             ErrorKind::ShapeMismatch,
@@ -425,6 +426,51 @@ pub(crate) fn matmul_into(
         );
     }
     matmul_issue(ins, (k, mm, n), (s, m, out), acc, (rows, onezero));
+}
+
+/// THE bank rule of a TensorE result in PSUM: one matmul or transpose writes within
+/// [`TargetSpec::psum_tile_max_banks`](crate::target::TargetSpec::psum_tile_max_banks)
+/// consecutive 2 KiB banks of each partition (one bank before NeuronCore-v4: an accumulation
+/// group lives in one bank, SDK `nki.isa.nc_matmul`), counted from the start of its PSUM tile,
+/// which a tile of several banks takes at a bank start. A PSUM tensor of several banks (NKI
+/// 0.7) is fine; a destination slice that crosses a bank boundary is the error.
+#[inline]
+fn psum_dst_banks(ins: &Op, out: &TileRef) {
+    let spec = ins.target().spec();
+    let bank = spec.psum_bank_bytes as u64;
+    let r = out.region();
+    if r.hi <= bank {
+        return; // within the first bank (every tile of one bank)
+    }
+    let (first, last) = (r.lo / bank, (r.hi.max(r.lo + 1) - 1) / bank);
+    if (last - first + 1) as usize > spec.psum_tile_max_banks {
+        psum_banks_error(ins, out, (r.lo, r.hi), (first, last));
+    }
+}
+
+/// Fails `ins` for a PSUM destination over bytes `lo..hi` of each partition that spans banks
+/// `first..=last` (see [`psum_dst_banks`]).
+#[cold]
+fn psum_banks_error(ins: &Op, out: &TileRef, (lo, hi): (u64, u64), (first, last): (u64, u64)) -> ! {
+    let spec = ins.target().spec();
+    ins.fail(
+        ErrorKind::PsumBankLimit,
+        format!(
+            "destination {} covers bytes {lo}..{hi} of each partition, PSUM banks {first} to \
+             {last} of its tile; one TensorE instruction writes within {} {}-byte bank{} on {} \
+             (NeuronCore-v{})",
+            out.describe(),
+            spec.psum_tile_max_banks,
+            spec.psum_bank_bytes,
+            if spec.psum_tile_max_banks == 1 {
+                ""
+            } else {
+                "s"
+            },
+            ins.target(),
+            spec.nc_version
+        ),
+    );
 }
 
 /// [`check_matmul`] of a matmul writing `dst` (a new fp32 tile when `None`): (K, M, N), or
@@ -558,6 +604,9 @@ pub(crate) fn transpose_to<'d>(
     };
     let out = ins.output(dst, mem, dtype, &[f, p], false);
     let ov = out.view();
+    if mem == MemKind::Psum {
+        psum_dst_banks(ins, &ov);
+    }
     ins.issue(
         &[&ov],
         || ov.scatter(exec::transpose2d(&x.gather(api, ins.loc), p, f)),

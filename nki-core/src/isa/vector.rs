@@ -7,7 +7,7 @@
 //! accumulate in f64 and round once, i.e. they return the correctly rounded fp32 result; the
 //! hardware's own summation order is not public.
 
-use super::base::{alu_engine, short, Dst, Output, Site};
+use super::base::{alu_engine, fill_engine, short, Dst, Output, Site};
 use super::op::Op;
 use super::opts::{Opts, ReduceOpts};
 use super::{AluOp, Engine, Operand};
@@ -621,11 +621,13 @@ pub(crate) fn reciprocal_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d
 
 instruction! {
     /// Fills `dst` with the compile-time constant `value` rounded to its dtype (NKI
-    /// `nisa.memset(dst, value, engine=...)`), on VectorE (the default) or GpSimdE. `dst` is an
-    /// SBUF tile or view.
+    /// `nisa.memset(dst, value, engine=...)`), on VectorE or GpSimdE. `dst` is an SBUF or
+    /// PSUM tile or view (tuned matmul kernels zero their PSUM accumulators this way). With
+    /// no engine named it runs where the compiler puts it: GpSimdE for a PSUM `dst`, VectorE
+    /// for an SBUF one (see docs/timing-model.md, "Engines the compiler picks").
     pub fn memset<'d>(dst: into TileRef<'d>, value: f32, opts: into Option<Opts>)
     as ins = "nisa.memset" {
-        let engine = Opts::engine_or(opts, Engine::Vector);
+        let engine = Opts::engine_or(opts, fill_engine(dst.mem()));
         let shape = dst.shape().to_vec();
         memset_to(&ins, Dst::Into(dst), &shape, value, engine);
     }
@@ -654,7 +656,7 @@ pub(crate) fn memset_to<'d>(
             ),
         );
     }
-    let out = ins.output(dst, MemKind::Sbuf, dtype, shape, false);
+    let out = ins.output(dst, MemKind::Sbuf, dtype, shape, true);
     let ov = out.view();
     let site = Site::new(engine, Opcode::Memset);
     ins.compute(site, &[], &[], &[&ov], || {

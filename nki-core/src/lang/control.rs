@@ -17,8 +17,12 @@
 //! the HBM race checks treat them as ordered (two iterations writing one location is not a
 //! race, unlike two `affine_range` iterations). Each iteration ends with one
 //! [`LOOP_BRANCH`](crate::record::Opcode::LoopBranch) record on every engine its records used
-//! (the Sync engine's for TensorE and DMA work), the loop's own per-iteration cost; the
-//! profile lists every device loop ([`Profile::device_loops`](crate::profile::Profile)).
+//! (the Sync engine's for TensorE and DMA work): the iteration boundary, a scheduling barrier
+//! in the timing model (every branch waits for the whole iteration, the next iteration waits
+//! for every branch, and a branch costs the target's barrier time, less for a
+//! software-pipelined iteration: see [`TargetSpec::device_loop_barrier_ns`](
+//! crate::target::TargetSpec::device_loop_barrier_ns)). The profile lists every device loop
+//! ([`Profile::device_loops`](crate::profile::Profile)).
 
 use super::loop_state::Loops;
 pub use super::loop_state::TripCounts;
@@ -28,7 +32,7 @@ use crate::isa::nki_scalar::IntoScalar;
 use crate::isa::op::Op;
 use crate::isa::NkiScalar;
 use crate::record::LoopLog;
-use crate::record::{Engine, Opcode, Region};
+use crate::record::{BufId, Engine, Instr, Opcode, Region};
 
 /// Most iterations one run of a device loop may take in nki-rs before the launch fails (a
 /// `while_loop` whose condition never becomes zero would otherwise hang the host). A limit of
@@ -112,6 +116,9 @@ fn branches(
     if !used.iter().any(|&u| u) {
         used[Engine::Sync.index()] = true;
     }
+    let pipelined = context::with_ctx(api, loc, |c| {
+        software_pipelined(c.records.get(first..).unwrap_or(&[]))
+    });
     let op = Op::at(api, loc);
     for e in Engine::ALL.iter().filter(|e| used[e.index()]) {
         op.issue(
@@ -120,12 +127,31 @@ fn branches(
             || {
                 let mut r = op.record(*e, Opcode::LoopBranch).size(1, 1).done();
                 r.reads.extend(register);
+                r.accumulate = pipelined;
                 r
             },
         );
     }
     let end = context::with_ctx(api, loc, |c| c.records.len());
     (start, end)
+}
+
+/// Whether an iteration's records are software-pipelined (double buffering): a DMA in it
+/// writes an on-chip tile (a load) that no later record of the iteration reads, so what it
+/// loads is the next iteration's input and the load runs beside this iteration's compute.
+/// Recognised by the program's structure only (the iteration's records and their regions).
+fn software_pipelined(iteration: &[Instr]) -> bool {
+    iteration.iter().enumerate().any(|(i, r)| {
+        r.engine == Engine::Dma
+            && !r.writes.is_empty()
+            && r.writes.iter().all(|w| matches!(w.buf, BufId::Tile(_)))
+            && !iteration[i + 1..].iter().any(|later| {
+                later
+                    .reads
+                    .iter()
+                    .any(|g| r.writes.iter().any(|w| w.overlaps(g)))
+            })
+    })
 }
 
 /// The trip count the launch's [`TripCounts`] give the current run of the loop at `loc`.

@@ -21,7 +21,8 @@ pub struct TensorCost {
     /// LoadStationary: `N_stat / 4` cycles (x the fp32 factor); runs in the background of the
     /// previous MultiplyMoving.
     pub ls_ns: f64,
-    /// MultiplyMoving: `max(min(64, N_stat), N_mov)` cycles (x the fp32 factor).
+    /// MultiplyMoving: `max(min(64, N_stat), N_mov)` cycles (x the fp32 factor), at least
+    /// `mm_min_cycles`.
     pub mm_ns: f64,
 }
 
@@ -47,7 +48,7 @@ pub fn tensor_cost(spec: &TargetSpec, r: impl Into<CostFacts>) -> TensorCost {
         // Each operand with the one/zero hint halves it (SDK `nc_matmul`: "2x better").
         (spec.fp32_matmul_factor >> r.matmul.map_or(0, |m| m.onezero)).max(1)
     };
-    let mm_cycles = n_stat.min(spec.mm_init_cycles).max(n_mov) * factor;
+    let mm_cycles = (n_stat.min(spec.mm_init_cycles).max(n_mov) * factor).max(spec.mm_min_cycles);
     let ls_cycles = n_stat.div_ceil(spec.ls_speedup).max(1) * factor;
     TensorCost {
         ls_ns: ls_cycles as f64 / spec.tensor_ghz,
@@ -133,8 +134,11 @@ fn per_element(r: &CostFacts) -> f64 {
 }
 
 /// VectorE performance-mode speed-up on NC-v3+ \[E S2\]: 4x for tensor_copy / tensor_scalar with
-/// 16-bit SBUF input and output and contiguous data, 2x for those when one side is PSUM or the
-/// data is strided, 2x for tensor_tensor with both inputs in SBUF and all 16-bit.
+/// 16-bit SBUF input and output and contiguous data, 2x for those (16-bit in and out) when one
+/// side is PSUM or the data is strided, 2x for tensor_tensor with both inputs in SBUF and all
+/// 16-bit. A copy of fp32 PSUM (a matmul result) gets no mode: calibration §6a's read-outs,
+/// `tensor_copy` of `[128, 512]` fp32 PSUM to bf16 on VectorE, took 687 ns each (176 µs for
+/// 256), more than the 512 cycles (533 ns) of one element per cycle.
 pub fn vector_perf_mode(spec: &TargetSpec, r: impl Into<CostFacts>) -> f64 {
     let r = r.into();
     // NC-v4 ScalarE: a 2x mode for tensor_scalar / tensor_copy on bf16/fp16 data [E ARCH3].
@@ -157,7 +161,7 @@ pub fn vector_perf_mode(spec: &TargetSpec, r: impl Into<CostFacts>) -> f64 {
         Opcode::TensorCopy | Opcode::TensorScalar => {
             if all16 && !r.psum && r.contiguous {
                 4.0
-            } else if r.psum || all16 {
+            } else if all16 {
                 2.0
             } else {
                 1.0
@@ -208,10 +212,12 @@ pub fn compute_cycles(spec: &TargetSpec, r: impl Into<CostFacts>) -> u64 {
 }
 
 /// Cycles of the sequencer-only records (register loads/stores, loop branches, core
-/// barriers) on any engine, `None` for the others. No public figure exists for sequencer
-/// instructions (hardware.md §7, "Semaphore and cross-engine sync latency"): a register
-/// access and a loop's compare-and-branch are assumed to take the sequencer floor of every
-/// non-TensorE instruction, one `MIN_II`; a core barrier's semaphore write to the other core
+/// barriers) on any engine, `None` for the others. A device loop's branch is its iteration
+/// boundary's scheduling barrier ([`TargetSpec::device_loop_barrier_ns`], or
+/// [`TargetSpec::device_loop_pipelined_barrier_ns`] for a software-pipelined iteration). No
+/// public figure exists for the other sequencer instructions (hardware.md §7, "Semaphore and
+/// cross-engine sync latency"): a register access is assumed to take the sequencer floor of
+/// every non-TensorE instruction, one `MIN_II`; a core barrier's semaphore write to the other core
 /// is assumed to take the documented cross-engine semaphore-to-start latency, the DMA fixed
 /// latency (hardware.md §2.5 [A S5], ~1.3 µs); waiting for the other core takes no engine
 /// time of its own (the wait is the dependency on the other core's arrival). A copy on GpSimdE
@@ -225,7 +231,18 @@ fn control_cycles(spec: &TargetSpec, r: &CostFacts) -> Option<u64> {
             let ns = bytes / spec.gpsimd_dma_bytes_per_ns.max(f64::MIN_POSITIVE);
             Some(spec.gpsimd_start + (ns * spec.gpsimd_ghz).ceil() as u64)
         }
-        Opcode::ScalarLoad | Opcode::ScalarStore | Opcode::LoopBranch => Some(spec.min_ii),
+        Opcode::ScalarLoad | Opcode::ScalarStore => Some(spec.min_ii),
+        Opcode::LoopBranch => {
+            // The iteration boundary's scheduling barrier (`timing::deps` makes it wait for
+            // the iteration and the next one wait for it); `accumulate` marks a
+            // software-pipelined iteration (`lang::control`).
+            let ns = if r.accumulate {
+                spec.device_loop_pipelined_barrier_ns
+            } else {
+                spec.device_loop_barrier_ns
+            };
+            Some((ns * spec.engine_ghz(r.engine)).ceil() as u64)
+        }
         Opcode::CoreBarrier => {
             Some((spec.dma_fixed_latency_ns * spec.engine_ghz(r.engine)).ceil() as u64)
         }
@@ -253,7 +270,7 @@ pub fn dependency_latency_ns(spec: &TargetSpec, engine: Engine) -> f64 {
 mod tests {
     use super::super::test_records::{loc, mm, vec_op};
     use super::*;
-    use crate::record::Instr;
+    use crate::record::{Instr, MatmulDims};
     use crate::target::Target;
 
     #[test]
@@ -297,8 +314,37 @@ mod tests {
         let mut f32t = t(128, 128);
         f32t.in_dtype = DType::F32;
         let s2 = Target::Trn2.spec();
-        assert!((tensor_cost(s2, &f32t).mm_ns - 2.0 * 128.0 / 2.4).abs() < 1e-9);
+        // trn2: 2 x 128 cycles in transpose mode, under TensorE's 512-cycle floor.
+        assert!((tensor_cost(s2, &f32t).mm_ns - 512.0 / 2.4).abs() < 1e-9);
         assert!((tensor_cost(s, &f32t).mm_ns - 4.0 * 128.0 / 2.8).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_reduced_matmul_tile_costs_a_full_tile_on_trn2() {
+        // A [128, 128] x [128, 64] matmul (N = 64): 64 cycles by the documented formula (trn1),
+        // the 512-cycle floor on trn2 (calibration §6b); a full tile is 512 either way, an
+        // fp32 one 4 x 512.
+        let mm = |n: u32, fp32: bool| {
+            Instr::with_cost(
+                CostFacts {
+                    matmul: Some(MatmulDims {
+                        k: 128,
+                        m: 128,
+                        n,
+                        fp32,
+                        onezero: 0,
+                    }),
+                    ..CostFacts::new(Engine::Tensor, Opcode::Matmul)
+                },
+                "nisa.nc_matmul",
+                loc(),
+            )
+        };
+        let (s1, s2) = (Target::Trn1.spec(), Target::Trn2.spec());
+        assert!((tensor_cost(s1, &mm(64, false)).mm_ns - 64.0 / 2.8).abs() < 1e-9);
+        assert!((tensor_cost(s2, &mm(64, false)).mm_ns - 512.0 / 2.4).abs() < 1e-9);
+        assert!((tensor_cost(s2, &mm(512, false)).mm_ns - 512.0 / 2.4).abs() < 1e-9);
+        assert!((tensor_cost(s2, &mm(512, true)).mm_ns - 2048.0 / 2.4).abs() < 1e-9);
     }
 
     #[test]
@@ -364,6 +410,15 @@ mod tests {
         let mut strided = vec_op(TensorCopy, Vector, 2048, BF16);
         strided.contiguous = false;
         assert_eq!(compute_cycles(Trn2.spec(), &strided), 1024);
+        // A PSUM side: 2x for 16-bit data; an fp32 PSUM read-out to bf16 gets no mode
+        // (calibration §6a).
+        let mut readout = vec_op(TensorCopy, Vector, 512, F32);
+        readout.out_dtype = BF16;
+        readout.psum = true;
+        assert_eq!(compute_cycles(Trn2.spec(), &readout), 512);
+        let mut bf16_psum = vec_op(TensorCopy, Vector, 512, BF16);
+        bf16_psum.psum = true;
+        assert_eq!(compute_cycles(Trn2.spec(), &bf16_psum), 256);
         // trn3 exponential: + MIN_II for a read-out.
         let mut e = vec_op(Exponential, Vector, 2048, F32);
         e.accumulate = true;

@@ -172,7 +172,8 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
     pass.edges = std::mem::take(out);
     pass.engines.reserve(recs.len());
     for r in recs {
-        pass.add(r.engine, &r.reads, &r.writes);
+        let boundary = r.opcode == crate::record::Opcode::LoopBranch;
+        pass.add(r.engine, &r.reads, &r.writes, boundary);
     }
     *out = pass.edges;
 }
@@ -206,6 +207,67 @@ pub(crate) struct DepPass {
     by_pred: Vec<Edge>,
     /// Per record fed (index from `base`): its dependencies as a successor.
     pub(super) preds: Vec<u32>,
+    /// The device-loop iteration boundaries fed so far.
+    bounds: Boundaries,
+}
+
+/// The iteration boundaries of device loops (`nl::fori_loop`, `nl::while_loop`) a pass has
+/// seen: each is a scheduling barrier ("`nl.fori_loop` inserts scheduling barriers at
+/// iteration boundaries", calibration.md §6d). A boundary is the run of loop-branch records
+/// that closes an iteration (one per engine the iteration used): each of them waits for the
+/// end of every record fed since the previous boundary (the iteration, and the code before
+/// the loop for the first one), and every record fed after the boundary waits for the end of
+/// each of them. The branches' own cost is the barrier's (`timing::cost`).
+#[derive(Default)]
+struct Boundaries {
+    /// First record (global index) of the open iteration: the first one after the last
+    /// boundary, or the pass's first record.
+    since: u32,
+    /// First branch of the boundary being fed, while `closing`.
+    group: u32,
+    /// The branches of the last boundary (or of the one being fed).
+    branches: Vec<u32>,
+    /// The branches of the boundary before it (while `closing`).
+    before: Vec<u32>,
+    /// True while the records fed last are a boundary's branches.
+    closing: bool,
+}
+
+impl Boundaries {
+    /// Links record `me` (a loop branch when `boundary`) to the boundary rules (see the
+    /// type's doc).
+    fn link(&mut self, me: u32, boundary: bool, out: &mut Links<'_>) {
+        let after = Edge {
+            succ: me,
+            kind: Kind::After,
+            late: false,
+        };
+        if boundary {
+            if !self.closing {
+                self.closing = true;
+                self.group = me;
+                self.before = std::mem::take(&mut self.branches);
+            }
+            for j in self.since..self.group {
+                out.link(j, after);
+            }
+            if self.since == self.group {
+                // An iteration with no records of its own: after the boundary before it.
+                for &j in &self.before {
+                    out.link(j, after);
+                }
+            }
+            self.branches.push(me);
+        } else {
+            if self.closing {
+                self.closing = false;
+                self.since = me;
+            }
+            for &j in &self.branches {
+                out.link(j, after);
+            }
+        }
+    }
 }
 
 /// Where [`DepPass::add`] appends the dependencies it finds: the pass's `edges` and `nsucc`
@@ -238,6 +300,10 @@ impl DepPass {
             first: Vec::new(),
             by_pred: Vec::new(),
             preds: Vec::new(),
+            bounds: Boundaries {
+                since: base,
+                ..Boundaries::default()
+            },
         }
     }
 
@@ -253,6 +319,10 @@ impl DepPass {
         self.first.clear();
         self.by_pred.clear();
         self.preds.clear();
+        self.bounds = Boundaries {
+            since: base,
+            ..Boundaries::default()
+        };
         self.base = base;
     }
 
@@ -305,8 +375,16 @@ impl DepPass {
         &self.by_pred[self.first[r] as usize..self.first[r + 1] as usize]
     }
 
-    /// Feeds the next record: it runs on `engine`, reads `reads` and writes `writes`.
-    pub(crate) fn add(&mut self, engine: Engine, reads: &[Region], writes: &[Region]) {
+    /// Feeds the next record: it runs on `engine`, reads `reads` and writes `writes`;
+    /// `boundary` when it is a loop branch closing a device loop's iteration (see
+    /// [`Boundaries`]).
+    pub(crate) fn add(
+        &mut self,
+        engine: Engine,
+        reads: &[Region],
+        writes: &[Region],
+        boundary: bool,
+    ) {
         let me = self.base + self.engines.len() as u32;
         self.engines.push(engine);
         self.nsucc.push(0);
@@ -317,6 +395,9 @@ impl DepPass {
             nsucc: &mut self.nsucc,
             base: self.base,
         };
+        if boundary || !self.bounds.branches.is_empty() {
+            self.bounds.link(me, boundary, &mut out);
+        }
         let tensor = engine == Engine::Tensor;
         // The slots of the first regions, looked up once for the checks and the updates.
         let mut slots = [[0usize; KEEP]; 2];
