@@ -154,7 +154,7 @@ pub use crate::profile::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
     Span, Spans, SpillKind, SpillLine, SpillStats, Track,
 };
-pub use crate::profile::{BoundRow, Finding, FindingKind, PerformanceBounds};
+pub use crate::profile::{BoundRow, Finding, FindingKind, IrDump, PerformanceBounds};
 pub use crate::profile::{CompilerKind, CompilerLine, CompilerStats};
 
 /// The NKI language (`nki.language`, imported as `nl`): loads and stores, element-wise math,

@@ -58,6 +58,8 @@ pub(crate) struct Plan {
     pub(crate) models: bool,
     /// The number of NeuronCores of the launch.
     pub(crate) cores: usize,
+    /// True when the profile keeps the records for its instruction dump ([`Profile::ir`]).
+    pub(crate) keep_records: bool,
     /// The cross-core edges of an LNC=2 pair (`None` for any other launch), as (earlier,
     /// later) pairs of `(core, index in its stream)`.
     pub(crate) pair: Option<Vec<(RecordAt, RecordAt)>>,
@@ -105,13 +107,16 @@ pub(crate) fn run(
     let apart = feed.is_some();
     let cross = cross_edges(plan, &streams);
     let timeline = crate::timing::schedule(&streams, plan.target, feed, &cross);
-    let profile = with_compiler(
+    let mut profile = with_compiler(
         crate::timing::profile(timeline, memory),
         done,
         loops,
         &streams,
     );
-    if apart {
+    if plan.keep_records {
+        profile.kept_records =
+            crate::profile::kept::KeptRecords(Some(std::sync::Arc::new(streams)));
+    } else if apart {
         crate::record::recycle_apart(streams);
     } else {
         crate::record::recycle(streams);

@@ -358,6 +358,8 @@ pub struct Launch {
     /// Whether every element of the outputs must be written (see
     /// [`Launch::outputs_uninitialised`]).
     uninitialised_outputs: bool,
+    /// Whether an estimate's profile keeps its records (see [`Launch::keep_records`]).
+    keep_records: bool,
     /// The `compiler` stage's transformations (see [`Launch::compiler`]).
     compiler: crate::compiler::stage::CompilerStage,
     /// Where the user launched the kernel when a launcher closure stands between that call and
@@ -376,6 +378,7 @@ impl Launch {
             host_threads: None,
             trip_counts: None,
             uninitialised_outputs: false,
+            keep_records: false,
             compiler: crate::compiler::stage::current(),
             called_at: None,
         }
@@ -426,6 +429,11 @@ impl Launch {
         /// it keeps the value the host gave it (the seeds' form: outputs are tensors the caller
         /// owns, and writing part of one is allowed).
         outputs_uninitialised() => uninitialised_outputs = true;
+        /// Keeps the instruction records of an estimate in its profile, for the instruction
+        /// dump ([`Profile::ir`](crate::Profile::ir), [`Profile::write_ir`](crate::Profile::write_ir)).
+        /// Simulate launches always keep them; estimates drop them by default (a sweep of many
+        /// estimates would hold every launch's records).
+        keep_records() => keep_records = true;
     }
 
     /// Runs `kernel` once per program instance and returns the report (with a profile in
@@ -498,6 +506,7 @@ impl Launch {
             stage: self.compiler,
             models: self.mode.records(),
             cores: self.grid.num_cores(),
+            keep_records: self.mode == Mode::Simulate || self.keep_records,
             pair: pair.as_ref().map(|p| p.edges()),
         };
         let programs = finished.into_iter().map(|f| f.program).collect();

@@ -973,3 +973,63 @@ fn bounds_find_reloads_reduced_tensor_tiles_and_recurring_transposes() {
     assert_eq!(bounds.bytes_moved, bounds.bytes_ideal + 2 * 64 * 128 * 2);
     assert!(bounds.of_kind(FindingKind::Spilled).next().is_none());
 }
+
+#[test]
+fn the_instruction_dump_folds_loop_iterations_and_shows_operands_and_times() {
+    let one = bf16::from_f32(1.0);
+    let a = Hbm::<bf16>::full([512, 128], one);
+    let b = Hbm::<bf16>::full([512, 128], one);
+    let mut c = Hbm::<bf16>::zeros([512, 128]);
+    let p = add_tiles::simulate(Grid::new([1]), Target::Trn2, &a, &b, &mut c).unwrap();
+    let ir = p
+        .ir()
+        .expect("simulate launches keep their records")
+        .to_string();
+    // 4 iterations of load, load, matmul, add, store: one folded body.
+    assert!(ir.contains("loop x4 (records 0..20"), "{ir}");
+    let body: Vec<&str> = ir.lines().filter(|l| l.contains("timing.rs:")).collect();
+    assert_eq!(body.len(), 5, "{ir}");
+    assert!(
+        body[0].contains("DMA") && body[0].contains("nl.load"),
+        "{ir}"
+    );
+    assert!(
+        body[0].contains("sbuf:t0[p0..128, 0..256 B] bfloat16 <- hbm:hbm0[0..32768 B]"),
+        "{ir}"
+    );
+    assert!(
+        body[2].contains("MATMUL") && body[2].contains("K=128 M=128 N=128"),
+        "{ir}"
+    );
+    assert!(
+        body.iter()
+            .all(|l| l.contains(" ns..") || l.contains(" us..")),
+        "{ir}"
+    );
+    let path = std::env::temp_dir().join(format!("nki-ir-{}.txt", std::process::id()));
+    p.write_ir(&path).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), ir);
+    let _ = std::fs::remove_file(&path);
+    // Estimates drop their records unless asked to keep them.
+    let (sa, sb) = (
+        Hbm::<bf16>::shape_only([512, 128]),
+        Hbm::<bf16>::shape_only([512, 128]),
+    );
+    let mut sc = Hbm::<bf16>::shape_only([512, 128]);
+    let e = add_tiles::estimate(Grid::new([1]), Target::Trn2, &sa, &sb, &mut sc).unwrap();
+    assert!(e.ir().is_none());
+    let err = e.write_ir(&path).unwrap_err();
+    assert!(err.to_string().contains("keep_records"), "{err}");
+    let launch = Launch::new(1)
+        .target(Target::Trn2)
+        .mode(Mode::Estimate)
+        .keep_records();
+    let kept = add_tiles::run(launch, &sa, &sb, &mut sc)
+        .unwrap()
+        .profile
+        .unwrap();
+    assert_eq!(
+        kept.ir().unwrap().to_string().lines().count(),
+        ir.lines().count()
+    );
+}

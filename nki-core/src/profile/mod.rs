@@ -8,6 +8,8 @@ pub mod bounds;
 pub mod compiler;
 pub mod findings;
 pub mod html;
+pub mod ir;
+pub(crate) mod kept;
 pub(crate) mod loops;
 pub mod spills;
 pub mod summary;
@@ -17,6 +19,7 @@ pub(crate) mod units;
 pub use bounds::{BoundRow, PerformanceBounds};
 pub use compiler::{CompilerKind, CompilerLine, CompilerStats};
 pub use findings::{Finding, FindingKind};
+pub use ir::IrDump;
 pub use spills::{SpillKind, SpillLine, SpillStats};
 pub use summary::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,

@@ -347,6 +347,9 @@ pub struct Profile {
     /// FLOPs, HBM use, per-line findings).
     #[serde(skip)]
     pub(crate) bound_facts: crate::profile::findings::BoundFacts,
+    /// The launch's instruction records, when kept for [`Profile::ir`].
+    #[serde(skip)]
+    pub(crate) kept_records: crate::profile::kept::KeptRecords,
     /// Program id of each instance, per core: `program_ids[nc][i]`.
     #[serde(skip)]
     pub program_ids: Vec<Vec<Vec<usize>>>,

@@ -416,6 +416,7 @@ pub(crate) fn profile(timeline: Timeline, memory: MemoryPeak) -> Profile {
         spills: Default::default(),
         compiler: Default::default(),
         bound_facts,
+        kept_records: Default::default(),
         program_ids: streams
             .iter()
             .map(|s| s.instances.iter().map(|(p, _)| p.clone()).collect())
