@@ -50,7 +50,7 @@ pub struct PerformanceBounds {
     /// The kernel's active time (first instruction to last; the pre/postamble is not part of
     /// any bound), in ns.
     pub active_ns: f64,
-    /// DMA peak of the launch's NeuronCores, in GB/s ([`dma_peak_bytes_per_ns`]).
+    /// DMA peak of the launch's NeuronCores, in GB/s (`dma_peak_bytes_per_ns`).
     pub dma_peak_gbps: f64,
     /// Bytes all DMAs move.
     pub bytes_moved: u64,
@@ -60,7 +60,7 @@ pub struct PerformanceBounds {
     /// move).
     pub bytes_ideal: u64,
     /// TensorE FLOPs of the matmuls (transposes left out), weighted as the profiler's
-    /// `adjusted_flops` ([`adjusted_flops_factor`]).
+    /// `adjusted_flops` (`adjusted_flops_factor`).
     pub useful_flops_adjusted: f64,
     /// TensorE peak of the launch's NeuronCores, in TFLOPS (`2 * rows * cols * clock`).
     pub tensor_peak_tflops: f64,

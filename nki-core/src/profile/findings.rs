@@ -35,7 +35,7 @@ pub fn adjusted_flops_factor(dtype: DType) -> f64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum FindingKind {
     /// DMAs whose descriptors (contiguous runs) are shorter than
-    /// [`EFFICIENT_DESCRIPTOR_BYTES`].
+    /// `EFFICIENT_DESCRIPTOR_BYTES`.
     SmallDescriptors,
     /// Loads that read again exactly the HBM bytes an earlier load of the same program
     /// instance read.
@@ -144,11 +144,11 @@ pub(crate) struct BoundFacts {
     /// This instance has TensorE transposes: which tiles hold loaded data is followed.
     follow_tiles: bool,
     /// This instance's HBM reads so far (buffer, byte range).
-    seen_reads: Map<(BufId, u64, u64), ()>,
+    seen_reads: Map<HbmBytes, ()>,
     /// This instance's tiles last written by a load: tile region -> the HBM bytes loaded.
     loaded_from: Map<TileRegion, HbmBytes>,
     /// The sources this instance's transposes transposed.
-    transposed: Map<(BufId, u64, u64), ()>,
+    transposed: Map<HbmBytes, ()>,
     /// The line keys, set when the rows are done (location, api).
     keys: Vec<(SourceLoc, &'static str)>,
 }
