@@ -64,8 +64,9 @@ pub struct PerformanceBounds {
     pub useful_flops_adjusted: f64,
     /// TensorE peak of the launch's NeuronCores, in TFLOPS (`2 * rows * cols * clock`).
     pub tensor_peak_tflops: f64,
-    /// `bytes_moved` at the DMA peak of the busiest core's share, in ns (the largest of the
-    /// cores' own bytes at one core's peak).
+    /// `bytes_moved` at the DMA peak, in ns: the larger of the busiest core's bytes at one
+    /// core's peak and all bytes at the launch's peak (cores on one HBM stack share its
+    /// bandwidth), so never below the ideal bound.
     pub memory_bound_ns: f64,
     /// `bytes_ideal` at the launch's DMA peak, in ns.
     pub memory_bound_ideal_ns: f64,
@@ -153,7 +154,9 @@ impl Profile {
             2.0 * spec.pe_array.0 as f64 * spec.pe_array.1 as f64 * spec.tensor_ghz;
         let busiest_bytes = self.cores.iter().map(|c| c.dma_bytes).max().unwrap_or(0);
         let bytes_ideal = facts.ideal_bytes();
-        let memory_bound_ns = busiest_bytes as f64 / one_core;
+        // Each core at its own engines' peak, and all at the launch's (cores on one HBM stack
+        // share its bandwidth).
+        let memory_bound_ns = (busiest_bytes as f64 / one_core).max(self.dma.bytes as f64 / all);
         let memory_bound_ideal_ns = bytes_ideal as f64 / all;
         let compute_bound_ns = facts.tensor_ns.iter().copied().fold(0.0, f64::max);
         let compute_bound_ideal_ns = facts.useful_flops / (per_core_flops * cores as f64);
