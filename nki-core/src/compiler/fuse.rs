@@ -27,7 +27,7 @@ use crate::timing::fast_hash::Map;
 
 /// One `affine_range` activation in the records: its depth, the records it spans (a loop
 /// runs to its end before the next statement, so they are contiguous) and its iterations.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Debug)]
 pub(crate) struct Act {
     id: u32,
     depth: usize,
@@ -56,11 +56,19 @@ impl Act {
 
 /// The activations of `records`, in order of their first record.
 pub(crate) fn activations(records: &[Instr]) -> Vec<Act> {
+    activations_in(records, 0..records.len(), 0)
+}
+
+/// The activations at depth `min_depth` or deeper whose records lie in `records[range]`, in
+/// order of their first record (ties: shallowest first). Exact when no activation at those
+/// depths has records both inside and outside `range`.
+fn activations_in(records: &[Instr], range: std::ops::Range<usize>, min_depth: usize) -> Vec<Act> {
     let mut at: Map<u32, usize> = Map::default();
     let mut acts: Vec<Act> = Vec::new();
     let mut last_iter: Vec<u32> = Vec::new();
-    for (i, r) in records.iter().enumerate() {
-        for (d, &(a, it)) in r.affine.frames().iter().enumerate() {
+    for (i, r) in records.iter().enumerate().take(range.end).skip(range.start) {
+        let frames = r.affine.frames();
+        for (d, &(a, it)) in frames.iter().enumerate().skip(min_depth) {
             match at.get(&a) {
                 Some(&k) => {
                     acts[k].end = i + 1;
@@ -152,7 +160,17 @@ fn fusable(records: &[Instr], a: &Act, b: &Act) -> bool {
 /// activations of one loop statement (`loops[a]`, where it began) are never paired: they are
 /// iterations of an enclosing loop the kernel runs in order (`sequential_range`, a host loop),
 /// and merging them would reorder that loop rather than fuse two loop nests.
-fn find_pair(records: &[Instr], acts: &[Act], loops: &[SourceLoc]) -> Option<(Act, Act)> {
+///
+/// `known` keeps the result of [`fusable`] by both loops' ids and bounds: the check reads
+/// only the records in `a.start..b.end`, by their regions and their iterations at the two
+/// loops' depth, in any order; a fusion changes those records (without changing the
+/// bounds) only by reordering them or renaming a loop id, so the result stays valid.
+fn find_pair(
+    records: &[Instr],
+    acts: &[Act],
+    loops: &[SourceLoc],
+    known: &mut Map<PairKey, bool>,
+) -> Option<(Act, Act)> {
     let line = |x: &Act| loops.get(x.id as usize).copied();
     let parent = |a: &Act| &records[a.start].affine.frames()[..a.depth];
     let max_depth = acts.iter().map(|a| a.depth).max()?;
@@ -173,7 +191,10 @@ fn find_pair(records: &[Instr], acts: &[Act], loops: &[SourceLoc]) -> Option<(Ac
                 }
                 let same_trips = a.iters == b.iters && a.distinct == b.distinct;
                 let two_nests = line(a).is_some() && line(a) != line(b);
-                if two_nests && same_trips && a.distinct == a.iters && fusable(records, a, b) {
+                if two_nests && same_trips && a.distinct == a.iters && {
+                    let key = (a.id, a.start, a.end, b.id, b.start, b.end);
+                    *known.entry(key).or_insert_with(|| fusable(records, a, b))
+                } {
                     return Some((**a, **b));
                 }
             }
@@ -184,6 +205,9 @@ fn find_pair(records: &[Instr], acts: &[Act], loops: &[SourceLoc]) -> Option<(Ac
 
 /// Most fusions applied to one instance (each is a pass over its records).
 const MAX_FUSIONS: usize = 4096;
+
+/// What [`fusable`]'s result depends on: both loops' ids and bounds.
+type PairKey = (u32, usize, usize, u32, usize, usize);
 
 /// Fuses the sibling `affine_range` loops of `records` that the module doc describes, outermost
 /// first. `loops[a]` is where activation `a` began. The indices in `marks` are moved to the
@@ -196,15 +220,26 @@ pub(crate) fn fuse(
     marks: &mut [usize],
 ) -> bool {
     let mut any = false;
+    let mut acts = activations(records);
+    let mut known: Map<PairKey, bool> = Map::default();
     for _ in 0..MAX_FUSIONS {
-        let acts = activations(records);
         if acts.len() < 2 {
             break;
         }
-        let Some((a, b)) = find_pair(records, &acts, loops) else {
+        let Some((a, b)) = find_pair(records, &acts, loops, &mut known) else {
             break;
         };
         apply(records, &a, &b, marks);
+        // Only the activations at `a`'s depth or deeper that start in `a.start..b.end`
+        // changed (every record there shares `a`'s parent position): rescan just those.
+        let first = acts
+            .iter()
+            .position(|x| x.id == a.id)
+            .expect("the fused loop is an activation");
+        let count = acts[first..].iter().take_while(|x| x.start < b.end).count();
+        let fresh = activations_in(records, a.start..b.end, a.depth);
+        acts.splice(first..first + count, fresh);
+        debug_assert!(acts == activations(records), "activations kept in step");
         any = true;
         let line = |x: &Act| loops.get(x.id as usize).copied();
         if let (Some(bl), al) = (line(&b), line(&a)) {
@@ -223,12 +258,13 @@ pub(crate) fn fuse(
 }
 
 /// Reorders `records`: the records between `a` and `b` first, then iteration `j` of `a`
-/// followed by iteration `j` of `b` (renamed into `a`) for every `j`.
-fn apply(records: &mut Vec<Instr>, a: &Act, b: &Act, marks: &mut [usize]) {
+/// followed by iteration `j` of `b` (renamed into `a`) for every `j`. Only the records in
+/// `a.start..b.end` move; the indices in `marks` move as [`reorder`] moves them.
+fn apply(records: &mut [Instr], a: &Act, b: &Act, marks: &mut [usize]) {
     let d = a.depth;
+    let lo = a.start;
     let iteration = |i: usize| records[i].affine.frames()[d].1;
-    let mut order: Vec<usize> = (0..a.start).collect();
-    order.extend(a.end..b.start);
+    let mut order: Vec<usize> = (a.end - lo..b.start - lo).collect();
     let (mut x, mut y) = (a.start, b.start);
     while x < a.end || y < b.end {
         let j = if x < a.end {
@@ -237,21 +273,54 @@ fn apply(records: &mut Vec<Instr>, a: &Act, b: &Act, marks: &mut [usize]) {
             iteration(y)
         };
         while x < a.end && iteration(x) == j {
-            order.push(x);
+            order.push(x - lo);
             x += 1;
         }
         while y < b.end && iteration(y) == j {
-            order.push(y);
+            order.push(y - lo);
             y += 1;
         }
     }
-    order.extend(b.end..records.len());
     for r in &mut records[b.start..b.end] {
         let mut frames = r.affine.frames().to_vec();
         frames[d].0 = a.id;
         r.affine = AffinePos::new(&frames);
     }
-    reorder(records, &order, marks);
+    let new_pos = permute_in_place(&mut records[lo..b.end], &order);
+    // A mark outside the range keeps its index (the range maps onto itself); one inside
+    // moves to the smallest new index of the range's records at or after it.
+    for m in marks.iter_mut() {
+        if *m > lo && *m < b.end {
+            if let Some(p) = new_pos[*m - lo..].iter().min() {
+                *m = lo + p;
+            }
+        }
+    }
+}
+
+/// Puts `slice` in the order `order` (a permutation of its indices: the new element `k` is
+/// the old element `order[k]`) by swaps along the permutation's cycles, and returns each old
+/// element's new index.
+fn permute_in_place<T>(slice: &mut [T], order: &[usize]) -> Vec<usize> {
+    let mut new_pos = vec![0; slice.len()];
+    for (k, &i) in order.iter().enumerate() {
+        new_pos[i] = k;
+    }
+    let mut placed = vec![false; slice.len()];
+    for start in 0..slice.len() {
+        let mut k = start;
+        while !placed[k] {
+            placed[k] = true;
+            let from = order[k];
+            if from == start {
+                break;
+            }
+            // `slice[k]` holds the cycle's first element; `slice[from]` is still unmoved.
+            slice.swap(k, from);
+            k = from;
+        }
+    }
+    new_pos
 }
 
 /// Puts `records` in the order `order` (see [`permute`]) and moves the indices in `marks` to
