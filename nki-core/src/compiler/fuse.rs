@@ -214,7 +214,7 @@ type PairKey = (u32, usize, usize, u32, usize, usize);
 /// smallest new index of the records at or after them (so every record at or after a mark
 /// stays at or after it). Returns true when something was fused.
 pub(crate) fn fuse(
-    records: &mut Vec<Instr>,
+    records: &mut [Instr],
     loops: &[SourceLoc],
     stats: &mut CompilerStats,
     marks: &mut [usize],
