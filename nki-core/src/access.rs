@@ -323,7 +323,9 @@ impl Ap {
     }
 
     /// Applies a slice expression. `keep_dim0` keeps an integer-indexed dimension 0 as size 1
-    /// (on-chip views keep their partition dim); other integer indices drop their dimension.
+    /// (on-chip views keep their partition dim) and keeps a view of a multi-dimensional
+    /// buffer at least 2-D (a size-1 free dimension when integers drop every free one); other
+    /// integer indices drop their dimension.
     /// Missing trailing indices select the whole dimension.
     pub fn slice(&self, index: &[Ix], keep_dim0: bool, what: &str) -> Result<Ap> {
         self.slice_named(index, keep_dim0, || what.to_string())
@@ -414,6 +416,13 @@ impl Ap {
         }
         if n == 0 {
             (dims[0], strides[0], n) = (1, 1, 1);
+        }
+        if keep_dim0 && n == 1 && nd >= 2 {
+            // An on-chip view keeps at least two dimensions: integers on every free dimension
+            // leave one free dimension of size 1 (NKI language guide, "Tensor Values", and the
+            // `NkiTensor` indexing docstring: `t[0, 0, 10]` of a 3-D SBUF tensor is `[1, 1]`,
+            // `t[:, 0, 10]` is `[P, 1]`).
+            (dims[1], strides[1], n) = (1, 1, 2);
         }
         Ok(Ap {
             offset: offset as usize,
@@ -606,6 +615,21 @@ mod tests {
         assert_eq!(row.shape.dims(), &[6]);
         let keep = ap.slice(&[Ix::At(2)], true, "t").unwrap();
         assert_eq!(keep.shape.dims(), &[1, 6]);
+        // On chip at least two dims stay (the NkiTensor indexing docstring's examples).
+        let chip = Ap::contiguous(Shape::new(&[4, 3, 16]).unwrap());
+        let one = chip
+            .slice(&[Ix::At(0), Ix::At(0), Ix::At(10)], true, "t")
+            .unwrap();
+        assert_eq!((one.shape.dims(), one.offset), (&[1, 1][..], 10));
+        let col = chip
+            .slice(&[Ix::from(..), Ix::At(0), Ix::At(10)], true, "t")
+            .unwrap();
+        assert_eq!((col.shape.dims(), col.offset), (&[4, 1][..], 10));
+        assert_eq!(col.strides[0], 48);
+        let hbm = chip
+            .slice(&[Ix::from(..), Ix::At(0), Ix::At(10)], false, "t")
+            .unwrap();
+        assert_eq!(hbm.shape.dims(), &[4]);
         let src: Vec<f32> = (0..24).map(|x| x as f32).collect();
         let mut out = vec![0.0; 6];
         v.gather(&src, &mut out);

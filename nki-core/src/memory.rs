@@ -171,7 +171,7 @@ impl MemoryTracker {
     pub(crate) fn set_dialect(&mut self, dialect: Dialect) {
         self.max_tile_banks = match dialect {
             Dialect::Beta1 => self.beta1_tile_banks,
-            Dialect::Nki07 => self.banks.len(),
+            Dialect::Nki07 | Dialect::Nki08 => self.banks.len(),
         };
     }
 

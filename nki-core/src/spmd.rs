@@ -97,7 +97,7 @@ impl From<Factor> for GridDim {
 /// is [`Grid::lnc`]`(k)`; anything else is an [`ErrorKind::InvalidGrid`] error. A Beta 1
 /// grid is taken as it is.
 fn resolve(dialect: Dialect, grid: &Grid) -> Result<Grid> {
-    if dialect == Dialect::Beta1 {
+    if !dialect.grid_is_lnc_degree() {
         return Ok(grid.clone());
     }
     let degree = match grid.dims.as_slice() {
@@ -113,12 +113,13 @@ fn resolve(dialect: Dialect, grid: &Grid) -> Result<Grid> {
             ErrorKind::InvalidGrid,
             "launch",
             format!(
-                "grid {grid} for an NKI 0.7 kernel: NKI 0.7 has no SPMD grid, a 0.7 kernel \
+                "grid {grid} for an {name} kernel: {name} has no SPMD grid, such a kernel \
                  launches as kernel[1] or kernel[2] (the logical NeuronCore's degree, LNC=2 \
                  runs it once per physical core with nl::program_id(0) the core index); \
                  split work across instances with a loop over nl::program_id(0) and \
                  nl::num_programs(0), or write the kernel as #[nki_kernel] (Beta 1) to \
-                 launch it on a grid"
+                 launch it on a grid",
+                name = dialect.name()
             ),
         )),
     }
@@ -460,7 +461,7 @@ impl Launch {
         let outputs = crate::hbm::take_pending_outputs();
         match self.dialect {
             Dialect::Beta1 => self.run_on(outputs, kernel),
-            Dialect::Nki07 => {
+            Dialect::Nki07 | Dialect::Nki08 => {
                 let grid = resolve(self.dialect, &self.grid)
                     .map_err(|e| e.with_loc(self.called_at.unwrap_or(here)))?;
                 Launch {

@@ -963,6 +963,28 @@ impl<'a> DmaTarget<'a> for &TensorRef<'a> {
     }
 }
 
+impl TensorRef<'_> {
+    /// The HBM view `nl.store` (`api`) writes; an on-chip view fails the kernel at `loc` with
+    /// an [`ErrorKind::WrongMemory`] error.
+    pub(crate) fn hbm_of(&self, api: &'static str, loc: SourceLoc) -> HbmView {
+        match self {
+            TensorRef::Hbm(v) => v.clone(),
+            TensorRef::Chip(t) => raise(
+                NkiError::new(
+                    ErrorKind::WrongMemory,
+                    api,
+                    format!(
+                        "{} is on chip, but {api} moves data between HBM and a tile: pass an \
+                         HBM tensor (nl::shared_hbm, nl::private_hbm) or use nisa::dma_copy",
+                        t.describe()
+                    ),
+                ),
+                loc,
+            ),
+        }
+    }
+}
+
 /// The shared-HBM tensors one program instance returned from a kernel (opaque).
 #[doc(hidden)]
 pub struct Returned(pub(crate) Vec<Arc<HbmStorage>>);

@@ -176,21 +176,64 @@ fn nc_n_gather_gathers_within_each_partition() {
     assert!(e.to_string().contains("index 8"), "{e}");
 }
 
-/// The partition-first position `k` of core `c`'s 16-partition slice of a tile with `f`
-/// elements per partition, as an index into the row-major data.
-fn at(f: usize, c: usize, k: usize) -> usize {
-    (c * 16 + k % 16) * f + k / 16
+/// NKI's own `local_gather` test (`test_nki_isa_local_gather.py`) and its NumPy golden: a
+/// `[128, 512, 4]` source, one `[16, 4]` index block per core replicated on the 8 GpSimd
+/// cores (scaled by `num_elem_per_idx` to element offsets), 4 elements per index, 64 valid
+/// indices; every partition gathers from its own row with its core's partition-first index
+/// list (`np.take(src[16c:16c+16], indices_1d, axis=1)`), and all of the `[128, 4, 16, 4]`
+/// `dst` is written.
+#[test]
+fn local_gather_follows_nki_test_golden() {
+    let (p, rows, n, valid) = (128, 512, 4, 64);
+    let mut rng = Rng(13);
+    let src = rng.sample(p * rows * n);
+    let per_core: Vec<u16> = rng
+        .ints(16 * 4, 0, rows as i64 - 1)
+        .into_iter()
+        .map(|v| v as u16)
+        .collect();
+    // np.tile(index_per_core, (8, 1)) * num_elem_per_idx
+    let index: Vec<u16> = (0..p * 4)
+        .map(|k| per_core[k % (16 * 4)] * n as u16)
+        .collect();
+    let (sh, ih) = (
+        hbm(&[p, rows, n], src.clone()),
+        Hbm::from_vec(&[p, 4], index.clone()).unwrap(),
+    );
+    let got = run_on(Target::Trn2, Hbm::<f32>::zeros([p, 4, 16, 4]), |o| {
+        let (s, i) = (nl::load(&sh), nl::load(&ih));
+        let d = nl::ndarray(&[p, 4, 16, 4], DType::F32, MemKind::Sbuf);
+        nisa::local_gather(&d, &s, &i, n, valid);
+        nl::store(o, &d);
+    });
+    // The golden: indices_1d = index[16c:16c+16].flatten(order='F')[:valid] (unscaled),
+    // out[q, k, e] = src[q, indices_1d[k], e].
+    let mut want = vec![f32::NAN; p * valid * n];
+    for c in 0..8 {
+        let list: Vec<usize> = (0..valid)
+            .map(|k| per_core[(k % 16) * 4 + k / 16] as usize)
+            .collect();
+        for q in c * 16..(c + 1) * 16 {
+            for (k, &i) in list.iter().enumerate() {
+                for e in 0..n {
+                    want[(q * valid + k) * n + e] = src[(q * rows + i) * n + e];
+                }
+            }
+        }
+    }
+    assert_eq!(got, want);
 }
 
 #[test]
 fn local_gather_gathers_within_16_partition_groups() {
-    // 32 partitions = 2 GpSimd cores; 8 source elements per partition = 128 per core.
-    let (p, fs, fi, fd) = (32, 8, 3, 5);
-    let (elems, valid) = (2, 40);
+    // 32 partitions = 2 GpSimd cores; a dst row longer than the gathered elements keeps the
+    // rest of its values.
+    let (p, fs, fi, fd) = (32, 8, 3, 30);
+    let (elems, valid) = (2, 12);
     let mut rng = Rng(13);
     let src = rng.sample(p * fs);
     let idx: Vec<u16> = rng
-        .ints(p * fi, 0, (16 * fs - elems) as i64)
+        .ints(p * fi, 0, (fs - elems) as i64)
         .into_iter()
         .map(|v| v as u16)
         .collect();
@@ -207,10 +250,12 @@ fn local_gather_gathers_within_16_partition_groups() {
     });
     let mut want = init.clone();
     for c in 0..2 {
-        for k in 0..valid {
-            let i = idx[at(fi, c, k)] as usize;
-            for e in 0..elems {
-                want[at(fd, c, k * elems + e)] = src[at(fs, c, i + e)];
+        for q in c * 16..(c + 1) * 16 {
+            for k in 0..valid {
+                let i = idx[(c * 16 + k % 16) * fi + k / 16] as usize;
+                for e in 0..elems {
+                    want[q * fd + k * elems + e] = src[q * fs + i + e];
+                }
             }
         }
     }
@@ -231,7 +276,7 @@ fn local_gather_gathers_within_16_partition_groups() {
             nisa::memset(t, 0.0, None);
         }
         nisa::memset(&i, 127.0, None);
-        nisa::local_gather(&d, &s, &i, 2, None);
+        nisa::local_gather(&d, &s, &i, 2, 1);
     });
     assert!(e.to_string().contains("index 127"), "{e}");
     fails_with(ErrorKind::DType, || {
@@ -698,9 +743,10 @@ fn topk_rules_and_cost() {
 }
 
 #[test]
-fn tensor_tensor_scan_result_takes_data0_dtype() {
-    // 0.7: `result = np.ndarray(data0.shape, dtype=data0.dtype)`: the allocating form's default
-    // output dtype is data0's, whatever data1's is.
+fn tensor_tensor_scan_result_takes_the_wider_input_dtype() {
+    // The allocating form is Beta 1's, whose `nki.isa.tensor_tensor_scan` page defaults the
+    // output dtype to the higher-precision input dtype, in either order (the 0.7 form writes
+    // `dst`'s dtype).
     Launch::new(1)
         .run(|| {
             let a = nl::ndarray(&[4, 8], DType::BF16, MemKind::Sbuf);
@@ -716,7 +762,7 @@ fn tensor_tensor_scan_result_takes_data0_dtype() {
                 nisa::AluOp::Add,
                 args,
             );
-            assert_eq!(r.dtype(), DType::BF16);
+            assert_eq!(r.dtype(), DType::F32);
             let r = nisa::classic::tensor_tensor_scan(
                 &b,
                 &a,

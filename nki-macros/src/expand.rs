@@ -102,6 +102,7 @@ fn launchers(k: &Kernel) -> TokenStream {
     let dialect = match k.dialect {
         Dialect::Beta1 => quote!(#nki::Dialect::Beta1),
         Dialect::Nki07 => quote!(#nki::Dialect::Nki07),
+        Dialect::Nki08 => quote!(#nki::Dialect::Nki08),
     };
     let dialect_const = quote! {
         /// The NKI dialect the kernel is written in (`#[nki_kernel(nki = "0.7")]` or the

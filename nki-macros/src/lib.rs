@@ -15,7 +15,8 @@
 //! `#[nki_kernel(debug)]` prints the expansion to the compiler's standard error while the
 //! kernel compiles (as one line of Rust tokens; pipe it through `rustfmt` to read it).
 //! `#[nki_kernel(nki = "0.7")]` marks a kernel written in NKI 0.7, whose launch grid is only
-//! the logical NeuronCore's degree (`k[1]`, `k[2]`); the default, Beta 1, keeps the SPMD grid.
+//! the logical NeuronCore's degree (`k[1]`, `k[2]`), `nki = "0.8"` one written in NKI 0.8
+//! (launched the same way); the default, Beta 1, keeps the SPMD grid.
 //! The generated type carries the dialect as `k::DIALECT`, and `k::run` hands it to the launch.
 
 mod bindings;
@@ -32,7 +33,8 @@ use syn::{parse_macro_input, ItemFn, Meta, Token};
 /// Marks a function as an NKI kernel. Arguments, comma-separated, each optional:
 /// `debug` prints the expansion at compile time; `nki = "0.7"` marks an NKI 0.7 kernel,
 /// launched on a logical NeuronCore (`launch!(k[2](..))` is LNC=2, `nl::program_id(0)` the core
-/// index), where the default (`nki = "beta1"`) keeps Beta 1's SPMD grid. See the crate docs and
+/// index), `nki = "0.8"` an NKI 0.8 kernel (launched as 0.7), where the default
+/// (`nki = "beta1"`) keeps Beta 1's SPMD grid. See the crate docs and
 /// `nki_core::Dialect`.
 #[proc_macro_attribute]
 pub fn nki_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -65,7 +67,7 @@ struct Args {
 }
 
 impl Args {
-    /// Reads `debug` and `nki = "0.7" | "beta1"`, in any order, each at most once.
+    /// Reads `debug` and `nki = "0.8" | "0.7" | "beta1"`, in any order, each at most once.
     fn parse(attr: TokenStream2) -> syn::Result<Args> {
         let rule = "#[nki_kernel] takes the arguments `debug` and `nki = \"0.7\"` (the NKI \
                     dialect of the kernel; default `nki = \"beta1\"`)";
@@ -94,12 +96,13 @@ impl Args {
                     };
                     args.dialect = match version.as_str() {
                         "0.7" => model::Dialect::Nki07,
+                        "0.8" => model::Dialect::Nki08,
                         "beta1" => model::Dialect::Beta1,
                         _ => {
                             return Err(syn::Error::new(
                                 nv.value.span(),
-                                "the NKI dialect of a kernel is `nki = \"0.7\"` or \
-                                 `nki = \"beta1\"` (the default)",
+                                "the NKI dialect of a kernel is `nki = \"0.8\"`, \
+                                 `nki = \"0.7\"` or `nki = \"beta1\"` (the default)",
                             ))
                         }
                     };

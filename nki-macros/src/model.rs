@@ -41,6 +41,8 @@ pub(crate) enum Dialect {
     Beta1,
     /// NKI 0.7: the launch grid is the logical NeuronCore's degree.
     Nki07,
+    /// NKI 0.8: launched as 0.7.
+    Nki08,
 }
 
 /// The kernel: the function `#[nki_kernel]` annotates, with its parameters' roles.

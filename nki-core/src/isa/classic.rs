@@ -113,13 +113,16 @@ instruction! {
         tensor_copy_to(&ins, Dst::Into(dst), src, engine);
     }
 
-    /// Scan along the free dimension into a new SBUF tile of `args.dtype` (default `data0`'s)
-    /// (Beta-1 `nisa.tensor_tensor_scan`). See [`crate::isa::tensor_tensor_scan`].
+    /// Scan along the free dimension into a new SBUF tile of `args.dtype`, by default the
+    /// wider (higher-precision) dtype of `data0` and `data1`, as the Beta-1
+    /// `nki.isa.tensor_tensor_scan` page sets it ("whichever input type has the highest
+    /// precision"; the 0.7 form writes `dst`'s dtype). See [`crate::isa::tensor_tensor_scan`].
     pub fn tensor_tensor_scan<'a, 'b>(
         data0: into TileRef<'a>, data1: into TileRef<'b>, initial: into Operand<'a>, op0: AluOp,
         op1: AluOp, args: ScanArgs,
     ) -> Tile as ins = "nisa.tensor_tensor_scan" {
-        let dst = Dst::New(args.dtype);
+        let wider = DType::promote(data0.dtype(), data1.dtype());
+        let dst = Dst::New(Some(args.dtype.unwrap_or(wider)));
         tensor_tensor_scan_to(&ins, dst, (data0, data1), initial, (op0, op1), args).tile()
     }
 

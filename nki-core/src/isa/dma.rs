@@ -1016,8 +1016,9 @@ fn transpose_axes(nd: usize) -> &'static [usize] {
 /// axes, dge_mode, oob_mode, priority)`): `dst`'s dimension `k` is `src`'s dimension `axes[k]`,
 /// with 0.7's permutations only: `&[1, 0]` (2-D), `&[2, 1, 0]` (3-D), `&[3, 1, 2, 0]` (4-D).
 ///
-/// Rules (0.7's, as errors naming the limit): 2-byte dtypes (bf16, fp16, int16, uint16),
-/// equal on both sides; `dst` an SBUF tile of the permuted shape; `src` in HBM or SBUF.
+/// Rules (0.7's, as errors naming the limit): equal dtypes on both sides, 2-byte ones (bf16,
+/// fp16, int16, uint16) for a hardware-DGE (`dge_mode=hwdge`) or indirect transpose; `dst` an
+/// SBUF tile of the permuted shape; `src` in HBM or SBUF.
 /// A direct transpose takes `dge_mode` unknown or hwdge; with hwdge `src.shape[0]` must be
 /// 16 and `src.shape[-1]` a multiple of 128. `oob_mode=skip` needs an indirect `src`.
 ///
@@ -1051,15 +1052,27 @@ pub fn dma_transpose<'a, 'b>(
                     end.describe()
                 ));
         }
-        if end.elem_size() != 2 {
-            ins.fail(
-                ErrorKind::DType,
-                format!(
-                    "'dma_transpose' moves 2-byte elements (bfloat16, float16, int16, uint16); {what} {} is {}",
-                    end.describe(),
-                    end.dtype()
-                ),
-            );
+    }
+    // The `nki.isa.dma_transpose` page lists "src.dtype is 2 bytes" among the extra
+    // restrictions of the hardware-DGE transpose (dge_mode=hwdge) and of the indirect
+    // transpose only; with the default dge_mode the compiler takes any dtype.
+    let two_byte_only = match &src {
+        DmaEndpoint::Indirect(_) => Some("an indirect transpose"),
+        _ if opts.dge_mode == DgeMode::Hwdge => Some("a hardware-DGE transpose (dge_mode=hwdge)"),
+        _ => None,
+    };
+    if let Some(form) = two_byte_only {
+        for (what, end) in [("dst", &dst), ("src", &src)] {
+            if end.elem_size() != 2 {
+                ins.fail(
+                    ErrorKind::DType,
+                    format!(
+                        "{form} of 'dma_transpose' moves 2-byte elements (bfloat16, float16, int16, uint16); {what} {} is {}",
+                        end.describe(),
+                        end.dtype()
+                    ),
+                );
+            }
         }
     }
     if src.dtype() != dst.dtype() {

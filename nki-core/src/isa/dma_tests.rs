@@ -246,12 +246,27 @@ fn dma_transpose_permutes_2_3_and_4_d_and_checks_its_rules() {
     assert_eq!((r.engine, r.opcode), (Engine::Dma, Opcode::DmaTranspose));
     assert_eq!(r.dma.expect("dims").chunk_bytes, 2);
     let err = |f: &dyn Fn()| run(Mode::Simulate, f).expect_err("fails").to_string();
-    let y = Hbm::<f32>::from_vec(&[2, 4], vec![0.5; 8]).unwrap();
-    let e = err(&|| {
+    // A 4-byte dtype transposes with the default dge_mode: the `nki.isa.dma_transpose` page
+    // limits only the hardware-DGE and the indirect transpose to 2-byte dtypes.
+    let y = Hbm::<f32>::from_vec(&[2, 4], (0..8).map(|i| i as f32).collect()).unwrap();
+    let wide = std::cell::RefCell::new(Vec::new());
+    run(Mode::Simulate, || {
         let t = lang::ndarray(&[4, 2], DType::F32, MemKind::Sbuf);
         dma_transpose(&t, y.view(), &[1, 0], None);
+        *wide.borrow_mut() = t.values();
+    })
+    .expect("a 4-byte transpose with the default dge_mode runs");
+    assert_eq!(wide.into_inner(), vec![0., 4., 1., 5., 2., 6., 3., 7.]);
+    let e = err(&|| {
+        let t = lang::ndarray(&[4, 2], DType::F32, MemKind::Sbuf);
+        dma_transpose(
+            &t,
+            y.view(),
+            &[1, 0],
+            DmaOpts::new().dge_mode(DgeMode::Hwdge),
+        );
     });
-    assert!(e.contains("2-byte"), "{e}");
+    assert!(e.contains("2-byte") && e.contains("hardware-DGE"), "{e}");
     let e = err(&|| {
         let t = lang::ndarray(&[3, 2, 4], DType::BF16, MemKind::Sbuf);
         dma_transpose(&t, x.view(), &[2, 1, 0], None);

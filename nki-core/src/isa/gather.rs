@@ -9,22 +9,23 @@
 //!   the kernel with an [`ErrorKind::OutOfBounds`] error naming the partition, the index and
 //!   the bound (NKI returns garbage there).
 //! - `local_gather(dst, src_buffer, index, num_elem_per_idx, num_valid_indices)`: each of the
-//!   8 GpSimd cores serves 16 partitions and gathers only within them. A core reads its
-//!   16-partition slice of `index` (uint16) and flattens it "along the partition dimension
-//!   first" into `indices_1d` (`indices_1d[k] = index[16c + k % 16, k / 16]`); only the first
-//!   `num_valid_indices` of them are used (all by default). Each index is an offset into the
-//!   core's 16-partition slice of `src_buffer` seen in the same partition-first order
-//!   (`src_1d[k] = src[16c + k % 16, k / 16]`), and `num_elem_per_idx` (1, 2, 4, 8, 16 or 32)
-//!   contiguous elements are read from there. The gathered elements fill the core's slice of
-//!   `dst` in the same partition-first order; the rest of that slice is left as it was.
-//!   No dtype cast (`dst` has `src_buffer`'s dtype); at most 4096 indices per core; the
-//!   partitions of `src_buffer` and `index` match and are a multiple of 16.
+//!   8 GpSimd cores serves 16 partitions. A core reads its 16-partition slice of `index`
+//!   (uint16) and flattens it "along the partition dimension first" into `indices_1d`
+//!   (`indices_1d[k] = index[16c + k % 16, k / 16]`); only the first `num_valid_indices` of
+//!   them are used (all by default). Every partition `p` of the core gathers from its own
+//!   partition with that one list: each index is an element offset into `p`'s flattened free
+//!   row of `src_buffer`, from which `num_elem_per_idx` (1, 2, 4, 8, 16 or 32) contiguous
+//!   elements are read, and they fill `p`'s row of `dst` in order:
+//!   `dst_flat[p, k * n + e] = src_flat[p, indices_1d[k] + e]`. This is NKI's own test of the
+//!   instruction and its NumPy golden (`test_nki_isa_local_gather.py`: per core,
+//!   `np.take(src[16c:16c+16], indices_1d, axis=1)`), where every element of `dst` is written.
+//!   Elements of a `dst` row past `num_valid_indices * num_elem_per_idx` are left as they
+//!   were. No dtype cast (`dst` has `src_buffer`'s dtype); at most 4096 indices per core; the
+//!   partitions of `src_buffer`, `index` and `dst` match and are a multiple of 16.
 //!
-//! Where the documentation is silent: its `local_gather` example figure is not in the text,
-//! so the element order above (the "partition first" order the docs give for the indices,
-//! applied to the source and the output alike) is nki-rs's reading \[A\]. Out-of-range
-//! indices are "undefined" in the docs; nki-rs fails with [`ErrorKind::OutOfBounds`]. A
-//! `dst` slice too small for the gathered elements is an error.
+//! Where the documentation is silent: out-of-range indices are "undefined" in the docs;
+//! nki-rs fails with [`ErrorKind::OutOfBounds`]. A `dst` row too small for the gathered
+//! elements is an error.
 //!
 //! Cost: GpSimdE start-up plus one cycle per element written per partition (`150 + N`);
 //! no published figure for either instruction \[A\] (the same rule `nl.gather_flattened` has
@@ -223,52 +224,56 @@ fn gather_in_cores(
             ),
         );
     }
-    let (src_core, dst_core) = (
-        src.free_size() * CORE_PARTITIONS,
-        dst.free_size() * CORE_PARTITIONS,
-    );
-    let out_core = valid * num_elem_per_idx;
-    if out_core > dst_core {
+    let (src_row, dst_row) = (src.free_size(), dst.free_size());
+    let out_row = valid * num_elem_per_idx;
+    if out_row > dst_row {
         ins.fail(
             ErrorKind::ShapeMismatch,
             format!(
-                "dst {} of 'local_gather' holds {dst_core} elements per 16-partition core slice; {valid} indices x {num_elem_per_idx} elements need {out_core}",
+                "dst {} of 'local_gather' holds {dst_row} elements per partition; {valid} indices x {num_elem_per_idx} elements need {out_row}",
                 dst.describe()
             ),
         );
     }
     let dtype = src.dtype();
-    // A dst slice the gather does not fill keeps its other elements, so it is read too.
-    let partial = out_core < dst_core;
+    // A dst row the gather does not fill keeps its other elements, so it is read too.
+    let partial = out_row < dst_row;
     ins.issue(
         &[&dst],
         || {
-            let (fs, fi, fd) = (src.free_size(), idx.free_size(), dst.free_size());
+            let fi = idx.free_size();
             let vals = src.gather_slots(ins.api, ins.loc);
             let ids = idx.gather_slots(ins.api, ins.loc);
             let mut out = if partial {
                 dst.gather_slots(ins.api, ins.loc)
             } else {
-                vec![0.0; dst.partitions() * fd]
-            };
-            let at = |f: usize, c: usize, k: usize| {
-                (c * CORE_PARTITIONS + k % CORE_PARTITIONS) * f + k / CORE_PARTITIONS
+                vec![0.0; dst.partitions() * dst_row]
             };
             for c in 0..p / CORE_PARTITIONS {
-                for k in 0..valid {
-                    let i = DType::U16.int(ids[at(fi, c, k)]) as usize;
-                    if i + num_elem_per_idx > src_core {
+                // The core's index list, partition first.
+                let list: Vec<usize> = (0..valid)
+                    .map(|k| {
+                        let at = (c * CORE_PARTITIONS + k % CORE_PARTITIONS) * fi + k / CORE_PARTITIONS;
+                        DType::U16.int(ids[at]) as usize
+                    })
+                    .collect();
+                for (k, &i) in list.iter().enumerate() {
+                    if i + num_elem_per_idx > src_row {
                         ins.fail(
                             ErrorKind::OutOfBounds,
                             format!(
-                                "index {i} (position {k} of GpSimd core {c}) reads elements {i}..{} of a 16-partition slice of src_buffer {} that has {src_core}",
+                                "index {i} (position {k} of GpSimd core {c}) reads elements {i}..{} of each partition of src_buffer {}, which holds {src_row}",
                                 i + num_elem_per_idx,
                                 src.describe()
                             ),
                         );
                     }
-                    for e in 0..num_elem_per_idx {
-                        out[at(fd, c, k * num_elem_per_idx + e)] = vals[at(fs, c, i + e)];
+                }
+                for q in c * CORE_PARTITIONS..(c + 1) * CORE_PARTITIONS {
+                    let (from, to) = (&vals[q * src_row..], &mut out[q * dst_row..]);
+                    for (k, &i) in list.iter().enumerate() {
+                        let n = num_elem_per_idx;
+                        to[k * n..(k + 1) * n].copy_from_slice(&from[i..i + n]);
                     }
                 }
             }
@@ -282,7 +287,7 @@ fn gather_in_cores(
                 reads.extend([dst.region()]);
             }
             ins.record(Engine::GpSimd, Opcode::Gather)
-                .size(p as u32, out_core.div_ceil(CORE_PARTITIONS) as u32)
+                .size(p as u32, out_row as u32)
                 .inputs(2)
                 .dtypes(dtype, dtype)
                 .contiguous(src.ap.inner_stride() == 1 && idx.ap.inner_stride() == 1)

@@ -478,7 +478,8 @@ pub struct ScanArgs {
     pub reverse0: bool,
     /// Computes `op1(data1[i], t)` instead of `op1(t, data1[i])`.
     pub reverse1: bool,
-    /// Output dtype (default: `data0`'s dtype).
+    /// Output dtype of the allocating Beta-1 form (default: the wider of `data0`'s and
+    /// `data1`'s dtypes); the 0.7 form writes `dst`'s dtype.
     pub dtype: Option<DType>,
 }
 

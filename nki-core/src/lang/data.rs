@@ -1,16 +1,16 @@
 //! Tile creation and data movement: `ndarray`, `zeros`, `ones`, `full`, `load`, `store`,
 //! `copy`, `load_transpose2d`.
 
-use crate::abort::{check, raise};
+use crate::abort::raise;
 use crate::access::Shape;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::error::{NkiError, SourceLoc};
 use crate::hbm::{HbmDest, HbmSource, HbmView};
-use crate::isa::base::{copy_engine, dma_dims, dma_rows_contiguous, operand};
+use crate::isa::base::{copy_engine, dma_dims, dma_rows_contiguous};
 use crate::isa::op::Op;
 use crate::record::{Engine, MemKind, Opcode};
-use crate::tensor::{Placement, TensorLike};
+use crate::tensor::{Placement, Tensor, TensorLike, TensorRef};
 use crate::tile::{Tile, TileRef};
 
 /// A new, unwritten tensor (NKI `nl.ndarray(shape, dtype, buffer, name, address)`); reading
@@ -102,11 +102,47 @@ fn load_impl(ins: &Op, v: HbmView, dtype: Option<DType>) -> Tile {
     t
 }
 
-/// Stores a tile (or view) into an output HBM view of the same shape (NKI `nl.store`).
-/// Storing into a kernel input does not compile. Overlapping stores by different program
-/// instances or affine_range iterations are an output-dependency error.
+/// What `nl::store` writes into: any HBM tensor (the `nki.language.store` page), that is a
+/// view of a kernel output (`&mut Hbm<T>` parameter) or of an HBM [`Tensor`] the kernel
+/// allocated (`nl::ndarray(.., nl::shared_hbm)`, its own returned output included). A
+/// [`TensorRef`] on chip is an [`ErrorKind::WrongMemory`] error when the store runs. Kernel
+/// inputs (`&Hbm<T>` parameters) are immutable, so storing into one does not compile.
+#[diagnostic::on_unimplemented(
+    message = "cannot store into `{Self}`: kernel inputs are immutable (NKI err_cannot_update_immutable_parameter)",
+    label = "not a kernel output",
+    note = "declare the kernel parameter as `&mut Hbm<T>` to make it an output, or allocate the output with `nl::ndarray(.., nl::shared_hbm)` and return it, then store into a slice of it"
+)]
+pub trait StoreDest {
+    /// The HBM view written; `loc` is the store's line, for the error of an on-chip view.
+    fn store_dest(&self, loc: SourceLoc) -> HbmView;
+}
+impl<T: HbmDest> StoreDest for T {
+    fn store_dest(&self, _: SourceLoc) -> HbmView {
+        self.hbm_dest()
+    }
+}
+impl StoreDest for TensorRef<'_> {
+    fn store_dest(&self, loc: SourceLoc) -> HbmView {
+        self.hbm_of("store", loc)
+    }
+}
+impl StoreDest for &TensorRef<'_> {
+    fn store_dest(&self, loc: SourceLoc) -> HbmView {
+        self.hbm_of("store", loc)
+    }
+}
+impl StoreDest for &Tensor {
+    fn store_dest(&self, loc: SourceLoc) -> HbmView {
+        self.view().hbm_of("store", loc)
+    }
+}
+
+/// Stores a tile (or view) into an HBM view of the same shape (NKI `nl.store`): a kernel
+/// output or an HBM tensor the kernel allocated ([`StoreDest`]). Storing into a kernel input
+/// does not compile. Overlapping stores by different program instances or affine_range
+/// iterations are an output-dependency error.
 #[track_caller]
-pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
+pub fn store<'a>(dst: impl StoreDest, value: impl Into<TileRef<'a>>) {
     let src: TileRef = value.into();
     if src.mem() == MemKind::Psum {
         // Beta 1 `nl.store` (nki.language.store docs): "If the tile is in PSUM, an extra copy
@@ -125,7 +161,7 @@ pub fn store<'a>(dst: impl HbmDest, value: impl Into<TileRef<'a>>) {
         return;
     }
     let ins = Op::begin("store");
-    let dst = dst.hbm_dest();
+    let dst = dst.store_dest(ins.loc);
     check_dest_value("store", "store", &dst, &src, ins.loc);
     // The writer is tagged in every mode: estimate mode tracks races without values.
     let (wid, shared) = ins.hbm_writer();
@@ -194,7 +230,8 @@ pub(crate) fn check_dest_value(
     src: &TileRef,
     loc: SourceLoc,
 ) {
-    check(operand(op, "value", src), loc);
+    // No start-partition rule here: the value is read by a DMA, whose descriptors address
+    // any SBUF partition; the rule is the compute engines' (docs/checks.md).
     let d = dst.shape();
     let (dp, dfree) = match d.len() {
         1 => (1, d[0]),

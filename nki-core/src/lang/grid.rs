@@ -32,13 +32,14 @@ fn grid_axis(
     });
     match r {
         Ok(v) => v,
-        Err((_, crate::dialect::Dialect::Nki07)) => raise(
+        Err((_, d)) if d.grid_is_lnc_degree() => raise(
             NkiError::new(
                 ErrorKind::InvalidArgument,
                 api,
                 format!(
-                    "invalid program axis {axis}: an NKI 0.7 kernel's program axis must be zero \
-                     (its grid is only the logical NeuronCore's degree)"
+                    "invalid program axis {axis}: an {} kernel's program axis must be zero \
+                     (its grid is only the logical NeuronCore's degree)",
+                    d.name()
                 ),
             ),
             loc,

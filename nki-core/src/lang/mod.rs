@@ -9,6 +9,7 @@ pub mod classic;
 mod constants;
 pub(crate) mod control;
 pub(crate) mod data;
+mod debug;
 pub(crate) mod elementwise;
 mod gather;
 mod grid;
@@ -34,7 +35,9 @@ pub use constants::shared_identity_matrix;
 pub use control::{fori_loop, fori_loop_step, while_loop, TripCounts, MAX_DEVICE_LOOP_ITERATIONS};
 pub use data::{
     assign, copy, empty_like, full, load, load_as, ndarray, ones, store, zeros, zeros_like,
+    StoreDest,
 };
+pub use debug::device_print;
 pub use gather::gather_flattened;
 pub use grid::{
     affine_range, affine_range_step, core_id, num_programs, num_programs_total, num_tiles,
@@ -50,7 +53,7 @@ pub use logic::{
 };
 pub use matmul::{matmul, matmul_acc, transpose};
 pub use random::{dropout, rand, random_seed, DEFAULT_SEED};
-pub use reduce::{all, max, mean, min, prod, reduce, sum, var};
+pub use reduce::{all, max, mean, min, prod, reduce, sum, var, SoftmaxAxes};
 pub use unary::{
     abs, arctan, ceil, cos, erf, erf_dx, exp, floor, gelu, gelu_apprx_sigmoid,
     gelu_apprx_sigmoid_dx, gelu_apprx_tanh, gelu_dx, log, mish, negative, reciprocal, relu,

@@ -1,8 +1,9 @@
 //! Free-axis reductions: `nl.sum`, `nl.max`, `nl.min`, `nl.prod`, `nl.mean`, `nl.var`,
 //! `nl.all` (and the general [`reduce`]).
 //!
-//! NKI reduces along free axes only: the axes must be the last dimensions of the tile
-//! (`[1]`, `[1, 2]`, ...); reducing the partition axis 0 is an error (transpose first, or use
+//! NKI reduces along free axes only, any set of them (`[1]`, `[1, 2]`, or `[2, 4]` of a 5-D
+//! view as the programming guide's 2-D pooling does: the access pattern reads the reduced
+//! axes innermost); reducing the partition axis 0 is an error (transpose first, or use
 //! a matmul against ones / `nisa.tensor_partition_reduce`). Each reduction is one VectorE
 //! `TensorReduce` instruction (`var`: two, mean then squared deviations). Sums and products
 //! accumulate in double precision and round once (the hardware's fp32 accumulator is within
@@ -57,9 +58,11 @@ fn fold(kind: ReduceKind, row: &[f32], dtype: DType) -> f32 {
     }
 }
 
-/// Checks `axes` against NKI's rule (free axes only, the last dims in order) and returns the
-/// first reduced axis.
-fn check_axes(ins: &Op, x: &TileRef, axes: &[usize]) -> usize {
+/// Checks `axes` against NKI's rule (free axes only, each within the tile) and returns them
+/// sorted without repeats. Any set of free axes may be reduced: an access pattern lists the
+/// reduced axes innermost whatever their place in the view (the NKI programming guide's 2-D
+/// pooling reduces axes `[2, 4]` of a 5-D view).
+fn check_axes(ins: &Op, x: &TileRef, axes: &[usize]) -> Vec<usize> {
     let api = ins.api;
     let nd = x.shape().len();
     let mut sorted = axes.to_vec();
@@ -74,21 +77,66 @@ fn check_axes(ins: &Op, x: &TileRef, axes: &[usize]) -> usize {
                     short(api)
                 ));
     }
-    if !trailing_axes(&sorted, nd) {
-        ins.fail(ErrorKind::InvalidArgument, format!(
-                    "invalid axis {axes:?} for x{:?} in '{}': reduction axes must be the last free dimensions \
-                     (e.g. [{}]{})",
-                    x.shape(),
-                    short(api),
-                    nd - 1,
-                    if nd > 2 {
-                        format!(" or [1..={}]", nd - 1)
-                    } else {
-                        String::new()
-                    }
-                ));
+    if sorted.is_empty() || sorted.iter().any(|&a| a >= nd) {
+        ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "invalid axis {axes:?} for x{:?} in '{}': reduction axes are free dimensions \
+                 1..{nd} of x (e.g. [{}])",
+                x.shape(),
+                short(api),
+                nd - 1
+            ),
+        );
     }
-    sorted[0]
+    sorted
+}
+
+/// `x` with its reduced `axes` (sorted, free) moved innermost in their order, the kept axes
+/// first in theirs: the access pattern a reduction over non-trailing axes reads (the same
+/// elements, so the same regions and cost). Trailing axes leave `x` as it is.
+fn reduced_innermost<'a>(ins: &Op, x: TileRef<'a>, axes: &[usize]) -> TileRef<'a> {
+    let nd = x.shape().len();
+    if trailing_axes(axes, nd) {
+        return x;
+    }
+    let perm: Vec<usize> = (0..nd)
+        .filter(|d| !axes.contains(d))
+        .chain(axes.iter().copied())
+        .collect();
+    match crate::view::permute(&x.ap, &perm, "x") {
+        Ok(ap) if x.ind.is_none() => TileRef { ap, ..x },
+        Ok(_) => ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "'{}' reduces an indirect view {} over its last free axes only, not {axes:?}",
+                short(ins.api),
+                x.describe()
+            ),
+        ),
+        Err(e) => ins.fail(e.kind(), e.message().to_string()),
+    }
+}
+
+/// The result shape of reducing `shape` over the sorted free `axes` (`keepdims` keeps them
+/// as 1; a result with no free axis left is `[P, 1]`) and the number of elements folded into
+/// each result element.
+fn reduced_dims(shape: &[usize], axes: &[usize], keepdims: bool) -> (Vec<usize>, usize) {
+    if trailing_axes(axes, shape.len()) {
+        return reduced_shape(shape, axes[0], keepdims);
+    }
+    let mut dims = Vec::with_capacity(shape.len());
+    for (d, &n) in shape.iter().enumerate() {
+        if !axes.contains(&d) {
+            dims.push(n);
+        } else if keepdims {
+            dims.push(1);
+        }
+    }
+    if dims.len() == 1 {
+        dims.push(1);
+    }
+    (dims, axes.iter().map(|&a| shape[a]).product())
 }
 
 fn short(api: &'static str) -> &'static str {
@@ -128,8 +176,9 @@ pub(crate) fn reduce_impl(
             );
         }
     }
-    let first = check_axes(ins, &x, axes);
-    let (dims, inner) = reduced_shape(x.shape(), first, keepdims);
+    let axes = check_axes(ins, &x, axes);
+    let (dims, inner) = reduced_dims(x.shape(), &axes, keepdims);
+    let x = reduced_innermost(ins, x, &axes);
     let in_dtype = x.dtype();
     let out_dtype = dtype.unwrap_or(match kind {
         ReduceKind::All => DType::Bool,
@@ -239,4 +288,68 @@ pub fn var<'a>(x: impl Into<TileRef<'a>>, axes: &[usize]) -> Tile {
         None,
         false,
     )
+}
+
+/// The axis or axes of `nl::softmax` (NKI's `axis=1`, `axis=-1` or `axis=[2, 4]`): one axis
+/// or a list of them, as `usize` or `i32` (a negative axis counts from the last dimension).
+pub trait SoftmaxAxes {
+    /// The axes, as written (negative ones not yet resolved).
+    fn axes(&self) -> Vec<i64>;
+}
+
+impl SoftmaxAxes for usize {
+    fn axes(&self) -> Vec<i64> {
+        vec![*self as i64]
+    }
+}
+impl SoftmaxAxes for i32 {
+    fn axes(&self) -> Vec<i64> {
+        vec![*self as i64]
+    }
+}
+impl<const N: usize> SoftmaxAxes for [usize; N] {
+    fn axes(&self) -> Vec<i64> {
+        self.iter().map(|&a| a as i64).collect()
+    }
+}
+impl<const N: usize> SoftmaxAxes for [i32; N] {
+    fn axes(&self) -> Vec<i64> {
+        self.iter().map(|&a| a as i64).collect()
+    }
+}
+impl<const N: usize> SoftmaxAxes for &[usize; N] {
+    fn axes(&self) -> Vec<i64> {
+        (*self).axes()
+    }
+}
+impl<const N: usize> SoftmaxAxes for &[i32; N] {
+    fn axes(&self) -> Vec<i64> {
+        (*self).axes()
+    }
+}
+impl SoftmaxAxes for &[usize] {
+    fn axes(&self) -> Vec<i64> {
+        self.iter().map(|&a| a as i64).collect()
+    }
+}
+
+/// `axes` of a rank-`nd` tile resolved (a negative axis counts from the end), or the error
+/// naming an axis outside `-nd..nd`.
+pub(crate) fn resolve_axes(ins: &Op, axes: &[i64], shape: &[usize]) -> Vec<usize> {
+    let nd = shape.len() as i64;
+    axes.iter()
+        .map(|&a| {
+            let r = if a < 0 { a + nd } else { a };
+            if !(0..nd).contains(&r) {
+                ins.fail(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "invalid axis {a} for x{shape:?} in '{}': the tile has {nd} dimensions",
+                        short(ins.api)
+                    ),
+                );
+            }
+            r as usize
+        })
+        .collect()
 }

@@ -8,7 +8,7 @@
 //! the result is rounded once to the output dtype.
 
 use super::elementwise::alu_binary;
-use super::reduce::{reduce_impl, ReduceKind};
+use super::reduce::{reduce_impl, resolve_axes, ReduceKind, SoftmaxAxes};
 use crate::builder::instruction;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
@@ -340,21 +340,30 @@ fn last_axis(ins: &Op, x: &TileRef, axis: usize) {
     }
 }
 
-/// Softmax along free axis `axis` (NKI `nl.softmax`; `axis` must be the last dimension):
-/// `exp(x - max) / sum(exp(x - max))`, computed in fp32 and rounded to `x`'s dtype (fp32 for
-/// integer inputs).
+/// Softmax along free axis `axis` (NKI `nl.softmax`): `exp(x - max) / sum(exp(x - max))`
+/// over the axis, or over a list of free axes together (`&[2, 4]`; any free axes, in the
+/// reduction's access-pattern order), computed in fp32 and rounded to `x`'s dtype (fp32 for
+/// integer inputs). A negative axis counts from the last dimension.
 ///
 /// Lowered like the hardware does it: a negated max reduce (VectorE), one exp activation with
 /// the negated max as bias and a running sum (ScalarE), a reciprocal of the sums (VectorE) and
-/// a multiply by it (VectorE).
+/// a multiply by it (VectorE). When the axes are not the one free axis of a 2-D tile, the
+/// shift, exp and sum are separate instructions (the activation's accumulator sums a whole
+/// partition).
 #[track_caller]
-pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
+pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: impl SoftmaxAxes) -> Tile {
     const API: &str = "nl.softmax";
     let ins = Op::begin(API);
     let _loc = ins.loc;
     let x: TileRef = x.into();
     ins.operand("x", &x);
-    last_axis(&ins, &x, axis);
+    let axes = resolve_axes(&ins, &axis.axes(), x.shape());
+    if axes.contains(&0) {
+        ins.fail(ErrorKind::PartitionReduction, format!(
+                    "reduction on partition axis is not supported: axis 0 of x{:?} in '{API}' is the partition axis; transpose first",
+                    x.shape()
+                ));
+    }
     let out_dtype = if x.dtype().is_float() {
         x.dtype()
     } else {
@@ -365,12 +374,12 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
         &ins,
         ReduceKind::Alu(AluOp::Maximum),
         x,
-        &[nd - 1],
+        &axes,
         true,
         Some(DType::F32),
         true,
     );
-    let (e, sums) = if nd == 2 {
+    let (e, sums) = if nd == 2 && axes == [1] {
         map_impl(
             &ins,
             &[(Engine::Scalar, Opcode::Activation)],
@@ -403,7 +412,7 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: usize) -> Tile {
             &ins,
             ReduceKind::Alu(AluOp::Add),
             ex.view(),
-            &[nd - 1],
+            &axes,
             true,
             Some(DType::F32),
             false,
