@@ -266,8 +266,13 @@ impl<F: NkiKernel + Clone, B: NkiKernel + Clone> KernelOp<F, B> {
             }
         }
         let shapes: Vec<&[usize]> = sources.iter().map(Source::dims).collect();
-        let specs = outputs(&shapes, &dtypes)?;
-        let grid = grid(&shapes);
+        // The op's output and grid functions are the user's: a panic in one is an error of
+        // the op naming the function, not a panic of the caller's graph.
+        let user = |what: &str| format!("the {what} function of nki op `{}`", self.name);
+        let specs = nki_core::call_user_closure(&user("output"), || outputs(&shapes, &dtypes))
+            .map_err(|e| op_error(stat, e))??;
+        let grid = nki_core::call_user_closure(&user("grid"), || grid(&shapes))
+            .map_err(|e| op_error(stat, e))?;
         nki_core::with_borrowed(|lend| {
             let hbms = sources
                 .iter()

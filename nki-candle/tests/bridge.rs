@@ -281,6 +281,36 @@ fn kernel_errors_carry_the_nki_message() {
 }
 
 #[test]
+fn a_panicking_grid_or_output_function_is_an_error_naming_it() {
+    let a = random(256, 1024, 1, DType::F32);
+    let op = KernelOp::new("panicky_grid_add", AddTile, |s| {
+        assert!(
+            s[0][0] < 128,
+            "the grid function wants fewer rows than {}",
+            s[0][0]
+        );
+        Grid::new([1, 1])
+    });
+    let e = error(op.apply2(&a, &a));
+    let nki = nki_error(&e).expect("the nki-rs error is reachable");
+    assert_eq!(nki.kind(), ErrorKind::ClosurePanic, "{nki}");
+    let m = e.to_string();
+    assert!(
+        m.contains("the grid function of nki op `panicky_grid_add` panicked"),
+        "{m}"
+    );
+    assert!(m.contains("fewer rows than 256"), "{m}");
+    let op = KernelOp::new("panicky_shape_add", AddTile, |_| Grid::new([1, 1]))
+        .output_shape(|_| panic!("no shape today"));
+    let e = error(op.apply2(&a, &a));
+    let m = e.to_string();
+    assert!(
+        m.contains("the output function of nki op `panicky_shape_add` panicked: no shape today"),
+        "{m}"
+    );
+}
+
+#[test]
 fn contiguous_inputs_at_an_offset_and_strided_inputs_add_like_candle() {
     let add = tensor_add();
     let big = random(512, 1024, 21, DType::F32);

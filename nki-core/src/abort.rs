@@ -25,6 +25,8 @@ thread_local! {
     static PANIC_AT: Cell<Option<SourceLoc>> = const { Cell::new(None) };
     /// How many [`catch`]es are running on this thread (a kernel instance runs inside one).
     static CATCHING: Cell<u32> = const { Cell::new(0) };
+    /// How many [`user_closure`]s are running on this thread.
+    static IN_USER_CLOSURE: Cell<u32> = const { Cell::new(0) };
 }
 
 /// True while a kernel instance (a [`catch`]) runs on this thread.
@@ -175,6 +177,43 @@ fn source_loc(l: &panic::Location<'_>) -> SourceLoc {
     SourceLoc::new(l.file(), l.line(), l.column())
 }
 
+/// Runs `f`, a closure the user handed the library whose `role` is e.g. "the sweep's
+/// reject_if rule": a panic in it comes back as an [`ErrorKind::ClosurePanic`] error naming
+/// the role, the panic message and where it panicked (the panic prints nothing). A kernel
+/// instance's own unwind (its error or cancellation) passing through `f` goes on unwinding.
+pub fn user_closure<R>(role: &str, f: impl FnOnce() -> R) -> Result<R, NkiError> {
+    quiet_kernel_unwinds();
+    let saved_at = PANIC_AT.with(|p| p.take());
+    IN_USER_CLOSURE.with(|c| c.set(c.get() + 1));
+    let outcome = panic::catch_unwind(AssertUnwindSafe(f));
+    IN_USER_CLOSURE.with(|c| c.set(c.get() - 1));
+    let at = PANIC_AT.with(|p| p.replace(saved_at));
+    outcome.map_err(|payload| {
+        if payload.is::<KernelAbort>() || payload.is::<Cancelled>() {
+            panic::resume_unwind(payload)
+        }
+        let msg = panic_message(payload.as_ref());
+        let e = NkiError::new(
+            ErrorKind::ClosurePanic,
+            "closure",
+            format!("{role} panicked: {msg}"),
+        );
+        match at {
+            Some(loc) => e.with_loc(loc),
+            None => e,
+        }
+    })
+}
+
+/// The message of a panic payload (a `&str` or `String`; "unknown panic" for any other).
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 fn stop_of(payload: Box<dyn Any + Send>, program_id: &[usize]) -> Stop {
     if payload.is::<Cancelled>() {
         return Stop::Cancelled;
@@ -183,11 +222,7 @@ fn stop_of(payload: Box<dyn Any + Send>, program_id: &[usize]) -> Stop {
         Ok(abort) => return Stop::Failed(abort.0.with_program_id(program_id)),
         Err(p) => p,
     };
-    let msg = payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "unknown panic".into());
+    let msg = panic_message(payload.as_ref());
     Stop::Failed(
         NkiError::new(
             ErrorKind::KernelPanic,
@@ -219,7 +254,7 @@ pub(crate) fn quiet_kernel_unwinds() {
             if p.is::<Cancelled>() {
                 return;
             }
-            let in_kernel = in_instance();
+            let in_kernel = in_instance() || IN_USER_CLOSURE.try_with(Cell::get).unwrap_or(0) > 0;
             if in_kernel {
                 if let Some(l) = info.location() {
                     let loc = source_loc(l);

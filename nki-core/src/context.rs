@@ -59,6 +59,11 @@ pub(crate) struct InstanceCtx {
     /// It reads them in place: declared (so dropped) before `records`.
     pub(crate) feed: Option<crate::timing::RecordFeed>,
     pub(crate) records: Vec<Instr>,
+    /// The record count at which [`InstanceCtx::room_for_one`] takes its slow path: the
+    /// buffer's capacity, or the record budget if lower (see [`InstanceCtx::set_record_budget`]).
+    record_stop: usize,
+    /// The most records the instance may keep ([`crate::spmd::Launch::max_records`]).
+    record_budget: usize,
     pub(crate) mem: MemoryTracker,
     pub(crate) shared: Arc<LaunchShared>,
     /// Estimate mode: the live tiles allocated without a fill and not written yet, by tile id
@@ -188,6 +193,11 @@ impl InstanceCtx {
         target: Target,
         shared: Arc<LaunchShared>,
     ) -> Self {
+        let records = if mode.records() {
+            crate::record::record_buffer()
+        } else {
+            Vec::new()
+        };
         InstanceCtx {
             program_id,
             grid,
@@ -195,11 +205,9 @@ impl InstanceCtx {
             nc,
             mode,
             target,
-            records: if mode.records() {
-                crate::record::record_buffer()
-            } else {
-                Vec::new()
-            },
+            record_stop: records.capacity().min(crate::record::DEFAULT_MAX_RECORDS),
+            record_budget: crate::record::DEFAULT_MAX_RECORDS,
+            records,
             feed: None,
             mem: MemoryTracker::new(target.spec()),
             shared,
@@ -224,6 +232,14 @@ impl InstanceCtx {
     pub(crate) fn set_dialect(&mut self, dialect: crate::dialect::Dialect) {
         self.dialect = dialect;
         self.mem.set_dialect(dialect);
+    }
+
+    /// Sets the most instruction records the instance may keep (a launch's
+    /// [`crate::spmd::Launch::max_records`]): the record that would pass it fails the
+    /// instance instead of growing the buffer until memory runs out.
+    pub(crate) fn set_record_budget(&mut self, n: usize) {
+        self.record_budget = n;
+        self.record_stop = self.records.capacity().min(n);
     }
 
     /// The dialect the running kernel is written in: [`crate::dialect::Dialect::Beta1`] unless
@@ -340,21 +356,72 @@ impl InstanceCtx {
     }
 
     /// Room for one more record. When the buffer must grow (move), the feed's thread first
-    /// finishes reading the records handed to it in place.
+    /// finishes reading the records handed to it in place; a record past the budget fails
+    /// the instance (both on the slow path, [`InstanceCtx::grow_records`]).
     #[inline(always)]
     fn room_for_one(&mut self) {
-        if self.records.len() == self.records.capacity() {
+        if self.records.len() >= self.record_stop {
+            self.grow_records();
+        }
+    }
+
+    /// [`InstanceCtx::room_for_one`]'s slow path: at the budget, the error naming the device
+    /// loop running (the innermost, at its line) or else the last instruction's line; at the
+    /// buffer's capacity, a larger buffer.
+    #[cold]
+    #[inline(never)]
+    fn grow_records(&mut self) {
+        let n = self.records.len();
+        if n >= self.record_budget {
+            let (e, loc) = self.over_record_budget();
+            raise(e, loc);
+        }
+        if n == self.records.capacity() {
             if let Some(feed) = &mut self.feed {
                 feed.sync();
             }
             self.records.reserve(1);
         }
+        self.record_stop = self.records.capacity().min(self.record_budget);
+    }
+
+    /// The error of an instance that reached its record budget, and where it points.
+    fn over_record_budget(&mut self) -> (NkiError, SourceLoc) {
+        let budget = self.record_budget;
+        let why = |what: String| {
+            format!(
+                "the kernel instance reached the launch's budget of {budget} instruction records \
+                 {what} (Launch::max_records sets the budget, default {}): nki-rs stops it \
+                 before the host runs out of memory",
+                crate::record::DEFAULT_MAX_RECORDS
+            )
+        };
+        let active = self
+            .state
+            .get::<crate::lang::loop_state::Loops>()
+            .active
+            .last()
+            .copied();
+        if let Some((api, loc, iteration)) = active {
+            let msg = why(format!(
+                "in iteration {iteration} of this device loop (a loop whose trip count or \
+                 condition never ends it, or one too long to model)"
+            ));
+            return (NkiError::new(ErrorKind::Budget, api, msg), loc);
+        }
+        let loc = self
+            .records
+            .last()
+            .map_or_else(SourceLoc::caller, |r| r.loc);
+        let msg = why(format!("after the instruction at {loc}"));
+        (NkiError::new(ErrorKind::Budget, "kernel", msg), loc)
     }
 
     /// The records made so far, taken out of the context (the feed, which reads them in place
     /// and would no longer see all of them, is dropped first).
     pub(crate) fn take_records(&mut self) -> Vec<Instr> {
         self.feed = None;
+        self.record_stop = 0;
         std::mem::take(&mut self.records)
     }
 

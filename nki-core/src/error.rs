@@ -125,6 +125,15 @@ pub enum ErrorKind {
     NoData,
     /// The kernel panicked for a reason that is not an NKI rule (e.g. a Rust index bug).
     KernelPanic,
+    /// A closure the library calls for the user (a sweep's `reject_if` rule or estimate
+    /// closure, a candle op's grid or shape function) panicked; the message names its role and
+    /// the panic message.
+    ClosurePanic,
+    /// A kernel instance ran past a budget of the launch: more instruction records
+    /// ([`Launch::max_records`](crate::spmd::Launch::max_records)) or more iterations of one
+    /// device loop ([`Launch::max_loop_iterations`](crate::spmd::Launch::max_loop_iterations))
+    /// than it allows; the message names the loop and its line.
+    Budget,
     /// A kernel output the launch never wrote (`err_tensor_output_not_written_to`).
     OutputNotWritten,
     /// A kernel launched from inside a kernel body (NKI rejects nested launches).

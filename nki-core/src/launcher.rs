@@ -59,15 +59,17 @@ pub fn modelled(
 
 /// `k::launch(grid, args...)` of a kernel that returns its outputs (`-> Hbm<T>`): as
 /// [`launch`], handing back the outputs with the report.
+#[track_caller]
 pub fn launch_returning<O>(
     grid: impl Into<Grid>,
     run: impl FnOnce(Launch) -> Result<(O, LaunchReport)>,
 ) -> Result<(O, LaunchReport)> {
-    run(Launch::new(grid))
+    run(called_here(Launch::new(grid)))
 }
 
 /// `k::simulate` and `k::estimate` of a kernel that returns its outputs: as [`modelled`],
 /// handing back the outputs with the profile.
+#[track_caller]
 pub fn modelled_returning<O>(
     grid: impl Into<Grid>,
     target: Target,

@@ -81,6 +81,7 @@ mod engine;
 mod error;
 pub mod example;
 mod exec;
+mod files;
 pub mod frontend;
 mod hbm;
 mod isa;
@@ -125,6 +126,7 @@ pub use crate::access::{ds, stepped, Ap, IntoIndex, Ix, Shape, MAX_DIMS, MAX_ELE
 // Element types.
 pub use crate::dtype::{DType, Element, F8E4M3, F8E4M3FN, F8E5M2};
 // Errors.
+pub use crate::abort::user_closure as call_user_closure;
 pub use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 // Device memory (HBM) tensors and the views kernels read and write.
 pub use crate::hbm::{with_borrowed, Hbm, HbmDest, HbmOut, HbmSource, HbmView, HbmViewMut, Lender};
@@ -147,7 +149,7 @@ pub use crate::math::{ActFn, AluOp};
 pub use crate::names::InstrName;
 pub use crate::record::{
     AffinePos, BufId, CoreStream, CostFacts, DmaDims, Engine, Instr, MatmulDims, MemKind, Opcode,
-    Region, Regions,
+    Region, Regions, DEFAULT_MAX_RECORDS,
 };
 // Profiles of modelled launches.
 pub use crate::profile::{

@@ -664,6 +664,17 @@ impl CoreStream {
     }
 }
 
+/// Most instruction records one kernel instance may keep unless its launch sets its own
+/// budget ([`Launch::max_records`](crate::spmd::Launch::max_records)): the record past it
+/// fails the instance with an [`ErrorKind::Budget`](crate::error::ErrorKind::Budget) error
+/// naming the device loop running (or the last instruction's line) instead of growing the
+/// buffer until the host's memory runs out. A record takes 336 bytes (`size_of::<Instr>()` on
+/// x86-64, 2026-12-07), so the default bounds one instance's records near 1.4 GB (a never-ending
+/// `while_loop` simulated to it peaked at 1.8 GB resident, growth of the buffer included); the
+/// largest kernels of the calibration and the examples record far fewer. A limit of the
+/// simulator, not of the hardware.
+pub const DEFAULT_MAX_RECORDS: usize = 1 << 22;
+
 /// One run of a device loop (`nl::fori_loop`, `nl::while_loop`) by one instance: the records
 /// (indices into the instance's record stream) of each iteration, which the profile's loop
 /// summaries read.

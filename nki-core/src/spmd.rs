@@ -361,6 +361,10 @@ pub struct Launch {
     uninitialised_outputs: bool,
     /// Whether an estimate's profile keeps its records (see [`Launch::keep_records`]).
     keep_records: bool,
+    /// The most instruction records an instance may keep (see [`Launch::max_records`]).
+    max_records: usize,
+    /// The most iterations of one device loop run (see [`Launch::max_loop_iterations`]).
+    max_loop_iterations: u64,
     /// The `compiler` stage's transformations (see [`Launch::compiler`]).
     compiler: crate::compiler::stage::CompilerStage,
     /// Where the user launched the kernel when a launcher closure stands between that call and
@@ -380,6 +384,8 @@ impl Launch {
             trip_counts: None,
             uninitialised_outputs: false,
             keep_records: false,
+            max_records: crate::record::DEFAULT_MAX_RECORDS,
+            max_loop_iterations: crate::lang::MAX_DEVICE_LOOP_ITERATIONS,
             compiler: crate::compiler::stage::current(),
             called_at: None,
         }
@@ -435,6 +441,17 @@ impl Launch {
         /// Simulate launches always keep them; estimates drop them by default (a sweep of many
         /// estimates would hold every launch's records).
         keep_records() => keep_records = true;
+        /// The most instruction records one program instance may keep in simulate and estimate
+        /// modes (default [`DEFAULT_MAX_RECORDS`](crate::DEFAULT_MAX_RECORDS)): the record past
+        /// it fails the instance with an [`ErrorKind::Budget`] error naming the device loop
+        /// running and its line (or the last instruction's line), before the host's memory runs
+        /// out. Execute mode keeps no records.
+        max_records(n: usize) => max_records = n;
+        /// The most iterations one run of a device loop (`nl::fori_loop`, `nl::while_loop`) may
+        /// take, in every mode (default [`MAX_DEVICE_LOOP_ITERATIONS`](crate::nl::MAX_DEVICE_LOOP_ITERATIONS)):
+        /// the next fails the instance with an [`ErrorKind::Budget`] error naming the loop and
+        /// its line.
+        max_loop_iterations(n: u64) => max_loop_iterations = n;
     }
 
     /// Runs `kernel` once per program instance and returns the report (with a profile in
@@ -459,18 +476,21 @@ impl Launch {
         // The outputs borrowed for this launch belong to it even when it is refused below: a
         // refused launch must not hand them to the next launch on this thread.
         let outputs = crate::hbm::take_pending_outputs();
+        // An error of the launch itself (its grid, an output left unwritten) points at the
+        // user's launch; one inside the kernel keeps its own line.
+        let at = self.called_at.unwrap_or(here);
         match self.dialect {
             Dialect::Beta1 => self.run_on(outputs, kernel),
-            Dialect::Nki07 | Dialect::Nki08 => {
-                let grid = resolve(self.dialect, &self.grid)
-                    .map_err(|e| e.with_loc(self.called_at.unwrap_or(here)))?;
-                Launch {
+            Dialect::Nki07 | Dialect::Nki08 => match resolve(self.dialect, &self.grid) {
+                Ok(grid) => Launch {
                     grid,
                     ..self.clone()
                 }
-                .run_on(outputs, kernel)
-            }
+                .run_on(outputs, kernel),
+                Err(e) => Err(e),
+            },
         }
+        .map_err(|e| e.with_loc(at))
     }
 
     /// [`Launch::run`] once the launch is known to be no nested launch and its grid is the one
@@ -499,7 +519,7 @@ impl Launch {
             return Err(e);
         }
         finished.sort_unstable_by_key(|p| p.index);
-        check_outputs(&shared, self.uninitialised_outputs)?;
+        check_outputs(&shared, self.uninitialised_outputs, self.mode)?;
         let instances = self.instance_infos(&finished);
         let plan = crate::pipeline::Plan {
             target: self.target,
@@ -558,7 +578,7 @@ impl Launch {
                 );
                 ctx.feed = feed.lock().unwrap_or_else(|p| p.into_inner()).take();
                 ctx.state.get::<Loops>().trips = self.trip_counts.clone();
-                ctx.set_dialect(self.dialect);
+                self.configure(&mut ctx);
                 ctx.beta1_grid_of_07 = beta1_grid_of_07;
                 if self.compiler.fuse || self.compiler.hoist_compute {
                     // The stage may keep tiles the kernel dropped: the capacity resolution
@@ -594,6 +614,16 @@ impl Launch {
 
     /// Runs the two instances of an LNC=2 launch side by side, each on its own host thread
     /// (they meet at `pair`); returns those that ran to their end.
+    /// Hands an instance's context what the launch decides for every instance: the estimate
+    /// trip counts, the kernel's dialect and the budgets of records and loop iterations.
+    fn configure(&self, ctx: &mut InstanceCtx) {
+        let loops = ctx.state.get::<Loops>();
+        loops.trips = self.trip_counts.clone();
+        loops.max_iterations = self.max_loop_iterations;
+        ctx.set_dialect(self.dialect);
+        ctx.set_record_budget(self.max_records);
+    }
+
     fn run_pair<F: Fn() + Sync>(
         &self,
         pair: &std::sync::Arc<crate::isa::lnc_state::Pair>,
@@ -612,8 +642,7 @@ impl Launch {
                 self.target,
                 shared.clone(),
             );
-            ctx.state.get::<Loops>().trips = self.trip_counts.clone();
-            ctx.set_dialect(self.dialect);
+            self.configure(&mut ctx);
             ctx.state.set(Link(Some(pair.clone())));
             let (ctx, outcome) = crate::context::run_instance(ctx, kernel);
             pair.finish(core, outcome.is_ok());
@@ -692,15 +721,15 @@ impl Finished {
     }
 }
 
-/// Checks the launch's outputs: every element written where the launch wrote part of an
-/// output, every element of each when they count as fresh device memory
-/// (`uninitialised`).
-fn check_outputs(shared: &LaunchShared, uninitialised: bool) -> Result<()> {
+/// Checks the launch's outputs: each written at all, and every element of each that starts
+/// uninitialised — the tensors a kernel allocates in shared HBM (what a 0.7 kernel returns),
+/// outputs passed in when they count as fresh device memory (`uninitialised`) — unless the
+/// kernel marked it as written in part on purpose. Element by element only where values tell
+/// which elements a DMA wrote (estimate mode's dynamic offsets have none).
+fn check_outputs(shared: &LaunchShared, uninitialised: bool, mode: Mode) -> Result<()> {
+    let base = shared.writers.base();
     for out in &shared.outputs {
-        crate::hbm::check_written(out, shared.writers.base())?;
-        if uninitialised {
-            crate::hbm::write::check_fully_written(out, shared.id)?;
-        }
+        out.check_output(base, shared.id, uninitialised)?;
     }
     for out in shared
         .kernel_outputs
@@ -708,7 +737,7 @@ fn check_outputs(shared: &LaunchShared, uninitialised: bool) -> Result<()> {
         .unwrap_or_else(|p| p.into_inner())
         .iter()
     {
-        crate::hbm::check_written(out, shared.writers.base())?;
+        out.check_output(base, shared.id, mode.executes())?;
     }
     Ok(())
 }

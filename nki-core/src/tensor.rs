@@ -456,6 +456,31 @@ impl Tensor {
         }
     }
 
+    /// Marks an HBM tensor the kernel allocated (an output it returns) as written only in part
+    /// on purpose, for this launch. By default every element of such a tensor must be written
+    /// by the launch (in execute and simulate modes; it is fresh device memory, holding
+    /// garbage where nothing wrote): an element left unwritten is an
+    /// [`ErrorKind::OutputNotWritten`] error naming it. Marked, its unwritten elements come
+    /// back as zeros. An on-chip tensor is an [`ErrorKind::WrongMemory`] error.
+    #[track_caller]
+    pub fn allow_partial_write(&self) {
+        let loc = SourceLoc::caller();
+        match &self.repr {
+            Repr::Hbm(v, _) => v.st.allow_partial_write(loc),
+            Repr::Chip(t) => raise(
+                NkiError::new(
+                    ErrorKind::WrongMemory,
+                    "allow_partial_write",
+                    format!(
+                        "{} is on chip: only an HBM output can be marked as written in part",
+                        t.describe()
+                    ),
+                ),
+                loc,
+            ),
+        }
+    }
+
     /// The buffer the tensor lives in.
     pub fn buffer(&self) -> Buffer {
         match &self.repr {

@@ -550,13 +550,9 @@ pub(crate) fn pattern(
     let shape = Shape::new(&dims).map_err(|e| err(e.kind(), "ap", e.message().to_string()))?;
     let mut strides = [0isize; MAX_DIMS];
     for (k, p) in pairs.iter().enumerate() {
-        strides[k] = p[0] as isize;
+        // A step of a count-1 pair is never taken: one past `isize` is kept as 0.
+        strides[k] = isize::try_from(p[0]).unwrap_or(0);
     }
-    let out = Ap {
-        offset: ap.offset + offset,
-        shape,
-        strides,
-    };
     if shape.numel() == 0 {
         return Err(err(
             ErrorKind::InvalidArgument,
@@ -567,17 +563,29 @@ pub(crate) fn pattern(
             ),
         ));
     }
-    if out.span().1 > len {
-        return Err(err(
+    // The last element reached, in checked arithmetic: the offset and steps are the user's
+    // numbers, and one near `usize::MAX` must not wrap around into the buffer.
+    let start = ap.offset.checked_add(offset);
+    let last = start.and_then(|s| {
+        pairs
+            .iter()
+            .try_fold(s, |r, p| r.checked_add(p[0].checked_mul(p[1] - 1)?))
+    });
+    match (start, last) {
+        (Some(offset), Some(last)) if last < len => Ok(Ap {
+            offset,
+            shape,
+            strides,
+        }),
+        _ => Err(err(
             ErrorKind::OutOfBounds,
             "ap",
             format!(
                 "access pattern {pairs:?} at offset {offset} of {what} reaches element {} of a buffer of {len}",
-                out.span().1 - 1
+                last.map_or("past the address space".to_string(), |l| l.to_string())
             ),
-        ));
+        )),
     }
-    Ok(out)
 }
 
 /// Raises `r`'s error at `loc` (the user's call).
@@ -1171,8 +1179,9 @@ pub(crate) fn chip_pattern(
                  {free} per partition",
                 p0.saturating_add(parts),
                 t.partitions(),
-                reach.map_or("past the address space".to_string(), |r| (f0 + r)
-                    .to_string()),
+                reach
+                    .and_then(|r| f0.checked_add(r))
+                    .map_or("past the address space".to_string(), |r| r.to_string()),
             ),
         );
     }

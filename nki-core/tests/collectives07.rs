@@ -486,6 +486,38 @@ fn the_rules_of_the_v_collectives_are_clear_errors() {
         .unwrap();
 }
 
+#[test]
+fn overlapping_receive_displacements_name_the_collective_the_ranks_and_the_metadata() {
+    let (m, g) = mesh4();
+    let (_, x) = sources(&m, 16);
+    let out = dst(&m, 20);
+    let flags = VFlags {
+        recv_counts_known: true,
+        has_rdispls: true,
+    };
+    // Rank 2 places rank 1's chunk where rank 0's lies (both non-empty).
+    let c = counts();
+    assert!(c[0][2] > 0 && c[1][2] > 0);
+    let mut meta = a2a_metadata(true);
+    meta[[4 * 2 + 3, 1]] = meta[[4 * 2 + 3, 0]];
+    let md = metadata(&m, &meta);
+    let e = fails(&m, Target::Trn2, Mode::Simulate, || {
+        cc::all_to_all_v(&[x.view()], &[out.view()], &g, md.view(), flags)
+    });
+    check(
+        &e,
+        ErrorKind::InvalidArgument,
+        "all_to_all_v",
+        &[
+            "receive displacements of rank 2 overlap",
+            "rank 0's chunk",
+            "rank 1's",
+            "row 3, columns 0 and 1 of rank 2's metadata",
+        ],
+    );
+    assert!(e.program_id().is_some(), "{e}");
+}
+
 // ---- collective_permute_implicit* -----------------------------------------------------------
 
 /// The ring 0 -> 2 -> 1 -> 3 -> 0 (a rank-list's order is its ring).

@@ -116,6 +116,9 @@ fn two_devices_writing_one_remote_region_unordered_is_an_error() {
     });
     assert_eq!(e.kind(), ErrorKind::OutputDependency);
     assert!(e.message().contains("without ordering"), "{e}");
+    // A mesh error carries the program id like every other error.
+    assert_eq!(e.program_id(), Some(&[0][..]), "{e}");
+    assert!(e.to_string().contains("program id [0]"), "{e}");
 }
 
 #[test]

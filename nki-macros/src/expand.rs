@@ -131,24 +131,28 @@ fn launchers(k: &Kernel) -> TokenStream {
 
                 /// Runs the kernel on `grid` (execute mode, default target): its returned
                 /// outputs and the report.
+                #[track_caller]
                 pub fn launch<#generic_params>(#grid, #(#params),*) -> #report #where_clause {
                     #nki::__private::launch_returning(grid, #run)
                 }
 
                 /// Runs the kernel computing values and the modelled timeline on `target`:
                 /// its returned outputs and the profile.
+                #[track_caller]
                 pub fn simulate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
                     #nki::__private::modelled_returning(grid, target, #nki::Mode::Simulate, #run)
                 }
 
                 /// Models the kernel's timeline on `target` without computing values (inputs
                 /// may be `Hbm::shape_only`; the returned outputs are shape-only).
+                #[track_caller]
                 pub fn estimate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
                     #nki::__private::modelled_returning(grid, target, #nki::Mode::Estimate, #run)
                 }
 
                 /// Runs the kernel with a configured [`::nki_core::Launch`] (its dialect set to
                 /// the kernel's, [`Self::DIALECT`]).
+                #[track_caller]
                 pub fn run<#generic_params>(launch: #nki::Launch, #(#params),*) -> #report #where_clause {
                     #naming
                     #(let #borrowed = #outputs.as_output();)*

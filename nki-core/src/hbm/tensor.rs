@@ -225,6 +225,16 @@ impl<T: Element> HbmOut<'_, T> {
         HbmViewMut(HbmView::slice_of_whole(&self.st, false, index))
     }
 
+    /// Marks the output as written only in part on purpose, for this launch: a launch that
+    /// treats its outputs as uninitialised ([`Launch::outputs_uninitialised`](
+    /// crate::Launch::outputs_uninitialised), the candle bridge) then does not require every
+    /// element to be written (the unwritten elements keep what the host buffer held).
+    #[track_caller]
+    pub fn allow_partial_write(&self) {
+        self.st
+            .allow_partial_write(crate::error::SourceLoc::caller());
+    }
+
     /// The shape.
     pub fn shape(&self) -> &[usize] {
         self.st.shape.dims()

@@ -25,7 +25,7 @@
 //! ([`Profile::device_loops`](crate::profile::Profile)).
 
 use super::loop_state::Loops;
-pub use super::loop_state::TripCounts;
+pub use super::loop_state::{TripCounts, MAX_DEVICE_LOOP_ITERATIONS};
 use crate::context::{self, raise};
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::isa::nki_scalar::IntoScalar;
@@ -33,11 +33,6 @@ use crate::isa::op::Op;
 use crate::isa::NkiScalar;
 use crate::record::LoopLog;
 use crate::record::{BufId, Engine, Instr, Opcode, Region};
-
-/// Most iterations one run of a device loop may take in nki-rs before the launch fails (a
-/// `while_loop` whose condition never becomes zero would otherwise hang the host). A limit of
-/// the simulator, not of the hardware.
-pub const MAX_DEVICE_LOOP_ITERATIONS: u64 = 1 << 24;
 
 /// Runs `iteration` for each iteration of a device loop at `loc`; `next(k)` says whether
 /// iteration `k` runs (it is called before each one, and may run kernel code). `decides()` is
@@ -51,7 +46,12 @@ fn run_loop(
     decides: impl Fn() -> Option<Region>,
 ) {
     let records = Op::at(api, loc).env.records;
-    context::with_ctx(api, loc, |c| c.loop_tiles.enter(loc));
+    let max = context::with_ctx(api, loc, |c| {
+        c.loop_tiles.enter(loc);
+        let loops = c.state.get::<Loops>();
+        loops.active.push((api, loc, 0));
+        loops.max_iterations
+    });
     let mut log = LoopLog {
         api,
         loc,
@@ -59,15 +59,16 @@ fn run_loop(
     };
     let mut k = 0u64;
     while next(k) {
-        if k >= MAX_DEVICE_LOOP_ITERATIONS {
+        if k >= max {
             raise(
                 NkiError::new(
-                    ErrorKind::InvalidArgument,
+                    ErrorKind::Budget,
                     api,
                     format!(
-                        "the device loop ran {k} iterations without ending (nki-rs stops a \
-                         device loop at {MAX_DEVICE_LOOP_ITERATIONS} iterations): its trip \
-                         count or condition never ends it"
+                        "the device loop ran {k} iterations without ending (the launch's \
+                         budget of iterations per device loop run; Launch::max_loop_iterations \
+                         sets it, default {MAX_DEVICE_LOOP_ITERATIONS}): its trip count or \
+                         condition never ends it"
                     ),
                 ),
                 loc,
@@ -75,6 +76,9 @@ fn run_loop(
         }
         let first = context::with_ctx(api, loc, |c| {
             c.loop_tiles.next_iteration();
+            if let Some(a) = c.state.get::<Loops>().active.last_mut() {
+                a.2 = k;
+            }
             c.records.len()
         });
         iteration(k);
@@ -86,8 +90,10 @@ fn run_loop(
     }
     context::with_ctx(api, loc, |c| {
         c.loop_tiles.exit();
+        let loops = c.state.get::<Loops>();
+        loops.active.pop();
         if records {
-            c.state.get::<Loops>().log.push(log);
+            loops.log.push(log);
         }
     });
 }
@@ -271,8 +277,9 @@ fn fori_at(
 ///
 /// In estimate mode a condition read from a tile has no value: the number of body runs comes
 /// from the launch's [`TripCounts`] (by this call's line), or the launch fails naming the
-/// loop. A loop that runs [`MAX_DEVICE_LOOP_ITERATIONS`] iterations fails the launch instead
-/// of hanging the host.
+/// loop. A loop that runs [`MAX_DEVICE_LOOP_ITERATIONS`] iterations (or the launch's
+/// [`Launch::max_loop_iterations`](crate::spmd::Launch::max_loop_iterations)) fails the launch
+/// instead of hanging the host.
 #[track_caller]
 pub fn while_loop(cond: NkiScalar, mut body: impl FnMut() -> NkiScalar) {
     let api = "nl.while_loop";

@@ -7,6 +7,12 @@ use crate::record::LoopLog;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// Most iterations one run of a device loop may take in nki-rs before the launch fails (a
+/// `while_loop` whose condition never becomes zero would otherwise hang the host), unless the
+/// launch sets its own ([`Launch::max_loop_iterations`](crate::spmd::Launch::max_loop_iterations)).
+/// A limit of the simulator, not of the hardware.
+pub const MAX_DEVICE_LOOP_ITERATIONS: u64 = 1 << 24;
+
 /// Trip counts of device loops for estimate mode, where no values exist to decide them: per
 /// loop line, one count for every run of the loop or a list consumed one per run (the
 /// tokens routed to each expert, say), and optionally a count for every other loop.
@@ -65,12 +71,29 @@ impl TripCounts {
 /// The device-loop state of a running instance (held by its context's
 /// [`InstanceState`](crate::context::InstanceState); the ids of the tiles its loop bodies
 /// allocate are the context's `loop_tiles`).
-#[derive(Default)]
 pub(crate) struct Loops {
     /// The launch's trip counts for estimate mode.
     pub(crate) trips: Option<Arc<TripCounts>>,
+    /// The most iterations one run of a device loop may take
+    /// ([`crate::spmd::Launch::max_loop_iterations`]).
+    pub(crate) max_iterations: u64,
+    /// The active device loops, outermost first: api, line and the iteration running (what a
+    /// budget error names).
+    pub(crate) active: Vec<(&'static str, SourceLoc, u64)>,
     /// Runs of each loop line so far (the index into [`TripCounts::runs`]).
     pub(crate) runs: HashMap<SourceLoc, usize>,
     /// Every finished loop run, for the profile.
     pub(crate) log: Vec<LoopLog>,
+}
+
+impl Default for Loops {
+    fn default() -> Loops {
+        Loops {
+            trips: None,
+            max_iterations: MAX_DEVICE_LOOP_ITERATIONS,
+            active: Vec::new(),
+            runs: HashMap::new(),
+            log: Vec::new(),
+        }
+    }
 }

@@ -82,8 +82,16 @@ impl<'m> MeshLaunch<'m> {
     /// line, as [`Launch::run`](crate::spmd::Launch::run) does.
     #[track_caller]
     pub fn run<F: Fn() + Sync>(&self, kernel: F) -> Result<MeshReport> {
+        let here = SourceLoc::caller();
+        // An error of the launch itself points at the user's launch; one inside the kernel
+        // keeps its own line.
+        self.run_at(here, kernel).map_err(|e| e.with_loc(here))
+    }
+
+    /// [`MeshLaunch::run`] called at `here`.
+    fn run_at<F: Fn() + Sync>(&self, here: SourceLoc, kernel: F) -> Result<MeshReport> {
         let what = || format!("a mesh launch (mesh {})", self.mesh);
-        crate::spmd::refuse_nested_launch("MeshLaunch", what, SourceLoc::caller());
+        crate::spmd::refuse_nested_launch("MeshLaunch", what, here);
         // Tensors borrowed with `Hbm::as_output` before the launch are its outputs, also
         // when it is refused below (a refused launch leaves nothing for the next one).
         let borrowed = crate::hbm::take_pending_outputs();
@@ -223,6 +231,7 @@ impl<'m> MeshLaunch<'m> {
             device::with_device("MeshLaunch", SourceLoc::caller(), |s| {
                 s.program_id = pid.clone();
             });
+            shared.sync.enter_instance(d, pid);
             let ctx = InstanceCtx::new(
                 pid.clone(),
                 grid_shape.clone(),

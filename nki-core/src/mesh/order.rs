@@ -214,6 +214,8 @@ struct Local {
     runs: Vec<(usize, usize)>,
     op: &'static str,
     loc: SourceLoc,
+    /// The program id of the device's instance that made the access.
+    pid: Arc<[usize]>,
 }
 
 /// A copy's access of a shard: its destination (written) or its source (read).
@@ -224,6 +226,8 @@ struct CopyRec {
     writes: bool,
     runs: Vec<(usize, usize)>,
     loc: SourceLoc,
+    /// The program id of the starting device's instance.
+    pid: Arc<[usize]>,
 }
 
 /// The copies of `copies` that an access (`writes`, elements `runs`) of a device with clock
@@ -288,6 +292,8 @@ pub(crate) struct Order {
     next_access: Vec<u64>,
     regions: HashMap<u64, Region>,
     findings: Vec<Finding>,
+    /// The program id of the instance each device runs (its accesses carry it).
+    pids: Vec<Arc<[usize]>>,
 }
 
 impl Order {
@@ -310,6 +316,7 @@ impl Order {
             next_access: vec![0; n],
             regions: HashMap::new(),
             findings: Vec::new(),
+            pids: vec![Arc::from(&[0][..]); n],
         }
     }
 
@@ -331,6 +338,11 @@ impl Order {
             copies: Vec::new(),
             touched: false,
         });
+    }
+
+    /// Device `d` starts running its instance of program id `pid`.
+    pub(crate) fn enter_instance(&mut self, d: usize, pid: &[usize]) {
+        self.pids[d] = Arc::from(pid);
     }
 
     /// True when shard `id` is registered.
@@ -374,6 +386,7 @@ impl Order {
             runs: runs_of(ap),
             op,
             loc,
+            pid: self.pids[d].clone(),
         };
         let clock = &self.clocks[d];
         let mut found = Vec::new();
@@ -415,12 +428,14 @@ impl Order {
             seq: self.next_copy[src],
         };
         self.next_copy[src] += 1;
+        let pid = self.pids[src].clone();
         let rec = |writes: bool, runs: Vec<(usize, usize)>| CopyRec {
             id,
             dst,
             writes,
             runs,
             loc,
+            pid: pid.clone(),
         };
         if let Some((sid, runs)) = from {
             let me = rec(false, runs);
@@ -526,9 +541,9 @@ impl Order {
             _ => "before the copy read it: wait on the copy's send semaphore before overwriting its source",
         };
         let idx = Ap::unravel(e, &r.shape);
-        let loc = match &y {
-            Side::Local(l) => l.loc,
-            Side::Copy(c) => c.loc,
+        let (loc, pid) = match &y {
+            Side::Local(l) => (l.loc, &l.pid),
+            Side::Copy(c) => (c.loc, &c.pid),
         };
         let msg = format!(
             "element {idx:?} of {} on {}: {} and {} {what}",
@@ -539,7 +554,9 @@ impl Order {
         );
         Finding {
             key: (low, copy, local_dev, Reverse(local_seq), other),
-            error: NkiError::new(ErrorKind::OutputDependency, "mesh", msg).with_loc(loc),
+            error: NkiError::new(ErrorKind::OutputDependency, "mesh", msg)
+                .with_loc(loc)
+                .with_program_id(pid),
         }
     }
 

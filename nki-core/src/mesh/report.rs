@@ -298,9 +298,9 @@ impl MeshReport {
     /// one thread per engine and per mesh track (kernel segments, copies sent, waits,
     /// reductions, collectives).
     pub fn write_chrome_trace(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        let mut w = io::BufWriter::new(std::fs::File::create(path)?);
-        self.write_trace(&mut w)?;
-        w.flush()
+        crate::files::stream(path.as_ref(), "the mesh Chrome trace", |w| {
+            self.write_trace(w)
+        })
     }
 
     /// Writes the Chrome-trace JSON to `w`.

@@ -248,6 +248,12 @@ impl MeshSync {
         self.lock().joined.entry(seq).or_default().insert(device);
     }
 
+    /// Device `d` starts its instance of program id `pid`: the accesses it makes from now on
+    /// carry it (a race names the program id, as every error does).
+    pub(crate) fn enter_instance(&self, d: usize, pid: &[usize]) {
+        self.lock().order.enter_instance(d, pid);
+    }
+
     /// The launch's happens-before verdict (see [`Order::verdict`]).
     pub(crate) fn verdict(&self) -> Option<NkiError> {
         self.lock().order.verdict()

@@ -21,7 +21,7 @@ const PIXELS: usize = 1100;
 impl Profile {
     /// Writes [`Profile::to_html`] to `path`.
     pub fn write_html(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        std::fs::write(path, self.to_html())
+        crate::files::write(path.as_ref(), "the HTML report", self.to_html())
     }
 
     /// The profile as one self-contained HTML page (no network, no scripts): the engine

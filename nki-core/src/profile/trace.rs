@@ -96,10 +96,9 @@ impl Profile {
     /// stall spans (engine idle, waiting for a dependency) on a "`<engine>` stalls" thread, and
     /// the pre/postamble on its own thread.
     pub fn write_chrome_trace(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        let f = std::fs::File::create(path)?;
-        let mut w = io::BufWriter::new(f);
-        write_chrome_trace(self, &mut w)?;
-        w.flush()
+        crate::files::stream(path.as_ref(), "the Chrome trace", |w| {
+            write_chrome_trace(self, w)
+        })
     }
 }
 

@@ -91,7 +91,8 @@ impl Estimate {
 /// Why a point was rejected.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rejection {
-    /// The error kind (`None` for a panic in the sweep's closure).
+    /// The error kind ([`ErrorKind::ClosurePanic`] for a panic in the estimate closure or a
+    /// rule; `None` only for a point that was never estimated).
     pub kind: Option<ErrorKind>,
     /// The first line of the error (or panic) message.
     pub reason: String,
@@ -192,6 +193,21 @@ impl Sweep {
         self
     }
 
+    /// The rejection of `p` by the first [`Sweep::reject_if`] rule that gives a reason, or
+    /// that panics (an [`ErrorKind::ClosurePanic`] rejection naming the rule and its message).
+    fn rejection(&self, p: &Params) -> Option<Rejection> {
+        self.reject.iter().enumerate().find_map(|(i, rule)| {
+            let role = format!("the sweep's reject_if rule #{}", i + 1);
+            match crate::abort::user_closure(&role, || rule(p)) {
+                Ok(reason) => reason.map(|reason| Rejection {
+                    kind: Some(ErrorKind::InvalidArgument),
+                    reason,
+                }),
+                Err(e) => Some(Rejection::of_error(&e)),
+            }
+        })
+    }
+
     /// Estimates every point with `estimate` (usually a kernel's `::estimate` on shape-only
     /// tensors, as it comes: a returning kernel's `(outputs, profile)` too, see
     /// [`IntoProfile`]) and collects the report. Errors and panics of `estimate` reject their
@@ -218,11 +234,8 @@ impl Sweep {
                 s.spawn(|| loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(p) = points.get(i) else { break };
-                    let outcome = match self.reject.iter().find_map(|r| r(p)) {
-                        Some(reason) => Err(Rejection {
-                            kind: Some(ErrorKind::InvalidArgument),
-                            reason,
-                        }),
+                    let outcome = match self.rejection(p) {
+                        Some(rejection) => Err(rejection),
                         None => estimate_one(&estimate, p),
                     };
                     let lat = outcome.as_ref().ok().map(|e| e.latency_ns);
@@ -261,20 +274,11 @@ where
     F: Fn(&Params) -> R + Sync,
     R: IntoProfile,
 {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| estimate(p).into_profile())) {
+    match crate::abort::user_closure("the sweep's estimate closure", || {
+        estimate(p).into_profile()
+    }) {
         Ok(Ok(profile)) => Ok(Estimate::of(&profile)),
-        Ok(Err(e)) => Err(Rejection::of_error(&e)),
-        Err(payload) => {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic without a message".into());
-            Err(Rejection {
-                kind: None,
-                reason: format!("panicked: {}", first_line(&msg)),
-            })
-        }
+        Ok(Err(e)) | Err(e) => Err(Rejection::of_error(&e)),
     }
 }
 
@@ -497,12 +501,20 @@ impl SweepReport {
 
     /// Writes [`SweepReport::to_csv`] to `path`.
     pub fn write_csv(&self, path: impl AsRef<std::path::Path>) -> Result<(), NkiError> {
-        Ok(std::fs::write(path, self.to_csv())?)
+        Ok(crate::files::write(
+            path.as_ref(),
+            "the sweep CSV",
+            self.to_csv(),
+        )?)
     }
 
     /// Writes [`SweepReport::to_json`] to `path`.
     pub fn write_json(&self, path: impl AsRef<std::path::Path>) -> Result<(), NkiError> {
-        Ok(std::fs::write(path, self.to_json())?)
+        Ok(crate::files::write(
+            path.as_ref(),
+            "the sweep JSON",
+            self.to_json(),
+        )?)
     }
 }
 

@@ -422,6 +422,42 @@ fn landing(
     Ok((count, displ, start))
 }
 
+/// With receive displacements: the chunks group rank `to` receives land in ranges of its
+/// `dsts` that do not overlap (two senders writing one element would race), else an error
+/// naming the collective, the receiving rank, both senders and the metadata cells.
+fn check_receives(
+    op: &'static str,
+    form: Form,
+    metas: &[Vec<u64>],
+    r: usize,
+    to: usize,
+) -> Result<()> {
+    let mut spans: Vec<(u64, u64, usize)> = (0..r)
+        .filter_map(|from| {
+            let count = chunk(form, &metas[from], r, to).0;
+            let start = at(&metas[to], r, 3, from);
+            (count > 0).then_some((start, start + count, from))
+        })
+        .collect();
+    spans.sort_unstable();
+    for pair in spans.windows(2) {
+        let ((s0, e0, a), (s1, e1, b)) = (pair[0], pair[1]);
+        if s1 < e0 {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                op,
+                format!(
+                    "the receive displacements of rank {to} overlap: rank {a}'s chunk lands at \
+                     {s0}..{e0} and rank {b}'s at {s1}..{e1} of rank {to}'s dsts (row 3, \
+                     columns {a} and {b} of rank {to}'s metadata; row 0 of each sender's holds \
+                     the counts): each sender's chunk needs a range of its own"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Runs the data movement of a prepared `_v` collective (its `_trigger`, or the second half
 /// of the plain form).
 pub(crate) fn trigger(form: Form, mut p: PreparedCollective, split: bool, loc: SourceLoc) {
@@ -476,6 +512,9 @@ pub(crate) fn trigger(form: Form, mut p: PreparedCollective, split: bool, loc: S
     let plan: Vec<(u64, u64, u64)> = (0..r)
         .map(|to| context::check(landing(op, form, flags, &metas, r, c.rank, to, n), loc))
         .collect();
+    if flags.has_rdispls {
+        context::check(check_receives(op, form, &metas, r, c.rank), loc);
+    }
     let sent: u64 = plan.iter().map(|p| p.0).sum();
     let received: u64 = (0..r)
         .map(|from| chunk(form, &metas[from], r, c.rank).0)
