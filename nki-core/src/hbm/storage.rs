@@ -102,7 +102,7 @@ pub(crate) struct HbmStorage {
     pub(crate) output_of: AtomicU64,
     /// The launch whose kernel marked the tensor as written in part on purpose (0: none; see
     /// [`HbmStorage::allow_partial_write`]).
-    partial_ok_in: AtomicU64,
+    pub(super) partial_ok_in: AtomicU64,
     pub(super) data: RwLock<HbmData>,
     /// The accesses of the running launch (see `track.rs`).
     pub(super) tracker: Mutex<track::Tracker>,
@@ -210,39 +210,6 @@ impl HbmStorage {
             tracker: Mutex::new(track::Tracker::default()),
             turn: Condvar::new(),
         }
-    }
-
-    /// Marks the tensor, an output of the running launch, as written in part on purpose
-    /// (`Tensor::allow_partial_write`, `HbmOut::allow_partial_write`): the launch does not
-    /// check that every element was written. Called outside a kernel: an
-    /// [`ErrorKind::OutsideKernel`] error at `loc`.
-    pub(crate) fn allow_partial_write(&self, loc: crate::error::SourceLoc) {
-        match super::shared::current_instance() {
-            Some((launch, _)) => self.partial_ok_in.store(launch, Ordering::Relaxed),
-            None => crate::abort::raise(
-                NkiError::new(
-                    ErrorKind::OutsideKernel,
-                    "allow_partial_write",
-                    format!(
-                        "{} is marked as written in part outside a kernel: mark an output \
-                         inside the kernel that writes it",
-                        self.name
-                    ),
-                ),
-                loc,
-            ),
-        }
-    }
-
-    /// The error of launch `launch` (whose first writer id is `base`) that left output `self`
-    /// unwritten, or written only in part when `whole` (and the kernel did not mark it as
-    /// written in part on purpose): the first unwritten element named.
-    pub(crate) fn check_output(&self, base: u32, launch: u64, whole: bool) -> Result<()> {
-        check_written(self, base)?;
-        if whole && self.partial_ok_in.load(Ordering::Relaxed) != launch {
-            super::write::check_fully_written(self, launch)?;
-        }
-        Ok(())
     }
 
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, HbmData> {

@@ -148,6 +148,50 @@ pub(crate) fn track_load(
     }
 }
 
+/// The output checks of a launch, here beside the write tracking they read (storage.rs
+/// imports neither the launch state nor the write tracking).
+impl HbmStorage {
+    /// Marks the tensor, an output of the running launch, as written in part on purpose
+    /// (`Tensor::allow_partial_write`, `HbmOut::allow_partial_write`): the launch does not
+    /// check that every element was written. Called outside a kernel: an
+    /// [`ErrorKind::OutsideKernel`] error at `loc`.
+    pub(crate) fn allow_partial_write(&self, loc: crate::error::SourceLoc) {
+        match current_instance() {
+            Some((launch, _)) => self
+                .partial_ok_in
+                .store(launch, std::sync::atomic::Ordering::Relaxed),
+            None => crate::abort::raise(
+                NkiError::new(
+                    ErrorKind::OutsideKernel,
+                    "allow_partial_write",
+                    format!(
+                        "{} is marked as written in part outside a kernel: mark an output \
+                         inside the kernel that writes it",
+                        self.name
+                    ),
+                ),
+                loc,
+            ),
+        }
+    }
+
+    /// The error of launch `launch` (whose first writer id is `base`) that left output `self`
+    /// unwritten, or written only in part when `whole` (and the kernel did not mark it as
+    /// written in part on purpose): the first unwritten element named.
+    pub(crate) fn check_output(&self, base: u32, launch: u64, whole: bool) -> Result<()> {
+        super::storage::check_written(self, base)?;
+        if whole
+            && self
+                .partial_ok_in
+                .load(std::sync::atomic::Ordering::Relaxed)
+                != launch
+        {
+            check_fully_written(self, launch)?;
+        }
+        Ok(())
+    }
+}
+
 /// The error of a launch that left part of output `st` unwritten, when the launch (id
 /// `launch`) treats its outputs as uninitialised device memory
 /// ([`Launch::outputs_uninitialised`](crate::spmd::Launch::outputs_uninitialised)): names the
