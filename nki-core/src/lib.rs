@@ -144,6 +144,10 @@ pub use crate::spmd::{
 pub use crate::target::{Target, TargetSpec};
 // The compiler stage between recording and costing.
 pub use crate::compiler::stage::{with_compiler_stage, CompilerStage};
+// What a kernel asks of the compiler (NKI 0.8 `CompileConfig`).
+pub use crate::compiler::config::{
+    AddressRotation, Allocation, AllocationMode, CompileConfig, SchedulingHeuristic,
+};
 // Instruction records: what the timing model reads (one stream per NeuronCore).
 pub use crate::math::{ActFn, AluOp};
 pub use crate::names::InstrName;

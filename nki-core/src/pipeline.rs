@@ -54,6 +54,9 @@ pub(crate) struct Plan {
     pub(crate) dialect: Dialect,
     /// The compiler stage's transformations.
     pub(crate) stage: CompilerStage,
+    /// What the kernel asks of the compiler (allocation, scheduling; see
+    /// [`CompileConfig`](crate::CompileConfig)).
+    pub(crate) config: crate::compiler::config::CompileConfig,
     /// True when the records are modelled (simulate and estimate modes).
     pub(crate) models: bool,
     /// The number of NeuronCores of the launch.

@@ -313,6 +313,9 @@ pub struct LaunchReport {
     pub mode: Mode,
     /// The dialect of the kernel launched (what `grid` was read as).
     pub dialect: Dialect,
+    /// What the compiler was asked to do (the launch's, else the kernel's, else the
+    /// dialect's default: [`Launch::effective_compile_config`]).
+    pub compile_config: crate::compiler::config::CompileConfig,
     /// Every instance with its core, in grid order.
     pub instances: Vec<InstanceInfo>,
     /// Peak on-chip usage over all instances.
@@ -367,6 +370,10 @@ pub struct Launch {
     max_loop_iterations: u64,
     /// The `compiler` stage's transformations (see [`Launch::compiler`]).
     compiler: crate::compiler::stage::CompilerStage,
+    /// The compile configuration set on the launch (see [`Launch::compile_config`]).
+    config: Option<crate::compiler::config::CompileConfig>,
+    /// The kernel's own compile configuration (`#[nki_kernel(compile_config = ..)]`).
+    kernel_config: Option<crate::compiler::config::CompileConfig>,
     /// Where the user launched the kernel when a launcher closure stands between that call and
     /// [`Launch::run`] (see `launcher`): errors of the launch itself point there.
     pub(crate) called_at: Option<crate::error::SourceLoc>,
@@ -387,6 +394,8 @@ impl Launch {
             max_records: crate::record::DEFAULT_MAX_RECORDS,
             max_loop_iterations: crate::lang::MAX_DEVICE_LOOP_ITERATIONS,
             compiler: crate::compiler::stage::current(),
+            config: None,
+            kernel_config: None,
             called_at: None,
         }
     }
@@ -404,6 +413,16 @@ impl Launch {
         ///
         /// [`CompilerStage::OFF`]: crate::CompilerStage::OFF
         compiler(stage: crate::compiler::stage::CompilerStage) => compiler = stage;
+        /// What the compiler is asked to do (NKI 0.8 `CompileConfig`: allocation, address
+        /// rotation, scheduling heuristic, transformations), for simulate and estimate modes.
+        /// It overrides the kernel's own (`#[nki_kernel(compile_config = ..)]`); without
+        /// either, the compiler's default for the kernel's dialect
+        /// ([`CompileConfig::for_dialect`](crate::CompileConfig::for_dialect)).
+        compile_config(c: crate::compiler::config::CompileConfig) => config = Some(c);
+        /// The kernel's own compile configuration (`#[nki_kernel(compile_config = ..)]`, set
+        /// by the kernel's `run`): used when the launch sets none
+        /// ([`Launch::compile_config`]).
+        kernel_compile_config(c: crate::compiler::config::CompileConfig) => kernel_config = Some(c);
         /// Sets the target.
         target(t: Target) => target = t;
         /// Sets the mode.
@@ -417,6 +436,14 @@ impl Launch {
     /// The dialect the launched kernel is written in (see [`Launch::dialect`]).
     pub fn kernel_dialect(&self) -> Dialect {
         self.dialect
+    }
+
+    /// The compile configuration the launch runs with: the launch's
+    /// ([`Launch::compile_config`]), else the kernel's, else its dialect's default.
+    pub fn effective_compile_config(&self) -> crate::compiler::config::CompileConfig {
+        self.config
+            .or(self.kernel_config)
+            .unwrap_or_else(|| crate::compiler::config::CompileConfig::for_dialect(self.dialect))
     }
 
     setters! {
@@ -525,6 +552,7 @@ impl Launch {
             target: self.target,
             dialect: self.dialect,
             stage: self.compiler,
+            config: self.effective_compile_config(),
             models: self.mode.records(),
             cores: self.grid.num_cores(),
             keep_records: self.mode == Mode::Simulate || self.keep_records,
@@ -537,6 +565,7 @@ impl Launch {
             target: self.target,
             mode: self.mode,
             dialect: self.dialect,
+            compile_config: plan.config,
             instances,
             memory,
             profile,

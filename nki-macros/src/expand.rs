@@ -109,6 +109,11 @@ fn launchers(k: &Kernel) -> TokenStream {
         /// default Beta 1): it decides what the launch grid means.
         pub const DIALECT: #nki::Dialect = #dialect;
     };
+    // The kernel's own compile configuration, handed to the launch.
+    let config = k
+        .compile_config
+        .as_ref()
+        .map(|c| quote!(.kernel_compile_config(#c)));
     // Each HBM argument is named after its parameter for the launch's errors.
     let hbm_params = k.names_of(|r| !matches!(r, Role::Other));
     let naming = quote!(#(#hbm_params.set_name(stringify!(#hbm_params));)*);
@@ -157,7 +162,7 @@ fn launchers(k: &Kernel) -> TokenStream {
                     #naming
                     #(let #borrowed = #outputs.as_output();)*
                     let __nki_returned = #nki::__private::ReturnSlot::new();
-                    let report = launch.dialect(Self::DIALECT).run(|| __nki_returned.set(#name #turbofish (#(#instance_args),*)))?;
+                    let report = launch.dialect(Self::DIALECT)#config.run(|| __nki_returned.set(#name #turbofish (#(#instance_args),*)))?;
                     ::core::result::Result::Ok((__nki_returned.take()?, report))
                 }
             }
@@ -199,7 +204,7 @@ fn launchers(k: &Kernel) -> TokenStream {
             pub fn run<#generic_params>(launch: #nki::Launch, #(#params),*) -> #report #where_clause {
                 #naming
                 #(let #borrowed = #outputs.as_output();)*
-                launch.dialect(Self::DIALECT).run(|| #name #turbofish (#(#instance_args),*))
+                launch.dialect(Self::DIALECT)#config.run(|| #name #turbofish (#(#instance_args),*))
             }
         }
     }

@@ -18,6 +18,9 @@
 //! the logical NeuronCore's degree (`k[1]`, `k[2]`), `nki = "0.8"` one written in NKI 0.8
 //! (launched the same way); the default, Beta 1, keeps the SPMD grid.
 //! The generated type carries the dialect as `k::DIALECT`, and `k::run` hands it to the launch.
+//! `#[nki_kernel(compile_config = expr)]` gives the kernel NKI 0.8's `CompileConfig`
+//! (`expr` is an `nki_core::CompileConfig`), which `k::run` hands to the launch as the
+//! kernel's own (`Launch::kernel_compile_config`; a launch's `compile_config` overrides it).
 
 mod bindings;
 mod expand;
@@ -34,8 +37,8 @@ use syn::{parse_macro_input, ItemFn, Meta, Token};
 /// `debug` prints the expansion at compile time; `nki = "0.7"` marks an NKI 0.7 kernel,
 /// launched on a logical NeuronCore (`launch!(k[2](..))` is LNC=2, `nl::program_id(0)` the core
 /// index), `nki = "0.8"` an NKI 0.8 kernel (launched as 0.7), where the default
-/// (`nki = "beta1"`) keeps Beta 1's SPMD grid. See the crate docs and
-/// `nki_core::Dialect`.
+/// (`nki = "beta1"`) keeps Beta 1's SPMD grid; `compile_config = expr` sets the kernel's
+/// `nki_core::CompileConfig`. See the crate docs and `nki_core::Dialect`.
 #[proc_macro_attribute]
 pub fn nki_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     let args = match Args::parse(attr.into()) {
@@ -45,7 +48,8 @@ pub fn nki_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut func = parse_macro_input!(item as ItemFn);
     bindings::name_bindings(&mut func.block);
     let expansion = match model::Kernel::parse(func, args.dialect) {
-        Ok(kernel) => {
+        Ok(mut kernel) => {
+            kernel.compile_config = args.compile_config;
             let tokens = expand::kernel(&kernel);
             if args.debug {
                 eprintln!(
@@ -64,19 +68,22 @@ pub fn nki_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 struct Args {
     debug: bool,
     dialect: model::Dialect,
+    compile_config: Option<syn::Expr>,
 }
 
 impl Args {
     /// Reads `debug` and `nki = "0.8" | "0.7" | "beta1"`, in any order, each at most once.
     fn parse(attr: TokenStream2) -> syn::Result<Args> {
-        let rule = "#[nki_kernel] takes the arguments `debug` and `nki = \"0.7\"` (the NKI \
-                    dialect of the kernel; default `nki = \"beta1\"`)";
+        let rule = "#[nki_kernel] takes the arguments `debug`, `nki = \"0.7\"` (the NKI \
+                    dialect of the kernel; default `nki = \"beta1\"`) and \
+                    `compile_config = <an nki_core::CompileConfig>`";
         let metas = Punctuated::<Meta, Token![,]>::parse_terminated
             .parse2(attr.clone())
             .map_err(|_| syn::Error::new(attr.span(), rule))?;
         let mut args = Args {
             debug: false,
             dialect: model::Dialect::Beta1,
+            compile_config: None,
         };
         let (mut seen_debug, mut seen_nki) = (false, false);
         for m in &metas {
@@ -106,6 +113,11 @@ impl Args {
                             ))
                         }
                     };
+                }
+                Meta::NameValue(nv)
+                    if nv.path.is_ident("compile_config") && args.compile_config.is_none() =>
+                {
+                    args.compile_config = Some(nv.value.clone());
                 }
                 _ => return Err(syn::Error::new(m.span(), rule)),
             }

@@ -58,6 +58,8 @@ pub(crate) struct Kernel {
     pub(crate) body: Box<Block>,
     /// The dialect the attribute named.
     pub(crate) dialect: Dialect,
+    /// The kernel's compile configuration (`#[nki_kernel(compile_config = expr)]`), if any.
+    pub(crate) compile_config: Option<syn::Expr>,
 }
 
 /// A kernel's return type: `Hbm<T>` or a tuple of `Hbm<T>`s.
@@ -93,6 +95,7 @@ impl Kernel {
             ret,
             body: func.block,
             dialect,
+            compile_config: None,
         })
     }
 

@@ -3,8 +3,10 @@
 //! [`stage`] holds the switchable transformations of the Beta-1 compiler (duplicate removal,
 //! hoisting, fusion, interchange, multi-buffering) with their sub-steps [`fuse`] and
 //! [`interchange`]; [`spill`] fits the SBUF tiles of an over-committed instance into SBUF with
-//! the spill traffic the compiler adds.
+//! the spill traffic the compiler adds. [`config`] holds what a kernel asks of the compiler
+//! (NKI 0.8's `CompileConfig`).
 
+pub(crate) mod config;
 pub(crate) mod fuse;
 pub(crate) mod interchange;
 pub(crate) mod spill;

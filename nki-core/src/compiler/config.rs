@@ -1,0 +1,189 @@
+//! What a kernel asks of the compiler: NKI 0.8's `nki.compiler.CompileConfig`
+//! (`@nki.jit(compile_config=CompileConfig(...))`), as [`CompileConfig`] on a
+//! [`Launch`](crate::Launch) ([`Launch::compile_config`](crate::Launch::compile_config)) or on
+//! the kernel (`#[nki_kernel(compile_config = ...)]`).
+//!
+//! NKI 0.8 documents the knobs (the `nki-compile-config` deep dive, "why DMA loads wait for
+//! compute"): how on-chip tiles get addresses ([`Allocation`], [`AllocationMode`]), whether a
+//! tile rewritten again and again gets a fresh address each time ([`AddressRotation`]) and
+//! which ready instruction an engine runs first ([`SchedulingHeuristic`]). The timing model
+//! applies them in `compiler::allocate` (addresses, and the waits a reused address brings) and
+//! in `timing` (the scheduler); see docs/timing-model.md.
+//!
+//! Defaults are the compiler's for each dialect ([`CompileConfig::for_dialect`]): NKI 0.7/0.8
+//! kernels take `CompileConfig()`'s defaults (colouring, address rotation on where allowed,
+//! ASAP), and Beta-1 kernels what neuronx-cc did, which is the same allocation flow with
+//! address rotation (a public report: manual `address=` placement "skips address rotation"
+//! in the same compiler) plus the Beta-1 program transformations.
+
+use crate::builder::setters;
+use crate::dialect::Dialect;
+
+/// How the compiler gives on-chip tiles their addresses (NKI 0.8 `Allocation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Allocation {
+    /// `Allocation.COLORING`, the default flow: graph colouring after tracing. With address
+    /// rotation, an address freed is reused as late as the space allows (least recently
+    /// freed first), so a tile's successive values rotate through the free space; without
+    /// it, a freed address is taken again by the next tile that fits it.
+    #[default]
+    Coloring,
+    /// `Allocation.LINEAR`: linear scan, which "assigns an address to a tile at its first
+    /// write and releases the address after its last read", placing by [`AllocationMode`].
+    Linear(AllocationMode),
+    /// Not an NKI mode: every tile the kernel allocates keeps a buffer of its own that no
+    /// other tile ever takes, so a tile waits only for the accesses of the tile itself (the
+    /// program as written, and the model before addresses were modelled).
+    AsWritten,
+}
+
+/// Where [`Allocation::Linear`] places a tile (NKI 0.8 `AllocationMode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum AllocationMode {
+    /// `RING`: a fresh address per tile, reused after wrap-around ("a DMA into a new tile
+    /// seldom waits for compute that reads an earlier tile"; in PSUM it rotates through the
+    /// 8 banks): next fit from where the last tile was placed.
+    #[default]
+    Ring,
+    /// `FAST`: stack and best fit: the smallest free block that holds the tile, the most
+    /// recently freed first ("a DMA into it waits for the compute that reads the earlier
+    /// tile").
+    Fast,
+    /// `MAX_REUSE`: least memory (and least overlap of loads and compute): the lowest free
+    /// address that holds the tile.
+    MaxReuse,
+}
+
+/// Whether a tile written anew gets a fresh address (NKI 0.8 `address_rotation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum AddressRotation {
+    /// `AUTO` (the default): the compiler rotates every tile that has no manual address
+    /// (`address=`; a public report: manual placement "skips address rotation").
+    #[default]
+    Auto,
+    /// `ENABLE`: rotation on; a tile placed by hand keeps its address (the model honours the
+    /// placement, so this acts as `AUTO`).
+    Enable,
+    /// `DISABLE`: a tile keeps one address for all its values, as written: a write that starts
+    /// a new value waits for the reads of the value before it.
+    Disable,
+}
+
+impl AddressRotation {
+    /// True when tiles without a manual address rotate.
+    pub fn rotates(self) -> bool {
+        self != AddressRotation::Disable
+    }
+}
+
+/// Which ready instruction an engine runs first (NKI 0.8 `SchedulingHeuristic`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum SchedulingHeuristic {
+    /// `ASAP` (the default): "select the instruction that can start first".
+    #[default]
+    Asap,
+    /// `CRITICAL_PATH`: among the instructions an engine may run, the one with the longest
+    /// chain of work after it first.
+    CriticalPath,
+    /// `DMA_PREFETCH`: loads into on-chip memory go first: a load is issued as soon as its
+    /// inputs and its address allow, ahead of stores and other DMAs ready earlier.
+    DmaPrefetch,
+    /// `TRIVIAL`: program order on every engine and DMA queue.
+    Trivial,
+}
+
+/// What the compiler is asked to do with a kernel (NKI 0.8 `nki.compiler.CompileConfig`), on
+/// a [`Launch`](crate::Launch) or on the kernel (`#[nki_kernel(compile_config = ...)]`).
+///
+/// ```
+/// use nki_core::{AllocationMode, CompileConfig, SchedulingHeuristic};
+/// let ring = CompileConfig::default()
+///     .linear(AllocationMode::Ring)
+///     .scheduling(SchedulingHeuristic::DmaPrefetch);
+/// assert_ne!(ring, CompileConfig::default());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct CompileConfig {
+    /// How tiles get addresses (default [`Allocation::Coloring`]).
+    pub allocation: Allocation,
+    /// Whether tiles rotate through addresses (default [`AddressRotation::Auto`]).
+    pub address_rotation: AddressRotation,
+    /// Which ready instruction runs first (default [`SchedulingHeuristic::Asap`]).
+    pub scheduling_heuristic: SchedulingHeuristic,
+    /// Whether the compiler's program transformations run (Beta 1: the launch's
+    /// [`CompilerStage`](crate::CompilerStage); NKI 0.7/0.8 document none). `false`: the
+    /// program as written.
+    pub transformations: bool,
+}
+
+impl Default for CompileConfig {
+    /// NKI 0.8's `CompileConfig()`: colouring, address rotation `AUTO`, `ASAP`, the
+    /// compiler's transformations.
+    fn default() -> Self {
+        CompileConfig {
+            allocation: Allocation::Coloring,
+            address_rotation: AddressRotation::Auto,
+            scheduling_heuristic: SchedulingHeuristic::Asap,
+            transformations: true,
+        }
+    }
+}
+
+impl CompileConfig {
+    /// The compiler's configuration for a kernel of `dialect` that sets none: NKI 0.7/0.8,
+    /// `CompileConfig()`'s defaults; Beta 1, what neuronx-cc did: the same colouring flow with
+    /// address rotation and its program transformations.
+    pub fn for_dialect(dialect: Dialect) -> CompileConfig {
+        match dialect {
+            Dialect::Beta1 | Dialect::Nki07 | Dialect::Nki08 => CompileConfig::default(),
+        }
+    }
+
+    /// The program as written: no transformation, every tile a buffer of its own
+    /// ([`Allocation::AsWritten`]), no rotation, `ASAP`.
+    pub fn as_written() -> CompileConfig {
+        CompileConfig {
+            allocation: Allocation::AsWritten,
+            address_rotation: AddressRotation::Disable,
+            scheduling_heuristic: SchedulingHeuristic::Asap,
+            transformations: false,
+        }
+    }
+
+    setters! {
+        /// Sets the allocation flow.
+        allocation(a: Allocation) => allocation = a;
+        /// Linear-scan allocation (`Allocation.LINEAR`) in `mode`.
+        linear(mode: AllocationMode) => allocation = Allocation::Linear(mode);
+        /// Sets address rotation.
+        address_rotation(r: AddressRotation) => address_rotation = r;
+        /// Sets the scheduling heuristic.
+        scheduling(h: SchedulingHeuristic) => scheduling_heuristic = h;
+        /// Sets whether the compiler's program transformations run.
+        transformations(on: bool) => transformations = on;
+    }
+
+    /// True when this is [`CompileConfig::as_written`]'s allocation: every tile its own
+    /// buffer (nothing for the allocator to do).
+    pub fn allocates_as_written(&self) -> bool {
+        self.allocation == Allocation::AsWritten
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_dialect_defaults_to_the_compilers_flow() {
+        for d in [Dialect::Beta1, Dialect::Nki07, Dialect::Nki08] {
+            let c = CompileConfig::for_dialect(d);
+            assert_eq!(c.allocation, Allocation::Coloring);
+            assert!(c.address_rotation.rotates());
+            assert_eq!(c.scheduling_heuristic, SchedulingHeuristic::Asap);
+        }
+        let w = CompileConfig::as_written();
+        assert!(w.allocates_as_written() && !w.transformations);
+        assert!(!w.address_rotation.rotates());
+    }
+}
