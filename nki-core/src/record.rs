@@ -83,6 +83,9 @@ pub enum Opcode {
     /// The compare-and-branch that closes one iteration of a device loop
     /// (`nl.fori_loop` / `nl.while_loop`) on one engine's sequencer.
     LoopBranch,
+    /// The compare-and-branch of a compiled conditional (`nl.if_else`) on one engine's
+    /// sequencer.
+    Branch,
     /// Arrival of this core at a barrier of the two cores of a logical NeuronCore
     /// (`nisa.core_barrier`, `nisa.sendrecv`): a semaphore write to the other core.
     CoreBarrier,
@@ -148,6 +151,7 @@ impl Opcode {
             Opcode::ScalarLoad => "SCALAR_LOAD",
             Opcode::ScalarStore => "SCALAR_STORE",
             Opcode::LoopBranch => "LOOP_BRANCH",
+            Opcode::Branch => "BRANCH",
             Opcode::CoreBarrier => "CORE_BARRIER",
             Opcode::CoreWait => "CORE_WAIT",
         }

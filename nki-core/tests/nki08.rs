@@ -32,3 +32,458 @@ fn an_08_kernel_launches_on_a_logical_neuroncore() {
     assert_eq!(e.kind(), ErrorKind::InvalidGrid, "{e}");
     assert!(e.message().contains("NKI 0.8"), "{e}");
 }
+
+use nki_core::nisa::{NkiScalar, ScalarType};
+use nki_core::nl::AluOp;
+use nki_core::nl::{ForiOpts, TripCounts};
+use nki_core::{Engine, Opcode};
+
+/// The line of the first line of this file containing `needle`.
+fn line_of(needle: &str) -> u32 {
+    let src = include_str!("nki08.rs");
+    src.lines().position(|l| l.contains(needle)).unwrap() as u32 + 1
+}
+
+/// `x + 10` when `flag > 0`, else `x * 2`: a branch on a condition the device computes
+/// (NKI 0.8's `nl.if_else` documentation example).
+#[nki_kernel(nki = "0.8")]
+fn add_or_double(flag: &Hbm<i32>, x: &Hbm<f32>) -> Hbm<f32> {
+    let out = nl::ndarray(x.shape(), DType::F32, nl::shared_hbm);
+    let f = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&f, flag.view(), None);
+    let t = nl::ndarray(x.shape(), DType::F32, nl::sbuf);
+    nisa::dma_copy(&t, x.view(), None);
+    let cond = nisa::scalar_load(&f).greater(0);
+    nl::if_else(
+        cond, // the if_else of add_or_double
+        || nisa::tensor_scalar(&t, &t, AluOp::Add, 10.0, None),
+        || nisa::tensor_scalar(&t, &t, AluOp::Multiply, 2.0, None),
+    );
+    nisa::dma_copy(out.view(), &t, None);
+    out
+}
+
+fn x_128x64() -> (Hbm<f32>, Vec<f32>) {
+    let v: Vec<f32> = (0..128 * 64).map(|k| (k % 97) as f32 - 40.0).collect();
+    (Hbm::from_vec(&[128, 64], v.clone()).unwrap(), v)
+}
+
+#[test]
+fn if_else_runs_the_branch_the_device_condition_selects_in_execute_and_simulate() {
+    let (x, v) = x_128x64();
+    for (flag, then) in [(5, true), (1, true), (0, false), (-3, false)] {
+        let want: Vec<f32> = v
+            .iter()
+            .map(|a| if then { a + 10.0 } else { a * 2.0 })
+            .collect();
+        let f = Hbm::from_vec(&[1, 1], vec![flag]).unwrap();
+        let (out, _) = add_or_double::launch(1, &f, &x).unwrap();
+        assert_eq!(out.to_f32_vec().unwrap(), want, "flag {flag}");
+        let r = add_or_double::run(Launch::new(1).mode(Mode::Simulate), &f, &x).unwrap();
+        assert_eq!(r.0.to_f32_vec().unwrap(), want, "flag {flag}");
+        let p = r.1.profile.unwrap();
+        // One compare-and-branch on each of the four sequencers, each after the load of the
+        // condition it reads.
+        let branches: Vec<_> = p
+            .ops
+            .iter()
+            .filter(|o| o.opcode == Opcode::Branch)
+            .collect();
+        assert_eq!(branches.len(), 4, "{p}");
+        assert!(branches.iter().all(|b| b.api == "nl.if_else"));
+        assert_eq!(branches[0].loc.line, line_of("cond, // the if_else of") - 1);
+        let load = p
+            .ops
+            .iter()
+            .position(|o| o.opcode == Opcode::ScalarLoad)
+            .unwrap();
+        let end_of = |op: usize| {
+            p.spans
+                .iter()
+                .filter(|s| s.op as usize == op && s.cause.is_none())
+                .map(|s| s.start_ns + s.dur_ns)
+                .fold(0.0, f64::max)
+        };
+        for (i, o) in p.ops.iter().enumerate() {
+            if o.opcode == Opcode::Branch {
+                let start = p
+                    .spans
+                    .iter()
+                    .filter(|s| s.op as usize == i && s.cause.is_none())
+                    .map(|s| s.start_ns)
+                    .fold(f64::INFINITY, f64::min);
+                assert!(
+                    start >= end_of(load),
+                    "{o:?} starts before the condition's load"
+                );
+            }
+        }
+    }
+    // A negative flag is non-zero: taken by a plain scalar condition.
+}
+
+/// `if_else` on the loaded value itself: any non-zero value (a negative one too) selects
+/// `then_fn`; `if_then` has no else branch; a Rust `bool` resolves while tracing.
+#[nki_kernel(nki = "0.8")]
+fn nonzero_adds(flag: &Hbm<i32>, x: &Hbm<f32>, traced: bool) -> Hbm<f32> {
+    let out = nl::ndarray(x.shape(), DType::F32, nl::shared_hbm);
+    let f = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&f, flag.view(), None);
+    let t = nl::ndarray(x.shape(), DType::F32, nl::sbuf);
+    nisa::dma_copy(&t, x.view(), None);
+    if traced {
+        nl::if_then(true, || nisa::tensor_scalar(&t, &t, AluOp::Add, 1.0, None));
+        nl::if_else(
+            0,
+            || {},
+            || nisa::tensor_scalar(&t, &t, AluOp::Add, 1.0, None),
+        );
+    } else {
+        nl::if_then(nisa::scalar_load(&f), || {
+            nisa::tensor_scalar(&t, &t, AluOp::Add, 1.0, None)
+        });
+    }
+    nisa::dma_copy(out.view(), &t, None);
+    out
+}
+
+#[test]
+fn a_negative_condition_is_true_and_a_rust_bool_emits_no_branch() {
+    let (x, v) = x_128x64();
+    let f = Hbm::from_vec(&[1, 1], vec![-7]).unwrap();
+    // (traced, additions, branch records)
+    for (traced, adds, branches) in [(false, 1.0, 4), (true, 2.0, 0)] {
+        let r = nonzero_adds::run(Launch::new(1).mode(Mode::Simulate), &f, &x, traced).unwrap();
+        let want: Vec<f32> = v.iter().map(|a| a + adds).collect();
+        assert_eq!(r.0.to_f32_vec().unwrap(), want, "traced {traced}");
+        let p = r.1.profile.unwrap();
+        let n = p.ops.iter().filter(|o| o.opcode == Opcode::Branch).count();
+        assert_eq!(n, branches, "traced {traced}");
+    }
+}
+
+#[test]
+fn estimate_needs_the_branch_taken_and_models_the_branch_given() {
+    let line = line_of("cond, // the if_else of") - 1;
+    let f = Hbm::<i32>::shape_only([1, 1]);
+    let x = Hbm::<f32>::shape_only([128, 64]);
+    let e = add_or_double::run(Launch::new(1).mode(Mode::Estimate), &f, &x).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoData, "{e}");
+    assert_eq!(e.op(), "nl.if_else", "{e}");
+    assert_eq!(e.location().unwrap().line, line, "{e}");
+    assert!(e.message().contains("branch"), "{e}");
+    let (xv, _) = x_128x64();
+    for (taken, flag) in [(true, 1), (false, 0)] {
+        let l = Launch::new(1)
+            .mode(Mode::Estimate)
+            .trip_counts(TripCounts::new().branch(line, taken));
+        let est = add_or_double::run(l, &f, &x).unwrap().1.profile.unwrap();
+        let fv = Hbm::from_vec(&[1, 1], vec![flag]).unwrap();
+        let sim = add_or_double::run(Launch::new(1).mode(Mode::Simulate), &fv, &xv)
+            .unwrap()
+            .1
+            .profile
+            .unwrap();
+        let ops = |p: &Profile| -> Vec<(Opcode, u32)> {
+            p.ops.iter().map(|o| (o.opcode, o.loc.line)).collect()
+        };
+        assert_eq!(ops(&est), ops(&sim), "taken {taken}");
+        assert!((est.latency_ns - sim.latency_ns).abs() < 1e-6 * sim.latency_ns);
+    }
+}
+
+/// A condition bound to one engine, or an int64 one, cannot decide a branch.
+#[nki_kernel(nki = "0.8")]
+fn bad_condition(flag: &Hbm<i32>, which: u32) {
+    let f = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&f, flag.view(), None);
+    match which {
+        0 => nl::if_then(nisa::scalar_load_on(&f, Engine::Vector), || {}),
+        _ => nl::if_then(NkiScalar::from(1i64), || {}),
+    }
+}
+
+#[test]
+fn a_bound_or_64_bit_condition_is_an_error() {
+    let f = Hbm::from_vec(&[1, 1], vec![1]).unwrap();
+    let e = bad_condition::launch(1, &f, 0).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("VectorE"), "{e}");
+    assert_eq!(e.op(), "nl.if_else");
+    let e = bad_condition::launch(1, &f, 1).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DType, "{e}");
+    assert!(e.message().contains("int64"), "{e}");
+}
+
+/// Eight blocks of `x` copied out with `fori_loop`, rolled or unrolled.
+#[nki_kernel(nki = "0.8")]
+fn copy_blocks(x: &Hbm<f32>, out: &mut Hbm<f32>, unroll: Option<bool>) {
+    let opts = match unroll {
+        Some(u) => ForiOpts::new().unroll(u),
+        None => ForiOpts::new(),
+    };
+    nl::fori_loop_with(0, 8, opts, |i| {
+        let t = nl::ndarray(&[128, 64], DType::F32, nl::sbuf);
+        nisa::dma_copy(&t, x.slice((.., 0..64)).scalar_offset(i * 64, 1), None);
+        nisa::tensor_scalar(&t, &t, AluOp::Add, 1.0, None);
+        nisa::dma_copy(out.slice((.., 0..64)).scalar_offset(i * 64, 1), &t, None);
+    });
+}
+
+#[test]
+fn an_unrolled_fori_loop_has_no_branches_and_no_iteration_barrier() {
+    let v: Vec<f32> = (0..128 * 512).map(|k| (k % 31) as f32).collect();
+    let x = Hbm::from_vec(&[128, 512], v.clone()).unwrap();
+    let want: Vec<f32> = v.iter().map(|a| a + 1.0).collect();
+    let mut lat = Vec::new();
+    for unroll in [None, Some(false), Some(true)] {
+        let mut out = Hbm::<f32>::zeros([128, 512]);
+        let r =
+            copy_blocks::run(Launch::new(1).mode(Mode::Simulate), &x, &mut out, unroll).unwrap();
+        assert_eq!(out.to_f32_vec().unwrap(), want, "{unroll:?}");
+        let p = r.profile.unwrap();
+        let branches = p
+            .ops
+            .iter()
+            .filter(|o| o.opcode == Opcode::LoopBranch)
+            .count();
+        if unroll == Some(true) {
+            assert_eq!(branches, 0);
+            assert!(p.device_loops.is_empty());
+        } else {
+            assert!(branches >= 8);
+            assert_eq!(p.device_loops[0].iterations, 8);
+        }
+        lat.push(p.latency_ns);
+    }
+    assert_eq!(lat[0], lat[1]);
+    // Eight ~9 µs iteration barriers fewer.
+    assert!(lat[2] < lat[0] - 8.0 * 8000.0, "{lat:?}");
+}
+
+/// `fori_loop(.., unroll=True)` with a bound read at run time.
+#[nki_kernel(nki = "0.8")]
+fn unroll_dynamic(n: &Hbm<i32>) {
+    let c = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&c, n.view(), None);
+    let n = nisa::scalar_load(&c);
+    nl::fori_loop_with(0, n, ForiOpts::new().unroll(true), |_| {});
+}
+
+#[test]
+fn unrolling_a_loop_with_a_run_time_bound_is_an_error() {
+    let n = Hbm::from_vec(&[1, 1], vec![3]).unwrap();
+    let e = unroll_dynamic::launch(1, &n).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("unroll=True"), "{e}");
+}
+
+// ---- nisa::scalar_alu ----
+
+#[test]
+fn scalar_alu_follows_the_documented_arithmetic() {
+    let a = NkiScalar::from(-17);
+    let cases = [
+        (AluOp::Add, -13),
+        (AluOp::Subtract, -21),
+        (AluOp::Multiply, -68),
+        (AluOp::Divide, -4),
+        (AluOp::Fmod, -1),
+        (AluOp::Maximum, 4),
+        (AluOp::Minimum, -17),
+        (AluOp::Less, 1),
+        (AluOp::LessEqual, 1),
+        (AluOp::Greater, 0),
+        (AluOp::GreaterEqual, 0),
+        (AluOp::Equal, 0),
+        (AluOp::NotEqual, 1),
+    ];
+    for (op, want) in cases {
+        let r = nisa::scalar_alu(a, 4, op);
+        assert_eq!(r.value(), Some(want), "{op:?}");
+        assert_eq!(r.dtype(), ScalarType::Int32, "{op:?}");
+    }
+    // Operators are the same call; int32 wraps.
+    assert_eq!((a / 4).value(), Some(-4));
+    assert_eq!((a % 4).value(), Some(-1));
+    assert_eq!(
+        (NkiScalar::from(i32::MAX) + 1).value(),
+        Some(i64::from(i32::MIN))
+    );
+    // uint32: unsigned comparisons and wrapping; a comparison gives int32.
+    let u = NkiScalar::from(3u32);
+    assert_eq!((u - 4).value(), Some(i64::from(u32::MAX)));
+    let c = (u - 4).greater(5);
+    assert_eq!((c.value(), c.dtype()), (Some(1), ScalarType::Int32));
+    // int64: + - * only, no wrapping at 32 bits.
+    let w = NkiScalar::from(3_000_000_000i64);
+    assert_eq!((w * 2).value(), Some(6_000_000_000));
+    assert_eq!((w * 2).dtype(), ScalarType::Int64);
+}
+
+#[test]
+fn scalar_alu_rejects_what_0_8_rejects() {
+    let w = NkiScalar::from(5i64);
+    for op in [AluOp::Divide, AluOp::Fmod, AluOp::Maximum, AluOp::Less] {
+        let e = std::panic::catch_unwind(|| nisa::scalar_alu(w, 2, op)).unwrap_err();
+        let msg = text(&e);
+        assert!(msg.contains("int64"), "{op:?}: {msg}");
+    }
+    let e = std::panic::catch_unwind(|| NkiScalar::from(1) + NkiScalar::from(1u32)).unwrap_err();
+    assert!(text(&e).contains("same width and signedness"));
+    let e = std::panic::catch_unwind(|| NkiScalar::from(1u32) + (-1)).unwrap_err();
+    assert!(text(&e).contains("does not fit"));
+    let e = std::panic::catch_unwind(|| nisa::scalar_alu(1, 2, AluOp::BitwiseAnd)).unwrap_err();
+    assert!(text(&e).contains("not a scalar operation"));
+    let e = std::panic::catch_unwind(|| NkiScalar::from(1) / 0).unwrap_err();
+    assert!(text(&e).contains("by zero"));
+}
+
+/// The message of a panic outside a kernel (an NKI error raised on the host).
+fn text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
+/// A comparison's 0/1 as a loop bound, a DMA offset and a stored value; a uint32 scalar
+/// loaded and compared unsigned.
+#[nki_kernel(nki = "0.8")]
+fn compare_uses(a: &Hbm<i32>, u: &Hbm<u32>, x: &Hbm<f32>, out: &mut Hbm<f32>, res: &mut Hbm<i32>) {
+    let at = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&at, a.view(), None);
+    let ut = nl::ndarray(&[1, 1], DType::U32, nl::sbuf);
+    nisa::dma_copy(&ut, u.view(), None);
+    let av = nisa::scalar_load(&at);
+    let uv = nisa::scalar_load(&ut);
+    assert_eq!(uv.dtype(), ScalarType::Uint32);
+    // 1 when a < 10: the loop runs once or never, and the row offset is 0 or 1.
+    let small = av.less(10);
+    let z = nl::zeros(&[1, 4], DType::F32, nl::sbuf);
+    nisa::dma_copy(out.slice((0..1, ..)), &z, None);
+    nl::fori_loop(0, small, |_| {
+        let t = nl::ndarray(&[1, 4], DType::F32, nl::sbuf);
+        nisa::dma_copy(&t, x.slice((0..1, ..)).scalar_offset(small, 0), None);
+        nisa::dma_copy(out.slice((0..1, ..)), &t, None);
+    });
+    let r = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    // uint32: 0xFFFF_FFF0 > 5 unsigned; divide toward zero; fmod; max; min.
+    nisa::scalar_store(
+        &r,
+        uv.greater(5) * 10000 + (av / 3) * 100 + (av % 3) * 10 + av.maximum(0).minimum(1),
+    );
+    nisa::dma_copy(res.view(), &r, None);
+}
+
+#[test]
+fn a_comparison_bounds_a_loop_offsets_a_dma_and_is_stored() {
+    let x = Hbm::from_vec(&[2, 4], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]).unwrap();
+    let u = Hbm::from_vec(&[1, 1], vec![0xFFFF_FFF0u32]).unwrap();
+    for (a, row) in [
+        (7, Some(vec![5.0f32, 6.0, 7.0, 8.0])),
+        (-7, Some(vec![5.0, 6.0, 7.0, 8.0])),
+        (20, None),
+    ] {
+        let av = Hbm::from_vec(&[1, 1], vec![a]).unwrap();
+        for mode in [Mode::Execute, Mode::Simulate] {
+            let mut out = Hbm::<f32>::zeros([1, 4]);
+            let mut res = Hbm::<i32>::zeros([1, 1]);
+            compare_uses::run(Launch::new(1).mode(mode), &av, &u, &x, &mut out, &mut res).unwrap();
+            let want_row = row.clone().unwrap_or(vec![0.0; 4]);
+            assert_eq!(out.to_f32_vec().unwrap(), want_row, "a {a} {mode:?}");
+            let want = 10000 + (a / 3) * 100 + (a % 3) * 10 + a.clamp(0, 1);
+            assert_eq!(res.to_vec().unwrap(), vec![want], "a {a} {mode:?}");
+        }
+    }
+}
+
+/// A scalar bound to VectorE, stored by it; a replicated store read by a DMA.
+#[nki_kernel(nki = "0.8")]
+fn bound_and_replicated(a: &Hbm<i32>, res: &mut Hbm<i32>, which: u32) {
+    let at = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&at, a.view(), None);
+    let r = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    match which {
+        0 => {
+            let v = nisa::scalar_load_on(&at, Engine::Vector);
+            assert_eq!(v.engine(), Some(Engine::Vector));
+            nisa::scalar_store_on(&r, v + 1, Engine::Vector);
+        }
+        1 => nisa::scalar_store(&r, nisa::scalar_load(&at) + 1),
+        2 => nisa::scalar_store(&r, nisa::scalar_load_on(&at, Engine::Vector)),
+        3 => nisa::scalar_store_on(
+            &r,
+            nisa::scalar_load_on(&at, Engine::Vector),
+            Engine::GpSimd,
+        ),
+        _ => {
+            let v = nisa::scalar_load_on(&at, Engine::Vector);
+            let w = nisa::scalar_load_on(&at, Engine::Scalar);
+            nisa::scalar_store_on(&r, v + w, Engine::Vector);
+        }
+    }
+    nisa::dma_copy(res.view(), &r, None);
+}
+
+#[test]
+fn scalar_engines_bind_loads_and_replicate_stores() {
+    let a = Hbm::from_vec(&[1, 1], vec![41]).unwrap();
+    for which in [0, 1] {
+        let mut res = Hbm::<i32>::zeros([1, 1]);
+        let r = bound_and_replicated::run(Launch::new(1).mode(Mode::Simulate), &a, &mut res, which)
+            .unwrap();
+        assert_eq!(res.to_vec().unwrap(), vec![42]);
+        let p = r.profile.unwrap();
+        let engines = |op: Opcode| -> Vec<Engine> {
+            p.ops
+                .iter()
+                .filter(|o| o.opcode == op)
+                .map(|o| o.engine)
+                .collect()
+        };
+        if which == 0 {
+            assert_eq!(engines(Opcode::ScalarLoad), [Engine::Vector]);
+            assert_eq!(engines(Opcode::ScalarStore), [Engine::Vector]);
+        } else {
+            assert_eq!(engines(Opcode::ScalarLoad), [Engine::Sync]);
+            let mut e = engines(Opcode::ScalarStore);
+            e.sort();
+            assert_eq!(
+                e,
+                [Engine::Vector, Engine::Scalar, Engine::GpSimd, Engine::Sync]
+            );
+            // The DMA reading the tile starts after every one of the four stores ended.
+            let span = |i: usize| {
+                p.spans
+                    .iter()
+                    .find(|s| s.op as usize == i && s.cause.is_none())
+                    .copied()
+                    .unwrap()
+            };
+            let last_store = p
+                .ops
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| o.opcode == Opcode::ScalarStore)
+                .map(|(i, _)| span(i).start_ns + span(i).dur_ns)
+                .fold(0.0, f64::max);
+            let out_dma = p
+                .ops
+                .iter()
+                .rposition(|o| o.opcode == Opcode::DmaCopy)
+                .unwrap();
+            assert!(span(out_dma).start_ns >= last_store);
+        }
+    }
+    for (which, says) in [
+        (2, "store it with engine"),
+        (3, "cannot be stored by GpSimdE"),
+        (4, "different engines"),
+    ] {
+        let mut res = Hbm::<i32>::zeros([1, 1]);
+        let e = bound_and_replicated::launch(1, &a, &mut res, which).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.message().contains(says), "{which}: {e}");
+    }
+}

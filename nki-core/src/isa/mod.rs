@@ -77,6 +77,7 @@ pub(crate) mod rng_state;
 #[cfg(test)]
 mod same_records;
 mod scalar;
+mod scalar_alu;
 mod scalar_tensor_tensor;
 mod select;
 mod sequence_bounds;
@@ -106,12 +107,15 @@ pub use lnc::{core_barrier, sendrecv, sendrecv_on, BarrierData, DmaEngine};
 pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
 pub use mx::{nc_matmul_mx, quantize_mx};
 pub use named::named;
-pub use nki_scalar::{scalar_load, scalar_store, NkiScalar};
+pub use nki_scalar::{
+    scalar_load, scalar_load_on, scalar_store, scalar_store_on, NkiScalar, ScalarType,
+};
 pub use nonzero::{nonzero_with_count, NONZERO_PARTITION_STEP};
 pub use opts::{MatmulOpts, MatmulPerfMode, Opts, ReduceOpts};
 pub use register::{register_alloc, register_load, register_move, register_store, VirtualRegister};
 pub use rng::{rand2, rand_get_state, rand_set_state, rng, set_rng_seed};
 pub use scalar::{activation, activation_reduce, ActivationArgs};
+pub use scalar_alu::scalar_alu;
 pub use scalar_tensor_tensor::{scalar_tensor_tensor, SttOpts};
 pub use select::{range_select, select_reduce, tensor_copy_predicated, PredicateOpts, FP32_MIN};
 pub use sequence_bounds::sequence_bounds;

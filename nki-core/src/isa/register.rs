@@ -74,7 +74,7 @@ pub fn register_move(dst: &VirtualRegister, src: impl IntoScalar) {
 #[track_caller]
 pub fn register_load<'a>(dst: &VirtualRegister, src: impl Into<TileRef<'a>>) {
     dst.value
-        .set(Some(load_as("nisa.register_load", src.into())));
+        .set(Some(load_as("nisa.register_load", src.into(), None)));
 }
 
 /// Stores `src` into the one element of a 1x1 `int32` SBUF tile (`nisa.register_store(dst,
@@ -82,5 +82,10 @@ pub fn register_load<'a>(dst: &VirtualRegister, src: impl Into<TileRef<'a>>) {
 #[track_caller]
 pub fn register_store<'d>(dst: impl Into<TileRef<'d>>, src: &VirtualRegister) {
     let loc = SourceLoc::caller();
-    store_as("nisa.register_store", dst.into(), src.read(loc));
+    store_as(
+        "nisa.register_store",
+        dst.into(),
+        src.read(loc),
+        Some(crate::record::Engine::Sync),
+    );
 }

@@ -35,17 +35,19 @@ use crate::record::LoopLog;
 use crate::record::{BufId, Engine, Instr, Opcode, Region};
 
 /// Runs `iteration` for each iteration of a device loop at `loc`; `next(k)` says whether
-/// iteration `k` runs (it is called before each one, and may run kernel code). `decides()` is
+/// iteration `k` runs (it is called before each one, and may run kernel code). A loop not
+/// `rolled` (unrolled by the compiler) branches nowhere and is not logged for the profile. `decides()` is
 /// the scalar register the loop's branch reads after an iteration (its bound's, or the next
 /// condition's), if the value came from a `scalar_load`: the branch waits for that load.
 fn run_loop(
     api: &'static str,
     loc: SourceLoc,
+    rolled: bool,
     mut next: impl FnMut(u64) -> bool,
     mut iteration: impl FnMut(u64),
     decides: impl Fn() -> Option<Region>,
 ) {
-    let records = Op::at(api, loc).env.records;
+    let records = Op::at(api, loc).env.records && rolled;
     let max = context::with_ctx(api, loc, |c| {
         c.loop_tiles.enter(loc);
         let loops = c.state.get::<Loops>();
@@ -92,7 +94,7 @@ fn run_loop(
         c.loop_tiles.exit();
         let loops = c.state.get::<Loops>();
         loops.active.pop();
-        if records {
+        if records && rolled {
             loops.log.push(log);
         }
     });
@@ -160,8 +162,9 @@ fn software_pipelined(iteration: &[Instr]) -> bool {
     })
 }
 
-/// The trip count the launch's [`TripCounts`] give the current run of the loop at `loc`.
-fn given_trips(api: &'static str, loc: SourceLoc) -> Option<u64> {
+/// The trip count the launch's [`TripCounts`] give the current run of the loop (or branch)
+/// at `loc`.
+pub(super) fn given_trips(api: &'static str, loc: SourceLoc) -> Option<u64> {
     context::with_ctx(api, loc, |c| {
         let loops = c.state.get::<Loops>();
         let run = loops.runs.get(&loc).copied().unwrap_or(0);
@@ -193,8 +196,8 @@ fn estimate_trips(api: &'static str, loc: SourceLoc, why: &str) -> u64 {
     }
 }
 
-/// Counts a run of the loop at `loc` (the index of its next run's trip count).
-fn count_run(api: &'static str, loc: SourceLoc) {
+/// Counts a run of the loop (or branch) at `loc` (the index of its next run's trip count).
+pub(super) fn count_run(api: &'static str, loc: SourceLoc) {
     context::with_ctx(api, loc, |c| {
         *c.state.get::<Loops>().runs.entry(loc).or_insert(0) += 1
     });
@@ -202,14 +205,15 @@ fn count_run(api: &'static str, loc: SourceLoc) {
 
 /// A device loop (NKI 0.7 `nl.fori_loop(lower, upper, body_fun)`): `body(i)` for `i` from
 /// `lower` to `upper` (exclusive), step 1, run by the hardware (see the module docs). The
-/// bounds are integers or [`NkiScalar`]s (32-bit); `i` is an [`NkiScalar`] (usable as a
-/// dynamic DMA offset or in scalar arithmetic). Loop state lives in SBUF or HBM.
+/// bounds are integers or 32-bit [`NkiScalar`]s (int32 or uint32, one dtype); `i` is an
+/// [`NkiScalar`] of their dtype (usable as a dynamic DMA offset or in scalar arithmetic).
+/// Loop state lives in SBUF or HBM.
 ///
 /// In estimate mode a bound read from a tile has no value: the trip count comes from the
 /// launch's [`TripCounts`] (by this call's line), or the launch fails naming the loop.
 #[track_caller]
 pub fn fori_loop(lower: impl IntoScalar, upper: impl IntoScalar, body: impl FnMut(NkiScalar)) {
-    fori_at("nl.fori_loop", SourceLoc::caller(), lower, upper, 1, body);
+    fori_loop_with(lower, upper, ForiOpts::new(), body);
 }
 
 /// [`fori_loop`] with a step (NKI's `step=`, a compile-time positive integer).
@@ -220,14 +224,84 @@ pub fn fori_loop_step(
     step: u32,
     body: impl FnMut(NkiScalar),
 ) {
+    fori_loop_with(lower, upper, ForiOpts::new().step(step), body);
+}
+
+/// [`fori_loop`] with NKI 0.8's keywords (`step=`, `unroll=`) as options.
+///
+/// `unroll(true)` (NKI 0.8 `unroll=True`): the loop is unrolled by the compiler: its bounds
+/// must be compile-time integers (a bound read at run time is an error, as NKI's compilation
+/// fails), the body is traced once (a tile it allocates is one buffer, as in a rolled loop)
+/// and replicated once per iteration, and no loop runs on the device: no branch, no iteration
+/// barrier in the timing model, so consecutive iterations overlap as far as their data
+/// allows, and the profile lists no device loop. `unroll(false)` and the default (NKI's
+/// `None`, where the compiler decides [A: its heuristic is not public]) keep the loop rolled.
+///
+/// ```
+/// use nki_core::nl::ForiOpts;
+/// let o = ForiOpts::new().step(2).unroll(true);
+/// assert_eq!((o.get_step(), o.get_unroll()), (2, Some(true)));
+/// ```
+#[track_caller]
+pub fn fori_loop_with(
+    lower: impl IntoScalar,
+    upper: impl IntoScalar,
+    opts: ForiOpts,
+    body: impl FnMut(NkiScalar),
+) {
     fori_at(
         "nl.fori_loop",
         SourceLoc::caller(),
         lower,
         upper,
-        step,
+        opts,
         body,
     );
+}
+
+/// The keyword options of [`fori_loop_with`] (NKI `step=1, unroll=None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForiOpts {
+    step: u32,
+    unroll: Option<bool>,
+}
+
+impl Default for ForiOpts {
+    fn default() -> Self {
+        ForiOpts {
+            step: 1,
+            unroll: None,
+        }
+    }
+}
+
+impl ForiOpts {
+    /// Step 1, `unroll=None` (rolled).
+    pub fn new() -> ForiOpts {
+        ForiOpts::default()
+    }
+
+    /// The step (a positive 32-bit integer).
+    pub fn step(mut self, step: u32) -> ForiOpts {
+        self.step = step;
+        self
+    }
+
+    /// Unrolls the loop at compile time (`true`) or keeps it rolled (`false`).
+    pub fn unroll(mut self, unroll: bool) -> ForiOpts {
+        self.unroll = Some(unroll);
+        self
+    }
+
+    /// The step set.
+    pub fn get_step(&self) -> u32 {
+        self.step
+    }
+
+    /// The unroll choice set (`None`: the compiler's).
+    pub fn get_unroll(&self) -> Option<bool> {
+        self.unroll
+    }
 }
 
 fn fori_at(
@@ -235,9 +309,10 @@ fn fori_at(
     loc: SourceLoc,
     lower: impl IntoScalar,
     upper: impl IntoScalar,
-    step: u32,
+    opts: ForiOpts,
     mut body: impl FnMut(NkiScalar),
 ) {
+    let step = opts.step;
     if step == 0 || step > i32::MAX as u32 {
         raise(
             NkiError::new(
@@ -248,24 +323,41 @@ fn fori_at(
             loc,
         );
     }
-    let (lo, hi) = (lower.into_scalar(loc), upper.into_scalar(loc));
+    let (lo, hi) = (
+        lower.into_scalar(loc).require_32(api, loc),
+        upper.into_scalar(loc).require_32(api, loc),
+    );
+    let (lo, hi, ty, _) = lo.unify(hi, api, loc);
+    let unrolled = opts.unroll == Some(true);
+    if unrolled && !(lo.is_literal() && hi.is_literal()) {
+        raise(
+            NkiError::new(
+                ErrorKind::InvalidArgument,
+                api,
+                "unroll=True: the loop is unrolled at compile time, so its bounds must be \
+                 compile-time integers; a bound known only at run time (an NkiScalar) needs \
+                 a rolled loop (unroll=False)",
+            ),
+            loc,
+        );
+    }
     let trips = match (lo.value(), hi.value()) {
         (Some(a), Some(b)) if b > a => ((b - a + i64::from(step) - 1) / i64::from(step)) as u64,
         (Some(_), Some(_)) => 0,
         _ => estimate_trips(api, loc, "bound"),
     };
-    count_run(api, loc);
+    if !unrolled {
+        count_run(api, loc);
+    }
     run_loop(
         api,
         loc,
+        !unrolled,
         |k| k < trips,
         |k| {
-            let i = match lo.value() {
-                Some(a) => NkiScalar::known((a + k as i64 * i64::from(step)) as i32),
-                None => NkiScalar::unknown(),
-            };
+            let v = lo.value().map(|a| a + k as i64 * i64::from(step));
             // The induction variable derives from both bounds' registers.
-            body(i.after(lo).after(hi))
+            body(NkiScalar::typed(v, ty).after(lo).after(hi))
         },
         || lo.after(hi).register(),
     );
@@ -284,6 +376,7 @@ fn fori_at(
 pub fn while_loop(cond: NkiScalar, mut body: impl FnMut() -> NkiScalar) {
     let api = "nl.while_loop";
     let loc = SourceLoc::caller();
+    let cond = cond.require_32(api, loc);
     let estimate = !Op::at(api, loc).executes();
     // Estimate mode: a trip count given for this loop decides it; otherwise the condition
     // must have a value (one computed from constants), or the launch fails.
@@ -299,6 +392,7 @@ pub fn while_loop(cond: NkiScalar, mut body: impl FnMut() -> NkiScalar) {
     run_loop(
         api,
         loc,
+        true,
         |k| match trips {
             Some(n) => k < n,
             None => c.get().value().unwrap_or(0) != 0,

@@ -4,6 +4,7 @@
 
 mod atomic;
 mod blocks;
+mod branch;
 mod check;
 pub mod classic;
 mod constants;
@@ -30,9 +31,14 @@ pub use crate::ops::TileArith;
 pub use crate::record::MemKind;
 pub use atomic::atomic_rmw;
 pub use blocks::{ndarray_blocks, BlockTile};
+pub(crate) use branch::SEQUENCERS;
+pub use branch::{if_else, if_then, Cond, Condition};
 pub use check::{check, fail, require};
 pub use constants::shared_identity_matrix;
-pub use control::{fori_loop, fori_loop_step, while_loop, TripCounts, MAX_DEVICE_LOOP_ITERATIONS};
+pub use control::{
+    fori_loop, fori_loop_step, fori_loop_with, while_loop, ForiOpts, TripCounts,
+    MAX_DEVICE_LOOP_ITERATIONS,
+};
 pub use data::{
     assign, copy, empty_like, full, load, load_as, ndarray, ones, store, zeros, zeros_like,
     StoreDest,

@@ -120,6 +120,7 @@ fn per_element(r: &CostFacts) -> f64 {
         | Opcode::ScalarLoad
         | Opcode::ScalarStore
         | Opcode::LoopBranch
+        | Opcode::Branch
         | Opcode::CoreBarrier
         | Opcode::CoreWait
         // Software DGE: one GpSimd cycle per descriptor after its start-up [A].
@@ -231,7 +232,8 @@ fn control_cycles(spec: &TargetSpec, r: &CostFacts) -> Option<u64> {
             let ns = bytes / spec.gpsimd_dma_bytes_per_ns.max(f64::MIN_POSITIVE);
             Some(spec.gpsimd_start + (ns * spec.gpsimd_ghz).ceil() as u64)
         }
-        Opcode::ScalarLoad | Opcode::ScalarStore => Some(spec.min_ii),
+        // A compiled conditional's compare-and-branch: the sequencer floor [A] (lang/branch.rs).
+        Opcode::ScalarLoad | Opcode::ScalarStore | Opcode::Branch => Some(spec.min_ii),
         Opcode::LoopBranch => {
             // The iteration boundary's scheduling barrier (`timing::deps` makes it wait for
             // the iteration and the next one wait for it); `accumulate` marks a
