@@ -440,8 +440,8 @@ impl Tensor {
 
     /// Names the tensor after the `let` binding `name` it is bound to, unless it has a name
     /// (see `crate::binding`).
-    pub(crate) fn bind_name(&mut self, name: &'static str) {
-        match &mut self.repr {
+    pub(crate) fn bind_name(&self, name: &'static str) {
+        match &self.repr {
             Repr::Chip(t) => t.bind_name(name),
             Repr::Hbm(v, _) => v.st.name.set_if_default(v.st.id, name),
         }

@@ -62,7 +62,7 @@ pub struct Tile {
     cold: OnceCell<Box<TileCold>>,
     /// The `let` binding `#[nki_kernel]` saw the tile bound to (`let x = nl::load(..)` is
     /// `x`), the name messages use when `nl::ndarray` gave it none (see `crate::binding`).
-    binding: Option<&'static str>,
+    binding: Cell<Option<&'static str>>,
 }
 
 // A tile moves cheaply (see `TileCold`): keep it within 256 bytes on 64-bit hosts.
@@ -180,7 +180,7 @@ impl Tile {
             owner,
             slot,
             cold: OnceCell::new(),
-            binding: None,
+            binding: Cell::new(None),
         }
     }
 
@@ -334,17 +334,17 @@ impl Tile {
     pub(crate) fn name(&self) -> Option<&str> {
         match self.cold.get().and_then(|c| c.name.as_deref()) {
             Some(n) => Some(n),
-            None => self.binding,
+            None => self.binding.get(),
         }
     }
 
     /// Names the tile after the `let` binding `name` it is bound to, unless it has a name: the
     /// instance's capacity tracker and unwritten-tile list name it too.
-    pub(crate) fn bind_name(&mut self, name: &'static str) {
+    pub(crate) fn bind_name(&self, name: &'static str) {
         if self.name().is_some() {
             return;
         }
-        self.binding = Some(name);
+        self.binding.set(Some(name));
         self.publish_name(std::borrow::Cow::Borrowed(name));
     }
 

@@ -1,20 +1,19 @@
 //! Names the user wrote: every `let NAME = <value>;` in the kernel body whose value is a call of
 //! `nl` / `nisa` (`let y = nl::ndarray(..)`, `let x = nl::load(..)`,
 //! `let z = nisa::classic::tensor_copy(..)`) or an arithmetic expression (`let z = &x + &y;`)
-//! becomes `let NAME = Binding::new(<value>).__nki_bind("NAME");`, which names a tensor or tile
-//! after its binding in errors, profiles and traces and passes any other value through
-//! untouched (`nki_core::__private::Binding`; the choice is made by the value's type).
+//! is followed by `(&Binding(&NAME)).__nki_bind("NAME");`, which names a tensor or tile after
+//! its binding in errors, profiles and traces and leaves any other value alone
+//! (`nki_core::__private::Binding`; the choice is made by the value's type). The value is not
+//! moved: the statement borrows it where the `let` put it.
 //!
-//! Only these values are wrapped: their types are settled where they are written (a call of
-//! `nl`/`nisa` never needs the binding's later uses to infer its type), and wrapping leaves the
-//! lifetime of temporaries alone (`let r = &f();` extends a temporary's life; a call or an
-//! operator does not).
+//! Only these values are named: their types are settled where they are written (a call of
+//! `nl`/`nisa` never needs the binding's later uses to infer its type, which the borrow needs).
 
 use proc_macro2::Span;
 use quote::quote_spanned;
 use syn::spanned::Spanned;
 use syn::visit_mut::{self, VisitMut};
-use syn::{BinOp, Block, Expr, Local, Pat, UnOp};
+use syn::{BinOp, Block, Expr, Local, Pat, Stmt, UnOp};
 
 /// Rewrites the `let` bindings of `body` (nested blocks, loops and closures included).
 pub(crate) fn name_bindings(body: &mut Block) {
@@ -24,29 +23,42 @@ pub(crate) fn name_bindings(body: &mut Block) {
 struct Namer;
 
 impl VisitMut for Namer {
-    fn visit_local_mut(&mut self, local: &mut Local) {
-        // The value first: bindings inside it (a block, a closure) are named too.
-        visit_mut::visit_local_mut(self, local);
-        let Some(name) = bound_name(&local.pat) else {
-            return;
-        };
-        let Some(init) = &mut local.init else { return };
-        if init.diverge.is_some() || !names_a_tensor(&init.expr) {
-            return;
+    fn visit_block_mut(&mut self, block: &mut Block) {
+        // The nested blocks, closures and values first: bindings inside them are named too.
+        visit_mut::visit_block_mut(self, block);
+        let stmts = std::mem::take(&mut block.stmts);
+        for stmt in stmts {
+            let naming = match &stmt {
+                Stmt::Local(local) => naming_statement(local),
+                _ => None,
+            };
+            block.stmts.push(stmt);
+            block.stmts.extend(naming);
         }
-        let value = &init.expr;
-        let span = value.span();
-        let text = syn::LitStr::new(&name.to_string(), Span::call_site());
-        let wrapped = quote_spanned! {span=> {
-            #[allow(unused_imports)]
-            use ::nki_core::__private::{NameByBinding as _, PassBinding as _};
-            ::nki_core::__private::Binding::new(#value).__nki_bind(#text)
-        }};
-        *init.expr = Expr::Verbatim(wrapped);
     }
 
     // Items nested in the body are other functions, and macro calls keep their tokens.
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+}
+
+/// The statement naming what `local` binds, if it binds one name to a value that may be a
+/// tensor (see the module doc).
+fn naming_statement(local: &Local) -> Option<Stmt> {
+    let name = bound_name(&local.pat)?;
+    let init = local.init.as_ref()?;
+    if init.diverge.is_some() || !names_a_tensor(&init.expr) {
+        return None;
+    }
+    let span = init.expr.span();
+    let text = syn::LitStr::new(&name.to_string(), Span::call_site());
+    Some(Stmt::Expr(
+        Expr::Verbatim(quote_spanned! {span=> {
+            #[allow(unused_imports)]
+            use ::nki_core::__private::{NameByBinding as _, PassBinding as _};
+            (&::nki_core::__private::Binding(&#name)).__nki_bind(#text);
+        }}),
+        None,
+    ))
 }
 
 /// The name a `let` binds: `x`, `mut x`, `x: T` (not `ref x`, tuples or other patterns).

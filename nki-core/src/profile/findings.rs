@@ -137,10 +137,12 @@ pub(crate) struct BoundFacts {
     /// Per HBM tensor: the span read and written, the bytes moved each way, and whether
     /// its first access was a write.
     hbm: Vec<HbmUse>,
-    /// Index into `hbm` of each HBM tensor.
+    /// The HBM tensor of each entry of `hbm`, in the same order (a kernel reads and writes
+    /// a few: a scan of these beats hashing).
+    hbm_bufs: Vec<BufId>,
+    /// Index into `hbm` of each HBM tensor, kept once there are more than
+    /// [`BoundFacts::SCANNED_HBM`].
     hbm_index: Map<BufId, usize>,
-    /// The last HBM tensor looked up and its index (loads mostly alternate between a few).
-    hbm_last: Option<(BufId, usize)>,
     /// This instance has TensorE transposes: which tiles hold loaded data is followed.
     follow_tiles: bool,
     /// This instance's HBM reads so far (buffer, byte range).
@@ -212,24 +214,37 @@ impl BoundFacts {
         self.follow_tiles = records.iter().any(|r| r.opcode == Opcode::Transpose);
     }
 
+    /// Up to this many HBM tensors are found by a scan, more by a hash map.
+    const SCANNED_HBM: usize = 16;
+
     /// The use of HBM tensor `buf`.
     fn hbm_use(&mut self, buf: BufId) -> &mut HbmUse {
-        let k = match self.hbm_last {
-            Some((b, k)) if b == buf => k,
-            _ => {
-                let next = self.hbm.len();
-                let k = *self.hbm_index.entry(buf).or_insert(next);
-                if k == next {
-                    self.hbm.push(HbmUse {
-                        written_first: false,
-                        read_after_write: false,
-                        read_span: HbmUse::NONE,
-                        write_span: HbmUse::NONE,
-                        read_bytes: 0,
-                        write_bytes: 0,
-                    });
+        let found = if self.hbm_bufs.len() <= Self::SCANNED_HBM {
+            self.hbm_bufs.iter().position(|&b| b == buf)
+        } else {
+            self.hbm_index.get(&buf).copied()
+        };
+        let k = match found {
+            Some(k) => k,
+            None => {
+                let k = self.hbm.len();
+                self.hbm_bufs.push(buf);
+                if self.hbm_bufs.len() > Self::SCANNED_HBM {
+                    if self.hbm_index.is_empty() {
+                        self.hbm_index
+                            .extend(self.hbm_bufs.iter().enumerate().map(|(k, &b)| (b, k)));
+                    } else {
+                        self.hbm_index.insert(buf, k);
+                    }
                 }
-                self.hbm_last = Some((buf, k));
+                self.hbm.push(HbmUse {
+                    written_first: false,
+                    read_after_write: false,
+                    read_span: HbmUse::NONE,
+                    write_span: HbmUse::NONE,
+                    read_bytes: 0,
+                    write_bytes: 0,
+                });
                 k
             }
         };
@@ -448,5 +463,21 @@ mod tests {
         assert_eq!(adjusted_flops_factor(DType::F32), 4.0);
         assert_eq!(adjusted_flops_factor(DType::BF16), 1.0);
         assert_eq!(adjusted_flops_factor(DType::F8E4M3), 0.5);
+    }
+
+    #[test]
+    fn hbm_tensors_keep_their_entries_past_the_scanned_few() {
+        let mut f = BoundFacts::new(1);
+        let n = BoundFacts::SCANNED_HBM as u64 + 5;
+        for round in 0..3u64 {
+            for b in 0..n {
+                f.hbm_use(BufId::Hbm(b)).read_bytes += b + 1 + round;
+            }
+        }
+        assert_eq!(f.hbm.len(), n as usize);
+        for b in 0..n {
+            assert_eq!(f.hbm_use(BufId::Hbm(b)).read_bytes, 3 * (b + 1) + 3);
+        }
+        assert_eq!(f.hbm.len(), n as usize);
     }
 }
