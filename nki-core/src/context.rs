@@ -104,6 +104,8 @@ pub(crate) struct InstanceCtx {
     /// (`k` instances on one NeuronCore), which NKI 0.7 reads as `k` cores: an NKI 0.7-only
     /// call there is the dialect mistake `Op::require_07` reports.
     pub(crate) beta1_grid_of_07: Option<usize>,
+    /// Where the API-level trace of an emit launch goes ([`crate::emit`]), if this is one.
+    pub(crate) emit: Option<Arc<crate::emit::trace::Sink>>,
 }
 
 /// State of one running instance that the instruction sets and the language keep in their own
@@ -225,6 +227,7 @@ impl InstanceCtx {
             name: None,
             dialect: crate::dialect::Dialect::Beta1,
             beta1_grid_of_07: None,
+            emit: None,
         }
     }
 
@@ -447,6 +450,12 @@ impl InstanceCtx {
         }
     }
 
+    /// The affine_range frames the instance is in (`(activation, iteration)`, outermost
+    /// first).
+    pub(crate) fn affine_frames(&self) -> &[(u32, u32)] {
+        &self.frames
+    }
+
     /// Enters a new affine_range activation (of the loop at `loc`); returns its id.
     pub(crate) fn push_affine(&mut self, loc: SourceLoc) -> u32 {
         let id = self.next_activation;
@@ -585,6 +594,8 @@ pub(crate) struct OpEnv {
     pub(crate) target: Target,
     /// The instruction name in force (`nisa::named`), carried into the op's records.
     pub(crate) name: Option<crate::names::InstrName>,
+    /// True when the launch traces its calls for the emitter ([`crate::emit`]).
+    pub(crate) traces: bool,
 }
 
 /// The entry of the funnel: checks for cancellation and returns the mode facts.
@@ -597,6 +608,7 @@ pub(crate) fn env(op: &'static str, loc: SourceLoc) -> OpEnv {
                 records: c.mode.records(),
                 target: c.target,
                 name: c.name,
+                traces: c.emit.is_some(),
             },
             c.shared.cancelled.cancels(c.instance),
         )

@@ -77,6 +77,7 @@ mod compiler;
 mod context;
 mod dialect;
 mod dtype;
+pub mod emit;
 mod engine;
 mod error;
 pub mod example;

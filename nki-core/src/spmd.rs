@@ -377,6 +377,8 @@ pub struct Launch {
     /// Where the user launched the kernel when a launcher closure stands between that call and
     /// [`Launch::run`] (see `launcher`): errors of the launch itself point there.
     pub(crate) called_at: Option<crate::error::SourceLoc>,
+    /// Where an emit launch traces the kernel's calls ([`crate::emit`]).
+    pub(crate) emit: Option<std::sync::Arc<crate::emit::trace::Sink>>,
 }
 
 impl Launch {
@@ -397,6 +399,7 @@ impl Launch {
             config: None,
             kernel_config: None,
             called_at: None,
+            emit: None,
         }
     }
 
@@ -651,6 +654,10 @@ impl Launch {
         loops.max_iterations = self.max_loop_iterations;
         ctx.set_dialect(self.dialect);
         ctx.set_record_budget(self.max_records);
+        if let Some(sink) = &self.emit {
+            sink.set_launch(self.dialect, self.grid.num_instances());
+            ctx.emit = Some(sink.clone());
+        }
     }
 
     fn run_pair<F: Fn() + Sync>(

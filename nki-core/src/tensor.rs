@@ -35,6 +35,7 @@
 use crate::access::{Ap, IntoIndex, Shape};
 use crate::context::raise;
 use crate::dtype::{DType, Element};
+use crate::emit::trace::{Arg, Call, TensorId, What};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::{Hbm, HbmStorage, HbmView};
 use crate::isa::base::fill_engine;
@@ -239,9 +240,17 @@ impl Placement for Alloc {
         match self.buffer {
             Buffer::Sbuf | Buffer::Psum => {
                 let t = ndarray_tile(&ins, self.buffer.mem(), dims, dtype);
+                trace_alloc(&ins, TensorId::Tile(t.id), self.buffer, dims, dtype);
                 Tensor::on_chip(&ins, t, self)
             }
-            Buffer::PrivateHbm | Buffer::SharedHbm => hbm_tensor(&ins, self, dims, dtype),
+            Buffer::PrivateHbm | Buffer::SharedHbm => {
+                let buffer = self.buffer;
+                let t = hbm_tensor(&ins, self, dims, dtype);
+                if let Repr::Hbm(v, _) = &t.repr {
+                    trace_alloc(&ins, TensorId::Hbm(v.st.id), buffer, dims, dtype);
+                }
+                t
+            }
         }
     }
 
@@ -260,8 +269,26 @@ impl Placement for Alloc {
             );
         }
         let t = full_tile(&ins, self.buffer.mem(), dims, value, dtype);
+        // Traced after the fill it issues (the trace drops the fill's untraced issue).
+        trace_alloc(&ins, TensorId::Tile(t.id), self.buffer, dims, dtype);
+        ins.trace(|| {
+            Call::new("nisa.memset")
+                .arg("dst", crate::isa::trace_args::tile(&t.view()))
+                .arg("value", Arg::Float(value.into()))
+        });
         Tensor::on_chip(&ins, t, self)
     }
+}
+
+/// Emit launches: traces the allocation of `tensor` in `buffer` (see [`Op::trace_alloc`]).
+fn trace_alloc(ins: &Op, tensor: TensorId, buffer: Buffer, dims: &[usize], dtype: DType) {
+    ins.trace_alloc(|| What::Alloc {
+        tensor,
+        mem: buffer.mem(),
+        shared: buffer == Buffer::SharedHbm,
+        dtype,
+        dims: dims.to_vec(),
+    });
 }
 
 /// `nl.ndarray` of an on-chip tile in `mem` (op `ins`).

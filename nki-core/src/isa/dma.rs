@@ -339,6 +339,21 @@ pub fn dma_copy<'a, 'b>(
 ) {
     let opts = opts.into().unwrap_or_default();
     let ins = Op::begin(API);
+    let (dst, src) = (dst.dma_target(), src.dma_source());
+    ins.trace(|| {
+        use super::trace_args as ta;
+        crate::emit::trace::Call::new(API)
+            .arg("dst", ta::endpoint(&dst))
+            .arg("src", ta::endpoint(&src))
+            .opt("oob_mode", ta::oob_mode(opts.oob_mode))
+            .opt("dge_mode", ta::dge_mode(opts.dge_mode))
+            .opt("engine", opts.engine.map(ta::engine))
+            .opt(
+                "priority",
+                opts.priority
+                    .map(|p| crate::emit::trace::Arg::Int(p.into())),
+            )
+    });
     if !opts.unique_indices {
         ins.fail(
             ErrorKind::InvalidArgument,
@@ -347,7 +362,7 @@ pub fn dma_copy<'a, 'b>(
                 .to_string(),
         );
     }
-    transfer(&ins, dst.dma_target(), &[src.dma_source()], &opts);
+    transfer(&ins, dst, &[src], &opts);
 }
 
 /// `dst = srcs[0] + srcs[1] + ...` computed by the DMA engines (NKI `nisa.dma_compute(dst,

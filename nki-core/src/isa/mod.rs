@@ -87,6 +87,7 @@ mod tensor_scalar_reduce;
 #[cfg(test)]
 mod tests;
 mod topk;
+pub(crate) mod trace_args;
 mod vector;
 mod version;
 

@@ -14,6 +14,7 @@ use crate::context::{
     OpEnv,
 };
 use crate::dtype::DType;
+use crate::emit::trace::{Call, Event, What};
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::hbm::view::HbmView;
 use crate::math::AluOp;
@@ -212,6 +213,9 @@ impl Op {
     #[inline(always)]
     fn funnel(&self, outs: &[&TileRef], issue: impl FnOnce()) {
         crate::context::raise_foreign_use(self.api, self.loc);
+        if self.env.traces {
+            self.traced_issue();
+        }
         if let Some(o) = outs.iter().find(|o| o.ap.repeats()) {
             self.broadcast_write(o);
         }
@@ -221,6 +225,50 @@ impl Op {
                 o.mark_written();
             }
         }
+    }
+
+    /// Emit launches ([`crate::emit`]): traces this op's call, made by `call` (only called when
+    /// the launch traces; otherwise this is one branch on a flag).
+    #[inline(always)]
+    pub(crate) fn trace(&self, call: impl FnOnce() -> Call) {
+        if self.env.traces {
+            self.trace_what(What::Call(call()));
+        }
+    }
+
+    /// Emit launches: traces an allocation of `tensor` (see [`Op::trace`]).
+    #[inline(always)]
+    pub(crate) fn trace_alloc(&self, alloc: impl FnOnce() -> What) {
+        if self.env.traces {
+            self.trace_what(alloc());
+        }
+    }
+
+    /// Pushes `what`, at this op's line and the instance's loop frames, to the launch's
+    /// emit trace.
+    #[cold]
+    fn trace_what(&self, what: What) {
+        self.with_ctx(|c| {
+            if let Some(sink) = &c.emit {
+                let event = Event {
+                    frames: c.affine_frames().to_vec(),
+                    loc: self.loc,
+                    what,
+                };
+                sink.push(c.instance, event);
+            }
+        });
+    }
+
+    /// The funnel's check of emit launches: an op that issues without having traced its call
+    /// is noted (the emitter refuses the kernel, naming it).
+    #[cold]
+    fn traced_issue(&self) {
+        self.with_ctx(|c| {
+            if let Some(sink) = &c.emit {
+                sink.issued(c.instance, self.api, self.loc, c.affine_frames().to_vec());
+            }
+        });
     }
 
     /// Fails: the instruction writes through `out`, a view that repeats elements

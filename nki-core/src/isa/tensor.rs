@@ -8,6 +8,7 @@ use super::opts::{MatmulOpts, MatmulPerfMode, Opts};
 use super::Engine;
 use crate::builder::instruction;
 use crate::dtype::DType;
+use crate::emit::trace::{Arg, Call};
 use crate::error::{ErrorKind, NkiError, Result};
 use crate::exec;
 use crate::record::{Instr, MatmulDims, MemKind, Opcode, Regions};
@@ -30,7 +31,32 @@ instruction! {
         dst: into TileRef<'d>, stationary: into TileRef<'a>, moving: into TileRef<'b>,
         opts: into Option<MatmulOpts>,
     ) as ins = "nisa.nc_matmul" {
-        matmul_opts(&ins, dst, stationary, moving, opts.unwrap_or_default());
+        let opts = opts.unwrap_or_default();
+        ins.trace(|| {
+            use super::trace_args as ta;
+            let flag = |on: bool| on.then_some(Arg::Bool(true));
+            let pair = |p: Option<(usize, usize)>| {
+                p.map(|(a, b)| Arg::Const(format!("({a}, {b})")))
+            };
+            let perf = match opts.perf_mode {
+                MatmulPerfMode::None => None,
+                MatmulPerfMode::DoubleRow => {
+                    Some(Arg::Const("nisa.matmul_perf_mode.double_row".to_string()))
+                }
+            };
+            Call::new("nisa.nc_matmul")
+                .arg("dst", ta::tile(&dst))
+                .arg("stationary", ta::tile(&stationary))
+                .arg("moving", ta::tile(&moving))
+                .opt("is_stationary_onezero", flag(opts.is_stationary_onezero))
+                .opt("is_moving_onezero", flag(opts.is_moving_onezero))
+                .opt("is_transpose", flag(opts.is_transpose))
+                .opt("tile_position", pair(opts.tile_position))
+                .opt("tile_size", pair(opts.tile_size))
+                .opt("perf_mode", perf)
+                .opt("accumulate", opts.accumulate.map(Arg::Bool))
+        });
+        matmul_opts(&ins, dst, stationary, moving, opts);
     }
 }
 

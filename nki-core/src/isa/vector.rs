@@ -13,6 +13,7 @@ use super::opts::{Opts, ReduceOpts};
 use super::{AluOp, Engine, Operand};
 use crate::builder::{instruction, setters};
 use crate::dtype::DType;
+use crate::emit::trace::{Arg, Call};
 use crate::error::ErrorKind;
 use crate::exec;
 use crate::record::{MemKind, Opcode};
@@ -62,6 +63,15 @@ instruction! {
         opts: into Option<Opts>,
     ) as ins = "nisa.tensor_tensor" {
         let engine = opts.unwrap_or_default().engine;
+        ins.trace(|| {
+            use super::trace_args as ta;
+            Call::new("nisa.tensor_tensor")
+                .arg("dst", ta::tile(&dst))
+                .arg("data1", ta::tile(&data1))
+                .arg("data2", ta::tile(&data2))
+                .arg("op", ta::alu(op))
+                .opt("engine", engine.map(ta::engine))
+        });
         tensor_tensor_to(&ins, Dst::Into(dst), data1, data2, op, engine);
     }
 }
@@ -443,6 +453,13 @@ instruction! {
     pub fn tensor_copy<'d, 'a>(
         dst: into TileRef<'d>, src: into TileRef<'a>, opts: into Option<Opts>,
     ) as ins = "nisa.tensor_copy" {
+        ins.trace(|| {
+            use super::trace_args as ta;
+            Call::new("nisa.tensor_copy")
+                .arg("dst", ta::tile(&dst))
+                .arg("src", ta::tile(&src))
+                .opt("engine", opts.and_then(|o| o.engine).map(ta::engine))
+        });
         let engine = Opts::engine_or(opts, Engine::Vector);
         tensor_copy_to(&ins, Dst::Into(dst), src, engine);
     }
@@ -628,6 +645,13 @@ instruction! {
     /// for an SBUF one (see docs/timing-model.md, "Engines the compiler picks").
     pub fn memset<'d>(dst: into TileRef<'d>, value: f32, opts: into Option<Opts>)
     as ins = "nisa.memset" {
+        ins.trace(|| {
+            use super::trace_args as ta;
+            Call::new("nisa.memset")
+                .arg("dst", ta::tile(&dst))
+                .arg("value", Arg::Float(value.into()))
+                .opt("engine", opts.and_then(|o| o.engine).map(ta::engine))
+        });
         let engine = Opts::engine_or(opts, fill_engine(dst.mem()));
         let shape = dst.shape().to_vec();
         memset_to(&ins, Dst::Into(dst), &shape, value, engine);

@@ -120,7 +120,26 @@ impl Iterator for AffineRange {
         let act = match self.activation {
             Some(a) => a,
             None => {
-                let a = try_with_ctx(|c| c.push_affine(self.loc));
+                let trips = (self.stop - self.next).div_ceil(self.step) as u64;
+                let a = try_with_ctx(|c| {
+                    let a = c.push_affine(self.loc);
+                    if let Some(sink) = &c.emit {
+                        use crate::emit::trace::{Event, LoopKind, What};
+                        // The loop's own frame is not one of the frames it begins in.
+                        let frames = c.affine_frames();
+                        let event = Event {
+                            frames: frames[..frames.len() - 1].to_vec(),
+                            loc: self.loc,
+                            what: What::Loop {
+                                activation: a,
+                                trips,
+                                kind: LoopKind::Affine,
+                            },
+                        };
+                        sink.push(c.instance, event);
+                    }
+                    a
+                });
                 self.activation = a;
                 a.unwrap_or(u32::MAX)
             }

@@ -1,0 +1,412 @@
+//! From Rust to the chip: a kernel traced and written as an NKI 0.8 Python module, with a
+//! driver that runs it on a Trainium (`nki.execute`) or in NKI's simulator (`nki.simulate`)
+//! and compares its outputs with nki-rs's.
+//!
+//! ```no_run
+//! # use nki_core::prelude::*;
+//! # #[nki_kernel(nki = "0.7")]
+//! # fn double(a: &Hbm<f32>) -> Hbm<f32> {
+//! #     let out = nl::ndarray(a.shape(), a.dtype(), nl::shared_hbm);
+//! #     let t = nl::ndarray(&[128, 512], a.dtype(), nl::sbuf);
+//! #     nisa::dma_copy(&t, a.view(), None);
+//! #     nisa::tensor_tensor(&t, &t, &t, nl::AluOp::Add, None);
+//! #     nisa::dma_copy(out.view(), &t, None);
+//! #     out
+//! # }
+//! use nki_core::emit::Emitter;
+//! # fn main() -> Result<(), NkiError> {
+//! let a = Hbm::<f32>::full([128, 512], 1.5);
+//! let mut emitter = Emitter::new("double");
+//! emitter.input("a", &a);
+//! let (out, _) = double::run(emitter.launch(Launch::new(1)), &a)?;
+//! emitter.output("out", &out)?;
+//! let kernel = emitter.finish()?;     // double.py, double_run.py and the .npy data
+//! kernel.write("emitted")?;
+//! # Ok(()) }
+//! ```
+//!
+//! The launch traces every `nl`/`nisa` call at the API level (names, views, keyword options,
+//! loop frames); the emitter names the tensors, prints each view as a slice or `.ap()` of its
+//! tensor and each call destination-first with its non-default keywords, and re-rolls the
+//! `nl::affine_range` loops: iterations that issue the same calls with offsets
+//! affine in the index (checked on every iteration) become one `for i in nl.affine_range(n)`;
+//! an iteration that differs stays unrolled. Loops that are plain Rust loops
+//! (`sequential_range`, `static_range`, `step_by`) are unrolled, as NKI's own tracer unrolls
+//! a Python `range`.
+//!
+//! Refused, with an error naming the call and its line: calls the emitter does not write yet
+//! and Beta-1 forms (`nl::load`, `nl::store`, value-returning instructions, whose API no
+//! longer exists in NKI 0.8: the error says what to port them to), launches of more than one
+//! program instance, and views it cannot print (indirect, dynamic-offset, reinterpreting).
+//! Every emitted module uses only names and keywords of [`API_08`] ([`check_api`]).
+
+mod api;
+mod npy;
+mod python;
+mod reroll;
+pub(crate) mod trace;
+
+pub use api::{api_entries, check_api, ApiEntry, API_08};
+
+use crate::dialect::Dialect;
+use crate::dtype::{DType, Element};
+use crate::error::{ErrorKind, NkiError, Result};
+use crate::hbm::Hbm;
+use crate::record::MemKind;
+use crate::spmd::Launch;
+use python::{nl_dtype, tuple, TensorInfo};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use trace::{Sink, TensorId, What};
+
+/// A host tensor the emitter writes as `.npy`: a kernel input, or an output nki-rs computed.
+#[derive(Clone, Debug)]
+struct HostTensor {
+    name: String,
+    id: u64,
+    dims: Vec<usize>,
+    dtype: DType,
+    /// The values (`None` for a shape-only tensor of an estimate).
+    values: Option<Vec<f32>>,
+}
+
+impl HostTensor {
+    fn of<T: Element>(name: &str, t: &Hbm<T>) -> Result<HostTensor> {
+        Ok(HostTensor {
+            name: python_name(name),
+            id: t.st.id,
+            dims: t.shape().to_vec(),
+            dtype: t.dtype(),
+            values: t.has_data().then(|| t.to_f32_vec()).transpose()?,
+        })
+    }
+}
+
+/// Traces a kernel launch and writes it as an NKI 0.8 Python module and its driver (see the
+/// [module documentation](self)).
+#[derive(Debug)]
+pub struct Emitter {
+    name: String,
+    sink: Arc<Sink>,
+    inputs: Vec<HostTensor>,
+    outputs: Vec<HostTensor>,
+    errors: Vec<NkiError>,
+}
+
+impl Emitter {
+    /// An emitter of the kernel to be named `name` in Python.
+    pub fn new(name: &str) -> Emitter {
+        Emitter {
+            name: python_name(name),
+            sink: Arc::default(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Declares the next parameter of the Python kernel: the HBM input `t`, named `name`
+    /// (its values become the driver's `.npy` input). Call before the launch runs, in the
+    /// order of the kernel's parameters. A shape-only input (`Hbm::shape_only`, for an
+    /// estimate launch) gives a module without driver data.
+    pub fn input<T: Element>(&mut self, name: &str, t: &Hbm<T>) -> &mut Emitter {
+        match HostTensor::of(name, t) {
+            Ok(h) => self.inputs.push(h),
+            Err(e) => self.errors.push(e),
+        }
+        self
+    }
+
+    /// `launch` with this emitter's trace on: run the kernel with it (`k::run(launch, ..)`).
+    pub fn launch(&self, mut launch: Launch) -> Launch {
+        launch.emit = Some(self.sink.clone());
+        launch
+    }
+
+    /// Declares an output of the Python kernel, after the launch ran: a tensor the kernel
+    /// returned (allocated in `nl::shared_hbm`) or an output parameter it wrote (`&mut Hbm`;
+    /// the Python kernel allocates it and returns it, as NKI 0.8 kernels do). Its values are
+    /// the driver's expected output. Outputs are returned in the order declared.
+    pub fn output<T: Element>(&mut self, name: &str, t: &Hbm<T>) -> Result<&mut Emitter> {
+        self.outputs.push(HostTensor::of(name, t)?);
+        Ok(self)
+    }
+
+    /// The emitted kernel: the module and its driver, or an error saying what the emitter
+    /// cannot write and where.
+    pub fn finish(&mut self) -> Result<EmittedKernel> {
+        if let Some(e) = self.errors.first() {
+            return Err(e.clone());
+        }
+        let refuse = |msg: String| NkiError::new(ErrorKind::InvalidArgument, "emit", msg);
+        let (dialect, instances) = self.sink.launch().ok_or_else(|| {
+            refuse(format!(
+                "no launch of '{}' ran with Emitter::launch: run the kernel with the launch it \
+                 returns",
+                self.name
+            ))
+        })?;
+        if instances != 1 {
+            return Err(refuse(format!(
+                "the launch of '{}' ran {instances} program instances; the emitter writes \
+                 launches of one instance (grid [1]) so far",
+                self.name
+            )));
+        }
+        let events: Vec<trace::Event> = self
+            .sink
+            .take()
+            .into_iter()
+            .filter(|(i, _)| *i == 0)
+            .map(|(_, e)| e)
+            .collect();
+        if let Some(e) = events
+            .iter()
+            .find(|e| matches!(e.what, What::Untraced { .. }))
+        {
+            let What::Untraced { api } = e.what else {
+                unreachable!()
+            };
+            return Err(untraced(api, e.loc, dialect));
+        }
+        let mut named: HashMap<TensorId, TensorInfo> = HashMap::new();
+        for t in self.inputs.iter().chain(&self.outputs) {
+            named.insert(
+                TensorId::Hbm(t.id),
+                TensorInfo {
+                    name: t.name.clone(),
+                    dims: t.dims.clone(),
+                    mem: MemKind::Hbm,
+                },
+            );
+        }
+        let mut allocated = Vec::new();
+        for e in &events {
+            if let What::Alloc {
+                tensor: TensorId::Hbm(id),
+                shared: true,
+                ..
+            } = &e.what
+            {
+                if !self.outputs.iter().any(|o| o.id == *id) {
+                    return Err(python::refuse(
+                        e.loc,
+                        "the kernel allocates a tensor in nl::shared_hbm that was not given to \
+                         Emitter::output (each returned output must be)"
+                            .to_string(),
+                    ));
+                }
+                allocated.push(*id);
+            }
+        }
+        let tensors = python::name_tensors(&events, &named)?;
+        let body = python::body(&events, &tensors)?;
+        let mut text = String::new();
+        // Output parameters: allocated by the Python kernel, which returns them.
+        for o in self.outputs.iter().filter(|o| !allocated.contains(&o.id)) {
+            text.push_str(&format!(
+                "    {} = nl.ndarray({}, dtype={}, buffer=nl.shared_hbm)\n",
+                o.name,
+                tuple(&o.dims),
+                nl_dtype(o.dtype)
+            ));
+        }
+        python::render(&body, 1, &mut text);
+        let module = self.module(&text);
+        check_api(&module)?;
+        Ok(EmittedKernel {
+            name: self.name.clone(),
+            driver: self.driver(),
+            module,
+            inputs: self.inputs.clone(),
+            outputs: self.outputs.clone(),
+        })
+    }
+
+    /// The module's text around the kernel body `body`.
+    fn module(&self, body: &str) -> String {
+        let sig = |ts: &[HostTensor]| {
+            ts.iter()
+                .map(|t| format!("{}: {}{:?}", t.name, t.dtype, t.dims))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let params: Vec<&str> = self.inputs.iter().map(|t| t.name.as_str()).collect();
+        let outs: Vec<&str> = self.outputs.iter().map(|t| t.name.as_str()).collect();
+        let ret = match outs.len() {
+            0 => String::new(),
+            _ => format!("    return {}\n", outs.join(", ")),
+        };
+        format!(
+            "\"\"\"`{name}`: an NKI 0.8 kernel written by nki-rs (nki_core::emit) from the Rust \
+             kernel,\ntraced with inputs {ins} (outputs {outs_sig}).\n\nRun {name}_run.py \
+             beside it: nki.simulate, or nki.execute on a Trainium with --device;\nit compares \
+             the outputs with nki-rs's.\n\"\"\"\n\nimport nki\nimport nki.isa as nisa\nimport \
+             nki.language as nl\n\n\n@nki.jit\ndef {name}({params}):\n{body}{ret}",
+            name = self.name,
+            ins = sig(&self.inputs),
+            outs_sig = sig(&self.outputs),
+            params = params.join(", "),
+        )
+    }
+
+    /// The driver's text.
+    fn driver(&self) -> String {
+        let list = |ts: &[HostTensor]| {
+            ts.iter()
+                .map(|t| format!("(\"{}\", \"{}\")", t.name, t.dtype.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        DRIVER
+            .replace("{name}", &self.name)
+            .replace("{inputs}", &list(&self.inputs))
+            .replace("{outputs}", &list(&self.outputs))
+    }
+}
+
+/// The driver template (`{name}`, `{inputs}`, `{outputs}` replaced).
+const DRIVER: &str = include_str!("driver.py.in");
+
+/// The error of a call the emitter does not write (`api` at `loc`, in a kernel of `dialect`).
+fn untraced(api: &str, loc: crate::error::SourceLoc, dialect: Dialect) -> NkiError {
+    let msg = match dialect {
+        Dialect::Beta1 => format!(
+            "'{api}' at {loc} has no NKI 0.8 form the emitter writes: the kernel is NKI Beta 1, \
+             whose API no longer exists anywhere (Neuron 2.34 removed neuronxcc.nki). Port it \
+             to the NKI 0.7 surface the emitter writes: tensors from nl::ndarray(shape, dtype, \
+             buffer), nisa::dma_copy instead of nl::load / nl::store, destination-first nisa \
+             instructions instead of value-returning ones, outputs allocated in \
+             nl::shared_hbm and returned"
+        ),
+        _ => format!("the emitter does not write '{api}' (at {loc}) as NKI 0.8 yet"),
+    };
+    NkiError::new(ErrorKind::InvalidArgument, "emit", msg)
+}
+
+/// `name` as a Python identifier (other characters become `_`; a keyword gets a `_`).
+fn python_name(name: &str) -> String {
+    const KEYWORDS: &[&str] = &[
+        "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
+        "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global",
+        "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return",
+        "try", "while", "with", "yield", "nl", "nisa", "nki",
+    ];
+    let mut s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, '_');
+    }
+    if KEYWORDS.contains(&s.as_str()) {
+        s.push('_');
+    }
+    s
+}
+
+/// An emitted kernel: its NKI 0.8 module, its driver and the data they read.
+#[derive(Clone, Debug)]
+pub struct EmittedKernel {
+    name: String,
+    module: String,
+    driver: String,
+    inputs: Vec<HostTensor>,
+    outputs: Vec<HostTensor>,
+}
+
+impl EmittedKernel {
+    /// The kernel's Python name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The module's source (`<name>.py`).
+    pub fn module(&self) -> &str {
+        &self.module
+    }
+
+    /// The driver's source (`<name>_run.py`).
+    pub fn driver(&self) -> &str {
+        &self.driver
+    }
+
+    /// True when every input and output has values (the kernel was traced in execute or
+    /// simulate mode): the driver has data to run on.
+    pub fn has_data(&self) -> bool {
+        self.inputs
+            .iter()
+            .chain(&self.outputs)
+            .all(|t| t.values.is_some())
+    }
+
+    /// The number of lines of the module.
+    pub fn module_lines(&self) -> usize {
+        self.module.lines().count()
+    }
+
+    /// Writes `<name>.py`, `<name>_run.py` and `<name>_data/{in,out}_<tensor>.npy` into `dir`
+    /// (created if missing); returns the paths written. Without data ([`has_data`]) only the
+    /// module is written.
+    ///
+    /// [`has_data`]: EmittedKernel::has_data
+    pub fn write(&self, dir: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
+        let dir = dir.as_ref();
+        if !self.has_data() {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                NkiError::new(
+                    ErrorKind::Io,
+                    "emit",
+                    format!("could not create {}: {e}", dir.display()),
+                )
+            })?;
+            let path = dir.join(format!("{}.py", self.name));
+            crate::files::write(&path, "the emitted module", self.module.as_bytes())
+                .map_err(|e| NkiError::new(ErrorKind::Io, "emit", e.to_string()))?;
+            return Ok(vec![path]);
+        }
+        let io = |e: std::io::Error| NkiError::new(ErrorKind::Io, "emit", e.to_string());
+        let data = dir.join(format!("{}_data", self.name));
+        std::fs::create_dir_all(&data).map_err(|e| {
+            io(std::io::Error::new(
+                e.kind(),
+                format!("could not create {}: {e}", data.display()),
+            ))
+        })?;
+        let mut written = Vec::new();
+        let mut put = |path: PathBuf, what: &str, bytes: &[u8]| -> Result<()> {
+            crate::files::write(&path, what, bytes).map_err(io)?;
+            written.push(path);
+            Ok(())
+        };
+        put(
+            dir.join(format!("{}.py", self.name)),
+            "the emitted module",
+            self.module.as_bytes(),
+        )?;
+        put(
+            dir.join(format!("{}_run.py", self.name)),
+            "the emitted driver",
+            self.driver.as_bytes(),
+        )?;
+        for (kind, ts) in [("in", &self.inputs), ("out", &self.outputs)] {
+            for t in ts {
+                let values = t.values.as_deref().unwrap_or_default();
+                let bytes = npy::encode(&t.dims, t.dtype, values);
+                put(
+                    data.join(format!("{kind}_{}.npy", t.name)),
+                    "an emitted array",
+                    &bytes,
+                )?;
+            }
+        }
+        Ok(written)
+    }
+}

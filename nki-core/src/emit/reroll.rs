@@ -1,0 +1,271 @@
+//! Loops re-rolled from a traced, unrolled kernel: the calls of each iteration of a recorded
+//! loop are compared with the other iterations' (the same statements, every number affine
+//! in the iteration index, checked on every iteration), and runs of iterations that agree
+//! become one `for` loop over an index; where an iteration differs, its calls stay unrolled.
+
+/// An integer affine in the loop indices: `c + Σ coeff · i<depth>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Affine {
+    /// The constant.
+    pub(crate) c: i64,
+    /// `(depth of the loop index, coefficient)`, by depth, no zero coefficient.
+    pub(crate) terms: Vec<(usize, i64)>,
+}
+
+impl Affine {
+    /// The constant `c`.
+    pub(crate) fn constant(c: i64) -> Affine {
+        Affine {
+            c,
+            terms: Vec::new(),
+        }
+    }
+
+    /// Python source of the expression (`128 * i0 + 256`).
+    pub(crate) fn python(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        for &(d, k) in &self.terms {
+            let v = format!("i{d}");
+            let term = match k {
+                1 => v,
+                -1 => format!("-{v}"),
+                k => format!("{k} * {v}"),
+            };
+            parts.push(term);
+        }
+        if self.c != 0 || parts.is_empty() {
+            parts.push(self.c.to_string());
+        }
+        let mut s = parts[0].clone();
+        for p in &parts[1..] {
+            match p.strip_prefix('-') {
+                Some(neg) => {
+                    s.push_str(" - ");
+                    s.push_str(neg);
+                }
+                None => {
+                    s.push_str(" + ");
+                    s.push_str(p);
+                }
+            }
+        }
+        s
+    }
+}
+
+/// A piece of a statement: source text, or a number that may vary between iterations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Tok {
+    /// Fixed text.
+    Text(String),
+    /// A number.
+    Num(Affine),
+}
+
+/// A statement of the emitted kernel body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Stmt {
+    /// One line of source.
+    Line(Vec<Tok>),
+    /// `for i<depth> in <api>(<trips>):` and its body.
+    Loop {
+        /// The iterator (`nl.affine_range`).
+        api: &'static str,
+        /// Its trip count.
+        trips: u64,
+        /// The loop index's depth (its name is `i<depth>`).
+        depth: usize,
+        /// The body.
+        body: Vec<Stmt>,
+    },
+}
+
+/// True when `a` and `b` are the same statements but for their numbers.
+fn same_shape(a: &[Stmt], b: &[Stmt]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| match (x, y) {
+            (Stmt::Line(p), Stmt::Line(q)) => {
+                p.len() == q.len()
+                    && p.iter().zip(q).all(|(s, t)| match (s, t) {
+                        (Tok::Text(s), Tok::Text(t)) => s == t,
+                        (Tok::Num(_), Tok::Num(_)) => true,
+                        _ => false,
+                    })
+            }
+            (
+                Stmt::Loop {
+                    api: a1,
+                    trips: t1,
+                    depth: d1,
+                    body: b1,
+                },
+                Stmt::Loop {
+                    api: a2,
+                    trips: t2,
+                    depth: d2,
+                    body: b2,
+                },
+            ) => a1 == a2 && t1 == t2 && d1 == d2 && same_shape(b1, b2),
+            _ => false,
+        })
+}
+
+/// The numbers of `stmts`, in order.
+fn nums(stmts: &[Stmt], out: &mut Vec<Affine>) {
+    for s in stmts {
+        match s {
+            Stmt::Line(toks) => out.extend(toks.iter().filter_map(|t| match t {
+                Tok::Num(a) => Some(a.clone()),
+                Tok::Text(_) => None,
+            })),
+            Stmt::Loop { body, .. } => nums(body, out),
+        }
+    }
+}
+
+/// `stmts` with their numbers replaced, in order, by `values`.
+fn with_nums(stmts: &[Stmt], values: &mut impl Iterator<Item = Affine>) -> Vec<Stmt> {
+    stmts
+        .iter()
+        .map(|s| match s {
+            Stmt::Line(toks) => Stmt::Line(
+                toks.iter()
+                    .map(|t| match t {
+                        Tok::Num(_) => Tok::Num(values.next().expect("one value per number")),
+                        Tok::Text(_) => t.clone(),
+                    })
+                    .collect(),
+            ),
+            Stmt::Loop {
+                api,
+                trips,
+                depth,
+                body,
+            } => Stmt::Loop {
+                api,
+                trips: *trips,
+                depth: *depth,
+                body: with_nums(body, values),
+            },
+        })
+        .collect()
+}
+
+/// The iterations `bodies` (in order) of a loop `api` whose index has depth `depth`, as
+/// statements: each maximal run of two or more iterations that agree (same statements, each
+/// number's constant affine in the index, its inner-loop terms equal) is one loop; the other
+/// iterations are their statements unrolled.
+pub(crate) fn reroll(bodies: Vec<Vec<Stmt>>, api: &'static str, depth: usize) -> Vec<Stmt> {
+    let values: Vec<Vec<Affine>> = bodies
+        .iter()
+        .map(|b| {
+            let mut v = Vec::new();
+            nums(b, &mut v);
+            v
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut a = 0;
+    while a < bodies.len() {
+        let end = run_end(&bodies, &values, a);
+        if end - a >= 2 {
+            let steps = values[a].iter().zip(&values[a + 1]).map(|(x, y)| y.c - x.c);
+            let rolled: Vec<Affine> = values[a]
+                .iter()
+                .zip(steps)
+                .map(|(x, d)| {
+                    let mut terms = x.terms.clone();
+                    if d != 0 {
+                        terms.push((depth, d));
+                        terms.sort_unstable();
+                    }
+                    Affine { c: x.c, terms }
+                })
+                .collect();
+            let body = with_nums(&bodies[a], &mut rolled.into_iter());
+            if !body.is_empty() {
+                out.push(Stmt::Loop {
+                    api,
+                    trips: (end - a) as u64,
+                    depth,
+                    body,
+                });
+            }
+        } else {
+            out.extend(bodies[a].iter().cloned());
+        }
+        a = end;
+    }
+    out
+}
+
+/// The end of the longest run of iterations from `a` that re-rolls (at least `a + 1`).
+fn run_end(bodies: &[Vec<Stmt>], values: &[Vec<Affine>], a: usize) -> usize {
+    let mut end = a + 1;
+    while end < bodies.len() && same_shape(&bodies[a], &bodies[end]) {
+        let k = (end - a) as i64;
+        let affine = values[a].iter().enumerate().all(|(p, x)| {
+            let y = &values[end][p];
+            let d = values[a + 1][p].c - x.c;
+            y.terms == x.terms && y.c - x.c == k * d
+        });
+        if !affine {
+            break;
+        }
+        end += 1;
+    }
+    end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(n: i64) -> Stmt {
+        Stmt::Line(vec![
+            Tok::Text("x[".into()),
+            Tok::Num(Affine::constant(n)),
+            Tok::Text("]".into()),
+        ])
+    }
+
+    #[test]
+    fn affine_iterations_become_one_loop() {
+        let bodies: Vec<Vec<Stmt>> = (0..4).map(|i| vec![line(128 * i + 5)]).collect();
+        let out = reroll(bodies, "nl.affine_range", 0);
+        assert_eq!(out.len(), 1);
+        let Stmt::Loop { trips, body, .. } = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(*trips, 4);
+        let Stmt::Line(toks) = &body[0] else { panic!() };
+        assert_eq!(
+            toks[1],
+            Tok::Num(Affine {
+                c: 5,
+                terms: vec![(0, 128)]
+            })
+        );
+        if let Tok::Num(a) = &toks[1] {
+            assert_eq!(a.python(), "128 * i0 + 5");
+        }
+    }
+
+    #[test]
+    fn every_iteration_is_checked_not_only_two() {
+        // 0, 1, 2 affine; 10 breaks the run: a loop of three, then the last unrolled.
+        let bodies: Vec<Vec<Stmt>> = [0, 1, 2, 10].iter().map(|&i| vec![line(i)]).collect();
+        let out = reroll(bodies, "nl.affine_range", 1);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(matches!(&out[0], Stmt::Loop { trips: 3, .. }));
+        assert_eq!(out[1], line(10));
+    }
+
+    #[test]
+    fn different_statements_stay_unrolled() {
+        let other = Stmt::Line(vec![Tok::Text("y".into())]);
+        let bodies = vec![vec![line(0)], vec![other.clone()]];
+        let out = reroll(bodies, "nl.affine_range", 0);
+        assert_eq!(out, vec![line(0), other]);
+    }
+}

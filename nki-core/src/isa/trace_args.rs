@@ -1,0 +1,91 @@
+//! The operands of `nisa` calls as emit-trace arguments ([`crate::emit::trace::Arg`]): views,
+//! DMA endpoints, engines and ALU operators, spelled as NKI 0.8 spells them.
+
+use super::dma::{DgeMode, DmaEndpoint, OobMode};
+use crate::emit::trace::{Arg, TensorId, View};
+use crate::engine::Engine;
+use crate::hbm::view::HbmView;
+use crate::math::AluOp;
+use crate::tile::TileRef;
+
+/// The view `t` of an on-chip tensor.
+pub(crate) fn tile(t: &TileRef) -> Arg {
+    let unprintable = if t.ind.is_some() {
+        Some("an indirect view (tensor.indirect)")
+    } else if t.cast.is_some() {
+        Some("a view reinterpreting the tensor's dtype")
+    } else {
+        None
+    };
+    Arg::View(View {
+        tensor: TensorId::Tile(t.tile.id),
+        ap: t.ap,
+        unprintable,
+    })
+}
+
+/// The view `v` of an HBM tensor.
+pub(crate) fn hbm(v: &HbmView) -> Arg {
+    let unprintable = if v.register().is_some() {
+        Some("a view with a run-time offset (scalar_offset / select)")
+    } else {
+        None
+    };
+    Arg::View(View {
+        tensor: TensorId::Hbm(v.st.id),
+        ap: v.ap,
+        unprintable,
+    })
+}
+
+/// A DMA endpoint.
+pub(crate) fn endpoint(e: &DmaEndpoint) -> Arg {
+    match e {
+        DmaEndpoint::Hbm(v) => hbm(v),
+        DmaEndpoint::Tile(t) => tile(t),
+        DmaEndpoint::Indirect(i) => {
+            let mut a = hbm(&i.rows);
+            if let Arg::View(v) = &mut a {
+                v.unprintable = Some("an indirect DMA view (ap_indirect / vector_select)");
+            }
+            a
+        }
+    }
+}
+
+/// `nisa.<engine>_engine`.
+pub(crate) fn engine(e: Engine) -> Arg {
+    let name = match e {
+        Engine::Tensor => "nisa.tensor_engine",
+        Engine::Vector => "nisa.vector_engine",
+        Engine::Scalar => "nisa.scalar_engine",
+        Engine::GpSimd => "nisa.gpsimd_engine",
+        Engine::Sync => "nisa.sync_engine",
+        Engine::Dma => "nisa.dma_engine",
+    };
+    Arg::Const(name.to_string())
+}
+
+/// `nl.<op>`.
+pub(crate) fn alu(op: AluOp) -> Arg {
+    Arg::Const(format!("nl.{}", op.name()))
+}
+
+/// `nisa.dge_mode.<mode>` (`None` for the default).
+pub(crate) fn dge_mode(m: DgeMode) -> Option<Arg> {
+    let name = match m {
+        DgeMode::Unknown => return None,
+        DgeMode::None => "nisa.dge_mode.none",
+        DgeMode::Swdge => "nisa.dge_mode.swdge",
+        DgeMode::Hwdge => "nisa.dge_mode.hwdge",
+    };
+    Some(Arg::Const(name.to_string()))
+}
+
+/// `nisa.oob_mode.<mode>` (`None` for the default, `error`).
+pub(crate) fn oob_mode(m: OobMode) -> Option<Arg> {
+    match m {
+        OobMode::Error => None,
+        OobMode::Skip => Some(Arg::Const("nisa.oob_mode.skip".to_string())),
+    }
+}

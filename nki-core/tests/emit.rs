@@ -1,0 +1,232 @@
+//! The emitter (`nki_core::emit`): kernels traced and written as NKI 0.8 Python modules that
+//! compile (`python3 -m py_compile`), use only the NKI 0.8 API list, re-roll their loops, and
+//! whose drivers carry the traced data; Beta-1 kernels refused with what to port.
+
+use nki_core::emit::{api_entries, check_api, EmittedKernel, Emitter};
+use nki_core::prelude::*;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The README's NKI 0.7 `tensor_add`.
+#[nki_kernel(nki = "0.7")]
+fn tensor_add(a: &Hbm<bf16>, b: &Hbm<bf16>) -> Hbm<bf16> {
+    let c = nl::ndarray(a.shape(), a.dtype(), nl::shared_hbm);
+    let cols = a.shape()[1] / 512;
+    let tiles = a.shape()[0] / 128 * cols;
+    for t in (nl::program_id(0)..tiles).step_by(nl::num_programs(0)) {
+        let (i, j) = (t / cols * 128, t % cols * 512);
+        let tile = (i..i + 128, j..j + 512);
+        let x = nl::ndarray(&[128, 512], a.dtype(), nl::sbuf);
+        let y = nl::ndarray(&[128, 512], b.dtype(), nl::sbuf);
+        let z = nl::ndarray(&[128, 512], a.dtype(), nl::sbuf);
+        nisa::dma_copy(&x, a.slice(tile.clone()), None);
+        nisa::dma_copy(&y, b.slice(tile.clone()), None);
+        nisa::tensor_tensor(&z, &x, &y, nl::AluOp::Add, None);
+        nisa::dma_copy(c.slice(tile), &z, None);
+    }
+    c
+}
+
+/// `result[M, N] = lhsT[K, M]^T @ rhs[K, N]` in tiles, the k loop accumulating in PSUM.
+#[nki_kernel(nki = "0.7")]
+fn matmul_tiled(lhs_t: &Hbm<bf16>, rhs: &Hbm<bf16>) -> Hbm<f32> {
+    let (k, m, n) = (lhs_t.shape()[0], lhs_t.shape()[1], rhs.shape()[1]);
+    let result = nl::ndarray(&[m, n], DType::F32, nl::shared_hbm);
+    for mi in nl::affine_range(m / 128) {
+        for ni in nl::affine_range(n / 512) {
+            let acc = nl::ndarray(&[128, 512], DType::F32, nl::psum);
+            for ki in nl::affine_range(k / 128) {
+                let l = nl::ndarray(&[128, 128], lhs_t.dtype(), nl::sbuf);
+                let r = nl::ndarray(&[128, 512], rhs.dtype(), nl::sbuf);
+                let kr = ki * 128..(ki + 1) * 128;
+                nisa::dma_copy(
+                    &l,
+                    lhs_t.slice((kr.clone(), mi * 128..(mi + 1) * 128)),
+                    None,
+                );
+                nisa::dma_copy(&r, rhs.slice((kr, ni * 512..(ni + 1) * 512)), None);
+                nisa::nc_matmul(&acc, &l, &r, None);
+            }
+            let out = nl::ndarray(&[128, 512], DType::F32, nl::sbuf);
+            nisa::tensor_copy(&out, &acc, nisa::Opts::new().engine(nisa::Engine::Scalar));
+            let rows = mi * 128..(mi + 1) * 128;
+            nisa::dma_copy(result.slice((rows, ni * 512..(ni + 1) * 512)), &out, None);
+        }
+    }
+    result
+}
+
+/// A Beta-1 kernel (`nl::load` / `nl::store`).
+#[nki_kernel]
+fn beta1_add(a: &Hbm<f32>, b: &Hbm<f32>, c: &mut Hbm<f32>) {
+    let x = nl::load(a.slice((0..128, 0..512)));
+    let y = nl::load(b.slice((0..128, 0..512)));
+    nl::store(c.slice((0..128, 0..512)), &(&x + &y));
+}
+
+/// `python3 -m py_compile` of `source` written to a fresh file; the compiler's message on
+/// failure.
+fn py_compile(name: &str, source: &str) -> Result<(), String> {
+    let dir = scratch(name);
+    let path = dir.join(format!("{name}.py"));
+    std::fs::write(&path, source).unwrap();
+    let out = Command::new("python3")
+        .args(["-m", "py_compile"])
+        .arg(&path)
+        .output()
+        .expect("python3 runs (the emitter's checks need it)");
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nki-emit-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The checks every emitted module passes.
+fn checked(k: &EmittedKernel) {
+    py_compile(k.name(), k.module()).unwrap_or_else(|e| panic!("{e}\n{}", k.module()));
+    py_compile(&format!("{}_run", k.name()), k.driver()).unwrap();
+    check_api(k.module()).unwrap();
+}
+
+fn emit_tensor_add() -> EmittedKernel {
+    let a = Hbm::<bf16>::from_array(&ndarray::Array2::from_shape_fn((256, 1024), |(i, j)| {
+        bf16::from_f32((i + j) as f32)
+    }))
+    .unwrap();
+    let b = Hbm::<bf16>::full([256, 1024], bf16::from_f32(2.0));
+    let mut e = Emitter::new("tensor_add");
+    e.input("a", &a).input("b", &b);
+    let (c, _) = tensor_add::run(e.launch(Launch::new(1)), &a, &b).unwrap();
+    e.output("c", &c).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn tensor_add_is_written_destination_first_with_keywords() {
+    let k = emit_tensor_add();
+    checked(&k);
+    let m = k.module();
+    assert!(m.contains("@nki.jit\ndef tensor_add(a, b):\n"), "{m}");
+    assert!(
+        m.contains("    c = nl.ndarray((256, 1024), dtype=nl.bfloat16, buffer=nl.shared_hbm)\n"),
+        "{m}"
+    );
+    assert!(
+        m.contains("nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)"),
+        "{m}"
+    );
+    // The second tile of the first row: rows 0..128, columns 512..1024.
+    assert!(m.contains(", src=a[0:128, 512:1024])\n"), "{m}");
+    assert!(m.contains("nisa.tensor_tensor(dst=sb_"), "{m}");
+    assert!(m.contains(", op=nl.add)\n"), "{m}");
+    assert!(
+        m.contains("nisa.dma_copy(dst=c[128:256, 512:1024], src=sb_"),
+        "{m}"
+    );
+    assert!(m.trim_end().ends_with("return c"), "{m}");
+}
+
+#[test]
+fn the_driver_and_its_data_are_written() {
+    let k = emit_tensor_add();
+    let dir = scratch("driver");
+    let files = k.write(&dir).unwrap();
+    assert_eq!(files.len(), 2 + 3, "{files:?}");
+    let npy = std::fs::read(dir.join("tensor_add_data/in_a.npy")).unwrap();
+    assert!(npy.starts_with(b"\x93NUMPY"));
+    // Header, then 256 x 1024 float32 values: a[1, 2] = 3.
+    let h = u16::from_le_bytes([npy[8], npy[9]]) as usize;
+    let at = 10 + h + (1024 + 2) * 4;
+    assert_eq!(f32::from_le_bytes(npy[at..at + 4].try_into().unwrap()), 3.0);
+    let d = k.driver();
+    assert!(
+        d.contains("INPUTS = [(\"a\", \"bfloat16\"), (\"b\", \"bfloat16\")]"),
+        "{d}"
+    );
+    assert!(d.contains("OUTPUTS = [(\"c\", \"bfloat16\")]"), "{d}");
+    assert!(
+        d.contains("nki.execute if args.device else nki.simulate"),
+        "{d}"
+    );
+}
+
+#[test]
+fn loops_are_rerolled_a_4096_cubed_matmul_is_a_short_module() {
+    let a = Hbm::<bf16>::shape_only([4096, 4096]);
+    let b = Hbm::<bf16>::shape_only([4096, 4096]);
+    let mut e = Emitter::new("matmul_tiled");
+    e.input("lhs_t", &a).input("rhs", &b);
+    let launch = e.launch(Launch::new(1).mode(Mode::Estimate));
+    let (r, _) = matmul_tiled::run(launch, &a, &b).unwrap();
+    e.output("result", &r).unwrap();
+    let k = e.finish().unwrap();
+    checked(&k);
+    assert!(!k.has_data());
+    let m = k.module();
+    assert!(k.module_lines() < 40, "{} lines:\n{m}", k.module_lines());
+    for want in [
+        "    for i0 in nl.affine_range(32):\n        for i1 in nl.affine_range(8):\n",
+        "            for i2 in nl.affine_range(32):\n",
+        "src=lhs_t[128 * i2:128 * i2 + 128, 128 * i0:128 * i0 + 128])",
+        "src=rhs[128 * i2:128 * i2 + 128, 512 * i1:512 * i1 + 512])",
+        "nisa.tensor_copy(dst=sb_",
+        "engine=nisa.scalar_engine)",
+        "nisa.dma_copy(dst=result[128 * i0:128 * i0 + 128, 512 * i1:512 * i1 + 512], src=sb_",
+    ] {
+        assert!(m.contains(want), "missing {want:?} in\n{m}");
+    }
+    // The PSUM accumulator is allocated in the n loop, outside the k loop.
+    let acc = m.find("buffer=nl.psum)").unwrap();
+    assert!(acc < m.find("for i2 in").unwrap(), "{m}");
+}
+
+#[test]
+fn beta1_kernels_are_refused_with_what_to_port() {
+    let a = Hbm::<f32>::zeros([128, 512]);
+    let b = Hbm::<f32>::zeros([128, 512]);
+    let mut c = Hbm::<f32>::zeros([128, 512]);
+    let mut e = Emitter::new("beta1_add");
+    e.input("a", &a).input("b", &b);
+    beta1_add::run(e.launch(Launch::new(1)), &a, &b, &mut c).unwrap();
+    e.output("c", &c).unwrap();
+    let err = e.finish().unwrap_err().to_string();
+    for want in [
+        "'load'",
+        "NKI Beta 1",
+        "no longer exists",
+        "nisa::dma_copy",
+        "nl::ndarray",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in: {err}");
+    }
+}
+
+#[test]
+fn a_kernel_launched_without_the_emitters_launch_is_an_error() {
+    let mut e = Emitter::new("nothing");
+    let err = e.finish().unwrap_err().to_string();
+    assert!(err.contains("Emitter::launch"), "{err}");
+}
+
+#[test]
+fn every_listed_callable_is_an_entry_of_the_api_document() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/nki-api.md"))
+        .unwrap();
+    let mut missing = Vec::new();
+    for e in api_entries() {
+        let Some(short) = e.name.strip_prefix("nisa.").or(e.name.strip_prefix("nl.")) else {
+            continue;
+        };
+        if e.keywords.is_some() && !doc.contains(&format!("`{short}`")) {
+            missing.push(e.name);
+        }
+    }
+    assert!(missing.is_empty(), "not in docs/nki-api.md: {missing:?}");
+}
