@@ -7,6 +7,7 @@ use super::op::Op;
 use crate::access::{Ap, Ix};
 use crate::builder::setters;
 use crate::dtype::DType;
+use crate::emit::trace::{Arg, Call};
 use crate::error::ErrorKind;
 use crate::hbm::{HbmDest, HbmSource, HbmView};
 use crate::record::{DmaDims, Engine, Instr, MemKind, Opcode};
@@ -340,20 +341,7 @@ pub fn dma_copy<'a, 'b>(
     let opts = opts.into().unwrap_or_default();
     let ins = Op::begin(API);
     let (dst, src) = (dst.dma_target(), src.dma_source());
-    ins.trace(|| {
-        use super::trace_args as ta;
-        crate::emit::trace::Call::new(API)
-            .arg("dst", ta::endpoint(&dst))
-            .arg("src", ta::endpoint(&src))
-            .opt("oob_mode", ta::oob_mode(opts.oob_mode))
-            .opt("dge_mode", ta::dge_mode(opts.dge_mode))
-            .opt("engine", opts.engine.map(ta::engine))
-            .opt(
-                "priority",
-                opts.priority
-                    .map(|p| crate::emit::trace::Arg::Int(p.into())),
-            )
-    });
+    ins.trace(|| traced_copy(&dst, &src, &opts));
     if !opts.unique_indices {
         ins.fail(
             ErrorKind::InvalidArgument,
@@ -363,6 +351,37 @@ pub fn dma_copy<'a, 'b>(
         );
     }
     transfer(&ins, dst, &[src], &opts);
+}
+
+/// The emit trace's call of `dma_copy(dst, src, opts)` (the defaults left out).
+fn traced_copy(dst: &DmaEndpoint, src: &DmaEndpoint, opts: &DmaOpts) -> Call {
+    use super::trace_args as ta;
+    let endpoint = |e: &DmaEndpoint| match e {
+        DmaEndpoint::Hbm(v) => ta::hbm(v),
+        DmaEndpoint::Tile(t) => ta::tile(t),
+        DmaEndpoint::Indirect(i) => {
+            let mut a = ta::hbm(&i.rows);
+            if let Arg::View(v) = &mut a {
+                v.unprintable = Some("an indirect DMA view (ap_indirect / vector_select)");
+            }
+            a
+        }
+    };
+    let dge = match opts.dge_mode {
+        DgeMode::Unknown => None,
+        DgeMode::None => Some("nisa.dge_mode.none"),
+        DgeMode::Swdge => Some("nisa.dge_mode.swdge"),
+        DgeMode::Hwdge => Some("nisa.dge_mode.hwdge"),
+    };
+    let oob = (opts.oob_mode == OobMode::Skip).then_some("nisa.oob_mode.skip");
+    let constant = |c: Option<&str>| c.map(|c| Arg::Const(c.to_string()));
+    Call::new(API)
+        .arg("dst", endpoint(dst))
+        .arg("src", endpoint(src))
+        .opt("oob_mode", constant(oob))
+        .opt("dge_mode", constant(dge))
+        .opt("engine", opts.engine.map(ta::engine))
+        .opt("priority", opts.priority.map(|p| Arg::Int(p.into())))
 }
 
 /// `dst = srcs[0] + srcs[1] + ...` computed by the DMA engines (NKI `nisa.dma_compute(dst,

@@ -1,7 +1,6 @@
 //! The operands of `nisa` calls as emit-trace arguments ([`crate::emit::trace::Arg`]): views,
-//! DMA endpoints, engines and ALU operators, spelled as NKI 0.8 spells them.
+//! engines and ALU operators, spelled as NKI 0.8 spells them.
 
-use super::dma::{DgeMode, DmaEndpoint, OobMode};
 use crate::emit::trace::{Arg, TensorId, View};
 use crate::engine::Engine;
 use crate::hbm::view::HbmView;
@@ -38,21 +37,6 @@ pub(crate) fn hbm(v: &HbmView) -> Arg {
     })
 }
 
-/// A DMA endpoint.
-pub(crate) fn endpoint(e: &DmaEndpoint) -> Arg {
-    match e {
-        DmaEndpoint::Hbm(v) => hbm(v),
-        DmaEndpoint::Tile(t) => tile(t),
-        DmaEndpoint::Indirect(i) => {
-            let mut a = hbm(&i.rows);
-            if let Arg::View(v) = &mut a {
-                v.unprintable = Some("an indirect DMA view (ap_indirect / vector_select)");
-            }
-            a
-        }
-    }
-}
-
 /// `nisa.<engine>_engine`.
 pub(crate) fn engine(e: Engine) -> Arg {
     let name = match e {
@@ -69,23 +53,4 @@ pub(crate) fn engine(e: Engine) -> Arg {
 /// `nl.<op>`.
 pub(crate) fn alu(op: AluOp) -> Arg {
     Arg::Const(format!("nl.{}", op.name()))
-}
-
-/// `nisa.dge_mode.<mode>` (`None` for the default).
-pub(crate) fn dge_mode(m: DgeMode) -> Option<Arg> {
-    let name = match m {
-        DgeMode::Unknown => return None,
-        DgeMode::None => "nisa.dge_mode.none",
-        DgeMode::Swdge => "nisa.dge_mode.swdge",
-        DgeMode::Hwdge => "nisa.dge_mode.hwdge",
-    };
-    Some(Arg::Const(name.to_string()))
-}
-
-/// `nisa.oob_mode.<mode>` (`None` for the default, `error`).
-pub(crate) fn oob_mode(m: OobMode) -> Option<Arg> {
-    match m {
-        OobMode::Error => None,
-        OobMode::Skip => Some(Arg::Const("nisa.oob_mode.skip".to_string())),
-    }
 }
