@@ -56,21 +56,37 @@ impl Act {
 
 /// The activations of `records`, in order of their first record.
 pub(crate) fn activations(records: &[Instr]) -> Vec<Act> {
-    activations_in(records, 0..records.len(), 0)
+    activations_in(records, 0..records.len(), 0..usize::MAX)
 }
 
-/// The activations at depth `min_depth` or deeper whose records lie in `records[range]`, in
-/// order of their first record (ties: shallowest first). Exact when no activation at those
-/// depths has records both inside and outside `range`.
-fn activations_in(records: &[Instr], range: std::ops::Range<usize>, min_depth: usize) -> Vec<Act> {
+/// The activations at a depth in `depths` whose records lie in `records[range]`, in order of
+/// their first record (ties: shallowest first). Exact when no activation at those depths has
+/// records both inside and outside `range`.
+fn activations_in(
+    records: &[Instr],
+    range: std::ops::Range<usize>,
+    depths: std::ops::Range<usize>,
+) -> Vec<Act> {
     let mut at: Map<u32, usize> = Map::default();
     let mut acts: Vec<Act> = Vec::new();
     let mut last_iter: Vec<u32> = Vec::new();
+    // Per depth, the activation of the previous record there and its index in `acts` (a
+    // record is most often in the activations of the one before it).
+    let mut previous: Vec<Option<(u32, usize)>> = Vec::new();
     for (i, r) in records.iter().enumerate().take(range.end).skip(range.start) {
         let frames = r.affine.frames();
-        for (d, &(a, it)) in frames.iter().enumerate().skip(min_depth) {
-            match at.get(&a) {
-                Some(&k) => {
+        let frames = &frames[..frames.len().min(depths.end)];
+        if previous.len() < frames.len() {
+            previous.resize(frames.len(), None);
+        }
+        for (d, &(a, it)) in frames.iter().enumerate().skip(depths.start) {
+            let known = match previous[d] {
+                Some((p, k)) if p == a => Some(k),
+                _ => at.get(&a).copied(),
+            };
+            previous[d] = Some((a, known.unwrap_or(acts.len())));
+            match known {
+                Some(k) => {
                     acts[k].end = i + 1;
                     acts[k].iters = acts[k].iters.max(it + 1);
                     if last_iter[k] != it {
@@ -156,10 +172,32 @@ fn fusable(records: &[Instr], a: &Act, b: &Act) -> bool {
         })
 }
 
-/// The first fusable pair of sibling loops at the shallowest depth that has one. Two
-/// activations of one loop statement (`loops[a]`, where it began) are never paired: they are
-/// iterations of an enclosing loop the kernel runs in order (`sequential_range`, a host loop),
-/// and merging them would reorder that loop rather than fuse two loop nests.
+/// For each record `i`, the first index of the run of records up to `i` whose positions all
+/// share record `i`'s enclosing frames at `depth` (`frames()[..depth]`); `i` itself when it
+/// has fewer frames. Records `j..i` all lie in record `i`'s parent position at `depth` exactly
+/// when `runs[i] <= j`.
+fn parent_runs(records: &[Instr], depth: usize) -> Vec<usize> {
+    let mut runs = Vec::with_capacity(records.len());
+    let mut prev: Option<&[(u32, u32)]> = None;
+    for (i, r) in records.iter().enumerate() {
+        let here = r.affine.frames().get(..depth);
+        let start = match (prev, here) {
+            (Some(p), Some(h)) if p == h => runs[i - 1],
+            _ => i,
+        };
+        runs.push(start);
+        prev = here;
+    }
+    runs
+}
+
+/// The first fusable pair of sibling loops among `level` (the activations at one depth, in
+/// order; `runs` from [`parent_runs`] at that depth): `b` in order from the first starting
+/// at or after record `from`, each `a` an earlier sibling, nearest first. Returns the
+/// indices of `a` and `b` in `level`. Two activations of one loop statement (`loops[a]`,
+/// where it began) are never paired: they are iterations of an enclosing loop the kernel
+/// runs in order (`sequential_range`, a host loop), and merging them would reorder that loop
+/// rather than fuse two loop nests.
 ///
 /// `known` keeps the result of [`fusable`] by both loops' ids and bounds: the check reads
 /// only the records in `a.start..b.end`, by their regions and their iterations at the two
@@ -167,36 +205,29 @@ fn fusable(records: &[Instr], a: &Act, b: &Act) -> bool {
 /// bounds) only by reordering them or renaming a loop id, so the result stays valid.
 fn find_pair(
     records: &[Instr],
-    acts: &[Act],
+    level: &[Act],
+    runs: &[usize],
+    from: usize,
     loops: &[SourceLoc],
     known: &mut Map<PairKey, bool>,
-) -> Option<(Act, Act)> {
+) -> Option<(usize, usize)> {
     let line = |x: &Act| loops.get(x.id as usize).copied();
     let parent = |a: &Act| &records[a.start].affine.frames()[..a.depth];
-    let max_depth = acts.iter().map(|a| a.depth).max()?;
-    for depth in 0..=max_depth {
-        let level: Vec<&Act> = acts.iter().filter(|a| a.depth == depth).collect();
-        for (k, b) in level.iter().enumerate() {
-            // The candidates: earlier siblings, nearest first, every record between them and
-            // `b` inside the same parent position.
-            for a in level[..k].iter().rev() {
-                if parent(a) != parent(b) {
-                    break;
-                }
-                let between_ok = records[a.end..b.start]
-                    .iter()
-                    .all(|r| r.affine.frames().get(..depth) == Some(parent(b)));
-                if !between_ok {
-                    break;
-                }
-                let same_trips = a.iters == b.iters && a.distinct == b.distinct;
-                let two_nests = line(a).is_some() && line(a) != line(b);
-                if two_nests && same_trips && a.distinct == a.iters && {
-                    let key = (a.id, a.start, a.end, b.id, b.start, b.end);
-                    *known.entry(key).or_insert_with(|| fusable(records, a, b))
-                } {
-                    return Some((**a, **b));
-                }
+    let skip = level.partition_point(|b| b.start < from);
+    for (k, b) in level.iter().enumerate().skip(skip) {
+        // The candidates: earlier siblings, nearest first, every record between them and
+        // `b` inside the same parent position.
+        for (j, a) in level[..k].iter().enumerate().rev() {
+            if a.end < runs[b.start] || parent(a) != parent(b) {
+                break;
+            }
+            let same_trips = a.iters == b.iters && a.distinct == b.distinct;
+            let two_nests = line(a).is_some() && line(a) != line(b);
+            if two_nests && same_trips && a.distinct == a.iters && {
+                let key = (a.id, a.start, a.end, b.id, b.start, b.end);
+                *known.entry(key).or_insert_with(|| fusable(records, a, b))
+            } {
+                return Some((j, k));
             }
         }
     }
@@ -210,51 +241,69 @@ const MAX_FUSIONS: usize = 4096;
 type PairKey = (u32, usize, usize, u32, usize, usize);
 
 /// Fuses the sibling `affine_range` loops of `records` that the module doc describes, outermost
-/// first. `loops[a]` is where activation `a` began. The indices in `marks` are moved to the
+/// first: the first fusable pair of the shallowest depth that has one, until none is left.
+/// `loops[a]` is where activation `a` began. The indices in `marks` are moved to the
 /// smallest new index of the records at or after them (so every record at or after a mark
 /// stays at or after it). Returns true when something was fused.
+///
+/// Depth by depth: a fusion at depth `d` reorders records that all share one position at
+/// depth `d` and renames frames at depth `d` only, so it changes nothing a pair of shallower
+/// loops is judged by (their activations, their records' enclosing frames, the records
+/// between them); no shallower pair becomes fusable, and the parent runs at depth `d` stay
+/// valid. Nor does it change a pair at depth `d` that ends before the run of records of the
+/// fused loops' parent position, so the search resumes at that run.
 pub(crate) fn fuse(
     records: &mut [Instr],
     loops: &[SourceLoc],
     stats: &mut CompilerStats,
     marks: &mut [usize],
 ) -> bool {
-    let mut any = false;
-    let mut acts = activations(records);
+    let max_depth = records
+        .iter()
+        .map(|r| r.affine.frames().len())
+        .max()
+        .unwrap_or(0);
     let mut known: Map<PairKey, bool> = Map::default();
-    for _ in 0..MAX_FUSIONS {
-        if acts.len() < 2 {
-            break;
+    let mut fusions = 0;
+    for depth in 0..max_depth {
+        let mut level = activations_in(records, 0..records.len(), depth..depth + 1);
+        if level.len() < 2 {
+            continue;
         }
-        let Some((a, b)) = find_pair(records, &acts, loops, &mut known) else {
-            break;
-        };
-        apply(records, &a, &b, marks);
-        // Only the activations at `a`'s depth or deeper that start in `a.start..b.end`
-        // changed (every record there shares `a`'s parent position): rescan just those.
-        let first = acts
-            .iter()
-            .position(|x| x.id == a.id)
-            .expect("the fused loop is an activation");
-        let count = acts[first..].iter().take_while(|x| x.start < b.end).count();
-        let fresh = activations_in(records, a.start..b.end, a.depth);
-        acts.splice(first..first + count, fresh);
-        debug_assert!(acts == activations(records), "activations kept in step");
-        any = true;
-        let line = |x: &Act| loops.get(x.id as usize).copied();
-        if let (Some(bl), al) = (line(&b), line(&a)) {
-            stats.add(CompilerLine {
-                kind: CompilerKind::Fused,
-                line: bl,
-                api: "nl.affine_range",
-                kept: None,
-                loop_line: al,
-                count: 1,
-                bytes: 0,
-            });
+        let runs = parent_runs(records, depth);
+        let mut from = 0;
+        while fusions < MAX_FUSIONS {
+            let Some((j, k)) = find_pair(records, &level, &runs, from, loops, &mut known) else {
+                break;
+            };
+            let (a, b) = (level[j], level[k]);
+            fusions += 1;
+            from = runs[a.start];
+            apply(records, &a, &b, marks);
+            // Only the activations at this depth between `a` and `b` changed (every record
+            // there shares `a`'s parent position): rescan just those.
+            let fresh = activations_in(records, a.start..b.end, depth..depth + 1);
+            level.splice(j..=k, fresh);
+            debug_assert!(
+                level == activations_in(records, 0..records.len(), depth..depth + 1),
+                "activations kept in step"
+            );
+            debug_assert!(runs == parent_runs(records, depth), "parent runs kept");
+            let line = |x: &Act| loops.get(x.id as usize).copied();
+            if let (Some(bl), al) = (line(&b), line(&a)) {
+                stats.add(CompilerLine {
+                    kind: CompilerKind::Fused,
+                    line: bl,
+                    api: "nl.affine_range",
+                    kept: None,
+                    loop_line: al,
+                    count: 1,
+                    bytes: 0,
+                });
+            }
         }
     }
-    any
+    fusions > 0
 }
 
 /// Reorders `records`: the records between `a` and `b` first, then iteration `j` of `a`
@@ -281,10 +330,10 @@ fn apply(records: &mut [Instr], a: &Act, b: &Act, marks: &mut [usize]) {
             y += 1;
         }
     }
+    let mut last: Option<(AffinePos, AffinePos)> = None;
     for r in &mut records[b.start..b.end] {
-        let mut frames = r.affine.frames().to_vec();
-        frames[d].0 = a.id;
-        r.affine = AffinePos::new(&frames);
+        let f = r.affine.frames()[d];
+        r.affine = with_frame(&r.affine, d, (a.id, f.1), &mut last);
     }
     let new_pos = permute_in_place(&mut records[lo..b.end], &order);
     // A mark outside the range keeps its index (the range maps onto itself); one inside
@@ -296,6 +345,35 @@ fn apply(records: &mut [Instr], a: &Act, b: &Act, marks: &mut [usize]) {
             }
         }
     }
+}
+
+/// `pos` with its frame at `depth` replaced by `frame`. `last` keeps the previous call's
+/// position and result: records of one position share the result (a deep position's
+/// frames are one allocation, shared).
+pub(crate) fn with_frame(
+    pos: &AffinePos,
+    depth: usize,
+    frame: (u32, u32),
+    last: &mut Option<(AffinePos, AffinePos)>,
+) -> AffinePos {
+    if let Some((old, new)) = last {
+        if old == pos && new.frames()[depth] == frame {
+            return new.clone();
+        }
+    }
+    let mut inline = [(0, 0); AffinePos::INLINE];
+    let frames = pos.frames();
+    let new = if frames.len() <= AffinePos::INLINE {
+        inline[..frames.len()].copy_from_slice(frames);
+        inline[depth] = frame;
+        AffinePos::new(&inline[..frames.len()])
+    } else {
+        let mut v = frames.to_vec();
+        v[depth] = frame;
+        AffinePos::new(&v)
+    };
+    *last = Some((pos.clone(), new.clone()));
+    new
 }
 
 /// Puts `slice` in the order `order` (a permutation of its indices: the new element `k` is

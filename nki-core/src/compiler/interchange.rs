@@ -33,9 +33,9 @@
 //! outside (lhs read 12 times), and the matmul tutorials' blocked versions, whose sequential
 //! K loop holds no invariant computation (only loads), are not changed here.
 
-use crate::compiler::fuse::{activations, reorder};
+use crate::compiler::fuse::{activations, reorder, with_frame};
 use crate::error::SourceLoc;
-use crate::record::{AffinePos, Instr};
+use crate::record::Instr;
 
 /// One affine loop activation to interchange with the sequential loop of its iterations.
 pub(crate) struct Plan {
@@ -221,12 +221,11 @@ pub(crate) fn apply(
             let id = loops.len() as u32;
             loops.push(line.unwrap_or(records[p.start].loc));
             ids.push(id);
+            let mut last = None;
             for (j, seg) in p.segments.iter().enumerate() {
                 let (from, to) = seg[s];
                 for (i, r) in records.iter_mut().enumerate().take(to).skip(from) {
-                    let mut frames = r.affine.frames().to_vec();
-                    frames[p.depth] = (id, j as u32);
-                    r.affine = AffinePos::new(&frames);
+                    r.affine = with_frame(&r.affine, p.depth, (id, j as u32), &mut last);
                     order.push(i);
                 }
             }

@@ -354,7 +354,7 @@ fn interchange(
     let mut trial_loops = loops.clone();
     let made = ic::apply(&mut trial, &plans, &mut trial_loops, &mut []);
     let tried = invariant_walk(
-        &mut trial,
+        &trial,
         stage,
         &trial_loops,
         &mut CompilerStats::default(),
@@ -605,17 +605,27 @@ fn dedup(
 /// read instead.
 type Renames = Map<BufId, Vec<(Region, Region)>>;
 
-/// Moves `r`'s reads of a removed instruction's result onto the kept result.
-fn rename_reads(r: &mut Instr, renames: &Renames) {
-    if renames.is_empty() {
-        return;
+/// `r`'s reads with those of a removed instruction's result moved onto the kept result, or
+/// `None` when none is.
+fn renamed_reads(r: &Instr, renames: &Renames) -> Option<crate::record::Regions<3>> {
+    if renames.is_empty() || !r.reads.iter().any(|g| renames.contains_key(&g.buf)) {
+        return None;
     }
-    for g in r.reads.iter_mut() {
+    let mut reads = r.reads.clone();
+    for g in reads.iter_mut() {
         if let Some(list) = renames.get(&g.buf) {
             if let Some((from, to)) = list.iter().rev().find(|(f, _)| f.overlaps(g)) {
                 *g = translate(g, from, to);
             }
         }
+    }
+    Some(reads)
+}
+
+/// Moves `r`'s reads of a removed instruction's result onto the kept result.
+fn rename_reads(r: &mut Instr, renames: &Renames) {
+    if let Some(reads) = renamed_reads(r, renames) {
+        r.reads = reads;
     }
 }
 
@@ -679,24 +689,33 @@ fn hoist_invariant_compute(
     {
         return Vec::new();
     }
-    // A trial walk: the bytes per partition each loop would keep live across its iterations.
+    // A first walk: the bytes per partition each loop would keep live across its iterations.
     // Loops whose hoisted values do not fit in SBUF keep their computations (see
-    // `CompilerStage::hoist_compute`).
-    let mut trial = records.clone();
-    let tried = invariant_walk(&mut trial, stage, loops, &mut CompilerStats::default(), &[]);
-    drop(trial);
+    // `CompilerStage::hoist_compute`); when every loop's fit, the first walk is the result.
+    let before = stats.clone();
+    let tried = invariant_walk(records, stage, loops, stats, &[]);
     let banned: Vec<u32> = tried
         .kept_bytes
         .iter()
         .filter(|&(_, &b)| b > cap as u64)
         .map(|(&a, _)| a)
         .collect();
+    let walked = if banned.is_empty() {
+        tried
+    } else {
+        *stats = before;
+        invariant_walk(records, stage, loops, stats, &banned)
+    };
     let Walked {
         mut removed,
         hoisted_out,
         unfed,
+        renamed,
         ..
-    } = invariant_walk(records, stage, loops, stats, &banned);
+    } = walked;
+    for (i, reads) in renamed {
+        records[i].reads = reads;
+    }
     drop_unfed_loads(records, &mut removed, &unfed, stats);
     removed.sort_unstable();
     to_preheaders(records, &hoisted_out, &mut removed, marks);
@@ -713,12 +732,15 @@ struct Walked {
     unfed: Vec<(BufId, Hoist)>,
     /// Per loop activation, the bytes per partition of the results kept across it.
     kept_bytes: Map<u32, u64>,
+    /// The records whose reads now read kept results instead of removed ones: their index
+    /// and their new reads (the records themselves are not changed).
+    renamed: Vec<(usize, crate::record::Regions<3>)>,
 }
 
 /// The value walk of [`hoist_invariant_compute`], hoisting nothing out of the loop
 /// activations in `banned`.
 fn invariant_walk(
-    records: &mut [Instr],
+    records: &[Instr],
     stage: CompilerStage,
     loops: &[SourceLoc],
     stats: &mut CompilerStats,
@@ -747,9 +769,19 @@ fn invariant_walk(
     let mut hoisted_out: Vec<(usize, u32)> = Vec::new();
     // The removed copies' inputs, each with the line of the kept result and of the loop.
     let mut unfed: Vec<(BufId, Hoist)> = Vec::new();
+    let mut renamed = Vec::new();
+    // The record being walked, when its reads were renamed.
+    let mut moved: Instr;
     for i in 0..records.len() {
-        rename_reads(&mut records[i], &renames);
-        let r = &records[i];
+        let r = match renamed_reads(&records[i], &renames) {
+            Some(reads) => {
+                moved = records[i].clone();
+                moved.reads = reads.clone();
+                renamed.push((i, reads));
+                &moved
+            }
+            None => &records[i],
+        };
         let value_of = |g: &Region| {
             let mut h = crate::timing::fast_hash::FastHasher::default();
             let held = values
@@ -836,7 +868,7 @@ fn invariant_walk(
                 }
             }
         }
-        for w in &records[i].writes {
+        for w in &r.writes {
             info.entry(w.buf).writes += 1;
             end_renames(&mut renames, w);
             let list = values.entry(w.buf).or_default();
@@ -851,6 +883,7 @@ fn invariant_walk(
         hoisted_out,
         unfed,
         kept_bytes,
+        renamed,
     }
 }
 
