@@ -8,8 +8,14 @@
 //! TensorE time of reduced and full matmul tiles, DMA time by descriptor size).
 //!
 //! ```text
-//! cargo run --release --example calibration [-- --json] [--trace DIR]
+//! cargo run --release --example calibration [-- --json] [--trace DIR] [--cross-validate]
 //! ```
+//!
+//! `--cross-validate` refits every fitted constant of the timing model without each family
+//! of points in turn (`nki_kernels::cross_validation`) and prints, per family, its error
+//! with the built-in constants, refitted on every family (in sample) and refitted without
+//! it (left out), then per constant its built-in, refitted and left-out values (instead of
+//! the rows).
 //!
 //! `--compiler` also prints what the opt-in `compiler` stage ([`CompilerStage::BETA1`]:
 //! duplicate-load removal, hoisting, multi-buffering) would move: section 1, the NKIBench
@@ -27,6 +33,7 @@
 use nki_core::prelude::*;
 use nki_core::{with_compiler_stage, CompilerStage};
 use nki_kernels::calibration::{cpu_seconds, points, Row};
+use nki_kernels::cross_validation;
 use nki_kernels::kernel_optimization::{Tiles, Version, BENCHMARK_KMN};
 use nki_kernels::matmul::{Blocking, MatmulKernel, PUBLISHED_TRN1, TUTORIAL_BENCHMARK_KMN};
 use nki_kernels::nkibench::Baseline;
@@ -38,6 +45,7 @@ struct Options {
     json: bool,
     trace: Option<PathBuf>,
     compiler: bool,
+    cross_validate: bool,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -45,15 +53,20 @@ fn parse_args() -> Result<Options, String> {
         json: false,
         trace: None,
         compiler: false,
+        cross_validate: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--json" => o.json = true,
             "--compiler" => o.compiler = true,
+            "--cross-validate" => o.cross_validate = true,
             "--trace" => o.trace = Some(args.next().ok_or("--trace needs a directory")?.into()),
             "-h" | "--help" => {
-                return Err("usage: calibration [--json] [--trace DIR] [--compiler]".into())
+                return Err(
+                    "usage: calibration [--json] [--trace DIR] [--compiler] [--cross-validate]"
+                        .into(),
+                )
             }
             other => return Err(format!("unknown argument '{other}' (try --help)")),
         }
@@ -103,6 +116,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if opts.cross_validate {
+        return cross_validate();
+    }
     let (rows, (tutorial_s, tutorial_cpu)) = match points(opts.trace.as_deref()) {
         Ok(t) => t,
         Err(e) => {
@@ -159,6 +175,36 @@ fn main() -> ExitCode {
         "\nestimate speed: four full-size tutorial matmuls {tutorial_s:.2} s ({tutorial_cpu:.2} s CPU); {swept} blockings of a 4096^3 GEMM {sweep_s:.2} s ({sweep_cpu:.2} s CPU)"
     );
     ExitCode::SUCCESS
+}
+
+/// Prints the cross-validation of the fitted constants, and its wall and CPU time.
+fn cross_validate() -> ExitCode {
+    let t0 = Instant::now();
+    let cpu0 = cpu_seconds().unwrap_or(0.0);
+    let options = cross_validation::Options {
+        progress: |step| eprintln!("cross-validation: {step}"),
+        ..Default::default()
+    };
+    match cross_validation::cross_validate(&options) {
+        Ok(cv) => {
+            println!(
+                "cross-validation: every fitted constant refitted on every family (in sample) and \
+                 without each family (left out);\nerrors are mean / max of |model / published - 1| \
+                 over the family's points\n"
+            );
+            println!("{cv}");
+            println!(
+                "cross-validation took {:.1} s ({:.1} s CPU)",
+                t0.elapsed().as_secs_f64(),
+                cpu_seconds().unwrap_or(0.0) - cpu0
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Prints what the `compiler` stage moves, off against on.

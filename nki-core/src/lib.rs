@@ -142,7 +142,7 @@ pub use crate::spmd::{
     MAX_LOGICAL_CORES,
 };
 // The hardware targets.
-pub use crate::target::{Target, TargetSpec};
+pub use crate::target::{with_target_specs, Target, TargetSpec};
 // The compiler stage between recording and costing.
 pub use crate::compiler::stage::{with_compiler_stage, CompilerStage};
 // What a kernel asks of the compiler (NKI 0.8 `CompileConfig`).

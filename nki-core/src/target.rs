@@ -5,7 +5,10 @@
 //! KLR = `nl.tile_size` values).
 
 use crate::record::Engine;
+use std::cell::Cell;
 use std::fmt;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Mutex;
 
 /// A NeuronCore generation to check and model against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
@@ -259,8 +262,16 @@ impl Target {
     /// All targets.
     pub const ALL: [Target; 3] = [Target::Trn1, Target::Trn2, Target::Trn3];
 
-    /// The constants of this target.
+    /// The constants of this target: its built-in table ([`Target::built_in_spec`]), or
+    /// the table standing in for it while a [`with_target_specs`] call runs.
     pub fn spec(self) -> &'static TargetSpec {
+        SPEC_STAND_INS
+            .get(self)
+            .unwrap_or_else(|| self.built_in_spec())
+    }
+
+    /// The built-in constants of this target, whatever [`with_target_specs`] overrides.
+    pub fn built_in_spec(self) -> &'static TargetSpec {
         match self {
             Target::Trn1 => &TRN1,
             Target::Trn2 => &TRN2,
@@ -282,6 +293,119 @@ impl Target {
             _ => None,
         }
     }
+}
+
+/// Tables of type `T` standing in for each target's built-in ones while a scoped override
+/// runs ([`with_target_specs`], and `mesh::with_link_specs` for the link constants).
+/// Reading one is one atomic load; a table put in place is kept for the rest of the process,
+/// so the `&'static` references handed out stay valid.
+pub(crate) struct StandIns<T: 'static> {
+    /// The table standing in for each target (indexed by `Target as usize`), null when none.
+    slots: [AtomicPtr<T>; 3],
+    /// Every table put in place so far (an equal one is reused, so a calibration search
+    /// revisiting a point adds nothing).
+    tables: Mutex<Vec<&'static T>>,
+}
+
+/// Serialises scoped overrides of different threads (a nested one on the thread that holds
+/// it does not take it again).
+static OVERRIDE_SCOPE: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// True on the thread inside a scoped override.
+    static IN_SCOPE: Cell<bool> = const { Cell::new(false) };
+}
+
+impl<T: Clone + PartialEq + Sync + 'static> StandIns<T> {
+    /// No table stands in for any target.
+    pub(crate) const fn new() -> StandIns<T> {
+        StandIns {
+            slots: [
+                AtomicPtr::new(std::ptr::null_mut()),
+                AtomicPtr::new(std::ptr::null_mut()),
+                AtomicPtr::new(std::ptr::null_mut()),
+            ],
+            tables: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The table standing in for `target`'s now, if any.
+    #[inline]
+    pub(crate) fn get(&self, target: Target) -> Option<&'static T> {
+        let p = self.slots[target as usize].load(Ordering::Acquire);
+        // SAFETY: every non-null pointer in `slots` comes from `Box::leak` in `intern` and is
+        // never freed nor written, so it is valid for 'static.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// `table`, kept for the rest of the process (an equal one kept before is reused).
+    fn intern(&self, table: &T) -> &'static T {
+        let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = tables.iter().find(|t| **t == table) {
+            return t;
+        }
+        let t: &'static T = Box::leak(Box::new(table.clone()));
+        tables.push(t);
+        t
+    }
+
+    /// Runs `f` with each pair's table standing in for its target's, then puts the previous
+    /// ones back (also when `f` unwinds). See [`with_target_specs`].
+    pub(crate) fn with<R>(&'static self, pairs: &[(Target, T)], f: impl FnOnce() -> R) -> R {
+        /// Puts the previous tables back (and leaves the scope) when dropped.
+        struct Restore<T: 'static> {
+            slots: &'static [AtomicPtr<T>; 3],
+            previous: [*mut T; 3],
+            outermost: bool,
+        }
+        impl<T> Drop for Restore<T> {
+            fn drop(&mut self) {
+                for (slot, p) in self.slots.iter().zip(self.previous) {
+                    slot.store(p, Ordering::Release);
+                }
+                if self.outermost {
+                    IN_SCOPE.with(|s| s.set(false));
+                }
+            }
+        }
+        let outermost = !IN_SCOPE.with(Cell::get);
+        let _lock = outermost.then(|| OVERRIDE_SCOPE.lock().unwrap_or_else(|e| e.into_inner()));
+        IN_SCOPE.with(|s| s.set(true));
+        let _restore = Restore {
+            slots: &self.slots,
+            previous: std::array::from_fn(|i| self.slots[i].load(Ordering::Acquire)),
+            outermost,
+        };
+        for (target, table) in pairs {
+            let t = self.intern(table) as *const T as *mut T;
+            self.slots[*target as usize].store(t, Ordering::Release);
+        }
+        f()
+    }
+}
+
+/// The tables standing in for the built-in [`TargetSpec`]s.
+static SPEC_STAND_INS: StandIns<TargetSpec> = StandIns::new();
+
+/// Runs `f` with each `(target, spec)` pair's table standing in for that target's built-in
+/// constants: every [`Target::spec`] call of the process (on any thread: every launch's
+/// checks and timing model) returns it until `f` returns or unwinds, when the tables in
+/// place before come back. Meant for calibration studies (the `calibration` example's
+/// `--cross-validate` refits the fitted constants with it): a launch on another thread
+/// while `f` runs is costed with the stand-in too, and calls from different threads take
+/// turns. Nested calls on one thread override on top of each other. Each distinct table
+/// stays allocated for the rest of the process (equal tables are shared). Without a call,
+/// [`Target::spec`] costs one atomic load more than reading the built-in table.
+///
+/// ```
+/// use nki_core::{with_target_specs, Target};
+/// let mut slow = Target::Trn2.spec().clone();
+/// slow.launch_overhead_ns *= 2.0;
+/// let doubled = with_target_specs(&[(Target::Trn2, slow)], || Target::Trn2.spec().launch_overhead_ns);
+/// assert_eq!(doubled, 2.0 * Target::Trn2.spec().launch_overhead_ns);
+/// ```
+pub fn with_target_specs<R>(specs: &[(Target, TargetSpec)], f: impl FnOnce() -> R) -> R {
+    SPEC_STAND_INS.with(specs, f)
 }
 
 impl fmt::Display for Target {
@@ -411,3 +535,60 @@ pub static TRN3: TargetSpec = TargetSpec {
     mx_matmul: true,
     ..TRN2_SPEC
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The mechanism on tables of its own: overriding the real targets here would change the
+    // constants under the other unit tests running beside these.
+    static NUMBERS: StandIns<u64> = StandIns::new();
+
+    fn number(t: Target) -> u64 {
+        NUMBERS.get(t).copied().unwrap_or(t as u64)
+    }
+
+    #[test]
+    fn a_stand_in_is_seen_on_every_thread_nests_and_the_built_in_comes_back() {
+        let seen = NUMBERS.with(&[(Target::Trn1, 10)], || {
+            let nested = NUMBERS.with(&[(Target::Trn2, 20), (Target::Trn1, 11)], || {
+                (number(Target::Trn1), number(Target::Trn2))
+            });
+            let other_thread = std::thread::spawn(|| number(Target::Trn1)).join().unwrap();
+            (
+                nested,
+                other_thread,
+                number(Target::Trn1),
+                number(Target::Trn2),
+            )
+        });
+        assert_eq!(seen, ((11, 20), 10, 10, 1));
+        assert_eq!(Target::ALL.map(number), [0, 1, 2]);
+        // An equal table is the one kept before.
+        let a = NUMBERS.with(&[(Target::Trn3, 30)], || {
+            NUMBERS.get(Target::Trn3).unwrap() as *const u64
+        });
+        let b = NUMBERS.with(&[(Target::Trn3, 30)], || {
+            NUMBERS.get(Target::Trn3).unwrap() as *const u64
+        });
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_panicking_closure_puts_the_built_in_back() {
+        // Its own tables: the test above checks `NUMBERS` outside its overrides.
+        static OTHERS: StandIns<u64> = StandIns::new();
+        let r = std::panic::catch_unwind(|| OTHERS.with(&[(Target::Trn3, 5)], || panic!("inside")));
+        assert!(r.is_err());
+        assert_eq!(OTHERS.get(Target::Trn3), None);
+        // The scope is free again (a poisoned lock is taken over).
+        assert_eq!(OTHERS.with(&[], || 3), 3);
+    }
+
+    #[test]
+    fn without_an_override_spec_is_the_built_in_table() {
+        for t in Target::ALL {
+            assert!(std::ptr::eq(t.spec(), t.built_in_spec()));
+        }
+    }
+}

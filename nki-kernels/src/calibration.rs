@@ -236,8 +236,8 @@ fn trace(dir: Option<&Path>, name: &str, p: &Profile) {
     }
 }
 
-/// Section 3: the small kernels (trn1 `nki.benchmark`, trn2 `neuron-profile`).
-fn section3(rows: &mut Vec<Row>, dir: Option<&Path>) -> Result<(), NkiError> {
+/// Section 3a: the small kernels on trn1 (`nki.benchmark`).
+fn section3_trn1(rows: &mut Vec<Row>, dir: Option<&Path>) -> Result<(), NkiError> {
     let g = || Grid::new([1]);
     let t1 = Target::Trn1;
     for (rc, published) in [(1usize, 27_404.0), (128, 206.0)] {
@@ -263,6 +263,12 @@ fn section3(rows: &mut Vec<Row>, dir: Option<&Path>) -> Result<(), NkiError> {
         trace(dir, &name, &p);
         rows.push(row(3, &name, t1, published, &p));
     }
+    Ok(())
+}
+
+/// Section 3b: the small kernels on trn2 (`neuron-profile` summaries).
+fn section3_trn2(rows: &mut Vec<Row>, dir: Option<&Path>) -> Result<(), NkiError> {
+    let g = || Grid::new([1]);
     let t2 = Target::Trn2;
     for (fd, total, active) in [(1000usize, 26.4, 14.00), (2000, 28.9, 16.14)] {
         let shape = [128, 2000];
@@ -487,17 +493,94 @@ fn section6(rows: &mut Vec<Row>) -> Result<(), NkiError> {
     Ok(())
 }
 
+/// A family of public calibration points: the points of one source and kind, which
+/// cross-validation (`nki_kernels::cross_validation`) leaves out together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    /// Section 1: the NKI matmul tutorial's four stages on trn1.
+    MatmulTutorial,
+    /// Section 2: the micro-benchmarks (dependent ScalarE activations on trn1, DMA size on trn2).
+    MicroBenchmarks,
+    /// Section 3a: the CS149 small kernels on trn1.
+    SmallKernelsTrn1,
+    /// Section 3b: the CS149 small kernels' profiles on trn2.
+    SmallKernelsTrn2,
+    /// Section 4: nccom-test's collectives on trn1.
+    Collectives,
+    /// Section 5: the NKIBench baselines' HBM and spill byte counters on trn1.
+    Counters,
+    /// Section 6: AWS's trn2 profile analyses (the bf16 matmul ladder, TensorE tile sizes,
+    /// DMA descriptor sizes).
+    Trn2Profiles,
+}
+
+impl Family {
+    /// Every family, in section order.
+    pub const ALL: [Family; 7] = [
+        Family::MatmulTutorial,
+        Family::MicroBenchmarks,
+        Family::SmallKernelsTrn1,
+        Family::SmallKernelsTrn2,
+        Family::Collectives,
+        Family::Counters,
+        Family::Trn2Profiles,
+    ];
+
+    /// Short name with its section ("§3a small kernels trn1", ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::MatmulTutorial => "§1 matmul tutorial",
+            Family::MicroBenchmarks => "§2 micro-benchmarks",
+            Family::SmallKernelsTrn1 => "§3a small kernels trn1",
+            Family::SmallKernelsTrn2 => "§3b small kernels trn2",
+            Family::Collectives => "§4 collectives",
+            Family::Counters => "§5 counters",
+            Family::Trn2Profiles => "§6 trn2 profiles",
+        }
+    }
+
+    /// This family's points with their modelled values (with the target and link tables in
+    /// place now, see `nki_core::with_target_specs`), in section order; `trace_dir` receives
+    /// a Chrome trace per section-3 kernel.
+    pub fn points(self, trace_dir: Option<&Path>) -> Result<Vec<Row>, NkiError> {
+        let mut rows = Vec::new();
+        match self {
+            Family::MatmulTutorial => section1(&mut rows).map(|_| ())?,
+            Family::MicroBenchmarks => section2(&mut rows)?,
+            Family::SmallKernelsTrn1 => section3_trn1(&mut rows, trace_dir)?,
+            Family::SmallKernelsTrn2 => section3_trn2(&mut rows, trace_dir)?,
+            Family::Collectives => section4(&mut rows)?,
+            Family::Counters => section5(&mut rows)?,
+            Family::Trn2Profiles => section6(&mut rows)?,
+        }
+        Ok(rows)
+    }
+}
+
+impl Row {
+    /// The family of points this row belongs to.
+    pub fn family(&self) -> Family {
+        match (self.section, self.target) {
+            (1, _) => Family::MatmulTutorial,
+            (2, _) => Family::MicroBenchmarks,
+            (3, Target::Trn1) => Family::SmallKernelsTrn1,
+            (3, _) => Family::SmallKernelsTrn2,
+            (4, _) => Family::Collectives,
+            (5, _) => Family::Counters,
+            _ => Family::Trn2Profiles,
+        }
+    }
+}
+
 /// Every public calibration point with its modelled value, in section order, and the wall
 /// and CPU time (s) the four full-size tutorial matmul estimates took. `trace_dir` receives a
 /// Chrome trace per section-3 kernel.
 pub fn points(trace_dir: Option<&Path>) -> Result<(Vec<Row>, (f64, f64)), NkiError> {
     let mut rows = Vec::new();
     let tutorial = section1(&mut rows)?;
-    section2(&mut rows)?;
-    section3(&mut rows, trace_dir)?;
-    section4(&mut rows)?;
-    section5(&mut rows)?;
-    section6(&mut rows)?;
+    for family in &Family::ALL[1..] {
+        rows.extend(family.points(trace_dir)?);
+    }
     Ok((rows, tutorial))
 }
 

@@ -7,6 +7,8 @@
 //! - [`autograd`]: forward and backward kernels for framework autograd graphs (tensor add,
 //!   RMSNorm), used by the `nki-candle` bridge.
 //! - [`calibration`]: the public calibration points and their modelled values.
+//! - [`cross_validation`]: every fitted constant of the timing model refitted without each
+//!   family of calibration points, and the left-out family's error beside its in-sample one.
 //! - [`calibration_kernels`]: the small kernels of the public timing measurements.
 //! - [`matmul`]: the four matrix-multiplication kernels of the NKI matmul tutorial, from the
 //!   plainly tiled one to the fully blocked one.
@@ -36,6 +38,7 @@ pub mod calibration;
 pub mod calibration_kernels;
 mod checks;
 pub mod conv2d;
+pub mod cross_validation;
 pub mod flash_attention;
 pub mod kernel_optimization;
 pub mod layernorm;

@@ -1,5 +1,5 @@
 //! The timing model against every public calibration point (shared/reference/calibration.md
-//! sections 1–5, estimated by `nki_kernels::calibration::points`): the accuracy bands and the
+//! sections 1–6, estimated by `nki_kernels::calibration::points`): the accuracy bands and the
 //! published orders of issue 8.
 //!
 //! Bands: section 1 within 10 % per stage and in the published order; section 2 within 15 %;
@@ -8,7 +8,9 @@
 //! `vector_add_tiled`'s 4-byte rows pay the partial-word write receipt); section 4 (nccom-test's
 //! collectives on trn1, the algorithm the runtime picks) within 25 % per row; section 5
 //! (NKIBench baselines whose tiles exceed SBUF if all stay live) not rejected, and their HBM
-//! and spill bytes within 10 % of the profiler's counters.
+//! and spill bytes within 10 % of the profiler's counters; section 6 (AWS's trn2 profile
+//! analyses) within 20 % per row but for the misses named below, each under its ceiling, and
+//! the matmul ladder in the published order.
 
 use nki_kernels::calibration::{points, Row};
 use std::sync::OnceLock;
@@ -144,24 +146,41 @@ fn section5_kernels_are_not_rejected_and_their_bytes_match_the_counters() {
 }
 
 /// Section 6 rows the model misses by more than 20 % today (docs/calibration.md, section 6,
-/// says why); every other row of the section must stay within 20 %.
-const SECTION6_MISSES: [&str; 9] = [
-    "matmul 4096^3 bf16 V0 tiled, total",
-    "matmul 4096^3 bf16 V0 tiled, DMA",
-    "matmul 4096^3 bf16 V0 tiled, TensorE",
-    "matmul 4096^3 bf16 V0 tiled, VectorE",
-    "matmul 4096^3 bf16 V1 blocked BM=8 BN=2, total",
-    "matmul 4096^3 bf16 V1 blocked BM=8 BN=2, DMA",
-    "matmul 4096^3 bf16 V1 blocked BM=8 BN=2, VectorE",
-    "matmul 4096^3 bf16 V2 blocked, row loads, VectorE",
-    "DMA loads and stores, 1 KiB descriptors (259 GB/s over DMA active), DMA",
+/// says why by mechanism), each with a ceiling on its miss: the miss measured when the
+/// ceiling was set (2026-12-07) plus 2.5 points, so that a change that makes any of them
+/// worse fails here. Every other row of the section must stay within 20 %.
+const SECTION6_MISSES: [(&str, f64); 9] = [
+    ("matmul 4096^3 bf16 V0 tiled, total", 46.3),
+    ("matmul 4096^3 bf16 V0 tiled, DMA", 41.6),
+    ("matmul 4096^3 bf16 V0 tiled, TensorE", 63.9),
+    ("matmul 4096^3 bf16 V0 tiled, VectorE", 24.9),
+    ("matmul 4096^3 bf16 V1 blocked BM=8 BN=2, total", 28.2),
+    ("matmul 4096^3 bf16 V1 blocked BM=8 BN=2, DMA", 44.2),
+    ("matmul 4096^3 bf16 V1 blocked BM=8 BN=2, VectorE", 24.0),
+    ("matmul 4096^3 bf16 V2 blocked, row loads, VectorE", 23.1),
+    (
+        "DMA loads and stores, 1 KiB descriptors (259 GB/s over DMA active), DMA",
+        29.4,
+    ),
 ];
 
 #[test]
 fn section6_trn2_profiles_within_20_percent_and_the_ladder_in_order() {
     let s6 = section(6);
     assert_eq!(s6.len(), 16, "{}", table(&s6));
-    assert_band(&s6, 20.0, &SECTION6_MISSES);
+    let misses: Vec<&str> = SECTION6_MISSES.iter().map(|m| m.0).collect();
+    assert_band(&s6, 20.0, &misses);
+    for (name, ceiling) in SECTION6_MISSES {
+        let r = s6
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("no calibration row '{name}'"));
+        assert!(
+            r.error_percent().abs() <= ceiling,
+            "{name}: the miss grew beyond {ceiling}%:{}",
+            table(&s6)
+        );
+    }
     let total = |v: &str| model_of(&format!("matmul 4096^3 bf16 {v}, total"));
     let (v0, v1, v2) = (
         total("V0 tiled"),

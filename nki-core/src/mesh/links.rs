@@ -8,7 +8,7 @@
 //! shortest route; trn3 chips hang off a switched PCIe fabric (one uplink, one downlink).
 //! Between nodes a transfer goes over EFA.
 
-use crate::target::Target;
+use crate::target::{StandIns, Target};
 
 /// How chips of one node are connected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,13 +209,36 @@ impl LinkSpec {
     }
 }
 
-/// The link constants of `target`.
+/// The link constants of `target`: its built-in table, or the one standing in for it while
+/// a [`with_link_specs`] call runs.
 pub fn link_spec(target: Target) -> &'static LinkSpec {
-    match target {
+    LINK_STAND_INS.get(target).unwrap_or(match target {
         Target::Trn1 => &TRN1,
         Target::Trn2 => &TRN2,
         Target::Trn3 => &TRN3,
-    }
+    })
+}
+
+/// The tables standing in for the built-in [`LinkSpec`]s.
+static LINK_STAND_INS: StandIns<LinkSpec> = StandIns::new();
+
+/// Runs `f` with each `(target, spec)` pair's link constants standing in for that target's
+/// built-in ones: every [`link_spec`] call of the process (so every mesh launch without its
+/// own [`Topology`]) sees them until `f` returns or unwinds. As
+/// [`with_target_specs`](crate::with_target_specs), whose scope it shares: for calibration
+/// studies, process-wide, calls from different threads taking turns; a mesh launch that
+/// needs other constants for itself alone takes a [`Topology`].
+///
+/// ```
+/// use nki_core::mesh::{link_spec, with_link_specs};
+/// use nki_core::Target;
+/// let cheap = nki_core::mesh::LinkSpec { collective_fixed_ns: 0.0, ..*link_spec(Target::Trn1) };
+/// let seen = with_link_specs(&[(Target::Trn1, cheap)], || link_spec(Target::Trn1).collective_fixed_ns);
+/// assert_eq!(seen, 0.0);
+/// assert!(link_spec(Target::Trn1).collective_fixed_ns > 0.0);
+/// ```
+pub fn with_link_specs<R>(specs: &[(Target, LinkSpec)], f: impl FnOnce() -> R) -> R {
+    LINK_STAND_INS.with(specs, f)
 }
 
 /// The physical layout a mesh launch is timed on, for what-if studies: a target's link

@@ -60,7 +60,7 @@ pub use collectives::{
 pub use device::{axis_index, axis_size, device_id, num_devices};
 pub use dma::{async_copy, remote_copy, semaphore, AsyncCopy, Semaphore};
 pub use launch::MeshLaunch;
-pub use links::{link_spec, Fabric, LinkSpec, Resource, Route, Topology};
+pub use links::{link_spec, with_link_specs, Fabric, LinkSpec, Resource, Route, Topology};
 pub use report::{CollectiveStat, DeviceTimeline, MeshReport, MeshSpan};
 pub use sharding::{MeshView, PartitionSpec, ShardedHbm};
 pub use timeline::Transfer;
