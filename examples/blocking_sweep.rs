@@ -9,12 +9,17 @@
 //! the best blocking is the same for any thread count. The example prints the wall and CPU
 //! time of the sweep and the instruction records estimated per second.
 //!
+//! Each kernel is estimated as the compiler runs it (every transformation of the compiler
+//! stage, `CompilerStage::BETA1`); `--as-written` costs it exactly as written instead
+//! (`CompilerStage::OFF`), which shows what the stage costs in host time.
+//!
 //! ```text
-//! cargo run --release --example blocking_sweep [-- --target trn1|trn2|trn3] [--threads N]
+//! cargo run --release --example blocking_sweep [-- --target trn1|trn2|trn3] [--threads N] [--as-written]
 //! ```
 
 use nki_core::prelude::*;
 use nki_core::sweep::{ParamGrid, Params, Sweep};
+use nki_core::{with_compiler_stage, CompilerStage};
 use nki_kernels::calibration::cpu_seconds;
 use nki_kernels::matmul::{Blocking, MatmulKernel};
 use std::process::ExitCode;
@@ -27,12 +32,15 @@ const SIZE: usize = 4096;
 struct Options {
     target: Target,
     threads: usize,
+    /// The compiler stage every estimate runs.
+    stage: CompilerStage,
 }
 
 fn parse_args() -> Result<Options, String> {
     let mut o = Options {
         target: Target::Trn2,
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        stage: CompilerStage::BETA1,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -48,8 +56,12 @@ fn parse_args() -> Result<Options, String> {
                     _ => return Err(format!("--threads needs a positive number, not '{n}'")),
                 };
             }
+            "--as-written" => o.stage = CompilerStage::OFF,
             "-h" | "--help" => {
-                return Err("usage: blocking_sweep [--target trn1|trn2|trn3] [--threads N]".into())
+                return Err(
+                    "usage: blocking_sweep [--target trn1|trn2|trn3] [--threads N] [--as-written]"
+                        .into(),
+                )
             }
             other => return Err(format!("unknown argument '{other}' (try --help)")),
         }
@@ -85,7 +97,10 @@ fn run(o: &Options) -> Result<(), NkiError> {
         })
         .run(|p| {
             let mut result = Hbm::<bf16>::shape_only([SIZE, SIZE]);
-            kernel_of(p).estimate(o.target, &lhs_t, &rhs, &mut result)
+            // The stage is a per-thread setting: set on the sweep's worker thread.
+            with_compiler_stage(o.stage, || {
+                kernel_of(p).estimate(o.target, &lhs_t, &rhs, &mut result)
+            })
         });
     let wall = t0.elapsed().as_secs_f64();
     let cpu = cpu_seconds().zip(cpu0).map_or(0.0, |(b, a)| b - a);
@@ -109,8 +124,13 @@ fn run(o: &Options) -> Result<(), NkiError> {
         .filter_map(|p| p.outcome.as_ref().ok())
         .map(|e| e.instructions)
         .sum();
+    let how = if o.stage.is_off() {
+        "as written"
+    } else {
+        "as compiled"
+    };
     println!(
-        "Sweep of {} blockings of a {SIZE}^3 bf16 GEMM on {} ({capacity} rejected by the capacity check), {} host thread(s):",
+        "Sweep of {} blockings of a {SIZE}^3 bf16 GEMM on {}, {how} ({capacity} rejected by the capacity check), {} host thread(s):",
         report.estimated().count(),
         o.target,
         report.threads
