@@ -182,6 +182,14 @@ pub mod nisa {
     pub use crate::lang::random::dropout_into as dropout;
 }
 
+/// NKI 0.8's `nki.lnc`: data exchange, reduction and synchronisation between the two
+/// physical NeuronCores sharing an HBM stack (`core_barrier`, `sendrecv`, `sendrecv_compute`),
+/// the successors of the deprecated `nisa::core_barrier` / `nisa::sendrecv`.
+pub mod lnc {
+    pub use crate::isa::lnc08::{core_barrier, sendrecv, sendrecv_compute, SendRecvOpts};
+    pub use crate::isa::DmaEngine;
+}
+
 /// Everything a kernel and its launcher need.
 pub mod prelude {
     pub use crate::{ds, stepped, Ix};

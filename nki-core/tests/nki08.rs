@@ -487,3 +487,89 @@ fn scalar_engines_bind_loads_and_replicate_stores() {
         assert!(e.message().contains(says), "{which}: {e}");
     }
 }
+
+// ---- nki::lnc ----
+
+/// Each core sends its `[128, 8]` block to the other through `nki::lnc` and keeps
+/// `which`'s result: 0 the received block (`sendrecv`), 1 `src + peer`, 2 `max(src, peer)`
+/// (`sendrecv_compute`), then a `core_barrier` before storing.
+#[nki_kernel(nki = "0.8")]
+fn lnc_exchange(x: &Hbm<f32>, which: u32, priority: Option<u8>) -> Hbm<f32> {
+    let out = nl::ndarray(x.shape(), DType::F32, nl::shared_hbm);
+    let me = nl::program_id(0);
+    let mine = nl::ndarray(&[128, 8], DType::F32, nl::sbuf);
+    nisa::dma_copy(&mine, x.slice((.., me * 8..me * 8 + 8)), None);
+    let got = nl::ndarray(&[128, 8], DType::F32, nl::sbuf);
+    let o = 1 - me;
+    match which {
+        0 => {
+            let opts = priority.map(|p| nki_core::lnc::SendRecvOpts::new().priority(p));
+            nki_core::lnc::sendrecv(&mine, &got, o, o, opts)
+        }
+        1 => nki_core::lnc::sendrecv_compute(&mine, &got, o, o, AluOp::Add, priority),
+        2 => nki_core::lnc::sendrecv_compute(&mine, &got, o, o, AluOp::Maximum, priority),
+        _ => nki_core::lnc::sendrecv_compute(&mine, &got, o, o, AluOp::Multiply, priority),
+    }
+    nisa::dma_copy(out.slice((.., me * 8..me * 8 + 8)), &got, None);
+    nki_core::lnc::core_barrier(&out, None);
+    out
+}
+
+#[test]
+fn nki_lnc_exchanges_reduces_and_synchronises_the_two_cores() {
+    let v: Vec<f32> = (0..128 * 16)
+        .map(|k| ((k * 7) % 23) as f32 - 11.0)
+        .collect();
+    let x = Hbm::from_vec(&[128, 16], v.clone()).unwrap();
+    let other = |p: usize, j: usize| v[p * 16 + (j + 8) % 16];
+    for (which, f) in [
+        (0u32, (|_: f32, b: f32| b) as fn(f32, f32) -> f32),
+        (1, |a, b| a + b),
+        (2, f32::max),
+    ] {
+        let want: Vec<f32> = (0..128 * 16)
+            .map(|k| f(v[k], other(k / 16, k % 16)))
+            .collect();
+        for target in [Target::Trn2, Target::Trn3] {
+            let (out, _) = lnc_exchange::run(
+                Launch::new(2).target(target).mode(Mode::Simulate),
+                &x,
+                which,
+                None,
+            )
+            .unwrap();
+            assert_eq!(out.to_f32_vec().unwrap(), want, "{which} {target:?}");
+        }
+        // A priority: trn3 only.
+        let l = Launch::new(2).target(Target::Trn3);
+        lnc_exchange::run(l, &x, which, Some(3)).unwrap();
+        let e =
+            lnc_exchange::run(Launch::new(2).target(Target::Trn2), &x, which, Some(1)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.message().contains("trn3"), "{e}");
+    }
+    let e = lnc_exchange::run(Launch::new(2).target(Target::Trn3), &x, 0, Some(4)).unwrap_err();
+    assert!(e.message().contains("0..=3"), "{e}");
+    let e = lnc_exchange::launch(2, &x, 3, None).unwrap_err();
+    assert_eq!(e.op(), "nki.lnc.sendrecv_compute", "{e}");
+    assert!(e.message().contains("reduce_op"), "{e}");
+}
+
+/// `nki::lnc::core_barrier` alone.
+#[nki_kernel(nki = "0.8")]
+fn lnc_barrier(x: &Hbm<f32>) -> Hbm<f32> {
+    let out = nl::ndarray(x.shape(), DType::F32, nl::shared_hbm);
+    let t = nl::load(x.view());
+    nl::store(out.view(), &t);
+    nki_core::lnc::core_barrier(&out, None);
+    out
+}
+
+#[test]
+fn an_lnc_1_core_barrier_names_what_nki_rs_cannot_pair() {
+    let x = Hbm::from_vec(&[4, 4], vec![1.0f32; 16]).unwrap();
+    let e = lnc_barrier::launch(1, &x).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidGrid, "{e}");
+    assert_eq!(e.op(), "nki.lnc.core_barrier", "{e}");
+    assert!(e.message().contains("LNC=1"), "{e}");
+}

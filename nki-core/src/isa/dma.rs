@@ -262,16 +262,25 @@ impl DmaOpts {
     }
 }
 
+/// What is wrong with DMA QoS priority `p` for op `ins` (its range, its target), if anything.
+pub(super) fn priority_problem(ins: &Op, p: u8) -> Option<String> {
+    if p > 3 {
+        Some("out of range: DMA QoS classes are 0..=3".to_string())
+    } else if ins.target() != crate::target::Target::Trn3 {
+        Some(format!(
+            "not supported on {:?}: DMA QoS priority needs NeuronCore-v4 (trn3)",
+            ins.target()
+        ))
+    } else {
+        None
+    }
+}
+
 /// The rules of a DMA's options, as errors of op `ins`.
 pub(super) fn check_opts(ins: &Op, opts: &DmaOpts, src: &DmaEndpoint, dst: &DmaEndpoint) {
     if let Some(p) = opts.priority {
-        let why = if p > 3 {
-            Some("out of range: DMA QoS classes are 0..=3".to_string())
-        } else if ins.target() != crate::target::Target::Trn3 {
-            Some(format!(
-                "not supported on {:?}: DMA QoS priority needs NeuronCore-v4 (trn3)",
-                ins.target()
-            ))
+        let why = if let Some(why) = priority_problem(ins, p) {
+            Some(why)
         } else if opts.dge_mode == DgeMode::None {
             Some("not supported with dge_mode=none (the runtime's descriptors)".to_string())
         } else {

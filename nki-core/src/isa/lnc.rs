@@ -23,6 +23,7 @@ use crate::builder::instruction;
 use crate::context;
 use crate::error::ErrorKind;
 use crate::hbm::{Hbm, HbmView};
+use crate::math::AluOp;
 use crate::record::{DmaDims, Engine, MemKind, Opcode, Region};
 use crate::tensor::{Tensor, TensorRef};
 use crate::tile::{Tile, TileRef};
@@ -85,8 +86,15 @@ fn pair_of(ins: &Op) -> (usize, Arc<Pair>) {
             format!(
                 "{} synchronises the two physical cores of a logical NeuronCore: launch the \
                  kernel with Grid::lnc(2), or an #[nki_kernel(nki = \"0.7\")] kernel as k[2] \
-                 (one instance per core; this launch's grid is {grid:?})",
-                ins.api
+                 (one instance per core; this launch's grid is {grid:?}){}",
+                ins.api,
+                if ins.api == "nki.lnc.core_barrier" {
+                    " (NKI 0.8 also pairs the two physical cores at LNC=1, each its own \
+                     logical NeuronCore; nki-rs runs one logical NeuronCore per launch and \
+                     cannot meet the other core's launch)"
+                } else {
+                    ""
+                }
             ),
         ),
     }
@@ -211,15 +219,21 @@ fn meet(
 /// Modelled as a semaphore write to the other core on `engine` (the documented cross-engine
 /// semaphore-to-start latency, an assumption: see `timing::cost`), then a wait for the other
 /// core's write. Needs a [`Grid::lnc(2)`](crate::spmd::Grid::lnc) launch.
+#[deprecated(note = "NKI 0.8 deprecates nisa.core_barrier: use nki_core::lnc::core_barrier")]
 #[track_caller]
 pub fn core_barrier<'a>(data: impl Into<BarrierData<'a>>, engine: impl Into<Option<Engine>>) {
-    let ins = Op::begin("nisa.core_barrier");
-    let engine = engine.into().unwrap_or(Engine::GpSimd);
+    barrier(&Op::begin("nisa.core_barrier"), data.into(), engine.into());
+}
+
+/// The barrier of [`core_barrier`] as op `ins` (its name is the call the user made).
+pub(crate) fn barrier(ins: &Op, data: BarrierData, engine: Option<Engine>) {
+    let ins = *ins;
+    let engine = engine.unwrap_or(Engine::GpSimd);
     ins.engine_in(
         engine,
         &[Engine::GpSimd, Engine::Vector, Engine::Scalar, Engine::Sync],
     );
-    let data = data.into().0;
+    let data = data.0;
     let (me, pair) = pair_of(&ins);
     let reg = region(&data);
     meet(
@@ -272,10 +286,12 @@ instruction! {
     /// this core's earlier reads and writes of `dst` are done (a zero-cost ready point on Sync
     /// that the other core's DMA waits for: the write-after-read and write-after-write order
     /// across the cores). Needs a [`Grid::lnc(2)`](crate::spmd::Grid::lnc) launch.
+    #[deprecated(note = "NKI 0.8 deprecates nisa.sendrecv: use nki_core::lnc::sendrecv")]
     pub fn sendrecv<'s, 'd>(
         src: impl Into<TileRef<'s>>, dst: impl Into<TileRef<'d>>, send_to_rank: usize,
         recv_from_rank: usize,
     ) {
+        #[allow(deprecated)]
         sendrecv_on(src, dst, send_to_rank, recv_from_rank, DmaEngine::Dma);
     }
 }
@@ -284,17 +300,27 @@ instruction! {
     /// [`sendrecv`] with the engine that moves the tile chosen (NKI 0.7 `nisa.sendrecv(..,
     /// dma_engine=)`): [`DmaEngine::Dma`] as `sendrecv`, or [`DmaEngine::GpsimdDma`], GpSimdE's
     /// integrated DMA (trn2 and trn3; an error on a target without it).
+    #[deprecated(note = "NKI 0.8 deprecates nisa.sendrecv: use nki_core::lnc::sendrecv")]
     pub fn sendrecv_on<'s, 'd>(
         src: into TileRef<'s>, dst: into TileRef<'d>, send_to_rank: usize, recv_from_rank: usize,
         dma_engine: DmaEngine,
     ) as ins = "nisa.sendrecv" {
-        exchange(&ins, src, dst, (send_to_rank, recv_from_rank), dma_engine);
+        exchange(&ins, src, dst, (send_to_rank, recv_from_rank), dma_engine, None);
     }
 }
 
-/// [`sendrecv_on`] on its converted operands.
+/// [`sendrecv_on`] on its converted operands; with `reduce`, `dst` receives `reduce(src, the
+/// other core's src)` (NKI 0.8 `nki.lnc.sendrecv_compute`, the DMA engines' reduction)
+/// instead of the other core's tile.
 #[track_caller]
-fn exchange(ins: &Op, src: TileRef, dst: TileRef, ranks: (usize, usize), dma_engine: DmaEngine) {
+pub(crate) fn exchange(
+    ins: &Op,
+    src: TileRef,
+    dst: TileRef,
+    ranks: (usize, usize),
+    dma_engine: DmaEngine,
+    reduce: Option<AluOp>,
+) {
     let (send_to_rank, recv_from_rank) = ranks;
     ins.operand("src", &src);
     ins.operand("dst", &dst);
@@ -336,6 +362,10 @@ fn exchange(ins: &Op, src: TileRef, dst: TileRef, ranks: (usize, usize), dma_eng
         chunk_bytes: (src.free_size() * src.dtype().size()) as u64,
     };
     let src_reg = src.region();
+    let mine = match (reduce, ins.executes()) {
+        (Some(_), true) => Some(src.gather(ins.api, ins.loc)),
+        _ => None,
+    };
     let got = meet(
         ins,
         me,
@@ -383,9 +413,33 @@ fn exchange(ins: &Op, src: TileRef, dst: TileRef, ranks: (usize, usize), dma_eng
                 ),
             );
         }
-        let mut slots = p.slots;
-        p.dtype.cast_slots(dst.dtype(), &mut slots);
-        dst.scatter_slots(slots);
+        match (reduce, mine) {
+            (Some(op), Some(mine)) => {
+                if mine.len() != n_dst {
+                    ins.fail(
+                        ErrorKind::ShapeMismatch,
+                        format!(
+                            "src has {} elements but dst {:?} has {n_dst}: the reduction \
+                             writes one element of dst per element of src",
+                            mine.len(),
+                            dst.shape()
+                        ),
+                    );
+                }
+                let peer: Vec<f32> = p.slots.iter().map(|&s| p.dtype.value(s)).collect();
+                let out = mine
+                    .iter()
+                    .zip(&peer)
+                    .map(|(&a, &b)| op.eval(a, b))
+                    .collect();
+                dst.scatter(out);
+            }
+            _ => {
+                let mut slots = p.slots;
+                p.dtype.cast_slots(dst.dtype(), &mut slots);
+                dst.scatter_slots(slots);
+            }
+        }
     } else if !ins.executes() {
         dst.mark_written();
     }

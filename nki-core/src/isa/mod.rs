@@ -63,6 +63,7 @@ mod exponential;
 pub(crate) mod gather;
 mod gpsimd;
 pub(crate) mod lnc;
+pub(crate) mod lnc08;
 pub(crate) mod lnc_state;
 mod max8;
 mod mx;
@@ -104,6 +105,7 @@ pub use dma::{
 pub use exponential::exponential;
 pub use gather::{local_gather, nc_n_gather, LOCAL_GATHER_ELEMS, LOCAL_GATHER_MAX_INDICES};
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};
+#[allow(deprecated)]
 pub use lnc::{core_barrier, sendrecv, sendrecv_on, BarrierData, DmaEngine};
 pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
 pub use mx::{nc_matmul_mx, quantize_mx};
@@ -113,6 +115,7 @@ pub use nki_scalar::{
 };
 pub use nonzero::{nonzero_with_count, NONZERO_PARTITION_STEP};
 pub use opts::{MatmulOpts, MatmulPerfMode, Opts, ReduceOpts};
+#[allow(deprecated)]
 pub use register::{register_alloc, register_load, register_move, register_store, VirtualRegister};
 pub use rng::{rand2, rand_get_state, rand_set_state, rng, set_rng_seed};
 pub use scalar::{activation, activation_reduce, ActivationArgs};
