@@ -147,7 +147,8 @@ pub use crate::target::{with_target_specs, Target, TargetSpec};
 pub use crate::compiler::stage::{with_compiler_stage, CompilerStage};
 // What a kernel asks of the compiler (NKI 0.8 `CompileConfig`).
 pub use crate::compiler::config::{
-    AddressRotation, Allocation, AllocationMode, CompileConfig, SchedulingHeuristic,
+    with_compile_config, AddressRotation, Allocation, AllocationMode, CompileConfig,
+    SchedulingHeuristic,
 };
 // Instruction records: what the timing model reads (one stream per NeuronCore).
 pub use crate::math::{ActFn, AluOp};

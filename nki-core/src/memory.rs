@@ -103,6 +103,22 @@ pub(crate) struct MemoryTracker {
     /// tiles dropped before the over-commit point take part in the capacity resolution):
     /// every SBUF tile allocated, in allocation order.
     pub(crate) all: Option<Vec<SpillTile>>,
+    /// Every on-chip tile allocated, in allocation order: what the address allocator
+    /// (`compiler::allocate`) places.
+    pub(crate) allocated: Vec<AllocatedTile>,
+}
+
+/// An on-chip tile as the address allocator (`compiler::allocate`) sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AllocatedTile {
+    /// The tile's id (its `BufId::Tile`).
+    pub(crate) id: u64,
+    /// SBUF or PSUM.
+    pub(crate) mem: MemKind,
+    /// Bytes per partition.
+    pub(crate) bytes: u32,
+    /// The byte of each partition it was placed at by hand (NKI `address=`), if it was.
+    pub(crate) placed: Option<u32>,
 }
 
 /// An SBUF tile the capacity resolution (`compiler::spill`) may move out of SBUF.
@@ -158,6 +174,7 @@ impl MemoryTracker {
             peak: MemoryPeak::default(),
             over: None,
             all: None,
+            allocated: Vec::new(),
         }
     }
 
@@ -270,6 +287,12 @@ impl MemoryTracker {
             }
             MemKind::Hbm => return Ok(NO_SLOT),
         }
+        self.allocated.push(AllocatedTile {
+            id,
+            mem,
+            bytes: bytes as u32,
+            placed: None,
+        });
         let tile = Some(LiveTile {
             id,
             mem,
@@ -413,6 +436,9 @@ impl MemoryTracker {
                 "{what} placed at partitions {partitions:?}, bytes {bytes:?} overlaps the live {} placed at partitions {:?}, bytes {:?} (allocated at {}): two live tensors cannot share {mem_name} bytes",
                 o.what, o.partitions, o.bytes, o.loc
             )));
+        }
+        if let Some(a) = self.allocated.iter_mut().rev().find(|a| a.id == id) {
+            a.placed = Some(byte as u32);
         }
         self.placed.push(Placed {
             id,

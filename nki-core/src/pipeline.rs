@@ -10,7 +10,7 @@ use crate::compiler::spill;
 use crate::compiler::stage::{self, CompilerStage};
 use crate::dialect::Dialect;
 use crate::error::{Result, SourceLoc};
-use crate::memory::{MemoryPeak, Overcommit, SpillTile};
+use crate::memory::{AllocatedTile, MemoryPeak, Overcommit, SpillTile};
 use crate::profile::{CompilerStats, Profile, SpillStats};
 use crate::record::LoopLog;
 use crate::record::{CoreStream, Instr};
@@ -40,6 +40,11 @@ pub(crate) struct Program {
     pub(crate) private_hbm: Vec<(u64, String)>,
     /// Every SBUF tile it allocated, when its tracker kept them (see `MemoryTracker::all`).
     pub(crate) all_tiles: Vec<SpillTile>,
+    /// Every on-chip tile it allocated, for the address allocator.
+    pub(crate) tiles: Vec<AllocatedTile>,
+    /// The waits its tiles' addresses bring, as `(earlier, later)` record indices (set by
+    /// the address allocation).
+    pub(crate) waits: Vec<(u32, u32)>,
 }
 
 /// A record of a launch: its core and its index within the core's stream.
@@ -85,6 +90,9 @@ struct Placed {
     /// Each instance's device loops, with its core and the index of its first record within
     /// its core's stream.
     loops: Vec<(usize, usize, LoopLog)>,
+    /// The waits of the allocation: `(core, earlier, later)`, indices within the core's
+    /// stream.
+    waits: Vec<(usize, usize, usize)>,
 }
 
 /// Runs the pipeline on the launch's `programs` (in launch order): compiler, allocation,
@@ -97,11 +105,15 @@ pub(crate) fn run(
     let mut done: Vec<Done> = programs.iter().map(|_| Done::default()).collect();
     compile(plan, &mut programs, &mut done);
     allocate(plan, &mut programs, &mut done)?;
+    if plan.models {
+        address(plan, &mut programs);
+    }
     let Placed {
         streams,
         memory,
         feed,
         loops,
+        waits,
     } = place(programs, plan.cores);
     if !plan.models {
         return Ok((memory, None));
@@ -109,7 +121,15 @@ pub(crate) fn run(
     // A launch that held a spare CPU for its modelling drops its records there too.
     let apart = feed.is_some();
     let cross = cross_edges(plan, &streams);
-    let timeline = crate::timing::schedule(&streams, plan.target, feed, &cross);
+    let waits = global_waits(&streams, waits);
+    let timeline = crate::timing::schedule(
+        &streams,
+        plan.target,
+        feed,
+        &cross,
+        &waits,
+        plan.config.scheduling_heuristic,
+    );
     let mut profile = with_compiler(
         crate::timing::profile(timeline, memory),
         done,
@@ -199,6 +219,31 @@ fn allocate(plan: &Plan, programs: &mut [Program], done: &mut [Done]) -> Result<
     Ok(())
 }
 
+/// The addresses of each program's tiles (`compiler::allocate`), by the launch's compile
+/// configuration: later values of a rotating tile renamed in its records (the feed, which saw
+/// them as made, is then dropped) and the waits the addresses bring.
+fn address(plan: &Plan, programs: &mut [Program]) {
+    let spec = plan.target.spec();
+    let mut config = plan.config;
+    if plan.pair.is_some() {
+        // The two cores of an LNC=2 pair write each other's tiles (`sendrecv`): a tile the
+        // other core writes into keeps its address.
+        config.address_rotation = crate::compiler::config::AddressRotation::Disable;
+    }
+    for p in programs.iter_mut() {
+        let tiles = std::mem::take(&mut p.tiles);
+        if let Some(fd) = &mut p.feed {
+            // The allocation may rename in place: the feed is done with the records first.
+            fd.sync();
+        }
+        let a = crate::compiler::allocate::allocate(&mut p.records, &tiles, config, spec);
+        if a.renamed {
+            p.feed = None;
+        }
+        p.waits = a.waits;
+    }
+}
+
 /// Each NeuronCore's record stream: its programs in launch order.
 fn place(programs: Vec<Program>, cores: usize) -> Placed {
     let mut placed = Placed {
@@ -211,6 +256,7 @@ fn place(programs: Vec<Program>, cores: usize) -> Placed {
         memory: MemoryPeak::default(),
         feed: None,
         loops: Vec::new(),
+        waits: Vec::new(),
     };
     for p in programs {
         placed.feed = placed.feed.or(p.feed);
@@ -219,6 +265,12 @@ fn place(programs: Vec<Program>, cores: usize) -> Placed {
         placed
             .loops
             .extend(p.loops.into_iter().map(|l| (p.core, first, l)));
+        let core = p.core;
+        placed.waits.extend(
+            p.waits
+                .iter()
+                .map(|&(a, b)| (core, first + a as usize, first + b as usize)),
+        );
         stream.instances.push((p.pid, p.records));
         placed.memory = placed.memory.max(p.peak);
     }
@@ -232,6 +284,18 @@ fn bases(streams: &[CoreStream]) -> Vec<usize> {
         base[c + 1] = base[c] + st.records();
     }
     base
+}
+
+/// The allocation's waits in global record indices.
+fn global_waits(streams: &[CoreStream], waits: Vec<(usize, usize, usize)>) -> Vec<(usize, usize)> {
+    if waits.is_empty() {
+        return Vec::new();
+    }
+    let base = bases(streams);
+    waits
+        .into_iter()
+        .map(|(c, a, b)| (base[c] + a, base[c] + b))
+        .collect()
 }
 
 /// The LNC=2 pair's cross-core edges in global record indices.

@@ -37,3 +37,229 @@ fn the_launch_overrides_the_kernel_which_overrides_the_dialect_default() {
         CompileConfig::for_dialect(nki_core::Dialect::Beta1)
     );
 }
+
+use nki_core::nisa::classic as nisa;
+use nki_core::{with_compile_config, AddressRotation, Allocation};
+
+/// Where [`reload`] keeps the tile it loads every iteration.
+#[derive(Clone, Copy, PartialEq)]
+enum Keep {
+    /// One tile allocated before the loop.
+    Outside,
+    /// One tile allocated before the loop at a manual address (`address=`).
+    Placed,
+    /// A tile allocated in each iteration.
+    Inside,
+}
+
+#[nki_kernel]
+fn reload(a: &Hbm<bf16>, out: &mut Hbm<f32>, keep: Keep) {
+    let n = out.shape()[0];
+    let shared = match keep {
+        Keep::Placed => nl::ndarray(&[128, 512], DType::BF16, nl::sbuf.address(0, 0)),
+        _ => nl::ndarray(&[128, 512], DType::BF16, nki_core::Alloc::from(nl::sbuf)),
+    };
+    for i in nl::affine_range(n) {
+        let own;
+        let buf = if keep == Keep::Inside {
+            own = nl::ndarray(&[128, 512], DType::BF16, nki_core::Alloc::from(nl::sbuf));
+            &own
+        } else {
+            &shared
+        };
+        nisa::dma_copy(buf.slice((.., ..)), a.slice(i));
+        // Two reads of the loaded tile, long enough for the next load to hide behind.
+        let e = nl::exp(buf);
+        let f = nl::tanh(buf);
+        let g = nl::add(&e, &f);
+        nl::store(out.slice(i), &g);
+    }
+}
+
+const ITERS: usize = 8;
+
+fn reloaded(keep: Keep, config: CompileConfig) -> Profile {
+    let a = Hbm::<bf16>::shape_only([ITERS, 128, 512]);
+    let mut out = Hbm::<f32>::shape_only([ITERS, 128, 512]);
+    with_compile_config(config, || {
+        reload::estimate(Grid::new([1]), Target::Trn2, &a, &mut out, keep).unwrap()
+    })
+}
+
+fn rotation(r: AddressRotation) -> CompileConfig {
+    CompileConfig::default().address_rotation(r)
+}
+
+#[test]
+fn with_rotation_a_tile_reloaded_every_iteration_models_like_one_allocated_inside() {
+    let dflt = CompileConfig::default();
+    let outside = reloaded(Keep::Outside, dflt);
+    let inside = reloaded(Keep::Inside, dflt);
+    assert_eq!(outside.latency_ns, inside.latency_ns);
+    // As written, every load waits for the previous iteration's reads of the one tile.
+    let written = reloaded(Keep::Outside, CompileConfig::as_written());
+    assert!(
+        outside.latency_ns < 0.9 * written.latency_ns,
+        "{} vs {}",
+        outside.latency_ns,
+        written.latency_ns
+    );
+    // The allocation flow's default rotates: ENABLE is the same.
+    let enabled = reloaded(Keep::Outside, rotation(AddressRotation::Enable));
+    assert_eq!(enabled.latency_ns, outside.latency_ns);
+}
+
+#[test]
+fn without_rotation_a_tile_reloaded_every_iteration_models_as_written() {
+    let off = reloaded(Keep::Outside, rotation(AddressRotation::Disable));
+    let written = reloaded(Keep::Outside, CompileConfig::as_written());
+    let rotated = reloaded(Keep::Outside, CompileConfig::default());
+    assert_eq!(off.latency_ns, written.latency_ns);
+    assert!(off.latency_ns > rotated.latency_ns);
+}
+
+#[test]
+fn a_manual_address_turns_rotation_off_for_that_tile() {
+    let placed = reloaded(Keep::Placed, CompileConfig::default());
+    let written = reloaded(Keep::Outside, CompileConfig::as_written());
+    let rotated = reloaded(Keep::Outside, CompileConfig::default());
+    assert_eq!(placed.latency_ns, written.latency_ns);
+    assert!(placed.latency_ns > rotated.latency_ns);
+}
+
+#[test]
+fn a_write_into_a_freed_address_waits_for_the_last_read_of_its_previous_tile() {
+    // Tiles allocated in each iteration: RING gives each a fresh address, FAST and MAX_REUSE
+    // the one the previous iteration's tile just freed, whose reads the next load waits for.
+    let linear = |m| CompileConfig::default().linear(m);
+    let ring = reloaded(Keep::Inside, linear(AllocationMode::Ring));
+    let fast = reloaded(Keep::Inside, linear(AllocationMode::Fast));
+    let max_reuse = reloaded(Keep::Inside, linear(AllocationMode::MaxReuse));
+    let written = reloaded(Keep::Outside, CompileConfig::as_written());
+    assert!(
+        fast.latency_ns > 1.1 * ring.latency_ns,
+        "{} vs {}",
+        fast.latency_ns,
+        ring.latency_ns
+    );
+    assert!(max_reuse.latency_ns >= fast.latency_ns);
+    // Each tile a buffer of its own: nothing waits for an address.
+    let own = reloaded(
+        Keep::Inside,
+        CompileConfig::default().allocation(Allocation::AsWritten),
+    );
+    assert!(own.latency_ns < written.latency_ns);
+    assert_eq!(ring.latency_ns, own.latency_ns);
+}
+
+// ---- Scheduling heuristics ----
+
+#[nki_kernel]
+fn stream(a: &Hbm<bf16>, out: &mut Hbm<f32>) {
+    for i in nl::affine_range(out.shape()[0]) {
+        let x = nl::load(a.slice(i));
+        nl::store(out.slice(i), &nl::exp(&x));
+    }
+}
+
+fn streamed(h: SchedulingHeuristic) -> Profile {
+    let a = Hbm::<bf16>::shape_only([ITERS, 128, 512]);
+    let mut out = Hbm::<f32>::shape_only([ITERS, 128, 512]);
+    with_compile_config(CompileConfig::default().scheduling(h), || {
+        stream::estimate(Grid::new([1]), Target::Trn2, &a, &mut out).unwrap()
+    })
+}
+
+#[test]
+fn trivial_keeps_program_order_where_asap_runs_loads_ahead() {
+    // TRIVIAL: each load waits behind the previous iteration's store (DMA program order),
+    // which waits for its exp; ASAP issues every load at once.
+    let asap = streamed(SchedulingHeuristic::Asap);
+    let trivial = streamed(SchedulingHeuristic::Trivial);
+    assert!(
+        trivial.latency_ns > 1.3 * asap.latency_ns,
+        "{} vs {}",
+        trivial.latency_ns,
+        asap.latency_ns
+    );
+    // The heuristics that only weigh DMAs change nothing where no two DMAs compete.
+    assert_eq!(
+        streamed(SchedulingHeuristic::DmaPrefetch).latency_ns,
+        asap.latency_ns
+    );
+}
+
+/// Lines of [`burst`]'s second store and of its second load.
+const SECOND_STORE: u32 = line!() + 13;
+const SECOND_LOAD: u32 = line!() + 14;
+
+/// A load that becomes ready with a store, while an earlier store holds the DMA engines: the
+/// load refills the one tile the stores' inputs were computed from (rotation off, so it
+/// waits for those reads). `tail`: the load's data feeds a long chain (else a short one).
+#[nki_kernel]
+fn burst(a: &Hbm<bf16>, b: &Hbm<bf16>, out: &mut Hbm<f32>, tail: bool) {
+    let x = nl::ndarray(&[128, 2048], DType::BF16, nki_core::Alloc::from(nl::sbuf));
+    nisa::dma_copy(x.slice((.., ..)), a.view());
+    let y1 = nl::exp(&x);
+    let y2 = nl::tanh(&x);
+    nl::store(out.slice(0), &y1);
+    nl::store(out.slice(1), &y2);
+    let cols = if tail { 2048 } else { 64 };
+    nisa::dma_copy(x.slice((.., 0..cols)), b.slice((.., 0..cols)));
+    let mut z = nl::exp(x.slice((.., 0..cols)));
+    if tail {
+        for _ in 0..4 {
+            z = nl::tanh(&z);
+        }
+    }
+    nl::store(out.slice((2, .., 0..cols)), &z);
+}
+
+fn bursts(h: SchedulingHeuristic, tail: bool) -> (f64, f64, f64) {
+    let a = Hbm::<bf16>::shape_only([128, 2048]);
+    let b = Hbm::<bf16>::shape_only([128, 2048]);
+    let mut out = Hbm::<f32>::shape_only([3, 128, 2048]);
+    let config = CompileConfig::default()
+        .address_rotation(AddressRotation::Disable)
+        .scheduling(h);
+    let p = with_compile_config(config, || {
+        burst::estimate(Grid::new([1]), Target::Trn2, &a, &b, &mut out, tail).unwrap()
+    });
+    let start = |line: u32| {
+        p.spans
+            .iter()
+            .filter(|s| s.cause.is_none())
+            .filter(|s| p.ops.get(s.op as usize).is_some_and(|o| o.loc.line == line))
+            .map(|s| s.start_ns)
+            .fold(f64::INFINITY, f64::min)
+    };
+    (start(SECOND_STORE), start(SECOND_LOAD), p.latency_ns)
+}
+
+#[test]
+fn dma_prefetch_sends_a_load_before_a_store_ready_as_early() {
+    let (store, load, asap) = bursts(SchedulingHeuristic::Asap, true);
+    assert!(
+        store < load,
+        "ASAP: the store, queued first: {store} vs {load}"
+    );
+    let (store, load, prefetch) = bursts(SchedulingHeuristic::DmaPrefetch, true);
+    assert!(
+        load < store,
+        "DMA_PREFETCH: the load first: {load} vs {store}"
+    );
+    assert!(prefetch < asap, "{prefetch} vs {asap}");
+    // Whatever the load feeds.
+    let (store, load, _) = bursts(SchedulingHeuristic::DmaPrefetch, false);
+    assert!(load < store, "{load} vs {store}");
+}
+
+#[test]
+fn critical_path_sends_the_dma_with_the_longest_chain_after_it_first() {
+    // A load feeding a long chain goes before the store; a store longer than the short
+    // chain a small load feeds goes before that load.
+    let (store, load, _) = bursts(SchedulingHeuristic::CriticalPath, true);
+    assert!(load < store, "{load} vs {store}");
+    let (store, load, _) = bursts(SchedulingHeuristic::CriticalPath, false);
+    assert!(store < load, "{store} vs {load}");
+}

@@ -219,8 +219,14 @@ fn reused(stage: CompilerStage, carried: bool) -> Profile {
     let a = Hbm::<bf16>::shape_only([8, 128, 128]);
     let b = Hbm::<bf16>::shape_only([128, 128]);
     let mut out = Hbm::<f32>::shape_only([8, 128, 128]);
-    with_compiler_stage(stage, || {
-        reused_buffer::estimate(Grid::new([1]), Target::Trn1, &a, &b, &mut out, carried).unwrap()
+    // Allocation as written: with address rotation (the default) the allocator already
+    // gives each iteration's value a buffer of its own (tests/allocation.rs).
+    let written = nki_core::CompileConfig::default().allocation(nki_core::Allocation::AsWritten);
+    nki_core::with_compile_config(written, || {
+        with_compiler_stage(stage, || {
+            reused_buffer::estimate(Grid::new([1]), Target::Trn1, &a, &b, &mut out, carried)
+                .unwrap()
+        })
     })
 }
 

@@ -16,16 +16,15 @@
 //! address rotation (a public report: manual `address=` placement "skips address rotation"
 //! in the same compiler) plus the Beta-1 program transformations.
 
-use crate::builder::setters;
 use crate::dialect::Dialect;
 
 /// How the compiler gives on-chip tiles their addresses (NKI 0.8 `Allocation`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum Allocation {
-    /// `Allocation.COLORING`, the default flow: graph colouring after tracing. With address
-    /// rotation, an address freed is reused as late as the space allows (least recently
-    /// freed first), so a tile's successive values rotate through the free space; without
-    /// it, a freed address is taken again by the next tile that fits it.
+    /// `Allocation.COLORING`, the default flow: graph colouring after tracing, which colours
+    /// the buffers apart while they fit (no buffer waits for another one's bytes; a tile
+    /// placed by hand keeps its address). With address rotation each new value of a tile is
+    /// a buffer of its own.
     #[default]
     Coloring,
     /// `Allocation.LINEAR`: linear scan, which "assigns an address to a tile at its first
@@ -150,17 +149,34 @@ impl CompileConfig {
         }
     }
 
-    setters! {
-        /// Sets the allocation flow.
-        allocation(a: Allocation) => allocation = a;
-        /// Linear-scan allocation (`Allocation.LINEAR`) in `mode`.
-        linear(mode: AllocationMode) => allocation = Allocation::Linear(mode);
-        /// Sets address rotation.
-        address_rotation(r: AddressRotation) => address_rotation = r;
-        /// Sets the scheduling heuristic.
-        scheduling(h: SchedulingHeuristic) => scheduling_heuristic = h;
-        /// Sets whether the compiler's program transformations run.
-        transformations(on: bool) => transformations = on;
+    /// Sets the allocation flow.
+    pub fn allocation(mut self, a: Allocation) -> Self {
+        self.allocation = a;
+        self
+    }
+
+    /// Linear-scan allocation (`Allocation.LINEAR`) in `mode`.
+    pub fn linear(mut self, mode: AllocationMode) -> Self {
+        self.allocation = Allocation::Linear(mode);
+        self
+    }
+
+    /// Sets address rotation.
+    pub fn address_rotation(mut self, r: AddressRotation) -> Self {
+        self.address_rotation = r;
+        self
+    }
+
+    /// Sets the scheduling heuristic.
+    pub fn scheduling(mut self, h: SchedulingHeuristic) -> Self {
+        self.scheduling_heuristic = h;
+        self
+    }
+
+    /// Sets whether the compiler's program transformations run.
+    pub fn transformations(mut self, on: bool) -> Self {
+        self.transformations = on;
+        self
     }
 
     /// True when this is [`CompileConfig::as_written`]'s allocation: every tile its own
@@ -168,6 +184,31 @@ impl CompileConfig {
     pub fn allocates_as_written(&self) -> bool {
         self.allocation == Allocation::AsWritten
     }
+}
+
+thread_local! {
+    /// The configuration new launches of this thread take (see [`with_compile_config`]).
+    static CONFIG: std::cell::Cell<Option<CompileConfig>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with `config` as the compile configuration of every launch it builds on this
+/// thread (`Launch::new`, hence every `k::simulate` / `k::estimate` / `launch!`; it overrides
+/// the kernels' own, as [`Launch::compile_config`](crate::Launch::compile_config) does), then
+/// restores the previous setting (also when `f` unwinds).
+pub fn with_compile_config<R>(config: CompileConfig, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<CompileConfig>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CONFIG.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(CONFIG.with(|c| c.replace(Some(config))));
+    f()
+}
+
+/// The configuration a launch built on this thread now takes (`None`: none set).
+pub(crate) fn current() -> Option<CompileConfig> {
+    CONFIG.with(std::cell::Cell::get)
 }
 
 #[cfg(test)]

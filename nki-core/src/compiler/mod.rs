@@ -4,8 +4,9 @@
 //! hoisting, fusion, interchange, multi-buffering) with their sub-steps [`fuse`] and
 //! [`interchange`]; [`spill`] fits the SBUF tiles of an over-committed instance into SBUF with
 //! the spill traffic the compiler adds. [`config`] holds what a kernel asks of the compiler
-//! (NKI 0.8's `CompileConfig`).
+//! (NKI 0.8's `CompileConfig`), [`allocate`] the addresses of its tiles and the waits they bring.
 
+pub(crate) mod allocate;
 pub(crate) mod config;
 pub(crate) mod fuse;
 pub(crate) mod interchange;

@@ -21,6 +21,7 @@ mod deps;
 pub(crate) mod fast_hash;
 mod feed;
 mod prepare;
+mod priority;
 mod rows;
 mod schedule;
 mod scratch;
@@ -128,7 +129,8 @@ fn side_by_side<A, B: Send>(
 
 /// Models the launch's record streams on `target` and summarises the timeline.
 pub fn model(streams: &[CoreStream], target: Target, memory: MemoryPeak) -> Profile {
-    profile(schedule(streams, target, None, &[]), memory)
+    let asap = crate::compiler::config::SchedulingHeuristic::Asap;
+    profile(schedule(streams, target, None, &[], &[], asap), memory)
 }
 
 /// A launch's records placed on its modelled NeuronCores ([`schedule`]), what [`profile`]
@@ -149,14 +151,19 @@ pub(crate) struct Timeline<'a> {
 /// saw all of them; see [`RecordFeed`]) and cross-core edges: each `(a, b)` (global record
 /// indices) starts record `b` no earlier than record `a` ends (plus `b`'s engine's
 /// dependency latency), as a read-after-write would; the two cores of an LNC=2 launch wait
-/// for each other this way at `sendrecv` and `core_barrier` (see `isa::lnc`).
+/// for each other this way at `sendrecv` and `core_barrier` (see `isa::lnc`). `waits` are the
+/// anti-dependencies of the allocation's addresses (`compiler::allocate`): each `(a, b)` starts
+/// write `b` no earlier than record `a` ends (a TensorE write: its MultiplyMoving phase).
+/// `heuristic` picks which ready instruction goes first (see `priority`).
 pub(crate) fn schedule<'a>(
     streams: &'a [CoreStream],
     target: Target,
     feed: Option<RecordFeed>,
     cross: &[(usize, usize)],
+    waits: &[(usize, usize)],
+    heuristic: crate::compiler::config::SchedulingHeuristic,
 ) -> Timeline<'a> {
-    let cross: Vec<(u32, order::Edge)> = cross
+    let mut cross: Vec<(u32, order::Edge)> = cross
         .iter()
         .map(|&(a, b)| {
             (
@@ -169,6 +176,22 @@ pub(crate) fn schedule<'a>(
             )
         })
         .collect();
+    if !waits.is_empty() {
+        let engine_of = record_engines(streams, waits);
+        cross.extend(waits.iter().zip(engine_of).map(|(&(a, b), e)| {
+            (
+                a as u32,
+                order::Edge {
+                    succ: b as u32,
+                    kind: order::Kind::After,
+                    late: e == Engine::Tensor,
+                },
+            )
+        }));
+    }
+    if heuristic == crate::compiler::config::SchedulingHeuristic::Trivial {
+        cross.extend(priority::program_order_edges(streams));
+    }
     let spec = target.spec();
     // A feed holds a host CPU for this launch's modelling (see `spmd::HostLoad`).
     let spare_core = feed.is_some();
@@ -187,7 +210,7 @@ pub(crate) fn schedule<'a>(
         apart,
         "nki-rows",
         || RecordRows::of_streams(streams, spec),
-        || schedule::schedule(streams, spec, &mut prep, &cross),
+        || schedule::schedule(streams, spec, &mut prep, &cross, heuristic),
     );
     Timeline {
         streams,
@@ -197,6 +220,15 @@ pub(crate) fn schedule<'a>(
         rows,
         apart,
     }
+}
+
+/// The engine of each wait's later record (`waits` in global record indices).
+fn record_engines(streams: &[CoreStream], waits: &[(usize, usize)]) -> Vec<Engine> {
+    let all: Vec<&crate::record::Instr> = streams
+        .iter()
+        .flat_map(|s| s.instances.iter().flat_map(|(_, rs)| rs.iter()))
+        .collect();
+    waits.iter().map(|&(_, b)| all[b].engine).collect()
 }
 
 /// Summarises a launch's [`Timeline`] (whose peak on-chip usage is `memory`) as its

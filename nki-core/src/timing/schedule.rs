@@ -17,8 +17,10 @@ use super::deps::DepPass;
 use super::dma;
 use super::order::{self, Edge, Timeline, WINDOW};
 use super::prepare::{Costs, PlanScratch, Prepared};
+use super::priority;
 use super::scratch::{RecState, SimScratch};
 use super::tensor::TensorE;
+use crate::compiler::config::SchedulingHeuristic;
 use crate::record::CoreStream;
 use crate::record::{Engine, Instr};
 use crate::target::TargetSpec;
@@ -138,6 +140,16 @@ impl ReadyQueue {
         }
     }
 
+    /// The key `pop` would take, left in the queue.
+    #[inline]
+    fn peek(&self) -> Option<Key> {
+        match (self.run.get(self.head), self.heap.peek()) {
+            (Some(r), Some(h)) => Some(if h > r { *h } else { *r }),
+            (Some(r), None) => Some(*r),
+            (None, h) => h.copied(),
+        }
+    }
+
     #[inline]
     fn pop(&mut self) -> Option<Key> {
         match (self.run.get(self.head), self.heap.peek()) {
@@ -179,12 +191,14 @@ struct CoreState {
 /// (whose core and instance tables move into the schedule).
 ///
 /// `cross` holds dependencies between records of different cores (LNC=2 synchronisation),
-/// placed like the per-core ones.
+/// placed like the per-core ones; `heuristic` picks which ready instruction goes first
+/// ([`priority`](super::priority)).
 pub(crate) fn schedule<'a>(
     streams: &'a [CoreStream],
     spec: &TargetSpec,
     prep: &mut Prepared,
     cross: &[(u32, Edge)],
+    heuristic: SchedulingHeuristic,
 ) -> Schedule<'a> {
     let total = prep.records();
     let mut recs: Vec<&Instr> = Vec::with_capacity(total);
@@ -256,7 +270,13 @@ pub(crate) fn schedule<'a>(
         placed: 0,
         plan: PlanScratch::default(),
         dma_next: Vec::new(),
+        heuristic,
+        bottom: Vec::new(),
+        candidates: Vec::new(),
     };
+    if heuristic == SchedulingHeuristic::CriticalPath {
+        sim.bottom = sim.bottom_levels();
+    }
     // The records without dependencies, found in the dependency passes' counts (an eighth of
     // the bytes of the placement state, which was just written: scanning it again cost
     // ~0.2 ms of a hoist_load estimate); one with a dependency on another core still waits.
@@ -273,7 +293,7 @@ pub(crate) fn schedule<'a>(
         while let Some(k) = sim.work.pop() {
             sim.release(k.rec());
         }
-        match sim.dmas.pop() {
+        match sim.next_dma() {
             Some(k) => sim.place_dma(k.rec(), k.time()),
             None => break,
         }
@@ -315,9 +335,84 @@ struct Sim<'s, 'a> {
     plan: PlanScratch,
     /// The DMA engines' next state while a DMA is placed.
     dma_next: Vec<EngineRun>,
+    /// Which ready instruction goes first.
+    heuristic: SchedulingHeuristic,
+    /// CRITICAL_PATH: each record's bottom level (see `priority::bottom_levels`).
+    bottom: Vec<f64>,
+    /// The DMAs weighed by [`Sim::next_dma`].
+    candidates: Vec<Key>,
 }
 
 impl Sim<'_, '_> {
+    /// The next DMA to place: the first queued, or under a heuristic that weighs them
+    /// ([`priority::weighs_dmas`]), the one of highest priority among the queued DMAs ready
+    /// by the time the DMA engines could start the first (at most [`WINDOW`] of them).
+    fn next_dma(&mut self) -> Option<Key> {
+        let first = self.dmas.pop()?;
+        if !priority::weighs_dmas(self.heuristic) {
+            return Some(first);
+        }
+        let c = self.out.core[first.rec() as usize] as usize;
+        let free = self.cores[c]
+            .dma
+            .iter()
+            .map(|r| r.free)
+            .fold(f64::INFINITY, f64::min);
+        let by = first.time().max(free);
+        self.candidates.clear();
+        self.candidates.push(first);
+        while self.candidates.len() < WINDOW {
+            match self.dmas.peek() {
+                Some(k) if k.time() <= by => {
+                    self.dmas.pop();
+                    self.candidates.push(k);
+                }
+                _ => break,
+            }
+        }
+        let prio = |k: &Key| {
+            let i = k.rec() as usize;
+            let b = self.bottom.get(i).copied().unwrap_or(0.0);
+            priority::dma_priority(self.heuristic, self.out.recs[i], b)
+        };
+        // Highest priority, then queued first (a greater key is earlier).
+        let best = (0..self.candidates.len())
+            .max_by(|&a, &b| {
+                let (ka, kb) = (&self.candidates[a], &self.candidates[b]);
+                prio(ka).total_cmp(&prio(kb)).then(ka.cmp(kb))
+            })
+            .unwrap_or(0);
+        let chosen = self.candidates.swap_remove(best);
+        for k in self.candidates.drain(..) {
+            self.dmas.push(k);
+        }
+        Some(chosen)
+    }
+
+    /// Every record's bottom level: its engine time plus the longest chain of records that
+    /// depend on it (CRITICAL_PATH's priority).
+    fn bottom_levels(&mut self) -> Vec<f64> {
+        let n = self.out.recs.len();
+        let mut own = vec![0.0f64; n];
+        for (i, o) in own.iter_mut().enumerate() {
+            let r = self.out.recs[i];
+            *o = match self.s.recs[i].engine {
+                Engine::Tensor => {
+                    let t = self.costs.tensor(self.spec, i, r);
+                    t.ls_ns + t.mm_ns
+                }
+                Engine::Dma => {
+                    let (plan, _) = self.costs.dma_plan(self.spec, i, r, &mut self.plan);
+                    plan.busiest_ns.max(plan.floor_ns)
+                }
+                _ => self.costs.compute_ns(self.spec, i, r),
+            };
+        }
+        let deps = &self.deps;
+        let core = &self.out.core;
+        priority::bottom_levels(n, |i| own[i], |i| deps[core[i] as usize].successors(i))
+    }
+
     /// All of `i`'s dependencies are placed: a DMA joins the DMA queue (when it is queued), any
     /// other record the work queue (when its dependencies let it start).
     #[inline]
@@ -390,6 +485,9 @@ impl Sim<'_, '_> {
     /// True when the record at queue position `k` is independent of every unplaced record
     /// between the engine's head and `k`.
     fn may_pass(&self, c: usize, slot: usize, k: usize) -> bool {
+        if self.heuristic == SchedulingHeuristic::Trivial && k != self.cores[c].heads[slot] {
+            return false;
+        }
         let q = &self.cores[c].queues[slot];
         let j = q[k] as usize;
         q[self.cores[c].heads[slot]..k].iter().all(|&i| {
@@ -420,7 +518,9 @@ impl Sim<'_, '_> {
             self.out.end[iu] = t.mm_end;
         } else {
             let ready = rs.ready_all();
-            // Records it may not pass (same iteration, or outside affine loops) finish first.
+            let trivial = self.heuristic == SchedulingHeuristic::Trivial;
+            // Records it may not pass (same iteration, or outside affine loops; any under
+            // TRIVIAL) finish first.
             let tl = &st.timelines[slot];
             // The latest end among them; an interval ending no later than the latest so far
             // cannot change it, so only later ones are tested (latest starts first: they tend
@@ -429,7 +529,13 @@ impl Sim<'_, '_> {
             for &(_, e, o) in tl.busy.iter().rev() {
                 let o = o as usize;
                 if e > order
-                    && !order::may_reorder(self.instance[iu], r, self.instance[o], self.out.recs[o])
+                    && (trivial
+                        || !order::may_reorder(
+                            self.instance[iu],
+                            r,
+                            self.instance[o],
+                            self.out.recs[o],
+                        ))
                 {
                     order = e;
                 }
