@@ -158,6 +158,7 @@ pub use crate::record::{
     Region, Regions, DEFAULT_MAX_RECORDS,
 };
 // Profiles of modelled launches.
+pub use crate::profile::{Advice, AdviceKind};
 pub use crate::profile::{
     Bound, BoundShare, CoreProfile, DmaStats, EngineStat, LineStat, LoopStat, OpInfo, Profile,
     Span, Spans, SpillKind, SpillLine, SpillStats, Track,

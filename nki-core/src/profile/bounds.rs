@@ -98,14 +98,21 @@ impl PerformanceBounds {
 
 impl fmt::Display for PerformanceBounds {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
+        // The compute rows only for a kernel that issued TensorE work: for any other they
+        // are zero and say nothing (the JSON keeps them).
+        let computes = self.compute_bound_ns > 0.0 || self.useful_flops_adjusted > 0.0;
+        write!(
             f,
-            "  bounds (active {}; DMA peak {:.0} GB/s, TensorE peak {:.1} TFLOPS):",
+            "  bounds (active {}; DMA peak {:.0} GB/s",
             human_ns(self.active_ns),
-            self.dma_peak_gbps,
-            self.tensor_peak_tflops
+            self.dma_peak_gbps
         )?;
-        for r in &self.table {
+        if computes {
+            write!(f, ", TensorE peak {:.1} TFLOPS", self.tensor_peak_tflops)?;
+        }
+        writeln!(f, "):")?;
+        let shown = |r: &&BoundRow| computes || !r.name.starts_with("compute_bound");
+        for r in self.table.iter().filter(shown) {
             let what = match r.name {
                 "memory_bound" => format!("{} moved", human_bytes(self.bytes_moved as f64)),
                 "memory_bound_ideal" => {

@@ -68,6 +68,7 @@ impl Profile {
         );
         self.html_bounds(&mut h);
         self.html_performance_bounds(&mut h);
+        self.html_advice(&mut h);
         self.html_engines(&mut h);
         self.html_timeline(&mut h);
         self.html_lines(&mut h);
@@ -99,6 +100,18 @@ impl Profile {
             );
         }
         h.push_str("</table>\n");
+    }
+
+    fn html_advice(&self, h: &mut String) {
+        let advice = self.advice();
+        if advice.is_empty() {
+            return;
+        }
+        h.push_str("<h2>Next steps</h2>\n<ul>\n");
+        for a in &advice {
+            let _ = writeln!(h, "<li>{}</li>", esc(&a.message));
+        }
+        h.push_str("</ul>\n");
     }
 
     fn html_performance_bounds(&self, h: &mut String) {

@@ -4,6 +4,7 @@
 //! depends on the summary types, never the other way round; so does the self-contained HTML
 //! page ([`html`]).
 
+pub mod advice;
 pub mod bounds;
 pub mod compiler;
 pub mod findings;
@@ -16,6 +17,7 @@ pub mod summary;
 pub mod trace;
 pub(crate) mod units;
 
+pub use advice::{Advice, AdviceKind};
 pub use bounds::{BoundRow, PerformanceBounds};
 pub use compiler::{CompilerKind, CompilerLine, CompilerStats};
 pub use findings::{Finding, FindingKind};

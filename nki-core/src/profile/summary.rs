@@ -59,6 +59,17 @@ pub struct CoreProfile {
     pub hfu_percent: f64,
     /// DMA bytes it moved.
     pub dma_bytes: u64,
+    /// Time of this core's critical path (its last instruction back to the start) spent in
+    /// other cores' instructions reached through an engine they share with it: a DMA engine or
+    /// queue still busy with another core's transfer, in ns (0 for a one-core launch).
+    pub waits_on_shared_engines_ns: f64,
+    /// Time of this core's critical path spent waiting for other cores' results (collectives,
+    /// semaphores, data they write), in ns.
+    pub waits_on_other_cores_ns: f64,
+    /// This core's own critical path (from its last instruction back) split as
+    /// [`Profile::bounds`] is, in percent of this core's latency (empty for a one-core
+    /// launch).
+    pub bounds: Vec<BoundShare>,
 }
 
 /// Time spent by one kernel source line on one engine: its share of the critical path (what
@@ -128,8 +139,9 @@ pub enum Bound {
     Engine(Engine),
     /// DMA engines moving bytes at their bandwidth (or the HBM stack's).
     DmaBandwidth,
-    /// DMA fixed costs: trigger latency, the per-DMA engine minimum, the small-transfer floor
-    /// (many or small DMAs).
+    /// DMA fixed costs: trigger latency, the per-DMA engine minimum, the small-transfer floor:
+    /// the time of DMAs whose bytes take less than their fixed costs (small DMAs; the lever
+    /// is fewer, larger ones). Printed "DMA fixed cost".
     DmaLatency,
     /// An engine idle, waiting for a result it depends on (semaphore wait and pipeline drain).
     DependencyStall,
@@ -142,7 +154,7 @@ impl fmt::Display for Bound {
         match self {
             Bound::Engine(e) => f.write_str(e.name()),
             Bound::DmaBandwidth => f.write_str("DMA bandwidth"),
-            Bound::DmaLatency => f.write_str("DMA count/latency"),
+            Bound::DmaLatency => f.write_str("DMA fixed cost"),
             Bound::DependencyStall => f.write_str("dependency stalls"),
             Bound::LaunchOverhead => f.write_str("pre/postamble"),
         }
@@ -300,7 +312,7 @@ pub struct Profile {
     /// The fixed pre- and postamble of the launch, in ns (`latency_ns - active_ns`).
     pub launch_overhead_ns: f64,
     /// What bounds the kernel: the critical path through the timeline split into engines,
-    /// DMA bandwidth, DMA count/latency, dependency stalls and the pre/postamble, with the
+    /// DMA bandwidth, DMA fixed cost, dependency stalls and the pre/postamble, with the
     /// share of the latency each takes, largest first.
     pub bounds: Vec<BoundShare>,
     /// Instructions recorded.
@@ -506,16 +518,35 @@ impl fmt::Display for Profile {
         )?;
         write!(f, "{}", self.bounds())?;
         if self.cores.len() > 1 {
+            let tensor = self.uses_tensor_engine();
             for c in &self.cores {
-                writeln!(
+                write!(
                     f,
-                    "  nc{}: {} instances, latency {}, HFU {:.2}%, DMA {}",
+                    "  nc{}: {} instances, latency {}, ",
                     c.nc,
                     c.instances,
-                    human_ns(c.latency_ns),
-                    c.hfu_percent,
-                    human_bytes(c.dma_bytes as f64)
+                    human_ns(c.latency_ns)
                 )?;
+                if tensor {
+                    write!(f, "HFU {:.2}%, ", c.hfu_percent)?;
+                }
+                write!(f, "DMA {}", human_bytes(c.dma_bytes as f64))?;
+                if c.waits_on_shared_engines_ns > 0.0 {
+                    let w = human_ns(c.waits_on_shared_engines_ns);
+                    write!(f, ", {w} waiting for shared DMA engines")?;
+                }
+                if c.waits_on_other_cores_ns > 0.0 {
+                    let w = human_ns(c.waits_on_other_cores_ns);
+                    write!(f, ", {w} waiting for other cores' results")?;
+                }
+                writeln!(f)?;
+            }
+        }
+        let advice = self.advice();
+        if !advice.is_empty() {
+            writeln!(f, "  next steps:")?;
+            for a in &advice {
+                writeln!(f, "    - {a}")?;
             }
         }
         for l in &self.device_loops {

@@ -53,7 +53,7 @@ pub(super) fn engine_share(t: f64, free: f64, share_ns: f64, bound: f64) -> (f64
 /// True when a DMA's own time is spent on bandwidth: moving its largest engine share
 /// (`busiest_ns`, [`DmaPlan::busiest_ns`]) takes longer than the per-DMA engine minimum and the
 /// small-transfer floor (`floor_ns`, [`DmaPlan::floor_ns`]); else it is bound by DMA
-/// count/latency. The scheduler evaluates it on each DMA's plan once.
+/// fixed cost. The scheduler evaluates it on each DMA's plan once.
 #[inline]
 pub(super) fn bandwidth_bound(spec: &TargetSpec, busiest_ns: f64, floor_ns: f64) -> bool {
     busiest_ns > spec.dma_engine_min_ns && busiest_ns > floor_ns

@@ -291,13 +291,14 @@ pub(crate) fn profile(timeline: Timeline, memory: MemoryPeak) -> Profile {
         }
         iv.iter_mut().map(|v| union_len(v)).collect::<Vec<f64>>()
     };
-    let ((), ((bounds, path), dma_active)) = side_by_side(
+    let ((), ((bounds, path), dma_active, core_paths)) = side_by_side(
         apart,
         "nki-critical",
         || {
             (
                 critical::bounds(&sch, &prep.engine, active, overhead),
                 dma_active(),
+                critical::core_paths(&sch, &prep.engine, ncores),
             )
         },
         || {
@@ -359,6 +360,11 @@ pub(crate) fn profile(timeline: Timeline, memory: MemoryPeak) -> Profile {
             hardware_flops: core_flops[c],
             hfu_percent: pct(core_flops[c] as f64, peak_flops_per_ns * latency),
             dma_bytes: core_dma[c],
+            waits_on_shared_engines_ns: core_paths.get(c).map_or(0.0, |p| p.shared_engine_ns),
+            waits_on_other_cores_ns: core_paths.get(c).map_or(0.0, |p| p.other_core_ns),
+            bounds: core_paths
+                .get(c)
+                .map_or_else(Vec::new, |p| p.shares.clone()),
         });
     }
     for e in &mut engines {
