@@ -573,3 +573,103 @@ fn an_lnc_1_core_barrier_names_what_nki_rs_cannot_pair() {
     assert_eq!(e.op(), "nki.lnc.core_barrier", "{e}");
     assert!(e.message().contains("LNC=1"), "{e}");
 }
+
+// ---- nki.collectives ----
+
+#[test]
+fn self_index_in_replica_group_is_the_device_position_in_its_group() {
+    use nki_core::mesh::names::{self as cc, ReplicaGroup};
+    use nki_core::mesh::{Mesh, MeshLaunch};
+    let m = Mesh::new([4], ["x"]).unwrap();
+    // Groups {3, 1} and {0, 2}: device 3 is index 0, device 1 index 1, ...
+    let g = ReplicaGroup::new(&m, vec![vec![3, 1], vec![0, 2]]).unwrap();
+    let seen = std::sync::Mutex::new(Vec::new());
+    MeshLaunch::new(&m)
+        .run(|| {
+            let i = cc::self_index_in_replica_group(&g);
+            seen.lock().unwrap().push((cc::rank_id(), i));
+        })
+        .unwrap();
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort_unstable();
+    assert_eq!(seen, vec![(0, 0), (1, 1), (2, 1), (3, 0)]);
+    let partial = ReplicaGroup::new(&m, vec![vec![0, 1]]).unwrap();
+    let e = MeshLaunch::new(&m)
+        .run(|| {
+            cc::self_index_in_replica_group(&partial);
+        })
+        .unwrap_err();
+    assert_eq!(e.op(), "nki.collectives.self_index_in_replica_group", "{e}");
+    assert!(e.message().contains("in no group"), "{e}");
+}
+
+// ---- activation / activate2 on GpSimdE ----
+
+/// `exp(x)` by `activation` (and `activate2` on trn3) on `engine`; `psum` puts the source in
+/// PSUM.
+#[nki_kernel(nki = "0.8")]
+fn act_on(x: &Hbm<f32>, engine: Engine, two: bool, psum: bool) -> Hbm<f32> {
+    let out = nl::ndarray(x.shape(), DType::F32, nl::shared_hbm);
+    let t = nl::ndarray(x.shape(), DType::F32, nl::sbuf);
+    nisa::dma_copy(&t, x.view(), None);
+    let src = nl::ndarray(
+        x.shape(),
+        DType::F32,
+        if psum { nl::psum } else { nl::sbuf },
+    );
+    nisa::tensor_copy(&src, &t, None);
+    let y = nl::ndarray(x.shape(), DType::F32, nl::sbuf);
+    if two {
+        let args = nisa::Activate2Args::new().engine(engine);
+        nisa::activate2(
+            &y,
+            nl::ActFn::Exp,
+            &src,
+            1.0,
+            0.0,
+            AluOp::Multiply,
+            AluOp::Add,
+            args,
+        );
+    } else {
+        let args = nisa::ActivationArgs::new().engine(engine);
+        nisa::activation(&y, nl::ActFn::Exp, &src, args);
+    }
+    nisa::dma_copy(out.view(), &y, None);
+    out
+}
+
+#[test]
+fn activation_runs_on_gpsimd_from_trn2_and_activate2_on_trn3() {
+    let v: Vec<f32> = (0..128 * 8).map(|k| (k % 13) as f32 * 0.1 - 0.6).collect();
+    let x = Hbm::from_vec(&[128, 8], v).unwrap();
+    for (two, target) in [
+        (false, Target::Trn2),
+        (false, Target::Trn3),
+        (true, Target::Trn3),
+    ] {
+        let run = |e: Engine| {
+            let l = Launch::new(1).target(target).mode(Mode::Simulate);
+            act_on::run(l, &x, e, two, false).unwrap()
+        };
+        let (scalar, rs) = run(Engine::Scalar);
+        let (gpsimd, rg) = run(Engine::GpSimd);
+        assert_eq!(gpsimd.to_f32_vec().unwrap(), scalar.to_f32_vec().unwrap());
+        let engine_of = |p: &Profile| {
+            p.ops
+                .iter()
+                .find(|o| o.opcode == Opcode::Activation)
+                .unwrap()
+                .engine
+        };
+        assert_eq!(engine_of(rs.profile.as_ref().unwrap()), Engine::Scalar);
+        assert_eq!(engine_of(rg.profile.as_ref().unwrap()), Engine::GpSimd);
+    }
+    let l = |t: Target| Launch::new(1).target(t);
+    let e = act_on::run(l(Target::Trn1), &x, Engine::GpSimd, false, false).unwrap_err();
+    assert!(e.message().contains("GpSimdE from Trn2"), "{e}");
+    let e = act_on::run(l(Target::Trn2), &x, Engine::GpSimd, false, true).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
+    let e = act_on::run(l(Target::Trn2), &x, Engine::Vector, false, false).unwrap_err();
+    assert!(e.message().contains("ScalarE or GpSimdE"), "{e}");
+}

@@ -462,6 +462,7 @@ impl<'a> Accum<'a> {
 /// `None` when neither keyword is given, else the checked use, `reduce_op` one of `ops`.
 pub(crate) fn scalar_accum<'a>(
     ins: &Op,
+    engine: Engine,
     reduce: Option<(AluOp, ReduceCmd)>,
     reduce_res: Option<TileRef<'a>>,
     ops: &[AluOp],
@@ -476,7 +477,7 @@ pub(crate) fn scalar_accum<'a>(
     args.reduce_res = reduce_res;
     Some(Accum::check(
         ins,
-        Engine::Scalar,
+        engine,
         op,
         &args,
         partitions,

@@ -23,6 +23,7 @@ use super::{ActFn, AluOp, Operand};
 use crate::builder::setters;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};
+use crate::target::Target;
 use crate::tile::TileRef;
 
 /// The keywords of [`activate2`]: `reverse0`, `reverse1`, the reduction (`reduce_op`,
@@ -40,6 +41,8 @@ pub struct Activate2Args<'a> {
     /// `relu_param`: the parameter of a parameterised function (`prelu`'s slope below zero);
     /// `None` is NKI's default 0.0.
     pub relu_param: Option<Operand<'a>>,
+    /// The engine (NKI 0.8 `engine=`): ScalarE (`None`) or GpSimdE (SBUF operands only).
+    pub engine: Option<Engine>,
 }
 
 impl<'a> Activate2Args<'a> {
@@ -58,6 +61,8 @@ impl<'a> Activate2Args<'a> {
         reduce_res(t: impl Into<TileRef<'a>>) => reduce_res = Some(t.into());
         /// Sets `relu_param` (a scalar or a `[P, 1]` tile): `prelu`'s slope below zero.
         relu_param(alpha: impl Into<Operand<'a>>) => relu_param = Some(alpha.into());
+        /// Runs the instruction on `engine` (NKI 0.8 `engine=`: ScalarE or GpSimdE).
+        engine(engine: Engine) => engine = Some(engine);
     }
 }
 
@@ -142,8 +147,10 @@ pub fn activate2<'d, 'a>(
             );
         }
     }
+    let engine = super::scalar::activation_engine(&ins, args.engine, Target::Trn3, &[("data", &x)]);
     let acc = scalar_accum(
         &ins,
+        engine,
         args.reduce,
         args.reduce_res,
         &[
@@ -155,8 +162,11 @@ pub fn activate2<'d, 'a>(
         ],
         (x.start_partition(), p),
     );
-    let site = Site::new(Engine::Scalar, Opcode::Activation)
-        .accumulating(acc.as_ref().is_some_and(|a| a.costs()));
+    if engine == Engine::GpSimd {
+        ins.gpsimd_sbuf("dst", &dst);
+    }
+    let site =
+        Site::new(engine, Opcode::Activation).accumulating(acc.as_ref().is_some_and(|a| a.costs()));
     let extra: Vec<&TileRef> = i0
         .tile()
         .into_iter()

@@ -51,6 +51,9 @@ pub struct ActivationArgs<'a> {
     pub reduce: Option<(AluOp, ReduceCmd)>,
     /// The `[P, 1]` tile the registers are read out into after the instruction.
     pub reduce_res: Option<TileRef<'a>>,
+    /// The engine (NKI 0.8 `engine=`): ScalarE (`None`, the default) or GpSimdE
+    /// (NeuronCore-v3 and newer, SBUF operands only).
+    pub engine: Option<Engine>,
 }
 
 impl Default for ActivationArgs<'_> {
@@ -64,6 +67,7 @@ impl Default for ActivationArgs<'_> {
             dtype: None,
             reduce: None,
             reduce_res: None,
+            engine: None,
         }
     }
 }
@@ -86,6 +90,9 @@ impl<'a> ActivationArgs<'a> {
         scale(scale: impl Into<Operand<'a>>) => scale = scale.into();
         /// Sets the output dtype.
         dtype(dtype: DType) => dtype = Some(dtype);
+        /// Runs the instruction on `engine` (NKI 0.8 `engine=`: ScalarE or, on NeuronCore-v3
+        /// and newer, GpSimdE).
+        engine(engine: Engine) => engine = Some(engine);
     }
 }
 
@@ -144,6 +151,49 @@ fn scalar_accumulator_adds(ins: &Op, reduce_op: AluOp) {
             ErrorKind::InvalidArgument,
             format!("reduce_op '{reduce_op}' of 'activation_reduce' is not supported; the Scalar Engine accumulator adds (nl.add)"),
         );
+    }
+}
+
+/// The engine of an activation (NKI 0.8 `engine=`): ScalarE by default, or GpSimdE from
+/// `gpsimd_from` on (NeuronCore-v3 for `activation`, v4 for `activate2`), whose operands
+/// (`operands`, and the output's memory checked by the caller's output) must be in SBUF, as
+/// GpSimdE cannot access PSUM. Any other engine is an error.
+pub(crate) fn activation_engine(
+    ins: &Op,
+    engine: Option<Engine>,
+    gpsimd_from: Target,
+    operands: &[(&str, &TileRef)],
+) -> Engine {
+    match engine.unwrap_or(Engine::Scalar) {
+        Engine::Scalar => Engine::Scalar,
+        Engine::GpSimd => {
+            let too_old = match gpsimd_from {
+                Target::Trn3 => ins.target() != Target::Trn3,
+                _ => ins.target() == Target::Trn1,
+            };
+            if too_old {
+                ins.fail(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "engine=gpsimd: '{}' runs on GpSimdE from {gpsimd_from:?} on, not on {:?}",
+                        short(ins.api),
+                        ins.target()
+                    ),
+                );
+            }
+            for (what, t) in operands {
+                ins.gpsimd_sbuf(what, t);
+            }
+            Engine::GpSimd
+        }
+        e => ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "engine={}: '{}' runs on ScalarE or GpSimdE",
+                e.name(),
+                short(ins.api)
+            ),
+        ),
     }
 }
 
@@ -213,8 +263,10 @@ pub(crate) fn activate<'d, 'r, 'a>(
     }
     // The accumulator keywords (`reduce_op`, `reduce_cmd`, `reduce_res`).
     // The ScalarE accumulator of `activation` adds (`nl.add` is its only reduce_op).
+    let engine = activation_engine(ins, args.engine, Target::Trn2, &[("data", &x)]);
     let acc = scalar_accum(
         ins,
+        engine,
         args.reduce,
         args.reduce_res,
         &[AluOp::Add],
@@ -253,17 +305,23 @@ pub(crate) fn activate<'d, 'r, 'a>(
         .filter_map(|b| b.tile())
         .chain(scale_tile.iter())
         .collect();
+    if engine == Engine::GpSimd {
+        ins.gpsimd_sbuf("dst", &ov);
+        for t in &extra {
+            ins.gpsimd_sbuf("bias/scale", t);
+        }
+    }
     let acc_res = acc.as_ref().and_then(|a| a.res.as_ref());
     let outs: Vec<&TileRef> = std::iter::once(&ov)
         .chain(rv.iter())
         .chain(acc_res)
         .collect();
     let reads_out = rv.is_some() || acc.as_ref().is_some_and(|a| a.costs());
-    let site = Site::new(Engine::Scalar, Opcode::Activation).accumulating(reads_out);
+    let site = Site::new(engine, Opcode::Activation).accumulating(reads_out);
     // activation_reduce is activation with reduce_cmd=reset_reduce: it leaves its sums in the
     // registers too.
     let reduce_regs = rv.is_some().then_some(AccumUse {
-        engine: Engine::Scalar,
+        engine,
         cmd: ReduceCmd::ResetReduce,
         op: AluOp::Add,
         rows: x.start_partition()..x.start_partition() + p,

@@ -35,6 +35,29 @@ pub fn rank_id() -> usize {
     crate::mesh::device::device_id()
 }
 
+/// The position of the device running the kernel within its group of `group` (NKI 0.8
+/// `nki.collectives.self_index_in_replica_group`): its rank within the collectives that
+/// group runs. A device in no group of `group` is an error naming the call and its line.
+#[track_caller]
+pub fn self_index_in_replica_group(group: &ReplicaGroup) -> usize {
+    let loc = SourceLoc::caller();
+    let me = crate::mesh::device::device_id();
+    match group.find(me) {
+        Some((_, index)) => index,
+        None => crate::context::raise(
+            crate::error::NkiError::new(
+                crate::error::ErrorKind::InvalidArgument,
+                "nki.collectives.self_index_in_replica_group",
+                format!(
+                    "device {me} is in no group of the replica groups {:?}",
+                    group.groups()
+                ),
+            ),
+            loc,
+        ),
+    }
+}
+
 instruction! {
     /// `dst = op over the group of every rank's src` (`nki.collectives.all_reduce`).
     pub fn all_reduce<'a>(
