@@ -207,13 +207,24 @@ impl Placement for MemKind {
     #[track_caller]
     fn ndarray(self, api: &'static str, dims: &[usize], dtype: DType) -> Tile {
         let ins = Op::begin(api);
-        ndarray_tile(&ins, self, dims, dtype)
+        let t = ndarray_tile(&ins, self, dims, dtype);
+        trace_alloc(
+            &ins,
+            TensorId::Tile(t.id),
+            on_chip_buffer(self),
+            dims,
+            dtype,
+            None,
+        );
+        t
     }
 
     #[track_caller]
     fn full(self, api: &'static str, dims: &[usize], value: f32, dtype: DType) -> Tile {
         let ins = Op::begin(api);
-        full_tile(&ins, self, dims, value, dtype)
+        let t = full_tile(&ins, self, dims, value, dtype);
+        trace_full(&ins, &t, on_chip_buffer(self), dims, value, dtype);
+        t
     }
 }
 
@@ -240,14 +251,15 @@ impl Placement for Alloc {
         match self.buffer {
             Buffer::Sbuf | Buffer::Psum => {
                 let t = ndarray_tile(&ins, self.buffer.mem(), dims, dtype);
-                trace_alloc(&ins, TensorId::Tile(t.id), self.buffer, dims, dtype);
+                trace_alloc(&ins, TensorId::Tile(t.id), self.buffer, dims, dtype, None);
                 Tensor::on_chip(&ins, t, self)
             }
             Buffer::PrivateHbm | Buffer::SharedHbm => {
                 let buffer = self.buffer;
                 let t = hbm_tensor(&ins, self, dims, dtype);
                 if let Repr::Hbm(v, _) = &t.repr {
-                    trace_alloc(&ins, TensorId::Hbm(v.st.id), buffer, dims, dtype);
+                    let st = Some(v.st.clone() as crate::emit::trace::Storage);
+                    trace_alloc(&ins, TensorId::Hbm(v.st.id), buffer, dims, dtype, st);
                 }
                 t
             }
@@ -269,25 +281,46 @@ impl Placement for Alloc {
             );
         }
         let t = full_tile(&ins, self.buffer.mem(), dims, value, dtype);
-        // Traced after the fill it issues (the trace drops the fill's untraced issue).
-        trace_alloc(&ins, TensorId::Tile(t.id), self.buffer, dims, dtype);
-        ins.trace(|| {
-            Call::new("nisa.memset")
-                .arg("dst", crate::isa::trace_args::tile(&t.view()))
-                .arg("value", Arg::Float(value.into()))
-        });
+        trace_full(&ins, &t, self.buffer, dims, value, dtype);
         Tensor::on_chip(&ins, t, self)
     }
 }
 
+/// The buffer of an on-chip tile in `mem` (an HBM `mem` has failed before).
+fn on_chip_buffer(mem: MemKind) -> Buffer {
+    match mem {
+        MemKind::Psum => Buffer::Psum,
+        _ => Buffer::Sbuf,
+    }
+}
+
+/// Emit launches: traces `nl.full` of tile `t` as its allocation and a memset, after the fill
+/// it issued (the trace drops the fill's untraced issue).
+fn trace_full(ins: &Op, t: &Tile, buffer: Buffer, dims: &[usize], value: f32, dtype: DType) {
+    trace_alloc(ins, TensorId::Tile(t.id), buffer, dims, dtype, None);
+    ins.trace(|| {
+        Call::new("nisa.memset")
+            .arg("dst", crate::isa::trace_args::tile(&t.view()))
+            .arg("value", Arg::Float(value.into()))
+    });
+}
+
 /// Emit launches: traces the allocation of `tensor` in `buffer` (see [`Op::trace_alloc`]).
-fn trace_alloc(ins: &Op, tensor: TensorId, buffer: Buffer, dims: &[usize], dtype: DType) {
+fn trace_alloc(
+    ins: &Op,
+    tensor: TensorId,
+    buffer: Buffer,
+    dims: &[usize],
+    dtype: DType,
+    storage: Option<crate::emit::trace::Storage>,
+) {
     ins.trace_alloc(|| What::Alloc {
         tensor,
         mem: buffer.mem(),
         shared: buffer == Buffer::SharedHbm,
         dtype,
         dims: dims.to_vec(),
+        storage,
     });
 }
 

@@ -39,6 +39,7 @@ pub mod calibration_kernels;
 mod checks;
 pub mod conv2d;
 pub mod cross_validation;
+pub mod emit_examples;
 pub mod flash_attention;
 pub mod kernel_optimization;
 pub mod layernorm;

@@ -51,7 +51,7 @@ pub use api::{api_entries, check_api, ApiEntry, API_08};
 use crate::dialect::Dialect;
 use crate::dtype::{DType, Element};
 use crate::error::{ErrorKind, NkiError, Result};
-use crate::hbm::Hbm;
+use crate::hbm::{Hbm, HbmStorage};
 use crate::record::MemKind;
 use crate::spmd::Launch;
 use python::{nl_dtype, tuple, TensorInfo};
@@ -80,6 +80,61 @@ impl HostTensor {
             dtype: t.dtype(),
             values: t.has_data().then(|| t.to_f32_vec()).transpose()?,
         })
+    }
+
+    /// The tensor of `storage` (an `HbmStorage` the trace kept), named `name`.
+    fn of_storage(name: &str, storage: &trace::Storage) -> Result<HostTensor> {
+        let st = storage
+            .clone()
+            .downcast::<HbmStorage>()
+            .expect("the trace keeps HBM storages");
+        HostTensor::of(name, &Hbm::<f32>::wrap(st))
+    }
+}
+
+/// The HBM tensors of a trace, in order of first use: each with its storage, whether the
+/// kernel allocated it (and in shared HBM), and whether a call writes it.
+#[derive(Default)]
+struct HbmUse {
+    order: Vec<u64>,
+    of: HashMap<u64, (trace::Storage, Option<bool>, bool)>,
+}
+
+impl HbmUse {
+    fn of(events: &[trace::Event]) -> HbmUse {
+        let mut u = HbmUse::default();
+        for e in events {
+            match &e.what {
+                What::Alloc {
+                    tensor: TensorId::Hbm(id),
+                    storage: Some(st),
+                    shared,
+                    ..
+                } => u.note(*id, st, Some(*shared), false),
+                What::Call(c) => {
+                    for (kw, a) in &c.args {
+                        if let trace::Arg::View(trace::View {
+                            tensor: TensorId::Hbm(id),
+                            storage: Some(st),
+                            ..
+                        }) = a
+                        {
+                            u.note(*id, st, None, *kw == "dst");
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        u
+    }
+
+    fn note(&mut self, id: u64, st: &trace::Storage, allocated: Option<bool>, written: bool) {
+        let entry = self.of.entry(id).or_insert_with(|| {
+            self.order.push(id);
+            (st.clone(), allocated, false)
+        });
+        entry.2 |= written;
     }
 }
 
@@ -170,6 +225,7 @@ impl Emitter {
             };
             return Err(untraced(api, e.loc, dialect));
         }
+        self.discover(&events)?;
         let mut named: HashMap<TensorId, TensorInfo> = HashMap::new();
         for t in self.inputs.iter().chain(&self.outputs) {
             named.insert(
@@ -189,14 +245,6 @@ impl Emitter {
                 ..
             } = &e.what
             {
-                if !self.outputs.iter().any(|o| o.id == *id) {
-                    return Err(python::refuse(
-                        e.loc,
-                        "the kernel allocates a tensor in nl::shared_hbm that was not given to \
-                         Emitter::output (each returned output must be)"
-                            .to_string(),
-                    ));
-                }
                 allocated.push(*id);
             }
         }
@@ -222,6 +270,47 @@ impl Emitter {
             inputs: self.inputs.clone(),
             outputs: self.outputs.clone(),
         })
+    }
+
+    /// Adds the HBM tensors of `events` not declared with [`Emitter::input`] /
+    /// [`Emitter::output`], in order of first use, named after their tensors (a kernel's
+    /// parameters are named after them): the tensors a call reads and the kernel neither
+    /// allocates nor writes are inputs; those it writes (output parameters) and those it
+    /// allocates in shared HBM (returned) are outputs.
+    fn discover(&mut self, events: &[trace::Event]) -> Result<()> {
+        let uses = HbmUse::of(events);
+        let mut taken: Vec<String> = self
+            .inputs
+            .iter()
+            .chain(&self.outputs)
+            .map(|t| t.name.clone())
+            .collect();
+        let mut unique = |name: String| {
+            let mut n = python_name(&name);
+            let mut k = 1;
+            while taken.contains(&n) {
+                n = format!("{}_{k}", python_name(&name));
+                k += 1;
+            }
+            taken.push(n.clone());
+            n
+        };
+        for id in uses.order {
+            let (st, allocated, written) = &uses.of[&id];
+            let declared = self.inputs.iter().chain(&self.outputs).any(|t| t.id == id);
+            if declared || *allocated == Some(false) {
+                continue; // declared, or kernel scratch (private HBM)
+            }
+            let storage = st.clone().downcast::<HbmStorage>().expect("an HBM storage");
+            let name = unique(storage.name.get().to_string());
+            let t = HostTensor::of_storage(&name, st)?;
+            if allocated.is_some() || *written {
+                self.outputs.push(t);
+            } else {
+                self.inputs.push(t);
+            }
+        }
+        Ok(())
     }
 
     /// The module's text around the kernel body `body`.
@@ -266,19 +355,27 @@ impl Emitter {
     }
 }
 
+/// Numbers the scratch folders of [`EmittedKernel::check`].
+static CHECKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// The driver template (`{name}`, `{inputs}`, `{outputs}` replaced).
 const DRIVER: &str = include_str!("driver.py.in");
 
 /// The error of a call the emitter does not write (`api` at `loc`, in a kernel of `dialect`).
 fn untraced(api: &str, loc: crate::error::SourceLoc, dialect: Dialect) -> NkiError {
+    let beta1_only = !(api.starts_with("nl.") || api.starts_with("nisa."));
     let msg = match dialect {
-        Dialect::Beta1 => format!(
+        Dialect::Beta1 if beta1_only => format!(
             "'{api}' at {loc} has no NKI 0.8 form the emitter writes: the kernel is NKI Beta 1, \
              whose API no longer exists anywhere (Neuron 2.34 removed neuronxcc.nki). Port it \
              to the NKI 0.7 surface the emitter writes: tensors from nl::ndarray(shape, dtype, \
              buffer), nisa::dma_copy instead of nl::load / nl::store, destination-first nisa \
              instructions instead of value-returning ones, outputs allocated in \
              nl::shared_hbm and returned"
+        ),
+        Dialect::Beta1 => format!(
+            "the emitter does not write '{api}' (at {loc}) as NKI 0.8: a Beta-1 form \
+             (nisa::classic, value-returning nl calls) or a call it does not cover yet"
         ),
         _ => format!("the emitter does not write '{api}' (at {loc}) as NKI 0.8 yet"),
     };
@@ -347,6 +444,50 @@ impl EmittedKernel {
             .all(|t| t.values.is_some())
     }
 
+    /// The checks that need no NKI package: the module and the driver compile
+    /// (`python3 -m py_compile`, run on copies in a fresh temporary folder) and the module
+    /// uses only names and keywords of [`API_08`]. An error names the file and Python's
+    /// message; a host without `python3` is an error saying so.
+    pub fn check(&self) -> Result<()> {
+        check_api(&self.module)?;
+        let io = |what: &str, e: std::io::Error| {
+            NkiError::new(ErrorKind::Io, "emit", format!("{what}: {e}"))
+        };
+        let dir = std::env::temp_dir().join(format!(
+            "nki-emit-check-{}-{}-{}",
+            std::process::id(),
+            self.name,
+            CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).map_err(|e| io("could not create a scratch folder", e))?;
+        let files = [
+            (format!("{}.py", self.name), &self.module),
+            (format!("{}_run.py", self.name), &self.driver),
+        ];
+        let mut outcome = Ok(());
+        for (file, text) in files {
+            let path = dir.join(&file);
+            std::fs::write(&path, text).map_err(|e| io("could not write a scratch file", e))?;
+            let out = std::process::Command::new("python3")
+                .args(["-B", "-m", "py_compile"])
+                .arg(&path)
+                .output()
+                .map_err(|e| io("could not run python3 (needed to check the module)", e))?;
+            if !out.status.success() && outcome.is_ok() {
+                outcome = Err(NkiError::new(
+                    ErrorKind::InvalidArgument,
+                    "emit",
+                    format!(
+                        "{file} does not compile: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ),
+                ));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        outcome
+    }
+
     /// The number of lines of the module.
     pub fn module_lines(&self) -> usize {
         self.module.lines().count()
@@ -408,5 +549,41 @@ impl EmittedKernel {
             }
         }
         Ok(written)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(module: &str) -> EmittedKernel {
+        EmittedKernel {
+            name: "k".into(),
+            module: module.into(),
+            driver: "import sys\n".into(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_check_compiles_the_module_and_reads_its_names() {
+        kernel("import nki\n\n\n@nki.jit\ndef k():\n    pass\n")
+            .check()
+            .unwrap();
+        let e = kernel("def k(:\n").check().unwrap_err().to_string();
+        assert!(e.contains("k.py does not compile"), "{e}");
+        let e = kernel("def k(a):\n    return nl.load(a)\n")
+            .check()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'nl.load' is not NKI 0.8 API"), "{e}");
+    }
+
+    #[test]
+    fn python_names_are_identifiers_and_not_keywords() {
+        assert_eq!(python_name("lhsT"), "lhsT");
+        assert_eq!(python_name("in"), "in_");
+        assert_eq!(python_name("2x-y"), "_2x_y");
     }
 }

@@ -336,6 +336,7 @@ fn statement(e: &Event, tensors: &HashMap<TensorId, TensorInfo>) -> Result<Optio
             shared,
             dtype,
             dims,
+            ..
         } => {
             let name = &tensors[tensor].name;
             line.text(&format!(

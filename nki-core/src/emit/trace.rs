@@ -35,7 +35,13 @@ pub(crate) struct View {
     /// Why the view cannot be printed as a slice or `.ap()` of its tensor, if it cannot (a
     /// reinterpreting or an indirect view).
     pub(crate) unprintable: Option<&'static str>,
+    /// An HBM tensor's storage (the emitter reads its name, shape and values), type-erased:
+    /// this module names no part of the runtime.
+    pub(crate) storage: Option<Storage>,
 }
+
+/// A tensor's storage, kept by the trace for the emitter (an `Arc<HbmStorage>`).
+pub(crate) type Storage = std::sync::Arc<dyn std::any::Any + Send + Sync>;
 
 /// One argument of a call.
 #[derive(Clone, Debug)]
@@ -138,6 +144,8 @@ pub(crate) enum What {
         dtype: DType,
         /// Its dimensions.
         dims: Vec<usize>,
+        /// An HBM tensor's storage.
+        storage: Option<Storage>,
     },
     /// An instruction or language call.
     Call(Call),

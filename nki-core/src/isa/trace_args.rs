@@ -1,6 +1,7 @@
 //! The operands of `nisa` calls as emit-trace arguments ([`crate::emit::trace::Arg`]): views,
 //! engines and ALU operators, spelled as NKI 0.8 spells them.
 
+use super::base::Operand;
 use crate::emit::trace::{Arg, TensorId, View};
 use crate::engine::Engine;
 use crate::hbm::view::HbmView;
@@ -20,6 +21,7 @@ pub(crate) fn tile(t: &TileRef) -> Arg {
         tensor: TensorId::Tile(t.tile.id),
         ap: t.ap,
         unprintable,
+        storage: None,
     })
 }
 
@@ -34,7 +36,20 @@ pub(crate) fn hbm(v: &HbmView) -> Arg {
         tensor: TensorId::Hbm(v.st.id),
         ap: v.ap,
         unprintable,
+        storage: Some(v.st.clone()),
     })
+}
+
+/// A tile or scalar operand.
+pub(crate) fn operand(o: &Operand) -> Arg {
+    match o {
+        Operand::Tile(t) => tile(t),
+        Operand::Scalar { value, float: true } => Arg::Float(*value),
+        Operand::Scalar {
+            value,
+            float: false,
+        } => Arg::Int(*value as i64),
+    }
 }
 
 /// `nisa.<engine>_engine`.

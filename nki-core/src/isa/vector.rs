@@ -208,9 +208,24 @@ instruction! {
         operand0: impl Into<Operand<'a>>, args: into Option<TensorScalarArgs<'a>>,
     ) as ins = "nisa.tensor_scalar" {
         let args = args.unwrap_or_default();
+        let (data, operand0) = (data.into(), operand0.into());
+        ins.trace(|| {
+            use super::trace_args as ta;
+            let flag = |on: bool| on.then_some(Arg::Bool(true));
+            Call::new("nisa.tensor_scalar")
+                .arg("dst", ta::tile(&dst))
+                .arg("data", ta::tile(&data))
+                .arg("op0", ta::alu(op0))
+                .arg("operand0", ta::operand(&operand0))
+                .opt("reverse0", flag(args.reverse0))
+                .opt("op1", args.op1.as_ref().map(|o| ta::alu(o.0)))
+                .opt("operand1", args.op1.as_ref().map(|o| ta::operand(&o.1)))
+                .opt("reverse1", flag(args.reverse1))
+                .opt("engine", args.engine.map(ta::engine))
+        });
         dtype_is_dst(&ins, args.dtype, &dst);
         super::alu_rules::gpsimd_rsqrt_only(&ins, op0, args.engine.unwrap_or(Engine::Vector));
-        tensor_scalar_to(&ins, Dst::Into(dst), data.into(), op0, operand0.into(), args);
+        tensor_scalar_to(&ins, Dst::Into(dst), data, op0, operand0, args);
     }
 }
 
@@ -386,6 +401,20 @@ instruction! {
         opts: into Option<ReduceOpts>,
     ) as ins = "nisa.tensor_reduce" {
         let negate = opts.unwrap_or_default().negate;
+        ins.trace(|| {
+            use super::trace_args as ta;
+            let axes = axes.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+            let axis = match axes.as_slice() {
+                [one] => one.clone(),
+                _ => format!("({})", axes.join(", ")),
+            };
+            Call::new("nisa.tensor_reduce")
+                .arg("dst", ta::tile(&dst))
+                .arg("op", ta::alu(op))
+                .arg("data", ta::tile(&data))
+                .arg("axis", Arg::Const(axis))
+                .opt("negate", negate.then_some(Arg::Bool(true)))
+        });
         tensor_reduce_to(&ins, Dst::Into(dst), op, data, (axes, false, negate));
     }
 }
