@@ -115,14 +115,19 @@ pub(crate) fn allocate(
         return out;
     }
     let lookup = TileLookup::new(tiles);
-    let starts = if config.address_rotation.rotates() {
+    let (starts, repeated) = if config.address_rotation.rotates() {
         value_starts(records, tiles, &lookup)
     } else {
-        Vec::new()
+        (Vec::new(), false)
     };
-    let buffers = live_ranges(records, &lookup, &starts, &mut out.renamed);
     let policy = placement(config);
-    if policy.is_none() && tiles.iter().all(|t| t.placed.is_none()) {
+    // Addresses to give: the linear scan's, or tiles placed by hand (their waits).
+    let track = policy.is_some() || tiles.iter().any(|t| t.placed.is_some());
+    if !track && !repeated {
+        return out;
+    }
+    let buffers = live_ranges(records, &lookup, &starts, &mut out.renamed, track);
+    if !track {
         return out;
     }
     let sbuf = Space::new(spec.sbuf_bytes_per_partition as u64, 1);
@@ -199,9 +204,15 @@ struct TileLookup {
     first: u64,
     dense: Vec<u32>,
     other: Map<u64, u32>,
+    tiles: usize,
 }
 
 impl TileLookup {
+    /// The number of tiles.
+    fn len(&self) -> usize {
+        self.tiles
+    }
+
     fn new(tiles: &[AllocatedTile]) -> TileLookup {
         let first = tiles.iter().map(|t| t.id).min().unwrap_or(0);
         let (mut dense, mut other) = (Vec::new(), Map::default());
@@ -222,6 +233,7 @@ impl TileLookup {
             first,
             dense,
             other,
+            tiles: tiles.len(),
         }
     }
 
@@ -253,25 +265,32 @@ fn union(a: Region, b: &Region) -> Region {
 }
 
 /// The `(record, write index)` pairs, in program order, whose write starts a new value of a
-/// rotating tile (see the module doc, step 1).
-fn value_starts(records: &[Instr], tiles: &[AllocatedTile], lookup: &TileLookup) -> Vec<(u32, u8)> {
-    // Per buffer id: the bounding box of what is read later before being written again.
-    let mut later: Map<u64, Option<Region>> = Map::default();
+/// rotating tile (see the module doc, step 1), and whether some tile has two values or more
+/// (else nothing is renamed).
+fn value_starts(
+    records: &[Instr],
+    tiles: &[AllocatedTile],
+    lookup: &TileLookup,
+) -> (Vec<(u32, u8)>, bool) {
+    // Per tile: the bounding box of what is read later before being written again, and how
+    // many values it has (up to 2).
+    let mut later: Vec<Option<Region>> = vec![None; tiles.len()];
+    let mut values: Vec<u8> = vec![0; tiles.len()];
     let mut starts = Vec::new();
     let rotating = |id: u64| {
-        id & (STAGE_RENAMED | VALUE) == 0
-            && lookup
-                .get(id)
-                .is_some_and(|t| tiles[t as usize].placed.is_none())
+        if id & (STAGE_RENAMED | VALUE) != 0 {
+            return None;
+        }
+        lookup
+            .get(id)
+            .filter(|&t| tiles[t as usize].placed.is_none())
     };
     for (i, r) in records.iter().enumerate().rev() {
         for (wi, w) in r.writes.iter().enumerate() {
             let BufId::Tile(id) = w.buf else { continue };
-            if !rotating(id) {
-                continue;
-            }
+            let Some(t) = rotating(id) else { continue };
             let reads_it = r.reads.iter().any(|g| g.buf == w.buf);
-            let box_ = later.entry(id).or_insert(None);
+            let box_ = &mut later[t as usize];
             let ends = match box_ {
                 Some(b) if w.covers(b) => {
                     *box_ = None;
@@ -283,14 +302,14 @@ fn value_starts(records: &[Instr], tiles: &[AllocatedTile], lookup: &TileLookup)
             };
             if ends && !reads_it && wi < u8::MAX as usize {
                 starts.push((i as u32, wi as u8));
+                let v = &mut values[t as usize];
+                *v = (*v + 1).min(2);
             }
         }
         for g in r.reads.iter() {
             let BufId::Tile(id) = g.buf else { continue };
-            if !rotating(id) {
-                continue;
-            }
-            let box_ = later.entry(id).or_insert(None);
+            let Some(t) = rotating(id) else { continue };
+            let box_ = &mut later[t as usize];
             *box_ = Some(match *box_ {
                 Some(b) => union(b, g),
                 None => *g,
@@ -298,67 +317,72 @@ fn value_starts(records: &[Instr], tiles: &[AllocatedTile], lookup: &TileLookup)
         }
     }
     starts.reverse();
-    starts
+    let repeated = values.iter().any(|&v| v >= 2);
+    (starts, repeated)
 }
 
-/// Walks the records forward: renames each value of a tile after its first (`starts`), and
-/// returns the buffers in order of their first access with their live ranges.
+/// The buffer id of value `k` (from 1) of tile `id`.
+fn value_id(id: u64, k: u64) -> BufId {
+    BufId::Tile(VALUE | (k << ID_BITS) | (id & ((1 << ID_BITS) - 1)))
+}
+
+/// Walks the records forward: renames each value of a tile after its first (`starts`), and,
+/// when `track`, returns the buffers in order of their first access with their live ranges.
 fn live_ranges(
     records: &mut [Instr],
     lookup: &TileLookup,
     starts: &[(u32, u8)],
     renamed: &mut bool,
+    track: bool,
 ) -> Vec<Buffer> {
-    // Per tile buffer id: (current buffer index, values so far).
-    let mut current: Map<u64, (u32, u64)> = Map::default();
+    /// No buffer yet.
+    const NONE: u32 = u32::MAX;
+    // Per tile (the compiler stage's per-iteration buffers by id): its current buffer index
+    // and how many values it had before it.
+    let mut current: Vec<(u32, u64)> = vec![(NONE, 0); lookup.len()];
+    let mut stage: Map<u64, (u32, u64)> = Map::default();
     let mut buffers: Vec<Buffer> = Vec::new();
     let mut next_start = 0;
     for (i, r) in records.iter_mut().enumerate() {
         let at = i as u32;
         let engine = r.engine;
+        let writes = r.writes.iter_mut().map(|g| (g, true));
+        let reads = r.reads.iter_mut().map(|g| (g, false));
         // Writes first: a write that starts a value opens its buffer before any access of
         // the record (such a record does not read the tile: see `value_starts`).
-        for (wi, w) in r.writes.iter_mut().enumerate() {
-            let BufId::Tile(id) = w.buf else { continue };
+        for (wi, (g, write)) in writes.chain(reads).enumerate() {
+            let BufId::Tile(id) = g.buf else { continue };
             let Some(tile) = lookup.get(id) else { continue };
-            let starts_value = starts
-                .get(next_start)
-                .is_some_and(|&(si, sw)| si == at && sw as usize == wi);
+            let starts_value = write
+                && starts
+                    .get(next_start)
+                    .is_some_and(|&(si, sw)| si == at && sw as usize == wi);
             if starts_value {
                 next_start += 1;
             }
-            let entry = current.entry(id);
-            let e = match entry {
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    buffers.push(Buffer::new(tile, at));
-                    v.insert((buffers.len() as u32 - 1, 0))
-                }
-                std::collections::hash_map::Entry::Occupied(o) => {
-                    let e = o.into_mut();
-                    if starts_value && e.1 < MAX_VALUES {
-                        buffers.push(Buffer::new(tile, at));
-                        *e = (buffers.len() as u32 - 1, e.1 + 1);
-                    }
-                    e
-                }
+            let e = if id & STAGE_RENAMED != 0 {
+                stage.entry(id).or_insert((NONE, 0))
+            } else {
+                &mut current[tile as usize]
             };
+            if e.0 == NONE || (starts_value && e.1 < MAX_VALUES) {
+                if e.0 != NONE {
+                    e.1 += 1;
+                }
+                e.0 = buffers.len() as u32;
+                if track {
+                    buffers.push(Buffer::new(tile, at));
+                } else {
+                    e.0 = 0;
+                }
+            }
             if e.1 > 0 {
-                w.buf = BufId::Tile(VALUE | (e.1 << ID_BITS) | (id & ((1 << ID_BITS) - 1)));
+                g.buf = value_id(id, e.1);
                 *renamed = true;
             }
-            buffers[e.0 as usize].access(at, engine, true);
-        }
-        for g in r.reads.iter_mut() {
-            let BufId::Tile(id) = g.buf else { continue };
-            let Some(tile) = lookup.get(id) else { continue };
-            let e = *current.entry(id).or_insert_with(|| {
-                buffers.push(Buffer::new(tile, at));
-                (buffers.len() as u32 - 1, 0)
-            });
-            if e.1 > 0 {
-                g.buf = BufId::Tile(VALUE | (e.1 << ID_BITS) | (id & ((1 << ID_BITS) - 1)));
+            if track {
+                buffers[e.0 as usize].access(at, engine, write);
             }
-            buffers[e.0 as usize].access(at, engine, false);
         }
     }
     buffers
