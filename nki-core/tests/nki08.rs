@@ -673,3 +673,29 @@ fn activation_runs_on_gpsimd_from_trn2_and_activate2_on_trn3() {
     let e = act_on::run(l(Target::Trn2), &x, Engine::Vector, false, false).unwrap_err();
     assert!(e.message().contains("ScalarE or GpSimdE"), "{e}");
 }
+
+/// Row blocks of `x` copied into the kernel's own output at offsets a device loop computes:
+/// `scalar_offset` on an HBM tensor the kernel allocated.
+#[nki_kernel(nki = "0.8")]
+fn offset_own_output(x: &Hbm<f32>, on_chip: bool) -> Hbm<f32> {
+    let out = nl::ndarray(x.shape(), DType::F32, nl::shared_hbm);
+    nl::fori_loop(0, 4, |i| {
+        let t = nl::ndarray(&[32, 8], DType::F32, nl::sbuf);
+        nisa::dma_copy(&t, x.slice((0..32, ..)).scalar_offset(i * 32, 0), None);
+        if on_chip {
+            let _ = t.slice((.., ..)).scalar_offset(i, 1);
+        }
+        nisa::dma_copy(out.slice((0..32, ..)).scalar_offset(i * 32, 0), &t, None);
+    });
+    out
+}
+
+#[test]
+fn a_kernel_allocated_hbm_tensor_takes_a_scalar_offset() {
+    let v: Vec<f32> = (0..128 * 8).map(|k| k as f32).collect();
+    let x = Hbm::from_vec(&[128, 8], v.clone()).unwrap();
+    let (out, _) = offset_own_output::launch(1, &x, false).unwrap();
+    assert_eq!(out.to_f32_vec().unwrap(), v);
+    let e = offset_own_output::launch(1, &x, true).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
+}

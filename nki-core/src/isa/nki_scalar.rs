@@ -640,6 +640,32 @@ impl crate::hbm::HbmView {
     }
 }
 
+impl crate::tensor::TensorRef<'_> {
+    /// [`HbmView::scalar_offset`](crate::hbm::HbmView::scalar_offset) of a view of an HBM
+    /// tensor the kernel allocated (`nl::ndarray(.., nl::shared_hbm)`, a 0.7/0.8 kernel's
+    /// returned output): the same moved view, checked when the DMA runs. A view of an on-chip
+    /// tensor is an error (NKI's `scalar_offset` moves an HBM access).
+    #[track_caller]
+    pub fn scalar_offset(&self, s: NkiScalar, indirect_dim: usize) -> Self {
+        match self {
+            crate::tensor::TensorRef::Hbm(v) => {
+                crate::tensor::TensorRef::Hbm(v.scalar_offset(s, indirect_dim))
+            }
+            crate::tensor::TensorRef::Chip(t) => raise(
+                NkiError::new(
+                    ErrorKind::WrongMemory,
+                    "scalar_offset",
+                    format!(
+                        "{} is on chip: a scalar offset moves a view of an HBM tensor",
+                        t.describe()
+                    ),
+                ),
+                SourceLoc::caller(),
+            ),
+        }
+    }
+}
+
 impl crate::hbm::HbmViewMut {
     /// [`HbmView::scalar_offset`](crate::hbm::HbmView::scalar_offset) of a writable view.
     #[track_caller]
