@@ -186,7 +186,7 @@ pub fn compute_cycles(spec: &TargetSpec, r: impl Into<CostFacts>) -> u64 {
     let n = r.free.max(1) as f64;
     let work = (per_element(&r) * n / vector_perf_mode(spec, r)).ceil() as u64;
     match r.engine {
-        Engine::GpSimd => spec.gpsimd_start + work,
+        Engine::GpSimd => spec.gpsimd_start + work + psum_access(spec, &r),
         Engine::Sync => spec.min_ii,
         _ => {
             // iota / affine_select pay GpSimd's start-up on whichever engine runs them.
@@ -203,12 +203,23 @@ pub fn compute_cycles(spec: &TargetSpec, r: impl Into<CostFacts>) -> u64 {
                 work.max(spec.min_ii)
             };
             // activation_reduce / tensor_scalar_reduce: + MIN_II for the accumulator [E S13].
-            if r.accumulate {
+            let base = if r.accumulate {
                 base + spec.min_ii
             } else {
                 base
-            }
+            };
+            base + psum_access(spec, &r)
         }
+    }
+}
+
+/// The static PSUM access cycles ([`TargetSpec::psum_access_cycles`]) of a Vector/Scalar/GpSimd
+/// instruction with a PSUM operand, 0 for the others.
+fn psum_access(spec: &TargetSpec, r: &CostFacts) -> u64 {
+    if r.psum {
+        spec.psum_access_cycles
+    } else {
+        0
     }
 }
 
@@ -362,12 +373,12 @@ mod tests {
         assert_eq!(compute_cycles(s, &a), 1064);
         a.accumulate = false;
         assert!((compute_ns(s, &a) - 1000.0 / 1.4).abs() < 1e-9);
-        // tensor_tensor fp32 SBUF: 2N; one PSUM input: N.
+        // tensor_tensor fp32 SBUF: 2N; one PSUM input: N, and the static PSUM access.
         let mut tt = vec_op(Opcode::TensorTensor, Engine::Vector, 512, DType::F32);
         tt.inputs = 2;
         assert_eq!(compute_cycles(s, &tt), 1024);
         tt.psum = true;
-        assert_eq!(compute_cycles(s, &tt), 512);
+        assert_eq!(compute_cycles(s, &tt), 512 + s.psum_access_cycles);
         // reciprocal on VectorE: 8N.
         let r = vec_op(Opcode::Reciprocal, Engine::Vector, 100, DType::F32);
         assert_eq!(compute_cycles(s, &r), 800);
@@ -413,14 +424,24 @@ mod tests {
         strided.contiguous = false;
         assert_eq!(compute_cycles(Trn2.spec(), &strided), 1024);
         // A PSUM side: 2x for 16-bit data; an fp32 PSUM read-out to bf16 gets no mode
-        // (calibration §6a).
+        // (calibration §6a); both pay the static PSUM access.
+        let psum = Trn2.spec().psum_access_cycles;
         let mut readout = vec_op(TensorCopy, Vector, 512, F32);
         readout.out_dtype = BF16;
         readout.psum = true;
-        assert_eq!(compute_cycles(Trn2.spec(), &readout), 512);
+        assert_eq!(compute_cycles(Trn2.spec(), &readout), 512 + psum);
         let mut bf16_psum = vec_op(TensorCopy, Vector, 512, BF16);
         bf16_psum.psum = true;
-        assert_eq!(compute_cycles(Trn2.spec(), &bf16_psum), 256);
+        assert_eq!(compute_cycles(Trn2.spec(), &bf16_psum), 256 + psum);
+        for engine in [Scalar, GpSimd] {
+            let mut sbuf = vec_op(TensorCopy, engine, 128, F32);
+            let plain = compute_cycles(Trn1.spec(), &sbuf);
+            sbuf.psum = true;
+            assert_eq!(
+                compute_cycles(Trn1.spec(), &sbuf),
+                plain + Trn1.spec().psum_access_cycles
+            );
+        }
         // trn3 exponential: + MIN_II for a read-out.
         let mut e = vec_op(Exponential, Vector, 2048, F32);
         e.accumulate = true;
