@@ -38,29 +38,34 @@ pub fn names() -> Vec<&'static str> {
     n
 }
 
-/// The example `name` traced and emitted.
+/// The example `name` traced (a simulate launch on trn2: values and the modelled timeline)
+/// and emitted, with its modelled latency ([`EmittedKernel::with_profile`]).
 pub fn emit(name: &str) -> Result<EmittedKernel, NkiError> {
     let mut e = Emitter::new(name);
-    let launch = e.launch(Launch::new(1));
-    if name == "tensor_add" {
+    let launch = e.launch(Launch::new(1).mode(Mode::Simulate).target(Target::Trn2));
+    let report = if name == "tensor_add" {
         let a = Hbm::from_array(&random_bf16(256, 1024, 1))?;
         let b = Hbm::from_array(&random_bf16(256, 1024, 2))?;
         e.input("a", &a).input("b", &b);
-        tensor_add::run(launch, &a, &b)?;
+        tensor_add::run(launch, &a, &b)?.1
     } else if let Some(v) = Version::ALL.iter().find(|v| v.name() == name) {
         let (k, m, n) = v.small_kmn();
         let lhs_t = Hbm::from_array(&random_bf16(k, m, 3))?;
         let rhs = Hbm::from_array(&random_bf16(k, n, 4))?;
         e.input("lhsT", &lhs_t).input("rhs", &rhs);
-        v.run(launch, &lhs_t, &rhs)?;
+        v.run(launch, &lhs_t, &rhs)?.1
     } else if nki_library::check::KERNELS.contains(&name) {
-        let _ = nki_library::check::run(name, launch)?;
+        nki_library::check::run(name, launch)?.1
     } else {
         return Err(NkiError::new(
             ErrorKind::InvalidArgument,
             "emit",
             format!("no example '{name}': one of {}", names().join(", ")),
         ));
-    }
-    e.finish()
+    };
+    let kernel = e.finish()?;
+    Ok(match &report.profile {
+        Some(p) => kernel.with_profile(p),
+        None => kernel,
+    })
 }

@@ -269,6 +269,7 @@ impl Emitter {
             module,
             inputs: self.inputs.clone(),
             outputs: self.outputs.clone(),
+            modelled: None,
         })
     }
 
@@ -417,9 +418,19 @@ pub struct EmittedKernel {
     driver: String,
     inputs: Vec<HostTensor>,
     outputs: Vec<HostTensor>,
+    /// The target and modelled latency (ns) of the traced launch, if it was modelled.
+    modelled: Option<(crate::target::Target, f64)>,
 }
 
 impl EmittedKernel {
+    /// Keeps the modelled latency of the traced launch's `profile` (a simulate launch's):
+    /// [`EmittedKernel::write`] puts it beside the data (`<name>_data/nki_rs.json`, with the
+    /// target), for a front end that models the emitted module to compare with.
+    pub fn with_profile(mut self, profile: &crate::profile::Profile) -> EmittedKernel {
+        self.modelled = Some((profile.target, profile.latency_ns));
+        self
+    }
+
     /// The kernel's Python name.
     pub fn name(&self) -> &str {
         &self.name
@@ -537,6 +548,17 @@ impl EmittedKernel {
             "the emitted driver",
             self.driver.as_bytes(),
         )?;
+        if let Some((target, latency_ns)) = self.modelled {
+            let json = format!(
+                "{{\"target\": \"{}\", \"latency_ns\": {latency_ns:?}}}\n",
+                target.name()
+            );
+            put(
+                data.join("nki_rs.json"),
+                "the modelled latency",
+                json.as_bytes(),
+            )?;
+        }
         for (kind, ts) in [("in", &self.inputs), ("out", &self.outputs)] {
             for t in ts {
                 let values = t.values.as_deref().unwrap_or_default();
@@ -563,6 +585,7 @@ mod tests {
             driver: "import sys\n".into(),
             inputs: Vec::new(),
             outputs: Vec::new(),
+            modelled: None,
         }
     }
 
