@@ -17,10 +17,10 @@
 //! it (left out), then per constant its built-in, refitted and left-out values (instead of
 //! the rows).
 //!
-//! `--compiler` also prints what the opt-in `compiler` stage ([`CompilerStage::BETA1`]:
-//! duplicate-load removal, hoisting, multi-buffering) would move: section 1, the NKIBench
-//! byte counters of section 5 and the tutorial's fp32 versions on trn2, off against on (the
-//! rows and the JSON are always modelled with the stage off, the default).
+//! `--compiler` also prints what the `compiler` stage ([`CompilerStage::BETA1`]: duplicate-load
+//! removal, hoisting, multi-buffering) moves: section 1, the NKIBench byte counters of
+//! section 5 and the tutorial's fp32 versions on trn2, off against on (the rows and the JSON
+//! are modelled with the default, the stage on for Beta-1 kernels).
 //!
 //! `--json` prints one array of objects with the keys `section`, `name`, `target`,
 //! `published_us`, `model_us`, `error_percent` and `bottleneck` (the DMA-efficiency rows of
@@ -215,7 +215,7 @@ fn compiler_stage() -> Result<(), NkiError> {
             with_compiler_stage(CompilerStage::BETA1, f)?,
         ))
     };
-    println!("\ncompiler stage (CompilerStage::BETA1, opt-in): off -> on");
+    println!("\ncompiler stage (CompilerStage::BETA1, the Beta-1 default): off -> on");
     let (k, m, n) = TUTORIAL_BENCHMARK_KMN;
     let lhs_t = Hbm::<bf16>::shape_only([k, m]);
     let rhs = Hbm::<bf16>::shape_only([k, n]);

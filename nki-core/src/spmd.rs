@@ -410,11 +410,14 @@ impl Launch {
         /// loop-invariant loads and transposes out of `affine_range` loops, one buffer per
         /// iteration for tiles every iteration rewrites, PSUM zero fills folded into the first
         /// matmul. The default is the stage of
-        /// [`with_compiler_stage`](crate::with_compiler_stage), [`CompilerStage::OFF`] unless set:
-        /// the kernel costed exactly as written. The profile lists what the stage did
+        /// [`with_compiler_stage`](crate::with_compiler_stage), [`CompilerStage::BETA1`] unless
+        /// set: the program as the compiler runs it. [`CompilerStage::OFF`], or
+        /// [`CompileConfig::as_written`](crate::compiler::config::CompileConfig::as_written) on
+        /// the launch, costs the kernel exactly as written. The profile lists what the stage did
         /// ([`Profile::compiler`]).
         ///
         /// [`CompilerStage::OFF`]: crate::CompilerStage::OFF
+        /// [`CompilerStage::BETA1`]: crate::CompilerStage::BETA1
         compiler(stage: crate::compiler::stage::CompilerStage) => compiler = stage;
         /// What the compiler is asked to do (NKI 0.8 `CompileConfig`: allocation, address
         /// rotation, scheduling heuristic, transformations), for simulate and estimate modes.
@@ -551,11 +554,21 @@ impl Launch {
         finished.sort_unstable_by_key(|p| p.index);
         check_outputs(&shared, self.uninitialised_outputs, self.mode)?;
         let instances = self.instance_infos(&finished);
+        let config = self.effective_compile_config();
         let plan = crate::pipeline::Plan {
             target: self.target,
             dialect: self.dialect,
-            stage: self.compiler,
-            config: self.effective_compile_config(),
+            // `CompileConfig::as_written()` (no transformations) turns the stage off; without
+            // address rotation the stage's buffer per iteration (the same renaming) is off too.
+            stage: if config.transformations {
+                crate::CompilerStage {
+                    multi_buffer: self.compiler.multi_buffer && config.address_rotation.rotates(),
+                    ..self.compiler
+                }
+            } else {
+                crate::CompilerStage::OFF
+            },
+            config,
             models: self.mode.records(),
             cores: self.grid.num_cores(),
             keep_records: self.mode == Mode::Simulate || self.keep_records,

@@ -1,6 +1,7 @@
 //! The `compiler` stage between recording and costing: duplicate-load removal, hoisting out of
 //! `affine_range` loops, multi-buffering and PSUM zero-fill folding, each switchable, each
-//! listed in the profile; off (the default) the kernel is costed as written.
+//! listed in the profile; on by default for Beta-1 kernels (the compiler always ran them),
+//! and with `CompilerStage::OFF` the kernel is costed as written.
 
 use nki_core::nisa::classic as nisa;
 use nki_core::prelude::*;
@@ -54,8 +55,9 @@ fn invariant(stage: CompilerStage) -> Profile {
 }
 
 #[test]
-fn with_the_stage_off_the_kernel_is_costed_as_written() {
+fn by_default_a_beta1_kernel_is_compiled_and_off_costs_it_as_written() {
     let off = invariant(CompilerStage::OFF);
+    let on = invariant(CompilerStage::BETA1);
     let default = {
         let a = Hbm::<f32>::shape_only([N, 128, 512]);
         let w = Hbm::<f32>::shape_only([128, 512]);
@@ -65,8 +67,10 @@ fn with_the_stage_off_the_kernel_is_costed_as_written() {
     };
     assert!(off.compiler.is_empty());
     assert!(!off.to_json().contains("\"compiler\""));
-    assert_eq!(off.latency_ns, default.latency_ns);
-    assert_eq!(off.instructions, default.instructions);
+    assert!(!default.compiler.is_empty());
+    assert_eq!(default.latency_ns, on.latency_ns);
+    assert_eq!(default.instructions, on.instructions);
+    assert!(default.instructions < off.instructions);
     // Every load as written: 3 per iteration.
     assert_eq!(off.dma.hbm_read_bytes, 3 * N as u64 * TILE_BYTES);
 }
@@ -671,4 +675,168 @@ fn an_affine_loop_moves_inside_its_sequential_loop_when_a_step_then_keeps_a_hois
         varying.compiler
     );
     assert_eq!(varying.dma.hbm_read_bytes, (3 * 16 + 3) * tile);
+}
+
+// The default: a Beta-1 kernel is costed as the compiler runs it (every transformation of
+// `CompilerStage::BETA1`, as neuronx-cc always ran them); `CompilerStage::OFF` costs it as
+// written. Each kernel below is written for one rule; each test checks that the default
+// applies it, that it shows in `Profile::compiler`, and that without that rule (the rest of
+// the stage on) it does not happen.
+
+/// The estimate of `run` with the default stage, with `CompilerStage::OFF`, and with every
+/// transformation but the one `without` switches off.
+fn default_off_without(
+    without: impl Fn(&mut CompilerStage),
+    run: impl Fn() -> Profile,
+) -> (Profile, Profile, Profile) {
+    let mut stage = CompilerStage::BETA1;
+    without(&mut stage);
+    (
+        run(),
+        with_compiler_stage(CompilerStage::OFF, &run),
+        with_compiler_stage(stage, &run),
+    )
+}
+
+#[nki_kernel]
+fn same_region_twice(a: &Hbm<f32>, out: &mut Hbm<f32>) {
+    for i in nl::affine_range(out.shape()[0]) {
+        let x = nl::load(a.slice(i));
+        let again = nl::load(a.slice(i)); // the same HBM bytes in the same iteration
+        nl::store(out.slice(i), &nl::multiply(&x, &again));
+    }
+}
+
+#[test]
+fn by_default_the_same_region_loaded_twice_per_iteration_is_loaded_once() {
+    let a = Hbm::<f32>::shape_only([N, 128, 512]);
+    let run = || {
+        let mut out = Hbm::<f32>::shape_only([N, 128, 512]);
+        same_region_twice::estimate(Grid::new([1]), Target::Trn2, &a, &mut out).unwrap()
+    };
+    let (default, off, without) = default_off_without(|s| s.dedup = false, run);
+    let dups: usize = default
+        .compiler
+        .of_kind(CompilerKind::Duplicate)
+        .map(|l| l.count)
+        .sum();
+    assert_eq!(dups, N, "{:?}", default.compiler);
+    assert_eq!(default.dma.hbm_read_bytes, N as u64 * TILE_BYTES);
+    assert_eq!(off.dma.hbm_read_bytes, 2 * N as u64 * TILE_BYTES);
+    assert!(off.compiler.is_empty());
+    assert_eq!(without.dma.hbm_read_bytes, off.dma.hbm_read_bytes);
+    assert_eq!(without.compiler.of_kind(CompilerKind::Duplicate).count(), 0);
+}
+
+#[test]
+fn by_default_a_weight_load_the_row_loop_does_not_change_is_hoisted() {
+    // `invariant_loads`: `w` loaded in every iteration of the row loop, its tiles in use
+    // after the loop.
+    let (default, off, without) = default_off_without(
+        |s| s.hoist = false,
+        || {
+            let a = Hbm::<f32>::shape_only([N, 128, 512]);
+            let w = Hbm::<f32>::shape_only([128, 512]);
+            let mut out = Hbm::<f32>::shape_only([N, 128, 512]);
+            let mut sum = Hbm::<f32>::shape_only([128, 512]);
+            invariant_loads::estimate(Grid::new([1]), Target::Trn2, &a, &w, &mut out, &mut sum)
+                .unwrap()
+        },
+    );
+    let hoisted = |p: &Profile| -> usize {
+        p.compiler
+            .of_kind(CompilerKind::Hoisted)
+            .map(|l| l.count)
+            .sum()
+    };
+    assert_eq!(hoisted(&default), 2 * (N - 1), "{:?}", default.compiler);
+    assert_eq!(default.dma.hbm_read_bytes, (1 + N as u64) * TILE_BYTES);
+    assert_eq!(off.dma.hbm_read_bytes, 3 * N as u64 * TILE_BYTES);
+    assert_eq!(hoisted(&without), 0, "{:?}", without.compiler);
+    assert!(without.dma.hbm_read_bytes > default.dma.hbm_read_bytes);
+}
+
+#[nki_kernel]
+fn invariant_transpose(w: &Hbm<f32>, a: &Hbm<f32>, out: &mut Hbm<f32>) {
+    let wt = nl::load(w.view());
+    for i in nl::affine_range(out.shape()[0]) {
+        // The same transpose of the same unchanged tile in every iteration.
+        let t = nl::transpose(&wt);
+        let ts = nl::copy(&t, None);
+        let x = nl::load(a.slice(i));
+        nl::store(out.slice(i), &nl::add(&x, &ts));
+    }
+}
+
+#[test]
+fn by_default_a_loop_invariant_transpose_runs_once() {
+    let (default, off, without) = default_off_without(
+        |s| s.hoist_compute = false,
+        || {
+            let w = Hbm::<f32>::shape_only([128, 128]);
+            let a = Hbm::<f32>::shape_only([N, 128, 128]);
+            let mut out = Hbm::<f32>::shape_only([N, 128, 128]);
+            invariant_transpose::estimate(Grid::new([1]), Target::Trn2, &w, &a, &mut out).unwrap()
+        },
+    );
+    let hoisted = |p: &Profile, api: &str| -> usize {
+        p.compiler
+            .of_kind(CompilerKind::Hoisted)
+            .filter(|l| l.api == api)
+            .map(|l| l.count)
+            .sum()
+    };
+    let transposes = |p: &Profile| p.engine("TensorE").map_or(0, |e| e.instructions);
+    assert!(
+        hoisted(&default, "nl.transpose") > 0,
+        "{:?}",
+        default.compiler
+    );
+    assert_eq!(transposes(&default), 1, "{default}");
+    assert_eq!(transposes(&off), N, "{off}");
+    assert!(off.compiler.is_empty());
+    assert_eq!(transposes(&without), N, "{:?}", without.compiler);
+}
+
+#[test]
+fn by_default_a_tile_reloaded_every_iteration_gets_a_buffer_per_iteration() {
+    let run = || {
+        let a = Hbm::<bf16>::shape_only([8, 128, 128]);
+        let b = Hbm::<bf16>::shape_only([128, 128]);
+        let mut out = Hbm::<f32>::shape_only([8, 128, 128]);
+        reused_buffer::estimate(Grid::new([1]), Target::Trn1, &a, &b, &mut out, false).unwrap()
+    };
+    let (default, off, without) = default_off_without(|s| s.multi_buffer = false, run);
+    let renamed = |p: &Profile| -> usize {
+        p.compiler
+            .of_kind(CompilerKind::MultiBuffered)
+            .filter(|l| l.api == "nisa.dma_copy")
+            .map(|l| l.count)
+            .sum()
+    };
+    assert_eq!(renamed(&default), 8, "{:?}", default.compiler);
+    // (Its latency gain is the allocator's address rotation, on with the stage off too:
+    // tests/allocation.rs.)
+    assert!(off.compiler.is_empty());
+    assert_eq!(renamed(&without), 0, "{:?}", without.compiler);
+}
+
+#[test]
+fn compile_config_as_written_costs_a_beta1_kernel_as_written() {
+    let a = Hbm::<f32>::shape_only([N, 128, 512]);
+    let launch = || Launch::new([1]).mode(Mode::Estimate).target(Target::Trn2);
+    let profile = |l: Launch| {
+        let mut out = Hbm::<f32>::shape_only([N, 128, 512]);
+        same_region_twice::run(l, &a, &mut out)
+            .unwrap()
+            .profile
+            .expect("an estimate has a profile")
+    };
+    let default = profile(launch());
+    let written = profile(launch().compile_config(nki_core::CompileConfig::as_written()));
+    let off = with_compiler_stage(CompilerStage::OFF, || profile(launch()));
+    assert!(!default.compiler.is_empty());
+    assert!(written.compiler.is_empty(), "{:?}", written.compiler);
+    assert_eq!(written.dma.hbm_read_bytes, off.dma.hbm_read_bytes);
+    assert_eq!(written.instructions, off.instructions);
 }

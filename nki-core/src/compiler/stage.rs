@@ -1,7 +1,9 @@
 //! The `compiler` stage: what the Beta-1 NKI compiler does to a kernel's program between
 //! tracing and running it, applied to an instance's records before they are costed. Each
-//! transformation is switchable ([`CompilerStage`]); with all of them off (the default) the
-//! records are costed exactly as the kernel wrote them, and this module runs nothing.
+//! transformation is switchable ([`CompilerStage`]). Every one of them runs by default on a
+//! Beta-1 kernel (neuronx-cc always ran them); with all of them off ([`CompilerStage::OFF`],
+//! or a launch's `CompileConfig::as_written()`) the records are costed exactly as the kernel
+//! wrote them, and this module runs nothing.
 //!
 //! What the evidence says, transformation by transformation:
 //!
@@ -20,8 +22,7 @@
 //!   one load of the input, not six. `affine_range` tells the compiler the iterations are
 //!   independent (nki.language.affine_range: "iterations ... can be executed in parallel"
 //!   with no loop-carried dependency), which is what allows moving such an instruction out.
-//!   Counter-evidence, why the held-tile condition and why this is a switch, off by
-//!   default: the matmul tutorial's "tiled" version (calibration.md section 1) runs 20 %
+//!   Counter-evidence, why the held-tile condition: the matmul tutorial's "tiled" version (calibration.md section 1) runs 20 %
 //!   slower than its hand-hoisted version on trn1, so the compiler of that measurement did
 //!   not hoist the lhsT loads out of its `n` loop (each iteration's tile is dropped before the
 //!   next iteration loads it again); the NKIBench matmul baseline's HBM read counter
@@ -93,8 +94,8 @@ use std::cell::Cell;
 use std::hash::{Hash, Hasher};
 
 /// Which transformations of the `compiler` stage run before a launch is costed (see the
-/// module `compiler::stage` and docs/timing-model.md). [`CompilerStage::OFF`] (the default)
-/// costs every kernel exactly as written.
+/// module `compiler::stage` and docs/timing-model.md). [`CompilerStage::BETA1`] is what a
+/// launch takes unless set; [`CompilerStage::OFF`] costs every kernel exactly as written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CompilerStage {
     /// Remove an instruction (load, TensorE transpose, its PSUM copy) that recomputes what an
@@ -169,8 +170,9 @@ impl CompilerStage {
 }
 
 thread_local! {
-    /// The stage new launches of this thread take (see [`with_compiler_stage`]).
-    static STAGE: Cell<CompilerStage> = const { Cell::new(CompilerStage::OFF) };
+    /// The stage new launches of this thread take (see [`with_compiler_stage`]): every
+    /// transformation unless set.
+    static STAGE: Cell<CompilerStage> = const { Cell::new(CompilerStage::BETA1) };
 }
 
 /// Runs `f` with `stage` as the compiler stage of every launch it builds on this thread
@@ -514,7 +516,7 @@ fn dedup(
 ) -> Vec<usize> {
     // Per buffer: its last access and last write in the program as written, and (during the
     // walk) how many writes it has received.
-    let mut info = last_accesses(records, |_, _| {});
+    let mut info = last_accesses(records);
     // A cheap first look: does a removable instruction repeat an earlier one (unversioned
     // key, by hash) whose tile is still in use? Kernels without such repeats (the tutorial's
     // tiled matmul drops each tile before loading it again) stop here.
@@ -747,14 +749,21 @@ fn invariant_walk(
     banned: &[u32],
 ) -> Walked {
     let mut kept_bytes: Map<u32, u64> = Map::default();
-    // Per buffer written more than once: its writes (index, region), to tell whether a kept
-    // region is overwritten later.
-    let mut written: Map<BufId, Vec<(u32, Region)>> = Map::default();
-    let mut info = last_accesses(records, |i, w| {
-        written.entry(w.buf).or_default().push((i, *w));
-    });
+    // Per buffer: its writes (index, region), to tell whether a kept region is overwritten
+    // later; made on the first question (most walks find no repeat and ask none).
+    let written: std::cell::OnceCell<Map<BufId, Vec<(u32, Region)>>> = std::cell::OnceCell::new();
+    let mut info = last_accesses(records);
     // True when nothing after record `o` writes into `kept`.
     let intact = |o: usize, kept: &Region| {
+        let written = written.get_or_init(|| {
+            let mut m: Map<BufId, Vec<(u32, Region)>> = Map::default();
+            for (i, r) in records.iter().enumerate() {
+                for w in &r.writes {
+                    m.entry(w.buf).or_default().push((i as u32, *w));
+                }
+            }
+            m
+        });
         written
             .get(&kept.buf)
             .is_none_or(|l| l.iter().all(|(k, w)| *k as usize <= o || !w.overlaps(kept)))
@@ -1122,8 +1131,8 @@ struct Info {
 }
 
 /// Every buffer's last access and last write in `records` (the program as written; no writes
-/// counted yet); `on_write(i, region)` sees each write of record `i` in program order.
-fn last_accesses(records: &[Instr], mut on_write: impl FnMut(u32, &Region)) -> BufTable<Info> {
+/// counted yet).
+fn last_accesses(records: &[Instr]) -> BufTable<Info> {
     let mut info: BufTable<Info> = BufTable::new(records);
     for (i, r) in records.iter().enumerate() {
         let i = i as u32;
@@ -1133,7 +1142,6 @@ fn last_accesses(records: &[Instr], mut on_write: impl FnMut(u32, &Region)) -> B
         for w in &r.writes {
             let e = info.entry(w.buf);
             (e.last, e.last_write) = (i, i);
-            on_write(i, w);
         }
     }
     info
