@@ -39,6 +39,7 @@ fn the_launch_overrides_the_kernel_which_overrides_the_dialect_default() {
 }
 
 use nki_core::nisa::classic as nisa;
+use nki_core::nisa::{AffineExpr, DgeMode, DmaOpts};
 use nki_core::{with_compile_config, AddressRotation, Allocation};
 
 /// Where [`reload`] keeps the tile it loads every iteration.
@@ -198,7 +199,7 @@ const SECOND_LOAD: u32 = line!() + 14;
 /// waits for those reads). `tail`: the load's data feeds a long chain (else a short one).
 #[nki_kernel]
 fn burst(a: &Hbm<bf16>, b: &Hbm<bf16>, out: &mut Hbm<f32>, tail: bool) {
-    let x = nl::ndarray(&[128, 2048], DType::BF16, nki_core::Alloc::from(nl::sbuf));
+    let x = nl::ndarray(&[128, 4096], DType::BF16, nki_core::Alloc::from(nl::sbuf));
     nisa::dma_copy(x.slice((.., ..)), a.view());
     let y1 = nl::exp(&x);
     let y2 = nl::tanh(&x);
@@ -216,9 +217,9 @@ fn burst(a: &Hbm<bf16>, b: &Hbm<bf16>, out: &mut Hbm<f32>, tail: bool) {
 }
 
 fn bursts(h: SchedulingHeuristic, tail: bool) -> (f64, f64, f64) {
-    let a = Hbm::<bf16>::shape_only([128, 2048]);
+    let a = Hbm::<bf16>::shape_only([128, 4096]);
     let b = Hbm::<bf16>::shape_only([128, 2048]);
-    let mut out = Hbm::<f32>::shape_only([3, 128, 2048]);
+    let mut out = Hbm::<f32>::shape_only([3, 128, 4096]);
     let config = CompileConfig::default()
         .address_rotation(AddressRotation::Disable)
         .scheduling(h);
@@ -257,9 +258,123 @@ fn dma_prefetch_sends_a_load_before_a_store_ready_as_early() {
 #[test]
 fn critical_path_sends_the_dma_with_the_longest_chain_after_it_first() {
     // A load feeding a long chain goes before the store; a store longer than the short
-    // chain a small load feeds goes before that load.
+    // chain a small load feeds (its trigger latency, the activation and the store after it)
+    // goes before that load.
     let (store, load, _) = bursts(SchedulingHeuristic::CriticalPath, true);
     assert!(load < store, "{load} vs {store}");
     let (store, load, _) = bursts(SchedulingHeuristic::CriticalPath, false);
     assert!(store < load, "{store} vs {load}");
+}
+
+/// The earliest start of the instructions on source line `line` in `p`.
+fn line_start(p: &Profile, line: u32) -> f64 {
+    p.spans
+        .iter()
+        .filter(|s| s.cause.is_none())
+        .filter(|s| p.ops.get(s.op as usize).is_some_and(|o| o.loc.line == line))
+        .map(|s| s.start_ns)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Lines of [`two_paths`]'s long activation (iteration 0) and short one (iteration 1).
+const LONG_EXP: u32 = line!() + 11;
+const SHORT_EXP: u32 = line!() + 13;
+
+/// Two iterations whose ScalarE activations become ready together (both read the tile
+/// loaded before the loop): iteration 0's is long and only stored; iteration 1's is short and
+/// feeds a long VectorE chain.
+#[nki_kernel]
+fn two_paths(a: &Hbm<bf16>, out: &mut Hbm<f32>) {
+    let x = nl::load(a.view());
+    for i in nl::affine_range(2) {
+        if i == 0 {
+            let y = nl::exp(&x);
+            nl::store(out.slice(0), &y);
+        } else {
+            let mut z = nl::exp(x.slice((.., 0..512)));
+            for _ in 0..12 {
+                z = nl::add(&z, &z);
+            }
+            nl::store(out.slice((1, .., 0..512)), &z);
+        }
+    }
+}
+
+fn paths(h: SchedulingHeuristic) -> (f64, f64, f64) {
+    let a = Hbm::<bf16>::shape_only([128, 2048]);
+    let mut out = Hbm::<f32>::shape_only([2, 128, 2048]);
+    let p = with_compile_config(CompileConfig::default().scheduling(h), || {
+        two_paths::estimate(Grid::new([1]), Target::Trn2, &a, &mut out).unwrap()
+    });
+    (
+        line_start(&p, LONG_EXP),
+        line_start(&p, SHORT_EXP),
+        p.latency_ns,
+    )
+}
+
+#[test]
+fn critical_path_runs_the_compute_instruction_with_the_longest_chain_after_it_first() {
+    // ASAP: ScalarE takes the two ready activations in program order; CRITICAL_PATH takes
+    // the one whose VectorE chain is longer than the other's activation and store, and the
+    // chain then overlaps the long activation.
+    let (long, short, asap) = paths(SchedulingHeuristic::Asap);
+    assert!(long < short, "ASAP: program order: {long} vs {short}");
+    let (long, short, critical) = paths(SchedulingHeuristic::CriticalPath);
+    assert!(
+        short < long,
+        "CRITICAL_PATH: the short one first: {short} vs {long}"
+    );
+    assert!(critical < asap, "{critical} vs {asap}");
+}
+
+/// Lines of [`iota_or_load`]'s iota (iteration 0) and software-DGE load (iteration 1).
+const IOTA: u32 = line!() + 9;
+const SWDGE_LOAD: u32 = line!() + 13;
+
+/// Two iterations whose GpSimdE instructions are ready at the start: iteration 0's iota and
+/// iteration 1's descriptor generation of a software-DGE load.
+#[nki_kernel]
+fn iota_or_load(b: &Hbm<f32>, out: &mut Hbm<f32>) {
+    for i in nl::affine_range(2) {
+        if i == 0 {
+            let t = nisa::iota(&AffineExpr::new(128, 2048).free(1, 2048), DType::F32);
+            nl::store(out.slice(0), &t);
+        } else {
+            let t = nl::ndarray(&[128, 2048], DType::F32, nki_core::Alloc::from(nl::sbuf));
+            let opts = DmaOpts::new().dge_mode(DgeMode::Swdge);
+            nki_core::nisa::dma_copy(t.slice((.., ..)), b.view(), opts);
+            nl::store(out.slice(1), &t);
+        }
+    }
+}
+
+fn iota_load(h: SchedulingHeuristic) -> (f64, f64, f64) {
+    let b = Hbm::<f32>::shape_only([128, 2048]);
+    let mut out = Hbm::<f32>::shape_only([2, 128, 2048]);
+    // Rotation off: the transfer waits for its descriptors through their write of its
+    // destination (with rotation the transfer's write takes a fresh address).
+    let config = CompileConfig::default()
+        .address_rotation(AddressRotation::Disable)
+        .scheduling(h);
+    let p = with_compile_config(config, || {
+        iota_or_load::estimate(Grid::new([1]), Target::Trn2, &b, &mut out).unwrap()
+    });
+    (
+        line_start(&p, IOTA),
+        line_start(&p, SWDGE_LOAD),
+        p.latency_ns,
+    )
+}
+
+#[test]
+fn dma_prefetch_starts_a_dma_on_an_engine_queue_before_compute_ready_as_early() {
+    // ASAP: GpSimdE runs the iota first (program order) and generates the load's
+    // descriptors after it; DMA_PREFETCH generates them first, so the load starts earlier
+    // and the kernel ends sooner.
+    let (iota, load, asap) = iota_load(SchedulingHeuristic::Asap);
+    assert!(iota < load, "ASAP: program order: {iota} vs {load}");
+    let (iota, load, prefetch) = iota_load(SchedulingHeuristic::DmaPrefetch);
+    assert!(load < iota, "DMA_PREFETCH: the DMA first: {load} vs {iota}");
+    assert!(prefetch < asap, "{prefetch} vs {asap}");
 }

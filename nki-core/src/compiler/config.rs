@@ -81,11 +81,13 @@ pub enum SchedulingHeuristic {
     /// `ASAP` (the default): "select the instruction that can start first".
     #[default]
     Asap,
-    /// `CRITICAL_PATH`: among the instructions an engine may run, the one with the longest
-    /// chain of work after it first.
+    /// `CRITICAL_PATH` ("prefer the instruction on the longest path to the kernel's
+    /// outputs"): among the instructions a DMA queue or an engine may run, the one with the
+    /// longest chain of work after it first.
     CriticalPath,
-    /// `DMA_PREFETCH`: loads into on-chip memory go first: a load is issued as soon as its
-    /// inputs and its address allow, ahead of stores and other DMAs ready earlier.
+    /// `DMA_PREFETCH` ("prefer a DMA to an instruction that is not a DMA"): on an engine
+    /// queue, the instruction that starts a DMA goes before compute instructions; among the
+    /// DMAs, loads into on-chip memory go before stores and other copies.
     DmaPrefetch,
     /// `TRIVIAL`: program order on every engine and DMA queue.
     Trivial,

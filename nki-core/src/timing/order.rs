@@ -119,6 +119,14 @@ impl Timeline {
         t
     }
 
+    /// When the engine is free of every interval placed so far: the latest end (0 when none).
+    pub fn free_at(&self) -> f64 {
+        self.busy
+            .iter()
+            .map(|&(_, e, _)| e)
+            .fold(self.closed, f64::max)
+    }
+
     /// Records that `rec` occupies the engine from `s` to `e`; the oldest interval beyond
     /// [`WINDOW`] closes.
     pub fn insert(&mut self, s: f64, e: f64, rec: u32) {

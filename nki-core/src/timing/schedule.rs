@@ -291,6 +291,7 @@ pub(crate) fn schedule<'a>(
     }
     loop {
         while let Some(k) = sim.work.pop() {
+            let k = sim.weigh_compute(k);
             sim.release(k.rec());
         }
         match sim.next_dma() {
@@ -389,6 +390,64 @@ impl Sim<'_, '_> {
         Some(chosen)
     }
 
+    /// The next compute record to release, given the earliest ready one `first`: itself, or
+    /// under a heuristic that weighs compute records ([`priority::weighs_compute`]) on an
+    /// engine that looks ahead (not TensorE, which keeps program order), the one of highest
+    /// priority among the ready records of its engine and core ready by the time the engine
+    /// could start `first` (at most [`WINDOW`] of them; ties go to the one ready first). The
+    /// ready records of other engines met on the way are released in their order; the
+    /// candidates not chosen go back to the work queue. The chosen record still passes only
+    /// records it may pass ([`order::may_reorder`]).
+    fn weigh_compute(&mut self, first: Key) -> Key {
+        if !priority::weighs_compute(self.heuristic) {
+            return first;
+        }
+        let i = first.rec() as usize;
+        let engine = self.s.recs[i].engine;
+        if engine == Engine::Tensor {
+            return first;
+        }
+        let c = self.out.core[i] as usize;
+        let by = first
+            .time()
+            .max(self.cores[c].timelines[engine.index()].free_at());
+        self.candidates.clear();
+        self.candidates.push(first);
+        while self.candidates.len() < WINDOW {
+            match self.work.peek() {
+                Some(k) if k.time() <= by => {
+                    self.work.pop();
+                    let j = k.rec() as usize;
+                    if self.s.recs[j].engine == engine && self.out.core[j] as usize == c {
+                        self.candidates.push(k);
+                    } else {
+                        self.release(k.rec());
+                    }
+                }
+                _ => break,
+            }
+        }
+        if self.candidates.len() == 1 {
+            return first;
+        }
+        let prio = |k: &Key| {
+            let j = k.rec() as usize;
+            let b = self.bottom.get(j).copied().unwrap_or(0.0);
+            priority::compute_priority(self.heuristic, self.out.recs[j], b)
+        };
+        let best = (0..self.candidates.len())
+            .max_by(|&a, &b| {
+                let (ka, kb) = (&self.candidates[a], &self.candidates[b]);
+                prio(ka).total_cmp(&prio(kb)).then(ka.cmp(kb))
+            })
+            .unwrap_or(0);
+        let chosen = self.candidates.swap_remove(best);
+        for k in self.candidates.drain(..) {
+            self.work.push(k);
+        }
+        chosen
+    }
+
     /// Every record's bottom level: its engine time plus the longest chain of records that
     /// depend on it (CRITICAL_PATH's priority).
     fn bottom_levels(&mut self) -> Vec<f64> {
@@ -410,7 +469,23 @@ impl Sim<'_, '_> {
         }
         let deps = &self.deps;
         let core = &self.out.core;
-        priority::bottom_levels(n, |i| own[i], |i| deps[core[i] as usize].successors(i))
+        let engine = |i: usize| self.s.recs[i].engine;
+        // How long past a record's end its successor waits: a DMA its trigger latency, a RAW
+        // consumer its dependency latency (as the placement charges them).
+        let wait = |i: usize, e: &Edge| {
+            let succ = engine(e.succ as usize);
+            if succ == Engine::Dma {
+                self.spec.dma_fixed_latency_ns
+            } else {
+                order::ready_after(e.kind, engine(i), succ, 0.0, 0.0, &self.lat)
+            }
+        };
+        priority::bottom_levels(
+            n,
+            |i| own[i],
+            wait,
+            |i| deps[core[i] as usize].successors(i),
+        )
     }
 
     /// All of `i`'s dependencies are placed: a DMA joins the DMA queue (when it is queued), any
