@@ -699,3 +699,234 @@ fn a_kernel_allocated_hbm_tensor_takes_a_scalar_offset() {
     let e = offset_own_output::launch(1, &x, true).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::WrongMemory, "{e}");
 }
+
+use nki_core::nisa::{ApTerm, DmaOpts, OobMode};
+
+/// Dynamic access patterns (NKI 0.8): rows `first..first + n` of `x` (`n` read at run time, a
+/// partial last tile of at most 128 rows) copied to the same rows of the output through a
+/// `[128, 64]` tile (`which` 0), or every `s`-th row (`s` read at run time: rows `0, s, 2s,
+/// 3s`) into rows 0..4 (`which` 1). `skip`: `oob_mode=skip` on the load.
+#[nki_kernel(nki = "0.8")]
+fn dynamic_rows(n: &Hbm<i32>, x: &Hbm<f32>, first: usize, which: u32, skip: bool) -> Hbm<f32> {
+    let out = nl::ndarray(x.shape(), DType::F32, nl::shared_hbm);
+    let (h, w) = (x.shape()[0], x.shape()[1]);
+    let t = nl::zeros(&[128, w], DType::F32, nl::sbuf);
+    for r in (0..h).step_by(128) {
+        let k = (h - r).min(128);
+        nisa::dma_copy(out.slice((r..r + k, ..)), t.slice((0..k, ..)), None);
+    }
+    let n_t = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&n_t, n.view(), None);
+    let v = nisa::scalar_load(&n_t);
+    let opts = skip.then(|| DmaOpts::new().oob_mode(OobMode::Skip));
+    if which == 0 {
+        let rows = [[w.into(), ApTerm::count(v, 128)], [1.into(), w.into()]];
+        let src = x.view().ap_dynamic(&rows, first * w); // the count's pattern
+        nisa::dma_copy(&t, src, opts); // the dynamic load
+        let dst = out.view().ap_dynamic(&rows, first * w);
+        nisa::dma_copy(dst, &t, None); // the dynamic store
+    } else {
+        let every = [[(v * w as i32).into(), 4.into()], [1.into(), w.into()]];
+        let src = x.view().ap_dynamic(&every, 0); // the stride's pattern
+        let t4 = t.slice((0..4, ..));
+        nisa::dma_copy(&t4, src, opts); // the strided load
+        nisa::dma_copy(out.slice((0..4, ..)), &t4, None);
+    }
+    out
+}
+
+fn x_300x16() -> (Hbm<f32>, Vec<f32>) {
+    let v: Vec<f32> = (0..300 * 16).map(|k| k as f32).collect();
+    (Hbm::from_vec(&[300, 16], v.clone()).unwrap(), v)
+}
+
+fn one(v: i32) -> Hbm<i32> {
+    Hbm::from_vec(&[1, 1], vec![v]).unwrap()
+}
+
+#[test]
+fn a_dynamic_count_moves_the_rows_read_at_run_time() {
+    let (x, v) = x_300x16();
+    for (first, n) in [(256, 44), (128, 128), (0, 1), (200, 0)] {
+        let mut want = vec![0.0f32; 300 * 16];
+        want[first * 16..(first + n) * 16].copy_from_slice(&v[first * 16..(first + n) * 16]);
+        let (out, _) = dynamic_rows::launch(1, &one(n as i32), &x, first, 0, false).unwrap();
+        assert_eq!(out.to_f32_vec().unwrap(), want, "first {first}, n {n}");
+        let r = dynamic_rows::run(
+            Launch::new(1).mode(Mode::Simulate),
+            &one(n as i32),
+            &x,
+            first,
+            0,
+            false,
+        )
+        .unwrap();
+        assert_eq!(r.0.to_f32_vec().unwrap(), want, "first {first}, n {n}");
+        // The dynamic load moves n rows (none for n = 0), and waits for the count's load.
+        let p = r.1.profile.unwrap();
+        let load_line = line_of("// the dynamic load");
+        let (i, dma) = p
+            .ops
+            .iter()
+            .enumerate()
+            .find(|(_, o)| o.loc.line == load_line)
+            .unwrap();
+        assert_eq!(dma.bytes, (n * 16 * 4) as u64, "first {first}, n {n}");
+        let scalar = p
+            .ops
+            .iter()
+            .position(|o| o.opcode == Opcode::ScalarLoad)
+            .unwrap();
+        let span = |op: usize| {
+            p.spans
+                .iter()
+                .filter(|s| s.op as usize == op && s.cause.is_none())
+                .map(|s| (s.start_ns, s.start_ns + s.dur_ns))
+                .fold((f64::INFINITY, 0.0f64), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+        };
+        assert!(span(i).0 >= span(scalar).1, "the DMA waits for its count");
+    }
+}
+
+#[test]
+fn a_dynamic_stride_reads_rows_apart() {
+    let (x, v) = x_300x16();
+    for s in [0, 1, 7, 99] {
+        let mut want = vec![0.0f32; 300 * 16];
+        for r in 0..4 {
+            want[r * 16..(r + 1) * 16].copy_from_slice(&v[r * s * 16..(r * s + 1) * 16]);
+        }
+        let (out, _) = dynamic_rows::launch(1, &one(s as i32), &x, 0, 1, false).unwrap();
+        assert_eq!(out.to_f32_vec().unwrap(), want, "stride {s}");
+    }
+}
+
+#[test]
+fn a_dynamic_pattern_out_of_bounds_is_an_error_naming_the_value_and_lines() {
+    let (x, _) = x_300x16();
+    let cases = [
+        (0, 200, "// the dynamic load", "200"), // count above its maximum
+        (256, 45, "// the dynamic load", "45"), // past the tensor's last row
+        (0, -1, "// the dynamic load", "-1"),   // negative count
+        (0, 100, "// the strided load", "1600"), // row 300 of 300 (stride 100 * 16)
+    ];
+    for (first, n, line, value) in cases {
+        let which = u32::from(line.contains("strided"));
+        let e = dynamic_rows::launch(1, &one(n), &x, first, which, false).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::OutOfBounds, "{e}");
+        assert_eq!(e.op(), "nisa.dma_copy", "{e}");
+        assert_eq!(e.location().unwrap().line, line_of(line), "{e}");
+        let pattern_line = match which {
+            0 => line_of("// the count's pattern"),
+            _ => line_of("// the stride's pattern"),
+        };
+        assert!(e.message().contains(&format!("line {pattern_line}")), "{e}");
+        assert!(e.message().contains(value), "{e}");
+        assert!(e.message().contains("tensor x"), "{e}");
+        if first == 0 && n == 200 {
+            // oob_mode=skip skips the transfer: the store moves the zeros of the tile (its
+            // count is out of bounds too, so it fails: a skip applies to the DMA it is given).
+            let e = dynamic_rows::launch(1, &one(n), &x, first, which, true).unwrap_err();
+            assert_eq!(e.location().unwrap().line, line_of("// the dynamic store"));
+        }
+    }
+    // Skipped with oob_mode=skip: the strided load of a stride past the tensor leaves the
+    // tile's zeros.
+    let (out, _) = dynamic_rows::launch(1, &one(100), &x, 0, 1, true).unwrap();
+    assert!(out.to_f32_vec().unwrap().iter().all(|&v| v == 0.0));
+}
+
+#[test]
+fn estimate_needs_the_dynamic_values_and_models_those_given() {
+    let line = line_of("// the count's pattern");
+    let n = Hbm::<i32>::shape_only([1, 1]);
+    let xs = Hbm::<f32>::shape_only([300, 512]);
+    let e =
+        dynamic_rows::run(Launch::new(1).mode(Mode::Estimate), &n, &xs, 256, 0, false).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoData, "{e}");
+    assert_eq!(e.location().unwrap().line, line, "{e}");
+    assert!(e.message().contains(&format!("values({line}")), "{e}");
+    let x = Hbm::from_vec(&[300, 512], (0..300 * 512).map(|k| k as f32).collect()).unwrap();
+    let mut latencies = Vec::new();
+    for count in [44, 128] {
+        let first = 300 - count as usize;
+        let l = Launch::new(1).mode(Mode::Estimate).trip_counts(
+            TripCounts::new()
+                .values(line, [count])
+                .values(line_of("// the dynamic store") - 1, [count]),
+        );
+        let est = dynamic_rows::run(l, &n, &xs, first, 0, false)
+            .unwrap()
+            .1
+            .profile
+            .unwrap();
+        let sim = dynamic_rows::run(
+            Launch::new(1).mode(Mode::Simulate),
+            &one(count as i32),
+            &x,
+            first,
+            0,
+            false,
+        )
+        .unwrap()
+        .1
+        .profile
+        .unwrap();
+        let ops = |p: &Profile| -> Vec<(Opcode, u32, u64)> {
+            p.ops
+                .iter()
+                .map(|o| (o.opcode, o.loc.line, o.bytes))
+                .collect()
+        };
+        assert_eq!(ops(&est), ops(&sim), "count {count}");
+        assert!((est.latency_ns - sim.latency_ns).abs() < 1e-6 * sim.latency_ns);
+        // The dynamic load's own time on its DMA queues.
+        let load = est
+            .ops
+            .iter()
+            .position(|o| o.loc.line == line_of("// the dynamic load"))
+            .unwrap();
+        let busy: f64 = est
+            .spans
+            .iter()
+            .filter(|s| s.op as usize == load && s.cause.is_none())
+            .map(|s| s.dur_ns)
+            .sum();
+        latencies.push(busy);
+        // A value given out of bounds is the same error as in execute mode.
+        let l = Launch::new(1)
+            .mode(Mode::Estimate)
+            .trip_counts(TripCounts::new().values(line, [count + 1]));
+        let e = dynamic_rows::run(l, &n, &xs, first, 0, false).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::OutOfBounds, "{e}");
+    }
+    assert!(
+        latencies[0] < latencies[1],
+        "{latencies:?}: fewer rows, less DMA time"
+    );
+    assert!(latencies[0] > 0.0);
+}
+
+#[test]
+fn a_dynamic_pattern_is_checked_when_traced() {
+    let x = Hbm::from_vec(&[4, 4], vec![0.0f32; 16]).unwrap();
+    let n = one(2);
+    // A count read at run time without its maximum, a count in a stride's place, a view
+    // with run-time counts read by something other than a DMA.
+    for which in 0..3 {
+        let r = Launch::new(1).run(|| {
+            let t = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+            nisa::dma_copy(&t, n.view(), None);
+            let s = nisa::scalar_load(&t);
+            let pattern = match which {
+                0 => [[4.into(), s.into()], [1.into(), 4.into()]],
+                1 => [[ApTerm::count(s, 4), 4.into()], [1.into(), 4.into()]],
+                _ => [[4.into(), ApTerm::count(s, 4)], [1.into(), 4.into()]],
+            };
+            let v = x.view().ap_dynamic(&pattern, 0);
+            let _ = nl::load(v);
+        });
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{which}: {e}");
+    }
+}

@@ -31,6 +31,20 @@ pub struct HbmView {
     /// `oob_mode=error` or skips the transfer under `oob_mode=skip` (NKI checks a dynamic
     /// offset when the DMA runs), and any other access of its values is this error.
     pub(crate) oob: Option<Arc<str>>,
+    /// The run-time counts of a dynamic access pattern (`ap_dynamic`), when it has any: the
+    /// view then holds the counts read at run time, and only a DMA takes it (the other side
+    /// of the DMA gives the shape with each count at its maximum).
+    pub(crate) counts: Option<Arc<RunCounts>>,
+}
+
+/// The run-time counts of a view made by a dynamic access pattern (NKI 0.8).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RunCounts {
+    /// Per counted dimension: `(dimension, count read at run time, maximum)`. Empty once a DMA
+    /// has narrowed its other side to the counts.
+    pub(crate) dims: Vec<(usize, usize, usize)>,
+    /// A count read at run time is 0: the DMA moves no element (it is still issued).
+    pub(crate) empty: bool,
 }
 
 impl HbmView {
@@ -41,6 +55,7 @@ impl HbmView {
             input,
             register: None,
             oob: None,
+            counts: None,
         }
     }
 
@@ -52,6 +67,7 @@ impl HbmView {
             input: false,
             register: None,
             oob: None,
+            counts: None,
         }
     }
 
@@ -64,6 +80,7 @@ impl HbmView {
             input: self.input,
             register: self.register,
             oob: self.oob.clone(),
+            counts: self.counts.clone(),
         }
     }
 
@@ -110,6 +127,7 @@ impl HbmView {
             input: self.input,
             register: self.register,
             oob: self.oob.clone(),
+            counts: self.counts.clone(),
         })
     }
 
@@ -128,6 +146,7 @@ impl HbmView {
                 input,
                 register: None,
                 oob: None,
+                counts: None,
             },
             Err(e) => crate::abort::raise(e, loc),
         }
@@ -167,7 +186,7 @@ impl HbmView {
     /// memory (`Hbm::with_borrowed`), and tensors the running launch accesses as an output
     /// (through another view), which it writes in place.
     pub(crate) fn share_rows(&self) -> Option<(Values, usize, usize)> {
-        if !self.input || self.oob.is_some() {
+        if !self.input || self.oob.is_some() || self.counts.is_some() {
             return None;
         }
         let launch = super::shared::current_instance().map_or(0, |k| k.0);
@@ -186,9 +205,26 @@ impl HbmView {
         Some((g.values.as_ref()?.share()?, offset, row_stride))
     }
 
+    /// Whether a DMA of this view moves no element (a dynamic access pattern's run-time count
+    /// of 0).
+    pub(crate) fn moves_nothing(&self) -> bool {
+        self.counts.as_ref().is_some_and(|c| c.empty)
+    }
+
     /// The error of accessing the values of a view a dynamic offset moved outside its tensor
     /// (see `oob`), as op `op`.
     pub(crate) fn in_bounds(&self, op: &'static str) -> Result<()> {
+        if self.counts.as_ref().is_some_and(|c| !c.dims.is_empty()) {
+            return Err(crate::error::NkiError::new(
+                crate::error::ErrorKind::InvalidArgument,
+                op,
+                format!(
+                    "{} has counts read at run time (a dynamic access pattern): only \
+                     nisa.dma_copy takes it, its other side giving the shape",
+                    self.describe()
+                ),
+            ));
+        }
         match &self.oob {
             None => Ok(()),
             Some(why) => Err(crate::error::NkiError::new(

@@ -351,6 +351,8 @@ pub fn dma_copy<'a, 'b>(
     let ins = Op::begin(API);
     let (dst, src) = (dst.dma_target(), src.dma_source());
     ins.trace(|| traced_copy(&dst, &src, &opts));
+    // A dynamic access pattern's run-time counts cut the other side to the entries moved.
+    let (dst, src) = super::dynamic_ap::narrow(&ins, dst, src);
     if !opts.unique_indices {
         ins.fail(
             ErrorKind::InvalidArgument,
@@ -505,12 +507,16 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
         }
         // HBM accesses are tagged in every mode: estimate mode tracks races without values.
         if let DmaEndpoint::Hbm(v) = src {
-            if v.oob.is_none() {
+            if v.oob.is_none() && !v.moves_nothing() {
                 ins.track_load(v, api);
             }
         }
     }
-    let skip = dynamic_oob(ins, opts, &dst, srcs);
+    // A run-time count of 0 (a dynamic access pattern) moves nothing, as a skip does.
+    let skip = dynamic_oob(ins, opts, &dst, srcs)
+        || std::iter::once(&dst)
+            .chain(srcs)
+            .any(|e| e.hbm().is_some_and(HbmView::moves_nothing));
     if matches!(dst, DmaEndpoint::Indirect(_))
         || srcs.iter().any(|s| matches!(s, DmaEndpoint::Indirect(_)))
     {
@@ -696,6 +702,15 @@ pub(super) fn dma_record(dst: &DmaEndpoint, src: &DmaEndpoint, ins: &Op) -> Inst
         .reads([src.region()])
         .writes([dst.region()])
         .done();
+    // A run-time count of 0 (a dynamic access pattern): no byte moves.
+    if [src, dst]
+        .iter()
+        .any(|e| e.hbm().is_some_and(HbmView::moves_nothing))
+    {
+        if let Some(d) = r.dma.as_mut() {
+            d.bytes = 0;
+        }
+    }
     // An offset read from a scalar register (`scalar_offset`): the DMA waits for its load.
     for end in [src, dst] {
         if let Some(reg) = end.hbm().and_then(HbmView::register) {

@@ -59,6 +59,7 @@ mod dma;
 mod dma_indirect;
 #[cfg(test)]
 mod dma_tests;
+mod dynamic_ap;
 mod exponential;
 pub(crate) mod gather;
 mod gpsimd;
@@ -102,6 +103,7 @@ pub use dma::{
     dma_compute, dma_copy, dma_transpose, DgeMode, DmaEndpoint, DmaOpts, DmaSource, DmaTarget,
     IndirectAp, OobMode,
 };
+pub use dynamic_ap::ApTerm;
 pub use exponential::exponential;
 pub use gather::{local_gather, nc_n_gather, LOCAL_GATHER_ELEMS, LOCAL_GATHER_MAX_INDICES};
 pub use gpsimd::{affine_select, iota, tensor_partition_reduce, AffineExpr};

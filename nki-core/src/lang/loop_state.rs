@@ -28,6 +28,9 @@ pub const MAX_DEVICE_LOOP_ITERATIONS: u64 = 1 << 24;
 pub struct TripCounts {
     lines: Vec<(u32, Vec<u64>, bool)>,
     all: Option<u64>,
+    /// The run-time values of dynamic access patterns, per call line: one list for every run
+    /// (`true`) or one list per run (`false`).
+    values: Vec<(u32, Vec<Vec<i64>>, bool)>,
 }
 
 impl TripCounts {
@@ -56,6 +59,39 @@ impl TripCounts {
     pub fn all(mut self, n: u64) -> TripCounts {
         self.all = Some(n);
         self
+    }
+
+    /// Every run of the dynamic access pattern at source line `line`
+    /// ([`HbmView::ap_dynamic`](crate::hbm::HbmView::ap_dynamic)) reads `values`: its
+    /// run-time strides and counts, in the pattern's order (outermost pair first, stride
+    /// before count). Estimate mode has no values to read them from.
+    pub fn values(mut self, line: u32, values: impl IntoIterator<Item = i64>) -> TripCounts {
+        self.values.retain(|l| l.0 != line);
+        self.values
+            .push((line, vec![values.into_iter().collect()], true));
+        self
+    }
+
+    /// The `k`-th run of the dynamic access pattern at `line` (in each instance) reads
+    /// `runs[k]` (see [`values`](Self::values)); a run past the list's end has none given.
+    pub fn values_runs(
+        mut self,
+        line: u32,
+        runs: impl IntoIterator<Item = Vec<i64>>,
+    ) -> TripCounts {
+        self.values.retain(|l| l.0 != line);
+        self.values.push((line, runs.into_iter().collect(), false));
+        self
+    }
+
+    /// The run-time values of run `run` (0-based, per instance) of the dynamic access
+    /// pattern at `line`, if given.
+    pub fn values_for(&self, line: u32, run: usize) -> Option<&[i64]> {
+        match self.values.iter().find(|l| l.0 == line) {
+            Some((_, v, true)) => v.first().map(Vec::as_slice),
+            Some((_, v, false)) => v.get(run).map(Vec::as_slice),
+            None => None,
+        }
     }
 
     /// The trip count of run `run` (0-based, per instance) of the loop at `line`, if given.
