@@ -352,7 +352,7 @@ pub fn dma_copy<'a, 'b>(
     let (dst, src) = (dst.dma_target(), src.dma_source());
     ins.trace(|| traced_copy(&dst, &src, &opts));
     // A dynamic access pattern's run-time counts cut the other side to the entries moved.
-    let (dst, src) = super::dynamic_ap::narrow(&ins, dst, src);
+    let (dst, src) = narrow(&ins, dst, src);
     if !opts.unique_indices {
         ins.fail(
             ErrorKind::InvalidArgument,
@@ -592,6 +592,95 @@ fn transfer(ins: &Op, dst: DmaEndpoint, srcs: &[DmaEndpoint], opts: &DmaOpts) {
             ));
         }
     }
+}
+
+/// The two sides of a DMA with the run-time counts of a dynamic access pattern
+/// ([`HbmView::ap_dynamic`]) applied: the
+/// side with counts keeps its counted entries and the other side, whose shape must be the
+/// pattern's with each count at its maximum, is cut to the same entries. One side at most
+/// takes run-time counts.
+fn narrow<'a, 'b>(
+    ins: &Op,
+    dst: DmaEndpoint<'a>,
+    src: DmaEndpoint<'b>,
+) -> (DmaEndpoint<'a>, DmaEndpoint<'b>) {
+    let counted = |e: &DmaEndpoint| match e {
+        DmaEndpoint::Hbm(v) => v.counts.clone().filter(|c| !c.dims.is_empty()),
+        _ => None,
+    };
+    match (counted(&dst), counted(&src)) {
+        (None, None) => (dst, src),
+        (Some(_), Some(_)) => ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "dst {} and src {} both have counts read at run time: one side of a DMA takes \
+                 a dynamic count, the other gives the shape (at its maximum)",
+                dst.describe(),
+                src.describe()
+            ),
+        ),
+        (Some(c), None) => cut(ins, &c, dst, src),
+        (None, Some(c)) => {
+            let (s, d) = cut(ins, &c, src, dst);
+            (d, s)
+        }
+    }
+}
+
+/// [`narrow`] of the side `dynamic` with counts `c` and the other side `other`.
+fn cut<'x, 'y>(
+    ins: &Op,
+    c: &crate::hbm::view::RunCounts,
+    dynamic: DmaEndpoint<'x>,
+    other: DmaEndpoint<'y>,
+) -> (DmaEndpoint<'x>, DmaEndpoint<'y>) {
+    let DmaEndpoint::Hbm(mut v) = dynamic else {
+        unreachable!("run-time counts are on HBM views")
+    };
+    let mut declared = v.shape().to_vec();
+    for &(d, _, max) in &c.dims {
+        declared[d] = max;
+    }
+    if other.shape() != declared.as_slice() {
+        ins.fail(
+            ErrorKind::ShapeMismatch,
+            format!(
+                "{} has shape {:?}; the other side of a dynamic access pattern with run-time \
+                 counts ({}) has the pattern's shape with each count at its maximum, {declared:?}",
+                other.describe(),
+                other.shape(),
+                v.describe()
+            ),
+        );
+    }
+    let index: Vec<Ix> = (0..declared.len())
+        .map(|d| Ix::Range {
+            start: 0,
+            end: c.dims.iter().find(|x| x.0 == d).map(|x| x.1.max(1)),
+            step: 1,
+        })
+        .collect();
+    let other = match other {
+        DmaEndpoint::Hbm(h) => DmaEndpoint::Hbm(h.try_slice(index).unwrap_or_else(|e| {
+            ins.fail(e.kind(), e.message().to_string());
+        })),
+        DmaEndpoint::Tile(t) => DmaEndpoint::Tile(t.slice(index)),
+        DmaEndpoint::Indirect(i) => ins.fail(
+            ErrorKind::InvalidArgument,
+            format!(
+                "{} is indirect (vector_offset): a DMA with a dynamic access pattern's run-time \
+                 counts takes a plain view on its other side",
+                i.describe()
+            ),
+        ),
+    };
+    v.counts = c.empty.then(|| {
+        std::sync::Arc::new(crate::hbm::view::RunCounts {
+            dims: Vec::new(),
+            empty: true,
+        })
+    });
+    (DmaEndpoint::Hbm(v), other)
 }
 
 /// A dynamic offset (`scalar_offset`, a tensor-index `select`) that moved an HBM side of a

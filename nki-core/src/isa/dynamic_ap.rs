@@ -25,10 +25,7 @@
 //! waits for their `scalar_load`s. [A: no public figure for generating descriptors of a
 //! dynamic pattern; no cost beyond the DMA's own is added.]
 
-use super::dma::DmaEndpoint;
 use super::nki_scalar::NkiScalar;
-use super::op::Op;
-use crate::access::Ix;
 use crate::context::{raise, with_ctx};
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::hbm::view::RunCounts;
@@ -308,92 +305,4 @@ fn dynamic_view(v: &HbmView, pattern: &[[ApTerm; 2]], offset: usize, loc: Source
         })
     });
     out.after_register(register)
-}
-
-/// The two sides of a DMA with the run-time counts of a dynamic access pattern applied: the
-/// side with counts keeps its counted entries and the other side, whose shape must be the
-/// pattern's with each count at its maximum, is cut to the same entries. One side at most
-/// takes run-time counts.
-pub(super) fn narrow<'a, 'b>(
-    ins: &Op,
-    dst: DmaEndpoint<'a>,
-    src: DmaEndpoint<'b>,
-) -> (DmaEndpoint<'a>, DmaEndpoint<'b>) {
-    let counted = |e: &DmaEndpoint| match e {
-        DmaEndpoint::Hbm(v) => v.counts.clone().filter(|c| !c.dims.is_empty()),
-        _ => None,
-    };
-    match (counted(&dst), counted(&src)) {
-        (None, None) => (dst, src),
-        (Some(_), Some(_)) => ins.fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "dst {} and src {} both have counts read at run time: one side of a DMA takes \
-                 a dynamic count, the other gives the shape (at its maximum)",
-                dst.describe(),
-                src.describe()
-            ),
-        ),
-        (Some(c), None) => cut(ins, &c, dst, src),
-        (None, Some(c)) => {
-            let (s, d) = cut(ins, &c, src, dst);
-            (d, s)
-        }
-    }
-}
-
-/// [`narrow`] of the side `dynamic` with counts `c` and the other side `other`.
-fn cut<'x, 'y>(
-    ins: &Op,
-    c: &RunCounts,
-    dynamic: DmaEndpoint<'x>,
-    other: DmaEndpoint<'y>,
-) -> (DmaEndpoint<'x>, DmaEndpoint<'y>) {
-    let DmaEndpoint::Hbm(mut v) = dynamic else {
-        unreachable!("run-time counts are on HBM views")
-    };
-    let mut declared = v.shape().to_vec();
-    for &(d, _, max) in &c.dims {
-        declared[d] = max;
-    }
-    if other.shape() != declared.as_slice() {
-        ins.fail(
-            ErrorKind::ShapeMismatch,
-            format!(
-                "{} has shape {:?}; the other side of a dynamic access pattern with run-time \
-                 counts ({}) has the pattern's shape with each count at its maximum, {declared:?}",
-                other.describe(),
-                other.shape(),
-                v.describe()
-            ),
-        );
-    }
-    let index: Vec<Ix> = (0..declared.len())
-        .map(|d| Ix::Range {
-            start: 0,
-            end: c.dims.iter().find(|x| x.0 == d).map(|x| x.1.max(1)),
-            step: 1,
-        })
-        .collect();
-    let other = match other {
-        DmaEndpoint::Hbm(h) => DmaEndpoint::Hbm(h.try_slice(index).unwrap_or_else(|e| {
-            ins.fail(e.kind(), e.message().to_string());
-        })),
-        DmaEndpoint::Tile(t) => DmaEndpoint::Tile(t.slice(index)),
-        DmaEndpoint::Indirect(i) => ins.fail(
-            ErrorKind::InvalidArgument,
-            format!(
-                "{} is indirect (vector_offset): a DMA with a dynamic access pattern's run-time \
-                 counts takes a plain view on its other side",
-                i.describe()
-            ),
-        ),
-    };
-    v.counts = c.empty.then(|| {
-        Arc::new(RunCounts {
-            dims: Vec::new(),
-            empty: true,
-        })
-    });
-    (DmaEndpoint::Hbm(v), other)
 }
