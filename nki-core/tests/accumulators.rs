@@ -4,7 +4,7 @@
 //! instructions (`reduce` after `reset_reduce`, `load_reduce`), edge values (NaN, -inf fill,
 //! a single element), and the rules as errors.
 
-use nki_core::nisa::{ReduceArgs, ReduceCmd};
+use nki_core::nisa::{AccumOpts, ReduceCmd};
 use nki_core::prelude::*;
 
 mod common;
@@ -61,7 +61,7 @@ fn tensor_scalar_reduce_sums_and_chains_through_the_registers() {
             AluOp::Multiply,
             &s,
             AluOp::Add,
-            ReduceArgs::new().reduce_res(rr.slice((.., 0..1))),
+            AccumOpts::new().reduce_res(rr.slice((.., 0..1))),
         );
         nisa::tensor_scalar_reduce(
             &d2,
@@ -69,7 +69,7 @@ fn tensor_scalar_reduce_sums_and_chains_through_the_registers() {
             AluOp::Multiply,
             &s,
             AluOp::Add,
-            ReduceArgs::new()
+            AccumOpts::new()
                 .cmd(ReduceCmd::Reduce)
                 .reduce_res(rr.slice((.., 1..2)))
                 .negate(),
@@ -81,7 +81,7 @@ fn tensor_scalar_reduce_sums_and_chains_through_the_registers() {
             AluOp::Subtract,
             1.0,
             AluOp::Maximum,
-            ReduceArgs::new()
+            AccumOpts::new()
                 .cmd(ReduceCmd::LoadReduce)
                 .init(15.0)
                 .reduce_res(rr.slice((.., 2..3))),
@@ -130,7 +130,7 @@ fn tensor_scalar_cumulative_follows_the_pseudocode() {
             let x = nl::load(&xh);
             let d = sbuf(&[p, f], DType::F32);
             let rr = sbuf(&[p, 1], DType::F32);
-            let mut args = ReduceArgs::new().cmd(cmd).reduce_res(&rr);
+            let mut args = AccumOpts::new().cmd(cmd).reduce_res(&rr);
             if cmd == ReduceCmd::LoadReduce {
                 args = args.init(init);
             }
@@ -185,9 +185,7 @@ fn select_reduce_and_copy_predicated() {
             let fl = nl::load(&fh);
             let d = sbuf(&[p, f], DType::F32);
             let rr = sbuf(&[p, 1], DType::F32);
-            let mut args = ReduceArgs::new()
-                .cmd(ReduceCmd::ResetReduce)
-                .reduce_res(&rr);
+            let mut args = AccumOpts::new().cmd(ReduceCmd::ResetReduce).reduce_res(&rr);
             if reverse {
                 args = args.reverse_pred();
             }
@@ -255,7 +253,7 @@ fn range_select_is_a_causal_mask_with_a_row_max() {
                 &b0,
                 &b1,
                 AluOp::Maximum,
-                ReduceArgs::new().range_start(8).reduce_res(&rr),
+                AccumOpts::new().range_start(8).reduce_res(&rr),
             );
             let out = sbuf(&[p, f], DType::F32);
             nisa::tensor_copy(&out, &d, None);
@@ -303,7 +301,7 @@ fn exponential_on_trn3_with_a_running_sum() {
             &d,
             &x,
             &m,
-            ReduceArgs::new()
+            AccumOpts::new()
                 .cmd(ReduceCmd::ResetReduce)
                 .reduce_res(rr.slice((.., 0..1))),
         );
@@ -312,7 +310,7 @@ fn exponential_on_trn3_with_a_running_sum() {
             &d2,
             &y,
             &m,
-            ReduceArgs::new()
+            AccumOpts::new()
                 .cmd(ReduceCmd::Reduce)
                 .reduce_res(rr.slice((.., 1..2))),
         );
@@ -370,7 +368,7 @@ fn accumulator_rules_are_errors() {
             AluOp::Add,
             1.0,
             AluOp::Add,
-            ReduceArgs::new().cmd(ReduceCmd::Reduce).reduce_res(&r),
+            AccumOpts::new().cmd(ReduceCmd::Reduce).reduce_res(&r),
         );
     });
     assert!(e.to_string().contains("no defined value"), "{e}");
@@ -384,7 +382,7 @@ fn accumulator_rules_are_errors() {
             AluOp::Add,
             1.0,
             AluOp::Add,
-            ReduceArgs::new().cmd(ReduceCmd::LoadReduce),
+            AccumOpts::new().cmd(ReduceCmd::LoadReduce),
         );
     });
     assert!(e.to_string().contains("reduce_init"), "{e}");
@@ -419,7 +417,7 @@ fn accumulator_rules_are_errors() {
 
 #[test]
 fn activation_chains_scalar_registers_and_takes_a_scalar_bias() {
-    use nisa::{ActFn, ActivationArgs};
+    use nisa::{ActFn, ActivationOpts};
     let (p, f) = (64, 48);
     let mut rng = Rng(19);
     let xs = rng.vec(p * f, -2.0, 2.0);
@@ -434,7 +432,7 @@ fn activation_chains_scalar_registers_and_takes_a_scalar_bias() {
             &d,
             ActFn::Exp,
             &x,
-            ActivationArgs::new()
+            ActivationOpts::new()
                 .scale(0.5)
                 .bias(0.25)
                 .reduce(AluOp::Add, ReduceCmd::ResetReduce),
@@ -445,7 +443,7 @@ fn activation_chains_scalar_registers_and_takes_a_scalar_bias() {
             &d2,
             ActFn::Square,
             &y,
-            ActivationArgs::new()
+            ActivationOpts::new()
                 .reduce(AluOp::Add, ReduceCmd::Reduce)
                 .reduce_res(rr.slice((.., 0..1))),
         );
@@ -454,7 +452,7 @@ fn activation_chains_scalar_registers_and_takes_a_scalar_bias() {
             &d2,
             ActFn::Copy,
             &y,
-            ActivationArgs::new().reduce_res(rr.slice((.., 1..2))),
+            ActivationOpts::new().reduce_res(rr.slice((.., 1..2))),
         );
         // activation_reduce resets them to its own sums.
         nisa::activation_reduce(&d2, ActFn::Copy, &y, AluOp::Add, rr.slice((.., 2..3)), None);
@@ -484,7 +482,7 @@ fn activation_chains_scalar_registers_and_takes_a_scalar_bias() {
         .run(|| {
             let x = sbuf(&[8, 8], DType::F32);
             nisa::memset(&x, 0.0, None);
-            nisa::activation(&x, ActFn::Exp, &x, ActivationArgs::new().bias(1.0));
+            nisa::activation(&x, ActFn::Exp, &x, ActivationOpts::new().bias(1.0));
         })
         .expect_err("trn1 needs a bias vector");
     assert!(e.to_string().contains("NeuronCore-v3"), "{e}");
@@ -492,7 +490,7 @@ fn activation_chains_scalar_registers_and_takes_a_scalar_bias() {
 
 #[test]
 fn activate2_stages_and_abs_max_reduction_on_trn3() {
-    use nisa::{ActFn, Activate2Args};
+    use nisa::{ActFn, Activate2Opts};
     let (p, f) = (32, 40);
     let mut rng = Rng(23);
     let xs = rng.vec(p * f, -3.0, 3.0);
@@ -509,7 +507,7 @@ fn activate2_stages_and_abs_max_reduction_on_trn3() {
             let (x, s) = (nl::load(&xh), nl::load(&sh));
             let d = sbuf(&[p, f], DType::F32);
             let rr = sbuf(&[p, 1], DType::F32);
-            let mut args = Activate2Args::new()
+            let mut args = Activate2Opts::new()
                 .reduce(AluOp::AbsMax, ReduceCmd::ResetReduce)
                 .reduce_res(&rr);
             if r0 {

@@ -12,7 +12,7 @@
 //!
 //! Edge values throughout: NaN, +-inf, -0.0, zero, ties.
 
-use nki_core::nisa::{ActFn, Activate2Args, AluOp, Engine, ReduceArgs, TensorScalarArgs};
+use nki_core::nisa::{AccumOpts, ActFn, Activate2Opts, AluOp, Engine, TensorScalarOpts};
 use nki_core::prelude::*;
 
 mod common;
@@ -130,7 +130,7 @@ fn tensor_scalar_unary_op0_matches_the_operator_table_on_trn3() {
         let got = run_on(Target::Trn3, &[p, f], |o| {
             let x = nl::load(&xh);
             let d = nl::ndarray(&[p, f], DType::F32, nl::SBUF);
-            let args = TensorScalarArgs::new()
+            let args = TensorScalarOpts::new()
                 .reverse0()
                 .then(AluOp::Subtract, 1.0)
                 .reverse1();
@@ -194,7 +194,7 @@ fn the_unary_operators_before_trn3_and_on_gpsimd() {
     let got = run_on(Target::Trn2, &[p, f], |o| {
         let x = nl::load(&xh);
         let d = nl::ndarray(&[p, f], DType::F32, nl::SBUF);
-        let args = TensorScalarArgs::new().engine(Engine::GpSimd);
+        let args = TensorScalarOpts::new().engine(Engine::GpSimd);
         nisa::tensor_scalar(&d, &x, AluOp::Rsqrt, 0.0, args);
         nl::store(o, &d);
     });
@@ -203,7 +203,7 @@ fn the_unary_operators_before_trn3_and_on_gpsimd() {
     let e = fails_on(Target::Trn3, ErrorKind::InvalidArgument, || {
         let x = nl::load(&xh);
         let d = nl::ndarray(&[p, f], DType::F32, nl::SBUF);
-        let args = TensorScalarArgs::new().engine(Engine::GpSimd);
+        let args = TensorScalarOpts::new().engine(Engine::GpSimd);
         nisa::tensor_scalar(&d, &x, AluOp::Abs, 0.0, args);
     });
     assert!(e.to_string().contains("only for rsqrt"), "{e}");
@@ -227,7 +227,7 @@ fn a_unary_op0_needs_operand0_zero_and_is_no_op1() {
     assert!(e.to_string().contains("must be None or 0"), "{e}");
     let e = fails_on(Target::Trn3, ErrorKind::InvalidArgument, || {
         let x = nl::load(&xh);
-        let args = TensorScalarArgs::new().then(AluOp::Square, 0.0);
+        let args = TensorScalarOpts::new().then(AluOp::Square, 0.0);
         nisa::tensor_scalar(&x, &x, AluOp::Add, 1.0, args);
     });
     assert!(e.to_string().contains("unary operator"), "{e}");
@@ -240,7 +240,7 @@ fn a_unary_op0_needs_operand0_zero_and_is_no_op1() {
     // ScalarE keeps its (multiply, add) combinations.
     fails_on(Target::Trn3, ErrorKind::InvalidArgument, || {
         let x = nl::load(&xh);
-        let args = TensorScalarArgs::new().engine(Engine::Scalar);
+        let args = TensorScalarOpts::new().engine(Engine::Scalar);
         nisa::tensor_scalar(&x, &x, AluOp::Abs, 0.0, args);
     });
 }
@@ -261,7 +261,7 @@ fn tensor_scalar_reduce_sums_squares_on_trn3() {
                 let x = nl::load(&xh);
                 let d = nl::ndarray(&[p, f], DType::F32, nl::SBUF);
                 let rr = nl::ndarray(&[p, 1], DType::F32, nl::SBUF);
-                let args = ReduceArgs::new().reduce_res(&rr);
+                let args = AccumOpts::new().reduce_res(&rr);
                 nisa::tensor_scalar_reduce(&d, &x, AluOp::Square, 0.0, AluOp::Add, args);
                 nl::store(&o, &d);
                 nl::store(&r, &rr);
@@ -409,7 +409,7 @@ fn activate2_prelu_takes_its_slope_from_relu_param() {
     let got = run_on(Target::Trn3, &[p, f], |o| {
         let (x, a) = (nl::load(&xh), nl::load(&ah));
         let d = nl::ndarray(&[p, f], DType::F32, nl::SBUF);
-        let args = Activate2Args::new().relu_param(&a);
+        let args = Activate2Opts::new().relu_param(&a);
         nisa::activate2(
             &d,
             ActFn::Prelu,
@@ -431,7 +431,7 @@ fn activate2_prelu_takes_its_slope_from_relu_param() {
         let got = run_on(Target::Trn3, &[p, f], |o| {
             let x = nl::load(&xh);
             let d = nl::ndarray(&[p, f], DType::F32, nl::SBUF);
-            let mut args = Activate2Args::new();
+            let mut args = Activate2Opts::new();
             if given {
                 args = args.relu_param(slope);
             }
@@ -549,7 +549,7 @@ fn gpsimd_tensor_scalar_is_rsqrt_only_in_07_but_not_in_beta1() {
         let e = fails_on(Target::Trn2, ErrorKind::InvalidArgument, || {
             let x = nl::load(&xh);
             let d = nl::ndarray(&[p, f], DType::F32, nl::SBUF);
-            let args = TensorScalarArgs::new().engine(Engine::GpSimd);
+            let args = TensorScalarOpts::new().engine(Engine::GpSimd);
             nisa::tensor_scalar(&d, &x, op, 2.0, args);
         });
         let msg = e.to_string();
@@ -564,7 +564,7 @@ fn gpsimd_tensor_scalar_is_rsqrt_only_in_07_but_not_in_beta1() {
         // Beta 1: the same operator on GpSimdE computes `x op 2`.
         let got = run_on(Target::Trn2, &[p, f], |o| {
             let x = nl::load(&xh);
-            let args = TensorScalarArgs::new().engine(Engine::GpSimd);
+            let args = TensorScalarOpts::new().engine(Engine::GpSimd);
             nl::store(
                 o,
                 &nki_core::nisa::classic::tensor_scalar(&x, op, 2.0, args),

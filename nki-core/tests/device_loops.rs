@@ -143,7 +143,7 @@ fn halve(v: &Hbm<i32>, steps: &mut Hbm<i32>) {
             &cur,
             nl::AluOp::RightShift,
             1.0,
-            None::<nisa::TensorScalarArgs>,
+            None::<nisa::TensorScalarOpts>,
         );
         let k = nisa::scalar_load(&count);
         nisa::scalar_store(&count, k + 1);

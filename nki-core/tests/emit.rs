@@ -20,7 +20,7 @@ fn scale_add(a: &Hbm<bf16>, b: &Hbm<bf16>) -> (Hbm<bf16>, Hbm<f32>) {
         let y = nl::ndarray(&[128, 512], b.dtype(), nl::sbuf);
         nisa::dma_copy(&x, a.slice(tile.clone()), None);
         nisa::dma_copy(&y, b.slice(tile.clone()), None);
-        let args = nisa::TensorScalarArgs::new().then(nl::AluOp::Add, 1.0f32);
+        let args = nisa::TensorScalarOpts::new().then(nl::AluOp::Add, 1.0f32);
         nisa::tensor_scalar(&x, &x, nl::AluOp::Multiply, 2.0f32, args);
         nisa::tensor_tensor(&x, &x, &y, nl::AluOp::Add, None);
         let r = nl::ndarray(&[128, 1], DType::F32, nl::sbuf);

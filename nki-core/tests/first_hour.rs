@@ -209,3 +209,53 @@ fn an_element_wise_kernels_profile_shows_no_tensor_engine_or_mfu() {
         "{shown}"
     );
 }
+
+/// The option structs' former `*Args` names still compile, as aliases of the `*Opts` names
+/// (deprecated; this file allows it), in `nisa` and in `nisa::classic`.
+#[test]
+fn the_former_args_names_of_option_structs_still_work() {
+    use nki_core::nisa::{
+        AccumOpts, Activate2Args, Activate2Opts, ActivationArgs, ActivationOpts, ReduceArgs,
+        ReduceCmd, ScanArgs, ScanOpts, TensorScalarArgs, TensorScalarOpts,
+    };
+    // The same types: a value built with the old name is one of the new type.
+    let _: ActivationOpts = ActivationArgs::new().scale(2.0);
+    let _: TensorScalarOpts = TensorScalarArgs::new();
+    let _: ScanOpts = ScanArgs::new();
+    let _: AccumOpts = ReduceArgs::new();
+    let _: Activate2Opts = Activate2Args::new();
+    let _: ActivationOpts = nki_core::nisa::classic::ActivationArgs::new();
+    let _: TensorScalarOpts = nki_core::nisa::classic::TensorScalarArgs::new();
+    let _: ScanOpts = nki_core::nisa::classic::ScanArgs::new();
+    // And a kernel written with them runs as before.
+    let x = Hbm::<f32>::from_vec(&[2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let mut out = Hbm::<f32>::zeros([2, 3]);
+    let mut sums = Hbm::<f32>::zeros([2, 1]);
+    let (o, s) = (out.as_output(), sums.as_output());
+    Launch::new(1)
+        .run(|| {
+            let t = nl::load(&x);
+            let y = nl::ndarray(&[2, 3], DType::F32, nl::SBUF);
+            nisa::activation(&y, nl::ActFn::Copy, &t, ActivationArgs::new().scale(2.0));
+            let z = nl::ndarray(&[2, 3], DType::F32, nl::SBUF);
+            nisa::tensor_scalar(
+                &z,
+                &y,
+                nl::AluOp::Add,
+                1.0,
+                TensorScalarArgs::new().then(nl::AluOp::Multiply, 10.0),
+            );
+            let r = nl::ndarray(&[2, 1], DType::F32, nl::SBUF);
+            let w = nl::ndarray(&[2, 3], DType::F32, nl::SBUF);
+            let args = ReduceArgs::new().cmd(ReduceCmd::ResetReduce).reduce_res(&r);
+            nisa::tensor_scalar_reduce(&w, &t, nl::AluOp::Multiply, 1.0, nl::AluOp::Add, args);
+            nl::store(&o, &z);
+            nl::store(&s, &r);
+        })
+        .unwrap();
+    assert_eq!(
+        out.to_vec().unwrap(),
+        [30.0, 50.0, 70.0, 90.0, 110.0, 130.0]
+    );
+    assert_eq!(sums.to_vec().unwrap(), [6.0, 15.0]);
+}

@@ -385,7 +385,7 @@ fn fuzz07(x: &Hbm<f32>, out: &mut Hbm<f32>, prog: &Program) {
                 &tiles[*src],
                 op.op(),
                 *scalar,
-                None::<nisa::TensorScalarArgs>,
+                None::<nisa::TensorScalarOpts>,
             ),
             Step::ReduceRows { dst, src, op } => {
                 nisa::tensor_reduce(&tiles[*dst], op.op(), &tiles[*src], &[1], None)

@@ -11,7 +11,7 @@
 //! misaligned index, view operations on an indirect view, a DMA of one) name the op, the
 //! tensors and the test's line.
 
-use nki_core::nisa::{ActFn, AluOp, Engine, MatmulOpts, Opts, TensorScalarArgs};
+use nki_core::nisa::{ActFn, AluOp, Engine, MatmulOpts, Opts, TensorScalarOpts};
 use nki_core::prelude::*;
 
 mod common;
@@ -203,7 +203,7 @@ fn scatters_on_every_engine_family() {
                 let (b, v, i) = (nl::load(&bh), nl::load(&vh), nl::load(&ih));
                 let dst = b.view().indirect(&i, None);
                 if engine == Engine::Scalar {
-                    let args = TensorScalarArgs::new().engine(Engine::Scalar);
+                    let args = TensorScalarOpts::new().engine(Engine::Scalar);
                     nisa::tensor_scalar(dst, &v, AluOp::Multiply, 2.0, args);
                 } else {
                     nisa::tensor_copy(dst, &v, Opts::new().engine(engine));

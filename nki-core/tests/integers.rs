@@ -3,7 +3,7 @@
 //! 32-bit integer arithmetic and the bitvec operators are exact, and casts to float round to
 //! nearest even, as the hardware converts — in every mode that computes values.
 
-use nki_core::nisa::{AffineExpr, AluOp, Engine, TensorScalarArgs};
+use nki_core::nisa::{AffineExpr, AluOp, Engine, TensorScalarOpts};
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
 use nki_core::nisa::classic as nisa;
@@ -173,7 +173,7 @@ fn bitvec_operators_work_on_exact_bit_patterns() {
         let y = nl::bitwise_and(&x, &ones);
         nl::store(
             out,
-            &nisa::tensor_scalar(&y, AluOp::BitwiseXor, 1, TensorScalarArgs::new()),
+            &nisa::tensor_scalar(&y, AluOp::BitwiseXor, 1, TensorScalarOpts::new()),
         );
     }) {
         let want: Vec<i32> = I32S.iter().map(|x| x ^ 1).collect();
@@ -421,7 +421,7 @@ fn integer_scalars_and_operand_columns_beyond_2_24_are_exact() {
         let x = nl::load(a);
         nl::store(
             out,
-            &nisa::tensor_scalar(&x, AluOp::BitwiseXor, BIG, TensorScalarArgs::new()),
+            &nisa::tensor_scalar(&x, AluOp::BitwiseXor, BIG, TensorScalarOpts::new()),
         )
     }) {
         let want: Vec<i32> = I32S.iter().map(|x| x ^ BIG).collect();
@@ -432,7 +432,7 @@ fn integer_scalars_and_operand_columns_beyond_2_24_are_exact() {
         let (x, c) = (nl::load(a), nl::load(&col));
         nl::store(
             out,
-            &nisa::tensor_scalar(&x, AluOp::BitwiseXor, &c, TensorScalarArgs::new()),
+            &nisa::tensor_scalar(&x, AluOp::BitwiseXor, &c, TensorScalarOpts::new()),
         )
     }) {
         let want: Vec<i32> = I32S

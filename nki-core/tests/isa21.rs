@@ -753,7 +753,7 @@ fn tensor_tensor_scan_result_takes_the_wider_input_dtype() {
             let b = nl::ndarray(&[4, 8], DType::F32, MemKind::Sbuf);
             nisa::memset(&a, 1.0, None);
             nisa::memset(&b, 0.5, None);
-            let args = nisa::ScanArgs::default();
+            let args = nisa::ScanOpts::default();
             let r = nisa::classic::tensor_tensor_scan(
                 &a,
                 &b,

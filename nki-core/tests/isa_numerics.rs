@@ -4,7 +4,7 @@
 
 use half::bf16;
 use nki_core::nisa::{
-    ActFn, ActivationArgs, AffineExpr, AluOp, Engine, ScanArgs, TensorScalarArgs,
+    ActFn, ActivationOpts, AffineExpr, AluOp, Engine, ScanOpts, TensorScalarOpts,
 };
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
@@ -51,7 +51,7 @@ fn activation_exp_128x1024() {
     let xs = rng.vec(p * f, -5.0, 5.0);
     let a = hbm(&[p, f], xs.clone());
     let got = map_out(&a, &[p, f], |x| {
-        nisa::activation(ActFn::Exp, &x, ActivationArgs::new())
+        nisa::activation(ActFn::Exp, &x, ActivationOpts::new())
     });
     let want: Vec<f32> = xs.iter().map(|&v| v.exp()).collect();
     assert_f32_close(&got, &want, "activation_exp_128x1024");
@@ -75,7 +75,7 @@ fn activation_scale_and_bias_128x512() {
         let y = nisa::activation(
             ActFn::Copy,
             &x,
-            ActivationArgs::new().bias(&bias).scale(2.0),
+            ActivationOpts::new().bias(&bias).scale(2.0),
         );
         nl::store(o, &y);
     })
@@ -90,7 +90,7 @@ fn activation_scale_and_bias_128x512() {
     let bh = hbm(&[p, 1], b_small.clone());
     let got = run_out(&[p, f], |o| {
         let (x, bias, scale) = (nl::load(&a), nl::load(&bh), nl::load(&s));
-        let args = ActivationArgs::new().bias(&bias).scale(&scale);
+        let args = ActivationOpts::new().bias(&bias).scale(&scale);
         nl::store(o, &nisa::activation(ActFn::Tanh, &x, args));
     })
     .unwrap();
@@ -111,7 +111,7 @@ fn activation_reduce_sums_each_partition() {
     let a = hbm(&[p, f], xs.clone());
     let got = run_out(&[p, f + 1], |o| {
         let x = nl::load(&a);
-        let (y, r) = nisa::activation_reduce(ActFn::Square, &x, ActivationArgs::new().scale(0.5));
+        let (y, r) = nisa::activation_reduce(ActFn::Square, &x, ActivationOpts::new().scale(0.5));
         nl::store(o.slice((.., 0..f)), &y);
         nl::store(o.slice((.., f..f + 1)), &r);
     })
@@ -142,7 +142,7 @@ fn activation_rounds_to_bf16_output() {
         let y = nisa::activation(
             ActFn::Copy,
             &x,
-            ActivationArgs::new().scale(1.5).dtype(DType::BF16),
+            ActivationOpts::new().scale(1.5).dtype(DType::BF16),
         );
         assert_eq!(y.dtype(), DType::BF16);
         y
@@ -162,15 +162,15 @@ fn activation_argument_errors() {
     let sb = Hbm::<bf16>::full([128, 1], bf16::ONE);
     fails_with(ErrorKind::ShapeMismatch, || {
         let (x, b) = (nl::load(&a), nl::load(&b2));
-        nisa::activation(ActFn::Exp, &x, ActivationArgs::new().bias(&b));
+        nisa::activation(ActFn::Exp, &x, ActivationOpts::new().bias(&b));
     });
     fails_with(ErrorKind::PartitionMismatch, || {
         let (x, b) = (nl::load(&a), nl::load(&b64));
-        nisa::activation(ActFn::Exp, &x, ActivationArgs::new().bias(&b));
+        nisa::activation(ActFn::Exp, &x, ActivationOpts::new().bias(&b));
     });
     let e = fails_with(ErrorKind::DType, || {
         let (x, b) = (nl::load(&a), nl::load(&bi));
-        nisa::activation(ActFn::Exp, &x, ActivationArgs::new().bias(&b));
+        nisa::activation(ActFn::Exp, &x, ActivationOpts::new().bias(&b));
     });
     assert!(
         e.message().contains("err_activation_bias_invalid_type"),
@@ -178,14 +178,14 @@ fn activation_argument_errors() {
     );
     let e = fails_with(ErrorKind::DType, || {
         let (x, s) = (nl::load(&a), nl::load(&sb));
-        nisa::activation(ActFn::Exp, &x, ActivationArgs::new().scale(&s));
+        nisa::activation(ActFn::Exp, &x, ActivationOpts::new().scale(&s));
     });
     assert!(
         e.message().contains("err_activation_scale_invalid_type"),
         "{e}"
     );
     let e = load_err(&a, ErrorKind::InvalidArgument, |x| {
-        nisa::activation(ActFn::Floor, &x, ActivationArgs::new());
+        nisa::activation(ActFn::Floor, &x, ActivationOpts::new());
     });
     assert!(e.location().unwrap().file.ends_with("isa_numerics.rs"));
 }
@@ -400,7 +400,7 @@ fn tensor_scalar_sdk_cases_64x1024() {
         let x = nl::load(&a);
         nl::store(
             o,
-            &nisa::tensor_scalar(&x, AluOp::Subtract, 1.0, TensorScalarArgs::new()),
+            &nisa::tensor_scalar(&x, AluOp::Subtract, 1.0, TensorScalarOpts::new()),
         );
     })
     .unwrap();
@@ -408,7 +408,7 @@ fn tensor_scalar_sdk_cases_64x1024() {
     assert_f32_close(&got, &want, "tensor_scalar_sdk_cases_64x1024");
     // 1 - c
     let got = map_out(&a, &[p, f], |x| {
-        let args = TensorScalarArgs::new().reverse0();
+        let args = TensorScalarOpts::new().reverse0();
         nisa::tensor_scalar(&x, AluOp::Subtract, 1.0, args)
     });
     let want: Vec<f32> = xs.iter().map(|v| 1.0 - v).collect();
@@ -416,7 +416,7 @@ fn tensor_scalar_sdk_cases_64x1024() {
     // e * f + 2.5 with f a [64, 1] vector
     let got = run_out(&[p, f], |o| {
         let (x, fr) = (nl::load(&a), nl::load(&fv));
-        let args = TensorScalarArgs::new().then(AluOp::Add, 2.5);
+        let args = TensorScalarOpts::new().then(AluOp::Add, 2.5);
         nl::store(o, &nisa::tensor_scalar(&x, AluOp::Multiply, &fr, args));
     })
     .unwrap();
@@ -431,14 +431,14 @@ fn tensor_scalar_sdk_cases_64x1024() {
     for engine in [Engine::Scalar, Engine::GpSimd] {
         let got = run_out(&[p, f], |o| {
             let (x, fr) = (nl::load(&a), nl::load(&fv));
-            let args = TensorScalarArgs::new().then(AluOp::Add, 2.5).engine(engine);
+            let args = TensorScalarOpts::new().then(AluOp::Add, 2.5).engine(engine);
             nl::store(o, &nisa::tensor_scalar(&x, AluOp::Multiply, &fr, args));
         })
         .unwrap();
         assert_f32_close(&got, &want, "tensor_scalar_sdk_cases_64x1024");
     }
     let got = map_out(&a, &[p, f], |x| {
-        let args = TensorScalarArgs::new()
+        let args = TensorScalarOpts::new()
             .then(AluOp::Divide, 3.0)
             .reverse1()
             .dtype(DType::BF16);
@@ -453,20 +453,20 @@ fn tensor_scalar_errors() {
     let a = Hbm::<f32>::full([64, 128], 2.0);
     let v = Hbm::<f32>::full([32, 1], 2.0);
     load_err(&a, ErrorKind::InvalidArgument, |x| {
-        let args = TensorScalarArgs::new().engine(Engine::Scalar);
+        let args = TensorScalarOpts::new().engine(Engine::Scalar);
         nisa::tensor_scalar(&x, AluOp::Subtract, 1.0, args);
     });
     fails_with(ErrorKind::WrongMemory, || {
         let x = nl::zeros(&[64, 128], DType::F32, nl::PSUM);
-        let args = TensorScalarArgs::new().engine(Engine::GpSimd);
+        let args = TensorScalarOpts::new().engine(Engine::GpSimd);
         nisa::tensor_scalar(&x, AluOp::Add, 1.0, args);
     });
     fails_with(ErrorKind::PartitionMismatch, || {
         let (x, o) = (nl::load(&a), nl::load(&v));
-        nisa::tensor_scalar(&x, AluOp::Add, &o, TensorScalarArgs::new());
+        nisa::tensor_scalar(&x, AluOp::Add, &o, TensorScalarOpts::new());
     });
     load_err(&a, ErrorKind::InvalidArgument, |x| {
-        let args = TensorScalarArgs::new().then(AluOp::LeftShift, 1.0);
+        let args = TensorScalarOpts::new().then(AluOp::LeftShift, 1.0);
         nisa::tensor_scalar(&x, AluOp::Add, 1.0, args);
     });
     load_err(&a, ErrorKind::InvalidArgument, |x| {
@@ -474,7 +474,7 @@ fn tensor_scalar_errors() {
             &x,
             AluOp::Add,
             1.0,
-            TensorScalarArgs::new().engine(Engine::Tensor),
+            TensorScalarOpts::new().engine(Engine::Tensor),
         );
     });
 }
@@ -630,7 +630,7 @@ fn tensor_tensor_scan_mul_add_128x1024() {
                 init,
                 AluOp::Multiply,
                 AluOp::Add,
-                ScanArgs::default(),
+                ScanOpts::default(),
             );
             nl::store(o, &s);
         })
@@ -641,7 +641,7 @@ fn tensor_tensor_scan_mul_add_128x1024() {
     // reverse flags: r = d1 - (r - d0)
     let got = run_out(&[p, f], |o| {
         let (x, y) = (nl::load(&a), nl::load(&b));
-        let args = ScanArgs {
+        let args = ScanOpts {
             reverse0: true,
             reverse1: true,
             dtype: None,
@@ -956,9 +956,9 @@ fn typed_tiles_work_with_nisa() {
     let got = run_out(&[128, 64], |o| {
         let t = Sbuf::<f32, 128, 64>::ndarray();
         nisa::dma_copy(&t, &a);
-        let y = nisa::tensor_scalar(&t, AluOp::Multiply, 2.0, TensorScalarArgs::new());
+        let y = nisa::tensor_scalar(&t, AluOp::Multiply, 2.0, TensorScalarOpts::new());
         let z = Sbuf::<f32, 128, 64>::from_tile(y);
-        let w = nisa::activation(ActFn::Relu, &z, ActivationArgs::new().scale(-1.0));
+        let w = nisa::activation(ActFn::Relu, &z, ActivationOpts::new().scale(-1.0));
         nisa::dma_copy(o, &w);
     })
     .unwrap();

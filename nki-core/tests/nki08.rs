@@ -620,7 +620,7 @@ fn act_on(x: &Hbm<f32>, engine: Engine, two: bool, psum: bool) -> Hbm<f32> {
     nisa::tensor_copy(&src, &t, None);
     let y = nl::ndarray(x.shape(), DType::F32, nl::sbuf);
     if two {
-        let args = nisa::Activate2Args::new().engine(engine);
+        let args = nisa::Activate2Opts::new().engine(engine);
         nisa::activate2(
             &y,
             nl::ActFn::Exp,
@@ -632,7 +632,7 @@ fn act_on(x: &Hbm<f32>, engine: Engine, two: bool, psum: bool) -> Hbm<f32> {
             args,
         );
     } else {
-        let args = nisa::ActivationArgs::new().engine(engine);
+        let args = nisa::ActivationOpts::new().engine(engine);
         nisa::activation(&y, nl::ActFn::Exp, &src, args);
     }
     nisa::dma_copy(out.view(), &y, None);

@@ -618,11 +618,11 @@ fn add_tiles(a: &Hbm<bf16>, b: &Hbm<bf16>, c: &mut Hbm<bf16>) {
 #[nki_kernel]
 fn scale_shift<T: Element>(a: &Hbm<T>, c: &mut Hbm<f32>) {
     let x = nl::load(a.view());
-    let unnamed = nki_core::nisa::TensorScalarArgs::new();
+    let unnamed = nki_core::nisa::TensorScalarOpts::new();
     let v = nisa::tensor_scalar(&x, nki_core::AluOp::Add, 1.0, unnamed);
     let y = nl::multiply(&v, 2.0);
     let z = nl::subtract(&y, 1.0);
-    let named = nki_core::nisa::TensorScalarArgs::new().engine(Engine::Vector);
+    let named = nki_core::nisa::TensorScalarOpts::new().engine(Engine::Vector);
     let w = nisa::tensor_scalar(&z, nki_core::AluOp::Multiply, 3.0, named);
     nl::store(c.view(), &w);
 }
@@ -822,7 +822,7 @@ fn vector_scalar_chain(a: &Hbm<f32>, out: &mut Hbm<f32>, affine: bool) {
     };
     for i in iters {
         let y = nl::multiply(&x, &x);
-        let z = nisa::activation(nisa::ActFn::Exp, &y, nisa::ActivationArgs::new());
+        let z = nisa::activation(nisa::ActFn::Exp, &y, nisa::ActivationOpts::new());
         let w = nl::multiply(&z, &z);
         nl::store(out.slice(i), &w);
     }

@@ -69,9 +69,9 @@ pub fn adaptive_avg_pool2d<T: Element>(input: &Hbm<T>, out: &mut Hbm<T>) {
                         let col = acc.slice((.., j..j + 1));
                         // `acc[:, j] = sum * inv` for the first chunk, `+=` for the others.
                         let args = if k == 0 {
-                            nisa::TensorScalarArgs::new()
+                            nisa::TensorScalarOpts::new()
                         } else {
-                            nisa::TensorScalarArgs::new().then(nl::AluOp::Add, col)
+                            nisa::TensorScalarOpts::new().then(nl::AluOp::Add, col)
                         };
                         nisa::tensor_scalar_into(col, &sum, nl::AluOp::Multiply, inv, args);
                     }

@@ -57,7 +57,7 @@ pub fn average_pool2d<T: Element>(input: &Hbm<T>, out: &mut Hbm<T>, pool: usize)
                 &acc,
                 nl::AluOp::Multiply,
                 1.0 / (pool * pool) as f32,
-                nisa::TensorScalarArgs::new().dtype(out.dtype()),
+                nisa::TensorScalarOpts::new().dtype(out.dtype()),
             );
             nl::store(out.slice((ch.clone(), rows, ..)), &avg);
         }

@@ -88,7 +88,7 @@ pub fn transpose_tiles(input: &Hbm<f32>, out: &mut Hbm<f32>) {
 pub fn activation_chain(a: &Hbm<f32>, out: &mut Hbm<f32>, links: usize) {
     let mut x = nl::load(a);
     for _ in 0..links {
-        x = nisa::activation(nisa::ActFn::Exp, &x, nisa::ActivationArgs::new());
+        x = nisa::activation(nisa::ActFn::Exp, &x, nisa::ActivationOpts::new());
     }
     nl::store(out, &x);
 }

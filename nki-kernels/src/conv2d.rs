@@ -159,7 +159,7 @@ pub fn conv2d_maxpool<T: Element>(
                 let conv = nisa::activation(
                     nl::ActFn::Copy,
                     &acc,
-                    nisa::ActivationArgs::new().bias(&biases[co]),
+                    nisa::ActivationOpts::new().bias(&biases[co]),
                 );
                 drop(acc);
                 let pooled = max_pool(conv, rows.len(), pool, pw);

@@ -95,7 +95,7 @@ pub fn flash_attention_fwd<T: Element>(
             let mut s = nisa::activation(
                 nl::ActFn::Copy,
                 &ps,
-                nisa::ActivationArgs::new().scale(scale),
+                nisa::ActivationOpts::new().scale(scale),
             );
             drop(ps);
             if keys.end > q0 + 1 {
@@ -111,12 +111,12 @@ pub fn flash_attention_fwd<T: Element>(
             let (p, row_sum) = nisa::activation_reduce(
                 nl::ActFn::Exp,
                 &s,
-                nisa::ActivationArgs::new().bias(&neg_m),
+                nisa::ActivationOpts::new().bias(&neg_m),
             );
             let alpha =
-                nisa::activation(nl::ActFn::Exp, m, nisa::ActivationArgs::new().bias(&neg_m));
+                nisa::activation(nl::ActFn::Exp, m, nisa::ActivationOpts::new().bias(&neg_m));
             // l = l * alpha + row_sum and o = o * alpha + p @ v, in place.
-            let then_add = nisa::TensorScalarArgs::new().then(nl::AluOp::Add, &row_sum);
+            let then_add = nisa::TensorScalarOpts::new().then(nl::AluOp::Add, &row_sum);
             nisa::tensor_scalar_into(&l, &l, nl::AluOp::Multiply, &alpha, then_add);
             let pv = nl::ndarray(&[PMAX, d], DType::F32, nl::PSUM);
             for j in nl::affine_range(keys.len() / PMAX) {
@@ -136,7 +136,7 @@ pub fn flash_attention_fwd<T: Element>(
             &o,
             nl::AluOp::Multiply,
             &inv_l,
-            nisa::TensorScalarArgs::new().dtype(out.dtype()),
+            nisa::TensorScalarOpts::new().dtype(out.dtype()),
         );
         nl::store(out.slice((b, h, q0..q0 + PMAX, ..)), &y);
         let log_l = nisa::activation(nl::ActFn::Log, &l, Default::default());

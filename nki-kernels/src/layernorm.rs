@@ -103,7 +103,7 @@ pub fn layernorm_v2<T: Element>(x: &Hbm<T>, gamma: &Hbm<T>, beta: &Hbm<T>, out: 
             &xt,
             nl::AluOp::Subtract,
             mean_var.slice((.., 0..1)),
-            nisa::TensorScalarArgs::new().then(nl::AluOp::Multiply, &rstd),
+            nisa::TensorScalarOpts::new().then(nl::AluOp::Multiply, &rstd),
         );
         drop(xt);
         let y = scale_shift(normed, &g, &b);

@@ -61,7 +61,7 @@ fn state_term(delta: &Tile, delta_u: &Tile, a_col: TileRef, b_row: &Tile, c_row:
     let d_a = nisa::activation(
         nl::ActFn::Exp,
         delta,
-        nisa::ActivationArgs::new().scale(a_col),
+        nisa::ActivationOpts::new().scale(a_col),
     );
     let d_bu = nisa::tensor_tensor(delta_u, b_row, nl::AluOp::Multiply, None);
     let h = nisa::tensor_tensor_scan(

@@ -13,7 +13,7 @@
 
 use crate::checks::{expect_rank, expect_shape, require};
 use nki_core::nisa::{
-    ActFn, ActivationArgs, AffineExpr, AluOp, Engine, Opts, ReduceOpts, TensorScalarArgs,
+    ActFn, ActivationOpts, AffineExpr, AluOp, Engine, Opts, ReduceOpts, TensorScalarOpts,
 };
 use nki_core::prelude::*;
 
@@ -139,34 +139,34 @@ pub fn rmsnorm_quant<T: Element>(
             &inv_rms,
             ActFn::Rsqrt,
             &sum_sq,
-            ActivationArgs::new()
+            ActivationOpts::new()
                 .scale(1.0 / h as f32)
                 .bias(eps_bias.slice((0..n, ..))),
         );
         let y = nl::ndarray(&[n, h], DType::F32, MemKind::Sbuf);
-        nisa::tensor_scalar(&y, &x, AluOp::Multiply, &inv_rms, TensorScalarArgs::new());
+        nisa::tensor_scalar(&y, &x, AluOp::Multiply, &inv_rms, TensorScalarOpts::new());
         nisa::tensor_tensor(&y, &y, gamma.slice((0..n, ..)), AluOp::Multiply, None);
         let abs = nl::ndarray(&[n, h], DType::F32, MemKind::Sbuf);
-        nisa::activation(&abs, ActFn::Abs, &y, ActivationArgs::new());
+        nisa::activation(&abs, ActFn::Abs, &y, ActivationOpts::new());
         let dq = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
         nisa::tensor_reduce(&dq, AluOp::Maximum, &abs, &[1], None);
         nisa::activation(
             &dq,
             ActFn::Copy,
             &dq,
-            ActivationArgs::new().scale(1.0 / FP8_RANGE),
+            ActivationOpts::new().scale(1.0 / FP8_RANGE),
         );
         nisa::tensor_scalar(
             &dq,
             &dq,
             AluOp::Maximum,
             MIN_DEQUANT_SCALE,
-            TensorScalarArgs::new(),
+            TensorScalarOpts::new(),
         );
         let q_scale = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
         nisa::reciprocal(&q_scale, &dq, None);
         let q = nl::ndarray(&[n, h], DType::F8E4M3, MemKind::Sbuf);
-        nisa::tensor_scalar(&q, &y, AluOp::Multiply, &q_scale, TensorScalarArgs::new());
+        nisa::tensor_scalar(&q, &y, AluOp::Multiply, &q_scale, TensorScalarOpts::new());
         nisa::dma_copy(out.slice((r.clone(), ..)), &q, None);
         nisa::dma_copy(scales.slice((r, ..)), &dq, None);
     }
@@ -223,7 +223,7 @@ pub fn layernorm_tkg<T: Element>(
             &rstd,
             ActFn::Rsqrt,
             mv.slice((.., 1..2)),
-            ActivationArgs::new().bias(eps_bias.slice((0..n, ..))),
+            ActivationOpts::new().bias(eps_bias.slice((0..n, ..))),
         );
         let y = nl::ndarray(&[n, h], DType::F32, MemKind::Sbuf);
         nisa::tensor_scalar(
@@ -231,7 +231,7 @@ pub fn layernorm_tkg<T: Element>(
             &xt,
             AluOp::Subtract,
             mv.slice((.., 0..1)),
-            TensorScalarArgs::new().then(AluOp::Multiply, &rstd),
+            TensorScalarOpts::new().then(AluOp::Multiply, &rstd),
         );
         nisa::tensor_tensor(&y, &y, g.slice((0..n, ..)), AluOp::Multiply, None);
         let o = nl::ndarray(&[n, h], out.dtype(), MemKind::Sbuf);
@@ -316,11 +316,11 @@ fn rmsnorm_in_place(x: &Tile, g: &Tile, eps_bias: &Tile) {
         &inv,
         ActFn::Rsqrt,
         &sum_sq,
-        ActivationArgs::new()
+        ActivationOpts::new()
             .scale(1.0 / h as f32)
             .bias(eps_bias.slice((0..n, ..))),
     );
-    nisa::tensor_scalar(x, x, AluOp::Multiply, &inv, TensorScalarArgs::new());
+    nisa::tensor_scalar(x, x, AluOp::Multiply, &inv, TensorScalarOpts::new());
     nisa::tensor_tensor(x, x, g.slice((0..n, ..)), AluOp::Multiply, None);
 }
 
@@ -431,7 +431,7 @@ pub fn mlp_tkg<T: Element>(
     project(&gate, &xt, w_gate);
     project(&up, &xt, w_up);
     let act = nl::ndarray(&[t, i], DType::F32, MemKind::Sbuf);
-    nisa::activation(&act, ActFn::Silu, &gate, ActivationArgs::new());
+    nisa::activation(&act, ActFn::Silu, &gate, ActivationOpts::new());
     nisa::tensor_tensor(&act, &act, &up, AluOp::Multiply, None);
     let act_t = transposed_chunks(&act, x.dtype());
     let res = nl::ndarray(&[t, h], DType::F32, MemKind::Sbuf);
@@ -499,7 +499,7 @@ pub fn attention_tkg<T: Element>(
         &neg_max,
         AluOp::Multiply,
         scale,
-        TensorScalarArgs::new(),
+        TensorScalarOpts::new(),
     );
     let probs = nl::ndarray(&[tq, s], DType::F32, MemKind::Sbuf);
     let sums = nl::ndarray(&[tq, 1], DType::F32, MemKind::Sbuf);
@@ -509,7 +509,7 @@ pub fn attention_tkg<T: Element>(
         &scores,
         AluOp::Add,
         &sums,
-        ActivationArgs::new().scale(scale).bias(&neg_max),
+        ActivationOpts::new().scale(scale).bias(&neg_max),
     );
     let probs_t: Vec<Tile> = (0..s / P)
         .map(|c| {
@@ -525,7 +525,7 @@ pub fn attention_tkg<T: Element>(
         nisa::nc_matmul(&ps, p_c, &v_c, None);
     }
     let o = nl::ndarray(&[tq, d], out.dtype(), MemKind::Sbuf);
-    nisa::tensor_scalar(&o, &ps, AluOp::Divide, &sums, TensorScalarArgs::new());
+    nisa::tensor_scalar(&o, &ps, AluOp::Divide, &sums, TensorScalarOpts::new());
     nisa::dma_copy(out.view(), &o, None);
 }
 
@@ -606,10 +606,10 @@ pub fn router_topk<T: Element>(
         );
         let ex = nl::ndarray(&[n, e], DType::F32, MemKind::Sbuf);
         let sum = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
-        let bias = ActivationArgs::new().bias(&neg_max);
+        let bias = ActivationOpts::new().bias(&neg_max);
         nisa::activation_reduce(&ex, ActFn::Exp, &lg, AluOp::Add, &sum, bias);
         let prob = nl::ndarray(&[n, e], DType::F32, MemKind::Sbuf);
-        nisa::tensor_scalar(&prob, &ex, AluOp::Divide, &sum, TensorScalarArgs::new());
+        nisa::tensor_scalar(&prob, &ex, AluOp::Divide, &sum, TensorScalarOpts::new());
         // Top-8 values and their expert indices.
         let top = nl::ndarray(&[n, 8], DType::F32, MemKind::Sbuf);
         nisa::max8(&top, &prob);
@@ -623,7 +623,7 @@ pub fn router_topk<T: Element>(
         if norm_topk {
             let s = nl::ndarray(&[n, 1], DType::F32, MemKind::Sbuf);
             nisa::tensor_reduce(&s, AluOp::Add, top.slice((.., 0..k)), &[1], None);
-            nisa::tensor_scalar(&top, &top, AluOp::Divide, &s, TensorScalarArgs::new());
+            nisa::tensor_scalar(&top, &top, AluOp::Divide, &s, TensorScalarOpts::new());
         }
         // One-hot scatter of the k values to their experts.
         let idx_f = nl::ndarray(&[n, 8], DType::F32, MemKind::Sbuf);
@@ -637,7 +637,7 @@ pub fn router_topk<T: Element>(
                 experts.slice((0..n, ..)),
                 AluOp::Equal,
                 idx_f.slice((.., j..j + 1)),
-                TensorScalarArgs::new(),
+                TensorScalarOpts::new(),
             );
             let next = nl::ndarray(&[n, e], DType::F32, MemKind::Sbuf);
             nisa::scalar_tensor_tensor(

@@ -120,7 +120,7 @@ fn loop_reduce(acc: &Tile, x: &Tile, op: nl::AluOp, first: bool) {
 /// running `sum` (`first`: the reduction loop's first iteration), as both softmax baselines
 /// do.
 fn exp_and_sum(s: &Tile, bias: &Tile, sum: &Tile, first: bool) -> Tile {
-    let e = nisa::activation(nl::ActFn::Exp, s, nisa::ActivationArgs::new().bias(bias));
+    let e = nisa::activation(nl::ActFn::Exp, s, nisa::ActivationOpts::new().bias(bias));
     let part = nisa::tensor_reduce(nl::AluOp::Add, &e, &[1], true, false, None);
     loop_reduce(sum, &part, nl::AluOp::Add, first);
     e
@@ -208,7 +208,7 @@ pub fn bmm_softmax_baseline(
                     &row_max[i6 * per_block + i7],
                     nl::AluOp::Maximum,
                     f32::MIN,
-                    nisa::TensorScalarArgs::new().then(nl::AluOp::Multiply, -1.0f32),
+                    nisa::TensorScalarOpts::new().then(nl::AluOp::Multiply, -1.0f32),
                 );
                 let sum = nl::ndarray(&[P, 1], DType::F32, nl::SBUF);
                 let mut exps = Vec::with_capacity(nb * halves);
@@ -228,7 +228,7 @@ pub fn bmm_softmax_baseline(
                             &exps[i10 * halves + i11],
                             nl::AluOp::Multiply,
                             &inv,
-                            nisa::TensorScalarArgs::new(),
+                            nisa::TensorScalarOpts::new(),
                         );
                     }
                     let r0 = i6 * BLOCK + i7 * P;
@@ -291,7 +291,7 @@ pub fn mamba_baseline(
             let delta_a = nisa::activation(
                 nl::ActFn::Exp,
                 &delta_t,
-                nisa::ActivationArgs::new().scale(a_col.view()),
+                nisa::ActivationOpts::new().scale(a_col.view()),
             );
             let u_t = nl::load(u.slice((rows, ..)));
             let b_row = nl::load(b.slice((s..s + 1, ..)));
@@ -454,7 +454,7 @@ pub fn gqa_baseline(
                     &row_max[(g * rep + r) * n_tiles + i17],
                     nl::AluOp::Maximum,
                     f32::MIN,
-                    nisa::TensorScalarArgs::new().then(nl::AluOp::Multiply, -1.0f32),
+                    nisa::TensorScalarOpts::new().then(nl::AluOp::Multiply, -1.0f32),
                 );
                 let sum = nl::ndarray(&[P, 1], DType::F32, nl::SBUF);
                 let mut exps = Vec::with_capacity(blocks);
@@ -474,7 +474,7 @@ pub fn gqa_baseline(
                         e,
                         nl::AluOp::Multiply,
                         &inv,
-                        nisa::TensorScalarArgs::new(),
+                        nisa::TensorScalarOpts::new(),
                     );
                     for i22 in nl::affine_range(FMAX / P) {
                         let tr = nisa::nc_matmul_transpose(
@@ -609,10 +609,10 @@ pub fn swiglu_baseline(
                 let e = nisa::activation(
                     nl::ActFn::Exp,
                     &g,
-                    nisa::ActivationArgs::new().bias(&zero).scale(-1.0),
+                    nisa::ActivationOpts::new().bias(&zero).scale(-1.0),
                 );
                 let d =
-                    nisa::tensor_scalar(&e, nl::AluOp::Add, 1.0f32, nisa::TensorScalarArgs::new());
+                    nisa::tensor_scalar(&e, nl::AluOp::Add, 1.0f32, nisa::TensorScalarOpts::new());
                 let r = nisa::reciprocal(&d, None);
                 let silu = nisa::tensor_tensor(&g, &r, nl::AluOp::Multiply, None);
                 let prod = nisa::tensor_tensor(&silu, &up, nl::AluOp::Multiply, None);

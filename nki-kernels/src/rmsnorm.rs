@@ -38,7 +38,7 @@ pub fn rmsnorm<T: Element>(a: &Hbm<T>, g: &Hbm<T>, out: &mut Hbm<T>) {
         let inv_rms = nisa::activation(
             nl::ActFn::Rsqrt,
             &sum_sq,
-            nisa::ActivationArgs::new().scale(1.0 / d as f32),
+            nisa::ActivationOpts::new().scale(1.0 / d as f32),
         );
         let normed = nisa::tensor_scalar(&x, nl::AluOp::Multiply, &inv_rms, Default::default());
         let y = nisa::tensor_tensor(

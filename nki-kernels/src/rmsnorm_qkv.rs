@@ -51,12 +51,12 @@ pub fn rmsnorm_qkv<T: Element>(hidden: &Hbm<T>, w: &Hbm<T>, out: &mut Hbm<T>) {
         let (_, sum_sq) = nisa::activation_reduce(
             nl::ActFn::Square,
             &x,
-            nisa::ActivationArgs::new().dtype(DType::F32),
+            nisa::ActivationOpts::new().dtype(DType::F32),
         );
         let rms = nisa::activation(
             nl::ActFn::Sqrt,
             &sum_sq,
-            nisa::ActivationArgs::new().scale(1.0 / d as f32),
+            nisa::ActivationOpts::new().scale(1.0 / d as f32),
         );
         let inv = nisa::tensor_scalar(&rms, nl::AluOp::Add, EPS, Default::default());
         let inv = nisa::reciprocal(&inv, None);
@@ -86,7 +86,7 @@ pub fn rmsnorm_qkv<T: Element>(hidden: &Hbm<T>, w: &Hbm<T>, out: &mut Hbm<T>) {
                 &acc,
                 nl::AluOp::Multiply,
                 &inv,
-                nisa::TensorScalarArgs::new().dtype(out.dtype()),
+                nisa::TensorScalarOpts::new().dtype(out.dtype()),
             );
             nl::store(out.slice((0, r.clone(), cols)), &y);
         }

@@ -61,7 +61,7 @@ fn scores(q_t: &Tile, k_t: &Tile, seq: usize, scale: f32) -> Tile {
         let cols = nl::tile_range(c, BANK, seq);
         let ps = nisa::nc_matmul(q_t, k_t.slice((.., cols.clone())));
         // ScalarE evacuates PSUM straight into `s[:, cols]`, applying the scale.
-        let args = nisa::ActivationArgs::new().scale(scale);
+        let args = nisa::ActivationOpts::new().scale(scale);
         nisa::activation_into(s.slice((.., cols)), nl::ActFn::Copy, &ps, args);
     }
     s
@@ -145,7 +145,7 @@ pub fn sd_attention_v2<T: Element>(
         let (e, sum) = nisa::activation_reduce(
             nl::ActFn::Exp,
             &s,
-            nisa::ActivationArgs::new().bias(&neg_max),
+            nisa::ActivationOpts::new().bias(&neg_max),
         );
         drop(s);
         let inv = nisa::reciprocal(&sum, None);
@@ -154,7 +154,7 @@ pub fn sd_attention_v2<T: Element>(
             &acc,
             nl::AluOp::Multiply,
             &inv,
-            nisa::TensorScalarArgs::new().dtype(out.dtype()),
+            nisa::TensorScalarOpts::new().dtype(out.dtype()),
         );
         nl::store(out.slice((rows, ..)), &o);
     }

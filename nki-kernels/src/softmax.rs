@@ -31,14 +31,14 @@ pub fn softmax<T: Element>(x: &Hbm<T>, out: &mut Hbm<T>) {
         let (e, sum) = nisa::activation_reduce(
             nl::ActFn::Exp,
             &xt,
-            nisa::ActivationArgs::new().bias(&neg_max),
+            nisa::ActivationOpts::new().bias(&neg_max),
         );
         let inv = nisa::reciprocal(&sum, None);
         let y = nisa::tensor_scalar(
             &e,
             nl::AluOp::Multiply,
             &inv,
-            nisa::TensorScalarArgs::new().dtype(out.dtype()),
+            nisa::TensorScalarOpts::new().dtype(out.dtype()),
         );
         nl::store(out.slice((r, ..)), &y);
     }

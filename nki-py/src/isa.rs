@@ -5,7 +5,7 @@ use crate::call::op;
 use crate::lang::{act_of, alu_of};
 use crate::tensor::{bad_arg, tensor, writable, Value};
 use nki_core::nisa::{
-    self, ActivationArgs, AffineExpr, MatmulOpts, Opts, ReduceOpts, TensorScalarArgs,
+    self, ActivationOpts, AffineExpr, MatmulOpts, Opts, ReduceOpts, TensorScalarOpts,
 };
 use nki_core::Engine;
 use pyo3::prelude::*;
@@ -173,7 +173,7 @@ fn tensor_scalar(
         Value::of(operand0)?,
     );
     instr(py, API, name.as_deref(), || {
-        let mut args = TensorScalarArgs::new();
+        let mut args = TensorScalarOpts::new();
         args.reverse0 = reverse0;
         args.reverse1 = reverse1;
         args.engine = e;
@@ -229,7 +229,7 @@ fn activation(
         ));
     }
     instr(py, API, name.as_deref(), || {
-        let mut args = ActivationArgs::new();
+        let mut args = ActivationOpts::new();
         if let Some(b) = &bias {
             args = args.bias(b.operand());
         }

@@ -160,7 +160,7 @@ impl AccumUse {
 /// instruction names the keywords it takes; setting another is an error.
 ///
 /// ```
-/// use nki_core::nisa::{AluOp, ReduceArgs, ReduceCmd};
+/// use nki_core::nisa::{AluOp, AccumOpts, ReduceCmd};
 /// use nki_core::prelude::*;
 ///
 /// let x = Hbm::from_vec(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
@@ -172,10 +172,10 @@ impl AccumUse {
 ///         let y = nl::ndarray(&[2, 3], DType::F32, MemKind::Sbuf);
 ///         let s = nl::ndarray(&[2, 1], DType::F32, MemKind::Sbuf);
 ///         // y = 2x, each partition's sum of y left in the registers (reset first) ...
-///         let args = ReduceArgs::new().cmd(ReduceCmd::ResetReduce);
+///         let args = AccumOpts::new().cmd(ReduceCmd::ResetReduce);
 ///         nisa::tensor_scalar_reduce(&y, &t, AluOp::Multiply, 2.0, AluOp::Add, args);
 ///         // ... then x + 1 summed on top of them and read out into `s`.
-///         let args = ReduceArgs::new().cmd(ReduceCmd::Reduce).reduce_res(&s);
+///         let args = AccumOpts::new().cmd(ReduceCmd::Reduce).reduce_res(&s);
 ///         nisa::tensor_scalar_reduce(&y, &t, AluOp::Add, 1.0, AluOp::Add, args);
 ///         nl::store(&out, &s);
 ///     })
@@ -183,7 +183,7 @@ impl AccumUse {
 /// assert_eq!(sums.to_vec().unwrap(), [12.0 + 9.0, 30.0 + 18.0]);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ReduceArgs<'a> {
+pub struct AccumOpts<'a> {
     /// The `[P, 1]` tile the registers are read out into, if any.
     pub reduce_res: Option<TileRef<'a>>,
     /// The register command (`None`: the instruction's default).
@@ -198,7 +198,15 @@ pub struct ReduceArgs<'a> {
     pub range_start: i64,
 }
 
-impl<'a> ReduceArgs<'a> {
+/// The former name of [`AccumOpts`] (it collided with `tensor_reduce`'s `ReduceOpts`), kept so code written against it still compiles:
+/// every `nisa` option struct is named `*Opts`.
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `AccumOpts`: every nisa option struct is named `*Opts`"
+)]
+pub type ReduceArgs<'a> = AccumOpts<'a>;
+
+impl<'a> AccumOpts<'a> {
     /// NKI's defaults: no `reduce_res`, the instruction's default command.
     pub fn new() -> Self {
         Self::default()
@@ -266,7 +274,7 @@ impl<'a> Accum<'a> {
     pub(crate) fn vector(
         ins: &Op,
         op: AluOp,
-        args: &ReduceArgs<'a>,
+        args: &AccumOpts<'a>,
         data: &TileRef,
         rule: AccumRule,
     ) -> Accum<'a> {
@@ -280,7 +288,7 @@ impl<'a> Accum<'a> {
         ins: &Op,
         engine: Engine,
         op: AluOp,
-        args: &ReduceArgs<'a>,
+        args: &AccumOpts<'a>,
         (start, p): (usize, usize),
         rule: AccumRule,
     ) -> Accum<'a> {
@@ -473,7 +481,7 @@ pub(crate) fn scalar_accum<'a>(
     }
     let (op, cmd) = reduce.unwrap_or((AluOp::Add, ReduceCmd::Idle));
     ins.require_alu("reduce_op", op, ops);
-    let mut args = ReduceArgs::new().cmd(cmd);
+    let mut args = AccumOpts::new().cmd(cmd);
     args.reduce_res = reduce_res;
     Some(Accum::check(
         ins,

@@ -29,7 +29,7 @@ use crate::tile::TileRef;
 /// The keywords of [`activate2`]: `reverse0`, `reverse1`, the reduction (`reduce_op`,
 /// `reduce_cmd`) and `reduce_res`.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Activate2Args<'a> {
+pub struct Activate2Opts<'a> {
     /// Computes `imm0 op0 data` instead of `data op0 imm0`.
     pub reverse0: bool,
     /// Computes `imm1 op1 v` instead of `v op1 imm1`.
@@ -45,7 +45,15 @@ pub struct Activate2Args<'a> {
     pub engine: Option<Engine>,
 }
 
-impl<'a> Activate2Args<'a> {
+/// The former name of [`Activate2Opts`], kept so code written against it still compiles:
+/// every `nisa` option struct is named `*Opts`.
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `Activate2Opts`: every nisa option struct is named `*Opts`"
+)]
+pub type Activate2Args<'a> = Activate2Opts<'a>;
+
+impl<'a> Activate2Opts<'a> {
     /// NKI's defaults: no reversal, no reduction.
     pub fn new() -> Self {
         Self::default()
@@ -82,7 +90,7 @@ pub fn activate2<'d, 'a>(
     imm1: impl Into<Operand<'a>>,
     op0: AluOp,
     op1: AluOp,
-    args: impl Into<Option<Activate2Args<'a>>>,
+    args: impl Into<Option<Activate2Opts<'a>>>,
 ) {
     let ins = Op::begin("nisa.activate2");
     let (dst, x): (TileRef, TileRef) = (dst.into(), data.into());

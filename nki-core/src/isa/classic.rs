@@ -39,9 +39,12 @@ use crate::tile::{Tile, TileRef};
 pub use super::dma::{DmaEndpoint, DmaSource, DmaTarget};
 pub use super::gpsimd::AffineExpr;
 pub use super::max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
-pub use super::scalar::ActivationArgs;
-pub use super::vector::{ScanArgs, TensorScalarArgs};
+pub use super::scalar::ActivationOpts;
+pub use super::vector::{ScanOpts, TensorScalarOpts};
+// The former names, deprecated aliases of the `*Opts` names.
 pub use super::Operand;
+#[allow(deprecated)]
+pub use super::{ActivationArgs, ScanArgs, TensorScalarArgs};
 pub use crate::math::{ActFn, AluOp};
 pub use crate::record::Engine;
 
@@ -66,7 +69,7 @@ instruction! {
     /// `(data op0 operand0) op1 operand1` into a new SBUF tile (Beta-1 `nisa.tensor_scalar`):
     /// `args.dtype` or `data`'s dtype. See [`crate::isa::tensor_scalar`].
     pub fn tensor_scalar<'a>(
-        data: into TileRef<'a>, op0: AluOp, operand0: into Operand<'a>, args: TensorScalarArgs<'a>,
+        data: into TileRef<'a>, op0: AluOp, operand0: into Operand<'a>, args: TensorScalarOpts<'a>,
     ) -> Tile as ins = "nisa.tensor_scalar" {
         tensor_scalar_to(&ins, Dst::New(args.dtype), data, op0, operand0, args).tile()
     }
@@ -75,7 +78,7 @@ instruction! {
     /// not used).
     pub fn tensor_scalar_into<'d, 'a>(
         dst: into TileRef<'d>, data: into TileRef<'a>, op0: AluOp, operand0: into Operand<'a>,
-        args: TensorScalarArgs<'a>,
+        args: TensorScalarOpts<'a>,
     ) as ins = "nisa.tensor_scalar" {
         tensor_scalar_to(&ins, Dst::Into(dst), data, op0, operand0, args);
     }
@@ -119,7 +122,7 @@ instruction! {
     /// precision"; the 0.7 form writes `dst`'s dtype). See [`crate::isa::tensor_tensor_scan`].
     pub fn tensor_tensor_scan<'a, 'b>(
         data0: into TileRef<'a>, data1: into TileRef<'b>, initial: into Operand<'a>, op0: AluOp,
-        op1: AluOp, args: ScanArgs,
+        op1: AluOp, args: ScanOpts,
     ) -> Tile as ins = "nisa.tensor_tensor_scan" {
         let wider = DType::promote(data0.dtype(), data1.dtype());
         let dst = Dst::New(Some(args.dtype.unwrap_or(wider)));
@@ -169,7 +172,7 @@ instruction! {
 
     /// `op(data * scale + bias)` on ScalarE into a new SBUF tile of `args.dtype` (default
     /// `data`'s) (Beta-1 `nisa.activation`). See [`crate::isa::activation`].
-    pub fn activation<'a>(op: ActFn, data: into TileRef<'a>, args: ActivationArgs<'a>) -> Tile
+    pub fn activation<'a>(op: ActFn, data: into TileRef<'a>, args: ActivationOpts<'a>) -> Tile
     as ins = "nisa.activation" {
         activate(&ins, Dst::New(args.dtype), op, data, args, None::<Dst>).0.tile()
     }
@@ -177,7 +180,7 @@ instruction! {
     /// [`activation`] writing into `dst` (the result is rounded to its dtype; `args.dtype` is
     /// not used).
     pub fn activation_into<'d, 'a>(
-        dst: into TileRef<'d>, op: ActFn, data: into TileRef<'a>, args: ActivationArgs<'a>,
+        dst: into TileRef<'d>, op: ActFn, data: into TileRef<'a>, args: ActivationOpts<'a>,
     ) as ins = "nisa.activation" {
         activate(&ins, Dst::Into(dst), op, data, args, None::<Dst>);
     }
@@ -185,7 +188,7 @@ instruction! {
     /// [`activation`] plus the per-partition add-reduction of the fp32 results: returns
     /// `(out, reduce_res)` with `reduce_res` a new `[P, 1]` fp32 SBUF tile (Beta-1
     /// `nisa.activation_reduce`). See [`crate::isa::activation_reduce`].
-    pub fn activation_reduce<'a>(op: ActFn, data: into TileRef<'a>, args: ActivationArgs<'a>)
+    pub fn activation_reduce<'a>(op: ActFn, data: into TileRef<'a>, args: ActivationOpts<'a>)
         -> (Tile, Tile) as ins = "nisa.activation_reduce" {
         let dst = Dst::New(args.dtype);
         let (out, red) = activate(&ins, dst, op, data, args, Some(Dst::New(None)));

@@ -10,7 +10,7 @@
 //! Cost: "4x ScalarE `activation(exp)`" \[E ARCH3\]: `N / exponential_elems_per_cycle` VectorE
 //! cycles (trn3: N/4), with the MIN_II floor, `+ MIN_II` when `reduce_res` is read out.
 
-use super::accum::{Accum, AccumRule, Extra, ReduceArgs, ReduceCmd, VECTOR_CMDS};
+use super::accum::{Accum, AccumOpts, AccumRule, Extra, ReduceCmd, VECTOR_CMDS};
 use super::base::Site;
 use super::op::Op;
 use super::op::PerPartition;
@@ -38,7 +38,7 @@ pub fn exponential<'d, 'a>(
     dst: impl Into<TileRef<'d>>,
     src: impl Into<TileRef<'a>>,
     max_value: impl Into<Operand<'a>>,
-    args: impl Into<Option<ReduceArgs<'a>>>,
+    args: impl Into<Option<AccumOpts<'a>>>,
 ) {
     let ins = Op::begin("nisa.exponential");
     let (dst, x): (TileRef, TileRef) = (dst.into(), src.into());

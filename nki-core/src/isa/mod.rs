@@ -8,8 +8,8 @@
 //! rounded to `dst`'s dtype, and `dst` must have the result's partitions and elements per
 //! partition and live where the engine can write. NKI's keyword arguments are the last
 //! argument: `None` for the defaults, or a small options struct built with its methods
-//! ([`Opts`] for `engine`, [`TensorScalarArgs`], [`ActivationArgs`], [`ReduceOpts`],
-//! [`MatmulOpts`], [`ScanArgs`], [`SttOpts`], [`DmaOpts`]); `name=` is [`named`]`(name, || ...)`
+//! ([`Opts`] for `engine`, [`TensorScalarOpts`], [`ActivationOpts`], [`ReduceOpts`],
+//! [`MatmulOpts`], [`ScanOpts`], [`SttOpts`], [`DmaOpts`]); `name=` is [`named`]`(name, || ...)`
 //! around the call. Scalars-or-vectors (`scale`,
 //! `operand0`, `initial`) take any [`Operand`]: an `f32` or a `[P, 1]` tile.
 //!
@@ -19,7 +19,7 @@
 //! | ScalarE | [`activation`] (with accumulator chaining), [`activation_reduce`], [`activate2`] (trn3) |
 //! | VectorE | [`tensor_tensor`], [`tensor_scalar`], [`scalar_tensor_tensor`], [`tensor_reduce`], [`tensor_copy`], [`tensor_tensor_scan`], [`reciprocal`], [`memset`], [`bn_stats`], [`bn_aggr`] |
 //! | VectorE top-8 | [`max8`], [`nc_find_index8`], [`nc_match_replace8`] (GpSimdE [`topk`] for K of a 16-partition snake) |
-//! | VectorE accumulators ([`ReduceArgs`], [`ReduceCmd`]) | [`tensor_scalar_reduce`], [`tensor_scalar_cumulative`], [`select_reduce`], [`range_select`], [`exponential`] (trn3) |
+//! | VectorE accumulators ([`AccumOpts`], [`ReduceCmd`]) | [`tensor_scalar_reduce`], [`tensor_scalar_cumulative`], [`select_reduce`], [`range_select`], [`exponential`] (trn3) |
 //! | VectorE predicated copy | [`tensor_copy_predicated`] |
 //! | VectorE cross-partition | [`nc_stream_shuffle`] (within 32-partition quadrants) |
 //! | random numbers (VectorE / GpSimdE XORWOW) | [`rng`], [`rand2`] (trn3), [`rand_set_state`], [`rand_get_state`], [`set_rng_seed`] |
@@ -29,14 +29,14 @@
 //!
 //! ```
 //! # use nki_core::prelude::*;
-//! use nki_core::nisa::{ActFn, ActivationArgs, AluOp};
+//! use nki_core::nisa::{ActFn, ActivationOpts, AluOp};
 //! # let h = Hbm::from_vec(&[128, 512], vec![0.5f32; 128 * 512]).unwrap();
 //! # let hb = Hbm::from_vec(&[128, 1], vec![1.0f32; 128]).unwrap();
 //! # Launch::new(1).run(|| {
 //! # let (a, b, bias) = (nl::load(&h), nl::load(&h), nl::load(&hb));
 //! let out = nl::ndarray(&[128, 512], DType::BF16, MemKind::Sbuf);
 //! nisa::tensor_tensor(&out, &a, &b, AluOp::Add, None);
-//! nisa::activation(&out, ActFn::Exp, &out, ActivationArgs::new().bias(&bias).scale(0.5));
+//! nisa::activation(&out, ActFn::Exp, &out, ActivationOpts::new().bias(&bias).scale(0.5));
 //! let stats = nl::ndarray(&[128, 12], DType::F32, MemKind::Sbuf);
 //! for i in 0..2 {
 //!     nisa::bn_stats(stats.slice((0..128, 6 * i..6 * (i + 1))), &out, None);
@@ -95,8 +95,8 @@ mod version;
 
 pub use crate::math::{ActFn, AluOp};
 pub use crate::record::Engine;
-pub use accum::{ReduceArgs, ReduceCmd};
-pub use activate2::{activate2, Activate2Args};
+pub use accum::{AccumOpts, ReduceCmd};
+pub use activate2::{activate2, Activate2Opts};
 pub use base::Operand;
 pub(crate) use dma::tile_endpoints;
 pub use dma::{
@@ -120,7 +120,7 @@ pub use opts::{MatmulOpts, MatmulPerfMode, Opts, ReduceOpts};
 #[allow(deprecated)]
 pub use register::{register_alloc, register_load, register_move, register_store, VirtualRegister};
 pub use rng::{rand2, rand_get_state, rand_set_state, rng, set_rng_seed};
-pub use scalar::{activation, activation_reduce, ActivationArgs};
+pub use scalar::{activation, activation_reduce, ActivationOpts};
 pub use scalar_alu::scalar_alu;
 pub use scalar_tensor_tensor::{scalar_tensor_tensor, SttOpts};
 pub use select::{range_select, select_reduce, tensor_copy_predicated, PredicateOpts, FP32_MIN};
@@ -129,11 +129,20 @@ pub use shuffle::{nc_stream_shuffle, QUADRANT, SHUFFLE_KEEP};
 pub use tensor::{nc_matmul, nc_transpose};
 pub use tensor_scalar_reduce::{tensor_scalar_cumulative, tensor_scalar_reduce};
 pub use topk::{topk, TOPK_MAX_K, TOPK_MAX_N};
+// The option structs' former names (`*Args`), deprecated aliases of the `*Opts` names.
+#[allow(deprecated)]
+pub use accum::ReduceArgs;
+#[allow(deprecated)]
+pub use activate2::Activate2Args;
+#[allow(deprecated)]
+pub use scalar::ActivationArgs;
 pub use vector::{
     bn_aggr, bn_stats, memset, reciprocal, tensor_copy, tensor_reduce, tensor_scalar,
-    tensor_tensor, tensor_tensor_scan, ScanArgs, TensorScalarArgs,
+    tensor_tensor, tensor_tensor_scan, ScanOpts, TensorScalarOpts,
 };
 pub(crate) use vector::{reduced_shape, trailing_axes};
+#[allow(deprecated)]
+pub use vector::{ScanArgs, TensorScalarArgs};
 pub use version::{get_nc_sub_version, get_nc_version, NcVersion};
 
 #[cfg(test)]

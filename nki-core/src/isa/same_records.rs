@@ -83,7 +83,7 @@ fn same(
 /// (varied values; one iota and one tensor_scalar record).
 fn ramp(p: usize, f: usize, dtype: DType, scale: f32) -> Tile {
     let i = c::iota(&AffineExpr::new(p, f as i32).free(1, f), DType::F32);
-    let args = TensorScalarArgs::new()
+    let args = TensorScalarOpts::new()
         .then(AluOp::Subtract, (p * f / 3) as f32)
         .dtype(dtype);
     c::tensor_scalar(&i, AluOp::Multiply, scale, args)
@@ -125,11 +125,11 @@ fn vector_instructions_record_the_same_in_both_spellings() {
         "tensor_scalar",
         vec_and_data,
         |s| {
-            let args = TensorScalarArgs::new().then(AluOp::Add, 2.5).reverse0();
+            let args = TensorScalarOpts::new().then(AluOp::Add, 2.5).reverse0();
             c::tensor_scalar(&s[0], AluOp::Subtract, &s[1], args)
         },
         |s, d| {
-            let args = TensorScalarArgs::new().then(AluOp::Add, 2.5).reverse0();
+            let args = TensorScalarOpts::new().then(AluOp::Add, 2.5).reverse0();
             tensor_scalar(d, &s[0], AluOp::Subtract, &s[1], args)
         },
     );
@@ -155,7 +155,7 @@ fn vector_instructions_record_the_same_in_both_spellings() {
                 1.0,
                 AluOp::Multiply,
                 AluOp::Add,
-                ScanArgs::default(),
+                ScanOpts::default(),
             )
         },
         |s, d| tensor_tensor_scan(d, &s[0], &s[1], 1.0, AluOp::Multiply, AluOp::Add, None),
@@ -202,7 +202,7 @@ fn scalar_tensor_and_gpsimd_instructions_record_the_same_in_both_spellings() {
             c::activation(
                 ActFn::Exp,
                 &s[0],
-                ActivationArgs::new().bias(&s[1]).scale(0.5),
+                ActivationOpts::new().bias(&s[1]).scale(0.5),
             )
         },
         |s, d| {
@@ -210,7 +210,7 @@ fn scalar_tensor_and_gpsimd_instructions_record_the_same_in_both_spellings() {
                 d,
                 ActFn::Exp,
                 &s[0],
-                ActivationArgs::new().bias(&s[1]).scale(0.5),
+                ActivationOpts::new().bias(&s[1]).scale(0.5),
             )
         },
     );
@@ -267,10 +267,10 @@ fn activation_reduce_and_accumulating_matmuls_record_the_same_in_both_spellings(
             if dst_first {
                 let out = lang::ndarray(&[128, 64], DType::BF16, MemKind::Sbuf);
                 let red = lang::ndarray(&[128, 1], DType::F32, MemKind::Sbuf);
-                let args = ActivationArgs::new().scale(0.5);
+                let args = ActivationOpts::new().scale(0.5);
                 activation_reduce(&out, ActFn::Exp, &x, AluOp::Add, &red, args);
             } else {
-                let args = ActivationArgs::new().scale(0.5).dtype(DType::BF16);
+                let args = ActivationOpts::new().scale(0.5).dtype(DType::BF16);
                 c::activation_reduce(ActFn::Exp, &x, args);
             }
         })
@@ -332,7 +332,7 @@ fn dst_first_rules() {
             &a,
             AluOp::Add,
             1.0,
-            TensorScalarArgs::new().dtype(DType::BF16),
+            TensorScalarOpts::new().dtype(DType::BF16),
         );
     });
     assert!(e.contains("dtype"), "{e}");

@@ -16,10 +16,10 @@ use crate::tile::TileRef;
 /// The keyword arguments of [`activation`] / [`activation_reduce`]: `bias` (a `[P, 1]`
 /// fp32/fp16/bf16 tile, or a scalar on NeuronCore-v3+), `scale` (an fp32 scalar or a `[P, 1]`
 /// fp32 tile; default 1.0), the output `dtype` (default: `data`'s), and the accumulator
-/// keywords `reduce_op`/`reduce_cmd` ([`ActivationArgs::reduce`]) and `reduce_res`.
+/// keywords `reduce_op`/`reduce_cmd` ([`ActivationOpts::reduce`]) and `reduce_res`.
 ///
 /// ```
-/// use nki_core::nisa::{ActFn, ActivationArgs};
+/// use nki_core::nisa::{ActFn, ActivationOpts};
 /// use nki_core::prelude::*;
 ///
 /// let x = Hbm::from_vec(&[2, 2], vec![0.0f32, 2.0, 4.0, 6.0]).unwrap();
@@ -31,7 +31,7 @@ use crate::tile::TileRef;
 ///         let (t, bias) = (nl::load(&x), nl::load(&b));
 ///         let d = nl::ndarray(&[2, 2], DType::F32, MemKind::Sbuf);
 ///         // d = copy(0.5 * x + bias), the bias one value per partition
-///         let args = ActivationArgs::new().bias(&bias).scale(0.5);
+///         let args = ActivationOpts::new().bias(&bias).scale(0.5);
 ///         nisa::activation(&d, ActFn::Copy, &t, args);
 ///         nl::store(&out, &d);
 ///     })
@@ -39,7 +39,7 @@ use crate::tile::TileRef;
 /// assert_eq!(y.to_vec().unwrap(), [1.0, 2.0, 1.0, 2.0]);
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct ActivationArgs<'a> {
+pub struct ActivationOpts<'a> {
     /// Bias added after scaling: a `[P, 1]` tile, or (NeuronCore-v3 and newer) a scalar.
     pub bias: Option<Operand<'a>>,
     /// Scalar or per-partition multiplier applied first.
@@ -56,9 +56,17 @@ pub struct ActivationArgs<'a> {
     pub engine: Option<Engine>,
 }
 
-impl Default for ActivationArgs<'_> {
+/// The former name of [`ActivationOpts`], kept so code written against it still compiles:
+/// every `nisa` option struct is named `*Opts`.
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `ActivationOpts`: every nisa option struct is named `*Opts`"
+)]
+pub type ActivationArgs<'a> = ActivationOpts<'a>;
+
+impl Default for ActivationOpts<'_> {
     fn default() -> Self {
-        ActivationArgs {
+        ActivationOpts {
             bias: None,
             scale: Operand::Scalar {
                 value: 1.0,
@@ -72,7 +80,7 @@ impl Default for ActivationArgs<'_> {
     }
 }
 
-impl<'a> ActivationArgs<'a> {
+impl<'a> ActivationOpts<'a> {
     /// No bias, scale 1.0, `data`'s dtype.
     pub fn new() -> Self {
         Self::default()
@@ -103,7 +111,7 @@ instruction! {
     /// (SBUF or PSUM) has `data`'s partitions and elements per partition.
     ///
     /// Accumulator (NKI 0.7 `reduce_op`, `reduce_res`, `reduce_cmd`, set with
-    /// [`ActivationArgs::reduce`] / [`ActivationArgs::reduce_res`]): each partition's fp32
+    /// [`ActivationOpts::reduce`] / [`ActivationOpts::reduce_res`]): each partition's fp32
     /// results are added up and, as `reduce_cmd` says, reset into (`reset_reduce`) or added onto
     /// (`reduce`) ScalarE's 128 registers, which persist across `activation` calls; `reset` only
     /// zeroes them, `idle` (the default) leaves them. `reduce_res` receives the registers after
@@ -117,7 +125,7 @@ instruction! {
     /// `reciprocal` on trn1; `args.dtype` other than `dst`'s.
     pub fn activation<'d, 'a>(
         dst: into TileRef<'d>, op: ActFn, data: impl Into<TileRef<'a>>,
-        args: into Option<ActivationArgs<'a>>,
+        args: into Option<ActivationOpts<'a>>,
     ) as ins = "nisa.activation" {
         let args = args.unwrap_or_default();
         dtype_is_dst(&ins, args.dtype, &dst);
@@ -133,7 +141,7 @@ instruction! {
     /// `reduce_op` must be `add`. One instruction.
     pub fn activation_reduce<'d, 'r, 'a>(
         dst: impl Into<TileRef<'d>>, op: ActFn, data: impl Into<TileRef<'a>>, reduce_op: AluOp,
-        reduce_res: impl Into<TileRef<'r>>, args: into Option<ActivationArgs<'a>>,
+        reduce_res: impl Into<TileRef<'r>>, args: into Option<ActivationOpts<'a>>,
     ) as ins = "nisa.activation_reduce" {
         scalar_accumulator_adds(&ins, reduce_op);
         let args = args.unwrap_or_default();
@@ -204,7 +212,7 @@ pub(crate) fn activate<'d, 'r, 'a>(
     dst: Dst<'d>,
     op: ActFn,
     x: TileRef<'a>,
-    args: ActivationArgs<'a>,
+    args: ActivationOpts<'a>,
     reduce: Option<Dst<'r>>,
 ) -> (Output<'d>, Option<Output<'r>>) {
     let api = ins.api;
@@ -219,7 +227,7 @@ pub(crate) fn activate<'d, 'r, 'a>(
         ins.fail(
             ErrorKind::InvalidArgument,
             format!(
-                "'prelu' takes its slope from relu_param, which '{}' does not have; use nisa::activate2 with Activate2Args::relu_param (NeuronCore-v4)",
+                "'prelu' takes its slope from relu_param, which '{}' does not have; use nisa::activate2 with Activate2Opts::relu_param (NeuronCore-v4)",
                 short(ins.api)
             ),
         );

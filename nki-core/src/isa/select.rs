@@ -17,7 +17,7 @@
 //! operand, 2N otherwise); `range_select` reads one tensor, `max(MIN_II, N)`; `+ MIN_II` when
 //! the registers are read out into `reduce_res` \[E S13, as `tensor_scalar_reduce`\].
 
-use super::accum::{Accum, AccumRule, Extra, ReduceArgs, ReduceCmd, VECTOR_CMDS};
+use super::accum::{Accum, AccumOpts, AccumRule, Extra, ReduceCmd, VECTOR_CMDS};
 use super::base::{short, Site};
 use super::op::Op;
 use super::op::PerPartition;
@@ -163,7 +163,7 @@ instruction! {
     /// `reverse_pred`. `reduce_op` must be max.
     pub fn select_reduce<'d, 'p, 'a>(
         dst: into TileRef<'d>, predicate: into TileRef<'p>, on_true: into TileRef<'a>,
-        on_false: into Operand<'a>, reduce_op: AluOp, args: into Option<ReduceArgs<'a>>,
+        on_false: into Operand<'a>, reduce_op: AluOp, args: into Option<AccumOpts<'a>>,
     ) as ins = "nisa.select_reduce" {
         let args = args.unwrap_or_default();
         select_reduce_on(&ins, [dst, predicate, on_true], on_false, reduce_op, args);
@@ -177,7 +177,7 @@ fn select_reduce_on(
     [dst, pred, t]: [TileRef; 3],
     on_false: Operand,
     reduce_op: AluOp,
-    args: ReduceArgs,
+    args: AccumOpts,
 ) {
     ins.operand("dst", &dst);
     ins.memory("dst", &dst, &[MemKind::Sbuf, MemKind::Psum]);
@@ -241,7 +241,7 @@ instruction! {
     pub fn range_select<'d, 'a>(
         dst: into TileRef<'d>, on_true: into TileRef<'a>, comp_op0: AluOp, comp_op1: AluOp,
         bound0: into TileRef<'a>, bound1: into TileRef<'a>, reduce_op: AluOp,
-        args: into Option<ReduceArgs<'a>>,
+        args: into Option<AccumOpts<'a>>,
     ) as ins = "nisa.range_select" {
         let (tiles, comp) = ([dst, on_true, bound0, bound1], (comp_op0, comp_op1));
         range_select_on(&ins, tiles, comp, reduce_op, args.unwrap_or_default());
@@ -255,7 +255,7 @@ fn range_select_on(
     [dst, t, b0, b1]: [TileRef; 4],
     (comp_op0, comp_op1): (AluOp, AluOp),
     reduce_op: AluOp,
-    args: ReduceArgs,
+    args: AccumOpts,
 ) {
     super::alu_rules::instruction_since(ins, 3);
     ins.operand("dst", &dst);

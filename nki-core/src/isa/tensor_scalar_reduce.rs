@@ -19,7 +19,7 @@
 //! `tensor_scalar_cumulative` has no published figure: one pass, `max(MIN_II, N)`, no perf
 //! mode (the running value serialises the elements) \[A\].
 
-use super::accum::{Accum, AccumRule, Extra, ReduceArgs, ReduceCmd, ACCUMULATING_CMDS};
+use super::accum::{Accum, AccumOpts, AccumRule, Extra, ReduceCmd, ACCUMULATING_CMDS};
 use super::base::{short, Site};
 use super::op::Op;
 use super::{AluOp, Operand};
@@ -102,7 +102,7 @@ instruction! {
     /// `reduce_cmd` (`reset_reduce` by default, `reduce`, `load_reduce`) and `reduce_init`.
     pub fn tensor_scalar_reduce<'d, 'a>(
         dst: into TileRef<'d>, data: into TileRef<'a>, op0: AluOp, operand0: into Operand<'a>,
-        reduce_op: AluOp, args: into Option<ReduceArgs<'a>>,
+        reduce_op: AluOp, args: into Option<AccumOpts<'a>>,
     ) as ins = "nisa.tensor_scalar_reduce" {
         let args = args.unwrap_or_default();
         scalar_reduce(&ins, [dst, data], (op0, operand0), reduce_op, args);
@@ -116,7 +116,7 @@ fn scalar_reduce(
     [dst, x]: [TileRef; 2],
     (op0, operand0): (AluOp, Operand),
     reduce_op: AluOp,
-    args: ReduceArgs,
+    args: AccumOpts,
 ) {
     data_and_dst(ins, ("data", &x), &dst);
     arithmetic(ins, "op0", op0);
@@ -152,7 +152,7 @@ instruction! {
     /// `imm1`) and `reduce_res`. Input and output dtypes exclude int32/uint32 (ISA limit).
     pub fn tensor_scalar_cumulative<'d, 'a>(
         dst: into TileRef<'d>, src: into TileRef<'a>, op0: AluOp, op1: AluOp,
-        imm0: into Operand<'a>, args: into Option<ReduceArgs<'a>>,
+        imm0: into Operand<'a>, args: into Option<AccumOpts<'a>>,
     ) as ins = "nisa.tensor_scalar_cumulative" {
         cumulative(&ins, [dst, src], (op0, op1), imm0, args.unwrap_or_default());
     }
@@ -165,7 +165,7 @@ fn cumulative(
     [dst, x]: [TileRef; 2],
     (op0, op1): (AluOp, AluOp),
     imm0: Operand,
-    args: ReduceArgs,
+    args: AccumOpts,
 ) {
     data_and_dst(ins, ("src", &x), &dst);
     arithmetic(ins, "op0", op0);

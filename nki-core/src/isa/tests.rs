@@ -46,7 +46,7 @@ fn vector_and_scalar_records() {
         let r = one(mode, 2, || {
             let a = zeros(&[64, 1024], DType::F32, MemKind::Sbuf);
             let v = zeros(&[64, 1], DType::F32, MemKind::Sbuf);
-            let args = TensorScalarArgs::new()
+            let args = TensorScalarOpts::new()
                 .then(AluOp::Add, 2.5)
                 .engine(Engine::Scalar);
             tensor_scalar(&a, AluOp::Multiply, &v, args);
@@ -62,7 +62,7 @@ fn vector_and_scalar_records() {
             activation_reduce(
                 ActFn::Exp,
                 &a,
-                ActivationArgs::new().bias(&b).scale(&s).dtype(DType::BF16),
+                ActivationOpts::new().bias(&b).scale(&s).dtype(DType::BF16),
             );
         });
         assert_eq!((r.engine, r.opcode), (Engine::Scalar, Opcode::Activation));
@@ -88,7 +88,7 @@ fn vector_and_scalar_records() {
                 0.0,
                 AluOp::Multiply,
                 AluOp::Add,
-                ScanArgs::default(),
+                ScanOpts::default(),
             );
         });
         assert_eq!(
@@ -217,14 +217,14 @@ fn estimate_mode_touches_no_values() {
         dma_copy(&t, &a);
         let b = lang::ndarray(&[128, 1], DType::F32, MemKind::Sbuf);
         dma_copy(&b, a.slice((.., 0..1)));
-        let y = activation(ActFn::Exp, &t, ActivationArgs::new().bias(&b));
+        let y = activation(ActFn::Exp, &t, ActivationOpts::new().bias(&b));
         let z = tensor_tensor(&y, &t, AluOp::Multiply, None);
-        let s = tensor_scalar(&z, AluOp::Add, &b, TensorScalarArgs::new());
+        let s = tensor_scalar(&z, AluOp::Add, &b, TensorScalarOpts::new());
         let r = tensor_reduce(AluOp::Add, &s, &[1], true, false, None);
         let st = bn_stats(&s, None);
         bn_aggr(&st, None);
         tensor_partition_reduce(AluOp::Maximum, &r, None);
-        tensor_tensor_scan(&s, &z, &b, AluOp::Multiply, AluOp::Add, ScanArgs::default());
+        tensor_tensor_scan(&s, &z, &b, AluOp::Multiply, AluOp::Add, ScanOpts::default());
         reciprocal(&s, None);
         tensor_copy(&s, Some(DType::BF16), Engine::GpSimd);
         iota(&AffineExpr::new(128, 1).free(1, 512), DType::F32);
@@ -266,7 +266,7 @@ fn errors_carry_the_caller_location() {
     run(Mode::Execute, || {
         let a = lang::full(&[4, 4], 2.0, DType::F32, MemKind::Sbuf);
         let b = lang::full(&[4, 1], 0.5, DType::F32, MemKind::Sbuf);
-        let y = activation(ActFn::Reciprocal, &a, ActivationArgs::new().bias(&b));
+        let y = activation(ActFn::Reciprocal, &a, ActivationOpts::new().bias(&b));
         assert_eq!(y.values(), vec![0.4; 16]);
     })
     .unwrap();
@@ -276,7 +276,7 @@ fn errors_carry_the_caller_location() {
 fn trn1_restrictions() {
     let scalar_ts = || {
         let a = lang::full(&[4, 4], 2.0, DType::F32, MemKind::Sbuf);
-        let args = TensorScalarArgs::new().engine(Engine::Scalar);
+        let args = TensorScalarOpts::new().engine(Engine::Scalar);
         tensor_scalar(&a, AluOp::Multiply, 3.0, args);
     };
     let e = run_on(Target::Trn1, Mode::Execute, scalar_ts).unwrap_err();
@@ -285,7 +285,7 @@ fn trn1_restrictions() {
     let recip_bias = || {
         let a = lang::full(&[4, 4], 2.0, DType::F32, MemKind::Sbuf);
         let b = lang::full(&[4, 1], 0.5, DType::F32, MemKind::Sbuf);
-        activation(ActFn::Reciprocal, &a, ActivationArgs::new().bias(&b));
+        activation(ActFn::Reciprocal, &a, ActivationOpts::new().bias(&b));
     };
     let e = run_on(Target::Trn1, Mode::Execute, recip_bias).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
@@ -325,7 +325,7 @@ fn destination_forms_write_part_of_a_tile_with_one_instruction() {
             "tensor_scalar",
             || {
                 let (dst, a) = (filled(&[4, 16], 0.0), filled(&[4, 8], 2.0));
-                let args = TensorScalarArgs::new().reverse0();
+                let args = TensorScalarOpts::new().reverse0();
                 tensor_scalar_into(dst.slice((0..4, 8..16)), &a, AluOp::Subtract, 1.0, args);
                 dst.values()
             },
@@ -335,7 +335,7 @@ fn destination_forms_write_part_of_a_tile_with_one_instruction() {
             "activation",
             || {
                 let (dst, a) = (filled(&[4, 16], 0.0), filled(&[4, 8], -2.0));
-                let args = ActivationArgs::new().scale(-1.5);
+                let args = ActivationOpts::new().scale(-1.5);
                 activation_into(dst.slice((0..4, 8..16)), ActFn::Relu, &a, args);
                 dst.values()
             },

@@ -131,7 +131,7 @@ pub(crate) fn tensor_tensor_to<'d>(
 /// order flags, the output dtype and the engine (default: none named, the compiler's choice).
 ///
 /// ```
-/// use nki_core::nisa::{AluOp, TensorScalarArgs};
+/// use nki_core::nisa::{AluOp, TensorScalarOpts};
 /// use nki_core::prelude::*;
 ///
 /// let x = Hbm::from_vec(&[2, 2], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
@@ -143,11 +143,11 @@ pub(crate) fn tensor_tensor_to<'d>(
 ///         let (t, col) = (nl::load(&x), nl::load(&f));
 ///         let d = nl::ndarray(&[2, 2], DType::F32, MemKind::Sbuf);
 ///         // (x * f) + 2.5, with f a [P, 1] tile: one value per partition
-///         let args = TensorScalarArgs::new().then(AluOp::Add, 2.5);
+///         let args = TensorScalarOpts::new().then(AluOp::Add, 2.5);
 ///         nisa::tensor_scalar(&d, &t, AluOp::Multiply, &col, args);
 ///         nl::store(&oa, &d);
 ///         // 1 - x
-///         let args = TensorScalarArgs::new().reverse0();
+///         let args = TensorScalarOpts::new().reverse0();
 ///         nisa::tensor_scalar(&d, &t, AluOp::Subtract, 1.0, args);
 ///         nl::store(&ob, &d);
 ///     })
@@ -156,7 +156,7 @@ pub(crate) fn tensor_tensor_to<'d>(
 /// assert_eq!(b.to_vec().unwrap(), [0.0, -1.0, -2.0, -3.0]);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
-pub struct TensorScalarArgs<'a> {
+pub struct TensorScalarOpts<'a> {
     /// Computes `operand0 op0 data` instead of `data op0 operand0`.
     pub reverse0: bool,
     /// The second operator and its operand (scalar or `[P, 1]` tile).
@@ -170,7 +170,15 @@ pub struct TensorScalarArgs<'a> {
     pub engine: Option<Engine>,
 }
 
-impl<'a> TensorScalarArgs<'a> {
+/// The former name of [`TensorScalarOpts`], kept so code written against it still compiles:
+/// every `nisa` option struct is named `*Opts`.
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `TensorScalarOpts`: every nisa option struct is named `*Opts`"
+)]
+pub type TensorScalarArgs<'a> = TensorScalarOpts<'a>;
+
+impl<'a> TensorScalarOpts<'a> {
     /// The defaults: one operator, no engine named (the compiler's choice), `data`'s dtype.
     pub fn new() -> Self {
         Self::default()
@@ -205,7 +213,7 @@ instruction! {
     /// `dst`'s).
     pub fn tensor_scalar<'d, 'a>(
         dst: into TileRef<'d>, data: impl Into<TileRef<'a>>, op0: AluOp,
-        operand0: impl Into<Operand<'a>>, args: into Option<TensorScalarArgs<'a>>,
+        operand0: impl Into<Operand<'a>>, args: into Option<TensorScalarOpts<'a>>,
     ) as ins = "nisa.tensor_scalar" {
         let args = args.unwrap_or_default();
         let (data, operand0) = (data.into(), operand0.into());
@@ -253,7 +261,7 @@ pub(crate) fn tensor_scalar_to<'d, 'a>(
     x: TileRef<'a>,
     op0: AluOp,
     operand0: Operand<'a>,
-    args: TensorScalarArgs<'a>,
+    args: TensorScalarOpts<'a>,
 ) -> Output<'d> {
     const API: &str = "nisa.tensor_scalar";
     // No engine named: checked as VectorE, recorded on the compiler's choice (`unnamed`).
@@ -519,7 +527,7 @@ pub(crate) fn tensor_copy_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, engine: Eng
 
 /// The keyword arguments of [`tensor_tensor_scan`].
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ScanArgs {
+pub struct ScanOpts {
     /// Computes `op0(r[i-1], data0[i])` instead of `op0(data0[i], r[i-1])`.
     pub reverse0: bool,
     /// Computes `op1(data1[i], t)` instead of `op1(t, data1[i])`.
@@ -527,6 +535,29 @@ pub struct ScanArgs {
     /// Output dtype of the allocating Beta-1 form (default: the wider of `data0`'s and
     /// `data1`'s dtypes); the 0.7 form writes `dst`'s dtype.
     pub dtype: Option<DType>,
+}
+
+/// The former name of [`ScanOpts`], kept so code written against it still compiles:
+/// every `nisa` option struct is named `*Opts`.
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `ScanOpts`: every nisa option struct is named `*Opts`"
+)]
+pub type ScanArgs = ScanOpts;
+
+impl ScanOpts {
+    /// NKI's defaults: neither operator reversed, the default dtype.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    setters! {
+        /// Reverses the operands of the first operator (`op0(r[i-1], data0[i])`).
+        reverse0() => reverse0 = true;
+        /// Reverses the operands of the second operator (`op1(data1[i], t)`).
+        reverse1() => reverse1 = true;
+        /// Sets the output dtype of the allocating Beta-1 form.
+        dtype(dtype: DType) => dtype = Some(dtype);
+    }
 }
 
 instruction! {
@@ -538,7 +569,7 @@ instruction! {
     /// `args` (`None`: no reversal) holds the operand-order flags.
     pub fn tensor_tensor_scan<'d, 'a, 'b>(
         dst: into TileRef<'d>, data0: impl Into<TileRef<'a>>, data1: impl Into<TileRef<'b>>,
-        initial: impl Into<Operand<'a>>, op0: AluOp, op1: AluOp, args: into Option<ScanArgs>,
+        initial: impl Into<Operand<'a>>, op0: AluOp, op1: AluOp, args: into Option<ScanOpts>,
     ) as ins = "nisa.tensor_tensor_scan" {
         let args = args.unwrap_or_default();
         dtype_is_dst(&ins, args.dtype, &dst);
@@ -554,7 +585,7 @@ pub(crate) fn tensor_tensor_scan_to<'d>(
     (a, b): (TileRef, TileRef),
     initial: Operand,
     (op0, op1): (AluOp, AluOp),
-    args: ScanArgs,
+    args: ScanOpts,
 ) -> Output<'d> {
     const API: &str = "nisa.tensor_tensor_scan";
     ins.data_pair(("data0", &a), ("data1", &b));
