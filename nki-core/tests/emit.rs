@@ -7,7 +7,7 @@ use nki_core::prelude::*;
 use std::path::PathBuf;
 
 /// `c = (a * 2 + 1) + b` and each row's maximum of `c`, in `[128, 512]` tiles of a Rust loop
-/// (unrolled in the trace).
+/// (unrolled in the trace, re-rolled by the emitter).
 #[nki_kernel(nki = "0.7")]
 fn scale_add(a: &Hbm<bf16>, b: &Hbm<bf16>) -> (Hbm<bf16>, Hbm<f32>) {
     let (rows, cols) = (a.shape()[0], a.shape()[1]);
@@ -106,8 +106,15 @@ fn calls_are_written_destination_first_with_keywords() {
         m.contains("nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)"),
         "{m}"
     );
-    // The second tile of the first row: rows 0..128, columns 512..1024.
-    assert!(m.contains(", src=a[0:128, 512:1024])\n"), "{m}");
+    // The Rust loop over the [128, 512] tiles, re-rolled as two host loops (rows, columns).
+    assert!(
+        m.contains("    for i0 in nl.static_range(2):\n        for i1 in nl.static_range(2):\n"),
+        "{m}"
+    );
+    assert!(
+        m.contains(", src=a[128 * i0:128 * i0 + 128, 512 * i1:512 * i1 + 512])\n"),
+        "{m}"
+    );
     assert!(
         m.contains("op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=1.0)"),
         "{m}"
@@ -117,11 +124,13 @@ fn calls_are_written_destination_first_with_keywords() {
     assert!(m.contains(", op=nl.maximum, data=sb_"), "{m}");
     assert!(m.contains(", axis=1)\n"), "{m}");
     assert!(
-        m.contains("nisa.dma_copy(dst=c[128:256, 512:1024], src=sb_"),
+        m.contains(
+            "nisa.dma_copy(dst=c[128 * i0:128 * i0 + 128, 512 * i1:512 * i1 + 512], src=sb_"
+        ),
         "{m}"
     );
     assert!(
-        m.contains("nisa.dma_copy(dst=m[128:256, 1:2], src=sb_"),
+        m.contains("nisa.dma_copy(dst=m[128 * i0:128 * i0 + 128, i1:i1 + 1], src=sb_"),
         "{m}"
     );
     assert!(m.trim_end().ends_with("return c, m"), "{m}");
@@ -226,4 +235,46 @@ fn every_listed_callable_is_an_entry_of_the_api_document() {
         }
     }
     assert!(missing.is_empty(), "not in docs/nki-api.md: {missing:?}");
+}
+
+/// Four tiles kept in a `Vec` (filled by a Rust loop), then summed pairwise in an
+/// `affine_range` loop that indexes the `Vec`.
+#[nki_kernel(nki = "0.7")]
+fn vec_of_tiles(a: &Hbm<f32>) -> Hbm<f32> {
+    let out = nl::ndarray(&[128, 1024], DType::F32, nl::shared_hbm);
+    let mut tiles = Vec::new();
+    for t in 0..4 {
+        let x = nl::ndarray(&[128, 512], DType::F32, nl::sbuf);
+        nisa::dma_copy(&x, a.slice((.., t * 512..(t + 1) * 512)), None);
+        tiles.push(x);
+    }
+    for j in nl::affine_range(2) {
+        let s = nl::ndarray(&[128, 512], DType::F32, nl::sbuf);
+        nisa::tensor_tensor(&s, &tiles[2 * j], &tiles[2 * j + 1], nl::AluOp::Add, None);
+        nisa::dma_copy(out.slice((.., j * 512..(j + 1) * 512)), &s, None);
+    }
+    out
+}
+
+#[test]
+fn tiles_alive_at_once_are_a_list_and_host_loops_reroll() {
+    let a = Hbm::<f32>::full([128, 2048], 1.0);
+    let mut e = Emitter::new("vec_of_tiles");
+    let (out, _) = vec_of_tiles::run(e.launch(Launch::new(1)), &a).unwrap();
+    e.output("out", &out).unwrap();
+    let k = e.finish().unwrap();
+    checked(&k);
+    let m = k.module();
+    for want in [
+        " = [None] * 4\n",
+        "    for i0 in nl.static_range(4):\n",
+        "[i0] = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)\n",
+        "[i0], src=a[:, 512 * i0:512 * i0 + 512])\n",
+        "    for i0 in nl.affine_range(2):\n",
+        "[2 * i0], data2=sb_",
+        "[2 * i0 + 1], op=nl.add)\n",
+    ] {
+        assert!(m.contains(want), "missing {want:?} in\n{m}");
+    }
+    assert!(k.module_lines() < 30, "{m}");
 }

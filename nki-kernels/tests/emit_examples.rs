@@ -44,3 +44,17 @@ fn the_tiled_matmul_keeps_its_three_loops() {
     assert!(m.contains("for i1 in nl.affine_range(2):"), "{m}");
     assert!(m.contains("for i2 in nl.affine_range(2):"), "{m}");
 }
+
+#[test]
+fn the_fully_blocked_matmul_rerolls_its_vecs_of_tiles_and_host_loops() {
+    let k = emit("mm_fully_blocked").unwrap();
+    let m = k.module();
+    // 849 lines when its Vec tiles and Rust loops stayed unrolled.
+    assert!(k.module_lines() < 60, "{} lines:\n{m}", k.module_lines());
+    // The 32 SBUF partial sums: one list, filled by one host loop.
+    assert!(m.contains(" = [None] * 32\n"), "{m}");
+    assert!(m.contains("in nl.static_range(32):"), "{m}");
+    assert!(m.contains("nisa.memset(dst=sb_"), "{m}");
+    // The partial sum of tile (bm, bn) is entry bm + 2 * bn: affine in the loop indices.
+    assert!(m.contains("[i2 + 2 * i3], data1=sb_"), "{m}");
+}

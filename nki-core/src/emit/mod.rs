@@ -30,9 +30,12 @@
 //! tensor and each call destination-first with its non-default keywords, and re-rolls the
 //! `nl::affine_range` loops: iterations that issue the same calls with offsets
 //! affine in the index (checked on every iteration) become one `for i in nl.affine_range(n)`;
-//! an iteration that differs stays unrolled. Loops that are plain Rust loops
-//! (`sequential_range`, `static_range`, `step_by`) are unrolled, as NKI's own tracer unrolls
-//! a Python `range`.
+//! an iteration that differs stays unrolled. Plain Rust loops (`sequential_range`,
+//! `static_range`, `step_by`) leave no loop in the trace: a block of statements repeated with
+//! its numbers affine in the repetition (checked on every repetition) becomes an
+//! `nl.static_range` loop, which NKI unrolls when tracing as the Rust loop was. Tiles of one
+//! `nl::ndarray` line alive at once (a Rust `Vec` of tiles) are the entries of a Python list
+//! (`sb_12[k]`), so their loops re-roll too.
 //!
 //! Refused, with an error naming the call and its line: calls the emitter does not write yet
 //! and Beta-1 forms (`nl::load`, `nl::store`, value-returning instructions, whose API no
@@ -234,6 +237,7 @@ impl Emitter {
                     name: t.name.clone(),
                     dims: t.dims.clone(),
                     mem: MemKind::Hbm,
+                    slot: None,
                 },
             );
         }
@@ -248,9 +252,13 @@ impl Emitter {
                 allocated.push(*id);
             }
         }
-        let tensors = python::name_tensors(&events, &named)?;
+        let (tensors, lists) = python::name_tensors(&events, &named)?;
         let body = python::body(&events, &tensors)?;
         let mut text = String::new();
+        // The lists of tiles alive at once (a Rust `Vec` of tiles).
+        for (name, len) in &lists {
+            text.push_str(&format!("    {name} = [None] * {len}\n"));
+        }
         // Output parameters: allocated by the Python kernel, which returns them.
         for o in self.outputs.iter().filter(|o| !allocated.contains(&o.id)) {
             text.push_str(&format!(

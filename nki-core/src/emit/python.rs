@@ -2,7 +2,7 @@
 //! slices or `.ap()`, calls with keyword arguments, loops re-rolled ([`super::reroll`]), and
 //! the module's text.
 
-use super::reroll::{reroll, Affine, Stmt, Tok};
+use super::reroll::{renumber, reroll, roll_repeats, Affine, Stmt, Tok};
 use super::trace::{Arg, Event, LoopKind, TensorId, View, What};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
@@ -18,6 +18,20 @@ pub(crate) struct TensorInfo {
     pub(crate) dims: Vec<usize>,
     /// Its memory.
     pub(crate) mem: MemKind,
+    /// Its index in the Python list `name`, for a tensor of an allocating site whose tiles
+    /// are alive at once (a Rust `Vec` of tiles: `sb_12[3]`); `None` for a plain name.
+    pub(crate) slot: Option<usize>,
+}
+
+impl TensorInfo {
+    /// Appends the tensor's Python name (`sb_12`, or `sb_12[3]` with the index a number the
+    /// re-roller may make affine).
+    fn put(&self, line: &mut Line) {
+        line.text(&self.name);
+        if let Some(k) = self.slot {
+            line.text("[").num(k as i64).text("]");
+        }
+    }
 }
 
 /// NKI 0.8's name of `dtype` (`nl.bfloat16`).
@@ -81,12 +95,15 @@ impl Line {
 }
 
 /// Names the tensors of `events`: parameters and outputs by `named`; tiles after the line
-/// that allocates them, tiles of one line that are alive at once told apart by a suffix
-/// (`sb_112`, `sb_112_1`). Returns every tensor's info.
+/// that allocates them. Tiles of one allocating site that are alive at once (a Rust `Vec` of
+/// tiles) are the entries of a Python list named after the site (`sb_112[0]`, `sb_112[1]`);
+/// an entry is reused once its tile is dead. Returns every tensor's info and the lists
+/// (name, length), in order of first allocation.
+#[allow(clippy::type_complexity)]
 pub(crate) fn name_tensors(
     events: &[Event],
     named: &HashMap<TensorId, TensorInfo>,
-) -> Result<HashMap<TensorId, TensorInfo>> {
+) -> Result<(HashMap<TensorId, TensorInfo>, Vec<(String, usize)>)> {
     let mut out = named.clone();
     // The last event using each tensor.
     let mut last_use: HashMap<TensorId, usize> = HashMap::new();
@@ -99,8 +116,11 @@ pub(crate) fn name_tensors(
             }
         }
     }
-    // Per allocating site, its base name and the end of each name slot's current tensor.
-    let mut sites: HashMap<(&'static str, u32, u32), (String, Vec<usize>)> = HashMap::new();
+    // Per allocating site (in order of first allocation), its base name and the end of each
+    // list entry's current tensor; per tensor, its site and entry.
+    let mut sites: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut site_of: HashMap<(&'static str, u32, u32), usize> = HashMap::new();
+    let mut slots: Vec<(TensorId, usize, usize, Vec<usize>, MemKind)> = Vec::new();
     let mut taken: std::collections::HashSet<String> =
         named.values().map(|t| t.name.clone()).collect();
     for (i, e) in events.iter().enumerate() {
@@ -114,7 +134,7 @@ pub(crate) fn name_tensors(
             continue;
         }
         let end = last_use.get(tensor).copied().unwrap_or(i);
-        let (base, slots) = sites
+        let site = *site_of
             .entry((e.loc.file, e.loc.line, e.loc.column))
             .or_insert_with(|| {
                 let prefix = match mem {
@@ -129,33 +149,40 @@ pub(crate) fn name_tensors(
                     n += 1;
                 }
                 taken.insert(base.clone());
-                (base, Vec::new())
+                sites.push((base, Vec::new()));
+                sites.len() - 1
             });
-        let k = match slots.iter().position(|&until| until < i) {
+        let ends = &mut sites[site].1;
+        let k = match ends.iter().position(|&until| until < i) {
             Some(k) => {
-                slots[k] = end;
+                ends[k] = end;
                 k
             }
             None => {
-                slots.push(end);
-                slots.len() - 1
+                ends.push(end);
+                ends.len() - 1
             }
         };
-        let name = if k == 0 {
-            base.clone()
-        } else {
-            format!("{base}_s{k}")
-        };
+        slots.push((*tensor, site, k, dims.clone(), *mem));
+    }
+    for (tensor, site, k, dims, mem) in slots {
+        let (base, ends) = &sites[site];
         out.insert(
-            *tensor,
+            tensor,
             TensorInfo {
-                name,
-                dims: dims.clone(),
-                mem: *mem,
+                name: base.clone(),
+                dims,
+                mem,
+                slot: (ends.len() > 1).then_some(k),
             },
         );
     }
-    Ok(out)
+    let lists = sites
+        .into_iter()
+        .filter(|(_, ends)| ends.len() > 1)
+        .map(|(base, ends)| (base, ends.len()))
+        .collect();
+    Ok((out, lists))
 }
 
 /// Appends the Python of view `v` (a slice of its tensor, the bare name for the whole
@@ -174,7 +201,7 @@ fn view(line: &mut Line, v: &View, info: &TensorInfo, loc: SourceLoc) -> Result<
     }
     let shape = v.ap.shape.dims();
     if let Some(parts) = slice_of(&v.ap, dims, &strides) {
-        line.text(&info.name);
+        info.put(line);
         if parts.iter().any(|p| p.is_some()) {
             line.text("[");
             for (d, p) in parts.iter().enumerate() {
@@ -217,13 +244,10 @@ fn view(line: &mut Line, v: &View, info: &TensorInfo, loc: SourceLoc) -> Result<
         }
         pattern.push(format!("[{st}, {n}]"));
     }
-    line.text(&format!(
-        "{}.ap(pattern=[{}], offset=",
-        info.name,
-        pattern.join(", ")
-    ))
-    .num(v.ap.offset as i64)
-    .text(")");
+    info.put(line);
+    line.text(&format!(".ap(pattern=[{}], offset=", pattern.join(", ")))
+        .num(v.ap.offset as i64)
+        .text(")");
     Ok(())
 }
 
@@ -338,9 +362,9 @@ fn statement(e: &Event, tensors: &HashMap<TensorId, TensorInfo>) -> Result<Optio
             dims,
             ..
         } => {
-            let name = &tensors[tensor].name;
+            tensors[tensor].put(&mut line);
             line.text(&format!(
-                "{name} = nl.ndarray({}, dtype={}, buffer={})",
+                " = nl.ndarray({}, dtype={}, buffer={})",
                 tuple(dims),
                 nl_dtype(*dtype),
                 nl_buffer(*mem, *shared)
@@ -361,7 +385,9 @@ fn statement(e: &Event, tensors: &HashMap<TensorId, TensorInfo>) -> Result<Optio
     Ok(Some(line.0))
 }
 
-/// The kernel body of one instance's `events`: statements with loops re-rolled.
+/// The kernel body of one instance's `events`: statements with the recorded loops re-rolled,
+/// then the host loops found from repeated statements, each loop index named after its
+/// nesting level.
 pub(crate) fn body(events: &[Event], tensors: &HashMap<TensorId, TensorInfo>) -> Result<Vec<Stmt>> {
     let mut loops: HashMap<u32, (u64, LoopKind)> = HashMap::new();
     let mut lines = Vec::new();
@@ -378,7 +404,11 @@ pub(crate) fn body(events: &[Event], tensors: &HashMap<TensorId, TensorInfo>) ->
             lines.push((e.frames.as_slice(), toks));
         }
     }
-    Ok(nest(&lines, 0, &loops))
+    let framed = nest(&lines, 0, &loops);
+    // Fresh indices start above every frame depth (a frame depth is below the event count).
+    let mut fresh = events.len() + 1;
+    let rolled = roll_repeats(framed, &mut fresh);
+    Ok(renumber(rolled, 0, &mut Vec::new()))
 }
 
 /// A statement with the loop frames it was traced in.

@@ -2,6 +2,12 @@
 //! loop are compared with the other iterations' (the same statements, every number affine
 //! in the iteration index, checked on every iteration), and runs of iterations that agree
 //! become one `for` loop over an index; where an iteration differs, its calls stay unrolled.
+//!
+//! Host loops (a Rust `for`, which leaves no loop frame in the trace) are found afterwards
+//! from the statements alone ([`roll_repeats`]): a block of statements repeated, each number
+//! affine in the repetition, becomes an `nl.static_range` loop (NKI unrolls it when tracing,
+//! as it unrolls a Python `range`). [`renumber`] then names every loop index after its
+//! nesting level.
 
 /// An integer affine in the loop indices: `c + Σ coeff · i<depth>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -217,6 +223,201 @@ fn run_end(bodies: &[Vec<Stmt>], values: &[Vec<Affine>], a: usize) -> usize {
     end
 }
 
+/// The iterator of a loop found from repeated statements (a host loop).
+pub(crate) const HOST_LOOP: &str = "nl.static_range";
+
+/// The longest block [`roll_repeats`] looks for (statements): longer repeats are rare and
+/// the search is quadratic in it.
+const MAX_BLOCK: usize = 64;
+
+/// A hash of a statement's shape (its text and structure, not its numbers): statements of
+/// different shapes never compare equal, so blocks are told apart by it first.
+fn shape_key(s: &Stmt) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    fn feed(s: &Stmt, h: &mut impl Hasher) {
+        match s {
+            Stmt::Line(toks) => {
+                0u8.hash(h);
+                for t in toks {
+                    match t {
+                        Tok::Text(x) => x.hash(h),
+                        Tok::Num(_) => 1u8.hash(h),
+                    }
+                }
+            }
+            Stmt::Loop {
+                api,
+                trips,
+                depth,
+                body,
+            } => {
+                (2u8, api, trips, depth, body.len()).hash(h);
+                for b in body {
+                    feed(b, h);
+                }
+            }
+        }
+    }
+    feed(s, &mut h);
+    h.finish()
+}
+
+/// `stmts` with every repeated block of statements rolled into a loop over a fresh index
+/// (see the [module documentation](self)), inside loops too. `fresh` numbers the new
+/// indices (their depth field; [`renumber`] renames them); it must start above every loop
+/// depth in `stmts`.
+pub(crate) fn roll_repeats(stmts: Vec<Stmt>, fresh: &mut usize) -> Vec<Stmt> {
+    let keys: Vec<u64> = stmts.iter().map(shape_key).collect();
+    let values: Vec<Vec<Affine>> = stmts
+        .iter()
+        .map(|s| {
+            let mut v = Vec::new();
+            nums(std::slice::from_ref(s), &mut v);
+            v
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut a = 0;
+    while a < stmts.len() {
+        match best_repeat(&stmts, &keys, &values, a) {
+            Some((p, count)) => {
+                let bodies: Vec<Vec<Stmt>> = stmts[a..a + p * count]
+                    .chunks(p)
+                    .map(<[Stmt]>::to_vec)
+                    .collect();
+                let depth = *fresh;
+                *fresh += 1;
+                for s in reroll(bodies, HOST_LOOP, depth) {
+                    out.push(roll_inside(s, fresh));
+                }
+                a += p * count;
+            }
+            None => {
+                out.push(roll_inside(stmts[a].clone(), fresh));
+                a += 1;
+            }
+        }
+    }
+    out
+}
+
+/// `s` with the repeats in its body rolled (a loop), or `s` (a line).
+fn roll_inside(s: Stmt, fresh: &mut usize) -> Stmt {
+    match s {
+        Stmt::Loop {
+            api,
+            trips,
+            depth,
+            body,
+        } => Stmt::Loop {
+            api,
+            trips,
+            depth,
+            body: roll_repeats(body, fresh),
+        },
+        line => line,
+    }
+}
+
+/// The repeat starting at `a` that saves the most lines: `(block length, repetitions)`, or
+/// `None` when no repeat there saves a line. Every repetition is checked (same statements,
+/// each number's constant affine in the repetition, its index terms equal).
+fn best_repeat(
+    stmts: &[Stmt],
+    keys: &[u64],
+    values: &[Vec<Affine>],
+    a: usize,
+) -> Option<(usize, usize)> {
+    let n = stmts.len() - a;
+    let mut best: Option<(usize, usize, usize)> = None; // (saved, p, count)
+    for p in 1..=MAX_BLOCK.min(n / 2) {
+        let agrees = |k: usize| {
+            (0..p).all(|o| {
+                let (x, y) = (a + o, a + k * p + o);
+                keys[x] == keys[y]
+                    && same_shape(
+                        std::slice::from_ref(&stmts[x]),
+                        std::slice::from_ref(&stmts[y]),
+                    )
+                    && values[x]
+                        .iter()
+                        .zip(&values[y])
+                        .enumerate()
+                        .all(|(q, (u, v))| {
+                            let d = values[a + p + o][q].c - u.c;
+                            v.terms == u.terms && v.c - u.c == k as i64 * d
+                        })
+            })
+        };
+        let mut count = 1;
+        while a + (count + 1) * p <= stmts.len() && agrees(count) {
+            count += 1;
+        }
+        // Lines: p * count unrolled, p + 1 rolled (a nested loop counts as one line here).
+        let saved = (p * count).saturating_sub(p + 1);
+        if count >= 2 && saved > 0 && best.is_none_or(|b| saved > b.0) {
+            best = Some((saved, p, count));
+        }
+    }
+    best.map(|(_, p, count)| (p, count))
+}
+
+/// `stmts` (at nesting level `level`) with each loop's index named after its nesting level
+/// (`depth` = the number of loops around it): `outer` maps the enclosing loops' old depths to
+/// their new ones.
+pub(crate) fn renumber(
+    stmts: Vec<Stmt>,
+    level: usize,
+    outer: &mut Vec<(usize, usize)>,
+) -> Vec<Stmt> {
+    let rename = |a: &Affine, outer: &[(usize, usize)]| {
+        let mut terms: Vec<(usize, i64)> = a
+            .terms
+            .iter()
+            .map(|&(d, k)| {
+                let new = outer
+                    .iter()
+                    .rev()
+                    .find(|(old, _)| *old == d)
+                    .map_or(d, |&(_, new)| new);
+                (new, k)
+            })
+            .collect();
+        terms.sort_unstable();
+        Affine { c: a.c, terms }
+    };
+    stmts
+        .into_iter()
+        .map(|s| match s {
+            Stmt::Line(toks) => Stmt::Line(
+                toks.into_iter()
+                    .map(|t| match t {
+                        Tok::Num(a) => Tok::Num(rename(&a, outer)),
+                        text => text,
+                    })
+                    .collect(),
+            ),
+            Stmt::Loop {
+                api,
+                trips,
+                depth,
+                body,
+            } => {
+                outer.push((depth, level));
+                let body = renumber(body, level + 1, outer);
+                outer.pop();
+                Stmt::Loop {
+                    api,
+                    trips,
+                    depth: level,
+                    body,
+                }
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,5 +468,54 @@ mod tests {
         let bodies = vec![vec![line(0)], vec![other.clone()]];
         let out = reroll(bodies, "nl.affine_range", 0);
         assert_eq!(out, vec![line(0), other]);
+    }
+
+    fn named(name: &str, n: i64) -> Stmt {
+        Stmt::Line(vec![
+            Tok::Text(format!("{name}[")),
+            Tok::Num(Affine::constant(n)),
+            Tok::Text("]".into()),
+        ])
+    }
+
+    #[test]
+    fn a_repeated_block_becomes_a_host_loop_and_nests() {
+        // Rust `for i in 0..2 { a[i]; for j in 0..3 { b[3 * i + j] } }`, flattened, then a tail.
+        let mut stmts = Vec::new();
+        for i in 0..2 {
+            stmts.push(named("a", i));
+            for j in 0..3 {
+                stmts.push(named("b", 3 * i + j));
+            }
+        }
+        stmts.push(named("c", 7));
+        let mut fresh = 100;
+        let out = renumber(roll_repeats(stmts, &mut fresh), 0, &mut Vec::new());
+        let mut text = String::new();
+        crate::emit::python::render(&out, 0, &mut text);
+        // b[3 * i + j] is affine in the flat index too: one loop of the two, b's loop inside.
+        assert_eq!(
+            text,
+            "for i0 in nl.static_range(2):\n    a[i0]\n    for i1 in nl.static_range(3):\n        \
+             b[3 * i0 + i1]\nc[7]\n"
+        );
+    }
+
+    #[test]
+    fn a_repeat_that_breaks_stays_unrolled_after_the_break() {
+        // 0, 1, 2, 3 affine; 9 breaks it.
+        let stmts: Vec<Stmt> = [0, 1, 2, 3, 9].iter().map(|&i| named("x", i)).collect();
+        let mut fresh = 100;
+        let out = roll_repeats(stmts, &mut fresh);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(matches!(&out[0], Stmt::Loop { trips: 4, .. }), "{out:?}");
+        assert_eq!(out[1], named("x", 9));
+    }
+
+    #[test]
+    fn two_statements_are_not_worth_a_loop() {
+        let stmts = vec![named("x", 0), named("x", 1)];
+        let mut fresh = 100;
+        assert_eq!(roll_repeats(stmts.clone(), &mut fresh), stmts);
     }
 }
