@@ -62,14 +62,16 @@ impl PlanHead {
     }
 }
 
-/// Where placement makes the plan of a DMA that was not prepared ahead: the plan, its head and
-/// its engine times as runs (one buffer for every such DMA).
+/// Where placement makes the plan of a DMA that was not prepared ahead: the plan being made,
+/// and the plans made recently (a placement's own, never kept past it).
 #[derive(Default)]
 pub(super) struct PlanScratch {
     plan: DmaPlan,
-    head: PlanHead,
-    runs: Vec<(f64, u32)>,
+    plans: Plans,
 }
+
+/// Most plans a [`PlanScratch`] holds before it starts over.
+const SCRATCH_PLANS: usize = 256;
 
 /// The DMA plans of a launch, stored compactly: a plan's per-engine times as runs of equal
 /// values (most DMAs give every engine, or every engine but the first and last, one share).
@@ -78,7 +80,17 @@ struct Plans {
     heads: Vec<PlanHead>,
     /// `(engine time, engines)` runs, plan after plan.
     runs: Vec<(f64, u32)>,
+    /// The cost facts of the last few plans made, with their indices: a plan depends on its
+    /// record's cost facts only, and a loop issues the same few DMA shapes over and over, so
+    /// a record whose facts match one of these shares its plan.
+    recent: [Option<(CostFacts, u32)>; RECENT_PLANS],
+    /// Where the next plan made goes in `recent` (round robin).
+    next_recent: usize,
 }
+
+/// How many recently made DMA plans [`Plans::plan`] compares a record against (a loop body
+/// rarely issues more distinct DMA shapes than this).
+const RECENT_PLANS: usize = 4;
 
 /// Appends `plan`'s per-engine times to `runs` as maximal runs of equal (bit-identical)
 /// values: one run for an even plan.
@@ -97,6 +109,27 @@ fn push_runs(runs: &mut Vec<(f64, u32)>, plan: &DmaPlan) {
 }
 
 impl Plans {
+    /// The index of the plan of a DMA with cost facts `r`: a recent plan with the same facts,
+    /// or a new one made in `scratch` and kept.
+    fn plan(&mut self, spec: &TargetSpec, r: &CostFacts, scratch: &mut DmaPlan) -> u32 {
+        if let Some(&(_, k)) = self.recent.iter().flatten().find(|(f, _)| f == r) {
+            return k;
+        }
+        cost::dma_plan_into(spec, *r, scratch);
+        let k = self.push(scratch);
+        self.recent[self.next_recent] = Some((*r, k));
+        self.next_recent = (self.next_recent + 1) % RECENT_PLANS;
+        k
+    }
+
+    /// Forgets every plan.
+    fn clear(&mut self) {
+        self.heads.clear();
+        self.runs.clear();
+        self.recent = [None; RECENT_PLANS];
+        self.next_recent = 0;
+    }
+
     /// Keeps `plan`; returns its index.
     fn push(&mut self, plan: &DmaPlan) -> u32 {
         let from = self.runs.len();
@@ -174,12 +207,12 @@ impl Costs {
         match self.cost[i] {
             Cost::Dma(k) => self.plans.get(k),
             _ => {
-                let PlanScratch { plan, head, runs } = scratch;
-                cost::dma_plan_into(spec, r, plan);
-                runs.clear();
-                push_runs(runs, plan);
-                *head = PlanHead::of(plan, (0, runs.len() as u32));
-                (head, runs)
+                let PlanScratch { plan, plans } = scratch;
+                if plans.heads.len() >= SCRATCH_PLANS {
+                    plans.clear();
+                }
+                let k = plans.plan(spec, &CostFacts::from(r), plan);
+                plans.get(k)
             }
         }
     }
@@ -284,8 +317,7 @@ impl Prepared {
         self.core.clear();
         self.instance.clear();
         self.costs.cost.clear();
-        self.costs.plans.heads.clear();
-        self.costs.plans.runs.clear();
+        self.costs.plans.clear();
         self.dmas = 0;
         let bytes = self.capacity_bytes();
         let mut spares = SPARE.lock().unwrap_or_else(|p| p.into_inner());
@@ -410,8 +442,7 @@ impl Prepared {
             Engine::Dma => {
                 self.dmas += 1;
                 if self.keep_plans {
-                    cost::dma_plan_into(spec, r, &mut self.plan);
-                    Cost::Dma(self.costs.plans.push(&self.plan))
+                    Cost::Dma(self.costs.plans.plan(spec, r, &mut self.plan))
                 } else {
                     Cost::DmaAtPlacement
                 }
@@ -458,6 +489,41 @@ mod tests {
             "nl.load",
             loc,
         )
+    }
+
+    #[test]
+    fn dmas_with_equal_facts_share_a_plan_and_every_dma_reads_back_its_own() {
+        let (h, s) = (MemKind::Hbm, MemKind::Sbuf);
+        let kinds = [
+            dma(h, s, 128, 0, 128 * 1024),
+            dma(h, s, 4, 0, 32768),
+            dma(s, h, 16, 60, 16 * 10_000),
+            dma(h, s, 100, 3, 100 * 999),
+            dma(h, h, 128, 0, 1 << 20),
+            dma(s, h, 1, 127, 64),
+        ];
+        // More distinct shapes than are remembered, revisited in an order that evicts some.
+        let order = [0, 1, 0, 1, 2, 3, 4, 0, 5, 5, 1, 2, 3, 0, 4];
+        let spec = Target::Trn2.spec();
+        let mut plans = Plans::default();
+        let mut scratch = DmaPlan::default();
+        let keys: Vec<u32> = order
+            .iter()
+            .map(|&i| plans.plan(spec, &CostFacts::from(&kinds[i]), &mut scratch))
+            .collect();
+        for (&i, &k) in order.iter().zip(&keys) {
+            let mut back = DmaPlan::default();
+            let (head, runs) = plans.get(k);
+            plan_of(head, runs, &mut back);
+            assert_eq!(back, cost::dma_plan(spec, &kinds[i]), "dma {i}");
+        }
+        // The repeats while still remembered (positions 2, 3 and 9) made no plan of their
+        // own; every other position did.
+        assert_eq!((keys[0], keys[1]), (keys[2], keys[3]));
+        assert_eq!(keys[8], keys[9]);
+        assert_eq!(plans.heads.len(), order.len() - 3);
+        plans.clear();
+        assert!(plans.heads.is_empty() && plans.recent.iter().all(Option::is_none));
     }
 
     #[test]
