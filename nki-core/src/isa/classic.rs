@@ -107,13 +107,13 @@ instruction! {
     /// (Beta-1 `nisa.tensor_copy`). See [`crate::isa::tensor_copy`].
     pub fn tensor_copy<'a>(src: into TileRef<'a>, dtype: Option<DType>, engine: Engine) -> Tile
     as ins = "nisa.tensor_copy" {
-        tensor_copy_to(&ins, Dst::New(dtype), src, engine).tile()
+        tensor_copy_to(&ins, Dst::New(dtype), src, Some(engine)).tile()
     }
 
     /// [`tensor_copy`] writing (and casting) into `dst`.
     pub fn tensor_copy_into<'d, 'a>(dst: into TileRef<'d>, src: into TileRef<'a>, engine: Engine)
     as ins = "nisa.tensor_copy" {
-        tensor_copy_to(&ins, Dst::Into(dst), src, engine);
+        tensor_copy_to(&ins, Dst::Into(dst), src, Some(engine));
     }
 
     /// Scan along the free dimension into a new SBUF tile of `args.dtype`, by default the

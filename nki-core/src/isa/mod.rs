@@ -90,7 +90,7 @@ mod tensor_scalar_reduce;
 mod tests;
 mod topk;
 pub(crate) mod trace_args;
-mod vector;
+pub(crate) mod vector;
 mod version;
 
 pub use crate::math::{ActFn, AluOp};

@@ -60,6 +60,12 @@ impl Op {
         Op { api, loc, env }
     }
 
+    /// The same op under the NKI name `api`: an `nl` call that lowers onto an instruction
+    /// builder records (and fails in the builder) under its own full name (`nl.copy`).
+    pub(crate) fn recorded_as(&self, api: &'static str) -> Op {
+        Op { api, ..*self }
+    }
+
     /// True when values are computed.
     pub(crate) fn executes(&self) -> bool {
         self.env.executes

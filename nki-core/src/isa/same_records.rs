@@ -12,16 +12,18 @@ use crate::record::{Instr, MemKind};
 use crate::tile::Tile;
 use std::cell::RefCell;
 
-/// A record stream as JSON without source lines, with tile ids renumbered in order of first
-/// appearance (ids are unique per process, not per instance).
-fn plain(recs: &[Instr]) -> Vec<serde_json::Value> {
+/// A record stream as JSON without source lines (and API names unless `api`), with tile ids
+/// renumbered in order of first appearance (ids are unique per process, not per instance).
+fn plain(recs: &[Instr], api: bool) -> Vec<serde_json::Value> {
     let mut ids = std::collections::HashMap::new();
     recs.iter()
         .map(|r| {
             let mut v = serde_json::to_value(r).expect("records serialize");
-            v.as_object_mut()
-                .expect("a record is an object")
-                .remove("loc");
+            let fields = v.as_object_mut().expect("a record is an object");
+            fields.remove("loc");
+            if !api {
+                fields.remove("api");
+            }
             for side in ["reads", "writes"] {
                 for reg in v[side].as_array_mut().expect("regions").iter_mut() {
                     if let Some(id) = reg["buf"].get_mut("Tile") {
@@ -40,6 +42,18 @@ fn plain(recs: &[Instr]) -> Vec<serde_json::Value> {
 /// asserts equal records and equal output values in both modes that record.
 fn same(
     what: &str,
+    setup: impl Fn() -> Vec<Tile>,
+    old: impl Fn(&[Tile]) -> Tile,
+    new: impl Fn(&[Tile], &Tile),
+) {
+    same_as(what, true, setup, old, new)
+}
+
+/// [`same`], comparing the records' API names when `api`: without, of an `nl` call (`old`)
+/// and the `nisa` call it lowers to (`new`), whose records may differ in their API names only.
+fn same_as(
+    what: &str,
+    api: bool,
     setup: impl Fn() -> Vec<Tile>,
     old: impl Fn(&[Tile]) -> Tile,
     new: impl Fn(&[Tile], &Tile),
@@ -67,7 +81,7 @@ fn same(
         })
         .unwrap_or_else(|e| panic!("{what}: dst-first form fails: {e}"));
         assert_eq!(a.len(), b.len(), "{what}: record counts");
-        for (x, y) in plain(&a).iter().zip(&plain(&b)) {
+        for (x, y) in plain(&a, api).iter().zip(&plain(&b, api)) {
             assert_eq!(x, y, "{what}: records differ");
         }
         let (x, y) = vals.into_inner();
@@ -277,7 +291,7 @@ fn activation_reduce_and_accumulating_matmuls_record_the_same_in_both_spellings(
         .expect("runs")
     };
     let (a, b) = (recs(false), recs(true));
-    assert_eq!(plain(&a), plain(&b));
+    assert_eq!(plain(&a, true), plain(&b, true));
 
     // Three matmuls into one accumulator: nc_matmul_acc vs nc_matmul with its defaults.
     let recs = |dst_first: bool| {
@@ -296,7 +310,7 @@ fn activation_reduce_and_accumulating_matmuls_record_the_same_in_both_spellings(
         .expect("runs")
     };
     let (a, b) = (recs(false), recs(true));
-    assert_eq!(plain(&a), plain(&b));
+    assert_eq!(plain(&a, true), plain(&b, true));
     assert_eq!(a[a.len() - 3].reads.len(), 2, "the first matmul overwrites");
     assert_eq!(
         a[a.len() - 1].reads.len(),
@@ -363,4 +377,44 @@ fn dst_first_rules() {
         );
     })
     .expect("runs");
+}
+
+#[test]
+fn nl_copies_record_the_tensor_copy_they_lower_to() {
+    let data = || vec![ramp(128, 64, DType::F32, 0.25)];
+    same_as(
+        "nl.copy (cast)",
+        false,
+        data,
+        |s| lang::copy(&s[0], Some(DType::BF16)),
+        |s, d| tensor_copy(d, &s[0], None),
+    );
+    same_as(
+        "nl.astype",
+        false,
+        data,
+        |s| s[0].astype(DType::I32),
+        |s, d| tensor_copy(d, &s[0], None),
+    );
+    // One element per partition, read with a stride: a unit-stride access all the same.
+    same_as(
+        "nl.copy (strided column)",
+        false,
+        data,
+        |s| lang::copy(s[0].slice((.., crate::access::stepped(3..64, 61))), None),
+        |s, d| tensor_copy(d, s[0].slice((.., crate::access::stepped(3..64, 61))), None),
+    );
+    // From PSUM: on ScalarE, where the compiler puts a PSUM -> SBUF copy.
+    let in_psum = || {
+        let t = lang::ndarray(&[128, 64], DType::F32, MemKind::Psum);
+        tensor_copy(&t, &ramp(128, 64, DType::F32, 0.5), None);
+        vec![t]
+    };
+    same_as(
+        "nl.copy (from PSUM)",
+        false,
+        in_psum,
+        |s| lang::copy(&s[0], None),
+        |s, d| tensor_copy(d, &s[0], Opts::new().engine(Engine::Scalar)),
+    );
 }

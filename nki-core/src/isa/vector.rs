@@ -7,7 +7,7 @@
 //! accumulate in f64 and round once, i.e. they return the correctly rounded fp32 result; the
 //! hardware's own summation order is not public.
 
-use super::base::{alu_engine, fill_engine, short, Dst, Output, Site};
+use super::base::{alu_engine, copy_engine, fill_engine, short, Dst, Output, Site};
 use super::op::Op;
 use super::opts::{Opts, ReduceOpts};
 use super::{AluOp, Engine, Operand};
@@ -498,20 +498,48 @@ instruction! {
                 .opt("engine", opts.and_then(|o| o.engine).map(ta::engine))
         });
         let engine = Opts::engine_or(opts, Engine::Vector);
-        tensor_copy_to(&ins, Dst::Into(dst), src, engine);
+        tensor_copy_to(&ins, Dst::Into(dst), src, Some(engine));
     }
 }
 
-/// The `tensor_copy` builder.
-pub(crate) fn tensor_copy_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef, engine: Engine) -> Output<'d> {
+/// The `tensor_copy` builder: on `engine`, or (`None`: an `nl` copy, which names no engine)
+/// where the compiler puts a copy of `x` ([`copy_engine`]: ScalarE for a PSUM source, else
+/// VectorE).
+pub(crate) fn tensor_copy_to<'d>(
+    ins: &Op,
+    dst: Dst<'d>,
+    x: TileRef,
+    engine: Option<Engine>,
+) -> Output<'d> {
     const API: &str = "nisa.tensor_copy";
+    let engine = engine.unwrap_or_else(|| copy_engine(x.mem()));
     ins.engine_in(engine, &[Engine::Vector, Engine::Scalar, Engine::GpSimd]);
     ins.operand_on(engine, "src", &x);
     let to_psum = engine != Engine::GpSimd;
     let out = ins.output(dst, MemKind::Sbuf, x.dtype(), x.shape(), to_psum);
     let ov = out.view();
     let site = Site::new(engine, Opcode::TensorCopy);
+    let fresh = matches!(out, Output::New(_));
     ins.compute(site, &[&x], &[], &[&ov], || {
+        if fresh {
+            // A new tile (no view of the source): written from the source's rows, which are
+            // read in place (a tile loaded from a kernel input keeps sharing its rows).
+            let (from, to) = (x.dtype(), ov.dtype());
+            if engine == Engine::Scalar {
+                // ScalarE copies through fp32.
+                return x.with_rows(API, ins.loc, |rows| {
+                    ov.write_with(from == to, |o| {
+                        rows.iter().for_each(|r| o.extend_from_slice(r))
+                    })
+                });
+            }
+            return x.with_slot_rows(API, ins.loc, |rows| {
+                ov.write_slots(|o| {
+                    rows.iter().for_each(|r| o.extend_from_slice(r));
+                    from.cast_slots(to, o);
+                })
+            });
+        }
         if engine == Engine::Scalar {
             // ScalarE copies through fp32.
             ov.scatter(x.gather(API, ins.loc))

@@ -7,8 +7,9 @@ use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::error::{NkiError, SourceLoc};
 use crate::hbm::{HbmDest, HbmSource, HbmView};
-use crate::isa::base::{copy_engine, dma_dims, dma_rows_contiguous};
+use crate::isa::base::{dma_dims, dma_rows_contiguous, Dst};
 use crate::isa::op::Op;
+use crate::isa::vector::tensor_copy_to;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::tensor::{Placement, Tensor, TensorLike, TensorRef};
 use crate::tile::{Tile, TileRef};
@@ -150,13 +151,7 @@ pub fn store<'a>(dst: impl StoreDest, value: impl Into<TileRef<'a>>) {
         // `nl.store (PSUM copy)`, runs where a PSUM -> SBUF copy runs (`copy_engine`:
         // ScalarE); the DMA then stores the SBUF tile.
         let ins = Op::begin("store");
-        let staged = copy_to_impl(
-            &ins,
-            "nl.store (PSUM copy)",
-            src,
-            src.dtype(),
-            MemKind::Sbuf,
-        );
+        let staged = copy_to_impl(&ins, "nl.store (PSUM copy)", src, src.dtype());
         store(dst, &staged);
         return;
     }
@@ -265,55 +260,15 @@ pub fn copy<'a>(src: impl Into<TileRef<'a>>, dtype: Option<DType>) -> Tile {
         "nl.copy",
         src,
         dtype.unwrap_or(src.dtype()),
-        MemKind::Sbuf,
     )
 }
 
-/// A VectorE tensor_copy of `src` into a new `mem` tile of `dtype`, recorded as `api` (op
-/// `ins`, named `copy` in its errors).
-pub(crate) fn copy_to_impl(
-    ins: &Op,
-    api: &'static str,
-    src: TileRef,
-    dtype: DType,
-    mem: MemKind,
-) -> Tile {
+/// A tensor_copy of `src` into a new SBUF tile of `dtype`, on the engine the compiler picks:
+/// the `tensor_copy` builder, recorded as `api` (op `ins` checks the operand and names the
+/// error).
+pub(crate) fn copy_to_impl(ins: &Op, api: &'static str, src: TileRef, dtype: DType) -> Tile {
     ins.operand("src", &src);
-    let t = ins.alloc_result(mem, dtype, src.shape());
-    let tv = t.view();
-    let engine = copy_engine(src.mem());
-    ins.issue(
-        &[&tv],
-        || {
-            let from = src.dtype();
-            if engine == Engine::Scalar {
-                // ScalarE copies through fp32.
-                return src.with_rows("copy", ins.loc, |rows| {
-                    tv.write_with(from == dtype, |out| {
-                        rows.iter().for_each(|row| out.extend_from_slice(row))
-                    })
-                });
-            }
-            // VectorE: bit-exact between equal dtypes; a cast goes through fp32.
-            src.with_slot_rows("copy", ins.loc, |rows| {
-                tv.write_slots(|out| {
-                    rows.iter().for_each(|row| out.extend_from_slice(row));
-                    from.cast_slots(dtype, out);
-                })
-            })
-        },
-        || {
-            ins.record_as(api, engine, Opcode::TensorCopy)
-                .size(src.partitions() as u32, src.free_size() as u32)
-                .dtypes(src.dtype(), dtype)
-                .psum(src.mem() == MemKind::Psum || mem == MemKind::Psum)
-                .contiguous(src.ap.inner_stride() == 1)
-                .reads([src.region()])
-                .writes([tv.region()])
-                .done()
-        },
-    );
-    t
+    tensor_copy_to(&ins.recorded_as(api), Dst::New(Some(dtype)), src, None).tile()
 }
 
 /// Writes `value` into the tile view `dst` (NKI `dst[...] = value`; VectorE tensor_copy with

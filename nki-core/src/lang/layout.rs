@@ -268,7 +268,7 @@ impl Tile {
     #[track_caller]
     pub fn astype(&self, dtype: DType) -> Tile {
         let ins = Op::begin("copy");
-        copy_to_impl(&ins, "nl.astype", self.view(), dtype, MemKind::Sbuf)
+        copy_to_impl(&ins, "nl.astype", self.view(), dtype)
     }
 
     /// The tile with a new size-1 dimension at `axis` (see [`expand_dims`]).
@@ -283,7 +283,7 @@ impl<'a> TileRef<'a> {
     #[track_caller]
     pub fn astype(&self, dtype: DType) -> Tile {
         let ins = Op::begin("copy");
-        copy_to_impl(&ins, "nl.astype", *self, dtype, MemKind::Sbuf)
+        copy_to_impl(&ins, "nl.astype", *self, dtype)
     }
 
     /// The view with a new size-1 dimension at `axis` (see [`expand_dims`]).

@@ -463,32 +463,14 @@ impl Prepared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::SourceLoc;
-    use crate::record::{DmaDims, MemKind, Opcode};
+    use crate::record::MemKind;
     use crate::target::Target;
 
     fn dma(src: MemKind, dst: MemKind, parts: u32, start: u32, bytes: u64) -> Instr {
-        let loc = SourceLoc {
-            file: "t.rs",
-            line: 1,
-            column: 1,
-        };
-        Instr::with_cost(
-            CostFacts {
-                partitions: parts,
-                dma: Some(DmaDims {
-                    src,
-                    dst,
-                    bytes,
-                    partitions: parts,
-                    start_partition: start,
-                    chunk_bytes: bytes,
-                }),
-                ..CostFacts::new(Engine::Dma, Opcode::DmaCopy)
-            },
-            "nl.load",
-            loc,
-        )
+        let mut r = super::super::test_records::dma(parts, start, bytes);
+        let d = r.dma.as_mut().expect("a DMA record");
+        (d.src, d.dst) = (src, dst);
+        r
     }
 
     #[test]
