@@ -192,8 +192,8 @@ fn parent_runs(records: &[Instr], depth: usize) -> Vec<usize> {
 }
 
 /// The first fusable pair of sibling loops among `level` (the activations at one depth, in
-/// order; `runs` from [`parent_runs`] at that depth): `b` in order from the first starting
-/// at or after record `from`, each `a` an earlier sibling, nearest first. Returns the
+/// order; `runs` from [`parent_runs`] at that depth): `b` in order, each `a` an earlier
+/// sibling, nearest first. Returns the
 /// indices of `a` and `b` in `level`. Two activations of one loop statement (`loops[a]`,
 /// where it began) are never paired: they are iterations of an enclosing loop the kernel
 /// runs in order (`sequential_range`, a host loop), and merging them would reorder that loop
@@ -207,14 +207,12 @@ fn find_pair(
     records: &[Instr],
     level: &[Act],
     runs: &[usize],
-    from: usize,
     loops: &[SourceLoc],
     known: &mut Map<PairKey, bool>,
 ) -> Option<(usize, usize)> {
     let line = |x: &Act| loops.get(x.id as usize).copied();
     let parent = |a: &Act| &records[a.start].affine.frames()[..a.depth];
-    let skip = level.partition_point(|b| b.start < from);
-    for (k, b) in level.iter().enumerate().skip(skip) {
+    for (k, b) in level.iter().enumerate() {
         // The candidates: earlier siblings, nearest first, every record between them and
         // `b` inside the same parent position.
         for (j, a) in level[..k].iter().enumerate().rev() {
@@ -250,8 +248,8 @@ type PairKey = (u32, usize, usize, u32, usize, usize);
 /// depth `d` and renames frames at depth `d` only, so it changes nothing a pair of shallower
 /// loops is judged by (their activations, their records' enclosing frames, the records
 /// between them); no shallower pair becomes fusable, and the parent runs at depth `d` stay
-/// valid. Nor does it change a pair at depth `d` that ends before the run of records of the
-/// fused loops' parent position, so the search resumes at that run.
+/// valid. Nor does it change a pair at depth `d` of another parent position (a pair lies in
+/// one position's run of records), so each run's loops are fused on their own, in order.
 pub(crate) fn fuse(
     records: &mut [Instr],
     loops: &[SourceLoc],
@@ -266,42 +264,48 @@ pub(crate) fn fuse(
     let mut known: Map<PairKey, bool> = Map::default();
     let mut fusions = 0;
     for depth in 0..max_depth {
-        let mut level = activations_in(records, 0..records.len(), depth..depth + 1);
+        let level = activations_in(records, 0..records.len(), depth..depth + 1);
         if level.len() < 2 {
             continue;
         }
         let runs = parent_runs(records, depth);
-        let mut from = 0;
-        while fusions < MAX_FUSIONS {
-            let Some((j, k)) = find_pair(records, &level, &runs, from, loops, &mut known) else {
-                break;
-            };
-            let (a, b) = (level[j], level[k]);
-            fusions += 1;
-            from = runs[a.start];
-            apply(records, &a, &b, marks);
-            // Only the activations at this depth between `a` and `b` changed (every record
-            // there shares `a`'s parent position): rescan just those.
-            let fresh = activations_in(records, a.start..b.end, depth..depth + 1);
-            level.splice(j..=k, fresh);
-            debug_assert!(
-                level == activations_in(records, 0..records.len(), depth..depth + 1),
-                "activations kept in step"
-            );
-            debug_assert!(runs == parent_runs(records, depth), "parent runs kept");
-            let line = |x: &Act| loops.get(x.id as usize).copied();
-            if let (Some(bl), al) = (line(&b), line(&a)) {
-                stats.add(CompilerLine {
-                    kind: CompilerKind::Fused,
-                    line: bl,
-                    api: "nl.affine_range",
-                    kept: None,
-                    loop_line: al,
-                    count: 1,
-                    bytes: 0,
-                });
+        // Pairs lie in one parent position: the activations of each position's run of
+        // records (consecutive in `level`) are fused on their own, so a fusion rescans and
+        // splices only its own run's activations (not every activation of the depth).
+        let mut fused_level = Vec::with_capacity(level.len());
+        for group in level.chunk_by(|x, y| runs[x.start] == runs[y.start]) {
+            let mut group = group.to_vec();
+            while group.len() >= 2 && fusions < MAX_FUSIONS {
+                let Some((j, k)) = find_pair(records, &group, &runs, loops, &mut known) else {
+                    break;
+                };
+                let (a, b) = (group[j], group[k]);
+                fusions += 1;
+                apply(records, &a, &b, marks);
+                // Only the activations at this depth between `a` and `b` changed (every
+                // record there shares `a`'s parent position): rescan just those.
+                let fresh = activations_in(records, a.start..b.end, depth..depth + 1);
+                group.splice(j..=k, fresh);
+                let line = |x: &Act| loops.get(x.id as usize).copied();
+                if let (Some(bl), al) = (line(&b), line(&a)) {
+                    stats.add(CompilerLine {
+                        kind: CompilerKind::Fused,
+                        line: bl,
+                        api: "nl.affine_range",
+                        kept: None,
+                        loop_line: al,
+                        count: 1,
+                        bytes: 0,
+                    });
+                }
             }
+            fused_level.extend(group);
         }
+        debug_assert!(
+            fused_level == activations_in(records, 0..records.len(), depth..depth + 1),
+            "activations kept in step"
+        );
+        debug_assert!(runs == parent_runs(records, depth), "parent runs kept");
     }
     fusions > 0
 }

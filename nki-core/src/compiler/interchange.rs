@@ -128,10 +128,29 @@ pub(crate) fn plans(
         if n < 2 || runs != n {
             continue;
         }
+        // The first iteration's statements first: most loops hold no sequential loop with
+        // something to hoist, and the other iterations need not be looked at.
+        let iteration = |i: usize| records[i].affine.frames()[depth].1;
+        if iteration(start) != 0 {
+            continue;
+        }
+        let first_end = (start..end).find(|&i| iteration(i) != 0).unwrap_or(end);
+        let first = units(records, loops, depth, start, first_end);
+        let keys: Vec<(bool, SourceLoc)> = first.iter().map(|u| u.key).collect();
+        let Some((p0, period, steps)) = sequential(&keys) else {
+            continue;
+        };
+        let seq = &first[p0..p0 + period * steps];
+        let hoistable = seq
+            .iter()
+            .any(|u| records[u.start..u.end].iter().any(&worth));
+        if !hoistable {
+            continue;
+        }
         // The iterations' record ranges, in order.
         let mut iters: Vec<(usize, usize)> = Vec::new();
-        for (i, r) in records.iter().enumerate().take(end).skip(start) {
-            let it = r.affine.frames()[depth].1;
+        for i in start..end {
+            let it = iteration(i);
             let seen = iters.len();
             if seen > 0 && it as usize == seen - 1 {
                 iters[seen - 1].1 = i + 1;
@@ -148,18 +167,10 @@ pub(crate) fn plans(
             .iter()
             .map(|&(s, e)| units(records, loops, depth, s, e))
             .collect();
-        let keys: Vec<(bool, SourceLoc)> = bodies[0].iter().map(|u| u.key).collect();
-        let Some((p0, period, steps)) = sequential(&keys) else {
-            continue;
-        };
         let same = bodies
             .iter()
             .all(|b| b.len() == keys.len() && b.iter().zip(&keys).all(|(u, k)| u.key == *k));
-        let seq = &bodies[0][p0..p0 + period * steps];
-        let hoistable = seq
-            .iter()
-            .any(|u| records[u.start..u.end].iter().any(&worth));
-        if !same || !hoistable {
+        if !same {
             continue;
         }
         let range = |b: &[Unit], from: usize, to: usize| match (b.get(from), to.checked_sub(1)) {
