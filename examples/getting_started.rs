@@ -6,6 +6,8 @@
 //! tutorials' tolerance, then runs the same launch in simulate mode to get the modelled
 //! NeuronCore profile.
 //!
+//! The kernel is NKI Beta 1, the seeds' dialect; `getting_started_07` is its NKI 0.7 twin.
+//!
 //! Run with `cargo run --example getting_started`.
 
 use nki_core::prelude::*;
@@ -13,8 +15,13 @@ use nki_kernels::testing::{allclose, random_bf16};
 use std::process::ExitCode;
 
 /// `c_output = a_input + b_input` for tensors that fit in one tile (at most 128 rows).
+/// (`pub(crate)`: the twin tests compile this file to check `getting_started_07` against it.)
 #[nki_kernel]
-fn nki_tensor_add_kernel(a_input: &Hbm<bf16>, b_input: &Hbm<bf16>, c_output: &mut Hbm<bf16>) {
+pub(crate) fn nki_tensor_add_kernel(
+    a_input: &Hbm<bf16>,
+    b_input: &Hbm<bf16>,
+    c_output: &mut Hbm<bf16>,
+) {
     // The kernel expects same-shaped inputs and output whose first (partition) dimension fits
     // in one tile. A failed assertion fails the launch with an error naming this line.
     assert_eq!(a_input.shape(), b_input.shape(), "inputs differ in shape");

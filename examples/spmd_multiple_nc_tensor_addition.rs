@@ -3,7 +3,8 @@
 //!
 //! The kernel is NKI Beta 1, the tutorial's dialect (`#[nki_kernel]`): launched on an SPMD grid
 //! of program instances. (NKI 0.7 has no SPMD grid: a 0.7 kernel launches once per core of a
-//! logical NeuronCore and splits the work by `nl::program_id(0)`; see the `lnc2` example.)
+//! logical NeuronCore and splits the work by `nl::program_id(0)`: the same kernel in NKI 0.7 is
+//! `spmd_multiple_nc_tensor_addition_07`.)
 //!
 //! The [128, 512]-tile add kernel of the SPMD tutorial is reused unchanged; only the launch grid
 //! changes. `spmd_dim(grid_x, nc(2))` makes grid axis 0 twice as long and deals its instances
@@ -29,9 +30,14 @@ const TILE_F: usize = 512;
 const CORES: usize = 2;
 
 /// Adds the [128, 512] tile of `a_input` and `b_input` that this instance's program id selects
-/// and stores it into the same tile of `c_output`.
+/// and stores it into the same tile of `c_output`. (`pub(crate)`: the twin tests compile this
+/// file to check `spmd_multiple_nc_tensor_addition_07` against it.)
 #[nki_kernel]
-fn nki_tensor_add_kernel(a_input: &Hbm<bf16>, b_input: &Hbm<bf16>, c_output: &mut Hbm<bf16>) {
+pub(crate) fn nki_tensor_add_kernel(
+    a_input: &Hbm<bf16>,
+    b_input: &Hbm<bf16>,
+    c_output: &mut Hbm<bf16>,
+) {
     let offset_i_x = nl::program_id(0) * TILE_P;
     let offset_i_y = nl::program_id(1) * TILE_F;
     let rows = offset_i_x..offset_i_x + TILE_P;

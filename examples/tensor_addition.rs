@@ -1,17 +1,21 @@
-//! Tensor addition, tiled and streamed (NKI tutorials *Tensor addition* and the Trainium notes
-//! on the partition and free dimensions).
+//! Tensor addition, tiled and streamed, in NKI 0.7 (NKI tutorials *Tensor addition* and the
+//! Trainium notes on the partition and free dimensions).
 //!
 //! A (256, 1024) bf16 tensor does not fit in one tile: its first dimension goes on the 128 SBUF
 //! partitions, so the kernel walks it 128 rows at a time, and streams each row tile along the
 //! free dimension in chunks of `FREE_DIM` elements (load both chunks, add, store). `FREE_DIM` is
 //! a tuning knob: bigger chunks mean fewer, larger DMA transfers; smaller chunks let the engines
-//! overlap more. The kernel is `nki_kernels::tensor_add_stream`; it handles a last chunk that
-//! is shorter than `FREE_DIM`.
+//! overlap more. The kernel is `nki_kernels::tensor_add::tensor_add_stream_07`: each chunk an
+//! SBUF tensor allocated with `nl::ndarray`, moved with `nisa::dma_copy`, added by
+//! `nisa::tensor_tensor` into a destination given first, and the output allocated in HBM and
+//! returned; it handles a last chunk that is shorter than `FREE_DIM`. It issues the same
+//! instructions as its NKI Beta 1 twin, `tensor_add_stream`: the same values and the same
+//! modelled latency.
 //!
 //! Run with `cargo run --example tensor_addition [-- FREE_DIM]` (default 512).
 
 use nki_core::prelude::*;
-use nki_kernels::tensor_add::{tensor_add_stream, DEFAULT_FREE_DIM};
+use nki_kernels::tensor_add::{tensor_add_stream_07, DEFAULT_FREE_DIM};
 use nki_kernels::testing::{allclose, random_bf16};
 use std::process::ExitCode;
 
@@ -41,7 +45,6 @@ fn main() -> ExitCode {
     let (a, b) = (random_bf16(rows, cols, 1), random_bf16(rows, cols, 2));
     let a_input = Hbm::from_array(&a).expect("2-D array");
     let b_input = Hbm::from_array(&b).expect("2-D array");
-    let mut c_output = Hbm::<bf16>::zeros(SHAPE);
 
     let row_tiles = rows.div_ceil(nl::tile_size::PMAX);
     let chunks = cols.div_ceil(free_dim);
@@ -49,15 +52,14 @@ fn main() -> ExitCode {
         "c = a + b on {rows}x{cols} bf16: {row_tiles} row tiles of {} partitions x {chunks} chunks of FREE_DIM = {free_dim}",
         nl::tile_size::PMAX
     );
-    if let Err(e) = launch!(tensor_add_stream[1](
-        &a_input,
-        &b_input,
-        &mut c_output,
-        free_dim
-    )) {
-        eprintln!("kernel failed: {e}");
-        return ExitCode::FAILURE;
-    }
+    // NKI 0.7's kernel[1]: one core; the kernel returns its output.
+    let c_output = match launch!(tensor_add_stream_07[1](&a_input, &b_input, free_dim)) {
+        Ok((c_output, _report)) => c_output,
+        Err(e) => {
+            eprintln!("kernel failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let output_nki = c_output.to_array().expect("output has values");
     let output_ref = (a.mapv(f32::from) + b.mapv(f32::from)).into_dyn();
     let matched = allclose(&output_nki, &output_ref, 1e-4, 1e-2);
@@ -76,10 +78,8 @@ fn main() -> ExitCode {
     }
     for fd in sweep {
         let mark = if fd == free_dim { "  <- this run" } else { "" };
-        let launch = Launch::new(1).target(Target::Trn2).mode(Mode::Estimate);
-        match tensor_add_stream::run(launch, &a_input, &b_input, &mut c_output, fd) {
-            Ok(report) => {
-                let p = report.profile.expect("estimate mode returns a profile");
+        match tensor_add_stream_07::estimate(1, Target::Trn2, &a_input, &b_input, fd) {
+            Ok((_, p)) => {
                 println!(
                     "  FREE_DIM = {fd:>4}: {:>3} instructions, {:>3} DMA transfers of {:>6.0} B avg, latency {:>6.2} us{mark}",
                     p.instructions,

@@ -50,3 +50,45 @@ pub fn rmsnorm<T: Element>(a: &Hbm<T>, g: &Hbm<T>, out: &mut Hbm<T>) {
         nl::store(out.slice((r, ..)), &y);
     }
 }
+
+/// The NKI 0.7 twin of [`rmsnorm`](fn@rmsnorm): RMSNorm of the rows of `a[N, D]` with gain
+/// `g[D]`, returned, on one core (launch it on `[1]`). Written in 0.7's form: SBUF tensors
+/// allocated with `nl::ndarray`, data moved by `nisa::dma_copy`, each instruction writing into
+/// a destination given first. The gain is read once, broadcast across the partitions by the
+/// DMA itself (an access pattern whose partition step is 0), where the Beta-1 kernel loads one
+/// row and broadcasts it with `nl::broadcast_to`; per tile the same four instructions. It
+/// computes the same values as the Beta-1 kernel.
+#[nki_kernel(nki = "0.7")]
+pub fn rmsnorm_07<T: Element>(a: &Hbm<T>, g: &Hbm<T>) -> Hbm<T> {
+    // This file's `nisa` is Beta 1's allocating forms; the twin uses NKI 0.7's.
+    use nki_core::nisa;
+    let shape = expect_rank(OP, "a", a.shape(), 2);
+    let (rows, d) = (shape[0], shape[1]);
+    expect_shape(OP, "g", g.shape(), &[d]);
+    let out = nl::ndarray(shape, a.dtype(), nl::shared_hbm);
+    let pmax = nl::tile_size::PMAX;
+    let g_all = nl::ndarray(&[pmax.min(rows), d], DType::F32, nl::sbuf);
+    nisa::dma_copy(&g_all, g.view().ap(&[[0, pmax.min(rows)], [1, d]], 0), None);
+    for t in nl::affine_range(nl::num_tiles(rows, pmax)) {
+        let r = nl::tile_range(t, pmax, rows);
+        let n = r.len();
+        let x = nl::ndarray(&[n, d], DType::F32, nl::sbuf);
+        nisa::dma_copy(&x, a.slice((r.clone(), ..)), None);
+        let (squares, sum_sq) = (
+            nl::ndarray(&[n, d], DType::F32, nl::sbuf),
+            nl::ndarray(&[n, 1], DType::F32, nl::sbuf),
+        );
+        let square = nl::ActFn::Square;
+        nisa::activation_reduce(&squares, square, &x, nl::AluOp::Add, &sum_sq, None);
+        let inv_rms = nl::ndarray(&[n, 1], DType::F32, nl::sbuf);
+        let scale = nisa::ActivationOpts::new().scale(1.0 / d as f32);
+        nisa::activation(&inv_rms, nl::ActFn::Rsqrt, &sum_sq, scale);
+        let normed = nl::ndarray(&[n, d], DType::F32, nl::sbuf);
+        nisa::tensor_scalar(&normed, &x, nl::AluOp::Multiply, &inv_rms, None);
+        let y = nl::ndarray(&[n, d], a.dtype(), nl::sbuf);
+        let gain = g_all.slice((0..n, ..));
+        nisa::tensor_tensor(&y, &normed, gain, nl::AluOp::Multiply, None);
+        nisa::dma_copy(out.slice((r, ..)), &y, None);
+    }
+    out
+}

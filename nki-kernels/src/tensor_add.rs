@@ -4,6 +4,7 @@
 //! SBUF footprint, which is what the tile-size sweeps in `benches/sweeps.rs` explore.
 
 use nki_core::prelude::*;
+use std::ops::Range;
 
 /// Rows per tile: the partition dimension of a tile (NKI `nl.tile_size.pmax`).
 pub const PARTITIONS: usize = nl::tile_size::PMAX;
@@ -43,6 +44,21 @@ fn add_shapes(
     Ok((a[0], a[1]))
 }
 
+/// The rows of row tile `p` and the columns of chunk `f` of a `[rows, cols]` tensor, in tiles
+/// of [`PARTITIONS`] rows and chunks of `free_dim` columns (the last of each may be shorter).
+fn tile(
+    p: usize,
+    f: usize,
+    (rows, cols): (usize, usize),
+    free_dim: usize,
+) -> (Range<usize>, Range<usize>) {
+    let (r0, c0) = (p * PARTITIONS, f * free_dim);
+    (
+        r0..(r0 + PARTITIONS).min(rows),
+        c0..(c0 + free_dim).min(cols),
+    )
+}
+
 /// `c = a + b` for 2-D tensors of any shape, as one kernel instance (launch it on grid `[1]`).
 ///
 /// Rows are taken 128 at a time (the last tile may be partial); each row tile is streamed along
@@ -56,18 +72,41 @@ fn add_shapes(
 pub fn tensor_add_stream<T: Element>(a: &Hbm<T>, b: &Hbm<T>, c: &mut Hbm<T>, free_dim: usize) {
     let (rows, cols) = nl::check(add_shapes(a.shape(), b.shape(), c.shape(), free_dim));
     for p in nl::affine_range(rows.div_ceil(PARTITIONS)) {
-        let r0 = p * PARTITIONS;
-        let rows_here = PARTITIONS.min(rows - r0);
         for f in nl::affine_range(cols.div_ceil(free_dim)) {
-            let c0 = f * free_dim;
-            let cols_here = free_dim.min(cols - c0);
-            let (r, cc) = (r0..r0 + rows_here, c0..c0 + cols_here);
+            let (r, cc) = tile(p, f, (rows, cols), free_dim);
             let x = nl::load(a.slice((r.clone(), cc.clone())));
             let y = nl::load(b.slice((r.clone(), cc.clone())));
             let sum = nl::add(&x, &y);
             nl::store(c.slice((r, cc)), &sum);
         }
     }
+}
+
+/// The NKI 0.7 twin of [`tensor_add_stream`](fn@tensor_add_stream): `a + b`, returned, on one
+/// core (launch it on `[1]`), the same row tiles and free-dimension chunks of `free_dim`
+/// elements, each an SBUF tensor allocated with `nl::ndarray`, moved with `nisa::dma_copy` and
+/// added by `nisa::tensor_tensor` into a destination given first. It issues the same
+/// instructions as the Beta-1 kernel and computes the same values.
+///
+/// The same argument errors as [`tensor_add_stream`](fn@tensor_add_stream).
+#[nki_kernel(nki = "0.7")]
+pub fn tensor_add_stream_07<T: Element>(a: &Hbm<T>, b: &Hbm<T>, free_dim: usize) -> Hbm<T> {
+    let (rows, cols) = nl::check(add_shapes(a.shape(), b.shape(), a.shape(), free_dim));
+    let c = nl::ndarray(a.shape(), a.dtype(), nl::shared_hbm);
+    for p in nl::affine_range(rows.div_ceil(PARTITIONS)) {
+        for f in nl::affine_range(cols.div_ceil(free_dim)) {
+            let (r, cc) = tile(p, f, (rows, cols), free_dim);
+            let shape = [r.len(), cc.len()];
+            let x = nl::ndarray(&shape, a.dtype(), nl::sbuf);
+            let y = nl::ndarray(&shape, b.dtype(), nl::sbuf);
+            nisa::dma_copy(&x, a.slice((r.clone(), cc.clone())), None);
+            nisa::dma_copy(&y, b.slice((r.clone(), cc.clone())), None);
+            let sum = nl::ndarray(&shape, a.dtype(), nl::sbuf);
+            nisa::tensor_tensor(&sum, &x, &y, nl::AluOp::Add, None);
+            nisa::dma_copy(c.slice((r, cc)), &sum, None);
+        }
+    }
+    c
 }
 
 /// [`tensor_add_stream`](fn@tensor_add_stream) with the tutorial's chunk of [`DEFAULT_FREE_DIM`] elements, launched on

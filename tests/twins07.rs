@@ -1,0 +1,167 @@
+//! The NKI 0.7 twins of the examples and tutorial kernels a new user reads first, each against
+//! its NKI Beta 1 twin: the same values bit for bit, and the same modelled latency with each
+//! launched as the compiler runs it (each dialect's default compile configuration: the Beta-1
+//! compiler stage for the Beta-1 kernel). The example files are compiled here as modules, so
+//! the kernels checked are the ones the examples show.
+
+use nki_core::prelude::*;
+use nki_kernels::rmsnorm::{rmsnorm, rmsnorm_07};
+use nki_kernels::softmax::{softmax, softmax_07};
+use nki_kernels::tensor_add::{tensor_add_stream, tensor_add_stream_07};
+use nki_kernels::testing::{random_bf16, random_f32, random_range, random_vec};
+
+#[allow(dead_code)]
+#[path = "../examples/getting_started.rs"]
+mod getting_started;
+#[allow(dead_code)]
+#[path = "../examples/getting_started_07.rs"]
+mod getting_started_07;
+#[allow(dead_code)]
+#[path = "../examples/spmd_multiple_nc_tensor_addition.rs"]
+mod main_demo;
+#[allow(dead_code)]
+#[path = "../examples/spmd_multiple_nc_tensor_addition_07.rs"]
+mod main_demo_07;
+
+const TARGET: Target = Target::Trn2;
+
+fn bf16_input(rows: usize, cols: usize, seed: u64) -> Hbm<bf16> {
+    Hbm::from_array(&random_bf16(rows, cols, seed)).unwrap()
+}
+
+fn f32_input(rows: usize, cols: usize, seed: u64) -> Hbm<f32> {
+    let v = random_range(rows * cols, -4.0, 4.0, seed);
+    Hbm::from_vec(&[rows, cols], v).unwrap()
+}
+
+/// A Beta-1 launch of `grid` on the target in `mode`, as every example runs it.
+fn beta1(grid: impl Into<Grid>, mode: Mode) -> Launch {
+    Launch::new(grid).target(TARGET).mode(mode)
+}
+
+/// Asserts the twins' values are equal bit for bit.
+fn same_values<T: Element>(what: &str, beta1: &Hbm<T>, twin: &Hbm<T>) {
+    let (b, t) = (beta1.to_f32_vec().unwrap(), twin.to_f32_vec().unwrap());
+    assert_eq!(b.len(), t.len(), "{what}");
+    let differ = b
+        .iter()
+        .zip(&t)
+        .position(|(x, y)| x.to_bits() != y.to_bits());
+    assert_eq!(differ, None, "{what}: first differing element");
+}
+
+/// Asserts the twins model the same latency and instructions, each core ending at the same time.
+fn same_timeline(what: &str, beta1: &Profile, twin: &Profile) {
+    assert_eq!(beta1.latency_ns, twin.latency_ns, "{what}: latency");
+    assert_eq!(
+        beta1.instructions, twin.instructions,
+        "{what}: instructions"
+    );
+    let ends = |p: &Profile| p.cores.iter().map(|c| c.latency_ns).collect::<Vec<_>>();
+    assert_eq!(ends(beta1), ends(twin), "{what}: each core's latency");
+}
+
+#[test]
+fn getting_started_07_is_its_beta1_twin() {
+    let (a, b) = (bf16_input(128, 512, 1), bf16_input(128, 512, 2));
+    let mut c = Hbm::<bf16>::zeros([128, 512]);
+    let kernel = getting_started::nki_tensor_add_kernel::run;
+    let p = kernel(beta1(1, Mode::Simulate), &a, &b, &mut c).unwrap();
+    let twin = getting_started_07::nki_tensor_add_kernel::simulate(1, TARGET, &a, &b).unwrap();
+    same_values("getting_started", &c, &twin.0);
+    same_timeline("getting_started", &p.profile.unwrap(), &twin.1);
+}
+
+#[test]
+fn the_main_demos_07_twin_is_its_beta1_twin_on_one_core_and_on_two() {
+    let (a, b) = (bf16_input(512, 2048, 1), bf16_input(512, 2048, 2));
+    let mut c = Hbm::<bf16>::zeros([512, 2048]);
+    let kernel = main_demo::nki_tensor_add_kernel::run;
+    // The demo's grid: even row tiles on core 0, odd ones on core 1; 0.7's kernel[2].
+    let two_cores = Grid::new([spmd_dim(2, nc(2)), spmd_dim(4, 1)]);
+    let p = kernel(beta1(two_cores, Mode::Simulate), &a, &b, &mut c).unwrap();
+    let twin = main_demo_07::nki_tensor_add_kernel::simulate(2, TARGET, &a, &b).unwrap();
+    same_values("main demo on two cores", &c, &twin.0);
+    let p = p.profile.unwrap();
+    assert_eq!(p.cores.len(), 2);
+    same_timeline("main demo on two cores", &p, &twin.1);
+    // Every tile on one core: the Beta-1 grid [4, 4] and 0.7's kernel[1].
+    let p = kernel(beta1([4, 4], Mode::Simulate), &a, &b, &mut c).unwrap();
+    let twin = main_demo_07::nki_tensor_add_kernel::simulate(1, TARGET, &a, &b).unwrap();
+    same_values("main demo on one core", &c, &twin.0);
+    same_timeline("main demo on one core", &p.profile.unwrap(), &twin.1);
+}
+
+#[test]
+fn tensor_add_stream_07_is_its_beta1_twin() {
+    // The tutorial's shape, and one with a partial last row tile and chunk.
+    for (rows, cols, free_dim) in [(256, 1024, 512), (256, 1024, 128), (250, 1000, 384)] {
+        let what = format!("tensor_add_stream [{rows}, {cols}] free_dim {free_dim}");
+        let (a, b) = (bf16_input(rows, cols, 1), bf16_input(rows, cols, 2));
+        let mut c = Hbm::<bf16>::zeros([rows, cols]);
+        let p = tensor_add_stream::simulate(1, TARGET, &a, &b, &mut c, free_dim).unwrap();
+        let twin = tensor_add_stream_07::simulate(1, TARGET, &a, &b, free_dim).unwrap();
+        same_values(&what, &c, &twin.0);
+        same_timeline(&what, &p, &twin.1);
+    }
+}
+
+#[test]
+fn softmax_07_is_its_beta1_twin() {
+    for (rows, d) in [(2, 5), (250, 512)] {
+        let x = f32_input(rows, d, 3);
+        let mut out = Hbm::<f32>::zeros([rows, d]);
+        let p = softmax::simulate(1, TARGET, &x, &mut out).unwrap();
+        let twin = softmax_07::simulate(1, TARGET, &x).unwrap();
+        same_values(&format!("softmax [{rows}, {d}]"), &out, &twin.0);
+        same_timeline(&format!("softmax [{rows}, {d}]"), &p, &twin.1);
+    }
+    // The example's modelled shape, in estimate mode.
+    let x = Hbm::<f32>::shape_only([4096, 8192]);
+    let mut out = Hbm::<f32>::shape_only([4096, 8192]);
+    let p = softmax::estimate(1, TARGET, &x, &mut out).unwrap();
+    let twin = softmax_07::estimate(1, TARGET, &x).unwrap();
+    same_timeline("softmax [4096, 8192]", &p, &twin.1);
+}
+
+#[test]
+fn rmsnorm_07_computes_its_beta1_twins_values_and_differs_only_in_the_gain_broadcast() {
+    for (rows, d) in [(128, 512), (250, 512)] {
+        let a = Hbm::from_array(&random_f32(rows, d, 1)).unwrap();
+        let g = Hbm::from_vec(&[d], random_vec(d, 2)).unwrap();
+        let mut out = Hbm::<f32>::zeros([rows, d]);
+        rmsnorm::launch(1, &a, &g, &mut out).unwrap();
+        let (twin, _) = rmsnorm_07::launch(1, &a, &g).unwrap();
+        same_values(&format!("rmsnorm [{rows}, {d}]"), &out, &twin);
+    }
+    // The per-tile instructions are the same; the gain is broadcast once, by one DMA with a
+    // partition step of 0 (reading the gain from HBM once per partition) where the Beta-1
+    // kernel loads one row and broadcasts it on TensorE (a ones matmul per 512 columns and
+    // its PSUM read-out). Only that once-per-launch setup tells the latencies apart.
+    for (rows, d) in [(250, 512), (4096, 8192)] {
+        let (a, g) = (
+            Hbm::<f32>::shape_only([rows, d]),
+            Hbm::<f32>::shape_only([d]),
+        );
+        let mut out = Hbm::<f32>::shape_only([rows, d]);
+        let p = rmsnorm::estimate(1, TARGET, &a, &g, &mut out).unwrap();
+        let (_, twin) = rmsnorm_07::estimate(1, TARGET, &a, &g).unwrap();
+        let chunks = d.div_ceil(512);
+        // Beta 1: the gain load, and per 512 columns a matmul and its read-out.
+        assert_eq!(
+            p.instructions,
+            twin.instructions + 2 * chunks,
+            "[{rows}, {d}]"
+        );
+        let count = |p: &Profile, api: &str| p.ops.iter().filter(|o| o.api == api).count();
+        assert_eq!(
+            count(&twin, "nisa.nc_matmul") + count(&twin, "nl.matmul"),
+            0
+        );
+        let (b, t) = (p.latency_ns, twin.latency_ns);
+        assert!(
+            (t - b).abs() < 0.1 * b,
+            "[{rows}, {d}]: Beta 1 {b} ns, 0.7 {t} ns"
+        );
+    }
+}
