@@ -394,7 +394,8 @@ impl InstanceCtx {
         let why = |what: String| {
             format!(
                 "the kernel instance reached the launch's budget of {budget} instruction records \
-                 {what} (Launch::max_records sets the budget, default {}): nki-rs stops it \
+                 {what} (Launch::max_records or MeshLaunch::max_records sets the budget, \
+                 default {}): nki-rs stops it \
                  before the host runs out of memory",
                 crate::record::DEFAULT_MAX_RECORDS
             )

@@ -520,6 +520,9 @@ fn overlapping_receive_displacements_name_the_collective_the_ranks_and_the_metad
 
 // ---- collective_permute_implicit* -----------------------------------------------------------
 
+/// What an error on device 0 of [`ring`] says of its rank.
+const RING_RANK0: &str = "rank 0 of the group of devices [0, 2, 1, 3]";
+
 /// The ring 0 -> 2 -> 1 -> 3 -> 0 (a rank-list's order is its ring).
 fn ring(m: &Mesh) -> ReplicaGroup {
     ReplicaGroup::new(m, vec![vec![0, 2, 1, 3]]).unwrap()
@@ -651,7 +654,7 @@ fn the_rules_of_the_implicit_permutes_are_clear_errors() {
         &e,
         ErrorKind::InvalidArgument,
         op,
-        &["channel id 2", "2 channels"],
+        &["channel_ids: channel id 2", "2 channels", RING_RANK0],
     );
     let e = sim(&|| {
         cc::collective_permute_implicit_current_processing_rank_id(1, &g, 3);
@@ -691,9 +694,15 @@ fn the_rules_of_the_implicit_permutes_are_clear_errors() {
         let d = vec![vec![o.view()]; 2];
         cc::collective_permute_implicit(&s, &d, &g, &[1, 1])
     });
-    check(&e, ErrorKind::InvalidArgument, op, &["repeated"]);
+    check(
+        &e,
+        ErrorKind::InvalidArgument,
+        op,
+        &["repeated", RING_RANK0],
+    );
     let e = sim(&|| {
         cc::collective_permute_implicit(&[vec![x.view()]], &[vec![short.view()]], &g, &[0])
     });
-    check(&e, ErrorKind::ShapeMismatch, op, &[]);
+    let words = ["srcs_by_channel[0] ", "dsts_by_channel[0] ", RING_RANK0];
+    check(&e, ErrorKind::ShapeMismatch, op, &words);
 }

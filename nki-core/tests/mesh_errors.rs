@@ -282,3 +282,168 @@ fn an_output_shard_written_by_a_remote_copy_or_a_collective_counts_as_written() 
             .unwrap();
     }
 }
+
+// ---- collective arguments --------------------------------------------------------------------
+
+/// Runs `k` on `m`: its error is `kind` from collective `op`, names every one of `words` (the
+/// argument at fault) and the rank in `group` of the device it names (the groups here list
+/// the devices in order: device `d` is rank `d`), and points at this file with a program id.
+fn names_the_argument_and_rank(
+    m: &Mesh,
+    group: &str,
+    k: impl Fn() + Sync,
+    (kind, op): (ErrorKind, &str),
+    words: &[&str],
+) {
+    let e = run(m, k);
+    assert_eq!((e.kind(), e.op()), (kind, op), "{e}");
+    for w in words {
+        assert!(e.message().contains(w), "{w:?} not in: {e}");
+    }
+    let device = e
+        .message()
+        .split("on device ")
+        .nth(1)
+        .expect("the device named");
+    let device = &device[..device.find(' ').expect("its number")];
+    let rank = format!("rank {device} of the group of devices {group}");
+    assert!(e.message().contains(&rank), "{rank:?} not in: {e}");
+    assert!(e.program_id().is_some(), "{e}");
+    let at = e.location().expect("the user's line");
+    assert!(at.file.ends_with("mesh_errors.rs"), "{e}");
+}
+
+#[test]
+fn each_collectives_bad_arguments_name_the_collective_the_argument_and_the_rank() {
+    use ErrorKind::{InvalidArgument, InvalidDevice, ShapeMismatch};
+    let m = Mesh::new([2], ["x"]).unwrap();
+    let g = ReplicaGroups::along(&m, &["x"]).unwrap();
+    let rows = PartitionSpec::new([Some("x"), None]);
+    // [2, 4] per device; [4, 4] and [3, 4] on every device.
+    let half = ShardedHbm::<f32>::zeros(&m, &[4, 4], rows).unwrap();
+    let full = ShardedHbm::<f32>::zeros(&m, &[4, 4], PartitionSpec::replicated(2)).unwrap();
+    let odd = ShardedHbm::<f32>::zeros(&m, &[3, 4], PartitionSpec::replicated(2)).unwrap();
+    let check = |k: &(dyn Fn() + Sync), at: (ErrorKind, &str), words: &[&str]| {
+        names_the_argument_and_rank(&m, "[0, 1]", k, at, words)
+    };
+    let (ring, direct) = (Algorithm::Ring, Algorithm::Direct);
+    check(
+        &|| mesh::all_gather(half.view(), half.view(), 0, &g, ring),
+        (ShapeMismatch, "all_gather"),
+        &["dst ", "must be src ", "factor of 2"],
+    );
+    check(
+        &|| mesh::all_gather(half.view(), full.view(), 2, &g, ring),
+        (InvalidArgument, "all_gather"),
+        &["dim 2 is beyond the 2 dimensions of src "],
+    );
+    check(
+        &|| mesh::reduce_scatter(half.view(), half.view(), 0, &g, ring),
+        (ShapeMismatch, "reduce_scatter"),
+        &["src ", "must be dst ", "factor of 2"],
+    );
+    check(
+        &|| mesh::all_reduce(half.view(), full.view(), &g, direct),
+        (ShapeMismatch, "all_reduce"),
+        &["src ", "[2, 4]", "and dst ", "[4, 4]", "same shape"],
+    );
+    check(
+        &|| mesh::all_reduce(odd.view(), odd.view(), &g, ring),
+        (ShapeMismatch, "all_reduce"),
+        &["dimension 0 of src ", "[3, 4]", "over 2 ranks"],
+    );
+    check(
+        &|| mesh::all_to_all(odd.view(), odd.view(), 0, &g, direct),
+        (ShapeMismatch, "all_to_all"),
+        &["dimension 0 of src ", "2 blocks"],
+    );
+    check(
+        &|| {
+            mesh::all_to_all(
+                full.view(),
+                full.view(),
+                0,
+                &g,
+                Algorithm::RecursiveDoubling,
+            )
+        },
+        (InvalidArgument, "all_to_all"),
+        &["alg:"],
+    );
+    check(
+        &|| mesh::collective_permute(full.view(), full.view(), &[(0, 2)], &g),
+        (InvalidDevice, "collective_permute"),
+        &["pairs: (0, 2)", "outside the group of 2 ranks"],
+    );
+    check(
+        &|| mesh::collective_permute(full.view(), full.view(), &[(0, 1), (1, 1)], &g),
+        (InvalidArgument, "collective_permute"),
+        &["pairs: (1, 1) repeats"],
+    );
+    // Another device's shard as an operand.
+    check(
+        &|| mesh::all_reduce(full.at(1), full.view(), &g, direct),
+        (InvalidDevice, "all_reduce"),
+        &[
+            "src ",
+            "on device 1: a collective's operands must be on the running device 0",
+        ],
+    );
+    check(
+        &|| mesh::all_reduce(full.view(), full.at(1), &g, direct),
+        (InvalidDevice, "all_reduce"),
+        &[
+            "dst ",
+            "on device 1: a collective's operands must be on the running device 0",
+        ],
+    );
+    // Recursive doubling on a group of three.
+    let m3 = Mesh::new([3], ["x"]).unwrap();
+    let g3 = ReplicaGroups::along(&m3, &["x"]).unwrap();
+    let one =
+        ShardedHbm::<f32>::zeros(&m3, &[3, 4], PartitionSpec::new([Some("x"), None])).unwrap();
+    let all = ShardedHbm::<f32>::zeros(&m3, &[3, 4], PartitionSpec::replicated(2)).unwrap();
+    names_the_argument_and_rank(
+        &m3,
+        "[0, 1, 2]",
+        || mesh::all_gather(one.view(), all.view(), 0, &g3, Algorithm::RecursiveDoubling),
+        (InvalidArgument, "all_gather"),
+        &["alg:", "power-of-two", "3 ranks"],
+    );
+}
+
+// ---- budgets ---------------------------------------------------------------------------------
+
+/// A device loop of `n` iterations, one memset each, on every device.
+fn loop_of(n: usize) {
+    let t = nki_core::nl::ndarray(&[128, 8], nki_core::DType::F32, nki_core::nl::sbuf);
+    nki_core::nl::fori_loop(0, n, |_| nki_core::nisa::memset(&t, 1.0, None));
+}
+
+#[test]
+fn a_mesh_launch_takes_the_budgets_of_records_and_loop_iterations() {
+    use nki_core::Mode;
+    let m = Mesh::new([2], ["x"]).unwrap();
+    // Under both budgets the loop runs.
+    MeshLaunch::new(&m)
+        .mode(Mode::Simulate)
+        .run(|| loop_of(50))
+        .unwrap();
+    let limited = MeshLaunch::new(&m).mode(Mode::Simulate);
+    let e = limited
+        .clone()
+        .max_loop_iterations(20)
+        .run(|| loop_of(50))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Budget, "{e}");
+    assert!(e.message().contains("20 iterations"), "{e}");
+    assert!(e.message().contains("on device "), "{e}");
+    assert!(
+        e.message().contains("MeshLaunch::max_loop_iterations"),
+        "{e}"
+    );
+    let e = limited.max_records(30).run(|| loop_of(50)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Budget, "{e}");
+    assert!(e.message().contains("30 instruction records"), "{e}");
+    assert!(e.message().contains("MeshLaunch::max_records"), "{e}");
+}

@@ -69,7 +69,8 @@ fn run_loop(
                     format!(
                         "the device loop ran {k} iterations without ending (the launch's \
                          budget of iterations per device loop run; Launch::max_loop_iterations \
-                         sets it, default {MAX_DEVICE_LOOP_ITERATIONS}): its trip count or \
+                         or MeshLaunch::max_loop_iterations sets it, default \
+                         {MAX_DEVICE_LOOP_ITERATIONS}): its trip count or \
                          condition never ends it"
                     ),
                 ),

@@ -13,6 +13,7 @@ use crate::builder::setters;
 use crate::context::run_instance;
 use crate::context::{InstanceCtx, LaunchShared, Mode};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
+use crate::lang::loop_state::Loops;
 use crate::spmd::Grid;
 use crate::target::Target;
 use std::collections::BTreeMap;
@@ -44,6 +45,10 @@ pub struct MeshLaunch<'m> {
     mode: Mode,
     engine_spans: bool,
     topology: Option<Topology>,
+    /// The most instruction records a program instance may keep ([`MeshLaunch::max_records`]).
+    max_records: usize,
+    /// The most iterations of one device-loop run ([`MeshLaunch::max_loop_iterations`]).
+    max_loop_iterations: u64,
 }
 
 impl<'m> MeshLaunch<'m> {
@@ -56,6 +61,8 @@ impl<'m> MeshLaunch<'m> {
             mode: Mode::Execute,
             engine_spans: true,
             topology: None,
+            max_records: crate::record::DEFAULT_MAX_RECORDS,
+            max_loop_iterations: crate::lang::MAX_DEVICE_LOOP_ITERATIONS,
         }
     }
 
@@ -72,6 +79,19 @@ impl<'m> MeshLaunch<'m> {
         /// Whether the report keeps every engine instruction span (for the trace; default on).
         /// Off, each kernel segment is one span: less memory on large meshes.
         engine_spans(on: bool) => engine_spans = on;
+        /// The most instruction records one program instance of a device may keep in simulate
+        /// and estimate modes (default [`DEFAULT_MAX_RECORDS`](crate::DEFAULT_MAX_RECORDS)), as
+        /// [`Launch::max_records`](crate::spmd::Launch::max_records): the record past it fails
+        /// the launch with an [`ErrorKind::Budget`] error naming the device, the device loop
+        /// running and its line (or the last instruction's line).
+        max_records(n: usize) => max_records = n;
+        /// The most iterations one run of a device loop (`nl::fori_loop`, `nl::while_loop`) may
+        /// take on a device, in every mode (default
+        /// [`MAX_DEVICE_LOOP_ITERATIONS`](crate::nl::MAX_DEVICE_LOOP_ITERATIONS)), as
+        /// [`Launch::max_loop_iterations`](crate::spmd::Launch::max_loop_iterations): the next
+        /// fails the launch with an [`ErrorKind::Budget`] error naming the device, the loop and
+        /// its line.
+        max_loop_iterations(n: u64) => max_loop_iterations = n;
     }
 
     /// Runs `kernel` on every device and returns the report. The first failing device (lowest
@@ -232,7 +252,7 @@ impl<'m> MeshLaunch<'m> {
                 s.program_id = pid.clone();
             });
             shared.sync.enter_instance(d, pid);
-            let ctx = InstanceCtx::new(
+            let mut ctx = InstanceCtx::new(
                 pid.clone(),
                 grid_shape.clone(),
                 (d * instances.len() + i) as u32,
@@ -241,6 +261,8 @@ impl<'m> MeshLaunch<'m> {
                 self.target,
                 launch.clone(),
             );
+            ctx.set_record_budget(self.max_records);
+            ctx.state.get::<Loops>().max_iterations = self.max_loop_iterations;
             let (_, outcome) = run_instance(ctx, || {
                 kernel();
                 device::with_device("MeshLaunch", SourceLoc::caller(), |s| s.flush());

@@ -15,7 +15,7 @@
 //! overwritten while the successor still reads them).
 
 use super::kind::{reducing, ReduceOp};
-use super::{check_local, check_scaled, Call, CollectiveKind, SLOTS};
+use super::{at_rank, check_local, check_scaled, Call, CollectiveKind, SLOTS};
 use crate::context;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::isa::NkiScalar;
@@ -94,9 +94,16 @@ fn channels(
                 None => None,
             };
             let dst = one(op, d, i, &dsts[i])?.clone();
-            check_scaled(op, &a, &dst, 0, 1)?;
+            let (a_name, d_name) = (format!("{s0}[{i}]"), format!("{d}[{i}]"));
+            check_scaled(op, (&a_name, &a), (&d_name, &dst), 0, 1)?;
             if let Some(b) = &b {
-                check_scaled(op, &a, b, 0, 1)?;
+                check_scaled(
+                    op,
+                    (&a_name, &a),
+                    (&format!("srcs1_by_channel[{i}]"), b),
+                    0,
+                    1,
+                )?;
             }
             Ok((a, b, dst))
         })
@@ -125,7 +132,15 @@ pub(crate) fn permute(
             "collective_permute_implicit_reduce",
         ),
     };
-    let chans = context::check(channels(name, srcs0, srcs1, dsts, channel_ids), loc);
+    let chans = channels(name, srcs0, srcs1, dsts, channel_ids).map_err(|e| {
+        // The rank at fault, when the running device is in the group.
+        let me = with_device(name, loc, |d| d.id);
+        match group.find(me) {
+            Some((g, rank)) => at_rank(e, rank, g),
+            None => e,
+        }
+    });
+    let chans = context::check(chans, loc);
     let shapes: Vec<_> = chans
         .iter()
         .map(|(a, _, d)| (a.shape(), d.shape()))
@@ -145,21 +160,19 @@ pub(crate) fn permute(
     c.fixed_cost(kind, false);
     let most = max_channels(&c.shared.links, &c.group);
     if let Some(&id) = channel_ids.iter().find(|&&id| id >= most) {
-        context::raise(
-            NkiError::new(
-                ErrorKind::InvalidArgument,
-                name,
-                format!("channel id {id} is beyond the {most} channels a group of {} ranks has here (4 for a group holding every device of its node, 2 otherwise)", c.size()),
-            ),
-            loc,
+        let e = NkiError::new(
+            ErrorKind::InvalidArgument,
+            name,
+            format!("channel_ids: channel id {id} is beyond the {most} channels a group of {} ranks has here (4 for a group holding every device of its node, 2 otherwise)", c.size()),
         );
+        context::raise(c.at_rank(e), loc);
     }
-    for (a, b, d) in &chans {
-        check_local(name, a, "source", loc);
+    for (i, (a, b, d)) in chans.iter().enumerate() {
+        check_local(&c, name, a, &format!("srcs_by_channel[{i}]"));
         if let Some(b) = b {
-            check_local(name, b, "source", loc);
+            check_local(&c, name, b, &format!("srcs1_by_channel[{i}]"));
         }
-        check_local(name, d, "destination", loc);
+        check_local(&c, name, d, &format!("dsts_by_channel[{i}]"));
     }
     c.elem_bytes = chans[0].0.storage().dtype.size();
     c.set_bytes(chans.iter().map(|(a, _, d)| a.bytes().max(d.bytes())).sum());

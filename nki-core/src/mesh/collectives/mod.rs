@@ -162,6 +162,12 @@ impl Call {
         }
     }
 
+    /// `e`, a rule of this collective the running device's operands break, with the device's
+    /// rank and its group named (the device itself is named by the launch).
+    pub(crate) fn at_rank(&self, e: NkiError) -> NkiError {
+        at_rank(e, self.rank, &self.group)
+    }
+
     /// Group size.
     pub(crate) fn size(&self) -> usize {
         self.group.len()
@@ -356,6 +362,15 @@ impl Call {
     }
 }
 
+/// `e` with the rank at fault named: rank `rank` of the group of devices `group`.
+pub(crate) fn at_rank(e: NkiError, rank: usize, group: &[usize]) -> NkiError {
+    let msg = format!(
+        "{} (rank {rank} of the group of devices {group:?})",
+        e.message()
+    );
+    NkiError::new(e.kind(), e.op(), msg)
+}
+
 /// Scratch key of the staging buffer of a source (0) or destination (1) tile.
 const STAGING: u32 = 7 * SLOTS;
 
@@ -369,7 +384,7 @@ const STAGING: u32 = 7 * SLOTS;
 fn stage(op: &Operand, c: &Call, slot: u32) -> MeshView {
     let t = match op {
         Operand::Hbm(v) => {
-            check_local(c.name(), v, ["source", "destination"][slot as usize], c.loc);
+            check_local(c, c.name(), v, ["src", "dst"][slot as usize]);
             return v.clone();
         }
         Operand::Tile(t) => t,
@@ -413,34 +428,45 @@ pub(crate) fn block(v: &MeshView, dim: usize, i: usize, n: usize) -> MeshView {
     sub_view(v, dim, i * len, len)
 }
 
-fn check_local(op: &'static str, v: &MeshView, what: &str, loc: SourceLoc) {
-    let me = with_device(op, loc, |d| d.id);
-    if v.device != me {
-        context::raise(
-            NkiError::new(
-                ErrorKind::InvalidDevice,
-                op,
-                format!(
-                    "the {what} {} of a collective must be on the running device {me}",
-                    v.describe()
-                ),
+/// Fails collective `c` (called as `op`) unless its operand `what` (`v`) is on the running
+/// device.
+fn check_local(c: &Call, op: &'static str, v: &MeshView, what: &str) {
+    if v.device != c.me {
+        let e = NkiError::new(
+            ErrorKind::InvalidDevice,
+            op,
+            format!(
+                "{what} {}: a collective's operands must be on the running device {}",
+                v.describe(),
+                c.me
             ),
-            loc,
         );
+        context::raise(c.at_rank(e), c.loc);
     }
 }
 
-/// Checks that `big` is `small` with dimension `dim` multiplied by `r`.
+/// Checks that `big` is `small` with dimension `dim` multiplied by `r`; each operand comes
+/// with the name of the argument it is.
 fn check_scaled(
     op: &'static str,
-    small: &MeshView,
-    big: &MeshView,
+    (small_name, small): (&str, &MeshView),
+    (big_name, big): (&str, &MeshView),
     dim: usize,
     r: usize,
 ) -> Result<()> {
     let (s, b) = (small.shape(), big.shape());
-    let ok = dim < s.len()
-        && s.len() == b.len()
+    if dim >= s.len() {
+        return Err(NkiError::new(
+            ErrorKind::InvalidArgument,
+            op,
+            format!(
+                "dim {dim} is beyond the {} dimensions of {small_name} {}",
+                s.len(),
+                small.describe()
+            ),
+        ));
+    }
+    let ok = s.len() == b.len()
         && (0..s.len()).all(|d| {
             if d == dim {
                 b[d] == s[d] * r
@@ -454,11 +480,19 @@ fn check_scaled(
     Err(NkiError::new(
         ErrorKind::ShapeMismatch,
         op,
-        format!(
-            "{} and {} do not differ by a factor of {r} (the group size) in dimension {dim} only",
-            small.describe(),
-            big.describe()
-        ),
+        if r == 1 {
+            format!(
+                "{small_name} {} and {big_name} {} must have the same shape",
+                small.describe(),
+                big.describe()
+            )
+        } else {
+            format!(
+                "{big_name} {} must be {small_name} {} with dimension {dim} larger by a factor of {r} (the group size)",
+                big.describe(),
+                small.describe()
+            )
+        },
     ))
 }
 
@@ -467,7 +501,7 @@ fn needs_power_of_two(op: &'static str, r: usize, alg: Algorithm) -> Result<()> 
         return Err(NkiError::new(
             ErrorKind::InvalidArgument,
             op,
-            format!("the recursive-doubling algorithm needs a power-of-two group, got {r} ranks"),
+            format!("alg: the recursive-doubling algorithm needs a power-of-two group, got a group of {r} ranks"),
         ));
     }
     Ok(())
@@ -521,7 +555,8 @@ fn enter<'a>(
     let alg = alg.map_or(Algorithm::Direct, |a| {
         a.resolve(kind, c.size(), bytes, splits)
     });
-    context::check(check(c.size(), alg, &s, &d), loc);
+    let checked = check(c.size(), alg, &s, &d).map_err(|e| c.at_rank(e));
+    context::check(checked, loc);
     c.set_bytes(bytes);
     if let Some(e) = c.shared.collectives().get_mut(&c.seq) {
         if e.algorithm.is_some() {
@@ -582,7 +617,11 @@ fn scatter_along(ops: AlongDim<'_>, groups: &ReplicaGroups, alg: Algorithm) {
 fn scaled_along(kind: CollectiveKind, ops: AlongDim<'_>, groups: &ReplicaGroups, alg: Algorithm) {
     let (op, dim, gather) = (kind.name(), ops.2, kind == CollectiveKind::AllGather);
     let check = |r, alg, s: &MeshView, d: &MeshView| {
-        let (small, big) = if gather { (s, d) } else { (d, s) };
+        let (small, big) = if gather {
+            (("src", s), ("dst", d))
+        } else {
+            (("dst", d), ("src", s))
+        };
         check_scaled(op, small, big, dim, r).and(needs_power_of_two(op, r, alg))
     };
     let splits = |_, _: &MeshView| true;
@@ -621,14 +660,14 @@ pub fn all_reduce<'a>(
 ) {
     let op = "all_reduce";
     let check = |r: usize, alg, s: &MeshView, d: &MeshView| {
-        check_scaled(op, s, d, 0, 1)?;
+        check_scaled(op, ("src", s), ("dst", d), 0, 1)?;
         needs_power_of_two(op, r, alg)?;
         if alg != Algorithm::Direct && !s.shape()[0].is_multiple_of(r) {
             return Err(NkiError::new(
                 ErrorKind::ShapeMismatch,
                 op,
                 format!(
-                    "the {alg} all_reduce splits dimension 0 of {} over {r} ranks, which does not divide it; use Algorithm::Direct",
+                    "the {alg} all_reduce splits dimension 0 of src {} over {r} ranks, which does not divide it; use Algorithm::Direct",
                     s.describe()
                 ),
             ));
@@ -657,13 +696,13 @@ pub fn all_reduce<'a>(
 fn all_to_all_along(ops: AlongDim<'_>, groups: &ReplicaGroups, alg: Algorithm) {
     let (op, dim) = ("all_to_all", ops.2);
     let check = |r: usize, alg, s: &MeshView, d: &MeshView| {
-        check_scaled(op, s, d, dim, 1)?;
+        check_scaled(op, ("src", s), ("dst", d), dim, 1)?;
         if !s.shape()[dim].is_multiple_of(r) {
             return Err(NkiError::new(
                 ErrorKind::ShapeMismatch,
                 op,
                 format!(
-                    "dimension {dim} of {} does not split into {r} blocks",
+                    "dimension {dim} of src {} does not split into {r} blocks, one per rank of the group",
                     s.describe()
                 ),
             ));
@@ -672,7 +711,7 @@ fn all_to_all_along(ops: AlongDim<'_>, groups: &ReplicaGroups, alg: Algorithm) {
             return Err(NkiError::new(
                 ErrorKind::InvalidArgument,
                 op,
-                "all_to_all runs with Algorithm::Ring or Algorithm::Direct",
+                "alg: all_to_all runs with Algorithm::Ring or Algorithm::Direct, not RecursiveDoubling",
             ));
         }
         Ok(())
@@ -702,20 +741,20 @@ pub fn collective_permute<'a>(
 ) {
     let op = "collective_permute";
     let check = |r: usize, _, s: &MeshView, d: &MeshView| {
-        check_scaled(op, s, d, 0, 1)?;
+        check_scaled(op, ("src", s), ("dst", d), 0, 1)?;
         for (i, &(a, b)) in pairs.iter().enumerate() {
             if a >= r || b >= r {
                 return Err(NkiError::new(
                     ErrorKind::InvalidDevice,
                     op,
-                    format!("pair ({a}, {b}) names a rank outside the group of {r}"),
+                    format!("pairs: ({a}, {b}) names a rank outside the group of {r} ranks (ranks 0..{r})"),
                 ));
             }
             if pairs[..i].iter().any(|&(x, y)| x == a || y == b) {
                 return Err(NkiError::new(
                     ErrorKind::InvalidArgument,
                     op,
-                    format!("pair ({a}, {b}) repeats a source or a destination rank in {pairs:?}"),
+                    format!("pairs: ({a}, {b}) repeats a source or a destination rank in {pairs:?} (each rank sends at most once and receives at most once)"),
                 ));
             }
         }

@@ -195,7 +195,7 @@ fn read_metadata(c: &Call, op: &'static str, m: &Operand) -> Result<Option<Vec<u
     }
     let slots = match m {
         Operand::Hbm(v) => {
-            check_local(op, v, "metadata_tensor", c.loc);
+            check_local(c, op, v, "metadata_tensor");
             crate::hbm::observe::notify(v.storage().id, &v.ap, false, op, c.loc);
             v.hbm_view().gather(op)?
         }
@@ -339,12 +339,12 @@ pub(crate) fn prepare(
     let Some(mut c) = Call::open(form.kind(), None, group, sig, loc, split) else {
         return handle;
     };
-    check_local(op, &src, "srcs tensor", loc);
-    check_local(op, &dst, "dsts tensor", loc);
+    check_local(&c, op, &src, "srcs tensor");
+    check_local(&c, op, &dst, "dsts tensor");
     c.elem_bytes = src.storage().dtype.size();
     let r = c.size();
     context::check(
-        check_operands(op, r, flags, &src, &dst, &metadata.shape()),
+        check_operands(op, r, flags, &src, &dst, &metadata.shape()).map_err(|e| c.at_rank(e)),
         loc,
     );
     let Some(m) = context::check(read_metadata(&c, op, &metadata), loc) else {
