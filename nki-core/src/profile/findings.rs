@@ -185,15 +185,7 @@ fn widen(span: &mut (u64, u64), lo: u64, hi: u64) {
 
 /// True for records the capacity resolution added (their traffic is counted as spills).
 fn is_spill_record(r: &Instr) -> bool {
-    use super::spills::SpillKind;
-    [
-        SpillKind::InputReload,
-        SpillKind::Save,
-        SpillKind::Reload,
-        SpillKind::Refill,
-    ]
-    .iter()
-    .any(|k| k.name() == r.api)
+    super::spills::SpillKind::of_api(r.api).is_some()
 }
 
 impl BoundFacts {
@@ -446,6 +438,22 @@ impl BoundFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spill_records_are_told_apart_by_their_api_name() {
+        use crate::profile::spills::SpillKind;
+        for k in [
+            SpillKind::InputReload,
+            SpillKind::Save,
+            SpillKind::Reload,
+            SpillKind::Refill,
+        ] {
+            assert_eq!(SpillKind::of_api(k.name()), Some(k));
+        }
+        for api in ["nl.load", "nisa.dma_copy", "spill", "spill saves", ""] {
+            assert_eq!(SpillKind::of_api(api), None, "{api}");
+        }
+    }
 
     #[test]
     fn ideal_bytes_are_the_span_touched_at_most_the_bytes_moved() {

@@ -27,6 +27,21 @@ impl SpillKind {
             SpillKind::Refill => "spill refill",
         }
     }
+
+    /// The kind of spill traffic whose records carry API name `api` ([`SpillKind::name`]),
+    /// if they are spill traffic (a string match: lengths are compared first, so the API
+    /// names of instructions are told apart quickly).
+    pub(crate) fn of_api(api: &str) -> Option<SpillKind> {
+        let kind = match api {
+            "input reload" => SpillKind::InputReload,
+            "spill save" => SpillKind::Save,
+            "spill reload" => SpillKind::Reload,
+            "spill refill" => SpillKind::Refill,
+            _ => return None,
+        };
+        debug_assert_eq!(kind.name(), api);
+        Some(kind)
+    }
 }
 
 /// One kind of added traffic of one tile, at one source line.

@@ -36,8 +36,25 @@ fn prefetch(r: &Instr) {
 /// A source line and the API called there (a row of
 /// [`Profile::top_lines`](crate::profile::Profile::top_lines)). Its hash reads only the
 /// numbers (line, column, lengths), not the file name's bytes; equality compares all.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Eq)]
 pub(super) struct LineKey(pub crate::error::SourceLoc, pub &'static str);
+
+impl PartialEq for LineKey {
+    fn eq(&self, other: &LineKey) -> bool {
+        let (a, b) = (&self.0, &other.0);
+        a.line == b.line
+            && a.column == b.column
+            && same_str(a.file, b.file)
+            && same_str(self.1, other.1)
+    }
+}
+
+/// `a == b`, without reading the bytes when both are the same string (the file and API names
+/// of one call site always are).
+#[inline]
+fn same_str(a: &str, b: &str) -> bool {
+    (a.as_ptr() == b.as_ptr() && a.len() == b.len()) || a == b
+}
 
 impl std::hash::Hash for LineKey {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
@@ -161,5 +178,29 @@ impl RecordRows {
         let keys = rows.lines.keys.iter().map(|(k, _)| (k.0, k.1)).collect();
         rows.bound_facts = std::mem::take(&mut rows.bound_facts).finish(keys);
         rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::SourceLoc;
+
+    #[test]
+    fn line_keys_compare_by_content_whether_or_not_they_share_their_strings() {
+        let loc = |file: &'static str, line, column| SourceLoc { file, line, column };
+        let copy = |s: &str| -> &'static str { Box::leak(s.to_owned().into_boxed_str()) };
+        let key = LineKey(loc("src/k.rs", 3, 9), "nl.load");
+        assert!(key == LineKey(loc("src/k.rs", 3, 9), "nl.load"));
+        // The same text in other memory (as two codegen units may hold it) is the same line.
+        assert!(key == LineKey(loc(copy("src/k.rs"), 3, 9), copy("nl.load")));
+        assert!(key != LineKey(loc("src/k.rs", 4, 9), "nl.load"));
+        assert!(key != LineKey(loc("src/k.rs", 3, 8), "nl.load"));
+        assert!(key != LineKey(loc("src/j.rs", 3, 9), "nl.load"));
+        assert!(key != LineKey(loc("src/k.rs", 3, 9), "nl.store"));
+        // A string at the same address but shorter is another string.
+        let file = key.0.file;
+        assert!(key != LineKey(loc(&file[..7], 3, 9), "nl.load"));
+        assert!(key != LineKey(loc(file, 3, 9), &key.1[..5]));
     }
 }
