@@ -187,7 +187,7 @@ fn tensor_scalar(
 /// `nisa.activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None)`:
 /// `dst = op(data * scale + bias)` on ScalarE.
 #[pyfunction]
-#[pyo3(signature = (dst, op, data, bias=None, scale=None, reduce_op=None, reduce_res=None, reduce_cmd=None, name=None))]
+#[pyo3(signature = (dst, op, data, bias=None, scale=None, reduce_op=None, reduce_res=None, reduce_cmd=None, engine=None, name=None))]
 #[allow(clippy::too_many_arguments)]
 fn activation(
     py: Python<'_>,
@@ -199,19 +199,63 @@ fn activation(
     reduce_op: Option<&Bound<'_, PyAny>>,
     reduce_res: Option<&Bound<'_, PyAny>>,
     reduce_cmd: Option<&Bound<'_, PyAny>>,
+    engine: Option<&Bound<'_, PyAny>>,
     name: Option<String>,
 ) -> PyResult<()> {
-    const API: &str = "nisa.activation";
-    let f = act_of(py, API, op)?;
+    activate(
+        py,
+        "nisa.activation",
+        [dst, op, data],
+        [bias, scale, reduce_op, reduce_res, reduce_cmd, engine],
+        name,
+    )
+}
+
+/// `nisa.activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0)`:
+/// [`activation`] with the add-reduction of each partition's results into `reduce_res`.
+#[pyfunction]
+#[pyo3(signature = (dst, op, data, reduce_op, reduce_res, bias=None, scale=None, name=None))]
+#[allow(clippy::too_many_arguments)]
+fn activation_reduce(
+    py: Python<'_>,
+    dst: &Bound<'_, PyAny>,
+    op: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
+    reduce_op: &Bound<'_, PyAny>,
+    reduce_res: &Bound<'_, PyAny>,
+    bias: Option<&Bound<'_, PyAny>>,
+    scale: Option<&Bound<'_, PyAny>>,
+    name: Option<String>,
+) -> PyResult<()> {
+    activate(
+        py,
+        "nisa.activation_reduce",
+        [dst, op, data],
+        [bias, scale, Some(reduce_op), Some(reduce_res), None, None],
+        name,
+    )
+}
+
+/// `activation` and `activation_reduce` (`api`): `[dst, op, data]` and the keywords
+/// `[bias, scale, reduce_op, reduce_res, reduce_cmd, engine]`.
+fn activate(
+    py: Python<'_>,
+    api: &'static str,
+    [dst, op, data]: [&Bound<'_, PyAny>; 3],
+    [bias, scale, reduce_op, reduce_res, reduce_cmd, engine]: [Option<&Bound<'_, PyAny>>; 6],
+    name: Option<String>,
+) -> PyResult<()> {
+    let f = act_of(py, api, op)?;
+    let engine = engine_of(py, api, engine)?;
     if reduce_cmd.is_some_and(|c| !c.is_none()) {
         return Err(bad_arg(
             py,
-            API,
+            api,
             "nki_rs does not take activation's reduce_cmd= yet".into(),
         ));
     }
     let red_op = match reduce_op {
-        Some(o) if !o.is_none() => Some(alu_of(py, API, o)?),
+        Some(o) if !o.is_none() => Some(alu_of(py, api, o)?),
         _ => None,
     };
     let (d, x) = (tensor(dst, "dst")?, tensor(data, "data")?);
@@ -224,12 +268,15 @@ fn activation(
     if red_op.is_some() != res.is_some() {
         return Err(bad_arg(
             py,
-            API,
+            api,
             "reduce_op and reduce_res go together".into(),
         ));
     }
-    instr(py, API, name.as_deref(), || {
+    instr(py, api, name.as_deref(), || {
         let mut args = ActivationOpts::new();
+        if let Some(e) = engine {
+            args = args.engine(e);
+        }
         if let Some(b) = &bias {
             args = args.bias(b.operand());
         }
@@ -510,6 +557,85 @@ fn scalar_tensor_tensor(
     })
 }
 
+/// `nisa.tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False,
+/// reverse1=False)`: `r[i] = op1(op0(data0[i], r[i-1]), data1[i])` along each partition.
+#[pyfunction]
+#[pyo3(signature = (dst, data0, data1, initial, op0, op1, reverse0=false, reverse1=false, name=None))]
+#[allow(clippy::too_many_arguments)]
+fn tensor_tensor_scan(
+    py: Python<'_>,
+    dst: &Bound<'_, PyAny>,
+    data0: &Bound<'_, PyAny>,
+    data1: &Bound<'_, PyAny>,
+    initial: &Bound<'_, PyAny>,
+    op0: &Bound<'_, PyAny>,
+    op1: &Bound<'_, PyAny>,
+    reverse0: bool,
+    reverse1: bool,
+    name: Option<String>,
+) -> PyResult<()> {
+    const API: &str = "nisa.tensor_tensor_scan";
+    let (alu0, alu1) = (alu_of(py, API, op0)?, alu_of(py, API, op1)?);
+    let (d, a, b) = (
+        tensor(dst, "dst")?,
+        tensor(data0, "data0")?,
+        tensor(data1, "data1")?,
+    );
+    let init = Value::of(initial)?;
+    let mut o = nisa::ScanOpts::new();
+    o.reverse0 = reverse0;
+    o.reverse1 = reverse1;
+    instr(py, API, name.as_deref(), || {
+        nisa::tensor_tensor_scan(
+            d.tile_ref(),
+            a.tile_ref(),
+            b.tile_ref(),
+            init.operand(),
+            alu0,
+            alu1,
+            o,
+        )
+    })
+}
+
+/// `nisa.max8(dst, src)`: the 8 largest values of each partition, descending.
+#[pyfunction]
+#[pyo3(signature = (dst, src, name=None))]
+fn max8(
+    py: Python<'_>,
+    dst: &Bound<'_, PyAny>,
+    src: &Bound<'_, PyAny>,
+    name: Option<String>,
+) -> PyResult<()> {
+    const API: &str = "nisa.max8";
+    let (d, s) = (tensor(dst, "dst")?, tensor(src, "src")?);
+    instr(py, API, name.as_deref(), || {
+        nisa::max8(d.tile_ref(), s.tile_ref())
+    })
+}
+
+/// `nisa.nc_find_index8(dst, data, vals)`: the index in each partition of `data` of each of
+/// its 8 `vals`.
+#[pyfunction]
+#[pyo3(signature = (dst, data, vals, name=None))]
+fn nc_find_index8(
+    py: Python<'_>,
+    dst: &Bound<'_, PyAny>,
+    data: &Bound<'_, PyAny>,
+    vals: &Bound<'_, PyAny>,
+    name: Option<String>,
+) -> PyResult<()> {
+    const API: &str = "nisa.nc_find_index8";
+    let (d, x, v) = (
+        tensor(dst, "dst")?,
+        tensor(data, "data")?,
+        tensor(vals, "vals")?,
+    );
+    instr(py, API, name.as_deref(), || {
+        nisa::nc_find_index8(d.tile_ref(), x.tile_ref(), v.tile_ref())
+    })
+}
+
 /// The `nki_rs.isa` module built in Rust.
 pub(crate) fn module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let m = PyModule::new(py, "isa")?;
@@ -519,6 +645,10 @@ pub(crate) fn module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
         wrap_pyfunction!(tensor_tensor, &m)?,
         wrap_pyfunction!(tensor_scalar, &m)?,
         wrap_pyfunction!(activation, &m)?,
+        wrap_pyfunction!(activation_reduce, &m)?,
+        wrap_pyfunction!(tensor_tensor_scan, &m)?,
+        wrap_pyfunction!(max8, &m)?,
+        wrap_pyfunction!(nc_find_index8, &m)?,
         wrap_pyfunction!(nc_matmul, &m)?,
         wrap_pyfunction!(nc_transpose, &m)?,
         wrap_pyfunction!(tensor_copy, &m)?,

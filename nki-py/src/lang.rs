@@ -169,6 +169,17 @@ fn store(py: Python<'_>, dst: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> Py
     })
 }
 
+/// `nl.broadcast_to(src, shape)`: a new SBUF tile holding `src` broadcast to `shape` (NumPy
+/// rules; a one-partition `src` is replicated across partitions).
+#[pyfunction]
+#[pyo3(signature = (src, shape))]
+fn broadcast_to(py: Python<'_>, src: &Bound<'_, PyAny>, shape: Vec<usize>) -> PyResult<PyTensor> {
+    let s = tensor(src, "src")?;
+    op(py, "nl.broadcast_to", || {
+        PyTensor::of_tile(nl::broadcast_to(s.tile_ref(), &shape))
+    })
+}
+
 /// A wrong-memory error of `api`, failing the kernel at its line.
 fn wrong_memory(py: Python<'_>, api: &'static str, what: &str) -> PyErr {
     crate::call::fail(
@@ -375,6 +386,7 @@ pub(crate) fn module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
         wrap_pyfunction!(num_programs, &m)?,
         wrap_pyfunction!(affine_range, &m)?,
         wrap_pyfunction!(sequential_range, &m)?,
+        wrap_pyfunction!(broadcast_to, &m)?,
         wrap_pyfunction!(static_range, &m)?,
     ] {
         m.add_function(f)?;

@@ -47,7 +47,8 @@ def test_the_tutorial_kernels_are_emitted(emitted):
     folder, printed = emitted
     names = drivers(folder)
     for want in ["tensor_add", "mm_single_tile", "mm_tiled", "mm_hoisted", "mm_blocked_free",
-                 "mm_fully_blocked"]:
+                 "mm_fully_blocked", "cumsum", "rmsnorm_quant", "layernorm_tkg", "rope",
+                 "qkv_tkg", "attention_tkg", "mlp_tkg", "router_topk"]:
         assert want in names, printed
 
 

@@ -227,3 +227,64 @@ def test_dtypes_round_trip_exactly(rng, dtype):
 def test_a_jit_kernel_called_outside_a_kernel_simulates_it(rng):
     a = rng.random((128, 64), dtype=np.float32)
     np.testing.assert_array_equal(binary_kernel(a, a, nl.add), a + a)
+
+
+@nki.jit
+def scan_kernel(a, b):
+    x, y = load(a), load(b)
+    z = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    # r[i] = r[i-1] * x[i] + y[i], r[-1] = 0: a running sum of y when x is all ones
+    nisa.tensor_tensor_scan(dst=z, data0=x, data1=y, initial=0.0, op0=nl.multiply, op1=nl.add)
+    return store(z)
+
+
+def test_tensor_tensor_scan_is_a_running_sum(rng):
+    ones = np.ones((128, 256), np.float32)
+    y = rng.integers(-8, 8, (128, 256)).astype(np.float32)
+    np.testing.assert_array_equal(nki_rs.simulate(scan_kernel, ones, y), np.cumsum(y, axis=1))
+
+
+@nki.jit
+def activation_reduce_kernel(a):
+    x = load(a)
+    sq = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    total = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation_reduce(dst=sq, op=nl.square, data=x, reduce_op=nl.add, reduce_res=total)
+    return store(sq), store(total)
+
+
+def test_activation_reduce_sums_each_partition(rng):
+    a = rng.integers(-4, 5, (64, 128)).astype(np.float32)
+    sq, total = nki_rs.simulate(activation_reduce_kernel, a)
+    np.testing.assert_array_equal(sq, a * a)
+    np.testing.assert_array_equal(total, (a * a).sum(axis=1, keepdims=True))
+
+
+@nki.jit
+def top8_kernel(a):
+    x = load(a)
+    top = nl.ndarray((a.shape[0], 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.max8(dst=top, src=x)
+    idx = nl.ndarray((a.shape[0], 8), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.nc_find_index8(dst=idx, data=x, vals=top)
+    return store(top), store(idx)
+
+
+def test_max8_and_nc_find_index8_give_the_top_eight_and_where_they_are(rng):
+    a = np.stack([rng.permutation(64) for _ in range(16)]).astype(np.float32)
+    top, idx = nki_rs.simulate(top8_kernel, a)
+    want = -np.sort(-a, axis=1)[:, :8]
+    np.testing.assert_array_equal(top, want)
+    np.testing.assert_array_equal(np.take_along_axis(a, idx.astype(np.int64), axis=1), want)
+
+
+@nki.jit
+def broadcast_kernel(row):
+    r = load(row)
+    b = nl.broadcast_to(r, shape=(128, row.shape[1]))
+    return store(b)
+
+
+def test_broadcast_to_replicates_a_row_across_partitions(rng):
+    row = rng.standard_normal((1, 300)).astype(np.float32)
+    np.testing.assert_array_equal(nki_rs.simulate(broadcast_kernel, row), np.repeat(row, 128, 0))

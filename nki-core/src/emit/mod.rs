@@ -30,7 +30,8 @@
 //! tensor and each call destination-first with its non-default keywords, and re-rolls the
 //! `nl::affine_range` loops: iterations that issue the same calls with offsets
 //! affine in the index (checked on every iteration) become one `for i in nl.affine_range(n)`;
-//! an iteration that differs stays unrolled. Plain Rust loops (`sequential_range`,
+//! an iteration that differs (a partial last tile) stays in the loop as an arm of an
+//! `if i < k: ... else: ...` on the index (NKI traces its loops with integer indices). Plain Rust loops (`sequential_range`,
 //! `static_range`, `step_by`) leave no loop in the trace: a block of statements repeated with
 //! its numbers affine in the repetition (checked on every repetition) becomes an
 //! `nl.static_range` loop, which NKI unrolls when tracing as the Rust loop was. Tiles of one

@@ -3,7 +3,7 @@
 //! the module's text.
 
 use super::reroll::{renumber, reroll, roll_repeats, Affine, Stmt, Tok};
-use super::trace::{Arg, Event, LoopKind, TensorId, View, What};
+use super::trace::{Arg, Call, Event, LoopKind, TensorId, View, What};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::record::MemKind;
@@ -124,11 +124,15 @@ pub(crate) fn name_tensors(
     let mut taken: std::collections::HashSet<String> =
         named.values().map(|t| t.name.clone()).collect();
     for (i, e) in events.iter().enumerate() {
-        let What::Alloc {
-            tensor, mem, dims, ..
-        } = &e.what
-        else {
-            continue;
+        let (tensor, mem, dims) = match &e.what {
+            What::Alloc {
+                tensor, mem, dims, ..
+            } => (tensor, mem, dims),
+            What::Call(Call {
+                returns: Some((tensor, mem, dims)),
+                ..
+            }) => (tensor, mem, dims),
+            _ => continue,
         };
         if out.contains_key(tensor) {
             continue;
@@ -371,6 +375,10 @@ fn statement(e: &Event, tensors: &HashMap<TensorId, TensorInfo>) -> Result<Optio
             ));
         }
         What::Call(c) => {
+            if let Some((tensor, ..)) = &c.returns {
+                tensors[tensor].put(&mut line);
+                line.text(" = ");
+            }
             line.text(c.api).text("(");
             for (k, (kw, a)) in c.args.iter().enumerate() {
                 if k > 0 {
@@ -454,8 +462,7 @@ fn nest(lines: &[FramedLine], depth: usize, loops: &HashMap<u32, (u64, LoopKind)
     out
 }
 
-/// Appends the Python source of `stmts` at indentation `level` to `out`; returns the number
-/// of lines.
+/// Appends the Python source of `stmts` at indentation `level` to `out`.
 pub(crate) fn render(stmts: &[Stmt], level: usize, out: &mut String) {
     let pad = "    ".repeat(level);
     for s in stmts {
@@ -478,6 +485,20 @@ pub(crate) fn render(stmts: &[Stmt], level: usize, out: &mut String) {
             } => {
                 out.push_str(&format!("{pad}for i{depth} in {api}({trips}):\n"));
                 render(body, level + 1, out);
+            }
+            Stmt::Cases { depth, arms } => {
+                for (k, (end, body)) in arms.iter().enumerate() {
+                    let head = match k {
+                        0 => format!("if i{depth} < {end}:"),
+                        k if k + 1 == arms.len() => "else:".to_string(),
+                        _ => format!("elif i{depth} < {end}:"),
+                    };
+                    out.push_str(&format!("{pad}{head}\n"));
+                    if body.is_empty() {
+                        out.push_str(&format!("{pad}    pass\n"));
+                    }
+                    render(body, level + 1, out);
+                }
             }
         }
     }

@@ -84,6 +84,15 @@ pub(crate) enum Stmt {
         /// The body.
         body: Vec<Stmt>,
     },
+    /// The iterations of the loop whose index has depth `depth`, in runs that differ:
+    /// `if i<depth> < end0: ... elif i<depth> < end1: ... else: ...` (each arm `(end, body)`,
+    /// the last one's end the trip count).
+    Cases {
+        /// The loop index's depth.
+        depth: usize,
+        /// The arms, in order.
+        arms: Vec<(u64, Vec<Stmt>)>,
+    },
 }
 
 /// True when `a` and `b` are the same statements but for their numbers.
@@ -112,6 +121,23 @@ fn same_shape(a: &[Stmt], b: &[Stmt]) -> bool {
                     body: b2,
                 },
             ) => a1 == a2 && t1 == t2 && d1 == d2 && same_shape(b1, b2),
+            (
+                Stmt::Cases {
+                    depth: d1,
+                    arms: a1,
+                },
+                Stmt::Cases {
+                    depth: d2,
+                    arms: a2,
+                },
+            ) => {
+                d1 == d2
+                    && a1.len() == a2.len()
+                    && a1
+                        .iter()
+                        .zip(a2)
+                        .all(|(x, y)| x.0 == y.0 && same_shape(&x.1, &y.1))
+            }
             _ => false,
         })
 }
@@ -125,6 +151,11 @@ fn nums(stmts: &[Stmt], out: &mut Vec<Affine>) {
                 Tok::Text(_) => None,
             })),
             Stmt::Loop { body, .. } => nums(body, out),
+            Stmt::Cases { arms, .. } => {
+                for (_, body) in arms {
+                    nums(body, out);
+                }
+            }
         }
     }
 }
@@ -153,14 +184,23 @@ fn with_nums(stmts: &[Stmt], values: &mut impl Iterator<Item = Affine>) -> Vec<S
                 depth: *depth,
                 body: with_nums(body, values),
             },
+            Stmt::Cases { depth, arms } => Stmt::Cases {
+                depth: *depth,
+                arms: arms
+                    .iter()
+                    .map(|(end, body)| (*end, with_nums(body, values)))
+                    .collect(),
+            },
         })
         .collect()
 }
 
 /// The iterations `bodies` (in order) of a loop `api` whose index has depth `depth`, as
-/// statements: each maximal run of two or more iterations that agree (same statements, each
-/// number's constant affine in the index, its inner-loop terms equal) is one loop; the other
-/// iterations are their statements unrolled.
+/// statements. Each maximal run of two or more iterations that agree (same statements, each
+/// number's constant affine in the index, its inner-loop terms equal) is rolled. When every
+/// iteration is one run, the result is one loop; a single iteration is its statements. Runs
+/// that differ stay in one loop over every iteration, as arms of a [`Stmt::Cases`] (a loop
+/// frame of the trace is kept whole: a partial last tile stays an iteration of its loop).
 pub(crate) fn reroll(bodies: Vec<Vec<Stmt>>, api: &'static str, depth: usize) -> Vec<Stmt> {
     let values: Vec<Vec<Affine>> = bodies
         .iter()
@@ -170,11 +210,12 @@ pub(crate) fn reroll(bodies: Vec<Vec<Stmt>>, api: &'static str, depth: usize) ->
             v
         })
         .collect();
-    let mut out = Vec::new();
+    let mut arms: Vec<(u64, Vec<Stmt>)> = Vec::new();
     let mut a = 0;
     while a < bodies.len() {
         let end = run_end(&bodies, &values, a);
-        if end - a >= 2 {
+        let body = if end - a >= 2 {
+            // Affine in the loop index: the value at iteration `a` minus `a` steps.
             let steps = values[a].iter().zip(&values[a + 1]).map(|(x, y)| y.c - x.c);
             let rolled: Vec<Affine> = values[a]
                 .iter()
@@ -185,24 +226,40 @@ pub(crate) fn reroll(bodies: Vec<Vec<Stmt>>, api: &'static str, depth: usize) ->
                         terms.push((depth, d));
                         terms.sort_unstable();
                     }
-                    Affine { c: x.c, terms }
+                    Affine {
+                        c: x.c - d * a as i64,
+                        terms,
+                    }
                 })
                 .collect();
-            let body = with_nums(&bodies[a], &mut rolled.into_iter());
-            if !body.is_empty() {
-                out.push(Stmt::Loop {
-                    api,
-                    trips: (end - a) as u64,
-                    depth,
-                    body,
-                });
-            }
+            with_nums(&bodies[a], &mut rolled.into_iter())
         } else {
-            out.extend(bodies[a].iter().cloned());
-        }
+            bodies[a].clone()
+        };
+        arms.push((end as u64, body));
         a = end;
     }
-    out
+    let trips = bodies.len() as u64;
+    match arms.len() {
+        0 => Vec::new(),
+        1 if trips == 1 => arms.pop().map(|(_, b)| b).unwrap_or_default(),
+        _ if arms.iter().all(|(_, b)| b.is_empty()) => Vec::new(),
+        1 => {
+            let body = arms.pop().map(|(_, b)| b).unwrap_or_default();
+            vec![Stmt::Loop {
+                api,
+                trips,
+                depth,
+                body,
+            }]
+        }
+        _ => vec![Stmt::Loop {
+            api,
+            trips,
+            depth,
+            body: vec![Stmt::Cases { depth, arms }],
+        }],
+    }
 }
 
 /// The end of the longest run of iterations from `a` that re-rolls (at least `a + 1`).
@@ -255,6 +312,15 @@ fn shape_key(s: &Stmt) -> u64 {
                 (2u8, api, trips, depth, body.len()).hash(h);
                 for b in body {
                     feed(b, h);
+                }
+            }
+            Stmt::Cases { depth, arms } => {
+                (3u8, depth, arms.len()).hash(h);
+                for (end, body) in arms {
+                    (end, body.len()).hash(h);
+                    for b in body {
+                        feed(b, h);
+                    }
                 }
             }
         }
@@ -315,6 +381,13 @@ fn roll_inside(s: Stmt, fresh: &mut usize) -> Stmt {
             trips,
             depth,
             body: roll_repeats(body, fresh),
+        },
+        Stmt::Cases { depth, arms } => Stmt::Cases {
+            depth,
+            arms: arms
+                .into_iter()
+                .map(|(end, body)| (end, roll_repeats(body, fresh)))
+                .collect(),
         },
         line => line,
     }
@@ -414,6 +487,17 @@ pub(crate) fn renumber(
                     body,
                 }
             }
+            Stmt::Cases { depth, arms } => Stmt::Cases {
+                depth: outer
+                    .iter()
+                    .rev()
+                    .find(|(old, _)| *old == depth)
+                    .map_or(depth, |&(_, new)| new),
+                arms: arms
+                    .into_iter()
+                    .map(|(end, body)| (end, renumber(body, level, outer)))
+                    .collect(),
+            },
         })
         .collect()
 }
@@ -454,20 +538,32 @@ mod tests {
 
     #[test]
     fn every_iteration_is_checked_not_only_two() {
-        // 0, 1, 2 affine; 10 breaks the run: a loop of three, then the last unrolled.
-        let bodies: Vec<Vec<Stmt>> = [0, 1, 2, 10].iter().map(|&i| vec![line(i)]).collect();
-        let out = reroll(bodies, "nl.affine_range", 1);
-        assert_eq!(out.len(), 2, "{out:?}");
-        assert!(matches!(&out[0], Stmt::Loop { trips: 3, .. }));
-        assert_eq!(out[1], line(10));
+        // 1, 2, 3 affine; 10 breaks the run: one loop of four, the run of three one arm and
+        // the last iteration the other (the loop stays whole).
+        let bodies: Vec<Vec<Stmt>> = [1, 2, 3, 10].iter().map(|&i| vec![line(i)]).collect();
+        let out = reroll(bodies, "nl.affine_range", 0);
+        let mut text = String::new();
+        crate::emit::python::render(&out, 0, &mut text);
+        assert_eq!(
+            text,
+            "for i0 in nl.affine_range(4):\n    if i0 < 3:\n        x[i0 + 1]\n    else:\n        \
+             x[10]\n"
+        );
     }
 
     #[test]
-    fn different_statements_stay_unrolled() {
+    fn different_statements_stay_in_their_loop_as_arms() {
         let other = Stmt::Line(vec![Tok::Text("y".into())]);
-        let bodies = vec![vec![line(0)], vec![other.clone()]];
+        let bodies = vec![vec![line(0)], vec![other.clone()], vec![line(5)]];
         let out = reroll(bodies, "nl.affine_range", 0);
-        assert_eq!(out, vec![line(0), other]);
+        let Stmt::Loop { trips: 3, body, .. } = &out[0] else {
+            panic!("{out:?}")
+        };
+        let want = Stmt::Cases {
+            depth: 0,
+            arms: vec![(1, vec![line(0)]), (2, vec![other]), (3, vec![line(5)])],
+        };
+        assert_eq!(body, &vec![want]);
     }
 
     fn named(name: &str, n: i64) -> Stmt {

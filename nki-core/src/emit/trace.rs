@@ -66,6 +66,9 @@ pub(crate) struct Call {
     pub(crate) api: &'static str,
     /// Keyword arguments.
     pub(crate) args: Vec<(&'static str, Arg)>,
+    /// The tensor a value-returning call (`nl.broadcast_to`) allocates and returns: its id,
+    /// memory and dimensions.
+    pub(crate) returns: Option<(TensorId, MemKind, Vec<usize>)>,
 }
 
 impl Call {
@@ -74,7 +77,14 @@ impl Call {
         Call {
             api,
             args: Vec::new(),
+            returns: None,
         }
+    }
+
+    /// Notes that the call returns the new tensor `tensor` (in `mem`, of `dims`).
+    pub(crate) fn returns(mut self, tensor: TensorId, mem: MemKind, dims: &[usize]) -> Call {
+        self.returns = Some((tensor, mem, dims.to_vec()));
+        self
     }
 
     /// Adds keyword `name = arg`.

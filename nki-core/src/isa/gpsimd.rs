@@ -8,6 +8,7 @@ use super::vector::{bitvec_needs_ints, fold, only_engine};
 use super::{AluOp, Engine};
 use crate::access::MAX_DIMS;
 use crate::dtype::DType;
+use crate::emit::trace::{Arg, Call};
 use crate::error::ErrorKind;
 use crate::record::{MemKind, Opcode};
 use crate::tile::TileRef;
@@ -147,7 +148,27 @@ impl AffineExpr {
 pub fn iota<'d>(dst: impl Into<TileRef<'d>>, expr: &AffineExpr, opts: impl Into<Option<Opts>>) {
     let ins = Op::begin("nisa.iota");
     only_engine(&ins, opts.into(), Engine::GpSimd);
-    iota_to(&ins, Dst::Into(dst.into()), expr);
+    let dst: TileRef = dst.into();
+    ins.trace(|| {
+        use super::trace_args as ta;
+        let pattern: Vec<String> = expr
+            .pattern
+            .iter()
+            .map(|(step, num)| format!("[{step}, {num}]"))
+            .collect();
+        Call::new("nisa.iota")
+            .arg("dst", ta::tile(&dst))
+            .arg("pattern", Arg::Const(format!("[{}]", pattern.join(", "))))
+            .opt(
+                "offset",
+                (expr.offset != 0).then_some(Arg::Int(expr.offset.into())),
+            )
+            .opt(
+                "channel_multiplier",
+                (expr.channel_multiplier != 0).then_some(Arg::Int(expr.channel_multiplier.into())),
+            )
+    });
+    iota_to(&ins, Dst::Into(dst), expr);
 }
 
 /// The `iota` builder.

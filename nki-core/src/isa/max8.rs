@@ -45,6 +45,7 @@ use super::base::Site;
 use super::op::Op;
 use crate::builder::instruction;
 use crate::dtype::DType;
+use crate::emit::trace::Call;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::tile::TileRef;
@@ -197,6 +198,12 @@ fn vals_operand(ins: &Op, vals: &TileRef, data: &TileRef) {
 pub fn max8<'d, 's>(dst: impl Into<TileRef<'d>>, src: impl Into<TileRef<'s>>) {
     let ins = Op::begin("nisa.max8");
     let (dst, src): (TileRef, TileRef) = (dst.into(), src.into());
+    ins.trace(|| {
+        use super::trace_args as ta;
+        Call::new("nisa.max8")
+            .arg("dst", ta::tile(&dst))
+            .arg("src", ta::tile(&src))
+    });
     data_operand(&ins, "src", &src);
     dst_operand(&ins, &dst, src.partitions());
     let site = Site::new(Engine::Vector, Opcode::Max8);
@@ -219,6 +226,13 @@ instruction! {
     pub fn nc_find_index8<'d, 'a, 'v>(
         dst: into TileRef<'d>, data: into TileRef<'a>, vals: into TileRef<'v>,
     ) as ins = "nisa.nc_find_index8" {
+        ins.trace(|| {
+            use super::trace_args as ta;
+            Call::new("nisa.nc_find_index8")
+                .arg("dst", ta::tile(&dst))
+                .arg("data", ta::tile(&data))
+                .arg("vals", ta::tile(&vals))
+        });
         find_index8(&ins, [dst, data, vals]);
     }
 }

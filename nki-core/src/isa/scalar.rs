@@ -8,6 +8,7 @@ use super::vector::dtype_is_dst;
 use super::{ActFn, AluOp, Operand};
 use crate::builder::{instruction, setters};
 use crate::dtype::DType;
+use crate::emit::trace::Call;
 use crate::error::ErrorKind;
 use crate::record::{Engine, MemKind, Opcode};
 use crate::target::Target;
@@ -129,7 +130,13 @@ instruction! {
     ) as ins = "nisa.activation" {
         let args = args.unwrap_or_default();
         dtype_is_dst(&ins, args.dtype, &dst);
-        activate(&ins, Dst::Into(dst), op, data.into(), args, None);
+        let data: TileRef = data.into();
+        // The accumulator keywords (reduce_cmd) are not written yet: such a call stays
+        // untraced, and the emitter refuses it naming it.
+        if args.reduce.is_none() && args.reduce_res.is_none() {
+            ins.trace(|| activation_call("nisa.activation", &dst, op, &data, &args, None));
+        }
+        activate(&ins, Dst::Into(dst), op, data, args, None);
     }
 }
 
@@ -147,9 +154,38 @@ instruction! {
         let args = args.unwrap_or_default();
         let dst: TileRef = dst.into();
         dtype_is_dst(&ins, args.dtype, &dst);
-        let red = Dst::Into(reduce_res.into());
-        activate(&ins, Dst::Into(dst), op, data.into(), args, Some(red));
+        let (data, res): (TileRef, TileRef) = (data.into(), reduce_res.into());
+        if args.reduce.is_none() && args.reduce_res.is_none() {
+            let reduce = Some((reduce_op, &res));
+            ins.trace(|| activation_call(ins.api, &dst, op, &data, &args, reduce));
+        }
+        activate(&ins, Dst::Into(dst), op, data, args, Some(Dst::Into(res)));
     }
+}
+
+/// The emit trace of an `activation` (`reduce`: `activation_reduce`'s operator and result).
+fn activation_call(
+    api: &'static str,
+    dst: &TileRef,
+    op: ActFn,
+    data: &TileRef,
+    args: &ActivationOpts,
+    reduce: Option<(AluOp, &TileRef)>,
+) -> Call {
+    use super::trace_args as ta;
+    let unit_scale = matches!(args.scale, Operand::Scalar { value, .. } if value == 1.0);
+    let mut c = Call::new(api)
+        .arg("dst", ta::tile(dst))
+        .arg("op", ta::act(op))
+        .arg("data", ta::tile(data));
+    if let Some((rop, res)) = reduce {
+        c = c
+            .arg("reduce_op", ta::alu(rop))
+            .arg("reduce_res", ta::tile(res));
+    }
+    c.opt("bias", args.bias.as_ref().map(ta::operand))
+        .opt("scale", (!unit_scale).then(|| ta::operand(&args.scale)))
+        .opt("engine", args.engine.map(ta::engine))
 }
 
 /// `activation_reduce` adds into ScalarE's accumulator: `reduce_op` must be add.

@@ -11,6 +11,7 @@ use super::vector::bitvec_needs_ints;
 use super::{AluOp, Engine, Operand};
 use crate::builder::setters;
 use crate::dtype::DType;
+use crate::emit::trace::{Arg, Call};
 use crate::error::ErrorKind;
 use crate::record::{MemKind, Opcode};
 use crate::tile::TileRef;
@@ -57,9 +58,22 @@ pub fn scalar_tensor_tensor<'d, 'a, 'b>(
 ) {
     let ins = Op::begin("nisa.scalar_tensor_tensor");
     let opts = opts.into().unwrap_or_default();
-    let dst = Dst::Into(dst.into());
-    let first = (op0, operand0.into());
-    scalar_tensor_tensor_to(&ins, dst, data.into(), first, (op1, data1.into()), opts);
+    let (dst, data, data1): (TileRef, TileRef, TileRef) = (dst.into(), data.into(), data1.into());
+    let operand0: Operand = operand0.into();
+    ins.trace(|| {
+        use super::trace_args as ta;
+        Call::new("nisa.scalar_tensor_tensor")
+            .arg("dst", ta::tile(&dst))
+            .arg("data", ta::tile(&data))
+            .arg("op0", ta::alu(op0))
+            .arg("operand0", ta::operand(&operand0))
+            .arg("op1", ta::alu(op1))
+            .arg("operand1", ta::tile(&data1))
+            .opt("reverse0", opts.reverse0.then_some(Arg::Bool(true)))
+            .opt("reverse1", opts.reverse1.then_some(Arg::Bool(true)))
+    });
+    let first = (op0, operand0);
+    scalar_tensor_tensor_to(&ins, Dst::Into(dst), data, first, (op1, data1), opts);
 }
 
 /// The `scalar_tensor_tensor` builder.

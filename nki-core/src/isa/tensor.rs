@@ -251,7 +251,15 @@ instruction! {
     pub fn nc_transpose<'d, 'a>(
         dst: into TileRef<'d>, data: into TileRef<'a>, opts: into Option<Opts>,
     ) as ins = "nisa.nc_transpose" {
+        let explicit = opts.and_then(|o| o.engine);
         let engine = Opts::engine_or(opts, Engine::Tensor);
+        ins.trace(|| {
+            use super::trace_args as ta;
+            Call::new("nisa.nc_transpose")
+                .arg("dst", ta::tile(&dst))
+                .arg("data", ta::tile(&data))
+                .opt("engine", explicit.map(ta::engine))
+        });
         nc_transpose_to(&ins, Dst::Into(dst), data, engine);
     }
 }

@@ -5,7 +5,7 @@ use super::base::Operand;
 use crate::emit::trace::{Arg, TensorId, View};
 use crate::engine::Engine;
 use crate::hbm::view::HbmView;
-use crate::math::AluOp;
+use crate::math::{ActFn, AluOp};
 use crate::tile::TileRef;
 
 /// The view `t` of an on-chip tensor.
@@ -68,4 +68,23 @@ pub(crate) fn engine(e: Engine) -> Arg {
 /// `nl.<op>`.
 pub(crate) fn alu(op: AluOp) -> Arg {
     Arg::Const(format!("nl.{}", op.name()))
+}
+
+/// `nl.<function>` of an activation.
+pub(crate) fn act(f: ActFn) -> Arg {
+    Arg::Const(format!("nl.{}", f.name()))
+}
+
+/// A tuple of integers (`(128, 512)`, `(3,)`).
+pub(crate) fn ints(v: &[usize]) -> Arg {
+    Arg::Const(match v {
+        [one] => format!("({one},)"),
+        _ => format!(
+            "({})",
+            v.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
 }

@@ -601,8 +601,21 @@ instruction! {
     ) as ins = "nisa.tensor_tensor_scan" {
         let args = args.unwrap_or_default();
         dtype_is_dst(&ins, args.dtype, &dst);
-        let data = (data0.into(), data1.into());
-        tensor_tensor_scan_to(&ins, Dst::Into(dst), data, initial.into(), (op0, op1), args);
+        let data: (TileRef, TileRef) = (data0.into(), data1.into());
+        let initial: Operand = initial.into();
+        ins.trace(|| {
+            use super::trace_args as ta;
+            Call::new("nisa.tensor_tensor_scan")
+                .arg("dst", ta::tile(&dst))
+                .arg("data0", ta::tile(&data.0))
+                .arg("data1", ta::tile(&data.1))
+                .arg("initial", ta::operand(&initial))
+                .arg("op0", ta::alu(op0))
+                .arg("op1", ta::alu(op1))
+                .opt("reverse0", args.reverse0.then_some(Arg::Bool(true)))
+                .opt("reverse1", args.reverse1.then_some(Arg::Bool(true)))
+        });
+        tensor_tensor_scan_to(&ins, Dst::Into(dst), data, initial, (op0, op1), args);
     }
 }
 
@@ -676,7 +689,12 @@ macro_rules! vector_only {
         ) {
             let ins = Op::begin($api);
             only_engine(&ins, opts.into(), Engine::Vector);
-            $to(&ins, Dst::Into(dst.into()), data.into());
+            let (dst, data): (TileRef, TileRef) = (dst.into(), data.into());
+            ins.trace(|| {
+                use super::trace_args as ta;
+                Call::new($api).arg("dst", ta::tile(&dst)).arg("data", ta::tile(&data))
+            });
+            $to(&ins, Dst::Into(dst), data);
         }
     )*};
 }

@@ -80,6 +80,14 @@ pub fn broadcast_to<'a>(src: impl Into<TileRef<'a>>, dims: &[usize]) -> Tile {
     }
     let out = ins.alloc(MemKind::Sbuf, src.dtype(), dims);
     let ov = out.view();
+    ins.trace(|| {
+        use crate::emit::trace::{Call, TensorId};
+        use crate::isa::trace_args as ta;
+        Call::new(API)
+            .arg("src", ta::tile(&src))
+            .arg("shape", ta::ints(dims))
+            .returns(TensorId::Tile(ov.tile.id), MemKind::Sbuf, dims)
+    });
     let (p, n) = (dims[0], ov.free_size());
     let across_partitions = src.partitions() == 1 && p > 1;
     let chunk = super::tile_size::GEMM_MOVING_FMAX.min(n).max(1);
