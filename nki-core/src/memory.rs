@@ -119,6 +119,9 @@ pub(crate) struct AllocatedTile {
     pub(crate) bytes: u32,
     /// The byte of each partition it was placed at by hand (NKI `address=`), if it was.
     pub(crate) placed: Option<u32>,
+    /// Keeps one buffer for all its values, address rotation or not (a stream buffer's slot,
+    /// `nl::alloc_stream_buffers`: the kernel chose how many slots rotate).
+    pub(crate) keeps_buffer: bool,
 }
 
 /// An SBUF tile the capacity resolution (`compiler::spill`) may move out of SBUF.
@@ -292,6 +295,7 @@ impl MemoryTracker {
             mem,
             bytes: bytes as u32,
             placed: None,
+            keeps_buffer: false,
         });
         let tile = Some(LiveTile {
             id,
@@ -355,6 +359,14 @@ impl MemoryTracker {
             if let Some(t) = tiles.iter_mut().rev().find(|t| t.id == id) {
                 t.desc.name = Some(name.clone());
             }
+        }
+    }
+
+    /// Tile `id` keeps one buffer for all its values (a stream buffer's slot): the
+    /// allocator's address rotation does not rename it.
+    pub(crate) fn keep_buffer(&mut self, id: u64) {
+        if let Some(a) = self.allocated.iter_mut().rev().find(|a| a.id == id) {
+            a.keeps_buffer = true;
         }
     }
 

@@ -930,3 +930,131 @@ fn a_dynamic_pattern_is_checked_when_traced() {
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{which}: {e}");
     }
 }
+
+/// A tile grid copied tile by tile through SBUF (NKI 0.8's `NkiTileGrid` example), partial
+/// tiles on both edges included.
+#[nki_kernel(nki = "0.8")]
+fn copy_tile_grid(src: &Hbm<f32>) -> Hbm<f32> {
+    let tile_shape = [128, 48];
+    let src_tiles = nl::tiles(src.view(), &tile_shape);
+    let dst = nl::ndarray(src.shape(), DType::F32, nl::shared_hbm);
+    let dst_tiles = nl::tiles(&dst, &tile_shape);
+    for i in 0..src_tiles.shape()[0] {
+        for j in 0..src_tiles.shape()[1] {
+            let src_tile = src_tiles.get((i, j));
+            let tile = nl::ndarray(&src_tile.element_shape(), DType::F32, nl::sbuf);
+            nisa::dma_copy(&tile, src_tile.data(), None);
+            nisa::dma_copy(dst_tiles.get((i, j)).data(), &tile, None);
+        }
+    }
+    dst
+}
+
+#[test]
+fn a_tile_grid_walks_a_tensor_in_tiles_with_clamped_edges() {
+    let v: Vec<f32> = (0..300 * 100).map(|k| k as f32).collect();
+    let x = Hbm::from_vec(&[300, 100], v.clone()).unwrap();
+    let (out, report) = copy_tile_grid::launch(1, &x).unwrap();
+    assert_eq!(out.to_f32_vec().unwrap(), v);
+    // 3 x 3 tiles, two loads or stores each.
+    let _ = report;
+    Launch::new(1)
+        .run(|| {
+            let g = nl::tiles(x.view(), &[128, 48]);
+            assert_eq!(g.shape(), [3, 3]);
+            assert_eq!(g.tile_shape(), [128, 48]);
+            assert_eq!(g.get((2, 2)).element_shape(), [44, 4]);
+            assert!(g.get((2, 2)).is_remainder());
+            assert!(!g.get((1, 1)).is_remainder());
+            assert_eq!(g.at(1).shape(), [3]);
+            assert_eq!(g.get((0..2, 1)).element_shape(), [256, 48]);
+            assert_eq!(g.get((1..3, ..)).data().shape(), [172, 100]);
+            // An untiled leading dimension is indexed one slab at a time.
+            let h = nl::tiles(x.view().reshape(&[3, 100, 100]), &[64, 100]);
+            assert_eq!(h.shape(), [3, 2, 1]);
+            assert_eq!(h.get((1, 1, 0)).data().shape(), [36, 100]);
+        })
+        .unwrap();
+    for bad in [0, 1] {
+        let e = Launch::new(1)
+            .run(|| {
+                let g = nl::tiles(x.view(), &[128, 48]);
+                match bad {
+                    0 => drop(g.get((3, 0))),
+                    _ => drop(nl::tiles(x.view(), &[0, 4])),
+                }
+            })
+            .unwrap_err();
+        let kind = [ErrorKind::OutOfBounds, ErrorKind::InvalidArgument][bad];
+        assert_eq!(e.kind(), kind, "{e}");
+    }
+}
+
+/// Rows of `x` doubled, streamed through `slots` SBUF slots of 128 rows (NKI 0.8's software
+/// pipelining with stream buffers).
+#[nki_kernel(nki = "0.8")]
+fn stream_double(x: &Hbm<f32>, slots: usize) -> Hbm<f32> {
+    let out = nl::ndarray(x.shape(), DType::F32, nl::shared_hbm);
+    let w = x.shape()[1];
+    let rows = nl::tiles(x.view(), &[128, w]);
+    let outs = nl::tiles(&out, &[128, w]);
+    let bufs = nl::alloc_stream_buffers(rows.clone(), nl::sbuf, 0, slots, None);
+    for k in 0..bufs.num_steps() {
+        let slot = bufs.get(k);
+        nisa::dma_copy(&slot, rows.at(k).data(), None);
+        nisa::tensor_scalar(&slot, &slot, AluOp::Multiply, 2.0, None);
+        nisa::dma_copy(outs.at(k).data(), &slot, None);
+    }
+    out
+}
+
+#[test]
+fn stream_buffers_rotate_slots_clamp_the_last_step_and_overlap_with_more_slots() {
+    let v: Vec<f32> = (0..1000 * 512).map(|k| (k % 251) as f32).collect();
+    let x = Hbm::from_vec(&[1000, 512], v.clone()).unwrap();
+    let want: Vec<f32> = v.iter().map(|a| a * 2.0).collect();
+    let mut latency = Vec::new();
+    for slots in [1, 2, 3] {
+        let (out, _) = stream_double::launch(1, &x, slots).unwrap();
+        assert_eq!(out.to_f32_vec().unwrap(), want, "{slots} slots");
+        let xs = Hbm::<f32>::shape_only([1000, 512]);
+        let p = stream_double::run(Launch::new(1).mode(Mode::Estimate), &xs, slots)
+            .unwrap()
+            .1
+            .profile
+            .unwrap();
+        latency.push(p.latency_ns);
+    }
+    // One slot serialises load, compute and store; two let the next load run beside them.
+    assert!(latency[1] < 0.9 * latency[0], "{latency:?}");
+    assert!(latency[2] <= latency[1] * 1.001, "{latency:?}");
+    // Slot k % num_slots, clamped at the end; the checks.
+    Launch::new(1)
+        .run(|| {
+            let g = nl::tiles(x.view(), &[128, 512]);
+            let b = nl::alloc_stream_buffers(g, nl::sbuf, 0, 2, None);
+            assert_eq!((b.num_slots(), b.num_steps()), (2, 8));
+            assert_eq!(b.get(7).shape(), [104, 512]);
+            assert_eq!(b.get(6).shape(), [128, 512]);
+            let t = nl::ndarray(&[4, 3], DType::F32, nl::sbuf);
+            let steps = nl::alloc_stream_buffers(&t, nl::sbuf, 1, 2, Some(DType::BF16));
+            assert_eq!((steps.num_steps(), steps.get(2).shape()), (3, &[4, 1][..]));
+            assert_eq!(steps.get(2).dtype(), DType::BF16);
+        })
+        .unwrap();
+    for bad in 0..4 {
+        let e = Launch::new(1)
+            .run(|| {
+                let g = nl::tiles(x.view(), &[128, 512]);
+                match bad {
+                    0 => drop(nl::alloc_stream_buffers(g, nl::sbuf, 0, 2, None).get(8)),
+                    1 => drop(nl::alloc_stream_buffers(g, nl::sbuf, 0, 0, None)),
+                    2 => drop(nl::alloc_stream_buffers(g, nl::sbuf, 2, 2, None)),
+                    _ => drop(nl::alloc_stream_buffers(g, nl::shared_hbm, 0, 2, None)),
+                }
+            })
+            .unwrap_err();
+        let kind = [ErrorKind::OutOfBounds, ErrorKind::InvalidArgument][usize::from(bad > 0)];
+        assert_eq!(e.kind(), kind, "{bad}: {e}");
+    }
+}

@@ -283,7 +283,7 @@ fn value_starts(
         }
         lookup
             .get(id)
-            .filter(|&t| tiles[t as usize].placed.is_none())
+            .filter(|&t| tiles[t as usize].placed.is_none() && !tiles[t as usize].keeps_buffer)
     };
     for (i, r) in records.iter().enumerate().rev() {
         for (wi, w) in r.writes.iter().enumerate() {

@@ -21,6 +21,8 @@ pub(crate) mod loop_state;
 mod matmul;
 pub(crate) mod random;
 mod reduce;
+mod stream;
+mod tile_grid;
 pub(crate) mod unary;
 
 pub use crate::access::{ds, stepped, Ix};
@@ -60,6 +62,8 @@ pub use logic::{
 pub use matmul::{matmul, matmul_acc, transpose};
 pub use random::{dropout, rand, random_seed, DEFAULT_SEED};
 pub use reduce::{all, max, mean, min, prod, reduce, sum, var, SoftmaxAxes};
+pub use stream::{alloc_stream_buffers, StreamBuffers, StreamSource};
+pub use tile_grid::{tiles, GridView, IntoGridView, TileGrid};
 pub use unary::{
     abs, arctan, ceil, cos, erf, erf_dx, exp, floor, gelu, gelu_apprx_sigmoid,
     gelu_apprx_sigmoid_dx, gelu_apprx_tanh, gelu_dx, log, mish, negative, reciprocal, relu,
