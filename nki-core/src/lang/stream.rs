@@ -129,7 +129,7 @@ pub struct StreamBuffers {
 /// Launch::new(1)
 ///     .run(|| {
 ///         let rows = nl::tiles(x.view(), &[128, 8]);
-///         let outs = nl::tiles(out.clone(), &[128, 8]);
+///         let outs = nl::tiles(out.view(), &[128, 8]);
 ///         let bufs = nl::alloc_stream_buffers(rows.clone(), nl::sbuf, 0, 2, None);
 ///         for k in 0..rows.shape()[0] {
 ///             let slot = bufs.get(k); // slot k % 2; step 2 is 44 rows
