@@ -151,10 +151,8 @@ pub fn tiles<S: IntoGridView>(src: S, tile_shape: &[usize]) -> TileGrid<S::View>
         );
     }
     let untiled = dims.len() - tile_shape.len();
-    let tile: Vec<usize> = std::iter::repeat(1)
-        .take(untiled)
-        .chain(tile_shape.iter().copied())
-        .collect();
+    let mut tile = vec![1; untiled];
+    tile.extend_from_slice(tile_shape);
     let sel = dims
         .iter()
         .zip(&tile)
