@@ -30,7 +30,7 @@ use super::scalar_tensor_tensor::{scalar_tensor_tensor_to, SttOpts};
 use super::tensor::{check_identity, matmul_new, nc_transpose_to};
 use super::vector::{
     bn_aggr_to, bn_stats_to, memset_to, reciprocal_to, tensor_copy_to, tensor_reduce_to,
-    tensor_scalar_to, tensor_tensor_scan_to, tensor_tensor_to,
+    tensor_scalar_to, tensor_tensor_scan_to, tensor_tensor_to, ReduceKind,
 };
 use crate::builder::instruction;
 use crate::dtype::DType;
@@ -91,7 +91,7 @@ instruction! {
         op: AluOp, data: into TileRef<'a>, axes: &[usize], keepdims: bool, negate: bool,
         dtype: Option<DType>,
     ) -> Tile as ins = "nisa.tensor_reduce" {
-        tensor_reduce_to(&ins, Dst::New(dtype), op, data, (axes, keepdims, negate)).tile()
+        tensor_reduce_to(&ins, Dst::New(dtype), ReduceKind::Alu(op), data, (axes, keepdims, negate)).tile()
     }
 
     /// [`tensor_reduce`] writing into `dst` (a view with the result's partitions and elements
@@ -100,7 +100,7 @@ instruction! {
         dst: into TileRef<'d>, op: AluOp, data: into TileRef<'a>, axes: &[usize], keepdims: bool,
         negate: bool,
     ) as ins = "nisa.tensor_reduce" {
-        tensor_reduce_to(&ins, Dst::Into(dst), op, data, (axes, keepdims, negate));
+        tensor_reduce_to(&ins, Dst::Into(dst), ReduceKind::Alu(op), data, (axes, keepdims, negate));
     }
 
     /// Copies (and casts) `src` into a new SBUF tile of `dtype` (default `src`'s) on `engine`

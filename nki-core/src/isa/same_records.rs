@@ -418,3 +418,67 @@ fn nl_copies_record_the_tensor_copy_they_lower_to() {
         |s, d| tensor_copy(d, &s[0], Opts::new().engine(Engine::Scalar)),
     );
 }
+
+#[test]
+fn nl_reductions_record_the_tensor_reduce_they_lower_to() {
+    let data = || vec![ramp(128, 64, DType::F32, 0.25)];
+    same_as(
+        "nl.sum",
+        false,
+        data,
+        |s| lang::sum(&s[0], &[1], true),
+        |s, d| tensor_reduce(d, AluOp::Add, &s[0], &[1], None),
+    );
+    same_as(
+        "nl.max",
+        false,
+        data,
+        |s| lang::max(&s[0], &[1], false),
+        |s, d| tensor_reduce(d, AluOp::Maximum, &s[0], &[1], None),
+    );
+    // A product of moderate values: exact in f64, rounded once, on both paths.
+    same_as(
+        "nl.prod",
+        false,
+        || vec![ramp(128, 8, DType::F32, 0.013)],
+        |s| lang::prod(&s[0], &[1], false),
+        |s, d| tensor_reduce(d, AluOp::Multiply, &s[0], &[1], None),
+    );
+    // One element per partition, read with a stride: a unit-stride access all the same.
+    fn column(t: &Tile) -> crate::tile::TileRef<'_> {
+        t.slice((.., crate::access::stepped(3..64, 61)))
+    }
+    same_as(
+        "nl.min (strided column)",
+        false,
+        data,
+        |s| lang::min(column(&s[0]), &[1], true),
+        |s, d| tensor_reduce(d, AluOp::Minimum, column(&s[0]), &[1], None),
+    );
+    // nl.mean, nl.all and nl.var: the records of tensor_reduce (var: two passes, the second
+    // also reading the mean it wrote).
+    let records = |f: &dyn Fn(&Tile)| {
+        let recs = run(Mode::Estimate, || f(&ramp(128, 64, DType::F32, 0.25))).expect("runs");
+        plain(&recs, false)
+    };
+    let reduce_add = records(&|x| {
+        let d = lang::ndarray(&[128, 1], DType::F32, MemKind::Sbuf);
+        tensor_reduce(&d, AluOp::Add, x, &[1], None);
+    });
+    let mean = records(&|x| drop(lang::mean(x, &[1], true)));
+    assert_eq!(mean, reduce_add, "nl.mean");
+    let var = records(&|x| drop(lang::var(x, &[1])));
+    assert_eq!(var.len(), reduce_add.len() + 1, "nl.var: two instructions");
+    assert_eq!(var[..reduce_add.len()], reduce_add[..], "nl.var: the mean");
+    let last = &var[var.len() - 1];
+    assert_eq!(
+        last["reads"].as_array().map(Vec::len),
+        Some(2),
+        "nl.var: x, mean"
+    );
+    let all = records(&|x| {
+        let d = lang::ndarray(&[128, 1], DType::Bool, MemKind::Sbuf);
+        tensor_reduce(&d, AluOp::Add, x, &[1], None);
+    });
+    assert_eq!(records(&|x| drop(lang::all(x, &[1], true))), all, "nl.all");
+}

@@ -363,15 +363,57 @@ pub(crate) fn tensor_scalar_to<'d, 'a>(
     out
 }
 
-/// Folds `xs` with `op` (an additive fold accumulates in f64 and rounds once; other operators
-/// fold left in fp32 from the first element, like NumPy's `ufunc.reduce`).
+/// Folds `xs` with `op` (add and multiply are computed exactly in f64 and rounded once, as
+/// the accumulator registers do; other operators fold left in fp32 from the first element,
+/// like NumPy's `ufunc.reduce`).
 pub(super) fn fold(op: AluOp, xs: impl Iterator<Item = f32>, dtype: DType) -> f32 {
-    if op == AluOp::Add {
-        return xs.map(|v| v as f64).sum::<f64>() as f32;
+    match op {
+        AluOp::Add => return xs.map(|v| v as f64).sum::<f64>() as f32,
+        AluOp::Multiply => return xs.map(|v| v as f64).product::<f64>() as f32,
+        _ => {}
     }
     let mut it = xs;
     let first = it.next().unwrap_or(op.reduce_identity().unwrap_or(0.0));
     it.fold(first, |acc, v| op.eval_typed(acc, v, dtype))
+}
+
+/// What a `tensor_reduce` makes of each row it folds: the instruction's reduce operator, or
+/// one of the statistics the compiler computes with it for an `nl` reduction (`nl.mean`,
+/// `nl.var`, `nl.all`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReduceKind {
+    /// A fold with a reducible ALU operator.
+    Alu(AluOp),
+    /// The arithmetic mean (in f64, rounded once).
+    Mean,
+    /// The biased variance (divides by the element count; in f64, rounded once): two
+    /// instructions, the mean into the output, then the squared deviations from it.
+    Var,
+    /// 1 if every element is non-zero (and not NaN), else 0.
+    All,
+}
+
+impl ReduceKind {
+    /// The value of one row (`dtype`: the data's, for the ALU operators).
+    fn of(self, row: &[f32], dtype: DType) -> f32 {
+        let n = row.len().max(1) as f64;
+        let mean = || row.iter().map(|&v| v as f64).sum::<f64>() / n;
+        match self {
+            ReduceKind::Alu(op) => fold(op, row.iter().copied(), dtype),
+            ReduceKind::Mean => mean() as f32,
+            ReduceKind::Var => {
+                let m = mean();
+                (row.iter().map(|&v| (v as f64 - m).powi(2)).sum::<f64>() / n) as f32
+            }
+            ReduceKind::All => {
+                if row.iter().all(|&v| v != 0.0 && !v.is_nan()) {
+                    1.0
+                } else {
+                    0.0
+                }
+            }
+        }
+    }
 }
 
 /// True when `axes` are the last dimensions of a rank-`nd` shape, each once and in increasing
@@ -423,27 +465,30 @@ instruction! {
                 .arg("axis", Arg::Const(axis))
                 .opt("negate", negate.then_some(Arg::Bool(true)))
         });
-        tensor_reduce_to(&ins, Dst::Into(dst), op, data, (axes, false, negate));
+        tensor_reduce_to(&ins, Dst::Into(dst), ReduceKind::Alu(op), data, (axes, false, negate));
     }
 }
 
-/// The `tensor_reduce` builder; `how` is `(axes, keepdims, negate)`.
+/// The `tensor_reduce` builder; `how` is `(axes, keepdims, negate)`. `kind` is the
+/// instruction's operator, or (an `nl` reduction) a statistic computed by one instruction, two
+/// for [`ReduceKind::Var`].
 pub(crate) fn tensor_reduce_to<'d>(
     ins: &Op,
     dst: Dst<'d>,
-    op: AluOp,
+    kind: ReduceKind,
     x: TileRef,
     how: (&[usize], bool, bool),
 ) -> Output<'d> {
-    const API: &str = "nisa.tensor_reduce";
     let (axes, keepdims, negate) = how;
     ins.operand("data", &x);
-    if !op.is_reducible() {
-        ins.fail(ErrorKind::InvalidArgument, format!(
+    if let ReduceKind::Alu(op) = kind {
+        if !op.is_reducible() {
+            ins.fail(ErrorKind::InvalidArgument, format!(
                 "'{op}' is not a reduce operator; 'tensor_reduce' takes add, subtract, multiply, maximum, minimum, logical or bitwise and/or/xor"
             ));
+        }
+        bitvec_needs_ints(ins, op, &[("data", x.dtype())]);
     }
-    bitvec_needs_ints(ins, op, &[("data", x.dtype())]);
     let nd = x.shape().len();
     if axes.contains(&0) {
         ins.fail(ErrorKind::PartitionReduction, format!(
@@ -464,21 +509,31 @@ pub(crate) fn tensor_reduce_to<'d>(
     let out = ins.output(dst, MemKind::Sbuf, in_dtype, &dims, true);
     let ov = out.view();
     let site = Site::new(Engine::Vector, Opcode::TensorReduce);
-    ins.compute(site, &[&x], &[], &[&ov], || {
-        let v = x.gather(API, ins.loc);
-        let r = v
-            .chunks(inner)
-            .map(|c| {
-                let s = fold(op, c.iter().copied(), in_dtype);
-                if negate {
-                    -s
-                } else {
-                    s
-                }
-            })
-            .collect();
-        ov.scatter(r);
-    });
+    // One pass: `kind` of each row of `x`, also reading `extra`.
+    let pass = |kind: ReduceKind, extra: &[&TileRef]| {
+        ins.compute(site, &[&x], extra, &[&ov], || {
+            let v = x.gather(ins.api, ins.loc);
+            let r = v
+                .chunks(inner)
+                .map(|row| {
+                    let s = kind.of(row, in_dtype);
+                    if negate {
+                        -s
+                    } else {
+                        s
+                    }
+                })
+                .collect();
+            ov.scatter(r);
+        })
+    };
+    if kind == ReduceKind::Var {
+        // The mean into the output, then the squared deviations from it.
+        pass(ReduceKind::Mean, &[]);
+        pass(ReduceKind::Var, &[&ov]);
+    } else {
+        pass(kind, &[]);
+    }
     out
 }
 

@@ -4,59 +4,23 @@
 //! NKI reduces along free axes only, any set of them (`[1]`, `[1, 2]`, or `[2, 4]` of a 5-D
 //! view as the programming guide's 2-D pooling does: the access pattern reads the reduced
 //! axes innermost); reducing the partition axis 0 is an error (transpose first, or use
-//! a matmul against ones / `nisa.tensor_partition_reduce`). Each reduction is one VectorE
-//! `TensorReduce` instruction (`var`: two, mean then squared deviations). Sums and products
-//! accumulate in double precision and round once (the hardware's fp32 accumulator is within
-//! the public tolerances of that); `mean` and `var` use fp32 (or wider) intermediates.
+//! a matmul against ones / `nisa.tensor_partition_reduce`). Each reduction lowers onto the
+//! `nisa.tensor_reduce` builder: one VectorE `TensorReduce` instruction (`var`: two, mean then
+//! squared deviations). Sums and products accumulate in double precision and round once (the
+//! hardware's fp32 accumulator is within the public tolerances of that); `mean` and `var` use
+//! fp32 (or wider) intermediates.
 
+use crate::access::MAX_DIMS;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
+use crate::isa::base::Dst;
 use crate::isa::op::Op;
+use crate::isa::vector::tensor_reduce_to;
+pub(crate) use crate::isa::vector::ReduceKind;
 use crate::isa::{reduced_shape, trailing_axes};
 use crate::math::AluOp;
-use crate::record::{Engine, MemKind, Opcode, Regions};
+use crate::record::MemKind;
 use crate::tile::{Tile, TileRef};
-
-/// What a reduction computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ReduceKind {
-    /// A fold with a reducible ALU operator.
-    Alu(AluOp),
-    /// The arithmetic mean.
-    Mean,
-    /// The biased variance (divides by the element count).
-    Var,
-    /// 1 if every element is non-zero.
-    All,
-}
-
-/// Folds one row.
-fn fold(kind: ReduceKind, row: &[f32], dtype: DType) -> f32 {
-    match kind {
-        ReduceKind::Alu(AluOp::Add) => row.iter().map(|&v| v as f64).sum::<f64>() as f32,
-        ReduceKind::Alu(AluOp::Multiply) => row.iter().map(|&v| v as f64).product::<f64>() as f32,
-        ReduceKind::Alu(op) => {
-            let mut it = row.iter().copied();
-            let first = it.next().unwrap_or(op.reduce_identity().unwrap_or(0.0));
-            it.fold(first, |acc, v| op.eval_typed(acc, v, dtype))
-        }
-        ReduceKind::Mean => {
-            (row.iter().map(|&v| v as f64).sum::<f64>() / row.len().max(1) as f64) as f32
-        }
-        ReduceKind::Var => {
-            let n = row.len().max(1) as f64;
-            let mean = row.iter().map(|&v| v as f64).sum::<f64>() / n;
-            (row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n) as f32
-        }
-        ReduceKind::All => {
-            if row.iter().all(|&v| v != 0.0 && !v.is_nan()) {
-                1.0
-            } else {
-                0.0
-            }
-        }
-    }
-}
 
 /// Checks `axes` against NKI's rule (free axes only, each within the tile) and returns them
 /// sorted without repeats. Any set of free axes may be reduced: an access pattern lists the
@@ -119,11 +83,10 @@ fn reduced_innermost<'a>(ins: &Op, x: TileRef<'a>, axes: &[usize]) -> TileRef<'a
 }
 
 /// The result shape of reducing `shape` over the sorted free `axes` (`keepdims` keeps them
-/// as 1; a result with no free axis left is `[P, 1]`) and the number of elements folded into
-/// each result element.
-fn reduced_dims(shape: &[usize], axes: &[usize], keepdims: bool) -> (Vec<usize>, usize) {
+/// as 1; a result with no free axis left is `[P, 1]`).
+fn reduced_dims(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
     if trailing_axes(axes, shape.len()) {
-        return reduced_shape(shape, axes[0], keepdims);
+        return reduced_shape(shape, axes[0], keepdims).0;
     }
     let mut dims = Vec::with_capacity(shape.len());
     for (d, &n) in shape.iter().enumerate() {
@@ -136,16 +99,18 @@ fn reduced_dims(shape: &[usize], axes: &[usize], keepdims: bool) -> (Vec<usize>,
     if dims.len() == 1 {
         dims.push(1);
     }
-    (dims, axes.iter().map(|&a| shape[a]).product())
+    dims
 }
 
 fn short(api: &'static str) -> &'static str {
     api.strip_prefix("nl.").unwrap_or(api)
 }
 
-/// The reduction funnel: checks, allocates the result (`keepdims` keeps reduced axes as 1; a
-/// result with no free axis left is `[P, 1]`), computes per row, records one VectorE
-/// `TensorReduce` (two for `Var`). `negate` negates the result (fused, like the ISA's flag).
+/// The reduction of every `nl` reduce op, lowered onto the `tensor_reduce` builder: checks
+/// `x` and `axes` (any free axes), allocates the result (`keepdims` keeps reduced axes as 1; a
+/// result with no free axis left is `[P, 1]`) and reduces the view of `x` that reads the
+/// reduced axes innermost over its trailing axes into it. `negate` negates the result (the
+/// instruction's flag).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn reduce_impl(
     ins: &Op,
@@ -156,7 +121,6 @@ pub(crate) fn reduce_impl(
     dtype: Option<DType>,
     negate: bool,
 ) -> Tile {
-    let (api, _loc) = (ins.api, ins.loc);
     ins.operand("x", &x);
     if let ReduceKind::Alu(op) = kind {
         if !op.is_reducible() {
@@ -177,7 +141,7 @@ pub(crate) fn reduce_impl(
         }
     }
     let axes = check_axes(ins, &x, axes);
-    let (dims, inner) = reduced_dims(x.shape(), &axes, keepdims);
+    let dims = reduced_dims(x.shape(), &axes, keepdims);
     let x = reduced_innermost(ins, x, &axes);
     let in_dtype = x.dtype();
     let out_dtype = dtype.unwrap_or(match kind {
@@ -186,43 +150,14 @@ pub(crate) fn reduce_impl(
         _ => in_dtype,
     });
     let out = ins.alloc(MemKind::Sbuf, out_dtype, &dims);
-    let ov = out.view();
-    ins.issue(
-        &[&ov],
-        || {
-            let v = ins.read(&x);
-            let r = v
-                .chunks(inner)
-                .map(|row| {
-                    let s = fold(kind, row, in_dtype);
-                    if negate {
-                        -s
-                    } else {
-                        s
-                    }
-                })
-                .collect();
-            ov.scatter(r);
-        },
-        || {
-            let rec = |reads: Regions<3>| {
-                ins.record_as(api, Engine::Vector, Opcode::TensorReduce)
-                    .size(x.partitions() as u32, x.free_size() as u32)
-                    .inputs(1)
-                    .dtypes(in_dtype, out_dtype)
-                    .over([x].iter(), &ov)
-                    .reads(reads)
-                    .done()
-            };
-            if kind == ReduceKind::Var {
-                // First pass: the mean (into the output), then the squared deviations.
-                let r = rec([x.region()].into());
-                crate::context::try_with_ctx(|c| c.push_record(r));
-                rec([x.region(), ov.region()].into())
-            } else {
-                rec([x.region()].into())
-            }
-        },
+    let (nd, every): (usize, [usize; MAX_DIMS]) = (x.shape().len(), std::array::from_fn(|i| i));
+    let trailing = &every[nd - axes.len()..nd];
+    tensor_reduce_to(
+        ins,
+        Dst::Into(out.view()),
+        kind,
+        x,
+        (trailing, false, negate),
     );
     out
 }
