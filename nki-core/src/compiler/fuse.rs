@@ -240,7 +240,8 @@ type PairKey = (u32, usize, usize, u32, usize, usize);
 
 /// Fuses the sibling `affine_range` loops of `records` that the module doc describes, outermost
 /// first: the first fusable pair of the shallowest depth that has one, until none is left.
-/// `loops[a]` is where activation `a` began. The indices in `marks` are moved to the
+/// `acts`: the activations of `records` ([`activations`]) when known. `loops[a]` is where
+/// activation `a` began. The indices in `marks` are moved to the
 /// smallest new index of the records at or after them (so every record at or after a mark
 /// stays at or after it). Returns true when something was fused.
 ///
@@ -252,19 +253,24 @@ type PairKey = (u32, usize, usize, u32, usize, usize);
 /// one position's run of records), so each run's loops are fused on their own, in order.
 pub(crate) fn fuse(
     records: &mut [Instr],
+    acts: Option<&[Act]>,
     loops: &[SourceLoc],
     stats: &mut CompilerStats,
     marks: &mut [usize],
 ) -> bool {
-    let max_depth = records
-        .iter()
-        .map(|r| r.affine.frames().len())
-        .max()
-        .unwrap_or(0);
+    let max_depth = match acts {
+        Some(all) => all.iter().map(|a| a.depth + 1).max(),
+        None => records.iter().map(|r| r.affine.frames().len()).max(),
+    }
+    .unwrap_or(0);
     let mut known: Map<PairKey, bool> = Map::default();
     let mut fusions = 0;
     for depth in 0..max_depth {
-        let level = activations_in(records, 0..records.len(), depth..depth + 1);
+        // Until the first fusion the records are as `acts` found them.
+        let level = match acts.filter(|_| fusions == 0) {
+            Some(all) => all.iter().filter(|a| a.depth == depth).copied().collect(),
+            None => activations_in(records, 0..records.len(), depth..depth + 1),
+        };
         if level.len() < 2 {
             continue;
         }

@@ -33,7 +33,7 @@
 //! outside (lhs read 12 times), and the matmul tutorials' blocked versions, whose sequential
 //! K loop holds no invariant computation (only loads), are not changed here.
 
-use crate::compiler::fuse::{activations, reorder, with_frame};
+use crate::compiler::fuse::{reorder, with_frame, Act};
 use crate::error::SourceLoc;
 use crate::record::Instr;
 
@@ -114,16 +114,18 @@ fn sequential(keys: &[(bool, SourceLoc)]) -> Option<(usize, usize, usize)> {
     None
 }
 
-/// The affine loop activations of `records` (activation `a` began at `loops[a]`) whose
-/// iterations all run the same sequential loop, and whose sequential body holds a record
-/// `worth` accepts (something the hoisting could run once), innermost first.
+/// The affine loop activations of `records` (`acts`, from `compiler::fuse::activations`;
+/// activation `a` began at `loops[a]`) whose iterations all run the same sequential loop, and
+/// whose sequential body holds a record `worth` accepts (something the hoisting could run
+/// once), innermost first.
 pub(crate) fn plans(
     records: &[Instr],
+    acts: &[Act],
     loops: &[SourceLoc],
     worth: impl Fn(&Instr) -> bool,
 ) -> Vec<Plan> {
     let mut out = Vec::new();
-    for a in activations(records) {
+    for a in acts {
         let (id, depth, start, end, n, runs) = a.parts();
         if n < 2 || runs != n {
             continue;

@@ -267,11 +267,45 @@ fn key(r: &Instr, version: impl Fn(BufId) -> u32) -> Key {
     }
 }
 
-/// The hash of `k`.
-fn hashed(k: &Key) -> u64 {
+/// A hash of [`key`]`(r, version)` made from the record's fields without building the key
+/// (equal keys hash equal; the walks hash every load, and building and hashing the whole key
+/// cost them more than the rest of their work on a load).
+fn key_hash(r: &Instr, version: impl Fn(BufId) -> u32) -> u64 {
     let mut h = crate::timing::fast_hash::FastHasher::default();
-    k.hash(&mut h);
+    let w = r.writes[0];
+    (r.opcode, r.engine, r.in_dtype, r.out_dtype).hash(&mut h);
+    h.write_u64(api_word(r.api));
+    h.write_u64(u64::from(r.partitions) | u64::from(r.free) << 32);
+    let flags = u64::from(r.inputs) | u64::from(r.psum) << 8 | u64::from(r.contiguous) << 9;
+    h.write_u64(flags | u64::from(w.p1 - w.p0) << 32);
+    h.write_u64(w.hi - w.lo);
+    if let Some(m) = r.matmul {
+        h.write_u64(u64::from(m.k) | u64::from(m.m) << 32);
+        h.write_u64(u64::from(m.n) | u64::from(m.fp32) << 32);
+    }
+    if let Some(d) = r.dma {
+        (d.src, d.dst).hash(&mut h);
+        h.write_u64(d.bytes);
+        h.write_u64(u64::from(d.partitions) | d.chunk_bytes << 32);
+    }
+    h.write_usize(r.reads.len());
+    for g in r.reads.iter() {
+        g.buf.hash(&mut h);
+        h.write_u64(u64::from(g.p0) | u64::from(g.p1) << 32);
+        h.write_u64(g.lo);
+        h.write_u64(g.hi);
+        h.write_u32(version(g.buf));
+    }
     h.finish()
+}
+
+/// The length and up to the last eight bytes of an API name, as one word.
+fn api_word(api: &str) -> u64 {
+    let b = api.as_bytes();
+    let n = b.len().min(8);
+    let mut w = [0u8; 8];
+    w[..n].copy_from_slice(&b[b.len() - n..]);
+    u64::from_le_bytes(w) ^ (b.len() as u64) << 56
 }
 
 /// `reg` (a read of the region `from` held) moved onto region `to`, clipped to it.
@@ -308,27 +342,51 @@ pub(crate) fn run(
     cap: usize,
 ) -> CompilerStats {
     let mut stats = CompilerStats::default();
-    if stage.interchange && stage.hoist_compute {
-        interchange(records, stage, loops, &mut stats, marks, cap);
+    // The passes below keep the tile ids (only `multi_buffer`, last, makes new ones).
+    let ids = TileIds::of(records);
+    let interchanges = stage.interchange && stage.hoist_compute;
+    // The loop activations, made once for the interchange and the fusion while the records
+    // stay as they are.
+    let mut acts =
+        (interchanges || stage.fuse).then(|| crate::compiler::fuse::activations(records));
+    if interchanges {
+        let all = acts.as_deref().unwrap_or_default();
+        if interchange(records, all, stage, loops, &mut stats, marks, cap, ids) {
+            acts = None;
+        }
     }
     if stage.fuse {
-        crate::compiler::fuse::fuse(records, loops, &mut stats, marks);
+        crate::compiler::fuse::fuse(records, acts.as_deref(), loops, &mut stats, marks);
     }
     if stage.psum_zero_fold {
         let folded = fold_psum_zeros(records, &mut stats);
         remove(records, &folded, marks);
     }
     let loops = &loops[..];
+    // Every buffer's last accesses in the records as they are (`None`: changed since).
+    let mut accesses = None;
     if stage.dedup || stage.hoist {
-        let removed = dedup(records, stage, loops, &mut stats);
+        let info = last_accesses(records, ids);
+        let removed = dedup(records, stage, loops, &mut stats, info.clone());
+        if removed.is_empty() {
+            accesses = Some(info);
+        }
         remove(records, &removed, marks);
     }
     if stage.hoist_compute {
-        let removed = hoist_invariant_compute(records, stage, loops, &mut stats, marks, cap);
+        let removed = hoist_invariant_compute(
+            records,
+            stage,
+            loops,
+            &mut stats,
+            marks,
+            cap,
+            (ids, accesses.as_ref()),
+        );
         remove(records, &removed, marks);
     }
     if stage.multi_buffer {
-        multi_buffer(records, loops, &mut stats);
+        multi_buffer(records, loops, &mut stats, ids);
     }
     stats.sort();
     stats
@@ -337,20 +395,24 @@ pub(crate) fn run(
 /// Interchanges the `affine_range` loops of `records` whose iterations each run a sequential
 /// loop (`compiler::interchange`) where, on a trial, the hoisting of loop-invariant
 /// computations then keeps results out of the interchanged loop that fit in `cap` bytes per
-/// partition. New activations' lines are appended to `loops`.
+/// partition. New activations' lines are appended to `loops`. `acts`: the activations of
+/// `records`; `ids`: their tile ids. Returns true when something was interchanged.
+#[allow(clippy::too_many_arguments)]
 fn interchange(
     records: &mut Vec<Instr>,
+    acts: &[crate::compiler::fuse::Act],
     stage: CompilerStage,
     loops: &mut Vec<SourceLoc>,
     stats: &mut CompilerStats,
     marks: &mut [usize],
     cap: usize,
-) {
+    ids: TileIds,
+) -> bool {
     use crate::compiler::interchange as ic;
     let worth = |r: &Instr| pure_compute(r) || (r.opcode == Opcode::Transpose && removable(r));
-    let plans = ic::plans(records, loops, worth);
+    let plans = ic::plans(records, acts, loops, worth);
     if plans.is_empty() {
-        return;
+        return false;
     }
     let mut trial = records.clone();
     let mut trial_loops = loops.clone();
@@ -361,6 +423,7 @@ fn interchange(
         &trial_loops,
         &mut CompilerStats::default(),
         &[],
+        (ids, None),
     );
     drop(trial);
     let fits = |a: &u32| {
@@ -376,7 +439,7 @@ fn interchange(
         .map(|(p, _)| p)
         .collect();
     if chosen.is_empty() {
-        return;
+        return false;
     }
     for p in &chosen {
         let (line, body) = p.lines(loops);
@@ -391,6 +454,7 @@ fn interchange(
         });
     }
     ic::apply(records, &chosen, loops, marks);
+    true
 }
 
 /// Counts the DMAs of `records` (one instance) between a tile and one of the instance's
@@ -507,16 +571,15 @@ fn fold_psum_zeros(records: &[Instr], stats: &mut CompilerStats) -> Vec<usize> {
 }
 
 /// Finds the removable duplicates of `records`, renames their readers onto the kept
-/// instruction's result, and returns their indices (ascending).
+/// instruction's result, and returns their indices (ascending). `info`: every buffer's last
+/// access and last write in `records` ([`last_accesses`]); the walk counts its writes.
 fn dedup(
     records: &mut [Instr],
     stage: CompilerStage,
     loops: &[SourceLoc],
     stats: &mut CompilerStats,
+    mut info: BufTable<Info>,
 ) -> Vec<usize> {
-    // Per buffer: its last access and last write in the program as written, and (during the
-    // walk) how many writes it has received.
-    let mut info = last_accesses(records);
     // A cheap first look: does a removable instruction repeat an earlier one (unversioned
     // key, by hash) whose tile is still in use? Kernels without such repeats (the tutorial's
     // tiled matmul drops each tile before loading it again) stop here.
@@ -525,7 +588,7 @@ fn dedup(
         .iter()
         .enumerate()
         .filter(|(_, r)| removable(r))
-        .any(|(i, r)| match seen.entry(hashed(&key(r, |_| 0))) {
+        .any(|(i, r)| match seen.entry(key_hash(r, |_| 0)) {
             std::collections::hash_map::Entry::Occupied(e) => {
                 let held = info.get(*e.get()).is_some_and(|x| x.last as usize >= i);
                 *e.into_mut() = r.writes[0].buf;
@@ -550,7 +613,7 @@ fn dedup(
         rename_reads(&mut records[i], &renames);
         let r = &records[i];
         if removable(r) {
-            let k = hashed(&key(r, |b| info.get(b).map_or(0, |e| e.writes)));
+            let k = key_hash(r, |b| info.get(b).map_or(0, |e| e.writes));
             let hit = table
                 .get(&k)
                 .copied()
@@ -684,6 +747,7 @@ fn hoist_invariant_compute(
     stats: &mut CompilerStats,
     marks: &mut [usize],
     cap: usize,
+    known: (TileIds, Option<&BufTable<Info>>),
 ) -> Vec<usize> {
     if !records
         .iter()
@@ -695,7 +759,7 @@ fn hoist_invariant_compute(
     // Loops whose hoisted values do not fit in SBUF keep their computations (see
     // `CompilerStage::hoist_compute`); when every loop's fit, the first walk is the result.
     let before = stats.clone();
-    let tried = invariant_walk(records, stage, loops, stats, &[]);
+    let tried = invariant_walk(records, stage, loops, stats, &[], known);
     let banned: Vec<u32> = tried
         .kept_bytes
         .iter()
@@ -706,7 +770,7 @@ fn hoist_invariant_compute(
         tried
     } else {
         *stats = before;
-        invariant_walk(records, stage, loops, stats, &banned)
+        invariant_walk(records, stage, loops, stats, &banned, known)
     };
     let Walked {
         mut removed,
@@ -718,7 +782,7 @@ fn hoist_invariant_compute(
     for (i, reads) in renamed {
         records[i].reads = reads;
     }
-    drop_unfed_loads(records, &mut removed, &unfed, stats);
+    drop_unfed_loads(records, &mut removed, &unfed, stats, known.0);
     removed.sort_unstable();
     to_preheaders(records, &hoisted_out, &mut removed, marks);
     removed
@@ -740,19 +804,25 @@ struct Walked {
 }
 
 /// The value walk of [`hoist_invariant_compute`], hoisting nothing out of the loop
-/// activations in `banned`.
+/// activations in `banned`. `known`: the tile ids of `records` and, when known, every
+/// buffer's last accesses in them ([`last_accesses`]).
 fn invariant_walk(
     records: &[Instr],
     stage: CompilerStage,
     loops: &[SourceLoc],
     stats: &mut CompilerStats,
     banned: &[u32],
+    known: (TileIds, Option<&BufTable<Info>>),
 ) -> Walked {
+    let (ids, accesses) = known;
     let mut kept_bytes: Map<u32, u64> = Map::default();
     // Per buffer: its writes (index, region), to tell whether a kept region is overwritten
     // later; made on the first question (most walks find no repeat and ask none).
     let written: std::cell::OnceCell<Map<BufId, Vec<(u32, Region)>>> = std::cell::OnceCell::new();
-    let mut info = last_accesses(records);
+    let mut info = match accesses {
+        Some(a) => a.clone(),
+        None => last_accesses(records, ids),
+    };
     // True when nothing after record `o` writes into `kept`.
     let intact = |o: usize, kept: &Region| {
         let written = written.get_or_init(|| {
@@ -769,7 +839,7 @@ fn invariant_walk(
             .is_none_or(|l| l.iter().all(|(k, w)| *k as usize <= o || !w.overlaps(kept)))
     };
     // Per buffer: the regions written and the value each holds, latest last.
-    let mut values: Map<BufId, Vec<(Region, u64)>> = Map::default();
+    let mut values: BufTable<Held> = BufTable::new(ids);
     // The first instruction computing each value, and its result.
     let mut first: Map<u64, (usize, Region)> = Map::default();
     let mut renames = Renames::default();
@@ -793,9 +863,7 @@ fn invariant_walk(
         };
         let value_of = |g: &Region| {
             let mut h = crate::timing::fast_hash::FastHasher::default();
-            let held = values
-                .get(&g.buf)
-                .and_then(|l| l.iter().rev().find(|(w, _)| w.overlaps(g)));
+            let held = values.get(g.buf).and_then(|l| l.latest_overlapping(g));
             match held {
                 Some((w, v)) if w.covers(g) => {
                     (v, g.p0 - w.p0, g.p1 - w.p0, g.lo - w.lo, g.hi - w.lo).hash(&mut h)
@@ -832,7 +900,7 @@ fn invariant_walk(
             }
             Some(h.finish())
         } else if removable(r) && r.opcode != Opcode::Transpose && r.opcode != Opcode::TensorCopy {
-            Some(hashed(&key(r, |b| info.get(b).map_or(0, |e| e.writes))))
+            Some(key_hash(r, |b| info.get(b).map_or(0, |e| e.writes)))
         } else {
             None
         };
@@ -880,11 +948,7 @@ fn invariant_walk(
         for w in &r.writes {
             info.entry(w.buf).writes += 1;
             end_renames(&mut renames, w);
-            let list = values.entry(w.buf).or_default();
-            list.retain(|(x, _)| !x.overlaps(w));
-            if let Some(v) = value {
-                list.push((*w, v));
-            }
+            values.entry(w.buf).write(w, value);
         }
     }
     Walked {
@@ -893,6 +957,52 @@ fn invariant_walk(
         unfed,
         kept_bytes,
         renamed,
+    }
+}
+
+/// The values the written regions of one buffer hold, latest last (most buffers hold one:
+/// kept inline).
+#[derive(Default)]
+enum Held {
+    #[default]
+    Nothing,
+    One(Region, u64),
+    Many(Vec<(Region, u64)>),
+}
+
+impl Held {
+    /// The latest written region that overlaps `g`, with its value.
+    fn latest_overlapping(&self, g: &Region) -> Option<(Region, u64)> {
+        match self {
+            Held::Nothing => None,
+            Held::One(w, v) => w.overlaps(g).then_some((*w, *v)),
+            Held::Many(l) => l.iter().rev().find(|(w, _)| w.overlaps(g)).copied(),
+        }
+    }
+
+    /// `w` written, holding `value` (`None`: none known): the regions it overlaps are gone.
+    fn write(&mut self, w: &Region, value: Option<u64>) {
+        match self {
+            Held::Nothing => {
+                if let Some(v) = value {
+                    *self = Held::One(*w, v);
+                }
+            }
+            Held::One(x, xv) => {
+                *self = match (x.overlaps(w), value) {
+                    (true, Some(v)) => Held::One(*w, v),
+                    (true, None) => Held::Nothing,
+                    (false, Some(v)) => Held::Many(vec![(*x, *xv), (*w, v)]),
+                    (false, None) => return,
+                };
+            }
+            Held::Many(l) => {
+                l.retain(|(x, _)| !x.overlaps(w));
+                if let Some(v) = value {
+                    l.push((*w, v));
+                }
+            }
+        }
     }
 }
 
@@ -1017,18 +1127,19 @@ impl Hoist {
 /// starting from the inputs of the removed copies of hoisted or duplicate computations
 /// (`unfed`, with where each copy went): the loads, and the TensorE transposes with the
 /// loads that fed them only. One walk back over the program: a producer comes before its
-/// readers.
+/// readers. `ids`: the tile ids of `records`.
 fn drop_unfed_loads(
     records: &[Instr],
     removed: &mut Vec<usize>,
     unfed: &[(BufId, Hoist)],
     stats: &mut CompilerStats,
+    ids: TileIds,
 ) {
     if unfed.is_empty() {
         return;
     }
     let gone: std::collections::HashSet<usize> = removed.iter().copied().collect();
-    let mut readers: BufTable<u32> = BufTable::new(records);
+    let mut readers: BufTable<u32> = BufTable::new(ids);
     for (i, r) in records.iter().enumerate() {
         if !gone.contains(&i) {
             for g in &r.reads {
@@ -1059,15 +1170,25 @@ fn drop_unfed_loads(
 /// Per-buffer values: a launch's tiles (nearly consecutive ids) in a vector indexed by id
 /// offset, other buffers in a map. The stage looks a buffer up per region; a hash lookup
 /// each made it cost a third of an estimate.
+#[derive(Clone)]
 struct BufTable<T> {
     base: u64,
     dense: Vec<T>,
     other: Map<BufId, T>,
 }
 
-impl<T: Default> BufTable<T> {
-    /// A table for the buffers of `records`.
-    fn new(records: &[Instr]) -> BufTable<T> {
+/// The tile ids of an instance's records: the ids a [`BufTable`] keeps in its vector (the
+/// stage's passes keep the ids, so they are found once).
+#[derive(Clone, Copy)]
+struct TileIds {
+    /// The lowest id and the number of ids kept in a vector (0: none).
+    base: u64,
+    dense: usize,
+}
+
+impl TileIds {
+    /// The tile ids of `records`.
+    fn of(records: &[Instr]) -> TileIds {
         let (mut lo, mut hi) = (u64::MAX, 0);
         for r in records {
             for g in r.reads.iter().chain(r.writes.iter()) {
@@ -1078,16 +1199,20 @@ impl<T: Default> BufTable<T> {
         }
         // Dense when the id range is within a few tiles per record.
         let span = hi.saturating_sub(lo).saturating_add(1);
-        let dense = if lo <= hi && span <= 4 * records.len() as u64 + 4096 {
-            std::iter::repeat_with(T::default)
-                .take(span as usize)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        BufTable {
+        let dense = lo <= hi && span <= 4 * records.len() as u64 + 4096;
+        TileIds {
             base: lo,
-            dense,
+            dense: if dense { span as usize } else { 0 },
+        }
+    }
+}
+
+impl<T: Default> BufTable<T> {
+    /// A table for the buffers of records whose tile ids are `ids`.
+    fn new(ids: TileIds) -> BufTable<T> {
+        BufTable {
+            base: ids.base,
+            dense: std::iter::repeat_with(T::default).take(ids.dense).collect(),
             other: Map::default(),
         }
     }
@@ -1132,8 +1257,8 @@ struct Info {
 
 /// Every buffer's last access and last write in `records` (the program as written; no writes
 /// counted yet).
-fn last_accesses(records: &[Instr]) -> BufTable<Info> {
-    let mut info: BufTable<Info> = BufTable::new(records);
+fn last_accesses(records: &[Instr], ids: TileIds) -> BufTable<Info> {
+    let mut info: BufTable<Info> = BufTable::new(ids);
     for (i, r) in records.iter().enumerate() {
         let i = i as u32;
         for g in &r.reads {
@@ -1160,18 +1285,25 @@ struct Use {
     /// The iteration of the access last walked, and the regions that iteration wrote.
     iter: Option<u32>,
     written: Vec<Region>,
+    /// The iterations it was renamed in.
+    iterations: Map<u32, ()>,
 }
 
 /// Most writes remembered per iteration of a renamed tile (a tile written in more pieces is
 /// left as written).
 const WRITES_PER_ITERATION: usize = 64;
 
-/// Renames the tiles of `records` that every iteration of an affine loop rewrites before
-/// reading: one buffer per iteration.
-fn multi_buffer(records: &mut [Instr], loops: &[SourceLoc], stats: &mut CompilerStats) {
+/// Renames the tiles of `records` (whose tile ids are `tiles`) that every iteration of an
+/// affine loop rewrites before reading: one buffer per iteration.
+fn multi_buffer(
+    records: &mut [Instr],
+    loops: &[SourceLoc],
+    stats: &mut CompilerStats,
+    tiles: TileIds,
+) {
     // Pass 1: per tile, its first access (index + 1; 0: none yet) and the loop depth at which
     // its accesses differ.
-    let mut first: BufTable<(u32, u32)> = BufTable::new(records);
+    let mut first: BufTable<(u32, u32)> = BufTable::new(tiles);
     let mut ids = Vec::new();
     for (i, r) in records.iter().enumerate() {
         let frames = r.affine.frames();
@@ -1193,13 +1325,16 @@ fn multi_buffer(records: &mut [Instr], loops: &[SourceLoc], stats: &mut Compiler
             e.1 = e.1.min(common as u32);
         }
     }
-    let mut uses: Map<u64, Use> = Map::default();
+    // The tiles to look at, and per tile its index in `uses` plus one (0: none).
+    let mut uses: Vec<(u64, Use)> = Vec::new();
+    let mut slot: BufTable<u32> = BufTable::new(tiles);
     for id in ids {
         let (at1, level) = first.get(BufId::Tile(id)).copied().unwrap_or_default();
         let at = at1 as usize - 1;
         let pos = records[at].affine.clone();
         if (level as usize) < pos.frames().len() {
-            uses.insert(
+            *slot.entry(BufId::Tile(id)) = uses.len() as u32 + 1;
+            uses.push((
                 id,
                 Use {
                     first: pos,
@@ -1208,14 +1343,19 @@ fn multi_buffer(records: &mut [Instr], loops: &[SourceLoc], stats: &mut Compiler
                     ok: true,
                     iter: None,
                     written: Vec::new(),
+                    iterations: Map::default(),
                 },
-            );
+            ));
         }
     }
-    drop(first);
     if uses.is_empty() {
         return;
     }
+    drop(first);
+    let use_of = |b: BufId| match b {
+        BufId::Tile(_) => slot.get(b).map_or(0, |&k| k as usize),
+        BufId::Hbm(_) => 0,
+    };
     // Pass 2: every access inside that loop, each iteration reading only what it wrote.
     for r in records.iter() {
         let frames = r.affine.frames();
@@ -1225,8 +1365,10 @@ fn multi_buffer(records: &mut [Instr], loops: &[SourceLoc], stats: &mut Compiler
             .map(|g| (g, false))
             .chain(r.writes.iter().map(|g| (g, true)));
         for (g, write) in accesses {
-            let BufId::Tile(id) = g.buf else { continue };
-            let Some(u) = uses.get_mut(&id) else { continue };
+            let k = use_of(g.buf);
+            let Some((_, u)) = k.checked_sub(1).map(|k| &mut uses[k]) else {
+                continue;
+            };
             if !u.ok {
                 continue;
             }
@@ -1253,28 +1395,46 @@ fn multi_buffer(records: &mut [Instr], loops: &[SourceLoc], stats: &mut Compiler
             }
         }
     }
-    uses.retain(|_, u| u.ok);
-    if uses.is_empty() {
+    if !uses.iter().any(|(_, u)| u.ok) {
         return;
     }
+    for (_, u) in uses.iter_mut() {
+        u.iter = None;
+    }
     // Pass 3: rename; the iterations each tile was renamed in.
-    let mut iterations: Map<u64, Map<u32, ()>> = Map::default();
     for r in records.iter_mut() {
+        if !r
+            .reads
+            .iter()
+            .chain(r.writes.iter())
+            .any(|g| use_of(g.buf) != 0)
+        {
+            continue;
+        }
         let pos = r.affine.clone();
         let frames = pos.frames();
         let regions = r.reads.iter_mut().chain(r.writes.iter_mut());
         for g in regions {
-            let BufId::Tile(id) = g.buf else { continue };
-            let Some(u) = uses.get(&id) else { continue };
+            let k = use_of(g.buf);
+            let Some((id, u)) = k.checked_sub(1).map(|k| &mut uses[k]) else {
+                continue;
+            };
+            if !u.ok {
+                continue;
+            }
             let it = frames[u.level].1;
-            let low = id & ((1 << ID_BITS) - 1);
+            let low = *id & ((1 << ID_BITS) - 1);
             g.buf = BufId::Tile(RENAMED | ((it as u64) << ID_BITS) | low);
-            iterations.entry(id).or_default().insert(it, ());
+            // Consecutive accesses are mostly of one iteration: counted once.
+            if u.iter != Some(it) {
+                u.iter = Some(it);
+                u.iterations.insert(it, ());
+            }
         }
     }
-    let mut renamed: Vec<(&u64, &Use)> = uses.iter().collect();
-    renamed.sort_unstable_by_key(|(_, u)| u.at);
-    for (id, u) in renamed {
+    let mut renamed: Vec<&(u64, Use)> = uses.iter().filter(|(_, u)| u.ok).collect();
+    renamed.sort_unstable_by_key(|(id, u)| (u.at, *id));
+    for (_, u) in renamed {
         let r = &records[u.at];
         stats.renamed_tiles += 1;
         stats.add(CompilerLine {
@@ -1283,7 +1443,7 @@ fn multi_buffer(records: &mut [Instr], loops: &[SourceLoc], stats: &mut Compiler
             api: r.api,
             kept: None,
             loop_line: loops.get(u.first.frames()[u.level].0 as usize).copied(),
-            count: iterations.get(id).map_or(0, Map::len),
+            count: u.iterations.len(),
             bytes: 0,
         });
     }
