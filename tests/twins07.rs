@@ -165,3 +165,22 @@ fn rmsnorm_07_computes_its_beta1_twins_values_and_differs_only_in_the_gain_broad
         );
     }
 }
+
+#[test]
+fn transpose2d_07_is_its_beta1_twin() {
+    use nki_kernels::transpose2d::{transpose2d, transpose2d_07};
+    // The tutorial's int8 case, and rows past one tile.
+    let v: Vec<i8> = (0..5 * 12).map(|i| (i * 7 % 256) as i8).collect();
+    let input = Hbm::from_vec(&[5, 12], v).unwrap();
+    let mut out = Hbm::<i8>::zeros([5, 12]);
+    let p = transpose2d::simulate(1, TARGET, &input, &mut out, 3, 4).unwrap();
+    let twin = transpose2d_07::simulate(1, TARGET, &input, 3, 4).unwrap();
+    same_values("transpose2d [5, 3 * 4]", &out, &twin.0);
+    same_timeline("transpose2d [5, 3 * 4]", &p, &twin.1);
+    let input = f32_input(200, 64, 5);
+    let mut out = Hbm::<f32>::zeros([200, 64]);
+    let p = transpose2d::simulate(1, TARGET, &input, &mut out, 8, 8).unwrap();
+    let twin = transpose2d_07::simulate(1, TARGET, &input, 8, 8).unwrap();
+    same_values("transpose2d [200, 8 * 8]", &out, &twin.0);
+    same_timeline("transpose2d [200, 8 * 8]", &p, &twin.1);
+}

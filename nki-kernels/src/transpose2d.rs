@@ -42,3 +42,30 @@ pub fn transpose2d<T: Element>(input: &Hbm<T>, out: &mut Hbm<T>, x: usize, y: us
         nl::store(out.slice((r, ..)), &out_tile);
     }
 }
+
+/// The NKI 0.7 twin of [`transpose2d`](fn@transpose2d): each row's `X x Y` matrix of
+/// `input[P, X * Y]` transposed, returned, on one core (launch it on `[1]`). The same tiles
+/// and instructions written in 0.7's form: SBUF tensors allocated with `nl::ndarray`, data
+/// moved by `nisa::dma_copy`, and the transpose one `nisa::tensor_copy` from the input tile
+/// viewed as `[rows, X, Y]` with its free dimensions swapped into the output tile viewed as
+/// `[rows, Y, X]`. It computes the same values as the Beta-1 kernel.
+#[nki_kernel(nki = "0.7")]
+pub fn transpose2d_07<T: Element>(input: &Hbm<T>, x: usize, y: usize) -> Hbm<T> {
+    let shape = expect_rank(OP, "input", input.shape(), 2);
+    let rows = shape[0];
+    require(OP, x * y == shape[1] && x * y > 0, || {
+        format!("input{shape:?} must have X * Y = {x} * {y} columns")
+    });
+    let out = nl::ndarray(shape, input.dtype(), nl::shared_hbm);
+    for t in nl::affine_range(nl::num_tiles(rows, nl::tile_size::PMAX)) {
+        let r = nl::tile_range(t, nl::tile_size::PMAX, rows);
+        let n = r.len();
+        let in_tile = nl::ndarray(&[n, x * y], input.dtype(), nl::sbuf);
+        nisa::dma_copy(&in_tile, input.slice((r.clone(), ..)), None);
+        let out_tile = nl::ndarray(&[n, x * y], input.dtype(), nl::sbuf);
+        let swapped = in_tile.reshape(&[n, x, y]).permute(&[0, 2, 1]);
+        nisa::tensor_copy(out_tile.reshape(&[n, y, x]), swapped, None);
+        nisa::dma_copy(out.slice((r, ..)), &out_tile, None);
+    }
+    out
+}
