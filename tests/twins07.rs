@@ -184,3 +184,20 @@ fn transpose2d_07_is_its_beta1_twin() {
     same_values("transpose2d [200, 8 * 8]", &out, &twin.0);
     same_timeline("transpose2d [200, 8 * 8]", &p, &twin.1);
 }
+
+#[test]
+fn average_pool2d_07_is_its_beta1_twin() {
+    use nki_kernels::average_pool2d::{average_pool2d, average_pool2d_07};
+    // The tutorial's [2, 6, 6] bf16 image, and one past a tile of channels with pool 3.
+    for (c, h, w, pool) in [(2, 6, 6, 2), (130, 9, 12, 3)] {
+        let what = format!("average_pool2d [{c}, {h}, {w}] pool {pool}");
+        let v = random_range(c * h * w, -4.0, 4.0, 7);
+        let input =
+            Hbm::<bf16>::from_vec(&[c, h, w], v.into_iter().map(bf16::from_f32).collect()).unwrap();
+        let mut out = Hbm::<bf16>::zeros([c, h / pool, w / pool]);
+        let p = average_pool2d::simulate(1, TARGET, &input, &mut out, pool).unwrap();
+        let twin = average_pool2d_07::simulate(1, TARGET, &input, pool).unwrap();
+        same_values(&what, &out, &twin.0);
+        same_timeline(&what, &p, &twin.1);
+    }
+}

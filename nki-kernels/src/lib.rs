@@ -18,10 +18,11 @@
 //!   [`rotary`](mod@rotary), [`sd_attention`] (v1 and v2),
 //!   [`flash_attention`] (causal forward with LSE), [`mamba`] (v1 and v2),
 //!   [`rmsnorm_qkv`](mod@rmsnorm_qkv), [`conv2d`] (conv2d + max-pool, CS149 form).
-//!   These are NKI Beta 1; the streaming add, transpose, softmax and RMSNorm also have NKI
-//!   0.7 twins beside them, computing the same values:
+//!   These are NKI Beta 1; the streaming add, transpose, average pooling, softmax and
+//!   RMSNorm also have NKI 0.7 twins beside them, computing the same values:
 //!   [`tensor_add_stream_07`](fn@tensor_add::tensor_add_stream_07),
 //!   [`transpose2d_07`](fn@transpose2d::transpose2d_07),
+//!   [`average_pool2d_07`](fn@average_pool2d::average_pool2d_07),
 //!   [`softmax_07`](fn@softmax::softmax_07), [`rmsnorm_07`](fn@rmsnorm::rmsnorm_07).
 //! - [`kernel_optimization`]: the SDK's kernel-optimization tutorial (NKI 0.7 surface), all
 //!   five matmul versions from a single tile to fully blocked.
