@@ -177,17 +177,18 @@ pub struct TargetSpec {
     /// trn2's figure \[A\].
     pub gpsimd_dma_bytes_per_ns: f64,
     /// Static cycles a Vector/Scalar/GpSimd instruction with a PSUM operand adds to its
-    /// duration: starting an SBUF/PSUM access "costs ≈ 60 cycles of static overhead, partly
-    /// hidden by pipelining", and "a static overhead of ~100 cycles" comes on top when each
-    /// instruction depends on the previous one \[E S1\], as a PSUM read-out depends on the
-    /// matmul that wrote it. FITTED on calibration §6a: the ladder's `tensor_copy` of
+    /// duration, derived from the architecture guide's two documented overheads \[E S1\]:
+    /// starting an SBUF/PSUM access "costs ≈ 60 cycles of static overhead", and "a static
+    /// overhead of ~100 cycles" comes on top when each instruction depends on the previous
+    /// one, as a PSUM read-out depends on the matmul that wrote it: 60 + 100 = 160 cycles
+    /// \[D\]. Checked on calibration §6a (not fitted there): the ladder's `tensor_copy` of
     /// `[128, 512]` fp32 PSUM to bf16 on VectorE took 687 ns each (176 µs for 256 in V0, 174
-    /// and 172 µs in V1 and V2) against 512 cycles (533 ns) of elements at trn2's 0.96 GHz:
-    /// 148 cycles. Out of sample it gives §3b's transpose (64 `[128, 128]` fp32 PSUM copies on
-    /// ScalarE, 16.3 µs active, 255 ns each) 64 x (128 + 148) cycles at 1.2 GHz = 14.7 µs
-    /// (−10 %; 6.8 µs without it), and it is the size of the static overhead of §2's dependent
-    /// 1-element activations (a 159 ns duration at 1.4 GHz, 223 cycles, of which 64 are
-    /// `MIN_II`) \[E S23\]. Taken for every target and for PSUM writes too \[A\] (no figure).
+    /// and 172 µs in V1 and V2), 512 cycles (533 ns) of elements at trn2's 0.96 GHz plus 148
+    /// cycles; 160 gives 700 ns (+1.8 / +3.0 / +4.2 %). §3b's transpose (64 `[128, 128]` fp32
+    /// PSUM copies on ScalarE, 16.3 µs active, 255 ns each): 64 x (128 + 160) cycles at
+    /// 1.2 GHz = 15.4 µs (−5.8 %; 6.8 µs without it). The same size as the static part of
+    /// §2's dependent 1-element activations (a 159 ns duration at 1.4 GHz, 223 cycles, of
+    /// which 64 are `MIN_II`) \[E S23\]. Taken for every target and for PSUM writes too \[A\].
     pub psum_access_cycles: u64,
     /// Minimum II of dynamic-offset copies, cycles (`MIN_II_DYNAMIC`) \[E S13\].
     pub min_ii_dynamic: u64,
@@ -475,7 +476,7 @@ const TRN1_SPEC: TargetSpec = TargetSpec {
     hwdge_ns: 600.0,
     gpsimd_dma_bytes_per_ns: 0.0,
     min_ii_dynamic: 600,
-    psum_access_cycles: 148,
+    psum_access_cycles: 160,
     dependency_latency_cycles: 200,
     vector_perf_modes: false,
     launch_overhead_ns: 15_000.0,

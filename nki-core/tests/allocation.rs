@@ -352,12 +352,7 @@ fn iota_or_load(b: &Hbm<f32>, out: &mut Hbm<f32>) {
 fn iota_load(h: SchedulingHeuristic) -> (f64, f64, f64) {
     let b = Hbm::<f32>::shape_only([128, 2048]);
     let mut out = Hbm::<f32>::shape_only([2, 128, 2048]);
-    // Rotation off: the transfer waits for its descriptors through their write of its
-    // destination (with rotation the transfer's write takes a fresh address).
-    let config = CompileConfig::default()
-        .address_rotation(AddressRotation::Disable)
-        .scheduling(h);
-    let p = with_compile_config(config, || {
+    let p = with_compile_config(CompileConfig::default().scheduling(h), || {
         iota_or_load::estimate(Grid::new([1]), Target::Trn2, &b, &mut out).unwrap()
     });
     (
@@ -377,4 +372,60 @@ fn dma_prefetch_starts_a_dma_on_an_engine_queue_before_compute_ready_as_early() 
     let (iota, load, prefetch) = iota_load(SchedulingHeuristic::DmaPrefetch);
     assert!(load < iota, "DMA_PREFETCH: the DMA first: {load} vs {iota}");
     assert!(prefetch < asap, "{prefetch} vs {asap}");
+}
+
+// ---- DMA descriptor generation ----
+
+/// An `iota` that holds GpSimdE for a few microseconds, then a `[128, 256]` fp32 tile
+/// gathered from the first columns of `a` and stored whole, both transfers with software-DGE
+/// descriptors (generated on GpSimdE behind the iota).
+#[nki_kernel]
+fn generated_copy(a: &Hbm<f32>, out: &mut Hbm<f32>, ramp: &mut Hbm<f32>) {
+    let r = nisa::iota(&AffineExpr::new(128, 4096).free(1, 4096), DType::F32);
+    let t = nl::ndarray(&[128, 256], DType::F32, nki_core::Alloc::from(nl::sbuf));
+    let opts = DmaOpts::new().dge_mode(DgeMode::Swdge);
+    nki_core::nisa::dma_copy(t.slice((.., ..)), a.slice((.., 0..256)), opts);
+    nki_core::nisa::dma_copy(out.slice((.., ..)), t.slice((.., ..)), opts);
+    nl::store(ramp.view(), &r);
+}
+
+#[test]
+fn a_transfer_starts_after_its_descriptors_whatever_address_its_tile_takes() {
+    use nki_core::Track;
+    let a = Hbm::<f32>::shape_only([128, 1024]);
+    let mut out = Hbm::<f32>::shape_only([128, 256]);
+    let mut ramp = Hbm::<f32>::shape_only([128, 4096]);
+    for rotation in [AddressRotation::Auto, AddressRotation::Disable] {
+        let config = CompileConfig::default().address_rotation(rotation);
+        let p = with_compile_config(config, || {
+            generated_copy::estimate(Grid::new([1]), Target::Trn2, &a, &mut out, &mut ramp)
+        })
+        .unwrap();
+        let line = |s: &nki_core::Span| {
+            p.ops
+                .get(s.op as usize)
+                .is_some_and(|o| o.api == "nisa.dma_copy")
+        };
+        let spans = |on: &dyn Fn(&Track) -> bool| {
+            let mut v: Vec<(f64, f64)> = p
+                .spans
+                .iter()
+                .filter(|s| s.cause.is_none() && line(s) && on(&s.track))
+                .map(|s| (s.start_ns, s.start_ns + s.dur_ns))
+                .collect();
+            v.sort_by(|x, y| x.0.total_cmp(&y.0));
+            v
+        };
+        let generation = spans(&|t| *t == Track::GpSimd);
+        let transfers = spans(&|t| matches!(t, Track::DmaQueue(_)));
+        assert_eq!((generation.len(), transfers.len()), (2, 2), "{p}");
+        for (g, d) in generation.iter().zip(&transfers) {
+            assert!(
+                d.0 >= g.1,
+                "{rotation:?}: a transfer at {} before its descriptors end at {}",
+                d.0,
+                g.1
+            );
+        }
+    }
 }

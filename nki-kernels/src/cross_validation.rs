@@ -289,16 +289,6 @@ pub const CONSTANTS: &[Constant] = &[
         set: trn2_up_spec!(mm_min_cycles, u64),
     },
     Constant {
-        name: "psum_access_cycles (all)",
-        fitted_on: Family::Trn2Profiles,
-        prior: 0.0,
-        range: cycles(16.0, 800.0, 6),
-        targets: ALL_TARGETS,
-        link: false,
-        get: |t| t.specs[I_TRN1].psum_access_cycles as f64,
-        set: every_spec!(psum_access_cycles, u64),
-    },
-    Constant {
         name: "collective_dma_fraction (links)",
         fitted_on: Family::Collectives,
         prior: 1.0,

@@ -719,9 +719,10 @@ fn dynamic_oob(ins: &Op, opts: &DmaOpts, dst: &DmaEndpoint, srcs: &[DmaEndpoint]
 /// With software or hardware DGE, the descriptor generation that precedes the transfer: one
 /// record on the generating engine (GpSimdE for swdge; the Sync engine, or `opts.engine`, for
 /// hwdge), costed by the target (`hwdge_ns`, GpSimd's start-up plus one cycle per
-/// descriptor), whose write of `dst`'s region the transfer waits for. `dge_mode` none or
-/// unknown records nothing more (the compiler's choice is not public; the DMA costs what it
-/// did before).
+/// descriptor); the transfer, the next record, starts after it (the timing model's
+/// dependency pass links the two, whatever address the allocation gives `dst`). `dge_mode`
+/// none or unknown records nothing more (the compiler's choice is not public; the DMA costs
+/// what it did before).
 pub(super) fn descriptors(ins: &Op, opts: &DmaOpts, dst: &DmaEndpoint, src: &DmaEndpoint) {
     let engine = match opts.dge_mode {
         DgeMode::Swdge => Engine::GpSimd,

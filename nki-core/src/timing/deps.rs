@@ -6,7 +6,7 @@ use super::fast_hash;
 use super::order::{self, Edge, Kind};
 #[cfg(test)]
 use crate::record::Instr;
-use crate::record::{BufId, Engine, Region};
+use crate::record::{BufId, Engine, Opcode, Region};
 use crate::slots::SlotVec;
 
 /// Most accesses remembered per buffer and kind (reads / writes). Older ones are forgotten
@@ -172,8 +172,7 @@ fn dependencies(recs: &[&Instr], base: u32, out: &mut Vec<(u32, Edge)>) {
     pass.edges = std::mem::take(out);
     pass.engines.reserve(recs.len());
     for r in recs {
-        let boundary = r.opcode == crate::record::Opcode::LoopBranch;
-        pass.add(r.engine, &r.reads, &r.writes, boundary);
+        pass.add(r.engine, r.opcode, &r.reads, &r.writes);
     }
     *out = pass.edges;
 }
@@ -209,6 +208,9 @@ pub(crate) struct DepPass {
     pub(super) preds: Vec<u32>,
     /// The device-loop iteration boundaries fed so far.
     bounds: Boundaries,
+    /// The record fed last, when it generated a DMA's descriptors (software or hardware
+    /// DGE): the DMA fed right after it is its transfer.
+    descriptors: Option<u32>,
 }
 
 /// The iteration boundaries of device loops (`nl::fori_loop`, `nl::while_loop`) a pass has
@@ -304,6 +306,7 @@ impl DepPass {
                 since: base,
                 ..Boundaries::default()
             },
+            descriptors: None,
         }
     }
 
@@ -323,6 +326,7 @@ impl DepPass {
             since: base,
             ..Boundaries::default()
         };
+        self.descriptors = None;
         self.base = base;
     }
 
@@ -375,16 +379,19 @@ impl DepPass {
         &self.by_pred[self.first[r] as usize..self.first[r + 1] as usize]
     }
 
-    /// Feeds the next record: it runs on `engine`, reads `reads` and writes `writes`;
-    /// `boundary` when it is a loop branch closing a device loop's iteration (see
-    /// [`Boundaries`]).
+    /// Feeds the next record: it runs on `engine` with `opcode`, reads `reads` and writes
+    /// `writes`. A loop branch closes a device loop's iteration (see [`Boundaries`]); a DMA
+    /// fed right after the generation of its descriptors (software or hardware DGE) starts
+    /// after it, as a read of what it wrote (the transfer moves the descriptors it made,
+    /// whatever address the allocation gives the transfer's destination).
     pub(crate) fn add(
         &mut self,
         engine: Engine,
+        opcode: Opcode,
         reads: &[Region],
         writes: &[Region],
-        boundary: bool,
     ) {
+        let boundary = opcode == Opcode::LoopBranch;
         let me = self.base + self.engines.len() as u32;
         self.engines.push(engine);
         self.nsucc.push(0);
@@ -397,6 +404,19 @@ impl DepPass {
         };
         if boundary || !self.bounds.branches.is_empty() {
             self.bounds.link(me, boundary, &mut out);
+        }
+        if let Some(d) = self.descriptors.take() {
+            if engine == Engine::Dma {
+                let e = Edge {
+                    succ: me,
+                    kind: Kind::Raw,
+                    late: false,
+                };
+                out.link(d, e);
+            }
+        }
+        if opcode == Opcode::DmaDescriptors {
+            self.descriptors = Some(me);
         }
         let tensor = engine == Engine::Tensor;
         // The slots of the first regions, looked up once for the checks and the updates.

@@ -7,7 +7,7 @@
 use super::cost::{self, CostFacts, DmaPlan, TensorCost};
 use super::deps::DepPass;
 use super::scratch::SimScratch;
-use crate::record::{CoreStream, Engine, Instr, Opcode, Region};
+use crate::record::{CoreStream, Engine, Instr, Region};
 use crate::target::TargetSpec;
 use std::sync::Mutex;
 
@@ -432,8 +432,7 @@ impl Prepared {
         };
         let spec = self.spec;
         let i = self.engine.len() as u32;
-        core.deps
-            .add(r.engine, reads, writes, r.opcode == Opcode::LoopBranch);
+        core.deps.add(r.engine, r.opcode, reads, writes);
         core.counts[r.engine.index()] += 1;
         self.engine.push(r.engine);
         self.core.push(core.pos as u16);
