@@ -113,7 +113,8 @@ pub use max8::{max8, nc_find_index8, nc_match_replace8, MAX8_MAX_ELEMENTS};
 pub use mx::{nc_matmul_mx, quantize_mx};
 pub use named::named;
 pub use nki_scalar::{
-    scalar_load, scalar_load_on, scalar_store, scalar_store_on, NkiScalar, ScalarType,
+    scalar_load, scalar_load_i64, scalar_load_on, scalar_store, scalar_store_on, NkiScalar,
+    ScalarType,
 };
 pub use nonzero::{nonzero_with_count, NONZERO_PARTITION_STEP};
 pub use opts::{MatmulOpts, MatmulPerfMode, Opts, ReduceOpts};

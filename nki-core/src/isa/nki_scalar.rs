@@ -16,7 +16,9 @@
 //! `1410065408` in int32); two scalars combined must have the same dtype, and an integer
 //! operand takes the scalar's dtype (an error when it does not fit). Registers are 32-bit
 //! on the sequencers [hardware.md §1 "control instructions"]; nki-rs has no int64 tile dtype,
-//! so an int64 scalar is a constant (`NkiScalar::from(x_i64)`), not loaded from a tile.
+//! so an int64 scalar is loaded from, and stored to, the two 32-bit words of a `[1, 2]` int32 or
+//! uint32 tile, low word first (the bytes of one int64 element, little-endian):
+//! [`scalar_load_i64`], and [`scalar_store`] of an int64 value.
 //!
 //! Engines (NKI 0.8): [`scalar_load_on`] binds a scalar to one engine's sequencer; a scalar
 //! bound to an engine may be stored only by that engine and may not decide a branch (every
@@ -53,7 +55,8 @@ impl ScalarType {
     }
 
     /// The tile dtype a scalar of this type is loaded from and stored to (`None` for int64:
-    /// nki-rs has no int64 tile dtype).
+    /// nki-rs has no int64 tile dtype; an int64 lives in the two words of a `[1, 2]` int32 or
+    /// uint32 tile).
     pub fn tile_dtype(self) -> Option<DType> {
         match self {
             ScalarType::Int32 => Some(DType::I32),
@@ -362,27 +365,35 @@ impl NkiScalar {
     }
 }
 
-/// Checks that `t` is a 1x1 `int32` or `uint32` tile for `api`; returns its scalar dtype.
-fn one_scalar_tile(ins: &Op, what: &str, t: &TileRef) -> ScalarType {
+/// Checks that `t` is a 1x1 `int32` or `uint32` tile for `api` (`wide`: a `[1, 2]` one holding
+/// an int64's two words, low first); returns its scalar dtype.
+fn one_scalar_tile(ins: &Op, what: &str, t: &TileRef, wide: bool) -> ScalarType {
     ins.operand(what, t);
     let ty = match t.dtype() {
+        DType::I32 | DType::U32 if wide => ScalarType::Int64,
         DType::I32 => ScalarType::Int32,
         DType::U32 => ScalarType::Uint32,
         d => ins.fail(
             ErrorKind::DType,
             format!(
                 "{what} has dtype {}; a scalar register is read from and written to an int32 \
-                 or uint32 tile (NKI also takes int64, which nki-rs has no tile dtype for)",
+                 or uint32 tile (an int64 one: the two words of a [1, 2] int32 or uint32 tile, \
+                 as nki-rs has no int64 tile dtype)",
                 d.name()
             ),
         ),
     };
-    if t.shape().iter().product::<usize>() != 1 {
+    let (want, words) = if wide { ([1, 2], 2) } else { ([1, 1], 1) };
+    if t.shape().iter().product::<usize>() != words || t.partitions() != 1 {
         ins.fail(
             ErrorKind::ShapeMismatch,
             format!(
-                "{what} has shape {:?}; a scalar is read from and written to a 1x1 tile",
-                t.shape()
+                "{what} has shape {:?}; {} is read from and written to a {want:?} tile",
+                t.shape(),
+                match wide {
+                    true => "an int64 scalar (its low and high words)",
+                    false => "a scalar",
+                }
             ),
         );
     }
@@ -412,7 +423,16 @@ fn sequencer_engine(ins: &Op, engine: Engine) {
 /// floor every non-TensorE instruction pays. In estimate mode the scalar has no value.
 #[track_caller]
 pub fn scalar_load<'a>(src: impl Into<TileRef<'a>>) -> NkiScalar {
-    load_as("nisa.scalar_load", src.into(), None)
+    load_as("nisa.scalar_load", src.into(), None, false)
+}
+
+/// Reads an int64 scalar from the two 32-bit words of a `[1, 2]` int32 or uint32 SBUF tile, low
+/// word first (NKI `nisa.scalar_load` of an `nl.int64` tile: nki-rs has no int64 tile dtype, so
+/// the tile holds the int64's eight bytes as two words, as they lie in memory). The scalar
+/// takes `+ - *` only. One register load on the Sync engine, costed as [`scalar_load`].
+#[track_caller]
+pub fn scalar_load_i64<'a>(src: impl Into<TileRef<'a>>) -> NkiScalar {
+    load_as("nisa.scalar_load", src.into(), None, true)
 }
 
 /// [`scalar_load`] into the register of one engine's sequencer (NKI 0.8
@@ -421,15 +441,20 @@ pub fn scalar_load<'a>(src: impl Into<TileRef<'a>>) -> NkiScalar {
 /// only with scalars of `e` or unbound ones).
 #[track_caller]
 pub fn scalar_load_on<'a>(src: impl Into<TileRef<'a>>, engine: Engine) -> NkiScalar {
-    load_as("nisa.scalar_load", src.into(), Some(engine))
+    load_as("nisa.scalar_load", src.into(), Some(engine), false)
 }
 
 /// [`scalar_load`] under the name of the call the user made (`api`: errors name it), bound to
-/// `engine` if given.
+/// `engine` if given (`wide`: an int64 from a `[1, 2]` tile, [`scalar_load_i64`]).
 #[track_caller]
-pub(crate) fn load_as(api: &'static str, src: TileRef<'_>, engine: Option<Engine>) -> NkiScalar {
+pub(crate) fn load_as(
+    api: &'static str,
+    src: TileRef<'_>,
+    engine: Option<Engine>,
+    wide: bool,
+) -> NkiScalar {
     let ins = Op::begin(api);
-    let ty = one_scalar_tile(&ins, "src", &src);
+    let ty = one_scalar_tile(&ins, "src", &src, wide);
     ins.memory("src", &src, &[MemKind::Sbuf]);
     if let Some(e) = engine {
         sequencer_engine(&ins, e);
@@ -442,18 +467,23 @@ pub(crate) fn load_as(api: &'static str, src: TileRef<'_>, engine: Option<Engine
         p0: 0,
         p1: 1,
         lo: 0,
-        hi: 4,
+        hi: if wide { 8 } else { 4 },
     };
     let dt = src.dtype();
     ins.issue(
         &[],
         || {
             let slots = src.gather_slots(ins.api, ins.loc);
-            out.value = Some(ty.wrap(i128::from(dt.int(slots[0]))));
+            // The int64's words, bit for bit (int32 and uint32 slots hold their bits).
+            let word = |k: usize| i128::from(slots[k].to_bits());
+            out.value = Some(match wide {
+                true => ty.wrap(word(0) | word(1) << 32),
+                false => ty.wrap(i128::from(dt.int(slots[0]))),
+            });
         },
         || {
             ins.record(engine.unwrap_or(Engine::Sync), Opcode::ScalarLoad)
-                .size(1, 1)
+                .size(1, if wide { 2 } else { 1 })
                 .dtypes(dt, dt)
                 .reads([src.region()])
                 .writes([reg])
@@ -507,7 +537,8 @@ pub(crate) fn store_as(
     engine: Option<Engine>,
 ) {
     let ins = Op::begin(api);
-    let ty = one_scalar_tile(&ins, "dst", &dst);
+    let wide = !value.literal && value.ty == ScalarType::Int64;
+    let ty = one_scalar_tile(&ins, "dst", &dst, wide);
     ins.memory("dst", &dst, &[MemKind::Sbuf]);
     if let Some(e) = engine {
         sequencer_engine(&ins, e);
@@ -560,7 +591,10 @@ pub(crate) fn store_as(
             || {
                 if k == 0 {
                     let v = value.value.unwrap_or(0);
-                    dst.scatter_slots(vec![dt.slot_of_int(v)]);
+                    dst.scatter_slots(match wide {
+                        true => vec![f32::from_bits(v as u32), f32::from_bits((v >> 32) as u32)],
+                        false => vec![dt.slot_of_int(v)],
+                    });
                 }
             },
             || {

@@ -82,7 +82,7 @@ pub fn register_move(dst: &VirtualRegister, src: impl IntoScalar) {
 #[track_caller]
 pub fn register_load<'a>(dst: &VirtualRegister, src: impl Into<TileRef<'a>>) {
     dst.value
-        .set(Some(load_as("nisa.register_load", src.into(), None)));
+        .set(Some(load_as("nisa.register_load", src.into(), None, false)));
 }
 
 /// Stores `src` into the one element of a 1x1 `int32` SBUF tile (`nisa.register_store(dst,
