@@ -82,6 +82,7 @@ mod engine;
 mod error;
 pub mod example;
 mod exec;
+mod execute;
 mod files;
 pub mod frontend;
 mod hbm;
@@ -214,6 +215,7 @@ pub use crate::typed::{Psum, Sbuf};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::binding::{Binding, NameByBinding, PassBinding};
+    pub use crate::execute::{ArrayArg, OutputArrays};
     pub use crate::launcher::{launch, launch_returning, modelled, modelled_returning};
     pub use crate::memory::MemoryPeak;
     pub use crate::tensor::{KernelOutputs, KernelReturn, ReturnSlot, Returned};

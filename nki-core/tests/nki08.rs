@@ -1058,3 +1058,78 @@ fn stream_buffers_rotate_slots_clamp_the_last_step_and_overlap_with_more_slots()
         assert_eq!(e.kind(), kind, "{bad}: {e}");
     }
 }
+
+/// An int64 scalar loaded from the two words of a `[1, 2]` int32 tile, `v * 3 + 5` in 64 bits,
+/// stored back the same way (`which` 1: loaded from a 1x1 tile, 2: stored into one).
+#[nki_kernel(nki = "0.8")]
+fn int64_words(x: &Hbm<i32>, which: u32) -> Hbm<i32> {
+    let out = nl::ndarray(&[1, 2], DType::I32, nl::shared_hbm);
+    let t = nl::ndarray(&[1, 2], DType::I32, nl::sbuf);
+    nisa::dma_copy(&t, x.view(), None);
+    let v = match which {
+        1 => nisa::scalar_load_i64(t.slice((.., 0..1))),
+        _ => nisa::scalar_load_i64(&t),
+    };
+    assert_eq!(v.dtype(), ScalarType::Int64);
+    let r = v * 3 + 5;
+    let o = nl::ndarray(&[1, 2], DType::I32, nl::sbuf);
+    match which {
+        2 => nisa::scalar_store(o.slice((.., 0..1)), r),
+        _ => nisa::scalar_store(&o, r),
+    }
+    nisa::dma_copy(out.view(), &o, None);
+    out
+}
+
+#[test]
+fn an_int64_scalar_loads_from_and_stores_to_two_words() {
+    let words = |v: i64| vec![v as u32 as i32, (v >> 32) as i32];
+    for v in [7i64, -2, 1 << 40, -(3 << 33) + 11, i64::MAX / 3] {
+        let x = Hbm::from_vec(&[1, 2], words(v)).unwrap();
+        let (out, _) = int64_words::launch(1, &x, 0).unwrap();
+        let want = v.wrapping_mul(3).wrapping_add(5);
+        assert_eq!(out.to_vec().unwrap(), words(want), "{v}");
+    }
+    let x = Hbm::from_vec(&[1, 2], words(1)).unwrap();
+    for which in [1, 2] {
+        let e = int64_words::launch(1, &x, which).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
+        assert!(e.message().contains("[1, 2]"), "{e}");
+    }
+    // In estimate mode the load is one register load, as an int32 one.
+    let p = int64_words::estimate(1, Target::Trn2, &Hbm::<i32>::shape_only([1, 2]), 0).unwrap();
+    assert_eq!(
+        p.1.ops
+            .iter()
+            .filter(|o| o.opcode == Opcode::ScalarLoad)
+            .count(),
+        1
+    );
+}
+
+/// Two returned outputs, `a + b` and `a * s` (the execute-shaped entry's arrays).
+#[nki_kernel(nki = "0.8")]
+fn sum_and_scale(a: &Hbm<f32>, b: &Hbm<f32>, s: f32) -> (Hbm<f32>, Hbm<f32>) {
+    let sum = nl::ndarray(a.shape(), DType::F32, nl::shared_hbm);
+    let scaled = nl::ndarray(a.shape(), DType::F32, nl::shared_hbm);
+    let (ta, tb) = (nl::load(a.view()), nl::load(b.view()));
+    nl::store(sum.view(), &nl::add(&ta, &tb));
+    nl::store(scaled.view(), &nl::multiply(&ta, s));
+    (sum, scaled)
+}
+
+#[test]
+fn execute_takes_arrays_and_gives_arrays() {
+    use nki_core::ndarray::{Array2, ArrayD, IxDyn};
+    let a = Array2::from_shape_fn((64, 32), |(i, j)| (i * 32 + j) as f32);
+    let b = Array2::from_shape_fn((64, 32), |(i, j)| i as f32 - j as f32);
+    let (sum, scaled) = sum_and_scale::execute(&a, &b.view(), 0.5).unwrap();
+    assert_eq!(sum, (&a + &b).into_dyn());
+    assert_eq!(scaled, a.mapv(|v| v * 0.5).into_dyn());
+    // One returned output: an ArrayD; a kernel's own error comes back as the Err.
+    let x = ArrayD::from_shape_vec(IxDyn(&[1, 2]), vec![5, 0]).unwrap();
+    let y: ArrayD<i32> = int64_words::execute(&x, 0).unwrap();
+    assert_eq!(y.as_slice().unwrap(), [20, 0]);
+    let e = int64_words::execute(&x, 1).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
+}

@@ -119,6 +119,7 @@ fn launchers(k: &Kernel) -> TokenStream {
     let naming = quote!(#(#hbm_params.set_name(stringify!(#hbm_params));)*);
     if let Some(ret) = &k.ret {
         let out = &ret.ty;
+        let execute = execute_fn(k, out);
         let (report, profile) = (
             result(quote!((#out, #nki::LaunchReport))),
             result(quote!((#out, #nki::Profile))),
@@ -154,6 +155,8 @@ fn launchers(k: &Kernel) -> TokenStream {
                 pub fn estimate<#generic_params>(#grid, #target, #(#params),*) -> #profile #where_clause {
                     #nki::__private::modelled_returning(grid, target, #nki::Mode::Estimate, #run)
                 }
+
+                #execute
 
                 /// Runs the kernel with a configured [`::nki_core::Launch`] (its dialect set to
                 /// the kernel's, [`Self::DIALECT`]).
@@ -206,6 +209,49 @@ fn launchers(k: &Kernel) -> TokenStream {
                 #(let #borrowed = #outputs.as_output();)*
                 launch.dialect(Self::DIALECT)#config.run(|| #name #turbofish (#(#instance_args),*))
             }
+        }
+    }
+}
+
+/// NKI 0.8's `nki.execute` for a kernel returning `out` and taking no `&mut Hbm` output:
+/// `execute(arrays and other parameters) -> arrays` (empty for a kernel with one).
+fn execute_fn(k: &Kernel, out: &syn::Type) -> TokenStream {
+    if k.params
+        .iter()
+        .any(|p| matches!(p.role, Role::Output { .. }))
+    {
+        return quote!();
+    }
+    let nki = quote!(::nki_core);
+    let private = quote!(#nki::__private);
+    let generic_params = &k.generics.params;
+    let where_clause = &k.generics.where_clause;
+    let mut params = Vec::new();
+    let mut convert = Vec::new();
+    for p in &k.params {
+        let (n, ty) = (&p.name, &p.ty);
+        match (&p.role, ty) {
+            (Role::Input, syn::Type::Reference(r)) => {
+                let inner = &r.elem;
+                params.push(quote!(#n: &impl #private::ArrayArg<#inner>));
+                convert.push(quote!(let #n = &#private::ArrayArg::<#inner>::to_input(#n)?;));
+            }
+            _ => params.push(quote!(#n: #ty)),
+        }
+    }
+    let names = k.params.iter().map(|p| &p.name);
+    let turbofish = turbofish(k);
+    quote! {
+        /// Runs the kernel with arrays in and arrays out (NKI 0.8 `nki.execute(kernel,
+        /// *inputs)`): each `&Hbm` input given as an ndarray, the kernel run once
+        /// (`kernel[1]`, execute mode, default target), its returned outputs as `ArrayD`s.
+        #[track_caller]
+        pub fn execute<#generic_params>(#(#params),*) -> ::core::result::Result<
+            <#out as #private::OutputArrays>::Arrays, #nki::NkiError
+        > #where_clause {
+            #(#convert)*
+            let (out, _) = Self::launch #turbofish (1, #(#names),*)?;
+            #private::OutputArrays::to_arrays(out)
         }
     }
 }
