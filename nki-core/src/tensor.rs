@@ -38,11 +38,12 @@ use crate::dtype::{DType, Element};
 use crate::emit::trace::{Arg, Call, TensorId, What};
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use crate::hbm::{Hbm, HbmStorage, HbmView};
-use crate::isa::base::fill_engine;
+use crate::isa::base::Dst;
 use crate::isa::op::Op;
+use crate::isa::vector::memset_to;
 use crate::isa::Operand;
 use crate::isa::{DmaEndpoint, DmaSource, DmaTarget};
-use crate::record::{MemKind, Opcode};
+use crate::record::MemKind;
 use crate::tile::{Tile, TileRef};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -329,24 +330,18 @@ pub(crate) fn ndarray_tile(ins: &Op, mem: MemKind, dims: &[usize], dtype: DType)
     ins.alloc(on_chip_mem(ins, mem), dtype, dims)
 }
 
-/// `nl.full` of an on-chip tile in `mem` (op `ins`): allocated written, recorded as a memset.
+/// `nl.full` of an on-chip tile in `mem` (op `ins`): a new tile, filled by the `memset`
+/// builder on the engine the compiler picks.
 pub(crate) fn full_tile(ins: &Op, mem: MemKind, dims: &[usize], value: f32, dtype: DType) -> Tile {
-    let mem = on_chip_mem(ins, mem);
-    let t = ins.alloc_filled(mem, dtype, dims, value);
-    ins.issue(
-        &[],
-        || {},
-        || {
-            let v = t.view();
-            // A zero fill is named `nl.zeros`: the compiler stage folds one in PSUM.
-            let api = if value == 0.0 { "nl.zeros" } else { "nl.full" };
-            ins.record_as(api, fill_engine(mem), Opcode::Memset)
-                .size(t.partitions() as u32, t.free_size() as u32)
-                .dtypes(dtype, dtype)
-                .psum(mem == MemKind::Psum)
-                .writes([v.region()])
-                .done()
-        },
+    let t = ins.alloc_result(on_chip_mem(ins, mem), dtype, dims);
+    // A zero fill is named `nl.zeros`: the compiler stage folds one in PSUM.
+    let api = if value == 0.0 { "nl.zeros" } else { "nl.full" };
+    memset_to(
+        &ins.recorded_as(api),
+        Dst::Into(t.view()),
+        dims,
+        value,
+        None,
     );
     t
 }

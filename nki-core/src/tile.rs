@@ -88,8 +88,6 @@ type WrittenBits = (Vec<u64>, usize);
 /// How a new tile starts.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Fill {
-    /// Every element set to the value: written from the start (`nl.zeros`, `nl.full`).
-    Value(f32),
     /// Unwritten (`nl.ndarray`, an instruction's output): reading it before it is written is an
     /// error.
     Unwritten,
@@ -154,16 +152,11 @@ impl Tile {
         let n = shape.numel();
         let (data, fill_pending) = match (executes, fill) {
             (false, _) => (Vec::new(), false),
-            (true, Fill::Value(v)) => {
-                let mut d = take_buf(n);
-                d.resize(n, dtype.slot(v));
-                (d, false)
-            }
             (true, Fill::Unwritten | Fill::ResultOfOp) => (take_buf(n), true),
         };
         // In estimate mode an op's result starts written: nothing reads it before the op's
         // own issue, which writes it whole (and would mark it written there).
-        let filled = matches!(fill, Fill::Value(_)) || (!executes && fill == Fill::ResultOfOp);
+        let filled = !executes && fill == Fill::ResultOfOp;
         Tile {
             id,
             mem,

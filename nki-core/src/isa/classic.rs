@@ -139,7 +139,7 @@ instruction! {
     /// (Beta-1 `nisa.memset`). See [`crate::isa::memset`].
     pub fn memset(shape: &[usize], value: f32, dtype: DType, engine: Engine) -> Tile
     as ins = "nisa.memset" {
-        memset_to(&ins, Dst::New(Some(dtype)), shape, value, engine).tile()
+        memset_to(&ins, Dst::New(Some(dtype)), shape, value, Some(engine)).tile()
     }
 }
 

@@ -472,17 +472,6 @@ impl Op {
         Tile::alloc(self.api, mem, dtype, shape, Fill::ResultOfOp, self.loc)
     }
 
-    /// Allocates a new tile of `dims` filled with `value` (written from the start).
-    pub(crate) fn alloc_filled(
-        &self,
-        mem: MemKind,
-        dtype: DType,
-        dims: &[usize],
-        value: f32,
-    ) -> Tile {
-        self.alloc_with(mem, dtype, dims, Fill::Value(value))
-    }
-
     /// Allocates a new tile of `dims` (checked as a tile shape: at most
     /// [`crate::access::MAX_DIMS`] dims, none zero), starting as `fill` says.
     fn alloc_with(&self, mem: MemKind, dtype: DType, dims: &[usize], fill: Fill) -> Tile {

@@ -482,3 +482,22 @@ fn nl_reductions_record_the_tensor_reduce_they_lower_to() {
     });
     assert_eq!(records(&|x| drop(lang::all(x, &[1], true))), all, "nl.all");
 }
+
+#[test]
+fn nl_fills_record_the_memset_they_lower_to() {
+    // nl.zeros in PSUM: on GpSimdE, where the compiler puts a PSUM fill.
+    same_as(
+        "nl.zeros (PSUM)",
+        false,
+        Vec::new,
+        |_| lang::zeros(&[128, 512], DType::F32, MemKind::Psum),
+        |_, d| memset(d, 0.0, None),
+    );
+    same_as(
+        "nl.full (bf16)",
+        false,
+        Vec::new,
+        |_| lang::full(&[64, 3, 7], 2.7, DType::BF16, MemKind::Sbuf),
+        |_, d| memset(d, 2.7, None),
+    );
+}

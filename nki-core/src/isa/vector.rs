@@ -813,20 +813,26 @@ instruction! {
                 .arg("value", Arg::Float(value.into()))
                 .opt("engine", opts.and_then(|o| o.engine).map(ta::engine))
         });
-        let engine = Opts::engine_or(opts, fill_engine(dst.mem()));
         let shape = dst.shape().to_vec();
-        memset_to(&ins, Dst::Into(dst), &shape, value, engine);
+        memset_to(&ins, Dst::Into(dst), &shape, value, opts.and_then(|o| o.engine));
     }
 }
 
-/// The `memset` builder.
+/// The `memset` builder: on `engine`, or (`None`: `nisa.memset` without `engine=`, `nl.zeros`,
+/// `nl.full`) where the compiler puts a fill of the destination's memory ([`fill_engine`]).
 pub(crate) fn memset_to<'d>(
     ins: &Op,
     dst: Dst<'d>,
     shape: &[usize],
     value: f32,
-    engine: Engine,
+    engine: Option<Engine>,
 ) -> Output<'d> {
+    let engine = engine.unwrap_or_else(|| {
+        fill_engine(match &dst {
+            Dst::New(_) => MemKind::Sbuf,
+            Dst::Into(t) => t.mem(),
+        })
+    });
     ins.engine_in(engine, &[Engine::Vector, Engine::GpSimd]);
     let dtype = match &dst {
         Dst::New(d) => d.unwrap_or(DType::F32),
