@@ -15,8 +15,9 @@
 //!   benchmark shape on trn1 (shape-only tensors); throughput in elements = instruction
 //!   records, so criterion reports records per second. `estimate/compiled/gemm4096` and
 //!   `estimate/as_written/gemm4096`: the fully optimised tutorial kernel on a 4096³ bf16 GEMM
-//!   (blocking 1 x 1 x 4, trn2) with the Beta-1 compiler stage (`CompilerStage::BETA1`) and
-//!   without it (what the compiler's transformations cost the estimate).
+//!   (blocking 1 x 1 x 4, trn2) as compiled (the defaults: the Beta-1 compiler stage and the
+//!   compiler's allocation) and as written (`CompilerStage::OFF` and
+//!   `CompileConfig::as_written()`): what the compiler's transformations cost the estimate.
 //! * `add_scaling_f32/nki/<n>`: the add at n = 1024 … 8192 (grid `[n / 128, n / 512]`), with
 //!   throughput in elements to show that time grows linearly with the data.
 //!
@@ -30,7 +31,7 @@ use ndarray::{Array2, ArrayView2};
 use nki_core::prelude::*;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
 use nki_core::nisa::classic as nisa;
-use nki_core::{with_compiler_stage, CompilerStage};
+use nki_core::{with_compile_config, with_compiler_stage, CompileConfig, CompilerStage};
 use nki_kernels::matmul::{Blocking, MatmulKernel, TUTORIAL_BENCHMARK_KMN};
 use std::time::Duration;
 
@@ -246,13 +247,17 @@ fn bench_estimate(c: &mut Criterion) {
     let (lhs_t, rhs) = (Hbm::shape_only([s, s]), Hbm::shape_only([s, s]));
     let mut out = Hbm::<bf16>::shape_only([s, s]);
     let kernel = MatmulKernel::FullyOptimized(Blocking::new(1, 1, 4));
-    for (stage, id) in [
-        (CompilerStage::BETA1, "compiled/gemm4096"),
-        (CompilerStage::OFF, "as_written/gemm4096"),
-    ] {
+    for (as_written, id) in [(false, "compiled/gemm4096"), (true, "as_written/gemm4096")] {
         let estimate = |out: &mut Hbm<bf16>| {
-            with_compiler_stage(stage, || kernel.estimate(Target::Trn2, &lhs_t, &rhs, out))
-                .expect("estimate runs")
+            let mut run = || kernel.estimate(Target::Trn2, &lhs_t, &rhs, out);
+            if as_written {
+                with_compiler_stage(CompilerStage::OFF, || {
+                    with_compile_config(CompileConfig::as_written(), &mut run)
+                })
+            } else {
+                run()
+            }
+            .expect("estimate runs")
         };
         let records = estimate(&mut out).instructions;
         g.throughput(Throughput::Elements(records as u64));

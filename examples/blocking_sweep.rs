@@ -10,8 +10,10 @@
 //! time of the sweep and the instruction records estimated per second.
 //!
 //! Each kernel is estimated as the compiler runs it (every transformation of the compiler
-//! stage, `CompilerStage::BETA1`); `--as-written` costs it exactly as written instead
-//! (`CompilerStage::OFF`), which shows what the stage costs in host time.
+//! stage, `CompilerStage::BETA1`, and the compiler's allocation); `--as-written` costs it
+//! exactly as written instead (`CompilerStage::OFF` and `CompileConfig::as_written()`: no
+//! transformation, every tile its own buffer), which shows what the compiler costs in host
+//! time.
 //!
 //! ```text
 //! cargo run --release --example blocking_sweep [-- --target trn1|trn2|trn3] [--threads N] [--as-written]
@@ -19,7 +21,7 @@
 
 use nki_core::prelude::*;
 use nki_core::sweep::{ParamGrid, Params, Sweep};
-use nki_core::{with_compiler_stage, CompilerStage};
+use nki_core::{with_compile_config, with_compiler_stage, CompileConfig, CompilerStage};
 use nki_kernels::calibration::cpu_seconds;
 use nki_kernels::matmul::{Blocking, MatmulKernel};
 use std::process::ExitCode;
@@ -97,9 +99,15 @@ fn run(o: &Options) -> Result<(), NkiError> {
         })
         .run(|p| {
             let mut result = Hbm::<bf16>::shape_only([SIZE, SIZE]);
-            // The stage is a per-thread setting: set on the sweep's worker thread.
+            // The stage and the configuration are per-thread settings: set on the sweep's
+            // worker thread.
+            let mut estimate = || kernel_of(p).estimate(o.target, &lhs_t, &rhs, &mut result);
             with_compiler_stage(o.stage, || {
-                kernel_of(p).estimate(o.target, &lhs_t, &rhs, &mut result)
+                if o.stage.is_off() {
+                    with_compile_config(CompileConfig::as_written(), &mut estimate)
+                } else {
+                    estimate()
+                }
             })
         });
     let wall = t0.elapsed().as_secs_f64();

@@ -182,8 +182,10 @@ fn transform(plan: &Plan, p: &mut Program, d: &mut Done) {
     if stats.is_empty() {
         return;
     }
-    // The feed saw the records as recorded.
-    p.feed = None;
+    // The feed saw the records as recorded (the CPU it held still serves the modelling).
+    if let Some(fd) = &mut p.feed {
+        fd.discard();
+    }
     if let Some(o) = &mut p.over {
         o.start = marks[0];
         if !p.all_tiles.is_empty() {
@@ -206,8 +208,10 @@ fn allocate(plan: &Plan, programs: &mut [Program], done: &mut [Done]) -> Result<
         let Some(over) = p.over.take().filter(|_| plan.models) else {
             continue;
         };
-        // Dropped before the records change (it reads them in place).
-        p.feed = None;
+        // Discarded before the records change (it reads them in place).
+        if let Some(fd) = &mut p.feed {
+            fd.discard();
+        }
         let records = std::mem::take(&mut p.records);
         let loops = whole.then_some(&p.loop_lines[..]);
         let r = spill::resolve(records, &over, cap, &p.pid, loops)?;
@@ -237,8 +241,8 @@ fn address(plan: &Plan, programs: &mut [Program]) {
             fd.sync();
         }
         let a = crate::compiler::allocate::allocate(&mut p.records, &tiles, config, spec);
-        if a.renamed {
-            p.feed = None;
+        if let Some(fd) = p.feed.as_mut().filter(|_| a.renamed) {
+            fd.discard();
         }
         p.waits = a.waits;
     }

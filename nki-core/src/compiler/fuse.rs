@@ -112,28 +112,48 @@ fn activations_in(
     acts
 }
 
-/// True when `a` and `b` conflict (same bytes, one of them written).
-fn conflict(a: &Region, a_writes: bool, b: &Region, b_writes: bool) -> bool {
-    (a_writes || b_writes) && a.overlaps(b)
+/// The accesses of some records, by buffer, writes before reads: one vector sorted by buffer
+/// (a fusion check looks up a few hundred accesses; a map of vectors cost an allocation per
+/// buffer).
+struct Accesses(Vec<Access>);
+
+/// One access: its buffer's sort key, whether it writes (`false` first: `!written`), the
+/// iteration of its record at the loop's depth, and its region.
+type Access = ((u8, u64), bool, u32, Region);
+
+/// The sort key of buffer `b`.
+fn buf_key(b: BufId) -> (u8, u64) {
+    match b {
+        BufId::Tile(id) => (0, id),
+        BufId::Hbm(id) => (1, id),
+    }
 }
 
-/// The accesses of `records[range]`, by buffer: (iteration at `depth`, region, written).
-fn accesses(
-    records: &[Instr],
-    range: std::ops::Range<usize>,
-    depth: usize,
-) -> Map<BufId, Vec<(u32, Region, bool)>> {
-    let mut m: Map<BufId, Vec<(u32, Region, bool)>> = Map::default();
-    for r in &records[range] {
-        let it = r.affine.frames().get(depth).map_or(u32::MAX, |f| f.1);
-        for g in r.reads.iter() {
-            m.entry(g.buf).or_default().push((it, *g, false));
+impl Accesses {
+    /// The accesses of `records[range]`, with their iterations at `depth`.
+    fn of(records: &[Instr], range: std::ops::Range<usize>, depth: usize) -> Accesses {
+        let mut v: Vec<Access> = Vec::new();
+        for r in &records[range] {
+            let it = r.affine.frames().get(depth).map_or(u32::MAX, |f| f.1);
+            v.extend(r.reads.iter().map(|g| (buf_key(g.buf), true, it, *g)));
+            v.extend(r.writes.iter().map(|w| (buf_key(w.buf), false, it, *w)));
         }
-        for w in r.writes.iter() {
-            m.entry(w.buf).or_default().push((it, *w, true));
-        }
+        v.sort_unstable_by_key(|x| (x.0, x.1));
+        Accesses(v)
     }
-    m
+
+    /// The accesses that conflict with an access of `g` (a write when `writes`): the writes
+    /// to its buffer, and the reads too when it writes; as (iteration, region, written).
+    fn against(&self, g: &Region, writes: bool) -> impl Iterator<Item = (u32, Region, bool)> + '_ {
+        let key = buf_key(g.buf);
+        let from = self.0.partition_point(|x| x.0 < key);
+        let g = *g;
+        self.0[from..]
+            .iter()
+            .take_while(move |x| x.0 == key && (writes || !x.1))
+            .filter(move |x| x.3.overlaps(&g))
+            .map(|x| (x.2, x.3, !x.1))
+    }
 }
 
 /// Whether loop `b` may be fused into the earlier loop `a` (siblings of one parent position,
@@ -141,22 +161,17 @@ fn accesses(
 /// the two lies in one iteration, at least one is `b` reading a tile `a` wrote, and nothing
 /// between them conflicts with `a`.
 fn fusable(records: &[Instr], a: &Act, b: &Act) -> bool {
-    let of_a = accesses(records, a.start..a.end, a.depth);
+    let of_a = Accesses::of(records, a.start..a.end, a.depth);
     let mut feeds = false;
     for r in &records[b.start..b.end] {
         let it = r.affine.frames()[b.depth].1;
         let regions = r.reads.iter().map(|g| (g, false));
         for (g, w) in regions.chain(r.writes.iter().map(|g| (g, true))) {
-            let Some(list) = of_a.get(&g.buf) else {
-                continue;
-            };
-            for &(ai, ag, aw) in list {
-                if conflict(&ag, aw, g, w) {
-                    if ai != it {
-                        return false;
-                    }
-                    feeds |= aw && !w && matches!(g.buf, BufId::Tile(_));
+            for (ai, _, aw) in of_a.against(g, w) {
+                if ai != it {
+                    return false;
                 }
+                feeds |= aw && !w && matches!(g.buf, BufId::Tile(_));
             }
         }
     }
@@ -165,10 +180,7 @@ fn fusable(records: &[Instr], a: &Act, b: &Act) -> bool {
             let regions = r.reads.iter().map(|g| (g, false));
             regions
                 .chain(r.writes.iter().map(|g| (g, true)))
-                .all(|(g, w)| {
-                    of_a.get(&g.buf)
-                        .is_none_or(|l| l.iter().all(|(_, ag, aw)| !conflict(ag, *aw, g, w)))
-                })
+                .all(|(g, w)| of_a.against(g, w).next().is_none())
         })
 }
 

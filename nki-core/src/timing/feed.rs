@@ -136,6 +136,18 @@ impl RecordFeed {
         }
     }
 
+    /// Stops the thread and forgets what it prepared, for records that changed after it read
+    /// them (the compiler's transformations): [`RecordFeed::finish`] then gives `None`. The
+    /// feed still stands for the host CPU the launch holds for its modelling.
+    pub(crate) fn discard(&mut self) {
+        if let Some(w) = self.worker.take() {
+            w.stop.store(true, Ordering::Relaxed);
+            drop(w.spans);
+            let _ = w.handle.join();
+        }
+        self.broken = true;
+    }
+
     /// Hands `span` to the modelling thread (started here on first use).
     fn hand_over(&mut self, span: Span) {
         if self.worker.is_none() {
