@@ -180,6 +180,113 @@ fn broadcast_to(py: Python<'_>, src: &Bound<'_, PyAny>, shape: Vec<usize>) -> Py
     })
 }
 
+/// The axes an `axis=` argument names (an int or a sequence of ints; a negative axis counts
+/// from the last of `ndim`).
+fn axes_of(
+    py: Python<'_>,
+    api: &'static str,
+    axis: &Bound<'_, PyAny>,
+    ndim: usize,
+) -> PyResult<Vec<usize>> {
+    let raw: Vec<i64> = match axis.extract::<i64>() {
+        Ok(a) => vec![a],
+        Err(_) => axis.extract::<Vec<i64>>().map_err(|_| {
+            bad_arg(
+                py,
+                api,
+                format!("axis must be an int or a list of ints, not {axis}"),
+            )
+        })?,
+    };
+    raw.into_iter()
+        .map(|a| {
+            let r = if a < 0 { a + ndim as i64 } else { a };
+            usize::try_from(r)
+                .ok()
+                .filter(|&r| r < ndim)
+                .ok_or_else(|| {
+                    bad_arg(
+                        py,
+                        api,
+                        format!("axis {a} is out of range for {ndim} dimensions"),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Declares the value-returning reductions `nl.<name>(x, axis, dtype=None, keepdims=False)`:
+/// a new SBUF tile reducing the free axes `axis` of `x` (with `dtype`, through `nl.reduce` of
+/// `alu` when given; `mean` and `all` take none).
+macro_rules! reductions {
+    ($($(#[$doc:meta])* $name:ident, $api:literal, $alu:expr;)*) => {$(
+        $(#[$doc])*
+        #[pyfunction]
+        #[pyo3(signature = (x, axis, dtype=None, keepdims=false))]
+        fn $name(
+            py: Python<'_>,
+            x: &Bound<'_, PyAny>,
+            axis: &Bound<'_, PyAny>,
+            dtype: Option<&Bound<'_, PyAny>>,
+            keepdims: bool,
+        ) -> PyResult<PyTensor> {
+            let ndim = x.getattr("shape")?.len()?;
+            let t = tensor(x, "x")?;
+            let axes = axes_of(py, $api, axis, ndim)?;
+            let dtype: Option<DType> = dtype.map(dtype_of).transpose()?;
+            let alu: Option<AluOp> = $alu;
+            match (dtype, alu) {
+                (Some(d), Some(a)) => op(py, $api, || {
+                    PyTensor::of_tile(nl::reduce(a, t.tile_ref(), &axes, keepdims, Some(d)))
+                }),
+                (Some(_), None) => Err(bad_arg(py, $api, format!("{} takes no dtype=", $api))),
+                (None, _) => op(py, $api, || {
+                    PyTensor::of_tile(nl::$name(t.tile_ref(), &axes, keepdims))
+                }),
+            }
+        }
+    )*};
+}
+
+reductions! {
+    /// `nl.sum(x, axis, dtype=None, keepdims=False)`.
+    sum, "nl.sum", Some(AluOp::Add);
+    /// `nl.max(x, axis, dtype=None, keepdims=False)`.
+    max, "nl.max", Some(AluOp::Maximum);
+    /// `nl.min(x, axis, dtype=None, keepdims=False)`.
+    min, "nl.min", Some(AluOp::Minimum);
+    /// `nl.prod(x, axis, dtype=None, keepdims=False)`.
+    prod, "nl.prod", Some(AluOp::Multiply);
+    /// `nl.mean(x, axis, keepdims=False)`: fp32 intermediates.
+    mean, "nl.mean", None;
+    /// `nl.all(x, axis, keepdims=False)`: 1 where every element is non-zero.
+    all, "nl.all", None;
+}
+
+/// `nl.matmul(x, y, transpose_x=False)`: `x @ y` (or `x.T @ y`) into a new fp32 PSUM tile.
+#[pyfunction]
+#[pyo3(signature = (x, y, transpose_x=false))]
+fn matmul(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    y: &Bound<'_, PyAny>,
+    transpose_x: bool,
+) -> PyResult<PyTensor> {
+    let (a, b) = (tensor(x, "x")?, tensor(y, "y")?);
+    op(py, "nl.matmul", || {
+        PyTensor::of_tile(nl::matmul(a.tile_ref(), b.tile_ref(), transpose_x))
+    })
+}
+
+/// `nl.transpose(x)`: a 2-D tile transposed on TensorE into a new PSUM tile.
+#[pyfunction]
+fn transpose(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+    let t = tensor(x, "x")?;
+    op(py, "nl.transpose", || {
+        PyTensor::of_tile(nl::transpose(t.tile_ref()))
+    })
+}
+
 /// A wrong-memory error of `api`, failing the kernel at its line.
 fn wrong_memory(py: Python<'_>, api: &'static str, what: &str) -> PyErr {
     crate::call::fail(
@@ -387,6 +494,14 @@ pub(crate) fn module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
         wrap_pyfunction!(affine_range, &m)?,
         wrap_pyfunction!(sequential_range, &m)?,
         wrap_pyfunction!(broadcast_to, &m)?,
+        wrap_pyfunction!(sum, &m)?,
+        wrap_pyfunction!(max, &m)?,
+        wrap_pyfunction!(min, &m)?,
+        wrap_pyfunction!(prod, &m)?,
+        wrap_pyfunction!(mean, &m)?,
+        wrap_pyfunction!(all, &m)?,
+        wrap_pyfunction!(matmul, &m)?,
+        wrap_pyfunction!(transpose, &m)?,
         wrap_pyfunction!(static_range, &m)?,
     ] {
         m.add_function(f)?;

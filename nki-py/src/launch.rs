@@ -120,6 +120,49 @@ impl PyProfile {
             .collect()
     }
 
+    /// The kernel's performance bounds in AWS's vocabulary (as the Rust `Profile::bounds()`):
+    /// a dict with `table` (`[(name, ns, percent_of_active)]` for `memory_bound`,
+    /// `memory_bound_ideal`, `compute_bound`, `compute_bound_ideal`, `perfect_pipeline`), the
+    /// quantities behind them (`active_ns`, `dma_peak_gbps`, `bytes_moved`, `bytes_ideal`,
+    /// `useful_flops_adjusted`, `tensor_peak_tflops`, each bound's `*_ns`) and `findings`
+    /// (dicts of `kind`, `location` — the kernel's file:line:column —, `api`, `count`,
+    /// `bytes`, `detail`).
+    #[getter]
+    fn performance_bounds<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let b = self.0.bounds();
+        let d = PyDict::new(py);
+        d.set_item("active_ns", b.active_ns)?;
+        d.set_item("dma_peak_gbps", b.dma_peak_gbps)?;
+        d.set_item("bytes_moved", b.bytes_moved)?;
+        d.set_item("bytes_ideal", b.bytes_ideal)?;
+        d.set_item("useful_flops_adjusted", b.useful_flops_adjusted)?;
+        d.set_item("tensor_peak_tflops", b.tensor_peak_tflops)?;
+        d.set_item("memory_bound_ns", b.memory_bound_ns)?;
+        d.set_item("memory_bound_ideal_ns", b.memory_bound_ideal_ns)?;
+        d.set_item("compute_bound_ns", b.compute_bound_ns)?;
+        d.set_item("compute_bound_ideal_ns", b.compute_bound_ideal_ns)?;
+        d.set_item("perfect_pipeline_ns", b.perfect_pipeline_ns)?;
+        let table: Vec<(&str, f64, f64)> = b
+            .table
+            .iter()
+            .map(|r| (r.name, r.ns, r.percent_of_active))
+            .collect();
+        d.set_item("table", table)?;
+        let findings = PyList::empty(py);
+        for f in &b.findings {
+            let x = PyDict::new(py);
+            x.set_item("kind", f.kind.name())?;
+            x.set_item("location", &f.location)?;
+            x.set_item("api", f.api)?;
+            x.set_item("count", f.count)?;
+            x.set_item("bytes", f.bytes)?;
+            x.set_item("detail", &f.detail)?;
+            findings.append(x)?;
+        }
+        d.set_item("findings", findings)?;
+        Ok(d)
+    }
+
     /// Instructions recorded.
     #[getter]
     fn instructions(&self) -> usize {

@@ -288,3 +288,40 @@ def broadcast_kernel(row):
 def test_broadcast_to_replicates_a_row_across_partitions(rng):
     row = rng.standard_normal((1, 300)).astype(np.float32)
     np.testing.assert_array_equal(nki_rs.simulate(broadcast_kernel, row), np.repeat(row, 128, 0))
+
+
+@nki.jit
+def reductions_kernel(a):
+    x = load(a)
+    s = nl.sum(x, axis=1, keepdims=True)
+    m = nl.max(x, axis=[1])
+    avg = nl.mean(x, axis=-1, keepdims=True)
+    return store(s), store(m), store(avg)
+
+
+def test_nl_reductions_along_the_free_axis(rng):
+    a = rng.integers(-50, 50, (128, 64)).astype(np.float32)
+    s, m, avg = nki_rs.simulate(reductions_kernel, a)
+    np.testing.assert_array_equal(s, a.sum(axis=1, keepdims=True))
+    np.testing.assert_array_equal(m.reshape(-1), a.max(axis=1))
+    np.testing.assert_allclose(avg, a.mean(axis=1, keepdims=True), rtol=1e-6)
+
+
+@nki.jit
+def nl_matmul_kernel(a, b):
+    x, y = load(a), load(b)
+    p = nl.matmul(x, y, transpose_x=True)
+    t = nl.transpose(x)
+    ps = nl.ndarray(p.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=ps, src=p)
+    ts = nl.ndarray(t.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=ts, src=t)
+    return store(ps), store(ts)
+
+
+def test_nl_matmul_and_transpose(rng):
+    a = rng.integers(-4, 5, (128, 64)).astype(np.float32)
+    b = rng.integers(-4, 5, (128, 256)).astype(np.float32)
+    p, t = nki_rs.simulate(nl_matmul_kernel, a, b)
+    np.testing.assert_array_equal(p, a.T @ b)
+    np.testing.assert_array_equal(t, a.T)

@@ -102,3 +102,31 @@ def test_a_loop_body_holds_one_iterations_tiles_as_a_rust_kernel_does():
     p = nki_rs.estimate(add_loop, shape, shape)
     assert p.sbuf_peak_bytes == 3 * 512 * 4
     assert p.psum_peak_bytes == 0
+
+
+@nki.jit
+def copy_small_tiles(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        t = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a[i * 128:(i + 1) * 128, :])  # 1 KiB rows: small descriptors
+        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=t)
+    return out
+
+
+def test_the_performance_bounds_table_and_its_findings_name_the_python_line():
+    prof = nki_rs.estimate(copy_small_tiles, nki_rs.Shaped((512, 512), "bfloat16"))
+    b = prof.performance_bounds
+    names = [name for name, _, _ in b["table"]]
+    assert names == ["memory_bound", "memory_bound_ideal", "compute_bound",
+                     "compute_bound_ideal", "perfect_pipeline"]
+    # Each input byte read once and each output byte written once: 2 x 512 KiB.
+    assert b["bytes_ideal"] == 2 * 512 * 512 * 2
+    assert b["bytes_moved"] >= b["bytes_ideal"]
+    assert b["memory_bound_ns"] >= b["memory_bound_ideal_ns"] > 0
+    assert b["compute_bound_ns"] == 0
+    assert b["perfect_pipeline_ns"] == b["memory_bound_ns"]
+    small = [f for f in b["findings"] if "4 KiB" in f["kind"]]
+    assert small, b["findings"]
+    line = copy_small_tiles.fn.__code__.co_firstlineno + 5
+    assert any(f["location"].startswith(f"{__file__}:{line}:") for f in small), small
