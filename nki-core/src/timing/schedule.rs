@@ -371,22 +371,10 @@ impl Sim<'_, '_> {
                 _ => break,
             }
         }
-        let prio = |k: &Key| {
-            let i = k.rec() as usize;
-            let b = self.bottom.get(i).copied().unwrap_or(0.0);
-            priority::dma_priority(self.heuristic, self.out.recs[i], b)
-        };
-        // Highest priority, then queued first (a greater key is earlier).
-        let best = (0..self.candidates.len())
-            .max_by(|&a, &b| {
-                let (ka, kb) = (&self.candidates[a], &self.candidates[b]);
-                prio(ka).total_cmp(&prio(kb)).then(ka.cmp(kb))
-            })
-            .unwrap_or(0);
-        let chosen = self.candidates.swap_remove(best);
-        for k in self.candidates.drain(..) {
-            self.dmas.push(k);
-        }
+        let (bottom, recs, h) = (&self.bottom, &self.out.recs, self.heuristic);
+        let chosen = take_best(&mut self.candidates, &mut self.dmas, |i| {
+            priority::dma_priority(h, recs[i], bottom.get(i).copied().unwrap_or(0.0))
+        });
         Some(chosen)
     }
 
@@ -430,22 +418,10 @@ impl Sim<'_, '_> {
         if self.candidates.len() == 1 {
             return first;
         }
-        let prio = |k: &Key| {
-            let j = k.rec() as usize;
-            let b = self.bottom.get(j).copied().unwrap_or(0.0);
-            priority::compute_priority(self.heuristic, self.out.recs[j], b)
-        };
-        let best = (0..self.candidates.len())
-            .max_by(|&a, &b| {
-                let (ka, kb) = (&self.candidates[a], &self.candidates[b]);
-                prio(ka).total_cmp(&prio(kb)).then(ka.cmp(kb))
-            })
-            .unwrap_or(0);
-        let chosen = self.candidates.swap_remove(best);
-        for k in self.candidates.drain(..) {
-            self.work.push(k);
-        }
-        chosen
+        let (bottom, recs, h) = (&self.bottom, &self.out.recs, self.heuristic);
+        take_best(&mut self.candidates, &mut self.work, |i| {
+            priority::compute_priority(h, recs[i], bottom.get(i).copied().unwrap_or(0.0))
+        })
     }
 
     /// Every record's bottom level: its engine time plus the longest chain of records that
@@ -748,6 +724,28 @@ impl Sim<'_, '_> {
             self.ready(e.succ);
         }
     }
+}
+
+/// Takes the key of highest priority (`prio` of its record; ties go to the earliest key) out
+/// of `candidates` (not empty) and puts the others back in `queue`.
+fn take_best(
+    candidates: &mut Vec<Key>,
+    queue: &mut ReadyQueue,
+    prio: impl Fn(usize) -> f64,
+) -> Key {
+    let p = |k: &Key| prio(k.rec() as usize);
+    // Highest priority, then the earliest (a greater key is earlier).
+    let best = (0..candidates.len())
+        .max_by(|&a, &b| {
+            let (ka, kb) = (&candidates[a], &candidates[b]);
+            p(ka).total_cmp(&p(kb)).then(ka.cmp(kb))
+        })
+        .unwrap_or(0);
+    let chosen = candidates.swap_remove(best);
+    for k in candidates.drain(..) {
+        queue.push(k);
+    }
+    chosen
 }
 
 /// The cause of a record's start, given its placement state `r`: its engine's previous
