@@ -1133,3 +1133,42 @@ fn execute_takes_arrays_and_gives_arrays() {
     let e = int64_words::execute(&x, 1).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
 }
+
+#[test]
+fn multi_rank_simulate_runs_each_rank_on_its_own_inputs() {
+    use nki_core::mesh::names::{self as cc, ReduceOp, ReplicaGroup};
+    use nki_core::mesh::{self, multi_rank_simulate, Mesh};
+    use nki_core::ndarray::ArrayD;
+    let m = Mesh::new([2, 2], ["x", "y"]).unwrap();
+    let inputs: Vec<Vec<ArrayD<f32>>> = (0..4)
+        .map(|r| {
+            vec![ArrayD::from_shape_fn(vec![8, 4], |ix| {
+                (r * 100 + ix[0] * 4 + ix[1]) as f32
+            })]
+        })
+        .collect();
+    let group = ReplicaGroup::all(&m);
+    // Each rank: its input plus its device id, and the sum over the ranks.
+    let (outs, report) = multi_rank_simulate(&m, Target::Trn2, &inputs, &[16, 4], |x, out| {
+        let t = nl::load(x[0].view());
+        let s = nl::ndarray(&[8, 4], DType::F32, MemKind::Sbuf);
+        cc::all_reduce(&t, &s, ReduceOp::Add, &group);
+        let own = nl::add(&t, mesh::device_id() as f32);
+        nl::store(out.slice((0..8, ..)), &own);
+        nl::store(out.slice((8..16, ..)), &s);
+    })
+    .unwrap();
+    assert_eq!(outs.len(), 4);
+    for (r, o) in outs.iter().enumerate() {
+        for i in 0..8 {
+            for j in 0..4 {
+                let v = (i * 4 + j) as f32;
+                assert_eq!(o[[i, j]], r as f32 * 100.0 + v + r as f32, "rank {r}");
+                assert_eq!(o[[8 + i, j]], 4.0 * v + 600.0, "rank {r}");
+            }
+        }
+    }
+    assert!(report.latency_ns > 0.0);
+    let e = multi_rank_simulate(&m, Target::Trn2, &inputs[..3], &[8, 4], |_, _| {}).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+}
