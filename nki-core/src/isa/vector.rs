@@ -11,6 +11,7 @@ use super::base::{alu_engine, copy_engine, fill_engine, short, Dst, Output, Site
 use super::op::Op;
 use super::opts::{Opts, ReduceOpts};
 use super::{AluOp, Engine, Operand};
+use crate::access::MAX_DIMS;
 use crate::builder::{instruction, setters};
 use crate::dtype::DType;
 use crate::emit::trace::{Arg, Call};
@@ -426,16 +427,18 @@ pub(crate) fn trailing_axes(axes: &[usize], nd: usize) -> bool {
 }
 
 /// The result shape of reducing `shape` over its axes `first..` (`keepdims` keeps them as 1; a
-/// result with no free axis left is `[P, 1]`), and the number of elements folded into each
-/// result element.
-pub(crate) fn reduced_shape(shape: &[usize], first: usize, keepdims: bool) -> (Vec<usize>, usize) {
-    let mut dims: Vec<usize> = shape[..first].to_vec();
-    if keepdims {
-        dims.extend(std::iter::repeat_n(1, shape.len() - first));
-    } else if dims.len() == 1 {
-        dims.push(1);
-    }
-    (dims, shape[first..].iter().product())
+/// result with no free axis left is `[P, 1]`): its dimensions, the first `len` of an array
+/// (no allocation: every `nl` reduction passes here on the estimate path), `len`, and the
+/// number of elements folded into each result element.
+pub(crate) fn reduced_shape(
+    shape: &[usize],
+    first: usize,
+    keepdims: bool,
+) -> ([usize; MAX_DIMS], usize, usize) {
+    let mut dims = [1; MAX_DIMS];
+    dims[..first].copy_from_slice(&shape[..first]);
+    let len = if keepdims { shape.len() } else { first.max(2) };
+    (dims, len, shape[first..].iter().product())
 }
 
 instruction! {
@@ -504,9 +507,9 @@ pub(crate) fn tensor_reduce_to<'d>(
                 nd - 1
             ));
     }
-    let (dims, inner) = reduced_shape(x.shape(), axes[0], keepdims);
+    let (dims, len, inner) = reduced_shape(x.shape(), axes[0], keepdims);
     let in_dtype = x.dtype();
-    let out = ins.output(dst, MemKind::Sbuf, in_dtype, &dims, true);
+    let out = ins.output(dst, MemKind::Sbuf, in_dtype, &dims[..len], true);
     let ov = out.view();
     let site = Site::new(Engine::Vector, Opcode::TensorReduce);
     // One pass: `kind` of each row of `x`, also reading `extra`.

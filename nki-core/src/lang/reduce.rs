@@ -86,7 +86,8 @@ fn reduced_innermost<'a>(ins: &Op, x: TileRef<'a>, axes: &[usize]) -> TileRef<'a
 /// as 1; a result with no free axis left is `[P, 1]`).
 fn reduced_dims(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
     if trailing_axes(axes, shape.len()) {
-        return reduced_shape(shape, axes[0], keepdims).0;
+        let (dims, len, _) = reduced_shape(shape, axes[0], keepdims);
+        return dims[..len].to_vec();
     }
     let mut dims = Vec::with_capacity(shape.len());
     for (d, &n) in shape.iter().enumerate() {
