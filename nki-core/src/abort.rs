@@ -16,7 +16,7 @@ use crate::error::{ErrorKind, NkiError, SourceLoc};
 use std::any::Any;
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 
 thread_local! {
@@ -94,6 +94,8 @@ pub(crate) struct Cancellation {
     lowest_failure: AtomicU64,
     /// The first failure so far.
     first: Mutex<Option<(FailureKey, NkiError)>>,
+    /// No instance is cancelled by another's failure ([`Cancellation::isolate`]).
+    isolated: AtomicBool,
 }
 
 impl Cancellation {
@@ -102,6 +104,7 @@ impl Cancellation {
         Cancellation {
             lowest_failure: AtomicU64::new(u64::MAX),
             first: Mutex::new(None),
+            isolated: AtomicBool::new(false),
         }
     }
 
@@ -121,20 +124,19 @@ impl Cancellation {
         g.take().map(|(_, e)| e)
     }
 
-    /// Records that instance `index` (linear program id) failed.
+    /// Records that instance `index` (linear program id) failed (nothing, once isolated).
     pub(crate) fn fail(&self, index: u64) {
-        self.lowest_failure.fetch_min(index, Ordering::SeqCst);
+        if !self.isolated.load(Ordering::SeqCst) {
+            self.lowest_failure.fetch_min(index, Ordering::SeqCst);
+        }
     }
 
-    /// Cancels every instance (a mesh launch, whose devices wait on each other, stops as a
-    /// whole when one device fails).
-    pub(crate) fn cancel_all(&self) {
-        self.lowest_failure.store(0, Ordering::SeqCst);
-    }
-
-    /// True once any instance failed (or [`Cancellation::cancel_all`] was called).
-    pub(crate) fn any_failed(&self) -> bool {
-        self.lowest_failure.load(Ordering::SeqCst) != u64::MAX
+    /// From now on no failure cancels another instance. A mesh launch runs each device on
+    /// its own thread until it fails, ends, or waits for what no device will send (a
+    /// deadlock): cancelling the others at the first failure the host happened to see would
+    /// make the error reported depend on which device the host ran first.
+    pub(crate) fn isolate(&self) {
+        self.isolated.store(true, Ordering::SeqCst);
     }
 
     /// True when instance `index` should stop: an instance before it failed.

@@ -226,6 +226,47 @@ fn an_error_on_one_device_stops_the_devices_waiting_for_it() {
     assert!(e.message().starts_with("on device 2 (x=1, y=0)"), "{e}");
 }
 
+/// A launch over two devices of `[2]` instances each where device 1 fails at once and device 0
+/// only after a long loop: in its second instance (`sync` false), or in its first after waiting
+/// for a signal device 1 sends just before it fails (`sync` true).
+fn lowest_device_failing_late(sync: bool) -> NkiError {
+    let m = Mesh::new([2], ["x"]).unwrap();
+    let buf = ShardedHbm::<f32>::zeros(&m, &[4, 4], PartitionSpec::new([Some("x"), None])).unwrap();
+    MeshLaunch::new(&m)
+        .grid(2)
+        .run(|| {
+            let first = nki_core::nl::program_id(0) == 0;
+            let sem = mesh::semaphore("ready");
+            if mesh::device_id() == 1 {
+                if sync {
+                    sem.signal_device(0, 1);
+                }
+                let _ = buf.at(7);
+            } else if first {
+                loop_of(400);
+                if sync {
+                    sem.wait(1);
+                    let _ = buf.at(9);
+                }
+            } else {
+                let _ = buf.at(9);
+            }
+        })
+        .expect_err("both devices fail")
+}
+
+#[test]
+fn the_lowest_device_that_fails_is_named_whatever_order_the_host_ran_the_devices() {
+    for sync in [false, true] {
+        for _ in 0..3 {
+            let e = lowest_device_failing_late(sync);
+            assert_eq!(e.kind(), ErrorKind::InvalidDevice, "{e}");
+            assert!(e.message().starts_with("on device 0"), "sync {sync}: {e}");
+            assert!(e.message().contains('9'), "sync {sync}: {e}");
+        }
+    }
+}
+
 #[test]
 fn an_output_shard_a_device_never_writes_is_an_error_naming_the_device() {
     use nki_core::prelude::{nl, Mode};

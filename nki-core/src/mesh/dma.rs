@@ -19,7 +19,7 @@ use super::sem::SemKey;
 use super::sharding::MeshView;
 use super::sync::{CopyState, WaitFail};
 use super::topology::DeviceRef;
-use crate::context::{self, Cancelled};
+use crate::context;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
 use std::cell::Cell;
 
@@ -109,14 +109,9 @@ pub(crate) fn read_ns(target: crate::target::Target) -> f64 {
     spec.min_ii as f64 / spec.engine_ghz(crate::engine::Engine::Sync)
 }
 
-/// The outcome of a blocking wait or read: a failure elsewhere unwinds this device quietly,
-/// a deadlock fails its kernel at `loc`.
+/// The outcome of a blocking wait or read: a deadlock fails its kernel at `loc`.
 fn outcome<T>(r: std::result::Result<T, WaitFail>, loc: SourceLoc) -> T {
-    match r {
-        Ok(v) => v,
-        Err(WaitFail::Cancelled) => std::panic::panic_any(Cancelled),
-        Err(WaitFail::Error(e)) => context::raise(e, loc),
-    }
+    r.unwrap_or_else(|WaitFail(e)| context::raise(e, loc))
 }
 
 /// The name of semaphore `key` of device `id` in messages and trace spans.

@@ -94,8 +94,10 @@ impl<'m> MeshLaunch<'m> {
         max_loop_iterations(n: u64) => max_loop_iterations = n;
     }
 
-    /// Runs `kernel` on every device and returns the report. The first failing device (lowest
-    /// id) gives the error; a deadlock names every blocked device.
+    /// Runs `kernel` on every device and returns the report. Each device runs until it fails,
+    /// ends, or waits for what no device will send; the error is the failure of the lowest
+    /// device id that failed, whatever order the host ran the devices in (a deadlock, which
+    /// names every blocked device, only when no device failed otherwise).
     ///
     /// Called from inside a kernel body (or a mesh device's kernel), it launches nothing and
     /// fails the calling instance with an [`ErrorKind::NestedLaunch`] error at the caller's
@@ -134,6 +136,7 @@ impl<'m> MeshLaunch<'m> {
             .unwrap_or_else(|| Topology::of(self.target));
         topology.check(n)?;
         let launch = LaunchShared::new();
+        launch.cancelled.isolate();
         let shared = Arc::new(MeshShared {
             mesh: self.mesh.clone(),
             target: self.target,
@@ -142,7 +145,6 @@ impl<'m> MeshLaunch<'m> {
             engine_spans: self.engine_spans,
             sync: MeshSync::new(
                 (0..n).map(|d| self.mesh.describe_device(d)).collect(),
-                launch.clone(),
                 topology,
             ),
             collectives: Mutex::new(BTreeMap::new()),
@@ -165,31 +167,22 @@ impl<'m> MeshLaunch<'m> {
                     .stack_size(16 << 20)
                     .spawn_scoped(s, run);
                 if spawned.is_err() {
-                    launch.cancelled.cancel_all();
                     shared.sync.device_done(d);
                 }
             }
         });
-        let mut first_error = None;
+        let mut errors = Vec::new();
         for (d, o) in outcomes.into_iter().enumerate() {
             match o.into_inner().unwrap_or_else(|p| p.into_inner()) {
-                Some(e) => {
-                    if first_error.is_none() {
-                        first_error = e;
-                    }
-                }
-                None => {
-                    first_error.get_or_insert_with(|| {
-                        NkiError::new(
-                            ErrorKind::Io,
-                            "MeshLaunch",
-                            format!("could not start the thread of device {d}"),
-                        )
-                    });
-                }
+                Some(e) => errors.extend(e),
+                None => errors.push(NkiError::new(
+                    ErrorKind::Io,
+                    "MeshLaunch",
+                    format!("could not start the thread of device {d}"),
+                )),
             }
         }
-        if let Some(e) = first_error {
+        if let Some(e) = launch_error(errors) {
             return Err(e);
         }
         end_checks(&shared)?;
@@ -245,9 +238,6 @@ impl<'m> MeshLaunch<'m> {
         let grid_shape = self.grid.shape();
         let mut error = None;
         for (i, (pid, _)) in instances.iter().enumerate() {
-            if launch.cancelled.any_failed() {
-                break;
-            }
             device::with_device("MeshLaunch", SourceLoc::caller(), |s| {
                 s.program_id = pid.clone();
             });
@@ -267,12 +257,12 @@ impl<'m> MeshLaunch<'m> {
                 kernel();
                 device::with_device("MeshLaunch", SourceLoc::caller(), |s| s.flush());
             });
+            // A failed device stops; the others run on (see `launch_error`), and the ones
+            // that wait for it learn it will never signal when it is done (below).
             if let Err(stop) = outcome {
                 if let Stop::Failed(e) = stop {
                     error = Some(on_device(e, pid, &self.mesh.describe_device(d)));
                 }
-                launch.cancelled.cancel_all();
-                shared.sync.wake_all();
                 break;
             }
         }
@@ -281,6 +271,17 @@ impl<'m> MeshLaunch<'m> {
         device::take().expect("installed above");
         error
     }
+}
+
+/// The error of a mesh launch whose devices failed with `errors` (in device order): the first
+/// device's own failure, else the deadlock. Each device runs until it fails, ends or waits for
+/// what no device will send, so every device's outcome, and this choice, is the same whatever
+/// order the host runs the devices in; a deadlock that a failed device left behind (its peers
+/// waiting for it) is not the cause, its failure is.
+fn launch_error(errors: Vec<NkiError>) -> Option<NkiError> {
+    let own = errors.iter().position(|e| e.kind() != ErrorKind::Deadlock);
+    let at = own.unwrap_or(0);
+    errors.into_iter().nth(at)
 }
 
 /// `e`, a failure of an instance of `device`, with the device named in its message (a

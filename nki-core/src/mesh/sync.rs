@@ -18,10 +18,9 @@ use super::order::{Clock, CopyId, Marks, Order};
 use super::replay::{Replay, Replayer, Step};
 use super::sem::{Inc, SemKey};
 use crate::access::Ap;
-use crate::context::LaunchShared;
 use crate::error::{NkiError, SourceLoc};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// One increment of a semaphore: its identity, the copy that signalled it, the clock it
@@ -116,29 +115,20 @@ pub(crate) struct SyncState {
     names: Vec<String>,
 }
 
-/// Why a wait ended without being satisfied.
-pub(crate) enum WaitFail {
-    /// Another device failed: unwind quietly.
-    Cancelled,
-    /// This wait is part of a deadlock (or another mesh error).
-    Error(NkiError),
-}
+/// Why a wait ended without being satisfied: it is part of a deadlock (devices that wait for
+/// a device that failed or ended included).
+pub(crate) struct WaitFail(pub(crate) NkiError);
 
 /// The semaphores of a mesh launch and the condition variables blocked devices sleep on (one
 /// per device: a device is woken when the replay completed its wait, not by every step).
 pub(crate) struct MeshSync {
     state: Mutex<SyncState>,
     cvs: Vec<Condvar>,
-    launch: Arc<LaunchShared>,
 }
 
 impl MeshSync {
     /// The state of a launch over devices named `names`, timed on `topology`.
-    pub(crate) fn new(
-        names: Vec<String>,
-        launch: Arc<LaunchShared>,
-        topology: Topology,
-    ) -> MeshSync {
+    pub(crate) fn new(names: Vec<String>, topology: Topology) -> MeshSync {
         let devices = names.len();
         MeshSync {
             state: Mutex::new(SyncState {
@@ -155,7 +145,6 @@ impl MeshSync {
                 names,
             }),
             cvs: (0..devices).map(|_| Condvar::new()).collect(),
-            launch,
         }
     }
 
@@ -307,12 +296,8 @@ impl MeshSync {
             self.cvs[d].notify_one();
         }
         loop {
-            if self.launch.cancelled.any_failed() {
-                g.blocked.remove(&device);
-                return Err(WaitFail::Cancelled);
-            }
             if let Some(e) = &g.deadlock {
-                return Err(WaitFail::Error(e.clone()));
+                return Err(WaitFail(e.clone()));
             }
             if let Some(out) = done(&mut g) {
                 return Ok(out);
@@ -321,9 +306,10 @@ impl MeshSync {
                 g.deadlock = Some(e.clone());
                 drop(g);
                 self.wake_everyone();
-                return Err(WaitFail::Error(e));
+                return Err(WaitFail(e));
             }
-            // The timeout only re-checks the cancellation flag, which is set outside the lock.
+            // Every change a wait depends on notifies under the lock; the timeout is a
+            // safety net only.
             g = self.cvs[device]
                 .wait_timeout(g, Duration::from_millis(50))
                 .unwrap_or_else(|p| p.into_inner())
@@ -343,12 +329,6 @@ impl MeshSync {
             }
         }
         drop(g);
-        self.wake_everyone();
-    }
-
-    /// Wakes every blocked device (after a failure elsewhere).
-    pub(crate) fn wake_all(&self) {
-        let _g = self.lock();
         self.wake_everyone();
     }
 
@@ -495,7 +475,7 @@ mod tests {
     #[test]
     fn waits_consume_what_they_wait_for() {
         let topo = Topology::of(crate::target::Target::Trn2);
-        let sync = MeshSync::new(vec!["device 0".into()], LaunchShared::new(), topo);
+        let sync = MeshSync::new(vec!["device 0".into()], topo);
         let k = SemKey::User(0);
         let loc = SourceLoc::caller();
         sync.signal(0, 0, k, 3, loc);
