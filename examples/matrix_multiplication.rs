@@ -1,14 +1,19 @@
-//! The NKI matrix-multiplication tutorial, re-told in Rust.
+//! The NKI matrix-multiplication tutorial, re-told in Rust, in NKI Beta 1 and in NKI 0.7.
 //!
 //! Four kernels compute `result[M, N] = lhsT[K, M]^T @ rhs[K, N]` (bf16 in, fp32 accumulation
 //! in PSUM, bf16 out), each reusing data better than the one before (see
-//! `nki_kernels::matmul`). This example
+//! `nki_kernels::matmul`). Each is written in NKI Beta 1 (`nl::load`, `nl::matmul_acc`,
+//! `nl::copy`, the result a `&mut Hbm` parameter) and has its NKI 0.7 twin (`*_07`: tensors
+//! from `nl::ndarray`, `nisa::dma_copy`, `nisa::nc_matmul` and `nisa::tensor_copy` writing
+//! into a destination given first, the result allocated in HBM and returned). This example
 //!
-//! 1. checks every kernel against a plain f32 reference at a small shape and prints "match";
+//! 1. checks every kernel and its 0.7 twin against a plain f32 reference at a small shape and
+//!    prints "match";
 //! 2. models each kernel on one trn1 NeuronCore at the tutorial's benchmark shape, lhsT
 //!    [8192, 4096] x rhs [8192, 8192] (estimate mode: no values, nothing big allocated), and
 //!    prints the modelled latency and HFU beside the figures AWS published for real hardware,
-//!    and how long the four estimates took (wall and CPU time, records per second).
+//!    the 0.7 twin's modelled latency, and how long the four Beta-1 estimates took (wall and
+//!    CPU time, records per second).
 //!
 //! ```text
 //! cargo run --release --example matrix_multiplication [-- --json] [--target trn2] [--trace DIR]
@@ -63,9 +68,9 @@ fn parse_args() -> Result<Options, String> {
     Ok(o)
 }
 
-/// Runs `kernel` on a small problem and compares with an f32 reference
-/// (atol 1e-4, rtol 1e-2, as the tutorial's test does).
-fn check_small(kernel: MatmulKernel) -> Result<bool, NkiError> {
+/// Runs `kernel` and its NKI 0.7 twin on a small problem and compares each with an f32
+/// reference (atol 1e-4, rtol 1e-2, as the tutorial's test does).
+fn check_small(kernel: MatmulKernel) -> Result<[bool; 2], NkiError> {
     // The fully blocked kernel needs whole blocks: 16 x 128 rows of M, 8 x 128 of K.
     let (k, m, n) = match kernel {
         MatmulKernel::FullyOptimized(b) => (128 * b.k, 128 * b.m, 512 * b.n),
@@ -74,15 +79,22 @@ fn check_small(kernel: MatmulKernel) -> Result<bool, NkiError> {
     let lhs_t = random_bf16(k, m, 1);
     let rhs = random_bf16(k, n, 2);
     let want = lhs_t.mapv(f32::from).t().dot(&rhs.mapv(f32::from));
+    let (lhs_t, rhs) = (Hbm::from_array(&lhs_t)?, Hbm::from_array(&rhs)?);
     let mut out = Hbm::<bf16>::zeros([m, n]);
-    kernel.launch(&Hbm::from_array(&lhs_t)?, &Hbm::from_array(&rhs)?, &mut out)?;
-    Ok(allclose(&out.to_array()?, &want, 1e-4, 1e-2).is_ok())
+    kernel.launch(&lhs_t, &rhs, &mut out)?;
+    let (out_07, _report) = kernel.launch_07(&lhs_t, &rhs)?;
+    let ok = |out: &Hbm<bf16>| -> Result<bool, NkiError> {
+        Ok(allclose(&out.to_array()?, &want, 1e-4, 1e-2).is_ok())
+    };
+    Ok([ok(&out)?, ok(&out_07)?])
 }
 
 /// One row of the comparison.
 struct Row {
     kernel: MatmulKernel,
     profile: Profile,
+    /// The NKI 0.7 twin's profile.
+    profile_07: Profile,
     published_ms: f64,
     published_hfu: f64,
 }
@@ -99,14 +111,15 @@ fn run(o: &Options) -> Result<bool, NkiError> {
         println!("Correctness at small shapes (bf16, f32 reference, atol 1e-4, rtol 1e-2):");
     }
     for p in PUBLISHED_TRN1 {
-        let ok = check_small(p.kernel)?;
-        all_match &= ok;
-        if !o.json {
-            println!(
-                "  {:<28} {}",
-                p.kernel.name(),
-                if ok { "match" } else { "MISMATCH" }
-            );
+        let checks = check_small(p.kernel)?;
+        for (name, ok) in [p.kernel.name(), p.kernel.name_07()]
+            .into_iter()
+            .zip(checks)
+        {
+            all_match &= ok;
+            if !o.json {
+                println!("  {name:<31} {}", if ok { "match" } else { "MISMATCH" });
+            }
         }
     }
 
@@ -132,9 +145,12 @@ fn run(o: &Options) -> Result<bool, NkiError> {
                 )
             })?;
         }
+        // The NKI 0.7 twin, modelled the same way (its own compile configuration).
+        let profile_07 = p.kernel.estimate_07(o.target, &lhs_t, &rhs)?;
         rows.push(Row {
             kernel: p.kernel,
             profile,
+            profile_07,
             published_ms: p.latency_ms,
             published_hfu: p.hfu_percent,
         });
@@ -151,6 +167,7 @@ fn run(o: &Options) -> Result<bool, NkiError> {
                     "lhs_t_shape": [k, m],
                     "rhs_shape": [k, n],
                     "latency_us": r.profile.latency_us(),
+                    "latency_07_us": r.profile_07.latency_us(),
                     "hfu_percent": r.profile.hfu_percent,
                     "mfu_percent": r.profile.mfu_percent,
                     "instructions": r.profile.instructions,
@@ -174,18 +191,19 @@ fn run(o: &Options) -> Result<bool, NkiError> {
             2.0 * (k * m * n) as f64 / 1e9
         );
         println!(
-            "  {:<28} {:>12} {:>8} {:>14} {:>10} {:>9}",
-            "kernel", "latency ms", "HFU %", "published ms", "pub HFU %", "error %"
+            "  {:<28} {:>12} {:>8} {:>14} {:>10} {:>9} {:>11}",
+            "kernel", "latency ms", "HFU %", "published ms", "pub HFU %", "error %", "0.7 twin ms"
         );
         for r in &rows {
             println!(
-                "  {:<28} {:>12.2} {:>8.2} {:>14.2} {:>10.2} {:>+9.1}",
+                "  {:<28} {:>12.2} {:>8.2} {:>14.2} {:>10.2} {:>+9.1} {:>11.2}",
                 r.kernel.name(),
                 r.profile.latency_ms(),
                 r.profile.hfu_percent,
                 r.published_ms,
                 r.published_hfu,
-                r.error_percent()
+                r.error_percent(),
+                r.profile_07.latency_ms()
             );
         }
         let records: usize = rows.iter().map(|r| r.profile.instructions).sum();

@@ -16,6 +16,7 @@
 
 use nki_core::nisa::AluOp;
 use nki_core::prelude::*;
+use std::ops::Range;
 // The Beta-1 instruction forms (allocating, `_into` twins): the seeds' dialect.
 use nki_core::nisa::classic as nisa;
 
@@ -336,6 +337,234 @@ pub fn matmul_fully_optimized<T: Element>(
     }
 }
 
+/// [`dims_or_raise`] for an NKI 0.7 twin, which allocates its result: the result shape is the
+/// product's, `[M, N]`.
+#[track_caller]
+fn dims_07(
+    op: &'static str,
+    lhs_t: &[usize],
+    rhs: &[usize],
+    mult: [usize; 3],
+) -> (usize, usize, usize) {
+    let result = match (lhs_t, rhs) {
+        ([_, m], [_, n]) => vec![*m, *n],
+        _ => Vec::new(),
+    };
+    dims_or_raise(op, lhs_t, rhs, &result, mult)
+}
+
+/// An SBUF tensor holding `src` (a `dma_copy`).
+#[track_caller]
+fn copy_in(src: HbmView) -> Tensor {
+    let tile = nl::ndarray(src.shape(), src.dtype(), nl::sbuf);
+    nki_core::nisa::dma_copy(&tile, src, None);
+    tile
+}
+
+/// Copies the fp32 PSUM accumulator `acc` to SBUF in `result`'s dtype (`nisa.tensor_copy` with
+/// the engine left to the compiler) and stores it into `result` at `rows`, `cols`.
+#[track_caller]
+fn read_out(result: &Tensor, acc: &Tensor, rows: Range<usize>, cols: Range<usize>) {
+    use nki_core::nisa;
+    let res_sb = nl::ndarray(acc.shape(), result.dtype(), nl::sbuf);
+    nisa::tensor_copy(&res_sb, acc, None);
+    nisa::dma_copy(result.slice((rows, cols)), &res_sb, None);
+}
+
+/// The NKI 0.7 twin of [`matmul_tiled`](fn@matmul_tiled): `lhsT^T @ rhs`, returned, on one
+/// core (launch it on `[1]`). The same loops, tiles and instructions written in 0.7's form:
+/// SBUF and PSUM tensors allocated with `nl::ndarray`, data moved by `nisa::dma_copy`, the
+/// product accumulated by `nisa::nc_matmul` into a PSUM tensor given first, the read-out a
+/// `nisa::tensor_copy` whose engine the compiler picks (VectorE, where the Beta-1 `nl.copy`
+/// of PSUM goes to ScalarE), the result allocated in HBM and returned. It computes the same
+/// values as the Beta-1 kernel.
+///
+/// Needs M a multiple of 128, N of 512 and K of 128.
+#[nki_kernel(nki = "0.7")]
+pub fn matmul_tiled_07<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>) -> Hbm<T> {
+    use nki_core::nisa;
+    let mult = [TILE_M, TILE_N, TILE_K];
+    let (k, m, n) = dims_07("matmul_tiled_07", lhs_t.shape(), rhs.shape(), mult);
+    let result = nl::ndarray(&[m, n], lhs_t.dtype(), nl::shared_hbm);
+    for mi in nl::affine_range(m / TILE_M) {
+        let rows = mi * TILE_M..(mi + 1) * TILE_M;
+        for ni in nl::affine_range(n / TILE_N) {
+            let cols = ni * TILE_N..(ni + 1) * TILE_N;
+            let res_psum = nl::ndarray(&[TILE_M, TILE_N], DType::F32, nl::psum);
+            for ki in nl::affine_range(k / TILE_K) {
+                let kr = ki * TILE_K..(ki + 1) * TILE_K;
+                let lhs_tile = copy_in(lhs_t.slice((kr.clone(), rows.clone())));
+                let rhs_tile = copy_in(rhs.slice((kr, cols.clone())));
+                nisa::nc_matmul(&res_psum, &lhs_tile, &rhs_tile, None);
+            }
+            read_out(&result, &res_psum, rows.clone(), cols);
+        }
+    }
+    result
+}
+
+/// The NKI 0.7 twin of [`matmul_hoist_load`](fn@matmul_hoist_load): the tiled matmul with the
+/// K column of lhsT tensors copied once per M tile and the rhs tensors once per (m, n),
+/// written as [`matmul_tiled_07`](fn@matmul_tiled_07) is; returned, on one core.
+///
+/// Needs M a multiple of 128, N of 512 and K of 128.
+#[nki_kernel(nki = "0.7")]
+pub fn matmul_hoist_load_07<T: Element>(lhs_t: &Hbm<T>, rhs: &Hbm<T>) -> Hbm<T> {
+    use nki_core::nisa;
+    let mult = [TILE_M, TILE_N, TILE_K];
+    let (k, m, n) = dims_07("matmul_hoist_load_07", lhs_t.shape(), rhs.shape(), mult);
+    let result = nl::ndarray(&[m, n], lhs_t.dtype(), nl::shared_hbm);
+    let k_tiles = k / TILE_K;
+    let k_rows = |ki: usize| ki * TILE_K..(ki + 1) * TILE_K;
+    for mi in nl::affine_range(m / TILE_M) {
+        let rows = mi * TILE_M..(mi + 1) * TILE_M;
+        let lhs_tiles: Vec<Tensor> = nl::affine_range(k_tiles)
+            .map(|ki| copy_in(lhs_t.slice((k_rows(ki), rows.clone()))))
+            .collect();
+        for ni in nl::affine_range(n / TILE_N) {
+            let cols = ni * TILE_N..(ni + 1) * TILE_N;
+            let rhs_tiles: Vec<Tensor> = nl::affine_range(k_tiles)
+                .map(|ki| copy_in(rhs.slice((k_rows(ki), cols.clone()))))
+                .collect();
+            let res_psum = nl::ndarray(&[TILE_M, TILE_N], DType::F32, nl::psum);
+            for ki in nl::affine_range(k_tiles) {
+                nisa::nc_matmul(&res_psum, &lhs_tiles[ki], &rhs_tiles[ki], None);
+            }
+            read_out(&result, &res_psum, rows.clone(), cols);
+        }
+    }
+    result
+}
+
+/// The NKI 0.7 twin of
+/// [`matmul_block_free_dimension`](fn@matmul_block_free_dimension): M in blocks of `blocks.m`
+/// tiles and N in blocks of `blocks.n` tiles sharing their copies, written as
+/// [`matmul_tiled_07`](fn@matmul_tiled_07) is; returned, on one core.
+///
+/// Needs M a multiple of `128 * blocks.m` and N of `512 * blocks.n`, K of 128.
+#[nki_kernel(nki = "0.7")]
+pub fn matmul_block_free_dimension_07<T: Element>(
+    lhs_t: &Hbm<T>,
+    rhs: &Hbm<T>,
+    blocks: Blocking,
+) -> Hbm<T> {
+    use nki_core::nisa;
+    let mult = [TILE_M * blocks.m, TILE_N * blocks.n, TILE_K];
+    let op = "matmul_block_free_dimension_07";
+    let (k, m, n) = dims_07(op, lhs_t.shape(), rhs.shape(), mult);
+    let result = nl::ndarray(&[m, n], lhs_t.dtype(), nl::shared_hbm);
+    let k_tiles = k / TILE_K;
+    let k_rows = |ki: usize| ki * TILE_K..(ki + 1) * TILE_K;
+    let (block_m, block_n) = (TILE_M * blocks.m, TILE_N * blocks.n);
+    for mb in nl::affine_range(m / block_m) {
+        // lhs_tiles[bm][k]: the K column of tensors of the bm-th M tile of this block.
+        let lhs_tiles: Vec<Vec<Tensor>> = nl::affine_range(blocks.m)
+            .map(|bm| {
+                let r0 = mb * block_m + bm * TILE_M;
+                nl::affine_range(k_tiles)
+                    .map(|ki| copy_in(lhs_t.slice((k_rows(ki), r0..r0 + TILE_M))))
+                    .collect()
+            })
+            .collect();
+        for nb in nl::affine_range(n / block_n) {
+            let rhs_tiles: Vec<Vec<Tensor>> = nl::affine_range(blocks.n)
+                .map(|bn| {
+                    let c0 = nb * block_n + bn * TILE_N;
+                    nl::affine_range(k_tiles)
+                        .map(|ki| copy_in(rhs.slice((k_rows(ki), c0..c0 + TILE_N))))
+                        .collect()
+                })
+                .collect();
+            for bm in nl::affine_range(blocks.m) {
+                let r0 = mb * block_m + bm * TILE_M;
+                for bn in nl::affine_range(blocks.n) {
+                    let c0 = nb * block_n + bn * TILE_N;
+                    let res_psum = nl::ndarray(&[TILE_M, TILE_N], DType::F32, nl::psum);
+                    for ki in nl::affine_range(k_tiles) {
+                        let (s, mv) = (&lhs_tiles[bm][ki], &rhs_tiles[bn][ki]);
+                        nisa::nc_matmul(&res_psum, s, mv, None);
+                    }
+                    read_out(&result, &res_psum, r0..r0 + TILE_M, c0..c0 + TILE_N);
+                }
+            }
+        }
+    }
+    result
+}
+
+/// The NKI 0.7 twin of [`matmul_fully_optimized`](fn@matmul_fully_optimized): blocks in M, N
+/// and K, the K blocks in a sequential loop adding each PSUM partial sum into a zeroed SBUF
+/// result tensor in place (`nisa.tensor_tensor(dst=acc, data1=acc, data2=res_psum,
+/// op=nl.add)`, as the tutorial writes it), each M tile's row of results packed with
+/// `nisa.tensor_copy` and stored with one `dma_copy`; returned, on one core.
+///
+/// Needs M a multiple of `128 * blocks.m`, N of `512 * blocks.n` and K of `128 * blocks.k`.
+#[nki_kernel(nki = "0.7")]
+pub fn matmul_fully_optimized_07<T: Element>(
+    lhs_t: &Hbm<T>,
+    rhs: &Hbm<T>,
+    blocks: Blocking,
+) -> Hbm<T> {
+    use nki_core::nisa;
+    let mult = [TILE_M * blocks.m, TILE_N * blocks.n, TILE_K * blocks.k];
+    let op = "matmul_fully_optimized_07";
+    let (k, m, n) = dims_07(op, lhs_t.shape(), rhs.shape(), mult);
+    let out_dtype = lhs_t.dtype();
+    let result = nl::ndarray(&[m, n], out_dtype, nl::shared_hbm);
+    let (block_m, block_n, block_k) = (TILE_M * blocks.m, TILE_N * blocks.n, TILE_K * blocks.k);
+    let (num_m, num_n, num_k) = (m / block_m, n / block_n, k / block_k);
+    let k_rows = |kb: usize, bk: usize| {
+        let k0 = kb * block_k + bk * TILE_K;
+        k0..k0 + TILE_K
+    };
+    for nb in nl::affine_range(num_n) {
+        let cols = nb * block_n..(nb + 1) * block_n;
+        // acc[(mb * blocks.m + bm) * blocks.n + bn]: the partial sums of one [128, 512] tile.
+        let acc: Vec<Tensor> = (0..num_m * blocks.m * blocks.n)
+            .map(|_| nl::zeros(&[TILE_M, TILE_N], out_dtype, nl::sbuf))
+            .collect();
+        for kb in nl::sequential_range(num_k) {
+            let rhs_tiles: Vec<Tensor> = nl::affine_range(blocks.k)
+                .map(|bk| copy_in(rhs.slice((k_rows(kb, bk), cols.clone()))))
+                .collect();
+            for mb in nl::affine_range(num_m) {
+                let lhs_tiles: Vec<Tensor> = nl::affine_range(blocks.k)
+                    .map(|bk| {
+                        copy_in(lhs_t.slice((k_rows(kb, bk), mb * block_m..(mb + 1) * block_m)))
+                    })
+                    .collect();
+                for bn in nl::affine_range(blocks.n) {
+                    let moving = bn * TILE_N..(bn + 1) * TILE_N;
+                    for bm in nl::affine_range(blocks.m) {
+                        let stationary = bm * TILE_M..(bm + 1) * TILE_M;
+                        let res_psum = nl::ndarray(&[TILE_M, TILE_N], DType::F32, nl::psum);
+                        for bk in nl::affine_range(blocks.k) {
+                            nisa::nc_matmul(
+                                &res_psum,
+                                lhs_tiles[bk].slice((.., stationary.clone())),
+                                rhs_tiles[bk].slice((.., moving.clone())),
+                                None,
+                            );
+                        }
+                        let sum = &acc[(mb * blocks.m + bm) * blocks.n + bn];
+                        nisa::tensor_tensor(sum, sum, &res_psum, AluOp::Add, None);
+                    }
+                }
+            }
+        }
+        for mt in nl::affine_range(num_m * blocks.m) {
+            let packed = nl::ndarray(&[TILE_M, block_n], out_dtype, nl::sbuf);
+            for bn in nl::affine_range(blocks.n) {
+                let part = packed.slice((.., bn * TILE_N..(bn + 1) * TILE_N));
+                nisa::tensor_copy(part, &acc[mt * blocks.n + bn], None);
+            }
+            let rows = mt * TILE_M..(mt + 1) * TILE_M;
+            nisa::dma_copy(result.slice((rows, cols.clone())), &packed, None);
+        }
+    }
+    result
+}
+
 /// The four stages of the tutorial, for drivers that run or model all of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MatmulKernel {
@@ -411,6 +640,59 @@ impl MatmulKernel {
     ) -> Result<Profile, NkiError> {
         let launch = Launch::new(1).target(target).mode(Mode::Estimate);
         let report = self.run(launch, lhs_t, rhs, result)?;
+        Ok(report.profile.expect("estimate mode records a profile"))
+    }
+}
+
+impl MatmulKernel {
+    /// The function name of the stage's NKI 0.7 twin.
+    pub fn name_07(self) -> &'static str {
+        match self {
+            MatmulKernel::Tiled => "matmul_tiled_07",
+            MatmulKernel::HoistLoad => "matmul_hoist_load_07",
+            MatmulKernel::BlockFreeDimension(_) => "matmul_block_free_dimension_07",
+            MatmulKernel::FullyOptimized(_) => "matmul_fully_optimized_07",
+        }
+    }
+
+    /// Runs the stage's NKI 0.7 twin with a configured launch (on grid `[1]`, one core): the
+    /// result it returns and the report.
+    pub fn run_07<T: Element>(
+        self,
+        launch: Launch,
+        lhs_t: &Hbm<T>,
+        rhs: &Hbm<T>,
+    ) -> Result<(Hbm<T>, LaunchReport), NkiError> {
+        match self {
+            MatmulKernel::Tiled => matmul_tiled_07::run(launch, lhs_t, rhs),
+            MatmulKernel::HoistLoad => matmul_hoist_load_07::run(launch, lhs_t, rhs),
+            MatmulKernel::BlockFreeDimension(b) => {
+                matmul_block_free_dimension_07::run(launch, lhs_t, rhs, b)
+            }
+            MatmulKernel::FullyOptimized(b) => {
+                matmul_fully_optimized_07::run(launch, lhs_t, rhs, b)
+            }
+        }
+    }
+
+    /// Computes `lhs_t^T @ rhs` with the stage's NKI 0.7 twin (execute mode, `kernel[1]`).
+    pub fn launch_07<T: Element>(
+        self,
+        lhs_t: &Hbm<T>,
+        rhs: &Hbm<T>,
+    ) -> Result<(Hbm<T>, LaunchReport), NkiError> {
+        self.run_07(Launch::new(1), lhs_t, rhs)
+    }
+
+    /// Models the stage's NKI 0.7 twin on `target` without computing values: its profile.
+    pub fn estimate_07<T: Element>(
+        self,
+        target: Target,
+        lhs_t: &Hbm<T>,
+        rhs: &Hbm<T>,
+    ) -> Result<Profile, NkiError> {
+        let launch = Launch::new(1).target(target).mode(Mode::Estimate);
+        let (_, report) = self.run_07(launch, lhs_t, rhs)?;
         Ok(report.profile.expect("estimate mode records a profile"))
     }
 }
