@@ -787,7 +787,14 @@ impl<'a> TileRef<'a> {
         let row = self.row_elems().max(1);
         let p0 = self.ap.offset / row;
         let (lo, hi) = self.ap.span();
-        let p1 = p0 + self.partitions();
+        // A view repeating one partition (stride 0, an `nl` operand broadcast across
+        // partitions) reads that partition only.
+        let rows = if self.ap.strides[0] == 0 {
+            1
+        } else {
+            self.partitions()
+        };
+        let p1 = p0 + rows;
         // Free-byte range within one partition.
         let (flo, fhi) = if self.partitions() == 1 || p1 - p0 == 1 {
             ((lo % row) as u64, ((hi - 1) % row + 1) as u64)

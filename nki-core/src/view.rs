@@ -1091,6 +1091,39 @@ impl<'a> TileRef<'a> {
         self.viewed("broadcast", |ap, what| broadcast(ap, dim, size, what), loc)
     }
 
+    /// The view read as shape `dims` under NumPy broadcasting (shapes aligned on the right; a
+    /// missing leading dimension or a size-1 one repeats, stride 0), as an `nl` op's operand
+    /// is read by the instruction it lowers to; `None` when the view does not broadcast to
+    /// `dims` (or is an indirect view of another shape). Unlike [`TileRef::broadcast`] this
+    /// may repeat the partition dimension (a 1-partition operand read on every partition).
+    pub(crate) fn broadcast_as(&self, dims: &[usize]) -> Option<TileRef<'a>> {
+        let have = self.ap.shape.dims();
+        if have == dims {
+            return Some(*self);
+        }
+        if self.ind.is_some() || dims.len() < have.len() || dims.len() > MAX_DIMS {
+            return None;
+        }
+        let lead = dims.len() - have.len();
+        let mut strides = [0isize; MAX_DIMS];
+        for (i, &d) in dims.iter().enumerate().skip(lead) {
+            let (size, stride) = (have[i - lead], self.ap.strides[i - lead]);
+            strides[i] = if size == d {
+                stride
+            } else if size == 1 {
+                0
+            } else {
+                return None;
+            };
+        }
+        let ap = Ap {
+            offset: self.ap.offset,
+            shape: Shape::new(dims).ok()?,
+            strides,
+        };
+        Some(TileRef { ap, ..*self })
+    }
+
     /// The view rearranged by an einops-style pattern (NKI on-chip `tensor.rearrange`); see
     /// [`HbmView::rearrange`]. The partition axis stays the first output dimension, alone.
     #[track_caller]

@@ -501,3 +501,76 @@ fn nl_fills_record_the_memset_they_lower_to() {
         |_, d| memset(d, 2.7, None),
     );
 }
+
+#[test]
+fn nl_assign_records_the_tensor_copy_it_lowers_to() {
+    // Equal shapes, with a cast.
+    same_as(
+        "nl.assign (cast)",
+        false,
+        || vec![ramp(128, 64, DType::F32, 0.25)],
+        |s| {
+            let d = lang::ndarray(&[128, 64], DType::BF16, MemKind::Sbuf);
+            lang::assign(&d, &s[0]);
+            d
+        },
+        |s, d| tensor_copy(d, &s[0], None),
+    );
+    // A [P, 1] value broadcast along the free dimension: read through a stride-0 view.
+    same_as(
+        "nl.assign (free broadcast)",
+        false,
+        || vec![ramp(128, 1, DType::F32, 0.5)],
+        |s| {
+            let d = lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf);
+            lang::assign(&d, &s[0]);
+            d
+        },
+        |s, d| tensor_copy(d, s[0].broadcast(1, 64), None),
+    );
+    // A [1, F] value broadcast across partitions: the record reads its one partition.
+    same_as(
+        "nl.assign (partition broadcast)",
+        false,
+        || vec![ramp(1, 64, DType::F32, 0.5)],
+        |s| {
+            let d = lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf);
+            lang::assign(&d, &s[0]);
+            d
+        },
+        |s, d| {
+            let v = s[0].view().broadcast_as(&[128, 64]).expect("broadcasts");
+            let r = v.region();
+            assert_eq!((r.p0, r.p1), (0, 1), "one partition read");
+            tensor_copy(d, v, None)
+        },
+    );
+    // From PSUM: on ScalarE, where the compiler puts a PSUM -> SBUF copy.
+    let in_psum = || {
+        let t = lang::ndarray(&[128, 64], DType::F32, MemKind::Psum);
+        tensor_copy(&t, &ramp(128, 64, DType::F32, 0.5), None);
+        vec![t]
+    };
+    same_as(
+        "nl.assign (from PSUM)",
+        false,
+        in_psum,
+        |s| {
+            let d = lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf);
+            lang::assign(&d, &s[0]);
+            d
+        },
+        |s, d| tensor_copy(d, &s[0], Opts::new().engine(Engine::Scalar)),
+    );
+}
+
+#[test]
+fn an_nl_copy_of_an_unwritten_tile_names_the_nl_op() {
+    let e = run(Mode::Simulate, || {
+        let t = lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf);
+        lang::copy(&t, None);
+    })
+    .expect_err("reads an unwritten tile")
+    .to_string();
+    assert!(e.contains("nl.copy") && !e.contains("tensor_copy"), "{e}");
+}

@@ -569,7 +569,7 @@ pub(crate) fn tensor_copy_to<'d>(
     x: TileRef,
     engine: Option<Engine>,
 ) -> Output<'d> {
-    const API: &str = "nisa.tensor_copy";
+    let api = ins.api;
     let engine = engine.unwrap_or_else(|| copy_engine(x.mem()));
     ins.engine_in(engine, &[Engine::Vector, Engine::Scalar, Engine::GpSimd]);
     ins.operand_on(engine, "src", &x);
@@ -585,13 +585,13 @@ pub(crate) fn tensor_copy_to<'d>(
             let (from, to) = (x.dtype(), ov.dtype());
             if engine == Engine::Scalar {
                 // ScalarE copies through fp32.
-                return x.with_rows(API, ins.loc, |rows| {
+                return x.with_rows(api, ins.loc, |rows| {
                     ov.write_with(from == to, |o| {
                         rows.iter().for_each(|r| o.extend_from_slice(r))
                     })
                 });
             }
-            return x.with_slot_rows(API, ins.loc, |rows| {
+            return x.with_slot_rows(api, ins.loc, |rows| {
                 ov.write_slots(|o| {
                     rows.iter().for_each(|r| o.extend_from_slice(r));
                     from.cast_slots(to, o);
@@ -600,10 +600,10 @@ pub(crate) fn tensor_copy_to<'d>(
         }
         if engine == Engine::Scalar {
             // ScalarE copies through fp32.
-            ov.scatter(x.gather(API, ins.loc))
+            ov.scatter(x.gather(api, ins.loc))
         } else {
             // VectorE and GpSimdE copy equal dtypes bit-exactly; a cast goes through fp32.
-            let mut v = x.gather_slots(API, ins.loc);
+            let mut v = x.gather_slots(api, ins.loc);
             x.dtype().cast_slots(ov.dtype(), &mut v);
             ov.scatter_slots(v)
         }

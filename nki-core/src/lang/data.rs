@@ -271,17 +271,17 @@ pub(crate) fn copy_to_impl(ins: &Op, api: &'static str, src: TileRef, dtype: DTy
     tensor_copy_to(&ins.recorded_as(api), Dst::New(Some(dtype)), src, None).tile()
 }
 
-/// Writes `value` into the tile view `dst` (NKI `dst[...] = value`; VectorE tensor_copy with
-/// broadcast of size-1 dims of the value).
+/// Writes `value` into the tile view `dst` (NKI `dst[...] = value`): a tensor_copy on the
+/// engine the compiler picks (as [`copy`]), reading `value` broadcast to `dst`'s shape (NumPy
+/// rules: size-1 and missing leading dimensions repeat).
 #[track_caller]
 pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>) {
     let ins = Op::begin("assign");
     let dst: TileRef = dst.into();
     let src: TileRef = value.into();
     ins.operand("dst", &dst);
-    let out = match crate::exec::broadcast_shape(dst.shape(), src.shape()) {
-        Some(o) if o == dst.shape() => o,
-        _ => ins.fail(
+    let Some(value) = src.broadcast_as(dst.shape()) else {
+        ins.fail(
             ErrorKind::ShapeMismatch,
             format!(
                 "illegal assignment destination shape: shape {:?} of {} is smaller than the value {}",
@@ -289,30 +289,7 @@ pub fn assign<'a, 'b>(dst: impl Into<TileRef<'a>>, value: impl Into<TileRef<'b>>
                 dst.describe(),
                 src.describe()
             ),
-        ),
+        )
     };
-    ins.issue(
-        &[&dst],
-        || {
-            // Slots move untouched (bit-exact); a cast goes through fp32.
-            let mut v = src.gather_slots("assign", ins.loc);
-            src.dtype().cast_slots(dst.dtype(), &mut v);
-            let vals = if src.shape() == dst.shape() {
-                v
-            } else {
-                let zeros = vec![0.0; dst.ap.shape.numel()];
-                crate::exec::binary(&zeros, &out, &v, src.shape(), &out, |_, y| y)
-            };
-            dst.scatter_slots(vals)
-        },
-        || {
-            ins.record_as("nl.assign", Engine::Vector, Opcode::TensorCopy)
-                .size(dst.partitions() as u32, dst.free_size() as u32)
-                .dtypes(src.dtype(), dst.dtype())
-                .psum(src.mem() == MemKind::Psum || dst.mem() == MemKind::Psum)
-                .reads([src.region()])
-                .writes([dst.region()])
-                .done()
-        },
-    );
+    tensor_copy_to(&ins.recorded_as("nl.assign"), Dst::Into(dst), value, None);
 }
