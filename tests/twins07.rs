@@ -274,3 +274,38 @@ fn matmul_07_twins_are_their_beta1_twins() {
         }
     }
 }
+
+#[test]
+fn layernorm_07_twins_are_their_beta1_twins() {
+    use nki_kernels::layernorm::{layernorm_v1, layernorm_v1_07, layernorm_v2, layernorm_v2_07};
+    // The tutorial's [300, 1000] (a partial last row tile, a partial last bn_stats piece).
+    let (rows, d) = (300, 1000);
+    let x = f32_input(rows, d, 1);
+    let vector = |seed| Hbm::from_vec(&[d], random_range(d, -4.0, 4.0, seed)).unwrap();
+    let (g, b) = (vector(2), vector(3));
+    let mut out = Hbm::<f32>::zeros([rows, d]);
+    let p = layernorm_v1::simulate(1, TARGET, &x, &g, &b, &mut out).unwrap();
+    let twin = layernorm_v1_07::simulate(1, TARGET, &x, &g, &b).unwrap();
+    same_values("layernorm_v1 [300, 1000]", &out, &twin.0);
+    same_timeline("layernorm_v1 [300, 1000]", &p, &twin.1);
+    let p = layernorm_v2::simulate(1, TARGET, &x, &g, &b, &mut out).unwrap();
+    let twin = layernorm_v2_07::simulate(1, TARGET, &x, &g, &b).unwrap();
+    same_values("layernorm_v2 [300, 1000]", &out, &twin.0);
+    same_timeline("layernorm_v2 [300, 1000]", &p, &twin.1);
+    // The torch driver's shape, modelled on both targets.
+    let (rows, d) = (4096, 8192);
+    let (x, v) = (
+        Hbm::<f32>::shape_only([rows, d]),
+        Hbm::<f32>::shape_only([d]),
+    );
+    let mut out = Hbm::<f32>::shape_only([rows, d]);
+    for target in [Target::Trn1, Target::Trn2] {
+        let what = format!("layernorm [{rows}, {d}] on {target}");
+        let p = layernorm_v1::estimate(1, target, &x, &v, &v, &mut out).unwrap();
+        let (_, twin) = layernorm_v1_07::estimate(1, target, &x, &v, &v).unwrap();
+        same_timeline(&format!("{what} v1"), &p, &twin);
+        let p = layernorm_v2::estimate(1, target, &x, &v, &v, &mut out).unwrap();
+        let (_, twin) = layernorm_v2_07::estimate(1, target, &x, &v, &v).unwrap();
+        same_timeline(&format!("{what} v2"), &p, &twin);
+    }
+}
