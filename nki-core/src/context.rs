@@ -58,6 +58,9 @@ pub(crate) struct InstanceCtx {
     /// The modelling thread that follows the records as they are made, if the launch has one.
     /// It reads them in place: declared (so dropped) before `records`.
     pub(crate) feed: Option<crate::timing::RecordFeed>,
+    /// The feed set aside while an untaken branch is traced (its records are not fed: they
+    /// are dropped after it); it still reads the records handed to it before, in place.
+    parked_feed: Option<crate::timing::RecordFeed>,
     pub(crate) records: Vec<Instr>,
     /// The record count at which [`InstanceCtx::room_for_one`] takes its slow path: the
     /// buffer's capacity, or the record budget if lower (see [`InstanceCtx::set_record_budget`]).
@@ -112,32 +115,123 @@ pub(crate) struct InstanceCtx {
 /// modules: one value of each type, made (`Default`) on its first use. The context holds it
 /// without knowing its types, so it depends on none of those modules.
 #[derive(Default)]
-pub(crate) struct InstanceState(Vec<Box<dyn Any + Send>>);
+pub(crate) struct InstanceState(Vec<StateEntry>);
+
+/// One value of an [`InstanceState`] with its type's [`StateValue`] functions.
+struct StateEntry {
+    value: Box<dyn Any + Send>,
+    checkpoint: fn(&dyn Any) -> Box<dyn Any + Send>,
+    rollback: fn(&mut dyn Any, Box<dyn Any + Send>),
+    reset: fn(&mut dyn Any),
+}
+
+/// A value kept in an [`InstanceState`]: it says what tracing a branch the launch does not
+/// take may change in it, and how to put that back (see [`crate::shadow`]).
+pub(crate) trait StateValue: Any + Send + Default {
+    /// What tracing an untaken branch may change, saved before it.
+    fn checkpoint(&self) -> Box<dyn Any + Send>;
+    /// Puts back what [`StateValue::checkpoint`] saved.
+    fn rollback(&mut self, saved: Box<dyn Any + Send>);
+}
+
+/// The [`StateValue`] of a small value saved whole.
+macro_rules! state_value_by_clone {
+    ($($t:ty),*) => {$(
+        impl $crate::context::StateValue for $t {
+            fn checkpoint(&self) -> Box<dyn std::any::Any + Send> {
+                Box::new(self.clone())
+            }
+            fn rollback(&mut self, saved: Box<dyn std::any::Any + Send>) {
+                if let Ok(v) = saved.downcast::<$t>() {
+                    *self = *v;
+                }
+            }
+        }
+    )*};
+}
+pub(crate) use state_value_by_clone;
 
 impl InstanceState {
     /// The instance's value of type `T` (a default one the first time).
-    pub(crate) fn get<T: Any + Send + Default>(&mut self) -> &mut T {
-        let i = match self.0.iter().position(|v| v.is::<T>()) {
+    pub(crate) fn get<T: StateValue>(&mut self) -> &mut T {
+        let i = match self.0.iter().position(|v| v.value.is::<T>()) {
             Some(i) => i,
             None => {
-                self.0.push(Box::new(T::default()));
+                self.0.push(StateEntry {
+                    value: Box::new(T::default()),
+                    checkpoint: |v| match v.downcast_ref::<T>() {
+                        Some(t) => t.checkpoint(),
+                        None => Box::new(()),
+                    },
+                    rollback: |v, saved| {
+                        if let Some(t) = v.downcast_mut::<T>() {
+                            t.rollback(saved)
+                        }
+                    },
+                    reset: |v| {
+                        if let Some(t) = v.downcast_mut::<T>() {
+                            *t = T::default();
+                        }
+                    },
+                });
                 self.0.len() - 1
             }
         };
         self.0[i]
+            .value
             .downcast_mut()
             .expect("the value at its type's index")
     }
 
     /// Sets the instance's value of type `T` (before it runs: the launch's part of it).
-    pub(crate) fn set<T: Any + Send + Default>(&mut self, value: T) {
+    pub(crate) fn set<T: StateValue>(&mut self, value: T) {
         *self.get::<T>() = value;
     }
 
     /// Takes the instance's value of type `T` out (after it ran), leaving a default one.
-    pub(crate) fn take<T: Any + Send + Default>(&mut self) -> T {
+    pub(crate) fn take<T: StateValue>(&mut self) -> T {
         std::mem::take(self.get::<T>())
     }
+
+    /// Every value's [`StateValue::checkpoint`], in order.
+    fn checkpoint(&self) -> Vec<Box<dyn Any + Send>> {
+        self.0
+            .iter()
+            .map(|e| (e.checkpoint)(e.value.as_ref()))
+            .collect()
+    }
+
+    /// Puts back the values saved by [`InstanceState::checkpoint`]; a value made since starts
+    /// over from its default.
+    fn rollback(&mut self, saved: Vec<Box<dyn Any + Send>>) {
+        let n = saved.len();
+        for (e, s) in self.0.iter_mut().zip(saved) {
+            (e.rollback)(e.value.as_mut(), s);
+        }
+        for e in self.0.iter_mut().skip(n) {
+            (e.reset)(e.value.as_mut());
+        }
+    }
+}
+
+/// What an instance saves before tracing a branch it does not take, to put back after
+/// ([`InstanceCtx::begin_untaken`], [`InstanceCtx::end_untaken`]).
+pub(crate) struct Untaken {
+    records: usize,
+    op_steps: usize,
+    mode: Mode,
+    unwritten: crate::timing::fast_hash::Map<u64, UnwrittenTile>,
+    frames: Vec<(u32, u32)>,
+    next_activation: u32,
+    loop_lines: usize,
+    private_hbm: usize,
+    shared_hbm_allocs: usize,
+    loop_depth: usize,
+    state: Vec<Box<dyn Any + Send>>,
+    name: Option<crate::names::InstrName>,
+    emit: Option<Arc<crate::emit::trace::Sink>>,
+    mem: crate::memory::MemCheckpoint,
+    parked: bool,
 }
 
 thread_local! {
@@ -211,6 +305,7 @@ impl InstanceCtx {
             record_budget: crate::record::DEFAULT_MAX_RECORDS,
             records,
             feed: None,
+            parked_feed: None,
             mem: MemoryTracker::new(target.spec()),
             shared,
             unwritten: Default::default(),
@@ -380,7 +475,10 @@ impl InstanceCtx {
             raise(e, loc);
         }
         if n == self.records.capacity() {
-            if let Some(feed) = &mut self.feed {
+            for feed in [&mut self.feed, &mut self.parked_feed]
+                .into_iter()
+                .flatten()
+            {
                 feed.sync();
             }
             self.records.reserve(1);
@@ -448,6 +546,61 @@ impl InstanceCtx {
             // `records`; `take_records` drops it first), and a record is not written after it
             // is fed (it is complete before it is moved into its slot).
             unsafe { feed.push(self.records.as_ptr(), n) };
+        }
+    }
+
+    /// Begins tracing a branch the launch does not take ([`crate::shadow`]): the instance runs
+    /// as in estimate mode (checks and records, no values), its feed set aside, and what the
+    /// branch changes is saved to be put back by [`InstanceCtx::end_untaken`].
+    pub(crate) fn begin_untaken(&mut self) -> Untaken {
+        let parked = self.feed.is_some();
+        if parked {
+            self.parked_feed = self.feed.take();
+        }
+        let cp = Untaken {
+            records: self.records.len(),
+            op_steps: self.op_steps,
+            mode: self.mode,
+            unwritten: self.unwritten.clone(),
+            frames: self.frames.clone(),
+            next_activation: self.next_activation,
+            loop_lines: self.loop_lines.len(),
+            private_hbm: self.private_hbm.len(),
+            shared_hbm_allocs: self.shared_hbm_allocs,
+            loop_depth: self.loop_tiles.depth(),
+            state: self.state.checkpoint(),
+            name: self.name,
+            emit: self.emit.take(),
+            mem: self.mem.checkpoint(),
+            parked,
+        };
+        self.mode = Mode::Estimate;
+        crate::shadow::enter();
+        cp
+    }
+
+    /// Ends the untaken branch begun with `cp` ([`InstanceCtx::begin_untaken`]): its records
+    /// dropped, the instance's state as before it, the feed back.
+    pub(crate) fn end_untaken(&mut self, cp: Untaken) {
+        crate::shadow::leave();
+        self.records.truncate(cp.records);
+        self.op_steps = cp.op_steps;
+        self.mode = cp.mode;
+        self.unwritten = cp.unwritten;
+        self.frames = cp.frames;
+        self.position = None;
+        self.writer = [None; 3];
+        self.next_activation = cp.next_activation;
+        self.loop_lines.truncate(cp.loop_lines);
+        self.private_hbm.truncate(cp.private_hbm);
+        self.shared_hbm_allocs = cp.shared_hbm_allocs;
+        self.loop_tiles.unwind_to(cp.loop_depth);
+        self.state.rollback(cp.state);
+        self.name = cp.name;
+        self.emit = cp.emit;
+        self.mem.rollback(cp.mem);
+        if cp.parked {
+            self.feed = self.parked_feed.take();
         }
     }
 

@@ -99,6 +99,7 @@ mod pipeline;
 mod profile;
 mod record;
 mod reinterpret;
+mod shadow;
 mod slots;
 mod spmd;
 pub mod sweep;

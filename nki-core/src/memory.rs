@@ -160,6 +160,15 @@ struct Placed {
     loc: SourceLoc,
 }
 
+/// What [`MemoryTracker::checkpoint`] saves.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MemCheckpoint {
+    peak: MemoryPeak,
+    over: Option<usize>,
+    all: Option<usize>,
+    allocated: usize,
+}
+
 /// The slot of a tile the tracker does not hold (an HBM buffer).
 pub(crate) const NO_SLOT: u32 = u32::MAX;
 
@@ -317,6 +326,36 @@ impl MemoryTracker {
             peak.psum_banks = peak.psum_banks.max(psum_banks);
         }
         Ok(slot)
+    }
+
+    /// What tracing a branch the launch does not take may change here, saved before it (the
+    /// branch's tiles free their space when they drop; what it added to the peak and the
+    /// allocation lists is put back by [`MemoryTracker::rollback`]).
+    pub(crate) fn checkpoint(&self) -> MemCheckpoint {
+        MemCheckpoint {
+            peak: self.peak,
+            over: self.over.as_ref().map(|o| o.tiles.len()),
+            all: self.all.as_ref().map(Vec::len),
+            allocated: self.allocated.len(),
+        }
+    }
+
+    /// Puts back the peak and the allocation lists saved by [`MemoryTracker::checkpoint`]: the
+    /// untaken branch's tiles are not allocated by the kernel that runs.
+    pub(crate) fn rollback(&mut self, cp: MemCheckpoint) {
+        self.peak = cp.peak;
+        match cp.over {
+            None => self.over = None,
+            Some(n) => {
+                if let Some(o) = &mut self.over {
+                    o.tiles.truncate(n);
+                }
+            }
+        }
+        if let (Some(all), Some(n)) = (&mut self.all, cp.all) {
+            all.truncate(n);
+        }
+        self.allocated.truncate(cp.allocated);
     }
 
     /// The over-commit record of the live SBUF tiles, made when an allocation before record
@@ -692,6 +731,20 @@ impl LoopTiles {
         self.stack.pop();
         if self.stack.is_empty() {
             self.ids.clear();
+        }
+    }
+
+    /// How many device loops are active.
+    pub(crate) fn depth(&self) -> usize {
+        self.stack.len()
+    }
+
+    /// Leaves the device loops entered after depth `depth` (a branch whose tracing ended
+    /// inside them); the ids of their allocations stay, so an allocation keeps its buffer
+    /// whichever branch a later iteration takes.
+    pub(crate) fn unwind_to(&mut self, depth: usize) {
+        while self.stack.len() > depth {
+            self.exit();
         }
     }
 

@@ -376,6 +376,8 @@ fn hbm_tensor(ins: &Op, alloc: Alloc, dims: &[usize], dtype: DType) -> Tensor {
         );
     }
     let shape = ins.check(Shape::new(dims));
+    // A branch the launch does not take allocates nothing in HBM: its tracing ends here.
+    crate::shadow::stop_if_active();
     let name = alloc.name.as_deref();
     let st = ins.with_ctx(|c| {
         let values = c.mode.executes();

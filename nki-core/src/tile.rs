@@ -386,8 +386,13 @@ impl Tile {
     /// written (`init`) once every element is. In estimate mode a tracked tile notes the
     /// region's rectangle in the instance's unwritten tiles instead (no per-element work),
     /// leaving them once written whole.
+    ///
+    /// Inside a branch the launch does not take ([`crate::shadow`]) only the instance's
+    /// unwritten tiles note the write (they are put back after the branch); the tile itself
+    /// stays as it was.
     #[inline]
     fn set_written(&self, ap: &Ap, region: impl FnOnce() -> Region) {
+        let untaken = crate::shadow::active();
         if self.tracked.get() {
             let (id, whole) = (self.id, self.whole_rect());
             let r = if ap.offset == 0 && ap.shape == self.shape {
@@ -410,13 +415,13 @@ impl Tile {
                 }
                 None => true,
             });
-            if done.unwrap_or(true) {
+            if done.unwrap_or(true) && !untaken {
                 self.tracked.set(false);
                 self.init.set(true);
             }
             return;
         }
-        if self.init.get() {
+        if self.init.get() || untaken {
             return;
         }
         let numel = self.shape.numel();

@@ -1172,3 +1172,167 @@ fn multi_rank_simulate_runs_each_rank_on_its_own_inputs() {
     let e = multi_rank_simulate(&m, Target::Trn2, &inputs[..3], &[8, 4], |_, _| {}).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 }
+
+/// Both sides of a device branch are compiled, so both are traced: `which` picks what the
+/// side the launch does not take (`else_fn` when `flag > 0`) holds.
+#[nki_kernel(nki = "0.8")]
+fn two_sided(flag: &Hbm<i32>, x: &Hbm<f32>, which: u32) -> Hbm<f32> {
+    let out = nl::ndarray(x.shape(), DType::F32, nl::shared_hbm);
+    let f = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&f, flag.view(), None);
+    let t = nl::ndarray(x.shape(), DType::F32, nl::sbuf);
+    nisa::dma_copy(&t, x.view(), None);
+    let u = nl::ndarray(x.shape(), DType::F32, nl::sbuf);
+    let cond = nisa::scalar_load(&f).greater(0);
+    nl::if_else(
+        cond, // the if_else of two_sided
+        || nisa::tensor_scalar(&t, &t, AluOp::Add, 10.0, None),
+        || match which {
+            // A shape the compiler rejects.
+            0 => {
+                let narrow = nl::ndarray(&[128, 32], DType::F32, nl::sbuf);
+                nisa::tensor_tensor(&narrow, &t, &t, AluOp::Add, None); // the bad else
+            }
+            // The only write of `u`, which the kernel reads after the branch.
+            1 => nisa::tensor_scalar(&u, &t, AluOp::Multiply, 2.0, None),
+            // Work that must leave no trace in the branch taken: a large tile, a device
+            // loop whose bound is read at run time (no trip count given), a write of `u`.
+            2 => {
+                let big = nl::ndarray(&[128, 16384], DType::F32, nl::sbuf);
+                nisa::memset(&big, 0.0, None);
+                nl::fori_loop(0, nisa::scalar_load(&f), |_| {
+                    nisa::tensor_tensor(&t, &t, &big.slice((.., 0..64)), AluOp::Add, None)
+                });
+                nisa::tensor_copy(&u, &t, None);
+            }
+            _ => {}
+        },
+    );
+    if which == 1 {
+        nisa::tensor_tensor(&t, &t, &u, AluOp::Add, None); // reads u
+    }
+    nisa::dma_copy(out.view(), &t, None);
+    out
+}
+
+#[test]
+fn both_sides_of_a_device_branch_are_checked_and_only_the_taken_one_runs() {
+    let line = line_of("cond, // the if_else of two_sided") - 1;
+    let (x, v) = x_128x64();
+    let xs = Hbm::<f32>::shape_only([128, 64]);
+    let fs = Hbm::<i32>::shape_only([1, 1]);
+    let taken = |l: Launch| l.trip_counts(TripCounts::new().branch(line, true));
+    // An error in the side not taken fails the launch in every mode, naming its line.
+    let bad = line_of("// the bad else");
+    let f1 = Hbm::from_vec(&[1, 1], vec![1]).unwrap();
+    for mode in [Mode::Execute, Mode::Simulate, Mode::Estimate] {
+        let e = match mode {
+            Mode::Estimate => two_sided::run(taken(Launch::new(1).mode(mode)), &fs, &xs, 0),
+            _ => two_sided::run(Launch::new(1).mode(mode), &f1, &x, 0),
+        }
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{mode:?}: {e}");
+        assert_eq!(e.location().unwrap().line, bad, "{mode:?}: {e}");
+    }
+    // The untaken side's write of `u` is rolled back: reading `u` after the branch is an
+    // uninitialised read whichever mode finds it.
+    for mode in [Mode::Simulate, Mode::Estimate] {
+        let e = match mode {
+            Mode::Estimate => two_sided::run(taken(Launch::new(1).mode(mode)), &fs, &xs, 1),
+            _ => two_sided::run(Launch::new(1).mode(mode), &f1, &x, 1),
+        }
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::UninitializedRead, "{mode:?}: {e}");
+        assert_eq!(e.location().unwrap().line, line_of("// reads u"), "{e}");
+    }
+    // The side not taken leaves nothing in what runs: the values, the records, the modelled
+    // time, the device loops and the memory peak are those of a kernel without it.
+    let want: Vec<f32> = v.iter().map(|a| a + 10.0).collect();
+    let sim = two_sided::run(Launch::new(1).mode(Mode::Simulate), &f1, &x, 2).unwrap();
+    assert_eq!(sim.0.to_f32_vec().unwrap(), want);
+    let plain = two_sided::run(Launch::new(1).mode(Mode::Simulate), &f1, &x, 3).unwrap();
+    let ops = |p: &Profile| -> Vec<(Opcode, u32)> {
+        p.ops.iter().map(|o| (o.opcode, o.loc.line)).collect()
+    };
+    for (with, without) in [
+        (sim.1, plain.1),
+        (
+            two_sided::run(taken(Launch::new(1).mode(Mode::Estimate)), &fs, &xs, 2)
+                .unwrap()
+                .1,
+            two_sided::run(taken(Launch::new(1).mode(Mode::Estimate)), &fs, &xs, 3)
+                .unwrap()
+                .1,
+        ),
+    ] {
+        assert_eq!(with.memory, without.memory);
+        let (a, b) = (with.profile.unwrap(), without.profile.unwrap());
+        assert_eq!(ops(&a), ops(&b));
+        assert!(a.device_loops.is_empty() && b.device_loops.is_empty());
+        assert_eq!(a.latency_ns, b.latency_ns);
+    }
+}
+
+/// The two cores exchange their halves when `flag` is non-zero, else meet at a barrier and
+/// add them: the side not taken is traced on each core without meeting the other.
+#[nki_kernel(nki = "0.8")]
+fn lnc_branch(flag: &Hbm<i32>, x: &Hbm<f32>) -> Hbm<f32> {
+    let out = nl::ndarray(x.shape(), DType::F32, nl::shared_hbm);
+    let me = nl::program_id(0);
+    let f = nl::ndarray(&[1, 1], DType::I32, nl::sbuf);
+    nisa::dma_copy(&f, flag.view(), None);
+    let mine = nl::ndarray(&[128, 8], DType::F32, nl::sbuf);
+    nisa::dma_copy(&mine, x.slice((.., me * 8..me * 8 + 8)), None);
+    let got = nl::ndarray(&[128, 8], DType::F32, nl::sbuf);
+    let o = 1 - me;
+    nl::if_else(
+        nisa::scalar_load(&f), // the if_else of lnc_branch
+        || nki_core::lnc::sendrecv(&mine, &got, o, o, None),
+        || {
+            nki_core::lnc::core_barrier(&mine, None);
+            nki_core::lnc::sendrecv_compute(&mine, &got, o, o, AluOp::Add, None)
+        },
+    );
+    nisa::dma_copy(out.slice((.., me * 8..me * 8 + 8)), &got, None);
+    out
+}
+
+#[test]
+fn the_side_not_taken_meets_no_other_core() {
+    let v: Vec<f32> = (0..128 * 16).map(|k| (k % 13) as f32).collect();
+    let x = Hbm::from_vec(&[128, 16], v.clone()).unwrap();
+    let other = |k: usize| v[(k / 16) * 16 + (k % 16 + 8) % 16];
+    for (flag, sum) in [(1, false), (0, true)] {
+        let want: Vec<f32> = (0..v.len())
+            .map(|k| if sum { v[k] + other(k) } else { other(k) })
+            .collect();
+        let f = Hbm::from_vec(&[1, 1], vec![flag]).unwrap();
+        let l = Launch::new(2).target(Target::Trn2).mode(Mode::Simulate);
+        let (out, r) = lnc_branch::run(l, &f, &x).unwrap();
+        assert_eq!(out.to_f32_vec().unwrap(), want, "flag {flag}");
+        // Only the taken side's synchronising calls are in the cores' streams: one wait per
+        // exchange (and one more for the barrier).
+        let waits = r
+            .profile
+            .unwrap()
+            .ops
+            .iter()
+            .filter(|o| o.opcode == Opcode::CoreWait)
+            .count();
+        let line = line_of("// the if_else of lnc_branch") - 1;
+        let l = Launch::new(2)
+            .target(Target::Trn2)
+            .mode(Mode::Estimate)
+            .trip_counts(TripCounts::new().branch(line, flag != 0));
+        let fs = Hbm::<i32>::shape_only([1, 1]);
+        let xs = Hbm::<f32>::shape_only([128, 16]);
+        let est = lnc_branch::run(l, &fs, &xs).unwrap().1.profile.unwrap();
+        let est_waits = est
+            .ops
+            .iter()
+            .filter(|o| o.opcode == Opcode::CoreWait)
+            .count();
+        assert_eq!(waits, est_waits, "flag {flag}");
+        assert!(waits > 0);
+    }
+}

@@ -283,6 +283,10 @@ fn claim<'v>(
             ));
         }
     }
+    if crate::shadow::active() {
+        // A branch the launch does not take: checked, but it accesses nothing.
+        return Ok(Copying { st, token: None });
+    }
     if kind != Kind::Load {
         super::observe::notify(st.id, &view.ap, true, op, loc);
     }

@@ -219,6 +219,9 @@ fn dynamic_view(v: &HbmView, pattern: &[[ApTerm; 2]], offset: usize, loc: Source
                     scalars.len()
                 ),
             ),
+            // In a branch the launch does not take, no value to check the pattern with: its
+            // tracing ends here.
+            None if crate::shadow::active() => crate::shadow::stop(),
             None => raise(
                 NkiError::new(
                     ErrorKind::NoData,

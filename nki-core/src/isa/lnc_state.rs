@@ -45,7 +45,7 @@ pub(crate) struct SyncCall {
 
 /// The meeting point of the LNC=2 launch an instance runs in, `None` in other launches (the
 /// launch sets it in the instance's [`InstanceState`](crate::context::InstanceState)).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Link(pub(crate) Option<Arc<Pair>>);
 
 /// The meeting point of the two cores of an LNC=2 launch.
@@ -91,3 +91,6 @@ impl Pair {
         out
     }
 }
+
+// The launch's meeting point does not change while the instance runs.
+crate::context::state_value_by_clone!(Link);

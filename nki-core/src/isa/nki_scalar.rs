@@ -177,9 +177,14 @@ impl NkiScalar {
 
     /// The value, when the launch computes values (`None` in estimate mode for scalars read
     /// from tiles). Host code cannot read device registers in NKI; this is for kernels'
-    /// tests and checks.
+    /// tests and checks. Inside the side of an [`nl::if_else`](crate::lang::if_else) the
+    /// launch does not take, which is traced as the compiler sees it, only a compile-time
+    /// integer has a value.
     pub fn value(&self) -> Option<i64> {
-        self.value
+        match self.literal || !crate::shadow::active() {
+            true => self.value,
+            false => None,
+        }
     }
 
     /// The scalar's dtype.

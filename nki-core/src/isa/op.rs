@@ -114,6 +114,9 @@ impl Op {
     /// the running launch, the load claims the elements it reads (see
     /// [`crate::hbm::write::track_load`]) under this instance's reader tag.
     pub(crate) fn track_load(&self, src: &crate::hbm::HbmView, what: &'static str) {
+        if crate::shadow::active() {
+            return; // a branch the launch does not take loads nothing
+        }
         crate::hbm::observe::notify(src.st.id, &src.ap, false, what, self.loc);
         // Not an output of the launch running here (a kernel input): no state to look up.
         let output_of = src.st.output_of.load(Ordering::Relaxed);

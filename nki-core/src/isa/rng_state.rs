@@ -100,3 +100,6 @@ impl HwRng {
         slot.get_or_insert_with(|| EngineRng::seeded(DEFAULT_HW_SEED, gens))
     }
 }
+
+// Saved whole before an untaken branch is traced, put back after it.
+crate::context::state_value_by_clone!(HwRng);

@@ -19,17 +19,26 @@
 //! the branch. A branch costs its sequencer one `MIN_II` [A: no public figure for a
 //! compare-and-branch; the floor every non-TensorE instruction pays, as `scalar_load`].
 //!
-//! Only the selected closure is traced: the checks of the other one run when a launch takes
-//! it (NKI's compiler compiles both branches, so it rejects an error in either at compile
-//! time).
+//! Both closures of a device branch are traced, `then_fn` first, as NKI's compiler compiles
+//! both sides of a branch: an error in either fails the launch in every mode, whichever
+//! branch it takes. The branch not taken is traced as the compiler sees it ([`crate::shadow`]):
+//! checks and records without values (the scalars the device computes are unknown in it; a
+//! device loop in it whose trip count is not known runs its body once, a branch in it whose
+//! condition is not known traces both sides), then its records and what it changed in the
+//! instance (tiles written, loop runs, accumulator registers, memory peak) are rolled back.
+//! So only the branch taken runs, is costed and shows in the profile. It claims no HBM
+//! elements and meets no other core; its tracing ends early, its checks so far standing, at
+//! an operation that would act outside the instance (a mesh collective or device copy, an
+//! HBM allocation) or at a dynamic access pattern whose values are neither computed nor given.
 
 use super::control::{count_run, given_trips};
 use super::loop_state::TripCounts;
-use crate::context::raise;
+use crate::context::{self, raise};
 use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::isa::op::Op;
 use crate::isa::NkiScalar;
 use crate::record::{Engine, Opcode};
+use crate::shadow;
 
 /// The sequencers that run a device branch (every engine's instruction stream; TensorE's
 /// and the DMA queues' instructions are triggered from these).
@@ -122,10 +131,18 @@ impl Condition for &NkiScalar {
 /// ```
 #[track_caller]
 pub fn if_else(cond: impl Condition, then_fn: impl FnOnce(), else_fn: impl FnOnce()) {
-    if branch("nl.if_else", SourceLoc::caller(), cond.condition()) {
-        then_fn()
-    } else {
-        else_fn()
+    let loc = SourceLoc::caller();
+    match branch(API, loc, cond.condition()) {
+        Decided::Traced(true) => then_fn(),
+        Decided::Traced(false) => else_fn(),
+        Decided::Device(true) => {
+            then_fn();
+            untaken(loc, else_fn);
+        }
+        Decided::Device(false) => {
+            untaken(loc, then_fn);
+            else_fn();
+        }
     }
 }
 
@@ -133,16 +150,43 @@ pub fn if_else(cond: impl Condition, then_fn: impl FnOnce(), else_fn: impl FnOnc
 /// non-zero.
 #[track_caller]
 pub fn if_then(cond: impl Condition, then_fn: impl FnOnce()) {
-    if branch("nl.if_else", SourceLoc::caller(), cond.condition()) {
-        then_fn()
+    let loc = SourceLoc::caller();
+    match branch(API, loc, cond.condition()) {
+        Decided::Traced(true) | Decided::Device(true) => then_fn(),
+        Decided::Traced(false) => {}
+        Decided::Device(false) => untaken(loc, then_fn),
+    }
+}
+
+/// The API name of [`if_else`] and [`if_then`].
+const API: &str = "nl.if_else";
+
+/// How a branch was decided: while tracing (only the selected closure is traced) or on the
+/// device (the other closure is traced too, as the branch not taken).
+#[derive(Clone, Copy)]
+enum Decided {
+    Traced(bool),
+    Device(bool),
+}
+
+/// Traces `f`, the side of the device branch at `loc` that the launch does not take: checked
+/// and then rolled back (see the module docs). An error in it fails the launch.
+fn untaken(loc: SourceLoc, f: impl FnOnce()) {
+    let cp = context::with_ctx(API, loc, |c| c.begin_untaken());
+    let traced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    context::with_ctx(API, loc, |c| c.end_untaken(cp));
+    if let Err(payload) = traced {
+        if !payload.is::<shadow::Stop>() {
+            std::panic::resume_unwind(payload);
+        }
     }
 }
 
 /// Decides the branch at `loc` (emitting its records for a device condition): whether the
-/// then branch runs.
-fn branch(api: &'static str, loc: SourceLoc, cond: Cond) -> bool {
+/// then branch runs, and whether the device decides it.
+fn branch(api: &'static str, loc: SourceLoc, cond: Cond) -> Decided {
     let c = match cond {
-        Cond::Traced(b) => return b,
+        Cond::Traced(b) => return Decided::Traced(b),
         Cond::Device(c) => c,
     };
     let op = Op::at(api, loc);
@@ -162,6 +206,9 @@ fn branch(api: &'static str, loc: SourceLoc, cond: Cond) -> bool {
         Some(v) => v != 0,
         None => match given_trips(api, loc) {
             Some(n) => n != 0,
+            // Inside a branch not taken, unknown: both sides are traced (the other one as a
+            // branch not taken in turn).
+            None if shadow::active() => true,
             None => raise(
                 NkiError::new(
                     ErrorKind::NoData,
@@ -191,7 +238,7 @@ fn branch(api: &'static str, loc: SourceLoc, cond: Cond) -> bool {
             },
         );
     }
-    taken
+    Decided::Device(taken)
 }
 
 /// The branch taken, as a [`TripCounts`] entry (what the estimate-mode docs of

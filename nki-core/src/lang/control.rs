@@ -177,10 +177,13 @@ pub(super) fn given_trips(api: &'static str, loc: SourceLoc) -> Option<u64> {
 }
 
 /// The trip count the launch's [`TripCounts`] give the current run of the loop at `loc`, or
-/// the estimate-mode error naming the loop (whose `why` has no value).
+/// the estimate-mode error naming the loop (whose `why` has no value). Inside a branch the
+/// launch does not take ([`crate::shadow`]), a loop without a given count runs its body once:
+/// the compiler traces a device loop's body once, and the branch is traced for its checks.
 fn estimate_trips(api: &'static str, loc: SourceLoc, why: &str) -> u64 {
     match given_trips(api, loc) {
         Some(n) => n,
+        None if crate::shadow::active() => 1,
         None => raise(
             NkiError::new(
                 ErrorKind::NoData,
@@ -385,9 +388,10 @@ pub fn while_loop(cond: NkiScalar, mut body: impl FnMut() -> NkiScalar) {
         (true, _) => given_trips(api, loc),
         (false, _) => None,
     };
-    if trips.is_none() && cond.value().is_none() {
-        estimate_trips(api, loc, "condition");
-    }
+    let trips = match trips {
+        None if cond.value().is_none() => Some(estimate_trips(api, loc, "condition")),
+        t => t,
+    };
     count_run(api, loc);
     let c = std::cell::Cell::new(cond);
     run_loop(

@@ -47,6 +47,8 @@ pub(crate) fn with_device<R>(
     loc: SourceLoc,
     f: impl FnOnce(&mut DeviceState) -> R,
 ) -> R {
+    // A branch the launch does not take acts on no device: its tracing ends here.
+    crate::shadow::stop_if_active();
     let outside =
         || format!("{op} called outside of a mesh launch (run the kernel with MeshLaunch)");
     context::with_installed(&DEVICE, op, loc, outside, f)
