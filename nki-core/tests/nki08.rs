@@ -1201,7 +1201,7 @@ fn two_sided(flag: &Hbm<i32>, x: &Hbm<f32>, which: u32) -> Hbm<f32> {
                 let big = nl::ndarray(&[128, 16384], DType::F32, nl::sbuf);
                 nisa::memset(&big, 0.0, None);
                 nl::fori_loop(0, nisa::scalar_load(&f), |_| {
-                    nisa::tensor_tensor(&t, &t, &big.slice((.., 0..64)), AluOp::Add, None)
+                    nisa::tensor_tensor(&t, &t, big.slice((.., 0..64)), AluOp::Add, None)
                 });
                 nisa::tensor_copy(&u, &t, None);
             }
