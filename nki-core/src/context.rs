@@ -12,6 +12,7 @@ use crate::error::{ErrorKind, NkiError, SourceLoc};
 use crate::hbm::writers::{Writer, WriterKind};
 use crate::memory::MemoryTracker;
 use crate::record::{AffinePos, BufId, Instr};
+use crate::shadow::StateValue;
 use crate::target::Target;
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -124,32 +125,6 @@ struct StateEntry {
     rollback: fn(&mut dyn Any, Box<dyn Any + Send>),
     reset: fn(&mut dyn Any),
 }
-
-/// A value kept in an [`InstanceState`]: it says what tracing a branch the launch does not
-/// take may change in it, and how to put that back (see [`crate::shadow`]).
-pub(crate) trait StateValue: Any + Send + Default {
-    /// What tracing an untaken branch may change, saved before it.
-    fn checkpoint(&self) -> Box<dyn Any + Send>;
-    /// Puts back what [`StateValue::checkpoint`] saved.
-    fn rollback(&mut self, saved: Box<dyn Any + Send>);
-}
-
-/// The [`StateValue`] of a small value saved whole.
-macro_rules! state_value_by_clone {
-    ($($t:ty),*) => {$(
-        impl $crate::context::StateValue for $t {
-            fn checkpoint(&self) -> Box<dyn std::any::Any + Send> {
-                Box::new(self.clone())
-            }
-            fn rollback(&mut self, saved: Box<dyn std::any::Any + Send>) {
-                if let Ok(v) = saved.downcast::<$t>() {
-                    *self = *v;
-                }
-            }
-        }
-    )*};
-}
-pub(crate) use state_value_by_clone;
 
 impl InstanceState {
     /// The instance's value of type `T` (a default one the first time).

@@ -13,6 +13,7 @@
 //!
 //! This module depends on nothing else in the crate, so every layer may ask it.
 
+use std::any::Any;
 use std::cell::Cell;
 
 thread_local! {
@@ -53,3 +54,29 @@ pub(crate) fn stop_if_active() {
         stop()
     }
 }
+
+/// A value kept in an instance's state (`context::InstanceState`): it says what tracing a
+/// branch the launch does not take may change in it, and how to put that back.
+pub(crate) trait StateValue: Any + Send + Default {
+    /// What tracing an untaken branch may change, saved before it.
+    fn checkpoint(&self) -> Box<dyn Any + Send>;
+    /// Puts back what [`StateValue::checkpoint`] saved.
+    fn rollback(&mut self, saved: Box<dyn Any + Send>);
+}
+
+/// The [`StateValue`] of a small value saved whole.
+macro_rules! state_value_by_clone {
+    ($($t:ty),*) => {$(
+        impl $crate::shadow::StateValue for $t {
+            fn checkpoint(&self) -> Box<dyn std::any::Any + Send> {
+                Box::new(self.clone())
+            }
+            fn rollback(&mut self, saved: Box<dyn std::any::Any + Send>) {
+                if let Ok(v) = saved.downcast::<$t>() {
+                    *self = *v;
+                }
+            }
+        }
+    )*};
+}
+pub(crate) use state_value_by_clone;

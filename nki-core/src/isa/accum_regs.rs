@@ -32,4 +32,4 @@ impl Accumulators {
 }
 
 // Saved whole before an untaken branch is traced, put back after it.
-crate::context::state_value_by_clone!(Accumulators);
+crate::shadow::state_value_by_clone!(Accumulators);

@@ -93,4 +93,4 @@ impl Pair {
 }
 
 // The launch's meeting point does not change while the instance runs.
-crate::context::state_value_by_clone!(Link);
+crate::shadow::state_value_by_clone!(Link);

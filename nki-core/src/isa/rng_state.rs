@@ -102,4 +102,4 @@ impl HwRng {
 }
 
 // Saved whole before an untaken branch is traced, put back after it.
-crate::context::state_value_by_clone!(HwRng);
+crate::shadow::state_value_by_clone!(HwRng);

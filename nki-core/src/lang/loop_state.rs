@@ -137,7 +137,7 @@ impl Default for Loops {
 /// What tracing a branch the launch does not take changes here: the runs of each loop line
 /// (so the taken path reads its trip counts by the same run indices), the finished runs the
 /// profile lists and the active loops (a branch whose tracing ended inside one).
-impl crate::context::StateValue for Loops {
+impl crate::shadow::StateValue for Loops {
     fn checkpoint(&self) -> Box<dyn std::any::Any + Send> {
         Box::new((self.runs.clone(), self.log.len(), self.active.clone()))
     }
