@@ -309,3 +309,33 @@ fn layernorm_07_twins_are_their_beta1_twins() {
         same_timeline(&format!("{what} v2"), &p, &twin);
     }
 }
+
+#[test]
+fn rmsnorm_qkv_07_is_its_beta1_twin() {
+    use nki_kernels::rmsnorm_qkv::{rmsnorm_qkv, rmsnorm_qkv_07};
+    // The samples' bf16 case (a full row tile), and one with a partial last row tile and a
+    // partial last PSUM bank.
+    for (s, d, dh) in [(512, 1024, 384), (200, 256, 640)] {
+        let what = format!("rmsnorm_qkv [1, {s}, {d}] @ [{d}, {dh}]");
+        let v = random_range(s * d, 0.0, 1.0, 1);
+        let x = Hbm::from_vec(&[1, s, d], v.into_iter().map(bf16::from_f32).collect()).unwrap();
+        let w = bf16_input(d, dh, 2);
+        let mut out = Hbm::<bf16>::zeros([1, s, dh]);
+        let p = rmsnorm_qkv::simulate(1, TARGET, &x, &w, &mut out).unwrap();
+        let twin = rmsnorm_qkv_07::simulate(1, TARGET, &x, &w).unwrap();
+        same_values(&what, &out, &twin.0);
+        same_timeline(&what, &p, &twin.1);
+    }
+    // The example's modelled shape on both targets.
+    let (s, d, dh) = (1024, 8192, 512);
+    let (x, w) = (
+        Hbm::<bf16>::shape_only([1, s, d]),
+        Hbm::<bf16>::shape_only([d, dh]),
+    );
+    let mut out = Hbm::<bf16>::shape_only([1, s, dh]);
+    for target in [Target::Trn1, Target::Trn2] {
+        let p = rmsnorm_qkv::estimate(1, target, &x, &w, &mut out).unwrap();
+        let (_, twin) = rmsnorm_qkv_07::estimate(1, target, &x, &w).unwrap();
+        same_timeline(&format!("rmsnorm_qkv [1, {s}, {d}] on {target}"), &p, &twin);
+    }
+}
