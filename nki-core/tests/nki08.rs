@@ -574,6 +574,69 @@ fn an_lnc_1_core_barrier_names_what_nki_rs_cannot_pair() {
     assert!(e.message().contains("LNC=1"), "{e}");
 }
 
+/// Both devices of a mesh launch fill a tile; device 0 then works on it 20 times; with
+/// `barrier`, both meet at `nki::lnc::core_barrier` (`which_calls`: 2 both, 0 only device 0)
+/// before a last instruction.
+fn stack_kernel(barrier: bool, both: bool) {
+    let t = nl::ndarray(&[128, 512], DType::F32, nl::sbuf);
+    nisa::memset(&t, 1.0, None);
+    let me = nki_core::mesh::device_id();
+    if me == 0 {
+        for _ in 0..20 {
+            nisa::tensor_scalar(&t, &t, AluOp::Add, 1.0, None);
+        }
+    }
+    if barrier && (both || me == 0) {
+        nki_core::lnc::core_barrier(&t, None); // the LNC=1 barrier
+    }
+    nisa::tensor_scalar(&t, &t, AluOp::Multiply, 2.0, None);
+}
+
+#[test]
+fn an_lnc_1_core_barrier_meets_the_other_core_of_the_hbm_stack() {
+    use nki_core::mesh::{Mesh, MeshLaunch};
+    let two = Mesh::new([2], ["x"]).unwrap();
+    let on = |m: &Mesh, target: Target, lnc: Option<u8>, barrier: bool, both: bool| {
+        let mut l = MeshLaunch::new(m).target(target).mode(Mode::Simulate);
+        if let Some(n) = lnc {
+            l = l.lnc(n);
+        }
+        l.run(|| stack_kernel(barrier, both))
+    };
+    for target in [Target::Trn2, Target::Trn3] {
+        // Device 1 waits at the barrier for device 0's work: it ends after device 0 (the
+        // signal's latency later); without the barrier it ends long before.
+        let with = on(&two, target, Some(1), true, true).unwrap();
+        let without = on(&two, target, Some(1), false, true).unwrap();
+        let (w0, w1) = (without.devices[0].end_ns, without.devices[1].end_ns);
+        assert!(w1 < w0, "{target:?}: {w0} {w1}");
+        let (b0, b1) = (with.devices[0].end_ns, with.devices[1].end_ns);
+        assert!(b1 > b0 && b1 > w0, "{target:?}: {b0} {b1} (without: {w0})");
+        assert!(with.devices[1].wait_ns > 0.5 * (w0 - w1), "{target:?}");
+        // A barrier the other core never reaches is a deadlock.
+        let e = on(&two, target, Some(1), true, false).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Deadlock, "{e}");
+        // At the default LNC=2 a device is a logical NeuronCore of both cores: nothing to
+        // meet at LNC=1 (the error says how to launch it).
+        let e = on(&two, target, None, true, true).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidGrid, "{e}");
+        assert!(e.message().contains("MeshLaunch::lnc(1)"), "{e}");
+        // One device alone has no partner on its stack.
+        let one = Mesh::new([1], ["x"]).unwrap();
+        let e = on(&one, target, Some(1), true, true).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidGrid, "{e}");
+        assert!(e.message().contains("HBM stack"), "{e}");
+        assert_eq!(e.location().unwrap().line, line_of("// the LNC=1 barrier"));
+    }
+    // trn1's cores each have their own stack: LNC=1 only, and no barrier partner.
+    let e = on(&two, Target::Trn1, Some(2), false, true).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidGrid, "{e}");
+    let e = on(&two, Target::Trn1, Some(1), true, true).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidGrid, "{e}");
+    let e = on(&two, Target::Trn2, Some(3), false, true).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidGrid, "{e}");
+}
+
 // ---- nki.collectives ----
 
 #[test]

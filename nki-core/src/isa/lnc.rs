@@ -89,9 +89,9 @@ fn pair_of(ins: &Op) -> (usize, Arc<Pair>) {
                  (one instance per core; this launch's grid is {grid:?}){}",
                 ins.api,
                 if ins.api == "nki.lnc.core_barrier" {
-                    " (NKI 0.8 also pairs the two physical cores at LNC=1, each its own \
-                     logical NeuronCore; nki-rs runs one logical NeuronCore per launch and \
-                     cannot meet the other core's launch)"
+                    "; at LNC=1 (NKI 0.8), where each physical core of an HBM stack is its own \
+                     logical NeuronCore, run the two as devices of a MeshLaunch::lnc(1) launch \
+                     on trn2 or trn3"
                 } else {
                     ""
                 }
@@ -238,8 +238,17 @@ pub(crate) fn barrier(ins: &Op, data: BarrierData, engine: Option<Engine>) {
         &[Engine::GpSimd, Engine::Vector, Engine::Scalar, Engine::Sync],
     );
     let data = data.0;
-    let (me, pair) = pair_of(&ins);
     let reg = region(&data);
+    let lnc2 = ins.with_ctx(|c| c.state.get::<Link>().0.is_some());
+    if let (false, "nki.lnc.core_barrier", Some(meet_stack)) =
+        (lnc2, ins.api, super::lnc_state::stack_barrier())
+    {
+        // LNC=1: the other core of the HBM stack is another device of the mesh launch.
+        ins.require_07(|| ins.api.to_string());
+        meet_stack(ins.api, ins.loc);
+        return;
+    }
+    let (me, pair) = pair_of(&ins);
     meet(
         &ins,
         me,

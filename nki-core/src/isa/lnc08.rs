@@ -13,8 +13,11 @@
 //!   peer)` into `dst` (add, maximum or minimum), with the DMA engines' reduction: costed as
 //!   the transfer [A: no public figure for the reduction];
 //! - `core_barrier` also synchronises the two cores at LNC=1, where each is its own logical
-//!   NeuronCore. nki-rs runs one logical NeuronCore per launch, so at LNC=1 the other core is
-//!   another launch it cannot meet: the call is an error saying so (a difference).
+//!   NeuronCore running its own kernel: in nki-rs, two devices of a mesh launch at LNC=1
+//!   ([`MeshLaunch::lnc(1)`](crate::mesh::MeshLaunch::lnc), trn2 and trn3), each device's
+//!   barrier meeting the one of the device on the other core of its HBM stack (timed as a
+//!   mesh semaphore signal and wait). A launch of one logical NeuronCore at LNC=1 (`k[1]`)
+//!   has no other core to meet: there the call is an error saying so.
 
 use super::lnc::{barrier, exchange, BarrierData, DmaEngine};
 use super::op::Op;
@@ -26,8 +29,9 @@ use crate::tile::TileRef;
 /// Both physical cores sharing the HBM stack wait here for each other (NKI 0.8
 /// `nki.lnc.core_barrier(data, cores=(0, 1), engine)`); `data` is the shared tensor they
 /// exchange through, `engine` the engine that signals and waits (`None`: GpSimdE). Needs an
-/// LNC=2 launch (`k[2]`, [`Grid::lnc(2)`](crate::spmd::Grid::lnc)); see the module docs for
-/// LNC=1.
+/// LNC=2 launch (`k[2]`, [`Grid::lnc(2)`](crate::spmd::Grid::lnc)), or a mesh launch at
+/// LNC=1 ([`MeshLaunch::lnc(1)`](crate::mesh::MeshLaunch::lnc)), where it meets the device on
+/// the other core of the HBM stack; see the module docs.
 #[track_caller]
 pub fn core_barrier<'a>(data: impl Into<BarrierData<'a>>, engine: impl Into<Option<Engine>>) {
     barrier(

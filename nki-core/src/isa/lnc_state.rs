@@ -4,6 +4,7 @@
 
 use crate::dtype::DType;
 use crate::error::SourceLoc;
+use std::cell::Cell;
 use std::sync::{Arc, Condvar, Mutex};
 
 /// What a sendrecv hands the other core: its `src` slots.
@@ -94,3 +95,22 @@ impl Pair {
 
 // The launch's meeting point does not change while the instance runs.
 crate::shadow::state_value_by_clone!(Link);
+
+/// The barrier of an LNC=1 launch's device with the other core of its HBM stack (op, line),
+/// installed on the device's thread by a mesh launch at LNC=1 (the mesh sits above the
+/// instructions, so it hands its barrier down instead of being called).
+pub(crate) type StackBarrier = fn(&'static str, SourceLoc);
+
+thread_local! {
+    static STACK_BARRIER: Cell<Option<StackBarrier>> = const { Cell::new(None) };
+}
+
+/// Installs `b` as this thread's LNC=1 core barrier (`None` removes it).
+pub(crate) fn install_stack_barrier(b: Option<StackBarrier>) {
+    STACK_BARRIER.with(|s| s.set(b));
+}
+
+/// This thread's LNC=1 core barrier, if a mesh launch at LNC=1 runs here.
+pub(crate) fn stack_barrier() -> Option<StackBarrier> {
+    STACK_BARRIER.with(Cell::get)
+}

@@ -24,6 +24,8 @@ pub(crate) struct DeviceState {
     pub(crate) next_sem: u32,
     /// Next collective sequence number.
     pub(crate) next_collective: u32,
+    /// Next LNC=1 core barrier number ([`super::stack`]).
+    pub(crate) next_core_barrier: u32,
 }
 
 thread_local! {

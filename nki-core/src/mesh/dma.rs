@@ -166,6 +166,7 @@ fn default_name(key: SemKey) -> String {
     match key {
         SemKey::User(n) => format!("semaphore #{n}"),
         SemKey::Collective { seq, slot } => format!("collective #{seq} slot {slot}"),
+        SemKey::CoreBarrier(n) => format!("core barrier #{n}"),
     }
 }
 

@@ -49,6 +49,8 @@ pub struct MeshLaunch<'m> {
     max_records: usize,
     /// The most iterations of one device-loop run ([`MeshLaunch::max_loop_iterations`]).
     max_loop_iterations: u64,
+    /// The logical NeuronCore configuration ([`MeshLaunch::lnc`]); `None`: the target's.
+    lnc: Option<u8>,
 }
 
 impl<'m> MeshLaunch<'m> {
@@ -63,7 +65,22 @@ impl<'m> MeshLaunch<'m> {
             topology: None,
             max_records: crate::record::DEFAULT_MAX_RECORDS,
             max_loop_iterations: crate::lang::MAX_DEVICE_LOOP_ITERATIONS,
+            lnc: None,
         }
+    }
+
+    /// The logical NeuronCore configuration of the devices (NKI's LNC): `lnc(1)` makes each
+    /// device one physical NeuronCore, as at LNC=1 on trn2 and trn3 (8 devices per chip in
+    /// the target's layout instead of 4; a [`topology`](MeshLaunch::topology) given is taken
+    /// as it is), and pairs device `d` with the device on the other core of its HBM stack
+    /// (the layout's slot `slot(d) ^ 1`) for [`nki_core::lnc::core_barrier`](crate::lnc::core_barrier),
+    /// which NKI 0.8 also runs at LNC=1. `lnc(2)` is the trn2/trn3 default (each device a
+    /// logical NeuronCore of two physical cores; `Grid::lnc(2)` launches pair those); trn1 has
+    /// LNC=1 only. Any other value, or `lnc(2)` on trn1, fails the launch
+    /// ([`ErrorKind::InvalidGrid`]).
+    pub fn lnc(mut self, lnc: u8) -> Self {
+        self.lnc = Some(lnc);
+        self
     }
 
     setters! {
@@ -130,10 +147,13 @@ impl<'m> MeshLaunch<'m> {
         }
         crate::abort::quiet_kernel_unwinds();
         let n = self.mesh.num_devices();
-        let topology = self
-            .topology
-            .clone()
-            .unwrap_or_else(|| Topology::of(self.target));
+        let topology = match (&self.topology, self.lnc) {
+            (Some(t), lnc) => {
+                super::stack::topology_at(self.target, lnc)?;
+                t.clone()
+            }
+            (None, lnc) => super::stack::topology_at(self.target, lnc)?,
+        };
         topology.check(n)?;
         let launch = LaunchShared::new();
         launch.cancelled.isolate();
@@ -232,8 +252,13 @@ impl<'m> MeshLaunch<'m> {
             program_id: Vec::new(),
             next_sem: 0,
             next_collective: 0,
+            next_core_barrier: 0,
         });
         crate::hbm::observe::install(Some(device::observe));
+        let pairs = self.lnc == Some(1) && super::stack::cores_per_stack(self.target) == 2;
+        if pairs {
+            crate::isa::lnc_state::install_stack_barrier(Some(super::stack::barrier));
+        }
         let instances = self.grid.instances();
         let grid_shape = self.grid.shape();
         let mut error = None;
@@ -267,6 +292,9 @@ impl<'m> MeshLaunch<'m> {
             }
         }
         crate::hbm::observe::install(None);
+        if pairs {
+            crate::isa::lnc_state::install_stack_barrier(None);
+        }
         shared.sync.device_done(d);
         device::take().expect("installed above");
         error

@@ -47,6 +47,7 @@ mod report;
 mod sem;
 mod sharding;
 mod shared;
+mod stack;
 mod sync;
 mod timeline;
 mod topology;

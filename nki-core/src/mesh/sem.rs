@@ -13,6 +13,9 @@ pub(crate) enum SemKey {
         /// Slot inside the collective.
         slot: u32,
     },
+    /// The n-th `nki::lnc::core_barrier` of the device at LNC=1 (signalled by the other core
+    /// of its HBM stack).
+    CoreBarrier(u32),
 }
 
 /// One semaphore increment's identity, the same in the checks and in the timing replay: the
