@@ -13,7 +13,9 @@
 //! - [`guard`] and [`Abort`]: a failing op stops the kernel by unwinding (see `abort.rs`); a
 //!   front end whose interpreter must not be unwound through catches it at each call, carries
 //!   it through its own frames and resumes it once back in Rust;
-//! - [`SourceLoc::at`]: the kernel's own file and line for every op a call makes.
+//! - [`SourceLoc::at`]: the kernel's own file and line for every op a call makes;
+//! - [`set_wait_hook`]: what the front end runs around an instance's wait for another (an
+//!   interpreter lock let go, so the instance waited for can run).
 
 use crate::abort::in_instance;
 use crate::access::{Ap, Shape};
@@ -27,6 +29,9 @@ use crate::tile::{Tile, TileRef};
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
+
+/// What a front end runs around an instance's wait for another (see [`set_wait_hook`]).
+pub use crate::blocking::{set_wait_hook, WaitHook};
 
 /// Where a launch's instances leave the tensors they return ([`returns`], [`returned`]).
 pub use crate::tensor::ReturnSlot;

@@ -72,6 +72,7 @@
 mod abort;
 mod access;
 mod binding;
+mod blocking;
 mod builder;
 mod compiler;
 mod context;

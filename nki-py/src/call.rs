@@ -12,10 +12,13 @@ use nki_core::{ErrorKind, NkiError, SourceLoc};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 thread_local! {
+    /// True while this thread runs an nki-core call of a kernel (inside [`op`], holding the
+    /// GIL).
+    static IN_OP: Cell<bool> = const { Cell::new(false) };
     /// The unwind of an op that failed and is on its way out of the kernel as an exception.
     static PENDING: RefCell<Option<Abort>> = const { RefCell::new(None) };
     /// Per code object: its instructions' (line, column) (Python 3.11+ `co_positions`),
@@ -52,10 +55,35 @@ pub(crate) fn op<R>(py: Python<'_>, api: &'static str, f: impl FnOnce() -> R) ->
         return Err(to_py(py, &e));
     }
     let loc = kernel_loc(py)?;
-    match frontend::guard(|| loc.at(f)) {
+    let outer = IN_OP.with(|c| c.replace(true));
+    let done = frontend::guard(|| loc.at(f));
+    IN_OP.with(|c| c.set(outer));
+    match done {
         Ok(r) => Ok(r),
         Err(abort) => Err(pending(py, abort)),
     }
+}
+
+/// nki-core's wait hook ([`frontend::set_wait_hook`]): an instance that waits for another
+/// inside one of its kernel's calls (a core of an LNC=2 launch at `sendrecv` /
+/// `core_barrier`) lets go of the GIL while it waits, so the other instance's Python can run
+/// to the call that ends the wait. Elsewhere the wait runs as it is.
+pub(crate) fn release_gil_while_waiting(wait: &mut dyn FnMut()) {
+    if !IN_OP.with(Cell::get) {
+        return wait();
+    }
+    /// Takes the GIL back when the wait ends.
+    struct Retake(*mut pyo3::ffi::PyThreadState);
+    impl Drop for Retake {
+        fn drop(&mut self) {
+            // SAFETY: the thread state this thread saved below.
+            unsafe { pyo3::ffi::PyEval_RestoreThread(self.0) }
+        }
+    }
+    // SAFETY: inside `op` this thread holds the GIL; the wait (a condition variable of
+    // nki-core) touches no Python object until the GIL is back.
+    let _retake = Retake(unsafe { pyo3::ffi::PyEval_SaveThread() });
+    wait();
 }
 
 /// Fails the running kernel with `e` at the kernel's current line (a mistake the front end

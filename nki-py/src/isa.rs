@@ -39,7 +39,7 @@ fn engine_name(e: Engine) -> &'static str {
 }
 
 /// The engine an `engine=` argument names (`None` and `engine.unknown`: the default).
-fn engine_of(
+pub(crate) fn engine_of(
     py: Python<'_>,
     api: &'static str,
     e: Option<&Bound<'_, PyAny>>,

@@ -236,10 +236,16 @@ impl PyProfile {
     }
 }
 
-/// Runs `kernel(*args, **kwargs)` as an NKI 0.7/0.8 kernel on `grid` (1: one core) in `mode`
-/// (`"execute"`, `"simulate"`, `"estimate"`) on `target`; arguments that are `HbmTensor`s
-/// reach the kernel as read-only HBM tensors, other values as they are. Returns the tensors
-/// the kernel returned and, for a modelled mode, the profile.
+/// Runs `kernel(*args, **kwargs)` as an NKI 0.7/0.8 kernel on `grid` (NKI's `kernel[grid]`:
+/// 1, or 2 for a logical NeuronCore of two physical cores, LNC=2, each running the kernel
+/// with `nl.program_id(0)` its index) in `mode` (`"execute"`, `"simulate"`, `"estimate"`) on
+/// `target`; arguments that are `HbmTensor`s reach the kernel as read-only HBM tensors, other
+/// values as they are. Returns the tensors the kernel returned and, for a modelled mode, the
+/// profile.
+///
+/// The launch runs with the GIL released: each instance takes it to run the kernel's Python
+/// (at LNC=2 the two cores run on two threads, as NKI's simulator runs them) and lets go of
+/// it while it waits for the other core (see [`crate::call::release_gil_while_waiting`]).
 #[pyfunction]
 #[pyo3(signature = (kernel, args, kwargs=None, grid=1, mode="simulate", target="trn2"))]
 pub(crate) fn launch(
@@ -263,57 +269,77 @@ pub(crate) fn launch(
     };
     let target = Target::parse(target)
         .ok_or_else(|| PyValueError::new_err(format!("target {target:?}: trn1, trn2 or trn3")))?;
-    if grid != 1 {
-        return Err(to_py(
-            py,
-            &NkiError::new(
-                ErrorKind::InvalidGrid,
-                "launch",
-                format!(
-                    "kernel[{grid}]: nki_rs runs Python kernels on one core (kernel[1]) so far"
-                ),
-            ),
-        ));
-    }
     let defined_at = definition(kernel.bind(py))?;
     let slot = frontend::ReturnSlot::new();
-    let raised: Mutex<Option<PyErr>> = Mutex::new(None);
-    let run = Launch::new(grid)
-        .dialect(Dialect::Nki07)
-        .target(target)
-        .mode(mode)
-        .host_threads(1)
-        .run(|| {
-            Python::attach(|py| {
-                let outcome = call_kernel(py, &kernel, &args, kwargs.as_ref());
-                // An op that failed inside the call reports its own error, even if the kernel
-                // caught the exception.
-                resume_pending();
-                match outcome {
-                    Ok(ret) => defined_at.at(|| return_of(py, &slot, &ret)),
-                    Err(e) => {
-                        *raised.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                        defined_at.at(|| {
-                            frontend::fail(NkiError::new(
-                                ErrorKind::KernelPanic,
-                                "kernel",
-                                "the kernel raised a Python exception",
-                            ))
-                        })
+    // The Python exception each failing instance raised, with its program id.
+    let raised: Mutex<Vec<(usize, PyErr)>> = Mutex::new(Vec::new());
+    let run = py.detach(|| {
+        Launch::new(grid)
+            .dialect(Dialect::Nki07)
+            .target(target)
+            .mode(mode)
+            .host_threads(1)
+            .run(|| {
+                Python::attach(|py| {
+                    let outcome = call_kernel(py, &kernel, &args, kwargs.as_ref());
+                    // An op that failed inside the call reports its own error, even if the
+                    // kernel caught the exception.
+                    resume_pending();
+                    match outcome {
+                        Ok(ret) => defined_at.at(|| return_of(py, &slot, &ret)),
+                        Err(e) => {
+                            // The kernel's tensors its frames hold belong to this thread:
+                            // dropped here, not with the exception on the launching thread.
+                            clear_frames(py, &e);
+                            let me = nki_core::nl::program_id(0);
+                            raised
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .push((me, e));
+                            defined_at.at(|| {
+                                frontend::fail(NkiError::new(
+                                    ErrorKind::KernelPanic,
+                                    "kernel",
+                                    "the kernel raised a Python exception",
+                                ))
+                            })
+                        }
                     }
-                }
+                })
             })
-        });
+    });
     clear_pending();
-    if let Some(e) = raised.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e);
-    }
-    let report = run.map_err(|e| to_py(py, &e))?;
+    let mut raised = raised.into_inner().unwrap_or_else(|p| p.into_inner());
+    let report = match run {
+        Ok(report) => report,
+        Err(e) => {
+            // The launch reports the failure of the lowest program id; when that instance
+            // raised a Python exception, the exception itself.
+            let failed = e.program_id().and_then(|p| p.first().copied());
+            let own = raised.iter().position(|(me, _)| Some(*me) == failed);
+            return Err(match own {
+                Some(i) if e.kind() == ErrorKind::KernelPanic => raised.swap_remove(i).1,
+                _ => to_py(py, &e),
+            });
+        }
+    };
     let outputs = frontend::returned(slot).map_err(|e| to_py(py, &e))?;
     Ok((
         outputs.into_iter().map(PyHbm).collect(),
         report.profile.map(PyProfile),
     ))
+}
+
+/// Clears the local variables of the frames of exception `e`'s traceback (Python's
+/// `traceback.clear_frames`; the traceback itself stays).
+fn clear_frames(py: Python<'_>, e: &PyErr) {
+    if let Some(tb) = e.traceback(py) {
+        let cleared = py
+            .import("traceback")
+            .and_then(|m| m.call_method1("clear_frames", (tb,)));
+        // Without it the exception still reaches the caller (its tensors then outlive it).
+        drop(cleared);
+    }
 }
 
 /// Calls the kernel with its HBM arguments as tensors of this instance.

@@ -137,10 +137,12 @@ fn meet(
     let s = ins.with_ctx(|c| c.records.len());
     signal();
     let o = 1 - me;
-    let k;
-    let got = {
+    // The whole meeting (the pair's lock taken, waited on, let go) runs inside the front
+    // end's wait hook: a front end that lets go of its interpreter lock there takes it back
+    // only once the pair's lock is free again.
+    let got = crate::blocking::wait(|| {
         let mut st = pair.lock();
-        k = st.arrivals[me].len();
+        let k = st.arrivals[me].len();
         st.arrivals[me].push(Arrival {
             api: ins.api,
             loc: ins.loc,
@@ -192,7 +194,7 @@ fn meet(
             }
             st = pair.cv.wait(st).unwrap_or_else(|p| p.into_inner());
         }
-    };
+    });
     let w = ins.with_ctx(|c| c.records.len());
     ins.issue(
         &[],

@@ -289,6 +289,19 @@ impl MeshSync {
         mut done: impl FnMut(&mut SyncState) -> Option<T>,
         mut park: impl FnMut(&mut SyncState) -> Option<NkiError>,
     ) -> std::result::Result<T, WaitFail> {
+        // Inside the front end's wait hook as a whole: the sync's lock is free again before
+        // a front end takes its interpreter lock back.
+        crate::blocking::wait(|| self.run_step_locked(device, step, &mut done, &mut park))
+    }
+
+    /// [`MeshSync::run_step`] itself.
+    fn run_step_locked<T>(
+        &self,
+        device: usize,
+        step: Step,
+        done: &mut impl FnMut(&mut SyncState) -> Option<T>,
+        park: &mut impl FnMut(&mut SyncState) -> Option<NkiError>,
+    ) -> std::result::Result<T, WaitFail> {
         let mut g = self.lock();
         g.replay.push(device, step);
         // The replay may have completed other devices' steps too.

@@ -16,7 +16,7 @@ from . import _nki
 
 _nki._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)) + _os.sep)
 
-from . import errors, isa, language  # noqa: E402
+from . import errors, isa, language, lnc  # noqa: E402
 from ._arrays import Bits, Shaped  # noqa: E402
 from ._kernel import Kernel, estimate, jit, simulate  # noqa: E402
 from .errors import NkiError  # noqa: E402
@@ -25,13 +25,14 @@ Profile = _nki.Profile
 
 __all__ = [
     "Bits", "Kernel", "NkiError", "Profile", "Shaped", "errors", "estimate", "install",
-    "isa", "jit", "language", "simulate",
+    "isa", "jit", "language", "lnc", "simulate",
 ]
 
 
 def install():
-    """Makes ``import nki``, ``import nki.language`` and ``import nki.isa`` give nki_rs's
-    modules, so kernel files written for NKI run unchanged. Returns the ``nki`` module."""
+    """Makes ``import nki``, ``import nki.language``, ``import nki.isa`` and ``import nki.lnc``
+    give nki_rs's modules, so kernel files written for NKI run unchanged. Returns the ``nki``
+    module."""
     existing = _sys.modules.get("nki")
     if existing is not None and getattr(existing, "__nki_rs__", False):
         return existing
@@ -41,10 +42,12 @@ def install():
     nki.jit = jit
     nki.language = language
     nki.isa = isa
+    nki.lnc = lnc
     nki.simulate = simulate
     nki.estimate = estimate
     nki.errors = errors
     _sys.modules["nki"] = nki
     _sys.modules["nki.language"] = language
     _sys.modules["nki.isa"] = isa
+    _sys.modules["nki.lnc"] = lnc
     return nki

@@ -8,8 +8,9 @@ from ._arrays import from_device, is_array, to_device
 
 
 class Kernel:
-    """A kernel function (``@nki.jit``). ``kernel[2]`` picks the launch grid; calling it
-    outside a kernel simulates it on NumPy arrays and returns its outputs."""
+    """A kernel function (``@nki.jit``). ``kernel[2]`` launches it on a logical NeuronCore of
+    two physical cores (LNC=2: each core runs the kernel, ``nl.program_id(0)`` its index);
+    calling it outside a kernel simulates it on NumPy arrays and returns its outputs."""
 
     def __init__(self, fn, grid=1, options=None):
         self.fn = fn
