@@ -1236,6 +1236,55 @@ fn multi_rank_simulate_runs_each_rank_on_its_own_inputs() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 }
 
+#[test]
+fn multi_rank_execute_gives_each_rank_its_output_arrays() {
+    use nki_core::mesh::names::{self as cc, ReduceOp, ReplicaGroup};
+    use nki_core::mesh::{self, multi_rank_execute, Mesh};
+    use nki_core::ndarray::ArrayD;
+    let m = Mesh::new([4], ["x"]).unwrap();
+    let inputs: Vec<Vec<ArrayD<f32>>> = (0..4)
+        .map(|r| {
+            vec![
+                ArrayD::from_shape_fn(vec![8, 4], |ix| (r * 10 + ix[0] + ix[1]) as f32),
+                ArrayD::from_elem(vec![8, 4], r as f32),
+            ]
+        })
+        .collect();
+    let group = ReplicaGroup::all(&m);
+    // Each rank: x * y + its device id, and the maximum of x over the ranks.
+    let outs = multi_rank_execute(&m, Target::Trn2, &inputs, &[16, 4], |x, out| {
+        let a = nl::load(x[0].view());
+        let b = nl::load(x[1].view());
+        let own = nl::add(&nl::multiply(&a, &b), mesh::device_id() as f32);
+        let s = nl::ndarray(&[8, 4], DType::F32, MemKind::Sbuf);
+        cc::all_reduce(&a, &s, ReduceOp::Max, &group);
+        nl::store(out.slice((0..8, ..)), &own);
+        nl::store(out.slice((8..16, ..)), &s);
+    })
+    .unwrap();
+    assert_eq!(outs.len(), 4);
+    for (r, o) in outs.iter().enumerate() {
+        assert_eq!(o.shape(), &[16, 4]);
+        for i in 0..8 {
+            for j in 0..4 {
+                let x = (r * 10 + i + j) as f32;
+                assert_eq!(o[[i, j]], x * r as f32 + r as f32, "rank {r}");
+                assert_eq!(o[[8 + i, j]], (30 + i + j) as f32, "rank {r}");
+            }
+        }
+    }
+    // Its errors name it: input sets that do not match the mesh, a kernel's error.
+    let e = multi_rank_execute(&m, Target::Trn2, &inputs[..2], &[8, 4], |_, _| {}).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert_eq!(e.op(), "multi_rank_execute", "{e}");
+    let e = multi_rank_execute(&m, Target::Trn2, &inputs, &[8, 4], |x, out| {
+        let a = nl::load(x[0].view());
+        nl::store(out.slice((0..4, ..)), &a); // rows 0..8 into 4 rows
+    })
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ShapeMismatch, "{e}");
+}
+
 /// Both sides of a device branch are compiled, so both are traced: `which` picks what the
 /// side the launch does not take (`else_fn` when `flag > 0`) holds.
 #[nki_kernel(nki = "0.8")]

@@ -63,7 +63,7 @@ pub use device::{axis_index, axis_size, device_id, num_devices};
 pub use dma::{async_copy, remote_copy, semaphore, AsyncCopy, Semaphore};
 pub use launch::MeshLaunch;
 pub use links::{link_spec, with_link_specs, Fabric, LinkSpec, Resource, Route, Topology};
-pub use multi_rank::multi_rank_simulate;
+pub use multi_rank::{multi_rank_execute, multi_rank_simulate};
 pub use report::{CollectiveStat, DeviceTimeline, MeshReport, MeshSpan};
 pub use sharding::{MeshView, PartitionSpec, ShardedHbm};
 pub use timeline::Transfer;
