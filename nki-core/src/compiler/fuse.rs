@@ -73,9 +73,26 @@ fn activations_in(
     // Per depth, the activation of the previous record there and its index in `acts` (a
     // record is most often in the activations of the one before it).
     let mut previous: Vec<Option<(u32, usize)>> = Vec::new();
+    // The frames of the previous record, within `depths`.
+    let mut before: &[(u32, u32)] = &[];
     for (i, r) in records.iter().enumerate().take(range.end).skip(range.start) {
         let frames = r.affine.frames();
         let frames = &frames[..frames.len().min(depths.end)];
+        // Neighbours at different positions mostly differ in their innermost frame: that
+        // is compared first.
+        let same = !before.is_empty() && frames.last() == before.last() && frames == before;
+        if same {
+            // The previous record's position (most records share one with a neighbour):
+            // the same activations and iterations, which now end here.
+            let here = frames.len().saturating_sub(depths.start);
+            for p in previous.iter().skip(depths.start).take(here) {
+                if let Some((_, k)) = *p {
+                    acts[k].end = i + 1;
+                }
+            }
+            continue;
+        }
+        before = frames;
         if previous.len() < frames.len() {
             previous.resize(frames.len(), None);
         }
@@ -112,47 +129,91 @@ fn activations_in(
     acts
 }
 
-/// The accesses of some records, by buffer, writes before reads: one vector sorted by buffer
-/// (a fusion check looks up a few hundred accesses; a map of vectors cost an allocation per
-/// buffer).
-struct Accesses(Vec<Access>);
-
-/// One access: its buffer's sort key, whether it writes (`false` first: `!written`), the
-/// iteration of its record at the loop's depth, and its region.
-type Access = ((u8, u64), bool, u32, Region);
-
-/// The sort key of buffer `b`.
-fn buf_key(b: BufId) -> (u8, u64) {
-    match b {
-        BufId::Tile(id) => (0, id),
-        BufId::Hbm(id) => (1, id),
-    }
+/// The accesses of some records, grouped by buffer, writes before reads, in one vector (a
+/// fusion check looks up a few hundred accesses; a map of vectors cost an allocation per
+/// buffer, sorting the vector and a binary search per lookup cost a fifth of a fused
+/// kernel's estimate): a map finds a buffer's group.
+struct Accesses {
+    /// Each access's iteration at the loop's depth and its region, by group.
+    all: Vec<(u32, Region)>,
+    /// Per buffer: its group's index in `bounds`.
+    group: Map<BufId, u32>,
+    /// Per group: where its writes start, where its reads start, where it ends, in `all`.
+    bounds: Vec<[u32; 3]>,
 }
 
 impl Accesses {
     /// The accesses of `records[range]`, with their iterations at `depth`.
     fn of(records: &[Instr], range: std::ops::Range<usize>, depth: usize) -> Accesses {
-        let mut v: Vec<Access> = Vec::new();
-        for r in &records[range] {
-            let it = r.affine.frames().get(depth).map_or(u32::MAX, |f| f.1);
-            v.extend(r.reads.iter().map(|g| (buf_key(g.buf), true, it, *g)));
-            v.extend(r.writes.iter().map(|w| (buf_key(w.buf), false, it, *w)));
+        let records = &records[range];
+        let mut group: Map<BufId, u32> = Map::default();
+        // First the number of writes and reads of each buffer, and each access's group ...
+        let mut counts: Vec<[u32; 2]> = Vec::new();
+        let mut of_access: Vec<u32> = Vec::new();
+        let mut count = |b: BufId, k: usize| {
+            let next = counts.len() as u32;
+            let g = *group.entry(b).or_insert(next);
+            if g == next {
+                counts.push([0, 0]);
+            }
+            counts[g as usize][k] += 1;
+            of_access.push(g);
+        };
+        for r in records {
+            r.writes.iter().for_each(|w| count(w.buf, 0));
+            r.reads.iter().for_each(|g| count(g.buf, 1));
         }
-        v.sort_unstable_by_key(|x| (x.0, x.1));
-        Accesses(v)
+        // ... then each access placed in its group's part (cursors start at the bounds).
+        let mut at = 0u32;
+        let bounds: Vec<[u32; 3]> = counts
+            .iter()
+            .map(|&[w, r]| {
+                let b = [at, at + w, at + w + r];
+                at += w + r;
+                b
+            })
+            .collect();
+        let mut cursor: Vec<[u32; 2]> = bounds.iter().map(|b| [b[0], b[1]]).collect();
+        // Every slot is written below (the counts are exact).
+        let filler = Region {
+            buf: BufId::Hbm(0),
+            p0: 0,
+            p1: 0,
+            lo: 0,
+            hi: 0,
+        };
+        let mut all = vec![(0u32, filler); at as usize];
+        let mut groups = of_access.iter();
+        for r in records {
+            let it = r.affine.frames().get(depth).map_or(u32::MAX, |f| f.1);
+            let kinds = r
+                .writes
+                .iter()
+                .map(|w| (w, 0))
+                .chain(r.reads.iter().map(|g| (g, 1)));
+            for ((g, k), &n) in kinds.zip(groups.by_ref()) {
+                let c = &mut cursor[n as usize][k];
+                all[*c as usize] = (it, *g);
+                *c += 1;
+            }
+        }
+        Accesses { all, group, bounds }
     }
 
     /// The accesses that conflict with an access of `g` (a write when `writes`): the writes
     /// to its buffer, and the reads too when it writes; as (iteration, region, written).
     fn against(&self, g: &Region, writes: bool) -> impl Iterator<Item = (u32, Region, bool)> + '_ {
-        let key = buf_key(g.buf);
-        let from = self.0.partition_point(|x| x.0 < key);
+        let [w, r, end] = self
+            .group
+            .get(&g.buf)
+            .map_or([0; 3], |&k| self.bounds[k as usize]);
+        let end = if writes { end } else { r };
         let g = *g;
-        self.0[from..]
+        self.all[w as usize..end as usize]
             .iter()
-            .take_while(move |x| x.0 == key && (writes || !x.1))
-            .filter(move |x| x.3.overlaps(&g))
-            .map(|x| (x.2, x.3, !x.1))
+            .enumerate()
+            .filter(move |(_, x)| x.1.overlaps(&g))
+            .map(move |(k, x)| (x.0, x.1, (w as usize + k) < r as usize))
     }
 }
 
@@ -378,22 +439,23 @@ pub(crate) fn with_frame(
     frame: (u32, u32),
     last: &mut Option<(AffinePos, AffinePos)>,
 ) -> AffinePos {
+    let frames = pos.frames();
+    if frames.len() <= AffinePos::INLINE {
+        // Held in the record: nothing to share (comparing and keeping the last one cost
+        // more than making it).
+        let mut inline = [(0, 0); AffinePos::INLINE];
+        inline[..frames.len()].copy_from_slice(frames);
+        inline[depth] = frame;
+        return AffinePos::new(&inline[..frames.len()]);
+    }
     if let Some((old, new)) = last {
         if old == pos && new.frames()[depth] == frame {
             return new.clone();
         }
     }
-    let mut inline = [(0, 0); AffinePos::INLINE];
-    let frames = pos.frames();
-    let new = if frames.len() <= AffinePos::INLINE {
-        inline[..frames.len()].copy_from_slice(frames);
-        inline[depth] = frame;
-        AffinePos::new(&inline[..frames.len()])
-    } else {
-        let mut v = frames.to_vec();
-        v[depth] = frame;
-        AffinePos::new(&v)
-    };
+    let mut v = frames.to_vec();
+    v[depth] = frame;
+    let new = AffinePos::new(&v);
     *last = Some((pos.clone(), new.clone()));
     new
 }

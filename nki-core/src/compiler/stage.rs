@@ -875,8 +875,9 @@ fn invariant_walk(
             }
             h.finish()
         };
-        let transpose = r.opcode == Opcode::Transpose && removable(r);
-        let value = if pure_compute(r) || transpose {
+        let (pure, movable) = (pure_compute(r), removable(r));
+        let transpose = r.opcode == Opcode::Transpose && movable;
+        let value = if pure || transpose {
             let mut h = crate::timing::fast_hash::FastHasher::default();
             let w = r.writes[0];
             (r.opcode, r.engine, r.api, r.alu).hash(&mut h);
@@ -899,12 +900,12 @@ fn invariant_walk(
                 value_of(g).hash(&mut h);
             }
             Some(h.finish())
-        } else if removable(r) && r.opcode != Opcode::Transpose && r.opcode != Opcode::TensorCopy {
+        } else if movable && r.opcode != Opcode::Transpose && r.opcode != Opcode::TensorCopy {
             Some(key_hash(r, |b| info.get(b).map_or(0, |e| e.writes)))
         } else {
             None
         };
-        if let (true, Some(v)) = (pure_compute(r), value) {
+        if let (true, Some(v)) = (pure, value) {
             let w = r.writes[0];
             match first.get(&v).copied() {
                 Some((o, kept)) => {
@@ -1331,8 +1332,8 @@ fn multi_buffer(
     for id in ids {
         let (at1, level) = first.get(BufId::Tile(id)).copied().unwrap_or_default();
         let at = at1 as usize - 1;
-        let pos = records[at].affine.clone();
-        if (level as usize) < pos.frames().len() {
+        if (level as usize) < records[at].affine.frames().len() {
+            let pos = records[at].affine.clone();
             *slot.entry(BufId::Tile(id)) = uses.len() as u32 + 1;
             uses.push((
                 id,
