@@ -129,6 +129,39 @@ fn a_07_kernel_without_its_dialect_on_a_grid_of_two_is_an_error_with_the_fix() {
     add_07_without_dialect::launch(Grid::new([1, 1]), &a2).unwrap();
 }
 
+#[test]
+fn a_kernel_2_profile_reads_as_the_two_cores_of_one_logical_neuroncore() {
+    let a = Hbm::<f32>::full([4, 8], 1.0);
+    let (_, p) = add_07::estimate(2, Target::Trn2, &a).unwrap();
+    let text = p.to_string();
+    assert!(
+        text.contains("the 2 physical cores of one logical NeuronCore (LNC=2):"),
+        "{text}"
+    );
+    assert!(text.contains("nc0: program_id 0, latency"), "{text}");
+    assert!(text.contains("nc1: program_id 1, latency"), "{text}");
+    assert!(!text.contains("1 instances"), "{text}");
+    // A Beta-1 grid placing four instances on each core says they run one after another.
+    let (a, mut out) = (Hbm::<f32>::full([8, 8], 1.0), Hbm::<f32>::zeros([8, 8]));
+    let grid = Grid::new([spmd_dim(2, nc(2)), spmd_dim(2, 1)]);
+    let launch = Launch::new(grid).target(Target::Trn2).mode(Mode::Estimate);
+    let report = copy_beta1::run(launch, &a, &mut out).unwrap();
+    let text = report.profile.unwrap().to_string();
+    assert!(
+        text.contains("nc0: 4 program instances, one after another, latency"),
+        "{text}"
+    );
+}
+
+/// Copies two rows and four columns of `a` per program instance into `out` (NKI Beta 1: the
+/// program id of the first grid dimension picks the rows, the second the columns).
+#[nki_kernel]
+fn copy_beta1(a: &Hbm<f32>, out: &mut Hbm<f32>) {
+    let (r, c) = (nl::program_id(0) * 2, nl::program_id(1) * 4);
+    let x = nl::load(a.slice((r..r + 2, c..c + 4)));
+    nl::store(out.slice((r..r + 2, c..c + 4)), &x);
+}
+
 /// Exchanges a tile between the two cores: NKI 0.7 only.
 #[nki_kernel]
 fn swaps_without_dialect(out: &mut Hbm<f32>) {

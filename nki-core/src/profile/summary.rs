@@ -458,6 +458,31 @@ fn write_first_lines<L: fmt::Display>(f: &mut fmt::Formatter<'_>, lines: &[L]) -
     Ok(())
 }
 
+impl Profile {
+    /// What the launch's cores are, for the per-core lines: the two physical cores of one
+    /// logical NeuronCore (LNC=2) where two cores share an HBM stack, as NKI 0.7's `kernel[2]`
+    /// (or a Beta-1 `nc(2)` grid) runs on them; otherwise the NeuronCores.
+    fn cores_heading(&self) -> String {
+        let n = self.cores.len();
+        if n == 2 && self.target.spec().ncs_per_hbm_stack == 2 {
+            "the 2 physical cores of one logical NeuronCore (LNC=2)".to_string()
+        } else {
+            format!("the {n} NeuronCores")
+        }
+    }
+}
+
+/// A program id as NKI prints it: `0`, or `(1, 3)` for a grid of several dimensions.
+fn program_id(id: &[usize]) -> String {
+    match id {
+        [one] => one.to_string(),
+        _ => {
+            let parts: Vec<String> = id.iter().map(usize::to_string).collect();
+            format!("({})", parts.join(", "))
+        }
+    }
+}
+
 impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -519,12 +544,17 @@ impl fmt::Display for Profile {
         write!(f, "{}", self.bounds())?;
         if self.cores.len() > 1 {
             let tensor = self.uses_tensor_engine();
-            for c in &self.cores {
+            writeln!(f, "  {}:", self.cores_heading())?;
+            for (i, c) in self.cores.iter().enumerate() {
+                let ran = match self.program_ids.get(i).map(Vec::as_slice) {
+                    Some([id]) => format!("program_id {}", program_id(id)),
+                    _ if c.instances == 1 => "1 program instance".to_string(),
+                    _ => format!("{} program instances, one after another", c.instances),
+                };
                 write!(
                     f,
-                    "  nc{}: {} instances, latency {}, ",
+                    "    nc{}: {ran}, latency {}, ",
                     c.nc,
-                    c.instances,
                     human_ns(c.latency_ns)
                 )?;
                 if tensor {
