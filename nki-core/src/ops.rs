@@ -11,9 +11,8 @@
 use crate::isa::op::Op;
 use crate::isa::Operand;
 use crate::lang::elementwise::alu_binary;
-use crate::lang::unary::{map_impl, ActExtras};
+use crate::lang::unary::{default_dtype, lower};
 use crate::math::{ActFn, AluOp};
-use crate::record::{Engine, Opcode};
 use crate::tile::{Tile, TileRef};
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
@@ -71,20 +70,7 @@ fn negate(x: impl TileArith) -> Tile {
     x.with_operand(|a| match a {
         Operand::Tile(t) => {
             let f = ActFn::Negative;
-            let dt = if t.dtype() == crate::dtype::DType::Bool {
-                crate::dtype::DType::U8
-            } else {
-                t.dtype()
-            };
-            map_impl(
-                &ins,
-                &[(Engine::Vector, Opcode::TensorScalar)],
-                move |v| f.eval(v),
-                t,
-                dt,
-                ActExtras::default(),
-            )
-            .0
+            lower(&ins, f, t, default_dtype(f, t.dtype()))
         }
         Operand::Scalar { .. } => unreachable!("only tiles implement Neg"),
     })

@@ -94,6 +94,19 @@ impl AccumUse {
     /// Applies the command's reset/load and the definedness rules; returns the registers'
     /// starting values for this instruction's rows (`load` gives `load_reduce`'s values).
     pub(crate) fn begin(&self, ins: &Op, load: Option<&[f32]>) -> Vec<f32> {
+        self.start(ins, load, |regs| regs.to_vec())
+    }
+
+    /// The registers' state change of this instruction when no values are computed (estimate
+    /// mode): the command's reset and the definedness rules ([`AccumUse::begin`], then
+    /// [`AccumUse::finish`] without values), copying nothing.
+    pub(crate) fn without_values(&self, ins: &Op) {
+        self.start(ins, None, |_| ());
+        self.finish(ins, None);
+    }
+
+    /// [`AccumUse::begin`], handing the registers' starting values to `read`.
+    fn start<R>(&self, ins: &Op, load: Option<&[f32]>, read: impl FnOnce(&[f32]) -> R) -> R {
         let (rows, engine, cmd, op) = (self.rows.clone(), self.engine, self.cmd, self.op);
         let (p, reads_out) = (rows.len(), self.reads_out);
         ins.with_ctx(|c| {
@@ -115,7 +128,7 @@ impl AccumUse {
                     }
                 }
             }
-            Ok(regs[rows].to_vec())
+            Ok(read(&regs[rows]))
         })
         .unwrap_or_else(|()| {
             ins.fail(
@@ -409,8 +422,7 @@ impl<'a> Accum<'a> {
     /// The registers' state in estimate mode (no values): the definedness rules only.
     pub(crate) fn trace(&self, ins: &Op) {
         if !ins.executes() {
-            self.use_.begin(ins, None);
-            self.use_.finish(ins, None);
+            self.use_.without_values(ins);
         }
     }
 

@@ -78,7 +78,7 @@ mod rng;
 pub(crate) mod rng_state;
 #[cfg(test)]
 mod same_records;
-mod scalar;
+pub(crate) mod scalar;
 mod scalar_alu;
 mod scalar_tensor_tensor;
 mod select;

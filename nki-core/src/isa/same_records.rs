@@ -565,12 +565,147 @@ fn nl_assign_records_the_tensor_copy_it_lowers_to() {
 }
 
 #[test]
-fn an_nl_copy_of_an_unwritten_tile_names_the_nl_op() {
-    let e = run(Mode::Simulate, || {
-        let t = lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf);
-        lang::copy(&t, None);
+fn an_nl_op_reading_an_unwritten_tile_names_the_nl_op() {
+    type Read = fn(&Tile);
+    let reads: [(&str, &str, Read); 3] = [
+        ("nl.copy", "tensor_copy", |t| drop(lang::copy(t, None))),
+        ("nl.reciprocal", "nisa.reciprocal", |t| {
+            drop(lang::reciprocal(t))
+        }),
+        ("nl.abs", "tensor_scalar", |t| drop(lang::abs(t))),
+    ];
+    for (api, builder, read) in reads {
+        let e = run(Mode::Simulate, || {
+            read(&lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf))
+        })
+        .expect_err("reads an unwritten tile")
+        .to_string();
+        assert!(e.contains(api) && !e.contains(builder), "{api}: {e}");
+    }
+}
+
+#[test]
+fn nl_unary_functions_record_the_instructions_they_lower_to() {
+    let data = || vec![ramp(128, 64, DType::F32, 0.05)];
+    same_as(
+        "nl.exp",
+        false,
+        data,
+        |s| lang::exp(&s[0]),
+        |s, d| activation(d, ActFn::Exp, &s[0], None),
+    );
+    same_as(
+        "nl.gelu (bf16)",
+        false,
+        || vec![ramp(128, 64, DType::BF16, 0.05)],
+        |s| lang::gelu(&s[0]),
+        |s, d| activation(d, ActFn::Gelu, &s[0], None),
+    );
+    // One element per partition, read with a stride: a unit-stride access all the same.
+    same_as(
+        "nl.sqrt (strided column)",
+        false,
+        data,
+        |s| lang::sqrt(s[0].slice((.., crate::access::stepped(3..64, 61)))),
+        |s, d| {
+            let col = s[0].slice((.., crate::access::stepped(3..64, 61)));
+            activation(d, ActFn::Sqrt, col, None)
+        },
+    );
+    same_as(
+        "nl.reciprocal",
+        false,
+        data,
+        |s| lang::reciprocal(&s[0]),
+        |s, d| reciprocal(d, &s[0], None),
+    );
+    // abs and negative: VectorE tensor_scalars, exact on 32-bit integers (2^24 + 1 and its
+    // neighbours are not fp32 values).
+    let big_ints = || vec![ramp(64, 8, DType::I32, 1.0)];
+    let plus = |s: &[Tile]| {
+        let d = lang::ndarray(&[64, 8], DType::I32, MemKind::Sbuf);
+        let args = TensorScalarOpts::new();
+        tensor_scalar(&d, &s[0], AluOp::Add, (1 << 24) + 1, args);
+        d
+    };
+    let on_vector = || TensorScalarOpts::new().engine(Engine::Vector);
+    same_as(
+        "nl.abs (int32)",
+        false,
+        || {
+            let mut s = big_ints();
+            let t = plus(&s);
+            s.push(t);
+            s
+        },
+        |s| lang::abs(&s[1]),
+        |s, d| tensor_scalar(d, &s[1], AluOp::Abs, 0.0, on_vector()),
+    );
+    same_as(
+        "nl.negative (int32)",
+        false,
+        || {
+            let mut s = big_ints();
+            let t = plus(&s);
+            s.push(t);
+            s
+        },
+        |s| lang::negative(&s[1]),
+        |s, d| tensor_scalar(d, &s[1], AluOp::Multiply, -1.0, on_vector()),
+    );
+    same_as(
+        "-tile",
+        false,
+        data,
+        |s| -&s[0],
+        |s, d| tensor_scalar(d, &s[0], AluOp::Multiply, -1.0, on_vector()),
+    );
+}
+
+#[test]
+fn nl_softmax_and_rms_norm_record_the_instructions_they_lower_to() {
+    let x = || ramp(128, 64, DType::F32, 0.05);
+    let softmax = run(Mode::Estimate, || drop(lang::softmax(&x(), 1))).expect("runs");
+    let nisa = run(Mode::Estimate, || {
+        let x = x();
+        let neg_max = lang::ndarray(&[128, 1], DType::F32, MemKind::Sbuf);
+        tensor_reduce(
+            &neg_max,
+            AluOp::Maximum,
+            &x,
+            &[1],
+            ReduceOpts::new().negate(),
+        );
+        let e = lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf);
+        let sums = lang::ndarray(&[128, 1], DType::F32, MemKind::Sbuf);
+        let args = ActivationOpts::new().bias(&neg_max);
+        activation_reduce(&e, ActFn::Exp, &x, AluOp::Add, &sums, args);
+        let r = lang::ndarray(&[128, 1], DType::F32, MemKind::Sbuf);
+        reciprocal(&r, &sums, None);
     })
-    .expect_err("reads an unwritten tile")
-    .to_string();
-    assert!(e.contains("nl.copy") && !e.contains("tensor_copy"), "{e}");
+    .expect("runs");
+    let (a, b) = (plain(&softmax, false), plain(&nisa, false));
+    assert_eq!(a[..b.len()], b[..], "nl.softmax up to its last multiply");
+    let norm = run(Mode::Estimate, || {
+        let w = ramp(1, 64, DType::F32, 0.01);
+        drop(lang::rms_norm(&x(), &w, 1, 64, 1e-6));
+    })
+    .expect("runs");
+    let nisa = run(Mode::Estimate, || {
+        let _w = ramp(1, 64, DType::F32, 0.01);
+        let x = x();
+        let sq = lang::ndarray(&[128, 64], DType::F32, MemKind::Sbuf);
+        let sums = lang::ndarray(&[128, 1], DType::F32, MemKind::Sbuf);
+        activation_reduce(&sq, ActFn::Square, &x, AluOp::Add, &sums, None);
+        let ms = lang::ndarray(&[128, 1], DType::F32, MemKind::Sbuf);
+        let args = TensorScalarOpts::new()
+            .then(AluOp::Add, 1e-6)
+            .engine(Engine::Vector);
+        tensor_scalar(&ms, &sums, AluOp::Multiply, 1.0 / 64.0, args);
+        let rstd = lang::ndarray(&[128, 1], DType::F32, MemKind::Sbuf);
+        activation(&rstd, ActFn::Rsqrt, &ms, None);
+    })
+    .expect("runs");
+    let (a, b) = (plain(&norm, false), plain(&nisa, false));
+    assert_eq!(a[..b.len()], b[..], "nl.rms_norm up to its multiplies");
 }

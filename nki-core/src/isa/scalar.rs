@@ -344,22 +344,22 @@ pub(crate) fn activate<'d, 'r, 'a>(
     let red = reduce.map(|r| ins.output(r, MemKind::Sbuf, DType::F32, &[p, 1], true));
     let ov = out.view();
     let rv = red.as_ref().map(|t| t.view());
-    let extra: Vec<&TileRef> = bias
-        .iter()
-        .filter_map(|b| b.tile())
-        .chain(scale_tile.iter())
-        .collect();
+    // The per-partition operands and the outputs, on the stack (no allocation per
+    // instruction on the estimate path).
+    let mut extra_buf = [&ov; 2];
+    let extra = packed(
+        &mut extra_buf,
+        [bias.as_ref().and_then(|b| b.tile()), scale_tile.as_ref()],
+    );
     if engine == Engine::GpSimd {
         ins.gpsimd_sbuf("dst", &ov);
-        for t in &extra {
+        for t in extra {
             ins.gpsimd_sbuf("bias/scale", t);
         }
     }
     let acc_res = acc.as_ref().and_then(|a| a.res.as_ref());
-    let outs: Vec<&TileRef> = std::iter::once(&ov)
-        .chain(rv.iter())
-        .chain(acc_res)
-        .collect();
+    let mut outs_buf = [&ov; 3];
+    let outs = packed(&mut outs_buf, [Some(&ov), rv.as_ref(), acc_res]);
     let reads_out = rv.is_some() || acc.as_ref().is_some_and(|a| a.costs());
     let site = Site::new(engine, Opcode::Activation).accumulating(reads_out);
     // activation_reduce is activation with reduce_cmd=reset_reduce: it leaves its sums in the
@@ -371,7 +371,7 @@ pub(crate) fn activate<'d, 'r, 'a>(
         rows: x.start_partition()..x.start_partition() + p,
         reads_out: false,
     });
-    ins.compute(site, &[&x], &extra, &outs, || {
+    ins.compute(site, &[&x], extra, outs, || {
         let v = x.gather(api, ins.loc);
         let scale = match (&args.scale, &scale_tile) {
             (_, Some(s)) => s.gather(api, ins.loc),
@@ -408,12 +408,25 @@ pub(crate) fn activate<'d, 'r, 'a>(
     });
     if !ins.executes() {
         if let Some(u) = &reduce_regs {
-            u.begin(ins, None);
-            u.finish(ins, None);
+            u.without_values(ins);
         }
     }
     if let Some(a) = &acc {
         a.trace(ins);
     }
     (out, red)
+}
+
+/// The present entries of `items`, packed at the front of `buf` (as long as `items`): the
+/// slice of them.
+fn packed<'b, 't, const N: usize>(
+    buf: &'b mut [&'t TileRef<'t>; N],
+    items: [Option<&'t TileRef<'t>>; N],
+) -> &'b [&'t TileRef<'t>] {
+    let mut n = 0;
+    for t in items.into_iter().flatten() {
+        buf[n] = t;
+        n += 1;
+    }
+    &buf[..n]
 }

@@ -86,7 +86,7 @@ pub(crate) fn tensor_tensor_to<'d>(
     op: AluOp,
     engine: Option<Engine>,
 ) -> Output<'d> {
-    const API: &str = "nisa.tensor_tensor";
+    let api = ins.api;
     ins.data_pair(("data1", &a), ("data2", &b));
     bitvec_needs_ints(ins, op, &[("data1", a.dtype()), ("data2", b.dtype())]);
     super::alu_rules::binary(ins, "op", op);
@@ -113,10 +113,10 @@ pub(crate) fn tensor_tensor_to<'d>(
         if op.is_integer_on(engine, in_dtype) {
             // Native integer arithmetic on the slots (exact for 32-bit integers).
             let f = exec::int_op(op, a.dtype(), b.dtype(), in_dtype, ov.dtype());
-            let (x, y) = (a.gather_slots(API, ins.loc), b.gather_slots(API, ins.loc));
+            let (x, y) = (a.gather_slots(api, ins.loc), b.gather_slots(api, ins.loc));
             ov.scatter_slots(x.iter().zip(&y).map(|(&p, &q)| f(p, q)).collect());
         } else {
-            let (x, y) = (a.gather(API, ins.loc), b.gather(API, ins.loc));
+            let (x, y) = (a.gather(api, ins.loc), b.gather(api, ins.loc));
             let r = x
                 .iter()
                 .zip(&y)
@@ -264,7 +264,7 @@ pub(crate) fn tensor_scalar_to<'d, 'a>(
     operand0: Operand<'a>,
     args: TensorScalarOpts<'a>,
 ) -> Output<'d> {
-    const API: &str = "nisa.tensor_scalar";
+    let api = ins.api;
     // No engine named: checked as VectorE, recorded on the compiler's choice (`unnamed`).
     let engine = args.engine.unwrap_or(Engine::Vector);
     ins.engine_in(engine, &[Engine::Vector, Engine::Scalar, Engine::GpSimd]);
@@ -281,8 +281,10 @@ pub(crate) fn tensor_scalar_to<'d, 'a>(
                 ));
         }
     }
-    let ops: Vec<AluOp> = std::iter::once(op0).chain(op1).collect();
-    bitvec_on_vector(ins, &ops, engine);
+    // The operators, on the stack (no allocation per instruction on the estimate path).
+    let ops_buf = [op0, op1.unwrap_or(op0)];
+    let ops = &ops_buf[..1 + usize::from(op1.is_some())];
+    bitvec_on_vector(ins, ops, engine);
     bitvec_needs_ints(ins, op0, &[("data", x.dtype())]);
     if engine == Engine::Scalar && ins.target() == Target::Trn1 {
         ins.fail(ErrorKind::InvalidArgument, "'tensor_scalar' on the Scalar Engine needs NeuronCore-v3 or later (trn2+); use the Vector Engine or activation(copy) with scale/bias on trn1".to_string());
@@ -327,7 +329,7 @@ pub(crate) fn tensor_scalar_to<'d, 'a>(
                 o.eval_int(a, b, in_dtype)
                     .expect("checked by is_integer_on")
             };
-            let v = x.gather_slots(API, ins.loc);
+            let v = x.gather_slots(api, ins.loc);
             let out = ov.dtype();
             let r = v.iter().enumerate().map(|(i, &s)| {
                 let part = i / f.max(1);
@@ -342,7 +344,7 @@ pub(crate) fn tensor_scalar_to<'d, 'a>(
         }
         let c0 = s0.values(ins, p);
         let c1 = s1.map(|s| s.values(ins, p));
-        let v = x.gather(API, ins.loc);
+        let v = x.gather(api, ins.loc);
         let apply = |o: AluOp, t: f32, c: f32, rev: bool| {
             if rev {
                 o.eval_typed(c, t, in_dtype)
@@ -785,14 +787,14 @@ pub(super) fn only_engine(ins: &Op, opts: Option<Opts>, engine: Engine) {
 
 /// The `reciprocal` builder.
 pub(crate) fn reciprocal_to<'d>(ins: &Op, dst: Dst<'d>, x: TileRef) -> Output<'d> {
-    const API: &str = "nisa.reciprocal";
+    let api = ins.api;
     ins.operand("data", &x);
     let out = ins.output(dst, MemKind::Sbuf, x.dtype(), x.shape(), true);
     let ov = out.view();
     let site = Site::new(Engine::Vector, Opcode::Reciprocal);
     ins.compute(site, &[&x], &[], &[&ov], || {
         ov.scatter(
-            x.gather(API, ins.loc)
+            x.gather(api, ins.loc)
                 .into_iter()
                 .map(|v| 1.0 / v)
                 .collect(),

@@ -1,43 +1,68 @@
 //! Unary math and activations (`nl.exp`, `nl.gelu`, `nl.abs`, ...) and the composite ops built
 //! on them (`nl.softmax`, `nl.rms_norm`).
 //!
-//! Lowering follows NKI's engine table: functions of ScalarE's activation table are one
-//! `Activation` instruction on ScalarE; `abs`, `negative`, `floor`, `ceil`, `trunc` are VectorE
-//! ALU instructions; `reciprocal` is VectorE's precise reciprocal; `sin`/`cos`/`tan` are a VectorE
-//! range reduction followed by a ScalarE activation. All math is fp32 (see [`crate::math`]), and
-//! the result is rounded once to the output dtype.
+//! Lowering follows NKI's engine table, onto the instruction builders: functions of ScalarE's
+//! activation table are one `activation`; `abs` and `negative` are VectorE `tensor_scalar`s
+//! (`abs`, `multiply` by -1); `reciprocal` is VectorE's precise `reciprocal`. `floor`, `ceil`,
+//! `trunc` (no ALU operator or activation computes them) and `sin`/`cos`/`tan` (a VectorE
+//! range reduction followed by a ScalarE activation, whose fp32 composition the docs do not
+//! give) are recorded as those instructions around the exact function ([`steps`]). All math
+//! is fp32 (see [`crate::math`]), and the result is rounded once to the output dtype.
 
 use super::elementwise::alu_binary;
 use super::reduce::{reduce_impl, resolve_axes, ReduceKind, SoftmaxAxes};
 use crate::builder::instruction;
 use crate::dtype::DType;
 use crate::error::ErrorKind;
+use crate::isa::base::Dst;
 use crate::isa::op::Op;
-use crate::isa::Operand;
+use crate::isa::scalar::activate;
+use crate::isa::vector::{reciprocal_to, tensor_scalar_to};
+use crate::isa::{ActivationOpts, Operand, TensorScalarOpts};
 use crate::math::{ActFn, AluOp};
 use crate::record::{Engine, MemKind, Opcode, Regions};
 use crate::tile::{Tile, TileRef};
 
-/// How one unary function is lowered: the instruction sequence it records.
-fn lowering(f: ActFn) -> &'static [(Engine, Opcode)] {
-    const ACT: &[(Engine, Opcode)] = &[(Engine::Scalar, Opcode::Activation)];
+/// The instructions recorded for a unary function no single builder computes: `floor`,
+/// `ceil`, `trunc` (one VectorE ALU pass) and the trigonometric functions (a VectorE range
+/// reduction, then the ScalarE activation).
+fn steps(f: ActFn) -> &'static [(Engine, Opcode)] {
     const ALU: &[(Engine, Opcode)] = &[(Engine::Vector, Opcode::TensorScalar)];
-    const RECIP: &[(Engine, Opcode)] = &[(Engine::Vector, Opcode::Reciprocal)];
     const TRIG: &[(Engine, Opcode)] = &[
         (Engine::Vector, Opcode::TensorScalar),
         (Engine::Scalar, Opcode::Activation),
     ];
     match f {
-        ActFn::Abs | ActFn::Negative | ActFn::Floor | ActFn::Ceil | ActFn::Trunc => ALU,
-        ActFn::Reciprocal => RECIP,
         ActFn::Sin | ActFn::Cos | ActFn::Tan => TRIG,
-        _ => ACT,
+        _ => ALU,
+    }
+}
+
+/// `nl`'s unary function `f` of `x` into a new SBUF tile of `dtype`, lowered onto the
+/// instruction builders (see the module docs); op `ins` names the records and errors.
+pub(crate) fn lower(ins: &Op, f: ActFn, x: TileRef, dtype: DType) -> Tile {
+    let new = Dst::New(Some(dtype));
+    // The VectorE ALU forms run where NKI's table puts them: on VectorE.
+    let on_vector = |op0: AluOp, operand0: f32| {
+        let args = TensorScalarOpts::new().engine(Engine::Vector);
+        tensor_scalar_to(ins, new, x, op0, operand0.into(), args).tile()
+    };
+    match f {
+        ActFn::Abs => on_vector(AluOp::Abs, 0.0),
+        ActFn::Negative => on_vector(AluOp::Multiply, -1.0),
+        ActFn::Reciprocal => reciprocal_to(ins, new, x).tile(),
+        ActFn::Floor | ActFn::Ceil | ActFn::Trunc | ActFn::Sin | ActFn::Cos | ActFn::Tan => {
+            map_impl(ins, steps(f), move |v| f.eval(v), x, dtype)
+        }
+        _ => activate(ins, new, f, x, ActivationOpts::new(), None)
+            .0
+            .tile(),
     }
 }
 
 /// Default output dtype of `f` on input dtype `d`: the input's dtype for floats; for integer
 /// inputs the sign/rounding/abs family keeps the integer type, everything else gives fp32.
-fn default_dtype(f: ActFn, d: DType) -> DType {
+pub(crate) fn default_dtype(f: ActFn, d: DType) -> DType {
     if d.is_float() {
         return d;
     }
@@ -61,77 +86,25 @@ fn default_dtype(f: ActFn, d: DType) -> DType {
     }
 }
 
-/// Optional ScalarE extras of an activation: `f(x * scale + bias)` with a per-partition
-/// `[P, 1]` bias, and a free-axis sum of the results into a `[P, 1]` fp32 accumulator.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct ActExtras<'a> {
-    pub(crate) bias: Option<TileRef<'a>>,
-    pub(crate) scale: Option<f32>,
-    pub(crate) accumulate: bool,
-}
-
-/// The unary funnel: checks `x`, allocates the output, computes `f(x*scale + bias)` (fp32)
-/// rounded to `dtype`, records the instruction sequence `steps` (the first reads `x` and the
-/// bias; later ones work in place on the output). Returns the output and, with
-/// `extras.accumulate`, the `[P, 1]` fp32 row sums of the (rounded) outputs.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn map_impl(
+/// The function `f` of `x` recorded as the instruction sequence `steps` (see [`steps`]):
+/// checks `x`, allocates the output, computes `f(x)` (fp32) rounded to `dtype`; the first
+/// step reads `x`, later ones work in place on the output.
+fn map_impl(
     ins: &Op,
     steps: &[(Engine, Opcode)],
     f: impl Fn(f32) -> f32,
     x: TileRef,
     dtype: DType,
-    extras: ActExtras,
-) -> (Tile, Option<Tile>) {
-    let (api, _loc) = (ins.api, ins.loc);
+) -> Tile {
+    let api = ins.api;
     ins.operand("x", &x);
-    if let Some(b) = &extras.bias {
-        ins.operand("bias", b);
-        if b.partitions() != x.partitions() || b.free_size() != 1 {
-            ins.fail(
-                ErrorKind::ShapeMismatch,
-                format!(
-                    "bias shape {:?} of '{api}' must be [{}, 1] (one value per partition of x{:?})",
-                    b.shape(),
-                    x.partitions(),
-                    x.shape()
-                ),
-            );
-        }
-    }
     let out = ins.alloc(MemKind::Sbuf, dtype, x.shape());
     let ov = out.view();
-    let acc = extras
-        .accumulate
-        .then(|| ins.alloc(MemKind::Sbuf, DType::F32, &[x.partitions(), 1]));
-    let accv = acc.as_ref().map(|a| a.view());
-    let outs: Vec<&TileRef> = std::iter::once(&ov).chain(accv.iter()).collect();
     ins.issue(
-        &outs,
+        &[&ov],
         || {
-            let vals = ins.read(&x);
-            let bias = extras.bias.map(|b| ins.read(&b));
-            let scale = extras.scale.unwrap_or(1.0);
-            let free = x.free_size().max(1);
-            let mut res: Vec<f32> = vals
-                .iter()
-                .enumerate()
-                .map(|(i, &v)| {
-                    let arg = match (&bias, extras.scale) {
-                        (None, None) => v,
-                        (b, _) => v * scale + b.as_ref().map_or(0.0, |b| b[i / free]),
-                    };
-                    f(arg)
-                })
-                .collect();
+            let mut res: Vec<f32> = ins.read(&x).into_iter().map(&f).collect();
             dtype.round_slice(&mut res);
-            if let Some(acc) = &acc {
-                let sums = res
-                    .chunks(free)
-                    .map(|c| c.iter().map(|&v| v as f64).sum::<f64>() as f32)
-                    .collect();
-                acc.view().scatter(sums);
-            }
             ov.scatter(res);
         },
         || {
@@ -140,18 +113,7 @@ pub(crate) fn map_impl(
             let mut last = None;
             for (i, &(engine, opcode)) in steps.iter().enumerate() {
                 let first = i == 0;
-                let mut reads = if first {
-                    Regions::from([x.region()])
-                } else {
-                    Regions::from([ov.region()])
-                };
-                if first {
-                    reads.extend(extras.bias.map(|b| b.region()));
-                }
-                let mut writes = Regions::from([ov.region()]);
-                if i + 1 == n {
-                    writes.extend(acc.as_ref().map(|a| a.view().region()));
-                }
+                let read = if first { x.region() } else { ov.region() };
                 let r = ins
                     .record_as(api, engine, opcode)
                     .size(x.partitions() as u32, x.free_size() as u32)
@@ -159,11 +121,8 @@ pub(crate) fn map_impl(
                     .dtypes(if first { x.dtype() } else { dtype }, dtype)
                     .psum(first && x.mem() == MemKind::Psum)
                     .contiguous(!first || x.ap.inner_stride() == 1)
-                    .reads(reads)
-                    .writes(writes)
-                    // The step that sums into the accumulator pays its cost term, as
-                    // `nisa.activation_reduce` does.
-                    .accumulate(extras.accumulate && i + 1 == n)
+                    .reads(Regions::from([read]))
+                    .writes(Regions::from([ov.region()]))
                     .done();
                 if i + 1 == n {
                     last = Some(r);
@@ -174,12 +133,7 @@ pub(crate) fn map_impl(
             last.expect("at least one step")
         },
     );
-    (out, acc)
-}
-
-/// One single-instruction fp32 step `f(x)` of a multi-instruction lowering.
-fn f32_step(ins: &Op, step: (Engine, Opcode), f: impl Fn(f32) -> f32, x: TileRef) -> Tile {
-    map_impl(ins, &[step], f, x, DType::F32, ActExtras::default()).0
+    out
 }
 
 /// Applies activation / math function `f` element-wise to `x` (the general form of
@@ -191,15 +145,7 @@ pub fn unary<'a>(f: ActFn, x: impl Into<TileRef<'a>>, dtype: Option<DType>) -> T
     let ins = Op::begin(api_name(f));
     let x: TileRef = x.into();
     let dt = dtype.unwrap_or_else(|| default_dtype(f, x.dtype()));
-    map_impl(
-        &ins,
-        lowering(f),
-        move |v| f.eval(v),
-        x,
-        dt,
-        ActExtras::default(),
-    )
-    .0
+    lower(&ins, f, x, dt)
 }
 
 fn api_name(f: ActFn) -> &'static str {
@@ -247,13 +193,7 @@ macro_rules! unary_fns {
             let f: ActFn = $f;
             let ins = Op::begin(api_name(f));
             let x: TileRef = x.into();
-            map_impl(&ins,
-                lowering(f),
-                move |v| f.eval(v),
-                x,
-                default_dtype(f, x.dtype()),
-                ActExtras::default())
-            .0
+            lower(&ins, f, x, default_dtype(f, x.dtype()))
         }
     )*};
 }
@@ -379,19 +319,13 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: impl SoftmaxAxes) -> Tile {
         Some(DType::F32),
         true,
     );
+    let f32_tile = Dst::New(Some(DType::F32));
     let (e, sums) = if nd == 2 && axes == [1] {
-        map_impl(
-            &ins,
-            &[(Engine::Scalar, Opcode::Activation)],
-            |v| ActFn::Exp.eval(v),
-            x,
-            DType::F32,
-            ActExtras {
-                bias: Some(neg_max.view()),
-                scale: None,
-                accumulate: true,
-            },
-        )
+        // exp(x - max) with its running sum: one accumulating activation.
+        let args = ActivationOpts::new().bias(neg_max.view());
+        let (e, sums) = activate(&ins, f32_tile, ActFn::Exp, x, args, Some(f32_tile));
+        let sums = sums.expect("the activation sums");
+        (e.tile(), sums.tile())
     } else {
         // Several free dims: the accumulator sums a whole partition, so reduce per row instead.
         let shifted = alu_binary(
@@ -402,12 +336,9 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: impl SoftmaxAxes) -> Tile {
             Some(DType::F32),
             false,
         );
-        let ex = f32_step(
-            &ins,
-            (Engine::Scalar, Opcode::Activation),
-            |v| ActFn::Exp.eval(v),
-            shifted.view(),
-        );
+        let args = ActivationOpts::new();
+        let ex = activate(&ins, f32_tile, ActFn::Exp, shifted.view(), args, None).0;
+        let ex = ex.tile();
         let s = reduce_impl(
             &ins,
             ReduceKind::Alu(AluOp::Add),
@@ -417,15 +348,9 @@ pub fn softmax<'a>(x: impl Into<TileRef<'a>>, axis: impl SoftmaxAxes) -> Tile {
             Some(DType::F32),
             false,
         );
-        (ex, Some(s))
+        (ex, s)
     };
-    let sums = sums.expect("softmax accumulates the sums");
-    let recip = f32_step(
-        &ins,
-        (Engine::Vector, Opcode::Reciprocal),
-        |v| ActFn::Reciprocal.eval(v),
-        sums.view(),
-    );
+    let recip = reciprocal_to(&ins, f32_tile, sums.view()).tile();
     alu_binary(
         &ins,
         AluOp::Multiply,
@@ -472,32 +397,42 @@ fn rms_norm_on(ins: &Op, x: TileRef, w: TileRef, axis: usize, n: usize, epsilon:
     } else {
         DType::F32
     };
-    let (_, sq) = map_impl(
+    // sum(x^2) per partition: a square activation with its running sum.
+    let f32_tile = Dst::New(Some(DType::F32));
+    let sq = activate(
         ins,
-        &[(Engine::Scalar, Opcode::Activation)],
-        |v| ActFn::Square.eval(v),
+        f32_tile,
+        ActFn::Square,
         x,
-        DType::F32,
-        ActExtras {
-            bias: None,
-            scale: None,
-            accumulate: true,
-        },
-    );
-    let sq = sq.expect("accumulated");
+        ActivationOpts::new(),
+        Some(f32_tile),
+    )
+    .1;
+    let sq = sq.expect("the activation sums").tile();
+    // sum / n + epsilon on VectorE, then its rsqrt on ScalarE.
     let inv_n = 1.0 / n as f32;
-    let ms = f32_step(
+    let mean_eps = TensorScalarOpts::new()
+        .then(AluOp::Add, epsilon)
+        .engine(Engine::Vector);
+    let ms = tensor_scalar_to(
         ins,
-        (Engine::Vector, Opcode::TensorScalar),
-        move |v| v * inv_n + epsilon,
+        f32_tile,
         sq.view(),
+        AluOp::Multiply,
+        inv_n.into(),
+        mean_eps,
     );
-    let rstd = f32_step(
+    let ms = ms.tile();
+    let rstd = activate(
         ins,
-        (Engine::Scalar, Opcode::Activation),
-        |v| ActFn::Rsqrt.eval(v),
+        f32_tile,
+        ActFn::Rsqrt,
         ms.view(),
-    );
+        ActivationOpts::new(),
+        None,
+    )
+    .0;
+    let rstd = rstd.tile();
     let xn = alu_binary(
         ins,
         AluOp::Multiply,
