@@ -1448,3 +1448,135 @@ fn the_side_not_taken_meets_no_other_core() {
         assert!(waits > 0);
     }
 }
+
+// ---- block grids, grid allocation, stream steps as grids ----
+
+/// NKI's `copy_block_grid` example, blocks of 2 x 2 tiles over a source whose last blocks
+/// and tiles are partial: each block's tiles moved through an SBUF grid `alloc_blocks`
+/// allocated (one row of tiles per DMA), then stored block by block.
+#[nki_kernel(nki = "0.8")]
+fn copy_block_grid(src: &Hbm<f32>) -> Hbm<f32> {
+    let (tile_shape, block_shape) = ([128, 96], [2, 2]);
+    let src_blocks = nl::blocks(src.view(), &tile_shape, &block_shape);
+    let dst = nl::ndarray(src.shape(), DType::F32, nl::shared_hbm);
+    let dst_blocks = nl::blocks(&dst, &tile_shape, &block_shape);
+    for i in 0..src_blocks.shape()[0] {
+        for j in 0..src_blocks.shape()[1] {
+            let src_block = src_blocks.get((i, j));
+            let buf = nl::alloc_blocks(
+                &tile_shape,
+                &block_shape,
+                &src_block.element_shape(),
+                nl::sbuf,
+                DType::F32,
+            );
+            let (from, to) = (src_block.tiles(), dst_blocks.get((i, j)).tiles());
+            for r in 0..from.shape()[0] {
+                let row = buf.tiles().at(r).data();
+                nisa::dma_copy(&row, from.at(r).data(), None);
+                nisa::dma_copy(to.at(r).data(), &row, None);
+            }
+        }
+    }
+    dst
+}
+
+#[test]
+fn block_grids_group_tiles_and_alloc_tiles_lays_them_out() {
+    let v: Vec<f32> = (0..300 * 400).map(|k| (k % 1009) as f32).collect();
+    let x = Hbm::from_vec(&[300, 400], v.clone()).unwrap();
+    let (out, _) = copy_block_grid::launch(1, &x).unwrap();
+    assert_eq!(out.to_f32_vec().unwrap(), v);
+    Launch::new(1)
+        .run(|| {
+            // 3 x 5 tiles of [128, 96] in blocks of 2 x 2: a 2 x 3 block grid.
+            let b = nl::blocks(x.view(), &[128, 96], &[2, 2]);
+            assert_eq!(
+                (b.shape(), b.block_shape(), b.tile_shape()),
+                (vec![2, 3], &[2, 2][..], &[128, 96][..])
+            );
+            assert_eq!(b.index_step_elements(), [256, 192]);
+            let last = b.get((1, 2));
+            assert_eq!(last.element_shape(), [44, 16]);
+            assert!(last.is_remainder() && !b.get((0, 0)).is_remainder());
+            assert_eq!(last.tiles().shape(), [1, 1]);
+            assert_eq!(b.get((0, 1)).tiles().shape(), [2, 2]);
+            assert_eq!(b.at(1).shape(), [3]);
+            assert_eq!(b.get((0..2, 1)).data().shape(), [300, 192]);
+            // Regrouping: a tile grid's selection in blocks, and a block grid's in others.
+            let t = nl::tiles(x.view(), &[128, 96]);
+            assert_eq!(t.get((.., 1..5)).blocks(&[3, 3]).shape(), [1, 2]);
+            assert_eq!(b.blocks(&[1, 5]).shape(), [3, 1]);
+            // An on-chip grid's row of tiles is one view; rows of tiles are not.
+            let g = nl::alloc_tiles(&[128, 96], &[300, 400], nl::sbuf, DType::F32);
+            assert_eq!(g.tensor().shape(), [128, 15 * 96]);
+            assert_eq!(g.tiles().get((2, 4)).data().shape(), [44, 16]);
+            assert_eq!(g.tiles().at(1).data().shape(), [128, 400]);
+            assert_eq!(g.blocks().shape(), [3, 5]);
+        })
+        .unwrap();
+    let e = Launch::new(1)
+        .run(|| {
+            let g = nl::alloc_tiles(&[128, 96], &[300, 400], nl::sbuf, DType::F32);
+            let _ = g.tiles().get((0..2, 0)).data(); // two rows of tiles
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("is_data_representable"), "{e}");
+    for (k, kind) in [
+        (0, ErrorKind::InvalidArgument),
+        (1, ErrorKind::InvalidArgument),
+        (2, ErrorKind::OutOfBounds),
+        (3, ErrorKind::InvalidArgument),
+    ] {
+        let e = Launch::new(1)
+            .run(|| match k {
+                0 => drop(nl::blocks(x.view(), &[128, 96], &[2])),
+                1 => drop(nl::blocks(x.view(), &[128, 96], &[2, 0])),
+                2 => drop(nl::blocks(x.view(), &[128, 96], &[2, 2]).get((2, 0))),
+                _ => drop(nl::alloc_tiles(&[128], &[300, 400], nl::sbuf, DType::F32)),
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), kind, "{k}: {e}");
+    }
+}
+
+#[test]
+fn a_stream_step_of_several_tiles_is_a_tile_grid() {
+    let v: Vec<f32> = (0..300 * 200).map(|k| k as f32).collect();
+    let x = Hbm::from_vec(&[300, 200], v.clone()).unwrap();
+    let mut y = Hbm::<f32>::zeros([300, 200]);
+    let out = y.as_output();
+    Launch::new(1)
+        .mode(Mode::Simulate)
+        .run(|| {
+            // Rows of tiles: each step is a row of 3 tiles of [128, 80] (the step's row
+            // coordinate consumed), the last ones clamped.
+            let src = nl::tiles(x.view(), &[128, 80]);
+            let dst = nl::tiles(out.view(), &[128, 80]);
+            let bufs = nl::alloc_stream_buffers(src.clone(), nl::sbuf, 0, 2, None);
+            for k in 0..bufs.num_steps() {
+                let step = bufs.grid(k);
+                assert_eq!(step.shape(), [3]);
+                assert_eq!(step.element_shape(), src.at(k).element_shape());
+                for j in 0..3 {
+                    let t = step.at(j).data();
+                    nisa::dma_copy(&t, src.get((k, j)).data(), None);
+                    nisa::dma_copy(dst.get((k, j)).data(), &t, None);
+                }
+            }
+            assert_eq!(bufs.grid(2).at(2).element_shape(), [44, 40]);
+        })
+        .unwrap();
+    assert_eq!(y.to_vec().unwrap(), v);
+    // A stream over a plain view has no tiles.
+    let e = Launch::new(1)
+        .run(|| {
+            let plain =
+                nl::alloc_stream_buffers(x.view().reshape(&[3, 100, 200]), nl::sbuf, 0, 2, None);
+            let _ = plain.grid(0);
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("not a tile grid"), "{e}");
+}

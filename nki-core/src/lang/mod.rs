@@ -2,6 +2,7 @@
 //! transpose, program ids and loop iterators. Every call is one (or a few) engine instructions
 //! going through the funnel in [`crate::context`].
 
+mod alloc_grid;
 mod atomic;
 mod blocks;
 mod branch;
@@ -31,6 +32,7 @@ pub use crate::isa::Operand;
 pub use crate::math::{ActFn, AluOp};
 pub use crate::ops::TileArith;
 pub use crate::record::MemKind;
+pub use alloc_grid::{alloc_blocks, alloc_tiles, AllocView, GridTensor};
 pub use atomic::atomic_rmw;
 pub use blocks::{ndarray_blocks, BlockTile};
 pub(crate) use branch::SEQUENCERS;
@@ -63,7 +65,7 @@ pub use matmul::{matmul, matmul_acc, transpose};
 pub use random::{dropout, rand, random_seed, DEFAULT_SEED};
 pub use reduce::{all, max, mean, min, prod, reduce, sum, var, SoftmaxAxes};
 pub use stream::{alloc_stream_buffers, StreamBuffers, StreamSource};
-pub use tile_grid::{tiles, GridView, IntoGridView, TileGrid};
+pub use tile_grid::{blocks, tiles, BlockGrid, GridView, IntoGridView, TileGrid};
 pub use unary::{
     abs, arctan, ceil, cos, erf, erf_dx, exp, floor, gelu, gelu_apprx_sigmoid,
     gelu_apprx_sigmoid_dx, gelu_apprx_tanh, gelu_dx, log, mish, negative, reciprocal, relu,

@@ -13,7 +13,7 @@
 //! `usize`, known while the kernel is traced (NKI: compile-time Python integers; an index from
 //! a device loop is an `NkiScalar`, which does not type-check here, as NKI rejects it).
 
-use super::tile_grid::{GridView, TileGrid};
+use super::tile_grid::{GridPattern, GridView, TileGrid};
 use crate::context::{raise, with_ctx};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, SourceLoc};
@@ -28,6 +28,11 @@ pub trait StreamSource {
     fn stream_steps(&self, dim: usize) -> Result<(Vec<usize>, Vec<Vec<usize>>), String>;
     /// The source's dtype.
     fn stream_dtype(&self) -> DType;
+    /// How a step of a tile-grid source lies in tiles (its steps are grids of tiles), for
+    /// streaming along `dim`; `None` for a view.
+    fn stream_grid(&self, _dim: usize) -> Option<GridPattern> {
+        None
+    }
 }
 
 /// The steps of a plain view of shape `dims` along `dim`: the view indexed by an integer
@@ -104,6 +109,18 @@ impl<V: GridView> StreamSource for TileGrid<V> {
     fn stream_dtype(&self) -> DType {
         self.dtype()
     }
+    fn stream_grid(&self, dim: usize) -> Option<GridPattern> {
+        let mut index = vec![
+            crate::access::Ix::Range {
+                start: 0,
+                end: None,
+                step: 1,
+            };
+            dim + 1
+        ];
+        index[dim] = crate::access::Ix::At(0);
+        Some(self.get(index.as_slice()).pattern())
+    }
 }
 
 /// A pool of on-chip slots addressed by logical stream step (NKI `nl.NkiStreamBuffers`; made
@@ -114,6 +131,8 @@ pub struct StreamBuffers {
     slots: Vec<Tensor>,
     /// The shape of each logical step (the last one clamped for a partial source).
     steps: Vec<Vec<usize>>,
+    /// How a step lies in tiles when the source is a tile grid.
+    grid: Option<GridPattern>,
 }
 
 /// Allocates `num_slots` on-chip slots (`buffer`: `nl::sbuf` or `nl::psum`), each the capacity
@@ -170,6 +189,7 @@ pub fn alloc_stream_buffers(
         ))
     });
     let dtype = dtype.unwrap_or_else(|| source.stream_dtype());
+    let grid = source.stream_grid(dim);
     let mut slots = Vec::with_capacity(num_slots);
     for _ in 0..num_slots {
         let slot = super::data::ndarray(&capacity, dtype, buffer);
@@ -179,7 +199,7 @@ pub fn alloc_stream_buffers(
         with_ctx("nl.alloc_stream_buffers", loc, |c| c.mem.keep_buffer(id));
         slots.push(slot);
     }
-    StreamBuffers { slots, steps }
+    StreamBuffers { slots, steps, grid }
 }
 
 impl StreamBuffers {
@@ -194,10 +214,38 @@ impl StreamBuffers {
     }
 
     /// Logical step `k` (NKI `buffers[k]`): slot `k % num_slots`, clamped to step `k`'s
-    /// shape. A step past the source's end is an [`ErrorKind::OutOfBounds`] error.
+    /// shape, as one tensor view. A step past the source's end is an
+    /// [`ErrorKind::OutOfBounds`] error.
     #[track_caller]
     pub fn get(&self, k: usize) -> TensorRef<'_> {
+        self.step(k, SourceLoc::caller())
+    }
+
+    /// Logical step `k` of a tile-grid source as a grid of the source's tiles over its slot
+    /// (NKI's `buffers[k]` when a step holds several tiles: an `NkiTileGrid`), with the
+    /// source step's coordinates (the one the stream advances along consumed) and its last
+    /// tiles clamped as the step's. The errors of [`StreamBuffers::get`]; a stream over a
+    /// plain view has no tiles (an [`ErrorKind::InvalidArgument`] error).
+    #[track_caller]
+    pub fn grid(&self, k: usize) -> TileGrid<TensorRef<'_>> {
         let loc = SourceLoc::caller();
+        let Some(pattern) = &self.grid else {
+            raise(
+                NkiError::new(
+                    ErrorKind::InvalidArgument,
+                    "NkiStreamBuffers",
+                    "the stream's source is a view, not a tile grid: its steps have no tiles \
+                     (get(k) is the step)"
+                        .to_string(),
+                ),
+                loc,
+            )
+        };
+        pattern.over(self.step(k, loc))
+    }
+
+    /// Step `k` as one view (see [`StreamBuffers::get`]), asked for at `loc`.
+    fn step(&self, k: usize, loc: SourceLoc) -> TensorRef<'_> {
         let Some(step) = self.steps.get(k) else {
             raise(
                 NkiError::new(
