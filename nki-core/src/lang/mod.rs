@@ -65,7 +65,7 @@ pub use matmul::{matmul, matmul_acc, transpose};
 pub use random::{dropout, rand, random_seed, DEFAULT_SEED};
 pub use reduce::{all, max, mean, min, prod, reduce, sum, var, SoftmaxAxes};
 pub use stream::{alloc_stream_buffers, StreamBuffers, StreamSource};
-pub use tile_grid::{blocks, tiles, BlockGrid, GridView, IntoGridView, TileGrid};
+pub use tile_grid::{blocks, tiles, BlockGrid, GridPattern, GridView, IntoGridView, TileGrid};
 pub use unary::{
     abs, arctan, ceil, cos, erf, erf_dx, exp, floor, gelu, gelu_apprx_sigmoid,
     gelu_apprx_sigmoid_dx, gelu_apprx_tanh, gelu_dx, log, mish, negative, reciprocal, relu,

@@ -115,10 +115,12 @@ pub struct TileGrid<V> {
     sel: Vec<Sel>,
 }
 
-/// The coordinates of a grid selection over the dimensions of its data ([`TileGrid::pattern`]):
-/// what a grid over another view of the same shape (a stream slot holding the step) keeps.
+/// The coordinates of a tile-grid selection over the dimensions of its data (its tile sizes
+/// and which coordinates are consumed): what a grid over another view of the same shape keeps,
+/// such as a stream slot holding one step of a tile-grid source
+/// ([`StreamBuffers::grid`](super::StreamBuffers::grid)).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct GridPattern {
+pub struct GridPattern {
     tile: Vec<usize>,
     consumed: Vec<bool>,
     untiled: usize,
