@@ -381,18 +381,23 @@ impl MemoryTracker {
     }
 
     /// Names the live tile `id` held in `slot` (for the capacity error's list of live tiles).
-    pub(crate) fn set_name(&mut self, slot: u32, id: u64, name: Cow<'static, str>) {
-        let mut sbuf = false;
-        if let Some(Some(t)) = self.live.get_mut(slot) {
-            if t.id == id {
-                t.desc.name = Some(name.clone());
-                sbuf = t.mem == MemKind::Sbuf;
-            }
-        }
-        // The spill lists hold SBUF tiles only, a tile just allocated last.
-        if !sbuf {
+    #[inline]
+    pub(crate) fn set_name(&mut self, slot: u32, id: u64, name: &Cow<'static, str>) {
+        let Some(Some(t)) = self.live.get_mut(slot) else {
+            return;
+        };
+        if t.id != id {
             return;
         }
+        t.desc.name = Some(name.clone());
+        // The spill lists hold SBUF tiles only, a tile just allocated last.
+        if t.mem == MemKind::Sbuf && (self.over.is_some() || self.all.is_some()) {
+            self.name_listed(id, name);
+        }
+    }
+
+    /// Names SBUF tile `id` in the spill lists (see [`MemoryTracker::set_name`]).
+    fn name_listed(&mut self, id: u64, name: &Cow<'static, str>) {
         let over = self.over.as_mut().map(|o| &mut o.tiles);
         for tiles in over.into_iter().chain(self.all.as_mut()) {
             if let Some(t) = tiles.iter_mut().rev().find(|t| t.id == id) {

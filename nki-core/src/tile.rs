@@ -351,7 +351,7 @@ impl Tile {
                     u.desc.name = Some(name.clone());
                 }
             }
-            c.mem.set_name(slot, id, name);
+            c.mem.set_name(slot, id, &name);
         });
     }
 

@@ -472,6 +472,10 @@ pub(crate) fn matmul_into(
 fn psum_dst_banks(ins: &Op, out: &TileRef) {
     let spec = ins.target().spec();
     let bank = spec.psum_bank_bytes as u64;
+    let tile = out.tile;
+    if (tile.shape.free() * tile.dtype.size()) as u64 <= bank {
+        return; // a tile of one bank (no view of it leaves the bank)
+    }
     let r = out.region();
     if r.hi <= bank {
         return; // within the first bank (every tile of one bank)

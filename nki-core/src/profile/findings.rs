@@ -7,7 +7,7 @@
 use super::units::human_bytes;
 use crate::dtype::DType;
 use crate::error::SourceLoc;
-use crate::record::{BufId, Engine, Instr, MemKind, Opcode};
+use crate::record::{BufId, Engine, Instr, MatmulDims, MemKind, Opcode};
 use crate::target::TargetSpec;
 use crate::timing::fast_hash::Map;
 use std::fmt;
@@ -123,6 +123,9 @@ pub(crate) struct LineFacts {
 type TileRegion = (BufId, u32, u32, u64, u64);
 /// A byte range of an HBM tensor.
 type HbmBytes = (BufId, u64, u64);
+/// A byte range of an HBM tensor, the tensor by its index in [`BoundFacts::hbm`] (a shorter
+/// key hashes faster: one per HBM read).
+type HbmRange = (u32, u64, u64);
 
 /// The record-only facts of a launch behind its bounds, gathered beside the profile's rows
 /// (one call of [`BoundFacts::add`] per record) and kept in the profile.
@@ -145,14 +148,50 @@ pub(crate) struct BoundFacts {
     hbm_index: Map<BufId, usize>,
     /// This instance has TensorE transposes: which tiles hold loaded data is followed.
     follow_tiles: bool,
-    /// This instance's HBM reads so far (buffer, byte range).
-    seen_reads: Map<HbmBytes, ()>,
+    /// This instance's HBM reads so far (tensor index, byte range).
+    seen_reads: Map<HbmRange, ()>,
     /// This instance's tiles last written by a load: tile region -> the HBM bytes loaded.
     loaded_from: Map<TileRegion, HbmBytes>,
     /// The sources this instance's transposes transposed.
     transposed: Map<HbmBytes, ()>,
     /// The line keys, set when the rows are done (location, api).
     keys: Vec<(SourceLoc, &'static str)>,
+    /// The facts of the last matmul added (a kernel's matmuls repeat a few shapes).
+    last_matmul: Option<MatmulFacts>,
+}
+
+/// What one matmul adds to the bound facts, a function of its operand sizes and input dtype
+/// on one target: worked out once per run of matmuls of one shape.
+#[derive(Clone, Copy, Debug)]
+struct MatmulFacts {
+    dims: MatmulDims,
+    in_dtype: DType,
+    /// TensorE MultiplyMoving time, in ns.
+    mm_ns: f64,
+    /// Adjusted FLOPs.
+    useful_flops: f64,
+    /// PE cells used and offered, times the moving columns.
+    pe_used: f64,
+    pe_full: f64,
+    /// True on a reduced tile (fewer rows or columns than the PE array).
+    reduced: bool,
+}
+
+impl MatmulFacts {
+    /// The facts of matmul record `r` (operand sizes `m`) on `spec`.
+    fn of(spec: &TargetSpec, r: &Instr, m: MatmulDims) -> MatmulFacts {
+        let (rows, cols) = (spec.pe_array.0 as f64, spec.pe_array.1 as f64);
+        let n = m.n.max(1) as f64;
+        MatmulFacts {
+            dims: m,
+            in_dtype: r.in_dtype,
+            mm_ns: crate::timing::cost::tensor_cost(spec, r).mm_ns,
+            useful_flops: r.hw_flops() as f64 * adjusted_flops_factor(r.in_dtype),
+            pe_used: (m.k as f64).min(rows) * (m.m as f64).min(cols) * n,
+            pe_full: rows * cols * n,
+            reduced: (m.k as f64) < rows || (m.m as f64) < cols,
+        }
+    }
 }
 
 /// How a launch uses one HBM tensor.
@@ -209,38 +248,42 @@ impl BoundFacts {
     /// Up to this many HBM tensors are found by a scan, more by a hash map.
     const SCANNED_HBM: usize = 16;
 
-    /// The use of HBM tensor `buf`.
-    fn hbm_use(&mut self, buf: BufId) -> &mut HbmUse {
-        let found = if self.hbm_bufs.len() <= Self::SCANNED_HBM {
-            self.hbm_bufs.iter().position(|&b| b == buf)
-        } else {
-            self.hbm_index.get(&buf).copied()
-        };
-        let k = match found {
-            Some(k) => k,
-            None => {
-                let k = self.hbm.len();
-                self.hbm_bufs.push(buf);
-                if self.hbm_bufs.len() > Self::SCANNED_HBM {
-                    if self.hbm_index.is_empty() {
-                        self.hbm_index
-                            .extend(self.hbm_bufs.iter().enumerate().map(|(k, &b)| (b, k)));
-                    } else {
-                        self.hbm_index.insert(buf, k);
-                    }
-                }
-                self.hbm.push(HbmUse {
-                    written_first: false,
-                    read_after_write: false,
-                    read_span: HbmUse::NONE,
-                    write_span: HbmUse::NONE,
-                    read_bytes: 0,
-                    write_bytes: 0,
-                });
-                k
+    /// The index (into `hbm`) of HBM tensor `buf`'s use: a scan of the few a kernel touches
+    /// (inlined: one per HBM read or write).
+    #[inline]
+    fn hbm_index(&mut self, buf: BufId) -> usize {
+        if self.hbm_bufs.len() <= Self::SCANNED_HBM {
+            if let Some(k) = self.hbm_bufs.iter().position(|&b| b == buf) {
+                return k;
             }
-        };
-        &mut self.hbm[k]
+        } else if let Some(&k) = self.hbm_index.get(&buf) {
+            return k;
+        }
+        self.add_hbm(buf)
+    }
+
+    /// Adds HBM tensor `buf` (first touched) to `hbm`, returning its index.
+    #[cold]
+    fn add_hbm(&mut self, buf: BufId) -> usize {
+        let k = self.hbm.len();
+        self.hbm_bufs.push(buf);
+        if self.hbm_bufs.len() > Self::SCANNED_HBM {
+            if self.hbm_index.is_empty() {
+                self.hbm_index
+                    .extend(self.hbm_bufs.iter().enumerate().map(|(k, &b)| (b, k)));
+            } else {
+                self.hbm_index.insert(buf, k);
+            }
+        }
+        self.hbm.push(HbmUse {
+            written_first: false,
+            read_after_write: false,
+            read_span: HbmUse::NONE,
+            write_span: HbmUse::NONE,
+            read_bytes: 0,
+            write_bytes: 0,
+        });
+        k
     }
 
     /// Adds record `r` of core stream `core`, at line slot `line`.
@@ -262,12 +305,12 @@ impl BoundFacts {
     }
 
     fn add_tensor(&mut self, spec: &TargetSpec, core: usize, line: usize, r: &Instr) {
-        if let Some(t) = self.tensor_ns.get_mut(core) {
-            *t += crate::timing::cost::tensor_cost(spec, r).mm_ns;
-        }
-        let l = &mut self.lines[line];
         match (r.opcode, r.matmul) {
             (Opcode::Transpose, _) => {
+                if let Some(t) = self.tensor_ns.get_mut(core) {
+                    *t += crate::timing::cost::tensor_cost(spec, r).mm_ns;
+                }
+                let l = &mut self.lines[line];
                 l.transposes += 1;
                 let src = r
                     .reads
@@ -280,17 +323,29 @@ impl BoundFacts {
                 }
             }
             (_, Some(m)) => {
-                self.useful_flops += r.hw_flops() as f64 * adjusted_flops_factor(r.in_dtype);
-                let (rows, cols) = (spec.pe_array.0 as f64, spec.pe_array.1 as f64);
+                let f = match self.last_matmul {
+                    Some(f) if f.dims == m && f.in_dtype == r.in_dtype => f,
+                    _ => {
+                        let f = MatmulFacts::of(spec, r, m);
+                        self.last_matmul = Some(f);
+                        f
+                    }
+                };
+                if let Some(t) = self.tensor_ns.get_mut(core) {
+                    *t += f.mm_ns;
+                }
+                self.useful_flops += f.useful_flops;
+                let l = &mut self.lines[line];
                 l.matmuls += 1;
-                let n = m.n.max(1) as f64;
-                l.pe_used += (m.k as f64).min(rows) * (m.m as f64).min(cols) * n;
-                l.pe_full += rows * cols * n;
-                if (m.k as f64) < rows || (m.m as f64) < cols {
-                    l.reduced += 1;
+                l.pe_used += f.pe_used;
+                l.pe_full += f.pe_full;
+                l.reduced += f.reduced as usize;
+            }
+            _ => {
+                if let Some(t) = self.tensor_ns.get_mut(core) {
+                    *t += crate::timing::cost::tensor_cost(spec, r).mm_ns;
                 }
             }
-            _ => {}
         }
         if self.follow_tiles {
             for w in r.writes.iter() {
@@ -300,7 +355,7 @@ impl BoundFacts {
     }
 
     fn add_dma(&mut self, line: usize, r: &Instr) {
-        let Some(d) = r.dma else { return };
+        let Some(d) = &r.dma else { return };
         if r.opcode == Opcode::DmaDescriptors {
             return;
         }
@@ -322,18 +377,19 @@ impl BoundFacts {
             return;
         }
         if let (MemKind::Hbm, Some(s)) = (d.src, src) {
-            let key = (s.buf, s.lo, s.hi);
-            if self.seen_reads.insert(key, ()).is_some() {
+            let k = self.hbm_index(s.buf);
+            let l = &mut self.lines[line];
+            if self.seen_reads.insert((k as u32, s.lo, s.hi), ()).is_some() {
                 l.reloads += 1;
                 l.reload_bytes += d.bytes;
             }
             if r.opcode == Opcode::DmaTranspose {
                 l.transposes += 1;
-                if self.transposed.insert(key, ()).is_some() {
+                if self.transposed.insert((s.buf, s.lo, s.hi), ()).is_some() {
                     l.recurring += 1;
                 }
             }
-            let u = self.hbm_use(s.buf);
+            let u = &mut self.hbm[k];
             if u.write_bytes > 0 {
                 u.read_after_write = true;
             }
@@ -341,7 +397,8 @@ impl BoundFacts {
             u.read_bytes += d.bytes;
         }
         if let (MemKind::Hbm, Some(w)) = (d.dst, dst) {
-            let u = self.hbm_use(w.buf);
+            let k = self.hbm_index(w.buf);
+            let u = &mut self.hbm[k];
             if u.read_bytes == 0 && u.write_bytes == 0 {
                 u.written_first = true;
             }
@@ -479,13 +536,59 @@ mod tests {
         let n = BoundFacts::SCANNED_HBM as u64 + 5;
         for round in 0..3u64 {
             for b in 0..n {
-                f.hbm_use(BufId::Hbm(b)).read_bytes += b + 1 + round;
+                let k = f.hbm_index(BufId::Hbm(b));
+                f.hbm[k].read_bytes += b + 1 + round;
             }
         }
         assert_eq!(f.hbm.len(), n as usize);
         for b in 0..n {
-            assert_eq!(f.hbm_use(BufId::Hbm(b)).read_bytes, 3 * (b + 1) + 3);
+            let k = f.hbm_index(BufId::Hbm(b));
+            assert_eq!(f.hbm[k].read_bytes, 3 * (b + 1) + 3);
         }
         assert_eq!(f.hbm.len(), n as usize);
+    }
+
+    #[test]
+    fn matmul_facts_follow_each_matmul_when_shapes_and_dtypes_alternate() {
+        let spec = crate::target::Target::Trn1.spec();
+        let matmul = |k, m, n, dtype| {
+            let mut r = Instr::new(Engine::Tensor, Opcode::Matmul, "t", SourceLoc::caller());
+            r.in_dtype = dtype;
+            r.matmul = Some(MatmulDims {
+                k,
+                m,
+                n,
+                fp32: dtype == DType::F32,
+                onezero: 0,
+            });
+            r
+        };
+        let shapes = [
+            matmul(128, 128, 512, DType::BF16),
+            matmul(128, 128, 512, DType::F32),
+            matmul(64, 128, 512, DType::BF16),
+            matmul(128, 128, 512, DType::BF16),
+            // The same operand sizes at another dtype: other adjusted FLOPs.
+            matmul(128, 128, 512, DType::F8E4M3),
+            matmul(128, 32, 128, DType::F8E4M3),
+        ];
+        let mut f = BoundFacts::new(1);
+        f.begin_instance(&shapes);
+        let (mut ns, mut flops, mut used, mut full, mut reduced) = (0.0, 0.0, 0.0, 0.0, 0);
+        for r in shapes.iter().cycle().take(3 * shapes.len()) {
+            f.add(spec, 0, 0, r);
+            let one = MatmulFacts::of(spec, r, r.matmul.unwrap());
+            ns += crate::timing::cost::tensor_cost(spec, r).mm_ns;
+            flops += r.hw_flops() as f64 * adjusted_flops_factor(r.in_dtype);
+            used += one.pe_used;
+            full += one.pe_full;
+            reduced += one.reduced as usize;
+        }
+        assert_eq!(f.tensor_ns[0], ns);
+        assert_eq!(f.useful_flops, flops);
+        let l = &f.lines[0];
+        assert_eq!((l.matmuls, l.pe_used, l.pe_full), (18, used, full));
+        // The 64-row and 32-column matmuls use a reduced tile.
+        assert_eq!((l.reduced, reduced), (6, 6));
     }
 }
