@@ -381,7 +381,9 @@ impl MemoryTracker {
     }
 
     /// Names the live tile `id` held in `slot` (for the capacity error's list of live tiles).
+    /// (`name` is a `&Cow`, not a `&str`: cloned, a borrowed name stays borrowed.)
     #[inline]
+    #[allow(clippy::ptr_arg)]
     pub(crate) fn set_name(&mut self, slot: u32, id: u64, name: &Cow<'static, str>) {
         let Some(Some(t)) = self.live.get_mut(slot) else {
             return;
@@ -397,6 +399,7 @@ impl MemoryTracker {
     }
 
     /// Names SBUF tile `id` in the spill lists (see [`MemoryTracker::set_name`]).
+    #[allow(clippy::ptr_arg)]
     fn name_listed(&mut self, id: u64, name: &Cow<'static, str>) {
         let over = self.over.as_mut().map(|o| &mut o.tiles);
         for tiles in over.into_iter().chain(self.all.as_mut()) {
