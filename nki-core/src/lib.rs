@@ -95,7 +95,6 @@ mod memory;
 pub mod mesh;
 mod mx;
 mod names;
-mod ops;
 mod pipeline;
 mod profile;
 mod record;

@@ -230,7 +230,7 @@ macro_rules! typed_ops {
             type Output = Sbuf<T, P, F>;
             #[track_caller]
             fn $m(self, rhs: R) -> Sbuf<T, P, F> {
-                Sbuf::wrap(crate::ops::operator(
+                Sbuf::wrap(crate::lang::ops::operator(
                     AluOp::$op,
                     $api,
                     Operand::Tile(self.tile.view()),

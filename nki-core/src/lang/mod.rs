@@ -20,6 +20,7 @@ mod layout;
 mod logic;
 pub(crate) mod loop_state;
 mod matmul;
+pub(crate) mod ops;
 pub(crate) mod random;
 mod reduce;
 mod stream;
@@ -30,7 +31,6 @@ pub use crate::access::{ds, stepped, Ix};
 pub use crate::dtype::DType;
 pub use crate::isa::Operand;
 pub use crate::math::{ActFn, AluOp};
-pub use crate::ops::TileArith;
 pub use crate::record::MemKind;
 pub use alloc_grid::{alloc_blocks, alloc_tiles, AllocView, GridTensor};
 pub use atomic::atomic_rmw;
@@ -62,6 +62,7 @@ pub use logic::{
     subtract, where_,
 };
 pub use matmul::{matmul, matmul_acc, transpose};
+pub use ops::TileArith;
 pub use random::{dropout, rand, random_seed, DEFAULT_SEED};
 pub use reduce::{all, max, mean, min, prod, reduce, sum, var, SoftmaxAxes};
 pub use stream::{alloc_stream_buffers, StreamBuffers, StreamSource};

@@ -8,10 +8,10 @@
 //! dims) but do **not** broadcast along partitions: a `[1, F]` operand with a `[P, F]` one is a
 //! partition-mismatch error (use `nl::add`, which allows it, or `nl::broadcast_to`).
 
+use super::elementwise::alu_binary;
+use super::unary::{default_dtype, lower};
 use crate::isa::op::Op;
 use crate::isa::Operand;
-use crate::lang::elementwise::alu_binary;
-use crate::lang::unary::{default_dtype, lower};
 use crate::math::{ActFn, AluOp};
 use crate::tile::{Tile, TileRef};
 use std::ops::{Add, Div, Mul, Neg, Sub};
