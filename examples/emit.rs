@@ -1,6 +1,7 @@
 //! Writes a kernel as an NKI 0.8 Python module with its driver (`nki_core::emit`): the
-//! README's `tensor_add`, the kernel-optimization tutorial's five versions, the NKI Library
-//! ports. `kernel_optimization` names the five versions, `all` every example.
+//! README's `tensor_add` (also as `kernel[2]`, `tensor_add_lnc2`), the LNC=2 matmul of
+//! `examples/lnc2.rs` (`lnc2`), the kernel-optimization tutorial's five versions, the NKI
+//! Library ports. `kernel_optimization` names the five versions, `all` every example.
 //!
 //! ```text
 //! cargo run --release --example emit -- NAME [DIR]      # DIR defaults to emitted/

@@ -1,4 +1,5 @@
-//! A matmul split over the two physical cores of a logical NeuronCore, written as an NKI 0.7
+//! A matmul split over the two physical cores of a logical NeuronCore (the kernel is
+//! `nki_kernels::lnc2::matmul_lnc2`), written as an NKI 0.7
 //! kernel (`#[nki_kernel(nki = "0.7")]`) and launched as NKI 0.7's `kernel[2]`
 //! (`matmul_lnc2::simulate(2, ..)`, the same as `Grid::lnc(2)`): `nl::program_id(0)` is the
 //! core index; each core multiplies its half
@@ -10,43 +11,9 @@
 //!
 //! Run with `cargo run --release --example lnc2`.
 
-// The 0.7 entries NKI 0.8 deprecated (nisa LNC calls, virtual registers) stay provided and
-// tested here unchanged.
-#![allow(deprecated)]
-
 use nki_core::prelude::*;
+use nki_kernels::lnc2::{matmul_lnc2, K, M, N};
 use std::process::ExitCode;
-
-const M: usize = 128;
-const K: usize = 256;
-const N: usize = 512;
-
-/// `c = a @ b` with `at = a^T` ([K, M]) and `b` ([K, N]); core `me` contracts rows
-/// `128 me .. 128 me + 128` of `at` and `b`, and stores rows `64 me .. 64 me + 64` of `c`.
-#[nki_kernel(nki = "0.7")]
-fn matmul_lnc2(at: &Hbm<f32>, b: &Hbm<f32>, c: &mut Hbm<f32>) {
-    let me = nl::program_id(0);
-    let k0 = 128 * me;
-    let a_part = nl::ndarray(&[128, M], DType::F32, nl::sbuf);
-    nisa::dma_copy(&a_part, at.slice((k0..k0 + 128, ..)), None);
-    let b_part = nl::ndarray(&[128, N], DType::F32, nl::sbuf);
-    nisa::dma_copy(&b_part, b.slice((k0..k0 + 128, ..)), None);
-    // This core's partial product, [M, N].
-    let ps = nl::matmul(&a_part, &b_part, true);
-    let mine = nl::ndarray(&[M, N], DType::F32, nl::sbuf);
-    nisa::tensor_copy(&mine, &ps, None);
-    // Swap partial products with the other core.
-    let theirs = nl::ndarray(&[M, N], DType::F32, nl::sbuf);
-    nisa::sendrecv(&mine, &theirs, 1 - me, 1 - me);
-    let sum = nl::ndarray(&[M, N], DType::F32, nl::sbuf);
-    nisa::tensor_tensor(&sum, &mine, &theirs, nl::AluOp::Add, None);
-    let r0 = 64 * me;
-    nisa::dma_copy(
-        c.slice((r0..r0 + 64, ..)),
-        sum.slice((r0..r0 + 64, ..)),
-        None,
-    );
-}
 
 fn main() -> ExitCode {
     match run() {

@@ -1,11 +1,13 @@
 //! The examples the emitter writes as NKI 0.8 Python (`cargo run --release --example emit --
-//! NAME [DIR]`, see `nki_core::emit`): the README's `tensor_add`, the five versions of
-//! the kernel-optimization tutorial and the NKI Library ports, each traced on its inputs
-//! (execute mode, so the driver carries nki-rs's outputs).
+//! NAME [DIR]`, see `nki_core::emit`): the README's `tensor_add` (on one core, and as
+//! `kernel[2]` on both cores of a logical NeuronCore), the LNC=2 matmul whose cores swap
+//! partial products (`lnc2`), the five versions of the kernel-optimization tutorial and the
+//! NKI Library ports, each traced on its inputs (simulate mode, so the driver carries
+//! nki-rs's outputs and the module its modelled latency).
 
 use crate::kernel_optimization::Version;
 use crate::nki_library;
-use crate::testing::random_bf16;
+use crate::testing::{random_bf16, random_f32};
 use nki_core::emit::{EmittedKernel, Emitter};
 use nki_core::prelude::*;
 
@@ -32,7 +34,7 @@ pub fn tensor_add(a: &Hbm<bf16>, b: &Hbm<bf16>) -> Hbm<bf16> {
 
 /// The names [`emit`] knows, in the order the example lists them.
 pub fn names() -> Vec<&'static str> {
-    let mut n = vec!["tensor_add"];
+    let mut n = vec!["tensor_add", "tensor_add_lnc2", "lnc2"];
     n.extend(Version::ALL.iter().map(|v| v.name()));
     n.extend(nki_library::check::KERNELS);
     n
@@ -42,12 +44,24 @@ pub fn names() -> Vec<&'static str> {
 /// and emitted, with its modelled latency ([`EmittedKernel::with_profile`]).
 pub fn emit(name: &str) -> Result<EmittedKernel, NkiError> {
     let mut e = Emitter::new(name);
-    let launch = e.launch(Launch::new(1).mode(Mode::Simulate).target(Target::Trn2));
-    let report = if name == "tensor_add" {
+    // NKI's kernel[2] (LNC=2) for the examples launched on both cores of a logical
+    // NeuronCore, kernel[1] for the others.
+    let grid = if name.ends_with("lnc2") { 2 } else { 1 };
+    let launch = e.launch(Launch::new(grid).mode(Mode::Simulate).target(Target::Trn2));
+    let report = if name == "tensor_add" || name == "tensor_add_lnc2" {
         let a = Hbm::from_array(&random_bf16(256, 1024, 1))?;
         let b = Hbm::from_array(&random_bf16(256, 1024, 2))?;
         e.input("a", &a).input("b", &b);
         tensor_add::run(launch, &a, &b)?.1
+    } else if name == "lnc2" {
+        use crate::lnc2::{matmul_lnc2, K, M, N};
+        let at = Hbm::from_array(&random_f32(K, M, 5))?;
+        let b = Hbm::from_array(&random_f32(K, N, 6))?;
+        let mut c = Hbm::<f32>::zeros([M, N]);
+        e.input("at", &at).input("b", &b);
+        let report = matmul_lnc2::run(launch, &at, &b, &mut c)?;
+        e.output("c", &c)?;
+        report
     } else if let Some(v) = Version::ALL.iter().find(|v| v.name() == name) {
         let (k, m, n) = v.small_kmn();
         let lhs_t = Hbm::from_array(&random_bf16(k, m, 3))?;

@@ -28,6 +28,8 @@
 //!   five matmul versions from a single tile to fully blocked.
 //! - [`nki_library`]: ports of NKI Library kernels (cumsum, rmsnorm_quant, layernorm_tkg,
 //!   RoPE, QKV, attention_tkg, MLP, MoE router top-k) in the NKI 0.7 surface.
+//! - [`lnc2`]: a matmul split over the two cores of a logical NeuronCore (NKI 0.7, `kernel[2]`,
+//!   the cores swapping partial products with `sendrecv`).
 //! - [`trn2_profiles`]: the kernels of AWS's trn2 profile analyses (the 4096³ bf16 matmul
 //!   ladder, TensorE tile sizes, DMA descriptor sizes) behind calibration section 6.
 //! - [`reference`](mod@reference): independent plain-loop / ndarray references of every kernel.
@@ -49,6 +51,7 @@ pub mod emit_examples;
 pub mod flash_attention;
 pub mod kernel_optimization;
 pub mod layernorm;
+pub mod lnc2;
 pub mod mamba;
 pub mod matmul;
 pub mod nki_library;

@@ -74,3 +74,29 @@ fn a_partial_last_tile_stays_an_iteration_of_its_loop() {
     assert!(m.contains("nisa.activation(dst=sb_"), "{m}");
     assert!(m.contains("op=nl.rsqrt"), "{m}");
 }
+
+#[test]
+fn an_lnc2_launch_is_written_once_with_the_program_id_in_its_numbers() {
+    // The cores' calls differ only in numbers affine in the core: one body over `pid`.
+    let k = emit("lnc2").unwrap();
+    let m = k.module();
+    assert!(m.contains("    pid = nl.program_id(0)\n"), "{m}");
+    assert!(m.contains("src=at[128 * pid:128 * pid + 128, :]"), "{m}");
+    assert!(
+        m.contains("nki.lnc.sendrecv(src=sb_33, dst=sb_36, send_to_rank=-pid + 1, recv_from_rank=-pid + 1)"),
+        "{m}"
+    );
+    assert!(
+        m.contains("import nki.lnc\n") && !m.contains("if pid"),
+        "{m}"
+    );
+    assert!(k.driver().contains("GRID = 2\n"), "{}", k.driver());
+    // The README's tensor_add as kernel[2]: each core's tiles are its own columns.
+    let t = emit("tensor_add_lnc2").unwrap();
+    assert!(
+        t.module().contains("512 * pid:512 * pid + 512]"),
+        "{}",
+        t.module()
+    );
+    assert!(emit("tensor_add").unwrap().driver().contains("GRID = 1\n"));
+}

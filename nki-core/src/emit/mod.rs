@@ -38,10 +38,17 @@
 //! `nl::ndarray` line alive at once (a Rust `Vec` of tiles) are the entries of a Python list
 //! (`sb_12[k]`), so their loops re-roll too.
 //!
+//! An LNC=2 launch (NKI 0.7/0.8's `kernel[2]`: one instance per physical core) is written
+//! once: each core's statements are built as above, then the two are re-rolled like two
+//! iterations of a loop over `pid = nl.program_id(0)` (a number that differs between the
+//! cores becomes `c + k * pid`; statements that differ stay as `if pid < 1: ... else: ...`),
+//! and the driver launches `kernel[2]`. The 0.7 LNC calls are written as 0.8's `nki.lnc`.
+//!
 //! Refused, with an error naming the call and its line: calls the emitter does not write yet
 //! and Beta-1 forms (`nl::load`, `nl::store`, value-returning instructions, whose API no
-//! longer exists in NKI 0.8: the error says what to port them to), launches of more than one
-//! program instance, and views it cannot print (indirect, dynamic-offset, reinterpreting).
+//! longer exists in NKI 0.8: the error says what to port them to), Beta-1 launches of more
+//! than one program instance (grids NKI 0.8 no longer has), and views it cannot print
+//! (indirect, dynamic-offset, reinterpreting).
 //! Every emitted module uses only names and keywords of [`API_08`] ([`check_api`]).
 
 mod api;
@@ -206,22 +213,29 @@ impl Emitter {
                 self.name
             ))
         })?;
-        if instances != 1 {
+        // NKI 0.7/0.8's kernel[2] (LNC=2): both cores' calls, written once with the
+        // program id in their numbers. Other multi-instance launches (Beta-1 grids) have no
+        // NKI 0.8 form.
+        let lnc2 = instances == 2 && dialect != Dialect::Beta1;
+        if instances != 1 && !lnc2 {
             return Err(refuse(format!(
                 "the launch of '{}' ran {instances} program instances; the emitter writes \
-                 launches of one instance (grid [1]) so far",
+                 launches of one instance (kernel[1]) and NKI 0.7/0.8's LNC=2 (kernel[2])",
                 self.name
             )));
         }
-        let events: Vec<trace::Event> = self
-            .sink
-            .take()
-            .into_iter()
-            .filter(|(i, _)| *i == 0)
-            .map(|(_, e)| e)
-            .collect();
-        if let Some(e) = events
+        let mut per_instance: Vec<Vec<trace::Event>> = vec![Vec::new(); instances];
+        for (i, e) in self.sink.take() {
+            if let Some(v) = usize::try_from(i)
+                .ok()
+                .and_then(|i| per_instance.get_mut(i))
+            {
+                v.push(e);
+            }
+        }
+        if let Some(e) = per_instance
             .iter()
+            .flatten()
             .find(|e| matches!(e.what, What::Untraced { .. }))
         {
             let What::Untraced { api } = e.what else {
@@ -229,7 +243,9 @@ impl Emitter {
             };
             return Err(untraced(api, e.loc, dialect));
         }
-        self.discover(&events)?;
+        for events in &per_instance {
+            self.discover(events)?;
+        }
         let mut named: HashMap<TensorId, TensorInfo> = HashMap::new();
         for t in self.inputs.iter().chain(&self.outputs) {
             named.insert(
@@ -243,7 +259,7 @@ impl Emitter {
             );
         }
         let mut allocated = Vec::new();
-        for e in &events {
+        for e in per_instance.iter().flatten() {
             if let What::Alloc {
                 tensor: TensorId::Hbm(id),
                 shared: true,
@@ -253,8 +269,43 @@ impl Emitter {
                 allocated.push(*id);
             }
         }
-        let (tensors, lists) = python::name_tensors(&events, &named)?;
-        let body = python::body(&events, &tensors)?;
+        // Each instance's statements, its tensors named by allocating line (so the cores'
+        // tensors of one line share a name), then the cores' statements re-rolled over the
+        // program id as two iterations of a loop over it.
+        let mut lists: Vec<(String, usize)> = Vec::new();
+        let mut bodies = Vec::new();
+        for events in &per_instance {
+            let (tensors, its_lists) = python::name_tensors(events, &named)?;
+            for (name, len) in its_lists {
+                match lists.iter_mut().find(|(n, _)| *n == name) {
+                    Some(l) => l.1 = l.1.max(len),
+                    None => lists.push((name, len)),
+                }
+            }
+            bodies.push(python::body(events, &tensors)?);
+        }
+        let body = match bodies.len() {
+            1 => bodies.pop().unwrap_or_default(),
+            _ => {
+                let mut rolled = reroll::reroll(bodies, "", reroll::PROGRAM_ID);
+                let mut stmts = vec![reroll::Stmt::Line(vec![reroll::Tok::Text(format!(
+                    "{} = nl.program_id(0)",
+                    reroll::index_name(reroll::PROGRAM_ID)
+                ))])];
+                match rolled.pop() {
+                    Some(reroll::Stmt::Loop { body, .. }) if rolled.is_empty() => {
+                        stmts.extend(body)
+                    }
+                    // Empty bodies (a kernel that only allocates and returns).
+                    None => {}
+                    Some(other) => {
+                        rolled.push(other);
+                        stmts.extend(rolled);
+                    }
+                }
+                stmts
+            }
+        };
         let mut text = String::new();
         // The lists of tiles alive at once (a Rust `Vec` of tiles).
         for (name, len) in &lists {
@@ -270,11 +321,11 @@ impl Emitter {
             ));
         }
         python::render(&body, 1, &mut text);
-        let module = self.module(&text);
+        let module = self.module(&text, instances);
         check_api(&module)?;
         Ok(EmittedKernel {
             name: self.name.clone(),
-            driver: self.driver(),
+            driver: self.driver(instances),
             module,
             inputs: self.inputs.clone(),
             outputs: self.outputs.clone(),
@@ -323,8 +374,8 @@ impl Emitter {
         Ok(())
     }
 
-    /// The module's text around the kernel body `body`.
-    fn module(&self, body: &str) -> String {
+    /// The module's text around the kernel body `body`, launched as `kernel[grid]`.
+    fn module(&self, body: &str, grid: usize) -> String {
         let sig = |ts: &[HostTensor]| {
             ts.iter()
                 .map(|t| format!("{}: {}{:?}", t.name, t.dtype, t.dims))
@@ -339,19 +390,30 @@ impl Emitter {
         };
         format!(
             "\"\"\"`{name}`: an NKI 0.8 kernel written by nki-rs (nki_core::emit) from the Rust \
-             kernel,\ntraced with inputs {ins} (outputs {outs_sig}).\n\nRun {name}_run.py \
-             beside it: nki.simulate, or nki.execute on a Trainium with --device;\nit compares \
-             the outputs with nki-rs's.\n\"\"\"\n\nimport nki\nimport nki.isa as nisa\nimport \
-             nki.language as nl\n\n\n@nki.jit\ndef {name}({params}):\n{body}{ret}",
+             kernel,\ntraced with inputs {ins} (outputs {outs_sig}){launch}.\n\nRun \
+             {name}_run.py beside it: nki.simulate, or nki.execute on a Trainium with \
+             --device;\nit compares the outputs with nki-rs's.\n\"\"\"\n\nimport nki\nimport \
+             nki.isa as nisa\nimport nki.language as nl\n{lnc}\n\n@nki.jit\ndef \
+             {name}({params}):\n{body}{ret}",
             name = self.name,
+            launch = if grid > 1 {
+                format!(", launched as {}[{grid}]", self.name)
+            } else {
+                String::new()
+            },
+            lnc = if body.contains("nki.lnc.") {
+                "import nki.lnc\n"
+            } else {
+                ""
+            },
             ins = sig(&self.inputs),
             outs_sig = sig(&self.outputs),
             params = params.join(", "),
         )
     }
 
-    /// The driver's text.
-    fn driver(&self) -> String {
+    /// The driver's text, for a launch as `kernel[grid]`.
+    fn driver(&self, grid: usize) -> String {
         let list = |ts: &[HostTensor]| {
             ts.iter()
                 .map(|t| format!("(\"{}\", \"{}\")", t.name, t.dtype.name()))
@@ -362,6 +424,7 @@ impl Emitter {
             .replace("{name}", &self.name)
             .replace("{inputs}", &list(&self.inputs))
             .replace("{outputs}", &list(&self.outputs))
+            .replace("{grid}", &grid.to_string())
     }
 }
 

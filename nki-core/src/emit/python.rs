@@ -2,7 +2,7 @@
 //! slices or `.ap()`, calls with keyword arguments, loops re-rolled ([`super::reroll`]), and
 //! the module's text.
 
-use super::reroll::{renumber, reroll, roll_repeats, Affine, Stmt, Tok};
+use super::reroll::{index_name, renumber, reroll, roll_repeats, Affine, Stmt, Tok};
 use super::trace::{Arg, Call, Event, LoopKind, TensorId, View, What};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, NkiError, Result, SourceLoc};
@@ -315,8 +315,10 @@ fn arg(
             })?;
             view(line, v, info, loc)?;
         }
+        // A number: iterations (or the cores of an LNC=2 launch) whose integers differ
+        // affinely re-roll into one statement over the index.
         Arg::Int(i) => {
-            line.text(&i.to_string());
+            line.num(*i);
         }
         Arg::Float(f) => {
             line.text(&float(*f));
@@ -489,9 +491,9 @@ pub(crate) fn render(stmts: &[Stmt], level: usize, out: &mut String) {
             Stmt::Cases { depth, arms } => {
                 for (k, (end, body)) in arms.iter().enumerate() {
                     let head = match k {
-                        0 => format!("if i{depth} < {end}:"),
+                        0 => format!("if {} < {end}:", index_name(*depth)),
                         k if k + 1 == arms.len() => "else:".to_string(),
-                        _ => format!("elif i{depth} < {end}:"),
+                        _ => format!("elif {} < {end}:", index_name(*depth)),
                     };
                     out.push_str(&format!("{pad}{head}\n"));
                     if body.is_empty() {

@@ -9,6 +9,21 @@
 //! as it unrolls a Python `range`). [`renumber`] then names every loop index after its
 //! nesting level.
 
+/// The "depth" standing for the program id (`pid = nl.program_id(0)`, the core of an LNC=2
+/// launch) in an [`Affine`]'s terms: the two cores' statements are re-rolled like two
+/// iterations of a loop over it ([`reroll`]).
+pub(crate) const PROGRAM_ID: usize = usize::MAX;
+
+/// The Python name of the loop index of depth `depth` (`i<depth>`; `pid` for
+/// [`PROGRAM_ID`]).
+pub(crate) fn index_name(depth: usize) -> String {
+    if depth == PROGRAM_ID {
+        "pid".to_string()
+    } else {
+        format!("i{depth}")
+    }
+}
+
 /// An integer affine in the loop indices: `c + Σ coeff · i<depth>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Affine {
@@ -31,7 +46,7 @@ impl Affine {
     pub(crate) fn python(&self) -> String {
         let mut parts: Vec<String> = Vec::new();
         for &(d, k) in &self.terms {
-            let v = format!("i{d}");
+            let v = index_name(d);
             let term = match k {
                 1 => v,
                 -1 => format!("-{v}"),

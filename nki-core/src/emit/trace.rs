@@ -248,7 +248,11 @@ impl Sink {
 }
 
 /// True when op name `issued` is the internal name of the traced call `traced` (an
-/// `nl.zeros` issues as `full`).
+/// `nl.zeros` issues as `full`), or its 0.7 name (`nisa.sendrecv` is written as 0.8's
+/// `nki.lnc.sendrecv`).
 fn same_op(traced: &str, issued: &str) -> bool {
-    traced == "nisa.memset" && issued == "full"
+    (traced == "nisa.memset" && issued == "full")
+        || traced
+            .strip_prefix("nki.lnc.")
+            .is_some_and(|t| issued.strip_prefix("nisa.") == Some(t))
 }

@@ -21,6 +21,7 @@ use super::lnc_state::{Arrival, Link, Pair, Payload, SyncCall};
 use super::op::Op;
 use crate::builder::instruction;
 use crate::context;
+use crate::emit::trace::{Arg, Call};
 use crate::error::ErrorKind;
 use crate::hbm::{Hbm, HbmView};
 use crate::math::AluOp;
@@ -251,6 +252,17 @@ pub(crate) fn barrier(ins: &Op, data: BarrierData, engine: Option<Engine>) {
         return;
     }
     let (me, pair) = pair_of(&ins);
+    ins.trace(|| {
+        use super::trace_args as ta;
+        let data = match &data {
+            TensorRef::Chip(t) => ta::tile(t),
+            TensorRef::Hbm(v) => ta::hbm(v),
+        };
+        Call::new("nki.lnc.core_barrier").arg("data", data).opt(
+            "engine",
+            (engine != Engine::GpSimd).then(|| ta::engine(engine)),
+        )
+    });
     meet(
         &ins,
         me,
@@ -327,6 +339,33 @@ instruction! {
 /// [`sendrecv_on`] on its converted operands; with `reduce`, `dst` receives `reduce(src, the
 /// other core's src)` (NKI 0.8 `nki.lnc.sendrecv_compute`, the DMA engines' reduction)
 /// instead of the other core's tile.
+/// The emit trace's call of an exchange (`sendrecv`, 0.7's or 0.8's, or `sendrecv_compute`
+/// with `reduce`), as NKI 0.8's `nki.lnc` spells it (the defaults left out).
+fn traced_exchange(
+    src: &TileRef,
+    dst: &TileRef,
+    (send_to_rank, recv_from_rank): (usize, usize),
+    dma_engine: DmaEngine,
+    reduce: Option<AluOp>,
+) -> Call {
+    use super::trace_args as ta;
+    let api = match reduce {
+        Some(_) => "nki.lnc.sendrecv_compute",
+        None => "nki.lnc.sendrecv",
+    };
+    Call::new(api)
+        .arg("src", ta::tile(src))
+        .arg("dst", ta::tile(dst))
+        .arg("send_to_rank", Arg::Int(send_to_rank as i64))
+        .arg("recv_from_rank", Arg::Int(recv_from_rank as i64))
+        .opt("reduce_op", reduce.map(ta::alu))
+        .opt(
+            "dma_engine",
+            (dma_engine == DmaEngine::GpsimdDma)
+                .then(|| Arg::Const("nisa.dma_engine.gpsimd_dma".to_string())),
+        )
+}
+
 #[track_caller]
 pub(crate) fn exchange(
     ins: &Op,
@@ -381,6 +420,7 @@ pub(crate) fn exchange(
         (Some(_), true) => Some(src.gather(ins.api, ins.loc)),
         _ => None,
     };
+    ins.trace(|| traced_exchange(&src, &dst, ranks, dma_engine, reduce));
     let got = meet(
         ins,
         me,
