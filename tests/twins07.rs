@@ -339,3 +339,45 @@ fn rmsnorm_qkv_07_is_its_beta1_twin() {
         same_timeline(&format!("rmsnorm_qkv [1, {s}, {d}] on {target}"), &p, &twin);
     }
 }
+
+#[test]
+fn flash_attention_fwd_07_is_its_beta1_twin() {
+    use nki_kernels::flash_attention::{flash_attention_fwd, flash_attention_fwd_07};
+    // The example's checked case: four query heads over two key/value heads.
+    let (b, h, hkv, d, s) = (1, 4, 2, 64, 512);
+    let input = |heads: usize, shape: [usize; 2], seed| {
+        let v = random_range(b * heads * d * s, -1.0, 1.0, seed);
+        Hbm::<f32>::from_vec(&[b, heads, shape[0], shape[1]], v).unwrap()
+    };
+    let (q, k, v) = (
+        input(h, [d, s], 1),
+        input(hkv, [d, s], 2),
+        input(hkv, [s, d], 3),
+    );
+    let scale = 1.0 / (d as f32).sqrt();
+    let mut out = Hbm::<f32>::zeros([b, h, s, d]);
+    let mut lse = Hbm::<f32>::zeros([b, h, 128, s / 128]);
+    let what = "flash_attention_fwd [1, 4, 64, 512]";
+    let launch = beta1([b, h], Mode::Simulate);
+    let p = flash_attention_fwd::run(launch, &q, &k, &v, &mut out, &mut lse, scale).unwrap();
+    let ((out_07, lse_07), twin) =
+        flash_attention_fwd_07::simulate(1, TARGET, &q, &k, &v, scale).unwrap();
+    same_values(&format!("{what} out"), &out, &out_07);
+    same_values(&format!("{what} lse"), &lse, &lse_07);
+    same_timeline(what, &p.profile.unwrap(), &twin);
+    // The samples' [1, 1, 128, 4096] and the GQA case, modelled on both targets.
+    for (h, hkv) in [(1, 1), (6, 3)] {
+        let (d, s) = (128, 4096);
+        let q = Hbm::<f32>::shape_only([1, h, d, s]);
+        let k = Hbm::<f32>::shape_only([1, hkv, d, s]);
+        let v = Hbm::<f32>::shape_only([1, hkv, s, d]);
+        let mut out = Hbm::<f32>::shape_only([1, h, s, d]);
+        let mut lse = Hbm::<f32>::shape_only([1, h, 128, s / 128]);
+        for target in [Target::Trn1, Target::Trn2] {
+            let (o, l) = (&mut out, &mut lse);
+            let p = flash_attention_fwd::estimate([1, h], target, &q, &k, &v, o, l, scale).unwrap();
+            let (_, twin) = flash_attention_fwd_07::estimate(1, target, &q, &k, &v, scale).unwrap();
+            same_timeline(&format!("[1, {h}, {d}, {s}] on {target}"), &p, &twin);
+        }
+    }
+}

@@ -16,6 +16,11 @@
 //! and multiplied by `v` into a `[128, d]` PSUM bank, and the output accumulator rescaled by
 //! `exp(m_old - m_new)` on VectorE.
 //!
+//! [`flash_attention_fwd_07`](fn@flash_attention_fwd_07) is its NKI 0.7 twin: 0.7 has no
+//! multi-dimensional grid, so one core (`kernel[1]`) walks the (batch, head) pairs in the
+//! order the Beta-1 grid numbers them, issuing the same instructions, written into
+//! destinations given first, and returns `out` and `lse`.
+//!
 //! Bottleneck (modelled, `flash_attention` example): TensorE is the busiest engine at the
 //! samples' `[1, 1, 128, 4096]` fp32 case (36 % busy on trn1, 0.88 ms): the causal half of the
 //! `S^2 d` score and output products plus as many transposes, at the fp32 quarter rate. It is
@@ -142,5 +147,149 @@ pub fn flash_attention_fwd<T: Element>(
         let log_l = nisa::activation(nl::ActFn::Log, &l, Default::default());
         let lse_t = nisa::tensor_tensor(&log_l, m, nl::AluOp::Add, None);
         nl::store(lse.slice((b, h, .., i..i + 1)), &lse_t);
+    }
+}
+
+/// The NKI 0.7 twin of [`flash_attention_fwd`](fn@flash_attention_fwd): causal flash
+/// attention forward with LSE for every (batch, head), returned as `(out, lse)` (shapes as
+/// the Beta-1 kernel's outputs), on one core (launch it on `[1]`). The Beta-1 grid `[B, H]`
+/// becomes a loop over the (batch, head) pairs in program-id order; each pair issues the Beta-1
+/// instance's instructions in 0.7's form: tensors from `nl::ndarray` (the `v` tiles and the two
+/// running-max buffers as lists of tensors), `nisa::dma_copy`, every `nisa` instruction
+/// writing into a destination given first. It computes the same values as the Beta-1 kernel.
+#[nki_kernel(nki = "0.7")]
+pub fn flash_attention_fwd_07<T: Element>(
+    q: &Hbm<T>,
+    k: &Hbm<T>,
+    v: &Hbm<T>,
+    scale: f32,
+) -> (Hbm<T>, Hbm<f32>) {
+    let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
+    let (outs, lses) = match qs {
+        &[b, h, d, s] => (vec![b, h, s, d], vec![b, h, PMAX, s / PMAX]),
+        _ => (Vec::new(), Vec::new()),
+    };
+    let (group, _, _) = dims(qs, ks, vs, &outs, &lses);
+    let out = nl::ndarray(&outs, q.dtype(), nl::shared_hbm);
+    let lse = nl::ndarray(&lses, DType::F32, nl::shared_hbm);
+    for b in 0..qs[0] {
+        for h in 0..qs[1] {
+            let head = Head {
+                b,
+                h,
+                kv: h / group,
+            };
+            head_07(q, k, v, (&out, &lse), head, scale);
+        }
+    }
+    (out, lse)
+}
+
+/// One (batch, head) of [`flash_attention_fwd_07`]: its indices and its key/value head.
+#[derive(Clone, Copy)]
+struct Head {
+    b: usize,
+    h: usize,
+    kv: usize,
+}
+
+/// The Beta-1 kernel's instance for `head`, in NKI 0.7's form, writing `outputs` (out, lse).
+#[track_caller]
+fn head_07<T: Element>(
+    q: &Hbm<T>,
+    k: &Hbm<T>,
+    v: &Hbm<T>,
+    (out, lse): (&Tensor, &Tensor),
+    Head { b, h, kv }: Head,
+    scale: f32,
+) {
+    // This file's `nisa` is Beta 1's allocating forms; the twin uses NKI 0.7's.
+    use nki_core::nisa;
+    let (d, seq) = (q.shape()[2], q.shape()[3]);
+    let f32_tensor = |shape: &[usize], buffer| nl::ndarray(shape, DType::F32, buffer);
+    let k_all = f32_tensor(&[d, seq], nl::sbuf);
+    nisa::dma_copy(&k_all, k.slice((b, kv, .., ..)), None);
+    let v_tiles: Vec<Tensor> = nl::affine_range(seq / PMAX)
+        .map(|j| {
+            let t = f32_tensor(&[PMAX, d], nl::sbuf);
+            nisa::dma_copy(&t, v.slice((b, kv, j * PMAX..(j + 1) * PMAX, ..)), None);
+            t
+        })
+        .collect();
+    let vector = Some(nisa::Opts::new().engine(nisa::Engine::Vector));
+    for i in nl::affine_range(seq / PMAX) {
+        let q0 = i * PMAX;
+        let q_t = f32_tensor(&[d, PMAX], nl::sbuf);
+        nisa::dma_copy(&q_t, q.slice((b, h, .., q0..q0 + PMAX)), None);
+        // The running max alternates between two tensors (the previous and the new one).
+        let m_buf = [0, 1].map(|_| f32_tensor(&[PMAX, 1], nl::sbuf));
+        nisa::memset(&m_buf[0], f32::MIN, None);
+        let (l, o) = (
+            f32_tensor(&[PMAX, 1], nl::sbuf),
+            f32_tensor(&[PMAX, d], nl::sbuf),
+        );
+        nisa::memset(&l, 0.0, vector);
+        nisa::memset(&o, 0.0, vector);
+        // Key blocks up to and including the one holding the diagonal.
+        let blocks = (q0 + PMAX).div_ceil(KEY_BLOCK);
+        for kb in nl::sequential_range(blocks) {
+            let (m, m_new) = (&m_buf[kb % 2], &m_buf[(kb + 1) % 2]);
+            let keys = nl::tile_range(kb, KEY_BLOCK, (q0 + PMAX).min(seq));
+            let (k0, nk) = (keys.start, keys.len());
+            let ps = f32_tensor(&[PMAX, nk], nl::psum);
+            nisa::nc_matmul(&ps, &q_t, k_all.slice((.., keys.clone())), None);
+            let mut s = f32_tensor(&[PMAX, nk], nl::sbuf);
+            let scaled = nisa::ActivationOpts::new().scale(scale);
+            nisa::activation(&s, nl::ActFn::Copy, &ps, scaled);
+            drop(ps);
+            if keys.end > q0 + 1 {
+                // Keep key j of query p where (q0 + p) - (k0 + j) >= 0.
+                let causal = nisa::AffineExpr::new(PMAX, 1)
+                    .free(-1, nk)
+                    .offset(q0 as i32 - k0 as i32);
+                let masked = f32_tensor(&[PMAX, nk], nl::sbuf);
+                let ge = nl::AluOp::GreaterEqual;
+                nisa::affine_select(&masked, &causal, ge, &s, MASK_VALUE, None);
+                s = masked;
+            }
+            let block_max = f32_tensor(&[PMAX, 1], nl::sbuf);
+            nisa::tensor_reduce(&block_max, nl::AluOp::Maximum, &s, &[1], None);
+            nisa::tensor_tensor(m_new, m, &block_max, nl::AluOp::Maximum, None);
+            let neg_m = f32_tensor(&[PMAX, 1], nl::sbuf);
+            nisa::tensor_scalar(&neg_m, m_new, nl::AluOp::Multiply, -1.0, None);
+            let (p, row_sum) = (
+                f32_tensor(&[PMAX, nk], nl::sbuf),
+                f32_tensor(&[PMAX, 1], nl::sbuf),
+            );
+            let bias = nisa::ActivationOpts::new().bias(&neg_m);
+            nisa::activation_reduce(&p, nl::ActFn::Exp, &s, nl::AluOp::Add, &row_sum, bias);
+            let alpha = f32_tensor(&[PMAX, 1], nl::sbuf);
+            let bias = nisa::ActivationOpts::new().bias(&neg_m);
+            nisa::activation(&alpha, nl::ActFn::Exp, m, bias);
+            // l = l * alpha + row_sum and o = o * alpha + p @ v, in place.
+            let then_add = nisa::TensorScalarOpts::new().then(nl::AluOp::Add, &row_sum);
+            nisa::tensor_scalar(&l, &l, nl::AluOp::Multiply, &alpha, then_add);
+            let pv = f32_tensor(&[PMAX, d], nl::psum);
+            for j in nl::affine_range(nk / PMAX) {
+                let p_ps = f32_tensor(&[PMAX, PMAX], nl::psum);
+                nisa::nc_transpose(&p_ps, p.slice((.., j * PMAX..(j + 1) * PMAX)), None);
+                // nl.copy: out of PSUM on the engine the compiler picks (ScalarE).
+                let p_t = nl::copy(&p_ps, None);
+                nisa::nc_matmul(&pv, &p_t, &v_tiles[k0 / PMAX + j], None);
+            }
+            nisa::tensor_scalar(&o, &o, nl::AluOp::Multiply, &alpha, None);
+            nisa::tensor_tensor(&o, &o, &pv, nl::AluOp::Add, None);
+        }
+        let m = &m_buf[blocks % 2];
+        let inv_l = f32_tensor(&[PMAX, 1], nl::sbuf);
+        nisa::reciprocal(&inv_l, &l, None);
+        let y = nl::ndarray(&[PMAX, d], q.dtype(), nl::sbuf);
+        nisa::tensor_scalar(&y, &o, nl::AluOp::Multiply, &inv_l, None);
+        nisa::dma_copy(out.slice((b, h, q0..q0 + PMAX, ..)), &y, None);
+        let log_l = f32_tensor(&[PMAX, 1], nl::sbuf);
+        nisa::activation(&log_l, nl::ActFn::Log, &l, None);
+        let lse_t = f32_tensor(&[PMAX, 1], nl::sbuf);
+        nisa::tensor_tensor(&lse_t, &log_l, m, nl::AluOp::Add, None);
+        nisa::dma_copy(lse.slice((b, h, .., i..i + 1)), &lse_t, None);
     }
 }
