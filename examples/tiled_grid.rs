@@ -1,12 +1,17 @@
-//! NKI 0.8's tiled-programming tutorials in Rust: tile-grid views and software pipelining
-//! with stream buffers.
+//! NKI 0.8's tiled-programming tutorials in Rust: tile-grid views, block grids and software
+//! pipelining with stream buffers.
 //!
 //! 1. **Tile grids** (`nl::tiles`): `c = a + b` over `[1000, 700]` tensors walked in
 //!    `[128, 512]` tiles. The grid is `8 x 2` tiles; the last row of tiles has 104 rows and
 //!    the last column 188 columns: `grid.get((i, j)).data()` is the clamped view of a partial
 //!    tile, and `element_shape()` sizes the SBUF tile that receives it. No index arithmetic
 //!    and no special case for the edges.
-//! 2. **Software pipelining** (`nl::alloc_stream_buffers`): `y = exp(x)` over `[2000, 1024]`
+//! 2. **Block grids** (`nl::blocks`): the same sum computed in `[128, 128]` tiles (512 bytes
+//!    per partition, below the DMA's efficient size), moved either one tile per DMA or in
+//!    blocks of `1 x 4` tiles (2 KiB per partition, one DMA per block) while the add still
+//!    runs tile by tile over `nl::tiles` of the block's SBUF copy. The tile shape stays the
+//!    compute grain and the block shape becomes a tuning knob for the transfer grain.
+//! 3. **Software pipelining** (`nl::alloc_stream_buffers`): `y = exp(x)` over `[2000, 1024]`
 //!    streamed in 128-row steps through two pools of slots, one for the loads and one for the
 //!    results. Step `k` uses slot `k % num_slots` of each pool; the last step (80 rows) is a
 //!    clamped view of its slot. With one slot, the load of step `k + 1` waits until step `k`
@@ -42,6 +47,35 @@ fn add_grid(a: &Hbm<f32>, b: &Hbm<f32>) -> Hbm<f32> {
             nisa::dma_copy(&ta, ga.get((i, j)).data(), None);
             nisa::dma_copy(&tb, gb.get((i, j)).data(), None);
             nisa::tensor_tensor(&ta, &ta, &tb, nl::AluOp::Add, None);
+            nisa::dma_copy(gc.get((i, j)).data(), &ta, None);
+        }
+    }
+    c
+}
+
+/// `c = a + b` in `[128, 128]` compute tiles moved `per_dma` tiles at a time: blocks of
+/// `1 x per_dma` tiles, one DMA per block and operand, the add tile by tile.
+#[nki_kernel(nki = "0.8")]
+fn add_blocks(a: &Hbm<f32>, b: &Hbm<f32>, per_dma: usize) -> Hbm<f32> {
+    let c = nl::ndarray(a.shape(), DType::F32, nl::shared_hbm);
+    let (tile, block) = ([128, 128], [1, per_dma]);
+    let (ga, gb, gc) = (
+        nl::blocks(a.view(), &tile, &block),
+        nl::blocks(b.view(), &tile, &block),
+        nl::blocks(&c, &tile, &block),
+    );
+    for i in 0..ga.shape()[0] {
+        for j in 0..ga.shape()[1] {
+            let shape = ga.get((i, j)).element_shape();
+            let ta = nl::ndarray(&shape, DType::F32, nl::sbuf);
+            let tb = nl::ndarray(&shape, DType::F32, nl::sbuf);
+            nisa::dma_copy(&ta, ga.get((i, j)).data(), None);
+            nisa::dma_copy(&tb, gb.get((i, j)).data(), None);
+            let (xa, xb) = (nl::tiles(&ta, &tile), nl::tiles(&tb, &tile));
+            for k in 0..xa.shape()[1] {
+                let (x, y) = (xa.get((0, k)).data(), xb.get((0, k)).data());
+                nisa::tensor_tensor(&x, &x, &y, nl::AluOp::Add, None);
+            }
             nisa::dma_copy(gc.get((i, j)).data(), &ta, None);
         }
     }
@@ -128,6 +162,20 @@ fn run() -> Result<bool, NkiError> {
         &sim,
         &est.ok_or_else(no_profile)?,
     );
+
+    println!("block grid: the same sum in [128, 128] tiles, moved 1 or 4 tiles per DMA");
+    for per_dma in [1, 4] {
+        let (c, sim) = add_blocks::simulate(1, Target::Trn2, &ah, &bh, per_dma)?;
+        let est = add_blocks::run(estimate(), &shape, &shape, per_dma)?
+            .1
+            .profile;
+        all_ok &= report(
+            &format!("blocks 1x{per_dma}"),
+            worst(&c.to_f32_vec()?, &want),
+            &sim,
+            &est.ok_or_else(no_profile)?,
+        );
+    }
 
     let (m, n) = (2000, 1024);
     let x = Array2::from_shape_fn((m, n), |(i, j)| value(3, i * n + j));
