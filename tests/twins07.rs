@@ -381,3 +381,39 @@ fn flash_attention_fwd_07_is_its_beta1_twin() {
         }
     }
 }
+
+#[test]
+fn rotary_07_is_its_beta1_twin() {
+    use nki_kernels::rotary::{rotary, rotary_07};
+    // The example's second checked shape, and one with a partial last sequence tile.
+    for [b, h, s, d] in [[2, 16, 256, 128], [1, 3, 200, 64]] {
+        let what = format!("rotary [{b}, {h}, {s}, {d}]");
+        let v = random_range(b * h * s * d, -1.0, 1.0, 1);
+        let x = Hbm::<f32>::from_vec(&[b, h, s, d], v).unwrap();
+        let (cos, sin) = (f32_input(s, d, 2), f32_input(s, d, 3));
+        let mut out = Hbm::<f32>::zeros([b, h, s, d]);
+        let p = rotary::simulate(1, TARGET, &x, &cos, &sin, &mut out).unwrap();
+        let twin = rotary_07::simulate(1, TARGET, &x, &cos, &sin).unwrap();
+        same_values(&what, &out, &twin.0);
+        same_timeline(&what, &p, &twin.1);
+    }
+    // The example's large modelled shape on both targets. (cos and sin are two tensors: passed
+    // one tensor twice, the Beta-1 compiler stage drops the second, duplicate load of each
+    // tile, which 0.7's compiler does not.)
+    let [b, h, s, d] = [8, 32, 512, 128];
+    let x = Hbm::<f32>::shape_only([b, h, s, d]);
+    let (cos, sin) = (
+        Hbm::<f32>::shape_only([s, d]),
+        Hbm::<f32>::shape_only([s, d]),
+    );
+    let mut out = Hbm::<f32>::shape_only([b, h, s, d]);
+    for target in [Target::Trn1, Target::Trn2] {
+        let p = rotary::estimate(1, target, &x, &cos, &sin, &mut out).unwrap();
+        let (_, twin) = rotary_07::estimate(1, target, &x, &cos, &sin).unwrap();
+        same_timeline(
+            &format!("rotary [{b}, {h}, {s}, {d}] on {target}"),
+            &p,
+            &twin,
+        );
+    }
+}
