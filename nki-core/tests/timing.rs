@@ -355,6 +355,48 @@ fn trn2_tensor_engine_throttle_ramps_up_and_reengages_after_idle() {
 }
 
 #[test]
+fn trn2_tensor_engine_stays_throttled_while_its_utilisation_is_below_half() {
+    // Each matmul waits for a VectorE copy of ~500 ns (the copies run back to back), so
+    // TensorE works 213 ns of every ~500 (43 %): below 50 % over every 3 us window, the
+    // limit keeps re-engaging and every matmul runs at half rate, though no gap between
+    // them is long (the engine never idles 1.5 us).
+    let s = Target::Trn2.spec();
+    let mm = 512.0 / s.tensor_ghz;
+    let n = 24;
+    let mut recs = Vec::new();
+    for i in 0..n {
+        recs.push(op(Engine::Vector, 480, vec![], vec![whole(1000 + i)]));
+    }
+    for i in 0..n {
+        recs.push(matmul(
+            whole(1),
+            whole(1000 + i),
+            region(2000 + i, 0, 128, 0, 2048),
+            false,
+        ));
+    }
+    let p = run(Target::Trn2, recs);
+    let mms: Vec<(f64, f64)> = p
+        .spans
+        .iter()
+        .filter(|x| x.track == Track::MultiplyMoving)
+        .map(|x| (x.start_ns, x.dur_ns))
+        .collect();
+    assert_eq!(mms.len(), n as usize);
+    assert!(mms.last().unwrap().0 > 3.0 * s.pe_throttle_ramp_ns);
+    for w in mms.windows(2) {
+        let gap = w[1].0 - (w[0].0 + w[0].1);
+        assert!(gap > 0.0 && gap < s.pe_throttle_ramp_ns / 2.0, "{w:?}");
+    }
+    for m in &mms {
+        assert!(
+            (m.1 - 2.0 * mm).abs() < 1e-9,
+            "throttled throughout: {mms:?}"
+        );
+    }
+}
+
+#[test]
 fn fp32_matmul_is_four_times_slower() {
     let mut r = matmul(whole(1), whole(2), region(3, 0, 128, 0, 2048), false);
     r.matmul = Some(MatmulDims {

@@ -147,12 +147,13 @@ fn section5_kernels_are_not_rejected_and_their_bytes_match_the_counters() {
 
 /// Section 6 rows the model misses by more than 20 % today (docs/calibration.md, section 6,
 /// says why by mechanism), each with a ceiling on its miss: the miss measured when the
-/// ceiling was set (2026-12-07) plus 2.5 points, so that a change that makes any of them
-/// worse fails here. Every other row of the section must stay within 20 %.
+/// ceiling was set (2026-12-07; V0's TensorE row 2026-12-08, when the throttle took the
+/// documented window rule) plus 2.5 points, so that a change that makes any of them worse
+/// fails here. Every other row of the section must stay within 20 %.
 const SECTION6_MISSES: [(&str, f64); 6] = [
     ("matmul 4096^3 bf16 V0 tiled, total", 46.3),
     ("matmul 4096^3 bf16 V0 tiled, DMA", 41.6),
-    ("matmul 4096^3 bf16 V0 tiled, TensorE", 63.9),
+    ("matmul 4096^3 bf16 V0 tiled, TensorE", 27.5),
     ("matmul 4096^3 bf16 V1 blocked BM=8 BN=2, total", 28.2),
     ("matmul 4096^3 bf16 V1 blocked BM=8 BN=2, DMA", 44.2),
     (
