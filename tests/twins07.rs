@@ -417,3 +417,31 @@ fn rotary_07_is_its_beta1_twin() {
         );
     }
 }
+
+#[test]
+fn adaptive_avg_pool2d_07_is_its_beta1_twin() {
+    use nki_kernels::adaptive_avg_pool2d::{adaptive_avg_pool2d, adaptive_avg_pool2d_07};
+    // Overlapping windows of two sizes past a tile of channels, and one window of 220 rows
+    // loaded in three chunks (a 16 Ki-element chunk holds 102 rows of 160).
+    for ([n, c, h, w], [oh, ow]) in [([2, 130, 9, 7], [4, 3]), ([1, 3, 220, 160], [1, 2])] {
+        let what = format!("adaptive_avg_pool2d [{n}, {c}, {h}, {w}] -> {oh} x {ow}");
+        let v = random_range(n * c * h * w, -4.0, 4.0, 5);
+        let input = Hbm::<f32>::from_vec(&[n, c, h, w], v).unwrap();
+        let mut out = Hbm::<f32>::zeros([n, c, oh, ow]);
+        let p = adaptive_avg_pool2d::simulate(1, TARGET, &input, &mut out).unwrap();
+        let twin = adaptive_avg_pool2d_07::simulate(1, TARGET, &input, oh, ow).unwrap();
+        same_values(&what, &out, &twin.0);
+        same_timeline(&what, &p, &twin.1);
+    }
+    // The example's modelled shapes on both targets.
+    for ([n, c, h, w], o) in [([1, 64, 56, 56], 7), ([2, 64, 256, 256], 1)] {
+        let input = Hbm::<f32>::shape_only([n, c, h, w]);
+        let mut out = Hbm::<f32>::shape_only([n, c, o, o]);
+        for target in [Target::Trn1, Target::Trn2] {
+            let what = format!("adaptive_avg_pool2d [{n}, {c}, {h}, {w}] -> {o} on {target}");
+            let p = adaptive_avg_pool2d::estimate(1, target, &input, &mut out).unwrap();
+            let (_, twin) = adaptive_avg_pool2d_07::estimate(1, target, &input, o, o).unwrap();
+            same_timeline(&what, &p, &twin);
+        }
+    }
+}
