@@ -709,3 +709,73 @@ fn nl_softmax_and_rms_norm_record_the_instructions_they_lower_to() {
     let (a, b) = (plain(&norm, false), plain(&nisa, false));
     assert_eq!(a[..b.len()], b[..], "nl.rms_norm up to its multiplies");
 }
+
+#[test]
+fn nl_binary_ops_of_two_tiles_record_the_tensor_tensor_they_lower_to() {
+    let two = || {
+        vec![
+            ramp(128, 64, DType::BF16, 0.01),
+            ramp(128, 64, DType::F32, -0.02),
+        ]
+    };
+    same_as(
+        "nl.add",
+        false,
+        two,
+        |s| lang::add(&s[0], &s[1]),
+        |s, d| tensor_tensor(d, &s[0], &s[1], AluOp::Add, None),
+    );
+    same_as(
+        "tile * tile",
+        false,
+        two,
+        |s| &s[0] * &s[1],
+        |s, d| tensor_tensor(d, &s[0], &s[1], AluOp::Multiply, None),
+    );
+    same_as(
+        "nl.maximum",
+        false,
+        two,
+        |s| lang::maximum(&s[0], &s[1]),
+        |s, d| tensor_tensor(d, &s[0], &s[1], AluOp::Maximum, None),
+    );
+    same_as(
+        "nl.greater",
+        false,
+        two,
+        |s| lang::greater(&s[0], &s[1]),
+        |s, d| tensor_tensor(d, &s[0], &s[1], AluOp::Greater, None),
+    );
+    // int32: on GpSimdE, exact.
+    let ints = || {
+        vec![
+            ramp(64, 32, DType::I32, 3.0),
+            ramp(64, 32, DType::I32, -7.0),
+        ]
+    };
+    same_as(
+        "nl.add (int32)",
+        false,
+        ints,
+        |s| lang::add(&s[0], &s[1]),
+        |s, d| tensor_tensor(d, &s[0], &s[1], AluOp::Add, None),
+    );
+    same_as(
+        "nl.bitwise_xor (int32)",
+        false,
+        ints,
+        |s| lang::bitwise_xor(&s[0], &s[1]),
+        |s, d| tensor_tensor(d, &s[0], &s[1], AluOp::BitwiseXor, None),
+    );
+    // One element per partition, read with a stride: a unit-stride access all the same.
+    fn column(t: &Tile) -> crate::tile::TileRef<'_> {
+        t.slice((.., crate::access::stepped(3..64, 61)))
+    }
+    same_as(
+        "nl.subtract (strided columns)",
+        false,
+        two,
+        |s| lang::subtract(column(&s[0]), column(&s[1])),
+        |s, d| tensor_tensor(d, column(&s[0]), column(&s[1]), AluOp::Subtract, None),
+    );
+}

@@ -109,8 +109,33 @@ pub(crate) fn tensor_tensor_to<'d>(
     );
     let ov = out.view();
     let site = Site::new(engine, Opcode::TensorTensor).with_alu(op);
+    let fresh = matches!(out, Output::New(_));
     ins.compute(site, &[&a, &b], &[], &[&ov], || {
-        if op.is_integer_on(engine, in_dtype) {
+        let integer = op.is_integer_on(engine, in_dtype);
+        if fresh {
+            // A new tile: written from the operands' rows (one per partition), which are read
+            // in place (a tile loaded from a kernel input keeps sharing its rows).
+            if integer {
+                let f = exec::int_op(op, a.dtype(), b.dtype(), in_dtype, ov.dtype());
+                return a.with_slot_rows(api, ins.loc, |ra| {
+                    b.with_slot_rows(api, ins.loc, |rb| {
+                        ov.write_slots(|o| zip_rows(ra, rb, o, f))
+                    })
+                });
+            }
+            return a.with_rows(api, ins.loc, |ra| {
+                b.with_rows(api, ins.loc, |rb| {
+                    ov.write_with(false, |o| match op {
+                        // The common operators get their own monomorphic loop (it vectorises).
+                        AluOp::Add => zip_rows(ra, rb, o, |p, q| p + q),
+                        AluOp::Subtract => zip_rows(ra, rb, o, |p, q| p - q),
+                        AluOp::Multiply => zip_rows(ra, rb, o, |p, q| p * q),
+                        _ => zip_rows(ra, rb, o, |p, q| op.eval_typed(p, q, in_dtype)),
+                    })
+                })
+            });
+        }
+        if integer {
             // Native integer arithmetic on the slots (exact for 32-bit integers).
             let f = exec::int_op(op, a.dtype(), b.dtype(), in_dtype, ov.dtype());
             let (x, y) = (a.gather_slots(api, ins.loc), b.gather_slots(api, ins.loc));
@@ -126,6 +151,18 @@ pub(crate) fn tensor_tensor_to<'d>(
         }
     });
     out
+}
+
+/// Appends `g(p, q)` of the elements of rows `ra` and `rb`, row by row, to `o`.
+fn zip_rows(
+    ra: crate::tile::Rows,
+    rb: crate::tile::Rows,
+    o: &mut Vec<f32>,
+    g: impl Fn(f32, f32) -> f32,
+) {
+    for (x, y) in ra.iter().zip(rb.iter()) {
+        o.extend(x.iter().zip(y).map(|(&p, &q)| g(p, q)));
+    }
 }
 
 /// The keyword arguments of [`tensor_scalar`]: the optional second operator, the operand

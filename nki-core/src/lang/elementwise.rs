@@ -5,8 +5,9 @@
 use crate::dtype::DType;
 use crate::error::ErrorKind;
 use crate::exec;
-use crate::isa::base::{alu_engine, result_dtype, same_partitions, UnnamedOps};
+use crate::isa::base::{alu_engine, result_dtype, same_partitions, Dst, UnnamedOps};
 use crate::isa::op::Op;
+use crate::isa::vector::tensor_tensor_to;
 use crate::isa::Operand;
 use crate::math::AluOp;
 use crate::record::{Engine, MemKind, Opcode};
@@ -78,6 +79,18 @@ pub(crate) fn binary_op(
             "at least one operand must be a tile",
         ),
     };
+    if let (Operand::Tile(a), Operand::Tile(b), Some(op)) = (x, y, low.alu) {
+        // Two tiles of one shape: the tensor_tensor instruction itself (the builder picks the
+        // engine). Left on the path below: two PSUM operands (the instruction takes one), and
+        // a PSUM operand of an operator the instruction's table puts on GpSimdE, which
+        // cannot read PSUM (nl keeps it on VectorE).
+        let one_shape = a.shape() == b.shape() && low.int_width.is_none();
+        let psum = [a, b].iter().filter(|t| t.mem() == MemKind::Psum).count();
+        let table = alu_engine(op, DType::promote(a.dtype(), b.dtype()), false);
+        if one_shape && (psum == 0 || (psum == 1 && table == Engine::Vector)) {
+            return tensor_tensor_to(ins, Dst::New(Some(out_dtype)), a, b, op, None).tile();
+        }
+    }
     let out = ins.alloc(MemKind::Sbuf, out_dtype, &out_dims);
     let ov = out.view();
     let compute = low.int_width.unwrap_or(result_dtype(&x, &y, None));
