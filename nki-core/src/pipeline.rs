@@ -161,6 +161,12 @@ fn compile(plan: &Plan, programs: &mut [Program], done: &mut [Done]) {
             stage::count_scratch(&p.records, &p.private_hbm, &mut d.spills, &mut stats);
             d.compiler.merge(stats);
         }
+        if let Some(fd) = &mut p.feed {
+            // A deferred feed the stage did not start (it did not run on this program).
+            // SAFETY: the records stay in place and unchanged until the feed is synced
+            // (`address`), discarded (`allocate`) or finished (`timing::schedule`).
+            unsafe { fd.start_all(&p.records) };
+        }
     }
 }
 
@@ -172,12 +178,26 @@ fn transform(plan: &Plan, p: &mut Program, d: &mut Done) {
         fd.sync();
     }
     let cap = plan.target.spec().sbuf_bytes_per_partition;
+    let feed = &mut p.feed;
+    if let Some(fd) = feed.as_mut() {
+        // A deferred feed prepares the records as recorded beside the stage (used when it
+        // changes nothing).
+        // SAFETY: the stage only reads the records until it calls `changing`, which stops
+        // the feed's thread first.
+        unsafe { fd.start_all(&p.records) };
+    }
+    let mut changing = || {
+        if let Some(fd) = feed.as_mut() {
+            fd.discard();
+        }
+    };
     let stats = stage::run(
         &mut p.records,
         plan.stage,
         &mut p.loop_lines,
         &mut marks,
         cap,
+        &mut changing,
     );
     if stats.is_empty() {
         return;

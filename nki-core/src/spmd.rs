@@ -558,16 +558,7 @@ impl Launch {
         let plan = crate::pipeline::Plan {
             target: self.target,
             dialect: self.dialect,
-            // `CompileConfig::as_written()` (no transformations) turns the stage off; without
-            // address rotation the stage's buffer per iteration (the same renaming) is off too.
-            stage: if config.transformations {
-                crate::CompilerStage {
-                    multi_buffer: self.compiler.multi_buffer && config.address_rotation.rotates(),
-                    ..self.compiler
-                }
-            } else {
-                crate::CompilerStage::OFF
-            },
+            stage: self.stage_of(config),
             config,
             models: self.mode.records(),
             cores: self.grid.num_cores(),
@@ -722,9 +713,35 @@ impl Launch {
     /// kernel instead of following it, and that core later builds the per-op rows beside
     /// placement, walks the critical path and drops the records. `None` otherwise
     /// (launches of many instances keep the cores busy with instances).
+    /// When the compiler stage will rewrite the records (a Beta-1 kernel with the stage on,
+    /// no LNC=2 pair), the thread waits for the records as recorded and prepares them beside
+    /// the stage, which stops it at its first change (see `RecordFeed::deferred`).
     fn record_feed(&self, total: usize, load: &mut HostLoad) -> Option<crate::timing::RecordFeed> {
-        (self.mode.records() && total == 1 && load.claim_idle_core())
-            .then(|| crate::timing::RecordFeed::new(self.target, self.grid.instance(0).1))
+        (self.mode.records() && total == 1 && load.claim_idle_core()).then(|| {
+            let feed = crate::timing::RecordFeed::new(self.target, self.grid.instance(0).1);
+            let stage = self.stage_of(self.effective_compile_config());
+            let transforms =
+                self.dialect == Dialect::Beta1 && !stage.is_off() && !self.grid.is_lnc2();
+            if transforms {
+                feed.deferred()
+            } else {
+                feed
+            }
+        })
+    }
+
+    /// The compiler stage of the launch under compile configuration `config`:
+    /// `CompileConfig::as_written()` (no transformations) turns the stage off; without address
+    /// rotation the stage's buffer per iteration (the same renaming) is off too.
+    fn stage_of(&self, config: crate::compiler::config::CompileConfig) -> crate::CompilerStage {
+        if config.transformations {
+            crate::CompilerStage {
+                multi_buffer: self.compiler.multi_buffer && config.address_rotation.rotates(),
+                ..self.compiler
+            }
+        } else {
+            crate::CompilerStage::OFF
+        }
     }
 
     /// The number of host threads this launch may use.

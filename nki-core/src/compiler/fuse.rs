@@ -316,7 +316,8 @@ type PairKey = (u32, usize, usize, u32, usize, usize);
 /// `acts`: the activations of `records` ([`activations`]) when known. `loops[a]` is where
 /// activation `a` began. The indices in `marks` are moved to the
 /// smallest new index of the records at or after them (so every record at or after a mark
-/// stays at or after it). Returns true when something was fused.
+/// stays at or after it). `changing` is called before the first change to the records.
+/// Returns true when something was fused.
 ///
 /// Depth by depth: a fusion at depth `d` reorders records that all share one position at
 /// depth `d` and renames frames at depth `d` only, so it changes nothing a pair of shallower
@@ -330,6 +331,7 @@ pub(crate) fn fuse(
     loops: &[SourceLoc],
     stats: &mut CompilerStats,
     marks: &mut [usize],
+    changing: &mut dyn FnMut(),
 ) -> bool {
     let max_depth = match acts {
         Some(all) => all.iter().map(|a| a.depth + 1).max(),
@@ -360,6 +362,7 @@ pub(crate) fn fuse(
                 };
                 let (a, b) = (group[j], group[k]);
                 fusions += 1;
+                changing();
                 apply(records, &a, &b, marks);
                 // Only the activations at this depth between `a` and `b` changed (every
                 // record there shares `a`'s parent position): rescan just those.

@@ -333,13 +333,16 @@ fn separating_loop(a: &Instr, b: &Instr) -> Option<u32> {
 
 /// Applies `stage` to `records` (one program instance), whose `affine_range` activation `a`
 /// began at `loops[a]`, on a target with `cap` usable SBUF bytes per partition. Record indices in `marks` are moved to the index of the first kept
-/// record at or after them. Returns what was done (empty when nothing was).
+/// record at or after them. `changing` is called before the records are first changed (and
+/// may be called again): until then they are only read. Returns what was done (empty when
+/// nothing was).
 pub(crate) fn run(
     records: &mut Vec<Instr>,
     stage: CompilerStage,
     loops: &mut Vec<SourceLoc>,
     marks: &mut [usize],
     cap: usize,
+    changing: &mut dyn FnMut(),
 ) -> CompilerStats {
     let mut stats = CompilerStats::default();
     // The passes below keep the tile ids (only `multi_buffer`, last, makes new ones).
@@ -351,15 +354,21 @@ pub(crate) fn run(
         (interchanges || stage.fuse).then(|| crate::compiler::fuse::activations(records));
     if interchanges {
         let all = acts.as_deref().unwrap_or_default();
-        if interchange(records, all, stage, loops, &mut stats, marks, cap, ids) {
+        if interchange(
+            records, all, stage, loops, &mut stats, marks, cap, ids, changing,
+        ) {
             acts = None;
         }
     }
     if stage.fuse {
-        crate::compiler::fuse::fuse(records, acts.as_deref(), loops, &mut stats, marks);
+        let acts = acts.as_deref();
+        crate::compiler::fuse::fuse(records, acts, loops, &mut stats, marks, changing);
     }
     if stage.psum_zero_fold {
         let folded = fold_psum_zeros(records, &mut stats);
+        if !folded.is_empty() {
+            changing();
+        }
         remove(records, &folded, marks);
     }
     let loops = &loops[..];
@@ -367,7 +376,7 @@ pub(crate) fn run(
     let mut accesses = None;
     if stage.dedup || stage.hoist {
         let info = last_accesses(records, ids);
-        let removed = dedup(records, stage, loops, &mut stats, info.clone());
+        let removed = dedup(records, stage, loops, &mut stats, info.clone(), changing);
         if removed.is_empty() {
             accesses = Some(info);
         }
@@ -382,11 +391,12 @@ pub(crate) fn run(
             marks,
             cap,
             (ids, accesses.as_ref()),
+            changing,
         );
         remove(records, &removed, marks);
     }
     if stage.multi_buffer {
-        multi_buffer(records, loops, &mut stats, ids);
+        multi_buffer(records, loops, &mut stats, ids, changing);
     }
     stats.sort();
     stats
@@ -407,6 +417,7 @@ fn interchange(
     marks: &mut [usize],
     cap: usize,
     ids: TileIds,
+    changing: &mut dyn FnMut(),
 ) -> bool {
     use crate::compiler::interchange as ic;
     let worth = |r: &Instr| pure_compute(r) || (r.opcode == Opcode::Transpose && removable(r));
@@ -453,6 +464,7 @@ fn interchange(
             bytes: 0,
         });
     }
+    changing();
     ic::apply(records, &chosen, loops, marks);
     true
 }
@@ -579,6 +591,7 @@ fn dedup(
     loops: &[SourceLoc],
     stats: &mut CompilerStats,
     mut info: BufTable<Info>,
+    changing: &mut dyn FnMut(),
 ) -> Vec<usize> {
     // A cheap first look: does a removable instruction repeat an earlier one (unversioned
     // key, by hash) whose tile is still in use? Kernels without such repeats (the tutorial's
@@ -634,6 +647,8 @@ fn dedup(
                 // removed instruction's readers are done with it).
                 let intact = kept_info.last_write as usize <= o;
                 if allowed && held && intact && w.buf != kept.buf {
+                    // The readers of its result after it are renamed as the walk goes on.
+                    changing();
                     removed.push(i);
                     renames.entry(w.buf).or_default().push((w, kept));
                     stats.removed += 1;
@@ -740,6 +755,7 @@ fn pure_compute(r: &Instr) -> bool {
 /// loop whose immediates change per iteration would break (an `affine_range` body whose
 /// parameters depend on the iteration beyond its indices is rare; the values are computed as
 /// written in every case, only the timing assumes the hoist).
+#[allow(clippy::too_many_arguments)]
 fn hoist_invariant_compute(
     records: &mut Vec<Instr>,
     stage: CompilerStage,
@@ -748,6 +764,7 @@ fn hoist_invariant_compute(
     marks: &mut [usize],
     cap: usize,
     known: (TileIds, Option<&BufTable<Info>>),
+    changing: &mut dyn FnMut(),
 ) -> Vec<usize> {
     if !records
         .iter()
@@ -779,6 +796,10 @@ fn hoist_invariant_compute(
         renamed,
         ..
     } = walked;
+    if removed.is_empty() && hoisted_out.is_empty() && unfed.is_empty() && renamed.is_empty() {
+        return removed;
+    }
+    changing();
     for (i, reads) in renamed {
         records[i].reads = reads;
     }
@@ -1301,6 +1322,7 @@ fn multi_buffer(
     loops: &[SourceLoc],
     stats: &mut CompilerStats,
     tiles: TileIds,
+    changing: &mut dyn FnMut(),
 ) {
     // Pass 1: per tile, its first access (index + 1; 0: none yet) and the loop depth at which
     // its accesses differ.
@@ -1402,6 +1424,7 @@ fn multi_buffer(
     for (_, u) in uses.iter_mut() {
         u.iter = None;
     }
+    changing();
     // Pass 3: rename; the iterations each tile was renamed in.
     for r in records.iter_mut() {
         if !r

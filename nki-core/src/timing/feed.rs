@@ -88,6 +88,9 @@ pub(crate) struct RecordFeed {
     handed: usize,
     /// The thread could not be started or went away: nothing more is fed.
     broken: bool,
+    /// Nothing is handed over while the kernel records: the records go over whole, beside
+    /// the compiler stage ([`RecordFeed::start_all`]).
+    deferred: bool,
 }
 
 impl RecordFeed {
@@ -101,7 +104,40 @@ impl RecordFeed {
             fed: 0,
             handed: 0,
             broken: false,
+            deferred: false,
         }
+    }
+
+    /// The feed deferred until the kernel's last record ([`RecordFeed::start_all`]): for a
+    /// program the compiler stage is about to rewrite, whose records as recorded are wasted
+    /// work when it does. Prepared beside the stage, they cost no time when it changes
+    /// nothing (the stage takes longer than their preparation), and the stage stops the
+    /// thread at its first change ([`RecordFeed::discard`]), before it moves any record.
+    pub(crate) fn deferred(mut self) -> RecordFeed {
+        self.deferred = true;
+        self
+    }
+
+    /// Hands the whole of `records` (the instance's record buffer, all its records made) to
+    /// a deferred feed's thread, a span at a time; nothing for any other feed.
+    ///
+    /// # Safety
+    ///
+    /// Until [`RecordFeed::sync`] returns, [`RecordFeed::discard`] or [`RecordFeed::finish`]
+    /// is called or the feed is dropped, `records` does not move or free and none of them is
+    /// written.
+    pub(crate) unsafe fn start_all(&mut self, records: &[Instr]) {
+        if !std::mem::take(&mut self.deferred) || self.broken {
+            return;
+        }
+        self.fed = records.len();
+        for span in records.chunks(CHUNK) {
+            self.hand_over(Span {
+                first: span.as_ptr(),
+                len: span.len(),
+            });
+        }
+        self.handed = records.len();
     }
 
     /// Feeds the instance's next record: the records of the buffer at `first` are finished up
@@ -113,7 +149,7 @@ impl RecordFeed {
     /// [`RecordFeed::sync`] returns, the feed is dropped or [`RecordFeed::finish`] is called,
     /// the buffer does not move or free and none of its first `len` records is written.
     pub(crate) unsafe fn push(&mut self, first: *const Instr, len: usize) {
-        if self.broken {
+        if self.broken || self.deferred {
             return;
         }
         self.fed += 1;
@@ -318,6 +354,60 @@ mod tests {
             base(Engine::GpSimd, Opcode::TensorScalar, "nisa.tensor_scalar"),
             base(Engine::Vector, Opcode::TensorReduce, "nl.sum"),
         ]
+    }
+
+    #[test]
+    fn a_deferred_feed_prepares_the_whole_buffer_once_started() {
+        // Records pushed while recording are not handed over; started on the whole buffer,
+        // the thread prepares every record (dependencies included) as the direct pass does.
+        // Stopped before the records change, it gives no preparation.
+        let recs: Vec<Instr> = full_records()
+            .into_iter()
+            .cycle()
+            .take(CHUNK * 2 + 5)
+            .collect();
+        let spec = Target::Trn2.spec();
+        let stream = crate::record::CoreStream {
+            nc: 0,
+            instances: vec![(Vec::new(), recs.clone())],
+        };
+        let mut direct = Prepared::of_streams(std::slice::from_ref(&stream), spec, None);
+        direct.cores[0].deps.index_successors();
+        for stop in [false, true] {
+            let mut feed = RecordFeed::new(Target::Trn2, 0).deferred();
+            for i in 0..recs.len() {
+                // SAFETY: `recs` is neither moved nor written until `finish`.
+                unsafe { feed.push(recs.as_ptr(), i + 1) };
+            }
+            assert!(feed.worker.is_none(), "nothing handed over while recording");
+            // SAFETY: as above.
+            unsafe { feed.start_all(&recs) };
+            if stop {
+                feed.discard();
+                assert!(feed.finish(&recs).is_none());
+                continue;
+            }
+            let mut fed = feed.finish(&recs).expect("the feed's thread ran");
+            fed.cores[0].deps.index_successors();
+            for (i, r) in recs.iter().enumerate() {
+                let (a, b) = (&fed.cores[0].deps, &direct.cores[0].deps);
+                let edges = |s: &[crate::timing::order::Edge]| {
+                    s.iter()
+                        .map(|e| (e.succ, e.kind, e.late))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(edges(a.successors(i)), edges(b.successors(i)), "record {i}");
+                assert_eq!(a.preds[i], b.preds[i], "record {i}");
+                if r.engine != Engine::Dma && r.engine != Engine::Tensor {
+                    assert_eq!(
+                        fed.costs.compute_ns(spec, i, r).to_bits(),
+                        direct.costs.compute_ns(spec, i, r).to_bits()
+                    );
+                }
+            }
+            fed.recycle();
+        }
+        direct.recycle();
     }
 
     #[test]
