@@ -1,5 +1,5 @@
 //! The NKI `sd_attention` tutorial (fused self-attention for Stable Diffusion's small head
-//! size), re-told in Rust: two versions side by side.
+//! size), re-told in Rust: two versions side by side, each in NKI Beta 1 and in NKI 0.7.
 //!
 //! `out = softmax(0.125 * q @ k^T) @ v` for `q`, `k`, `v[4096, 64]` fp32
 //! (`nki_kernels::sd_attention`). Queries go to partitions 128 at a time; the scores of a
@@ -12,8 +12,11 @@
 //! - v2 is the fused form: `k^T` and `v` are loaded once, the exponentials come with their row
 //!   sums from one ScalarE instruction, and the division is deferred to the `[128, 64]` output.
 //!
-//! The example checks both at the tutorial's shape against an f64 reference (atol 1e-5,
-//! rtol 1e-3: "match") and models both on trn1 and trn2.
+//! `sd_attention_v1_07` and `sd_attention_v2_07` are their NKI 0.7 twins (`nisa::dma_transpose`
+//! for the transposed loads, lists of tensors for the `v` tiles, instructions writing into a
+//! destination given first, the output returned). The example checks all four at the
+//! tutorial's shape against an f64 reference (atol 1e-5, rtol 1e-3: "match") and models them
+//! on trn1 and trn2.
 //!
 //! ```text
 //! cargo run --release --example sd_attention
@@ -22,7 +25,9 @@
 use nki_core::prelude::*;
 use nki_kernels::reference;
 use nki_kernels::report::{finish, print_check, print_profiles, Version};
-use nki_kernels::sd_attention::{sd_attention_v1, sd_attention_v2, SD_SCALE};
+use nki_kernels::sd_attention::{
+    sd_attention_v1, sd_attention_v1_07, sd_attention_v2, sd_attention_v2_07, SD_SCALE,
+};
 use nki_kernels::testing::{allclose, random_f32};
 use std::process::ExitCode;
 
@@ -60,6 +65,13 @@ fn run() -> Result<bool, NkiError> {
         run_version(v2, Launch::new(1), [&qh, &kh, &vh], &mut out)?;
         ok &= print_check(name, allclose(&out.to_array()?, &want, 1e-5, 1e-3));
     }
+    // NKI 0.7's kernel[1]: one core; the kernels return their output.
+    let (out, _report) = sd_attention_v1_07::launch(1, &qh, &kh, &vh, SD_SCALE)?;
+    let close = allclose(&out.to_array()?, &want, 1e-5, 1e-3);
+    ok &= print_check("v1, NKI 0.7", close);
+    let (out, _report) = sd_attention_v2_07::launch(1, &qh, &kh, &vh, SD_SCALE)?;
+    let close = allclose(&out.to_array()?, &want, 1e-5, 1e-3);
+    ok &= print_check("v2, NKI 0.7", close);
     let t = &Hbm::<f32>::shape_only([s, d]);
     let model = |v2: bool| {
         move |tg: Target| {
@@ -69,11 +81,18 @@ fn run() -> Result<bool, NkiError> {
             Ok(r.profile.expect("estimate mode records a profile"))
         }
     };
+    // A returning kernel's estimate gives (output, profile).
+    let model_07_v1 = |tg: Target| sd_attention_v1_07::estimate(1, tg, t, t, t, SD_SCALE);
+    let model_07_v1 = move |tg: Target| model_07_v1(tg).map(|(_, p)| p);
+    let model_07_v2 = |tg: Target| sd_attention_v2_07::estimate(1, tg, t, t, t, SD_SCALE);
+    let model_07_v2 = move |tg: Target| model_07_v2(tg).map(|(_, p)| p);
     print_profiles(
         "[4096, 64] fp32",
         &[
             Version::new("sd_attention v1", &model(false)),
             Version::new("sd_attention v2", &model(true)),
+            Version::new("sd_attention v1 (0.7)", &model_07_v1),
+            Version::new("sd_attention v2 (0.7)", &model_07_v2),
         ],
     )?;
     Ok(ok)

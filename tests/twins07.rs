@@ -445,3 +445,35 @@ fn adaptive_avg_pool2d_07_is_its_beta1_twin() {
         }
     }
 }
+
+#[test]
+fn sd_attention_07_twins_are_their_beta1_twins() {
+    use nki_kernels::sd_attention::{
+        sd_attention_v1, sd_attention_v1_07, sd_attention_v2, sd_attention_v2_07, SD_SCALE,
+    };
+    let (s, d) = (512, 64);
+    let (q, k, v) = (f32_input(s, d, 1), f32_input(s, d, 2), f32_input(s, d, 3));
+    let mut out = Hbm::<f32>::zeros([s, d]);
+    let what = "sd_attention [512, 64]";
+    let p = sd_attention_v1::simulate(1, TARGET, &q, &k, &v, &mut out, SD_SCALE).unwrap();
+    let twin = sd_attention_v1_07::simulate(1, TARGET, &q, &k, &v, SD_SCALE).unwrap();
+    same_values(&format!("{what} v1"), &out, &twin.0);
+    same_timeline(&format!("{what} v1"), &p, &twin.1);
+    let p = sd_attention_v2::simulate(1, TARGET, &q, &k, &v, &mut out, SD_SCALE).unwrap();
+    let twin = sd_attention_v2_07::simulate(1, TARGET, &q, &k, &v, SD_SCALE).unwrap();
+    same_values(&format!("{what} v2"), &out, &twin.0);
+    same_timeline(&format!("{what} v2"), &p, &twin.1);
+    // The example's modelled [4096, 64] on both targets.
+    let qkv = [0, 1, 2].map(|_| Hbm::<f32>::shape_only([4096, 64]));
+    let [q, k, v] = &qkv;
+    let mut out = Hbm::<f32>::shape_only([4096, 64]);
+    for target in [Target::Trn1, Target::Trn2] {
+        let what = format!("sd_attention [4096, 64] on {target}");
+        let p = sd_attention_v1::estimate(1, target, q, k, v, &mut out, SD_SCALE).unwrap();
+        let (_, twin) = sd_attention_v1_07::estimate(1, target, q, k, v, SD_SCALE).unwrap();
+        same_timeline(&format!("{what} v1"), &p, &twin);
+        let p = sd_attention_v2::estimate(1, target, q, k, v, &mut out, SD_SCALE).unwrap();
+        let (_, twin) = sd_attention_v2_07::estimate(1, target, q, k, v, SD_SCALE).unwrap();
+        same_timeline(&format!("{what} v2"), &p, &twin);
+    }
+}

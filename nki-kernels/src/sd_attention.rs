@@ -18,6 +18,11 @@
 //! stationary operand of `p @ v`, which accumulates over the `S / 128` key tiles in one
 //! `[128, d]` PSUM bank.
 //!
+//! [`sd_attention_v1_07`](fn@sd_attention_v1_07) and [`sd_attention_v2_07`](fn@sd_attention_v2_07)
+//! are their NKI 0.7 twins: the transposed loads are `nisa::dma_transpose`, the `v` tiles a list
+//! of tensors, every `nisa` instruction writes into a destination given first, and the output
+//! is returned.
+//!
 //! Bottleneck (modelled, `sd_attention` example, `[4096, 64]` fp32): v1 is DMA-bound on trn1
 //! (98 % busy, 1.68 ms: it re-reads `k` and `v` for each of the 32 query tiles, the `k^T` load
 //! an element-wise DMA transpose); v2 reads them once and is bounded by TensorE (44 % busy;
@@ -158,4 +163,114 @@ pub fn sd_attention_v2<T: Element>(
         );
         nl::store(out.slice((rows, ..)), &o);
     }
+}
+
+/// `src[R, C]` transposed into a new `[C, R]` SBUF tensor by one `nisa::dma_transpose`.
+#[track_caller]
+fn transposed_07(src: HbmView) -> Tensor {
+    let (r, c) = (src.shape()[0], src.shape()[1]);
+    let t = nl::ndarray(&[c, r], src.dtype(), nl::sbuf);
+    nki_core::nisa::dma_transpose(&t, src, &[1, 0], None);
+    t
+}
+
+/// The `S / 128` key tiles of `v[S, d]` as a list of fp32 `[128, d]` tensors, one DMA each.
+#[track_caller]
+fn v_tiles_07<T: Element>(v: &Hbm<T>) -> Vec<Tensor> {
+    let (seq, d) = (v.shape()[0], v.shape()[1]);
+    nl::affine_range(seq / PMAX)
+        .map(|j| {
+            let t = nl::ndarray(&[PMAX, d], DType::F32, nl::sbuf);
+            nki_core::nisa::dma_copy(&t, v.slice((j * PMAX..(j + 1) * PMAX, ..)), None);
+            t
+        })
+        .collect()
+}
+
+/// [`scores`] in NKI 0.7's form: `scale * q_t^T @ k_t` into a `[128, S]` SBUF tensor.
+#[track_caller]
+fn scores_07(q_t: &Tensor, k_t: &Tensor, seq: usize, scale: f32) -> Tensor {
+    use nki_core::nisa;
+    let s = nl::ndarray(&[q_t.shape()[1], seq], DType::F32, nl::sbuf);
+    for c in nl::affine_range(seq.div_ceil(BANK)) {
+        let cols = nl::tile_range(c, BANK, seq);
+        let ps = nl::ndarray(&[q_t.shape()[1], cols.len()], DType::F32, nl::psum);
+        nisa::nc_matmul(&ps, q_t, k_t.slice((.., cols.clone())), None);
+        // ScalarE evacuates PSUM straight into `s[:, cols]`, applying the scale.
+        let args = nisa::ActivationOpts::new().scale(scale);
+        nisa::activation(s.slice((.., cols)), nl::ActFn::Copy, &ps, args);
+    }
+    s
+}
+
+/// [`probs_times_v`] in NKI 0.7's form: `p @ v` for one query tile into a PSUM tensor.
+#[track_caller]
+fn probs_times_v_07<'p>(p: impl Into<TileRef<'p>>, v_tiles: &[Tensor], d: usize) -> Tensor {
+    use nki_core::nisa;
+    let p: TileRef = p.into();
+    let acc = nl::ndarray(&[p.shape()[0], d], DType::F32, nl::psum);
+    for (j, v_j) in v_tiles.iter().enumerate() {
+        let p_ps = nl::ndarray(&[PMAX, p.shape()[0]], DType::F32, nl::psum);
+        nisa::nc_transpose(&p_ps, p.slice((.., j * PMAX..(j + 1) * PMAX)), None);
+        // nl.copy: out of PSUM on the engine the compiler picks (ScalarE).
+        let p_t = nl::copy(&p_ps, None);
+        nisa::nc_matmul(&acc, &p_t, v_j, None);
+    }
+    acc
+}
+
+/// The NKI 0.7 twin of [`sd_attention_v1`](fn@sd_attention_v1): the direct form, returned, on
+/// one core (launch it on `[1]`). It computes the same values as the Beta-1 kernel.
+#[nki_kernel(nki = "0.7")]
+pub fn sd_attention_v1_07<T: Element>(q: &Hbm<T>, k: &Hbm<T>, v: &Hbm<T>, scale: f32) -> Hbm<T> {
+    let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
+    let (seq, d) = dims("sd_attention_v1_07", [qs, ks, vs, qs]);
+    let out = nl::ndarray(qs, q.dtype(), nl::shared_hbm);
+    for i in nl::affine_range(seq / PMAX) {
+        let rows = i * PMAX..(i + 1) * PMAX;
+        let q_t = transposed_07(q.slice((rows.clone(), ..)));
+        let k_t = transposed_07(k.view());
+        let v_tiles = v_tiles_07(v);
+        let s = scores_07(&q_t, &k_t, seq, scale);
+        let p = nl::softmax(&s, 1);
+        drop(s);
+        let acc = probs_times_v_07(&p, &v_tiles, d);
+        let o = nl::copy(&acc, Some(q.dtype()));
+        nki_core::nisa::dma_copy(out.slice((rows, ..)), &o, None);
+    }
+    out
+}
+
+/// The NKI 0.7 twin of [`sd_attention_v2`](fn@sd_attention_v2): the fused form, returned, on
+/// one core (launch it on `[1]`). It computes the same values as the Beta-1 kernel.
+#[nki_kernel(nki = "0.7")]
+pub fn sd_attention_v2_07<T: Element>(q: &Hbm<T>, k: &Hbm<T>, v: &Hbm<T>, scale: f32) -> Hbm<T> {
+    use nki_core::nisa;
+    let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
+    let (seq, d) = dims("sd_attention_v2_07", [qs, ks, vs, qs]);
+    let out = nl::ndarray(qs, q.dtype(), nl::shared_hbm);
+    let k_t = transposed_07(k.view());
+    let v_tiles = v_tiles_07(v);
+    for i in nl::affine_range(seq / PMAX) {
+        let rows = i * PMAX..(i + 1) * PMAX;
+        let q_t = transposed_07(q.slice((rows.clone(), ..)));
+        let s = scores_07(&q_t, &k_t, seq, scale);
+        let neg_max = nl::ndarray(&[PMAX, 1], DType::F32, nl::sbuf);
+        let negate = nisa::ReduceOpts::new().negate();
+        nisa::tensor_reduce(&neg_max, nl::AluOp::Maximum, &s, &[1], negate);
+        let (e, sum) = (
+            nl::ndarray(&[PMAX, seq], DType::F32, nl::sbuf),
+            nl::ndarray(&[PMAX, 1], DType::F32, nl::sbuf),
+        );
+        let bias = nisa::ActivationOpts::new().bias(&neg_max);
+        nisa::activation_reduce(&e, nl::ActFn::Exp, &s, nl::AluOp::Add, &sum, bias);
+        drop(s);
+        let inv = nl::ndarray(&[PMAX, 1], DType::F32, nl::sbuf);
+        nisa::reciprocal(&inv, &sum, None);
+        let acc = probs_times_v_07(&e, &v_tiles, d);
+        let o = nl::ndarray(&[PMAX, d], q.dtype(), nl::sbuf);
+        nisa::tensor_scalar(&o, &acc, nl::AluOp::Multiply, &inv, None);
+        nisa::dma_copy(out.slice((rows, ..)), &o, None);
+    }
+    out
 }
