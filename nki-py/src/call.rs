@@ -131,9 +131,54 @@ pub(crate) fn clear_pending() {
     PENDING.with(|p| p.borrow_mut().take());
 }
 
-/// The kernel's current file, line and column: the innermost Python frame outside the
-/// `nki_rs` package.
-fn kernel_loc(py: Python<'_>) -> PyResult<SourceLoc> {
+/// A code object (kept alive, so that its address keeps naming it) and the variable the
+/// result of one of its calls is stored into, if any.
+type Assigned = (Py<PyAny>, Option<String>);
+
+thread_local! {
+    /// Per (code object, instruction offset) of a call: where its result goes.
+    static ASSIGNED: RefCell<HashMap<(usize, i64), Assigned>> = RefCell::new(HashMap::new());
+}
+
+/// The Python variable the kernel stores the result of its current call into (`x` in
+/// `x = nl.ndarray(...)`): the instruction after the call in the kernel's frame, when it is a
+/// plain store of a name. `None` for a result used otherwise (an argument, an item, a
+/// tuple).
+pub(crate) fn assigned_name(py: Python<'_>) -> PyResult<Option<String>> {
+    let frame = kernel_frame(py)?;
+    let code = frame.getattr("f_code")?;
+    let lasti: i64 = frame.getattr("f_lasti")?.extract()?;
+    let key = (code.as_ptr() as usize, lasti);
+    if let Some(name) = ASSIGNED.with(|a| a.borrow().get(&key).map(|(_, n)| n.clone())) {
+        return Ok(name);
+    }
+    let dis = py.import("dis")?;
+    let mut after_call = false;
+    let mut name = None;
+    for ins in dis.call_method1("get_instructions", (&code,))?.try_iter()? {
+        let ins = ins?;
+        if after_call {
+            let op: String = ins.getattr("opname")?.extract()?;
+            if matches!(
+                op.as_str(),
+                "STORE_FAST" | "STORE_NAME" | "STORE_GLOBAL" | "STORE_DEREF"
+            ) {
+                name = ins.getattr("argval")?.extract::<String>().ok();
+            }
+            break;
+        }
+        let offset: i64 = ins.getattr("offset")?.extract()?;
+        after_call = offset == lasti;
+    }
+    ASSIGNED.with(|a| {
+        a.borrow_mut()
+            .insert(key, (code.clone().unbind(), name.clone()))
+    });
+    Ok(name)
+}
+
+/// The kernel's current frame: the innermost Python frame outside the `nki_rs` package.
+fn kernel_frame(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     static GETFRAME: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let getframe = GETFRAME.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
         Ok(py.import("sys")?.getattr("_getframe")?.unbind())
@@ -146,13 +191,22 @@ fn kernel_loc(py: Python<'_>) -> PyResult<SourceLoc> {
         let inside = ours.is_some_and(|d| file.starts_with(d));
         let back = frame.getattr("f_back")?;
         if !inside || back.is_none() {
-            let line: Option<u32> = frame.getattr("f_lineno")?.extract()?;
-            let lasti: i64 = frame.getattr("f_lasti")?.extract()?;
-            let column = column_of(py, &code, lasti).unwrap_or(1);
-            return Ok(SourceLoc::new(&file, line.unwrap_or(0), column));
+            return Ok(frame);
         }
         frame = back;
     }
+}
+
+/// The kernel's current file, line and column: the innermost Python frame outside the
+/// `nki_rs` package.
+fn kernel_loc(py: Python<'_>) -> PyResult<SourceLoc> {
+    let frame = kernel_frame(py)?;
+    let code = frame.getattr("f_code")?;
+    let file: String = code.getattr("co_filename")?.extract()?;
+    let line: Option<u32> = frame.getattr("f_lineno")?.extract()?;
+    let lasti: i64 = frame.getattr("f_lasti")?.extract()?;
+    let column = column_of(py, &code, lasti).unwrap_or(1);
+    Ok(SourceLoc::new(&file, line.unwrap_or(0), column))
 }
 
 /// The 1-based column of the instruction at byte offset `lasti` of `code` (Python 3.11+).

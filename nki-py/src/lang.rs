@@ -13,11 +13,18 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 /// The allocation `buffer`, `name` and `address` keywords describe (`nl.sbuf` by default).
+/// Without `name=`, the tensor is named after the kernel's variable it is stored into
+/// (`x = nl.ndarray(...)` names it `x` in errors and profiles).
 fn alloc(
+    py: Python<'_>,
     buffer: Option<&Bound<'_, PyAny>>,
     name: Option<String>,
     address: Option<(usize, usize)>,
 ) -> PyResult<Alloc> {
+    let name = match name {
+        Some(n) => Some(n),
+        None => crate::call::assigned_name(py)?,
+    };
     let buffer = match buffer {
         None => Buffer::Sbuf,
         Some(b) => b.cast::<PyBuffer>().map(|b| b.get().0).map_err(|_| {
@@ -48,7 +55,7 @@ fn ndarray(
     name: Option<String>,
     address: Option<(usize, usize)>,
 ) -> PyResult<PyTensor> {
-    let (dtype, a) = (dtype_of(dtype)?, alloc(buffer, name, address)?);
+    let (dtype, a) = (dtype_of(dtype)?, alloc(py, buffer, name, address)?);
     match a.buffer {
         // Made at first use (see `tensor::Lazy`); its shape is checked here, at its line.
         Buffer::Sbuf | Buffer::Psum => op(py, "nl.ndarray", || {
@@ -81,7 +88,7 @@ fn full(
     name: Option<String>,
     address: Option<(usize, usize)>,
 ) -> PyResult<PyTensor> {
-    let (dtype, a) = (dtype_of(dtype)?, alloc(buffer, name, address)?);
+    let (dtype, a) = (dtype_of(dtype)?, alloc(py, buffer, name, address)?);
     op(py, "nl.full", || {
         PyTensor::of_tensor(nl::full(&shape, fill_value, dtype, a))
     })

@@ -61,6 +61,33 @@ def test_mismatched_operands():
 
 
 @nki.jit
+def named_by_variables(a):
+    acc = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+    half = nl.zeros((128, 32), dtype=a.dtype, buffer=nl.sbuf, name="small")
+    nisa.dma_copy(dst=acc, src=a)
+    nisa.tensor_tensor(dst=half, data1=acc, data2=acc, op=nl.add)  # dst too small
+    return half
+
+
+def test_errors_name_tensors_after_the_kernels_variables():
+    e = raises("ShapeMismatch", named_by_variables, np.zeros((128, 64), np.float32))
+    assert e.line == line_of(named_by_variables, "dst too small")
+    # `name=` wins over the variable; without it the tensor is its variable.
+    assert "'small'" in str(e), str(e)
+    x = nki_rs.simulate(nki.jit(_copy_named), np.ones((128, 8), np.float32))
+    np.testing.assert_array_equal(x, np.ones((128, 8), np.float32))
+
+
+def _copy_named(a):
+    staged = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=staged, src=a)
+    assert staged.name == "staged" and out.name == "out", (staged.name, out.name)
+    nisa.dma_copy(dst=out, src=staged)
+    return out
+
+
+@nki.jit
 def out_of_bounds(a):
     x = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=x, src=a[128:256, :])  # a has 128 rows
