@@ -1,4 +1,5 @@
-//! The NKI fused Mamba tutorial, re-told in Rust: two versions side by side.
+//! The NKI fused Mamba tutorial, re-told in Rust: two versions side by side, each in NKI Beta 1
+//! and in NKI 0.7.
 //!
 //! The selective scan of a Mamba layer (`nki_kernels::mamba`): `dA = exp(delta * A)`,
 //! `dBu = delta * u * B`, `h = dA * h + dBu` scanned along the sequence on VectorE
@@ -10,7 +11,9 @@
 //! - v2 loops batch, channel tile, state: `delta`, `u` and `delta * u` are loaded / computed
 //!   once per channel tile and reused by all states.
 //!
-//! The example checks both on the tutorial's all-ones toy `[1, 256, 512, 16]` and on random
+//! `mamba_v1_07` and `mamba_v2_07` are their NKI 0.7 twins (tensors from `nl::ndarray`,
+//! `nisa::dma_copy`, instructions writing into a destination given first, the output
+//! returned). The example checks all four on the tutorial's all-ones toy `[1, 256, 512, 16]` and on random
 //! inputs against an f64 scan (atol = rtol = 1e-2: "match"), then models both at the toy shape
 //! and at Autocomp's `L = 2048` on trn1 and trn2.
 //!
@@ -20,7 +23,7 @@
 
 use ndarray::{Array2, Array3};
 use nki_core::prelude::*;
-use nki_kernels::mamba::{mamba_v1, mamba_v2};
+use nki_kernels::mamba::{mamba_v1, mamba_v1_07, mamba_v2, mamba_v2_07};
 use nki_kernels::reference::{self, ScanInputs};
 use nki_kernels::report::{finish, print_check, print_profiles, Version};
 use nki_kernels::testing::{allclose, random_range};
@@ -49,6 +52,14 @@ fn check(label: &str, x: &ScanInputs) -> Result<bool, NkiError> {
             &format!("{name} {label}"),
             allclose(&out.to_array()?, &want, 1e-2, 1e-2),
         );
+        // NKI 0.7's kernel[1]: one core; the kernel returns its output.
+        let (out, _report) = if v2 {
+            mamba_v2_07::launch(1, &d, &u, &a, &b, &c)?
+        } else {
+            mamba_v1_07::launch(1, &d, &u, &a, &b, &c)?
+        };
+        let close = allclose(&out.to_array()?, &want, 1e-2, 1e-2);
+        ok &= print_check(&format!("{name} {label}, NKI 0.7"), close);
     }
     Ok(ok)
 }
@@ -84,16 +95,26 @@ fn run() -> Result<bool, NkiError> {
 
     for len in [512, 2048] {
         let s3 = |d1| Hbm::<f32>::shape_only([batch, d1, len]);
-        let (d, a, b) = (
+        let (d, u, a, b, c) = (
+            s3(chans),
             s3(chans),
             Hbm::<f32>::shape_only([chans, states]),
             s3(states),
+            s3(states),
         );
-        let v1 = |t: Target| mamba_v1::estimate(1, t, &d, &d, &a, &b, &b, &mut s3(chans));
-        let v2 = |t: Target| mamba_v2::estimate(1, t, &d, &d, &a, &b, &b, &mut s3(chans));
+        let v1 = |t: Target| mamba_v1::estimate(1, t, &d, &u, &a, &b, &c, &mut s3(chans));
+        let v2 = |t: Target| mamba_v2::estimate(1, t, &d, &u, &a, &b, &c, &mut s3(chans));
+        // A returning kernel's estimate gives (output, profile).
+        let v1_07 = |t: Target| mamba_v1_07::estimate(1, t, &d, &u, &a, &b, &c).map(|(_, p)| p);
+        let v2_07 = |t: Target| mamba_v2_07::estimate(1, t, &d, &u, &a, &b, &c).map(|(_, p)| p);
         print_profiles(
             &format!("[{batch}, {chans}, {len}, {states}] fp32"),
-            &[Version::new("mamba v1", &v1), Version::new("mamba v2", &v2)],
+            &[
+                Version::new("mamba v1", &v1),
+                Version::new("mamba v2", &v2),
+                Version::new("mamba v1 (0.7)", &v1_07),
+                Version::new("mamba v2 (0.7)", &v2_07),
+            ],
         )?;
     }
     Ok(ok)

@@ -477,3 +477,46 @@ fn sd_attention_07_twins_are_their_beta1_twins() {
         same_timeline(&format!("{what} v2"), &p, &twin);
     }
 }
+
+#[test]
+fn mamba_07_twins_are_their_beta1_twins() {
+    use nki_kernels::mamba::{mamba_v1, mamba_v1_07, mamba_v2, mamba_v2_07};
+    // Two batches, channels past one tile (a partial second tile), four states.
+    let (batch, chans, len, states) = (2, 200, 64, 4);
+    let input = |shape: &[usize], lo, hi, seed| {
+        let v = random_range(shape.iter().product(), lo, hi, seed);
+        Hbm::<f32>::from_vec(shape, v).unwrap()
+    };
+    let delta = input(&[batch, chans, len], 0.0, 0.1, 1);
+    let u = input(&[batch, chans, len], -1.0, 1.0, 2);
+    let a = input(&[chans, states], -1.0, 0.0, 3);
+    let (bm, cm) = (
+        input(&[batch, states, len], -1.0, 1.0, 4),
+        input(&[batch, states, len], -1.0, 1.0, 5),
+    );
+    let mut out = Hbm::<f32>::zeros([batch, chans, len]);
+    let what = "mamba [2, 200, 64] x 4 states";
+    let p = mamba_v1::simulate(1, TARGET, &delta, &u, &a, &bm, &cm, &mut out).unwrap();
+    let twin = mamba_v1_07::simulate(1, TARGET, &delta, &u, &a, &bm, &cm).unwrap();
+    same_values(&format!("{what} v1"), &out, &twin.0);
+    same_timeline(&format!("{what} v1"), &p, &twin.1);
+    let p = mamba_v2::simulate(1, TARGET, &delta, &u, &a, &bm, &cm, &mut out).unwrap();
+    let twin = mamba_v2_07::simulate(1, TARGET, &delta, &u, &a, &bm, &cm).unwrap();
+    same_values(&format!("{what} v2"), &out, &twin.0);
+    same_timeline(&format!("{what} v2"), &p, &twin.1);
+    // The example's [1, 256, 2048] x 16 states on both targets (five distinct inputs).
+    let (chans, len, states) = (256, 2048, 16);
+    let s3 = |d1| Hbm::<f32>::shape_only([1, d1, len]);
+    let (d, u, b, c) = (s3(chans), s3(chans), s3(states), s3(states));
+    let a = Hbm::<f32>::shape_only([chans, states]);
+    let mut out = s3(chans);
+    for target in [Target::Trn1, Target::Trn2] {
+        let what = format!("mamba [1, {chans}, {len}] x {states} on {target}");
+        let p = mamba_v1::estimate(1, target, &d, &u, &a, &b, &c, &mut out).unwrap();
+        let (_, twin) = mamba_v1_07::estimate(1, target, &d, &u, &a, &b, &c).unwrap();
+        same_timeline(&format!("{what} v1"), &p, &twin);
+        let p = mamba_v2::estimate(1, target, &d, &u, &a, &b, &c, &mut out).unwrap();
+        let (_, twin) = mamba_v2_07::estimate(1, target, &d, &u, &a, &b, &c).unwrap();
+        same_timeline(&format!("{what} v2"), &p, &twin);
+    }
+}

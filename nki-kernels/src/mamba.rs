@@ -17,6 +17,11 @@
 //! - [`mamba_v2`](fn@mamba_v2): loops batch, channel tile, state; `delta`, `u` and
 //!   `delta * u` are loaded / computed once per channel tile and reused by all `N` states.
 //!
+//! [`mamba_v1_07`](fn@mamba_v1_07) and [`mamba_v2_07`](fn@mamba_v2_07) are their NKI 0.7
+//! twins: the same instructions on tensors from `nl::ndarray` (v1's accumulators a list of
+//! tensors), data moved by `nisa::dma_copy`, every instruction writing into a destination
+//! given first, the output returned.
+//!
 //! Bottleneck (modelled, `fused_mamba` example, `[1, 256, 512, 16]` and Autocomp's
 //! `L = 2048`): on trn1 DMA (99-100 % busy): the broadcast rows of `Bm` and `Cm` reach every
 //! partition (`128 * L` elements per row), and v1 adds the `delta`/`u` reloads, so v2 is
@@ -166,4 +171,131 @@ pub fn mamba_v2<T: Element>(
             nl::store(out.slice((b, ch, ..)), &acc);
         }
     }
+}
+
+/// [`dims`] for a 0.7 twin, whose output has `delta`'s shape.
+#[track_caller]
+fn dims_07<T: Element>(op: &'static str, inputs: [&Hbm<T>; 5]) -> (usize, usize, usize, usize) {
+    let [delta, u, a, bm, cm] = inputs.map(Hbm::shape);
+    dims(op, [delta, u, a, bm, cm, delta])
+}
+
+/// An fp32 SBUF tensor holding `src` (a casting `dma_copy`).
+#[track_caller]
+fn load_07(src: HbmView) -> Tensor {
+    let t = nl::ndarray(src.shape(), DType::F32, nl::sbuf);
+    nki_core::nisa::dma_copy(&t, src, None);
+    t
+}
+
+/// [`broadcast_row`] in NKI 0.7's form: one DMA reading the row into every partition.
+#[track_caller]
+fn broadcast_row_07<T: Element>(m: &Hbm<T>, b: usize, n: usize, rows: usize) -> Tensor {
+    load_07(m.slice((b, n..n + 1, ..)).broadcast(0, rows))
+}
+
+/// [`state_term`] in NKI 0.7's form, each instruction into a new tensor given first.
+#[track_caller]
+fn state_term_07<'a>(
+    delta: &Tensor,
+    delta_u: &Tensor,
+    a_col: impl Into<nki_core::nisa::Operand<'a>>,
+    b_row: &Tensor,
+    c_row: &Tensor,
+) -> Tensor {
+    use nki_core::nisa;
+    let new = || nl::ndarray(delta.shape(), DType::F32, nl::sbuf);
+    let (d_a, d_bu, h, term) = (new(), new(), new(), new());
+    let scale = nisa::ActivationOpts::new().scale(a_col);
+    nisa::activation(&d_a, nl::ActFn::Exp, delta, scale);
+    nisa::tensor_tensor(&d_bu, delta_u, b_row, nl::AluOp::Multiply, None);
+    let (mul, add) = (nl::AluOp::Multiply, nl::AluOp::Add);
+    nisa::tensor_tensor_scan(&h, &d_a, &d_bu, 0.0, mul, add, None);
+    nisa::tensor_tensor(&term, c_row, &h, nl::AluOp::Multiply, None);
+    term
+}
+
+/// The NKI 0.7 twin of [`mamba_v1`](fn@mamba_v1) (state loop outside the channel tiles),
+/// returned, on one core (launch it on `[1]`). It computes the same values as the Beta-1
+/// kernel.
+#[nki_kernel(nki = "0.7")]
+pub fn mamba_v1_07<T: Element>(
+    delta: &Hbm<T>,
+    u: &Hbm<T>,
+    a: &Hbm<T>,
+    bm: &Hbm<T>,
+    cm: &Hbm<T>,
+) -> Hbm<T> {
+    use nki_core::nisa;
+    let (batch, chans, states, len) = dims_07("mamba_v1_07", [delta, u, a, bm, cm]);
+    let out = nl::ndarray(delta.shape(), delta.dtype(), nl::shared_hbm);
+    let tiles = nl::num_tiles(chans, PMAX);
+    for b in nl::affine_range(batch) {
+        // The accumulators of all channel tiles: a list of `[128, L]` tensors.
+        let acc: Vec<Tensor> = nl::affine_range(tiles)
+            .map(|_| nl::ndarray(&[PMAX.min(chans), len], DType::F32, nl::sbuf))
+            .collect();
+        for acc_t in &acc {
+            nisa::memset(acc_t, 0.0, None);
+        }
+        for n in nl::sequential_range(states) {
+            for t in nl::sequential_range(tiles) {
+                let ch = nl::tile_range(t, PMAX, chans);
+                let rows = ch.len();
+                let d_t = load_07(delta.slice((b, ch.clone(), ..)));
+                let u_t = load_07(u.slice((b, ch.clone(), ..)));
+                let a_col = load_07(a.slice((ch.clone(), n..n + 1)));
+                let b_row = broadcast_row_07(bm, b, n, rows);
+                let c_row = broadcast_row_07(cm, b, n, rows);
+                let d_u = nl::ndarray(&[rows, len], DType::F32, nl::sbuf);
+                nisa::tensor_tensor(&d_u, &d_t, &u_t, nl::AluOp::Multiply, None);
+                let term = state_term_07(&d_t, &d_u, &a_col, &b_row, &c_row);
+                let acc_t = acc[t].slice((0..rows, ..));
+                nisa::tensor_tensor(&acc_t, &acc_t, &term, nl::AluOp::Add, None);
+            }
+        }
+        for (t, acc_t) in acc.iter().enumerate() {
+            let ch = nl::tile_range(t, PMAX, chans);
+            let rows = ch.len();
+            nisa::dma_copy(out.slice((b, ch, ..)), acc_t.slice((0..rows, ..)), None);
+        }
+    }
+    out
+}
+
+/// The NKI 0.7 twin of [`mamba_v2`](fn@mamba_v2) (channel tile outside the state loop,
+/// `delta`/`u` reused), returned, on one core (launch it on `[1]`). It computes the same values
+/// as the Beta-1 kernel.
+#[nki_kernel(nki = "0.7")]
+pub fn mamba_v2_07<T: Element>(
+    delta: &Hbm<T>,
+    u: &Hbm<T>,
+    a: &Hbm<T>,
+    bm: &Hbm<T>,
+    cm: &Hbm<T>,
+) -> Hbm<T> {
+    use nki_core::nisa;
+    let (batch, chans, states, len) = dims_07("mamba_v2_07", [delta, u, a, bm, cm]);
+    let out = nl::ndarray(delta.shape(), delta.dtype(), nl::shared_hbm);
+    for b in nl::affine_range(batch) {
+        for t in nl::affine_range(nl::num_tiles(chans, PMAX)) {
+            let ch = nl::tile_range(t, PMAX, chans);
+            let rows = ch.len();
+            let d_t = load_07(delta.slice((b, ch.clone(), ..)));
+            let u_t = load_07(u.slice((b, ch.clone(), ..)));
+            let a_t = load_07(a.slice((ch.clone(), ..)));
+            let d_u = nl::ndarray(&[rows, len], DType::F32, nl::sbuf);
+            nisa::tensor_tensor(&d_u, &d_t, &u_t, nl::AluOp::Multiply, None);
+            let acc = nl::ndarray(&[rows, len], DType::F32, nl::sbuf);
+            nisa::memset(&acc, 0.0, nisa::Opts::new().engine(nisa::Engine::Vector));
+            for n in nl::sequential_range(states) {
+                let b_row = broadcast_row_07(bm, b, n, rows);
+                let c_row = broadcast_row_07(cm, b, n, rows);
+                let term = state_term_07(&d_t, &d_u, a_t.slice((.., n..n + 1)), &b_row, &c_row);
+                nisa::tensor_tensor(&acc, &acc, &term, nl::AluOp::Add, None);
+            }
+            nisa::dma_copy(out.slice((b, ch, ..)), &acc, None);
+        }
+    }
+    out
 }
