@@ -90,6 +90,9 @@ pub(crate) struct InstanceCtx {
     pub(crate) private_hbm: Vec<(u64, String)>,
     /// This instance's writer ids (store, atomic, read) at its current affine_range position.
     writer: [Option<u32>; 3],
+    /// Meetings with the other core of the logical NeuronCore passed so far (`core_barrier`,
+    /// `sendrecv`): they order this instance's HBM accesses against the other core's.
+    pub(crate) meetings: u32,
     /// How many tensors this instance allocated in shared HBM so far (the next one is the
     /// launch's tensor of this number, see [`LaunchShared::kernel_outputs`]).
     pub(crate) shared_hbm_allocs: usize,
@@ -291,6 +294,7 @@ impl InstanceCtx {
             loop_lines: Vec::new(),
             private_hbm: Vec::new(),
             writer: [None; 3],
+            meetings: 0,
             shared_hbm_allocs: 0,
             loop_tiles: Default::default(),
             state: InstanceState::default(),
@@ -350,10 +354,18 @@ impl InstanceCtx {
             instance: self.instance,
             frames: self.frames.clone(),
             kind,
+            meetings: self.meetings,
         };
         let id = self.shared.writers.intern(w, &self.program_id, loc);
         self.writer[slot] = Some(id);
         id
+    }
+
+    /// Notes a meeting with the other core: later HBM accesses are ordered after the other
+    /// core's accesses before it.
+    pub(crate) fn met_other_core(&mut self) {
+        self.meetings += 1;
+        self.writer = [None; 3];
     }
 
     /// Keeps record `r`, tagged with the affine_range iterations it was issued in.

@@ -474,3 +474,57 @@ fn gpsimd_dma_on_a_target_without_it_is_an_error_naming_it() {
     assert!(e.message().contains("gpsimd_dma"), "{e}");
     assert_eq!(e.location().map(|l| l.file), Some(FILE));
 }
+
+/// Core 1 stores rows 64..128 of `out`; the cores meet at a barrier (when `barrier`); core 0
+/// then reads those rows back and stores them into rows 0..64.
+#[nki_kernel]
+fn across_cores(x: &Hbm<f32>, out: &mut Hbm<f32>, barrier: bool) {
+    let me = nl::program_id(0);
+    let t = nl::zeros(&[64, 32], DType::F32, nl::sbuf);
+    if me == 1 {
+        nisa::dma_copy(&t, x.slice((64..128, ..)), None);
+        nisa::dma_copy(out.slice((64..128, ..)), &t, None);
+    }
+    if barrier {
+        nisa::core_barrier(&t, None);
+    }
+    if me == 0 {
+        let u = nl::ndarray(&[64, 32], DType::F32, nl::sbuf);
+        nisa::dma_copy(&u, out.slice((64..128, ..)), None);
+        nisa::dma_copy(out.slice((0..64, ..)), &u, None);
+    }
+}
+
+#[test]
+fn a_core_reads_what_the_other_core_stored_before_their_barrier() {
+    let v: Vec<f32> = (0..128 * 32).map(|k| k as f32).collect();
+    let x = Hbm::from_vec(&[128, 32], v.clone()).unwrap();
+    let mut out = Hbm::<f32>::zeros([128, 32]);
+    across_cores::simulate(Grid::lnc(2), Target::Trn2, &x, &mut out, true).unwrap();
+    let half = &v[64 * 32..];
+    let got = out.to_f32_vec().unwrap();
+    assert_eq!(&got[..64 * 32], half);
+    assert_eq!(&got[64 * 32..], half);
+    let xs = Hbm::<f32>::shape_only([128, 32]);
+    let mut outs = Hbm::<f32>::shape_only([128, 32]);
+    across_cores::estimate(Grid::lnc(2), Target::Trn2, &xs, &mut outs, true).unwrap();
+
+    // Without the barrier nothing orders core 1's store before core 0's load: an error in
+    // every mode.
+    for mode in [Mode::Simulate, Mode::Estimate] {
+        let mut out = if mode == Mode::Estimate {
+            Hbm::<f32>::shape_only([128, 32])
+        } else {
+            Hbm::<f32>::zeros([128, 32])
+        };
+        let l = Launch::new(Grid::lnc(2)).target(Target::Trn2).mode(mode);
+        let e = across_cores::run(l, &x, &mut out, false).unwrap_err();
+        assert!(
+            matches!(
+                e.kind(),
+                ErrorKind::UninitializedRead | ErrorKind::OutputDependency
+            ),
+            "{mode:?}: {e}"
+        );
+    }
+}

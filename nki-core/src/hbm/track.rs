@@ -74,6 +74,9 @@ pub(crate) struct Access {
     /// Its position among its instance's tracked accesses.
     pub(crate) seq: u32,
     pub(crate) kind: Kind,
+    /// The meetings with the other core its instance had passed (see
+    /// [`Writer::meetings`](super::writers::Writer)): 0 until set by the caller.
+    pub(crate) meetings: u32,
     /// The operation and the view, for messages.
     pub(crate) op: &'static str,
     pub(crate) ap: Ap,
@@ -100,6 +103,7 @@ impl Access {
             instance,
             seq,
             kind,
+            meetings: 0,
             op,
             ap,
             loc,
@@ -343,7 +347,7 @@ impl Tracker {
     /// The first element (flat) of load `a` over `rects` that no write of its own instance
     /// or of an earlier one covers.
     fn first_unwritten(&self, a: &Access, rects: &[Rect], cand: &[u32], cols: u64) -> Option<u64> {
-        let writes = self.writes_among(cand, a.instance);
+        let writes = self.writes_among(cand, Some(a));
         rects
             .iter()
             .find_map(|r| first_uncovered_in(r, &writes, cols))
@@ -376,7 +380,7 @@ impl Tracker {
                     step: 1,
                 },
             };
-            let writes = self.writes_among(&self.candidates(&[r]), u64::MAX);
+            let writes = self.writes_among(&self.candidates(&[r]), None);
             if let Some(e) = first_uncovered_in(&r, &writes, cols) {
                 return Some(e);
             }
@@ -385,14 +389,21 @@ impl Tracker {
         None
     }
 
-    /// The rectangles of the writes (stores and atomic updates) among claims `cand` made by
-    /// instances up to `instance` in launch order.
-    fn writes_among(&self, cand: &[u32], instance: u64) -> Vec<Rect> {
+    /// The rectangles of the writes (stores and atomic updates) among claims `cand` that come
+    /// before load `load` (all of them when `None`): made before a meeting of the two cores
+    /// the load's instance passed, or, between the same meetings, by its own instance or one
+    /// before it in launch order.
+    fn writes_among(&self, cand: &[u32], load: Option<&Access>) -> Vec<Rect> {
         cand.iter()
             .map(|&c| self.claims[c as usize])
             .filter(|c| {
                 let w = &self.accesses[c.access as usize];
-                w.kind != Kind::Load && w.instance <= instance
+                w.kind != Kind::Load
+                    && load.is_none_or(|a| match w.meetings.cmp(&a.meetings) {
+                        std::cmp::Ordering::Less => true,
+                        std::cmp::Ordering::Equal => w.instance <= a.instance,
+                        std::cmp::Ordering::Greater => false,
+                    })
             })
             .map(|c| c.rect)
             .collect()
@@ -476,6 +487,7 @@ mod tests {
                     instance: i as u64,
                     frames: Vec::new(),
                     kind: WriterKind::Store,
+                    meetings: 0,
                 };
                 let id = writers.intern(w, &[i], loc);
                 let ap = Ap::contiguous(shape)
@@ -494,6 +506,7 @@ mod tests {
             instance: 1,
             frames: Vec::new(),
             kind: WriterKind::Store,
+            meetings: 0,
         };
         let id = writers.intern(w, &[1], loc);
         let ap = Ap::contiguous(shape)

@@ -291,7 +291,10 @@ fn claim<'v>(
         super::observe::notify(st.id, &view.ap, true, op, loc);
     }
     let instance = current_instance().map_or(0, |k| k.1);
-    let access = Access::next(writer, instance, kind, op, view.ap, loc);
+    let access = Access {
+        meetings: shared.writers.meetings(writer),
+        ..Access::next(writer, instance, kind, op, view.ap, loc)
+    };
     let cols = st.shape.dims().last().copied().unwrap_or(1) as u64;
     let rects = rects_of(&view.ap, cols as usize);
     let found = {

@@ -35,14 +35,19 @@ pub(crate) struct Writer {
     pub(crate) instance: u64,
     pub(crate) frames: Vec<(u32, u32)>,
     pub(crate) kind: WriterKind,
+    /// How many meetings with the other core of its logical NeuronCore (`core_barrier`,
+    /// `sendrecv`) its instance had passed: 0 outside LNC=2 launches.
+    pub(crate) meetings: u32,
 }
 
 impl Writer {
     /// True when writes by `self` and `other` happen at unordered positions: different
-    /// instances, or the same instance in different iterations of one affine_range.
+    /// instances between the same two meetings of their cores (instances that never meet
+    /// have 0 meetings), or the same instance in different iterations of one affine_range.
+    /// A meeting of the two cores orders what each did before it before what each does after.
     fn unordered(&self, other: &Writer) -> bool {
         if self.instance != other.instance {
-            return true;
+            return self.meetings == other.meetings;
         }
         for (fa, fb) in self.frames.iter().zip(&other.frames) {
             if fa.0 != fb.0 {
@@ -163,6 +168,15 @@ impl Writers {
         self.lock().describe(id)
     }
 
+    /// The core meetings writer `id`'s instance had passed (see [`Writer::meetings`]; 0 if
+    /// unknown).
+    pub(crate) fn meetings(&self, id: u32) -> u32 {
+        self.lock()
+            .entries
+            .get(&id)
+            .map_or(0, |e| e.writer.meetings)
+    }
+
     /// The program id of writer `id` (empty if unknown).
     pub(crate) fn program_id(&self, id: u32) -> Vec<usize> {
         self.lock()
@@ -192,6 +206,7 @@ mod tests {
             instance,
             frames: frames.to_vec(),
             kind,
+            meetings: 0,
         }
     }
 
@@ -221,6 +236,28 @@ mod tests {
         assert!(t
             .describe(other_iteration)
             .starts_with("program id [0] in affine_range iteration (1) at "));
+    }
+
+    #[test]
+    fn a_meeting_of_the_two_cores_orders_their_writes() {
+        let t = Writers::new();
+        let loc = SourceLoc::caller();
+        let id = |i: u64, meetings| {
+            let w = Writer {
+                meetings,
+                ..writer(i, &[], WriterKind::Store)
+            };
+            t.intern(w, &[i as usize], loc)
+        };
+        let (core0, core1) = (id(0, 0), id(1, 0));
+        assert!(t.conflicts(core0, core1), "between the same meetings");
+        let core1_after = id(1, 1);
+        assert!(
+            !t.conflicts(core0, core1_after),
+            "one before a barrier, one after"
+        );
+        assert!(t.conflicts(id(0, 1), core1_after));
+        assert_eq!(t.meetings(core1_after), 1);
     }
 
     #[test]

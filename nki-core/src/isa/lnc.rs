@@ -196,6 +196,9 @@ fn meet(
             st = pair.cv.wait(st).unwrap_or_else(|p| p.into_inner());
         }
     });
+    // What either core did before the meeting comes before what either does after it
+    // (the HBM output checks order the two cores' accesses by it).
+    ins.with_ctx(|c| c.met_other_core());
     let w = ins.with_ctx(|c| c.records.len());
     ins.issue(
         &[],
